@@ -1,0 +1,57 @@
+// Readers that turn request-trace files into the in-memory Trace (trace.h). Three formats, all
+// described with their exact rules in traces/README.md:
+//   mooncake  JSONL, one request a line: timestamp (ms), input_length, output_length, hash_ids
+//             (one id per block incl. the partial last block).
+//   kvtester  kv-cache-tester JSON, one conversation a file: block_size, requests with t (s), in,
+//             out, hash_ids (full blocks; a partial last block may have an id too), and nested
+//             sub-agent groups that are flattened into the request list in time order.
+//   tokens    JSONL for hand-made tests: timestamp (ms), tokens (the token ids), output_length;
+//             block ids are interned from the token content, so they are exact.
+// Every error in the input is an InputError naming file, 1-based line and field; a load either
+// returns the whole trace or throws: nothing is half-read.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "traces/input_error.h"
+#include "traces/trace.h"
+
+namespace kvlanes {
+
+// "mooncake" | "kvtester" | "tokens". Unknown names throw InputError listing the valid names.
+TraceFormat ParseTraceFormat(std::string_view name);
+// The name ParseTraceFormat accepts for `fmt`.
+const char* TraceFormatName(TraceFormat fmt);
+
+// Decides the format of one file from the keys of its first record: `requests` -> kvtester,
+// `tokens` -> tokens, `hash_ids`/`input_length` -> mooncake. Throws InputError when the file is
+// unreadable, not JSON, or its first record has none of those keys.
+TraceFormat DetectTraceFormat(const std::string& path);
+
+struct TraceOptions {
+  // Tokens per block id. 0 = the format's default: mooncake 512, kvtester the file's block_size
+  // (a non-zero value must then equal it), tokens page_tokens.
+  int64_t block_tokens = 0;
+  // Tokens per KV page. Must divide the block size, so that a block is a whole number of pages.
+  int64_t page_tokens = 64;
+  // Timestamps that go backwards inside a file are an error unless set; then each file is
+  // stable-sorted by arrival (ties keep file order).
+  bool allow_unsorted = false;
+};
+
+// Loads and merges trace files. `paths`: files or directories (a directory stands for its *.json
+// and *.jsonl files, sorted by name). `fmt`: std::nullopt detects the format per file.
+// Source i (in Trace::sources order) has its block ids namespaced as (i << 40) | id, so two files
+// never share a prefix; an id >= 2^40 is an error. Requests are merged by arrival time; ties are
+// broken by source order, then by order inside the file (line order). Timestamps become integer
+// ns: ms * 1e6 (mooncake, tokens) or llround(t * 1e9) (kvtester seconds).
+// All files must agree on one block size (Trace::block_tokens).
+// Throws InputError.
+Trace LoadTrace(const std::vector<std::string>& paths, std::optional<TraceFormat> fmt,
+                const TraceOptions& opt);
+
+}  // namespace kvlanes
