@@ -1,0 +1,42 @@
+#include "policies/registry.h"
+
+#include "traces/input_error.h"
+
+namespace kvlanes {
+
+const std::vector<PolicyInfo>& RegisteredPolicies() {
+  static const std::vector<PolicyInfo> table = {
+      {"lanes", "owner-lane aware eviction per deficit lane, counting ancestors the cascade unlocks",
+       &MakeLanesPolicy},
+      {"scalar", "baseline: rank-wide total capacity; lane shortfalls drop the request's pages",
+       &MakeScalarPolicy},
+  };
+  return table;
+}
+
+std::string PolicyNames() {
+  std::string s;
+  for (const auto& p : RegisteredPolicies()) {
+    s += s.empty() ? "" : ", ";
+    s += p.name;
+  }
+  return s;
+}
+
+std::string PoliciesHelp() {
+  std::string s;
+  for (const auto& p : RegisteredPolicies()) {
+    std::string name = p.name;
+    name.resize(std::max<size_t>(name.size() + 2, 10), ' ');
+    s += "  " + name + p.help + "\n";
+  }
+  return s;
+}
+
+std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg) {
+  for (const auto& p : RegisteredPolicies())
+    if (name == p.name) return p.make(cfg);
+  throw InputError("", 0, "policy", "unknown policy '" + name + "' (valid: " + PolicyNames() + ")");
+}
+
+}  // namespace kvlanes

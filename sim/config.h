@@ -1,0 +1,78 @@
+// Replay configuration: one struct per component with its defaults; keys, help text and
+// validation live in one table (config.cpp). The YAML file, `--set key=value`, the JSON report
+// and the docs all use the same dotted key names. Unknown keys are errors listing valid ones.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kvlanes {
+
+struct PoolSpec {
+  std::string name;
+  int64_t bytes_per_token_layer = 0;
+};
+
+struct ModelConfig {
+  int64_t layers = 61;  // DeepSeek-V3.2
+  // MLA latent KV in FP8 with scales and the sparse-attention indexer keys (DeepSeek-V3.2).
+  std::vector<PoolSpec> pools = {{"kv", 656}, {"indexer", 132}};
+  // Bytes one page occupies in one pool / in all pools, all layers.
+  int64_t PoolPageBytes(size_t pool, int64_t page_tokens) const {
+    return pools[pool].bytes_per_token_layer * page_tokens * layers;
+  }
+  int64_t PageBytes(int64_t page_tokens) const {
+    int64_t b = 0;
+    for (size_t i = 0; i < pools.size(); ++i) b += PoolPageBytes(i, page_tokens);
+    return b;
+  }
+};
+
+struct CacheConfig {
+  int64_t page_tokens = 64;
+  int64_t cp_size = 1;
+  int64_t device_pages_per_lane = 16384;
+  int64_t host_pages_per_lane = 0;  // 0 = no host tier
+  std::string eviction = "lru";     // lru | lfu | fifo | slru
+  std::string write_policy = "write_through";  // write_through | write_through_selective | write_back
+  std::string placement = "zigzag";            // see sim/placement.h
+  int64_t load_back_min_tokens = 10;           // host hits shorter than this are recomputed
+};
+
+struct TraceConfig {
+  std::string format = "auto";  // auto | mooncake | kvtester | tokens
+  int64_t block_tokens = 0;     // 0 = the format's own
+};
+
+struct GatherConfig {
+  std::string method = "zigzag-gated";  // dense | packed | p2p | zigzag-gated
+};
+
+struct BackupConfig {
+  std::string schedule = "per-layer";  // per-layer | tail
+};
+
+struct ReplayConfig {
+  std::string policy = "lanes";  // a name from the policy registry (policies/registry.h)
+  CacheConfig cache;
+  TraceConfig trace;
+  ModelConfig model;
+  GatherConfig gather;
+  BackupConfig backup;
+};
+
+// Loads a YAML file over the defaults. Throws InputError naming file, line and key.
+void LoadConfigFile(const std::string& path, ReplayConfig& cfg);
+// Applies one "key=value" (value in YAML syntax). Throws InputError naming the option.
+void ApplyConfigSetting(const std::string& assignment, ReplayConfig& cfg);
+// Checks ranges and cross-field rules; throws InputError naming the key.
+void ValidateConfig(const ReplayConfig& cfg);
+// The effective configuration, every key, in table order.
+nlohmann::ordered_json ConfigToJson(const ReplayConfig& cfg);
+// "key: help (default ...)" lines for --help.
+std::string ConfigKeysHelp();
+
+}  // namespace kvlanes

@@ -1,0 +1,34 @@
+// Placement rules: which rank owns each page of a new extent (DOMAIN.md section 4).
+// Registered by name in one table; the config, CLI, reports and docs use the same names.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace kvlanes {
+
+struct PlacementRule {
+  const char* name;
+  const char* help;
+  // True when owners follow the physical slots the allocator hands out (slot-modulo): the
+  // engine then frees capacity by total page count and takes owners from the free list.
+  bool from_allocator;
+  // Fills owners[i] for page i of an extent of owners.size() pages on `ranks` ranks.
+  // Unused (nullptr) when from_allocator.
+  void (*assign)(int ranks, std::span<uint16_t> owners);
+};
+
+const PlacementRule* FindPlacementRule(std::string_view name);  // nullptr if unknown
+std::string PlacementRuleNames();                                 // "zigzag, interleave, ..."
+
+// zigzag: 2N chunks, sizes as equal as possible with earlier chunks one page larger; rank r
+// owns chunks r and 2N-1-r.
+void AssignZigzag(int ranks, std::span<uint16_t> owners);
+// interleave: page i goes to rank i mod N (each request's extent starts at rank 0).
+void AssignInterleave(int ranks, std::span<uint16_t> owners);
+// Page range [begin, end) of zigzag chunk c for an extent of n pages on N ranks.
+void ZigzagChunk(int64_t n, int ranks, int chunk, int64_t* begin, int64_t* end);
+
+}  // namespace kvlanes

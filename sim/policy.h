@@ -1,0 +1,111 @@
+// The one policy interface. A policy decides and does not act: it reads a const view of the
+// cache and returns decisions; the replay engine applies them, and the same decisions feed the
+// cost model and the executor. Implementations live in policies/, registered by name in
+// policies/registry.h.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "sim/config.h"
+#include "sim/ledger.h"
+#include "sim/radix_tree.h"
+#include "sim/slot_allocator.h"
+
+namespace kvlanes {
+
+// What a policy may look at. Everything is const: a policy must not mutate cache state.
+struct CacheView {
+  const RadixTree& tree;
+  const Ledger& ledger;
+  const SlotAllocator& device_slots;
+  const SlotAllocator& host_slots;
+  const ReplayConfig& config;
+  uint64_t epoch;  // access epoch of the request being processed (1-based)
+};
+
+// Free pages one tier must have after eviction.
+struct LaneDemand {
+  Tier tier = Tier::kDevice;
+  std::vector<int64_t> target;  // per lane, for pages whose owner is fixed
+  int64_t any_lane = 0;         // further pages that may land on any lane (slot-modulo)
+
+  int64_t Total() const {
+    int64_t t = any_lane;
+    for (int64_t x : target) t += x;
+    return t;
+  }
+  // True when `ledger` already has the free pages asked for.
+  bool MetBy(const Ledger& ledger) const {
+    int64_t free_total = 0;
+    for (int r = 0; r < ledger.lanes(); ++r) {
+      const int64_t f = ledger.at(tier, r).free();
+      if (f < target[r]) return false;
+      free_total += f;
+    }
+    return free_total >= Total();
+  }
+};
+
+struct EvictionPlan {
+  // Victims in the order the engine evicts them. Each must be an eviction candidate of the
+  // demand's tier at its turn, i.e. after the victims before it are gone (the cascade).
+  std::vector<NodeId> victims;
+  int64_t cascade_victims = 0;  // victims that became candidates only through the cascade
+};
+
+enum class GatherMethod { kDense, kPacked, kP2p, kZigzag };
+const char* GatherMethodName(GatherMethod m);  // "dense", "packed", "p2p", "zigzag"
+
+enum class BackupSchedule { kPerLayer, kTail };
+const char* BackupScheduleName(BackupSchedule s);  // "per-layer", "tail"
+
+// The prefix a request must materialize on every rank, as runs of pages from one extent.
+struct PrefixRun {
+  uint32_t extent = 0;
+  int64_t first_page = 0;  // logical page position of the run's first page
+  int64_t pages = 0;
+};
+struct Extent {
+  int64_t request = 0;     // index of the request whose prefill produced it
+  int64_t first_page = 0;  // logical position of its first page
+  int64_t pages = 0;       // pages placed (the unaligned tail page included)
+  const char* placement = "";
+  int ranks = 1;
+};
+struct GatherContext {
+  std::span<const PrefixRun> runs;
+  std::span<const Extent> extents;
+  int64_t prefix_pages = 0;
+  // True when a run descriptor proves the prefix is exactly one whole zigzag run.
+  bool proven_zigzag = false;
+};
+
+class CachePolicy {
+ public:
+  virtual ~CachePolicy() = default;
+  virtual std::string_view Name() const = 0;
+
+  // Owners of the pages of a new extent (owners.size() pages starting at logical page
+  // first_page). Not called for placements that follow the allocator (slot-modulo).
+  virtual void PlaceExtent(const CacheView& view, int64_t first_page,
+                           std::span<uint16_t> owners) const = 0;
+
+  // Victims that bring free pages to `demand` where the unlocked pages allow. The engine
+  // evicts them in order; if the demand is still unmet, the allocation fails.
+  virtual EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const = 0;
+
+  // May node `id` (device-resident, not on host) be written to host now? Its pages need host
+  // slots on their owner lanes; the engine then asks PlanEviction for the host tier if needed.
+  virtual bool AdmitHostWrite(const CacheView& view, NodeId id) const = 0;
+
+  // Load the host-only chain of `pages` pages back to device (true), or recompute it (false)?
+  virtual bool AdmitLoadBack(const CacheView& view, int64_t pages) const = 0;
+
+  virtual GatherMethod ChooseGather(const CacheView& view, const GatherContext& ctx) const = 0;
+  virtual BackupSchedule ChooseBackup(const CacheView& view, int64_t new_pages) const = 0;
+};
+
+}  // namespace kvlanes

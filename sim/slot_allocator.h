@@ -1,0 +1,96 @@
+// Physical page slots of one tier, per lane. Slots are what the executor addresses; the
+// simulator hands them out FIFO (freed slots go to the back), so a replay is deterministic.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include "sim/check.h"
+
+namespace kvlanes {
+
+class SlotAllocator {
+ public:
+  // global_modulo: one free list over global slots g in [0, lanes * per_lane); slot g lives on
+  // lane g % lanes at lane-local slot g / lanes (the `slot-modulo` placement). Otherwise one
+  // FIFO per lane.
+  SlotAllocator(int lanes, int64_t per_lane, bool global_modulo)
+      : lanes_(lanes), per_lane_(per_lane), global_(global_modulo), free_count_(lanes, per_lane) {
+    if (global_) {
+      for (int64_t g = 0; g < per_lane * lanes; ++g) global_free_.push_back(static_cast<uint64_t>(g));
+    } else {
+      per_lane_free_.resize(lanes);
+      for (auto& q : per_lane_free_)
+        for (int64_t s = 0; s < per_lane; ++s) q.push_back(static_cast<uint32_t>(s));
+    }
+  }
+
+  int lanes() const { return lanes_; }
+  int64_t capacity(int lane) const { (void)lane; return per_lane_; }
+  int64_t free_pages(int lane) const { return free_count_[lane]; }
+  int64_t free_total() const {
+    int64_t t = 0;
+    for (int64_t f : free_count_) t += f;
+    return t;
+  }
+  bool global_modulo() const { return global_; }
+
+  // A free slot on `lane`. In global_modulo mode this is the first free global slot of that
+  // lane (a scan; used only for pages whose owner is already fixed, e.g. load-back).
+  // REQUIRES: free_pages(lane) > 0.
+  uint32_t Alloc(int lane) {
+    KV_CHECK(free_count_[lane] > 0, "Alloc on lane " << lane << " with no free slot");
+    --free_count_[lane];
+    if (global_) {
+      for (auto it = global_free_.begin(); it != global_free_.end(); ++it) {
+        if (static_cast<int>(*it % static_cast<uint64_t>(lanes_)) == lane) {
+          const uint64_t g = *it;
+          global_free_.erase(it);
+          return static_cast<uint32_t>(g / static_cast<uint64_t>(lanes_));
+        }
+      }
+      KV_CHECK(false, "free count of lane " << lane << " disagrees with the free list");
+    }
+    uint32_t s = per_lane_free_[lane].front();
+    per_lane_free_[lane].pop_front();
+    return s;
+  }
+  // Next free slot of the global list as (lane, lane-local slot). REQUIRES: global_modulo().
+  std::pair<int, uint32_t> AllocAny() {
+    KV_CHECK(global_ && !global_free_.empty(), "AllocAny with no free slot");
+    uint64_t g = global_free_.front();
+    global_free_.pop_front();
+    const int lane = static_cast<int>(g % static_cast<uint64_t>(lanes_));
+    --free_count_[lane];
+    return {lane, static_cast<uint32_t>(g / static_cast<uint64_t>(lanes_))};
+  }
+  // Lanes of the next `n` slots AllocAny would return. REQUIRES: n <= free_total().
+  std::vector<int> PeekAnyLanes(int64_t n) const {
+    std::vector<int> out;
+    out.reserve(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      out.push_back(static_cast<int>(global_free_[static_cast<size_t>(i)] % static_cast<uint64_t>(lanes_)));
+    return out;
+  }
+  void Free(int lane, uint32_t slot) {
+    if (global_) {
+      global_free_.push_back(uint64_t{slot} * static_cast<uint64_t>(lanes_) + static_cast<uint64_t>(lane));
+    } else {
+      per_lane_free_[lane].push_back(slot);
+    }
+    ++free_count_[lane];
+    KV_CHECK(free_count_[lane] <= per_lane_, "lane " << lane << " freed more slots than it has");
+  }
+
+ private:
+  int lanes_;
+  int64_t per_lane_;
+  bool global_;
+  std::vector<int64_t> free_count_;
+  std::vector<std::deque<uint32_t>> per_lane_free_;
+  std::deque<uint64_t> global_free_;
+};
+
+}  // namespace kvlanes

@@ -1,0 +1,104 @@
+// kvlanes replay: one trace through one policy; console summary and a JSON report.
+#include <cstdio>
+#include <iostream>
+
+#include <boost/program_options.hpp>
+
+#include "policies/registry.h"
+#include "sim/replay_engine.h"
+#include "tools/commands.h"
+#include "tools/output_file.h"
+#include "tools/replay_setup.h"
+#include "traces/input_error.h"
+
+namespace po = boost::program_options;
+
+namespace kvlanes::cli {
+namespace {
+
+void PrintSummary(const nlohmann::ordered_json& r) {
+  auto i = [&](const char* k) { return r[k].get<int64_t>(); };
+  const double in = static_cast<double>(std::max<int64_t>(1, i("input_tokens")));
+  std::printf("policy %s on %zu lanes, %lld requests, %lld input tokens\n",
+              r["policy"].get<std::string>().c_str(), r["lanes"].size(),
+              static_cast<long long>(i("requests")), static_cast<long long>(i("input_tokens")));
+  std::printf("  token hit ratio        %.4f  (device %.4f, host %.4f)\n",
+              r["token_hit_ratio"].get<double>(), i("device_hit_tokens") / in, i("host_hit_tokens") / in);
+  std::printf("  computed tokens        %lld\n", static_cast<long long>(i("computed_tokens")));
+  std::printf("  uncached requests      %lld  (lane deficit failures %lld)\n",
+              static_cast<long long>(i("uncached_requests")), static_cast<long long>(i("lane_deficit_failures")));
+  std::printf("  evicted pages          device %lld, host %lld  (ancestor unlocks %lld)\n",
+              static_cast<long long>(r["evicted_pages"]["device"].get<int64_t>()),
+              static_cast<long long>(r["evicted_pages"]["host"].get<int64_t>()),
+              static_cast<long long>(i("ancestor_unlocks")));
+  std::printf("  load-back              %lld pages, %.3f GB in %lld loads (%lld skipped, %lld failed)\n",
+              static_cast<long long>(r["load_back"]["pages"].get<int64_t>()),
+              r["load_back"]["bytes"].get<int64_t>() / 1e9,
+              static_cast<long long>(r["load_back"]["count"].get<int64_t>()),
+              static_cast<long long>(r["load_back"]["skipped"].get<int64_t>()),
+              static_cast<long long>(r["load_back"]["failed"].get<int64_t>()));
+  std::printf("  host writes            %lld pages, %.3f GB (%lld refused)\n",
+              static_cast<long long>(r["host_writes"]["pages"].get<int64_t>()),
+              r["host_writes"]["bytes"].get<int64_t>() / 1e9,
+              static_cast<long long>(r["host_writes"]["refused"].get<int64_t>()));
+  std::printf("  gather methods        ");
+  for (const auto& [k, v] : r["gather"]["method_counts"].items())
+    std::printf(" %s %lld", k.c_str(), static_cast<long long>(v.get<int64_t>()));
+  std::printf("\n  lanes (pages)          rank  device cap/peak      host cap/peak\n");
+  for (const auto& l : r["lanes"])
+    std::printf("                         %4lld  %8lld/%-8lld  %8lld/%-8lld\n",
+                static_cast<long long>(l["rank"].get<int64_t>()),
+                static_cast<long long>(l["device_capacity_pages"].get<int64_t>()),
+                static_cast<long long>(l["device_peak_pages"].get<int64_t>()),
+                static_cast<long long>(l["host_capacity_pages"].get<int64_t>()),
+                static_cast<long long>(l["host_peak_pages"].get<int64_t>()));
+}
+
+}  // namespace
+
+int CmdReplay(int argc, const char* const* argv) {
+  po::options_description desc("options");
+  AddReplayOptions(desc);
+  desc.add_options()
+      ("json", po::value<std::string>(), "write the JSON report to this file")
+      ("check-invariants", po::bool_switch(), "recompute ledger and tree after every request; abort on a mismatch")
+      ("quiet,q", po::bool_switch(), "no progress, no console summary")
+      ("help,h", "this help");
+  po::positional_options_description pos;
+  pos.add("trace", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: " << argv[0] << " --trace FILE [options]\n\n"
+              << "Replays a request trace in order through the radix KV cache of a context-parallel\n"
+              << "group and reports hits, evictions, lane deficits, load-backs and host writes.\n\n"
+              << desc << "\npolicies:\n" << PoliciesHelp() << "\nconfig keys (YAML or --set):\n"
+              << ConfigKeysHelp();
+    return 0;
+  }
+  try {
+    ReplayInputs in = LoadReplayInputs(vm);
+    auto policy = MakePolicy(in.config.policy, in.config);
+    const bool quiet = vm["quiet"].as<bool>();
+    Progress progress("replay", in.trace.requests.size(), !quiet && in.trace.requests.size() >= 1000);
+    EngineOptions opts;
+    opts.check_invariants = vm["check-invariants"].as<bool>();
+    nlohmann::ordered_json report = RunReplay(in.config, *policy, in.trace, opts,
+                                              [&](size_t d, size_t) { progress.Update(d); });
+    progress.Finish();
+    if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), report.dump(2) + "\n");
+    if (!quiet) PrintSummary(report);
+    return 0;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
+    return 2;
+  }
+}
+
+}  // namespace kvlanes::cli

@@ -1,0 +1,15 @@
+// The subcommands of the `kvlanes` executable. Each parses its own options with
+// Boost.Program_options; argv[0] is the command's full name (e.g. "kvlanes trace stats").
+// Return value is the process exit code: 0 success, 1 a run that failed (e.g. verification),
+// 2 bad usage or bad input (the message names file, line and field).
+#pragma once
+
+namespace kvlanes::cli {
+
+using CommandFn = int (*)(int argc, const char* const* argv);
+
+int CmdReplay(int argc, const char* const* argv);      // tools/cmd_replay.cpp
+int CmdTraceStats(int argc, const char* const* argv);  // tools/cmd_trace_stats.cpp
+int CmdBenchKernels(int argc, const char* const* argv);  // tools/cmd_bench_kernels.cpp
+
+}  // namespace kvlanes::cli

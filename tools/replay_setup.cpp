@@ -1,0 +1,69 @@
+#include "tools/replay_setup.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "sim/placement.h"
+#include "traces/input_error.h"
+#include "traces/trace_reader.h"
+
+namespace po = boost::program_options;
+
+namespace kvlanes::cli {
+
+void AddReplayOptions(po::options_description& desc) {
+  desc.add_options()
+      ("trace", po::value<std::vector<std::string>>()->composing(),
+       "trace file or directory (repeatable; several are merged by arrival time)")
+      ("format", po::value<std::string>(), "trace format: auto|mooncake|kvtester|tokens (overrides trace.format)")
+      ("config", po::value<std::string>(), "YAML config file (see config/default.yaml)")
+      ("policy", po::value<std::string>(), "cache policy (overrides `policy:` in the config)")
+      ("set", po::value<std::vector<std::string>>()->composing(),
+       "override one config key: --set cache.cp_size=8 (repeatable)")
+      ("allow-unsorted", po::bool_switch(), "accept timestamps going backwards (stable-sorts them)");
+}
+
+ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
+  ReplayInputs in;
+  if (vm.count("config")) LoadConfigFile(vm["config"].as<std::string>(), in.config);
+  if (vm.count("policy")) in.config.policy = vm["policy"].as<std::string>();
+  if (vm.count("format")) ApplyConfigSetting("trace.format=" + vm["format"].as<std::string>(), in.config);
+  if (vm.count("set"))
+    for (const auto& s : vm["set"].as<std::vector<std::string>>()) ApplyConfigSetting(s, in.config);
+  ValidateConfig(in.config);
+  if (!vm.count("trace")) throw InputError("", 0, "--trace", "a trace file is required");
+  TraceOptions opt;
+  opt.page_tokens = in.config.cache.page_tokens;
+  opt.block_tokens = in.config.trace.block_tokens;
+  opt.allow_unsorted = vm.count("allow-unsorted") && vm["allow-unsorted"].as<bool>();
+  std::optional<TraceFormat> fmt;
+  if (in.config.trace.format != "auto") fmt = ParseTraceFormat(in.config.trace.format);
+  in.trace = LoadTrace(vm["trace"].as<std::vector<std::string>>(), fmt, opt);
+  if (in.trace.requests.empty()) throw InputError(in.trace.sources.empty() ? "" : in.trace.sources[0], 0, "", "the trace holds no requests");
+  return in;
+}
+
+Progress::Progress(std::string what, size_t total, bool enabled)
+    : what_(std::move(what)), total_(total), enabled_(enabled), tty_(isatty(2) != 0) {}
+
+void Progress::Update(size_t done) {
+  if (!enabled_ || total_ == 0) return;
+  if (tty_) {
+    std::fprintf(stderr, "\r%s: %zu/%zu requests (%zu%%)", what_.c_str(), done, total_, done * 100 / total_);
+    open_line_ = true;
+    return;
+  }
+  const size_t decile = done * 10 / total_;
+  if (decile > last_decile_) {
+    last_decile_ = decile;
+    std::fprintf(stderr, "%s: %zu/%zu requests (%zu%%)\n", what_.c_str(), done, total_, decile * 10);
+  }
+}
+
+void Progress::Finish() {
+  if (open_line_) std::fprintf(stderr, "\n");
+  open_line_ = false;
+}
+
+}  // namespace kvlanes::cli

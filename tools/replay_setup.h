@@ -1,0 +1,42 @@
+// Options shared by every command that replays a trace (replay now; compare, sweep, explain
+// later): trace files and format, config file, policy, --set overrides.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "sim/config.h"
+#include "traces/trace.h"
+
+namespace kvlanes::cli {
+
+void AddReplayOptions(boost::program_options::options_description& desc);
+
+struct ReplayInputs {
+  ReplayConfig config;
+  Trace trace;
+};
+
+// Defaults, then --config, then --policy, then each --set in order; validated; then the trace
+// loaded with the config's page size. Throws InputError.
+ReplayInputs LoadReplayInputs(const boost::program_options::variables_map& vm);
+
+// Progress on stderr for long runs: "\r" updates on a terminal, a line every 10% otherwise.
+class Progress {
+ public:
+  Progress(std::string what, size_t total, bool enabled);
+  void Update(size_t done);
+  void Finish();
+
+ private:
+  std::string what_;
+  size_t total_;
+  bool enabled_;
+  bool tty_;
+  size_t last_decile_ = 0;
+  bool open_line_ = false;
+};
+
+}  // namespace kvlanes::cli
