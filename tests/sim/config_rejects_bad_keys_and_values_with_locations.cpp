@@ -1,0 +1,80 @@
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "sim/config.h"
+#include "traces/input_error.h"
+
+namespace kvlanes {
+namespace {
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = std::string("/tmp/kvlanes_cfg_test_") + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a YAML file sets nested keys over the defaults") {
+  const std::string p = WriteTemp("ok.yaml",
+                                  "policy: scalar\ncache:\n  cp_size: 8\n  page_tokens: 32\n"
+                                  "model:\n  layers: 3\n  pools:\n    - {name: kv, bytes_per_token_layer: 1152}\n");
+  ReplayConfig c;
+  LoadConfigFile(p, c);
+  CHECK(c.policy == "scalar");
+  CHECK(c.cache.cp_size == 8);
+  CHECK(c.cache.page_tokens == 32);
+  CHECK(c.model.layers == 3);
+  REQUIRE(c.model.pools.size() == 1);
+  CHECK(c.model.PageBytes(32) == 1152 * 32 * 3);
+  CHECK(c.cache.eviction == "lru");  // untouched default
+}
+
+TEST_CASE("unknown keys name the file, line and key and list the valid keys") {
+  const std::string p = WriteTemp("bad.yaml", "cache:\n  cp_size: 2\n  capacity: 5\n");
+  ReplayConfig c;
+  const std::string e = ErrorOf([&] { LoadConfigFile(p, c); });
+  CHECK(e.find(p + ":3: cache.capacity: unknown key") != std::string::npos);
+  CHECK(e.find("cache.device_pages_per_lane") != std::string::npos);
+}
+
+TEST_CASE("bad values are errors naming the key") {
+  ReplayConfig c;
+  CHECK(ErrorOf([&] { ApplyConfigSetting("cache.eviction=mru", c); }).find("valid: lru, lfu, fifo, slru") !=
+        std::string::npos);
+  CHECK(ErrorOf([&] { ApplyConfigSetting("cache.cp_size=two", c); }).find("--set cache.cp_size") !=
+        std::string::npos);
+  CHECK(ErrorOf([&] { ApplyConfigSetting("cache.placement=random", c); }).find("zigzag, interleave") !=
+        std::string::npos);
+  CHECK(ErrorOf([&] { ApplyConfigSetting("nokey", c); }).find("expected key=value") != std::string::npos);
+  const std::string p = WriteTemp("syntax.yaml", "cache: [1, 2\n");
+  CHECK(ErrorOf([&] { LoadConfigFile(p, c); }).find("YAML syntax error") != std::string::npos);
+}
+
+TEST_CASE("validation rejects out-of-range values and a page that does not divide the block") {
+  ReplayConfig c;
+  ApplyConfigSetting("cache.cp_size=0", c);
+  CHECK(ErrorOf([&] { ValidateConfig(c); }).find("cache.cp_size") != std::string::npos);
+  ReplayConfig d;
+  ApplyConfigSetting("trace.block_tokens=512", d);
+  ApplyConfigSetting("cache.page_tokens=48", d);
+  CHECK(ErrorOf([&] { ValidateConfig(d); }).find("does not divide") != std::string::npos);
+  ReplayConfig e;
+  ApplyConfigSetting("cache.device_pages_per_lane=1e6", e);
+  CHECK(e.cache.device_pages_per_lane == 1000000);
+}
+
+}  // namespace kvlanes
