@@ -1,0 +1,211 @@
+// The copy kernel behind every launcher of kernels/ (see chunk_copy_cuda.h).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/chunk_copy_cuda.h"
+
+namespace kvlanes::kernels::detail {
+namespace {
+
+template <int kBytes>
+struct VecOf;
+template <>
+struct VecOf<16> {
+  using Type = uint4;
+};
+template <>
+struct VecOf<8> {
+  using Type = uint2;
+};
+template <>
+struct VecOf<4> {
+  using Type = uint32_t;
+};
+template <>
+struct VecOf<2> {
+  using Type = uint16_t;
+};
+template <>
+struct VecOf<1> {
+  using Type = uint8_t;
+};
+
+__device__ __forceinline__ int64_t ResolvePage(PageMode mode, const int32_t* index,
+                                               const CopyParams& p, uint32_t item) {
+  switch (mode) {
+    case PageMode::kIndexed:
+      return index[item];
+    case PageMode::kZigzag:
+      return p.zigzag.RecvRecord(item, p.zigzag_shard_pages);
+    case PageMode::kIdentity:
+    default:
+      return item;
+  }
+}
+
+// One warp per piece, grid-stride over the pieces of the launch. Lanes of a warp take
+// consecutive vectors, kCopyUnroll loads in flight before the stores.
+template <int kVec>
+__global__ void ChunkCopyKernel(const __grid_constant__ CopyParams p) {
+  using V = typename VecOf<kVec>::Type;
+  const uint32_t lane = threadIdx.x & 31u;
+  const uint32_t warps_per_block = blockDim.x >> 5;
+  const uint32_t total_warps = gridDim.x * warps_per_block;
+  for (uint32_t g = blockIdx.x * warps_per_block + (threadIdx.x >> 5); g < p.total_pieces;
+       g += total_warps) {
+    int k = 0;
+    while (k + 1 < p.num_segments && g >= p.seg[k + 1].piece_begin) ++k;
+    const CopySegment& s = p.seg[k];
+    const uint32_t local = g - s.piece_begin;
+    const uint32_t unit = local / s.pieces_per_unit;
+    const uint32_t piece = local - unit * s.pieces_per_unit;
+    const uint32_t per_item = s.num_layers * s.num_subs;
+    const uint32_t item = unit / per_item;
+    const uint32_t within = unit - item * per_item;
+    const uint32_t layer = within / s.num_subs;
+    const uint32_t sub = within - layer * s.num_subs;
+
+    const int64_t src_page = ResolvePage(p.src_mode, p.src_index, p, item);
+    const int64_t dst_page = ResolvePage(p.dst_mode, p.dst_index, p, item);
+    bool zero = false;
+    if (src_page < 0) {
+      if (p.negative_src == NegativeIndex::kSkip) continue;
+      if (p.negative_src != NegativeIndex::kZero) __trap();
+      zero = true;
+    } else if (src_page >= s.src.page_limit) {
+      __trap();
+    }
+    if (dst_page < 0 || dst_page >= s.dst.page_limit) __trap();
+    int rank = 0;
+    if (p.src_rank != nullptr) {
+      rank = p.src_rank[item];
+      if (rank < 0 || rank >= p.num_ranks) __trap();
+    }
+
+    const V* src = reinterpret_cast<const V*>(
+        s.src.base[rank] + layer * s.src.layer_stride + src_page * s.src.page_stride +
+        sub * s.src.sub_stride);
+    V* dst = reinterpret_cast<V*>(s.dst.base[0] + layer * s.dst.layer_stride +
+                                  dst_page * s.dst.page_stride + sub * s.dst.sub_stride);
+    const uint32_t begin = piece * s.piece_vecs;
+    const uint32_t end = min(begin + s.piece_vecs, s.unit_vecs);
+    for (uint32_t v = begin + lane; v < end; v += 32u * kCopyUnroll) {
+      V tmp[kCopyUnroll];
+#pragma unroll
+      for (int u = 0; u < kCopyUnroll; ++u) {
+        const uint32_t i = v + 32u * u;
+        if (i < end) tmp[u] = zero ? V{} : src[i];
+      }
+#pragma unroll
+      for (int u = 0; u < kCopyUnroll; ++u) {
+        const uint32_t i = v + 32u * u;
+        if (i < end) dst[i] = tmp[u];
+      }
+    }
+  }
+}
+
+int LowestSetBitValue(uint64_t bits) {
+  for (int width = 16; width > 1; width /= 2) {
+    if ((bits & static_cast<uint64_t>(width - 1)) == 0) return width;
+  }
+  return 1;
+}
+
+int SmCount() {
+  // Cached per device: the attribute query is cheap but not free, and launchers are hot.
+  constexpr int kMaxDevices = 64;
+  static int cache[kMaxDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return 132;
+  if (cache[device] == 0) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        sms <= 0) {
+      return 132;
+    }
+    cache[device] = sms;
+  }
+  return cache[device];
+}
+
+}  // namespace
+
+int ChunkCopyVectorBytes(const CopyParams& p) {
+  uint64_t bits = 16;
+  for (int k = 0; k < p.num_segments; ++k) {
+    const CopySegment& s = p.seg[k];
+    bits |= static_cast<uint64_t>(s.unit_bytes);
+    for (const CopySide* side : {&s.src, &s.dst}) {
+      bits |= static_cast<uint64_t>(side->layer_stride) | static_cast<uint64_t>(side->page_stride) |
+              static_cast<uint64_t>(side->sub_stride);
+    }
+    const int bases = p.src_rank != nullptr ? p.num_ranks : 1;
+    for (int r = 0; r < bases; ++r) bits |= reinterpret_cast<uintptr_t>(s.src.base[r]);
+    bits |= reinterpret_cast<uintptr_t>(s.dst.base[0]);
+  }
+  return LowestSetBitValue(bits);
+}
+
+cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream_t stream) {
+  if (p.num_segments < 1 || p.num_segments > kMaxPools || tuning.threads_per_block < 32 ||
+      tuning.threads_per_block % 32 != 0 || tuning.piece_bytes < 1 || tuning.ctas_per_sm < 1) {
+    return cudaErrorInvalidValue;
+  }
+  const int vec = ChunkCopyVectorBytes(p);
+  uint64_t total = 0;
+  for (int k = 0; k < p.num_segments; ++k) {
+    CopySegment& s = p.seg[k];
+    s.piece_begin = static_cast<uint32_t>(total);
+    const uint64_t unit_vecs = static_cast<uint64_t>(s.unit_bytes) / vec;
+    const uint64_t units = static_cast<uint64_t>(p.num_items) * s.num_layers * s.num_subs;
+    if (unit_vecs == 0 || units == 0) {
+      s.unit_vecs = 0;
+      s.piece_vecs = 1;
+      s.pieces_per_unit = 1;
+      continue;  // contributes no pieces
+    }
+    const uint64_t max_piece_vecs = std::max<uint64_t>(1, tuning.piece_bytes / vec);
+    const uint64_t ppu = (unit_vecs + max_piece_vecs - 1) / max_piece_vecs;
+    if (unit_vecs > UINT32_MAX / 2 || units * ppu > UINT32_MAX / 2 ||
+        static_cast<uint64_t>(s.num_layers) * s.num_subs > UINT32_MAX / 2) {
+      return cudaErrorInvalidValue;
+    }
+    s.unit_vecs = static_cast<uint32_t>(unit_vecs);
+    s.pieces_per_unit = static_cast<uint32_t>(ppu);
+    s.piece_vecs = static_cast<uint32_t>((unit_vecs + ppu - 1) / ppu);
+    total += units * ppu;
+    if (total > UINT32_MAX / 2) return cudaErrorInvalidValue;
+  }
+  // Segments that contribute nothing keep piece_begin == the next one's; the segment search takes
+  // the last segment whose piece_begin <= g, which skips them.
+  p.total_pieces = static_cast<uint32_t>(total);
+  if (total == 0) return cudaSuccess;
+  const uint64_t warps_per_block = static_cast<uint64_t>(tuning.threads_per_block) / 32;
+  const uint64_t blocks_needed = (total + warps_per_block - 1) / warps_per_block;
+  const uint64_t blocks_max = static_cast<uint64_t>(SmCount()) * tuning.ctas_per_sm;
+  const unsigned grid = static_cast<unsigned>(std::min(blocks_needed, blocks_max));
+  const unsigned block = static_cast<unsigned>(tuning.threads_per_block);
+  switch (vec) {
+    case 16:
+      ChunkCopyKernel<16><<<grid, block, 0, stream>>>(p);
+      break;
+    case 8:
+      ChunkCopyKernel<8><<<grid, block, 0, stream>>>(p);
+      break;
+    case 4:
+      ChunkCopyKernel<4><<<grid, block, 0, stream>>>(p);
+      break;
+    case 2:
+      ChunkCopyKernel<2><<<grid, block, 0, stream>>>(p);
+      break;
+    default:
+      ChunkCopyKernel<1><<<grid, block, 0, stream>>>(p);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace kvlanes::kernels::detail

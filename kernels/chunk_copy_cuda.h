@@ -1,0 +1,84 @@
+// Internal to kernels/: the one copy kernel behind every launcher, described as data.
+//
+// Every operation in materialize_cuda.h and tier_copy_cuda.h is a list of items (pages); item i
+// names a source page and a destination page, and for each segment (pool) the kernel copies,
+// for every selected layer and every sub-unit, `unit_bytes` contiguous bytes:
+//     src = src.base[rank(i)] + layer * src.layer_stride + src_page(i) * src.page_stride
+//           + sub * src.sub_stride                      (the same formula for dst)
+// Units are page-layer chunks (n_subs = 1), or token rows for the page_first host layout
+// (n_subs = page_tokens). Pages come from an int32 index, the item number itself, or the zigzag
+// closed formula. Units are cut into pieces; one warp copies one piece per step.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/page_layout.h"
+#include "kernels/tuning.h"
+#include "kernels/zigzag.h"
+
+namespace kvlanes::kernels::detail {
+
+enum class PageMode : int {
+  kIdentity,  // page = item
+  kIndexed,   // page = index[item]
+  kZigzag,    // page = zigzag.RecvRecord(item, zigzag_shard_pages)   (source side only)
+};
+
+// What a negative source index means.
+enum class NegativeIndex : int {
+  kInvalid,  // a bug: trap
+  kSkip,     // leave the destination untouched (unpack)
+  kZero,     // write zeros (scatter_dense)
+};
+
+struct CopySide {
+  // base[0], or base[rank] when the source is rank-indexed (peer_gather). Bases already point at
+  // the first selected layer.
+  char* base[kMaxPeerRanks] = {};
+  int64_t layer_stride = 0;
+  int64_t page_stride = 0;
+  int64_t sub_stride = 0;
+  int64_t page_limit = 0;  // valid pages are [0, page_limit): checked, traps otherwise
+};
+
+struct CopySegment {
+  CopySide src;
+  CopySide dst;
+  int64_t unit_bytes = 0;
+  uint32_t num_layers = 0;
+  uint32_t num_subs = 1;
+  // Filled by LaunchChunkCopy:
+  uint32_t unit_vecs = 0;        // unit_bytes / vector width
+  uint32_t piece_vecs = 0;       // vectors per piece
+  uint32_t pieces_per_unit = 0;
+  uint32_t piece_begin = 0;      // first piece of this segment in the launch
+};
+
+struct CopyParams {
+  CopySegment seg[kMaxPools];
+  int num_segments = 0;
+  uint32_t num_items = 0;
+  PageMode src_mode = PageMode::kIdentity;
+  PageMode dst_mode = PageMode::kIdentity;
+  const int32_t* src_index = nullptr;
+  const int32_t* dst_index = nullptr;
+  const int32_t* src_rank = nullptr;  // non-null: source base = base[src_rank[item]]
+  int32_t num_ranks = 1;
+  NegativeIndex negative_src = NegativeIndex::kInvalid;
+  ZigzagRun zigzag;
+  int64_t zigzag_shard_pages = 0;
+  uint32_t total_pieces = 0;  // filled by LaunchChunkCopy
+};
+
+// Picks the widest vector (16, 8, 4, 2 or 1 bytes) that every base, stride and unit allows,
+// cuts units into pieces, sizes the grid and launches. Returns cudaSuccess without a launch when
+// there is nothing to copy, cudaErrorInvalidValue when the launch is too large for 32-bit piece
+// numbering.
+cudaError_t LaunchChunkCopy(CopyParams params, const LaunchTuning& tuning, cudaStream_t stream);
+
+// The vector width LaunchChunkCopy would use (for tests and the benchmark report).
+int ChunkCopyVectorBytes(const CopyParams& params);
+
+}  // namespace kvlanes::kernels::detail

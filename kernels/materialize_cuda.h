@@ -1,0 +1,32 @@
+// CUDA launchers of the materialization copies (arguments and semantics: materialize.h).
+// Include only from CUDA-aware code (the executor's CUDA files, kernels/, GPU tests).
+//
+// Each launcher enqueues one kernel on `stream` and returns at once (CUB style):
+//   cudaSuccess             enqueued (or nothing to copy: no launch)
+//   cudaErrorInvalidValue   ValidateArgs(args) is not "", or the launch is too large
+//   other                   the launch error (cudaGetLastError after the launch)
+// All pointers in args (pools, buffers, index arrays) must be readable/writable by the current
+// device at execution time; index arrays may be device memory or mapped pinned host memory.
+// An out-of-range index value traps in the kernel: the stream reports cudaErrorLaunchFailure.
+// Destination bytes that the operation does not write are left untouched.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/materialize.h"
+#include "kernels/tuning.h"
+
+namespace kvlanes::kernels {
+
+cudaError_t PackPages(const PackArgs& args, cudaStream_t stream,
+                      const LaunchTuning& tuning = kDeviceCopyTuning);
+cudaError_t UnpackPages(const UnpackArgs& args, cudaStream_t stream,
+                        const LaunchTuning& tuning = kDeviceCopyTuning);
+cudaError_t ZigzagReorder(const ZigzagArgs& args, cudaStream_t stream,
+                          const LaunchTuning& tuning = kDeviceCopyTuning);
+cudaError_t ScatterDense(const ScatterDenseArgs& args, cudaStream_t stream,
+                         const LaunchTuning& tuning = kDeviceCopyTuning);
+cudaError_t PeerGather(const PeerGatherArgs& args, cudaStream_t stream,
+                       const LaunchTuning& tuning = kDeviceCopyTuning);
+
+}  // namespace kvlanes::kernels

@@ -1,0 +1,546 @@
+// Every kernel of kernels/ against its CPU reference, byte for byte: fresh seeded random inputs,
+// destinations poisoned with random bytes before the run (the CPU reference starts from the same
+// poison), and the whole destination compared, so unwritten and wrongly written bytes both show.
+// Exits 77 ("no CUDA device: skipped") where no CUDA device is present; ctest reports it skipped.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <cuda_runtime_api.h>
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/materialize.h"
+#include "kernels/materialize_cuda.h"
+#include "kernels/tier_copy.h"
+#include "kernels/tier_copy_cuda.h"
+
+namespace k = kvlanes::kernels;
+using Bytes = std::vector<uint8_t>;
+
+namespace {
+
+uint64_t g_seed_counter = 0;
+
+// A fresh generator per scenario; the seed is printed with any failure.
+std::mt19937_64 FreshRng(uint64_t* seed) {
+  *seed = 0x6b766c616e6573ull + 7919 * ++g_seed_counter;
+  return std::mt19937_64(*seed);
+}
+
+void RequireCuda(cudaError_t e, const char* what) {
+  INFO(what);
+  REQUIRE_MESSAGE(e == cudaSuccess, cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+}
+
+void RandomBytes(Bytes* b, std::mt19937_64& rng) {
+  size_t i = 0;
+  for (; i + 8 <= b->size(); i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(b->data() + i, &v, 8);
+  }
+  for (; i < b->size(); ++i) (*b)[i] = static_cast<uint8_t>(rng());
+}
+
+// A host buffer and its device (or mapped pinned) twin, both starting `offset` bytes into their
+// allocations so that unaligned bases can be tested.
+class Mirror {
+ public:
+  Mirror(int64_t bytes, std::mt19937_64& rng, bool pinned_host = false, int64_t offset = 0)
+      : host_(static_cast<size_t>(bytes)), offset_(offset), pinned_(pinned_host) {
+    RandomBytes(&host_, rng);
+    const size_t alloc = static_cast<size_t>(bytes + offset + 16);
+    if (pinned_) {
+      RequireCuda(cudaHostAlloc(&raw_, alloc, cudaHostAllocMapped), "cudaHostAlloc");
+    } else {
+      RequireCuda(cudaMalloc(&raw_, alloc), "cudaMalloc");
+    }
+    Upload();
+  }
+  ~Mirror() {
+    if (pinned_) {
+      cudaFreeHost(raw_);
+    } else {
+      cudaFree(raw_);
+    }
+  }
+  Mirror(const Mirror&) = delete;
+  Mirror& operator=(const Mirror&) = delete;
+
+  void* host() { return host_.empty() ? nullptr : host_.data(); }
+  void* dev() { return static_cast<char*>(raw_) + offset_; }
+  void* side(bool gpu) { return gpu ? dev() : host(); }
+  const Bytes& host_bytes() const { return host_; }
+
+  void Upload() {
+    RequireCuda(cudaMemcpy(dev(), host_.data(), host_.size(), cudaMemcpyDefault), "upload");
+  }
+  Bytes Download() const {
+    Bytes out(host_.size());
+    RequireCuda(cudaMemcpy(out.data(), static_cast<char*>(raw_) + offset_, out.size(),
+                           cudaMemcpyDefault),
+                "download");
+    return out;
+  }
+
+ private:
+  Bytes host_;
+  int64_t offset_;
+  bool pinned_;
+  void* raw_ = nullptr;
+};
+
+// An int32 index array on the host and on the device.
+class Index {
+ public:
+  explicit Index(std::vector<int32_t> v, std::mt19937_64& rng) : v_(std::move(v)) {
+    Bytes raw(v_.size() * sizeof(int32_t));
+    std::memcpy(raw.data(), v_.data(), raw.size());
+    mirror_ = std::make_unique<Mirror>(static_cast<int64_t>(raw.size()), rng);
+    RequireCuda(cudaMemcpy(mirror_->dev(), v_.data(), raw.size(), cudaMemcpyHostToDevice),
+                "index upload");
+  }
+  const int32_t* side(bool gpu) const {
+    return gpu ? static_cast<const int32_t*>(mirror_->dev()) : v_.data();
+  }
+  const std::vector<int32_t>& values() const { return v_; }
+
+ private:
+  std::vector<int32_t> v_;
+  std::unique_ptr<Mirror> mirror_;
+};
+
+// Byte-for-byte comparison of a whole destination.
+void CheckSame(const Bytes& gpu, const Bytes& cpu, const std::string& what) {
+  REQUIRE(gpu.size() == cpu.size());
+  int64_t first = -1;
+  int64_t count = 0;
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    if (gpu[i] != cpu[i]) {
+      if (first < 0) first = static_cast<int64_t>(i);
+      ++count;
+    }
+  }
+  INFO(what);
+  CHECK_MESSAGE(count == 0, count, " of ", gpu.size(), " bytes differ, first at byte ", first);
+}
+
+void Sync(const char* what) {
+  RequireCuda(cudaGetLastError(), what);
+  RequireCuda(cudaDeviceSynchronize(), what);
+}
+
+std::vector<int32_t> RandomSlots(int64_t n, int64_t range, std::mt19937_64& rng) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = static_cast<int32_t>(rng() % static_cast<uint64_t>(range));
+  return v;
+}
+
+std::vector<int32_t> DistinctSlots(int64_t n, int64_t range, std::mt19937_64& rng) {
+  std::vector<int32_t> v(static_cast<size_t>(range));
+  std::iota(v.begin(), v.end(), 0);
+  std::shuffle(v.begin(), v.end(), rng);
+  v.resize(static_cast<size_t>(n));
+  return v;
+}
+
+// Element-size sets tried together as the pools of one launch: the two real pools, each alone,
+// and byte counts that force narrow vectors.
+const std::vector<std::vector<int64_t>> kElemSets = {{656, 132}, {656}, {132}, {7}, {33, 1}};
+const std::vector<int64_t> kPageTokens = {16, 64, 256};
+constexpr int64_t kLayers = 3;
+
+std::vector<int64_t> PageTokensFor(const std::vector<int64_t>& elems) {
+  // Tiny odd elements also run with odd page sizes.
+  if (elems.front() < 100) return {1, 3, 16};
+  return kPageTokens;
+}
+
+struct PoolSet {
+  std::vector<std::unique_ptr<Mirror>> mem;
+  std::vector<k::PoolGeometry> geo;
+  std::vector<k::PoolRef> refs(bool gpu) {
+    std::vector<k::PoolRef> r;
+    for (size_t i = 0; i < mem.size(); ++i) r.push_back({.data = mem[i]->side(gpu), .geo = geo[i]});
+    return r;
+  }
+};
+
+PoolSet MakePools(const std::vector<int64_t>& elems, int64_t page_tokens, int64_t slots,
+                  std::mt19937_64& rng, int64_t offset = 0) {
+  PoolSet p;
+  for (int64_t e : elems) {
+    p.geo.push_back({.num_layers = kLayers, .num_slots = slots, .page_tokens = page_tokens,
+                     .elem_bytes = e});
+    p.mem.push_back(std::make_unique<Mirror>(p.geo.back().total_bytes(), rng, false, offset));
+  }
+  return p;
+}
+
+struct DenseSet {
+  std::vector<std::unique_ptr<Mirror>> mem;
+  std::vector<int64_t> elems;
+  int64_t page_tokens = 0;
+  int64_t pages = 0;
+  std::vector<k::DenseRef> refs(bool gpu) {
+    std::vector<k::DenseRef> r;
+    for (size_t i = 0; i < mem.size(); ++i) {
+      r.push_back({.data = mem[i]->side(gpu), .page_tokens = page_tokens,
+                   .elem_bytes = elems[i], .num_pages = pages});
+    }
+    return r;
+  }
+  void Compare(const std::string& what) {
+    for (size_t i = 0; i < mem.size(); ++i) {
+      CheckSame(mem[i]->Download(), mem[i]->host_bytes(), what + " pool " + std::to_string(i));
+    }
+  }
+};
+
+// Dense buffers start as random poison (identical on host and device).
+DenseSet MakeDense(const std::vector<int64_t>& elems, int64_t page_tokens, int64_t pages,
+                   int64_t layers, std::mt19937_64& rng, int64_t offset = 0) {
+  DenseSet d;
+  d.elems = elems;
+  d.page_tokens = page_tokens;
+  d.pages = pages;
+  for (int64_t e : elems) {
+    d.mem.push_back(std::make_unique<Mirror>(layers * pages * page_tokens * e, rng, false, offset));
+  }
+  return d;
+}
+
+std::string Describe(const std::vector<int64_t>& elems, int64_t page_tokens, int64_t pages,
+                     uint64_t seed) {
+  std::string s = "elem_bytes {";
+  for (int64_t e : elems) s += std::to_string(e) + " ";
+  return s + "} page_tokens " + std::to_string(page_tokens) + " pages " + std::to_string(pages) +
+         " seed " + std::to_string(seed);
+}
+
+}  // namespace
+
+TEST_CASE("pack equals the CPU reference for every page size, element size, layer range and list") {
+  for (const auto& elems : kElemSets) {
+    for (int64_t pt : PageTokensFor(elems)) {
+      for (int64_t pages : {0, 1, 37}) {
+        for (k::LayerRange layers : {k::LayerRange{0, kLayers}, k::LayerRange{1, 2}}) {
+          for (int64_t offset : {0, 4, 1}) {
+            uint64_t seed = 0;
+            std::mt19937_64 rng = FreshRng(&seed);
+            const std::string what = "pack " + Describe(elems, pt, pages, seed) + " layers " +
+                                     std::to_string(layers.begin) + ".." +
+                                     std::to_string(layers.end) + " offset " +
+                                     std::to_string(offset);
+            const int64_t slots = 41;
+            PoolSet pools = MakePools(elems, pt, slots, rng, offset);
+            Index slot_list(RandomSlots(pages, slots, rng), rng);  // repeats allowed
+            const std::vector<k::PoolRef> host_refs = pools.refs(false);
+            const int64_t record = k::PackedRecordBytes(host_refs, layers);
+            // One spare record beyond the list: it must stay poisoned.
+            Mirror send((pages + 1) * record, rng, false, offset);
+            const std::vector<k::PoolRef> dev_refs = pools.refs(true);
+            RequireCuda(k::PackPages({.pools = dev_refs, .layers = layers,
+                                      .slots = slot_list.side(true), .num_pages = pages,
+                                      .send = send.dev()},
+                                     nullptr),
+                        "PackPages");
+            Sync("PackPages");
+            k::PackPagesCpu({.pools = host_refs, .layers = layers, .slots = slot_list.side(false),
+                             .num_pages = pages, .send = send.host()});
+            CheckSame(send.Download(), send.host_bytes(), what);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("unpack equals the CPU reference for unbalanced padded shards with missing pages") {
+  for (const auto& elems : kElemSets) {
+    for (int64_t pt : PageTokensFor(elems)) {
+      for (int64_t ranks : {1, 3, 8}) {
+        for (int64_t pages : {0, 1, 37}) {
+          uint64_t seed = 0;
+          std::mt19937_64 rng = FreshRng(&seed);
+          const std::string what =
+              "unpack " + Describe(elems, pt, pages, seed) + " ranks " + std::to_string(ranks);
+          // Rank 0 holds about 70% of the pages; about 10% of the pages are held by nobody.
+          std::vector<std::vector<int64_t>> shards(static_cast<size_t>(ranks));
+          for (int64_t p = 0; p < pages; ++p) {
+            const uint64_t roll = rng() % 100;
+            if (roll < 10) continue;
+            shards[roll < 80 ? 0 : rng() % ranks].push_back(p);
+          }
+          int64_t shard_pages = 0;
+          for (auto& s : shards) {
+            std::shuffle(s.begin(), s.end(), rng);
+            shard_pages = std::max<int64_t>(shard_pages, s.size());
+          }
+          shard_pages += static_cast<int64_t>(rng() % 3);  // extra padding
+          const int64_t layers = 1 + static_cast<int64_t>(rng() % kLayers);
+          Index index(k::BuildUnpackIndex(shards, shard_pages, pages), rng);
+          DenseSet dense = MakeDense(elems, pt, pages, layers, rng);
+          const std::vector<k::DenseRef> host_dense = dense.refs(false);
+          const int64_t records = ranks * shard_pages;
+          Mirror recv(records * k::PackedRecordBytes(host_dense, layers), rng);  // padding random
+          const std::vector<k::DenseRef> dev_dense = dense.refs(true);
+          RequireCuda(k::UnpackPages({.dense = dev_dense, .num_layers = layers, .recv = recv.dev(),
+                                      .num_records = records, .recv_index = index.side(true),
+                                      .num_dense_pages = pages},
+                                     nullptr),
+                      "UnpackPages");
+          Sync("UnpackPages");
+          k::UnpackPagesCpu({.dense = host_dense, .num_layers = layers, .recv = recv.host(),
+                             .num_records = records, .recv_index = index.side(false),
+                             .num_dense_pages = pages});
+          dense.Compare(what);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("zigzag_reorder equals the CPU reference and the explicit-index unpack") {
+  const std::vector<std::pair<int64_t, int64_t>> runs = {
+      {0, 1}, {1, 1}, {1, 2}, {3, 2}, {7, 2}, {10, 2}, {16, 8}, {17, 8}, {31, 8}, {100, 3}, {45, 16}};
+  for (const auto& elems : kElemSets) {
+    for (int64_t pt : PageTokensFor(elems)) {
+      for (const auto& [n, ranks] : runs) {
+        uint64_t seed = 0;
+        std::mt19937_64 rng = FreshRng(&seed);
+        const std::string what =
+            "zigzag " + Describe(elems, pt, n, seed) + " ranks " + std::to_string(ranks);
+        const k::ZigzagRun run{.num_pages = n, .num_ranks = ranks};
+        const int64_t shard_pages = run.MaxShardPages() + static_cast<int64_t>(rng() % 2);
+        const int64_t first = static_cast<int64_t>(rng() % 3);
+        const int64_t layers = 2;
+        DenseSet dense = MakeDense(elems, pt, first + n + 1, layers, rng);
+        const std::vector<k::DenseRef> host_dense = dense.refs(false);
+        const int64_t records = ranks * shard_pages;
+        Mirror recv(records * k::PackedRecordBytes(host_dense, layers), rng);
+        const std::vector<k::DenseRef> dev_dense = dense.refs(true);
+        // The explicit-index unpack, on the CPU, from the same poisoned start.
+        std::vector<Bytes> by_index;
+        for (auto& m : dense.mem) by_index.push_back(m->host_bytes());
+        RequireCuda(k::ZigzagReorder({.dense = dev_dense, .num_layers = layers, .recv = recv.dev(),
+                                      .run = run, .shard_pages = shard_pages,
+                                      .dense_first_page = first},
+                                     nullptr),
+                    "ZigzagReorder");
+        Sync("ZigzagReorder");
+        k::ZigzagReorderCpu({.dense = host_dense, .num_layers = layers, .recv = recv.host(),
+                             .run = run, .shard_pages = shard_pages, .dense_first_page = first});
+        dense.Compare(what);
+
+        std::vector<std::vector<int64_t>> shards;
+        for (int64_t r = 0; r < ranks; ++r) {
+          shards.push_back(k::ZigzagShardLogicalPages(run, r));
+          for (int64_t& p : shards.back()) p += first;
+        }
+        const std::vector<int32_t> index = k::BuildUnpackIndex(shards, shard_pages, first + n + 1);
+        std::vector<k::DenseRef> index_dense = host_dense;
+        for (size_t i = 0; i < index_dense.size(); ++i) index_dense[i].data = by_index[i].data();
+        k::UnpackPagesCpu({.dense = index_dense, .num_layers = layers, .recv = recv.host(),
+                           .num_records = records, .recv_index = index.data(),
+                           .num_dense_pages = first + n + 1});
+        for (size_t i = 0; i < by_index.size(); ++i) {
+          CheckSame(by_index[i], dense.mem[i]->host_bytes(), what + " (index vs formula)");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages owned") {
+  for (const auto& elems : kElemSets) {
+    for (int64_t pt : PageTokensFor(elems)) {
+      for (int owned_percent : {0, 40, 100}) {
+        for (int64_t pages : {0, 1, 29}) {
+          uint64_t seed = 0;
+          std::mt19937_64 rng = FreshRng(&seed);
+          const std::string what = "scatter_dense " + Describe(elems, pt, pages, seed) +
+                                   " owned% " + std::to_string(owned_percent);
+          const int64_t slots = 33;
+          PoolSet pools = MakePools(elems, pt, slots, rng);
+          const std::vector<int32_t> picks = DistinctSlots(pages, slots, rng);
+          std::vector<int32_t> owner(static_cast<size_t>(pages), -1);
+          for (int64_t p = 0; p < pages; ++p) {
+            if (static_cast<int>(rng() % 100) < owned_percent) owner[p] = picks[p];
+          }
+          Index owner_index(owner, rng);
+          const k::LayerRange layers{0, kLayers};
+          DenseSet dense = MakeDense(elems, pt, pages + 2, kLayers, rng);
+          const std::vector<k::PoolRef> dev_pools = pools.refs(true);
+          const std::vector<k::DenseRef> dev_dense = dense.refs(true);
+          RequireCuda(k::ScatterDense({.pools = dev_pools, .layers = layers,
+                                       .owner_slot = owner_index.side(true),
+                                       .num_dense_pages = pages, .dense = dev_dense},
+                                      nullptr),
+                      "ScatterDense");
+          Sync("ScatterDense");
+          const std::vector<k::PoolRef> host_pools = pools.refs(false);
+          const std::vector<k::DenseRef> host_dense = dense.refs(false);
+          k::ScatterDenseCpu({.pools = host_pools, .layers = layers,
+                              .owner_slot = owner_index.side(false), .num_dense_pages = pages,
+                              .dense = host_dense});
+          dense.Compare(what);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("peer_gather equals the CPU reference reading from up to sixteen pools") {
+  for (const auto& elems : kElemSets) {
+    for (int64_t pt : PageTokensFor(elems)) {
+      for (int64_t ranks : {1, 5, 16}) {
+        for (int64_t pages : {0, 1, 23}) {
+          uint64_t seed = 0;
+          std::mt19937_64 rng = FreshRng(&seed);
+          const std::string what =
+              "peer_gather " + Describe(elems, pt, pages, seed) + " ranks " + std::to_string(ranks);
+          const int64_t slots = 9;
+          std::vector<PoolSet> per_rank;
+          for (int64_t r = 0; r < ranks; ++r) per_rank.push_back(MakePools(elems, pt, slots, rng));
+          auto peers = [&](bool gpu) {
+            std::vector<k::PoolRef> out(elems.size() * ranks);
+            for (int64_t r = 0; r < ranks; ++r) {
+              const std::vector<k::PoolRef> refs = per_rank[r].refs(gpu);
+              for (size_t kind = 0; kind < elems.size(); ++kind) out[kind * ranks + r] = refs[kind];
+            }
+            return out;
+          };
+          Index src_rank(RandomSlots(pages, ranks, rng), rng);
+          Index src_slot(RandomSlots(pages, slots, rng), rng);
+          const k::LayerRange layers{1, kLayers};
+          DenseSet dense = MakeDense(elems, pt, pages, layers.size(), rng);
+          const std::vector<k::PoolRef> dev_peers = peers(true);
+          const std::vector<k::DenseRef> dev_dense = dense.refs(true);
+          RequireCuda(k::PeerGather({.peer_pools = dev_peers, .num_ranks = ranks,
+                                     .layers = layers, .src_rank = src_rank.side(true),
+                                     .src_slot = src_slot.side(true), .num_dense_pages = pages,
+                                     .dense = dev_dense},
+                                    nullptr),
+                      "PeerGather");
+          Sync("PeerGather");
+          const std::vector<k::PoolRef> host_peers = peers(false);
+          const std::vector<k::DenseRef> host_dense = dense.refs(false);
+          k::PeerGatherCpu({.peer_pools = host_peers, .num_ranks = ranks, .layers = layers,
+                            .src_rank = src_rank.side(false), .src_slot = src_slot.side(false),
+                            .num_dense_pages = pages, .dense = host_dense});
+          dense.Compare(what);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("tier copies equal the CPU reference in every layout, direction and strategy") {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {656, 16}, {656, 64}, {656, 256}, {132, 16}, {132, 64}, {132, 256}, {7, 3}, {1, 1}};
+  enum class Strategy { kKernel, kMemcpy2D, kMemcpy1D };
+  for (const auto& [elem, pt] : shapes) {
+    for (k::HostLayout layout : {k::HostLayout::kLayerFirst, k::HostLayout::kPageFirst,
+                                 k::HostLayout::kPageFirstDirect}) {
+      for (k::TierDirection dir :
+           {k::TierDirection::kDeviceToHost, k::TierDirection::kHostToDevice}) {
+        for (int list = 0; list < 4; ++list) {  // empty, one page, scattered, runs
+          for (Strategy strategy : {Strategy::kKernel, Strategy::kMemcpy2D, Strategy::kMemcpy1D}) {
+            uint64_t seed = 0;
+            std::mt19937_64 rng = FreshRng(&seed);
+            const int64_t dev_slots = 12;
+            const int64_t host_slots = 20;
+            const int64_t pages = list == 0 ? 0 : list == 1 ? 1 : 9;
+            std::vector<int32_t> d = DistinctSlots(pages, dev_slots, rng);
+            std::vector<int32_t> h = DistinctSlots(pages, host_slots, rng);
+            if (list == 3) {  // runs of 4, 3 and 2 adjacent pages on both sides
+              d = {2, 3, 4, 5, 9, 10, 11, 0, 1};
+              h = {7, 8, 9, 10, 0, 1, 2, 18, 19};
+            }
+            const k::LayerRange layers =
+                list == 2 ? k::LayerRange{1, 2} : k::LayerRange{0, kLayers};
+            const std::string what =
+                std::string("tier ") + std::string(k::HostLayoutName(layout)) + " " +
+                std::string(k::TierDirectionName(dir)) + " strategy " +
+                std::to_string(static_cast<int>(strategy)) + " " +
+                Describe({elem}, pt, pages, seed) + " list " + std::to_string(list);
+            const k::PoolGeometry g{.num_layers = kLayers, .num_slots = dev_slots,
+                                    .page_tokens = pt, .elem_bytes = elem};
+            Mirror dev(g.total_bytes(), rng);
+            Mirror host(k::HostPoolBytes(g, host_slots), rng, /*pinned_host=*/true);
+            Index dev_index(d, rng), host_index(h, rng);
+            auto args = [&](bool gpu, k::TierPoolPair* pair) {
+              *pair = {.device = {.data = dev.side(gpu), .geo = g},
+                       .host = {.data = host.side(gpu), .num_slots = host_slots,
+                                .layout = layout}};
+              return k::TierCopyArgs{.pools = {pair, 1}, .layers = layers,
+                                     .device_slots = nullptr, .host_slots = nullptr,
+                                     .num_pages = pages, .direction = dir};
+            };
+            k::TierPoolPair gpu_pair, cpu_pair;
+            k::TierCopyArgs gpu_args = args(true, &gpu_pair);
+            if (strategy == Strategy::kKernel) {
+              gpu_args.device_slots = dev_index.side(true);
+              gpu_args.host_slots = host_index.side(true);
+              RequireCuda(k::TierCopyKernel(gpu_args, nullptr), "TierCopyKernel");
+            } else {
+              gpu_args.device_slots = d.data();  // the memcpy strategy plans on the host
+              gpu_args.host_slots = h.data();
+              RequireCuda(k::TierCopyMemcpy(gpu_args, nullptr,
+                                            strategy == Strategy::kMemcpy2D
+                                                ? k::MemcpyShape::k2D
+                                                : k::MemcpyShape::k1D),
+                          "TierCopyMemcpy");
+            }
+            Sync("tier copy");
+            k::TierCopyArgs cpu_args = args(false, &cpu_pair);
+            cpu_args.device_slots = d.data();
+            cpu_args.host_slots = h.data();
+            k::TierCopyCpu(cpu_args);
+            CheckSame(dev.Download(), dev.host_bytes(), what + " (device pool)");
+            CheckSame(host.Download(), host.host_bytes(), what + " (host pool)");
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("launchers refuse inconsistent arguments and launch nothing for empty work") {
+  uint64_t seed = 0;
+  std::mt19937_64 rng = FreshRng(&seed);
+  PoolSet pools = MakePools({656}, 16, 4, rng);
+  const std::vector<k::PoolRef> refs = pools.refs(true);
+  Index slots(std::vector<int32_t>{0, 1}, rng);
+  Mirror send(2 * kLayers * 16 * 656, rng);
+  CHECK(k::PackPages({.pools = refs, .layers = {0, kLayers + 1}, .slots = slots.side(true),
+                      .num_pages = 2, .send = send.dev()},
+                     nullptr) == cudaErrorInvalidValue);
+  CHECK(k::PackPages({.pools = refs, .layers = {0, kLayers}, .slots = slots.side(true),
+                      .num_pages = 2, .send = nullptr},
+                     nullptr) == cudaErrorInvalidValue);
+  const Bytes before = send.Download();
+  CHECK(k::PackPages({.pools = refs, .layers = {1, 1}, .slots = slots.side(true), .num_pages = 2,
+                      .send = send.dev()},
+                     nullptr) == cudaSuccess);
+  Sync("empty pack");
+  CHECK(send.Download() == before);
+}
+
+int main(int argc, char** argv) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    std::printf("no CUDA device: skipped\n");
+    return 77;
+  }
+  doctest::Context context(argc, argv);
+  return context.run();
+}

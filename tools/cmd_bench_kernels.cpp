@@ -1,0 +1,324 @@
+// `kvlanes bench kernels`: bandwidth of the materialization and tier-copy kernels (kernels/)
+// against the ceilings measured in the same run, as a table and optionally JSON. The measuring
+// lives in kernels/bench_kernels.cu; this file parses options and reports. Formulas:
+// docs/kernels.md.
+#include <boost/program_options.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/bench_kernels.h"
+#include "tools/commands.h"
+#include "tools/output_file.h"
+#include "traces/input_error.h"
+
+namespace kvlanes::cli {
+namespace {
+
+using kernels::KernelBenchOptions;
+using kernels::KernelBenchReport;
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// "64M", "1G", "4096", "4K": binary units.
+int64_t ParseBytes(const std::string& text, const std::string& field) {
+  size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    throw InputError("", 0, field, "not a byte count: '" + text + "'");
+  }
+  const std::string suffix = text.substr(used);
+  int shift = 0;
+  if (suffix == "K" || suffix == "KiB") shift = 10;
+  else if (suffix == "M" || suffix == "MiB") shift = 20;
+  else if (suffix == "G" || suffix == "GiB") shift = 30;
+  else if (!suffix.empty()) throw InputError("", 0, field, "unknown unit in '" + text + "'");
+  if (value <= 0) throw InputError("", 0, field, "must be positive: '" + text + "'");
+  return static_cast<int64_t>(value) << shift;
+}
+
+std::vector<std::pair<int64_t, int64_t>> ParseShapes(const std::string& text) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (const std::string& item : SplitCommas(text)) {
+    const auto x = item.find('x');
+    if (x == std::string::npos) {
+      throw InputError("", 0, "tier-shapes", "expected ELEMxTOKENS, got '" + item + "'");
+    }
+    shapes.push_back({ParseBytes(item.substr(0, x), "tier-shapes"),
+                      ParseBytes(item.substr(x + 1), "tier-shapes")});
+  }
+  if (shapes.empty()) throw InputError("", 0, "tier-shapes", "no shape given");
+  return shapes;
+}
+
+#if defined(KVLANES_WITH_CUDA)
+std::string Mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+void PrintReport(const KernelBenchReport& r, std::ostream& out) {
+  const auto& c = r.context;
+  char line[256];
+  out << "device: " << c.device_name << " (" << c.pci_bus_id << "), " << c.sm_count << " SMs, L2 "
+      << c.l2_bytes / 1000000.0 << " MB, memory " << c.memory_bytes / 1073741824.0
+      << " GiB; driver " << c.driver_version << ", runtime " << c.runtime_version << "; date "
+      << c.date_utc << "\n";
+  out << "config: layers " << r.options.num_layers << ", page_tokens " << r.options.page_tokens
+      << ", pools (elem bytes)";
+  for (int64_t e : r.options.pool_elem_bytes) out << " " << e;
+  out << ", ranks " << r.options.num_ranks << ", warm-up " << r.options.warmup << ", repeats "
+      << r.options.repeats << " (median), tier repeats " << r.options.tier_repeats
+      << ", tier run pages " << r.options.tier_run_pages << ", seed " << r.options.seed << "\n\n";
+
+  out << "Materialization kernels vs cudaMemcpyAsync D2D of the same payload (GB/s count bytes "
+         "read + written)\n";
+  std::snprintf(line, sizeof line, "%-15s %12s %6s %10s %10s %11s %11s %8s\n", "kernel",
+                "payload", "pages", "kernel_ms", "memcpy_ms", "kernel_GB/s", "memcpy_GB/s",
+                "fraction");
+  out << line;
+  for (const auto& k : r.kernels) {
+    std::snprintf(line, sizeof line, "%-15s %12s %6lld %10.4f %10.4f %11.1f %11.1f %7.1f%%\n",
+                  k.kernel.c_str(), Mib(k.payload_bytes).c_str(), static_cast<long long>(k.pages),
+                  k.kernel_ms, k.memcpy_ms, k.kernel_gbps, k.memcpy_gbps, 100 * k.fraction);
+    out << line;
+  }
+
+  out << "\nTier copies vs one contiguous pinned cudaMemcpyAsync of the same bytes, same "
+         "direction (GB/s = payload / time)\n";
+  std::snprintf(line, sizeof line, "%-18s %4s %8s %9s %9s %8s %9s %8s %11s %8s\n", "layout", "dir",
+                "shape", "chunk_B", "variant", "copies", "ms", "GB/s", "contig_GB/s",
+                "fraction");
+  out << line;
+  for (const auto& t : r.tiers) {
+    const std::string shape = std::to_string(t.elem_bytes) + "x" + std::to_string(t.page_tokens);
+    std::snprintf(line, sizeof line, "%-18s %4s %8s %9lld %9s %8lld %9.3f %8.2f %11.2f %7.1f%%\n",
+                  t.layout.c_str(), t.direction.c_str(), shape.c_str(),
+                  static_cast<long long>(t.chunk_bytes), t.variant.c_str(),
+                  static_cast<long long>(t.copies), t.ms, t.gbps, t.contiguous_gbps,
+                  100 * t.fraction);
+    out << line;
+  }
+
+  out << "\nCrossover (smallest measured chunk at which the memcpy strategy is at least as fast "
+         "as the kernel)\n";
+  for (const auto& x : r.crossovers) {
+    std::snprintf(line, sizeof line, "%-18s %4s %9s  %s\n", x.layout.c_str(), x.direction.c_str(),
+                  x.memcpy_variant.c_str(), x.note.c_str());
+    out << line;
+  }
+
+  if (!r.tune.empty()) {
+    out << "\nLaunch tuning sweep\n";
+    std::snprintf(line, sizeof line, "%-40s %7s %7s %5s %9s %9s\n", "copy", "threads", "piece",
+                  "ctas", "ms", "GB/s");
+    out << line;
+    for (const auto& t : r.tune) {
+      std::snprintf(line, sizeof line, "%-40s %7d %7d %5d %9.4f %9.1f\n", t.what.c_str(),
+                    t.threads_per_block, t.piece_bytes, t.ctas_per_sm, t.ms, t.gbps);
+      out << line;
+    }
+  }
+}
+
+nlohmann::json ReportToJson(const KernelBenchReport& r) {
+  using nlohmann::json;
+  const auto& o = r.options;
+  json j;
+  j["context"] = {{"device_name", r.context.device_name},
+                  {"pci_bus_id", r.context.pci_bus_id},
+                  {"sm_count", r.context.sm_count},
+                  {"l2_bytes", r.context.l2_bytes},
+                  {"memory_bytes", r.context.memory_bytes},
+                  {"driver_version", r.context.driver_version},
+                  {"runtime_version", r.context.runtime_version},
+                  {"date_utc", r.context.date_utc}};
+  json shapes = json::array();
+  for (const auto& [e, pt] : o.tier_shapes) shapes.push_back({{"elem_bytes", e}, {"page_tokens", pt}});
+  j["options"] = {{"sizes_bytes", o.sizes_bytes},      {"pool_elem_bytes", o.pool_elem_bytes},
+                  {"page_tokens", o.page_tokens},      {"num_layers", o.num_layers},
+                  {"num_ranks", o.num_ranks},          {"warmup", o.warmup},
+                  {"repeats", o.repeats},              {"tier_bytes", o.tier_bytes},
+                  {"host_pool_bytes", o.host_pool_bytes}, {"tier_shapes", shapes},
+                  {"tier_run_pages", o.tier_run_pages}, {"tier_repeats", o.tier_repeats},
+                  {"tune", o.tune},                    {"seed", o.seed},
+                  {"device", o.device},                {"rotate_min_bytes", o.rotate_min_bytes}};
+  j["kernels"] = json::array();
+  for (const auto& k : r.kernels) {
+    j["kernels"].push_back({{"kernel", k.kernel},
+                            {"pages", k.pages},
+                            {"payload_bytes", k.payload_bytes},
+                            {"moved_bytes", k.moved_bytes},
+                            {"kernel_ms", k.kernel_ms},
+                            {"memcpy_ms", k.memcpy_ms},
+                            {"kernel_gbps", k.kernel_gbps},
+                            {"memcpy_gbps", k.memcpy_gbps},
+                            {"fraction", k.fraction}});
+  }
+  j["tiers"] = json::array();
+  for (const auto& t : r.tiers) {
+    j["tiers"].push_back({{"layout", t.layout},
+                          {"direction", t.direction},
+                          {"variant", t.variant},
+                          {"elem_bytes", t.elem_bytes},
+                          {"page_tokens", t.page_tokens},
+                          {"chunk_bytes", t.chunk_bytes},
+                          {"pages", t.pages},
+                          {"payload_bytes", t.payload_bytes},
+                          {"copies", t.copies},
+                          {"ms", t.ms},
+                          {"gbps", t.gbps},
+                          {"contiguous_gbps", t.contiguous_gbps},
+                          {"fraction", t.fraction}});
+  }
+  j["crossovers"] = json::array();
+  for (const auto& x : r.crossovers) {
+    j["crossovers"].push_back({{"layout", x.layout},
+                               {"direction", x.direction},
+                               {"memcpy_variant", x.memcpy_variant},
+                               {"first_chunk_bytes_memcpy_wins", x.first_chunk_bytes_memcpy_wins},
+                               {"note", x.note}});
+  }
+  j["tune"] = json::array();
+  for (const auto& t : r.tune) {
+    j["tune"].push_back({{"what", t.what},
+                         {"threads_per_block", t.threads_per_block},
+                         {"piece_bytes", t.piece_bytes},
+                         {"ctas_per_sm", t.ctas_per_sm},
+                         {"ms", t.ms},
+                         {"gbps", t.gbps}});
+  }
+  return j;
+}
+#endif  // KVLANES_WITH_CUDA
+
+}  // namespace
+
+int CmdBenchKernels(int argc, const char* const* argv) {
+  namespace po = boost::program_options;
+  const std::string name = argc > 0 ? argv[0] : "kvlanes bench kernels";
+  KernelBenchOptions opt;
+  std::string sizes = "16M,64M,256M,1G";
+  std::string pools = "656,132";
+  std::string tier_bytes = "256M";
+  std::string host_pool = "4G";
+  std::string tier_shapes = "132x32,656x8,656x16,656x64,656x256,656x1600";
+  std::string json_path;
+
+  po::options_description visible("Options");
+  visible.add_options()("help,h", "print this help")(
+      "sizes", po::value(&sizes)->default_value(sizes),
+      "materialization payloads (logical-dense bytes, rounded down to whole pages), comma list "
+      "with K/M/G suffixes")(
+      "pools", po::value(&pools)->default_value(pools),
+      "bytes per token-layer of each pool copied together (1 to 4 pools)")(
+      "page-tokens", po::value(&opt.page_tokens)->default_value(opt.page_tokens),
+      "tokens per page for the materialization kernels")(
+      "layers", po::value(&opt.num_layers)->default_value(opt.num_layers), "layers per pool")(
+      "ranks", po::value(&opt.num_ranks)->default_value(opt.num_ranks),
+      "ranks N of the all-gather / zigzag / peer layouts (peer_gather uses at most 16)")(
+      "warmup", po::value(&opt.warmup)->default_value(opt.warmup), "untimed passes first")(
+      "repeats", po::value(&opt.repeats)->default_value(opt.repeats),
+      "timed passes per materialization measurement (the median is reported)")(
+      "tier-bytes", po::value(&tier_bytes)->default_value(tier_bytes),
+      "payload of each tier copy")("host-pool-bytes",
+                                   po::value(&host_pool)->default_value(host_pool),
+                                   "pinned host pool the tier pages are scattered over")(
+      "tier-shapes", po::value(&tier_shapes)->default_value(tier_shapes),
+      "tier page shapes ELEMxTOKENS (chunk = their product), comma list")(
+      "tier-run-pages", po::value(&opt.tier_run_pages)->default_value(opt.tier_run_pages),
+      "adjacent pages per run in the scattered tier page list (1 = fully scattered)")(
+      "tier-repeats", po::value(&opt.tier_repeats)->default_value(opt.tier_repeats),
+      "timed passes per tier measurement")("tune", po::bool_switch(&opt.tune),
+                                           "also sweep kernel launch shapes")(
+      "seed", po::value(&opt.seed)->default_value(opt.seed), "seed of the random page lists")(
+      "device", po::value(&opt.device)->default_value(opt.device), "CUDA device ordinal")(
+      "json", po::value(&json_path), "also write the full report as JSON to this file");
+
+  const auto usage = [&](std::ostream& out) {
+    out << "Usage: " << name << " [options]\n"
+        << "GPU benchmark of kernels/: pack, unpack, zigzag_reorder, scatter_dense and "
+           "peer_gather against a device-to-device cudaMemcpyAsync of the same bytes, and the "
+           "tier copies (kernel and cudaMemcpyAsync-runs strategies, every host layout, both "
+           "directions) against a contiguous pinned copy. Medians of CUDA-event timings; "
+           "formulas in docs/kernels.md.\n\n"
+        << visible;
+  };
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(visible).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    usage(std::cerr);
+    return 2;
+  }
+  if (vm.count("help")) {
+    usage(std::cout);
+    return 0;
+  }
+  try {
+    opt.sizes_bytes.clear();
+    for (const std::string& s : SplitCommas(sizes)) opt.sizes_bytes.push_back(ParseBytes(s, "sizes"));
+    if (opt.sizes_bytes.empty()) throw InputError("", 0, "sizes", "no size given");
+    opt.pool_elem_bytes.clear();
+    for (const std::string& s : SplitCommas(pools)) opt.pool_elem_bytes.push_back(ParseBytes(s, "pools"));
+    if (opt.pool_elem_bytes.empty() || opt.pool_elem_bytes.size() > 4) {
+      throw InputError("", 0, "pools", "need 1 to 4 pools");
+    }
+    opt.tier_bytes = ParseBytes(tier_bytes, "tier-bytes");
+    opt.host_pool_bytes = ParseBytes(host_pool, "host-pool-bytes");
+    opt.tier_shapes = ParseShapes(tier_shapes);
+    if (opt.page_tokens < 1 || opt.num_layers < 1 || opt.num_ranks < 1 || opt.repeats < 1 ||
+        opt.tier_repeats < 1 || opt.warmup < 0 || opt.tier_run_pages < 1) {
+      throw InputError("", 0, "", "page-tokens, layers, ranks, repeats, tier-repeats and "
+                                  "tier-run-pages must be >= 1, warmup >= 0");
+    }
+  } catch (const InputError& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 2;
+  }
+
+#if defined(KVLANES_WITH_CUDA)
+  KernelBenchReport report;
+  const std::string error = kernels::RunKernelBenchmarks(opt, &report);
+  if (!error.empty()) {
+    std::cerr << name << ": " << error << "\n";
+    return 1;
+  }
+  PrintReport(report, std::cout);
+  if (!json_path.empty()) {
+    try {
+      WriteFileAtomically(json_path, ReportToJson(report).dump(2) + "\n");
+    } catch (const InputError& e) {
+      std::cerr << name << ": " << e.what() << "\n";
+      return 2;
+    }
+  }
+  return 0;
+#else
+  (void)json_path;
+  std::cerr << name << ": this build has no CUDA support (kvlanes_kernels was built without "
+                       "nvcc); reconfigure with CUDA available (-DKVLANES_CUDA=ON) to run the "
+                       "kernels benchmark\n";
+  return 2;
+#endif
+}
+
+}  // namespace kvlanes::cli
