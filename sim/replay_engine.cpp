@@ -268,6 +268,7 @@ void ReplayEngine::Process(const Request& req) {
   if (n_ext > 0)
     extents_.push_back(Extent{c_.requests - 1, ext_start, n_ext, placement_->name, ranks_});
   slots_.assign(static_cast<size_t>(n_new), kNoSlot);
+  c_.allocated_pages += n_new;
   for (int64_t i = 0; i < n_new; ++i) {
     if (placement_->from_allocator && start + i >= ext_start) {
       auto [lane, slot] = device_slots_.AllocAny();

@@ -44,11 +44,20 @@ struct ReplayCounters {
   int64_t host_write_pages = 0;
   int64_t host_write_bytes = 0;
   int64_t host_write_refused = 0;  // refused by admission or no host room
+  int64_t allocated_pages = 0;  // device pages allocated for computed pages (cached requests)
   int64_t inserted_pages = 0;
   int64_t duplicate_pages = 0;
   std::map<std::string, int64_t> gather_method_counts;
   int64_t gather_prefix_pages = 0;
   int64_t gather_runs = 0;
+
+  // Page operations of the replay, the unit of its speed (docs/replay.md): pages matched,
+  // allocated, inserted, freed as duplicates, evicted from either tier, loaded back, written.
+  int64_t PageOps(int64_t page_tokens) const {
+    return (device_hit_tokens + host_match_tokens) / page_tokens + allocated_pages +
+           inserted_pages + duplicate_pages + evicted_device_pages + evicted_host_pages +
+           load_back_pages + host_write_pages;
+  }
 };
 
 struct EngineOptions {

@@ -86,7 +86,7 @@ int CmdReplay(int argc, const char* const* argv) {
     ReplayInputs in = LoadReplayInputs(vm);
     auto policy = MakePolicy(in.config.policy, in.config);
     const bool quiet = vm["quiet"].as<bool>();
-    Progress progress("replay", in.trace.requests.size(), !quiet && in.trace.requests.size() >= 1000);
+    Progress progress("replay", in.trace.requests.size(), !quiet);
     EngineOptions opts;
     opts.check_invariants = vm["check-invariants"].as<bool>();
     nlohmann::ordered_json report = RunReplay(in.config, *policy, in.trace, opts,

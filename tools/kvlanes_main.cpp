@@ -16,7 +16,11 @@ struct Entry {
 
 const Entry kCommands[] = {
     {"replay", &kvlanes::cli::CmdReplay, "replay a request trace through a cache policy and report"},
+    {"compare", &kvlanes::cli::CmdCompare, "replay one trace through several policies, one table"},
+    {"sweep", &kvlanes::cli::CmdSweep, "grid of replays over config values (capacity curves)"},
+    {"explain", &kvlanes::cli::CmdExplain, "one request's decisions, alternatives and predicted costs"},
     {"trace stats", &kvlanes::cli::CmdTraceStats, "summarize a trace: lengths, ids, ideal hit ratio"},
+    {"bench replay", &kvlanes::cli::CmdBenchReplay, "replay speed: requests/s, page operations/s, peak memory"},
     {"bench kernels", &kvlanes::cli::CmdBenchKernels,
      "GPU: bandwidth of the materialization and tier-copy kernels vs plain copies"},
 };

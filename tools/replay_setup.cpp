@@ -49,6 +49,9 @@ Progress::Progress(std::string what, size_t total, bool enabled)
 
 void Progress::Update(size_t done) {
   if (!enabled_ || total_ == 0) return;
+  if (!open_line_ && last_decile_ == 0 &&
+      std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1))
+    return;
   if (tty_) {
     std::fprintf(stderr, "\r%s: %zu/%zu requests (%zu%%)", what_.c_str(), done, total_, done * 100 / total_);
     open_line_ = true;

@@ -2,6 +2,7 @@
 // later): trace files and format, config file, policy, --set overrides.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,8 @@ struct ReplayInputs {
 // loaded with the config's page size. Throws InputError.
 ReplayInputs LoadReplayInputs(const boost::program_options::variables_map& vm);
 
-// Progress on stderr for long runs: "\r" updates on a terminal, a line every 10% otherwise.
+// Progress on stderr for long runs (shown once a run has taken over a second of wall time):
+// "\r" updates on a terminal, a line every 10% otherwise.
 class Progress {
  public:
   Progress(std::string what, size_t total, bool enabled);
@@ -37,6 +39,7 @@ class Progress {
   bool tty_;
   size_t last_decile_ = 0;
   bool open_line_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace kvlanes::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -26,15 +27,15 @@ class InputError : public std::runtime_error {
  private:
   static std::string Format(const std::string& file, int64_t line, const std::string& field,
                             const std::string& message) {
-    std::string out;
+    std::ostringstream out;  // (string concatenation here trips a GCC 12 -Wrestrict false positive)
     if (!file.empty()) {
-      out += file;
-      if (line > 0) out += ":" + std::to_string(line);
-      out += ": ";
+      out << file;
+      if (line > 0) out << ':' << line;
+      out << ": ";
     }
-    if (!field.empty()) out += field + ": ";
-    out += message;
-    return out;
+    if (!field.empty()) out << field << ": ";
+    out << message;
+    return out.str();
   }
 
   std::string file_;
