@@ -58,6 +58,11 @@ struct KernelBenchRow {
   double kernel_gbps = 0;     // moved_bytes / kernel_ms
   double memcpy_gbps = 0;     // 2 * payload_bytes / memcpy_ms
   double fraction = 0;        // kernel_gbps / memcpy_gbps
+  double memset_ms = 0;       // median cudaMemsetAsync of payload_bytes, same run
+  // scatter_dense only (else 0): owned * memcpy_ms + (1 - owned) * memset_ms, owned = the share
+  // of pages copied rather than zeroed; alt_fraction = alt_ceiling_ms / kernel_ms.
+  double alt_ceiling_ms = 0;
+  double alt_fraction = 0;
 };
 
 // One tier copy: one layout, direction, page shape and strategy.
@@ -91,6 +96,7 @@ struct TuneRow {
   int threads_per_block = 0;
   int piece_bytes = 0;
   int ctas_per_sm = 0;
+  int unroll = 0;
   double ms = 0;
   double gbps = 0;  // same formula as the row it tunes
 };

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
 
 #include "kernels/chunk_copy_cuda.h"
 
@@ -46,8 +50,9 @@ __device__ __forceinline__ int64_t ResolvePage(PageMode mode, const int32_t* ind
 }
 
 // One warp per piece, grid-stride over the pieces of the launch. Lanes of a warp take
-// consecutive vectors, kCopyUnroll loads in flight before the stores.
-template <int kVec>
+// consecutive vectors, kUnroll loads in flight before the stores. kRows: the unit is num_rows
+// rows (row mode, see chunk_copy_cuda.h); vector v of the unit is in row v / row_vecs.
+template <int kVec, int kUnroll, bool kRows>
 __global__ void ChunkCopyKernel(const __grid_constant__ CopyParams p) {
   using V = typename VecOf<kVec>::Type;
   const uint32_t lane = threadIdx.x & 31u;
@@ -84,24 +89,33 @@ __global__ void ChunkCopyKernel(const __grid_constant__ CopyParams p) {
       if (rank < 0 || rank >= p.num_ranks) __trap();
     }
 
-    const V* src = reinterpret_cast<const V*>(
-        s.src.base[rank] + layer * s.src.layer_stride + src_page * s.src.page_stride +
-        sub * s.src.sub_stride);
-    V* dst = reinterpret_cast<V*>(s.dst.base[0] + layer * s.dst.layer_stride +
-                                  dst_page * s.dst.page_stride + sub * s.dst.sub_stride);
+    const char* src_unit = s.src.base[rank] + layer * s.src.layer_stride +
+                           src_page * s.src.page_stride + sub * s.src.sub_stride;
+    char* dst_unit = s.dst.base[0] + layer * s.dst.layer_stride + dst_page * s.dst.page_stride +
+                     sub * s.dst.sub_stride;
     const uint32_t begin = piece * s.piece_vecs;
     const uint32_t end = min(begin + s.piece_vecs, s.unit_vecs);
-    for (uint32_t v = begin + lane; v < end; v += 32u * kCopyUnroll) {
-      V tmp[kCopyUnroll];
+    for (uint32_t v = begin + lane; v < end; v += 32u * kUnroll) {
+      V tmp[kUnroll];
+      const V* src[kUnroll];
+      V* dst[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kCopyUnroll; ++u) {
+      for (int u = 0; u < kUnroll; ++u) {
         const uint32_t i = v + 32u * u;
-        if (i < end) tmp[u] = zero ? V{} : src[i];
+        if constexpr (kRows) {
+          const uint32_t row = i / s.row_vecs;
+          const uint32_t col = i - row * s.row_vecs;
+          src[u] = reinterpret_cast<const V*>(src_unit + row * s.src.row_stride) + col;
+          dst[u] = reinterpret_cast<V*>(dst_unit + row * s.dst.row_stride) + col;
+        } else {
+          src[u] = reinterpret_cast<const V*>(src_unit) + i;
+          dst[u] = reinterpret_cast<V*>(dst_unit) + i;
+        }
+        if (i < end) tmp[u] = zero ? V{} : *src[u];
       }
 #pragma unroll
-      for (int u = 0; u < kCopyUnroll; ++u) {
-        const uint32_t i = v + 32u * u;
-        if (i < end) dst[i] = tmp[u];
+      for (int u = 0; u < kUnroll; ++u) {
+        if (v + 32u * u < end) *dst[u] = tmp[u];
       }
     }
   }
@@ -114,21 +128,56 @@ int LowestSetBitValue(uint64_t bits) {
   return 1;
 }
 
-int SmCount() {
-  // Cached per device: the attribute query is cheap but not free, and launchers are hot.
-  constexpr int kMaxDevices = 64;
-  static int cache[kMaxDevices] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return 132;
-  if (cache[device] == 0) {
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        sms <= 0) {
-      return 132;
-    }
-    cache[device] = sms;
+using KernelFn = void (*)(CopyParams);
+
+template <int kVec>
+KernelFn KernelFor(int unroll, bool rows) {
+  if (rows) return unroll == 8 ? &ChunkCopyKernel<kVec, 8, true> : &ChunkCopyKernel<kVec, 4, true>;
+  return unroll == 8 ? &ChunkCopyKernel<kVec, 8, false> : &ChunkCopyKernel<kVec, 4, false>;
+}
+
+KernelFn SelectKernel(int vec, int unroll, bool rows) {
+  switch (vec) {
+    case 16:
+      return KernelFor<16>(unroll, rows);
+    case 8:
+      return KernelFor<8>(unroll, rows);
+    case 4:
+      return KernelFor<4>(unroll, rows);
+    case 2:
+      return KernelFor<2>(unroll, rows);
+    default:
+      return KernelFor<1>(unroll, rows);
   }
-  return cache[device];
+}
+
+// SMs of the current device and how many CTAs of this kernel shape fit on one at once. Cached:
+// the queries are cheap but not free, and launchers are hot.
+cudaError_t ResidentCtas(KernelFn kernel, int threads, int* sms, int* per_sm) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, int>, std::pair<int, int>> cache;
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), threads);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    int count = 0;
+    int blocks = 0;
+    if (cudaError_t e = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+        e != cudaSuccess) {
+      return e;
+    }
+    if (cudaError_t e =
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0);
+        e != cudaSuccess) {
+      return e;
+    }
+    it = cache.emplace(key, std::make_pair(count, std::max(blocks, 1))).first;
+  }
+  *sms = it->second.first;
+  *per_sm = it->second.second;
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -137,10 +186,10 @@ int ChunkCopyVectorBytes(const CopyParams& p) {
   uint64_t bits = 16;
   for (int k = 0; k < p.num_segments; ++k) {
     const CopySegment& s = p.seg[k];
-    bits |= static_cast<uint64_t>(s.unit_bytes);
+    bits |= static_cast<uint64_t>(s.unit_bytes) | static_cast<uint64_t>(s.row_bytes);
     for (const CopySide* side : {&s.src, &s.dst}) {
       bits |= static_cast<uint64_t>(side->layer_stride) | static_cast<uint64_t>(side->page_stride) |
-              static_cast<uint64_t>(side->sub_stride);
+              static_cast<uint64_t>(side->sub_stride) | static_cast<uint64_t>(side->row_stride);
     }
     const int bases = p.src_rank != nullptr ? p.num_ranks : 1;
     for (int r = 0; r < bases; ++r) bits |= reinterpret_cast<uintptr_t>(s.src.base[r]);
@@ -151,8 +200,21 @@ int ChunkCopyVectorBytes(const CopyParams& p) {
 
 cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream_t stream) {
   if (p.num_segments < 1 || p.num_segments > kMaxPools || tuning.threads_per_block < 32 ||
-      tuning.threads_per_block % 32 != 0 || tuning.piece_bytes < 1 || tuning.ctas_per_sm < 1) {
+      tuning.threads_per_block % 32 != 0 || tuning.piece_bytes < 1 || tuning.ctas_per_sm < 1 ||
+      (tuning.unroll != 4 && tuning.unroll != 8)) {
     return cudaErrorInvalidValue;
+  }
+  bool rows = false;
+  for (int k = 0; k < p.num_segments; ++k) {
+    CopySegment& s = p.seg[k];
+    if (s.unit_bytes == 0) {  // copies nothing (e.g. an empty layer range)
+      s.num_rows = 1;
+      s.row_bytes = 0;
+      continue;
+    }
+    if (s.num_rows == 1 && s.row_bytes == 0) s.row_bytes = s.unit_bytes;  // not in row mode
+    if (s.num_rows < 1 || s.row_bytes * s.num_rows != s.unit_bytes) return cudaErrorInvalidValue;
+    rows = rows || s.num_rows > 1;
   }
   const int vec = ChunkCopyVectorBytes(p);
   uint64_t total = 0;
@@ -174,6 +236,7 @@ cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream
       return cudaErrorInvalidValue;
     }
     s.unit_vecs = static_cast<uint32_t>(unit_vecs);
+    s.row_vecs = static_cast<uint32_t>(static_cast<uint64_t>(s.row_bytes) / vec);
     s.pieces_per_unit = static_cast<uint32_t>(ppu);
     s.piece_vecs = static_cast<uint32_t>((unit_vecs + ppu - 1) / ppu);
     total += units * ppu;
@@ -185,26 +248,20 @@ cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream
   if (total == 0) return cudaSuccess;
   const uint64_t warps_per_block = static_cast<uint64_t>(tuning.threads_per_block) / 32;
   const uint64_t blocks_needed = (total + warps_per_block - 1) / warps_per_block;
-  const uint64_t blocks_max = static_cast<uint64_t>(SmCount()) * tuning.ctas_per_sm;
+  // A grid-stride loop over pieces: no more CTAs than fit at once (a second wave of CTAs would
+  // only add a tail), and at most ctas_per_sm per SM.
+  int sms = 0;
+  int resident = 0;
+  const KernelFn kernel = SelectKernel(vec, tuning.unroll, rows);
+  if (cudaError_t e = ResidentCtas(kernel, tuning.threads_per_block, &sms, &resident);
+      e != cudaSuccess) {
+    return e;
+  }
+  const uint64_t blocks_max =
+      static_cast<uint64_t>(sms) * static_cast<uint64_t>(std::min(resident, tuning.ctas_per_sm));
   const unsigned grid = static_cast<unsigned>(std::min(blocks_needed, blocks_max));
   const unsigned block = static_cast<unsigned>(tuning.threads_per_block);
-  switch (vec) {
-    case 16:
-      ChunkCopyKernel<16><<<grid, block, 0, stream>>>(p);
-      break;
-    case 8:
-      ChunkCopyKernel<8><<<grid, block, 0, stream>>>(p);
-      break;
-    case 4:
-      ChunkCopyKernel<4><<<grid, block, 0, stream>>>(p);
-      break;
-    case 2:
-      ChunkCopyKernel<2><<<grid, block, 0, stream>>>(p);
-      break;
-    default:
-      ChunkCopyKernel<1><<<grid, block, 0, stream>>>(p);
-      break;
-  }
+  kernel<<<grid, block, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

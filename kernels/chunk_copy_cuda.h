@@ -5,9 +5,13 @@
 // for every selected layer and every sub-unit, `unit_bytes` contiguous bytes:
 //     src = src.base[rank(i)] + layer * src.layer_stride + src_page(i) * src.page_stride
 //           + sub * src.sub_stride                      (the same formula for dst)
-// Units are page-layer chunks (n_subs = 1), or token rows for the page_first host layout
-// (n_subs = page_tokens). Pages come from an int32 index, the item number itself, or the zigzag
-// closed formula. Units are cut into pieces; one warp copies one piece per step.
+// Units are page-layer chunks (num_subs = 1, num_rows = 1). For the page_first host layout a unit
+// is one token (num_subs = page_tokens) of all selected layers: num_rows rows of row_bytes (one
+// layer's element each), contiguous on the host (row_stride = elem_bytes) and a layer apart on
+// the device, so every warp reads or writes one long contiguous stretch of host memory (PCIe
+// moves whole 128-byte lines instead of short, unaligned element rows).
+// Pages come from an int32 index, the item number itself, or the zigzag closed formula. Units
+// are cut into pieces; one warp copies one piece per step.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -40,17 +44,21 @@ struct CopySide {
   int64_t layer_stride = 0;
   int64_t page_stride = 0;
   int64_t sub_stride = 0;
+  int64_t row_stride = 0;  // between rows of a unit (row mode only)
   int64_t page_limit = 0;  // valid pages are [0, page_limit): checked, traps otherwise
 };
 
 struct CopySegment {
   CopySide src;
   CopySide dst;
-  int64_t unit_bytes = 0;
+  int64_t unit_bytes = 0;  // num_rows * row_bytes
   uint32_t num_layers = 0;
   uint32_t num_subs = 1;
+  uint32_t num_rows = 1;   // > 1 only in row mode
+  int64_t row_bytes = 0;   // unit_bytes when num_rows == 1
   // Filled by LaunchChunkCopy:
   uint32_t unit_vecs = 0;        // unit_bytes / vector width
+  uint32_t row_vecs = 0;         // row_bytes / vector width
   uint32_t piece_vecs = 0;       // vectors per piece
   uint32_t pieces_per_unit = 0;
   uint32_t piece_begin = 0;      // first piece of this segment in the launch
@@ -72,7 +80,7 @@ struct CopyParams {
   uint32_t total_pieces = 0;  // filled by LaunchChunkCopy
 };
 
-// Picks the widest vector (16, 8, 4, 2 or 1 bytes) that every base, stride and unit allows,
+// Picks the widest vector (16, 8, 4, 2 or 1 bytes) that every base, stride and row allows,
 // cuts units into pieces, sizes the grid and launches. Returns cudaSuccess without a launch when
 // there is nothing to copy, cudaErrorInvalidValue when the launch is too large for 32-bit piece
 // numbering.

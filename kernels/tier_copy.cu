@@ -23,41 +23,56 @@ cudaError_t TierCopyKernel(const TierCopyArgs& a, cudaStream_t stream,
   if (!ValidateArgs(a).empty() || a.num_pages > std::numeric_limits<int32_t>::max()) {
     return cudaErrorInvalidValue;
   }
+  const bool to_host = a.direction == TierDirection::kDeviceToHost;
   CopyParams p;
   p.num_segments = static_cast<int>(a.pools.size());
   for (int k = 0; k < p.num_segments; ++k) {
     const TierPoolPair& pair = a.pools[k];
     const PoolGeometry& g = pair.device.geo;
     const HostStrides hs = HostLayoutStrides(pair.host.layout, g, pair.host.num_slots);
-    // page_first scatters a page-layer chunk into token rows on the host: copy rows.
-    const bool rows = pair.host.layout == HostLayout::kPageFirst;
     CopySide dev;
     dev.base[0] = Bytes(pair.device.data) + a.layers.begin * g.layer_stride_bytes();
-    dev.layer_stride = g.layer_stride_bytes();
     dev.page_stride = g.chunk_bytes();
-    dev.sub_stride = rows ? g.elem_bytes : 0;
     dev.page_limit = g.num_slots;
     CopySide host;
     host.base[0] = Bytes(pair.host.data) + a.layers.begin * hs.layer;
-    host.layer_stride = hs.layer;
     host.page_stride = hs.page;
-    host.sub_stride = rows ? hs.token : 0;
     host.page_limit = pair.host.num_slots;
-    CopySegment& seg = p.seg[k];
-    const bool to_host = a.direction == TierDirection::kDeviceToHost;
+    CopySegment seg;
+    if (pair.host.layout == HostLayout::kPageFirst) {
+      // Row mode: a unit is one token of all selected layers, contiguous on the host
+      // ([token][layer][elem]); its rows (layers) are a device layer apart.
+      dev.sub_stride = g.elem_bytes;
+      dev.row_stride = g.layer_stride_bytes();
+      host.sub_stride = hs.token;
+      host.row_stride = hs.layer;
+      seg.num_layers = 1;
+      seg.num_subs = static_cast<uint32_t>(g.page_tokens);
+      seg.num_rows = static_cast<uint32_t>(a.layers.size());
+      seg.row_bytes = g.elem_bytes;
+      seg.unit_bytes = a.layers.size() * g.elem_bytes;
+    } else {
+      dev.layer_stride = g.layer_stride_bytes();
+      host.layer_stride = hs.layer;
+      seg.num_layers = static_cast<uint32_t>(a.layers.size());
+      seg.unit_bytes = g.chunk_bytes();
+    }
     seg.src = to_host ? dev : host;
     seg.dst = to_host ? host : dev;
-    seg.unit_bytes = rows ? g.elem_bytes : g.chunk_bytes();
-    seg.num_layers = static_cast<uint32_t>(a.layers.size());
-    seg.num_subs = rows ? static_cast<uint32_t>(g.page_tokens) : 1u;
+    p.seg[k] = seg;
   }
-  const bool to_host = a.direction == TierDirection::kDeviceToHost;
   p.num_items = static_cast<uint32_t>(a.num_pages);
   p.src_mode = PageMode::kIndexed;
   p.dst_mode = PageMode::kIndexed;
   p.src_index = to_host ? a.device_slots : a.host_slots;
   p.dst_index = to_host ? a.host_slots : a.device_slots;
   return detail::LaunchChunkCopy(p, tuning, stream);
+}
+
+cudaError_t TierCopyKernel(const TierCopyArgs& a, cudaStream_t stream) {
+  return TierCopyKernel(a, stream,
+                        a.direction == TierDirection::kDeviceToHost ? kTierD2HTuning
+                                                                    : kTierH2DTuning);
 }
 
 cudaError_t TierCopyMemcpyPlanned(const TierCopyArgs& a, std::span<const Copy2D> plan,

@@ -22,8 +22,10 @@
 
 namespace kvlanes::kernels {
 
+// Launch shape by direction: kTierH2DTuning or kTierD2HTuning (tuning.h).
+cudaError_t TierCopyKernel(const TierCopyArgs& args, cudaStream_t stream);
 cudaError_t TierCopyKernel(const TierCopyArgs& args, cudaStream_t stream,
-                           const LaunchTuning& tuning = kTierCopyTuning);
+                           const LaunchTuning& tuning);
 cudaError_t TierCopyMemcpy(const TierCopyArgs& args, cudaStream_t stream,
                            MemcpyShape shape = MemcpyShape::k2D);
 cudaError_t TierCopyMemcpyPlanned(const TierCopyArgs& args, std::span<const Copy2D> plan,

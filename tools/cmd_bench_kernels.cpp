@@ -88,16 +88,28 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
 
   out << "Materialization kernels vs cudaMemcpyAsync D2D of the same payload (GB/s count bytes "
          "read + written)\n";
-  std::snprintf(line, sizeof line, "%-15s %12s %6s %10s %10s %11s %11s %8s\n", "kernel",
+  std::snprintf(line, sizeof line, "%-15s %12s %6s %10s %10s %11s %11s %8s %11s\n", "kernel",
                 "payload", "pages", "kernel_ms", "memcpy_ms", "kernel_GB/s", "memcpy_GB/s",
-                "fraction");
+                "fraction", "vs_alt");
   out << line;
   for (const auto& k : r.kernels) {
-    std::snprintf(line, sizeof line, "%-15s %12s %6lld %10.4f %10.4f %11.1f %11.1f %7.1f%%\n",
+    char alt[32] = "";
+    if (k.alt_ceiling_ms > 0) std::snprintf(alt, sizeof alt, "%.1f%%", 100 * k.alt_fraction);
+    std::snprintf(line, sizeof line, "%-15s %12s %6lld %10.4f %10.4f %11.1f %11.1f %7.1f%% %11s\n",
                   k.kernel.c_str(), Mib(k.payload_bytes).c_str(), static_cast<long long>(k.pages),
-                  k.kernel_ms, k.memcpy_ms, k.kernel_gbps, k.memcpy_gbps, 100 * k.fraction);
+                  k.kernel_ms, k.memcpy_ms, k.kernel_gbps, k.memcpy_gbps, 100 * k.fraction, alt);
     out << line;
   }
+  out << "(cudaMemsetAsync of the same payload, write-only:";
+  for (size_t i = 0; i < r.kernels.size(); ++i) {
+    if (i > 0 && r.kernels[i].payload_bytes == r.kernels[i - 1].payload_bytes) continue;
+    std::snprintf(line, sizeof line, " %s %.4f ms = %.1f GB/s;", Mib(r.kernels[i].payload_bytes).c_str(),
+                  r.kernels[i].memset_ms,
+                  r.kernels[i].payload_bytes / (r.kernels[i].memset_ms * 1e6));
+    out << line;
+  }
+  out << ")\nvs_alt (scatter_dense): time of copying its owned share at memcpy speed and zeroing "
+         "the rest at memset speed, over its time\n";
 
   out << "\nTier copies vs one contiguous pinned cudaMemcpyAsync of the same bytes, same "
          "direction (GB/s = payload / time)\n";
@@ -125,12 +137,12 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
 
   if (!r.tune.empty()) {
     out << "\nLaunch tuning sweep\n";
-    std::snprintf(line, sizeof line, "%-40s %7s %7s %5s %9s %9s\n", "copy", "threads", "piece",
-                  "ctas", "ms", "GB/s");
+    std::snprintf(line, sizeof line, "%-40s %7s %7s %5s %6s %9s %9s\n", "copy", "threads",
+                  "piece", "ctas", "unroll", "ms", "GB/s");
     out << line;
     for (const auto& t : r.tune) {
-      std::snprintf(line, sizeof line, "%-40s %7d %7d %5d %9.4f %9.1f\n", t.what.c_str(),
-                    t.threads_per_block, t.piece_bytes, t.ctas_per_sm, t.ms, t.gbps);
+      std::snprintf(line, sizeof line, "%-40s %7d %7d %5d %6d %9.4f %9.1f\n", t.what.c_str(),
+                    t.threads_per_block, t.piece_bytes, t.ctas_per_sm, t.unroll, t.ms, t.gbps);
       out << line;
     }
   }
@@ -168,7 +180,10 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
                             {"memcpy_ms", k.memcpy_ms},
                             {"kernel_gbps", k.kernel_gbps},
                             {"memcpy_gbps", k.memcpy_gbps},
-                            {"fraction", k.fraction}});
+                            {"fraction", k.fraction},
+                            {"memset_ms", k.memset_ms},
+                            {"alt_ceiling_ms", k.alt_ceiling_ms},
+                            {"alt_fraction", k.alt_fraction}});
   }
   j["tiers"] = json::array();
   for (const auto& t : r.tiers) {
@@ -200,6 +215,7 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
                          {"threads_per_block", t.threads_per_block},
                          {"piece_bytes", t.piece_bytes},
                          {"ctas_per_sm", t.ctas_per_sm},
+                         {"unroll", t.unroll},
                          {"ms", t.ms},
                          {"gbps", t.gbps}});
   }

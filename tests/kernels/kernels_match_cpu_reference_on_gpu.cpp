@@ -513,6 +513,72 @@ TEST_CASE("tier copies equal the CPU reference in every layout, direction and st
   }
 }
 
+TEST_CASE("every launch shape gives the same bytes as the CPU reference") {
+  const std::vector<k::LaunchTuning> tunings = {
+      {.threads_per_block = 128, .piece_bytes = 2048, .ctas_per_sm = 1, .unroll = 8},
+      {.threads_per_block = 512, .piece_bytes = 131072, .ctas_per_sm = 8, .unroll = 4},
+      {.threads_per_block = 256, .piece_bytes = 100, .ctas_per_sm = 2, .unroll = 8},
+      {.threads_per_block = 32, .piece_bytes = 1, .ctas_per_sm = 1, .unroll = 4}};
+  for (const k::LaunchTuning& t : tunings) {
+    for (const auto& elems : std::vector<std::vector<int64_t>>{{656, 132}, {7}}) {
+      uint64_t seed = 0;
+      std::mt19937_64 rng = FreshRng(&seed);
+      const int64_t pt = elems.front() == 7 ? 3 : 64;
+      const std::string what = Describe(elems, pt, 19, seed) + " threads " +
+                               std::to_string(t.threads_per_block) + " piece " +
+                               std::to_string(t.piece_bytes) + " unroll " +
+                               std::to_string(t.unroll);
+      // pack
+      PoolSet pools = MakePools(elems, pt, 23, rng);
+      Index slots(RandomSlots(19, 23, rng), rng);
+      const std::vector<k::PoolRef> host_refs = pools.refs(false);
+      const std::vector<k::PoolRef> dev_refs = pools.refs(true);
+      const k::LayerRange layers{0, kLayers};
+      Mirror send(19 * k::PackedRecordBytes(host_refs, layers), rng);
+      RequireCuda(k::PackPages({.pools = dev_refs, .layers = layers, .slots = slots.side(true),
+                                .num_pages = 19, .send = send.dev()},
+                               nullptr, t),
+                  "PackPages");
+      Sync("PackPages");
+      k::PackPagesCpu({.pools = host_refs, .layers = layers, .slots = slots.side(false),
+                       .num_pages = 19, .send = send.host()});
+      CheckSame(send.Download(), send.host_bytes(), "pack " + what);
+      // tier kernel, both directions, a contiguous-chunk layout and the row-mode layout
+      for (k::HostLayout layout : {k::HostLayout::kLayerFirst, k::HostLayout::kPageFirst}) {
+        for (k::TierDirection dir :
+             {k::TierDirection::kDeviceToHost, k::TierDirection::kHostToDevice}) {
+          const k::PoolGeometry g{.num_layers = kLayers, .num_slots = 10, .page_tokens = pt,
+                                  .elem_bytes = elems.front()};
+          Mirror dev(g.total_bytes(), rng);
+          Mirror host(k::HostPoolBytes(g, 12), rng, /*pinned_host=*/true);
+          const std::vector<int32_t> d = DistinctSlots(7, 10, rng), h = DistinctSlots(7, 12, rng);
+          Index di(d, rng), hi(h, rng);
+          const k::TierPoolPair gpu_pair{
+              .device = {.data = dev.dev(), .geo = g},
+              .host = {.data = host.dev(), .num_slots = 12, .layout = layout}};
+          const k::TierPoolPair cpu_pair{
+              .device = {.data = dev.host(), .geo = g},
+              .host = {.data = host.host(), .num_slots = 12, .layout = layout}};
+          RequireCuda(k::TierCopyKernel({.pools = {&gpu_pair, 1}, .layers = {0, kLayers},
+                                         .device_slots = di.side(true),
+                                         .host_slots = hi.side(true), .num_pages = 7,
+                                         .direction = dir},
+                                        nullptr, t),
+                      "TierCopyKernel");
+          Sync("TierCopyKernel");
+          k::TierCopyCpu({.pools = {&cpu_pair, 1}, .layers = {0, kLayers},
+                          .device_slots = d.data(), .host_slots = h.data(), .num_pages = 7,
+                          .direction = dir});
+          const std::string tw = "tier " + std::string(k::HostLayoutName(layout)) + " " +
+                                 std::string(k::TierDirectionName(dir)) + " " + what;
+          CheckSame(dev.Download(), dev.host_bytes(), tw + " (device pool)");
+          CheckSame(host.Download(), host.host_bytes(), tw + " (host pool)");
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("launchers refuse inconsistent arguments and launch nothing for empty work") {
   uint64_t seed = 0;
   std::mt19937_64 rng = FreshRng(&seed);
