@@ -8,8 +8,24 @@ ConfiguredPolicy::ConfiguredPolicy(const ReplayConfig& cfg)
     : placement_(FindPlacementRule(cfg.cache.placement)),
       ranks_(static_cast<int>(cfg.cache.cp_size)),
       gather_(cfg.gather.method),
-      backup_(cfg.backup.schedule == "tail" ? BackupSchedule::kTail : BackupSchedule::kPerLayer) {
+      backup_(cfg.backup.schedule) {
   KV_CHECK(placement_ != nullptr, "unknown placement " << cfg.cache.placement);
+  if (gather_ == "cost" || backup_ == "cost")
+    cost_ = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg, cfg.hardware.profile);
+}
+
+double ConfiguredPolicy::PredictedServiceS(const GatherContext& ctx, GatherMethod gather,
+                                           BackupSchedule backup) const {
+  ForwardShape f;
+  f.new_tokens = ctx.new_tokens;
+  f.prefix_tokens = ctx.prefix_tokens;
+  f.prefix_pages = ctx.prefix_pages;
+  f.shard_pages = ctx.shard_pages;
+  f.load_back_pages = ctx.load_back_pages;
+  f.backup_pages = ctx.backup_pages;
+  f.gather = gather;
+  f.backup = backup;
+  return cost_->Evaluate(f).service_s;
 }
 
 void ConfiguredPolicy::PlaceExtent(const CacheView&, int64_t, std::span<uint16_t> owners) const {
@@ -23,11 +39,39 @@ bool ConfiguredPolicy::AdmitLoadBack(const CacheView&, int64_t) const { return t
 
 GatherMethod ConfiguredPolicy::ChooseGather(const CacheView&, const GatherContext& ctx) const {
   if (gather_ == "dense") return GatherMethod::kDense;
+  if (gather_ == "packed") return GatherMethod::kPacked;
   if (gather_ == "p2p") return GatherMethod::kP2p;
-  if (gather_ == "zigzag-gated" && ctx.proven_zigzag) return GatherMethod::kZigzag;
-  return GatherMethod::kPacked;
+  if (gather_ == "zigzag-gated") return ctx.proven_zigzag ? GatherMethod::kZigzag : GatherMethod::kPacked;
+  KV_CHECK(gather_ == "cost" && cost_, "gather.method '" << gather_ << "' has no rule");
+  // Cheapest predicted service time; the backup schedule is the configured one, or the best
+  // for each method when it is `cost` too. Ties keep the earlier method of this list.
+  GatherMethod best = GatherMethod::kPacked;
+  double best_s = 0;
+  bool first = true;
+  for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p}) {
+    if (m == GatherMethod::kZigzag && !ctx.proven_zigzag) continue;
+    double t;
+    if (backup_ == "cost") {
+      t = std::min(PredictedServiceS(ctx, m, BackupSchedule::kPerLayer), PredictedServiceS(ctx, m, BackupSchedule::kTail));
+    } else {
+      t = PredictedServiceS(ctx, m, backup_ == "tail" ? BackupSchedule::kTail : BackupSchedule::kPerLayer);
+    }
+    if (first || t < best_s) {
+      best = m;
+      best_s = t;
+      first = false;
+    }
+  }
+  return best;
 }
 
-BackupSchedule ConfiguredPolicy::ChooseBackup(const CacheView&, int64_t) const { return backup_; }
+BackupSchedule ConfiguredPolicy::ChooseBackup(const CacheView&, const GatherContext& ctx, GatherMethod gather) const {
+  if (backup_ == "tail") return BackupSchedule::kTail;
+  if (backup_ == "per-layer") return BackupSchedule::kPerLayer;
+  KV_CHECK(backup_ == "cost" && cost_, "backup.schedule '" << backup_ << "' has no rule");
+  const double per_layer = PredictedServiceS(ctx, gather, BackupSchedule::kPerLayer);
+  const double tail = PredictedServiceS(ctx, gather, BackupSchedule::kTail);
+  return tail < per_layer ? BackupSchedule::kTail : BackupSchedule::kPerLayer;
+}
 
 }  // namespace kvlanes

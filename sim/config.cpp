@@ -129,6 +129,8 @@ const std::vector<KeySpec>& Keys() {
               [](const ReplayConfig& c) { return nlohmann::ordered_json(c.cache.placement); }},
       KV_INT_KEY("cache.load_back_min_tokens", cache.load_back_min_tokens,
                  "host hits shorter than this many tokens are recomputed, not loaded back"),
+      KV_STR_KEY("cache.host_layout", cache.host_layout, "host pool layout", "layer_first",
+                 "page_first", "page_first_direct"),
       KV_STR_KEY("trace.format", trace.format, "trace format", "auto", "mooncake", "kvtester", "tokens"),
       KV_INT_KEY("trace.block_tokens", trace.block_tokens,
                  "tokens per trace block id; 0 = the format's own (Mooncake 512)"),
@@ -141,9 +143,23 @@ const std::vector<KeySpec>& Keys() {
                   a.push_back({{"name", p.name}, {"bytes_per_token_layer", p.bytes_per_token_layer}});
                 return a;
               }},
-      KV_STR_KEY("gather.method", gather.method, "prefix materialization method", "dense",
-                 "packed", "p2p", "zigzag-gated"),
-      KV_STR_KEY("backup.schedule", backup.schedule, "host backup schedule", "per-layer", "tail"),
+      KV_STR_KEY("gather.method", gather.method,
+                 "prefix materialization: dense | packed | p2p | zigzag-gated (zigzag when a run "
+                 "descriptor proves it, else packed) | cost (cheapest predicted)",
+                 "dense", "packed", "p2p", "zigzag-gated", "cost"),
+      KV_STR_KEY("backup.schedule", backup.schedule,
+                 "host backup schedule: per-layer | tail | cost (cheapest predicted)", "per-layer",
+                 "tail", "cost"),
+      KeySpec{"hardware.profile", "hardware profile YAML for predictions (\"\" = none)",
+              [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
+                std::string v = n.IsNull() ? "" : AsString(n, w);
+                if (!v.empty() && v[0] != '/' && !w.file.empty()) {
+                  const auto slash = w.file.rfind('/');
+                  if (slash != std::string::npos) v = w.file.substr(0, slash + 1) + v;
+                }
+                c.hardware.profile = v;
+              },
+              [](const ReplayConfig& c) { return nlohmann::ordered_json(c.hardware.profile); }},
   };
   return keys;
 }
@@ -232,6 +248,10 @@ void ValidateConfig(const ReplayConfig& c) {
   need(c.trace.block_tokens >= 0, "trace.block_tokens", "must be >= 0");
   need(c.model.layers > 0, "model.layers", "must be > 0");
   need(!c.model.pools.empty(), "model.pools", "needs at least one pool");
+  need(c.hardware.profile.empty() ? c.gather.method != "cost" : true, "gather.method",
+       "'cost' needs a hardware profile (hardware.profile)");
+  need(c.hardware.profile.empty() ? c.backup.schedule != "cost" : true, "backup.schedule",
+       "'cost' needs a hardware profile (hardware.profile)");
   if (c.trace.block_tokens > 0)
     need(c.trace.block_tokens % c.cache.page_tokens == 0, "cache.page_tokens",
          "page size " + std::to_string(c.cache.page_tokens) + " does not divide the trace block of " +

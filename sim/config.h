@@ -40,6 +40,7 @@ struct CacheConfig {
   std::string write_policy = "write_through";  // write_through | write_through_selective | write_back
   std::string placement = "zigzag";            // see sim/placement.h
   int64_t load_back_min_tokens = 10;           // host hits shorter than this are recomputed
+  std::string host_layout = "layer_first";     // layer_first | page_first | page_first_direct
 };
 
 struct TraceConfig {
@@ -48,11 +49,17 @@ struct TraceConfig {
 };
 
 struct GatherConfig {
-  std::string method = "zigzag-gated";  // dense | packed | p2p | zigzag-gated
+  std::string method = "zigzag-gated";  // dense | packed | p2p | zigzag-gated | cost
 };
 
 struct BackupConfig {
-  std::string schedule = "per-layer";  // per-layer | tail
+  std::string schedule = "per-layer";  // per-layer | tail | cost
+};
+
+struct HardwareConfig {
+  // YAML hardware profile for the cost model (tools/profiles/); "" = no predictions. A relative
+  // path in a config file is taken relative to that file's folder.
+  std::string profile;
 };
 
 struct ReplayConfig {
@@ -62,6 +69,7 @@ struct ReplayConfig {
   ModelConfig model;
   GatherConfig gather;
   BackupConfig backup;
+  HardwareConfig hardware;
 };
 
 // Loads a YAML file over the defaults. Throws InputError naming file, line and key.

@@ -67,20 +67,32 @@ struct PrefixRun {
   uint32_t extent = 0;
   int64_t first_page = 0;  // logical page position of the run's first page
   int64_t pages = 0;
+  friend bool operator==(const PrefixRun&, const PrefixRun&) = default;
 };
 struct Extent {
   int64_t request = 0;     // index of the request whose prefill produced it
   int64_t first_page = 0;  // logical position of its first page
   int64_t pages = 0;       // pages placed (the unaligned tail page included)
-  const char* placement = "";
+  const char* placement = "";  // a PlacementRule name (static storage)
   int ranks = 1;
+  friend bool operator==(const Extent& a, const Extent& b) {
+    return a.request == b.request && a.first_page == b.first_page && a.pages == b.pages &&
+           std::string_view(a.placement) == b.placement && a.ranks == b.ranks;
+  }
 };
+// What a request's materialization and backups depend on; decided once the request's cache
+// work is known (the choices do not change cache state).
 struct GatherContext {
   std::span<const PrefixRun> runs;
   std::span<const Extent> extents;
+  std::span<const int64_t> shard_pages;  // prefix pages owned per rank
   int64_t prefix_pages = 0;
   // True when a run descriptor proves the prefix is exactly one whole zigzag run.
   bool proven_zigzag = false;
+  int64_t new_tokens = 0;     // tokens computed by the forward pass
+  int64_t prefix_tokens = 0;  // tokens of the materialized prefix
+  std::span<const int64_t> load_back_pages;  // per lane, loaded before the forward pass
+  std::span<const int64_t> backup_pages;     // per lane, copied to host with this request
 };
 
 class CachePolicy {
@@ -104,8 +116,13 @@ class CachePolicy {
   // Load the host-only chain of `pages` pages back to device (true), or recompute it (false)?
   virtual bool AdmitLoadBack(const CacheView& view, int64_t pages) const = 0;
 
+  // How every rank materializes the prefix (only called when prefix_pages > 0). Must not
+  // choose kZigzag unless ctx.proven_zigzag.
   virtual GatherMethod ChooseGather(const CacheView& view, const GatherContext& ctx) const = 0;
-  virtual BackupSchedule ChooseBackup(const CacheView& view, int64_t new_pages) const = 0;
+  // When this request's host backups (ctx.backup_pages) are copied: during the forward pass
+  // layer by layer, or after it. `gather` is the method chosen for the request.
+  virtual BackupSchedule ChooseBackup(const CacheView& view, const GatherContext& ctx,
+                                      GatherMethod gather) const = 0;
 };
 
 }  // namespace kvlanes

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <ostream>
 
 #include "sim/check.h"
+#include "sim/cost_model.h"
+#include "sim/predictor.h"
 #include "sim/placement.h"
 
 namespace kvlanes {
@@ -56,7 +60,27 @@ bool ReplayEngine::EnsureFree(const LaneDemand& demand) {
   return demand.MetBy(ledger_);
 }
 
+void AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot, uint32_t host_slot) {
+  for (LaneCopy& c : copies) {
+    if (c.lane == lane) {
+      c.pages.push_back({device_slot, host_slot});
+      return;
+    }
+  }
+  copies.push_back(LaneCopy{static_cast<uint16_t>(lane), {{device_slot, host_slot}}});
+}
+
+void ReplayEngine::RecordFree(Tier tier, int lane, uint32_t slot) {
+  if (!rec_) return;
+  if (new_free_group_ || rec_->evictions.empty() || rec_->evictions.back().tier != tier) {
+    rec_->evictions.push_back(SlotFree{tier, {}});
+    new_free_group_ = false;
+  }
+  rec_->evictions.back().slots.push_back({static_cast<uint32_t>(lane), slot});
+}
+
 void ReplayEngine::ApplyEviction(Tier tier, const EvictionPlan& plan) {
+  new_free_group_ = true;
   for (NodeId v : plan.victims) {
     KV_CHECK(v < tree_.node_slots() && tree_.IsCandidate(tree_.node(v), tier),
              "policy '" << policy_.Name() << "' planned node " << v
@@ -72,11 +96,15 @@ void ReplayEngine::ApplyEviction(Tier tier, const EvictionPlan& plan) {
 
 void ReplayEngine::EvictFromDevice(NodeId id) {
   if (!tree_.node(id).on_host() && write_threshold_ == 0 && cfg_.cache.host_pages_per_lane > 0) {
-    WriteToHost(id);  // write_back: copy at device eviction time, if admitted and room
+    // write_back: copy at device eviction time, if admitted and room
+    WriteToHost(id, rec_ ? &rec_->write_back : nullptr);
   }
   const Node& n = tree_.node(id);
   ledger_.OnResidency(n, Tier::kDevice, -1);
-  for (size_t j = 0; j < n.pages.size(); ++j) device_slots_.Free(n.pages[j].owner, n.device_slot[j]);
+  for (size_t j = 0; j < n.pages.size(); ++j) {
+    device_slots_.Free(n.pages[j].owner, n.device_slot[j]);
+    RecordFree(Tier::kDevice, n.pages[j].owner, n.device_slot[j]);
+  }
   c_.evicted_device_pages += static_cast<int64_t>(n.pages.size());
   tree_.SetDeviceSlots(id, {});
   if (!tree_.node(id).on_host()) {
@@ -101,13 +129,16 @@ void ReplayEngine::RemoveHostSubtree(NodeId id) {
 void ReplayEngine::EvictFromHost(NodeId id) {
   const Node& n = tree_.node(id);
   ledger_.OnResidency(n, Tier::kHost, -1);
-  for (size_t j = 0; j < n.pages.size(); ++j) host_slots_.Free(n.pages[j].owner, n.host_slot[j]);
+  for (size_t j = 0; j < n.pages.size(); ++j) {
+    host_slots_.Free(n.pages[j].owner, n.host_slot[j]);
+    RecordFree(Tier::kHost, n.pages[j].owner, n.host_slot[j]);
+  }
   c_.evicted_host_pages += static_cast<int64_t>(n.pages.size());
   tree_.SetHostSlots(id, {});
   tree_.Remove(id);
 }
 
-bool ReplayEngine::WriteToHost(NodeId id) {
+bool ReplayEngine::WriteToHost(NodeId id, std::vector<LaneCopy>* copies) {
   if (!policy_.AdmitHostWrite(View(), id)) {
     ++c_.host_write_refused;
     return false;
@@ -120,7 +151,10 @@ bool ReplayEngine::WriteToHost(NodeId id) {
   }
   const Node& n = tree_.node(id);
   std::vector<uint32_t> slots(n.pages.size());
-  for (size_t j = 0; j < n.pages.size(); ++j) slots[j] = host_slots_.Alloc(n.pages[j].owner);
+  for (size_t j = 0; j < n.pages.size(); ++j) {
+    slots[j] = host_slots_.Alloc(n.pages[j].owner);
+    if (copies) AddLaneCopy(*copies, n.pages[j].owner, n.device_slot[j], slots[j]);
+  }
   tree_.SetHostSlots(id, std::move(slots));
   ledger_.OnResidency(tree_.node(id), Tier::kHost, +1);
   c_.host_write_pages += static_cast<int64_t>(n.pages.size());
@@ -153,7 +187,11 @@ int64_t ReplayEngine::LoadBack(const MatchResult& m) {
     const Node& n = tree_.node(id);
     KV_CHECK(!n.on_device() && n.on_host(), "load-back chain node " << id << " not host-only");
     std::vector<uint32_t> slots(n.pages.size());
-    for (size_t j = 0; j < n.pages.size(); ++j) slots[j] = device_slots_.Alloc(n.pages[j].owner);
+    for (size_t j = 0; j < n.pages.size(); ++j) {
+      slots[j] = device_slots_.Alloc(n.pages[j].owner);
+      ++load_lane_pages_[n.pages[j].owner];
+      if (rec_) AddLaneCopy(rec_->load_back, n.pages[j].owner, slots[j], n.host_slot[j]);
+    }
     tree_.SetDeviceSlots(id, std::move(slots));
     ledger_.OnResidency(tree_.node(id), Tier::kDevice, +1);
   }
@@ -163,15 +201,20 @@ int64_t ReplayEngine::LoadBack(const MatchResult& m) {
   return m.host_pages;
 }
 
-void ReplayEngine::RecordGather(int64_t prefix_pages, NodeId deepest) {
+void ReplayEngine::CollectPrefix(int64_t prefix_pages, NodeId deepest) {
+  runs_.clear();
+  shard_pages_.assign(static_cast<size_t>(ranks_), 0);
+  proven_zigzag_ = false;
   if (prefix_pages == 0) return;
   path_.clear();
   for (NodeId n = deepest; n != kRootId; n = tree_.node(n).parent) path_.push_back(n);
-  runs_.clear();
+  if (rec_) rec_->prefix.reserve(static_cast<size_t>(prefix_pages));
   int64_t seen = 0;
   for (auto it = path_.rbegin(); it != path_.rend() && seen < prefix_pages; ++it) {
     const Node& n = tree_.node(*it);
     for (size_t j = 0; j < n.pages.size() && seen < prefix_pages; ++j, ++seen) {
+      ++shard_pages_[n.pages[j].owner];
+      if (rec_) rec_->prefix.push_back(PrefixPage{n.pages[j].owner, n.device_slot[j]});
       const uint32_t e = n.pages[j].extent;
       if (!runs_.empty() && runs_.back().extent == e) {
         ++runs_.back().pages;
@@ -181,21 +224,50 @@ void ReplayEngine::RecordGather(int64_t prefix_pages, NodeId deepest) {
     }
   }
   KV_CHECK(seen == prefix_pages, "prefix path holds " << seen << " pages, expected " << prefix_pages);
-  GatherContext ctx{runs_, extents_, prefix_pages, false};
   if (runs_.size() == 1) {
     const Extent& e = extents_[runs_[0].extent];
-    ctx.proven_zigzag = std::strcmp(e.placement, "zigzag") == 0 && e.first_page == 0 &&
-                        runs_[0].first_page == 0 && e.pages == prefix_pages;
+    proven_zigzag_ = std::strcmp(e.placement, "zigzag") == 0 && e.first_page == 0 &&
+                     runs_[0].first_page == 0 && e.pages == prefix_pages;
   }
-  const GatherMethod g = policy_.ChooseGather(View(), ctx);
-  KV_CHECK(g != GatherMethod::kZigzag || ctx.proven_zigzag,
-           "policy '" << policy_.Name() << "' chose zigzag for a prefix no descriptor proves");
-  ++c_.gather_method_counts[GatherMethodName(g)];
-  c_.gather_prefix_pages += prefix_pages;
-  c_.gather_runs += static_cast<int64_t>(runs_.size());
 }
 
-void ReplayEngine::Process(const Request& req) {
+void ReplayEngine::DecideMaterialization(int64_t prefix_pages, int64_t new_tokens, int64_t page_tokens) {
+  GatherContext ctx{runs_, extents_, shard_pages_, prefix_pages, proven_zigzag_, new_tokens,
+                    prefix_pages * page_tokens, load_lane_pages_, backup_lane_pages_};
+  GatherMethod g = GatherMethod::kPacked;
+  if (prefix_pages > 0) {
+    g = policy_.ChooseGather(View(), ctx);
+    KV_CHECK(g != GatherMethod::kZigzag || proven_zigzag_,
+             "policy '" << policy_.Name() << "' chose zigzag for a prefix no descriptor proves");
+    ++c_.gather_method_counts[GatherMethodName(g)];
+    c_.gather_prefix_pages += prefix_pages;
+    c_.gather_runs += static_cast<int64_t>(runs_.size());
+  }
+  int64_t backed_up = 0;
+  for (int64_t x : backup_lane_pages_) backed_up += x;
+  BackupSchedule s = BackupSchedule::kPerLayer;
+  if (backed_up > 0) {
+    s = policy_.ChooseBackup(View(), ctx, g);
+    ++c_.backup_schedule_counts[BackupScheduleName(s)];
+  }
+  if (rec_) {
+    rec_->gather_method = g;
+    rec_->proven_zigzag = proven_zigzag_;
+    rec_->runs = runs_;
+    for (const PrefixRun& r : runs_) rec_->run_extents.push_back(extents_[r.extent]);
+    rec_->shard_pages = shard_pages_;
+    rec_->backup_schedule = s;
+  }
+}
+
+void ReplayEngine::Process(const Request& req, RequestPlan* plan) {
+  rec_ = plan;
+  if (rec_) {
+    *rec_ = RequestPlan{};
+    rec_->request = c_.requests;
+    rec_->arrival_ns = req.arrival_ns;
+    rec_->input_tokens = req.input_tokens;
+  }
   const uint64_t epoch = ++epoch_;
   const int64_t P = page_tokens_, L = req.input_tokens;
   KV_CHECK(L > 0, "request with no input tokens reached the engine");
@@ -212,12 +284,21 @@ void ReplayEngine::Process(const Request& req) {
   tree_.Lock(m.last_node, +1, on_lock);
   c_.device_hit_tokens += m.device_pages * P;
   c_.host_match_tokens += m.host_pages * P;
+  load_lane_pages_.assign(static_cast<size_t>(ranks_), 0);
   const int64_t loaded = m.host_pages > 0 ? LoadBack(m) : 0;
   c_.host_hit_tokens += loaded * P;
   const int64_t start = m.device_pages + loaded;          // first page to compute
   const int64_t ext_start = m.device_pages + m.host_pages;  // first page of the new extent
   c_.computed_tokens += L - start * P;
-  RecordGather(start, loaded > 0 ? m.last_node : m.device_node);
+  if (rec_) {
+    rec_->device_hit_pages = m.device_pages;
+    rec_->host_match_pages = m.host_pages;
+    rec_->loaded_pages = loaded;
+    rec_->prefix_pages = start;
+    rec_->computed_tokens = L - start * P;
+  }
+  CollectPrefix(start, loaded > 0 ? m.last_node : m.device_node);
+  backup_lane_pages_.assign(static_cast<size_t>(ranks_), 0);
 
   // Owners of the pages to compute: host-only pages being recomputed keep their owners; the
   // new extent is placed by the policy (or by the allocator for slot-modulo).
@@ -258,8 +339,11 @@ void ReplayEngine::Process(const Request& req) {
     int64_t free_total = 0;
     for (int r = 0; r < ranks_; ++r) free_total += ledger_.at(Tier::kDevice, r).free();
     if (free_total >= need.Total()) ++c_.lane_deficit_failures;
+    if (rec_) rec_->cached = false;
+    DecideMaterialization(start, L - start * P, P);
     tree_.Lock(m.last_node, -1, on_lock);
     if (opts_.check_invariants) CheckInvariants();
+    rec_ = nullptr;
     return;
   }
 
@@ -303,8 +387,9 @@ void ReplayEngine::Process(const Request& req) {
     std::vector<uint32_t> dev(static_cast<size_t>(len));
     for (int64_t j = 0; j < len; ++j) {
       const size_t k = static_cast<size_t>(i0 - start + j);
-      KV_CHECK(tree_.node(id).pages[static_cast<size_t>(j)].owner == owners_[k],
-               "revived page owner differs from its placement");
+      const PageInfo& info = tree_.node(id).pages[static_cast<size_t>(j)];
+      KV_CHECK(info.owner == owners_[k], "revived page owner differs from its placement");
+      if (rec_) rec_->new_pages.push_back(NewPage{i0 + j, info.owner, slots_[k], info.extent});
       dev[static_cast<size_t>(j)] = slots_[k];
       ledger_.AddInFlight(Tier::kDevice, owners_[k], -1);
       slots_[k] = kNoSlot;
@@ -323,6 +408,7 @@ void ReplayEngine::Process(const Request& req) {
     std::vector<uint32_t> dev(slots_.begin() + static_cast<ptrdiff_t>(a), slots_.begin() + static_cast<ptrdiff_t>(b));
     for (size_t k = a; k < b; ++k) {
       pages[k - a] = PageInfo{owners_[k], extent_id};
+      if (rec_) rec_->new_pages.push_back(NewPage{start + static_cast<int64_t>(k), owners_[k], slots_[k], extent_id});
       ledger_.AddInFlight(Tier::kDevice, owners_[k], -1);
       slots_[k] = kNoSlot;
     }
@@ -344,12 +430,14 @@ void ReplayEngine::Process(const Request& req) {
       if (!n.alive || n.on_host() || !n.on_device()) continue;
       if (n.hit_count < static_cast<uint64_t>(write_threshold_)) continue;
       if (n.parent != kRootId && !tree_.node(n.parent).on_host()) continue;
-      WriteToHost(id);
+      if (WriteToHost(id, rec_ ? &rec_->backup : nullptr))
+        for (const PageInfo& pi : tree_.node(id).pages) ++backup_lane_pages_[pi.owner];
     }
   }
-  (void)policy_.ChooseBackup(View(), n_new);
+  DecideMaterialization(start, L - start * P, P);
   tree_.Lock(m.last_node, -1, on_lock);
   if (opts_.check_invariants) CheckInvariants();
+  rec_ = nullptr;
 }
 
 void ReplayEngine::CheckInvariants() const {
@@ -401,7 +489,11 @@ nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& 
   J counts = J::object();
   for (const auto& [name, n] : c.gather_method_counts) counts[name] = n;
   j["gather"] = J{{"method_counts", counts}, {"prefix_pages", c.gather_prefix_pages},
-                  {"prefix_runs", c.gather_runs}};
+                  {"prefix_runs", c.gather_runs},
+                  {"bytes", c.gather_prefix_pages * cfg.model.PageBytes(cfg.cache.page_tokens)}};
+  J schedules = J::object();
+  for (const auto& [name, n] : c.backup_schedule_counts) schedules[name] = n;
+  j["backup"] = J{{"schedule_counts", schedules}};
   J lanes = J::array();
   const Ledger& l = engine.ledger();
   for (int r = 0; r < l.lanes(); ++r) {
@@ -421,15 +513,33 @@ nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& 
 
 nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& policy,
                                  const Trace& trace, EngineOptions opts,
-                                 const std::function<void(size_t, size_t)>& progress) {
+                                 const std::function<void(size_t, size_t)>& progress,
+                                 const ReplaySinks& sinks) {
   ReplayEngine engine(cfg, policy, trace.block_tokens, opts);
+  std::unique_ptr<CostModel> cost;
+  std::unique_ptr<Predictor> predictor;
+  if (!cfg.hardware.profile.empty()) {
+    cost = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg, cfg.hardware.profile);
+    predictor = std::make_unique<Predictor>(*cost, sinks.timeline != nullptr);
+  }
+  const bool record = sinks.plan || predictor || sinks.on_request;
+  if (sinks.plan) *sinks.plan << PlanHeader(cfg).dump() << "\n";
+  RequestPlan plan;
   const size_t n = trace.requests.size();
   const size_t step = std::max<size_t>(1, n / 100);
   for (size_t i = 0; i < n; ++i) {
-    engine.Process(trace.requests[i]);
+    engine.Process(trace.requests[i], record ? &plan : nullptr);
+    const RequestCost* c = predictor ? &predictor->Add(plan) : nullptr;
+    if (sinks.plan) *sinks.plan << PlanToJson(plan, cfg).dump() << "\n";
+    if (sinks.on_request) sinks.on_request(plan, c);
     if (progress && ((i + 1) % step == 0 || i + 1 == n)) progress(i + 1, n);
   }
-  return ReportToJson(cfg, policy, trace, engine);
+  nlohmann::ordered_json report = ReportToJson(cfg, policy, trace, engine);
+  if (predictor) {
+    report["predicted"] = predictor->Summary();
+    if (sinks.timeline) *sinks.timeline = predictor->Timeline();
+  }
+  return report;
 }
 
 }  // namespace kvlanes

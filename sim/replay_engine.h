@@ -16,6 +16,7 @@
 #include "sim/config.h"
 #include "sim/ledger.h"
 #include "sim/placement.h"
+#include "sim/plan.h"
 #include "sim/policy.h"
 #include "sim/radix_tree.h"
 #include "sim/slot_allocator.h"
@@ -48,6 +49,7 @@ struct ReplayCounters {
   int64_t inserted_pages = 0;
   int64_t duplicate_pages = 0;
   std::map<std::string, int64_t> gather_method_counts;
+  std::map<std::string, int64_t> backup_schedule_counts;  // requests that backed pages up
   int64_t gather_prefix_pages = 0;
   int64_t gather_runs = 0;
 
@@ -70,7 +72,9 @@ class ReplayEngine {
   ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, int64_t block_tokens,
                EngineOptions opts = {});
 
-  void Process(const Request& req);
+  // Processes the next request. When `plan` is given, it is filled with everything the request
+  // did (the plan of docs/plan.md); recording costs time, so replays without plans skip it.
+  void Process(const Request& req, RequestPlan* plan = nullptr);
   const ReplayCounters& counters() const { return c_; }
   const Ledger& ledger() const { return ledger_; }
   const RadixTree& tree() const { return tree_; }
@@ -86,9 +90,15 @@ class ReplayEngine {
   void EvictFromDevice(NodeId id);
   void EvictFromHost(NodeId id);
   void RemoveHostSubtree(NodeId id);
-  bool WriteToHost(NodeId id);
+  // Copies node `id` to host; `copies` (may be null) receives the page copies per lane.
+  bool WriteToHost(NodeId id, std::vector<LaneCopy>* copies);
+  void RecordFree(Tier tier, int lane, uint32_t slot);
   int64_t LoadBack(const MatchResult& m);
-  void RecordGather(int64_t prefix_pages, NodeId deepest);
+  // Collects the prefix's extent runs and shards (and, when recording, its pages).
+  void CollectPrefix(int64_t prefix_pages, NodeId deepest);
+  // Asks the policy for the gather method and backup schedule once the request's cache work
+  // is known, counts and records them.
+  void DecideMaterialization(int64_t prefix_pages, int64_t new_tokens, int64_t page_tokens);
   uint32_t AllocDevice(int lane);
 
   ReplayConfig cfg_;
@@ -116,13 +126,34 @@ class ReplayEngine {
   std::vector<uint32_t> slots_;
   std::vector<NodeId> path_;
   std::vector<PrefixRun> runs_;
+  std::vector<int64_t> shard_pages_;
+  std::vector<int64_t> backup_lane_pages_;
+  std::vector<int64_t> load_lane_pages_;
+  bool proven_zigzag_ = false;
+  RequestPlan* rec_ = nullptr;  // the plan being recorded, if any
+  bool new_free_group_ = false;
+};
+
+// Appends {device slot, host slot} to the copy list of `lane`.
+void AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot, uint32_t host_slot);
+
+struct RequestCost;
+
+// Optional outputs of a replay.
+struct ReplaySinks {
+  std::ostream* plan = nullptr;                  // the plan stream (docs/plan.md)
+  nlohmann::ordered_json* timeline = nullptr;    // predicted Chrome trace (needs a profile)
+  // Called after each request with its plan and, with a profile, its predicted cost.
+  std::function<void(const RequestPlan&, const RequestCost*)> on_request;
 };
 
 // Replays the whole trace and returns the JSON report (deterministic; no wall-clock fields).
+// With cfg.hardware.profile set, the report holds `predicted` (cost_model.h, predictor.h).
 // progress(done, total) is called now and then for long traces (may be empty).
 nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& policy,
                                  const Trace& trace, EngineOptions opts,
-                                 const std::function<void(size_t, size_t)>& progress);
+                                 const std::function<void(size_t, size_t)>& progress,
+                                 const ReplaySinks& sinks = {});
 
 nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& policy,
                                     const Trace& trace, const ReplayEngine& engine);

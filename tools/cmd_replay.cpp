@@ -1,6 +1,7 @@
 // kvlanes replay: one trace through one policy; console summary and a JSON report.
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include <boost/program_options.hpp>
 
@@ -9,6 +10,7 @@
 #include "tools/commands.h"
 #include "tools/output_file.h"
 #include "tools/replay_setup.h"
+#include "sim/cost_model.h"
 #include "traces/input_error.h"
 
 namespace po = boost::program_options;
@@ -44,6 +46,18 @@ void PrintSummary(const nlohmann::ordered_json& r) {
   std::printf("  gather methods        ");
   for (const auto& [k, v] : r["gather"]["method_counts"].items())
     std::printf(" %s %lld", k.c_str(), static_cast<long long>(v.get<int64_t>()));
+  if (r.contains("predicted")) {
+    const auto& p = r["predicted"];
+    std::printf("\n  predicted (%s%s)\n", p["profile"].get<std::string>().c_str(),
+                p["profile_measured"].get<bool>() ? "" : ", not measured");
+    std::printf("    busy %.3f s = compute %.3f + gather %.3f + load-back stalls %.3f + backup beyond "
+                "forward %.3f + write-back %.3f\n",
+                p["total_s"].get<double>(), p["compute_s"].get<double>(), p["gather_s"].get<double>(),
+                p["load_back_s"].get<double>(), p["backup_exposed_s"].get<double>(),
+                p["write_back_s"].get<double>());
+    std::printf("    TTFT p50 %.3f s, p99 %.3f s (queueing %.1f s in total)", p["ttft_p50_s"].get<double>(),
+                p["ttft_p99_s"].get<double>(), p["queue_s"].get<double>());
+  }
   std::printf("\n  lanes (pages)          rank  device cap/peak      host cap/peak\n");
   for (const auto& l : r["lanes"])
     std::printf("                         %4lld  %8lld/%-8lld  %8lld/%-8lld\n",
@@ -61,6 +75,9 @@ int CmdReplay(int argc, const char* const* argv) {
   AddReplayOptions(desc);
   desc.add_options()
       ("json", po::value<std::string>(), "write the JSON report to this file")
+      ("plan", po::value<std::string>(), "write the plan stream (JSON Lines, docs/plan.md) to this file")
+      ("timeline", po::value<std::string>(),
+       "write the predicted schedule as Chrome trace-event JSON (open in Perfetto); needs a profile")
       ("check-invariants", po::bool_switch(), "recompute ledger and tree after every request; abort on a mismatch")
       ("quiet,q", po::bool_switch(), "no progress, no console summary")
       ("help,h", "this help");
@@ -89,9 +106,21 @@ int CmdReplay(int argc, const char* const* argv) {
     Progress progress("replay", in.trace.requests.size(), !quiet);
     EngineOptions opts;
     opts.check_invariants = vm["check-invariants"].as<bool>();
+    if (vm.count("timeline") && in.config.hardware.profile.empty())
+      throw InputError("", 0, "--timeline", "needs a hardware profile (--profile or hardware.profile)");
+    ReplaySinks sinks;
+    std::unique_ptr<StreamingFile> plan_file;
+    if (vm.count("plan")) {
+      plan_file = std::make_unique<StreamingFile>(vm["plan"].as<std::string>());
+      sinks.plan = &plan_file->stream();
+    }
+    nlohmann::ordered_json timeline;
+    if (vm.count("timeline")) sinks.timeline = &timeline;
     nlohmann::ordered_json report = RunReplay(in.config, *policy, in.trace, opts,
-                                              [&](size_t d, size_t) { progress.Update(d); });
+                                              [&](size_t d, size_t) { progress.Update(d); }, sinks);
     progress.Finish();
+    if (plan_file) plan_file->Commit();
+    if (vm.count("timeline")) WriteFileAtomically(vm["timeline"].as<std::string>(), timeline.dump() + "\n");
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), report.dump(2) + "\n");
     if (!quiet) PrintSummary(report);
     return 0;

@@ -29,4 +29,33 @@ inline void WriteFileAtomically(const std::string& path, const std::string& cont
   }
 }
 
+// A file written as a stream (e.g. a plan) that becomes visible under its name only on
+// Commit(); destroyed without Commit() it is removed.
+class StreamingFile {
+ public:
+  explicit StreamingFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
+    out_.open(tmp_, std::ios::binary | std::ios::trunc);
+    if (!out_) throw InputError(path_, 0, "", "cannot open for writing");
+  }
+  ~StreamingFile() {
+    if (!committed_) {
+      out_.close();
+      std::remove(tmp_.c_str());
+    }
+  }
+  std::ostream& stream() { return out_; }
+  void Commit() {
+    out_.flush();
+    if (!out_) throw InputError(path_, 0, "", "write failed (disk full?)");
+    out_.close();
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0) throw InputError(path_, 0, "", "cannot rename into place");
+    committed_ = true;
+  }
+
+ private:
+  std::string path_, tmp_;
+  std::ofstream out_;
+  bool committed_ = false;
+};
+
 }  // namespace kvlanes::cli

@@ -19,6 +19,7 @@ void AddReplayOptions(po::options_description& desc) {
       ("format", po::value<std::string>(), "trace format: auto|mooncake|kvtester|tokens (overrides trace.format)")
       ("config", po::value<std::string>(), "YAML config file (see config/default.yaml)")
       ("policy", po::value<std::string>(), "cache policy (overrides `policy:` in the config)")
+      ("profile", po::value<std::string>(), "hardware profile YAML for predictions (sets hardware.profile)")
       ("set", po::value<std::vector<std::string>>()->composing(),
        "override one config key: --set cache.cp_size=8 (repeatable)")
       ("allow-unsorted", po::bool_switch(), "accept timestamps going backwards (stable-sorts them)");
@@ -28,6 +29,7 @@ ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
   ReplayInputs in;
   if (vm.count("config")) LoadConfigFile(vm["config"].as<std::string>(), in.config);
   if (vm.count("policy")) in.config.policy = vm["policy"].as<std::string>();
+  if (vm.count("profile")) in.config.hardware.profile = vm["profile"].as<std::string>();
   if (vm.count("format")) ApplyConfigSetting("trace.format=" + vm["format"].as<std::string>(), in.config);
   if (vm.count("set"))
     for (const auto& s : vm["set"].as<std::vector<std::string>>()) ApplyConfigSetting(s, in.config);

@@ -1,0 +1,205 @@
+#include "sim/cost_model.h"
+
+#include <algorithm>
+
+#include "sim/check.h"
+#include "traces/input_error.h"
+
+namespace kvlanes {
+
+std::vector<int64_t> PagesPerLane(const std::vector<LaneCopy>& copies, int ranks) {
+  std::vector<int64_t> n(ranks, 0);
+  for (const LaneCopy& c : copies) n[c.lane] += static_cast<int64_t>(c.pages.size());
+  return n;
+}
+
+CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::string& profile_path)
+    : hw_(std::move(hw)),
+      ranks_(static_cast<int>(cfg.cache.cp_size)),
+      layers_(cfg.model.layers),
+      pools_(static_cast<int64_t>(cfg.model.pools.size())),
+      page_tokens_(cfg.cache.page_tokens),
+      page_layer_bytes_(static_cast<double>(cfg.model.PageBytes(cfg.cache.page_tokens)) /
+                        static_cast<double>(cfg.model.layers)) {
+  if (ranks_ > 1) {
+    coll_ = hw_.Collectives(ranks_);
+    if (!coll_)
+      throw InputError(profile_path, 0, "collectives",
+                       "profile '" + hw_.name + "' has no collective model for " +
+                           std::to_string(ranks_) + " ranks (cache.cp_size)");
+  }
+}
+
+double CostModel::ComputeLayerS(int64_t new_tokens, int64_t prefix_tokens) const {
+  const double n = static_cast<double>(new_tokens), p = static_cast<double>(prefix_tokens);
+  return hw_.layer_base_s + (hw_.layer_token_s * n + hw_.layer_attn_pair_s * n * (p + n / 2)) / ranks_;
+}
+
+double CostModel::DeviceCopyS(double payload_bytes) const {
+  return 2 * payload_bytes / (hw_.device_copy_gbps * 1e9);
+}
+
+double CostModel::DeviceWriteS(double bytes) const { return bytes / (hw_.device_copy_gbps * 1e9); }
+
+double CostModel::TierCopyS(double bytes, bool to_device) const {
+  return hw_.copy_latency_s + bytes / ((to_device ? hw_.h2d_gbps : hw_.d2h_gbps) * 1e9);
+}
+
+double CostModel::AllGatherS(double total_bytes) const {
+  if (ranks_ == 1) return 0;
+  const CostBand& b = coll_->all_gather.For(total_bytes);
+  const double n = ranks_;
+  return (n - 1) * b.latency_s + (n - 1) / n * total_bytes / (b.gbps * 1e9);
+}
+
+double CostModel::AllReduceS(double bytes) const {
+  if (ranks_ == 1) return 0;
+  const CostBand& b = coll_->all_reduce.For(bytes);
+  const double n = ranks_;
+  return 2 * (n - 1) * b.latency_s + 2 * (n - 1) / n * bytes / (b.gbps * 1e9);
+}
+
+double CostModel::PeerReadS(double bytes, int peers) const {
+  if (peers == 0) return 0;
+  const CostBand& b = coll_->peer_read.For(bytes);
+  return peers * coll_->peer_setup_s + b.latency_s + bytes / (b.gbps * 1e9);
+}
+
+GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_pages, int64_t prefix_pages) const {
+  GatherCost c;
+  if (prefix_pages == 0) return c;
+  const double b = page_layer_bytes_, P = static_cast<double>(prefix_pages);
+  int64_t max_shard = 0;
+  for (int64_t s : shard_pages) max_shard = std::max(max_shard, s);
+  const double S = static_cast<double>(max_shard), N = ranks_;
+  const double launch = hw_.kernel_launch_s;
+  switch (m) {
+    case GatherMethod::kDense:
+      // zero the full buffer, scatter owned pages into place, all-reduce (sum) the buffer.
+      c.per_layer_s = 2 * launch + DeviceWriteS(P * b) + DeviceCopyS(S * b) + AllReduceS(P * b);
+      c.bytes_per_rank = 2 * (N - 1) / N * P * b;
+      break;
+    case GatherMethod::kPacked:
+    case GatherMethod::kZigzag:
+      // pack owned pages (padded to the largest shard), all-gather rank-major, reorder into
+      // logical order: by an explicit index (packed) or the closed zigzag formula.
+      c.per_layer_s = 2 * launch + DeviceCopyS(S * b) + AllGatherS(N * S * b) + DeviceCopyS(P * b);
+      c.bytes_per_rank = (N - 1) / N * N * S * b;
+      if (m == GatherMethod::kPacked)
+        c.once_s = hw_.copy_submit_s + TierCopyS(P * hw_.index_bytes_per_page, true);
+      break;
+    case GatherMethod::kP2p: {
+      // each rank copies its own pages locally and reads every peer's pages into place.
+      double worst = 0, worst_bytes = 0;
+      for (int r = 0; r < ranks_; ++r) {
+        const double own = static_cast<double>(r < static_cast<int>(shard_pages.size()) ? shard_pages[r] : 0);
+        const double t = DeviceCopyS(own * b) + (ranks_ > 1 ? PeerReadS((P - own) * b, ranks_ - 1) : 0);
+        if (t > worst) {
+          worst = t;
+          worst_bytes = (P - own) * b;
+        }
+      }
+      c.per_layer_s = launch + worst;
+      c.bytes_per_rank = worst_bytes;
+      break;
+    }
+  }
+  c.total_s = c.once_s + static_cast<double>(layers_) * c.per_layer_s;
+  return c;
+}
+
+double CostModel::LayerTierCopyS(std::span<const int64_t> pages_per_lane, bool to_device) const {
+  double worst = 0;
+  for (int64_t pages : pages_per_lane) {
+    if (pages == 0) continue;
+    const double bytes = static_cast<double>(pages) * page_layer_bytes_;
+    worst = std::max(worst, pools_ * hw_.copy_latency_s + bytes / ((to_device ? hw_.h2d_gbps : hw_.d2h_gbps) * 1e9));
+  }
+  return worst;
+}
+
+BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_per_lane,
+                             std::span<const double> layer_end_s) const {
+  BackupCost c;
+  c.forward_s = layer_end_s.empty() ? 0 : layer_end_s.back();
+  int64_t total_pages = 0;
+  for (int64_t p : pages_per_lane) total_pages += p;
+  if (total_pages == 0) {
+    c.total_s = c.forward_s;
+    return c;
+  }
+  const double layer_copy = LayerTierCopyS(pages_per_lane, false);
+  if (s == BackupSchedule::kPerLayer) {
+    // layer l's copy starts when layer l's forward ends and the previous copy is done.
+    double copy_end = 0;
+    for (double end : layer_end_s) copy_end = std::max(copy_end, end) + layer_copy;
+    c.submit_s = static_cast<double>(layers_ * pools_) * hw_.copy_submit_s;
+    c.total_s = std::max(c.forward_s, copy_end) + c.submit_s;
+  } else {
+    // one copy per pool of all layers after the forward pass.
+    c.submit_s = static_cast<double>(pools_) * hw_.copy_submit_s;
+    double worst = 0;
+    for (int64_t pages : pages_per_lane) {
+      const double bytes = static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers_);
+      if (pages > 0) worst = std::max(worst, pools_ * hw_.copy_latency_s + bytes / (hw_.d2h_gbps * 1e9));
+    }
+    c.total_s = c.forward_s + c.submit_s + worst;
+  }
+  c.beyond_forward_s = c.total_s - c.forward_s;
+  return c;
+}
+
+RequestCost CostModel::Evaluate(const ForwardShape& f) const {
+  RequestCost c;
+  int64_t loaded = 0;
+  for (int64_t x : f.load_back_pages) loaded += x;
+  const double load_layer =
+      LayerTierCopyS(f.load_back_pages, true) + (loaded > 0 ? static_cast<double>(pools_) * hw_.copy_submit_s : 0);
+  const GatherCost g = Gather(f.gather, f.shard_pages, f.prefix_pages);
+  const double comp_layer = ComputeLayerS(f.new_tokens, f.prefix_tokens);
+  c.compute_s = comp_layer * static_cast<double>(layers_);
+  c.gather_s = g.total_s;
+  c.load_back_copy_s = load_layer * static_cast<double>(layers_);
+  // Layer l+1 loads while layer l computes; each layer gathers its prefix, then computes.
+  double load_end = 0, fwd_end = g.once_s;
+  c.layer_end_s.resize(static_cast<size_t>(layers_));
+  c.load_end_s.resize(static_cast<size_t>(layers_));
+  for (int64_t l = 0; l < layers_; ++l) {
+    load_end += load_layer;
+    fwd_end = std::max(fwd_end, load_end) + g.per_layer_s + comp_layer;
+    c.load_end_s[static_cast<size_t>(l)] = load_end;
+    c.layer_end_s[static_cast<size_t>(l)] = fwd_end;
+  }
+  c.forward_s = fwd_end;
+  c.load_back_exposed_s = std::max(0.0, c.forward_s - c.compute_s - c.gather_s);
+  c.backup = Backup(f.backup, f.backup_pages, c.layer_end_s);
+  c.service_s = c.backup.total_s;
+  return c;
+}
+
+RequestCost CostModel::Request(const RequestPlan& p) const {
+  // Write-back at eviction: all layers of the evicted pages, before the forward pass.
+  double write_back = 0;
+  for (int64_t pages : PagesPerLane(p.write_back, ranks_))
+    if (pages > 0)
+      write_back = std::max(write_back, pools_ * (hw_.copy_submit_s + hw_.copy_latency_s) +
+                                            static_cast<double>(pages) * page_layer_bytes_ *
+                                                static_cast<double>(layers_) / (hw_.d2h_gbps * 1e9));
+  const std::vector<int64_t> load = PagesPerLane(p.load_back, ranks_);
+  const std::vector<int64_t> backup = PagesPerLane(p.backup, ranks_);
+  ForwardShape f;
+  f.new_tokens = p.computed_tokens;
+  f.prefix_pages = p.prefix_pages;
+  f.prefix_tokens = p.prefix_pages * page_tokens_;
+  f.shard_pages = p.shard_pages;
+  f.load_back_pages = load;
+  f.backup_pages = backup;
+  f.gather = p.gather_method;
+  f.backup = p.backup_schedule;
+  RequestCost c = Evaluate(f);
+  c.write_back_s = write_back;
+  c.service_s = write_back + c.backup.total_s;
+  return c;
+}
+
+}  // namespace kvlanes

@@ -1,0 +1,99 @@
+// The cost model: predicted seconds for each plan operation from a hardware profile. Every
+// formula is written once in docs/cost_model.md; the code follows it term by term.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/config.h"
+#include "sim/hardware_profile.h"
+#include "sim/plan.h"
+#include "sim/policy.h"
+
+namespace kvlanes {
+
+struct GatherCost {
+  double per_layer_s = 0;  // on the slowest rank, each layer
+  double once_s = 0;       // per request (index materialization)
+  double total_s = 0;      // once_s + layers * per_layer_s
+  double bytes_per_rank = 0;  // bytes one rank sends or reads over the fabric per layer
+};
+
+struct BackupCost {
+  double total_s = 0;           // from forward start to the last backup byte on host
+  double forward_s = 0;
+  double beyond_forward_s = 0;  // total_s - forward_s
+  double submit_s = 0;          // CPU submission of the copies
+};
+
+struct RequestCost {
+  double write_back_s = 0;          // device -> host copies at eviction, before the forward pass
+  double load_back_copy_s = 0;      // host -> device copy stream, all layers
+  double load_back_exposed_s = 0;   // forward pass delay caused by waiting for load-back
+  double compute_s = 0;             // forward compute, all layers
+  double gather_s = 0;              // materialization, all layers (+ once per request)
+  double forward_s = 0;             // gather + compute + load-back stalls
+  BackupCost backup;                // of the chosen schedule
+  double service_s = 0;             // write_back + forward + backup beyond forward
+  std::vector<double> layer_end_s;  // forward end of each layer, from service start + write_back
+  std::vector<double> load_end_s;   // load-back copy end of each layer
+};
+
+// What the cost of one request's forward pass and backups depends on.
+struct ForwardShape {
+  int64_t new_tokens = 0;
+  int64_t prefix_tokens = 0;
+  int64_t prefix_pages = 0;
+  std::span<const int64_t> shard_pages;      // per rank
+  std::span<const int64_t> load_back_pages;  // per lane
+  std::span<const int64_t> backup_pages;     // per lane
+  GatherMethod gather = GatherMethod::kPacked;
+  BackupSchedule backup = BackupSchedule::kPerLayer;
+};
+
+class CostModel {
+ public:
+  // Throws InputError naming the profile when it lacks a collective model for cp_size > 1.
+  CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::string& profile_path = "");
+
+  const HardwareProfile& hw() const { return hw_; }
+  int ranks() const { return ranks_; }
+  int64_t layers() const { return layers_; }
+  double page_layer_bytes() const { return page_layer_bytes_; }  // one page, one layer, all pools
+
+  double ComputeLayerS(int64_t new_tokens, int64_t prefix_tokens) const;
+  double DeviceCopyS(double payload_bytes) const;  // read + write of the payload
+  double DeviceWriteS(double bytes) const;         // write only (zero fill)
+  // One host<->device copy of `bytes` on one lane: latency + bytes / bandwidth.
+  double TierCopyS(double bytes, bool to_device) const;
+  double AllGatherS(double total_bytes) const;
+  double AllReduceS(double bytes) const;
+  double PeerReadS(double bytes, int peers) const;
+
+  GatherCost Gather(GatherMethod m, std::span<const int64_t> shard_pages, int64_t prefix_pages) const;
+  // One layer's tier copy for the slowest lane: one copy per pool (latency each) + bytes.
+  double LayerTierCopyS(std::span<const int64_t> pages_per_lane, bool to_device) const;
+  // Backups of `pages_per_lane` given each layer's forward end (layer_end_s, seconds from the
+  // forward start).
+  BackupCost Backup(BackupSchedule s, std::span<const int64_t> pages_per_lane,
+                    std::span<const double> layer_end_s) const;
+  // Forward pass (load-back overlapped per layer, gather + compute per layer) and backups.
+  RequestCost Evaluate(const ForwardShape& shape) const;
+  // A whole plan: write-back at eviction + Evaluate of its shape.
+  RequestCost Request(const RequestPlan& p) const;
+
+ private:
+  HardwareProfile hw_;
+  const CollectiveModel* coll_ = nullptr;
+  int ranks_;
+  int64_t layers_;
+  int64_t pools_;
+  int64_t page_tokens_;
+  double page_layer_bytes_;
+};
+
+// Pages per lane of a set of lane copies.
+std::vector<int64_t> PagesPerLane(const std::vector<LaneCopy>& copies, int ranks);
+
+}  // namespace kvlanes
