@@ -465,20 +465,24 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
         row.alt_fraction = row.alt_ceiling_ms / ms;
       }
       rep->kernels.push_back(row);
-      if (o.tune && (name == "unpack" || name == "pack") &&
+      if (o.tune && (name == "unpack" || name == "pack" || name == "scatter_dense") &&
           (size == o.sizes_bytes.back() || size == 64ll << 20)) {
-        for (int unroll : {4, 8}) {
-          for (int threads : {128, 256, 512}) {
-            for (int piece : {8192, 32768, 131072}) {
-              for (int ctas : {2, 4, 8}) {
-                if (threads * ctas > 2048) continue;
-                const LaunchTuning t{.threads_per_block = threads, .piece_bytes = piece,
-                                     .ctas_per_sm = ctas, .unroll = unroll};
-                const double tms = timed(t, &moved);
-                rep->tune.push_back({.what = name + " " + std::to_string(m.payload) + " B",
-                                     .threads_per_block = threads, .piece_bytes = piece,
-                                     .ctas_per_sm = ctas, .unroll = unroll, .ms = tms,
-                                     .gbps = Gbps(moved, tms)});
+        for (bool layer_major : {false, true}) {
+          for (int unroll : {4, 8}) {
+            for (int threads : {128, 256, 512}) {
+              for (int piece : {8192, 32768, 131072}) {
+                for (int ctas : {2, 4, 8}) {
+                  if (threads * ctas > 2048) continue;
+                  const LaunchTuning t{.threads_per_block = threads, .piece_bytes = piece,
+                                       .ctas_per_sm = ctas, .unroll = unroll,
+                                       .layer_major = layer_major};
+                  const double tms = timed(t, &moved);
+                  rep->tune.push_back({.what = name + " " + std::to_string(m.payload) + " B",
+                                       .threads_per_block = threads, .piece_bytes = piece,
+                                       .ctas_per_sm = ctas, .unroll = unroll,
+                                       .layer_major = layer_major, .ms = tms,
+                                       .gbps = Gbps(moved, tms)});
+                }
               }
             }
           }
@@ -660,8 +664,8 @@ std::string RunKernelBenchmarks(const KernelBenchOptions& o, KernelBenchReport* 
     Check(cudaSetDevice(o.device), "cudaSetDevice(" + std::to_string(o.device) + ")");
     rep->context = ReadContext(o.device);
     Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-    BenchMaterialize(o, s, rep);
-    BenchTiers(o, s, rep);
+    if (o.run_materialize) BenchMaterialize(o, s, rep);
+    if (o.run_tier) BenchTiers(o, s, rep);
     FindCrossovers(rep);
     Check(cudaStreamSynchronize(s), "end of benchmark");
     cudaStreamDestroy(s);

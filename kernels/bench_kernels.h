@@ -28,6 +28,8 @@ struct KernelBenchOptions {
   int64_t tier_run_pages = 1;
   int tier_repeats = 5;
   bool tune = false;  // also sweep launch shapes (LaunchTuning) and report each
+  bool run_materialize = true;
+  bool run_tier = true;
   uint64_t seed = 1;
   int device = 0;
   // Rotate among buffer sets until one timed pass touches at least this many bytes, so that
@@ -97,6 +99,7 @@ struct TuneRow {
   int piece_bytes = 0;
   int ctas_per_sm = 0;
   int unroll = 0;
+  bool layer_major = false;
   double ms = 0;
   double gbps = 0;  // same formula as the row it tunes
 };

@@ -66,11 +66,20 @@ __global__ void ChunkCopyKernel(const __grid_constant__ CopyParams p) {
     const uint32_t local = g - s.piece_begin;
     const uint32_t unit = local / s.pieces_per_unit;
     const uint32_t piece = local - unit * s.pieces_per_unit;
-    const uint32_t per_item = s.num_layers * s.num_subs;
-    const uint32_t item = unit / per_item;
-    const uint32_t within = unit - item * per_item;
-    const uint32_t layer = within / s.num_subs;
-    const uint32_t sub = within - layer * s.num_subs;
+    uint32_t item, layer, sub;
+    if (p.layer_major) {  // units ordered layer, item, sub
+      const uint32_t per_layer = p.num_items * s.num_subs;
+      layer = unit / per_layer;
+      const uint32_t within = unit - layer * per_layer;
+      item = within / s.num_subs;
+      sub = within - item * s.num_subs;
+    } else {  // units ordered item, layer, sub
+      const uint32_t per_item = s.num_layers * s.num_subs;
+      item = unit / per_item;
+      const uint32_t within = unit - item * per_item;
+      layer = within / s.num_subs;
+      sub = within - layer * s.num_subs;
+    }
 
     const int64_t src_page = ResolvePage(p.src_mode, p.src_index, p, item);
     const int64_t dst_page = ResolvePage(p.dst_mode, p.dst_index, p, item);
@@ -245,6 +254,7 @@ cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream
   // Segments that contribute nothing keep piece_begin == the next one's; the segment search takes
   // the last segment whose piece_begin <= g, which skips them.
   p.total_pieces = static_cast<uint32_t>(total);
+  p.layer_major = tuning.layer_major;
   if (total == 0) return cudaSuccess;
   const uint64_t warps_per_block = static_cast<uint64_t>(tuning.threads_per_block) / 32;
   const uint64_t blocks_needed = (total + warps_per_block - 1) / warps_per_block;

@@ -78,6 +78,7 @@ struct CopyParams {
   ZigzagRun zigzag;
   int64_t zigzag_shard_pages = 0;
   uint32_t total_pieces = 0;  // filled by LaunchChunkCopy
+  bool layer_major = false;   // from LaunchTuning: order of the units among the pieces
 };
 
 // Picks the widest vector (16, 8, 4, 2 or 1 bytes) that every base, stride and row allows,

@@ -13,6 +13,9 @@ struct LaunchTuning {
   int piece_bytes = 32768;  // pieces of a unit are balanced: ceil(unit / ceil(unit / this))
   int ctas_per_sm = 4;      // cap; the kernel's occupancy may allow fewer
   int unroll = 4;           // loads in flight per lane before the stores: 4 or 8
+  // Order of the units handed to consecutive warps: item (page) major, or layer major (then
+  // consecutive warps sweep consecutive pages of one layer of a layer-first buffer).
+  bool layer_major = false;
 };
 
 // Device-to-device copies (pack, unpack, zigzag_reorder, scatter_dense, peer_gather).

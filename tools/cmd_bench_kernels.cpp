@@ -137,12 +137,13 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
 
   if (!r.tune.empty()) {
     out << "\nLaunch tuning sweep\n";
-    std::snprintf(line, sizeof line, "%-40s %7s %7s %5s %6s %9s %9s\n", "copy", "threads",
-                  "piece", "ctas", "unroll", "ms", "GB/s");
+    std::snprintf(line, sizeof line, "%-40s %7s %7s %5s %6s %5s %9s %9s\n", "copy", "threads",
+                  "piece", "ctas", "unroll", "order", "ms", "GB/s");
     out << line;
     for (const auto& t : r.tune) {
-      std::snprintf(line, sizeof line, "%-40s %7d %7d %5d %6d %9.4f %9.1f\n", t.what.c_str(),
-                    t.threads_per_block, t.piece_bytes, t.ctas_per_sm, t.unroll, t.ms, t.gbps);
+      std::snprintf(line, sizeof line, "%-40s %7d %7d %5d %6d %5s %9.4f %9.1f\n", t.what.c_str(),
+                    t.threads_per_block, t.piece_bytes, t.ctas_per_sm, t.unroll,
+                    t.layer_major ? "layer" : "page", t.ms, t.gbps);
       out << line;
     }
   }
@@ -169,6 +170,7 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
                   {"host_pool_bytes", o.host_pool_bytes}, {"tier_shapes", shapes},
                   {"tier_run_pages", o.tier_run_pages}, {"tier_repeats", o.tier_repeats},
                   {"tune", o.tune},                    {"seed", o.seed},
+                  {"run_materialize", o.run_materialize}, {"run_tier", o.run_tier},
                   {"device", o.device},                {"rotate_min_bytes", o.rotate_min_bytes}};
   j["kernels"] = json::array();
   for (const auto& k : r.kernels) {
@@ -216,6 +218,7 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
                          {"piece_bytes", t.piece_bytes},
                          {"ctas_per_sm", t.ctas_per_sm},
                          {"unroll", t.unroll},
+                         {"layer_major", t.layer_major},
                          {"ms", t.ms},
                          {"gbps", t.gbps}});
   }
@@ -235,6 +238,7 @@ int CmdBenchKernels(int argc, const char* const* argv) {
   std::string host_pool = "4G";
   std::string tier_shapes = "132x32,656x8,656x16,656x64,656x256,656x1600";
   std::string json_path;
+  std::string parts = "materialize,tier";
 
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
@@ -264,6 +268,8 @@ int CmdBenchKernels(int argc, const char* const* argv) {
                                            "also sweep kernel launch shapes")(
       "seed", po::value(&opt.seed)->default_value(opt.seed), "seed of the random page lists")(
       "device", po::value(&opt.device)->default_value(opt.device), "CUDA device ordinal")(
+      "parts", po::value(&parts)->default_value(parts),
+      "which parts to run: materialize, tier, or both (comma list)")(
       "json", po::value(&json_path), "also write the full report as JSON to this file");
 
   const auto usage = [&](std::ostream& out) {
@@ -301,6 +307,16 @@ int CmdBenchKernels(int argc, const char* const* argv) {
     opt.tier_bytes = ParseBytes(tier_bytes, "tier-bytes");
     opt.host_pool_bytes = ParseBytes(host_pool, "host-pool-bytes");
     opt.tier_shapes = ParseShapes(tier_shapes);
+    opt.run_materialize = opt.run_tier = false;
+    for (const std::string& part : SplitCommas(parts)) {
+      if (part == "materialize") {
+        opt.run_materialize = true;
+      } else if (part == "tier") {
+        opt.run_tier = true;
+      } else {
+        throw InputError("", 0, "parts", "unknown part '" + part + "'; valid: materialize, tier");
+      }
+    }
     if (opt.page_tokens < 1 || opt.num_layers < 1 || opt.num_ranks < 1 || opt.repeats < 1 ||
         opt.tier_repeats < 1 || opt.warmup < 0 || opt.tier_run_pages < 1) {
       throw InputError("", 0, "", "page-tokens, layers, ranks, repeats, tier-repeats and "

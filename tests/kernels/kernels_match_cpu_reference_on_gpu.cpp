@@ -515,9 +515,11 @@ TEST_CASE("tier copies equal the CPU reference in every layout, direction and st
 
 TEST_CASE("every launch shape gives the same bytes as the CPU reference") {
   const std::vector<k::LaunchTuning> tunings = {
-      {.threads_per_block = 128, .piece_bytes = 2048, .ctas_per_sm = 1, .unroll = 8},
+      {.threads_per_block = 128, .piece_bytes = 2048, .ctas_per_sm = 1, .unroll = 8,
+       .layer_major = true},
       {.threads_per_block = 512, .piece_bytes = 131072, .ctas_per_sm = 8, .unroll = 4},
-      {.threads_per_block = 256, .piece_bytes = 100, .ctas_per_sm = 2, .unroll = 8},
+      {.threads_per_block = 256, .piece_bytes = 100, .ctas_per_sm = 2, .unroll = 8,
+       .layer_major = true},
       {.threads_per_block = 32, .piece_bytes = 1, .ctas_per_sm = 1, .unroll = 4}};
   for (const k::LaunchTuning& t : tunings) {
     for (const auto& elems : std::vector<std::vector<int64_t>>{{656, 132}, {7}}) {
