@@ -251,12 +251,14 @@ void ReplayEngine::DecideMaterialization(int64_t prefix_pages, int64_t new_token
     ++c_.backup_schedule_counts[BackupScheduleName(s)];
   }
   if (rec_) {
-    rec_->gather_method = g;
-    rec_->proven_zigzag = proven_zigzag_;
-    rec_->runs = runs_;
-    for (const PrefixRun& r : runs_) rec_->run_extents.push_back(extents_[r.extent]);
-    rec_->shard_pages = shard_pages_;
     rec_->backup_schedule = s;
+    if (prefix_pages > 0) {
+      rec_->gather_method = g;
+      rec_->proven_zigzag = proven_zigzag_;
+      rec_->runs = runs_;
+      for (const PrefixRun& r : runs_) rec_->run_extents.push_back(extents_[r.extent]);
+      rec_->shard_pages = shard_pages_;
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // Golden regression: report metrics of every registered policy on every replay case, compared
 // field by field with tests/policies/golden/replay_metrics.json.
-// Tolerances: counts are exact (the replay is deterministic); ratios within 1e-12 relative.
+// Tolerances: counts are exact (the replay is deterministic); ratios and predicted seconds
+// within 1e-12 relative. Predicted metrics: tests/policies/golden/predicted_metrics.json.
 // Regenerate (never by hand): KVLANES_UPDATE_GOLDEN=1 ./build/kvlanes_policies_tests
 #include <doctest/doctest.h>
 
@@ -16,6 +17,7 @@ namespace kvlanes::test {
 namespace {
 
 const char* const kGoldenPath = KVLANES_SOURCE_DIR "/tests/policies/golden/replay_metrics.json";
+const char* const kPredictedGoldenPath = KVLANES_SOURCE_DIR "/tests/policies/golden/predicted_metrics.json";
 
 // The metrics that are pinned, as JSON pointers into the report.
 const char* const kFields[] = {
@@ -42,26 +44,19 @@ bool Close(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b) {
   return a == b;
 }
 
-}  // namespace
-
-TEST_CASE("golden metrics match for every policy on every replay case") {
-  nlohmann::ordered_json now = nlohmann::ordered_json::object();
-  for (const ReplayCase& c : ReplayCases()) {
-    for (const PolicyInfo& info : RegisteredPolicies()) {
-      const ReplayConfig cfg = CaseConfig(c, info.name);
-      const Trace trace = CaseTrace(c, cfg);
-      auto policy = MakePolicy(info.name, cfg);
-      now[c.name + "/" + info.name] = Metrics(RunReplay(cfg, *policy, trace, {}, nullptr));
-    }
-  }
+bool Updating() {
   const char* update = std::getenv("KVLANES_UPDATE_GOLDEN");
-  if (update && std::string(update) == "1") {
-    std::ofstream(kGoldenPath) << now.dump(1) << "\n";
-    MESSAGE("golden file rewritten: " << std::string(kGoldenPath));
+  return update && std::string(update) == "1";
+}
+
+void CompareWithGolden(const nlohmann::ordered_json& now, const char* path) {
+  if (Updating()) {
+    std::ofstream(path) << now.dump(1) << "\n";
+    MESSAGE("golden file rewritten: " << std::string(path));
     return;
   }
-  std::ifstream in(kGoldenPath);
-  REQUIRE_MESSAGE(in.good(), "missing " << kGoldenPath << " (regenerate with KVLANES_UPDATE_GOLDEN=1)");
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in.good(), "missing " << path << " (regenerate with KVLANES_UPDATE_GOLDEN=1)");
   const nlohmann::ordered_json golden = nlohmann::ordered_json::parse(in);
   for (const auto& [run, metrics] : now.items()) {
     CAPTURE(run);
@@ -73,6 +68,42 @@ TEST_CASE("golden metrics match for every policy on every replay case") {
     }
   }
   CHECK(golden.size() == now.size());
+}
+
+}  // namespace
+
+TEST_CASE("golden predicted metrics match on every replay case") {
+  // Tolerance: 1e-12 relative (the prediction is deterministic arithmetic on the same plan).
+  nlohmann::ordered_json now = nlohmann::ordered_json::object();
+  for (const ReplayCase& c : ReplayCases()) {
+    ReplayConfig cfg = CaseConfig(c, "lanes");
+    cfg.hardware.profile = cfg.cache.cp_size == 1 ? KVLANES_SOURCE_DIR "/tools/profiles/h200.yaml"
+                                                  : KVLANES_SOURCE_DIR "/tools/profiles/8xh200_nccl_model.yaml";
+    cfg.gather.method = "cost";
+    cfg.backup.schedule = "cost";
+    const Trace trace = CaseTrace(c, cfg);
+    auto policy = MakePolicy("lanes", cfg);
+    const auto report = RunReplay(cfg, *policy, trace, {}, nullptr);
+    nlohmann::ordered_json m = report["predicted"];
+    m["gather_method_counts"] = report["gather"]["method_counts"];
+    m["gather_bytes"] = report["gather"]["bytes"];
+    m["backup_schedule_counts"] = report["backup"]["schedule_counts"];
+    now[c.name] = m;
+  }
+  CompareWithGolden(now, kPredictedGoldenPath);
+}
+
+TEST_CASE("golden metrics match for every policy on every replay case") {
+  nlohmann::ordered_json now = nlohmann::ordered_json::object();
+  for (const ReplayCase& c : ReplayCases()) {
+    for (const PolicyInfo& info : RegisteredPolicies()) {
+      const ReplayConfig cfg = CaseConfig(c, info.name);
+      const Trace trace = CaseTrace(c, cfg);
+      auto policy = MakePolicy(info.name, cfg);
+      now[c.name + "/" + info.name] = Metrics(RunReplay(cfg, *policy, trace, {}, nullptr));
+    }
+  }
+  CompareWithGolden(now, kGoldenPath);
 }
 
 }  // namespace kvlanes::test
