@@ -88,14 +88,14 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
 
   out << "Materialization kernels vs cudaMemcpyAsync D2D of the same payload (GB/s count bytes "
          "read + written)\n";
-  std::snprintf(line, sizeof line, "%-15s %12s %6s %10s %10s %11s %11s %8s %11s\n", "kernel",
+  std::snprintf(line, sizeof line, "%-26s %12s %6s %10s %10s %11s %11s %8s %8s\n", "kernel",
                 "payload", "pages", "kernel_ms", "memcpy_ms", "kernel_GB/s", "memcpy_GB/s",
                 "fraction", "vs_alt");
   out << line;
   for (const auto& k : r.kernels) {
     char alt[32] = "";
     if (k.alt_ceiling_ms > 0) std::snprintf(alt, sizeof alt, "%.1f%%", 100 * k.alt_fraction);
-    std::snprintf(line, sizeof line, "%-15s %12s %6lld %10.4f %10.4f %11.1f %11.1f %7.1f%% %11s\n",
+    std::snprintf(line, sizeof line, "%-26s %12s %6lld %10.4f %10.4f %11.1f %11.1f %7.1f%% %8s\n",
                   k.kernel.c_str(), Mib(k.payload_bytes).c_str(), static_cast<long long>(k.pages),
                   k.kernel_ms, k.memcpy_ms, k.kernel_gbps, k.memcpy_gbps, 100 * k.fraction, alt);
     out << line;

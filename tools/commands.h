@@ -15,5 +15,9 @@ int CmdBenchReplay(int argc, const char* const* argv);   // tools/cmd_bench_repl
 int CmdCompare(int argc, const char* const* argv);       // tools/cmd_compare.cpp
 int CmdSweep(int argc, const char* const* argv);         // tools/cmd_sweep.cpp
 int CmdExplain(int argc, const char* const* argv);       // tools/cmd_explain.cpp
+int CmdExec(int argc, const char* const* argv);          // tools/cmd_exec.cpp
+int CmdCalibrate(int argc, const char* const* argv);     // tools/cmd_calibrate.cpp
+int CmdCheck(int argc, const char* const* argv);         // tools/cmd_check.cpp
+int CmdBenchSweep(int argc, const char* const* argv);    // tools/cmd_bench_sweep.cpp
 
 }  // namespace kvlanes::cli
