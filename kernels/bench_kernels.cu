@@ -366,19 +366,21 @@ TimedKernel ZigzagBench(const KernelBenchOptions& o, const MatShape& m, cudaStre
   };
 }
 
+// owned_share: probability that this rank owns a page (1/N in the dense-allreduce method).
+// two_step: cudaMemsetAsync of the dense buffers, then scatter_dense without zero_fill.
 TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
-                         std::mt19937_64& rng, Buffers* keep,
-                         Buffers* idx) {
+                         std::mt19937_64& rng, Buffers* keep, Buffers* idx, double owned_share,
+                         bool two_step) {
   auto refs = std::make_shared<std::vector<PoolRef>>();
   const int64_t slots = 4 * m.pages;
   for (auto& b : MakePools(o, m, slots, refs.get(), 41, s)) keep->push_back(std::move(b));
-  // This rank owns each page with probability 1 / N, at a random slot; the rest is zeros.
+  // This rank owns each page with probability owned_share, at a random slot; the rest is zeros.
   std::vector<int32_t> owner(static_cast<size_t>(m.pages), -1);
   const std::vector<int32_t> slot_pick = DistinctRandom(m.pages, slots, rng);
-  std::uniform_int_distribution<int64_t> rank(0, o.num_ranks - 1);
+  std::uniform_real_distribution<double> roll(0.0, 1.0);
   int64_t owned = 0;
   for (int64_t p = 0; p < m.pages; ++p) {
-    if (rank(rng) == 0) {
+    if (roll(rng) < owned_share) {
       owner[p] = slot_pick[p];
       ++owned;
     }
@@ -392,7 +394,14 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
     return MedianMs(s, o.warmup, o.repeats, [&](int i) {
       ScatterDenseArgs a{.pools = *refs, .layers = {0, o.num_layers},
                          .owner_slot = DevPtr(*idx, index_at), .num_dense_pages = m.pages,
-                         .dense = (*dense)[i % sets]};
+                         .dense = (*dense)[i % sets], .zero_fill = !two_step};
+      if (two_step) {
+        for (const DenseRef& d : a.dense) {
+          Check(cudaMemsetAsync(d.data, 0, static_cast<size_t>(o.num_layers * m.pages *
+                                                               d.chunk_bytes()), s),
+                "cudaMemsetAsync");
+        }
+      }
       Check(ScatterDense(a, s, t), "ScatterDense");
     });
   };
@@ -442,8 +451,12 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
                  static_cast<long long>(m.pages), static_cast<long long>(m.payload));
     const double memcpy_ms = MemcpyMs(o, m.payload, s);
     const double memset_ms = MemsetMs(o, m.payload, s);
-    const std::vector<std::string> names = {"pack", "unpack", "zigzag_reorder", "scatter_dense",
-                                            "peer_gather"};
+    // scatter_dense as the dense-allreduce method uses it (owns 1/N of the pages, one fused
+    // pass), then the same with a memset first, then the extremes of the owned share.
+    const std::vector<std::string> names = {"pack",          "unpack",
+                                            "zigzag_reorder", "scatter_dense",
+                                            "peer_gather",   "scatter_dense(memset+copy)",
+                                            "scatter_dense(0% owned)", "scatter_dense(100% owned)"};
     for (const std::string& name : names) {
       Buffers keep;
       Buffers idx;
@@ -451,14 +464,24 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
       if (name == "pack") timed = PackBench(o, m, s, rng, &keep, &idx);
       if (name == "unpack") timed = UnpackBench(o, m, s, rng, &keep, &idx);
       if (name == "zigzag_reorder") timed = ZigzagBench(o, m, s, &keep);
-      if (name == "scatter_dense") timed = ScatterBench(o, m, s, rng, &keep, &idx);
+      const double share = 1.0 / static_cast<double>(o.num_ranks);
+      if (name == "scatter_dense") timed = ScatterBench(o, m, s, rng, &keep, &idx, share, false);
+      if (name == "scatter_dense(memset+copy)") {
+        timed = ScatterBench(o, m, s, rng, &keep, &idx, share, true);
+      }
+      if (name == "scatter_dense(0% owned)") {
+        timed = ScatterBench(o, m, s, rng, &keep, &idx, 0.0, false);
+      }
+      if (name == "scatter_dense(100% owned)") {
+        timed = ScatterBench(o, m, s, rng, &keep, &idx, 1.0, false);
+      }
       if (name == "peer_gather") timed = PeerBench(o, m, s, rng, &keep, &idx);
       Check(cudaStreamSynchronize(s), "set-up of " + name);
       int64_t moved = 0;
       const double ms = timed(kDeviceCopyTuning, &moved);
       KernelBenchRow row = MakeRow(name, m.pages, m.payload, moved, ms, memcpy_ms);
       row.memset_ms = memset_ms;
-      if (name == "scatter_dense") {
+      if (name.rfind("scatter_dense", 0) == 0) {
         // Copy the owned share at memcpy speed, zero the rest at memset speed.
         const double owned = static_cast<double>(moved - m.payload) / m.payload;
         row.alt_ceiling_ms = owned * memcpy_ms + (1 - owned) * memset_ms;

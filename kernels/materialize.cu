@@ -132,7 +132,7 @@ cudaError_t ScatterDense(const ScatterDenseArgs& a, cudaStream_t stream,
   p.num_items = static_cast<uint32_t>(a.num_dense_pages);
   p.src_mode = PageMode::kIndexed;
   p.src_index = a.owner_slot;
-  p.negative_src = NegativeIndex::kZero;
+  p.negative_src = a.zero_fill ? NegativeIndex::kZero : NegativeIndex::kSkip;
   return detail::LaunchChunkCopy(p, tuning, stream);
 }
 

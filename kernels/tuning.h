@@ -19,23 +19,30 @@ struct LaunchTuning {
 };
 
 // Device-to-device copies (pack, unpack, zigzag_reorder, scatter_dense, peer_gather).
-// H200, 2026-11-29, first sweep (1 GiB unpack, 61 layers x (656 + 132) B x 64 tokens, 349 pages):
-// piece 8192 B: 3.75 TB/s; piece 32768 B: 3.91-3.93 TB/s (memcpy D2D 4.26 TB/s); threads 128 with
-// 2 CTAs/SM: 3.0-3.3 TB/s; 256 threads and 4-8 CTAs/SM (4 fit: 50 registers) within noise of
-// each other. See docs/kernels.md for the second sweep that set unroll.
+// H200, 2026-11-29 (61 layers x (656 + 132) B x 64 tokens; memcpy D2D 3.46 TB/s at 62 MiB,
+// 4.25 TB/s at 1 GiB, counting read + write), pack / unpack at 62 MiB and 1 GiB:
+//   piece 8192 B, unroll 4, 256 threads, 8 CTAs/SM:  ~3.21 / ~3.75 TB/s (the first default)
+//   piece 32768 B, unroll 4, 256 threads, 4 CTAs/SM: 3.21-3.29 / 3.90-3.93 TB/s
+//   piece 32768 B, unroll 8, 256 threads, 4 CTAs/SM: 3.24-3.30 / 3.90-3.93 TB/s   <- chosen
+//   piece 131072 B: 2-3% below 32768; 128 threads with 2 CTAs/SM: 25% below (too few warps);
+//   layer-major unit order: within +-1% of page-major (noise); 8 CTAs/SM of 256 threads do not
+//   fit (50 registers a thread: 4 do).
 inline constexpr LaunchTuning kDeviceCopyTuning{
-    .threads_per_block = 256, .piece_bytes = 32768, .ctas_per_sm = 4, .unroll = 4};
+    .threads_per_block = 256, .piece_bytes = 32768, .ctas_per_sm = 4, .unroll = 8};
 
 // Tier copy kernel, host to device (the kernel reads mapped pinned memory over PCIe).
-// H200, 2026-11-29, layer_first 41984 B chunks, 256 MiB: 1 CTA/SM 48.8-49.4 GB/s, 2: 48.8-49.3,
-// 4: 50.0-50.1, 8 (capped at 4 resident): 50.0-50.2; contiguous pinned copy 55.3 GB/s.
+// H200, 2026-11-29, 41984 B chunks, 256 MiB scattered over a 4 GiB pinned pool (contiguous pinned
+// copy 55.3 GB/s): layer_first 48.4-50.6 GB/s over threads {128, 256, 512} x CTAs/SM {1, 2, 4, 8}
+// x unroll {4, 8}; unroll 8 adds ~1 GB/s; 256 threads, 2 CTAs/SM, unroll 8: 50.55 (layer_first),
+// 50.52 (page_first).
 inline constexpr LaunchTuning kTierH2DTuning{
-    .threads_per_block = 256, .piece_bytes = 8192, .ctas_per_sm = 4, .unroll = 4};
+    .threads_per_block = 256, .piece_bytes = 8192, .ctas_per_sm = 2, .unroll = 8};
 
 // Tier copy kernel, device to host (the kernel writes mapped pinned memory). Fewer writers are
-// faster: same sweep, 1 CTA/SM 51.0-51.6 GB/s, 2: 46.7-48.7, 4: 43.7-45.8, 8: 41.8-43.9;
-// contiguous pinned copy 55.3 GB/s. Few CTAs also leave the SMs to the overlapped forward pass.
+// faster: same sweep, 1 CTA/SM 49.8-52.1 GB/s, 2: 44.8-52.1, 4: 44.4-51.6, 8: 45.6-51.2;
+// 256 threads, 1 CTA/SM, unroll 8: 52.1 (layer_first), 51.8 (page_first). Few CTAs also leave the
+// SMs to the forward pass that a per-layer backup overlaps.
 inline constexpr LaunchTuning kTierD2HTuning{
-    .threads_per_block = 256, .piece_bytes = 8192, .ctas_per_sm = 1, .unroll = 4};
+    .threads_per_block = 256, .piece_bytes = 8192, .ctas_per_sm = 1, .unroll = 8};
 
 }  // namespace kvlanes::kernels

@@ -363,10 +363,12 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
     for (int64_t pt : PageTokensFor(elems)) {
       for (int owned_percent : {0, 40, 100}) {
         for (int64_t pages : {0, 1, 29}) {
+         for (bool zero_fill : {true, false}) {
           uint64_t seed = 0;
           std::mt19937_64 rng = FreshRng(&seed);
           const std::string what = "scatter_dense " + Describe(elems, pt, pages, seed) +
-                                   " owned% " + std::to_string(owned_percent);
+                                   " owned% " + std::to_string(owned_percent) + " zero_fill " +
+                                   std::to_string(zero_fill);
           const int64_t slots = 33;
           PoolSet pools = MakePools(elems, pt, slots, rng);
           const std::vector<int32_t> picks = DistinctSlots(pages, slots, rng);
@@ -381,7 +383,8 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
           const std::vector<k::DenseRef> dev_dense = dense.refs(true);
           RequireCuda(k::ScatterDense({.pools = dev_pools, .layers = layers,
                                        .owner_slot = owner_index.side(true),
-                                       .num_dense_pages = pages, .dense = dev_dense},
+                                       .num_dense_pages = pages, .dense = dev_dense,
+                                       .zero_fill = zero_fill},
                                       nullptr),
                       "ScatterDense");
           Sync("ScatterDense");
@@ -389,8 +392,9 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
           const std::vector<k::DenseRef> host_dense = dense.refs(false);
           k::ScatterDenseCpu({.pools = host_pools, .layers = layers,
                               .owner_slot = owner_index.side(false), .num_dense_pages = pages,
-                              .dense = host_dense});
+                              .dense = host_dense, .zero_fill = zero_fill});
           dense.Compare(what);
+         }
         }
       }
     }

@@ -123,6 +123,20 @@ TEST_CASE("scatter_dense copies owned pages and zeroes every other page") {
   CHECK(b == Bytes{101, 0, 102, 104, 0, 105});
 }
 
+TEST_CASE("scatter_dense without zero_fill leaves unowned pages as they were") {
+  TwoPools pools;
+  const std::vector<k::PoolRef> refs = pools.refs();
+  Bytes a(2 * 2 * 2, kPoison), b(2 * 2, kPoison);
+  const std::vector<k::DenseRef> d = {
+      {.data = a.data(), .page_tokens = 1, .elem_bytes = 2, .num_pages = 2},
+      {.data = b.data(), .page_tokens = 1, .elem_bytes = 1, .num_pages = 2}};
+  const std::vector<int32_t> owner = {-1, 0};
+  k::ScatterDenseCpu({.pools = refs, .layers = {0, 2}, .owner_slot = owner.data(),
+                      .num_dense_pages = 2, .dense = d, .zero_fill = false});
+  CHECK(a == Bytes{kPoison, kPoison, 0, 1, kPoison, kPoison, 6, 7});
+  CHECK(b == Bytes{kPoison, 100, kPoison, 103});
+}
+
 TEST_CASE("peer_gather reads each dense page from the named rank's pool") {
   Bytes rank0 = {1, 2}, rank1 = {11, 12};  // 1 layer, 2 slots, 1-byte chunks
   const k::PoolGeometry g{.num_layers = 1, .num_slots = 2, .page_tokens = 1, .elem_bytes = 1};
