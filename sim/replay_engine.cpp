@@ -505,11 +505,21 @@ nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& 
                       {"device_capacity_pages", d.capacity},
                       {"device_used_pages", d.used()},
                       {"device_peak_pages", d.peak},
+                      {"device_evictable_pages", d.evictable()},
+                      {"device_protected_pages", d.protected_pages()},
                       {"host_capacity_pages", h.capacity},
                       {"host_used_pages", h.used()},
-                      {"host_peak_pages", h.peak}});
+                      {"host_peak_pages", h.peak},
+                      {"host_evictable_pages", h.evictable()},
+                      {"host_protected_pages", h.protected_pages()}});
   }
   j["lanes"] = lanes;
+  // Every page has one slot in each pool: a lane's bytes in pool k are its pages times these.
+  J pools = J::array();
+  for (size_t k = 0; k < cfg.model.pools.size(); ++k)
+    pools.push_back(J{{"name", cfg.model.pools[k].name},
+                      {"page_bytes", cfg.model.PoolPageBytes(k, cfg.cache.page_tokens)}});
+  j["pools"] = pools;
   return j;
 }
 
