@@ -108,65 +108,52 @@ NodeId RadixTree::Split(NodeId id, int64_t m, uint64_t epoch) {
   return up_id;
 }
 
-MatchResult RadixTree::Match(std::span<const PageKey> keys, uint64_t epoch) {
-  MatchResult r;
+int64_t RadixTree::Walk(std::span<const PageKey> keys, uint64_t epoch, NodeId* last,
+                        const std::function<void(NodeId, int64_t)>& on_node) {
   NodeId node = kRootId;
   Touch(kRootId, epoch);
   int64_t i = 0;
   const int64_t n = static_cast<int64_t>(keys.size());
   while (i < n) {
-    NodeId c = Child(node, keys[i]);
+    const NodeId c = Child(node, keys[i]);
     if (c == kNoNode) break;
     Touch(c, epoch);
     const Node& cn = nodes_[c];
     const int64_t len = static_cast<int64_t>(cn.keys.size());
-    int64_t m = 0;
     const int64_t lim = std::min(len, n - i);
+    int64_t m = 0;
     while (m < lim && cn.keys[m] == keys[i + m]) ++m;
-    if (m < len) {
-      node = Split(c, m, epoch);
-      i += m;
-    } else {
-      node = c;
-      i += m;
-    }
-    if (nodes_[node].on_device()) {
-      r.device_pages = i;
-      r.device_node = node;
-    }
+    const NodeId passed = m < len ? Split(c, m, epoch) : c;
+    on_node(passed, i);
+    node = passed;
+    i += m;
     if (m < len) break;
   }
-  r.last_node = node;
-  r.host_pages = i - r.device_pages;
+  *last = node;
+  return i;
+}
+
+MatchResult RadixTree::Match(std::span<const PageKey> keys, uint64_t epoch) {
+  MatchResult r;
+  const int64_t matched = Walk(keys, epoch, &r.last_node, [&](NodeId id, int64_t first) {
+    if (nodes_[id].on_device()) {
+      r.device_pages = first + static_cast<int64_t>(nodes_[id].keys.size());
+      r.device_node = id;
+    }
+  });
+  r.host_pages = matched - r.device_pages;
   return r;
 }
 
 RadixTree::InsertWalk RadixTree::WalkForInsert(std::span<const PageKey> keys, uint64_t epoch,
                                                const std::function<void(NodeId, int64_t)>& visit) {
-  NodeId node = kRootId;
-  Touch(kRootId, epoch);
-  int64_t i = 0;
-  const int64_t n = static_cast<int64_t>(keys.size());
-  while (i < n) {
-    NodeId c = Child(node, keys[i]);
-    if (c == kNoNode) break;
-    const Node& cn = nodes_[c];
-    const int64_t len = static_cast<int64_t>(cn.keys.size());
-    int64_t m = 0;
-    const int64_t lim = std::min(len, n - i);
-    while (m < lim && cn.keys[m] == keys[i + m]) ++m;
-    NodeId passed = c;
-    if (m < len) passed = Split(c, m, epoch);
-    Node& pn = nodes_[passed];
-    pn.last_access = epoch;
-    ++pn.hit_count;
-    Refresh(passed);
-    visit(passed, i);
-    node = passed;
-    i += m;
-    if (m < len) break;
-  }
-  return InsertWalk{node, i};
+  InsertWalk w;
+  w.consumed = Walk(keys, epoch, &w.node, [&](NodeId id, int64_t first) {
+    ++nodes_[id].hit_count;
+    Refresh(id);
+    visit(id, first);
+  });
+  return w;
 }
 
 NodeId RadixTree::AddLeaf(NodeId parent, std::vector<PageKey> keys, std::vector<PageInfo> pages,

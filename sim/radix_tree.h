@@ -79,7 +79,7 @@ class RadixTree {
   // hit count, residency of the child, and last_access = epoch). Hit counts do not change.
   MatchResult Match(std::span<const PageKey> keys, uint64_t epoch);
 
-  // Walks `keys` from the root as Match does (refresh, split), incrementing hit_count of each
+  // Walks `keys` from the root exactly as Match does (refresh, split), incrementing hit_count of each
   // existing node passed, and calls `visit(node_id, first_page_index_in_keys)` for each
   // existing node on the path in order. Returns the deepest node reached and how many keys it
   // consumed. Does not create the new leaf: see AddLeaf.
@@ -132,6 +132,11 @@ class RadixTree {
     }
   };
 
+  // The walk shared by Match and WalkForInsert (refsim's _walk): from the root, refresh each
+  // node reached, split on a partial match, call on_node(node passed, its first key index).
+  // Returns the keys consumed; *last = the deepest node passed (root if none).
+  int64_t Walk(std::span<const PageKey> keys, uint64_t epoch, NodeId* last,
+               const std::function<void(NodeId, int64_t)>& on_node);
   NodeId NewNode();
   // Splits `id` after `m` pages; returns the new upper node (which takes id's place).
   NodeId Split(NodeId id, int64_t m, uint64_t epoch);

@@ -88,6 +88,7 @@ TEST_CASE("insert walk counts hits on the nodes it passes and splits like match"
   CHECK(seen[0].second == 0);
   CHECK(t.node(seen[0].first).hit_count == 2);
   CHECK(t.node(a).hit_count == 1);
+  CHECK(t.node(a).last_access == 2);  // reached before the split, as in the reference walk
   t.CheckStructure();
 }
 
