@@ -16,16 +16,7 @@ ConfiguredPolicy::ConfiguredPolicy(const ReplayConfig& cfg)
 
 double ConfiguredPolicy::PredictedServiceS(const GatherContext& ctx, GatherMethod gather,
                                            BackupSchedule backup) const {
-  ForwardShape f;
-  f.new_tokens = ctx.new_tokens;
-  f.prefix_tokens = ctx.prefix_tokens;
-  f.prefix_pages = ctx.prefix_pages;
-  f.shard_pages = ctx.shard_pages;
-  f.load_back_pages = ctx.load_back_pages;
-  f.backup_pages = ctx.backup_pages;
-  f.gather = gather;
-  f.backup = backup;
-  return cost_->Evaluate(f).service_s;
+  return cost_->Evaluate(ShapeOf(ctx, gather, backup)).service_s;
 }
 
 void ConfiguredPolicy::PlaceExtent(const CacheView&, int64_t, std::span<uint16_t> owners) const {

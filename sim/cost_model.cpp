@@ -13,6 +13,31 @@ std::vector<int64_t> PagesPerLane(const std::vector<LaneCopy>& copies, int ranks
   return n;
 }
 
+ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedule backup) {
+  ForwardShape f;
+  f.new_tokens = ctx.new_tokens;
+  f.prefix_tokens = ctx.prefix_tokens;
+  f.prefix_pages = ctx.prefix_pages;
+  f.shard_pages = ctx.shard_pages;
+  f.load_back_pages = ctx.load_back_pages;
+  f.backup_pages = ctx.backup_pages;
+  f.gather = gather;
+  f.backup = backup;
+  return f;
+}
+
+PlanShape::PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens)
+    : load_back_pages(PagesPerLane(p.load_back, ranks)), backup_pages(PagesPerLane(p.backup, ranks)) {
+  shape.new_tokens = p.computed_tokens;
+  shape.prefix_pages = p.prefix_pages;
+  shape.prefix_tokens = p.prefix_pages * page_tokens;
+  shape.shard_pages = p.shard_pages;
+  shape.load_back_pages = load_back_pages;
+  shape.backup_pages = backup_pages;
+  shape.gather = p.gather_method;
+  shape.backup = p.backup_schedule;
+}
+
 CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::string& profile_path)
     : hw_(std::move(hw)),
       ranks_(static_cast<int>(cfg.cache.cp_size)),
@@ -185,18 +210,8 @@ RequestCost CostModel::Request(const RequestPlan& p) const {
       write_back = std::max(write_back, pools_ * (hw_.copy_submit_s + hw_.copy_latency_s) +
                                             static_cast<double>(pages) * page_layer_bytes_ *
                                                 static_cast<double>(layers_) / (hw_.d2h_gbps * 1e9));
-  const std::vector<int64_t> load = PagesPerLane(p.load_back, ranks_);
-  const std::vector<int64_t> backup = PagesPerLane(p.backup, ranks_);
-  ForwardShape f;
-  f.new_tokens = p.computed_tokens;
-  f.prefix_pages = p.prefix_pages;
-  f.prefix_tokens = p.prefix_pages * page_tokens_;
-  f.shard_pages = p.shard_pages;
-  f.load_back_pages = load;
-  f.backup_pages = backup;
-  f.gather = p.gather_method;
-  f.backup = p.backup_schedule;
-  RequestCost c = Evaluate(f);
+  const PlanShape f(p, ranks_, page_tokens_);
+  RequestCost c = Evaluate(f.shape);
   c.write_back_s = write_back;
   c.service_s = write_back + c.backup.total_s;
   return c;

@@ -96,4 +96,17 @@ class CostModel {
 // Pages per lane of a set of lane copies.
 std::vector<int64_t> PagesPerLane(const std::vector<LaneCopy>& copies, int ranks);
 
+// The forward shape of a decision context with the given choices.
+ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedule backup);
+
+// The forward shape of a plan; `shape` points into the per-lane vectors held beside it.
+struct PlanShape {
+  std::vector<int64_t> load_back_pages;
+  std::vector<int64_t> backup_pages;
+  ForwardShape shape;
+  PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens);
+  PlanShape(const PlanShape&) = delete;
+  PlanShape& operator=(const PlanShape&) = delete;
+};
+
 }  // namespace kvlanes

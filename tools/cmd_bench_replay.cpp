@@ -12,6 +12,7 @@
 
 #include "policies/registry.h"
 #include "sim/replay_engine.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/output_file.h"
 #include "tools/replay_setup.h"
@@ -45,13 +46,7 @@ int CmdBenchReplay(int argc, const char* const* argv) {
   po::positional_options_description pos;
   pos.add("trace", -1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
-    return 2;
-  }
+  if (!ParseArgs(argc, argv, desc, &pos, vm)) return 2;
   if (vm.count("help")) {
     std::cout << "usage: " << argv[0] << " --trace FILE [options]\n\n"
               << "Times trace loading, a page-key scan (the ceiling) and the replay itself;\n"

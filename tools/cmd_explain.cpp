@@ -10,6 +10,7 @@
 #include "sim/cost_model.h"
 #include "sim/predictor.h"
 #include "sim/replay_engine.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
 #include "traces/input_error.h"
@@ -65,16 +66,8 @@ void Explain(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cos
     std::printf("gather     chosen %s (no hardware profile: no predicted costs)\n", GatherMethodName(p.gather_method));
     return;
   }
-  const std::vector<int64_t> load = PagesPerLane(p.load_back, ranks);
-  const std::vector<int64_t> backup = PagesPerLane(p.backup, ranks);
-  ForwardShape f;
-  f.new_tokens = p.computed_tokens;
-  f.prefix_pages = p.prefix_pages;
-  f.prefix_tokens = p.prefix_pages * P;
-  f.shard_pages = p.shard_pages;
-  f.load_back_pages = load;
-  f.backup_pages = backup;
-  f.backup = p.backup_schedule;
+  PlanShape plan_shape(p, ranks, P);
+  ForwardShape& f = plan_shape.shape;
   if (p.prefix_pages > 0) {
     std::printf("           %-8s %12s %12s %14s %14s\n", "method", "per layer", "all layers", "fabric B/rank", "service");
     for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p}) {
@@ -91,7 +84,7 @@ void Explain(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cos
   }
   f.gather = p.gather_method;
   if (!p.backup.empty()) {
-    std::printf("backup     %s pages per lane to host\n", PerLane(backup).c_str());
+    std::printf("backup     %s pages per lane to host\n", PerLane(plan_shape.backup_pages).c_str());
     for (BackupSchedule s : {BackupSchedule::kPerLayer, BackupSchedule::kTail}) {
       f.backup = s;
       const RequestCost rc = cost->Evaluate(f);
@@ -115,13 +108,7 @@ int CmdExplain(int argc, const char* const* argv) {
       ("request", po::value<int64_t>(), "index of the request to explain (0-based, replay order)")
       ("help,h", "this help");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
-    return 2;
-  }
+  if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
     std::cout << "usage: " << argv[0] << " --trace FILE --request N [options]\n\n"
               << "Replays requests 0..N-1, then prints request N's decisions with the alternatives\n"
