@@ -367,10 +367,10 @@ TimedKernel ZigzagBench(const KernelBenchOptions& o, const MatShape& m, cudaStre
 }
 
 // owned_share: probability that this rank owns a page (1/N in the dense-allreduce method).
-// two_step: cudaMemsetAsync of the dense buffers, then scatter_dense without zero_fill.
+// zero_fill kNone: cudaMemsetAsync of the dense buffers first, then scatter_dense.
 TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
                          std::mt19937_64& rng, Buffers* keep, Buffers* idx, double owned_share,
-                         bool two_step) {
+                         ZeroFill zero_fill) {
   auto refs = std::make_shared<std::vector<PoolRef>>();
   const int64_t slots = 4 * m.pages;
   for (auto& b : MakePools(o, m, slots, refs.get(), 41, s)) keep->push_back(std::move(b));
@@ -394,8 +394,8 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
     return MedianMs(s, o.warmup, o.repeats, [&](int i) {
       ScatterDenseArgs a{.pools = *refs, .layers = {0, o.num_layers},
                          .owner_slot = DevPtr(*idx, index_at), .num_dense_pages = m.pages,
-                         .dense = (*dense)[i % sets], .zero_fill = !two_step};
-      if (two_step) {
+                         .dense = (*dense)[i % sets], .zero_fill = zero_fill};
+      if (zero_fill == ZeroFill::kNone) {
         for (const DenseRef& d : a.dense) {
           Check(cudaMemsetAsync(d.data, 0, static_cast<size_t>(o.num_layers * m.pages *
                                                                d.chunk_bytes()), s),
@@ -453,10 +453,10 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
     const double memset_ms = MemsetMs(o, m.payload, s);
     // scatter_dense as the dense-allreduce method uses it (owns 1/N of the pages, one fused
     // pass), then the same with a memset first, then the extremes of the owned share.
-    const std::vector<std::string> names = {"pack",          "unpack",
-                                            "zigzag_reorder", "scatter_dense",
-                                            "peer_gather",   "scatter_dense(memset+copy)",
-                                            "scatter_dense(0% owned)", "scatter_dense(100% owned)"};
+    const std::vector<std::string> names = {
+        "pack",         "unpack",    "zigzag_reorder", "scatter_dense", "peer_gather",
+        "scatter_dense(same pass)", "scatter_dense(memset+copy)", "scatter_dense(0% owned)",
+        "scatter_dense(100% owned)"};
     for (const std::string& name : names) {
       Buffers keep;
       Buffers idx;
@@ -465,15 +465,19 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
       if (name == "unpack") timed = UnpackBench(o, m, s, rng, &keep, &idx);
       if (name == "zigzag_reorder") timed = ZigzagBench(o, m, s, &keep);
       const double share = 1.0 / static_cast<double>(o.num_ranks);
-      if (name == "scatter_dense") timed = ScatterBench(o, m, s, rng, &keep, &idx, share, false);
+      const ZeroFill two = ZeroFill::kSeparatePass;
+      if (name == "scatter_dense") timed = ScatterBench(o, m, s, rng, &keep, &idx, share, two);
+      if (name == "scatter_dense(same pass)") {
+        timed = ScatterBench(o, m, s, rng, &keep, &idx, share, ZeroFill::kSamePass);
+      }
       if (name == "scatter_dense(memset+copy)") {
-        timed = ScatterBench(o, m, s, rng, &keep, &idx, share, true);
+        timed = ScatterBench(o, m, s, rng, &keep, &idx, share, ZeroFill::kNone);
       }
       if (name == "scatter_dense(0% owned)") {
-        timed = ScatterBench(o, m, s, rng, &keep, &idx, 0.0, false);
+        timed = ScatterBench(o, m, s, rng, &keep, &idx, 0.0, two);
       }
       if (name == "scatter_dense(100% owned)") {
-        timed = ScatterBench(o, m, s, rng, &keep, &idx, 1.0, false);
+        timed = ScatterBench(o, m, s, rng, &keep, &idx, 1.0, two);
       }
       if (name == "peer_gather") timed = PeerBench(o, m, s, rng, &keep, &idx);
       Check(cudaStreamSynchronize(s), "set-up of " + name);

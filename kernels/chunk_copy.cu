@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/chunk_copy_cuda.h"
@@ -52,7 +53,7 @@ __device__ __forceinline__ int64_t ResolvePage(PageMode mode, const int32_t* ind
 // One warp per piece, grid-stride over the pieces of the launch. Lanes of a warp take
 // consecutive vectors, kUnroll loads in flight before the stores. kRows: the unit is num_rows
 // rows (row mode, see chunk_copy_cuda.h); vector v of the unit is in row v / row_vecs.
-template <int kVec, int kUnroll, bool kRows>
+template <int kVec, int kUnroll, bool kRows, bool kAligned>
 __global__ void ChunkCopyKernel(const __grid_constant__ CopyParams p) {
   using V = typename VecOf<kVec>::Type;
   const uint32_t lane = threadIdx.x & 31u;
@@ -84,9 +85,12 @@ __global__ void ChunkCopyKernel(const __grid_constant__ CopyParams p) {
     const int64_t src_page = ResolvePage(p.src_mode, p.src_index, p, item);
     const int64_t dst_page = ResolvePage(p.dst_mode, p.dst_index, p, item);
     bool zero = false;
+    if (p.negative_src == NegativeIndex::kZeroOnly && src_page >= 0) continue;
     if (src_page < 0) {
       if (p.negative_src == NegativeIndex::kSkip) continue;
-      if (p.negative_src != NegativeIndex::kZero) __trap();
+      if (p.negative_src != NegativeIndex::kZero && p.negative_src != NegativeIndex::kZeroOnly) {
+        __trap();
+      }
       zero = true;
     } else if (src_page >= s.src.page_limit) {
       __trap();
@@ -104,13 +108,27 @@ __global__ void ChunkCopyKernel(const __grid_constant__ CopyParams p) {
                      sub * s.dst.sub_stride;
     const uint32_t begin = piece * s.piece_vecs;
     const uint32_t end = min(begin + s.piece_vecs, s.unit_vecs);
-    for (uint32_t v = begin + lane; v < end; v += 32u * kUnroll) {
+    // Start the warp's windows of 32 vectors on a multiple of 32 * kVec bytes of the aligned side
+    // (the host side of a tier copy): every warp access then covers whole 128-byte lines there,
+    // which PCIe moves in full transactions. Lanes before `begin` idle in the first step.
+    // (kAligned only: device-to-device copies skip it, it costs registers.)
+    using Idx = std::conditional_t<kAligned, int64_t, uint32_t>;
+    Idx phase = 0;
+    if constexpr (kAligned) {
+      const uintptr_t aligned_start = reinterpret_cast<uintptr_t>(p.align_dst ? dst_unit : src_unit) +
+                                      uintptr_t{begin} * kVec;
+      phase = static_cast<Idx>((aligned_start % (32u * kVec)) / kVec);
+    }
+    for (Idx v = static_cast<Idx>(begin) - phase + lane; v < end; v += 32 * kUnroll) {
       V tmp[kUnroll];
       const V* src[kUnroll];
       V* dst[kUnroll];
+      bool valid[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const uint32_t i = v + 32u * u;
+        const Idx at = v + 32 * u;
+        valid[u] = (!kAligned || at >= static_cast<Idx>(begin)) && at < end;
+        const uint32_t i = valid[u] ? static_cast<uint32_t>(at) : begin;
         if constexpr (kRows) {
           const uint32_t row = i / s.row_vecs;
           const uint32_t col = i - row * s.row_vecs;
@@ -120,11 +138,11 @@ __global__ void ChunkCopyKernel(const __grid_constant__ CopyParams p) {
           src[u] = reinterpret_cast<const V*>(src_unit) + i;
           dst[u] = reinterpret_cast<V*>(dst_unit) + i;
         }
-        if (i < end) tmp[u] = zero ? V{} : *src[u];
+        if (valid[u]) tmp[u] = zero ? V{} : *src[u];
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        if (v + 32u * u < end) *dst[u] = tmp[u];
+        if (valid[u]) *dst[u] = tmp[u];
       }
     }
   }
@@ -139,24 +157,30 @@ int LowestSetBitValue(uint64_t bits) {
 
 using KernelFn = void (*)(CopyParams);
 
-template <int kVec>
-KernelFn KernelFor(int unroll, bool rows) {
-  if (rows) return unroll == 8 ? &ChunkCopyKernel<kVec, 8, true> : &ChunkCopyKernel<kVec, 4, true>;
-  return unroll == 8 ? &ChunkCopyKernel<kVec, 8, false> : &ChunkCopyKernel<kVec, 4, false>;
+template <int kVec, bool kRows, bool kAligned>
+KernelFn KernelFor(int unroll) {
+  return unroll == 8 ? &ChunkCopyKernel<kVec, 8, kRows, kAligned>
+                     : &ChunkCopyKernel<kVec, 4, kRows, kAligned>;
 }
 
-KernelFn SelectKernel(int vec, int unroll, bool rows) {
+template <int kVec>
+KernelFn KernelFor(int unroll, bool rows, bool aligned) {
+  if (rows) return aligned ? KernelFor<kVec, true, true>(unroll) : KernelFor<kVec, true, false>(unroll);
+  return aligned ? KernelFor<kVec, false, true>(unroll) : KernelFor<kVec, false, false>(unroll);
+}
+
+KernelFn SelectKernel(int vec, int unroll, bool rows, bool aligned) {
   switch (vec) {
     case 16:
-      return KernelFor<16>(unroll, rows);
+      return KernelFor<16>(unroll, rows, aligned);
     case 8:
-      return KernelFor<8>(unroll, rows);
+      return KernelFor<8>(unroll, rows, aligned);
     case 4:
-      return KernelFor<4>(unroll, rows);
+      return KernelFor<4>(unroll, rows, aligned);
     case 2:
-      return KernelFor<2>(unroll, rows);
+      return KernelFor<2>(unroll, rows, aligned);
     default:
-      return KernelFor<1>(unroll, rows);
+      return KernelFor<1>(unroll, rows, aligned);
   }
 }
 
@@ -262,7 +286,7 @@ cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream
   // only add a tail), and at most ctas_per_sm per SM.
   int sms = 0;
   int resident = 0;
-  const KernelFn kernel = SelectKernel(vec, tuning.unroll, rows);
+  const KernelFn kernel = SelectKernel(vec, tuning.unroll, rows, p.align_windows);
   if (cudaError_t e = ResidentCtas(kernel, tuning.threads_per_block, &sms, &resident);
       e != cudaSuccess) {
     return e;

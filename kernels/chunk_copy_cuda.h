@@ -35,6 +35,7 @@ enum class NegativeIndex : int {
   kInvalid,  // a bug: trap
   kSkip,     // leave the destination untouched (unpack)
   kZero,     // write zeros (scatter_dense)
+  kZeroOnly, // write zeros, and skip items whose index is >= 0 (zero pass of scatter_dense)
 };
 
 struct CopySide {
@@ -79,6 +80,11 @@ struct CopyParams {
   int64_t zigzag_shard_pages = 0;
   uint32_t total_pieces = 0;  // filled by LaunchChunkCopy
   bool layer_major = false;   // from LaunchTuning: order of the units among the pieces
+  // Align each warp's 32-vector windows to 32 * vector bytes of one side's addresses (the side
+  // must be linear within a unit: the host side in row mode). Tier copies align the host side;
+  // device copies do not align (HBM does not care; it costs registers).
+  bool align_windows = false;
+  bool align_dst = true;
 };
 
 // Picks the widest vector (16, 8, 4, 2 or 1 bytes) that every base, stride and row allows,

@@ -132,7 +132,19 @@ cudaError_t ScatterDense(const ScatterDenseArgs& a, cudaStream_t stream,
   p.num_items = static_cast<uint32_t>(a.num_dense_pages);
   p.src_mode = PageMode::kIndexed;
   p.src_index = a.owner_slot;
-  p.negative_src = a.zero_fill ? NegativeIndex::kZero : NegativeIndex::kSkip;
+  switch (a.zero_fill) {
+    case ZeroFill::kSamePass:
+      p.negative_src = NegativeIndex::kZero;
+      break;
+    case ZeroFill::kNone:
+      p.negative_src = NegativeIndex::kSkip;
+      break;
+    case ZeroFill::kSeparatePass:
+      p.negative_src = NegativeIndex::kZeroOnly;  // first the zeros ...
+      if (cudaError_t e = detail::LaunchChunkCopy(p, tuning, stream); e != cudaSuccess) return e;
+      p.negative_src = NegativeIndex::kSkip;  // ... then the owned pages
+      break;
+  }
   return detail::LaunchChunkCopy(p, tuning, stream);
 }
 

@@ -78,16 +78,24 @@ struct ZigzagArgs {
 };
 
 // scatter_dense: dense page p of every pool <- page owner_slot[p] of the same pool, or zeros
-// where owner_slot[p] == -1. With zero_fill (the default) it writes every byte of dense pages
-// [0, num_dense_pages) of the selected layers in one pass: no separate memset is needed before
-// the all-reduce. Without zero_fill, -1 pages are left untouched (the caller zeroed them).
+// where owner_slot[p] == -1, so every byte of dense pages [0, num_dense_pages) of the selected
+// layers is written and no memset of the whole buffer is needed before the all-reduce.
+// How the zeros are written (ZeroFill) changes speed only, except kNone, which leaves -1 pages
+// untouched (the caller zeroed them).
+enum class ZeroFill {
+  kSeparatePass,  // one launch zeroes the -1 pages, a second copies the owned ones (default: a
+                  // fused pass mixes scattered reads into a stream of writes and ran slower on
+                  // the H200; numbers in docs/kernels.md)
+  kSamePass,      // one launch does both
+  kNone,          // -1 pages are not written
+};
 struct ScatterDenseArgs {
   std::span<const PoolRef> pools;        // 1..kMaxPools pools of this rank, read only
   LayerRange layers;                     // within every pool's num_layers
   const int32_t* owner_slot = nullptr;   // num_dense_pages entries in [-1, num_slots)
   int64_t num_dense_pages = 0;
   std::span<const DenseRef> dense;       // one per pool, same page_tokens and elem_bytes
-  bool zero_fill = true;
+  ZeroFill zero_fill = ZeroFill::kSeparatePass;
 };
 
 // peer_gather: dense page p of every pool <- page src_slot[p] of rank src_rank[p]'s pool.

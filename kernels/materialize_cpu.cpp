@@ -101,7 +101,7 @@ void ScatterDenseCpu(const ScatterDenseArgs& a) {
       for (int64_t l = a.layers.begin; l < a.layers.end; ++l) {
         Byte* dst = DenseChunk(a.dense[k], l - a.layers.begin, p);
         if (slot == -1) {
-          if (a.zero_fill) std::memset(dst, 0, c);
+          if (a.zero_fill != ZeroFill::kNone) std::memset(dst, 0, c);
         } else {
           std::memcpy(dst, PoolChunk(pool, l, slot), c);
         }

@@ -62,6 +62,8 @@ cudaError_t TierCopyKernel(const TierCopyArgs& a, cudaStream_t stream,
     p.seg[k] = seg;
   }
   p.num_items = static_cast<uint32_t>(a.num_pages);
+  p.align_windows = true;
+  p.align_dst = to_host;  // align on the host side
   p.src_mode = PageMode::kIndexed;
   p.dst_mode = PageMode::kIndexed;
   p.src_index = to_host ? a.device_slots : a.host_slots;

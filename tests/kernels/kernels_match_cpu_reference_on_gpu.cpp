@@ -363,12 +363,13 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
     for (int64_t pt : PageTokensFor(elems)) {
       for (int owned_percent : {0, 40, 100}) {
         for (int64_t pages : {0, 1, 29}) {
-         for (bool zero_fill : {true, false}) {
+         for (k::ZeroFill zero_fill :
+              {k::ZeroFill::kSeparatePass, k::ZeroFill::kSamePass, k::ZeroFill::kNone}) {
           uint64_t seed = 0;
           std::mt19937_64 rng = FreshRng(&seed);
           const std::string what = "scatter_dense " + Describe(elems, pt, pages, seed) +
                                    " owned% " + std::to_string(owned_percent) + " zero_fill " +
-                                   std::to_string(zero_fill);
+                                   std::to_string(static_cast<int>(zero_fill));
           const int64_t slots = 33;
           PoolSet pools = MakePools(elems, pt, slots, rng);
           const std::vector<int32_t> picks = DistinctSlots(pages, slots, rng);

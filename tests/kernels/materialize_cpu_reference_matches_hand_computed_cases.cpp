@@ -123,7 +123,7 @@ TEST_CASE("scatter_dense copies owned pages and zeroes every other page") {
   CHECK(b == Bytes{101, 0, 102, 104, 0, 105});
 }
 
-TEST_CASE("scatter_dense without zero_fill leaves unowned pages as they were") {
+TEST_CASE("scatter_dense with ZeroFill::kNone leaves unowned pages as they were") {
   TwoPools pools;
   const std::vector<k::PoolRef> refs = pools.refs();
   Bytes a(2 * 2 * 2, kPoison), b(2 * 2, kPoison);
@@ -132,7 +132,7 @@ TEST_CASE("scatter_dense without zero_fill leaves unowned pages as they were") {
       {.data = b.data(), .page_tokens = 1, .elem_bytes = 1, .num_pages = 2}};
   const std::vector<int32_t> owner = {-1, 0};
   k::ScatterDenseCpu({.pools = refs, .layers = {0, 2}, .owner_slot = owner.data(),
-                      .num_dense_pages = 2, .dense = d, .zero_fill = false});
+                      .num_dense_pages = 2, .dense = d, .zero_fill = k::ZeroFill::kNone});
   CHECK(a == Bytes{kPoison, kPoison, 0, 1, kPoison, kPoison, 6, 7});
   CHECK(b == Bytes{kPoison, 100, kPoison, 103});
 }
