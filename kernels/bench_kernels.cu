@@ -455,7 +455,8 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
     // pass), then the same with a memset first, then the extremes of the owned share.
     const std::vector<std::string> names = {
         "pack",         "unpack",    "zigzag_reorder", "scatter_dense", "peer_gather",
-        "scatter_dense(same pass)", "scatter_dense(memset+copy)", "scatter_dense(0% owned)",
+        "scatter_dense(same pass)", "scatter_dense(two passes)", "scatter_dense(memset+copy)",
+        "scatter_dense(0% owned)",
         "scatter_dense(100% owned)"};
     for (const std::string& name : names) {
       Buffers keep;
@@ -466,9 +467,14 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
       if (name == "zigzag_reorder") timed = ZigzagBench(o, m, s, &keep);
       const double share = 1.0 / static_cast<double>(o.num_ranks);
       const ZeroFill two = ZeroFill::kSeparatePass;
-      if (name == "scatter_dense") timed = ScatterBench(o, m, s, rng, &keep, &idx, share, two);
+      if (name == "scatter_dense") {
+        timed = ScatterBench(o, m, s, rng, &keep, &idx, share, ZeroFill::kAuto);
+      }
       if (name == "scatter_dense(same pass)") {
         timed = ScatterBench(o, m, s, rng, &keep, &idx, share, ZeroFill::kSamePass);
+      }
+      if (name == "scatter_dense(two passes)") {
+        timed = ScatterBench(o, m, s, rng, &keep, &idx, share, two);
       }
       if (name == "scatter_dense(memset+copy)") {
         timed = ScatterBench(o, m, s, rng, &keep, &idx, share, ZeroFill::kNone);

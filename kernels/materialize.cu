@@ -132,7 +132,17 @@ cudaError_t ScatterDense(const ScatterDenseArgs& a, cudaStream_t stream,
   p.num_items = static_cast<uint32_t>(a.num_dense_pages);
   p.src_mode = PageMode::kIndexed;
   p.src_index = a.owner_slot;
-  switch (a.zero_fill) {
+  ZeroFill mode = a.zero_fill;
+  if (mode == ZeroFill::kAuto) {
+    int64_t dense_bytes = 0;
+    for (const DenseRef& d : a.dense) {
+      dense_bytes += a.layers.size() * a.num_dense_pages * d.chunk_bytes();
+    }
+    mode = dense_bytes >= kScatterSeparatePassMinBytes ? ZeroFill::kSeparatePass
+                                                       : ZeroFill::kSamePass;
+  }
+  switch (mode) {
+    case ZeroFill::kAuto:  // resolved above
     case ZeroFill::kSamePass:
       p.negative_src = NegativeIndex::kZero;
       break;

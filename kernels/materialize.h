@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/page_layout.h"
+#include "kernels/tuning.h"
 #include "kernels/zigzag.h"
 
 namespace kvlanes::kernels {
@@ -83,9 +84,9 @@ struct ZigzagArgs {
 // How the zeros are written (ZeroFill) changes speed only, except kNone, which leaves -1 pages
 // untouched (the caller zeroed them).
 enum class ZeroFill {
-  kSeparatePass,  // one launch zeroes the -1 pages, a second copies the owned ones (default: a
-                  // fused pass mixes scattered reads into a stream of writes and ran slower on
-                  // the H200; numbers in docs/kernels.md)
+  kAuto,          // kSamePass below kScatterSeparatePassMinBytes of dense output, else
+                  // kSeparatePass (tuning.h has the measurements behind the threshold)
+  kSeparatePass,  // one launch zeroes the -1 pages, a second copies the owned ones
   kSamePass,      // one launch does both
   kNone,          // -1 pages are not written
 };
@@ -95,7 +96,7 @@ struct ScatterDenseArgs {
   const int32_t* owner_slot = nullptr;   // num_dense_pages entries in [-1, num_slots)
   int64_t num_dense_pages = 0;
   std::span<const DenseRef> dense;       // one per pool, same page_tokens and elem_bytes
-  ZeroFill zero_fill = ZeroFill::kSeparatePass;
+  ZeroFill zero_fill = ZeroFill::kAuto;
 };
 
 // peer_gather: dense page p of every pool <- page src_slot[p] of rank src_rank[p]'s pool.

@@ -30,6 +30,13 @@ struct LaunchTuning {
 inline constexpr LaunchTuning kDeviceCopyTuning{
     .threads_per_block = 256, .piece_bytes = 32768, .ctas_per_sm = 4, .unroll = 8};
 
+// scatter_dense with ZeroFill::kAuto: one fused pass below this many bytes of dense output, a
+// zero pass then a copy pass from here up. H200, 2026-11-29, 61 layers x (656 + 132) B x 64
+// tokens, 1/8 of the pages owned (kernel ms, fused / separate): 62 MiB 0.0258-0.0279 / 0.0335;
+// 255 MiB 0.0931 / 0.0954; 1 GiB 0.3417 / 0.3164. Fused, the owned pages' scattered reads break
+// up the stream of zero writes; separately, the second launch costs a few microseconds.
+inline constexpr long long kScatterSeparatePassMinBytes = 512ll << 20;
+
 // Tier copy kernel, host to device (the kernel reads mapped pinned memory over PCIe).
 // H200, 2026-11-29, 41984 B chunks, 256 MiB scattered over a 4 GiB pinned pool (contiguous pinned
 // copy 55.3 GB/s): layer_first 48.4-50.6 GB/s over threads {128, 256, 512} x CTAs/SM {1, 2, 4, 8}

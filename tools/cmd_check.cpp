@@ -1,11 +1,160 @@
-// Placeholder until its issue lands: says so plainly instead of pretending to work.
-#include <cstdio>
+// kvlanes check: predicted vs measured seconds per plan op, per request and for the whole replay,
+// with a verdict against thresholds (statistics and formats: docs/calibration.md).
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include <boost/program_options.hpp>
+
+#include "sim/check_stats.h"
+#include "sim/cost_model.h"
+#include "sim/hardware_profile.h"
+#include "sim/op_predictions.h"
+#include "sim/plan.h"
 #include "tools/commands.h"
+#include "tools/output_file.h"
+#include "traces/input_error.h"
+
+namespace po = boost::program_options;
 
 namespace kvlanes::cli {
-int CmdCheck(int, const char* const* argv) {
-  std::fprintf(stderr, "%s: not implemented yet\n", argv[0]);
-  return 2;
+namespace {
+
+std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// tools/plot_check.py beside this source file, or $KVLANES_PLOT_SCRIPT.
+std::string PlotScript() {
+  if (const char* env = std::getenv("KVLANES_PLOT_SCRIPT")) return env;
+  std::string here = __FILE__;
+  const auto slash = here.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : here.substr(0, slash)) + "/plot_check.py";
+}
+
+// Fails early, before any work, when --plot cannot work here.
+std::string CheckPlotting(const std::string& out) {
+  const auto dot = out.rfind('.');
+  const std::string ext = dot == std::string::npos ? "" : out.substr(dot + 1);
+  if (ext != "png" && ext != "svg") throw InputError("", 0, "--plot", "the file must end in .png or .svg");
+  const std::string script = PlotScript();
+  if (!Exists(script))
+    throw InputError("", 0, "--plot", "plot script not found at " + script + " (set KVLANES_PLOT_SCRIPT)");
+  if (std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)
+    throw InputError("", 0, "--plot",
+                     "needs python3 with matplotlib (Debian: apt-get install python3-matplotlib)");
+  return script;
+}
+
+Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path) {
+  const PlanFile plan = ReadPlanFile(plan_path);
+  ReplayConfig cfg = ConfigFromPlanHeader(plan.header, plan_path);
+  if (profile_path.empty()) profile_path = cfg.hardware.profile;
+  if (profile_path.empty())
+    throw InputError("", 0, "--profile", "needed with --plan (the plan's config names no hardware.profile)");
+  cfg.hardware.profile = profile_path;
+  const CostModel model(LoadHardwareProfile(profile_path), cfg, profile_path);
+  return PredictPlan(model, cfg, plan.requests);
+}
+
+}  // namespace
+
+int CmdCheck(int argc, const char* const* argv) {
+  po::options_description desc("options");
+  const CheckOptions d;
+  desc.add_options()
+      ("predicted", po::value<std::string>(), "predictions file (docs/calibration.md); or give --plan")
+      ("plan", po::value<std::string>(), "plan file of `kvlanes replay --plan`: predict it here")
+      ("profile", po::value<std::string>(), "with --plan: hardware profile YAML (default: the plan's hardware.profile)")
+      ("write-predicted", po::value<std::string>(), "with --plan: also write the predictions file")
+      ("measured", po::value<std::string>(), "measured file of `kvlanes exec` (docs/calibration.md)")
+      ("max-median", po::value<double>()->default_value(100 * d.max_median), "per kind: largest median APE, percent")
+      ("max-p95", po::value<double>()->default_value(100 * d.max_p95), "per kind: largest p95 APE, percent")
+      ("max-total", po::value<double>()->default_value(100 * d.max_total), "whole replay: largest total error, percent")
+      ("allow-missing", po::bool_switch(), "ids on one side only are reported but do not fail the verdict")
+      ("worst", po::value<size_t>()->default_value(d.worst), "how many worst operations to list")
+      ("json", po::value<std::string>(), "write the report as JSON")
+      ("plot", po::value<std::string>(), "draw predicted vs measured (FILE.png or FILE.svg; python3 + matplotlib)")
+      ("quiet,q", po::bool_switch(), "no console report (the exit code still gives the verdict)")
+      ("help,h", "this help");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: " << argv[0] << " (--predicted P.json | --plan PLAN [--profile H.yaml]) --measured M.json\n\n"
+              << "Joins predicted and measured seconds on plan op ids; prints per op kind, per request\n"
+              << "(service time) and for the whole replay the median and p95 absolute percentage error,\n"
+              << "the worst operations and a verdict. Exit 0 pass, 1 fail, 2 bad input.\n\n"
+              << desc;
+    return 0;
+  }
+  try {
+    if (vm.count("predicted") == vm.count("plan"))
+      throw InputError("", 0, "--predicted", "give either --predicted or --plan (exactly one)");
+    if (!vm.count("measured")) throw InputError("", 0, "--measured", "a measured file is required");
+    if (vm.count("plan") == 0 && (vm.count("profile") || vm.count("write-predicted")))
+      throw InputError("", 0, vm.count("profile") ? "--profile" : "--write-predicted", "only with --plan");
+    CheckOptions opt;
+    opt.max_median = vm["max-median"].as<double>() / 100;
+    opt.max_p95 = vm["max-p95"].as<double>() / 100;
+    opt.max_total = vm["max-total"].as<double>() / 100;
+    opt.allow_missing = vm["allow-missing"].as<bool>();
+    opt.worst = vm["worst"].as<size_t>();
+    for (const char* k : {"max-median", "max-p95", "max-total"})
+      if (!(vm[k].as<double>() >= 0)) throw InputError("", 0, std::string("--") + k, "must be >= 0");
+    std::string script;
+    if (vm.count("plot")) script = CheckPlotting(vm["plot"].as<std::string>());
+
+    Predictions pred;
+    if (vm.count("plan")) {
+      pred = PredictFromPlan(vm["plan"].as<std::string>(), vm.count("profile") ? vm["profile"].as<std::string>() : "");
+      if (vm.count("write-predicted"))
+        WriteFileAtomically(vm["write-predicted"].as<std::string>(), PredictionsToJson(pred).dump(1) + "\n");
+    } else {
+      pred = ReadPredictions(vm["predicted"].as<std::string>());
+    }
+    const Measured meas = ReadMeasured(vm["measured"].as<std::string>());
+    const CheckReport report = RunCheck(pred, meas, opt);
+    const std::string json = CheckReportToJson(report).dump(1) + "\n";
+    if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), json);
+    if (!vm["quiet"].as<bool>()) std::fputs(FormatCheckReport(report).c_str(), stdout);
+    if (vm.count("plot")) {
+      const std::string out = vm["plot"].as<std::string>();
+      std::string data = vm.count("json") ? vm["json"].as<std::string>() : "";
+      if (data.empty()) {
+        char tmpl[] = "/tmp/kvlanes_check_XXXXXX";
+        const int fd = ::mkstemp(tmpl);
+        if (fd < 0) throw InputError("", 0, "--plot", "cannot create a temporary file for the plot data");
+        ::close(fd);
+        data = tmpl;
+        WriteFileAtomically(data, json);
+      }
+      const int rc = std::system(("python3 " + ShellQuote(script) + " " + ShellQuote(data) + " " + ShellQuote(out)).c_str());
+      if (!vm.count("json")) std::remove(data.c_str());
+      if (rc != 0) throw InputError(out, 0, "--plot", "the plot script failed (" + script + ")");
+      if (!vm["quiet"].as<bool>()) std::printf("plot: %s\n", out.c_str());
+    }
+    return report.pass ? 0 : 1;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
+    return 2;
+  }
+}
+
 }  // namespace kvlanes::cli

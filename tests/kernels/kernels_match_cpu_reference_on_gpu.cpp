@@ -364,7 +364,8 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
       for (int owned_percent : {0, 40, 100}) {
         for (int64_t pages : {0, 1, 29}) {
          for (k::ZeroFill zero_fill :
-              {k::ZeroFill::kSeparatePass, k::ZeroFill::kSamePass, k::ZeroFill::kNone}) {
+              {k::ZeroFill::kAuto, k::ZeroFill::kSeparatePass, k::ZeroFill::kSamePass,
+               k::ZeroFill::kNone}) {
           uint64_t seed = 0;
           std::mt19937_64 rng = FreshRng(&seed);
           const std::string what = "scatter_dense " + Describe(elems, pt, pages, seed) +

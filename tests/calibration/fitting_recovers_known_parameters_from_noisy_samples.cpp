@@ -1,0 +1,215 @@
+// The fit recovers a known profile from synthetic measurements with seeded noise: latencies and
+// bandwidths, a bend found as two bands, non-negative latencies, and a YAML that loads back.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "sim/calibration.h"
+#include "tests/calibration/synthetic.h"
+
+namespace kvlanes::test {
+namespace {
+
+// |fitted / truth - 1| <= tol.
+bool Near(double fitted, double truth, double tol) { return std::fabs(fitted / truth - 1) <= tol; }
+
+std::string TempPath(const std::string& name) {
+  return std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/kvlanes_cal_" + name;
+}
+
+}  // namespace
+
+TEST_CASE("NNLS matches a hand-solved problem whose unconstrained optimum is negative") {
+  // min (x1 - 1)^2 + (x2 + 1)^2 + (x1 + x2)^2 over x >= 0: x2 = 0, then 2(x1 - 1) + 2 x1 = 0.
+  Eigen::MatrixXd a(3, 2);
+  a << 1, 0, 0, 1, 1, 1;
+  Eigen::VectorXd b(3);
+  b << 1, -1, 0;
+  const Eigen::VectorXd x = SolveNnls(a, b);
+  CHECK(x[0] == doctest::Approx(0.5));
+  CHECK(x[1] == 0.0);
+  // Unconstrained, the same problem wants x2 < 0 (so the constraint is what the test exercises).
+  const Eigen::VectorXd free = a.colPivHouseholderQr().solve(b);
+  CHECK(free[1] < 0);
+}
+
+TEST_CASE("NNLS equals ordinary least squares when the optimum is already non-negative") {
+  Eigen::MatrixXd a(4, 2);
+  a << 1, 1e3, 1, 2e3, 1, 5e3, 1, 9e3;  // columns of very different scale
+  Eigen::VectorXd b(4);
+  b << 3.0, 5.1, 10.9, 19.2;
+  const Eigen::VectorXd x = SolveNnls(a, b), ls = a.colPivHouseholderQr().solve(b);
+  REQUIRE(ls.minCoeff() > 0);
+  CHECK(x[0] == doctest::Approx(ls[0]));
+  CHECK(x[1] == doctest::Approx(ls[1]));
+}
+
+TEST_CASE("latency plus inverse bandwidth is recovered from noisy copies with relative weighting") {
+  Noise noise(7, 0.02);
+  const double lat = 3e-6, gbps = 40;
+  Eigen::MatrixXd a(12, 2);
+  Eigen::VectorXd t(12);
+  for (int i = 0; i < 12; ++i) {
+    const double bytes = 4096.0 * std::pow(2.0, i);  // 4 KiB .. 8 MiB: latency- to bandwidth-bound
+    a(i, 0) = 1;
+    a(i, 1) = bytes;
+    t[i] = (lat + bytes / (gbps * 1e9)) * noise();
+  }
+  const LinearFit f = FitRelative(a, t);
+  CHECK(Near(f.x[0], lat, 0.05));
+  CHECK(Near(1 / (f.x[1] * 1e9), gbps, 0.05));
+  for (double e : f.rel_err) CHECK(std::fabs(e) < 0.05);  // noise is at most 2%
+}
+
+TEST_CASE("a zero true latency fits as a non-negative one where unconstrained least squares goes negative") {
+  // Take the first seed whose unconstrained weighted fit gives a negative latency.
+  for (uint64_t seed = 1; seed < 200; ++seed) {
+    Noise noise(seed, 0.03);
+    Eigen::MatrixXd a(8, 2);
+    Eigen::VectorXd t(8);
+    for (int i = 0; i < 8; ++i) {
+      const double bytes = 1e6 * (i + 1);
+      a(i, 0) = 1;
+      a(i, 1) = bytes;
+      t[i] = bytes / 2e12 * noise();  // no latency at all
+    }
+    const Eigen::MatrixXd aw = t.cwiseInverse().asDiagonal() * a;
+    const Eigen::VectorXd free = aw.colPivHouseholderQr().solve(Eigen::VectorXd::Ones(8));
+    if (free[0] >= 0) continue;
+    const LinearFit f = FitRelative(a, t);
+    CHECK(f.x[0] >= 0);
+    CHECK(f.x[0] == 0.0);  // the active set pins it at the bound
+    CHECK(Near(1 / (f.x[1] * 1e9), 2000, 0.03));
+    return;
+  }
+  FAIL("no seed below 200 gives a negative unconstrained latency");
+}
+
+TEST_CASE("a curve that bends is split into two bands near the bend; a straight one is not") {
+  Noise noise(11, 0.01);
+  BandedRows bent, straight;
+  std::vector<double> sizes;
+  for (double y = 16384; y <= 256 << 20; y *= 2) sizes.push_back(y);
+  const auto rows = static_cast<Eigen::Index>(sizes.size());
+  for (BandedRows* r : {&bent, &straight}) {
+    r->band_features.resize(rows, 2);
+    r->shared_features.resize(rows, 0);
+    r->t.resize(rows);
+  }
+  for (Eigen::Index i = 0; i < rows; ++i) {
+    const double y = sizes[static_cast<size_t>(i)];
+    for (BandedRows* r : {&bent, &straight}) {
+      r->size.push_back(y);
+      r->band_features(i, 0) = 1;
+      r->band_features(i, 1) = y;
+    }
+    bent.t[i] = (y <= 1 << 20 ? 10e-6 + y / 50e9 : 30e-6 + y / 300e9) * noise();
+    straight.t[i] = (20e-6 + y / 300e9) * noise();
+  }
+  const BandedFit b = FitBands(bent, BandOptions{});
+  REQUIRE(b.max_bytes.size() == 2);
+  CHECK(b.max_bytes[0] > 1 << 20);  // between the last size of the small band ...
+  CHECK(b.max_bytes[0] < 2 << 20);  // ... and the first of the large one
+  CHECK(b.max_bytes[1] == 0);
+  CHECK(Near(b.band_x[0][0], 10e-6, 0.05));
+  CHECK(Near(1 / (b.band_x[0][1] * 1e9), 50, 0.05));
+  CHECK(Near(b.band_x[1][0], 30e-6, 0.10));
+  CHECK(Near(1 / (b.band_x[1][1] * 1e9), 300, 0.05));
+  const BandedFit s = FitBands(straight, BandOptions{});
+  CHECK(s.max_bytes.size() == 1);
+  CHECK(Near(s.band_x[0][0], 20e-6, 0.05));
+}
+
+TEST_CASE("calibrate recovers every parameter of a known profile from a noisy synthetic sweep") {
+  const HardwareProfile truth = TruthProfile();
+  const Measurements m = ParseMeasurements(SyntheticSweep(truth, 42, 0.02).dump(1), "synthetic.json");
+  const CalibrationResult r = Calibrate(m, nullptr, CalibrateOptions{});
+  const HardwareProfile& p = r.profile;
+  CHECK(r.kept_from_base.empty());
+  CHECK(p.measured);
+  CHECK(Near(p.h2d_gbps, truth.h2d_gbps, 0.03));
+  CHECK(Near(p.d2h_gbps, truth.d2h_gbps, 0.03));
+  CHECK(Near(p.copy_latency_s, truth.copy_latency_s, 0.05));
+  CHECK(Near(p.copy_submit_s, truth.copy_submit_s, 0.03));
+  CHECK(Near(p.device_copy_gbps, truth.device_copy_gbps, 0.03));
+  CHECK(Near(p.kernel_launch_s, truth.kernel_launch_s, 0.05));
+  CHECK(Near(p.layer_base_s, truth.layer_base_s, 0.10));
+  CHECK(Near(p.layer_token_s, truth.layer_token_s, 0.05));
+  CHECK(Near(p.layer_attn_pair_s, truth.layer_attn_pair_s, 0.05));
+  REQUIRE(p.collectives.size() == 1);
+  const CollectiveModel& c = p.collectives[0];
+  const CollectiveModel& tc = truth.collectives[0];
+  CHECK(c.ranks == 4);
+  REQUIRE(c.all_gather.bands.size() == 2);  // the bend at 1 MiB
+  CHECK(c.all_gather.bands[0].max_bytes > 1 << 20);
+  CHECK(c.all_gather.bands[0].max_bytes < 2 << 20);
+  for (size_t b = 0; b < 2; ++b) {
+    CAPTURE(b);
+    CAPTURE(c.all_gather.bands[b].latency_s);
+    CAPTURE(c.all_gather.bands[b].gbps);
+    CHECK(Near(c.all_gather.bands[b].latency_s, tc.all_gather.bands[b].latency_s, 0.10));
+    // In the small band the bandwidth term is at most a third of each time (latency-bound), so
+    // 2% noise on the times moves its bandwidth by several percent.
+    CHECK(Near(c.all_gather.bands[b].gbps, tc.all_gather.bands[b].gbps, b == 0 ? 0.10 : 0.05));
+  }
+  REQUIRE(c.all_reduce.bands.size() == 1);
+  CHECK(Near(c.all_reduce.bands[0].latency_s, 15e-6, 0.05));
+  CHECK(Near(c.all_reduce.bands[0].gbps, 200, 0.05));
+  REQUIRE(c.peer_read.bands.size() == 1);
+  CHECK(Near(c.peer_read.bands[0].gbps, 350, 0.05));
+  CHECK(Near(c.peer_setup_s, 2e-6, 0.15));
+  CHECK(Near(c.peer_read.bands[0].latency_s, 5e-6, 0.15));
+  // Residuals are reported per group and are within the noise.
+  CHECK(r.fits.size() == 7);
+  for (const FitReport& f : r.fits) {
+    CHECK(f.samples > 0);
+    CHECK(f.max_rel_err < 0.04);
+    CHECK(f.median_rel_err <= f.max_rel_err);
+  }
+}
+
+TEST_CASE("the written profile loads back with the fitted values and residual comments") {
+  const Measurements m = ParseMeasurements(SyntheticSweep(TruthProfile(), 5, 0.01).dump(1), "synthetic.json");
+  const CalibrationResult r = Calibrate(m, nullptr, CalibrateOptions{});
+  const std::string yaml = ProfileToYaml(r, "synthetic.json");
+  CHECK(yaml.find("# fit: ") != std::string::npos);
+  const std::string path = TempPath("roundtrip.yaml");
+  std::ofstream(path) << yaml;
+  const HardwareProfile back = LoadHardwareProfile(path);
+  std::remove(path.c_str());
+  CHECK(back.measured);
+  CHECK(back.source.find("synthetic.json") != std::string::npos);
+  CHECK(back.h2d_gbps == doctest::Approx(r.profile.h2d_gbps).epsilon(1e-5));
+  CHECK(back.layer_attn_pair_s == doctest::Approx(r.profile.layer_attn_pair_s).epsilon(1e-5));
+  REQUIRE(back.collectives.size() == 1);
+  CHECK(back.collectives[0].all_gather.bands.size() == r.profile.collectives[0].all_gather.bands.size());
+  CHECK(back.collectives[0].all_gather.bands[0].max_bytes ==
+        doctest::Approx(r.profile.collectives[0].all_gather.bands[0].max_bytes).epsilon(1e-5));
+}
+
+TEST_CASE("parameters without samples come from the base profile and are named") {
+  nlohmann::json doc = SyntheticSweep(TruthProfile(), 3, 0.01);
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& s : doc["samples"])
+    if (s["kind"] == "host_copy" && s["direction"] == "h2d") kept.push_back(s);
+  doc["samples"] = kept;
+  HardwareProfile base = TruthProfile();
+  base.name = "base";
+  base.d2h_gbps = 12;
+  base.layer_token_s = 7e-6;
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(), "h2d.json"), &base, CalibrateOptions{});
+  CHECK(Near(r.profile.h2d_gbps, 50, 0.03));
+  CHECK(r.profile.d2h_gbps == 12);  // no d2h samples: from the base
+  CHECK(r.profile.layer_token_s == 7e-6);
+  auto kept_has = [&](const std::string& k) {
+    return std::find(r.kept_from_base.begin(), r.kept_from_base.end(), k) != r.kept_from_base.end();
+  };
+  CHECK(kept_has("host_device.d2h_gbps"));
+  CHECK(kept_has("compute.layer_token_s"));
+  CHECK(kept_has("collectives[ranks=4]"));
+  CHECK_FALSE(kept_has("host_device.h2d_gbps"));
+  CHECK(r.profile.source.find("from base profile 'base'") != std::string::npos);
+}
+
+}  // namespace kvlanes::test
