@@ -111,9 +111,8 @@ const int32_t* DevPtr(const Buffers& keep, size_t i) {
 }
 
 // Untimed passes run until at least `warmup` of them and kMinWarmupMs of wall time have passed:
-// the GPU's clocks drop while the host sets a measurement up, and a few short passes do not bring
-// them back (seen on the H200: a 0.6 ms kernel timed after set-up ran 10% slower than the same
-// kernel timed later).
+// on the H200 a 0.6 ms kernel timed right after its set-up with 3 warm-up passes ran 10% slower
+// than the same kernel timed later (presumably the clocks drop while the host sets up).
 constexpr double kMinWarmupMs = 100.0;
 
 // Median of `repeats` timed passes after the warm-up; pass i calls body(i).
@@ -163,7 +162,8 @@ std::vector<int32_t> DistinctRandom(int64_t n, int64_t range, std::mt19937_64& r
 }
 
 int RotationSets(const KernelBenchOptions& o, int64_t bytes_per_pass) {
-  const int64_t sets = (o.rotate_min_bytes + bytes_per_pass - 1) / std::max<int64_t>(bytes_per_pass, 1);
+  const int64_t sets =
+      (o.rotate_min_bytes + bytes_per_pass - 1) / std::max<int64_t>(bytes_per_pass, 1);
   return static_cast<int>(std::clamp<int64_t>(sets, 1, 64));
 }
 
@@ -211,13 +211,13 @@ MatShape ShapeFor(const KernelBenchOptions& o, int64_t size) {
 }
 
 // Pools of `slots` slots each (one per elem size), random content.
-Buffers MakePools(const KernelBenchOptions& o,
-                                                     const MatShape& m, int64_t slots,
-                                                     std::vector<PoolRef>* refs, uint64_t seed,
-                                                     cudaStream_t s) {
+Buffers MakePools(const KernelBenchOptions& o, const MatShape& m, int64_t slots,
+                  std::vector<PoolRef>* refs, uint64_t seed, cudaStream_t s) {
   Buffers bufs;
   for (size_t k = 0; k < m.chunk.size(); ++k) {
-    PoolGeometry g{.num_layers = o.num_layers, .num_slots = slots, .page_tokens = o.page_tokens,
+    PoolGeometry g{.num_layers = o.num_layers,
+                   .num_slots = slots,
+                   .page_tokens = o.page_tokens,
                    .elem_bytes = o.pool_elem_bytes[k]};
     bufs.push_back(std::make_unique<DeviceBuffer>(g.total_bytes()));
     FillRandom(bufs.back()->get(), g.total_bytes(), seed + k, s);
@@ -228,14 +228,15 @@ Buffers MakePools(const KernelBenchOptions& o,
 
 // `sets` dense outputs (one buffer per pool per set) of m.pages pages.
 std::vector<std::vector<DenseRef>> MakeDense(const KernelBenchOptions& o, const MatShape& m,
-                                             int sets,
-                                             Buffers* keep) {
+                                             int sets, Buffers* keep) {
   std::vector<std::vector<DenseRef>> out(sets);
   for (int r = 0; r < sets; ++r) {
     for (size_t k = 0; k < m.chunk.size(); ++k) {
       keep->push_back(std::make_unique<DeviceBuffer>(o.num_layers * m.pages * m.chunk[k]));
-      out[r].push_back({.data = keep->back()->get(), .page_tokens = o.page_tokens,
-                        .elem_bytes = o.pool_elem_bytes[k], .num_pages = m.pages});
+      out[r].push_back({.data = keep->back()->get(),
+                        .page_tokens = o.page_tokens,
+                        .elem_bytes = o.pool_elem_bytes[k],
+                        .num_pages = m.pages});
     }
   }
   return out;
@@ -286,8 +287,7 @@ KernelBenchRow MakeRow(const std::string& kernel, int64_t pages, int64_t payload
 using TimedKernel = std::function<double(const LaunchTuning&, int64_t* moved)>;
 
 TimedKernel PackBench(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
-                      std::mt19937_64& rng, Buffers* keep,
-                      Buffers* idx) {
+                      std::mt19937_64& rng, Buffers* keep, Buffers* idx) {
   auto refs = std::make_shared<std::vector<PoolRef>>();
   const int64_t slots = 4 * m.pages;  // owned pages scattered over a pool 4x their size
   for (auto& b : MakePools(o, m, slots, refs.get(), 11, s)) keep->push_back(std::move(b));
@@ -302,8 +302,10 @@ TimedKernel PackBench(const KernelBenchOptions& o, const MatShape& m, cudaStream
   return [=, &o](const LaunchTuning& t, int64_t* moved) {
     *moved = 2 * m.payload;
     return MedianMs(s, o.warmup, o.repeats, [&](int i) {
-      PackArgs a{.pools = *refs, .layers = {0, o.num_layers},
-                 .slots = DevPtr(*idx, first_idx + i % sets), .num_pages = m.pages,
+      PackArgs a{.pools = *refs,
+                 .layers = {0, o.num_layers},
+                 .slots = DevPtr(*idx, first_idx + i % sets),
+                 .num_pages = m.pages,
                  .send = (*sends)[i % sets]};
       Check(PackPages(a, s, t), "PackPages");
     });
@@ -311,8 +313,7 @@ TimedKernel PackBench(const KernelBenchOptions& o, const MatShape& m, cudaStream
 }
 
 TimedKernel UnpackBench(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
-                        std::mt19937_64& rng, Buffers* keep,
-                        Buffers* idx) {
+                        std::mt19937_64& rng, Buffers* keep, Buffers* idx) {
   // Each page owned by a uniformly random rank: shards unbalanced, padded to the largest.
   std::vector<std::vector<int64_t>> shards(static_cast<size_t>(o.num_ranks));
   std::uniform_int_distribution<int64_t> owner(0, o.num_ranks - 1);
@@ -334,9 +335,12 @@ TimedKernel UnpackBench(const KernelBenchOptions& o, const MatShape& m, cudaStre
   return [=, &o](const LaunchTuning& t, int64_t* moved) {
     *moved = 2 * m.payload;
     return MedianMs(s, o.warmup, o.repeats, [&](int i) {
-      UnpackArgs a{.dense = (*dense)[i % sets], .num_layers = o.num_layers,
-                   .recv = (*recvs)[i % sets], .num_records = records,
-                   .recv_index = DevPtr(*idx, index_at), .num_dense_pages = m.pages};
+      UnpackArgs a{.dense = (*dense)[i % sets],
+                   .num_layers = o.num_layers,
+                   .recv = (*recvs)[i % sets],
+                   .num_records = records,
+                   .recv_index = DevPtr(*idx, index_at),
+                   .num_dense_pages = m.pages};
       Check(UnpackPages(a, s, t), "UnpackPages");
     });
   };
@@ -358,8 +362,11 @@ TimedKernel ZigzagBench(const KernelBenchOptions& o, const MatShape& m, cudaStre
   return [=, &o](const LaunchTuning& t, int64_t* moved) {
     *moved = 2 * m.payload;
     return MedianMs(s, o.warmup, o.repeats, [&](int i) {
-      ZigzagArgs a{.dense = (*dense)[i % sets], .num_layers = o.num_layers,
-                   .recv = (*recvs)[i % sets], .run = run, .shard_pages = shard_pages,
+      ZigzagArgs a{.dense = (*dense)[i % sets],
+                   .num_layers = o.num_layers,
+                   .recv = (*recvs)[i % sets],
+                   .run = run,
+                   .shard_pages = shard_pages,
                    .dense_first_page = 0};
       Check(ZigzagReorder(a, s, t), "ZigzagReorder");
     });
@@ -392,13 +399,16 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
   return [=, &o](const LaunchTuning& t, int64_t* moved) {
     *moved = m.payload + owned * m.record;
     return MedianMs(s, o.warmup, o.repeats, [&](int i) {
-      ScatterDenseArgs a{.pools = *refs, .layers = {0, o.num_layers},
-                         .owner_slot = DevPtr(*idx, index_at), .num_dense_pages = m.pages,
-                         .dense = (*dense)[i % sets], .zero_fill = zero_fill};
+      ScatterDenseArgs a{.pools = *refs,
+                         .layers = {0, o.num_layers},
+                         .owner_slot = DevPtr(*idx, index_at),
+                         .num_dense_pages = m.pages,
+                         .dense = (*dense)[i % sets],
+                         .zero_fill = zero_fill};
       if (zero_fill == ZeroFill::kNone) {
         for (const DenseRef& d : a.dense) {
-          Check(cudaMemsetAsync(d.data, 0, static_cast<size_t>(o.num_layers * m.pages *
-                                                               d.chunk_bytes()), s),
+          Check(cudaMemsetAsync(d.data, 0,
+                                static_cast<size_t>(o.num_layers * m.pages * d.chunk_bytes()), s),
                 "cudaMemsetAsync");
         }
       }
@@ -408,8 +418,7 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
 }
 
 TimedKernel PeerBench(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
-                      std::mt19937_64& rng, Buffers* keep,
-                      Buffers* idx) {
+                      std::mt19937_64& rng, Buffers* keep, Buffers* idx) {
   // N pools of the same device stand in for the peers' IPC-mapped pools: this measures the
   // kernel's local gather, not NVLink.
   const int64_t ranks = std::min<int64_t>(o.num_ranks, kMaxPeerRanks);
@@ -435,9 +444,13 @@ TimedKernel PeerBench(const KernelBenchOptions& o, const MatShape& m, cudaStream
   return [=, &o](const LaunchTuning& t, int64_t* moved) {
     *moved = 2 * m.payload;
     return MedianMs(s, o.warmup, o.repeats, [&](int i) {
-      PeerGatherArgs a{.peer_pools = *peers, .num_ranks = ranks, .layers = {0, o.num_layers},
-                       .src_rank = DevPtr(*idx, index_at), .src_slot = DevPtr(*idx, index_at + 1),
-                       .num_dense_pages = m.pages, .dense = (*dense)[i % sets]};
+      PeerGatherArgs a{.peer_pools = *peers,
+                       .num_ranks = ranks,
+                       .layers = {0, o.num_layers},
+                       .src_rank = DevPtr(*idx, index_at),
+                       .src_slot = DevPtr(*idx, index_at + 1),
+                       .num_dense_pages = m.pages,
+                       .dense = (*dense)[i % sets]};
       Check(PeerGather(a, s, t), "PeerGather");
     });
   };
@@ -453,11 +466,16 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
     const double memset_ms = MemsetMs(o, m.payload, s);
     // scatter_dense as the dense-allreduce method uses it (owns 1/N of the pages, one fused
     // pass), then the same with a memset first, then the extremes of the owned share.
-    const std::vector<std::string> names = {
-        "pack",         "unpack",    "zigzag_reorder", "scatter_dense", "peer_gather",
-        "scatter_dense(same pass)", "scatter_dense(two passes)", "scatter_dense(memset+copy)",
-        "scatter_dense(0% owned)",
-        "scatter_dense(100% owned)"};
+    const std::vector<std::string> names = {"pack",
+                                            "unpack",
+                                            "zigzag_reorder",
+                                            "scatter_dense",
+                                            "peer_gather",
+                                            "scatter_dense(same pass)",
+                                            "scatter_dense(two passes)",
+                                            "scatter_dense(memset+copy)",
+                                            "scatter_dense(0% owned)",
+                                            "scatter_dense(100% owned)"};
     for (const std::string& name : names) {
       Buffers keep;
       Buffers idx;
@@ -506,14 +524,19 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
               for (int piece : {8192, 32768, 131072}) {
                 for (int ctas : {2, 4, 8}) {
                   if (threads * ctas > 2048) continue;
-                  const LaunchTuning t{.threads_per_block = threads, .piece_bytes = piece,
-                                       .ctas_per_sm = ctas, .unroll = unroll,
+                  const LaunchTuning t{.threads_per_block = threads,
+                                       .piece_bytes = piece,
+                                       .ctas_per_sm = ctas,
+                                       .unroll = unroll,
                                        .layer_major = layer_major};
                   const double tms = timed(t, &moved);
                   rep->tune.push_back({.what = name + " " + std::to_string(m.payload) + " B",
-                                       .threads_per_block = threads, .piece_bytes = piece,
-                                       .ctas_per_sm = ctas, .unroll = unroll,
-                                       .layer_major = layer_major, .ms = tms,
+                                       .threads_per_block = threads,
+                                       .piece_bytes = piece,
+                                       .ctas_per_sm = ctas,
+                                       .unroll = unroll,
+                                       .layer_major = layer_major,
+                                       .ms = tms,
                                        .gbps = Gbps(moved, tms)});
                 }
               }
@@ -539,8 +562,8 @@ void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* 
   Check(cudaStreamSynchronize(s), "tier set-up");
 
   for (const auto& [elem, page_tokens] : o.tier_shapes) {
-    const PoolGeometry shape{.num_layers = o.num_layers, .num_slots = 0,
-                             .page_tokens = page_tokens, .elem_bytes = elem};
+    const PoolGeometry shape{
+        .num_layers = o.num_layers, .num_slots = 0, .page_tokens = page_tokens, .elem_bytes = elem};
     const int64_t page_bytes = o.num_layers * shape.chunk_bytes();
     const int64_t run = std::max<int64_t>(1, o.tier_run_pages);
     const int64_t runs = std::max<int64_t>(1, o.tier_bytes / (page_bytes * run));
@@ -548,8 +571,8 @@ void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* 
     const int64_t dev_slots = dev_bytes / page_bytes;
     const int64_t host_slots = o.host_pool_bytes / page_bytes;
     if (pages > dev_slots || pages > host_slots) {
-      throw CudaFailure("tier shape " + std::to_string(elem) + "x" +
-                        std::to_string(page_tokens) + ": pools too small for the page list");
+      throw CudaFailure("tier shape " + std::to_string(elem) + "x" + std::to_string(page_tokens) +
+                        ": pools too small for the page list");
     }
     const int64_t payload = pages * page_bytes;
     // Runs of `run` adjacent pages at random run-aligned places in both pools.
@@ -582,12 +605,15 @@ void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* 
            {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect}) {
         PoolGeometry g = shape;
         g.num_slots = dev_slots;
-        const TierPoolPair pair{.device = {.data = dev.get(), .geo = g},
-                                .host = {.data = host.get(), .num_slots = host_slots,
-                                         .layout = layout}};
-        TierCopyArgs dev_args{.pools = {&pair, 1}, .layers = {0, o.num_layers},
-                              .device_slots = DevPtr(idx, 0), .host_slots = DevPtr(idx, 1),
-                              .num_pages = pages, .direction = dir};
+        const TierPoolPair pair{
+            .device = {.data = dev.get(), .geo = g},
+            .host = {.data = host.get(), .num_slots = host_slots, .layout = layout}};
+        TierCopyArgs dev_args{.pools = {&pair, 1},
+                              .layers = {0, o.num_layers},
+                              .device_slots = DevPtr(idx, 0),
+                              .host_slots = DevPtr(idx, 1),
+                              .num_pages = pages,
+                              .direction = dir};
         TierCopyArgs host_args = dev_args;
         host_args.device_slots = dslots.data();
         host_args.host_slots = hslots.data();
@@ -614,8 +640,7 @@ void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* 
         for (MemcpyShape ms_shape : {MemcpyShape::k2D, MemcpyShape::k1D}) {
           // page_first in 1D is one copy per token-layer element: minutes per pass, skipped.
           if (ms_shape == MemcpyShape::k1D && layout == HostLayout::kPageFirst) continue;
-          const int64_t copies =
-              static_cast<int64_t>(PlanTierMemcpys(host_args, ms_shape).size());
+          const int64_t copies = static_cast<int64_t>(PlanTierMemcpys(host_args, ms_shape).size());
           add_row(ms_shape == MemcpyShape::k2D ? "memcpy2d" : "memcpy1d", copies,
                   MedianMs(s, 1, o.tier_repeats, [&](int) {
                     Check(TierCopyMemcpy(host_args, s, ms_shape), "TierCopyMemcpy");
@@ -625,8 +650,10 @@ void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* 
           for (int unroll : {4, 8}) {
             for (int threads : {128, 256, 512}) {
               for (int ctas : {1, 2, 4, 8}) {
-                const LaunchTuning t{.threads_per_block = threads, .piece_bytes = 8192,
-                                     .ctas_per_sm = ctas, .unroll = unroll};
+                const LaunchTuning t{.threads_per_block = threads,
+                                     .piece_bytes = 8192,
+                                     .ctas_per_sm = ctas,
+                                     .unroll = unroll};
                 const double tms = MedianMs(s, o.warmup, o.tier_repeats, [&](int) {
                   Check(TierCopyKernel(dev_args, s, t), "TierCopyKernel");
                 });
@@ -634,8 +661,11 @@ void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* 
                                              " " + std::string(TierDirectionName(dir)) + " " +
                                              std::to_string(elem) + "x" +
                                              std::to_string(page_tokens),
-                                     .threads_per_block = threads, .piece_bytes = 8192,
-                                     .ctas_per_sm = ctas, .unroll = unroll, .ms = tms,
+                                     .threads_per_block = threads,
+                                     .piece_bytes = 8192,
+                                     .ctas_per_sm = ctas,
+                                     .unroll = unroll,
+                                     .ms = tms,
                                      .gbps = Gbps(payload, tms)});
               }
             }
@@ -662,7 +692,11 @@ void FindCrossovers(KernelBenchReport* rep) {
         }
         if (wins.empty()) continue;
         std::sort(wins.begin(), wins.end());
-        TierCrossover c{.layout = layout, .direction = dir, .memcpy_variant = variant, .first_chunk_bytes_memcpy_wins = -1, .note = ""};
+        TierCrossover c{.layout = layout,
+                        .direction = dir,
+                        .memcpy_variant = variant,
+                        .first_chunk_bytes_memcpy_wins = -1,
+                        .note = ""};
         for (const auto& [chunk, memcpy_wins] : wins) {
           if (memcpy_wins) {
             c.first_chunk_bytes_memcpy_wins = chunk;
@@ -673,8 +707,8 @@ void FindCrossovers(KernelBenchReport* rep) {
                      ? "kernel faster at every measured chunk size (" +
                            std::to_string(wins.front().first) + ".." +
                            std::to_string(wins.back().first) + " B)"
-                     : "memcpy first as fast at " + std::to_string(c.first_chunk_bytes_memcpy_wins) +
-                           " B chunks";
+                     : "memcpy first as fast at " +
+                           std::to_string(c.first_chunk_bytes_memcpy_wins) + " B chunks";
         rep->crossovers.push_back(c);
       }
     }

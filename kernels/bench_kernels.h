@@ -23,8 +23,8 @@ struct KernelBenchOptions {
   // page-layer chunk is their product), adjacent pages per run in the scattered page list.
   int64_t tier_bytes = 256ll << 20;
   int64_t host_pool_bytes = 4ll << 30;
-  std::vector<std::pair<int64_t, int64_t>> tier_shapes = {
-      {132, 32}, {656, 8}, {656, 16}, {656, 64}, {656, 256}, {656, 1600}};
+  std::vector<std::pair<int64_t, int64_t>> tier_shapes = {{132, 32}, {656, 8},   {656, 16},
+                                                          {656, 64}, {656, 256}, {656, 1600}};
   int64_t tier_run_pages = 1;
   int tier_repeats = 5;
   bool tune = false;  // also sweep launch shapes (LaunchTuning) and report each
@@ -76,12 +76,12 @@ struct TierBenchRow {
   int64_t page_tokens = 0;
   int64_t chunk_bytes = 0;  // elem_bytes * page_tokens
   int64_t pages = 0;
-  int64_t payload_bytes = 0;  // pages * layers * chunk_bytes
-  int64_t copies = 0;         // enqueued operations: 1 kernel, or the memcpy plan's length
-  double ms = 0;              // median, including host planning and enqueueing
-  double gbps = 0;            // payload_bytes / ms
-  double contiguous_gbps = 0; // one cudaMemcpyAsync of payload_bytes, contiguous pinned, same dir
-  double fraction = 0;        // gbps / contiguous_gbps
+  int64_t payload_bytes = 0;   // pages * layers * chunk_bytes
+  int64_t copies = 0;          // enqueued operations: 1 kernel, or the memcpy plan's length
+  double ms = 0;               // median, including host planning and enqueueing
+  double gbps = 0;             // payload_bytes / ms
+  double contiguous_gbps = 0;  // one cudaMemcpyAsync of payload_bytes, contiguous pinned, same dir
+  double fraction = 0;         // gbps / contiguous_gbps
 };
 
 // Where the memcpy strategy stops losing to the kernel, per layout and direction.

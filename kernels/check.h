@@ -11,9 +11,9 @@ namespace kvlanes::kernels::detail {
 
 }  // namespace kvlanes::kernels::detail
 
-#define KVLANES_KERNELS_CHECK(condition, message)                                            \
-  do {                                                                                       \
-    if (!(condition)) {                                                                      \
-      ::kvlanes::kernels::detail::CheckFailed(__FILE__, __LINE__, #condition, (message));    \
-    }                                                                                        \
+#define KVLANES_KERNELS_CHECK(condition, message)                                         \
+  do {                                                                                    \
+    if (!(condition)) {                                                                   \
+      ::kvlanes::kernels::detail::CheckFailed(__FILE__, __LINE__, #condition, (message)); \
+    }                                                                                     \
   } while (0)

@@ -115,8 +115,8 @@ __global__ void ChunkCopyKernel(const __grid_constant__ CopyParams p) {
     using Idx = std::conditional_t<kAligned, int64_t, uint32_t>;
     Idx phase = 0;
     if constexpr (kAligned) {
-      const uintptr_t aligned_start = reinterpret_cast<uintptr_t>(p.align_dst ? dst_unit : src_unit) +
-                                      uintptr_t{begin} * kVec;
+      const uintptr_t aligned_start =
+          reinterpret_cast<uintptr_t>(p.align_dst ? dst_unit : src_unit) + uintptr_t{begin} * kVec;
       phase = static_cast<Idx>((aligned_start % (32u * kVec)) / kVec);
     }
     for (Idx v = static_cast<Idx>(begin) - phase + lane; v < end; v += 32 * kUnroll) {
@@ -165,7 +165,8 @@ KernelFn KernelFor(int unroll) {
 
 template <int kVec>
 KernelFn KernelFor(int unroll, bool rows, bool aligned) {
-  if (rows) return aligned ? KernelFor<kVec, true, true>(unroll) : KernelFor<kVec, true, false>(unroll);
+  if (rows)
+    return aligned ? KernelFor<kVec, true, true>(unroll) : KernelFor<kVec, true, false>(unroll);
   return aligned ? KernelFor<kVec, false, true>(unroll) : KernelFor<kVec, false, false>(unroll);
 }
 
@@ -201,8 +202,7 @@ cudaError_t ResidentCtas(KernelFn kernel, int threads, int* sms, int* per_sm) {
         e != cudaSuccess) {
       return e;
     }
-    if (cudaError_t e =
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0);
+    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0);
         e != cudaSuccess) {
       return e;
     }

@@ -32,10 +32,10 @@ enum class PageMode : int {
 
 // What a negative source index means.
 enum class NegativeIndex : int {
-  kInvalid,  // a bug: trap
-  kSkip,     // leave the destination untouched (unpack)
-  kZero,     // write zeros (scatter_dense)
-  kZeroOnly, // write zeros, and skip items whose index is >= 0 (zero pass of scatter_dense)
+  kInvalid,   // a bug: trap
+  kSkip,      // leave the destination untouched (unpack)
+  kZero,      // write zeros (scatter_dense)
+  kZeroOnly,  // write zeros, and skip items whose index is >= 0 (zero pass of scatter_dense)
 };
 
 struct CopySide {
@@ -55,14 +55,14 @@ struct CopySegment {
   int64_t unit_bytes = 0;  // num_rows * row_bytes
   uint32_t num_layers = 0;
   uint32_t num_subs = 1;
-  uint32_t num_rows = 1;   // > 1 only in row mode
-  int64_t row_bytes = 0;   // unit_bytes when num_rows == 1
+  uint32_t num_rows = 1;  // > 1 only in row mode
+  int64_t row_bytes = 0;  // unit_bytes when num_rows == 1
   // Filled by LaunchChunkCopy:
-  uint32_t unit_vecs = 0;        // unit_bytes / vector width
-  uint32_t row_vecs = 0;         // row_bytes / vector width
-  uint32_t piece_vecs = 0;       // vectors per piece
+  uint32_t unit_vecs = 0;   // unit_bytes / vector width
+  uint32_t row_vecs = 0;    // row_bytes / vector width
+  uint32_t piece_vecs = 0;  // vectors per piece
   uint32_t pieces_per_unit = 0;
-  uint32_t piece_begin = 0;      // first piece of this segment in the launch
+  uint32_t piece_begin = 0;  // first piece of this segment in the launch
 };
 
 struct CopyParams {

@@ -1,8 +1,9 @@
 // Argument validation and index builders shared by the CPU reference and the CUDA launchers.
+#include "kernels/materialize.h"
+
 #include <string>
 
 #include "kernels/check.h"
-#include "kernels/materialize.h"
 
 namespace kvlanes::kernels {
 
@@ -67,8 +68,8 @@ std::string CheckDense(std::span<const DenseRef> dense, int64_t pages_needed, bo
   return "";
 }
 
-std::string CheckDenseMatchesPools(std::span<const DenseRef> dense,
-                                   std::span<const PoolRef> pools, size_t pools_per_kind) {
+std::string CheckDenseMatchesPools(std::span<const DenseRef> dense, std::span<const PoolRef> pools,
+                                   size_t pools_per_kind) {
   if (dense.size() * pools_per_kind != pools.size()) {
     return "dense: " + Num(dense.size()) + " buffers for " + Num(pools.size() / pools_per_kind) +
            " pool kinds";
@@ -170,9 +171,8 @@ std::string ValidateArgs(const PeerGatherArgs& a) {
 std::vector<int32_t> BuildUnpackIndex(std::span<const std::vector<int64_t>> shard_logical_pages,
                                       int64_t shard_pages, int64_t num_dense_pages) {
   KVLANES_KERNELS_CHECK(num_dense_pages >= 0 && shard_pages >= 0, "negative size");
-  KVLANES_KERNELS_CHECK(
-      static_cast<int64_t>(shard_logical_pages.size()) * shard_pages <= INT32_MAX,
-      "record indices exceed int32");
+  KVLANES_KERNELS_CHECK(static_cast<int64_t>(shard_logical_pages.size()) * shard_pages <= INT32_MAX,
+                        "record indices exceed int32");
   std::vector<int32_t> index(static_cast<size_t>(num_dense_pages), -1);
   for (size_t r = 0; r < shard_logical_pages.size(); ++r) {
     const std::vector<int64_t>& shard = shard_logical_pages[r];
@@ -181,13 +181,12 @@ std::vector<int32_t> BuildUnpackIndex(std::span<const std::vector<int64_t>> shar
                               " pages, more than shard_pages " + Num(shard_pages));
     for (size_t k = 0; k < shard.size(); ++k) {
       const int64_t page = shard[k];
-      KVLANES_KERNELS_CHECK(page >= 0 && page < num_dense_pages,
-                            "logical page " + Num(page) + " outside [0, " +
-                                Num(num_dense_pages) + ")");
-      KVLANES_KERNELS_CHECK(index[page] == -1,
-                            "logical page " + Num(page) + " held by two shards");
-      index[page] = static_cast<int32_t>(static_cast<int64_t>(r) * shard_pages +
-                                         static_cast<int64_t>(k));
+      KVLANES_KERNELS_CHECK(
+          page >= 0 && page < num_dense_pages,
+          "logical page " + Num(page) + " outside [0, " + Num(num_dense_pages) + ")");
+      KVLANES_KERNELS_CHECK(index[page] == -1, "logical page " + Num(page) + " held by two shards");
+      index[page] =
+          static_cast<int32_t>(static_cast<int64_t>(r) * shard_pages + static_cast<int64_t>(k));
     }
   }
   return index;

@@ -89,8 +89,8 @@ cudaError_t UnpackPages(const UnpackArgs& a, cudaStream_t stream, const LaunchTu
   p.num_segments = static_cast<int>(a.dense.size());
   for (int k = 0; k < p.num_segments; ++k) {
     const DenseRef& d = a.dense[k];
-    p.seg[k] = Segment(RecordSide(a.recv, PackedRecordPoolOffset(a.dense, a.num_layers, k),
-                                  record, d.chunk_bytes(), a.num_records),
+    p.seg[k] = Segment(RecordSide(a.recv, PackedRecordPoolOffset(a.dense, a.num_layers, k), record,
+                                  d.chunk_bytes(), a.num_records),
                        DenseSide(d, 0), d.chunk_bytes(), a.num_layers);
   }
   p.num_items = static_cast<uint32_t>(a.num_dense_pages);
@@ -108,8 +108,8 @@ cudaError_t ZigzagReorder(const ZigzagArgs& a, cudaStream_t stream, const Launch
   p.num_segments = static_cast<int>(a.dense.size());
   for (int k = 0; k < p.num_segments; ++k) {
     const DenseRef& d = a.dense[k];
-    p.seg[k] = Segment(RecordSide(a.recv, PackedRecordPoolOffset(a.dense, a.num_layers, k),
-                                  record, d.chunk_bytes(), num_records),
+    p.seg[k] = Segment(RecordSide(a.recv, PackedRecordPoolOffset(a.dense, a.num_layers, k), record,
+                                  d.chunk_bytes(), num_records),
                        DenseSide(d, a.dense_first_page), d.chunk_bytes(), a.num_layers);
   }
   p.num_items = static_cast<uint32_t>(a.run.num_pages);
@@ -138,8 +138,8 @@ cudaError_t ScatterDense(const ScatterDenseArgs& a, cudaStream_t stream,
     for (const DenseRef& d : a.dense) {
       dense_bytes += a.layers.size() * a.num_dense_pages * d.chunk_bytes();
     }
-    mode = dense_bytes >= kScatterSeparatePassMinBytes ? ZeroFill::kSeparatePass
-                                                       : ZeroFill::kSamePass;
+    mode =
+        dense_bytes >= kScatterSeparatePassMinBytes ? ZeroFill::kSeparatePass : ZeroFill::kSamePass;
   }
   switch (mode) {
     case ZeroFill::kAuto:  // resolved above

@@ -91,11 +91,11 @@ enum class ZeroFill {
   kNone,          // -1 pages are not written
 };
 struct ScatterDenseArgs {
-  std::span<const PoolRef> pools;        // 1..kMaxPools pools of this rank, read only
-  LayerRange layers;                     // within every pool's num_layers
-  const int32_t* owner_slot = nullptr;   // num_dense_pages entries in [-1, num_slots)
+  std::span<const PoolRef> pools;       // 1..kMaxPools pools of this rank, read only
+  LayerRange layers;                    // within every pool's num_layers
+  const int32_t* owner_slot = nullptr;  // num_dense_pages entries in [-1, num_slots)
   int64_t num_dense_pages = 0;
-  std::span<const DenseRef> dense;       // one per pool, same page_tokens and elem_bytes
+  std::span<const DenseRef> dense;  // one per pool, same page_tokens and elem_bytes
   ZeroFill zero_fill = ZeroFill::kAuto;
 };
 
@@ -109,7 +109,7 @@ struct PeerGatherArgs {
   const int32_t* src_rank = nullptr;    // num_dense_pages entries in [0, num_ranks)
   const int32_t* src_slot = nullptr;    // num_dense_pages entries in [0, num_slots)
   int64_t num_dense_pages = 0;
-  std::span<const DenseRef> dense;      // one per pool kind
+  std::span<const DenseRef> dense;  // one per pool kind
 };
 
 // "" when the arguments are consistent (counts, geometry, sizes, non-null pointers where bytes

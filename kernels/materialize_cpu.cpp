@@ -13,9 +13,7 @@ namespace {
 using Byte = unsigned char;
 
 Byte* At(void* base, int64_t offset) { return static_cast<Byte*>(base) + offset; }
-const Byte* At(const void* base, int64_t offset) {
-  return static_cast<const Byte*>(base) + offset;
-}
+const Byte* At(const void* base, int64_t offset) { return static_cast<const Byte*>(base) + offset; }
 
 // Chunk (layer, slot) of a layer-first device pool.
 const Byte* PoolChunk(const PoolRef& pool, int64_t layer, int64_t slot) {
@@ -32,10 +30,10 @@ void RequireValid(const std::string& error, const char* op) {
 }
 
 void RequireIndex(int64_t value, int64_t lo, int64_t hi, const char* what, int64_t i) {
-  KVLANES_KERNELS_CHECK(value >= lo && value < hi,
-                        std::string(what) + "[" + std::to_string(i) + "] = " +
-                            std::to_string(value) + " outside [" + std::to_string(lo) + ", " +
-                            std::to_string(hi) + ")");
+  KVLANES_KERNELS_CHECK(value >= lo && value < hi, std::string(what) + "[" + std::to_string(i) +
+                                                       "] = " + std::to_string(value) +
+                                                       " outside [" + std::to_string(lo) + ", " +
+                                                       std::to_string(hi) + ")");
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 // Tier copies on the host: validation, the CPU reference, and the planning of the memcpy strategy
 // (shared with the CUDA launcher, which issues the planned copies with cudaMemcpy2DAsync).
+#include "kernels/tier_copy.h"
+
 #include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "kernels/check.h"
-#include "kernels/tier_copy.h"
 
 namespace kvlanes::kernels {
 namespace {
@@ -14,9 +15,8 @@ using Byte = unsigned char;
 std::string Num(int64_t v) { return std::to_string(v); }
 
 void RequireSlot(int64_t value, int64_t hi, const char* what, int64_t i) {
-  KVLANES_KERNELS_CHECK(value >= 0 && value < hi,
-                        std::string(what) + "[" + Num(i) + "] = " + Num(value) +
-                            " outside [0, " + Num(hi) + ")");
+  KVLANES_KERNELS_CHECK(value >= 0 && value < hi, std::string(what) + "[" + Num(i) + "] = " +
+                                                      Num(value) + " outside [0, " + Num(hi) + ")");
 }
 
 }  // namespace
@@ -119,8 +119,13 @@ std::vector<Copy2D> PlanTierMemcpys(const TierCopyArgs& a, MemcpyShape shape) {
       return HostElementOffset(a.pools[k].host.layout, g, hslots, slot, layer, token);
     };
     auto add = [&](int64_t d, int64_t h, int64_t dp, int64_t hp, int64_t w, int64_t height) {
-      plan.push_back({.pool = static_cast<int>(k), .to_host = to_host, .device_offset = d,
-                      .host_offset = h, .device_pitch = dp, .host_pitch = hp, .width = w,
+      plan.push_back({.pool = static_cast<int>(k),
+                      .to_host = to_host,
+                      .device_offset = d,
+                      .host_offset = h,
+                      .device_pitch = dp,
+                      .host_pitch = hp,
+                      .width = w,
                       .height = height});
     };
     for (const PageRun& run : runs) {
@@ -169,8 +174,7 @@ std::vector<Copy2D> PlanTierMemcpys(const TierCopyArgs& a, MemcpyShape shape) {
               add(dev_off(d0, l), host_off(h0, l, 0), e, g.num_layers * e, e, n * g.page_tokens);
             } else {
               for (int64_t t = 0; t < n * g.page_tokens; ++t) {
-                add(dev_off(d0, l) + t * e, host_off(h0, l, 0) + t * g.num_layers * e, e, e, e,
-                    1);
+                add(dev_off(d0, l) + t * e, host_off(h0, l, 0) + t * g.num_layers * e, e, e, e, 1);
               }
             }
           }

@@ -18,8 +18,7 @@ char* Bytes(void* p) { return static_cast<char*>(p); }
 
 }  // namespace
 
-cudaError_t TierCopyKernel(const TierCopyArgs& a, cudaStream_t stream,
-                           const LaunchTuning& tuning) {
+cudaError_t TierCopyKernel(const TierCopyArgs& a, cudaStream_t stream, const LaunchTuning& tuning) {
   if (!ValidateArgs(a).empty() || a.num_pages > std::numeric_limits<int32_t>::max()) {
     return cudaErrorInvalidValue;
   }
@@ -72,9 +71,8 @@ cudaError_t TierCopyKernel(const TierCopyArgs& a, cudaStream_t stream,
 }
 
 cudaError_t TierCopyKernel(const TierCopyArgs& a, cudaStream_t stream) {
-  return TierCopyKernel(a, stream,
-                        a.direction == TierDirection::kDeviceToHost ? kTierD2HTuning
-                                                                    : kTierH2DTuning);
+  return TierCopyKernel(
+      a, stream, a.direction == TierDirection::kDeviceToHost ? kTierD2HTuning : kTierH2DTuning);
 }
 
 cudaError_t TierCopyMemcpyPlanned(const TierCopyArgs& a, std::span<const Copy2D> plan,

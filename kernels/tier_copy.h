@@ -42,10 +42,10 @@ struct TierPoolPair {
 // [layers.begin, layers.end), every pool pair. The destination pages must be distinct (a
 // destination written twice is a race on the GPU); sources may repeat.
 struct TierCopyArgs {
-  std::span<const TierPoolPair> pools;     // 1..kMaxPools
-  LayerRange layers;                       // within every pool's num_layers
-  const int32_t* device_slots = nullptr;   // num_pages entries in [0, device.num_slots)
-  const int32_t* host_slots = nullptr;     // num_pages entries in [0, host.num_slots)
+  std::span<const TierPoolPair> pools;    // 1..kMaxPools
+  LayerRange layers;                      // within every pool's num_layers
+  const int32_t* device_slots = nullptr;  // num_pages entries in [0, device.num_slots)
+  const int32_t* host_slots = nullptr;    // num_pages entries in [0, host.num_slots)
   int64_t num_pages = 0;
   TierDirection direction = TierDirection::kDeviceToHost;
 };

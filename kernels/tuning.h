@@ -32,9 +32,10 @@ inline constexpr LaunchTuning kDeviceCopyTuning{
 
 // scatter_dense with ZeroFill::kAuto: one fused pass below this many bytes of dense output, a
 // zero pass then a copy pass from here up. H200, 2026-11-29, 61 layers x (656 + 132) B x 64
-// tokens, 1/8 of the pages owned (kernel ms, fused / separate): 62 MiB 0.0258-0.0279 / 0.0335;
-// 255 MiB 0.0931 / 0.0954; 1 GiB 0.3417 / 0.3164. Fused, the owned pages' scattered reads break
-// up the stream of zero writes; separately, the second launch costs a few microseconds.
+// tokens, 1/8 of the pages owned, kernel ms over three runs (fused / separate passes):
+// 62 MiB 0.0258-0.0279 / 0.0318-0.0335; 255 MiB 0.0931-0.0932 / 0.0924-0.0954;
+// 1 GiB 0.3417-0.3533 / 0.3149-0.3308. Fused, the owned pages' scattered reads break up the
+// stream of zero writes; separately, the second launch costs a few microseconds.
 inline constexpr long long kScatterSeparatePassMinBytes = 512ll << 20;
 
 // Tier copy kernel, host to device (the kernel reads mapped pinned memory over PCIe).

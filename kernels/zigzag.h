@@ -38,9 +38,7 @@ struct ZigzagRun {
     return j * base_size() + (j < remainder() ? j : remainder());
   }
   // The rank owning chunk j, and whether it is that rank's second chunk.
-  KVLANES_HD int64_t OwnerRank(int64_t j) const {
-    return j < num_ranks ? j : num_chunks() - 1 - j;
-  }
+  KVLANES_HD int64_t OwnerRank(int64_t j) const { return j < num_ranks ? j : num_chunks() - 1 - j; }
   // Chunk-slot of logical chunk j in the rank-major all-gather output (the formula above).
   KVLANES_HD int64_t ChunkSlot(int64_t j) const {
     return j < num_ranks ? 2 * j : 4 * num_ranks - 1 - 2 * j;

@@ -43,10 +43,14 @@ int64_t ParseBytes(const std::string& text, const std::string& field) {
   }
   const std::string suffix = text.substr(used);
   int shift = 0;
-  if (suffix == "K" || suffix == "KiB") shift = 10;
-  else if (suffix == "M" || suffix == "MiB") shift = 20;
-  else if (suffix == "G" || suffix == "GiB") shift = 30;
-  else if (!suffix.empty()) throw InputError("", 0, field, "unknown unit in '" + text + "'");
+  if (suffix == "K" || suffix == "KiB")
+    shift = 10;
+  else if (suffix == "M" || suffix == "MiB")
+    shift = 20;
+  else if (suffix == "G" || suffix == "GiB")
+    shift = 30;
+  else if (!suffix.empty())
+    throw InputError("", 0, field, "unknown unit in '" + text + "'");
   if (value <= 0) throw InputError("", 0, field, "must be positive: '" + text + "'");
   return static_cast<int64_t>(value) << shift;
 }
@@ -103,8 +107,8 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
   out << "(cudaMemsetAsync of the same payload, write-only:";
   for (size_t i = 0; i < r.kernels.size(); ++i) {
     if (i > 0 && r.kernels[i].payload_bytes == r.kernels[i - 1].payload_bytes) continue;
-    std::snprintf(line, sizeof line, " %s %.4f ms = %.1f GB/s;", Mib(r.kernels[i].payload_bytes).c_str(),
-                  r.kernels[i].memset_ms,
+    std::snprintf(line, sizeof line, " %s %.4f ms = %.1f GB/s;",
+                  Mib(r.kernels[i].payload_bytes).c_str(), r.kernels[i].memset_ms,
                   r.kernels[i].payload_bytes / (r.kernels[i].memset_ms * 1e6));
     out << line;
   }
@@ -114,8 +118,7 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
   out << "\nTier copies vs one contiguous pinned cudaMemcpyAsync of the same bytes, same "
          "direction (GB/s = payload / time)\n";
   std::snprintf(line, sizeof line, "%-18s %4s %8s %9s %9s %8s %9s %8s %11s %8s\n", "layout", "dir",
-                "shape", "chunk_B", "variant", "copies", "ms", "GB/s", "contig_GB/s",
-                "fraction");
+                "shape", "chunk_B", "variant", "copies", "ms", "GB/s", "contig_GB/s", "fraction");
   out << line;
   for (const auto& t : r.tiers) {
     const std::string shape = std::to_string(t.elem_bytes) + "x" + std::to_string(t.page_tokens);
@@ -162,16 +165,26 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
                   {"runtime_version", r.context.runtime_version},
                   {"date_utc", r.context.date_utc}};
   json shapes = json::array();
-  for (const auto& [e, pt] : o.tier_shapes) shapes.push_back({{"elem_bytes", e}, {"page_tokens", pt}});
-  j["options"] = {{"sizes_bytes", o.sizes_bytes},      {"pool_elem_bytes", o.pool_elem_bytes},
-                  {"page_tokens", o.page_tokens},      {"num_layers", o.num_layers},
-                  {"num_ranks", o.num_ranks},          {"warmup", o.warmup},
-                  {"repeats", o.repeats},              {"tier_bytes", o.tier_bytes},
-                  {"host_pool_bytes", o.host_pool_bytes}, {"tier_shapes", shapes},
-                  {"tier_run_pages", o.tier_run_pages}, {"tier_repeats", o.tier_repeats},
-                  {"tune", o.tune},                    {"seed", o.seed},
-                  {"run_materialize", o.run_materialize}, {"run_tier", o.run_tier},
-                  {"device", o.device},                {"rotate_min_bytes", o.rotate_min_bytes}};
+  for (const auto& [e, pt] : o.tier_shapes)
+    shapes.push_back({{"elem_bytes", e}, {"page_tokens", pt}});
+  j["options"] = {{"sizes_bytes", o.sizes_bytes},
+                  {"pool_elem_bytes", o.pool_elem_bytes},
+                  {"page_tokens", o.page_tokens},
+                  {"num_layers", o.num_layers},
+                  {"num_ranks", o.num_ranks},
+                  {"warmup", o.warmup},
+                  {"repeats", o.repeats},
+                  {"tier_bytes", o.tier_bytes},
+                  {"host_pool_bytes", o.host_pool_bytes},
+                  {"tier_shapes", shapes},
+                  {"tier_run_pages", o.tier_run_pages},
+                  {"tier_repeats", o.tier_repeats},
+                  {"tune", o.tune},
+                  {"seed", o.seed},
+                  {"run_materialize", o.run_materialize},
+                  {"run_tier", o.run_tier},
+                  {"device", o.device},
+                  {"rotate_min_bytes", o.rotate_min_bytes}};
   j["kernels"] = json::array();
   for (const auto& k : r.kernels) {
     j["kernels"].push_back({{"kernel", k.kernel},
@@ -244,9 +257,8 @@ int CmdBenchKernels(int argc, const char* const* argv) {
   visible.add_options()("help,h", "print this help")(
       "sizes", po::value(&sizes)->default_value(sizes),
       "materialization payloads (logical-dense bytes, rounded down to whole pages), comma list "
-      "with K/M/G suffixes")(
-      "pools", po::value(&pools)->default_value(pools),
-      "bytes per token-layer of each pool copied together (1 to 4 pools)")(
+      "with K/M/G suffixes")("pools", po::value(&pools)->default_value(pools),
+                             "bytes per token-layer of each pool copied together (1 to 4 pools)")(
       "page-tokens", po::value(&opt.page_tokens)->default_value(opt.page_tokens),
       "tokens per page for the materialization kernels")(
       "layers", po::value(&opt.num_layers)->default_value(opt.num_layers), "layers per pool")(
@@ -255,10 +267,9 @@ int CmdBenchKernels(int argc, const char* const* argv) {
       "warmup", po::value(&opt.warmup)->default_value(opt.warmup), "untimed passes first")(
       "repeats", po::value(&opt.repeats)->default_value(opt.repeats),
       "timed passes per materialization measurement (the median is reported)")(
-      "tier-bytes", po::value(&tier_bytes)->default_value(tier_bytes),
-      "payload of each tier copy")("host-pool-bytes",
-                                   po::value(&host_pool)->default_value(host_pool),
-                                   "pinned host pool the tier pages are scattered over")(
+      "tier-bytes", po::value(&tier_bytes)->default_value(tier_bytes), "payload of each tier copy")(
+      "host-pool-bytes", po::value(&host_pool)->default_value(host_pool),
+      "pinned host pool the tier pages are scattered over")(
       "tier-shapes", po::value(&tier_shapes)->default_value(tier_shapes),
       "tier page shapes ELEMxTOKENS (chunk = their product), comma list")(
       "tier-run-pages", po::value(&opt.tier_run_pages)->default_value(opt.tier_run_pages),
@@ -297,10 +308,12 @@ int CmdBenchKernels(int argc, const char* const* argv) {
   }
   try {
     opt.sizes_bytes.clear();
-    for (const std::string& s : SplitCommas(sizes)) opt.sizes_bytes.push_back(ParseBytes(s, "sizes"));
+    for (const std::string& s : SplitCommas(sizes))
+      opt.sizes_bytes.push_back(ParseBytes(s, "sizes"));
     if (opt.sizes_bytes.empty()) throw InputError("", 0, "sizes", "no size given");
     opt.pool_elem_bytes.clear();
-    for (const std::string& s : SplitCommas(pools)) opt.pool_elem_bytes.push_back(ParseBytes(s, "pools"));
+    for (const std::string& s : SplitCommas(pools))
+      opt.pool_elem_bytes.push_back(ParseBytes(s, "pools"));
     if (opt.pool_elem_bytes.empty() || opt.pool_elem_bytes.size() > 4) {
       throw InputError("", 0, "pools", "need 1 to 4 pools");
     }
@@ -319,8 +332,9 @@ int CmdBenchKernels(int argc, const char* const* argv) {
     }
     if (opt.page_tokens < 1 || opt.num_layers < 1 || opt.num_ranks < 1 || opt.repeats < 1 ||
         opt.tier_repeats < 1 || opt.warmup < 0 || opt.tier_run_pages < 1) {
-      throw InputError("", 0, "", "page-tokens, layers, ranks, repeats, tier-repeats and "
-                                  "tier-run-pages must be >= 1, warmup >= 0");
+      throw InputError("", 0, "",
+                       "page-tokens, layers, ranks, repeats, tier-repeats and "
+                       "tier-run-pages must be >= 1, warmup >= 0");
     }
   } catch (const InputError& e) {
     std::cerr << name << ": " << e.what() << "\n";
@@ -346,9 +360,10 @@ int CmdBenchKernels(int argc, const char* const* argv) {
   return 0;
 #else
   (void)json_path;
-  std::cerr << name << ": this build has no CUDA support (kvlanes_kernels was built without "
-                       "nvcc); reconfigure with CUDA available (-DKVLANES_CUDA=ON) to run the "
-                       "kernels benchmark\n";
+  std::cerr << name
+            << ": this build has no CUDA support (kvlanes_kernels was built without "
+               "nvcc); reconfigure with CUDA available (-DKVLANES_CUDA=ON) to run the "
+               "kernels benchmark\n";
   return 2;
 #endif
 }

@@ -6,9 +6,9 @@
 #include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -83,9 +83,9 @@ class Mirror {
   }
   Bytes Download() const {
     Bytes out(host_.size());
-    RequireCuda(cudaMemcpy(out.data(), static_cast<char*>(raw_) + offset_, out.size(),
-                           cudaMemcpyDefault),
-                "download");
+    RequireCuda(
+        cudaMemcpy(out.data(), static_cast<char*>(raw_) + offset_, out.size(), cudaMemcpyDefault),
+        "download");
     return out;
   }
 
@@ -176,8 +176,8 @@ PoolSet MakePools(const std::vector<int64_t>& elems, int64_t page_tokens, int64_
                   std::mt19937_64& rng, int64_t offset = 0) {
   PoolSet p;
   for (int64_t e : elems) {
-    p.geo.push_back({.num_layers = kLayers, .num_slots = slots, .page_tokens = page_tokens,
-                     .elem_bytes = e});
+    p.geo.push_back(
+        {.num_layers = kLayers, .num_slots = slots, .page_tokens = page_tokens, .elem_bytes = e});
     p.mem.push_back(std::make_unique<Mirror>(p.geo.back().total_bytes(), rng, false, offset));
   }
   return p;
@@ -191,8 +191,10 @@ struct DenseSet {
   std::vector<k::DenseRef> refs(bool gpu) {
     std::vector<k::DenseRef> r;
     for (size_t i = 0; i < mem.size(); ++i) {
-      r.push_back({.data = mem[i]->side(gpu), .page_tokens = page_tokens,
-                   .elem_bytes = elems[i], .num_pages = pages});
+      r.push_back({.data = mem[i]->side(gpu),
+                   .page_tokens = page_tokens,
+                   .elem_bytes = elems[i],
+                   .num_pages = pages});
     }
     return r;
   }
@@ -246,14 +248,19 @@ TEST_CASE("pack equals the CPU reference for every page size, element size, laye
             // One spare record beyond the list: it must stay poisoned.
             Mirror send((pages + 1) * record, rng, false, offset);
             const std::vector<k::PoolRef> dev_refs = pools.refs(true);
-            RequireCuda(k::PackPages({.pools = dev_refs, .layers = layers,
-                                      .slots = slot_list.side(true), .num_pages = pages,
+            RequireCuda(k::PackPages({.pools = dev_refs,
+                                      .layers = layers,
+                                      .slots = slot_list.side(true),
+                                      .num_pages = pages,
                                       .send = send.dev()},
                                      nullptr),
                         "PackPages");
             Sync("PackPages");
-            k::PackPagesCpu({.pools = host_refs, .layers = layers, .slots = slot_list.side(false),
-                             .num_pages = pages, .send = send.host()});
+            k::PackPagesCpu({.pools = host_refs,
+                             .layers = layers,
+                             .slots = slot_list.side(false),
+                             .num_pages = pages,
+                             .send = send.host()});
             CheckSame(send.Download(), send.host_bytes(), what);
           }
         }
@@ -291,14 +298,20 @@ TEST_CASE("unpack equals the CPU reference for unbalanced padded shards with mis
           const int64_t records = ranks * shard_pages;
           Mirror recv(records * k::PackedRecordBytes(host_dense, layers), rng);  // padding random
           const std::vector<k::DenseRef> dev_dense = dense.refs(true);
-          RequireCuda(k::UnpackPages({.dense = dev_dense, .num_layers = layers, .recv = recv.dev(),
-                                      .num_records = records, .recv_index = index.side(true),
+          RequireCuda(k::UnpackPages({.dense = dev_dense,
+                                      .num_layers = layers,
+                                      .recv = recv.dev(),
+                                      .num_records = records,
+                                      .recv_index = index.side(true),
                                       .num_dense_pages = pages},
                                      nullptr),
                       "UnpackPages");
           Sync("UnpackPages");
-          k::UnpackPagesCpu({.dense = host_dense, .num_layers = layers, .recv = recv.host(),
-                             .num_records = records, .recv_index = index.side(false),
+          k::UnpackPagesCpu({.dense = host_dense,
+                             .num_layers = layers,
+                             .recv = recv.host(),
+                             .num_records = records,
+                             .recv_index = index.side(false),
                              .num_dense_pages = pages});
           dense.Compare(what);
         }
@@ -308,8 +321,9 @@ TEST_CASE("unpack equals the CPU reference for unbalanced padded shards with mis
 }
 
 TEST_CASE("zigzag_reorder equals the CPU reference and the explicit-index unpack") {
-  const std::vector<std::pair<int64_t, int64_t>> runs = {
-      {0, 1}, {1, 1}, {1, 2}, {3, 2}, {7, 2}, {10, 2}, {16, 8}, {17, 8}, {31, 8}, {100, 3}, {45, 16}};
+  const std::vector<std::pair<int64_t, int64_t>> runs = {{0, 1},  {1, 1},   {1, 2},  {3, 2},
+                                                         {7, 2},  {10, 2},  {16, 8}, {17, 8},
+                                                         {31, 8}, {100, 3}, {45, 16}};
   for (const auto& elems : kElemSets) {
     for (int64_t pt : PageTokensFor(elems)) {
       for (const auto& [n, ranks] : runs) {
@@ -329,14 +343,21 @@ TEST_CASE("zigzag_reorder equals the CPU reference and the explicit-index unpack
         // The explicit-index unpack, on the CPU, from the same poisoned start.
         std::vector<Bytes> by_index;
         for (auto& m : dense.mem) by_index.push_back(m->host_bytes());
-        RequireCuda(k::ZigzagReorder({.dense = dev_dense, .num_layers = layers, .recv = recv.dev(),
-                                      .run = run, .shard_pages = shard_pages,
+        RequireCuda(k::ZigzagReorder({.dense = dev_dense,
+                                      .num_layers = layers,
+                                      .recv = recv.dev(),
+                                      .run = run,
+                                      .shard_pages = shard_pages,
                                       .dense_first_page = first},
                                      nullptr),
                     "ZigzagReorder");
         Sync("ZigzagReorder");
-        k::ZigzagReorderCpu({.dense = host_dense, .num_layers = layers, .recv = recv.host(),
-                             .run = run, .shard_pages = shard_pages, .dense_first_page = first});
+        k::ZigzagReorderCpu({.dense = host_dense,
+                             .num_layers = layers,
+                             .recv = recv.host(),
+                             .run = run,
+                             .shard_pages = shard_pages,
+                             .dense_first_page = first});
         dense.Compare(what);
 
         std::vector<std::vector<int64_t>> shards;
@@ -347,8 +368,11 @@ TEST_CASE("zigzag_reorder equals the CPU reference and the explicit-index unpack
         const std::vector<int32_t> index = k::BuildUnpackIndex(shards, shard_pages, first + n + 1);
         std::vector<k::DenseRef> index_dense = host_dense;
         for (size_t i = 0; i < index_dense.size(); ++i) index_dense[i].data = by_index[i].data();
-        k::UnpackPagesCpu({.dense = index_dense, .num_layers = layers, .recv = recv.host(),
-                           .num_records = records, .recv_index = index.data(),
+        k::UnpackPagesCpu({.dense = index_dense,
+                           .num_layers = layers,
+                           .recv = recv.host(),
+                           .num_records = records,
+                           .recv_index = index.data(),
                            .num_dense_pages = first + n + 1});
         for (size_t i = 0; i < by_index.size(); ++i) {
           CheckSame(by_index[i], dense.mem[i]->host_bytes(), what + " (index vs formula)");
@@ -363,40 +387,44 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
     for (int64_t pt : PageTokensFor(elems)) {
       for (int owned_percent : {0, 40, 100}) {
         for (int64_t pages : {0, 1, 29}) {
-         for (k::ZeroFill zero_fill :
-              {k::ZeroFill::kAuto, k::ZeroFill::kSeparatePass, k::ZeroFill::kSamePass,
-               k::ZeroFill::kNone}) {
-          uint64_t seed = 0;
-          std::mt19937_64 rng = FreshRng(&seed);
-          const std::string what = "scatter_dense " + Describe(elems, pt, pages, seed) +
-                                   " owned% " + std::to_string(owned_percent) + " zero_fill " +
-                                   std::to_string(static_cast<int>(zero_fill));
-          const int64_t slots = 33;
-          PoolSet pools = MakePools(elems, pt, slots, rng);
-          const std::vector<int32_t> picks = DistinctSlots(pages, slots, rng);
-          std::vector<int32_t> owner(static_cast<size_t>(pages), -1);
-          for (int64_t p = 0; p < pages; ++p) {
-            if (static_cast<int>(rng() % 100) < owned_percent) owner[p] = picks[p];
+          for (k::ZeroFill zero_fill : {k::ZeroFill::kAuto, k::ZeroFill::kSeparatePass,
+                                        k::ZeroFill::kSamePass, k::ZeroFill::kNone}) {
+            uint64_t seed = 0;
+            std::mt19937_64 rng = FreshRng(&seed);
+            const std::string what = "scatter_dense " + Describe(elems, pt, pages, seed) +
+                                     " owned% " + std::to_string(owned_percent) + " zero_fill " +
+                                     std::to_string(static_cast<int>(zero_fill));
+            const int64_t slots = 33;
+            PoolSet pools = MakePools(elems, pt, slots, rng);
+            const std::vector<int32_t> picks = DistinctSlots(pages, slots, rng);
+            std::vector<int32_t> owner(static_cast<size_t>(pages), -1);
+            for (int64_t p = 0; p < pages; ++p) {
+              if (static_cast<int>(rng() % 100) < owned_percent) owner[p] = picks[p];
+            }
+            Index owner_index(owner, rng);
+            const k::LayerRange layers{0, kLayers};
+            DenseSet dense = MakeDense(elems, pt, pages + 2, kLayers, rng);
+            const std::vector<k::PoolRef> dev_pools = pools.refs(true);
+            const std::vector<k::DenseRef> dev_dense = dense.refs(true);
+            RequireCuda(k::ScatterDense({.pools = dev_pools,
+                                         .layers = layers,
+                                         .owner_slot = owner_index.side(true),
+                                         .num_dense_pages = pages,
+                                         .dense = dev_dense,
+                                         .zero_fill = zero_fill},
+                                        nullptr),
+                        "ScatterDense");
+            Sync("ScatterDense");
+            const std::vector<k::PoolRef> host_pools = pools.refs(false);
+            const std::vector<k::DenseRef> host_dense = dense.refs(false);
+            k::ScatterDenseCpu({.pools = host_pools,
+                                .layers = layers,
+                                .owner_slot = owner_index.side(false),
+                                .num_dense_pages = pages,
+                                .dense = host_dense,
+                                .zero_fill = zero_fill});
+            dense.Compare(what);
           }
-          Index owner_index(owner, rng);
-          const k::LayerRange layers{0, kLayers};
-          DenseSet dense = MakeDense(elems, pt, pages + 2, kLayers, rng);
-          const std::vector<k::PoolRef> dev_pools = pools.refs(true);
-          const std::vector<k::DenseRef> dev_dense = dense.refs(true);
-          RequireCuda(k::ScatterDense({.pools = dev_pools, .layers = layers,
-                                       .owner_slot = owner_index.side(true),
-                                       .num_dense_pages = pages, .dense = dev_dense,
-                                       .zero_fill = zero_fill},
-                                      nullptr),
-                      "ScatterDense");
-          Sync("ScatterDense");
-          const std::vector<k::PoolRef> host_pools = pools.refs(false);
-          const std::vector<k::DenseRef> host_dense = dense.refs(false);
-          k::ScatterDenseCpu({.pools = host_pools, .layers = layers,
-                              .owner_slot = owner_index.side(false), .num_dense_pages = pages,
-                              .dense = host_dense, .zero_fill = zero_fill});
-          dense.Compare(what);
-         }
         }
       }
     }
@@ -429,18 +457,25 @@ TEST_CASE("peer_gather equals the CPU reference reading from up to sixteen pools
           DenseSet dense = MakeDense(elems, pt, pages, layers.size(), rng);
           const std::vector<k::PoolRef> dev_peers = peers(true);
           const std::vector<k::DenseRef> dev_dense = dense.refs(true);
-          RequireCuda(k::PeerGather({.peer_pools = dev_peers, .num_ranks = ranks,
-                                     .layers = layers, .src_rank = src_rank.side(true),
-                                     .src_slot = src_slot.side(true), .num_dense_pages = pages,
+          RequireCuda(k::PeerGather({.peer_pools = dev_peers,
+                                     .num_ranks = ranks,
+                                     .layers = layers,
+                                     .src_rank = src_rank.side(true),
+                                     .src_slot = src_slot.side(true),
+                                     .num_dense_pages = pages,
                                      .dense = dev_dense},
                                     nullptr),
                       "PeerGather");
           Sync("PeerGather");
           const std::vector<k::PoolRef> host_peers = peers(false);
           const std::vector<k::DenseRef> host_dense = dense.refs(false);
-          k::PeerGatherCpu({.peer_pools = host_peers, .num_ranks = ranks, .layers = layers,
-                            .src_rank = src_rank.side(false), .src_slot = src_slot.side(false),
-                            .num_dense_pages = pages, .dense = host_dense});
+          k::PeerGatherCpu({.peer_pools = host_peers,
+                            .num_ranks = ranks,
+                            .layers = layers,
+                            .src_rank = src_rank.side(false),
+                            .src_slot = src_slot.side(false),
+                            .num_dense_pages = pages,
+                            .dense = host_dense});
           dense.Compare(what);
         }
       }
@@ -453,8 +488,8 @@ TEST_CASE("tier copies equal the CPU reference in every layout, direction and st
       {656, 16}, {656, 64}, {656, 256}, {132, 16}, {132, 64}, {132, 256}, {7, 3}, {1, 1}};
   enum class Strategy { kKernel, kMemcpy2D, kMemcpy1D };
   for (const auto& [elem, pt] : shapes) {
-    for (k::HostLayout layout : {k::HostLayout::kLayerFirst, k::HostLayout::kPageFirst,
-                                 k::HostLayout::kPageFirstDirect}) {
+    for (k::HostLayout layout :
+         {k::HostLayout::kLayerFirst, k::HostLayout::kPageFirst, k::HostLayout::kPageFirstDirect}) {
       for (k::TierDirection dir :
            {k::TierDirection::kDeviceToHost, k::TierDirection::kHostToDevice}) {
         for (int list = 0; list < 4; ++list) {  // empty, one page, scattered, runs
@@ -472,23 +507,27 @@ TEST_CASE("tier copies equal the CPU reference in every layout, direction and st
             }
             const k::LayerRange layers =
                 list == 2 ? k::LayerRange{1, 2} : k::LayerRange{0, kLayers};
-            const std::string what =
-                std::string("tier ") + std::string(k::HostLayoutName(layout)) + " " +
-                std::string(k::TierDirectionName(dir)) + " strategy " +
-                std::to_string(static_cast<int>(strategy)) + " " +
-                Describe({elem}, pt, pages, seed) + " list " + std::to_string(list);
-            const k::PoolGeometry g{.num_layers = kLayers, .num_slots = dev_slots,
-                                    .page_tokens = pt, .elem_bytes = elem};
+            const std::string what = std::string("tier ") + std::string(k::HostLayoutName(layout)) +
+                                     " " + std::string(k::TierDirectionName(dir)) + " strategy " +
+                                     std::to_string(static_cast<int>(strategy)) + " " +
+                                     Describe({elem}, pt, pages, seed) + " list " +
+                                     std::to_string(list);
+            const k::PoolGeometry g{.num_layers = kLayers,
+                                    .num_slots = dev_slots,
+                                    .page_tokens = pt,
+                                    .elem_bytes = elem};
             Mirror dev(g.total_bytes(), rng);
             Mirror host(k::HostPoolBytes(g, host_slots), rng, /*pinned_host=*/true);
             Index dev_index(d, rng), host_index(h, rng);
             auto args = [&](bool gpu, k::TierPoolPair* pair) {
               *pair = {.device = {.data = dev.side(gpu), .geo = g},
-                       .host = {.data = host.side(gpu), .num_slots = host_slots,
-                                .layout = layout}};
-              return k::TierCopyArgs{.pools = {pair, 1}, .layers = layers,
-                                     .device_slots = nullptr, .host_slots = nullptr,
-                                     .num_pages = pages, .direction = dir};
+                       .host = {.data = host.side(gpu), .num_slots = host_slots, .layout = layout}};
+              return k::TierCopyArgs{.pools = {pair, 1},
+                                     .layers = layers,
+                                     .device_slots = nullptr,
+                                     .host_slots = nullptr,
+                                     .num_pages = pages,
+                                     .direction = dir};
             };
             k::TierPoolPair gpu_pair, cpu_pair;
             k::TierCopyArgs gpu_args = args(true, &gpu_pair);
@@ -500,9 +539,8 @@ TEST_CASE("tier copies equal the CPU reference in every layout, direction and st
               gpu_args.device_slots = d.data();  // the memcpy strategy plans on the host
               gpu_args.host_slots = h.data();
               RequireCuda(k::TierCopyMemcpy(gpu_args, nullptr,
-                                            strategy == Strategy::kMemcpy2D
-                                                ? k::MemcpyShape::k2D
-                                                : k::MemcpyShape::k1D),
+                                            strategy == Strategy::kMemcpy2D ? k::MemcpyShape::k2D
+                                                                            : k::MemcpyShape::k1D),
                           "TierCopyMemcpy");
             }
             Sync("tier copy");
@@ -521,10 +559,16 @@ TEST_CASE("tier copies equal the CPU reference in every layout, direction and st
 
 TEST_CASE("every launch shape gives the same bytes as the CPU reference") {
   const std::vector<k::LaunchTuning> tunings = {
-      {.threads_per_block = 128, .piece_bytes = 2048, .ctas_per_sm = 1, .unroll = 8,
+      {.threads_per_block = 128,
+       .piece_bytes = 2048,
+       .ctas_per_sm = 1,
+       .unroll = 8,
        .layer_major = true},
       {.threads_per_block = 512, .piece_bytes = 131072, .ctas_per_sm = 8, .unroll = 4},
-      {.threads_per_block = 256, .piece_bytes = 100, .ctas_per_sm = 2, .unroll = 8,
+      {.threads_per_block = 256,
+       .piece_bytes = 100,
+       .ctas_per_sm = 2,
+       .unroll = 8,
        .layer_major = true},
       {.threads_per_block = 32, .piece_bytes = 1, .ctas_per_sm = 1, .unroll = 4}};
   for (const k::LaunchTuning& t : tunings) {
@@ -532,10 +576,9 @@ TEST_CASE("every launch shape gives the same bytes as the CPU reference") {
       uint64_t seed = 0;
       std::mt19937_64 rng = FreshRng(&seed);
       const int64_t pt = elems.front() == 7 ? 3 : 64;
-      const std::string what = Describe(elems, pt, 19, seed) + " threads " +
-                               std::to_string(t.threads_per_block) + " piece " +
-                               std::to_string(t.piece_bytes) + " unroll " +
-                               std::to_string(t.unroll);
+      const std::string what =
+          Describe(elems, pt, 19, seed) + " threads " + std::to_string(t.threads_per_block) +
+          " piece " + std::to_string(t.piece_bytes) + " unroll " + std::to_string(t.unroll);
       // pack
       PoolSet pools = MakePools(elems, pt, 23, rng);
       Index slots(RandomSlots(19, 23, rng), rng);
@@ -543,19 +586,27 @@ TEST_CASE("every launch shape gives the same bytes as the CPU reference") {
       const std::vector<k::PoolRef> dev_refs = pools.refs(true);
       const k::LayerRange layers{0, kLayers};
       Mirror send(19 * k::PackedRecordBytes(host_refs, layers), rng);
-      RequireCuda(k::PackPages({.pools = dev_refs, .layers = layers, .slots = slots.side(true),
-                                .num_pages = 19, .send = send.dev()},
+      RequireCuda(k::PackPages({.pools = dev_refs,
+                                .layers = layers,
+                                .slots = slots.side(true),
+                                .num_pages = 19,
+                                .send = send.dev()},
                                nullptr, t),
                   "PackPages");
       Sync("PackPages");
-      k::PackPagesCpu({.pools = host_refs, .layers = layers, .slots = slots.side(false),
-                       .num_pages = 19, .send = send.host()});
+      k::PackPagesCpu({.pools = host_refs,
+                       .layers = layers,
+                       .slots = slots.side(false),
+                       .num_pages = 19,
+                       .send = send.host()});
       CheckSame(send.Download(), send.host_bytes(), "pack " + what);
       // tier kernel, both directions, a contiguous-chunk layout and the row-mode layout
       for (k::HostLayout layout : {k::HostLayout::kLayerFirst, k::HostLayout::kPageFirst}) {
         for (k::TierDirection dir :
              {k::TierDirection::kDeviceToHost, k::TierDirection::kHostToDevice}) {
-          const k::PoolGeometry g{.num_layers = kLayers, .num_slots = 10, .page_tokens = pt,
+          const k::PoolGeometry g{.num_layers = kLayers,
+                                  .num_slots = 10,
+                                  .page_tokens = pt,
                                   .elem_bytes = elems.front()};
           Mirror dev(g.total_bytes(), rng);
           Mirror host(k::HostPoolBytes(g, 12), rng, /*pinned_host=*/true);
@@ -567,15 +618,20 @@ TEST_CASE("every launch shape gives the same bytes as the CPU reference") {
           const k::TierPoolPair cpu_pair{
               .device = {.data = dev.host(), .geo = g},
               .host = {.data = host.host(), .num_slots = 12, .layout = layout}};
-          RequireCuda(k::TierCopyKernel({.pools = {&gpu_pair, 1}, .layers = {0, kLayers},
+          RequireCuda(k::TierCopyKernel({.pools = {&gpu_pair, 1},
+                                         .layers = {0, kLayers},
                                          .device_slots = di.side(true),
-                                         .host_slots = hi.side(true), .num_pages = 7,
+                                         .host_slots = hi.side(true),
+                                         .num_pages = 7,
                                          .direction = dir},
                                         nullptr, t),
                       "TierCopyKernel");
           Sync("TierCopyKernel");
-          k::TierCopyCpu({.pools = {&cpu_pair, 1}, .layers = {0, kLayers},
-                          .device_slots = d.data(), .host_slots = h.data(), .num_pages = 7,
+          k::TierCopyCpu({.pools = {&cpu_pair, 1},
+                          .layers = {0, kLayers},
+                          .device_slots = d.data(),
+                          .host_slots = h.data(),
+                          .num_pages = 7,
                           .direction = dir});
           const std::string tw = "tier " + std::string(k::HostLayoutName(layout)) + " " +
                                  std::string(k::TierDirectionName(dir)) + " " + what;
@@ -594,14 +650,23 @@ TEST_CASE("launchers refuse inconsistent arguments and launch nothing for empty 
   const std::vector<k::PoolRef> refs = pools.refs(true);
   Index slots(std::vector<int32_t>{0, 1}, rng);
   Mirror send(2 * kLayers * 16 * 656, rng);
-  CHECK(k::PackPages({.pools = refs, .layers = {0, kLayers + 1}, .slots = slots.side(true),
-                      .num_pages = 2, .send = send.dev()},
+  CHECK(k::PackPages({.pools = refs,
+                      .layers = {0, kLayers + 1},
+                      .slots = slots.side(true),
+                      .num_pages = 2,
+                      .send = send.dev()},
                      nullptr) == cudaErrorInvalidValue);
-  CHECK(k::PackPages({.pools = refs, .layers = {0, kLayers}, .slots = slots.side(true),
-                      .num_pages = 2, .send = nullptr},
+  CHECK(k::PackPages({.pools = refs,
+                      .layers = {0, kLayers},
+                      .slots = slots.side(true),
+                      .num_pages = 2,
+                      .send = nullptr},
                      nullptr) == cudaErrorInvalidValue);
   const Bytes before = send.Download();
-  CHECK(k::PackPages({.pools = refs, .layers = {1, 1}, .slots = slots.side(true), .num_pages = 2,
+  CHECK(k::PackPages({.pools = refs,
+                      .layers = {1, 1},
+                      .slots = slots.side(true),
+                      .num_pages = 2,
                       .send = send.dev()},
                      nullptr) == cudaSuccess);
   Sync("empty pack");

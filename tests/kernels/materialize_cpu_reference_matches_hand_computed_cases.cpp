@@ -22,16 +22,17 @@ Bytes Iota(int64_t n, uint8_t tag) {
   return b;
 }
 
-// Pool A: 2 layers, 3 slots, 1 token of 2 bytes: layer 0 = [0 1|2 3|4 5], layer 1 = [6 7|8 9|10 11].
-// Pool B: 2 layers, 3 slots, 1 token of 1 byte: layer 0 = [100|101|102], layer 1 = [103|104|105].
+// Pool A: 2 layers, 3 slots, 1 token of 2 bytes: layer 0 = [0 1|2 3|4 5], layer 1 = [6 7|8 9|10
+// 11]. Pool B: 2 layers, 3 slots, 1 token of 1 byte: layer 0 = [100|101|102], layer 1 =
+// [103|104|105].
 struct TwoPools {
   Bytes a = Iota(12, 0);
   Bytes b = Iota(6, 100);
   std::vector<k::PoolRef> refs() {
-    return {{.data = a.data(), .geo = {.num_layers = 2, .num_slots = 3, .page_tokens = 1,
-                                        .elem_bytes = 2}},
-            {.data = b.data(), .geo = {.num_layers = 2, .num_slots = 3, .page_tokens = 1,
-                                        .elem_bytes = 1}}};
+    return {{.data = a.data(),
+             .geo = {.num_layers = 2, .num_slots = 3, .page_tokens = 1, .elem_bytes = 2}},
+            {.data = b.data(),
+             .geo = {.num_layers = 2, .num_slots = 3, .page_tokens = 1, .elem_bytes = 1}}};
   }
 };
 
@@ -44,7 +45,10 @@ TEST_CASE("pack writes one record per listed slot, pool by pool, layer by layer"
   CHECK(k::PackedRecordPoolOffset(refs, {0, 2}, 1) == 4);
   const std::vector<int32_t> slots = {2, 0, 2};
   Bytes send(3 * 6, kPoison);
-  k::PackPagesCpu({.pools = refs, .layers = {0, 2}, .slots = slots.data(), .num_pages = 3,
+  k::PackPagesCpu({.pools = refs,
+                   .layers = {0, 2},
+                   .slots = slots.data(),
+                   .num_pages = 3,
                    .send = send.data()});
   CHECK(send == Bytes{4, 5, 10, 11, 102, 105,  //
                       0, 1, 6, 7, 100, 103,    //
@@ -56,7 +60,10 @@ TEST_CASE("pack of one layer packs only that layer's chunks") {
   const std::vector<k::PoolRef> refs = pools.refs();
   const std::vector<int32_t> slots = {1};
   Bytes send(3 + 1, kPoison);  // one record of 3 bytes and one guard byte
-  k::PackPagesCpu({.pools = refs, .layers = {1, 2}, .slots = slots.data(), .num_pages = 1,
+  k::PackPagesCpu({.pools = refs,
+                   .layers = {1, 2},
+                   .slots = slots.data(),
+                   .num_pages = 1,
                    .send = send.data()});
   CHECK(send == Bytes{8, 9, 104, kPoison});
 }
@@ -65,8 +72,8 @@ TEST_CASE("pack of an empty slot list writes nothing") {
   TwoPools pools;
   const std::vector<k::PoolRef> refs = pools.refs();
   Bytes send(4, kPoison);
-  k::PackPagesCpu({.pools = refs, .layers = {0, 2}, .slots = nullptr, .num_pages = 0,
-                   .send = send.data()});
+  k::PackPagesCpu(
+      {.pools = refs, .layers = {0, 2}, .slots = nullptr, .num_pages = 0, .send = send.data()});
   CHECK(send == Bytes(4, kPoison));
 }
 
@@ -77,9 +84,13 @@ TEST_CASE("unpack places each indexed record at its dense page and leaves -1 pag
   const std::vector<k::DenseRef> d = {
       {.data = dense.data(), .page_tokens = 1, .elem_bytes = 2, .num_pages = 3}};
   const std::vector<int32_t> index = {2, -1, 0};
-  k::UnpackPagesCpu({.dense = d, .num_layers = 2, .recv = recv.data(), .num_records = 4,
-                     .recv_index = index.data(), .num_dense_pages = 3});
-  CHECK(dense == Bytes{30, 31, kPoison, kPoison, 10, 11,  // layer 0
+  k::UnpackPagesCpu({.dense = d,
+                     .num_layers = 2,
+                     .recv = recv.data(),
+                     .num_records = 4,
+                     .recv_index = index.data(),
+                     .num_dense_pages = 3});
+  CHECK(dense == Bytes{30, 31, kPoison, kPoison, 10, 11,    // layer 0
                        32, 33, kPoison, kPoison, 12, 13});  // layer 1
 }
 
@@ -91,8 +102,12 @@ TEST_CASE("unpack splits a two-pool record back into both dense buffers") {
       {.data = a.data(), .page_tokens = 1, .elem_bytes = 2, .num_pages = 2},
       {.data = b.data(), .page_tokens = 1, .elem_bytes = 1, .num_pages = 2}};
   const std::vector<int32_t> index = {1, 0};
-  k::UnpackPagesCpu({.dense = d, .num_layers = 2, .recv = recv.data(), .num_records = 2,
-                     .recv_index = index.data(), .num_dense_pages = 2});
+  k::UnpackPagesCpu({.dense = d,
+                     .num_layers = 2,
+                     .recv = recv.data(),
+                     .num_records = 2,
+                     .recv_index = index.data(),
+                     .num_dense_pages = 2});
   CHECK(a == Bytes{11, 12, 1, 2, 13, 14, 3, 4});
   CHECK(b == Bytes{15, 5, 16, 6});
 }
@@ -103,8 +118,11 @@ TEST_CASE("zigzag reorder of seven pages over two ranks skips the padding record
   Bytes dense(9, kPoison);
   const std::vector<k::DenseRef> d = {
       {.data = dense.data(), .page_tokens = 1, .elem_bytes = 1, .num_pages = 9}};
-  k::ZigzagReorderCpu({.dense = d, .num_layers = 1, .recv = recv.data(),
-                       .run = {.num_pages = 7, .num_ranks = 2}, .shard_pages = 4,
+  k::ZigzagReorderCpu({.dense = d,
+                       .num_layers = 1,
+                       .recv = recv.data(),
+                       .run = {.num_pages = 7, .num_ranks = 2},
+                       .shard_pages = 4,
                        .dense_first_page = 1});
   CHECK(dense == Bytes{kPoison, 100, 101, 104, 105, 106, 107, 102, kPoison});
 }
@@ -117,8 +135,11 @@ TEST_CASE("scatter_dense copies owned pages and zeroes every other page") {
       {.data = a.data(), .page_tokens = 1, .elem_bytes = 2, .num_pages = 3},
       {.data = b.data(), .page_tokens = 1, .elem_bytes = 1, .num_pages = 3}};
   const std::vector<int32_t> owner = {1, -1, 2};
-  k::ScatterDenseCpu({.pools = refs, .layers = {0, 2}, .owner_slot = owner.data(),
-                      .num_dense_pages = 3, .dense = d});
+  k::ScatterDenseCpu({.pools = refs,
+                      .layers = {0, 2},
+                      .owner_slot = owner.data(),
+                      .num_dense_pages = 3,
+                      .dense = d});
   CHECK(a == Bytes{2, 3, 0, 0, 4, 5, 8, 9, 0, 0, 10, 11});
   CHECK(b == Bytes{101, 0, 102, 104, 0, 105});
 }
@@ -131,8 +152,12 @@ TEST_CASE("scatter_dense with ZeroFill::kNone leaves unowned pages as they were"
       {.data = a.data(), .page_tokens = 1, .elem_bytes = 2, .num_pages = 2},
       {.data = b.data(), .page_tokens = 1, .elem_bytes = 1, .num_pages = 2}};
   const std::vector<int32_t> owner = {-1, 0};
-  k::ScatterDenseCpu({.pools = refs, .layers = {0, 2}, .owner_slot = owner.data(),
-                      .num_dense_pages = 2, .dense = d, .zero_fill = k::ZeroFill::kNone});
+  k::ScatterDenseCpu({.pools = refs,
+                      .layers = {0, 2},
+                      .owner_slot = owner.data(),
+                      .num_dense_pages = 2,
+                      .dense = d,
+                      .zero_fill = k::ZeroFill::kNone});
   CHECK(a == Bytes{kPoison, kPoison, 0, 1, kPoison, kPoison, 6, 7});
   CHECK(b == Bytes{kPoison, 100, kPoison, 103});
 }
@@ -146,8 +171,12 @@ TEST_CASE("peer_gather reads each dense page from the named rank's pool") {
   const std::vector<k::DenseRef> d = {
       {.data = dense.data(), .page_tokens = 1, .elem_bytes = 1, .num_pages = 3}};
   const std::vector<int32_t> rank = {1, 0, 1}, slot = {0, 1, 1};
-  k::PeerGatherCpu({.peer_pools = peers, .num_ranks = 2, .layers = {0, 1},
-                    .src_rank = rank.data(), .src_slot = slot.data(), .num_dense_pages = 3,
+  k::PeerGatherCpu({.peer_pools = peers,
+                    .num_ranks = 2,
+                    .layers = {0, 1},
+                    .src_rank = rank.data(),
+                    .src_slot = slot.data(),
+                    .num_dense_pages = 3,
                     .dense = d});
   CHECK(dense == Bytes{11, 2, 12});
 }
@@ -157,8 +186,8 @@ TEST_CASE("argument validation names what is wrong") {
   const std::vector<k::PoolRef> refs = pools.refs();
   const std::vector<int32_t> slots = {0};
   Bytes send(6);
-  k::PackArgs ok{.pools = refs, .layers = {0, 2}, .slots = slots.data(), .num_pages = 1,
-                 .send = send.data()};
+  k::PackArgs ok{
+      .pools = refs, .layers = {0, 2}, .slots = slots.data(), .num_pages = 1, .send = send.data()};
   CHECK(k::ValidateArgs(ok).empty());
   k::PackArgs bad_layers = ok;
   bad_layers.layers = {0, 3};
@@ -166,8 +195,11 @@ TEST_CASE("argument validation names what is wrong") {
   k::PackArgs no_send = ok;
   no_send.send = nullptr;
   CHECK(k::ValidateArgs(no_send) == "send is null");
-  k::ZigzagArgs zz{.dense = {}, .num_layers = 1, .recv = send.data(),
-                   .run = {.num_pages = 7, .num_ranks = 2}, .shard_pages = 3};
+  k::ZigzagArgs zz{.dense = {},
+                   .num_layers = 1,
+                   .recv = send.data(),
+                   .run = {.num_pages = 7, .num_ranks = 2},
+                   .shard_pages = 3};
   CHECK(k::ValidateArgs(zz) == "shard_pages 3 < largest zigzag shard 4");
 }
 

@@ -36,11 +36,10 @@ TEST_CASE("host layouts place a token-layer element where their names say") {
         ((2 * 4 + 3) * 3 + 1) * 10);
   CHECK(k::HostElementOffset(k::HostLayout::kPageFirstDirect, g, 7, 2, 1, 3) ==
         ((2 * 3 + 1) * 4 + 3) * 10);
-  for (k::HostLayout layout : {k::HostLayout::kLayerFirst, k::HostLayout::kPageFirst,
-                               k::HostLayout::kPageFirstDirect}) {
+  for (k::HostLayout layout :
+       {k::HostLayout::kLayerFirst, k::HostLayout::kPageFirst, k::HostLayout::kPageFirstDirect}) {
     const k::HostStrides s = k::HostLayoutStrides(layout, g, 7);
-    CHECK(2 * s.page + 1 * s.layer + 3 * s.token ==
-          k::HostElementOffset(layout, g, 7, 2, 1, 3));
+    CHECK(2 * s.page + 1 * s.layer + 3 * s.token == k::HostElementOffset(layout, g, 7, 2, 1, 3));
     CHECK(k::ParseHostLayout(k::HostLayoutName(layout)) == layout);
   }
   CHECK_FALSE(k::ParseHostLayout("page_major").has_value());
@@ -60,8 +59,11 @@ TEST_CASE("a device-to-host copy of two swapped pages lands in each host layout"
     Bytes host(8, 0xEE);
     const k::TierPoolPair pair{.device = {.data = dev.data(), .geo = kSmall},
                                .host = {.data = host.data(), .num_slots = 2, .layout = layout}};
-    k::TierCopyArgs args{.pools = {&pair, 1}, .layers = {0, 2}, .device_slots = dev_slots.data(),
-                         .host_slots = host_slots.data(), .num_pages = 2,
+    k::TierCopyArgs args{.pools = {&pair, 1},
+                         .layers = {0, 2},
+                         .device_slots = dev_slots.data(),
+                         .host_slots = host_slots.data(),
+                         .num_pages = 2,
                          .direction = k::TierDirection::kDeviceToHost};
     k::TierCopyCpu(args);
     CHECK(host == host_expected);
@@ -83,8 +85,11 @@ TEST_CASE("a tier copy of one layer leaves the other layer untouched") {
   const k::TierPoolPair pair{
       .device = {.data = dev.data(), .geo = kSmall},
       .host = {.data = host.data(), .num_slots = 2, .layout = k::HostLayout::kPageFirst}};
-  k::TierCopyCpu({.pools = {&pair, 1}, .layers = {1, 2}, .device_slots = dev_slots.data(),
-                  .host_slots = host_slots.data(), .num_pages = 1,
+  k::TierCopyCpu({.pools = {&pair, 1},
+                  .layers = {1, 2},
+                  .device_slots = dev_slots.data(),
+                  .host_slots = host_slots.data(),
+                  .num_pages = 1,
                   .direction = k::TierDirection::kDeviceToHost});
   CHECK(host == Bytes{0xEE, 6, 0xEE, 7, 0xEE, 0xEE, 0xEE, 0xEE});
 }
@@ -105,9 +110,12 @@ TEST_CASE("memcpy plans use the fewest strided copies each layout allows") {
   auto plan = [&](k::HostLayout layout, k::MemcpyShape shape) {
     const k::TierPoolPair pair{.device = {.data = dev.data(), .geo = g},
                                .host = {.data = host.data(), .num_slots = 4, .layout = layout}};
-    return k::PlanTierMemcpys({.pools = {&pair, 1}, .layers = {0, 2},
-                               .device_slots = dev_slots.data(), .host_slots = host_slots.data(),
-                               .num_pages = 4, .direction = k::TierDirection::kDeviceToHost},
+    return k::PlanTierMemcpys({.pools = {&pair, 1},
+                               .layers = {0, 2},
+                               .device_slots = dev_slots.data(),
+                               .host_slots = host_slots.data(),
+                               .num_pages = 4,
+                               .direction = k::TierDirection::kDeviceToHost},
                               shape);
   };
   using C = k::Copy2D;
@@ -152,26 +160,30 @@ TEST_CASE("every memcpy plan executed on the CPU equals the reference on random 
     }
     const int64_t lb = static_cast<int64_t>(rng() % g.num_layers);
     const k::LayerRange layers{lb, lb + 1 + static_cast<int64_t>(rng() % (g.num_layers - lb))};
-    for (k::HostLayout layout : {k::HostLayout::kLayerFirst, k::HostLayout::kPageFirst,
-                                 k::HostLayout::kPageFirstDirect}) {
+    for (k::HostLayout layout :
+         {k::HostLayout::kLayerFirst, k::HostLayout::kPageFirst, k::HostLayout::kPageFirstDirect}) {
       for (k::TierDirection dir :
            {k::TierDirection::kDeviceToHost, k::TierDirection::kHostToDevice}) {
         for (k::MemcpyShape shape : {k::MemcpyShape::k2D, k::MemcpyShape::k1D}) {
           CAPTURE(trial);
           CAPTURE(k::HostLayoutName(layout));
-          Bytes dev_a(static_cast<size_t>(g.total_bytes())), host_a(static_cast<size_t>(
-                                                                 k::HostPoolBytes(g, host_slots)));
+          Bytes dev_a(static_cast<size_t>(g.total_bytes())),
+              host_a(static_cast<size_t>(k::HostPoolBytes(g, host_slots)));
           for (auto& b : dev_a) b = static_cast<uint8_t>(rng());
           for (auto& b : host_a) b = static_cast<uint8_t>(rng());
           Bytes dev_b = dev_a, host_b = host_a;
-          const k::TierPoolPair pa{.device = {.data = dev_a.data(), .geo = g},
-                                   .host = {.data = host_a.data(), .num_slots = host_slots,
-                                            .layout = layout}};
-          const k::TierPoolPair pb{.device = {.data = dev_b.data(), .geo = g},
-                                   .host = {.data = host_b.data(), .num_slots = host_slots,
-                                            .layout = layout}};
-          k::TierCopyArgs a{.pools = {&pa, 1}, .layers = layers, .device_slots = d.data(),
-                            .host_slots = h.data(), .num_pages = pages, .direction = dir};
+          const k::TierPoolPair pa{
+              .device = {.data = dev_a.data(), .geo = g},
+              .host = {.data = host_a.data(), .num_slots = host_slots, .layout = layout}};
+          const k::TierPoolPair pb{
+              .device = {.data = dev_b.data(), .geo = g},
+              .host = {.data = host_b.data(), .num_slots = host_slots, .layout = layout}};
+          k::TierCopyArgs a{.pools = {&pa, 1},
+                            .layers = layers,
+                            .device_slots = d.data(),
+                            .host_slots = h.data(),
+                            .num_pages = pages,
+                            .direction = dir};
           k::TierCopyArgs b = a;
           b.pools = {&pb, 1};
           k::TierCopyCpu(a);
