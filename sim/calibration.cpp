@@ -1,12 +1,13 @@
 #include "sim/calibration.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "sim/check.h"
 #include "sim/json_location.h"
@@ -16,13 +17,20 @@ namespace kvlanes {
 
 const char* SampleKindName(SampleKind k) {
   switch (k) {
-    case SampleKind::kHostCopy: return "host_copy";
-    case SampleKind::kCopySubmit: return "copy_submit";
-    case SampleKind::kDeviceCopy: return "device_copy";
-    case SampleKind::kAllGather: return "all_gather";
-    case SampleKind::kAllReduce: return "all_reduce";
-    case SampleKind::kPeerRead: return "peer_read";
-    case SampleKind::kForward: return "forward";
+    case SampleKind::kHostCopy:
+      return "host_copy";
+    case SampleKind::kCopySubmit:
+      return "copy_submit";
+    case SampleKind::kDeviceCopy:
+      return "device_copy";
+    case SampleKind::kAllGather:
+      return "all_gather";
+    case SampleKind::kAllReduce:
+      return "all_reduce";
+    case SampleKind::kPeerRead:
+      return "peer_read";
+    case SampleKind::kForward:
+      return "forward";
   }
   return "?";
 }
@@ -31,9 +39,12 @@ const char* SampleKindName(SampleKind k) {
 
 namespace {
 
-constexpr const char* kKindList = "host_copy, copy_submit, device_copy, all_gather, all_reduce, peer_read, forward";
+constexpr const char* kKindList =
+    "host_copy, copy_submit, device_copy, all_gather, all_reduce, peer_read, forward";
 
-std::string OptStr(const JsonCursor& s, const char* key) { return s.Has(key) ? s.Key(key).Str() : ""; }
+std::string OptStr(const JsonCursor& s, const char* key) {
+  return s.Has(key) ? s.Key(key).Str() : "";
+}
 
 Sample ParseSample(const JsonCursor& s) {
   s.ExpectObject();
@@ -68,7 +79,7 @@ Sample ParseSample(const JsonCursor& s) {
     if (s.Has("kernels")) x.kernels = s.Key("kernels").IntAtLeast(1);
     x.variant = OptStr(s, "variant");
   } else if (kind == "all_gather" || kind == "all_reduce" || kind == "peer_read") {
-    x.kind = kind == "all_gather" ? SampleKind::kAllGather
+    x.kind = kind == "all_gather"   ? SampleKind::kAllGather
              : kind == "all_reduce" ? SampleKind::kAllReduce
                                     : SampleKind::kPeerRead;
     if (x.kind == SampleKind::kPeerRead)
@@ -79,7 +90,8 @@ Sample ParseSample(const JsonCursor& s) {
     x.bytes = s.Key("bytes").NumAtLeast(0, true);
     if (x.kind == SampleKind::kPeerRead) {
       x.peers = s.Key("peers").IntAtLeast(1);
-      if (x.peers >= x.ranks) s.Key("peers").Fail("must be < ranks (" + std::to_string(x.ranks) + ")");
+      if (x.peers >= x.ranks)
+        s.Key("peers").Fail("must be < ranks (" + std::to_string(x.ranks) + ")");
     }
     x.variant = OptStr(s, "variant");
   } else if (kind == "forward") {
@@ -107,8 +119,8 @@ Measurements ParseMeasurements(const std::string& text, const std::string& file)
   const int64_t version = root.Key("kvlanes_measurements").Int();
   if (version != kMeasurementsVersion)
     root.Key("kvlanes_measurements")
-        .Fail("measurement format version " + std::to_string(version) + ", this build reads version " +
-              std::to_string(kMeasurementsVersion));
+        .Fail("measurement format version " + std::to_string(version) +
+              ", this build reads version " + std::to_string(kMeasurementsVersion));
   Measurements m;
   m.file = file;
   const JsonCursor ctx = root.Key("context");
@@ -241,7 +253,8 @@ BandedFit EvaluateBands(const BandedRows& r, const std::vector<double>& breaks) 
   f.max_bytes = breaks;
   f.max_bytes.push_back(0);
   f.shared_x = lf.x.head(ks);
-  for (size_t b = 0; b < bands; ++b) f.band_x.push_back(lf.x.segment(ks + static_cast<Eigen::Index>(b) * kb, kb));
+  for (size_t b = 0; b < bands; ++b)
+    f.band_x.push_back(lf.x.segment(ks + static_cast<Eigen::Index>(b) * kb, kb));
   f.rel_err = lf.rel_err;
   f.ssr = lf.ssr;
   return f;
@@ -258,11 +271,14 @@ BandedFit FitBands(const BandedRows& r, const BandOptions& opt) {
   const double n = static_cast<double>(r.t.size());
   // Greedy top-down splitting: add the breakpoint that lowers the weighted residual most, while
   // it lowers it markedly and the current fit is worse than the noise floor.
-  while (static_cast<int>(breaks.size()) + 1 < opt.max_bands && std::sqrt(fit.ssr / n) > opt.floor_rms) {
+  while (static_cast<int>(breaks.size()) + 1 < opt.max_bands &&
+         std::sqrt(fit.ssr / n) > opt.floor_rms) {
     BandedFit best;
     bool found = false;
     for (size_t i = 0; i + 1 < sizes.size(); ++i) {
-      const double c = std::sqrt(sizes[i] * sizes[i + 1]);
+      // Geometric midpoint, rounded down to whole bytes where that stays above the lower size.
+      double c = std::sqrt(sizes[i] * sizes[i + 1]);
+      if (std::floor(c) >= sizes[i]) c = std::floor(c);
       if (std::find(breaks.begin(), breaks.end(), c) != breaks.end()) continue;
       std::vector<double> cand = breaks;
       cand.push_back(c);
@@ -310,7 +326,8 @@ Stats AbsStats(const std::vector<double>& rel) {
   return s;
 }
 
-FitReport Report(std::string group, const std::vector<const Sample*>& used, const std::vector<double>& rel) {
+FitReport Report(std::string group, const std::vector<const Sample*>& used,
+                 const std::vector<double>& rel) {
   FitReport r;
   r.group = std::move(group);
   r.samples = static_cast<int64_t>(used.size());
@@ -323,16 +340,18 @@ FitReport Report(std::string group, const std::vector<const Sample*>& used, cons
 
 double Gbps(double inverse_bytes_per_s, const std::string& file, const std::string& group) {
   if (!(inverse_bytes_per_s > 0))
-    throw InputError(file, 0, group,
-                     "the fit found no bandwidth term (time does not grow with bytes): add samples over a "
-                     "wider range of sizes");
+    throw InputError(
+        file, 0, group,
+        "the fit found no bandwidth term (time does not grow with bytes): add samples over a "
+        "wider range of sizes");
   return 1.0 / (inverse_bytes_per_s * 1e9);
 }
 
 void RequireRank(const Eigen::MatrixXd& a, const Eigen::VectorXd& t, const std::string& file,
                  const std::string& group, const std::string& hint) {
   if (WeightedRank(a, t) < a.cols())
-    throw InputError(file, 0, group, "the samples cannot separate this group's parameters: " + hint);
+    throw InputError(file, 0, group,
+                     "the samples cannot separate this group's parameters: " + hint);
 }
 
 std::string Distinct(const std::set<std::string>& s) {
@@ -342,7 +361,8 @@ std::string Distinct(const std::set<std::string>& s) {
 }
 
 // Keeps host copy samples of one layout and one mode (the profile has one bandwidth each way).
-std::vector<const Sample*> SelectHostCopies(const Measurements& m, SampleKind kind, const CalibrateOptions& opt,
+std::vector<const Sample*> SelectHostCopies(const Measurements& m, SampleKind kind,
+                                            const CalibrateOptions& opt,
                                             std::vector<std::string>& notes) {
   std::vector<const Sample*> all;
   std::set<std::string> layouts, modes;
@@ -358,8 +378,9 @@ std::vector<const Sample*> SelectHostCopies(const Measurements& m, SampleKind ki
                   const char* flag) -> std::string {
     if (!want.empty()) {
       if (!present.count(want))
-        throw InputError(m.file, 0, flag, std::string("no ") + kname + " samples with " + field + " '" + want +
-                                              "' (present: " + Distinct(present) + ")");
+        throw InputError(m.file, 0, flag,
+                         std::string("no ") + kname + " samples with " + field + " '" + want +
+                             "' (present: " + Distinct(present) + ")");
       return want;
     }
     if (present.size() > 1)
@@ -374,8 +395,9 @@ std::vector<const Sample*> SelectHostCopies(const Measurements& m, SampleKind ki
   for (const Sample* s : all)
     if (s->layout == layout && s->mode == mode) kept.push_back(s);
   if (kept.size() < all.size())
-    notes.push_back(std::to_string(all.size() - kept.size()) + " " + kname + " samples of other layouts or modes left out (kept layout '" +
-                    layout + "', mode '" + mode + "')");
+    notes.push_back(std::to_string(all.size() - kept.size()) + " " + kname +
+                    " samples of other layouts or modes left out (kept layout '" + layout +
+                    "', mode '" + mode + "')");
   return kept;
 }
 
@@ -394,7 +416,8 @@ void BandParams(FitReport& r, const std::vector<CostBand>& bands) {
 
 }  // namespace
 
-CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base, const CalibrateOptions& opt) {
+CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
+                            const CalibrateOptions& opt) {
   CalibrationResult out;
   HardwareProfile& p = out.profile;
   p.name = opt.name;
@@ -448,7 +471,8 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base, 
   }
   // Copy submission (CPU): time = copies * copy_submit_s.
   {
-    const std::vector<const Sample*> s = SelectHostCopies(m, SampleKind::kCopySubmit, opt, out.notes);
+    const std::vector<const Sample*> s =
+        SelectHostCopies(m, SampleKind::kCopySubmit, opt, out.notes);
     if (!s.empty()) {
       Eigen::MatrixXd a(static_cast<Eigen::Index>(s.size()), 1);
       Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
@@ -479,7 +503,8 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base, 
         a(r, 1) = (s[i]->fill ? 1.0 : 2.0) * s[i]->bytes;
         t[r] = s[i]->median_s;
       }
-      RequireRank(a, t, m.file, "device_copy", "vary bytes (and kernels) so launch and bandwidth separate");
+      RequireRank(a, t, m.file, "device_copy",
+                  "vary bytes (and kernels) so launch and bandwidth separate");
       const LinearFit f = FitRelative(a, t);
       FitReport r = Report("device", s, f.rel_err);
       p.kernel_launch_s = f.x[0];
@@ -492,13 +517,15 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base, 
       keep("device.copy_gbps", &HardwareProfile::device_copy_gbps);
     }
     // Not a timing: bytes of one index entry. From the base profile, else the struct default.
-    p.index_bytes_per_page = base ? base->index_bytes_per_page : HardwareProfile{}.index_bytes_per_page;
+    p.index_bytes_per_page =
+        base ? base->index_bytes_per_page : HardwareProfile{}.index_bytes_per_page;
   }
   // Collectives, per rank count, each banded by bytes.
   {
     std::set<int64_t> rank_counts;
     for (const Sample& x : m.samples)
-      if (x.kind == SampleKind::kAllGather || x.kind == SampleKind::kAllReduce || x.kind == SampleKind::kPeerRead)
+      if (x.kind == SampleKind::kAllGather || x.kind == SampleKind::kAllReduce ||
+          x.kind == SampleKind::kPeerRead)
         rank_counts.insert(x.ranks);
     for (int64_t n : rank_counts) {
       CollectiveModel c;
@@ -511,10 +538,14 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base, 
         std::vector<const Sample*> s;
         for (const Sample& x : m.samples)
           if (x.kind == k && x.ranks == n) s.push_back(&x);
-        BandedCost& dst = k == SampleKind::kAllGather ? c.all_gather : k == SampleKind::kAllReduce ? c.all_reduce : c.peer_read;
+        BandedCost& dst = k == SampleKind::kAllGather   ? c.all_gather
+                          : k == SampleKind::kAllReduce ? c.all_reduce
+                                                        : c.peer_read;
         if (s.empty()) {
           if (bc) {
-            dst = k == SampleKind::kAllGather ? bc->all_gather : k == SampleKind::kAllReduce ? bc->all_reduce : bc->peer_read;
+            dst = k == SampleKind::kAllGather   ? bc->all_gather
+                  : k == SampleKind::kAllReduce ? bc->all_reduce
+                                                : bc->peer_read;
             out.kept_from_base.push_back(group);
             if (k == SampleKind::kPeerRead) {
               c.peer_setup_s = bc->peer_setup_s;
@@ -553,8 +584,9 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base, 
         {
           Eigen::MatrixXd a(rn, rows.band_features.cols() + rows.shared_features.cols());
           a << rows.band_features, rows.shared_features;
-          RequireRank(a, rows.t, m.file, group,
-                      shared ? "vary bytes and the number of peers" : "vary bytes (at least two sizes)");
+          RequireRank(
+              a, rows.t, m.file, group,
+              shared ? "vary bytes and the number of peers" : "vary bytes (at least two sizes)");
         }
         const BandedFit f = FitBands(rows, opt.bands);
         FitReport r = Report(group, s, f.rel_err);
@@ -590,7 +622,8 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base, 
       Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
       for (size_t i = 0; i < s.size(); ++i) {
         const auto r = static_cast<Eigen::Index>(i);
-        const double n = static_cast<double>(s[i]->new_tokens), pre = static_cast<double>(s[i]->prefix_tokens);
+        const double n = static_cast<double>(s[i]->new_tokens),
+                     pre = static_cast<double>(s[i]->prefix_tokens);
         const double ranks = static_cast<double>(s[i]->ranks);
         a(r, 0) = 1;
         a(r, 1) = n / ranks;
@@ -604,7 +637,8 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base, 
       p.layer_base_s = f.x[0];
       p.layer_token_s = f.x[1];
       p.layer_attn_pair_s = f.x[2];
-      r.params = {{"layer_base_s", p.layer_base_s}, {"layer_token_s", p.layer_token_s},
+      r.params = {{"layer_base_s", p.layer_base_s},
+                  {"layer_token_s", p.layer_token_s},
                   {"layer_attn_pair_s", p.layer_attn_pair_s}};
       out.fits.push_back(std::move(r));
     } else {
@@ -616,7 +650,8 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base, 
   if (!missing.empty()) {
     std::string list;
     for (const auto& x : missing) list += (list.empty() ? "" : ", ") + x;
-    throw InputError(m.file, 0, "", "no samples for " + list + ", and no --base profile to take them from");
+    throw InputError(m.file, 0, "",
+                     "no samples for " + list + ", and no --base profile to take them from");
   }
   p.source = "kvlanes calibrate on " + m.file + "; context " + m.context.dump();
   if (!out.kept_from_base.empty()) {
@@ -628,10 +663,11 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base, 
 
 namespace {
 
+// Shortest text that reads back as the same double.
 std::string Num(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 std::string Pct(double v) {
@@ -640,11 +676,13 @@ std::string Pct(double v) {
   return buf;
 }
 
-std::string FitComment(const CalibrationResult& r, const std::string& group, const std::string& indent) {
+std::string FitComment(const CalibrationResult& r, const std::string& group,
+                       const std::string& indent) {
   for (const FitReport& f : r.fits)
     if (f.group == group)
-      return indent + "# fit: " + std::to_string(f.samples) + " samples, |rel err| median " + Pct(f.median_rel_err) +
-             ", max " + Pct(f.max_rel_err) + (f.note.empty() ? "" : "; " + f.note) + "\n";
+      return indent + "# fit: " + std::to_string(f.samples) + " samples, |rel err| median " +
+             Pct(f.median_rel_err) + ", max " + Pct(f.max_rel_err) +
+             (f.note.empty() ? "" : "; " + f.note) + "\n";
   return indent + "# no samples: from the base profile\n";
 }
 
@@ -664,11 +702,13 @@ std::string Bands(const BandedCost& c) {
 std::string ProfileToYaml(const CalibrationResult& r, const std::string& measurements_file) {
   const HardwareProfile& p = r.profile;
   std::string y;
-  y += "# Fitted by `kvlanes calibrate` from " + measurements_file + " (method: docs/calibration.md).\n";
+  y += "# Fitted by `kvlanes calibrate` from " + measurements_file +
+       " (method: docs/calibration.md).\n";
   y += "# Residuals are |predicted - measured| / measured over each group's samples.\n";
   for (const FitReport& f : r.fits)
-    y += "#   " + f.group + ": " + std::to_string(f.samples) + " samples, median " + Pct(f.median_rel_err) +
-         ", max " + Pct(f.max_rel_err) + " (line " + std::to_string(f.max_line) + ")\n";
+    y += "#   " + f.group + ": " + std::to_string(f.samples) + " samples, median " +
+         Pct(f.median_rel_err) + ", max " + Pct(f.max_rel_err) + " (line " +
+         std::to_string(f.max_line) + ")\n";
   if (!r.kept_from_base.empty()) {
     y += "# Kept from the base profile (no samples):";
     for (const auto& k : r.kept_from_base) y += " " + k;

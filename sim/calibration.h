@@ -4,12 +4,11 @@
 // docs/calibration.md.
 #pragma once
 
+#include <Eigen/Dense>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <Eigen/Dense>
-#include <nlohmann/json.hpp>
 
 #include "sim/hardware_profile.h"
 
@@ -18,33 +17,33 @@ namespace kvlanes {
 inline constexpr int kMeasurementsVersion = 1;
 
 enum class SampleKind {
-  kHostCopy,     // host <-> device copies: copies * latency + bytes / h2d (or d2h)
-  kCopySubmit,   // CPU time to submit `copies` copies: copies * submit
-  kDeviceCopy,   // device kernels: kernels * launch + (2 or 1) * bytes / device copy bandwidth
-  kAllGather,    // (N-1) alpha + (N-1)/N bytes / B, banded by bytes, per rank count
-  kAllReduce,    // 2(N-1) alpha + 2(N-1)/N bytes / B, banded, per rank count
-  kPeerRead,     // peers * setup + alpha + bytes / B, banded, per rank count
-  kForward,      // layers * (base + (token n + pair n (p + n/2)) / N)
+  kHostCopy,    // host <-> device copies: copies * latency + bytes / h2d (or d2h)
+  kCopySubmit,  // CPU time to submit `copies` copies: copies * submit
+  kDeviceCopy,  // device kernels: kernels * launch + (2 or 1) * bytes / device copy bandwidth
+  kAllGather,   // (N-1) alpha + (N-1)/N bytes / B, banded by bytes, per rank count
+  kAllReduce,   // 2(N-1) alpha + 2(N-1)/N bytes / B, banded, per rank count
+  kPeerRead,    // peers * setup + alpha + bytes / B, banded, per rank count
+  kForward,     // layers * (base + (token n + pair n (p + n/2)) / N)
 };
 const char* SampleKindName(SampleKind k);
 
 // One measured point: the median of `repeats` timed runs of one configuration.
 struct Sample {
   SampleKind kind = SampleKind::kHostCopy;
-  int64_t line = 0;         // where in the measurement file (for messages)
+  int64_t line = 0;  // where in the measurement file (for messages)
   double median_s = 0;
   int64_t repeats = 0;
-  double bytes = 0;         // host_copy (all copies), device_copy (payload), collectives
-  int64_t copies = 1;       // host_copy, copy_submit: copy calls (or copy kernels) timed together
-  double chunk_bytes = 0;   // host_copy: contiguous piece size (descriptive)
-  bool to_device = true;    // host_copy: direction h2d (true) or d2h
-  bool fill = false;        // device_copy: op "fill" (write only) instead of "copy"
-  int64_t kernels = 1;      // device_copy: kernel launches timed together
-  int64_t ranks = 1;        // collectives; forward (cp_size)
-  int64_t peers = 0;        // peer_read
-  int64_t new_tokens = 0;   // forward
+  double bytes = 0;        // host_copy (all copies), device_copy (payload), collectives
+  int64_t copies = 1;      // host_copy, copy_submit: copy calls (or copy kernels) timed together
+  double chunk_bytes = 0;  // host_copy: contiguous piece size (descriptive)
+  bool to_device = true;   // host_copy: direction h2d (true) or d2h
+  bool fill = false;       // device_copy: op "fill" (write only) instead of "copy"
+  int64_t kernels = 1;     // device_copy: kernel launches timed together
+  int64_t ranks = 1;       // collectives; forward (cp_size)
+  int64_t peers = 0;       // peer_read
+  int64_t new_tokens = 0;  // forward
   int64_t prefix_tokens = 0;
-  int64_t layers = 1;       // forward: the time covers this many layers
+  int64_t layers = 1;                 // forward: the time covers this many layers
   std::string layout, mode, variant;  // descriptive; layout and mode select host copies
 };
 
@@ -113,7 +112,7 @@ struct FitReport {
   int64_t samples = 0;
   double median_rel_err = 0;  // of |predicted - measured| / measured over the group's samples
   double max_rel_err = 0;
-  int64_t max_line = 0;       // the sample with the largest error
+  int64_t max_line = 0;                                // the sample with the largest error
   std::vector<std::pair<std::string, double>> params;  // fitted values, in profile units
   std::string note;
 };
@@ -128,7 +127,8 @@ struct CalibrationResult {
 // Fits every parameter group that has samples; the others come from `base` (may be null).
 // Throws InputError when a group's samples cannot separate its parameters, when host copies
 // mix layouts or modes without a selection, or when a parameter has neither samples nor base.
-CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base, const CalibrateOptions& opt);
+CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
+                            const CalibrateOptions& opt);
 
 // The profile as YAML in the schema of tools/profiles/*.yaml, with each fit's residuals as
 // comments. LoadHardwareProfile reads it back.

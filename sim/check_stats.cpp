@@ -44,7 +44,8 @@ Measured ParseMeasured(const std::string& text, const std::string& file) {
     }
     MeasuredOp& op = m.ops[it->second];
     if (op.kind != kind)
-      o.Key("kind").Fail("op '" + id + "' is '" + op.kind + "' on another rank (line " + std::to_string(op.line) + ")");
+      o.Key("kind").Fail("op '" + id + "' is '" + op.kind + "' on another rank (line " +
+                         std::to_string(op.line) + ")");
     op.seconds = std::max(op.seconds, s);
     ++op.ranks;
   }
@@ -92,7 +93,8 @@ std::string Pct(double v) {
   return b;
 }
 
-KindRow Row(const std::string& kind, const std::vector<const JoinedOp*>& ops, const CheckOptions& opt) {
+KindRow Row(const std::string& kind, const std::vector<const JoinedOp*>& ops,
+            const CheckOptions& opt) {
   KindRow r;
   r.kind = kind;
   std::vector<double> ape;
@@ -158,7 +160,8 @@ CheckReport RunCheck(const Predictions& pred, const Measured& meas, const CheckO
     r.joined.push_back({id, "request", p.service_s, it->second, Ape(p.service_s, it->second)});
   }
   for (const auto& [req, s] : meas.request_s)
-    if (!predicted_requests.count(req)) Note(r.measured_only, std::to_string(req) + "/request", opt.examples);
+    if (!predicted_requests.count(req))
+      Note(r.measured_only, std::to_string(req) + "/request", opt.examples);
 
   std::map<std::string, std::vector<const JoinedOp*>> groups;
   for (size_t i = 0; i < op_pairs; ++i) groups[r.joined[i].kind].push_back(&r.joined[i]);
@@ -185,18 +188,22 @@ CheckReport RunCheck(const Predictions& pred, const Measured& meas, const CheckO
         r.total_measured_s += it->second;
     }
     r.total_available = missing == 0;
-    if (missing) r.total_unavailable = std::to_string(missing) + " predicted requests have no measured seconds";
+    if (missing)
+      r.total_unavailable =
+          std::to_string(missing) + " predicted requests have no measured seconds";
   }
   if (r.total_available) r.total_error = Ape(r.total_predicted_s, r.total_measured_s);
 
   r.worst = r.joined;
-  std::stable_sort(r.worst.begin(), r.worst.end(), [](const JoinedOp& a, const JoinedOp& b) { return a.ape > b.ape; });
+  std::stable_sort(r.worst.begin(), r.worst.end(),
+                   [](const JoinedOp& a, const JoinedOp& b) { return a.ape > b.ape; });
   if (r.worst.size() > opt.worst) r.worst.resize(opt.worst);
 
   // Verdict.
   auto fail_row = [&](const KindRow& k) {
     if (k.stats.median > opt.max_median)
-      r.reasons.push_back(k.kind + " median APE " + Pct(k.stats.median) + " > " + Pct(opt.max_median));
+      r.reasons.push_back(k.kind + " median APE " + Pct(k.stats.median) + " > " +
+                          Pct(opt.max_median));
     if (k.stats.p95 > opt.max_p95)
       r.reasons.push_back(k.kind + " p95 APE " + Pct(k.stats.p95) + " > " + Pct(opt.max_p95));
   };
@@ -206,7 +213,8 @@ CheckReport RunCheck(const Predictions& pred, const Measured& meas, const CheckO
   if (!r.total_available)
     r.reasons.push_back("whole-replay total not measured: " + r.total_unavailable);
   else if (r.total_error > opt.max_total)
-    r.reasons.push_back("whole-replay total error " + Pct(r.total_error) + " > " + Pct(opt.max_total));
+    r.reasons.push_back("whole-replay total error " + Pct(r.total_error) + " > " +
+                        Pct(opt.max_total));
   if (!opt.allow_missing && (r.predicted_only.count || r.measured_only.count))
     r.reasons.push_back(std::to_string(r.predicted_only.count) + " predicted ids not measured, " +
                         std::to_string(r.measured_only.count) + " measured ids not predicted");
@@ -228,7 +236,11 @@ nlohmann::ordered_json RowJson(const KindRow& k) {
 }
 
 nlohmann::ordered_json OpJson(const JoinedOp& o) {
-  return {{"id", o.id}, {"kind", o.kind}, {"predicted_s", o.predicted_s}, {"measured_s", o.measured_s}, {"ape", o.ape}};
+  return {{"id", o.id},
+          {"kind", o.kind},
+          {"predicted_s", o.predicted_s},
+          {"measured_s", o.measured_s},
+          {"ape", o.ape}};
 }
 
 }  // namespace
@@ -247,14 +259,18 @@ nlohmann::ordered_json CheckReportToJson(const CheckReport& r) {
   for (const KindRow& k : r.kinds) kinds.push_back(RowJson(k));
   j["kinds"] = kinds;
   j["requests"] = r.requests ? RowJson(*r.requests) : nlohmann::ordered_json(nullptr);
-  j["total"] = {{"available", r.total_available},
-                {"predicted_s", r.total_predicted_s},
-                {"measured_s", r.total_available ? nlohmann::ordered_json(r.total_measured_s) : nullptr},
-                {"error", r.total_available ? nlohmann::ordered_json(r.total_error) : nullptr},
-                {"why_unavailable", r.total_unavailable}};
-  j["missing"] = {{"predicted_only", {{"count", r.predicted_only.count}, {"examples", r.predicted_only.examples}}},
-                  {"measured_only", {{"count", r.measured_only.count}, {"examples", r.measured_only.examples}}}};
-  j["not_modelled"] = {{"kind", "evict"}, {"count", r.not_modelled}, {"measured_s", r.not_modelled_s}};
+  j["total"] = {
+      {"available", r.total_available},
+      {"predicted_s", r.total_predicted_s},
+      {"measured_s", r.total_available ? nlohmann::ordered_json(r.total_measured_s) : nullptr},
+      {"error", r.total_available ? nlohmann::ordered_json(r.total_error) : nullptr},
+      {"why_unavailable", r.total_unavailable}};
+  j["missing"] = {{"predicted_only",
+                   {{"count", r.predicted_only.count}, {"examples", r.predicted_only.examples}}},
+                  {"measured_only",
+                   {{"count", r.measured_only.count}, {"examples", r.measured_only.examples}}}};
+  j["not_modelled"] = {
+      {"kind", "evict"}, {"count", r.not_modelled}, {"measured_s", r.not_modelled_s}};
   nlohmann::ordered_json worst = nlohmann::ordered_json::array();
   for (const JoinedOp& o : r.worst) worst.push_back(OpJson(o));
   j["worst"] = worst;
@@ -267,26 +283,33 @@ nlohmann::ordered_json CheckReportToJson(const CheckReport& r) {
 std::string FormatCheckReport(const CheckReport& r) {
   std::ostringstream o;
   char line[512];
-  o << "predicted by profile '" << r.profile << "'" << (r.profile_measured ? "" : " (not measured)") << "\n";
-  std::snprintf(line, sizeof line, "%-12s %7s %10s %10s %10s %13s %13s  %s\n", "kind", "count", "median", "p95",
-                "max", "predicted_s", "measured_s", "verdict");
+  o << "predicted by profile '" << r.profile << "'" << (r.profile_measured ? "" : " (not measured)")
+    << "\n";
+  std::snprintf(line, sizeof line, "%-12s %7s %10s %10s %10s %13s %13s  %s\n", "kind", "count",
+                "median", "p95", "max", "predicted_s", "measured_s", "verdict");
   o << line;
   auto row = [&](const KindRow& k) {
-    std::snprintf(line, sizeof line, "%-12s %7zu %10s %10s %10s %13.6g %13.6g  %s\n", k.kind.c_str(), k.stats.count,
-                  Pct(k.stats.median).c_str(), Pct(k.stats.p95).c_str(), Pct(k.stats.max).c_str(), k.predicted_s,
-                  k.measured_s, k.pass ? "pass" : "FAIL");
+    std::snprintf(line, sizeof line, "%-12s %7zu %10s %10s %10s %13.6g %13.6g  %s\n",
+                  k.kind.c_str(), k.stats.count, Pct(k.stats.median).c_str(),
+                  Pct(k.stats.p95).c_str(), Pct(k.stats.max).c_str(), k.predicted_s, k.measured_s,
+                  k.pass ? "pass" : "FAIL");
     o << line;
   };
   for (const KindRow& k : r.kinds) row(k);
-  if (r.requests) row(*r.requests);
-  else o << "request      (no per-request measured seconds)\n";
+  if (r.requests)
+    row(*r.requests);
+  else
+    o << "request      (no per-request measured seconds)\n";
   if (r.total_available) {
-    std::snprintf(line, sizeof line, "whole replay: predicted %.6g s, measured %.6g s, error %s (max %s): %s\n",
-                  r.total_predicted_s, r.total_measured_s, Pct(r.total_error).c_str(), Pct(r.options.max_total).c_str(),
+    std::snprintf(line, sizeof line,
+                  "whole replay: predicted %.6g s, measured %.6g s, error %s (max %s): %s\n",
+                  r.total_predicted_s, r.total_measured_s, Pct(r.total_error).c_str(),
+                  Pct(r.options.max_total).c_str(),
                   r.total_error <= r.options.max_total ? "pass" : "FAIL");
     o << line;
   } else {
-    o << "whole replay: predicted " << r.total_predicted_s << " s, not measured (" << r.total_unavailable << ")\n";
+    o << "whole replay: predicted " << r.total_predicted_s << " s, not measured ("
+      << r.total_unavailable << ")\n";
   }
   auto missing = [&](const char* what, const MissingIds& m) {
     o << what << ": " << m.count;
@@ -305,7 +328,8 @@ std::string FormatCheckReport(const CheckReport& r) {
   if (!r.worst.empty()) {
     o << "worst operations:\n";
     for (const JoinedOp& w : r.worst) {
-      std::snprintf(line, sizeof line, "  %-28s %-11s predicted %11.4g s  measured %11.4g s  APE %s\n", w.id.c_str(),
+      std::snprintf(line, sizeof line,
+                    "  %-28s %-11s predicted %11.4g s  measured %11.4g s  APE %s\n", w.id.c_str(),
                     w.kind.c_str(), w.predicted_s, w.measured_s, Pct(w.ape).c_str());
       o << line;
     }

@@ -5,11 +5,10 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/op_predictions.h"
 
@@ -27,18 +26,18 @@ struct MeasuredOp {
 struct Measured {
   std::string file;
   nlohmann::json context;
-  std::vector<MeasuredOp> ops;            // in order of first appearance
-  std::map<int64_t, double> request_s;    // per request: max over ranks of its seconds
-  std::optional<double> total_s;          // whole replay, when the file gives it
+  std::vector<MeasuredOp> ops;          // in order of first appearance
+  std::map<int64_t, double> request_s;  // per request: max over ranks of its seconds
+  std::optional<double> total_s;        // whole replay, when the file gives it
 };
 // Throws InputError naming file, line and field.
 Measured ParseMeasured(const std::string& text, const std::string& file);
 Measured ReadMeasured(const std::string& path);
 
 struct CheckOptions {
-  double max_median = 0.05;  // per kind and for requests: median APE at most this
-  double max_p95 = 0.15;     // per kind and for requests: p95 APE at most this
-  double max_total = 0.05;   // whole replay: |predicted - measured| / measured at most this
+  double max_median = 0.05;    // per kind and for requests: median APE at most this
+  double max_p95 = 0.15;       // per kind and for requests: p95 APE at most this
+  double max_total = 0.05;     // whole replay: |predicted - measured| / measured at most this
   bool allow_missing = false;  // ids on one side only do not fail the verdict
   size_t worst = 10;           // how many worst operations to list
   size_t examples = 5;         // example ids listed per missing side
@@ -75,7 +74,7 @@ struct CheckReport {
   std::vector<KindRow> kinds;       // op kinds, by name
   std::optional<KindRow> requests;  // request service times, when both sides have them
   bool total_available = false;
-  std::string total_unavailable;    // why not, when not available
+  std::string total_unavailable;  // why not, when not available
   double total_predicted_s = 0, total_measured_s = 0, total_error = 0;
   MissingIds predicted_only, measured_only;  // op ids (and "R/request") on one side only
   size_t not_modelled = 0;                   // measured evict ops (no cost term)
@@ -87,7 +86,8 @@ struct CheckReport {
 };
 
 // Throws InputError (at the measured file) when an id's kind differs between the two sides.
-CheckReport RunCheck(const Predictions& predicted, const Measured& measured, const CheckOptions& opt);
+CheckReport RunCheck(const Predictions& predicted, const Measured& measured,
+                     const CheckOptions& opt);
 
 nlohmann::ordered_json CheckReportToJson(const CheckReport& r);
 std::string FormatCheckReport(const CheckReport& r);

@@ -56,7 +56,8 @@ class Scanner {
  private:
   bool At(char c) const { return i_ < t_.size() && t_[i_] == c; }
   void Ws() {
-    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\r' || t_[i_] == '\n')) {
+    while (i_ < t_.size() &&
+           (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\r' || t_[i_] == '\n')) {
       if (t_[i_] == '\n') ++line_;
       ++i_;
     }
@@ -141,11 +142,13 @@ JsonInput JsonInput::Load(const std::string& path, const std::string& what) {
   return JsonInput(path, s.str());
 }
 
-JsonInput::JsonInput(std::string file, std::string text) : file_(std::move(file)), text_(std::move(text)) {
+JsonInput::JsonInput(std::string file, std::string text)
+    : file_(std::move(file)), text_(std::move(text)) {
   try {
     root_ = nlohmann::json::parse(text_);
   } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(file_, LineOfByte(text_, e.byte), "", std::string("malformed JSON: ") + e.what());
+    throw InputError(file_, LineOfByte(text_, e.byte), "",
+                     std::string("malformed JSON: ") + e.what());
   }
 }
 

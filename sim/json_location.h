@@ -4,12 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace kvlanes {
 
@@ -64,7 +63,7 @@ class JsonCursor {
   void OnlyKeys(std::initializer_list<const char*> keys) const;
   void ExpectObject() const;
   void ExpectArray() const;
-  double Num() const;  // any JSON number
+  double Num() const;                                // any JSON number
   double NumAtLeast(double min, bool strict) const;  // > min when strict, else >= min
   int64_t Int() const;
   int64_t IntAtLeast(int64_t min) const;

@@ -14,21 +14,23 @@ namespace {
 // One op per lane and pool, ids as in sim/plan.cpp. `per_copy` gives the seconds of one lane's
 // copies in one pool from that lane's bytes in the pool.
 template <typename Fn>
-void CopyOps(std::vector<OpPrediction>& out, const std::vector<LaneCopy>& copies, const ReplayConfig& cfg,
-             const std::string& pre, const char* kind, Fn per_copy) {
+void CopyOps(std::vector<OpPrediction>& out, const std::vector<LaneCopy>& copies,
+             const ReplayConfig& cfg, const std::string& pre, const char* kind, Fn per_copy) {
   for (const LaneCopy& c : copies)
     for (size_t k = 0; k < cfg.model.pools.size(); ++k) {
       // Bytes of this lane's pages in pool k, one layer.
       const double layer_bytes = static_cast<double>(cfg.model.pools[k].bytes_per_token_layer) *
-                                 static_cast<double>(cfg.cache.page_tokens) * static_cast<double>(c.pages.size());
-      out.push_back({pre + kind + "/l" + std::to_string(c.lane) + "/" + cfg.model.pools[k].name, kind,
-                     per_copy(layer_bytes)});
+                                 static_cast<double>(cfg.cache.page_tokens) *
+                                 static_cast<double>(c.pages.size());
+      out.push_back({pre + kind + "/l" + std::to_string(c.lane) + "/" + cfg.model.pools[k].name,
+                     kind, per_copy(layer_bytes)});
     }
 }
 
 }  // namespace
 
-std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg, const RequestPlan& p) {
+std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg,
+                                     const RequestPlan& p) {
   const HardwareProfile& hw = m.hw();
   const double layers = static_cast<double>(m.layers());
   const std::string pre = std::to_string(p.request) + "/";
@@ -41,10 +43,12 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
   CopyOps(out, p.load_back, cfg, pre, "load_back", [&](double b) {
     return layers * (hw.copy_submit_s + hw.copy_latency_s + b / (hw.h2d_gbps * 1e9));
   });
-  out.push_back({pre + "compute", "compute",
-                 layers * m.ComputeLayerS(p.computed_tokens, p.prefix_pages * cfg.cache.page_tokens)});
+  out.push_back(
+      {pre + "compute", "compute",
+       layers * m.ComputeLayerS(p.computed_tokens, p.prefix_pages * cfg.cache.page_tokens)});
   if (p.prefix_pages > 0)
-    out.push_back({pre + "gather", "gather", m.Gather(p.gather_method, p.shard_pages, p.prefix_pages).total_s});
+    out.push_back({pre + "gather", "gather",
+                   m.Gather(p.gather_method, p.shard_pages, p.prefix_pages).total_s});
   // Backup: per-layer = one copy per layer per pool; tail = one copy of all layers per pool.
   CopyOps(out, p.backup, cfg, pre, "backup", [&](double b) {
     if (p.backup_schedule == BackupSchedule::kPerLayer)
@@ -54,7 +58,8 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
   return out;
 }
 
-Predictions PredictPlan(const CostModel& m, const ReplayConfig& cfg, const std::vector<RequestPlan>& requests) {
+Predictions PredictPlan(const CostModel& m, const ReplayConfig& cfg,
+                        const std::vector<RequestPlan>& requests) {
   Predictions out;
   out.profile = m.hw().name;
   out.profile_measured = m.hw().measured;
@@ -95,10 +100,14 @@ nlohmann::ordered_json PredictionsToJson(const Predictions& p) {
   j["total_s"] = p.total_s;
   nlohmann::ordered_json reqs = nlohmann::ordered_json::array();
   for (const RequestPrediction& r : p.requests)
-    reqs.push_back({{"request", r.request}, {"arrival_ns", r.arrival_ns}, {"service_s", r.service_s}, {"ttft_s", r.ttft_s}});
+    reqs.push_back({{"request", r.request},
+                    {"arrival_ns", r.arrival_ns},
+                    {"service_s", r.service_s},
+                    {"ttft_s", r.ttft_s}});
   j["requests"] = reqs;
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-  for (const OpPrediction& o : p.ops) ops.push_back({{"id", o.id}, {"kind", o.kind}, {"seconds", o.seconds}});
+  for (const OpPrediction& o : p.ops)
+    ops.push_back({{"id", o.id}, {"kind", o.kind}, {"seconds", o.seconds}});
   j["ops"] = ops;
   return j;
 }
@@ -106,12 +115,13 @@ nlohmann::ordered_json PredictionsToJson(const Predictions& p) {
 Predictions ParsePredictions(const std::string& text, const std::string& file) {
   const JsonInput in(file, text);
   const JsonCursor root = JsonCursor::Root(in);
-  root.OnlyKeys({"kvlanes_predictions", "profile", "profile_measured", "total_s", "requests", "ops"});
+  root.OnlyKeys(
+      {"kvlanes_predictions", "profile", "profile_measured", "total_s", "requests", "ops"});
   const int64_t version = root.Key("kvlanes_predictions").Int();
   if (version != kPredictionsVersion)
     root.Key("kvlanes_predictions")
-        .Fail("predictions format version " + std::to_string(version) + ", this build reads version " +
-              std::to_string(kPredictionsVersion));
+        .Fail("predictions format version " + std::to_string(version) +
+              ", this build reads version " + std::to_string(kPredictionsVersion));
   Predictions p;
   p.profile = root.Key("profile").Str();
   p.profile_measured = root.Key("profile_measured").Bool();
@@ -122,7 +132,8 @@ Predictions ParsePredictions(const std::string& text, const std::string& file) {
     const JsonCursor r = reqs.Index(i);
     r.OnlyKeys({"request", "arrival_ns", "service_s", "ttft_s"});
     p.requests.push_back({r.Key("request").IntAtLeast(0), r.Key("arrival_ns").Int(),
-                          r.Key("service_s").NumAtLeast(0, false), r.Key("ttft_s").NumAtLeast(0, false)});
+                          r.Key("service_s").NumAtLeast(0, false),
+                          r.Key("ttft_s").NumAtLeast(0, false)});
   }
   const JsonCursor ops = root.Key("ops");
   ops.ExpectArray();
@@ -132,7 +143,8 @@ Predictions ParsePredictions(const std::string& text, const std::string& file) {
     o.OnlyKeys({"id", "kind", "seconds"});
     OpPrediction op{o.Key("id").Str(), o.Key("kind").Str(), o.Key("seconds").NumAtLeast(0, false)};
     if (!seen.emplace(op.id, i).second)
-      o.Key("id").Fail("duplicate op id '" + op.id + "' (first at ops[" + std::to_string(seen[op.id]) + "])");
+      o.Key("id").Fail("duplicate op id '" + op.id + "' (first at ops[" +
+                       std::to_string(seen[op.id]) + "])");
     p.ops.push_back(std::move(op));
   }
   return p;

@@ -4,10 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/config.h"
 #include "sim/cost_model.h"
@@ -40,10 +39,12 @@ struct Predictions {
 
 // The ops of one request that the cost model has a term for, in plan order (evict ops, which are
 // free-list updates, have none and are left out). REQUIRES: `m` built from `cfg`.
-std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg, const RequestPlan& p);
+std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg,
+                                     const RequestPlan& p);
 
 // Every request of a plan, in order. REQUIRES: requests in arrival order.
-Predictions PredictPlan(const CostModel& m, const ReplayConfig& cfg, const std::vector<RequestPlan>& requests);
+Predictions PredictPlan(const CostModel& m, const ReplayConfig& cfg,
+                        const std::vector<RequestPlan>& requests);
 
 // The replay config recorded in a plan's header (its `config` block). Throws InputError at line 1.
 ReplayConfig ConfigFromPlanHeader(const nlohmann::json& header, const std::string& file);

@@ -1,10 +1,9 @@
 // kvlanes calibrate: fits a hardware profile to the measurements of `kvlanes bench sweep`
 // (format, method and formulas: docs/calibration.md) and writes it as a profile YAML.
+#include <boost/program_options.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-
-#include <boost/program_options.hpp>
 
 #include "sim/calibration.h"
 #include "sim/hardware_profile.h"
@@ -18,7 +17,8 @@ namespace kvlanes::cli {
 namespace {
 
 void PrintFits(const CalibrationResult& r) {
-  std::printf("%-36s %7s %9s %9s %9s  %s\n", "group", "samples", "median", "max", "max@line", "parameters");
+  std::printf("%-36s %7s %9s %9s %9s  %s\n", "group", "samples", "median", "max", "max@line",
+              "parameters");
   for (const FitReport& f : r.fits) {
     std::string params;
     for (const auto& [k, v] : f.params) {
@@ -26,8 +26,9 @@ void PrintFits(const CalibrationResult& r) {
       std::snprintf(b, sizeof b, "%s%s=%.4g", params.empty() ? "" : " ", k.c_str(), v);
       params += b;
     }
-    std::printf("%-36s %7lld %8.2f%% %8.2f%% %9lld  %s\n", f.group.c_str(), static_cast<long long>(f.samples),
-                100 * f.median_rel_err, 100 * f.max_rel_err, static_cast<long long>(f.max_line), params.c_str());
+    std::printf("%-36s %7lld %8.2f%% %8.2f%% %9lld  %s\n", f.group.c_str(),
+                static_cast<long long>(f.samples), 100 * f.median_rel_err, 100 * f.max_rel_err,
+                static_cast<long long>(f.max_line), params.c_str());
     if (!f.note.empty()) std::printf("%-36s note: %s\n", "", f.note.c_str());
   }
   if (!r.kept_from_base.empty()) {
@@ -43,14 +44,17 @@ void PrintFits(const CalibrationResult& r) {
 int CmdCalibrate(int argc, const char* const* argv) {
   po::options_description desc("options");
   const CalibrateOptions d;
+  // clang-format off
   desc.add_options()
-      ("measurements", po::value<std::string>(), "measurement file of `kvlanes bench sweep` (docs/calibration.md)")
+      ("measurements", po::value<std::string>(),
+       "measurement file of `kvlanes bench sweep` (docs/calibration.md)")
       ("out", po::value<std::string>(), "write the fitted profile YAML here")
       ("base", po::value<std::string>(), "profile YAML giving the parameters that have no samples")
       ("name", po::value<std::string>()->default_value(d.name), "name of the fitted profile")
       ("layout", po::value<std::string>(), "host copies: fit the samples of this host layout")
       ("mode", po::value<std::string>(), "host copies: fit the samples of this copy mode")
-      ("max-bands", po::value<int>()->default_value(d.bands.max_bands), "collectives: most size bands per curve")
+      ("max-bands", po::value<int>()->default_value(d.bands.max_bands),
+       "collectives: most size bands per curve")
       ("min-band-sizes", po::value<int>()->default_value(d.bands.min_sizes_per_band),
        "collectives: fewest distinct sizes in a band")
       ("band-gain", po::value<double>()->default_value(d.bands.min_gain),
@@ -59,6 +63,7 @@ int CmdCalibrate(int argc, const char* const* argv) {
        "no split when the RMS relative error is already below this")
       ("quiet,q", po::bool_switch(), "no table")
       ("help,h", "this help");
+  // clang-format on
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -68,15 +73,19 @@ int CmdCalibrate(int argc, const char* const* argv) {
     return 2;
   }
   if (vm.count("help")) {
-    std::cout << "usage: " << argv[0] << " --measurements M.json --out profile.yaml [--base profile.yaml]\n\n"
-              << "Fits the hardware profile's parameters (docs/cost_model.md) to benchmark measurements by\n"
-              << "non-negative, relative-error-weighted least squares, with size bands for collectives\n"
-              << "(docs/calibration.md). Prints each fit's residuals and writes them into the YAML.\n\n"
-              << desc;
+    std::cout
+        << "usage: " << argv[0]
+        << " --measurements M.json --out profile.yaml [--base profile.yaml]\n\n"
+        << "Fits the hardware profile's parameters (docs/cost_model.md) to benchmark measurements "
+           "by\n"
+        << "non-negative, relative-error-weighted least squares, with size bands for collectives\n"
+        << "(docs/calibration.md). Prints each fit's residuals and writes them into the YAML.\n\n"
+        << desc;
     return 0;
   }
   try {
-    if (!vm.count("measurements")) throw InputError("", 0, "--measurements", "a measurement file is required");
+    if (!vm.count("measurements"))
+      throw InputError("", 0, "--measurements", "a measurement file is required");
     if (!vm.count("out")) throw InputError("", 0, "--out", "an output file is required");
     CalibrateOptions opt;
     opt.name = vm["name"].as<std::string>();
@@ -87,8 +96,10 @@ int CmdCalibrate(int argc, const char* const* argv) {
     opt.bands.min_gain = vm["band-gain"].as<double>();
     opt.bands.floor_rms = vm["band-floor"].as<double>();
     if (opt.bands.max_bands < 1) throw InputError("", 0, "--max-bands", "must be >= 1");
-    if (opt.bands.min_sizes_per_band < 2) throw InputError("", 0, "--min-band-sizes", "must be >= 2");
-    if (!(opt.bands.min_gain > 0 && opt.bands.min_gain < 1)) throw InputError("", 0, "--band-gain", "must be in (0, 1)");
+    if (opt.bands.min_sizes_per_band < 2)
+      throw InputError("", 0, "--min-band-sizes", "must be >= 2");
+    if (!(opt.bands.min_gain > 0 && opt.bands.min_gain < 1))
+      throw InputError("", 0, "--band-gain", "must be in (0, 1)");
     if (!(opt.bands.floor_rms >= 0)) throw InputError("", 0, "--band-floor", "must be >= 0");
     const std::string mfile = vm["measurements"].as<std::string>();
     const Measurements m = ReadMeasurements(mfile);
@@ -100,7 +111,8 @@ int CmdCalibrate(int argc, const char* const* argv) {
     try {
       LoadHardwareProfile(out);  // what we write must load: anything else is a bug here
     } catch (const InputError& e) {
-      std::fprintf(stderr, "%s: internal error: the written profile does not load: %s\n", argv[0], e.what());
+      std::fprintf(stderr, "%s: internal error: the written profile does not load: %s\n", argv[0],
+                   e.what());
       std::abort();
     }
     if (!vm["quiet"].as<bool>()) {

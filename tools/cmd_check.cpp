@@ -3,12 +3,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <boost/program_options.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
-
-#include <boost/program_options.hpp>
+#include <vector>
 
 #include "sim/check_stats.h"
 #include "sim/cost_model.h"
@@ -43,18 +43,44 @@ std::string PlotScript() {
   return (slash == std::string::npos ? std::string(".") : here.substr(0, slash)) + "/plot_check.py";
 }
 
+// The first of $KVLANES_PYTHON, python3 on PATH, /usr/bin/python3 (Debian's, where
+// python3-matplotlib installs) that can import matplotlib; "" when none can.
+std::string PythonWithMatplotlib(std::string& tried) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("KVLANES_PYTHON")) candidates.push_back(env);
+  candidates.push_back("python3");
+  candidates.push_back("/usr/bin/python3");
+  for (const std::string& py : candidates) {
+    tried += (tried.empty() ? "" : ", ") + py;
+    if (std::system((ShellQuote(py) + " -c 'import matplotlib' >/dev/null 2>&1").c_str()) == 0)
+      return py;
+  }
+  return "";
+}
+
+struct Plotter {
+  std::string python, script;
+};
+
 // Fails early, before any work, when --plot cannot work here.
-std::string CheckPlotting(const std::string& out) {
+Plotter CheckPlotting(const std::string& out) {
   const auto dot = out.rfind('.');
   const std::string ext = dot == std::string::npos ? "" : out.substr(dot + 1);
-  if (ext != "png" && ext != "svg") throw InputError("", 0, "--plot", "the file must end in .png or .svg");
-  const std::string script = PlotScript();
-  if (!Exists(script))
-    throw InputError("", 0, "--plot", "plot script not found at " + script + " (set KVLANES_PLOT_SCRIPT)");
-  if (std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)
+  if (ext != "png" && ext != "svg")
+    throw InputError("", 0, "--plot", "the file must end in .png or .svg");
+  Plotter p;
+  p.script = PlotScript();
+  if (!Exists(p.script))
     throw InputError("", 0, "--plot",
-                     "needs python3 with matplotlib (Debian: apt-get install python3-matplotlib)");
-  return script;
+                     "plot script not found at " + p.script + " (set KVLANES_PLOT_SCRIPT)");
+  std::string tried;
+  p.python = PythonWithMatplotlib(tried);
+  if (p.python.empty())
+    throw InputError("", 0, "--plot",
+                     "needs python3 with matplotlib; none of " + tried +
+                         " imports it (Debian: apt-get install python3-matplotlib; or set "
+                         "KVLANES_PYTHON)");
+  return p;
 }
 
 Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path) {
@@ -62,7 +88,8 @@ Predictions PredictFromPlan(const std::string& plan_path, std::string profile_pa
   ReplayConfig cfg = ConfigFromPlanHeader(plan.header, plan_path);
   if (profile_path.empty()) profile_path = cfg.hardware.profile;
   if (profile_path.empty())
-    throw InputError("", 0, "--profile", "needed with --plan (the plan's config names no hardware.profile)");
+    throw InputError("", 0, "--profile",
+                     "needed with --plan (the plan's config names no hardware.profile)");
   cfg.hardware.profile = profile_path;
   const CostModel model(LoadHardwareProfile(profile_path), cfg, profile_path);
   return PredictPlan(model, cfg, plan.requests);
@@ -73,21 +100,29 @@ Predictions PredictFromPlan(const std::string& plan_path, std::string profile_pa
 int CmdCheck(int argc, const char* const* argv) {
   po::options_description desc("options");
   const CheckOptions d;
+  // clang-format off
   desc.add_options()
       ("predicted", po::value<std::string>(), "predictions file (docs/calibration.md); or give --plan")
       ("plan", po::value<std::string>(), "plan file of `kvlanes replay --plan`: predict it here")
-      ("profile", po::value<std::string>(), "with --plan: hardware profile YAML (default: the plan's hardware.profile)")
+      ("profile", po::value<std::string>(),
+       "with --plan: hardware profile YAML (default: the plan's hardware.profile)")
       ("write-predicted", po::value<std::string>(), "with --plan: also write the predictions file")
       ("measured", po::value<std::string>(), "measured file of `kvlanes exec` (docs/calibration.md)")
-      ("max-median", po::value<double>()->default_value(100 * d.max_median), "per kind: largest median APE, percent")
-      ("max-p95", po::value<double>()->default_value(100 * d.max_p95), "per kind: largest p95 APE, percent")
-      ("max-total", po::value<double>()->default_value(100 * d.max_total), "whole replay: largest total error, percent")
-      ("allow-missing", po::bool_switch(), "ids on one side only are reported but do not fail the verdict")
+      ("max-median", po::value<double>()->default_value(100 * d.max_median),
+       "per kind: largest median APE, percent")
+      ("max-p95", po::value<double>()->default_value(100 * d.max_p95),
+       "per kind: largest p95 APE, percent")
+      ("max-total", po::value<double>()->default_value(100 * d.max_total),
+       "whole replay: largest total error, percent")
+      ("allow-missing", po::bool_switch(),
+       "ids on one side only are reported but do not fail the verdict")
       ("worst", po::value<size_t>()->default_value(d.worst), "how many worst operations to list")
       ("json", po::value<std::string>(), "write the report as JSON")
-      ("plot", po::value<std::string>(), "draw predicted vs measured (FILE.png or FILE.svg; python3 + matplotlib)")
+      ("plot", po::value<std::string>(),
+       "draw predicted vs measured (FILE.png or FILE.svg; python3 + matplotlib)")
       ("quiet,q", po::bool_switch(), "no console report (the exit code still gives the verdict)")
       ("help,h", "this help");
+  // clang-format on
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -97,11 +132,13 @@ int CmdCheck(int argc, const char* const* argv) {
     return 2;
   }
   if (vm.count("help")) {
-    std::cout << "usage: " << argv[0] << " (--predicted P.json | --plan PLAN [--profile H.yaml]) --measured M.json\n\n"
-              << "Joins predicted and measured seconds on plan op ids; prints per op kind, per request\n"
-              << "(service time) and for the whole replay the median and p95 absolute percentage error,\n"
-              << "the worst operations and a verdict. Exit 0 pass, 1 fail, 2 bad input.\n\n"
-              << desc;
+    std::cout
+        << "usage: " << argv[0]
+        << " (--predicted P.json | --plan PLAN [--profile H.yaml]) --measured M.json\n\n"
+        << "Joins predicted and measured seconds on plan op ids; prints per op kind, per request\n"
+        << "(service time) and for the whole replay the median and p95 absolute percentage error,\n"
+        << "the worst operations and a verdict. Exit 0 pass, 1 fail, 2 bad input.\n\n"
+        << desc;
     return 0;
   }
   try {
@@ -109,7 +146,8 @@ int CmdCheck(int argc, const char* const* argv) {
       throw InputError("", 0, "--predicted", "give either --predicted or --plan (exactly one)");
     if (!vm.count("measured")) throw InputError("", 0, "--measured", "a measured file is required");
     if (vm.count("plan") == 0 && (vm.count("profile") || vm.count("write-predicted")))
-      throw InputError("", 0, vm.count("profile") ? "--profile" : "--write-predicted", "only with --plan");
+      throw InputError("", 0, vm.count("profile") ? "--profile" : "--write-predicted",
+                       "only with --plan");
     CheckOptions opt;
     opt.max_median = vm["max-median"].as<double>() / 100;
     opt.max_p95 = vm["max-p95"].as<double>() / 100;
@@ -117,15 +155,18 @@ int CmdCheck(int argc, const char* const* argv) {
     opt.allow_missing = vm["allow-missing"].as<bool>();
     opt.worst = vm["worst"].as<size_t>();
     for (const char* k : {"max-median", "max-p95", "max-total"})
-      if (!(vm[k].as<double>() >= 0)) throw InputError("", 0, std::string("--") + k, "must be >= 0");
-    std::string script;
-    if (vm.count("plot")) script = CheckPlotting(vm["plot"].as<std::string>());
+      if (!(vm[k].as<double>() >= 0))
+        throw InputError("", 0, std::string("--") + k, "must be >= 0");
+    Plotter plotter;
+    if (vm.count("plot")) plotter = CheckPlotting(vm["plot"].as<std::string>());
 
     Predictions pred;
     if (vm.count("plan")) {
-      pred = PredictFromPlan(vm["plan"].as<std::string>(), vm.count("profile") ? vm["profile"].as<std::string>() : "");
+      pred = PredictFromPlan(vm["plan"].as<std::string>(),
+                             vm.count("profile") ? vm["profile"].as<std::string>() : "");
       if (vm.count("write-predicted"))
-        WriteFileAtomically(vm["write-predicted"].as<std::string>(), PredictionsToJson(pred).dump(1) + "\n");
+        WriteFileAtomically(vm["write-predicted"].as<std::string>(),
+                            PredictionsToJson(pred).dump(1) + "\n");
     } else {
       pred = ReadPredictions(vm["predicted"].as<std::string>());
     }
@@ -140,14 +181,18 @@ int CmdCheck(int argc, const char* const* argv) {
       if (data.empty()) {
         char tmpl[] = "/tmp/kvlanes_check_XXXXXX";
         const int fd = ::mkstemp(tmpl);
-        if (fd < 0) throw InputError("", 0, "--plot", "cannot create a temporary file for the plot data");
+        if (fd < 0)
+          throw InputError("", 0, "--plot", "cannot create a temporary file for the plot data");
         ::close(fd);
         data = tmpl;
         WriteFileAtomically(data, json);
       }
-      const int rc = std::system(("python3 " + ShellQuote(script) + " " + ShellQuote(data) + " " + ShellQuote(out)).c_str());
+      const int rc = std::system((ShellQuote(plotter.python) + " " + ShellQuote(plotter.script) +
+                                  " " + ShellQuote(data) + " " + ShellQuote(out))
+                                     .c_str());
       if (!vm.count("json")) std::remove(data.c_str());
-      if (rc != 0) throw InputError(out, 0, "--plot", "the plot script failed (" + script + ")");
+      if (rc != 0)
+        throw InputError(out, 0, "--plot", "the plot script failed (" + plotter.script + ")");
       if (!vm["quiet"].as<bool>()) std::printf("plot: %s\n", out.c_str());
     }
     return report.pass ? 0 : 1;

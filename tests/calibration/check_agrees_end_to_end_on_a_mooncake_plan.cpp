@@ -33,10 +33,12 @@ Replayed ReplayToPlan() {
   ApplyConfigSetting("cache.host_pages_per_lane=3000", cfg);
   ApplyConfigSetting(std::string("hardware.profile=") + kProfile, cfg);
   ValidateConfig(cfg);
-  const Trace trace = LoadTrace({KVLANES_SOURCE_DIR "/traces/mooncake_excerpt.jsonl"}, std::nullopt, TraceOptions{});
+  const Trace trace = LoadTrace({KVLANES_SOURCE_DIR "/traces/mooncake_excerpt.jsonl"}, std::nullopt,
+                                TraceOptions{});
   auto policy = MakePolicy("lanes", cfg);
   Replayed out;
-  out.plan_path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/kvlanes_cal_e2e_plan.jsonl";
+  out.plan_path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+                  "/kvlanes_cal_e2e_plan.jsonl";
   std::ofstream plan(out.plan_path);
   ReplaySinks sinks;
   sinks.plan = &plan;
@@ -55,7 +57,8 @@ double MeasuredFor(double predicted, double ape) { return predicted / (1 + ape);
 
 }  // namespace
 
-TEST_CASE("per-op predictions of a replayed plan agree with the replay and check recovers known errors") {
+TEST_CASE(
+    "per-op predictions of a replayed plan agree with the replay and check recovers known errors") {
   const Replayed rep = ReplayToPlan();
   const PlanFile plan = ReadPlanFile(rep.plan_path);
   std::remove(rep.plan_path.c_str());
@@ -98,8 +101,11 @@ TEST_CASE("per-op predictions of a replayed plan agree with the replay and check
   // Measured: every kind off by a known APE, the slowest of 4 ranks carrying it; one gather
   // op 50% off; evict ops measured but not modelled; one predicted op never measured and one
   // measured op never predicted; requests 3% off.
-  const std::map<std::string, double> ape = {
-      {"load_back", 0.04}, {"backup", 0.10}, {"gather", 0.01}, {"compute", 0.02}, {"write_back", 0.03}};
+  const std::map<std::string, double> ape = {{"load_back", 0.04},
+                                             {"backup", 0.10},
+                                             {"gather", 0.01},
+                                             {"compute", 0.02},
+                                             {"write_back", 0.03}};
   nlohmann::json ops = nlohmann::json::array();
   std::string outlier, dropped;
   for (const OpPrediction& op : pred.ops) {
@@ -114,20 +120,27 @@ TEST_CASE("per-op predictions of a replayed plan agree with the replay and check
     }
     const double m = MeasuredFor(op.seconds, e);
     for (int rank = 0; rank < 4; ++rank)
-      ops.push_back({{"id", op.id}, {"kind", op.kind}, {"rank", rank}, {"seconds", rank == 2 ? m : m * 0.9}});
+      ops.push_back(
+          {{"id", op.id}, {"kind", op.kind}, {"rank", rank}, {"seconds", rank == 2 ? m : m * 0.9}});
   }
   size_t evicts = 0;
   for (const RequestPlan& p : plan.requests)
     for (size_t k = 0; k < p.evictions.size(); ++k, ++evicts)
-      ops.push_back({{"id", std::to_string(p.request) + "/evict/" + std::to_string(k)}, {"kind", "evict"}, {"rank", 0},
+      ops.push_back({{"id", std::to_string(p.request) + "/evict/" + std::to_string(k)},
+                     {"kind", "evict"},
+                     {"rank", 0},
                      {"seconds", 1e-6}});
   CHECK(evicts > 0);
   ops.push_back({{"id", "99999/compute"}, {"kind", "compute"}, {"rank", 0}, {"seconds", 1.0}});
   nlohmann::json reqs = nlohmann::json::array();
   for (const RequestPrediction& r : pred.requests)
     reqs.push_back({{"request", r.request}, {"seconds", MeasuredFor(r.service_s, 0.03)}});
-  const nlohmann::json measured = {{"context", {{"generator", "test"}}}, {"verified_bytes", 0}, {"ops", ops}, {"requests", reqs}};
-  const CheckReport r = RunCheck(pred, ParseMeasured(measured.dump(), "measured.json"), CheckOptions{});
+  const nlohmann::json measured = {{"context", {{"generator", "test"}}},
+                                   {"verified_bytes", 0},
+                                   {"ops", ops},
+                                   {"requests", reqs}};
+  const CheckReport r =
+      RunCheck(pred, ParseMeasured(measured.dump(), "measured.json"), CheckOptions{});
 
   std::map<std::string, const KindRow*> rows;
   for (const KindRow& k : r.kinds) rows[k.kind] = &k;

@@ -12,8 +12,10 @@ namespace {
 Predictions HandPredictions() {
   Predictions p;
   p.profile = "hand";
-  p.ops = {{"0/load_back/l0/kv", "load_back", 1.02}, {"0/load_back/l1/kv", "load_back", 1.04},
-           {"1/load_back/l0/kv", "load_back", 1.10}, {"1/load_back/l1/kv", "load_back", 1.30},
+  p.ops = {{"0/load_back/l0/kv", "load_back", 1.02},
+           {"0/load_back/l1/kv", "load_back", 1.04},
+           {"1/load_back/l0/kv", "load_back", 1.10},
+           {"1/load_back/l1/kv", "load_back", 1.30},
            {"0/compute", "compute", 0.9}};
   p.requests = {{0, 0, 2.0, 2.0}, {1, 10, 4.0, 6.0}};
   p.total_s = 6.0;
@@ -118,7 +120,8 @@ TEST_CASE("the verdict follows the thresholds given") {
   CHECK(total.reasons[0] == "whole-replay total error 14.29% > 14.00%");
 }
 
-TEST_CASE("ids on one side only are counted with examples; evict ops are not modelled, not missing") {
+TEST_CASE(
+    "ids on one side only are counted with examples; evict ops are not modelled, not missing") {
   Predictions p = HandPredictions();
   p.ops.push_back({"2/gather", "gather", 0.5});
   const std::string measured = R"({"ops": [
@@ -141,7 +144,7 @@ TEST_CASE("ids on one side only are counted with examples; evict ops are not mod
   CHECK(r.measured_only.examples == std::vector<std::string>{"7/backup/l0/kv"});
   CHECK(r.not_modelled == 2);
   CHECK(r.not_modelled_s == doctest::Approx(0.002));
-  CHECK_FALSE(r.requests);  // no per-request measured seconds
+  CHECK_FALSE(r.requests);   // no per-request measured seconds
   CHECK(r.total_available);  // from total_s
   CHECK_FALSE(r.pass);
   REQUIRE(r.reasons.size() == 1);
@@ -151,7 +154,8 @@ TEST_CASE("ids on one side only are counted with examples; evict ops are not mod
 }
 
 TEST_CASE("without a measured total the whole-replay criterion fails and says why") {
-  const std::string measured = R"({"ops": [{"id": "0/compute", "kind": "compute", "rank": 0, "seconds": 0.9}]})";
+  const std::string measured =
+      R"({"ops": [{"id": "0/compute", "kind": "compute", "rank": 0, "seconds": 0.9}]})";
   Predictions p;
   p.profile = "hand";
   p.ops = {{"0/compute", "compute", 0.9}};
@@ -161,7 +165,8 @@ TEST_CASE("without a measured total the whole-replay criterion fails and says wh
   CHECK_FALSE(r.total_available);
   REQUIRE(r.reasons.size() == 1);
   CHECK(r.reasons[0] ==
-        "whole-replay total not measured: the measured file has neither total_s nor per-request seconds");
+        "whole-replay total not measured: the measured file has neither total_s nor per-request "
+        "seconds");
   const nlohmann::ordered_json j = CheckReportToJson(r);
   CHECK(j["verdict"] == "fail");
   CHECK(j["total"]["measured_s"].is_null());

@@ -15,7 +15,8 @@ namespace {
 bool Near(double fitted, double truth, double tol) { return std::fabs(fitted / truth - 1) <= tol; }
 
 std::string TempPath(const std::string& name) {
-  return std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/kvlanes_cal_" + name;
+  return std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/kvlanes_cal_" +
+         name;
 }
 
 }  // namespace
@@ -62,7 +63,9 @@ TEST_CASE("latency plus inverse bandwidth is recovered from noisy copies with re
   for (double e : f.rel_err) CHECK(std::fabs(e) < 0.05);  // noise is at most 2%
 }
 
-TEST_CASE("a zero true latency fits as a non-negative one where unconstrained least squares goes negative") {
+TEST_CASE(
+    "a zero true latency fits as a non-negative one where unconstrained least squares goes "
+    "negative") {
   // Take the first seed whose unconstrained weighted fit gives a negative latency.
   for (uint64_t seed = 1; seed < 200; ++seed) {
     Noise noise(seed, 0.03);
@@ -123,7 +126,8 @@ TEST_CASE("a curve that bends is split into two bands near the bend; a straight 
 
 TEST_CASE("calibrate recovers every parameter of a known profile from a noisy synthetic sweep") {
   const HardwareProfile truth = TruthProfile();
-  const Measurements m = ParseMeasurements(SyntheticSweep(truth, 42, 0.02).dump(1), "synthetic.json");
+  const Measurements m =
+      ParseMeasurements(SyntheticSweep(truth, 42, 0.02).dump(1), "synthetic.json");
   const CalibrationResult r = Calibrate(m, nullptr, CalibrateOptions{});
   const HardwareProfile& p = r.profile;
   CHECK(r.kept_from_base.empty());
@@ -170,7 +174,8 @@ TEST_CASE("calibrate recovers every parameter of a known profile from a noisy sy
 }
 
 TEST_CASE("the written profile loads back with the fitted values and residual comments") {
-  const Measurements m = ParseMeasurements(SyntheticSweep(TruthProfile(), 5, 0.01).dump(1), "synthetic.json");
+  const Measurements m =
+      ParseMeasurements(SyntheticSweep(TruthProfile(), 5, 0.01).dump(1), "synthetic.json");
   const CalibrationResult r = Calibrate(m, nullptr, CalibrateOptions{});
   const std::string yaml = ProfileToYaml(r, "synthetic.json");
   CHECK(yaml.find("# fit: ") != std::string::npos);
@@ -183,7 +188,8 @@ TEST_CASE("the written profile loads back with the fitted values and residual co
   CHECK(back.h2d_gbps == doctest::Approx(r.profile.h2d_gbps).epsilon(1e-5));
   CHECK(back.layer_attn_pair_s == doctest::Approx(r.profile.layer_attn_pair_s).epsilon(1e-5));
   REQUIRE(back.collectives.size() == 1);
-  CHECK(back.collectives[0].all_gather.bands.size() == r.profile.collectives[0].all_gather.bands.size());
+  CHECK(back.collectives[0].all_gather.bands.size() ==
+        r.profile.collectives[0].all_gather.bands.size());
   CHECK(back.collectives[0].all_gather.bands[0].max_bytes ==
         doctest::Approx(r.profile.collectives[0].all_gather.bands[0].max_bytes).epsilon(1e-5));
 }
@@ -198,7 +204,8 @@ TEST_CASE("parameters without samples come from the base profile and are named")
   base.name = "base";
   base.d2h_gbps = 12;
   base.layer_token_s = 7e-6;
-  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(), "h2d.json"), &base, CalibrateOptions{});
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(doc.dump(), "h2d.json"), &base, CalibrateOptions{});
   CHECK(Near(r.profile.h2d_gbps, 50, 0.03));
   CHECK(r.profile.d2h_gbps == 12);  // no d2h samples: from the base
   CHECK(r.profile.layer_token_s == 7e-6);

@@ -4,11 +4,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/hardware_profile.h"
 
@@ -71,8 +70,13 @@ inline nlohmann::json SyntheticSweep(const HardwareProfile& t, uint64_t seed, do
       for (int copies : {1, 16, 256}) {
         const double bytes = chunk * copies;
         const double gbps = std::string(dir) == "h2d" ? t.h2d_gbps : t.d2h_gbps;
-        add({{"kind", "host_copy"}, {"direction", dir}, {"bytes", bytes}, {"chunk_bytes", chunk}, {"copies", copies},
-             {"layout", "page_first"}, {"mode", "memcpy"}},
+        add({{"kind", "host_copy"},
+             {"direction", dir},
+             {"bytes", bytes},
+             {"chunk_bytes", chunk},
+             {"copies", copies},
+             {"layout", "page_first"},
+             {"mode", "memcpy"}},
             copies * t.copy_latency_s + bytes / (gbps * 1e9));
       }
   for (int copies : {1, 8, 64, 512})
@@ -82,13 +86,18 @@ inline nlohmann::json SyntheticSweep(const HardwareProfile& t, uint64_t seed, do
     for (const char* op : {"copy", "fill"})
       for (int kernels : {1, 2}) {
         const double f = std::string(op) == "copy" ? 2 : 1;
-        add({{"kind", "device_copy"}, {"bytes", bytes}, {"op", op}, {"kernels", kernels}, {"variant", "pack"}},
+        add({{"kind", "device_copy"},
+             {"bytes", bytes},
+             {"op", op},
+             {"kernels", kernels},
+             {"variant", "pack"}},
             kernels * t.kernel_launch_s + f * bytes / (t.device_copy_gbps * 1e9));
       }
   const CollectiveModel& c = t.collectives.at(0);
   const double n = c.ranks;
   for (double y = 16384; y <= 256 << 20; y *= 2) {
-    add({{"kind", "all_gather"}, {"ranks", c.ranks}, {"bytes", y}}, BandTime(c.all_gather, y, n - 1, (n - 1) / n));
+    add({{"kind", "all_gather"}, {"ranks", c.ranks}, {"bytes", y}},
+        BandTime(c.all_gather, y, n - 1, (n - 1) / n));
     add({{"kind", "all_reduce"}, {"ranks", c.ranks}, {"bytes", y}},
         BandTime(c.all_reduce, y, 2 * (n - 1), 2 * (n - 1) / n));
     for (int peers = 1; peers < c.ranks; ++peers)
@@ -98,11 +107,18 @@ inline nlohmann::json SyntheticSweep(const HardwareProfile& t, uint64_t seed, do
   for (int64_t nt : {64, 256, 1024, 4096})
     for (int64_t pre : {0, 4096, 32768}) {
       const double nd = static_cast<double>(nt), pd = static_cast<double>(pre);
-      const double layer = t.layer_base_s + t.layer_token_s * nd + t.layer_attn_pair_s * nd * (pd + nd / 2);
-      add({{"kind", "forward"}, {"new_tokens", nt}, {"prefix_tokens", pre}, {"ranks", 1}, {"layers", 4}}, 4 * layer);
+      const double layer =
+          t.layer_base_s + t.layer_token_s * nd + t.layer_attn_pair_s * nd * (pd + nd / 2);
+      add({{"kind", "forward"},
+           {"new_tokens", nt},
+           {"prefix_tokens", pre},
+           {"ranks", 1},
+           {"layers", 4}},
+          4 * layer);
     }
   return {{"kvlanes_measurements", 1},
-          {"context", {{"generator", "tests/calibration/synthetic.h"}, {"seed", seed}, {"noise", noise_amp}}},
+          {"context",
+           {{"generator", "tests/calibration/synthetic.h"}, {"seed", seed}, {"noise", noise_amp}}},
           {"samples", samples}};
 }
 
