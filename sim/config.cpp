@@ -144,6 +144,8 @@ const std::vector<KeySpec>& Keys() {
       KV_STR_KEY("gather.method", gather.method, "prefix materialization method", "dense",
                  "packed", "p2p", "zigzag-gated"),
       KV_STR_KEY("backup.schedule", backup.schedule, "host backup schedule", "per-layer", "tail"),
+      KV_INT_KEY("admission.host_write_min_hits", admission.host_write_min_hits,
+                 "policy admit-hits: hit count at which a node may be written to host"),
   };
   return keys;
 }
@@ -231,6 +233,7 @@ void ValidateConfig(const ReplayConfig& c) {
   need(c.cache.load_back_min_tokens >= 0, "cache.load_back_min_tokens", "must be >= 0");
   need(c.trace.block_tokens >= 0, "trace.block_tokens", "must be >= 0");
   need(c.model.layers > 0, "model.layers", "must be > 0");
+  need(c.admission.host_write_min_hits >= 1, "admission.host_write_min_hits", "must be >= 1");
   need(!c.model.pools.empty(), "model.pools", "needs at least one pool");
   if (c.trace.block_tokens > 0)
     need(c.trace.block_tokens % c.cache.page_tokens == 0, "cache.page_tokens",

@@ -55,6 +55,11 @@ struct BackupConfig {
   std::string schedule = "per-layer";  // per-layer | tail
 };
 
+// Parameters of the admission policies (policies/admit_hits_policy.cpp); other policies ignore them.
+struct AdmissionConfig {
+  int64_t host_write_min_hits = 2;  // admit-hits: back a node up once its hit count reaches this
+};
+
 struct ReplayConfig {
   std::string policy = "lanes";  // a name from the policy registry (policies/registry.h)
   CacheConfig cache;
@@ -62,6 +67,7 @@ struct ReplayConfig {
   ModelConfig model;
   GatherConfig gather;
   BackupConfig backup;
+  AdmissionConfig admission;
 };
 
 // Loads a YAML file over the defaults. Throws InputError naming file, line and key.

@@ -50,7 +50,7 @@ TEST_CASE("golden metrics match for every policy on every replay case") {
     for (const PolicyInfo& info : RegisteredPolicies()) {
       const ReplayConfig cfg = CaseConfig(c, info.name);
       const Trace trace = CaseTrace(c, cfg);
-      auto policy = MakePolicy(info.name, cfg);
+      auto policy = MakePolicy(info.name, cfg, trace);
       now[c.name + "/" + info.name] = Metrics(RunReplay(cfg, *policy, trace, {}, nullptr));
     }
   }
