@@ -34,6 +34,13 @@ std::string PoliciesHelp();  // "  name  help" lines
 // Factories, one file per policy (name_policy.cpp).
 std::unique_ptr<CachePolicy> MakeLanesPolicy(const ReplayConfig& cfg, const Trace& trace);
 std::unique_ptr<CachePolicy> MakeScalarPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeLruPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeLfuPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeFifoPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeSlruPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeOraclePolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeAdmitHitsPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeAdmitOwnerPolicy(const ReplayConfig& cfg, const Trace& trace);
 std::unique_ptr<CachePolicy> MakeLaneBalancePolicy(const ReplayConfig& cfg, const Trace& trace);
 
 }  // namespace kvlanes
