@@ -321,11 +321,27 @@ void ReplayEngine::Process(const Request& req) {
       c_.duplicate_pages += len;
       return;
     }
+    // A host-only node past the match cap (the last keyed page, when the input is a whole
+    // number of pages) lies in the new extent, which was placed afresh: if that moved its
+    // pages to other lanes, its host copy (on the old owners' host lanes) is dropped and the
+    // node revived on the new owners. Host-only nodes inside the match keep their owners.
+    bool moved = false;
+    for (int64_t j = 0; j < len; ++j)
+      moved |= tree_.node(id).pages[static_cast<size_t>(j)].owner != owners_[static_cast<size_t>(i0 - start + j)];
+    if (moved) {
+      Node& hn = tree_.mutable_node(id);
+      KV_CHECK(i0 >= ext_start && hn.lock == 0, "revived page owner differs from its placement");
+      ledger_.OnResidency(hn, Tier::kHost, -1);
+      for (int64_t j = 0; j < len; ++j) {
+        host_slots_.Free(hn.pages[static_cast<size_t>(j)].owner, hn.host_slot[static_cast<size_t>(j)]);
+        hn.pages[static_cast<size_t>(j)] = PageInfo{owners_[static_cast<size_t>(i0 - start + j)], extent_id};
+      }
+      c_.evicted_host_pages += len;
+      tree_.SetHostSlots(id, {});  // resident nowhere until the device slots below
+    }
     std::vector<uint32_t> dev(static_cast<size_t>(len));
     for (int64_t j = 0; j < len; ++j) {
       const size_t k = static_cast<size_t>(i0 - start + j);
-      KV_CHECK(tree_.node(id).pages[static_cast<size_t>(j)].owner == owners_[k],
-               "revived page owner differs from its placement");
       dev[static_cast<size_t>(j)] = slots_[k];
       ledger_.AddInFlight(Tier::kDevice, owners_[k], -1);
       slots_[k] = kNoSlot;
