@@ -14,7 +14,8 @@ namespace {
 class AdmitHitsPolicy final : public ConfiguredPolicy {
  public:
   explicit AdmitHitsPolicy(const ReplayConfig& cfg)
-      : ConfiguredPolicy(cfg), min_hits_(static_cast<uint64_t>(cfg.admission.host_write_min_hits)) {}
+      : ConfiguredPolicy(cfg),
+        min_hits_(static_cast<uint64_t>(cfg.admission.host_write_min_hits)) {}
   std::string_view Name() const override { return "admit-hits"; }
   EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const override {
     return PlanCascadeEviction(view, demand, PlanScope::kLanes);

@@ -35,7 +35,8 @@ class AdmitOwnerPolicy final : public ConfiguredPolicy {
       for (const PageInfo& p : vn.pages) ++freed[p.owner];
     }
     for (size_t r = 0; r < d.target.size(); ++r)
-      if (view.ledger.at(Tier::kHost, static_cast<int>(r)).free() + freed[r] < d.target[r]) return false;
+      if (view.ledger.at(Tier::kHost, static_cast<int>(r)).free() + freed[r] < d.target[r])
+        return false;
     return true;
   }
 };

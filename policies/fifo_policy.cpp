@@ -1,4 +1,5 @@
-// `fifo`: the lanes planner evicting oldest node first: creation order (node id); a split head is a new node.
+// `fifo`: the lanes planner evicting oldest node first: creation order (node id); a split head is a
+// new node.
 #include "policies/ordered_lanes_policy.h"
 #include "policies/registry.h"
 

@@ -26,14 +26,17 @@ void AssignLaneBalance(const Ledger& ledger, std::span<uint16_t> owners) {
   }
   size_t i = 0;
   for (int r = 0; r < lanes; ++r)
-    for (int64_t k = 0; k < count[static_cast<size_t>(r)]; ++k) owners[i++] = static_cast<uint16_t>(r);
+    for (int64_t k = 0; k < count[static_cast<size_t>(r)]; ++k)
+      owners[i++] = static_cast<uint16_t>(r);
 }
 
 namespace {
 
 class LaneBalancePolicy final : public ConfiguredPolicy {
  public:
-  explicit LaneBalancePolicy(const ReplayConfig& cfg) : ConfiguredPolicy(cfg) { FixPlacement("lane-balance"); }
+  explicit LaneBalancePolicy(const ReplayConfig& cfg) : ConfiguredPolicy(cfg) {
+    FixPlacement("lane-balance");
+  }
   std::string_view Name() const override { return "lane-balance"; }
   EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const override {
     return PlanCascadeEviction(view, demand, PlanScope::kLanes);

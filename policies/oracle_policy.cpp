@@ -43,7 +43,8 @@ class FutureUses {
   FutureUses(const Trace& trace, int64_t page_tokens)
       : pages_per_block_(trace.block_tokens / page_tokens) {
     KV_CHECK(pages_per_block_ > 0 && trace.block_tokens % page_tokens == 0,
-             "oracle: block of " << trace.block_tokens << " tokens is not whole pages of " << page_tokens);
+             "oracle: block of " << trace.block_tokens << " tokens is not whole pages of "
+                                 << page_tokens);
     keyed_.reserve(trace.requests.size());
     for (size_t i = 0; i < trace.requests.size(); ++i) {
       const Request& r = trace.requests[i];
@@ -72,8 +73,9 @@ class FutureUses {
   // Guards the contract that the engine replays this trace: request `epoch` must have
   // `keyed` keyed pages here too.
   void CheckRequest(uint64_t epoch, size_t keyed) const {
-    KV_CHECK(epoch >= 1 && epoch <= keyed_.size() && keyed_[epoch - 1] == static_cast<int64_t>(keyed),
-             "oracle: request " << epoch << " is not the trace the policy was built for");
+    KV_CHECK(
+        epoch >= 1 && epoch <= keyed_.size() && keyed_[epoch - 1] == static_cast<int64_t>(keyed),
+        "oracle: request " << epoch << " is not the trace the policy was built for");
   }
 
  private:
@@ -109,7 +111,8 @@ class BeladyWalk {
     if (heap_.empty()) return std::nullopt;
     const Entry& e = heap_.top();
     const int64_t index = Remaining(e.id) - 1;
-    return Step{e.id, index, e.next_use, tree_.node(e.id).pages[static_cast<size_t>(index)].owner, e.cascade};
+    return Step{e.id, index, e.next_use, tree_.node(e.id).pages[static_cast<size_t>(index)].owner,
+                e.cascade};
   }
 
   void Take() {
@@ -144,7 +147,8 @@ class BeladyWalk {
   }
   void Push(NodeId id, bool cascade) {
     const Node& n = tree_.node(id);
-    heap_.push(Entry{future_.Next(n.keys[static_cast<size_t>(Remaining(id) - 1)], epoch_), id, cascade});
+    heap_.push(
+        Entry{future_.Next(n.keys[static_cast<size_t>(Remaining(id) - 1)], epoch_), id, cascade});
   }
 
   const RadixTree& tree_;
@@ -170,7 +174,8 @@ class OraclePolicy final : public ConfiguredPolicy {
     for (int r = 0; r < lanes; ++r) {
       const int64_t f = view.ledger.at(tier, r).free();
       free_total += f;
-      short_by[static_cast<size_t>(r)] = std::max<int64_t>(0, demand.target[static_cast<size_t>(r)] - f);
+      short_by[static_cast<size_t>(r)] =
+          std::max<int64_t>(0, demand.target[static_cast<size_t>(r)] - f);
       lanes_short += short_by[static_cast<size_t>(r)] > 0;
     }
     const auto total_short = [&] { return std::max<int64_t>(0, demand.Total() - free_total); };
@@ -222,8 +227,8 @@ class OraclePolicy final : public ConfiguredPolicy {
 
   int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override {
     future_.CheckRequest(view.epoch, offer.keys.size());
-    const int64_t keyed_new =
-        std::clamp<int64_t>(static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
+    const int64_t keyed_new = std::clamp<int64_t>(
+        static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
     if (keyed_new == 0) return offer.pages;
     // Room per lane without evicting, after the pages the request needs anyway and the page
     // the engine reserves on a receiving lane; one pooled room when the allocator places.
@@ -236,7 +241,8 @@ class OraclePolicy final : public ConfiguredPolicy {
     for (int64_t& x : room) --x;
     std::optional<BeladyWalk> walk;  // built only if some page has to displace another
     for (int64_t j = 0; j < keyed_new; ++j) {
-      const uint64_t u = future_.Next(offer.keys[static_cast<size_t>(offer.first_page + j)], view.epoch);
+      const uint64_t u =
+          future_.Next(offer.keys[static_cast<size_t>(offer.first_page + j)], view.epoch);
       if (u == kNever) return j;
       int64_t& r = room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
       if (r > 0) {

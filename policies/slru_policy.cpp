@@ -1,4 +1,5 @@
-// `slru`: the lanes planner evicting segmented LRU: nodes hit once before nodes hit twice or more, LRU inside each: (hit_count >= 2, last_access, node id).
+// `slru`: the lanes planner evicting segmented LRU: nodes hit once before nodes hit twice or more,
+// LRU inside each: (hit_count >= 2, last_access, node id).
 #include "policies/ordered_lanes_policy.h"
 #include "policies/registry.h"
 

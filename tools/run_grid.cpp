@@ -42,7 +42,8 @@ std::vector<J> RunReplayJobs(const std::vector<ReplayJob>& jobs, int threads,
       }
     }
   };
-  const size_t n = std::clamp<size_t>(static_cast<size_t>(std::max(threads, 1)), 1, std::max<size_t>(jobs.size(), 1));
+  const size_t n = std::clamp<size_t>(static_cast<size_t>(std::max(threads, 1)), 1,
+                                      std::max<size_t>(jobs.size(), 1));
   std::vector<std::thread> pool;
   for (size_t t = 1; t < n; ++t) pool.emplace_back(worker);
   worker();
@@ -59,7 +60,8 @@ std::vector<std::string> SplitList(const std::string& list, const std::string& o
     if (item.empty()) throw InputError("", 0, option, "empty item in list '" + list + "'");
     out.push_back(item);
   }
-  if (out.empty() || list.back() == ',') throw InputError("", 0, option, "empty item in list '" + list + "'");
+  if (out.empty() || list.back() == ',')
+    throw InputError("", 0, option, "empty item in list '" + list + "'");
   return out;
 }
 
@@ -68,7 +70,8 @@ VaryAxis ParseVary(const std::string& arg) {
   if (eq == std::string::npos || eq == 0)
     throw InputError("", 0, "--vary", "expected key=v1,v2,..., got '" + arg + "'");
   VaryAxis a{arg.substr(0, eq), SplitList(arg.substr(eq + 1), "--vary " + arg.substr(0, eq))};
-  if (a.key == "policy") throw InputError("", 0, "--vary policy", "list policies with --policies instead");
+  if (a.key == "policy")
+    throw InputError("", 0, "--vary policy", "list policies with --policies instead");
   return a;
 }
 
@@ -116,7 +119,8 @@ ReplayConfig GridRunConfig(const ReplayConfig& base, const Grid& grid, size_t i)
 std::pair<size_t, size_t> ParseShard(const std::string& arg) {
   const auto slash = arg.find('/');
   const auto fail = [&] {
-    throw InputError("", 0, "--shard", "expected I/N with 0 <= I < N (e.g. 0/8), got '" + arg + "'");
+    throw InputError("", 0, "--shard",
+                     "expected I/N with 0 <= I < N (e.g. 0/8), got '" + arg + "'");
   };
   if (slash == std::string::npos) fail();
   size_t i = 0, n = 0;
@@ -144,7 +148,8 @@ double Ratio(const J& r, const char* ptr) {
 }
 
 std::string VaryValue(const J& run, const std::string& key) {
-  return run.contains("vary") && run["vary"].contains(key) ? run["vary"][key].get<std::string>() : "";
+  return run.contains("vary") && run["vary"].contains(key) ? run["vary"][key].get<std::string>()
+                                                           : "";
 }
 
 std::string CsvField(const std::string& s) {
@@ -166,16 +171,19 @@ std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) 
   char buf[64];
   for (const auto& r : runs) {
     for (const auto& k : vary_keys) os << CsvField(VaryValue(r, k)) << ",";
-    os << CsvField(r["policy"].get<std::string>()) << "," << r["eviction_order"].get<std::string>() << ","
-       << r["placement"].get<std::string>() << "," << I(r, "/requests") << "," << I(r, "/input_tokens");
+    os << CsvField(r["policy"].get<std::string>()) << "," << r["eviction_order"].get<std::string>()
+       << "," << r["placement"].get<std::string>() << "," << I(r, "/requests") << ","
+       << I(r, "/input_tokens");
     std::snprintf(buf, sizeof buf, ",%.6f", r["token_hit_ratio"].get<double>());
     os << buf;
-    std::snprintf(buf, sizeof buf, ",%.6f,%.6f", Ratio(r, "/device_hit_tokens"), Ratio(r, "/host_hit_tokens"));
+    std::snprintf(buf, sizeof buf, ",%.6f,%.6f", Ratio(r, "/device_hit_tokens"),
+                  Ratio(r, "/host_hit_tokens"));
     os << buf;
-    for (const char* p : {"/device_hit_tokens", "/host_hit_tokens", "/computed_tokens", "/evicted_pages/device",
-                          "/evicted_pages/host", "/lane_deficit_failures", "/uncached_requests",
-                          "/bypassed_pages", "/load_back/pages", "/load_back/bytes", "/host_writes/pages",
-                          "/host_writes/bytes", "/host_writes/refused"})
+    for (const char* p :
+         {"/device_hit_tokens", "/host_hit_tokens", "/computed_tokens", "/evicted_pages/device",
+          "/evicted_pages/host", "/lane_deficit_failures", "/uncached_requests", "/bypassed_pages",
+          "/load_back/pages", "/load_back/bytes", "/host_writes/pages", "/host_writes/bytes",
+          "/host_writes/refused"})
       os << "," << I(r, p);
     os << "\n";
   }
@@ -191,19 +199,22 @@ void PrintRunsTable(const J& runs, const std::vector<std::string>& vary_keys) {
   }
   size_t pw = 6;
   for (const auto& r : runs) pw = std::max(pw, r["policy"].get<std::string>().size());
-  for (size_t i = 0; i < vary_keys.size(); ++i) std::printf("%-*s  ", static_cast<int>(widths[i]), vary_keys[i].c_str());
-  std::printf("%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "policy", "hit",
-              "device", "host", "evicted dev", "evicted hst", "lane def", "uncached", "load-back", "host write");
-  for (size_t i = 0; i < vary_keys.size(); ++i) std::printf("%-*s  ", static_cast<int>(widths[i]), "");
-  std::printf("%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "", "ratio",
-              "ratio", "ratio", "pages", "pages", "failures", "requests", "GB", "GB");
+  for (size_t i = 0; i < vary_keys.size(); ++i)
+    std::printf("%-*s  ", static_cast<int>(widths[i]), vary_keys[i].c_str());
+  std::printf("%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "policy",
+              "hit", "device", "host", "evicted dev", "evicted hst", "lane def", "uncached",
+              "load-back", "host write");
+  for (size_t i = 0; i < vary_keys.size(); ++i)
+    std::printf("%-*s  ", static_cast<int>(widths[i]), "");
+  std::printf("%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "",
+              "ratio", "ratio", "ratio", "pages", "pages", "failures", "requests", "GB", "GB");
   for (const auto& r : runs) {
     for (size_t i = 0; i < vary_keys.size(); ++i)
       std::printf("%-*s  ", static_cast<int>(widths[i]), VaryValue(r, vary_keys[i]).c_str());
-    std::printf("%-*s  %7.4f %7.4f %7.4f  %11lld %11lld  %8lld %8lld  %10.3f %10.3f\n", static_cast<int>(pw),
-                r["policy"].get<std::string>().c_str(), r["token_hit_ratio"].get<double>(),
-                Ratio(r, "/device_hit_tokens"), Ratio(r, "/host_hit_tokens"),
-                static_cast<long long>(I(r, "/evicted_pages/device")),
+    std::printf("%-*s  %7.4f %7.4f %7.4f  %11lld %11lld  %8lld %8lld  %10.3f %10.3f\n",
+                static_cast<int>(pw), r["policy"].get<std::string>().c_str(),
+                r["token_hit_ratio"].get<double>(), Ratio(r, "/device_hit_tokens"),
+                Ratio(r, "/host_hit_tokens"), static_cast<long long>(I(r, "/evicted_pages/device")),
                 static_cast<long long>(I(r, "/evicted_pages/host")),
                 static_cast<long long>(I(r, "/lane_deficit_failures")),
                 static_cast<long long>(I(r, "/uncached_requests")), I(r, "/load_back/bytes") / 1e9,
@@ -232,10 +243,12 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
     };
     need(doc.is_object() && doc.contains("sweep_version"), "sweep_version",
          "missing: not written by kvlanes sweep --json");
-    need(doc["sweep_version"] == 1, "sweep_version", "unsupported version " + doc["sweep_version"].dump());
-    need(doc.contains("grid") && doc["grid"].is_object() && doc["grid"].contains("runs"), "grid", "missing");
-    need(doc.contains("shard") && doc["shard"].contains("index") && doc["shard"].contains("count"), "shard",
+    need(doc["sweep_version"] == 1, "sweep_version",
+         "unsupported version " + doc["sweep_version"].dump());
+    need(doc.contains("grid") && doc["grid"].is_object() && doc["grid"].contains("runs"), "grid",
          "missing");
+    need(doc.contains("shard") && doc["shard"].contains("index") && doc["shard"].contains("count"),
+         "shard", "missing");
     need(doc.contains("runs") && doc["runs"].is_array(), "runs", "missing");
     if (grid_from.empty()) {
       grid = doc["grid"];
@@ -244,30 +257,36 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
     }
     need(doc["grid"] == grid, "grid",
          "differs from " + grid_from + "'s (another trace, config, policy list or --vary)");
-    const size_t count = doc["shard"]["count"].get<size_t>(), index = doc["shard"]["index"].get<size_t>();
+    const size_t count = doc["shard"]["count"].get<size_t>(),
+                 index = doc["shard"]["index"].get<size_t>();
     need(count == shards, "shard.count",
          std::to_string(count) + " shards here, " + std::to_string(shards) + " in " + grid_from);
     need(index < count, "shard.index", "out of range");
     const auto [it, fresh] = shard_file.emplace(index, path);
-    need(fresh, "shard.index", "shard " + std::to_string(index) + "/" + std::to_string(count) +
-                                   " is also in " + it->second);
+    need(fresh, "shard.index",
+         "shard " + std::to_string(index) + "/" + std::to_string(count) + " is also in " +
+             it->second);
     for (const auto& r : doc["runs"]) {
       need(r.contains("grid_index"), "runs[].grid_index", "missing");
       const size_t gi = r["grid_index"].get<size_t>();
-      need(gi % count == index, "runs[].grid_index", "run " + std::to_string(gi) + " does not belong to shard " +
-                                                         std::to_string(index) + "/" + std::to_string(count));
-      need(runs.emplace(gi, r).second, "runs[].grid_index", "run " + std::to_string(gi) + " given twice");
+      need(gi % count == index, "runs[].grid_index",
+           "run " + std::to_string(gi) + " does not belong to shard " + std::to_string(index) +
+               "/" + std::to_string(count));
+      need(runs.emplace(gi, r).second, "runs[].grid_index",
+           "run " + std::to_string(gi) + " given twice");
     }
   }
   std::string missing;
   for (size_t s = 0; s < shards; ++s)
     if (!shard_file.count(s)) missing += (missing.empty() ? "" : ", ") + std::to_string(s);
   if (!missing.empty())
-    throw InputError("", 0, "sweep merge", "missing shards " + missing + " of " + std::to_string(shards));
+    throw InputError("", 0, "sweep merge",
+                     "missing shards " + missing + " of " + std::to_string(shards));
   const size_t total = grid["runs"].get<size_t>();
   if (runs.size() != total || (!runs.empty() && runs.rbegin()->first >= total))
     throw InputError("", 0, "sweep merge",
-                     "the shards hold " + std::to_string(runs.size()) + " runs of a " + std::to_string(total) +
+                     "the shards hold " + std::to_string(runs.size()) + " runs of a " +
+                         std::to_string(total) +
                          "-run grid (a shard file was written by an interrupted run?)");
   J out;
   out["sweep_version"] = 1;

@@ -60,7 +60,8 @@ std::pair<size_t, size_t> ParseShard(const std::string& arg);
 
 // The CSV of a list of runs (compare or sweep JSON `runs`): one header line, one row per run;
 // the vary keys of `grid` (if any) come first. Formulas of derived columns: docs/policies.md.
-std::string RunsToCsv(const nlohmann::ordered_json& runs, const std::vector<std::string>& vary_keys);
+std::string RunsToCsv(const nlohmann::ordered_json& runs,
+                      const std::vector<std::string>& vary_keys);
 // The console table of the same runs.
 void PrintRunsTable(const nlohmann::ordered_json& runs, const std::vector<std::string>& vary_keys);
 

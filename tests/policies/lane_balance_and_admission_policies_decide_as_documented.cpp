@@ -16,7 +16,8 @@ TEST_CASE("lane-balance water-fills free pages and gives each lane one contiguou
   std::vector<uint16_t> owners(9);
   AssignLaneBalance(ledger, owners);
   // Lane 0 takes pages until it is down to lane 2's 7 free, then lanes 0 and 2 alternate
-  // (lower rank first on ties) until both are down to lane 1's 4: counts 6, 0, 3, runs in rank order.
+  // (lower rank first on ties) until both are down to lane 1's 4: counts 6, 0, 3, runs in rank
+  // order.
   CHECK(owners == std::vector<uint16_t>{0, 0, 0, 0, 0, 0, 2, 2, 2});
 
   Ledger full(4, 8, 0);
@@ -37,7 +38,9 @@ TEST_CASE("lane-balance extents are never taken for zigzag runs") {
   CHECK_FALSE(r["gather"]["method_counts"].contains("zigzag"));
 }
 
-TEST_CASE("admit-hits writes fewer pages to host than lanes and equals it under write_through_selective") {
+TEST_CASE(
+    "admit-hits writes fewer pages to host than lanes and equals it under "
+    "write_through_selective") {
   const ReplayCase c = ReplayCases()[1];  // mooncake_cp1_host_write_through
   for (const char* write : {"write_through", "write_through_selective"}) {
     CAPTURE(write);

@@ -14,12 +14,18 @@ namespace kvlanes::test {
 
 TEST_CASE("no policy beats the oracle on device hit tokens by more than 0.5% of input tokens") {
   std::vector<ReplayCase> cases = ReplayCases();
-  const std::string synthetic = std::string(KVLANES_SHARED_DIR) + "/traces/mooncake/synthetic_trace.jsonl";
-  cases.push_back({"synthetic_cp1_15625", synthetic, {"cache.cp_size=1", "cache.device_pages_per_lane=15625"}});
-  cases.push_back({"synthetic_cp4_zigzag_host", synthetic,
-                   {"cache.cp_size=4", "cache.device_pages_per_lane=4000", "cache.host_pages_per_lane=8000"}});
-  cases.push_back({"synthetic_cp8_slot_modulo", synthetic,
-                   {"cache.cp_size=8", "cache.placement=slot-modulo", "cache.device_pages_per_lane=2000"}});
+  const std::string synthetic =
+      std::string(KVLANES_SHARED_DIR) + "/traces/mooncake/synthetic_trace.jsonl";
+  cases.push_back(
+      {"synthetic_cp1_15625", synthetic, {"cache.cp_size=1", "cache.device_pages_per_lane=15625"}});
+  cases.push_back(
+      {"synthetic_cp4_zigzag_host",
+       synthetic,
+       {"cache.cp_size=4", "cache.device_pages_per_lane=4000", "cache.host_pages_per_lane=8000"}});
+  cases.push_back(
+      {"synthetic_cp8_slot_modulo",
+       synthetic,
+       {"cache.cp_size=8", "cache.placement=slot-modulo", "cache.device_pages_per_lane=2000"}});
   for (const ReplayCase& c : cases) {
     CAPTURE(c.name);
     const ReplayConfig ocfg = CaseConfig(c, "oracle");
@@ -35,11 +41,14 @@ TEST_CASE("no policy beats the oracle on device hit tokens by more than 0.5% of 
       CAPTURE(name);
       const ReplayConfig cfg = CaseConfig(c, info.name);
       auto p = MakePolicy(info.name, cfg, trace);
-      const int64_t hits = RunReplay(cfg, *p, trace, {}, nullptr)["device_hit_tokens"].get<int64_t>();
-      CHECK_MESSAGE(hits <= bound + slack, name << " gets " << hits << " device hit tokens, oracle " << bound);
+      const int64_t hits =
+          RunReplay(cfg, *p, trace, {}, nullptr)["device_hit_tokens"].get<int64_t>();
+      CHECK_MESSAGE(hits <= bound + slack,
+                    name << " gets " << hits << " device hit tokens, oracle " << bound);
       best = std::max(best, hits);
     }
-    MESSAGE(c.name << ": oracle " << bound << " device hit tokens, best other policy " << best << " ("
+    MESSAGE(c.name << ": oracle " << bound << " device hit tokens, best other policy " << best
+                   << " ("
                    << 100.0 * static_cast<double>(bound - best) / o["input_tokens"].get<double>()
                    << "% of input tokens below the oracle)");
   }

@@ -12,7 +12,9 @@
 
 namespace kvlanes::test {
 
-TEST_CASE("paper table: lru hit ratios on the Mooncake synthetic trace are within 0.03 of the published ones") {
+TEST_CASE(
+    "paper table: lru hit ratios on the Mooncake synthetic trace are within 0.03 of the published "
+    "ones") {
   struct Row {
     int64_t cache_tokens;
     double published;
@@ -26,15 +28,19 @@ TEST_CASE("paper table: lru hit ratios on the Mooncake synthetic trace are withi
   TraceOptions opt;
   opt.page_tokens = cfg.cache.page_tokens;
   const Trace trace =
-      LoadTrace({std::string(KVLANES_SHARED_DIR) + "/traces/mooncake/synthetic_trace.jsonl"}, std::nullopt, opt);
+      LoadTrace({std::string(KVLANES_SHARED_DIR) + "/traces/mooncake/synthetic_trace.jsonl"},
+                std::nullopt, opt);
   REQUIRE(trace.requests.size() > 1000);
   for (const Row& row : rows) {
-    cfg.cache.device_pages_per_lane = row.cache_tokens / cfg.cache.page_tokens;  // 15625, 46875, 156250
+    cfg.cache.device_pages_per_lane =
+        row.cache_tokens / cfg.cache.page_tokens;  // 15625, 46875, 156250
     ValidateConfig(cfg);
     auto policy = MakePolicy("lru", cfg, trace);
-    const double ratio = RunReplay(cfg, *policy, trace, {}, nullptr)["token_hit_ratio"].get<double>();
-    MESSAGE(row.cache_tokens << " tokens (" << cfg.cache.device_pages_per_lane << " pages): token hit ratio "
-                             << ratio << ", published " << row.published);
+    const double ratio =
+        RunReplay(cfg, *policy, trace, {}, nullptr)["token_hit_ratio"].get<double>();
+    MESSAGE(row.cache_tokens << " tokens (" << cfg.cache.device_pages_per_lane
+                             << " pages): token hit ratio " << ratio << ", published "
+                             << row.published);
     CHECK(std::fabs(ratio - row.published) <= 0.03);
   }
 }

@@ -21,7 +21,8 @@ TEST_CASE("compare on parallel threads gives byte-identical reports to sequentia
   ApplyConfigSetting("cache.host_pages_per_lane=6000", cfg);
   ValidateConfig(cfg);
   TraceOptions opt;
-  const Trace trace = LoadTrace({std::string(KVLANES_SOURCE_DIR) + "/traces/mooncake_excerpt.jsonl"}, std::nullopt, opt);
+  const Trace trace = LoadTrace(
+      {std::string(KVLANES_SOURCE_DIR) + "/traces/mooncake_excerpt.jsonl"}, std::nullopt, opt);
   std::vector<ReplayJob> jobs;
   for (const PolicyInfo& p : RegisteredPolicies()) jobs.push_back(ReplayJob{p.name, cfg, &trace});
   size_t calls = 0;
@@ -47,7 +48,8 @@ TEST_CASE("a grid expands policy-major with the first --vary axis outermost") {
   REQUIRE(g.size() == 12);
   auto [p0, s0] = g.Run(0);
   CHECK(p0 == "lru");
-  CHECK(s0 == std::vector<std::pair<std::string, std::string>>{{"cache.cp_size", "1"}, {"cache.device_pages_per_lane", "10"}});
+  CHECK(s0 == std::vector<std::pair<std::string, std::string>>{
+                  {"cache.cp_size", "1"}, {"cache.device_pages_per_lane", "10"}});
   auto [p5, s5] = g.Run(5);
   CHECK(p5 == "lru");
   CHECK(s5[0].second == "2");
@@ -86,15 +88,20 @@ TEST_CASE("bad --vary and --shard values are refused naming the option") {
 }
 
 TEST_CASE("sweep merge refuses shards of different grids and missing shards") {
-  const auto write = [](const std::string& path, const nlohmann::ordered_json& j) { std::ofstream(path) << j.dump(); };
+  const auto write = [](const std::string& path, const nlohmann::ordered_json& j) {
+    std::ofstream(path) << j.dump();
+  };
   const std::string dir = std::filesystem::temp_directory_path().string();
-  nlohmann::ordered_json a = {{"sweep_version", 1}, {"grid", {{"runs", 2}, {"policies", {"lru"}}}},
+  nlohmann::ordered_json a = {{"sweep_version", 1},
+                              {"grid", {{"runs", 2}, {"policies", {"lru"}}}},
                               {"shard", {{"index", 0}, {"count", 2}}},
                               {"runs", {{{"grid_index", 0}, {"policy", "lru"}}}}};
   nlohmann::ordered_json b = a;
   b["shard"]["index"] = 1;
   b["runs"][0]["grid_index"] = 1;
-  const std::string pa = dir + "/kvlanes_merge_test_a.json", pb = dir + "/kvlanes_merge_test_b.json", pc = dir + "/kvlanes_merge_test_c.json";
+  const std::string pa = dir + "/kvlanes_merge_test_a.json",
+                    pb = dir + "/kvlanes_merge_test_b.json",
+                    pc = dir + "/kvlanes_merge_test_c.json";
   write(pa, a);
   write(pb, b);
   const auto merged = MergeSweepFiles({pb, pa});
