@@ -6,6 +6,7 @@
 #include "policies/registry.h"
 #include "sim/replay_engine.h"
 #include "tests/policies/replay_cases.h"
+#include "tests/sim/harness.h"
 
 namespace kvlanes::test {
 
@@ -65,6 +66,44 @@ TEST_CASE(
       CHECK(l.dump() == a.dump());
     }
   }
+}
+
+}  // namespace kvlanes::test
+
+namespace kvlanes::test {
+
+TEST_CASE("admit-owner refuses a write-back that would evict a more used host page") {
+  // LFU order, write_back, 3 device pages, 2 host pages, one token per page. A = [1,2] is hit
+  // three times, then pushed to host by B = [3,4]; C = [5,6] pushes B (hit once) out of the
+  // device. Writing B back needs A's host pages: `lanes` evicts A, `admit-owner` refuses since
+  // A ranks after B in LFU order. A fourth request for A then hits it on host only there
+  // (making room for it pushes C out of the device, another write-back).
+  ReplayConfig cfg = TinyConfig(1, 3, 2);
+  cfg.cache.eviction = "lfu";
+  cfg.cache.write_policy = "write_back";
+  const Trace none;
+  const std::vector<std::vector<uint64_t>> requests = {{1, 2}, {1, 2}, {1, 2},
+                                                       {3, 4}, {5, 6}, {1, 2}};
+  int64_t host_hits[2], host_writes[2], refused[2];
+  int i = 0;
+  for (const char* name : {"lanes", "admit-owner"}) {
+    CAPTURE(std::string(name));
+    auto policy = MakePolicy(name, cfg, none);
+    Harness h(cfg, *policy);
+    for (const auto& r : requests) h.Run(r);
+    host_hits[i] = h.c().host_hit_tokens;
+    host_writes[i] = h.c().host_write_pages;
+    refused[i] = h.c().host_write_refused;
+    ++i;
+  }
+  // lanes writes A, then B over A, then (when the last request makes room for A) C over B.
+  CHECK(host_writes[0] == 6);
+  CHECK(refused[0] == 0);
+  CHECK(host_hits[0] == 0);
+  // admit-owner writes A and refuses B and C: both were hit once, A three times.
+  CHECK(host_writes[1] == 2);
+  CHECK(refused[1] == 2);
+  CHECK(host_hits[1] == 1);  // A's first page (the match cap is input - 1 = 1 page)
 }
 
 }  // namespace kvlanes::test
