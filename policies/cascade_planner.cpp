@@ -8,14 +8,13 @@ namespace {
 
 bool Resident(const Node& n, Tier tier) { return tier == Tier::kDevice ? n.on_device() : n.on_host(); }
 
-// Becomes a candidate once `removed` of its children are gone.
-bool CandidateAfter(const Node& p, Tier tier, uint32_t removed) {
+}  // namespace
+
+bool CandidateAfterRemoving(const Node& p, Tier tier, uint32_t removed) {
   if (p.id == kRootId || p.lock != 0) return false;
   if (tier == Tier::kDevice) return p.on_device() && p.device_children == removed;
   return p.on_host() && !p.on_device() && p.num_children == removed;
 }
-
-}  // namespace
 
 EvictionPlan PlanCascadeEviction(const CacheView& view, const LaneDemand& demand, PlanScope scope) {
   const RadixTree& tree = view.tree;
@@ -81,7 +80,7 @@ EvictionPlan PlanCascadeEviction(const CacheView& view, const LaneDemand& demand
     if (n.parent != kRootId) {
       const Node& p = tree.node(n.parent);
       const uint32_t removed = ++removed_children[p.id];
-      if (CandidateAfter(p, tier, removed)) unlocked.push(tree.Priority(p));
+      if (CandidateAfterRemoving(p, tier, removed)) unlocked.push(tree.Priority(p));
     }
   }
   return plan;

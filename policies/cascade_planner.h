@@ -17,6 +17,10 @@ enum class PlanScope {
   kScalar,
 };
 
+// True when `p` becomes an eviction candidate of `tier` once `removed` of its resident
+// children are gone (the cascade: evicting children unlocks the ancestor).
+bool CandidateAfterRemoving(const Node& p, Tier tier, uint32_t removed);
+
 EvictionPlan PlanCascadeEviction(const CacheView& view, const LaneDemand& demand, PlanScope scope);
 
 }  // namespace kvlanes

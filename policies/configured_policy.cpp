@@ -1,11 +1,13 @@
 #include "policies/configured_policy.h"
 
+#include "policies/lane_balance.h"
 #include "sim/check.h"
 
 namespace kvlanes {
 
 ConfiguredPolicy::ConfiguredPolicy(const ReplayConfig& cfg)
-    : placement_(FindPlacementRule(cfg.cache.placement)),
+    : order_(ParseEvictionOrder(cfg.cache.eviction)),
+      placement_(FindPlacementRule(cfg.cache.placement)),
       ranks_(static_cast<int>(cfg.cache.cp_size)),
       gather_(cfg.gather.method),
       backup_(cfg.backup.schedule) {
@@ -19,9 +21,20 @@ double ConfiguredPolicy::PredictedServiceS(const GatherContext& ctx, GatherMetho
   return cost_->Evaluate(ShapeOf(ctx, gather, backup)).service_s;
 }
 
-void ConfiguredPolicy::PlaceExtent(const CacheView&, int64_t, std::span<uint16_t> owners) const {
-  KV_CHECK(placement_->assign != nullptr, "placement " << placement_->name << " has no assign rule");
-  placement_->assign(ranks_, owners);
+void ConfiguredPolicy::FixPlacement(const char* rule) {
+  placement_ = FindPlacementRule(rule);
+  KV_CHECK(placement_ != nullptr, "unknown placement " << rule);
+}
+
+void ConfiguredPolicy::PlaceExtent(const CacheView& view, int64_t, std::span<uint16_t> owners) const {
+  if (placement_->assign != nullptr) {
+    placement_->assign(ranks_, owners);
+    return;
+  }
+  // The one rule that needs the cache state.
+  KV_CHECK(std::string_view(placement_->name) == "lane-balance",
+           "placement " << placement_->name << " has no assign rule");
+  AssignLaneBalance(view.ledger, owners);
 }
 
 bool ConfiguredPolicy::AdmitHostWrite(const CacheView&, NodeId) const { return true; }

@@ -19,7 +19,7 @@ class LanesPolicy final : public ConfiguredPolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeLanesPolicy(const ReplayConfig& cfg) {
+std::unique_ptr<CachePolicy> MakeLanesPolicy(const ReplayConfig& cfg, const Trace&) {
   return std::make_unique<LanesPolicy>(cfg);
 }
 

@@ -8,23 +8,39 @@
 
 #include "sim/config.h"
 #include "sim/policy.h"
+#include "traces/trace.h"
 
 namespace kvlanes {
+
+// A factory gets the validated config and the trace that will be replayed: only offline
+// policies (oracle) read the trace, and they keep what they need from it (it need not outlive
+// them), but they require the engine to replay exactly that trace in order.
+using PolicyFactory = std::unique_ptr<CachePolicy> (*)(const ReplayConfig& cfg, const Trace& trace);
 
 struct PolicyInfo {
   const char* name;
   const char* help;  // one line for --help
-  std::unique_ptr<CachePolicy> (*make)(const ReplayConfig& cfg);
+  PolicyFactory make;
 };
 
 const std::vector<PolicyInfo>& RegisteredPolicies();
 // Throws InputError("policy", ...) listing valid names when unknown.
-std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg);
+std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg, const Trace& trace);
+// Throws InputError(field, ...) listing valid names when `name` is not registered.
+void CheckPolicyName(const std::string& name, const std::string& field = "policy");
 std::string PolicyNames();
 std::string PoliciesHelp();  // "  name  help" lines
 
-// Factories, one file per policy.
-std::unique_ptr<CachePolicy> MakeLanesPolicy(const ReplayConfig& cfg);   // lanes_policy.cpp
-std::unique_ptr<CachePolicy> MakeScalarPolicy(const ReplayConfig& cfg);  // scalar_policy.cpp
+// Factories, one file per policy (name_policy.cpp).
+std::unique_ptr<CachePolicy> MakeLanesPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeScalarPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeLruPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeLfuPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeFifoPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeSlruPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeOraclePolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeAdmitHitsPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeAdmitOwnerPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeLaneBalancePolicy(const ReplayConfig& cfg, const Trace& trace);
 
 }  // namespace kvlanes

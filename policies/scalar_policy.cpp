@@ -20,7 +20,7 @@ class ScalarPolicy final : public ConfiguredPolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeScalarPolicy(const ReplayConfig& cfg) {
+std::unique_ptr<CachePolicy> MakeScalarPolicy(const ReplayConfig& cfg, const Trace&) {
   return std::make_unique<ScalarPolicy>(cfg);
 }
 

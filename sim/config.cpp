@@ -160,6 +160,8 @@ const std::vector<KeySpec>& Keys() {
                 c.hardware.profile = v;
               },
               [](const ReplayConfig& c) { return nlohmann::ordered_json(c.hardware.profile); }},
+      KV_INT_KEY("admission.host_write_min_hits", admission.host_write_min_hits,
+                 "policy admit-hits: hit count at which a node may be written to host"),
   };
   return keys;
 }
@@ -247,6 +249,7 @@ void ValidateConfig(const ReplayConfig& c) {
   need(c.cache.load_back_min_tokens >= 0, "cache.load_back_min_tokens", "must be >= 0");
   need(c.trace.block_tokens >= 0, "trace.block_tokens", "must be >= 0");
   need(c.model.layers > 0, "model.layers", "must be > 0");
+  need(c.admission.host_write_min_hits >= 1, "admission.host_write_min_hits", "must be >= 1");
   need(!c.model.pools.empty(), "model.pools", "needs at least one pool");
   need(c.hardware.profile.empty() ? c.gather.method != "cost" : true, "gather.method",
        "'cost' needs a hardware profile (hardware.profile)");

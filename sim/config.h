@@ -62,6 +62,11 @@ struct HardwareConfig {
   std::string profile;
 };
 
+// Parameters of the admission policies (policies/admit_hits_policy.cpp); other policies ignore them.
+struct AdmissionConfig {
+  int64_t host_write_min_hits = 2;  // admit-hits: back a node up once its hit count reaches this
+};
+
 struct ReplayConfig {
   std::string policy = "lanes";  // a name from the policy registry (policies/registry.h)
   CacheConfig cache;
@@ -70,6 +75,7 @@ struct ReplayConfig {
   GatherConfig gather;
   BackupConfig backup;
   HardwareConfig hardware;
+  AdmissionConfig admission;
 };
 
 // Loads a YAML file over the defaults. Throws InputError naming file, line and key.

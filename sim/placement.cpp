@@ -32,6 +32,9 @@ const PlacementRule kRules[] = {
     {"interleave", "page i of an extent goes to rank i mod N", false, &AssignInterleave},
     {"slot-modulo", "owner = physical page slot mod N (ownership follows the allocator)", true,
      nullptr},
+    {"lane-balance",
+     "new pages to the lanes with the most free device pages, one contiguous run per rank",
+     false, nullptr},
 };
 }  // namespace
 

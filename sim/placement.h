@@ -16,7 +16,8 @@ struct PlacementRule {
   // engine then frees capacity by total page count and takes owners from the free list.
   bool from_allocator;
   // Fills owners[i] for page i of an extent of owners.size() pages on `ranks` ranks.
-  // Unused (nullptr) when from_allocator.
+  // nullptr when from_allocator, or when the rule needs the cache state (lane-balance): the
+  // policy then implements it in PlaceExtent (policies/lane_balance.h).
   void (*assign)(int ranks, std::span<uint16_t> owners);
 };
 

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "sim/config.h"
+#include "sim/eviction_order.h"
 #include "sim/ledger.h"
+#include "sim/placement.h"
 #include "sim/radix_tree.h"
 #include "sim/slot_allocator.h"
 
@@ -54,6 +56,22 @@ struct EvictionPlan {
   // demand's tier at its turn, i.e. after the victims before it are gone (the cascade).
   std::vector<NodeId> victims;
   int64_t cascade_victims = 0;  // victims that became candidates only through the cascade
+  // Partial (tail) eviction, for page-granular policies: empty (every victim is evicted whole)
+  // or one entry per victim: how many pages to evict from the victim's end, 0 meaning the whole
+  // node. The engine splits such a victim at the page boundary first, so the evicted tail keeps
+  // the victim's id and children and the head stays behind as a new node (with the victim's
+  // last_access and hit count); a victim therefore appears at most once in a plan.
+  std::vector<int64_t> tail_pages;
+};
+
+// The new extent of a request, offered to the policy for caching on device (AdmitDevicePages).
+struct DeviceOffer {
+  std::span<const PageKey> keys;     // the request's keyed pages, from logical page 0
+  int64_t first_page = 0;            // logical page of the extent's first page
+  int64_t pages = 0;                 // pages in the extent (the unkeyed tail page included)
+  std::span<const uint16_t> owners;  // their owners; empty when the allocator decides them
+  const LaneDemand* committed = nullptr;  // device pages the request needs before the extent
+                                          // (host-only pages it recomputes), per lane
 };
 
 enum class GatherMethod { kDense, kPacked, kP2p, kZigzag };
@@ -100,6 +118,17 @@ class CachePolicy {
   virtual ~CachePolicy() = default;
   virtual std::string_view Name() const = 0;
 
+  // The order in which the engine files eviction candidates (RadixTree candidate sets), fixed
+  // for the policy's lifetime. Policies named for an order (lru, lfu, fifo, slru) return it
+  // regardless of cache.eviction; the others return cache.eviction. The report records it as
+  // `eviction_order`.
+  virtual EvictionOrder Order() const = 0;
+
+  // The placement rule of new extents: the engine takes owners from the allocator when
+  // `from_allocator`, else calls PlaceExtent; the rule's name goes into run descriptors, so only
+  // a policy that really places by zigzag may report "zigzag" (it gates the zigzag gather).
+  virtual const PlacementRule& Placement() const = 0;
+
   // Owners of the pages of a new extent (owners.size() pages starting at logical page
   // first_page). Not called for placements that follow the allocator (slot-modulo).
   virtual void PlaceExtent(const CacheView& view, int64_t first_page,
@@ -108,6 +137,15 @@ class CachePolicy {
   // Victims that bring free pages to `demand` where the unlocked pages allow. The engine
   // evicts them in order; if the demand is still unmet, the allocation fails.
   virtual EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const = 0;
+
+  // How many leading pages of the new extent to allocate and cache on device, in
+  // [0, offer.pages]. The pages after them are computed for this request but neither allocated
+  // nor inserted (bypass), like the pages of an uncached request; pages the request recomputes
+  // from host-only nodes are always cached. The default caches everything (the reference).
+  virtual int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const {
+    (void)view;
+    return offer.pages;
+  }
 
   // May node `id` (device-resident, not on host) be written to host now? Its pages need host
   // slots on their owner lanes; the engine then asks PlanEviction for the host tier if needed.

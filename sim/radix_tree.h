@@ -98,6 +98,10 @@ class RadixTree {
   // Residency changes. Each keeps child counts and candidate sets consistent.
   void SetDeviceSlots(NodeId id, std::vector<uint32_t> slots);  // empty vector = drop device
   void SetHostSlots(NodeId id, std::vector<uint32_t> slots);    // empty vector = drop host
+  // Splits `id` after its first `m` pages for a partial (tail) eviction: the head becomes a new
+  // node (returned) in id's place with id's last_access, hit count and lock; `id` keeps the tail
+  // pages and its children. REQUIRES: 0 < m < pages of id.
+  NodeId SplitHead(NodeId id, int64_t m) { return Split(id, m, nodes_[id].last_access); }
   // Removes a node that is resident nowhere any more. REQUIRES: no children, unlocked.
   void Remove(NodeId id);
 

@@ -30,7 +30,7 @@ ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy,
                            int64_t block_tokens, EngineOptions opts)
     : cfg_(cfg),
       policy_(policy),
-      placement_(FindPlacementRule(cfg.cache.placement)),
+      placement_(&policy.Placement()),
       page_tokens_(cfg.cache.page_tokens),
       block_tokens_(block_tokens),
       pages_per_block_(block_tokens / cfg.cache.page_tokens),
@@ -40,12 +40,11 @@ ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy,
                        : cfg.cache.write_policy == "write_through_selective" ? 2
                                                                              : 0),
       opts_(opts),
-      tree_(ParseEvictionOrder(cfg.cache.eviction)),
+      tree_(policy.Order()),
       ledger_(ranks_, cfg.cache.device_pages_per_lane, cfg.cache.host_pages_per_lane),
       device_slots_(ranks_, cfg.cache.device_pages_per_lane,
                     placement_ != nullptr && placement_->from_allocator),
       host_slots_(ranks_, cfg.cache.host_pages_per_lane, false) {
-  KV_CHECK(placement_ != nullptr, "unknown placement '" << cfg.cache.placement << "'");
   KV_CHECK(block_tokens > 0 && block_tokens % page_tokens_ == 0,
            "block of " << block_tokens << " tokens is not a multiple of the page");
 }
@@ -81,10 +80,22 @@ void ReplayEngine::RecordFree(Tier tier, int lane, uint32_t slot) {
 
 void ReplayEngine::ApplyEviction(Tier tier, const EvictionPlan& plan) {
   new_free_group_ = true;
-  for (NodeId v : plan.victims) {
+  KV_CHECK(plan.tail_pages.empty() || plan.tail_pages.size() == plan.victims.size(),
+           "policy '" << policy_.Name() << "' gave tail_pages for some victims only");
+  for (size_t i = 0; i < plan.victims.size(); ++i) {
+    const NodeId v = plan.victims[i];
     KV_CHECK(v < tree_.node_slots() && tree_.IsCandidate(tree_.node(v), tier),
              "policy '" << policy_.Name() << "' planned node " << v
                         << " which is not an eviction candidate at its turn");
+    // Partial eviction: split off the head, which stays; v keeps the tail and is evicted whole.
+    const int64_t size = static_cast<int64_t>(tree_.node(v).pages.size());
+    const int64_t tail = plan.tail_pages.empty() ? 0 : plan.tail_pages[i];
+    KV_CHECK(tail >= 0 && tail <= size, "policy '" << policy_.Name() << "' planned " << tail
+                                                   << " tail pages of node " << v << " of " << size);
+    if (tail > 0 && tail < size) {
+      tree_.SplitHead(v, size - tail);
+      ++c_.tail_evictions;
+    }
     if (tier == Tier::kDevice) {
       EvictFromDevice(v);
     } else {
@@ -316,16 +327,26 @@ void ReplayEngine::Process(const Request& req, RequestPlan* plan) {
     }
   }
   const int64_t n_ext = total - ext_start;
-  if (placement_->from_allocator) {
-    need.any_lane = n_ext;
-  } else {
-    std::span<uint16_t> ext(owners_.data() + (ext_start - start), static_cast<size_t>(n_ext));
+  std::span<uint16_t> ext(owners_.data() + (ext_start - start), static_cast<size_t>(n_ext));
+  if (!placement_->from_allocator) {
     policy_.PlaceExtent(View(), ext_start, ext);
-    for (uint16_t o : ext) {
+    for (uint16_t o : ext)
       KV_CHECK(o < ranks_, "policy '" << policy_.Name() << "' placed a page on rank " << o);
-      ++need.target[o];
-    }
   }
+  // Device admission: pages from `end` on are computed but not allocated or cached (bypass).
+  const DeviceOffer offer{std::span<const PageKey>(keys_.data(), keys_.size()), ext_start, n_ext,
+                          placement_->from_allocator ? std::span<const uint16_t>() : ext, &need};
+  const int64_t end = ext_start + (n_ext > 0 ? policy_.AdmitDevicePages(View(), offer) : 0);
+  KV_CHECK(end >= ext_start && end <= total,
+           "policy '" << policy_.Name() << "' admitted " << end - ext_start << " of " << n_ext << " pages");
+  c_.bypassed_pages += total - end;
+  if (placement_->from_allocator) {
+    need.any_lane = end - ext_start;
+  } else {
+    for (int64_t i = 0; i < end - ext_start; ++i) ++need.target[ext[static_cast<size_t>(i)]];
+  }
+  const int64_t n_alloc = end - start;       // computed pages that get a device slot
+  const int64_t keyed_c = std::min(keyed, end);  // keyed pages inserted
   // When it must evict, the engine asks for one page more than it needs on each receiving lane
   // (one in total for any-lane pages), as the reference engine reserves a page per request.
   LaneDemand want = need;
@@ -353,9 +374,9 @@ void ReplayEngine::Process(const Request& req, RequestPlan* plan) {
   uint32_t extent_id = static_cast<uint32_t>(extents_.size());
   if (n_ext > 0)
     extents_.push_back(Extent{c_.requests - 1, ext_start, n_ext, placement_->name, ranks_});
-  slots_.assign(static_cast<size_t>(n_new), kNoSlot);
-  c_.allocated_pages += n_new;
-  for (int64_t i = 0; i < n_new; ++i) {
+  slots_.assign(static_cast<size_t>(n_alloc), kNoSlot);
+  c_.allocated_pages += n_alloc;
+  for (int64_t i = 0; i < n_alloc; ++i) {
     if (placement_->from_allocator && start + i >= ext_start) {
       auto [lane, slot] = device_slots_.AllocAny();
       owners_[static_cast<size_t>(i)] = static_cast<uint16_t>(lane);
@@ -386,12 +407,31 @@ void ReplayEngine::Process(const Request& req, RequestPlan* plan) {
       c_.duplicate_pages += len;
       return;
     }
+    // A host-only node past the match cap (the last keyed page, when the input is a whole
+    // number of pages) lies in the new extent, which was placed afresh: if that moved its
+    // pages to other lanes, its host copy (on the old owners' host lanes) is dropped and the
+    // node revived on the new owners. Host-only nodes inside the match keep their owners.
+    bool moved = false;
+    for (int64_t j = 0; j < len; ++j)
+      moved |= tree_.node(id).pages[static_cast<size_t>(j)].owner != owners_[static_cast<size_t>(i0 - start + j)];
+    if (moved) {
+      Node& hn = tree_.mutable_node(id);
+      KV_CHECK(i0 >= ext_start && hn.lock == 0, "revived page owner differs from its placement");
+      ledger_.OnResidency(hn, Tier::kHost, -1);
+      for (int64_t j = 0; j < len; ++j) {
+        host_slots_.Free(hn.pages[static_cast<size_t>(j)].owner, hn.host_slot[static_cast<size_t>(j)]);
+        hn.pages[static_cast<size_t>(j)] = PageInfo{owners_[static_cast<size_t>(i0 - start + j)], extent_id};
+      }
+      c_.evicted_host_pages += len;
+      tree_.SetHostSlots(id, {});  // resident nowhere until the device slots below
+    }
     std::vector<uint32_t> dev(static_cast<size_t>(len));
     for (int64_t j = 0; j < len; ++j) {
       const size_t k = static_cast<size_t>(i0 - start + j);
-      const PageInfo& info = tree_.node(id).pages[static_cast<size_t>(j)];
-      KV_CHECK(info.owner == owners_[k], "revived page owner differs from its placement");
-      if (rec_) rec_->new_pages.push_back(NewPage{i0 + j, info.owner, slots_[k], info.extent});
+      if (rec_) {
+        const PageInfo& info = tree_.node(id).pages[static_cast<size_t>(j)];
+        rec_->new_pages.push_back(NewPage{i0 + j, info.owner, slots_[k], info.extent});
+      }
       dev[static_cast<size_t>(j)] = slots_[k];
       ledger_.AddInFlight(Tier::kDevice, owners_[k], -1);
       slots_[k] = kNoSlot;
@@ -401,11 +441,11 @@ void ReplayEngine::Process(const Request& req, RequestPlan* plan) {
     c_.inserted_pages += len;
   };
   const RadixTree::InsertWalk walk =
-      tree_.WalkForInsert(std::span<const PageKey>(keys_.data(), keys_.size()), epoch, visit);
-  if (walk.consumed < keyed) {
+      tree_.WalkForInsert(std::span<const PageKey>(keys_.data(), static_cast<size_t>(keyed_c)), epoch, visit);
+  if (walk.consumed < keyed_c) {
     KV_CHECK(walk.consumed >= ext_start, "insert stopped inside the recomputed host chain");
-    const size_t a = static_cast<size_t>(walk.consumed - start), b = static_cast<size_t>(keyed - start);
-    std::vector<PageKey> keys(keys_.begin() + walk.consumed, keys_.begin() + keyed);
+    const size_t a = static_cast<size_t>(walk.consumed - start), b = static_cast<size_t>(keyed_c - start);
+    std::vector<PageKey> keys(keys_.begin() + walk.consumed, keys_.begin() + keyed_c);
     std::vector<PageInfo> pages(b - a);
     std::vector<uint32_t> dev(slots_.begin() + static_cast<ptrdiff_t>(a), slots_.begin() + static_cast<ptrdiff_t>(b));
     for (size_t k = a; k < b; ++k) {
@@ -417,10 +457,10 @@ void ReplayEngine::Process(const Request& req, RequestPlan* plan) {
     // A new leaf counts its own insert as a hit (write_through backs it up at once).
     const NodeId leaf = tree_.AddLeaf(walk.node, std::move(keys), std::move(pages), std::move(dev), epoch, 1);
     ledger_.OnResidency(tree_.node(leaf), Tier::kDevice, +1);
-    c_.inserted_pages += keyed - walk.consumed;
+    c_.inserted_pages += keyed_c - walk.consumed;
     path_.push_back(leaf);
   }
-  for (int64_t pos = std::max(keyed, start); pos < total; ++pos) release(pos);  // tail, unkeyed
+  for (int64_t pos = std::max(keyed_c, start); pos < end; ++pos) release(pos);  // tail, unkeyed
   for (size_t k = 0; k < slots_.size(); ++k)
     KV_CHECK(slots_[k] == kNoSlot, "computed page " << start + static_cast<int64_t>(k) << " leaked");
 
@@ -463,6 +503,8 @@ nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& 
   J j;
   j["report_version"] = 1;
   j["policy"] = std::string(policy.Name());
+  j["eviction_order"] = EvictionOrderName(engine.tree().order());
+  j["placement"] = policy.Placement().name;
   J tr;
   tr["sources"] = trace.sources;
   tr["block_tokens"] = trace.block_tokens;
@@ -486,6 +528,8 @@ nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& 
                      {"failed", c.load_back_failed}};
   j["host_writes"] = J{{"pages", c.host_write_pages}, {"bytes", c.host_write_bytes},
                        {"refused", c.host_write_refused}};
+  j["bypassed_pages"] = c.bypassed_pages;
+  j["tail_evictions"] = c.tail_evictions;
   j["inserted_pages"] = c.inserted_pages;
   j["duplicate_pages"] = c.duplicate_pages;
   J counts = J::object();

@@ -46,6 +46,8 @@ struct ReplayCounters {
   int64_t host_write_bytes = 0;
   int64_t host_write_refused = 0;  // refused by admission or no host room
   int64_t allocated_pages = 0;  // device pages allocated for computed pages (cached requests)
+  int64_t bypassed_pages = 0;   // computed pages the policy chose not to cache (AdmitDevicePages)
+  int64_t tail_evictions = 0;   // victims evicted in part (EvictionPlan::tail_pages)
   int64_t inserted_pages = 0;
   int64_t duplicate_pages = 0;
   std::map<std::string, int64_t> gather_method_counts;
@@ -68,7 +70,8 @@ struct EngineOptions {
 
 class ReplayEngine {
  public:
-  // REQUIRES: cfg validated; trace.block_tokens divisible by cfg.cache.page_tokens.
+  // REQUIRES: cfg validated; trace.block_tokens divisible by cfg.cache.page_tokens. The
+  // eviction order and placement rule come from the policy (CachePolicy::Order/Placement).
   ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, int64_t block_tokens,
                EngineOptions opts = {});
 

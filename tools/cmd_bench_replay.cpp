@@ -80,7 +80,7 @@ int CmdBenchReplay(int argc, const char* const* argv) {
       (void)keep;
       scan_s.push_back(Seconds(a, Clock::now()));
 
-      auto policy = MakePolicy(in.config.policy, in.config);
+      auto policy = MakePolicy(in.config.policy, in.config, in.trace);
       const auto b = Clock::now();
       ReplayEngine engine(in.config, *policy, trace.block_tokens);
       for (const Request& r : trace.requests) engine.Process(r);

@@ -122,7 +122,7 @@ int CmdExplain(int argc, const char* const* argv) {
     const int64_t n = static_cast<int64_t>(in.trace.requests.size());
     if (target < 0 || target >= n)
       throw InputError("", 0, "--request", "must be in 0.." + std::to_string(n - 1) + " for this trace");
-    auto policy = MakePolicy(in.config.policy, in.config);
+    auto policy = MakePolicy(in.config.policy, in.config, in.trace);
     ReplayEngine engine(in.config, *policy, in.trace.block_tokens);
     std::unique_ptr<CostModel> cost;
     std::unique_ptr<Predictor> predictor;

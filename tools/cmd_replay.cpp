@@ -96,7 +96,7 @@ int CmdReplay(int argc, const char* const* argv) {
   }
   try {
     ReplayInputs in = LoadReplayInputs(vm);
-    auto policy = MakePolicy(in.config.policy, in.config);
+    auto policy = MakePolicy(in.config.policy, in.config, in.trace);
     const bool quiet = vm["quiet"].as<bool>();
     Progress progress("replay", in.trace.requests.size(), !quiet);
     EngineOptions opts;

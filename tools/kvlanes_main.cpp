@@ -17,6 +17,8 @@ struct Entry {
 const Entry kCommands[] = {
     {"replay", &kvlanes::cli::CmdReplay, "replay a request trace through a cache policy and report"},
     {"compare", &kvlanes::cli::CmdCompare, "replay one trace through several policies, one table"},
+    // "sweep merge" before "sweep": the first entry whose words match wins.
+    {"sweep merge", &kvlanes::cli::CmdSweepMerge, "join the shard outputs of one sweep (--shard I/N)"},
     {"sweep", &kvlanes::cli::CmdSweep, "grid of replays over config values (capacity curves)"},
     {"explain", &kvlanes::cli::CmdExplain, "one request's decisions, alternatives and predicted costs"},
     {"exec", &kvlanes::cli::CmdExec, "GPU executor: perform a plan with NCCL, CUDA IPC and copies; verify, measure"},

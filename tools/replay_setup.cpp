@@ -34,16 +34,21 @@ ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
   if (vm.count("set"))
     for (const auto& s : vm["set"].as<std::vector<std::string>>()) ApplyConfigSetting(s, in.config);
   ValidateConfig(in.config);
+  in.trace = LoadTraceFor(in.config, vm);
+  return in;
+}
+
+Trace LoadTraceFor(const ReplayConfig& cfg, const po::variables_map& vm) {
   if (!vm.count("trace")) throw InputError("", 0, "--trace", "a trace file is required");
   TraceOptions opt;
-  opt.page_tokens = in.config.cache.page_tokens;
-  opt.block_tokens = in.config.trace.block_tokens;
+  opt.page_tokens = cfg.cache.page_tokens;
+  opt.block_tokens = cfg.trace.block_tokens;
   opt.allow_unsorted = vm.count("allow-unsorted") && vm["allow-unsorted"].as<bool>();
   std::optional<TraceFormat> fmt;
-  if (in.config.trace.format != "auto") fmt = ParseTraceFormat(in.config.trace.format);
-  in.trace = LoadTrace(vm["trace"].as<std::vector<std::string>>(), fmt, opt);
-  if (in.trace.requests.empty()) throw InputError(in.trace.sources.empty() ? "" : in.trace.sources[0], 0, "", "the trace holds no requests");
-  return in;
+  if (cfg.trace.format != "auto") fmt = ParseTraceFormat(cfg.trace.format);
+  Trace trace = LoadTrace(vm["trace"].as<std::vector<std::string>>(), fmt, opt);
+  if (trace.requests.empty()) throw InputError(trace.sources.empty() ? "" : trace.sources[0], 0, "", "the trace holds no requests");
+  return trace;
 }
 
 Progress::Progress(std::string what, size_t total, bool enabled)

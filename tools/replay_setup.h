@@ -23,6 +23,9 @@ struct ReplayInputs {
 // Defaults, then --config, then --policy, then each --set in order; validated; then the trace
 // loaded with the config's page size. Throws InputError.
 ReplayInputs LoadReplayInputs(const boost::program_options::variables_map& vm);
+// The trace files of --trace read for `cfg` (its page size, block size and format), as
+// LoadReplayInputs does; for runs whose config differs from the base in those keys.
+Trace LoadTraceFor(const ReplayConfig& cfg, const boost::program_options::variables_map& vm);
 
 // Progress on stderr for long runs (shown once a run has taken over a second of wall time):
 // "\r" updates on a terminal, a line every 10% otherwise.

@@ -16,7 +16,7 @@ case "$mode" in
 esac
 
 packages=(cmake g++ make python3 libeigen3-dev libyaml-cpp-dev libboost-program-options-dev
-          doctest-dev nlohmann-json3-dev)
+          doctest-dev nlohmann-json3-dev python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

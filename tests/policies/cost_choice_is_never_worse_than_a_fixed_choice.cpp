@@ -20,7 +20,7 @@ nlohmann::ordered_json Predicted(const ReplayCase& c, const std::string& gather,
   cfg.gather.method = gather;
   cfg.backup.schedule = backup;
   const Trace trace = CaseTrace(c, cfg);
-  auto policy = MakePolicy("lanes", cfg);
+  auto policy = MakePolicy("lanes", cfg, trace);
   return RunReplay(cfg, *policy, trace, {}, nullptr);
 }
 

@@ -15,7 +15,7 @@ TEST_CASE("every registered policy keeps the ledger equal to the tree on real tr
       CAPTURE(info.name);
       const ReplayConfig cfg = CaseConfig(c, info.name);
       const Trace trace = CaseTrace(c, cfg);
-      auto policy = MakePolicy(info.name, cfg);
+      auto policy = MakePolicy(info.name, cfg, trace);
       ReplayEngine engine(cfg, *policy, trace.block_tokens, EngineOptions{true});
       for (const Request& r : trace.requests) engine.Process(r);
       const ReplayCounters& k = engine.counters();
@@ -49,7 +49,7 @@ TEST_CASE("lanes never fails a lane that scalar serves and evicts for the short 
       const ReplayConfig cfg = CaseConfig(c, name);
       if (cfg.cache.cp_size == 1) break;
       const Trace trace = CaseTrace(c, cfg);
-      auto policy = MakePolicy(name, cfg);
+      auto policy = MakePolicy(name, cfg, trace);
       ReplayEngine engine(cfg, *policy, trace.block_tokens);
       for (const Request& r : trace.requests) engine.Process(r);
       failures[i++] = engine.counters().lane_deficit_failures;
@@ -62,7 +62,7 @@ TEST_CASE("replay is deterministic: the same inputs give a byte-identical report
   const ReplayCase c = ReplayCases()[4];
   const ReplayConfig cfg = CaseConfig(c, "lanes");
   const Trace trace = CaseTrace(c, cfg);
-  auto policy = MakePolicy("lanes", cfg);
+  auto policy = MakePolicy("lanes", cfg, trace);
   const std::string a = RunReplay(cfg, *policy, trace, {}, nullptr).dump();
   const std::string b = RunReplay(cfg, *policy, trace, {}, nullptr).dump();
   CHECK(a == b);

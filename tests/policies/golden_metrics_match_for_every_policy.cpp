@@ -82,7 +82,7 @@ TEST_CASE("golden predicted metrics match on every replay case") {
     cfg.gather.method = "cost";
     cfg.backup.schedule = "cost";
     const Trace trace = CaseTrace(c, cfg);
-    auto policy = MakePolicy("lanes", cfg);
+    auto policy = MakePolicy("lanes", cfg, trace);
     const auto report = RunReplay(cfg, *policy, trace, {}, nullptr);
     nlohmann::ordered_json m = report["predicted"];
     m["gather_method_counts"] = report["gather"]["method_counts"];
@@ -99,7 +99,7 @@ TEST_CASE("golden metrics match for every policy on every replay case") {
     for (const PolicyInfo& info : RegisteredPolicies()) {
       const ReplayConfig cfg = CaseConfig(c, info.name);
       const Trace trace = CaseTrace(c, cfg);
-      auto policy = MakePolicy(info.name, cfg);
+      auto policy = MakePolicy(info.name, cfg, trace);
       now[c.name + "/" + info.name] = Metrics(RunReplay(cfg, *policy, trace, {}, nullptr));
     }
   }

@@ -105,3 +105,38 @@ TEST_CASE("host tier disabled: no host writes, evicted nodes leave the tree") {
 }
 
 }  // namespace kvlanes::test
+
+namespace kvlanes::test {
+
+TEST_CASE("a host-only last page past the match cap placed on another lane is revived there") {
+  // The match is capped at input - 1 tokens, so the last keyed page of a request that repeats
+  // an earlier one is recomputed as part of the new extent. If the earlier copy is host-only
+  // and the new placement puts the page on another lane, the host copy is dropped and the
+  // node revived on the new owner (this aborted before: "revived page owner differs").
+  ReplayConfig cfg = TinyConfig(2, 4, 8);
+  ScriptedPolicy p(cfg, PlanScope::kLanes);
+  p.Script({0, 1, 1});           // X = pages 1,2,3 on lanes 0,1,1
+  p.Script({0, 0, 1, 1, 0, 1});  // Y fills lanes 0 and 1
+  p.Script({0});                 // the recomputed page 3 goes to lane 0
+  Harness h(cfg, p);
+  h.Run({1, 2, 3});
+  h.Run({4, 5, 6, 7, 8, 9});  // X is demoted to host-only
+  const RadixTree& t = h.engine.tree();
+  REQUIRE(t.Child(kRootId, PageKey{1, 0}) != kNoNode);
+  CHECK_FALSE(t.node(t.Child(kRootId, PageKey{1, 0})).on_device());
+  const int64_t host_evicted = h.c().evicted_host_pages;
+  h.Run({1, 2, 3});  // loads 1,2 back (the cap), recomputes 3 on lane 0
+  CHECK(h.c().load_back_pages == 2);
+  const NodeId up = t.Child(kRootId, PageKey{1, 0});
+  const NodeId last = t.Child(up, PageKey{3, 0});
+  REQUIRE(last != kNoNode);
+  CHECK(t.node(last).on_device());
+  CHECK(t.node(last).pages[0].owner == 0);
+  CHECK(h.c().evicted_host_pages == host_evicted + 1);
+  // write_through backs it up again, now on lane 0: host lanes hold X's pages 1 (lane 0) and
+  // 2 (lane 1), Y's three pages each, and page 3 on lane 0.
+  CHECK(h.host(0).used() == 5);
+  CHECK(h.host(1).used() == 4);
+}
+
+}  // namespace kvlanes::test

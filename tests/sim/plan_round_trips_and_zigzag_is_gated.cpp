@@ -18,7 +18,7 @@ TEST_CASE("the plan stream round-trips: write, read, equal") {
   ApplyConfigSetting("cache.write_policy=write_back", cfg);
   TraceOptions opt;
   const Trace trace = LoadTrace({KVLANES_SOURCE_DIR "/traces/mooncake_excerpt.jsonl"}, std::nullopt, opt);
-  auto policy = MakePolicy("lanes", cfg);
+  auto policy = MakePolicy("lanes", cfg, trace);
   std::vector<RequestPlan> recorded;
   std::stringstream stream;
   ReplaySinks sinks;
@@ -60,7 +60,8 @@ TEST_CASE("a malformed plan line is an error naming the line and field") {
 static RequestPlan Second(const char* placement, std::vector<std::vector<uint64_t>> reqs) {
   ReplayConfig cfg = TinyConfig(2, 64);
   cfg.cache.placement = placement;
-  auto policy = MakePolicy("lanes", cfg);
+  const Trace no_trace;  // lanes does not look ahead
+  auto policy = MakePolicy("lanes", cfg, no_trace);
   ReplayEngine engine(cfg, *policy, 1);
   RequestPlan plan;
   for (auto& r : reqs) engine.Process(Tokens(r), &plan);

@@ -1,0 +1,11 @@
+// `lru`: the lanes planner evicting least recently used first: (last_access, node id).
+#include "policies/ordered_lanes_policy.h"
+#include "policies/registry.h"
+
+namespace kvlanes {
+
+std::unique_ptr<CachePolicy> MakeLruPolicy(const ReplayConfig& cfg, const Trace&) {
+  return std::make_unique<OrderedLanesPolicy>(cfg, "lru", EvictionOrder::kLru);
+}
+
+}  // namespace kvlanes

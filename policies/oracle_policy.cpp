@@ -1,0 +1,270 @@
+// `oracle`: offline eviction that knows the trace's future (Belady's MIN, page-granular, with
+// bypass). It is the bound the online policies are measured against (docs/policies.md).
+//
+// Definition. The next use of a cached page after request e is the first later request whose
+// matchable prefix (input - 1 tokens floored to pages: the engine's match cap) contains the
+// page. Along a path of the tree next use never decreases from a page to its child (a request
+// that reaches the child passes the parent), so the farthest page of every path is its last
+// one and trimming pages from the tails of candidate leaves respects the leaf constraint.
+//   - Eviction: repeatedly evict the evictable page with the farthest next use, i.e. trim one
+//     page from the tail of the candidate whose last page is used farthest in the future; a
+//     node trimmed to nothing hands the turn to its parent (the cascade). Ties: newer node first.
+//   - Device admission (bypass): the new pages of a request are offered in order; a page whose
+//     next use is never is not cached; a page that fits in free pages (keeping the one page per
+//     receiving lane the engine reserves when it evicts) is cached; any other page is cached
+//     only if its next use is nearer than that of the page it would displace (the next page of
+//     the eviction order above). Pages after the first refused one are not cached either.
+//   - Lanes: eviction serves lane deficits as the `lanes` planner does (a page is taken when its
+//     lane is short, or when a page of a short lane sits above it in the node or in an unlocked
+//     ancestor); admission compares against the globally farthest page. With cp_size 1 this is
+//     exact Belady-with-bypass over pages; with more lanes it is a lane-respecting heuristic.
+// Host tier: the same order; host writes and load-backs are admitted as in `lanes`.
+//
+// REQUIRES: the engine replays exactly the trace given to the factory, in order (checked).
+#include <algorithm>
+#include <optional>
+#include <queue>
+#include <unordered_map>
+
+#include "policies/cascade_planner.h"
+#include "policies/configured_policy.h"
+#include "policies/registry.h"
+#include "sim/check.h"
+
+namespace kvlanes {
+namespace {
+
+constexpr uint64_t kNever = ~uint64_t{0};
+
+// For every block id, the requests (by epoch: 1-based sequence number, as the engine counts)
+// whose matchable prefix reaches into the block, and how many of its pages they reach.
+class FutureUses {
+ public:
+  FutureUses(const Trace& trace, int64_t page_tokens)
+      : pages_per_block_(trace.block_tokens / page_tokens) {
+    KV_CHECK(pages_per_block_ > 0 && trace.block_tokens % page_tokens == 0,
+             "oracle: block of " << trace.block_tokens << " tokens is not whole pages of "
+                                 << page_tokens);
+    keyed_.reserve(trace.requests.size());
+    for (size_t i = 0; i < trace.requests.size(); ++i) {
+      const Request& r = trace.requests[i];
+      keyed_.push_back(KeyedPages(r, r.input_tokens, page_tokens, trace.block_tokens));
+      const int64_t cap = KeyedPages(r, r.input_tokens - 1, page_tokens, trace.block_tokens);
+      for (int64_t b = 0; b * pages_per_block_ < cap; ++b) {
+        const int64_t pages = std::min(pages_per_block_, cap - b * pages_per_block_);
+        uses_[r.block_ids[static_cast<size_t>(b)]].push_back(
+            Use{static_cast<uint32_t>(i + 1), static_cast<uint32_t>(pages)});
+      }
+    }
+  }
+
+  // First epoch after `epoch` whose request can hit page `k`; kNever if none.
+  uint64_t Next(const PageKey& k, uint64_t epoch) const {
+    const auto it = uses_.find(k.block);
+    if (it == uses_.end()) return kNever;
+    const std::vector<Use>& v = it->second;
+    auto u = std::upper_bound(v.begin(), v.end(), epoch,
+                              [](uint64_t e, const Use& x) { return e < x.epoch; });
+    for (; u != v.end(); ++u)
+      if (u->pages > k.sub) return u->epoch;
+    return kNever;
+  }
+
+  // Guards the contract that the engine replays this trace: request `epoch` must have
+  // `keyed` keyed pages here too.
+  void CheckRequest(uint64_t epoch, size_t keyed) const {
+    KV_CHECK(
+        epoch >= 1 && epoch <= keyed_.size() && keyed_[epoch - 1] == static_cast<int64_t>(keyed),
+        "oracle: request " << epoch << " is not the trace the policy was built for");
+  }
+
+ private:
+  struct Use {
+    uint32_t epoch;
+    uint32_t pages;  // leading pages of the block within the request's matchable prefix
+  };
+  int64_t pages_per_block_;
+  std::unordered_map<uint64_t, std::vector<Use>> uses_;
+  std::vector<int64_t> keyed_;  // keyed pages per request
+};
+
+// The evictable pages of one tier in eviction order (farthest next use first), walked lazily
+// without touching the tree: Peek the next page, then Take it (trimmed; the node's new tail or,
+// once the node is empty, a parent that becomes a candidate takes its place) or Drop its node
+// (abandoned with the pages it still has; it unlocks nothing).
+class BeladyWalk {
+ public:
+  struct Step {
+    NodeId node = kNoNode;
+    int64_t index = 0;  // page index inside the node
+    uint64_t next_use = kNever;
+    uint16_t owner = 0;
+    bool cascade = false;  // the node became a candidate through the cascade
+  };
+
+  BeladyWalk(const CacheView& view, Tier tier, const FutureUses& future)
+      : tree_(view.tree), tier_(tier), epoch_(view.epoch), future_(future) {
+    for (const EvictionPriority& p : tree_.candidates(tier)) Push(p.id, false);
+  }
+
+  std::optional<Step> Peek() const {
+    if (heap_.empty()) return std::nullopt;
+    const Entry& e = heap_.top();
+    const int64_t index = Remaining(e.id) - 1;
+    return Step{e.id, index, e.next_use, tree_.node(e.id).pages[static_cast<size_t>(index)].owner,
+                e.cascade};
+  }
+
+  void Take() {
+    const Entry e = heap_.top();
+    heap_.pop();
+    const int64_t left = Remaining(e.id) - 1;
+    remaining_[e.id] = left;
+    if (left > 0) {
+      Push(e.id, e.cascade);
+      return;
+    }
+    const NodeId parent = tree_.node(e.id).parent;
+    if (parent == kRootId) return;
+    const uint32_t removed = ++removed_children_[parent];
+    if (CandidateAfterRemoving(tree_.node(parent), tier_, removed)) Push(parent, true);
+  }
+
+  void Drop() { heap_.pop(); }
+
+ private:
+  struct Entry {
+    uint64_t next_use;
+    NodeId id;
+    bool cascade;
+    bool operator<(const Entry& o) const {  // max-heap: farthest next use, then newest node
+      return next_use != o.next_use ? next_use < o.next_use : id < o.id;
+    }
+  };
+  int64_t Remaining(NodeId id) const {
+    const auto it = remaining_.find(id);
+    return it != remaining_.end() ? it->second : static_cast<int64_t>(tree_.node(id).pages.size());
+  }
+  void Push(NodeId id, bool cascade) {
+    const Node& n = tree_.node(id);
+    heap_.push(
+        Entry{future_.Next(n.keys[static_cast<size_t>(Remaining(id) - 1)], epoch_), id, cascade});
+  }
+
+  const RadixTree& tree_;
+  Tier tier_;
+  uint64_t epoch_;
+  const FutureUses& future_;
+  std::priority_queue<Entry> heap_;
+  std::unordered_map<NodeId, int64_t> remaining_;
+  std::unordered_map<NodeId, uint32_t> removed_children_;
+};
+
+class OraclePolicy final : public ConfiguredPolicy {
+ public:
+  OraclePolicy(const ReplayConfig& cfg, const Trace& trace)
+      : ConfiguredPolicy(cfg), future_(trace, cfg.cache.page_tokens) {}
+  std::string_view Name() const override { return "oracle"; }
+
+  EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const override {
+    const Tier tier = demand.tier;
+    const int lanes = view.ledger.lanes();
+    std::vector<int64_t> short_by(static_cast<size_t>(lanes), 0);
+    int64_t free_total = 0, lanes_short = 0;
+    for (int r = 0; r < lanes; ++r) {
+      const int64_t f = view.ledger.at(tier, r).free();
+      free_total += f;
+      short_by[static_cast<size_t>(r)] =
+          std::max<int64_t>(0, demand.target[static_cast<size_t>(r)] - f);
+      lanes_short += short_by[static_cast<size_t>(r)] > 0;
+    }
+    const auto total_short = [&] { return std::max<int64_t>(0, demand.Total() - free_total); };
+    const auto short_lane_in = [&](const Node& n, int64_t pages) {
+      for (int64_t j = 0; j < pages; ++j)
+        if (short_by[n.pages[static_cast<size_t>(j)].owner] > 0) return true;
+      return false;
+    };
+    // A page is worth taking when it frees a page the demand needs, or when taking it is the
+    // way to reach one (a short lane's page above it, in its node or an unlocked ancestor).
+    const auto useful = [&](const BeladyWalk::Step& s) {
+      if (demand.any_lane > 0 && total_short() > 0) return true;
+      if (short_by[s.owner] > 0) return true;
+      const Node& n = view.tree.node(s.node);
+      if (short_lane_in(n, s.index)) return true;
+      for (NodeId a = n.parent; a != kRootId; a = view.tree.node(a).parent) {
+        const Node& an = view.tree.node(a);
+        if (an.lock != 0 || !(tier == Tier::kDevice ? an.on_device() : an.on_host())) break;
+        if (short_lane_in(an, static_cast<int64_t>(an.pages.size()))) return true;
+      }
+      return false;
+    };
+
+    EvictionPlan plan;
+    std::unordered_map<NodeId, size_t> entry;  // victim -> its index in the plan
+    BeladyWalk walk(view, tier, future_);
+    while (total_short() > 0 || lanes_short > 0) {
+      const std::optional<BeladyWalk::Step> s = walk.Peek();
+      if (!s) break;
+      if (!useful(*s)) {
+        walk.Drop();
+        continue;
+      }
+      walk.Take();
+      // A node's entry sits where its first page was taken: its children's entries (taken
+      // whole before it became a candidate) come earlier, as the engine needs.
+      const auto [it, fresh] = entry.try_emplace(s->node, plan.victims.size());
+      if (fresh) {
+        plan.victims.push_back(s->node);
+        plan.tail_pages.push_back(0);
+        plan.cascade_victims += s->cascade;
+      }
+      ++plan.tail_pages[it->second];
+      ++free_total;
+      if (short_by[s->owner] > 0 && --short_by[s->owner] == 0) --lanes_short;
+    }
+    return plan;
+  }
+
+  int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override {
+    future_.CheckRequest(view.epoch, offer.keys.size());
+    const int64_t keyed_new = std::clamp<int64_t>(
+        static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
+    if (keyed_new == 0) return offer.pages;
+    // Room per lane without evicting, after the pages the request needs anyway and the page
+    // the engine reserves on a receiving lane; one pooled room when the allocator places.
+    const int lanes = view.ledger.lanes();
+    const bool pooled = offer.owners.empty();
+    std::vector<int64_t> room(static_cast<size_t>(pooled ? 1 : lanes), 0);
+    for (int r = 0; r < lanes; ++r)
+      room[pooled ? 0 : static_cast<size_t>(r)] +=
+          view.ledger.at(Tier::kDevice, r).free() - offer.committed->target[static_cast<size_t>(r)];
+    for (int64_t& x : room) --x;
+    std::optional<BeladyWalk> walk;  // built only if some page has to displace another
+    for (int64_t j = 0; j < keyed_new; ++j) {
+      const uint64_t u =
+          future_.Next(offer.keys[static_cast<size_t>(offer.first_page + j)], view.epoch);
+      if (u == kNever) return j;
+      int64_t& r = room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
+      if (r > 0) {
+        --r;
+        continue;
+      }
+      if (!walk) walk.emplace(view, Tier::kDevice, future_);
+      const std::optional<BeladyWalk::Step> s = walk->Peek();
+      if (!s || s->next_use <= u) return j;
+      walk->Take();
+    }
+    return offer.pages;
+  }
+
+ private:
+  FutureUses future_;
+};
+
+}  // namespace
+
+std::unique_ptr<CachePolicy> MakeOraclePolicy(const ReplayConfig& cfg, const Trace& trace) {
+  return std::make_unique<OraclePolicy>(cfg, trace);
+}
+
+}  // namespace kvlanes

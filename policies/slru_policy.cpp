@@ -1,0 +1,12 @@
+// `slru`: the lanes planner evicting segmented LRU: nodes hit once before nodes hit twice or more,
+// LRU inside each: (hit_count >= 2, last_access, node id).
+#include "policies/ordered_lanes_policy.h"
+#include "policies/registry.h"
+
+namespace kvlanes {
+
+std::unique_ptr<CachePolicy> MakeSlruPolicy(const ReplayConfig& cfg, const Trace&) {
+  return std::make_unique<OrderedLanesPolicy>(cfg, "slru", EvictionOrder::kSlru);
+}
+
+}  // namespace kvlanes

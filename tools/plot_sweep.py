@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Draws a `kvlanes sweep` JSON: token hit ratio (solid) and device hit ratio (dashed) against
+the swept capacity, one line per policy (and per combination of the other --vary keys).
+
+usage: plot_sweep.py SWEEP.json OUT.(png|pdf|svg) [--x KEY]
+
+The x axis is --x KEY, else cache.device_pages_per_lane when it was varied, else the first
+--vary key; numeric values are plotted to scale, others as categories. The image is written to
+OUT.tmp and renamed into place, so a failed run never leaves a partial file.
+"""
+import argparse, json, os, sys
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def number(s):
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sweep_json")
+    ap.add_argument("out")
+    ap.add_argument("--x", default=None)
+    a = ap.parse_args()
+    with open(a.sweep_json) as f:
+        doc = json.load(f)
+    keys = [v["key"] for v in doc["grid"]["vary"]]
+    if not keys:
+        sys.exit(f"{a.sweep_json}: the sweep has no --vary key to plot against")
+    x = a.x or ("cache.device_pages_per_lane" if "cache.device_pages_per_lane" in keys else keys[0])
+    if x not in keys:
+        sys.exit(f"--x {x}: not a --vary key of this sweep (valid: {', '.join(keys)})")
+    others = [k for k in keys if k != x]
+    lines = {}
+    for r in doc["runs"]:
+        label = r["policy"] + "".join(f" {k}={r['vary'][k]}" for k in others)
+        lines.setdefault(label, []).append((r["vary"][x], r["token_hit_ratio"],
+                                            r["device_hit_tokens"] / max(1, r["input_tokens"])))
+    values = [v for v in doc["grid"]["vary"] if v["key"] == x][0]["values"]
+    numeric = all(number(v) is not None for v in values)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, pts in lines.items():
+        pts.sort(key=lambda p: number(p[0]) if numeric else values.index(p[0]))
+        xs = [number(p[0]) if numeric else values.index(p[0]) for p in pts]
+        line, = ax.plot(xs, [p[1] for p in pts], marker="o", label=label)
+        if any(p[1] != p[2] for p in pts):
+            ax.plot(xs, [p[2] for p in pts], linestyle="--", color=line.get_color())
+    if numeric:
+        nums = [number(v) for v in values]
+        if min(nums) > 0 and max(nums) / min(nums) >= 20:
+            ax.set_xscale("log")
+    else:
+        ax.set_xticks(range(len(values)), values)
+    ax.set_xlabel(x)
+    ax.set_ylabel("token hit ratio (dashed: device only)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(", ".join(os.path.basename(s) for s in doc["grid"]["trace"]), fontsize=9)
+    fig.tight_layout()
+    fmt = os.path.splitext(a.out)[1].lstrip(".") or "png"
+    tmp = a.out + ".tmp"
+    fig.savefig(tmp, format=fmt, dpi=120)
+    os.replace(tmp, a.out)
+
+
+if __name__ == "__main__":
+    main()

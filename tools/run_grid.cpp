@@ -1,0 +1,301 @@
+#include "tools/run_grid.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "policies/registry.h"
+#include "sim/replay_engine.h"
+#include "traces/input_error.h"
+
+namespace kvlanes::cli {
+
+using J = nlohmann::ordered_json;
+
+std::vector<J> RunReplayJobs(const std::vector<ReplayJob>& jobs, int threads,
+                             const std::function<void(size_t, const J&)>& on_done) {
+  std::vector<J> results(jobs.size());
+  std::atomic<size_t> next{0};
+  std::mutex mu;  // guards on_done and first_error
+  std::exception_ptr first_error;
+  // Each worker takes the next job index; a job owns its policy and engine and only reads the
+  // shared trace, so runs cannot influence each other.
+  const auto worker = [&] {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      try {
+        const ReplayJob& job = jobs[i];
+        auto policy = MakePolicy(job.policy, job.config, *job.trace);
+        J report = RunReplay(job.config, *policy, *job.trace, {}, nullptr);
+        std::lock_guard<std::mutex> lock(mu);
+        results[i] = std::move(report);
+        if (on_done) on_done(i, results[i]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first_error) first_error = std::current_exception();
+        next = jobs.size();  // stop handing out work
+      }
+    }
+  };
+  const size_t n = std::clamp<size_t>(static_cast<size_t>(std::max(threads, 1)), 1,
+                                      std::max<size_t>(jobs.size(), 1));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (first_error) std::rethrow_exception(first_error);
+  return results;
+}
+
+std::vector<std::string> SplitList(const std::string& list, const std::string& option) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) throw InputError("", 0, option, "empty item in list '" + list + "'");
+    out.push_back(item);
+  }
+  if (out.empty() || list.back() == ',')
+    throw InputError("", 0, option, "empty item in list '" + list + "'");
+  return out;
+}
+
+VaryAxis ParseVary(const std::string& arg) {
+  const auto eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError("", 0, "--vary", "expected key=v1,v2,..., got '" + arg + "'");
+  VaryAxis a{arg.substr(0, eq), SplitList(arg.substr(eq + 1), "--vary " + arg.substr(0, eq))};
+  if (a.key == "policy")
+    throw InputError("", 0, "--vary policy", "list policies with --policies instead");
+  return a;
+}
+
+size_t Grid::size() const {
+  size_t n = policies.size();
+  for (const auto& a : axes) n *= a.values.size();
+  return n;
+}
+
+std::pair<std::string, std::vector<std::pair<std::string, std::string>>> Grid::Run(size_t i) const {
+  std::vector<std::pair<std::string, std::string>> settings(axes.size());
+  for (size_t k = axes.size(); k-- > 0;) {  // the last axis varies fastest
+    const auto& a = axes[k];
+    settings[k] = {a.key, a.values[i % a.values.size()]};
+    i /= a.values.size();
+  }
+  return {policies[i], settings};
+}
+
+ReplayConfig GridRunConfig(const ReplayConfig& base, const Grid& grid, size_t i) {
+  ReplayConfig cfg = base;
+  const auto [policy, settings] = grid.Run(i);
+  cfg.policy = policy;
+  std::string where = "--vary";
+  for (const auto& [k, v] : settings) {
+    where = "--vary " + k + "=" + v;
+    try {
+      ApplyConfigSetting(k + "=" + v, cfg);
+    } catch (const InputError& e) {
+      // Keep the message, name the --vary value rather than the --set it was turned into.
+      std::string msg = e.what();
+      const std::string prefix = e.field() + ": ";
+      if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+      throw InputError("", 0, where, msg);
+    }
+  }
+  try {
+    ValidateConfig(cfg);
+  } catch (const InputError& e) {
+    throw InputError("", 0, where, e.what());
+  }
+  return cfg;
+}
+
+std::pair<size_t, size_t> ParseShard(const std::string& arg) {
+  const auto slash = arg.find('/');
+  const auto fail = [&] {
+    throw InputError("", 0, "--shard",
+                     "expected I/N with 0 <= I < N (e.g. 0/8), got '" + arg + "'");
+  };
+  if (slash == std::string::npos) fail();
+  size_t i = 0, n = 0;
+  try {
+    size_t p1 = 0, p2 = 0;
+    const std::string a = arg.substr(0, slash), b = arg.substr(slash + 1);
+    if (a.empty() || b.empty() || a[0] == '-' || b[0] == '-') fail();
+    i = std::stoul(a, &p1);
+    n = std::stoul(b, &p2);
+    if (p1 != a.size() || p2 != b.size()) fail();
+  } catch (const std::logic_error&) {
+    fail();
+  }
+  if (n == 0 || i >= n) fail();
+  return {i, n};
+}
+
+namespace {
+
+int64_t I(const J& r, const char* ptr) { return r.at(J::json_pointer(ptr)).get<int64_t>(); }
+
+double Ratio(const J& r, const char* ptr) {
+  const int64_t in = I(r, "/input_tokens");
+  return in > 0 ? static_cast<double>(I(r, ptr)) / static_cast<double>(in) : 0.0;
+}
+
+std::string VaryValue(const J& run, const std::string& key) {
+  return run.contains("vary") && run["vary"].contains(key) ? run["vary"][key].get<std::string>()
+                                                           : "";
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) {
+  std::ostringstream os;
+  for (const auto& k : vary_keys) os << CsvField(k) << ",";
+  os << "policy,eviction_order,placement,requests,input_tokens,token_hit_ratio,device_hit_ratio,"
+        "host_hit_ratio,device_hit_tokens,host_hit_tokens,computed_tokens,evicted_device_pages,"
+        "evicted_host_pages,lane_deficit_failures,uncached_requests,bypassed_pages,"
+        "load_back_pages,load_back_bytes,host_write_pages,host_write_bytes,host_write_refused\n";
+  char buf[64];
+  for (const auto& r : runs) {
+    for (const auto& k : vary_keys) os << CsvField(VaryValue(r, k)) << ",";
+    os << CsvField(r["policy"].get<std::string>()) << "," << r["eviction_order"].get<std::string>()
+       << "," << r["placement"].get<std::string>() << "," << I(r, "/requests") << ","
+       << I(r, "/input_tokens");
+    std::snprintf(buf, sizeof buf, ",%.6f", r["token_hit_ratio"].get<double>());
+    os << buf;
+    std::snprintf(buf, sizeof buf, ",%.6f,%.6f", Ratio(r, "/device_hit_tokens"),
+                  Ratio(r, "/host_hit_tokens"));
+    os << buf;
+    for (const char* p :
+         {"/device_hit_tokens", "/host_hit_tokens", "/computed_tokens", "/evicted_pages/device",
+          "/evicted_pages/host", "/lane_deficit_failures", "/uncached_requests", "/bypassed_pages",
+          "/load_back/pages", "/load_back/bytes", "/host_writes/pages", "/host_writes/bytes",
+          "/host_writes/refused"})
+      os << "," << I(r, p);
+    os << "\n";
+  }
+  return os.str();
+}
+
+void PrintRunsTable(const J& runs, const std::vector<std::string>& vary_keys) {
+  std::vector<size_t> widths;
+  for (const auto& k : vary_keys) {
+    size_t w = k.size();
+    for (const auto& r : runs) w = std::max(w, VaryValue(r, k).size());
+    widths.push_back(w);
+  }
+  size_t pw = 6;
+  for (const auto& r : runs) pw = std::max(pw, r["policy"].get<std::string>().size());
+  for (size_t i = 0; i < vary_keys.size(); ++i)
+    std::printf("%-*s  ", static_cast<int>(widths[i]), vary_keys[i].c_str());
+  std::printf("%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "policy",
+              "hit", "device", "host", "evicted dev", "evicted hst", "lane def", "uncached",
+              "load-back", "host write");
+  for (size_t i = 0; i < vary_keys.size(); ++i)
+    std::printf("%-*s  ", static_cast<int>(widths[i]), "");
+  std::printf("%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "",
+              "ratio", "ratio", "ratio", "pages", "pages", "failures", "requests", "GB", "GB");
+  for (const auto& r : runs) {
+    for (size_t i = 0; i < vary_keys.size(); ++i)
+      std::printf("%-*s  ", static_cast<int>(widths[i]), VaryValue(r, vary_keys[i]).c_str());
+    std::printf("%-*s  %7.4f %7.4f %7.4f  %11lld %11lld  %8lld %8lld  %10.3f %10.3f\n",
+                static_cast<int>(pw), r["policy"].get<std::string>().c_str(),
+                r["token_hit_ratio"].get<double>(), Ratio(r, "/device_hit_tokens"),
+                Ratio(r, "/host_hit_tokens"), static_cast<long long>(I(r, "/evicted_pages/device")),
+                static_cast<long long>(I(r, "/evicted_pages/host")),
+                static_cast<long long>(I(r, "/lane_deficit_failures")),
+                static_cast<long long>(I(r, "/uncached_requests")), I(r, "/load_back/bytes") / 1e9,
+                I(r, "/host_writes/bytes") / 1e9);
+  }
+}
+
+J MergeSweepFiles(const std::vector<std::string>& paths) {
+  if (paths.empty()) throw InputError("", 0, "sweep merge", "no shard files given");
+  J grid;
+  std::string grid_from;
+  size_t shards = 0;
+  std::map<size_t, std::string> shard_file;  // shard index -> file
+  std::map<size_t, J> runs;                  // grid index -> run
+  for (const auto& path : paths) {
+    std::ifstream in(path);
+    if (!in) throw InputError(path, 0, "", "cannot open");
+    J doc;
+    try {
+      doc = J::parse(in);
+    } catch (const J::parse_error& e) {
+      throw InputError(path, 0, "", std::string("not JSON: ") + e.what());
+    }
+    const auto need = [&](bool ok, const char* field, const std::string& msg) {
+      if (!ok) throw InputError(path, 0, field, msg);
+    };
+    need(doc.is_object() && doc.contains("sweep_version"), "sweep_version",
+         "missing: not written by kvlanes sweep --json");
+    need(doc["sweep_version"] == 1, "sweep_version",
+         "unsupported version " + doc["sweep_version"].dump());
+    need(doc.contains("grid") && doc["grid"].is_object() && doc["grid"].contains("runs"), "grid",
+         "missing");
+    need(doc.contains("shard") && doc["shard"].contains("index") && doc["shard"].contains("count"),
+         "shard", "missing");
+    need(doc.contains("runs") && doc["runs"].is_array(), "runs", "missing");
+    if (grid_from.empty()) {
+      grid = doc["grid"];
+      grid_from = path;
+      shards = doc["shard"]["count"].get<size_t>();
+    }
+    need(doc["grid"] == grid, "grid",
+         "differs from " + grid_from + "'s (another trace, config, policy list or --vary)");
+    const size_t count = doc["shard"]["count"].get<size_t>(),
+                 index = doc["shard"]["index"].get<size_t>();
+    need(count == shards, "shard.count",
+         std::to_string(count) + " shards here, " + std::to_string(shards) + " in " + grid_from);
+    need(index < count, "shard.index", "out of range");
+    const auto [it, fresh] = shard_file.emplace(index, path);
+    need(fresh, "shard.index",
+         "shard " + std::to_string(index) + "/" + std::to_string(count) + " is also in " +
+             it->second);
+    for (const auto& r : doc["runs"]) {
+      need(r.contains("grid_index"), "runs[].grid_index", "missing");
+      const size_t gi = r["grid_index"].get<size_t>();
+      need(gi % count == index, "runs[].grid_index",
+           "run " + std::to_string(gi) + " does not belong to shard " + std::to_string(index) +
+               "/" + std::to_string(count));
+      need(runs.emplace(gi, r).second, "runs[].grid_index",
+           "run " + std::to_string(gi) + " given twice");
+    }
+  }
+  std::string missing;
+  for (size_t s = 0; s < shards; ++s)
+    if (!shard_file.count(s)) missing += (missing.empty() ? "" : ", ") + std::to_string(s);
+  if (!missing.empty())
+    throw InputError("", 0, "sweep merge",
+                     "missing shards " + missing + " of " + std::to_string(shards));
+  const size_t total = grid["runs"].get<size_t>();
+  if (runs.size() != total || (!runs.empty() && runs.rbegin()->first >= total))
+    throw InputError("", 0, "sweep merge",
+                     "the shards hold " + std::to_string(runs.size()) + " runs of a " +
+                         std::to_string(total) +
+                         "-run grid (a shard file was written by an interrupted run?)");
+  J out;
+  out["sweep_version"] = 1;
+  out["grid"] = grid;
+  out["shard"] = J{{"index", 0}, {"count", 1}};
+  J all = J::array();
+  for (auto& [gi, r] : runs) all.push_back(std::move(r));
+  out["runs"] = std::move(all);
+  return out;
+}
+
+}  // namespace kvlanes::cli
