@@ -40,24 +40,40 @@ def main():
     lines = {}
     for r in doc["runs"]:
         label = r["policy"] + "".join(f" {k}={r['vary'][k]}" for k in others)
+        pred = r.get("predicted")
         lines.setdefault(label, []).append((r["vary"][x], r["token_hit_ratio"],
-                                            r["device_hit_tokens"] / max(1, r["input_tokens"])))
+                                            r["device_hit_tokens"] / max(1, r["input_tokens"]),
+                                            pred["ttft_p50_s"] if pred else None,
+                                            pred["ttft_p99_s"] if pred else None))
+    with_ttft = any(p[3] is not None for pts in lines.values() for p in pts)
     values = [v for v in doc["grid"]["vary"] if v["key"] == x][0]["values"]
     numeric = all(number(v) is not None for v in values)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    if with_ttft:
+        fig, (ax, tax) = plt.subplots(1, 2, figsize=(12, 4.5))
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        tax = None
     for label, pts in lines.items():
         pts.sort(key=lambda p: number(p[0]) if numeric else values.index(p[0]))
         xs = [number(p[0]) if numeric else values.index(p[0]) for p in pts]
         line, = ax.plot(xs, [p[1] for p in pts], marker="o", label=label)
         if any(p[1] != p[2] for p in pts):
             ax.plot(xs, [p[2] for p in pts], linestyle="--", color=line.get_color())
-    if numeric:
-        nums = [number(v) for v in values]
-        if min(nums) > 0 and max(nums) / min(nums) >= 20:
-            ax.set_xscale("log")
-    else:
-        ax.set_xticks(range(len(values)), values)
-    ax.set_xlabel(x)
+        if tax is not None and all(p[3] is not None for p in pts):
+            tax.plot(xs, [p[3] for p in pts], marker="o", color=line.get_color(), label=label)
+            tax.plot(xs, [p[4] for p in pts], linestyle=":", color=line.get_color())
+    for a_ in [ax] + ([tax] if tax is not None else []):
+        if numeric:
+            nums = [number(v) for v in values]
+            if min(nums) > 0 and max(nums) / min(nums) >= 20:
+                a_.set_xscale("log")
+        else:
+            a_.set_xticks(range(len(values)), values)
+        a_.set_xlabel(x)
+        a_.grid(True, alpha=0.3)
+    if tax is not None:
+        tax.set_ylabel("predicted TTFT, s (solid p50, dotted p99)")
+        tax.set_ylim(bottom=0)
     ax.set_ylabel("token hit ratio (dashed: device only)")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)

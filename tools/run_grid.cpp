@@ -167,7 +167,8 @@ std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) 
   os << "policy,eviction_order,placement,requests,input_tokens,token_hit_ratio,device_hit_ratio,"
         "host_hit_ratio,device_hit_tokens,host_hit_tokens,computed_tokens,evicted_device_pages,"
         "evicted_host_pages,lane_deficit_failures,uncached_requests,bypassed_pages,"
-        "load_back_pages,load_back_bytes,host_write_pages,host_write_bytes,host_write_refused\n";
+        "load_back_pages,load_back_bytes,host_write_pages,host_write_bytes,host_write_refused,"
+        "predicted_ttft_p50_s,predicted_ttft_p99_s\n";
   char buf[64];
   for (const auto& r : runs) {
     for (const auto& k : vary_keys) os << CsvField(VaryValue(r, k)) << ",";
@@ -185,6 +186,14 @@ std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) 
           "/load_back/pages", "/load_back/bytes", "/host_writes/pages", "/host_writes/bytes",
           "/host_writes/refused"})
       os << "," << I(r, p);
+    // Predicted TTFT percentiles when the run had a hardware profile, else empty fields.
+    if (r.contains("predicted")) {
+      std::snprintf(buf, sizeof buf, ",%.9g,%.9g", r["predicted"]["ttft_p50_s"].get<double>(),
+                    r["predicted"]["ttft_p99_s"].get<double>());
+      os << buf;
+    } else {
+      os << ",,";
+    }
     os << "\n";
   }
   return os.str();
@@ -198,20 +207,25 @@ void PrintRunsTable(const J& runs, const std::vector<std::string>& vary_keys) {
     widths.push_back(w);
   }
   size_t pw = 6;
-  for (const auto& r : runs) pw = std::max(pw, r["policy"].get<std::string>().size());
+  bool predicted = false;
+  for (const auto& r : runs) {
+    pw = std::max(pw, r["policy"].get<std::string>().size());
+    predicted = predicted || r.contains("predicted");
+  }
   for (size_t i = 0; i < vary_keys.size(); ++i)
     std::printf("%-*s  ", static_cast<int>(widths[i]), vary_keys[i].c_str());
   std::printf("%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "policy",
               "hit", "device", "host", "evicted dev", "evicted hst", "lane def", "uncached",
-              "load-back", "host write");
+              "load-back", predicted ? "host write  TTFT p50   TTFT p99" : "host write");
   for (size_t i = 0; i < vary_keys.size(); ++i)
     std::printf("%-*s  ", static_cast<int>(widths[i]), "");
   std::printf("%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "",
-              "ratio", "ratio", "ratio", "pages", "pages", "failures", "requests", "GB", "GB");
+              "ratio", "ratio", "ratio", "pages", "pages", "failures", "requests", "GB",
+              predicted ? "GB   (predicted, s)" : "GB");
   for (const auto& r : runs) {
     for (size_t i = 0; i < vary_keys.size(); ++i)
       std::printf("%-*s  ", static_cast<int>(widths[i]), VaryValue(r, vary_keys[i]).c_str());
-    std::printf("%-*s  %7.4f %7.4f %7.4f  %11lld %11lld  %8lld %8lld  %10.3f %10.3f\n",
+    std::printf("%-*s  %7.4f %7.4f %7.4f  %11lld %11lld  %8lld %8lld  %10.3f %10.3f",
                 static_cast<int>(pw), r["policy"].get<std::string>().c_str(),
                 r["token_hit_ratio"].get<double>(), Ratio(r, "/device_hit_tokens"),
                 Ratio(r, "/host_hit_tokens"), static_cast<long long>(I(r, "/evicted_pages/device")),
@@ -219,6 +233,10 @@ void PrintRunsTable(const J& runs, const std::vector<std::string>& vary_keys) {
                 static_cast<long long>(I(r, "/lane_deficit_failures")),
                 static_cast<long long>(I(r, "/uncached_requests")), I(r, "/load_back/bytes") / 1e9,
                 I(r, "/host_writes/bytes") / 1e9);
+    if (r.contains("predicted"))
+      std::printf("  %9.3f  %9.3f", r["predicted"]["ttft_p50_s"].get<double>(),
+                  r["predicted"]["ttft_p99_s"].get<double>());
+    std::printf("\n");
   }
 }
 
