@@ -1,0 +1,161 @@
+// The seam between the executor's logic (exec/executor.h: walks the plan, keeps the slot
+// bookkeeping, builds indices, checks every byte, records timings) and the memory it runs on.
+// Two implementations share it, as LevelDB's Env has a real and an in-memory one:
+//   cuda  (exec/cuda_backend.cu)  device pools, pinned host pools, NCCL, CUDA IPC, CUDA events
+//   host  (exec/host_backend.cpp) the same pools in host memory shared between the rank
+//                                 processes, memcpy and the kernels' CPU references, steady clock
+// One backend object per rank process; every call is about this rank only, except the
+// collectives, which every rank must call in the same order.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "exec/pattern.h"
+#include "kernels/page_layout.h"
+#include "kernels/tier_copy.h"
+#include "kernels/zigzag.h"
+#include "sim/policy.h"
+
+namespace kvlanes::exec {
+
+// Shape of every rank's memory, from the plan header (and the plan's largest gather).
+struct ExecGeometry {
+  int ranks = 1;
+  int64_t page_tokens = 0;
+  int64_t layers = 0;
+  std::vector<int64_t> elem_bytes;   // per pool: bytes per token per layer
+  std::vector<std::string> pool_names;
+  int64_t device_slots = 0;          // per lane, every pool
+  int64_t host_slots = 0;            // per lane, every pool (0 = no host tier)
+  kernels::HostLayout host_layout = kernels::HostLayout::kLayerFirst;
+  int64_t max_prefix_pages = 0;      // largest gather of the plan
+  int64_t max_shard_pages = 0;       // largest padded shard of a packed/zigzag gather
+
+  int num_pools() const { return static_cast<int>(elem_bytes.size()); }
+  int64_t chunk_bytes(int pool) const { return page_tokens * elem_bytes[static_cast<size_t>(pool)]; }
+  // One page, one layer, all pools: a packed record of one layer.
+  int64_t page_layer_bytes() const {
+    int64_t b = 0;
+    for (int k = 0; k < num_pools(); ++k) b += chunk_bytes(k);
+    return b;
+  }
+  kernels::PoolGeometry pool_geometry(int pool) const {
+    return {layers, device_slots, page_tokens, elem_bytes[static_cast<size_t>(pool)]};
+  }
+  int64_t device_pool_bytes() const {  // all pools of one rank
+    int64_t b = 0;
+    for (int k = 0; k < num_pools(); ++k) b += pool_geometry(k).total_bytes();
+    return b;
+  }
+  int64_t host_pool_bytes() const {
+    int64_t b = 0;
+    for (int k = 0; k < num_pools(); ++k) b += kernels::HostPoolBytes(pool_geometry(k), host_slots);
+    return b;
+  }
+  // The per-layer collective buffers: dense (all-reduce) and the packed send/receive buffers.
+  int64_t dense_bytes() const { return max_prefix_pages * page_layer_bytes(); }
+  int64_t send_bytes() const { return max_shard_pages * page_layer_bytes(); }
+  int64_t recv_bytes() const { return ranks * send_bytes(); }
+};
+
+// The streams an operation runs on. The host backend runs everything in order on the calling
+// thread; the CUDA backend has one CUDA stream each, ordered by marks (events).
+enum class Stream { kCompute = 0, kComm = 1, kH2D = 2, kD2H = 3 };
+inline constexpr int kNumStreams = 4;
+
+// Everything one rank needs to materialize one request's prefix, one layer at a time. Built by
+// the executor from the plan (exec/executor.cpp), uploaded once per request by the backend.
+struct GatherIndex {
+  GatherMethod method = GatherMethod::kPacked;
+  int64_t prefix_pages = 0;
+  std::vector<PageTag> tags;          // per logical page: the content every rank must end with
+  // dense: per logical page, this rank's slot when it owns the page, else -1
+  std::vector<int32_t> owner_slot;
+  // packed / zigzag: this rank's slots in pack order (<= shard_pages), shard_pages = records per
+  // rank in the all-gather (the largest shard, padded)
+  std::vector<int32_t> pack_slots;
+  int64_t shard_pages = 0;
+  std::vector<int32_t> unpack_index;  // packed: per logical page, its record in the output
+  kernels::ZigzagRun zigzag;          // zigzag: the proven run
+  // p2p: per logical page, the owner rank and its slot there
+  std::vector<int32_t> src_rank;
+  std::vector<int32_t> src_slot;
+};
+
+// A page the synthetic forward pass writes: device slot and content.
+struct PageWrite {
+  int32_t slot = 0;
+  PageTag tag;
+};
+
+// A verification enqueued now and read after Sync(): bytes compared, bytes wrong and the first
+// wrong page (index into the list that was checked).
+struct VerifyResult {
+  int64_t checked_bytes = 0;
+  int64_t bad_bytes = 0;
+  int64_t first_bad_item = -1;
+};
+
+class RankBackend {
+ public:
+  virtual ~RankBackend() = default;
+  virtual std::string_view Name() const = 0;
+  virtual int rank() const = 0;
+  virtual int ranks() const = 0;
+  // Machine, versions and device of this rank (the measured report's context block).
+  virtual nlohmann::ordered_json Context() const = 0;
+
+  // --- Time. A mark is a point on a stream; its time is known after Sync(). ---
+  virtual int Mark(Stream s) = 0;
+  // `waiter` does not run past this point before `mark` is reached.
+  virtual void Wait(Stream waiter, int mark) = 0;
+  // Waits for every stream (bounded by the backend's timeout); throws ExecError on failure.
+  virtual void Sync() = 0;
+  // Sets time zero for MarkSeconds (called once, after warm-up and a barrier).
+  virtual void StartEpoch() = 0;
+  // Seconds from the epoch to `mark`. REQUIRES: Sync() since the mark was made.
+  virtual double MarkSeconds(int mark) const = 0;
+  // Forgets all marks and verification results (after Sync, between requests).
+  virtual void ReleaseMarks() = 0;
+
+  // --- Work, enqueued on a stream. Index spans must stay valid until the next Sync(). ---
+  // Synthetic forward pass of one layer: writes the pattern of `pages` (this layer, every pool)
+  // and keeps the device busy for at least busy_s (the host backend only writes).
+  virtual void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages,
+                            double busy_s) = 0;
+  // Tier copy of one pool, layers [layers.begin, layers.end).
+  virtual void TierCopy(Stream s, int pool, kernels::TierDirection dir, std::span<const int32_t> device_slots,
+                        std::span<const int32_t> host_slots, kernels::LayerRange layers) = 0;
+  // Makes `index` the current gather (copies it where the device can read it).
+  virtual void PrepareGather(const GatherIndex& index) = 0;
+  // One layer of the current gather into this rank's dense buffer (all pools). Collective for
+  // dense/packed/zigzag: every rank calls it for the same layers in the same order.
+  virtual void GatherLayer(Stream s, int64_t layer) = 0;
+  // Compares the dense buffer (current gather, one layer) with the pattern of index.tags.
+  // Items are logical pages. Returns a handle for VerifyResultOf().
+  virtual int VerifyDense(Stream s, int64_t layer) = 0;
+  // Compares device pages `slots` of one pool, every layer, with the pattern of `tags`.
+  virtual int VerifyPages(Stream s, int pool, std::span<const int32_t> slots, std::span<const PageTag> tags) = 0;
+  virtual VerifyResult VerifyResultOf(int handle) const = 0;
+
+  // --- Between ranks (synchronous, bounded by the timeout). ---
+  virtual void Barrier() = 0;
+  // Every rank's `mine`, in rank order, on every rank. Any size.
+  virtual std::vector<std::string> AllGatherBytes(const std::string& mine) = 0;
+
+  // This rank failed: stop the other ranks' waits (NCCL: abort the communicator). noexcept: it
+  // runs on the way out of a failure.
+  virtual void Abort(const std::string& reason) noexcept = 0;
+
+  // --- Test hooks (the --fault option): flip one byte of a device page / host page. ---
+  virtual void CorruptDevicePage(int pool, int32_t slot, int64_t layer) = 0;
+  virtual void CorruptHostPage(int pool, int32_t slot, int64_t layer) = 0;
+};
+
+}  // namespace kvlanes::exec

@@ -1,0 +1,656 @@
+#include "exec/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "exec/exec_error.h"
+#include "exec/exec_kernels_cuda.h"
+#include "kernels/materialize_cuda.h"
+#include "kernels/tier_copy_cuda.h"
+
+namespace kvlanes::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string GiB(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.3f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return b;
+}
+
+// What each rank tells the others before any communicator exists.
+struct DeviceId {
+  char host[128];
+  char uuid[16];
+  int device;
+  int pid;
+  cudaIpcMemHandle_t pools;
+  int has_pools;
+};
+
+// Pinned, device-mapped host memory in chunks, handed out until the next Reset (after a Sync):
+// index arrays and verification results the kernels read and write.
+class PinnedArena {
+ public:
+  ~PinnedArena() {
+    for (auto& c : chunks_) cudaFreeHost(c.data);
+  }
+  void* Put(const void* src, size_t bytes) {
+    void* p = Take(bytes);
+    if (bytes) std::memcpy(p, src, bytes);
+    return p;
+  }
+  void* Take(size_t bytes) {
+    bytes = (bytes + 15) / 16 * 16;
+    while (cur_ < chunks_.size() && chunks_[cur_].used + bytes > chunks_[cur_].size) ++cur_;
+    if (cur_ == chunks_.size()) {
+      Chunk c;
+      c.size = std::max<size_t>(bytes, 8u << 20);
+      const cudaError_t e = cudaHostAlloc(&c.data, c.size, cudaHostAllocMapped | cudaHostAllocPortable);
+      if (e != cudaSuccess)
+        throw ExecError("cannot allocate " + GiB(static_cast<double>(c.size)) + " of pinned host memory for index arrays: " +
+                        cudaGetErrorString(e));
+      chunks_.push_back(c);
+    }
+    Chunk& c = chunks_[cur_];
+    void* p = static_cast<char*>(c.data) + c.used;
+    c.used += bytes;
+    return p;
+  }
+  void Reset() {
+    for (auto& c : chunks_) c.used = 0;
+    cur_ = 0;
+  }
+
+ private:
+  struct Chunk {
+    void* data = nullptr;
+    size_t size = 0, used = 0;
+  };
+  std::vector<Chunk> chunks_;
+  size_t cur_ = 0;
+};
+
+class CudaBackend : public RankBackend {
+ public:
+  CudaBackend(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rv, const CudaBackendOptions& o)
+      : geo_(geo), rank_(rank), rv_(rv), o_(o) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0)
+      throw ExecError("rank " + std::to_string(rank_) + ": no CUDA device (" + cudaGetErrorString(e) + ")");
+    device_ = o.device >= 0 ? o.device : (local_rank >= 0 ? local_rank : rank) % count;
+    if (device_ >= count)
+      throw ExecError("rank " + std::to_string(rank_) + ": GPU " + std::to_string(device_) + " requested, " +
+                      std::to_string(count) + " visible");
+    Check(cudaSetDevice(device_), "cudaSetDevice");
+    Check(cudaGetDeviceProperties(&prop_, device_), "cudaGetDeviceProperties");
+
+    // Who runs where: refuse two ranks on one GPU when NCCL is needed, before any allocation.
+    DeviceId me{};
+    gethostname(me.host, sizeof(me.host) - 1);
+    std::memcpy(me.uuid, prop_.uuid.bytes, 16);
+    me.device = device_;
+    me.pid = static_cast<int>(getpid());
+    const std::vector<DeviceId> ids = Exchange(me);
+    nccl_ = o.needs_nccl;
+    for (int a = 0; a < geo_.ranks; ++a)
+      for (int b = a + 1; b < geo_.ranks; ++b)
+        if (std::strcmp(ids[a].host, ids[b].host) == 0 && std::memcmp(ids[a].uuid, ids[b].uuid, 16) == 0) {
+          if (o.needs_nccl)
+            throw ExecError("ranks " + std::to_string(a) + " and " + std::to_string(b) + " both use GPU " +
+                            std::to_string(ids[a].device) + " on " + ids[a].host +
+                            ": NCCL needs one GPU per rank and this plan gathers with NCCL (dense, packed or "
+                            "zigzag); give each rank its own GPU (--devices) or use a p2p-only plan");
+          nccl_ = false;  // p2p only: IPC between processes on one GPU works without NCCL
+        }
+
+    Allocate();
+    for (int s = 0; s < kNumStreams; ++s) Check(cudaStreamCreateWithFlags(&streams_[s], cudaStreamNonBlocking), "cudaStreamCreate");
+    Check(cudaEventCreate(&epoch_), "cudaEventCreate");
+    Check(cudaMalloc(&barrier_buf_, 64), "cudaMalloc (barrier word)");
+    // Per request: one check per gathered layer and one per pool of this lane's load-back.
+    verify_capacity_ = static_cast<size_t>(geo_.layers + 16 * geo_.num_pools() + 8);
+    Check(cudaMalloc(&verify_dev_, verify_capacity_ * sizeof(VerifyOut)), "cudaMalloc (verify counters)");
+    if (nccl_) InitNccl();
+    if (o.needs_p2p) OpenPeers();
+    Check(cudaEventRecord(epoch_, streams_[0]), "cudaEventRecord");
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    for (size_t r = 0; r < peer_base_.size(); ++r)
+      if (peer_base_[r] && static_cast<int>(r) != rank_) cudaIpcCloseMemHandle(peer_base_[r]);
+    if (comm_) {
+      if (aborted_) {
+      } else {
+        ncclCommFinalize(comm_);
+        WaitNccl("ncclCommFinalize", false);
+        ncclCommDestroy(comm_);
+      }
+    }
+    for (cudaEvent_t ev : events_) cudaEventDestroy(ev);
+    cudaEventDestroy(epoch_);
+    for (auto s : streams_)
+      if (s) cudaStreamDestroy(s);
+    for (void* p : {static_cast<void*>(pools_), static_cast<void*>(dense_), static_cast<void*>(send_),
+                    static_cast<void*>(recv_), barrier_buf_, static_cast<void*>(verify_dev_)})
+      if (p) cudaFree(p);
+    if (host_) cudaFreeHost(host_);
+  }
+
+  std::string_view Name() const override { return "cuda"; }
+  int rank() const override { return rank_; }
+  int ranks() const override { return geo_.ranks; }
+
+  nlohmann::ordered_json Context() const override {
+    int driver = 0, runtime = 0, nccl = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    ncclGetVersion(&nccl);
+    char host[256] = {}, bus[32] = {};
+    gethostname(host, sizeof(host) - 1);
+    cudaDeviceGetPCIBusId(bus, sizeof(bus), device_);
+    char uuid[64];
+    const unsigned char* u = reinterpret_cast<const unsigned char*>(prop_.uuid.bytes);
+    std::snprintf(uuid, sizeof(uuid), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                  u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    return {{"host", host},
+            {"gpu", prop_.name},
+            {"gpu_index", device_},
+            {"gpu_uuid", uuid},
+            {"pci_bus_id", bus},
+            {"sm_count", prop_.multiProcessorCount},
+            {"gpu_memory_bytes", prop_.totalGlobalMem},
+            {"driver_version", VersionString(driver)},
+            {"cuda_runtime_version", VersionString(runtime)},
+            {"nccl_version", nccl_ ? NcclVersionString(nccl) : "not used (" + NcclVersionString(nccl) + " linked)"},
+            {"tier_copy", o_.tier_copy_kernel ? "kernel (mapped pinned memory)" : "cudaMemcpy2DAsync"},
+            {"p2p", o_.needs_p2p ? "CUDA IPC" : "not used"}};
+  }
+
+  int Mark(Stream s) override {
+    if (next_event_ == events_.size()) {
+      cudaEvent_t ev;
+      Check(cudaEventCreate(&ev), "cudaEventCreate");
+      events_.push_back(ev);
+    }
+    Check(cudaEventRecord(events_[next_event_], S(s)), "cudaEventRecord");
+    return static_cast<int>(next_event_++);
+  }
+  void Wait(Stream waiter, int mark) override {
+    Check(cudaStreamWaitEvent(S(waiter), events_[static_cast<size_t>(mark)], 0), "cudaStreamWaitEvent");
+  }
+  void Sync() override {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(o_.timeout_s);
+    for (int s = 0; s < kNumStreams; ++s) {
+      while (true) {
+        const cudaError_t e = cudaStreamQuery(streams_[s]);
+        if (e == cudaSuccess) break;
+        if (e != cudaErrorNotReady) Fail(std::string("stream error: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+        CheckNcclAsync();
+        if (Clock::now() > deadline)
+          Fail("timed out after " + std::to_string(o_.timeout_s) + " s waiting for the GPU (a peer rank hung or died?)");
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    }
+  }
+  void StartEpoch() override {
+    Check(cudaEventRecord(epoch_, streams_[0]), "cudaEventRecord");
+    Sync();
+  }
+  double MarkSeconds(int mark) const override {
+    float ms = 0;
+    const cudaError_t e = cudaEventElapsedTime(&ms, epoch_, events_[static_cast<size_t>(mark)]);
+    if (e != cudaSuccess) throw ExecError("rank " + std::to_string(rank_) + ": cudaEventElapsedTime: " + cudaGetErrorString(e));
+    return ms * 1e-3;
+  }
+  void ReleaseMarks() override {
+    next_event_ = 0;
+    arena_.Reset();
+    results_.clear();
+  }
+
+  void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages, double busy_s) override {
+    ChunkSet set = PoolChunks();
+    std::vector<PageTag> tags;
+    std::vector<int32_t> slots;
+    for (const PageWrite& w : pages) {
+      tags.push_back(w.tag);
+      slots.push_back(w.slot);
+    }
+    set.tags = static_cast<const PageTag*>(arena_.Put(tags.data(), tags.size() * sizeof(PageTag)));
+    set.pages = static_cast<const int32_t*>(arena_.Put(slots.data(), slots.size() * sizeof(int32_t)));
+    set.num_items = static_cast<int64_t>(pages.size());
+    set.layer_begin = layer;
+    set.layer_end = layer + 1;
+    Check(SyntheticForward(set, static_cast<uint64_t>(std::max(0.0, busy_s) * 1e9), prop_.multiProcessorCount, S(s)),
+          "synthetic forward launch");
+  }
+
+  void TierCopy(Stream s, int pool, kernels::TierDirection dir, std::span<const int32_t> dev, std::span<const int32_t> host,
+                kernels::LayerRange layers) override {
+    if (dev.empty()) return;
+    const kernels::TierPoolPair pair{Pool(pool), HostPool(pool)};
+    kernels::TierCopyArgs a;
+    a.pools = std::span<const kernels::TierPoolPair>(&pair, 1);
+    a.layers = layers;
+    a.num_pages = static_cast<int64_t>(dev.size());
+    a.direction = dir;
+    if (o_.tier_copy_kernel) {
+      a.device_slots = static_cast<const int32_t*>(arena_.Put(dev.data(), dev.size_bytes()));
+      a.host_slots = static_cast<const int32_t*>(arena_.Put(host.data(), host.size_bytes()));
+      Check(kernels::TierCopyKernel(a, S(s)), "TierCopyKernel");
+    } else {
+      a.device_slots = dev.data();
+      a.host_slots = host.data();
+      Check(kernels::TierCopyMemcpy(a, S(s)), "TierCopyMemcpy");
+    }
+  }
+
+  void PrepareGather(const GatherIndex& g) override {
+    gi_ = &g;
+    auto put = [&](const std::vector<int32_t>& v) {
+      return static_cast<const int32_t*>(arena_.Put(v.data(), v.size() * sizeof(int32_t)));
+    };
+    d_owner_slot_ = put(g.owner_slot);
+    d_pack_slots_ = put(g.pack_slots);
+    d_unpack_ = put(g.unpack_index);
+    d_src_rank_ = put(g.src_rank);
+    d_src_slot_ = put(g.src_slot);
+    d_tags_ = static_cast<const PageTag*>(arena_.Put(g.tags.data(), g.tags.size() * sizeof(PageTag)));
+    dense_refs_.clear();
+    int64_t off = 0;
+    for (int k = 0; k < geo_.num_pools(); ++k) {
+      dense_refs_.push_back(kernels::DenseRef{dense_ + off, geo_.page_tokens, geo_.elem_bytes[static_cast<size_t>(k)], g.prefix_pages});
+      off += g.prefix_pages * geo_.chunk_bytes(k);
+    }
+    if (g.method != GatherMethod::kP2p && geo_.ranks > 1 && !comm_)
+      throw ExecError("rank " + std::to_string(rank_) + ": a " + GatherMethodName(g.method) + " gather needs NCCL, which this run has not");
+    if (g.method == GatherMethod::kP2p)
+      for (int r = 0; r < geo_.ranks; ++r)
+        if (!peer_base_.empty() && !peer_base_[static_cast<size_t>(r)])
+          throw ExecError("rank " + std::to_string(rank_) + ": p2p gather needs rank " + std::to_string(r) +
+                          "'s pools, which are on another node (CUDA IPC works within a node)");
+  }
+
+  void GatherLayer(Stream s, int64_t layer) override {
+    const GatherIndex& g = *gi_;
+    const kernels::LayerRange one{layer, layer + 1};
+    const int64_t record = geo_.page_layer_bytes();
+    std::vector<kernels::PoolRef> pools;
+    for (int k = 0; k < geo_.num_pools(); ++k) pools.push_back(Pool(k));
+    switch (g.method) {
+      case GatherMethod::kDense: {
+        kernels::ScatterDenseArgs a;
+        a.pools = pools;
+        a.layers = one;
+        a.owner_slot = d_owner_slot_;
+        a.num_dense_pages = g.prefix_pages;
+        a.dense = dense_refs_;
+        Check(kernels::ScatterDense(a, S(s)), "ScatterDense");
+        if (comm_)
+          Nccl(ncclAllReduce(dense_, dense_, static_cast<size_t>(g.prefix_pages * record), ncclUint8, ncclSum, comm_, S(s)),
+               "ncclAllReduce");
+        break;
+      }
+      case GatherMethod::kPacked:
+      case GatherMethod::kZigzag: {
+        kernels::PackArgs p;
+        p.pools = pools;
+        p.layers = one;
+        p.slots = d_pack_slots_;
+        p.num_pages = static_cast<int64_t>(g.pack_slots.size());
+        p.send = send_;
+        Check(kernels::PackPages(p, S(s)), "PackPages");
+        const size_t shard_bytes = static_cast<size_t>(g.shard_pages * record);
+        if (comm_) {
+          Nccl(ncclAllGather(send_, recv_, shard_bytes, ncclUint8, comm_, S(s)), "ncclAllGather");
+        } else {
+          Check(cudaMemcpyAsync(recv_, send_, shard_bytes, cudaMemcpyDeviceToDevice, S(s)), "cudaMemcpyAsync");
+        }
+        if (g.method == GatherMethod::kPacked) {
+          kernels::UnpackArgs u;
+          u.dense = dense_refs_;
+          u.num_layers = 1;
+          u.recv = recv_;
+          u.num_records = g.shard_pages * geo_.ranks;
+          u.recv_index = d_unpack_;
+          u.num_dense_pages = g.prefix_pages;
+          Check(kernels::UnpackPages(u, S(s)), "UnpackPages");
+        } else {
+          kernels::ZigzagArgs z;
+          z.dense = dense_refs_;
+          z.num_layers = 1;
+          z.recv = recv_;
+          z.run = g.zigzag;
+          z.shard_pages = g.shard_pages;
+          Check(kernels::ZigzagReorder(z, S(s)), "ZigzagReorder");
+        }
+        break;
+      }
+      case GatherMethod::kP2p: {
+        std::vector<kernels::PoolRef> peers;
+        for (int k = 0; k < geo_.num_pools(); ++k)
+          for (int r = 0; r < geo_.ranks; ++r) peers.push_back(PeerPool(r, k));
+        kernels::PeerGatherArgs a;
+        a.peer_pools = peers;
+        a.num_ranks = geo_.ranks;
+        a.layers = one;
+        a.src_rank = d_src_rank_;
+        a.src_slot = d_src_slot_;
+        a.num_dense_pages = g.prefix_pages;
+        a.dense = dense_refs_;
+        Check(kernels::PeerGather(a, S(s)), "PeerGather");
+        break;
+      }
+    }
+  }
+
+  int VerifyDense(Stream s, int64_t layer) override {
+    ChunkSet set;
+    for (int k = 0; k < geo_.num_pools(); ++k)
+      set.seg[k] = ChunkSegment{static_cast<char*>(dense_refs_[static_cast<size_t>(k)].data), 0, geo_.chunk_bytes(k), k};
+    set.num_segments = geo_.num_pools();
+    set.tags = d_tags_;
+    set.num_items = gi_->prefix_pages;
+    set.layer_begin = layer;
+    set.layer_end = layer + 1;
+    set.layer_offset = layer;
+    return Verify(s, set, gi_->prefix_pages * geo_.page_layer_bytes());
+  }
+
+  int VerifyPages(Stream s, int pool, std::span<const int32_t> slots, std::span<const PageTag> tags) override {
+    ChunkSet set;
+    const kernels::PoolRef p = Pool(pool);
+    set.seg[0] = ChunkSegment{static_cast<char*>(p.data), p.geo.layer_stride_bytes(), p.geo.chunk_bytes(), pool};
+    set.num_segments = 1;
+    set.tags = static_cast<const PageTag*>(arena_.Put(tags.data(), tags.size_bytes()));
+    set.pages = static_cast<const int32_t*>(arena_.Put(slots.data(), slots.size_bytes()));
+    set.num_items = static_cast<int64_t>(slots.size());
+    set.layer_begin = 0;
+    set.layer_end = geo_.layers;
+    return Verify(s, set, static_cast<int64_t>(slots.size()) * geo_.layers * p.geo.chunk_bytes());
+  }
+
+  VerifyResult VerifyResultOf(int handle) const override {
+    const auto& [out, checked] = results_.at(static_cast<size_t>(handle));
+    VerifyResult r;
+    r.checked_bytes = checked;
+    r.bad_bytes = static_cast<int64_t>(out->bad_bytes);
+    r.first_bad_item = out->first_bad_item == ~0ull ? -1 : static_cast<int64_t>(out->first_bad_item);
+    return r;
+  }
+
+  void Barrier() override {
+    if (!comm_) {
+      rv_.AllGather("");
+      return;
+    }
+    Nccl(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, streams_[1]), "ncclAllReduce (barrier)");
+    Sync();
+  }
+
+  std::vector<std::string> AllGatherBytes(const std::string& mine) override {
+    if (!comm_) return rv_.AllGather(mine);
+    const int N = geo_.ranks;
+    uint64_t* sizes_d = nullptr;
+    Check(cudaMalloc(&sizes_d, sizeof(uint64_t) * (N + 1)), "cudaMalloc");
+    const uint64_t n = mine.size();
+    Check(cudaMemcpy(sizes_d + N, &n, sizeof(n), cudaMemcpyHostToDevice), "cudaMemcpy");
+    Nccl(ncclAllGather(sizes_d + N, sizes_d, 1, ncclUint64, comm_, streams_[1]), "ncclAllGather (sizes)");
+    Sync();
+    std::vector<uint64_t> sizes(static_cast<size_t>(N));
+    Check(cudaMemcpy(sizes.data(), sizes_d, sizeof(uint64_t) * N, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    cudaFree(sizes_d);
+    const uint64_t longest = std::max<uint64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
+    char* buf = nullptr;
+    Check(cudaMalloc(&buf, longest * (N + 1)), "cudaMalloc (result exchange)");
+    Check(cudaMemcpy(buf + longest * N, mine.data(), n, cudaMemcpyHostToDevice), "cudaMemcpy");
+    Nccl(ncclAllGather(buf + longest * N, buf, longest, ncclUint8, comm_, streams_[1]), "ncclAllGather (results)");
+    Sync();
+    std::vector<std::string> all(static_cast<size_t>(N));
+    for (int r = 0; r < N; ++r) {
+      all[static_cast<size_t>(r)].resize(sizes[static_cast<size_t>(r)]);
+      Check(cudaMemcpy(all[static_cast<size_t>(r)].data(), buf + longest * r, sizes[static_cast<size_t>(r)], cudaMemcpyDeviceToHost), "cudaMemcpy");
+    }
+    cudaFree(buf);
+    return all;
+  }
+
+  void Abort(const std::string&) noexcept override {
+    if (comm_ && !aborted_) {
+      aborted_ = true;
+      ncclCommAbort(comm_);
+    }
+  }
+
+  void CorruptDevicePage(int pool, int32_t slot, int64_t layer) override {
+    const kernels::PoolRef p = Pool(pool);
+    char* at = static_cast<char*>(p.data) + (layer * p.geo.num_slots + slot) * p.geo.chunk_bytes();
+    unsigned char v = 0;
+    Check(cudaMemcpy(&v, at, 1, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    v ^= 0x5a;
+    Check(cudaMemcpy(at, &v, 1, cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  void CorruptHostPage(int pool, int32_t slot, int64_t layer) override {
+    const kernels::HostPoolRef h = HostPool(pool);
+    static_cast<unsigned char*>(h.data)[kernels::HostElementOffset(geo_.host_layout, geo_.pool_geometry(pool), geo_.host_slots,
+                                                                   slot, layer, 0)] ^= 0x5a;
+  }
+
+ private:
+  static std::string VersionString(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+  static std::string NcclVersionString(int v) {
+    return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+  }
+
+  cudaStream_t S(Stream s) const { return streams_[static_cast<int>(s)]; }
+
+  [[noreturn]] void Fail(const std::string& what) {
+    Abort(what);
+    throw ExecError("rank " + std::to_string(rank_) + " (GPU " + std::to_string(device_) + "): " + what);
+  }
+  void Check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) Fail(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+  }
+  void CheckNcclAsync() {
+    if (!comm_ || aborted_) return;
+    ncclResult_t r = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &r);
+    if (r != ncclSuccess && r != ncclInProgress) Fail(std::string("NCCL: ") + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
+  }
+  // Non-blocking communicator: a call may answer ncclInProgress; wait (bounded) until it is done.
+  void WaitNccl(const char* what, bool throw_on_error = true) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(o_.timeout_s);
+    while (true) {
+      ncclResult_t r = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &r);
+      if (r == ncclSuccess) return;
+      if (r != ncclInProgress) {
+        if (!throw_on_error) return;
+        Fail(std::string(what) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
+      }
+      if (Clock::now() > deadline) {
+        if (!throw_on_error) return;
+        Fail(std::string(what) + ": timed out after " + std::to_string(o_.timeout_s) + " s (a peer rank hung or died?)");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  void Nccl(ncclResult_t r, const char* what) {
+    if (r == ncclInProgress) {
+      WaitNccl(what);
+      return;
+    }
+    if (r != ncclSuccess) Fail(std::string(what) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
+  }
+
+  std::vector<DeviceId> Exchange(const DeviceId& mine) {
+    const std::vector<std::string> all = rv_.AllGather(std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)));
+    std::vector<DeviceId> ids(all.size());
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].size() != sizeof(DeviceId)) throw ExecError("rendezvous: rank " + std::to_string(r) + " sent a malformed device record");
+      std::memcpy(&ids[r], all[r].data(), sizeof(DeviceId));
+    }
+    return ids;
+  }
+
+  void Allocate() {
+    const double pools = static_cast<double>(geo_.device_pool_bytes());
+    const double dense = static_cast<double>(geo_.dense_bytes()), send = static_cast<double>(geo_.send_bytes()),
+                 recv = static_cast<double>(geo_.recv_bytes());
+    size_t free_b = 0, total_b = 0;
+    Check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    const double need = pools + dense + send + recv;
+    const std::string sizes =
+        "device pools " + GiB(pools) + " (" + std::to_string(geo_.device_slots) + " slots x " + std::to_string(geo_.layers) +
+        " layers x " + std::to_string(geo_.page_layer_bytes()) + " B per page-layer, all pools), dense buffer " + GiB(dense) +
+        " (" + std::to_string(geo_.max_prefix_pages) + " prefix pages, one layer), all-gather send " + GiB(send) +
+        " and receive " + GiB(recv);
+    if (need > static_cast<double>(free_b))
+      Fail("out of device memory: the plan needs " + GiB(need) + " = " + sizes + "; GPU " + std::to_string(device_) + " (" +
+           prop_.name + ") has " + GiB(static_cast<double>(free_b)) + " free of " + GiB(static_cast<double>(total_b)));
+    auto dev_alloc = [&](char** p, double bytes, const char* what) {
+      if (bytes <= 0) return;
+      const cudaError_t e = cudaMalloc(p, static_cast<size_t>(bytes));
+      if (e != cudaSuccess)
+        Fail(std::string("out of device memory allocating the ") + what + " (" + GiB(bytes) + "); the plan needs " + GiB(need) +
+             " = " + sizes);
+    };
+    dev_alloc(&pools_, pools, "device pools");
+    dev_alloc(&dense_, dense, "dense buffer");
+    dev_alloc(&send_, send, "all-gather send buffer");
+    dev_alloc(&recv_, recv, "all-gather receive buffer");
+    const double host = static_cast<double>(geo_.host_pool_bytes());
+    if (host > 0) {
+      const cudaError_t e = cudaHostAlloc(&host_, static_cast<size_t>(host), cudaHostAllocMapped | cudaHostAllocPortable);
+      if (e != cudaSuccess)
+        Fail("cannot allocate the pinned host pool: " + GiB(host) + " (" + std::to_string(geo_.host_slots) + " slots x " +
+             std::to_string(geo_.layers) + " layers x " + std::to_string(geo_.page_layer_bytes()) + " B, layout " +
+             std::string(kernels::HostLayoutName(geo_.host_layout)) + "): " + cudaGetErrorString(e));
+    }
+  }
+
+  void InitNccl() {
+    ncclUniqueId id{};
+    if (rank_ == 0 && ncclGetUniqueId(&id) != ncclSuccess) Fail("ncclGetUniqueId failed");
+    const std::vector<std::string> all = rv_.AllGather(rank_ == 0 ? std::string(reinterpret_cast<const char*>(&id), sizeof(id)) : "");
+    if (all[0].size() != sizeof(id)) throw ExecError("rendezvous: rank 0 sent no NCCL unique id");
+    std::memcpy(&id, all[0].data(), sizeof(id));
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;  // every wait is ours, bounded by the timeout; a hang aborts the communicator
+    const ncclResult_t r = ncclCommInitRankConfig(&comm_, geo_.ranks, id, rank_, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress) Fail(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
+    WaitNccl("ncclCommInitRankConfig");
+  }
+
+  void OpenPeers() {
+    DeviceId me{};
+    gethostname(me.host, sizeof(me.host) - 1);
+    me.device = device_;
+    me.has_pools = pools_ != nullptr;
+    if (pools_) Check(cudaIpcGetMemHandle(&me.pools, pools_), "cudaIpcGetMemHandle");
+    const std::vector<DeviceId> ids = Exchange(me);
+    peer_base_.assign(static_cast<size_t>(geo_.ranks), nullptr);
+    for (int r = 0; r < geo_.ranks; ++r) {
+      if (r == rank_) {
+        peer_base_[static_cast<size_t>(r)] = pools_;
+        continue;
+      }
+      if (std::strcmp(ids[static_cast<size_t>(r)].host, me.host) != 0 || !ids[static_cast<size_t>(r)].has_pools) continue;
+      void* p = nullptr;
+      const cudaError_t e = cudaIpcOpenMemHandle(&p, ids[static_cast<size_t>(r)].pools, cudaIpcMemLazyEnablePeerAccess);
+      if (e != cudaSuccess)
+        Fail("cudaIpcOpenMemHandle of rank " + std::to_string(r) + "'s pools (GPU " + std::to_string(ids[static_cast<size_t>(r)].device) +
+             "): " + cudaGetErrorString(e));
+      peer_base_[static_cast<size_t>(r)] = p;
+    }
+  }
+
+  kernels::PoolRef Pool(int k) const { return PoolAt(pools_, k); }
+  kernels::PoolRef PeerPool(int r, int k) const { return PoolAt(peer_base_[static_cast<size_t>(r)], k); }
+  kernels::PoolRef PoolAt(void* base, int k) const {
+    int64_t off = 0;
+    for (int j = 0; j < k; ++j) off += geo_.pool_geometry(j).total_bytes();
+    return kernels::PoolRef{static_cast<char*>(base) + off, geo_.pool_geometry(k)};
+  }
+  kernels::HostPoolRef HostPool(int k) const {
+    int64_t off = 0;
+    for (int j = 0; j < k; ++j) off += kernels::HostPoolBytes(geo_.pool_geometry(j), geo_.host_slots);
+    return kernels::HostPoolRef{static_cast<char*>(host_) + off, geo_.host_slots, geo_.host_layout};
+  }
+  ChunkSet PoolChunks() const {
+    ChunkSet set;
+    for (int k = 0; k < geo_.num_pools(); ++k) {
+      const kernels::PoolRef p = Pool(k);
+      set.seg[k] = ChunkSegment{static_cast<char*>(p.data), p.geo.layer_stride_bytes(), p.geo.chunk_bytes(), k};
+    }
+    set.num_segments = geo_.num_pools();
+    return set;
+  }
+  // The kernel's counters live in device memory (atomics to mapped host memory are not portable
+  // over PCIe); they are initialised and read back by copies on the same stream.
+  int Verify(Stream s, const ChunkSet& set, int64_t checked) {
+    const size_t i = results_.size();
+    if (i >= verify_capacity_)
+      throw ExecError("rank " + std::to_string(rank_) + ": more than " + std::to_string(verify_capacity_) +
+                      " verifications in one request (internal limit)");
+    auto* host = static_cast<VerifyOut*>(arena_.Take(sizeof(VerifyOut)));
+    host->bad_bytes = 0;
+    host->first_bad_item = ~0ull;
+    VerifyOut* dev = verify_dev_ + i;
+    Check(cudaMemcpyAsync(dev, host, sizeof(VerifyOut), cudaMemcpyHostToDevice, S(s)), "cudaMemcpyAsync (verify init)");
+    Check(VerifyPattern(set, dev, prop_.multiProcessorCount * 4, S(s)), "verify launch");
+    Check(cudaMemcpyAsync(host, dev, sizeof(VerifyOut), cudaMemcpyDeviceToHost, S(s)), "cudaMemcpyAsync (verify result)");
+    results_.emplace_back(host, checked);
+    return static_cast<int>(i);
+  }
+
+  ExecGeometry geo_;
+  int rank_;
+  Rendezvous& rv_;
+  CudaBackendOptions o_;
+  int device_ = 0;
+  cudaDeviceProp prop_{};
+  bool nccl_ = true;
+  ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;
+  cudaStream_t streams_[kNumStreams] = {};
+  cudaEvent_t epoch_ = nullptr;
+  std::vector<cudaEvent_t> events_;
+  size_t next_event_ = 0;
+  char* pools_ = nullptr;
+  char* dense_ = nullptr;
+  char* send_ = nullptr;
+  char* recv_ = nullptr;
+  void* host_ = nullptr;
+  void* barrier_buf_ = nullptr;
+  VerifyOut* verify_dev_ = nullptr;
+  size_t verify_capacity_ = 0;
+  std::vector<void*> peer_base_;
+  PinnedArena arena_;
+  std::vector<std::pair<VerifyOut*, int64_t>> results_;
+  const GatherIndex* gi_ = nullptr;
+  const int32_t *d_owner_slot_ = nullptr, *d_pack_slots_ = nullptr, *d_unpack_ = nullptr, *d_src_rank_ = nullptr,
+                *d_src_slot_ = nullptr;
+  const PageTag* d_tags_ = nullptr;
+  std::vector<kernels::DenseRef> dense_refs_;
+};
+
+}  // namespace
+
+std::unique_ptr<RankBackend> MakeCudaBackend(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rendezvous,
+                                             const CudaBackendOptions& opts) {
+  return std::make_unique<CudaBackend>(geo, rank, local_rank, rendezvous, opts);
+}
+
+}  // namespace kvlanes::exec

@@ -1,0 +1,31 @@
+// The CUDA backend (exec/cuda_backend.cpp): device pools (layer-first, one allocation for all
+// pools of the rank), a pinned host pool in the plan's layout, one NCCL communicator for the
+// collectives, CUDA IPC handles of every rank's pools opened by the other ranks of its node for
+// p2p reads, CUDA events for timing. Plain C++ header: no CUDA types.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "exec/backend.h"
+#include "exec/launch.h"
+
+namespace kvlanes::exec {
+
+struct CudaBackendOptions {
+  int device = -1;             // -1: local rank (or rank) modulo the visible devices
+  bool tier_copy_kernel = true;  // tier copies: copy kernel on mapped pinned memory, else memcpy
+  double timeout_s = 300;        // any wait: NCCL init, a collective, a stream, the rendezvous
+  // The plan gathers with NCCL (dense, packed or zigzag on more than one rank). When false and
+  // ranks share a GPU (p2p-only plans), no communicator is made and barriers use the rendezvous.
+  bool needs_nccl = true;
+  bool needs_p2p = false;  // open the peers' pools through CUDA IPC
+};
+
+// Picks the GPU, checks that no two ranks share one when NCCL is needed (a clear error before
+// any allocation), sizes and allocates memory (a clear error with the sizes when it does not
+// fit), creates the communicator and opens the peers' pools. Throws ExecError.
+std::unique_ptr<RankBackend> MakeCudaBackend(const ExecGeometry& geo, int rank, int local_rank,
+                                             Rendezvous& rendezvous, const CudaBackendOptions& opts);
+
+}  // namespace kvlanes::exec

@@ -1,0 +1,344 @@
+#include "exec/exec_run.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "exec/exec_error.h"
+#include "exec/host_backend.h"
+#include "traces/input_error.h"
+#if KVLANES_WITH_CUDA
+#include "exec/cuda_backend.h"
+#endif
+
+namespace kvlanes::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void WriteAtomically(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError(path, 0, "", "cannot open for writing");
+    out << content;
+    out.flush();
+    if (!out) throw InputError(path, 0, "", "write failed (disk full?)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw InputError(path, 0, "", "cannot rename " + tmp + " into place");
+}
+
+bool NeedsNccl(const ExecPlan& plan) {
+  for (const RequestPlan& r : plan.requests)
+    if (r.prefix_pages > 0 && r.gather_method != GatherMethod::kP2p) return true;
+  return false;
+}
+bool NeedsP2p(const ExecPlan& plan) {
+  for (const RequestPlan& r : plan.requests)
+    if (r.prefix_pages > 0 && r.gather_method == GatherMethod::kP2p) return true;
+  return false;
+}
+
+void PrintSummary(const nlohmann::ordered_json& report) {
+  std::map<std::string, std::pair<int64_t, double>> by_kind;
+  for (const auto& o : report["ops"]) {
+    auto& k = by_kind[o["kind"].get<std::string>()];
+    ++k.first;
+    k.second += o["seconds"].get<double>();
+  }
+  std::printf("executed %lld requests on %lld ranks (%s backend): %zu measured ops, %lld bytes verified\n",
+              static_cast<long long>(report["requests"].get<int64_t>()),
+              static_cast<long long>(report["cp_size"].get<int64_t>()), report["context"]["backend"].get<std::string>().c_str(),
+              report["ops"].size(), static_cast<long long>(report["verified_bytes"].get<int64_t>()));
+  for (const auto& [kind, v] : by_kind)
+    std::printf("  %-11s %8lld ops  %12.6f s (all ranks)\n", kind.c_str(), static_cast<long long>(v.first), v.second);
+}
+
+// One rank, start to finish. Returns the exit code; *error gets the message of a failure.
+int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank, HostSegment* seg,
+             const std::optional<RendezvousSpec>& rv_spec, int device, std::string* error) {
+  std::unique_ptr<Rendezvous> rv;
+  std::unique_ptr<RankBackend> b;
+  auto fail = [&](int code, const std::string& msg) {
+    *error = msg;
+    if (b) {
+      b->Abort(msg);
+    } else if (seg) {
+      seg->MarkFailed(rank, msg);
+    }
+    return code;
+  };
+  try {
+    if (o.backend == "host") {
+      if (!seg) throw InputError("", 0, "--backend host", "needs the shared segment (internal)");
+      b = MakeHostBackend(plan.geo, *seg, rank, o.timeout_s);
+    } else {
+#if KVLANES_WITH_CUDA
+      rv = OpenRendezvous(*rv_spec, rank, plan.geo.ranks, o.timeout_s);
+      CudaBackendOptions c;
+      c.device = device;
+      c.tier_copy_kernel = o.tier_copy_kernel;
+      c.timeout_s = o.timeout_s;
+      c.needs_nccl = NeedsNccl(plan);
+      c.needs_p2p = NeedsP2p(plan);
+      b = MakeCudaBackend(plan.geo, rank, local_rank, *rv, c);
+#else
+      (void)local_rank;
+      (void)device;
+      (void)rv_spec;
+      throw InputError("", 0, "--backend", "this build has no CUDA (use --backend host)");
+#endif
+    }
+    const RankResult mine = ExecuteRank(plan, *b, o.exec);
+    const std::vector<std::string> all = b->AllGatherBytes(RankResultToJson(mine).dump());
+    if (rank == 0) {
+      std::vector<RankResult> results;
+      for (const std::string& s : all) results.push_back(RankResultFromJson(nlohmann::json::parse(s)));
+      const nlohmann::ordered_json report = MeasuredReport(plan, results, o);
+      WriteAtomically(o.out, report.dump(1) + "\n");
+      if (!o.timeline.empty()) WriteAtomically(o.timeline, MeasuredTimeline(results).dump() + "\n");
+      if (!o.quiet) PrintSummary(report);
+    }
+    b->Barrier();  // nobody tears down (NCCL, IPC mappings) while rank 0 still needs the others
+    return 0;
+  } catch (const InputError& e) {
+    return fail(2, "rank " + std::to_string(rank) + ": error: " + e.what());
+  } catch (const ExecError& e) {
+    const std::string w = e.what();
+    return fail(1, w.rfind("rank ", 0) == 0 ? w : "rank " + std::to_string(rank) + ": " + w);
+  } catch (const std::exception& e) {
+    return fail(1, "rank " + std::to_string(rank) + ": " + e.what());
+  }
+}
+
+std::string DescribeStatus(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
+  return "stopped";
+}
+
+}  // namespace
+
+void CheckBackendAvailable(const std::string& backend) {
+  if (backend == "host") return;
+  if (backend == "cuda") {
+#if KVLANES_WITH_CUDA
+    return;
+#else
+    throw InputError("", 0, "--backend", "cuda: this build has no CUDA (configure where nvcc exists), use --backend host");
+#endif
+  }
+  throw InputError("", 0, "--backend", "unknown backend '" + backend + "' (valid: cuda, host)");
+}
+
+RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
+  CheckBackendAvailable(o.backend);
+  const int N = plan.geo.ranks;
+  if (!o.devices.empty() && static_cast<int>(o.devices.size()) != N)
+    throw InputError("", 0, "--devices", std::to_string(o.devices.size()) + " GPUs for " + std::to_string(N) + " ranks");
+  std::unique_ptr<HostSegment> seg;
+  std::optional<RendezvousSpec> rv;
+  std::string tmpdir;
+  if (o.backend == "host") {
+    seg = HostSegment::CreateAnonymous(plan.geo);
+  } else {
+    const char* base = std::getenv("TMPDIR");
+    std::string templ = std::string(base && *base ? base : "/tmp") + "/kvlanes-exec-XXXXXX";
+    if (!mkdtemp(templ.data())) throw ExecError("cannot create a rendezvous directory under " + templ);
+    tmpdir = templ;
+    rv = ParseRendezvous("file:" + tmpdir);
+  }
+  std::fflush(nullptr);
+  const pid_t parent = getpid();
+  std::vector<pid_t> pids(static_cast<size_t>(N), -1);
+  std::vector<int> pipes(static_cast<size_t>(N), -1);
+  for (int r = 0; r < N; ++r) {
+    int fd[2];
+    if (pipe(fd) != 0) throw ExecError(std::string("pipe: ") + std::strerror(errno));
+    const pid_t pid = fork();
+    if (pid < 0) throw ExecError(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      close(fd[0]);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // a supervisor that dies takes its ranks with it
+      if (getppid() != parent) _exit(1);
+      std::string error;
+      const int device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
+      const int code = RankBody(plan, o, r, r, seg.get(), rv, device, &error);
+      if (!error.empty()) {
+        std::fprintf(stderr, "kvlanes exec: %s\n", error.c_str());
+        const ssize_t ignored = write(fd[1], error.data(), error.size());
+        (void)ignored;
+      }
+      close(fd[1]);
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    close(fd[1]);
+    fcntl(fd[0], F_SETFL, O_NONBLOCK);
+    pids[static_cast<size_t>(r)] = pid;
+    pipes[static_cast<size_t>(r)] = fd[0];
+  }
+
+  RunOutcome out;
+  out.rank_errors.assign(static_cast<size_t>(N), "");
+  std::vector<int> status(static_cast<size_t>(N), 0);
+  int live = N, first_failed = -1;
+  const auto start = Clock::now();
+  Clock::time_point failed_at;
+  const double grace_s = std::min(5.0, o.timeout_s);
+  bool killed = false;
+  auto drain = [&] {
+    char buf[4096];
+    for (int r = 0; r < N; ++r) {
+      if (pipes[static_cast<size_t>(r)] < 0) continue;
+      ssize_t n;
+      while ((n = read(pipes[static_cast<size_t>(r)], buf, sizeof(buf))) > 0) out.rank_errors[static_cast<size_t>(r)].append(buf, static_cast<size_t>(n));
+    }
+  };
+  while (live > 0) {
+    drain();
+    for (int r = 0; r < N; ++r) {
+      pid_t& pid = pids[static_cast<size_t>(r)];
+      if (pid < 0) continue;
+      int st = 0;
+      const pid_t w = waitpid(pid, &st, WNOHANG);
+      if (w == 0) continue;
+      pid = -1;
+      --live;
+      status[static_cast<size_t>(r)] = st;
+      const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+      if (!ok && first_failed < 0) {
+        first_failed = r;
+        failed_at = Clock::now();
+        // Tell the others at once (the host backend's waits poll this; CUDA ranks are killed
+        // after the grace period if their own timeouts have not stopped them).
+        if (seg) seg->MarkFailed(r, "rank " + std::to_string(r) + " " + DescribeStatus(st));
+      }
+    }
+    if (live == 0) break;
+    const auto now = Clock::now();
+    const bool over_grace = first_failed >= 0 && std::chrono::duration<double>(now - failed_at).count() > grace_s;
+    const bool over_run = o.run_timeout_s > 0 && std::chrono::duration<double>(now - start).count() > o.run_timeout_s;
+    if ((over_grace || over_run) && !killed) {
+      killed = true;
+      if (over_run && out.message.empty())
+        out.message = "the run took longer than " + std::to_string(o.run_timeout_s) + " s; killed every rank. ";
+      for (pid_t pid : pids)
+        if (pid > 0) kill(pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  drain();
+  for (int fd : pipes) close(fd);
+  if (!tmpdir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmpdir, ec);
+  }
+  if (first_failed < 0 && out.message.empty()) return out;
+  if (first_failed < 0) {
+    out.exit_code = 1;
+    return out;
+  }
+  // Ranks reaped in the same poll come in rank order; the shared segment (host backend) knows
+  // which failed first, and a rank that stopped because of another names it.
+  if (seg) {
+    const int32_t f = seg->control()->failed_rank.load();
+    if (f >= 0 && f < N && !(WIFEXITED(status[static_cast<size_t>(f)]) && WEXITSTATUS(status[static_cast<size_t>(f)]) == 0))
+      first_failed = f;
+  }
+  const int st = status[static_cast<size_t>(first_failed)];
+  out.exit_code = WIFEXITED(st) && WEXITSTATUS(st) == 2 ? 2 : 1;
+  out.message += "rank " + std::to_string(first_failed) + " failed first (" + DescribeStatus(st) + ")";
+  if (!out.rank_errors[static_cast<size_t>(first_failed)].empty())
+    out.message += ": " + out.rank_errors[static_cast<size_t>(first_failed)];
+  for (int r = 0; r < N; ++r)
+    if (r != first_failed && !(WIFEXITED(status[static_cast<size_t>(r)]) && WEXITSTATUS(status[static_cast<size_t>(r)]) == 0))
+      out.message += "; rank " + std::to_string(r) + " " + DescribeStatus(status[static_cast<size_t>(r)]);
+  return out;
+}
+
+int RunEnvRank(const ExecPlan& plan, const RunOptions& o, const GetEnvFn& getenv) {
+  CheckBackendAvailable(o.backend);
+  const RankEnv env = ParseRankEnv(getenv);
+  if (env.ranks != plan.geo.ranks)
+    throw InputError("", 0, env.source, "world size " + std::to_string(env.ranks) + " but the plan's cp_size is " +
+                                            std::to_string(plan.geo.ranks));
+  const RendezvousSpec spec = o.rendezvous ? *o.rendezvous : DefaultRendezvous(getenv);
+  std::unique_ptr<HostSegment> seg;
+  if (o.backend == "host") {
+    if (spec.kind != RendezvousSpec::Kind::kFile)
+      throw InputError("", 0, "--rendezvous", "the host backend shares memory between the ranks of one node: it needs file:DIR");
+    seg = HostSegment::OpenFile(spec.path + "/host_segment", plan.geo, env.rank, o.timeout_s);
+  }
+  std::string error;
+  const int code = RankBody(plan, o, env.rank, env.local_rank, seg.get(), spec, -1, &error);
+  if (!error.empty()) std::fprintf(stderr, "kvlanes exec: %s\n", error.c_str());
+  if (seg && env.rank == 0 && code == 0) seg->Unlink();
+  return code;
+}
+
+nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<RankResult>& ranks, const RunOptions& o) {
+  nlohmann::ordered_json j;
+  j["kvlanes_measured"] = 1;
+  nlohmann::ordered_json ctx;
+  ctx["backend"] = o.backend;
+  ctx["plan"] = plan.source;
+  ctx["config_hash"] = plan.config_hash;
+  ctx["compute_model"] = plan.compute_model;
+  ctx["warmup_rounds"] = o.exec.warmup;
+  ctx["timeout_s"] = o.timeout_s;
+  ctx["clock"] = o.backend == "cuda" ? "CUDA events on the op's stream, from each rank's epoch event"
+                                     : "std::chrono::steady_clock, from each rank's epoch";
+  nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
+  for (const RankResult& r : ranks) per_rank.push_back(r.context);
+  ctx["ranks"] = per_rank;
+  if (!ranks.empty()) {
+    for (const char* k : {"gpu", "driver_version", "cuda_runtime_version", "nccl_version", "host", "cpu"})
+      if (ranks[0].context.contains(k)) ctx[k] = ranks[0].context[k];
+  }
+  j["context"] = ctx;
+  j["cp_size"] = plan.geo.ranks;
+  j["requests"] = plan.requests.size();
+  j["layers"] = plan.geo.layers;
+  int64_t verified = 0;
+  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  for (const RankResult& r : ranks) {
+    verified += r.verified_bytes;
+    for (const MeasuredOp& m : r.ops) {
+      nlohmann::ordered_json op = {{"id", m.id}, {"kind", m.kind}, {"rank", m.rank}, {"seconds", m.seconds},
+                                   {"start_s", m.start_s}, {"end_s", m.end_s}, {"stream", m.stream},
+                                   {"bytes", m.bytes}, {"pages", m.pages}};
+      for (const auto& [k, v] : m.extra.items()) op[k] = v;
+      ops.push_back(std::move(op));
+    }
+  }
+  j["verified_bytes"] = verified;
+  j["ops"] = ops;
+  return j;
+}
+
+nlohmann::ordered_json MeasuredTimeline(const std::vector<RankResult>& ranks) {
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  for (const RankResult& r : ranks)
+    all.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r.rank}, {"args", {{"name", "rank " + std::to_string(r.rank)}}}});
+  for (const RankResult& r : ranks)
+    for (const MeasuredOp& m : r.ops) {
+      nlohmann::ordered_json args = {{"kind", m.kind}, {"seconds", m.seconds}, {"bytes", m.bytes}, {"pages", m.pages}};
+      all.push_back({{"name", m.id}, {"cat", m.stream}, {"ph", "X"}, {"pid", r.rank}, {"tid", m.stream},
+                     {"ts", m.start_s * 1e6}, {"dur", (m.end_s - m.start_s) * 1e6}, {"args", args}});
+    }
+  return {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace kvlanes::exec

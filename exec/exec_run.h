@@ -1,0 +1,52 @@
+// Running a plan on N rank processes and writing what was measured (docs/executor.md).
+//   RunLocal    forks one process per rank, supervises them (reaps every child; after the first
+//               failure the others get a grace period to stop on their own, then SIGKILL) and
+//               returns what went wrong, rank by rank.
+//   RunEnvRank  the body of one rank started by an external launcher (--launch env).
+// Rank 0 collects every rank's measured operations (through the backend's collectives) and
+// writes the measured JSON and, on request, the Chrome trace-event timeline.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "exec/executor.h"
+#include "exec/launch.h"
+
+namespace kvlanes::exec {
+
+struct RunOptions {
+  std::string backend = "cuda";  // cuda | host
+  std::string out;               // measured JSON (written by rank 0)
+  std::string timeline;          // Chrome trace events ("" = none)
+  std::optional<RendezvousSpec> rendezvous;  // --launch env (local runs make their own)
+  ExecOptions exec;
+  double timeout_s = 300;      // any single wait inside a rank
+  double run_timeout_s = 0;    // RunLocal: the whole run (0 = none); then every rank is killed
+  std::vector<int> devices;    // RunLocal, cuda: GPU of each rank (empty = rank modulo count)
+  bool tier_copy_kernel = true;
+  bool quiet = false;
+};
+
+struct RunOutcome {
+  int exit_code = 0;                     // 0 ok, 1 run failed, 2 bad input
+  std::string message;                   // what the supervisor saw ("" when all went well)
+  std::vector<std::string> rank_errors;  // per rank, its own error message ("" if none)
+};
+
+// "cuda" needs a build with CUDA; throws InputError naming --backend otherwise.
+void CheckBackendAvailable(const std::string& backend);
+
+RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& opts);
+// Returns the exit code; prints the rank's error on stderr.
+int RunEnvRank(const ExecPlan& plan, const RunOptions& opts, const GetEnvFn& getenv);
+
+// The measured report from every rank's result (rank order) and the timeline.
+nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<RankResult>& ranks,
+                                      const RunOptions& opts);
+nlohmann::ordered_json MeasuredTimeline(const std::vector<RankResult>& ranks);
+
+}  // namespace kvlanes::exec

@@ -1,0 +1,727 @@
+#include "exec/executor.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <sstream>
+#include <thread>
+
+#include "exec/exec_error.h"
+#include "kernels/materialize.h"
+#include "sim/check.h"
+#include "sim/cost_model.h"
+#include "sim/hardware_profile.h"
+#include "traces/input_error.h"
+
+namespace kvlanes::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using kernels::LayerRange;
+using kernels::TierDirection;
+
+std::string Fnv1a64Hex(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// The compute model when no hardware profile is given: the assumed DeepSeek-V3.2-like figures
+// of tools/profiles/h200.yaml (docs/executor.md), so a plan runs the same with or without one.
+HardwareProfile DefaultComputeProfile() {
+  HardwareProfile hw;
+  hw.name = "exec-default (h200.yaml compute terms, assumed)";
+  hw.layer_base_s = 2.0e-5;
+  hw.layer_token_s = 3.0e-6;
+  hw.layer_attn_pair_s = 2.05e-10;
+  return hw;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ plan
+
+ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::string& profile_path, int64_t max_requests) {
+  ExecPlan e;
+  e.source = source;
+  const nlohmann::json& h = plan.header;
+  auto field = [&](const char* key) -> const nlohmann::json& {
+    if (!h.contains(key)) throw InputError(source, 1, key, "missing from the plan header");
+    return h[key];
+  };
+  auto integer = [&](const char* key, int64_t lo) {
+    const nlohmann::json& v = field(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < lo)
+      throw InputError(source, 1, key, "expected an integer >= " + std::to_string(lo));
+    return v.get<int64_t>();
+  };
+  ExecGeometry& g = e.geo;
+  g.ranks = static_cast<int>(integer("cp_size", 1));
+  g.page_tokens = integer("page_tokens", 1);
+  g.layers = integer("layers", 1);
+  g.device_slots = integer("device_pages_per_lane", 1);
+  g.host_slots = integer("host_pages_per_lane", 0);
+  const nlohmann::json& pools = field("pools");
+  if (!pools.is_array() || pools.empty() || pools.size() > static_cast<size_t>(kernels::kMaxPools))
+    throw InputError(source, 1, "pools", "expected 1.." + std::to_string(kernels::kMaxPools) + " pools");
+  for (const auto& p : pools) {
+    if (!p.contains("name") || !p["name"].is_string() || !p.contains("bytes_per_token_layer") ||
+        !p["bytes_per_token_layer"].is_number_integer() || p["bytes_per_token_layer"].get<int64_t>() < 1)
+      throw InputError(source, 1, "pools", "expected {name, bytes_per_token_layer >= 1} entries");
+    g.pool_names.push_back(p["name"].get<std::string>());
+    g.elem_bytes.push_back(p["bytes_per_token_layer"].get<int64_t>());
+  }
+  const nlohmann::json& layout = field("host_layout");
+  const auto parsed = layout.is_string() ? kernels::ParseHostLayout(layout.get<std::string>()) : std::nullopt;
+  if (!parsed) throw InputError(source, 1, "host_layout", "expected one of " + kernels::HostLayoutNames());
+  g.host_layout = *parsed;
+
+  if (max_requests >= 0 && static_cast<int64_t>(plan.requests.size()) > max_requests)
+    plan.requests.resize(static_cast<size_t>(max_requests));
+  e.requests = std::move(plan.requests);
+  for (const RequestPlan& r : e.requests) {
+    if (r.prefix_pages == 0) continue;
+    g.max_prefix_pages = std::max(g.max_prefix_pages, r.prefix_pages);
+    for (int64_t s : r.shard_pages) g.max_shard_pages = std::max(g.max_shard_pages, s);
+    const kernels::ZigzagRun z{r.prefix_pages, g.ranks};
+    g.max_shard_pages = std::max(g.max_shard_pages, z.MaxShardPages());
+  }
+
+  // Compute durations: the cost model's ComputeLayerS with the chosen profile.
+  std::string profile = profile_path;
+  if (profile.empty() && h.contains("config") && h["config"].contains("hardware.profile") &&
+      h["config"]["hardware.profile"].is_string())
+    profile = h["config"]["hardware.profile"].get<std::string>();
+  HardwareProfile hw = profile.empty() ? DefaultComputeProfile() : LoadHardwareProfile(profile);
+  // Only ComputeLayerS is used; the collective terms are not, so a profile without a model for
+  // this rank count is accepted (an empty model satisfies the constructor).
+  if (g.ranks > 1 && !hw.Collectives(g.ranks)) hw.collectives.push_back(CollectiveModel{g.ranks, {}, {}, {}, 0});
+  ReplayConfig cfg;
+  cfg.cache.cp_size = g.ranks;
+  cfg.cache.page_tokens = g.page_tokens;
+  cfg.model.layers = g.layers;
+  cfg.model.pools.clear();
+  for (int k = 0; k < g.num_pools(); ++k) cfg.model.pools.push_back(PoolSpec{g.pool_names[static_cast<size_t>(k)], g.elem_bytes[static_cast<size_t>(k)]});
+  const CostModel model(hw, cfg, profile);
+  for (const RequestPlan& r : e.requests)
+    e.layer_busy_s.push_back(model.ComputeLayerS(r.computed_tokens, r.prefix_pages * g.page_tokens));
+  e.compute_model = {{"profile", profile.empty() ? "(none)" : profile},
+                     {"name", hw.name},
+                     {"layer_base_s", hw.layer_base_s},
+                     {"layer_token_s", hw.layer_token_s},
+                     {"layer_attn_pair_s", hw.layer_attn_pair_s},
+                     {"scale", 1.0}};
+  e.config_hash = Fnv1a64Hex(h.contains("config") ? h["config"].dump() : h.dump());
+  e.header = std::move(plan.header);
+  return e;
+}
+
+void ScaleCompute(ExecPlan& plan, double scale) {
+  for (double& s : plan.layer_busy_s) s *= scale;
+  plan.compute_model["scale"] = scale;
+}
+
+Fault ParseFault(std::string_view text) {
+  const std::string t(text);
+  const size_t a = t.find(':');
+  const size_t b = a == std::string::npos ? a : t.find(':', a + 1);
+  if (b == std::string::npos || b + 1 >= t.size())
+    throw InputError("", 0, "--fault", "'" + t + "': expected KIND:RANK:OPID (KIND corrupt, die or hang)");
+  Fault f;
+  const std::string kind = t.substr(0, a), rank = t.substr(a + 1, b - a - 1);
+  if (kind == "corrupt") f.kind = Fault::Kind::kCorrupt;
+  else if (kind == "die") f.kind = Fault::Kind::kDie;
+  else if (kind == "hang") f.kind = Fault::Kind::kHang;
+  else throw InputError("", 0, "--fault", "unknown kind '" + kind + "' (valid: corrupt, die, hang)");
+  if (rank.empty() || rank.find_first_not_of("0123456789") != std::string::npos)
+    throw InputError("", 0, "--fault", "rank '" + rank + "' is not a number");
+  f.rank = std::stoi(rank);
+  f.op_id = t.substr(b + 1);
+  return f;
+}
+
+// ------------------------------------------------------------------ results
+
+nlohmann::ordered_json RankResultToJson(const RankResult& r) {
+  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  for (const MeasuredOp& o : r.ops)
+    ops.push_back({{"id", o.id}, {"kind", o.kind}, {"rank", o.rank}, {"seconds", o.seconds}, {"start_s", o.start_s},
+                   {"end_s", o.end_s}, {"stream", o.stream}, {"bytes", o.bytes}, {"pages", o.pages}, {"extra", o.extra}});
+  return {{"rank", r.rank}, {"verified_bytes", r.verified_bytes}, {"context", r.context}, {"ops", ops}};
+}
+
+RankResult RankResultFromJson(const nlohmann::json& j) {
+  RankResult r;
+  r.rank = j.at("rank").get<int>();
+  r.verified_bytes = j.at("verified_bytes").get<int64_t>();
+  r.context = j.at("context");
+  for (const auto& o : j.at("ops")) {
+    MeasuredOp m;
+    m.id = o.at("id").get<std::string>();
+    m.kind = o.at("kind").get<std::string>();
+    m.rank = o.at("rank").get<int>();
+    m.seconds = o.at("seconds").get<double>();
+    m.start_s = o.at("start_s").get<double>();
+    m.end_s = o.at("end_s").get<double>();
+    m.stream = o.at("stream").get<std::string>();
+    m.bytes = o.at("bytes").get<int64_t>();
+    m.pages = o.at("pages").get<int64_t>();
+    m.extra = o.at("extra");
+    r.ops.push_back(std::move(m));
+  }
+  return r;
+}
+
+// ------------------------------------------------------------------ the rank's walk
+
+namespace {
+
+const char* StreamName(Stream s) {
+  switch (s) {
+    case Stream::kCompute: return "compute";
+    case Stream::kComm: return "collective";
+    case Stream::kH2D: return "copy h2d";
+    case Stream::kD2H: return "copy d2h";
+  }
+  return "?";
+}
+
+// What a slot holds, as far as the plan says.
+struct SlotState {
+  PageTag tag;
+  bool used = false;     // allocated (not freed by an eviction)
+  bool written = false;  // holds some page's data (kept after a free: write-back reads it)
+};
+
+// A span of one op on one stream, resolved to times after Sync.
+struct PendingSpan {
+  size_t op;  // index into ops_
+  int begin, end;
+};
+
+// A verification to read after Sync, and how to name its items.
+struct PendingVerify {
+  int handle;
+  std::string op_id;
+  std::string what;                  // "layer 3" / "pool kv"
+  std::vector<std::string> item_names;  // per item, lazily formatted description
+};
+
+class RankRun {
+ public:
+  RankRun(const ExecPlan& plan, RankBackend& b, const ExecOptions& opts)
+      : plan_(plan), geo_(plan.geo), b_(b), opts_(opts), me_(b.rank()) {
+    dev_.resize(static_cast<size_t>(geo_.device_slots));
+    host_.resize(static_cast<size_t>(geo_.host_slots));
+  }
+
+  RankResult Run() {
+    WarmUp();
+    b_.Barrier();
+    b_.StartEpoch();
+    host_epoch_ = Clock::now();
+    for (size_t i = 0; i < plan_.requests.size(); ++i) Request(i);
+    RankResult r;
+    r.rank = me_;
+    r.ops = std::move(done_);
+    r.verified_bytes = verified_bytes_;
+    r.context = b_.Context();
+    return r;
+  }
+
+ private:
+  // ---- plan consistency: the plan contradicts itself (or the executor's reading of it).
+  [[noreturn]] void PlanFail(size_t req, const std::string& op_id, const std::string& msg) const {
+    throw InputError(plan_.source, static_cast<int64_t>(req) + 2, op_id, "rank " + std::to_string(me_) + ": " + msg);
+  }
+
+  SlotState& Dev(size_t req, const std::string& id, uint32_t slot) {
+    if (slot >= dev_.size()) PlanFail(req, id, "device slot " + std::to_string(slot) + " >= device_pages_per_lane");
+    return dev_[slot];
+  }
+  SlotState& Host(size_t req, const std::string& id, uint32_t slot) {
+    if (slot >= host_.size()) PlanFail(req, id, "host slot " + std::to_string(slot) + " >= host_pages_per_lane");
+    return host_[slot];
+  }
+
+  size_t AddOp(const std::string& id, const char* kind, Stream s, int64_t bytes, int64_t pages) {
+    MeasuredOp o;
+    o.id = id;
+    o.kind = kind;
+    o.rank = me_;
+    o.stream = StreamName(s);
+    o.bytes = bytes;
+    o.pages = pages;
+    ops_.push_back(std::move(o));
+    return ops_.size() - 1;
+  }
+
+  void ApplyFaults(const std::string& op_id, const std::function<void()>& corrupt) {
+    for (const Fault& f : opts_.faults) {
+      if (f.rank != me_ || f.op_id != op_id) continue;
+      switch (f.kind) {
+        case Fault::Kind::kDie:
+          std::fprintf(stderr, "kvlanes exec: rank %d: fault hook: dying before op %s\n", me_, op_id.c_str());
+          std::fflush(nullptr);
+          _exit(3);
+        case Fault::Kind::kHang:
+          std::fprintf(stderr, "kvlanes exec: rank %d: fault hook: hanging before op %s\n", me_, op_id.c_str());
+          std::fflush(nullptr);
+          for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+        case Fault::Kind::kCorrupt:
+          if (!corrupt) throw InputError("", 0, "--fault", "op " + op_id + " reads nothing the hook can corrupt");
+          corrupt();
+          break;
+      }
+    }
+  }
+
+  int32_t* Stash(std::vector<int32_t> v) {
+    index_store_.push_back(std::move(v));
+    return index_store_.back().data();
+  }
+
+  // ---- warm-up: every primitive the plan uses, on scratch pages, untimed.
+  void WarmUp() {
+    bool has_host = geo_.host_slots > 0;
+    std::vector<GatherMethod> methods;
+    for (const RequestPlan& r : plan_.requests)
+      if (r.prefix_pages > 0 && std::find(methods.begin(), methods.end(), r.gather_method) == methods.end())
+        methods.push_back(r.gather_method);
+    const int64_t n = std::min<int64_t>({geo_.device_slots, std::max<int64_t>(geo_.host_slots, 1), 8});
+    std::vector<int32_t> slots(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    for (int it = 0; it < opts_.warmup; ++it) {
+      b_.ForwardLayer(Stream::kCompute, 0, {}, 1e-5);
+      if (has_host)
+        for (int k = 0; k < geo_.num_pools(); ++k) {
+          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, slots, slots, LayerRange{0, geo_.layers});
+          b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, slots, slots, LayerRange{0, geo_.layers});
+        }
+      b_.Sync();
+      for (GatherMethod m : methods) {
+        GatherIndex g = ScratchGather(m);
+        b_.PrepareGather(g);
+        b_.Barrier();
+        b_.GatherLayer(Stream::kComm, 0);
+        b_.Sync();
+        b_.Barrier();
+      }
+      b_.ReleaseMarks();
+    }
+  }
+
+  // A gather over scratch pages (owners round-robin or zigzag, slots from 0), data irrelevant.
+  GatherIndex ScratchGather(GatherMethod m) const {
+    const int N = geo_.ranks;
+    const int64_t P = std::min<int64_t>(geo_.max_prefix_pages, geo_.device_slots);
+    std::vector<PrefixPage> prefix(static_cast<size_t>(P));
+    std::vector<int64_t> count(static_cast<size_t>(N), 0);
+    const kernels::ZigzagRun z{P, N};
+    for (int64_t p = 0; p < P; ++p) {
+      const int owner = m == GatherMethod::kZigzag ? static_cast<int>(z.OwnerRank(z.ChunkOfPage(p))) : static_cast<int>(p % N);
+      prefix[static_cast<size_t>(p)] = PrefixPage{static_cast<uint16_t>(owner), static_cast<uint32_t>(count[static_cast<size_t>(owner)]++)};
+    }
+    std::vector<PageTag> tags(static_cast<size_t>(P));
+    return BuildGather(m, prefix, tags);
+  }
+
+  GatherIndex BuildGather(GatherMethod m, const std::vector<PrefixPage>& prefix, std::vector<PageTag> tags) const {
+    const int N = geo_.ranks;
+    GatherIndex g;
+    g.method = m;
+    g.prefix_pages = static_cast<int64_t>(prefix.size());
+    g.tags = std::move(tags);
+    const int64_t P = g.prefix_pages;
+    switch (m) {
+      case GatherMethod::kDense:
+        g.owner_slot.resize(static_cast<size_t>(P));
+        for (int64_t p = 0; p < P; ++p) {
+          const PrefixPage& q = prefix[static_cast<size_t>(p)];
+          g.owner_slot[static_cast<size_t>(p)] = q.owner == me_ ? static_cast<int32_t>(q.device_slot) : -1;
+        }
+        break;
+      case GatherMethod::kPacked: {
+        std::vector<std::vector<int64_t>> shards(static_cast<size_t>(N));
+        for (int64_t p = 0; p < P; ++p) shards[prefix[static_cast<size_t>(p)].owner].push_back(p);
+        for (const auto& s : shards) g.shard_pages = std::max<int64_t>(g.shard_pages, static_cast<int64_t>(s.size()));
+        for (int64_t p : shards[static_cast<size_t>(me_)]) g.pack_slots.push_back(static_cast<int32_t>(prefix[static_cast<size_t>(p)].device_slot));
+        g.unpack_index = kernels::BuildUnpackIndex(shards, g.shard_pages, P);
+        break;
+      }
+      case GatherMethod::kZigzag:
+        g.zigzag = kernels::ZigzagRun{P, N};
+        g.shard_pages = g.zigzag.MaxShardPages();
+        for (int64_t p : kernels::ZigzagShardLogicalPages(g.zigzag, me_))
+          g.pack_slots.push_back(static_cast<int32_t>(prefix[static_cast<size_t>(p)].device_slot));
+        break;
+      case GatherMethod::kP2p:
+        for (const PrefixPage& q : prefix) {
+          g.src_rank.push_back(q.owner);
+          g.src_slot.push_back(static_cast<int32_t>(q.device_slot));
+        }
+        break;
+    }
+    return g;
+  }
+
+  // ---- one request
+  void Request(size_t ri) {
+    const RequestPlan& p = plan_.requests[ri];
+    const std::string pre = std::to_string(p.request) + "/";
+    b_.Barrier();  // ranks start each request together: a collective's time is not a peer's lag
+    const int start_mark = b_.Mark(Stream::kCompute);
+    const size_t first_op = ops_.size();
+    std::vector<size_t> host_timed;  // ops timed on the host clock (evictions)
+
+    // Evictions: free-list bookkeeping only; slots keep their data (a write-back reads it).
+    for (size_t i = 0; i < p.evictions.size(); ++i) {
+      const SlotFree& e = p.evictions[i];
+      const std::string id = pre + "evict/" + std::to_string(i);
+      const auto t0 = Clock::now();
+      int64_t mine = 0;
+      for (const auto& [lane, slot] : e.slots) {
+        if (lane != static_cast<uint32_t>(me_)) continue;
+        SlotState& s = e.tier == Tier::kDevice ? Dev(ri, id, slot) : Host(ri, id, slot);
+        if (!s.used) PlanFail(ri, id, std::string(e.tier == Tier::kDevice ? "device" : "host") + " slot " + std::to_string(slot) + " freed but not in use");
+        s.used = false;
+        ++mine;
+      }
+      if (mine == 0) continue;
+      const size_t op = AddOp(id, "evict", Stream::kCompute, 0, mine);
+      ops_[op].stream = "host";
+      ops_[op].seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      ops_[op].extra["tier"] = e.tier == Tier::kDevice ? "device" : "host";
+      host_timed.push_back(op);
+    }
+
+    const int64_t L = geo_.layers;
+    // Write-backs (device -> host at device eviction), before the forward pass.
+    for (const LaneCopy& c : p.write_back) {
+      if (c.lane != me_) continue;
+      std::vector<int32_t> d, h;
+      for (const auto& [ds, hs] : c.pages) {
+        const std::string id = pre + "write_back/l" + std::to_string(c.lane);
+        SlotState& dev = Dev(ri, id, ds);
+        SlotState& host = Host(ri, id, hs);
+        if (!dev.written) PlanFail(ri, id, "writes back device slot " + std::to_string(ds) + ", which holds no page");
+        if (host.used) PlanFail(ri, id, "writes back into host slot " + std::to_string(hs) + ", which is in use");
+        host = SlotState{dev.tag, true, true};
+        d.push_back(static_cast<int32_t>(ds));
+        h.push_back(static_cast<int32_t>(hs));
+      }
+      const int32_t* dp = Stash(std::move(d));
+      const int32_t* hp = Stash(std::move(h));
+      const size_t n = c.pages.size();
+      for (int k = 0; k < geo_.num_pools(); ++k) {
+        const std::string id = pre + "write_back/l" + std::to_string(c.lane) + "/" + geo_.pool_names[static_cast<size_t>(k)];
+        ApplyFaults(id, nullptr);
+        const size_t op = AddOp(id, "write_back", Stream::kD2H, static_cast<int64_t>(n) * L * geo_.chunk_bytes(k), static_cast<int64_t>(n));
+        const int m0 = b_.Mark(Stream::kD2H);
+        b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, {dp, n}, {hp, n}, LayerRange{0, L});
+        spans_.push_back({op, m0, b_.Mark(Stream::kD2H)});
+      }
+    }
+    const int wb_done = b_.Mark(Stream::kD2H);
+
+    // Load-backs (host -> device), then every loaded page is checked against its content.
+    b_.Wait(Stream::kH2D, wb_done);
+    for (const LaneCopy& c : p.load_back) {
+      if (c.lane != me_) continue;
+      std::vector<int32_t> d, h;
+      std::vector<PageTag> tags;
+      const std::string lane_id = pre + "load_back/l" + std::to_string(c.lane);
+      for (const auto& [ds, hs] : c.pages) {
+        SlotState& dev = Dev(ri, lane_id, ds);
+        SlotState& host = Host(ri, lane_id, hs);
+        if (!host.used || !host.written) PlanFail(ri, lane_id, "loads host slot " + std::to_string(hs) + ", which holds no page");
+        if (dev.used) PlanFail(ri, lane_id, "loads into device slot " + std::to_string(ds) + ", which is in use");
+        dev = SlotState{host.tag, true, true};
+        d.push_back(static_cast<int32_t>(ds));
+        h.push_back(static_cast<int32_t>(hs));
+        tags.push_back(host.tag);
+      }
+      const int32_t* dp = Stash(d);
+      const int32_t* hp = Stash(h);
+      tag_store_.push_back(tags);
+      const PageTag* tp = tag_store_.back().data();
+      const size_t n = c.pages.size();
+      for (int k = 0; k < geo_.num_pools(); ++k) {
+        const std::string id = lane_id + "/" + geo_.pool_names[static_cast<size_t>(k)];
+        ApplyFaults(id, [&] { b_.CorruptHostPage(k, hp[0], 0); });
+        const size_t op = AddOp(id, "load_back", Stream::kH2D, static_cast<int64_t>(n) * L * geo_.chunk_bytes(k), static_cast<int64_t>(n));
+        const int m0 = b_.Mark(Stream::kH2D);
+        b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, {dp, n}, {hp, n}, LayerRange{0, L});
+        spans_.push_back({op, m0, b_.Mark(Stream::kH2D)});
+        PendingVerify v{b_.VerifyPages(Stream::kH2D, k, {dp, n}, {tp, n}), id, "pool " + geo_.pool_names[static_cast<size_t>(k)], {}};
+        for (size_t i = 0; i < n; ++i)
+          v.item_names.push_back("loaded page " + std::to_string(i) + " (device slot " + std::to_string(d[i]) + ", host slot " +
+                                 std::to_string(h[i]) + ", logical page " + std::to_string(tags[i].page) + " of extent " +
+                                 std::to_string(tags[i].extent) + ")");
+        verifies_.push_back(std::move(v));
+      }
+    }
+    const int lb_done = b_.Mark(Stream::kH2D);
+
+    // Gather: every rank materializes the prefix, layer by layer, checked layer by layer.
+    int gather_done = -1;
+    if (p.prefix_pages > 0) gather_done = Gather(ri, p, pre, lb_done);
+
+    // The synthetic forward pass; per-layer backups overlap it on the d2h stream.
+    const std::string cid = pre + "compute";
+    ApplyFaults(cid, nullptr);
+    std::vector<PageWrite> writes;
+    for (const NewPage& q : p.new_pages) {
+      if (q.owner != me_) continue;
+      SlotState& s = Dev(ri, cid, q.device_slot);
+      if (s.used) PlanFail(ri, cid, "writes device slot " + std::to_string(q.device_slot) + ", which is in use");
+      s = SlotState{PageTag{q.extent, 0, q.pos}, true, true};
+      writes.push_back(PageWrite{static_cast<int32_t>(q.device_slot), s.tag});
+    }
+    write_store_.push_back(std::move(writes));
+    const std::vector<PageWrite>& w = write_store_.back();
+    b_.Wait(Stream::kCompute, gather_done >= 0 ? gather_done : lb_done);
+    const size_t cop = AddOp(cid, "compute", Stream::kCompute, static_cast<int64_t>(w.size()) * L * geo_.page_layer_bytes(),
+                             static_cast<int64_t>(w.size()));
+    ops_[cop].extra = {{"new_tokens", p.computed_tokens}, {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
+                       {"layers", L}, {"target_layer_s", plan_.layer_busy_s[ri]}};
+
+    // Backup ops of this rank (one per pool), their slots and the shadow update.
+    struct BackupOp {
+      size_t op;
+      int pool;
+      const int32_t* d;
+      const int32_t* h;
+      size_t n;
+    };
+    std::vector<BackupOp> backups;
+    for (const LaneCopy& c : p.backup) {
+      if (c.lane != me_) continue;
+      const std::string lane_id = pre + "backup/l" + std::to_string(c.lane);
+      std::vector<int32_t> d, h;
+      for (const auto& [ds, hs] : c.pages) {
+        SlotState& dev = Dev(ri, lane_id, ds);
+        SlotState& host = Host(ri, lane_id, hs);
+        if (!dev.used || !dev.written) PlanFail(ri, lane_id, "backs up device slot " + std::to_string(ds) + ", which holds no page");
+        if (host.used) PlanFail(ri, lane_id, "backs up into host slot " + std::to_string(hs) + ", which is in use");
+        host = SlotState{dev.tag, true, true};
+        d.push_back(static_cast<int32_t>(ds));
+        h.push_back(static_cast<int32_t>(hs));
+      }
+      const int32_t* dp = Stash(std::move(d));
+      const int32_t* hp = Stash(std::move(h));
+      for (int k = 0; k < geo_.num_pools(); ++k) {
+        const std::string id = lane_id + "/" + geo_.pool_names[static_cast<size_t>(k)];
+        ApplyFaults(id, nullptr);
+        const size_t op = AddOp(id, "backup", Stream::kD2H, static_cast<int64_t>(c.pages.size()) * L * geo_.chunk_bytes(k),
+                                static_cast<int64_t>(c.pages.size()));
+        ops_[op].extra = {{"schedule", BackupScheduleName(p.backup_schedule)}};
+        backups.push_back({op, k, dp, hp, c.pages.size()});
+      }
+    }
+    const bool per_layer = p.backup_schedule == BackupSchedule::kPerLayer;
+    int first_layer_mark = -1, last_mark = -1;
+    for (int64_t l = 0; l < L; ++l) {
+      const int m0 = b_.Mark(Stream::kCompute);
+      if (l == 0) first_layer_mark = m0;
+      b_.ForwardLayer(Stream::kCompute, l, w, plan_.layer_busy_s[ri]);
+      last_mark = b_.Mark(Stream::kCompute);
+      if (per_layer && !backups.empty()) {
+        b_.Wait(Stream::kD2H, last_mark);
+        for (const BackupOp& bo : backups) {
+          const int c0 = b_.Mark(Stream::kD2H);
+          b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n}, LayerRange{l, l + 1});
+          spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H)});
+        }
+      }
+    }
+    spans_.push_back({cop, first_layer_mark, last_mark});
+    if (!per_layer && !backups.empty()) {
+      b_.Wait(Stream::kD2H, last_mark);
+      for (const BackupOp& bo : backups) {
+        const int c0 = b_.Mark(Stream::kD2H);
+        b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n}, LayerRange{0, L});
+        spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H)});
+      }
+    }
+
+    b_.Sync();
+    Resolve(start_mark, host_timed, first_op);
+    CheckVerifications(p);
+    b_.ReleaseMarks();
+    index_store_.clear();
+    tag_store_.clear();
+    write_store_.clear();
+    gathers_.clear();
+  }
+
+  // Returns the comm-stream mark after the last layer.
+  int Gather(size_t ri, const RequestPlan& p, const std::string& pre, int lb_done) {
+    const std::string id = pre + "gather";
+    const int N = geo_.ranks;
+    const int64_t P = p.prefix_pages;
+    if (static_cast<int64_t>(p.prefix.size()) != P) PlanFail(ri, id, "prefix list size differs from prefix_pages");
+    // Expected content of every logical page: its run's extent and its position.
+    std::vector<PageTag> tags(static_cast<size_t>(P));
+    std::vector<bool> covered(static_cast<size_t>(P), false);
+    for (const PrefixRun& r : p.runs)
+      for (int64_t q = r.first_page; q < r.first_page + r.pages; ++q) {
+        if (q < 0 || q >= P || covered[static_cast<size_t>(q)]) PlanFail(ri, id, "runs do not tile the prefix at page " + std::to_string(q));
+        covered[static_cast<size_t>(q)] = true;
+        tags[static_cast<size_t>(q)] = PageTag{r.extent, 0, q};
+      }
+    std::vector<int64_t> shard(static_cast<size_t>(N), 0);
+    for (int64_t q = 0; q < P; ++q) {
+      if (!covered[static_cast<size_t>(q)]) PlanFail(ri, id, "logical page " + std::to_string(q) + " is in no run");
+      const PrefixPage& pp = p.prefix[static_cast<size_t>(q)];
+      if (pp.owner >= N) PlanFail(ri, id, "logical page " + std::to_string(q) + " has owner " + std::to_string(pp.owner) + " >= cp_size");
+      if (pp.device_slot >= geo_.device_slots) PlanFail(ri, id, "logical page " + std::to_string(q) + ": slot out of range");
+      ++shard[pp.owner];
+      if (pp.owner != me_) continue;
+      const SlotState& s = dev_[pp.device_slot];
+      if (!s.used || !(s.tag == tags[static_cast<size_t>(q)]))
+        PlanFail(ri, id, "logical page " + std::to_string(q) + " (extent " + std::to_string(tags[static_cast<size_t>(q)].extent) +
+                             ") should be in device slot " + std::to_string(pp.device_slot) + ", which " +
+                             (s.used ? "holds logical page " + std::to_string(s.tag.page) + " of extent " + std::to_string(s.tag.extent)
+                                     : std::string("is free")));
+    }
+    if (!p.shard_pages.empty() && p.shard_pages != shard) PlanFail(ri, id, "shard_pages disagrees with the owners of the prefix pages");
+    if (p.gather_method == GatherMethod::kZigzag) {
+      if (!p.proven_zigzag) PlanFail(ri, id, "method zigzag without proven_zigzag");
+      const kernels::ZigzagRun z{P, N};
+      for (int64_t q = 0; q < P; ++q)
+        if (z.OwnerRank(z.ChunkOfPage(q)) != p.prefix[static_cast<size_t>(q)].owner)
+          PlanFail(ri, id, "zigzag: logical page " + std::to_string(q) + " is owned by rank " +
+                               std::to_string(p.prefix[static_cast<size_t>(q)].owner) + ", the zigzag split puts it on rank " +
+                               std::to_string(z.OwnerRank(z.ChunkOfPage(q))));
+    }
+    if (p.gather_method == GatherMethod::kP2p && N > kernels::kMaxPeerRanks)
+      throw ExecError("p2p gather reads from at most " + std::to_string(kernels::kMaxPeerRanks) + " ranks; the plan has " + std::to_string(N));
+
+    gathers_.push_back(BuildGather(p.gather_method, p.prefix, tags));
+    const GatherIndex& g = gathers_.back();
+    ApplyFaults(id, [&] {
+      for (int64_t q = 0; q < P; ++q)
+        if (p.prefix[static_cast<size_t>(q)].owner == me_) {
+          b_.CorruptDevicePage(0, static_cast<int32_t>(p.prefix[static_cast<size_t>(q)].device_slot), 0);
+          return;
+        }
+      throw InputError("", 0, "--fault", "rank " + std::to_string(me_) + " owns no page of " + id);
+    });
+    b_.PrepareGather(g);
+    b_.Wait(Stream::kComm, lb_done);
+    if (p.gather_method == GatherMethod::kP2p) {
+      // Peers' pages (loaded back in this request, too) must be in place before they are read.
+      b_.Sync();
+      b_.Barrier();
+    }
+    const size_t op = AddOp(id, "gather", Stream::kComm, P * geo_.layers * geo_.page_layer_bytes(), P);
+    ops_[op].extra = {{"method", GatherMethodName(p.gather_method)}, {"layers", geo_.layers}, {"runs", p.runs.size()},
+                      {"shard_pages", g.shard_pages}};
+    int last = -1;
+    for (int64_t l = 0; l < geo_.layers; ++l) {
+      const int m0 = b_.Mark(Stream::kComm);
+      b_.GatherLayer(Stream::kComm, l);
+      last = b_.Mark(Stream::kComm);
+      spans_.push_back({op, m0, last});
+      PendingVerify v{b_.VerifyDense(Stream::kComm, l), id, "layer " + std::to_string(l), {}};
+      verifies_.push_back(std::move(v));
+      dense_verify_prefix_.push_back(&p);
+    }
+    if (p.gather_method == GatherMethod::kP2p) {
+      b_.Sync();
+      b_.Barrier();  // nobody reuses a slot a peer may still be reading
+    }
+    return b_.Mark(Stream::kComm);
+  }
+
+  // Turns marks into op times: seconds = sum of the op's spans, start/end = first/last.
+  void Resolve(int start_mark, const std::vector<size_t>& host_timed, size_t first_op) {
+    const double req_start = b_.MarkSeconds(start_mark);
+    std::vector<bool> seen(ops_.size(), false);
+    for (const PendingSpan& s : spans_) {
+      MeasuredOp& o = ops_[s.op];
+      const double a = b_.MarkSeconds(s.begin), e = b_.MarkSeconds(s.end);
+      if (!seen[s.op]) {
+        o.start_s = a;
+        o.end_s = e;
+        o.seconds = 0;
+        seen[s.op] = true;
+      }
+      o.start_s = std::min(o.start_s, a);
+      o.end_s = std::max(o.end_s, e);
+      o.seconds += e - a;
+    }
+    for (size_t op : host_timed) {
+      ops_[op].start_s = req_start;
+      ops_[op].end_s = req_start + ops_[op].seconds;
+    }
+    spans_.clear();
+    for (size_t i = first_op; i < ops_.size(); ++i) done_.push_back(ops_[i]);
+    ops_.clear();
+  }
+
+  void CheckVerifications(const RequestPlan& p) {
+    std::ostringstream err;
+    int failures = 0;
+    size_t dense_i = 0;
+    for (const PendingVerify& v : verifies_) {
+      const VerifyResult r = b_.VerifyResultOf(v.handle);
+      verified_bytes_ += r.checked_bytes;
+      const bool dense = v.item_names.empty();
+      const RequestPlan* dp = dense ? dense_verify_prefix_[dense_i++] : nullptr;
+      if (r.bad_bytes == 0) continue;
+      if (failures++ < 4) {
+        err << (failures > 1 ? "; " : "") << "op " << v.op_id << ", rank " << me_ << ", " << v.what << ": ";
+        if (dense) {
+          const int64_t q = r.first_bad_item;
+          const PrefixPage& pp = dp->prefix[static_cast<size_t>(q)];
+          err << "logical page " << q << " (owner rank " << pp.owner << ", device slot " << pp.device_slot << ")";
+        } else {
+          err << v.item_names[static_cast<size_t>(r.first_bad_item)];
+        }
+        err << " differs from its pattern (" << r.bad_bytes << " wrong bytes of " << r.checked_bytes << " checked)";
+      }
+    }
+    verifies_.clear();
+    dense_verify_prefix_.clear();
+    if (failures > 0)
+      throw ExecError("verification failed in request " + std::to_string(p.request) + " (" + std::to_string(failures) +
+                      " check(s)): " + err.str());
+  }
+
+  const ExecPlan& plan_;
+  const ExecGeometry& geo_;
+  RankBackend& b_;
+  const ExecOptions& opts_;
+  int me_;
+  std::vector<SlotState> dev_, host_;
+  std::vector<MeasuredOp> ops_, done_;
+  std::vector<PendingSpan> spans_;
+  std::vector<PendingVerify> verifies_;
+  std::vector<const RequestPlan*> dense_verify_prefix_;
+  std::deque<std::vector<int32_t>> index_store_;
+  std::deque<std::vector<PageTag>> tag_store_;
+  std::deque<std::vector<PageWrite>> write_store_;
+  std::deque<GatherIndex> gathers_;
+  int64_t verified_bytes_ = 0;
+  Clock::time_point host_epoch_;
+};
+
+}  // namespace
+
+RankResult ExecuteRank(const ExecPlan& plan, RankBackend& backend, const ExecOptions& opts) {
+  KV_CHECK(backend.ranks() == plan.geo.ranks, "backend has " << backend.ranks() << " ranks, plan " << plan.geo.ranks);
+  RankRun run(plan, backend, opts);
+  return run.Run();
+}
+
+}  // namespace kvlanes::exec

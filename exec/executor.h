@@ -1,0 +1,89 @@
+// The executor's logic, the same for every backend: one rank walks the plan in order, keeps the
+// slot bookkeeping of its lane (which content every device and host slot holds), builds the
+// gather indices, enqueues every operation on the backend with marks around it, checks every
+// byte that a gather or load-back produced against the page pattern, and returns one measured
+// record per plan operation it performed. docs/executor.md describes the order of operations,
+// what each measured number is, and how a failure is reported.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "exec/backend.h"
+#include "sim/plan.h"
+
+namespace kvlanes::exec {
+
+// A plan ready to execute: the requests, the memory shape and the synthetic forward pass's
+// per-layer duration of each request.
+struct ExecPlan {
+  nlohmann::json header;
+  std::vector<RequestPlan> requests;
+  ExecGeometry geo;
+  std::vector<double> layer_busy_s;  // per request: ComputeLayerS(new tokens, prefix tokens)
+  std::string source;                // plan file, or the trace it was replayed from
+  std::string config_hash;           // FNV-1a 64 of the header's config, hex
+  nlohmann::ordered_json compute_model;  // where layer_busy_s comes from
+};
+
+// Checks the header (line 1 of `source`) and sizes the memory. profile_path: hardware profile
+// for the compute durations ("" = the header's hardware.profile, else the documented default,
+// docs/executor.md). max_requests < 0: all. Throws InputError naming file, line and field.
+ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::string& profile_path,
+                      int64_t max_requests);
+
+// Multiplies every layer_busy_s by `scale` (>= 0) and records it in compute_model.scale.
+void ScaleCompute(ExecPlan& plan, double scale);
+
+// Test hooks (--fault KIND:RANK:OPID), applied on RANK just before it runs op OPID:
+//   corrupt  flip one byte of what the op reads (load_back: the first host page; gather: the
+//            first prefix page this rank owns) so verification must report it
+//   die      the rank exits at once with status 3
+//   hang     the rank stops answering (sleeps) until it is killed
+struct Fault {
+  enum class Kind { kCorrupt, kDie, kHang };
+  Kind kind = Kind::kCorrupt;
+  int rank = 0;
+  std::string op_id;
+};
+// Throws InputError(field "--fault").
+Fault ParseFault(std::string_view text);
+
+struct ExecOptions {
+  int warmup = 2;  // untimed rounds of every primitive the plan uses before the epoch
+  std::vector<Fault> faults;
+};
+
+// One plan operation as performed by one rank. Times in seconds from the rank's epoch.
+struct MeasuredOp {
+  std::string id;
+  std::string kind;
+  int rank = 0;
+  double seconds = 0;  // the operation's own time (docs/executor.md: per kind)
+  double start_s = 0;
+  double end_s = 0;
+  std::string stream;
+  int64_t bytes = 0;
+  int64_t pages = 0;
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+};
+
+struct RankResult {
+  int rank = 0;
+  std::vector<MeasuredOp> ops;
+  int64_t verified_bytes = 0;
+  nlohmann::ordered_json context;
+};
+
+nlohmann::ordered_json RankResultToJson(const RankResult& r);
+RankResult RankResultFromJson(const nlohmann::json& j);
+
+// Runs the whole plan on this rank. Throws ExecError on a verification mismatch (naming op,
+// rank and page) or a backend failure, InputError when the plan contradicts itself.
+RankResult ExecuteRank(const ExecPlan& plan, RankBackend& backend, const ExecOptions& opts);
+
+}  // namespace kvlanes::exec

@@ -1,0 +1,308 @@
+#include "exec/launch.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "exec/exec_error.h"
+#include "traces/input_error.h"
+
+namespace kvlanes::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int ParseNonNegative(const char* name, const char* value) {
+  const std::string s(value);
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
+    throw InputError("", 0, name, "expected a non-negative integer, got '" + s + "'");
+  return std::stoi(s);
+}
+
+Clock::time_point Deadline(double timeout_s) {
+  return Clock::now() + std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6));
+}
+
+// --- file rendezvous: round k, rank r writes DIR/round<k>.rank<r> (complete files only: written
+// to a temporary name and renamed), then reads every rank's file of round k. ---
+class FileRendezvous : public Rendezvous {
+ public:
+  FileRendezvous(std::string dir, int rank, int ranks, double timeout_s)
+      : dir_(std::move(dir)), rank_(rank), ranks_(ranks), timeout_s_(timeout_s) {
+    struct stat st {};
+    if (stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      throw ExecError("rendezvous directory " + dir_ + " does not exist (create it, empty, before the run)");
+  }
+
+  std::vector<std::string> AllGather(const std::string& mine) override {
+    const int round = round_++;
+    const std::string stem = dir_ + "/round" + std::to_string(round) + ".rank";
+    {
+      const std::string tmp = stem + std::to_string(rank_) + ".tmp";
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << mine;
+      out.close();
+      if (!out || std::rename(tmp.c_str(), (stem + std::to_string(rank_)).c_str()) != 0)
+        throw ExecError("rank " + std::to_string(rank_) + ": cannot write rendezvous file " + stem +
+                        std::to_string(rank_) + ": " + std::strerror(errno));
+    }
+    std::vector<std::string> all(static_cast<size_t>(ranks_));
+    std::vector<bool> have(static_cast<size_t>(ranks_), false);
+    const auto deadline = Deadline(timeout_s_);
+    int missing = ranks_;
+    while (true) {
+      for (int r = 0; r < ranks_; ++r) {
+        if (have[static_cast<size_t>(r)]) continue;
+        std::ifstream in(stem + std::to_string(r), std::ios::binary);
+        if (!in) continue;
+        std::stringstream ss;
+        ss << in.rdbuf();
+        all[static_cast<size_t>(r)] = ss.str();
+        have[static_cast<size_t>(r)] = true;
+        --missing;
+      }
+      if (missing == 0) return all;
+      if (Clock::now() > deadline) {
+        std::string who;
+        for (int r = 0; r < ranks_; ++r)
+          if (!have[static_cast<size_t>(r)]) who += (who.empty() ? "" : ", ") + std::to_string(r);
+        throw ExecError("rank " + std::to_string(rank_) + ": rendezvous round " + std::to_string(round) +
+                        " in " + dir_ + ": no answer from rank(s) " + who + " after " +
+                        std::to_string(timeout_s_) + " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
+ private:
+  std::string dir_;
+  int rank_, ranks_;
+  double timeout_s_;
+  int round_ = 0;
+};
+
+// --- TCP rendezvous: rank 0 listens; every other rank connects once and says its rank. Each
+// round, the others send their bytes to rank 0, which answers everyone with all of them.
+// Messages are [uint64 length][bytes]. Every wait is bounded by the timeout (poll). ---
+class TcpRendezvous : public Rendezvous {
+ public:
+  TcpRendezvous(const RendezvousSpec& spec, int rank, int ranks, double timeout_s)
+      : rank_(rank), ranks_(ranks), timeout_s_(timeout_s), where_(spec.host + ":" + std::to_string(spec.port)) {
+    const auto deadline = Deadline(timeout_s);
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(spec.host.c_str(), std::to_string(spec.port).c_str(), &hints, &res) != 0 || !res)
+      throw ExecError("rendezvous tcp:" + where_ + ": cannot resolve host '" + spec.host + "'");
+    sockaddr_in addr{};
+    std::memcpy(&addr, res->ai_addr, sizeof(addr));
+    freeaddrinfo(res);
+    if (rank_ == 0) {
+      listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+      const int one = 1;
+      setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(listen_fd_, ranks_) != 0)
+        throw ExecError("rank 0: cannot listen on rendezvous tcp:" + where_ + ": " + std::strerror(errno));
+      peers_.assign(static_cast<size_t>(ranks_), -1);
+      for (int accepted = 1; accepted < ranks_; ++accepted) {
+        WaitFd(listen_fd_, POLLIN, deadline, "waiting for the other ranks to connect");
+        const int fd = accept(listen_fd_, nullptr, nullptr);
+        if (fd < 0) throw ExecError("rank 0: accept on tcp:" + where_ + ": " + std::strerror(errno));
+        uint64_t r = 0;
+        RecvAll(fd, &r, sizeof(r), deadline);
+        if (r == 0 || r >= static_cast<uint64_t>(ranks_) || peers_[r] != -1)
+          throw ExecError("rank 0: rendezvous tcp:" + where_ + ": a peer said it is rank " + std::to_string(r) +
+                          " (duplicate or out of range for " + std::to_string(ranks_) + " ranks)");
+        peers_[r] = fd;
+      }
+    } else {
+      while (true) {
+        root_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(root_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) break;
+        close(root_fd_);
+        root_fd_ = -1;
+        if (Clock::now() > deadline)
+          throw ExecError("rank " + std::to_string(rank_) + ": cannot connect to rendezvous tcp:" + where_ +
+                          " (rank 0 not listening after " + std::to_string(timeout_s_) + " s)");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      const uint64_t r = static_cast<uint64_t>(rank_);
+      SendAll(root_fd_, &r, sizeof(r));
+    }
+  }
+  ~TcpRendezvous() override {
+    for (int fd : peers_)
+      if (fd >= 0) close(fd);
+    if (listen_fd_ >= 0) close(listen_fd_);
+    if (root_fd_ >= 0) close(root_fd_);
+  }
+
+  std::vector<std::string> AllGather(const std::string& mine) override {
+    const auto deadline = Deadline(timeout_s_);
+    std::vector<std::string> all(static_cast<size_t>(ranks_));
+    if (rank_ == 0) {
+      all[0] = mine;
+      for (int r = 1; r < ranks_; ++r) all[static_cast<size_t>(r)] = RecvMsg(peers_[static_cast<size_t>(r)], deadline);
+      for (int r = 1; r < ranks_; ++r)
+        for (const std::string& s : all) SendMsg(peers_[static_cast<size_t>(r)], s);
+    } else {
+      SendMsg(root_fd_, mine);
+      for (auto& s : all) s = RecvMsg(root_fd_, deadline);
+    }
+    return all;
+  }
+
+ private:
+  void WaitFd(int fd, short events, Clock::time_point deadline, const char* what) const {
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0)
+        throw ExecError("rank " + std::to_string(rank_) + ": rendezvous tcp:" + where_ + ": timed out after " +
+                        std::to_string(timeout_s_) + " s " + what);
+      pollfd p{fd, events, 0};
+      const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+      if (n > 0) return;
+      if (n < 0 && errno != EINTR)
+        throw ExecError("rank " + std::to_string(rank_) + ": poll: " + std::strerror(errno));
+    }
+  }
+  void SendAll(int fd, const void* data, size_t n) const {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0)
+        throw ExecError("rank " + std::to_string(rank_) + ": rendezvous tcp:" + where_ + ": send failed (peer gone?)");
+      p += k;
+      n -= static_cast<size_t>(k);
+    }
+  }
+  void RecvAll(int fd, void* data, size_t n, Clock::time_point deadline) const {
+    char* p = static_cast<char*>(data);
+    while (n > 0) {
+      WaitFd(fd, POLLIN, deadline, "waiting for a peer's bytes");
+      const ssize_t k = recv(fd, p, n, 0);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0)
+        throw ExecError("rank " + std::to_string(rank_) + ": rendezvous tcp:" + where_ +
+                        ": a peer closed the connection (it died?)");
+      p += k;
+      n -= static_cast<size_t>(k);
+    }
+  }
+  void SendMsg(int fd, const std::string& s) const {
+    const uint64_t n = s.size();
+    SendAll(fd, &n, sizeof(n));
+    SendAll(fd, s.data(), s.size());
+  }
+  std::string RecvMsg(int fd, Clock::time_point deadline) const {
+    uint64_t n = 0;
+    RecvAll(fd, &n, sizeof(n), deadline);
+    if (n > (1ull << 32)) throw ExecError("rendezvous tcp:" + where_ + ": message of " + std::to_string(n) + " bytes");
+    std::string s(n, '\0');
+    RecvAll(fd, s.data(), n, deadline);
+    return s;
+  }
+
+  int rank_, ranks_;
+  double timeout_s_;
+  std::string where_;
+  int listen_fd_ = -1;
+  int root_fd_ = -1;
+  std::vector<int> peers_;
+};
+
+}  // namespace
+
+RankEnv ParseRankEnv(const GetEnvFn& getenv) {
+  struct Source {
+    const char* rank;
+    const char* size;
+    const char* local;
+  };
+  static constexpr Source kSources[] = {
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+      {"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+  };
+  for (const Source& s : kSources) {
+    const char* r = getenv(s.rank);
+    const char* n = getenv(s.size);
+    if (!r && !n) continue;
+    if (!r || !n)
+      throw InputError("", 0, r ? s.size : s.rank,
+                       std::string("not set, but ") + (r ? s.rank : s.size) + " is (--launch env needs both)");
+    RankEnv e;
+    e.rank = ParseNonNegative(s.rank, r);
+    e.ranks = ParseNonNegative(s.size, n);
+    if (e.ranks < 1) throw InputError("", 0, s.size, "must be at least 1");
+    if (e.rank >= e.ranks)
+      throw InputError("", 0, s.rank, std::to_string(e.rank) + " is not below " + s.size + "=" + std::to_string(e.ranks));
+    if (const char* l = getenv(s.local)) e.local_rank = ParseNonNegative(s.local, l);
+    e.source = std::string(s.rank) + "/" + s.size;
+    return e;
+  }
+  throw InputError("", 0, "--launch env",
+                   "no rank in the environment (set OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/SLURM_NTASKS or "
+                   "RANK/WORLD_SIZE, or use --launch local)");
+}
+
+RendezvousSpec ParseRendezvous(std::string_view text) {
+  RendezvousSpec s;
+  s.text = std::string(text);
+  auto fail = [&](const std::string& why) -> RendezvousSpec {
+    throw InputError("", 0, "--rendezvous", "'" + s.text + "': " + why + " (expected file:DIR or tcp:HOST:PORT)");
+  };
+  if (text.starts_with("file:")) {
+    s.kind = RendezvousSpec::Kind::kFile;
+    s.path = std::string(text.substr(5));
+    if (s.path.empty()) return fail("empty directory");
+    return s;
+  }
+  if (text.starts_with("tcp:")) {
+    s.kind = RendezvousSpec::Kind::kTcp;
+    const std::string_view rest = text.substr(4);
+    const size_t colon = rest.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) return fail("missing HOST:PORT");
+    s.host = std::string(rest.substr(0, colon));
+    const std::string port(rest.substr(colon + 1));
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+      return fail("port '" + port + "' is not a number");
+    s.port = std::stoi(port);
+    if (s.port < 1 || s.port > 65535) return fail("port out of range 1..65535");
+    return s;
+  }
+  return fail("unknown kind");
+}
+
+RendezvousSpec DefaultRendezvous(const GetEnvFn& getenv) {
+  if (const char* r = getenv("KVLANES_RENDEZVOUS")) return ParseRendezvous(r);
+  const char* addr = getenv("MASTER_ADDR");
+  const char* port = getenv("MASTER_PORT");
+  if (addr && port) return ParseRendezvous(std::string("tcp:") + addr + ":" + port);
+  throw InputError("", 0, "--rendezvous",
+                   "--launch env needs a rendezvous: --rendezvous file:DIR|tcp:HOST:PORT, KVLANES_RENDEZVOUS, "
+                   "or MASTER_ADDR and MASTER_PORT");
+}
+
+std::unique_ptr<Rendezvous> OpenRendezvous(const RendezvousSpec& spec, int rank, int ranks, double timeout_s) {
+  if (spec.kind == RendezvousSpec::Kind::kFile)
+    return std::make_unique<FileRendezvous>(spec.path, rank, ranks, timeout_s);
+  return std::make_unique<TcpRendezvous>(spec, rank, ranks, timeout_s);
+}
+
+}  // namespace kvlanes::exec

@@ -1,0 +1,61 @@
+// Where a rank process comes from and how the ranks find each other (docs/executor.md).
+//   --launch local  `kvlanes exec` forks one process per rank on this node and supervises them.
+//   --launch env    an existing launcher (mpirun, srun, torchrun) started the processes; each
+//                   reads its rank and the world size from the environment.
+// The rendezvous is how the ranks exchange their first bytes (the NCCL unique id, the GPU each
+// rank uses, CUDA IPC handles): a shared directory, or a TCP address that rank 0 listens on.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvlanes::exec {
+
+struct RankEnv {
+  int rank = -1;
+  int ranks = 0;
+  int local_rank = -1;  // -1 when the launcher does not say
+  std::string source;   // the variables read, e.g. "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE"
+};
+
+using GetEnvFn = std::function<const char*(const char*)>;
+
+// The first complete pair of OMPI_COMM_WORLD_RANK/_SIZE, SLURM_PROCID/SLURM_NTASKS,
+// RANK/WORLD_SIZE (with OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or LOCAL_RANK when present).
+// Throws InputError naming the variable when a value is malformed, when only half a pair is
+// set, or when none is set.
+RankEnv ParseRankEnv(const GetEnvFn& getenv);
+
+struct RendezvousSpec {
+  enum class Kind { kFile, kTcp };
+  Kind kind = Kind::kFile;
+  std::string path;  // kFile: a directory every rank can read and write, fresh for each run
+  std::string host;  // kTcp: the address rank 0 listens on and the others connect to
+  int port = 0;
+  std::string text;  // as given
+};
+
+// "file:DIR" or "tcp:HOST:PORT". Throws InputError(field "--rendezvous").
+RendezvousSpec ParseRendezvous(std::string_view text);
+// The rendezvous for --launch env when --rendezvous is not given: KVLANES_RENDEZVOUS, else
+// MASTER_ADDR/MASTER_PORT (torchrun's variables) as tcp:MASTER_ADDR:MASTER_PORT. Throws
+// InputError when neither is set.
+RendezvousSpec DefaultRendezvous(const GetEnvFn& getenv);
+
+// A small all-to-all exchange of bytes between the ranks, before any communicator exists.
+class Rendezvous {
+ public:
+  virtual ~Rendezvous() = default;
+  // Every rank's `mine`, in rank order. Every rank calls it the same number of times; each call
+  // waits at most the timeout given at Open, then throws ExecError naming the missing ranks.
+  virtual std::vector<std::string> AllGather(const std::string& mine) = 0;
+};
+
+// Throws ExecError when the rendezvous cannot be reached within timeout_s.
+std::unique_ptr<Rendezvous> OpenRendezvous(const RendezvousSpec& spec, int rank, int ranks,
+                                           double timeout_s);
+
+}  // namespace kvlanes::exec

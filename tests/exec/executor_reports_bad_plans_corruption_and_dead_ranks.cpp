@@ -1,0 +1,158 @@
+// Failure paths: a plan file that is missing, of another version or with a broken header; a plan
+// that contradicts itself; a flipped byte (test hook) that verification must report with its op,
+// rank and page; a rank that dies or hangs, after which the others stop, the run fails and no
+// child process is left behind.
+#include <doctest/doctest.h>
+
+#include "exec/exec_error.h"
+#include "exec_cases.h"
+#include "traces/input_error.h"
+
+namespace kvlanes::exec::testing {
+namespace {
+
+ReplayConfig TwoRankConfig(const char* gather) {
+  return SmallConfig(2, {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000",
+                         std::string("gather.method=") + gather, "backup.schedule=per-layer"});
+}
+
+RunOptions HostOptions(const TempDir& dir) {
+  RunOptions o;
+  o.backend = "host";
+  o.out = dir.File("measured.json");
+  o.timeout_s = 2;
+  o.quiet = true;
+  o.exec.warmup = 0;
+  return o;
+}
+
+// The first op of `kind` in the plan and a rank that performs it.
+std::pair<std::string, int> FirstOp(const PlanFile& pf, const ReplayConfig& cfg, const std::string& kind) {
+  for (const RequestPlan& p : pf.requests) {
+    const nlohmann::ordered_json j = PlanToJson(p, cfg);
+    for (const auto& op : j["ops"])
+      if (op["kind"] == kind) return {op["id"].get<std::string>(), op.contains("lane") ? op["lane"].get<int>() : 1};
+  }
+  FAIL("the plan has no ", kind, " op");
+  return {};
+}
+
+TEST_CASE("plan files that are missing, of another version or with a broken header are refused with their location") {
+  TempDir dir;
+  CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("nope.jsonl")), doctest::Contains("cannot open plan file"), InputError);
+  {
+    std::ofstream(dir.File("v2.jsonl")) << R"({"kvlanes_plan": 2, "cp_size": 1})" << "\n";
+    CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("v2.jsonl")), doctest::Contains("v2.jsonl:1: kvlanes_plan: plan version 2"),
+                         InputError);
+  }
+  const ReplayConfig cfg = TwoRankConfig("packed");
+  PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5);
+  pf.header.erase("layers");
+  CHECK_THROWS_WITH_AS(MakeExecPlan(pf, "p.jsonl", "", -1), doctest::Contains("p.jsonl:1: layers: missing"), InputError);
+  pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5);
+  pf.header["host_layout"] = "sideways";
+  CHECK_THROWS_WITH_AS(MakeExecPlan(pf, "p.jsonl", "", -1), doctest::Contains("host_layout: expected one of"), InputError);
+}
+
+TEST_CASE("a plan that contradicts itself fails with exit code 2 naming the op") {
+  const ReplayConfig cfg = TwoRankConfig("packed");
+  PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
+  // Point the first gathered page of rank 1 at a slot that holds something else.
+  bool done = false;
+  std::string id;
+  for (RequestPlan& p : pf.requests) {
+    for (PrefixPage& q : p.prefix)
+      if (q.owner == 1) {
+        q.device_slot = static_cast<uint32_t>(cfg.cache.device_pages_per_lane - 1);
+        id = std::to_string(p.request) + "/gather";
+        done = true;
+        break;
+      }
+    if (done) break;
+  }
+  REQUIRE(done);
+  TempDir dir;
+  const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", "", -1), HostOptions(dir));
+  CHECK(out.exit_code == 2);
+  CHECK(out.message.find(id) != std::string::npos);
+  CHECK(out.message.find("should be in device slot") != std::string::npos);
+  CHECK(NoChildrenLeft());
+}
+
+TEST_CASE("a byte flipped before a gather is reported with op, rank and page on every method") {
+  for (const char* method : {"dense", "packed", "p2p"}) {
+    CAPTURE(method);
+    const ReplayConfig cfg = TwoRankConfig(method);
+    const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
+    const auto [id, unused] = FirstOp(pf, cfg, "gather");
+    (void)unused;
+    TempDir dir;
+    RunOptions o = HostOptions(dir);
+    o.exec.faults.push_back(ParseFault("corrupt:0:" + id));
+    const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", "", -1), o);
+    CHECK(out.exit_code == 1);
+    CHECK(out.message.find("verification failed") != std::string::npos);
+    CHECK(out.message.find("op " + id + ", rank ") != std::string::npos);
+    CHECK(out.message.find("logical page") != std::string::npos);
+    CHECK(out.message.find("owner rank 0") != std::string::npos);
+    CHECK(NoChildrenLeft());
+  }
+}
+
+TEST_CASE("a byte flipped in a host page is caught when the page is loaded back") {
+  const ReplayConfig cfg = TwoRankConfig("packed");
+  const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
+  const auto [id, lane] = FirstOp(pf, cfg, "load_back");
+  TempDir dir;
+  RunOptions o = HostOptions(dir);
+  o.exec.faults.push_back(ParseFault("corrupt:" + std::to_string(lane) + ":" + id));
+  const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", "", -1), o);
+  CHECK(out.exit_code == 1);
+  // The lane's own rank reports the load-back; the gather of the same request may fail first on
+  // another rank (the loaded page is in the prefix), so look at the lane's own message.
+  const std::string& mine = out.rank_errors[static_cast<size_t>(lane)];
+  CHECK(mine.find("op " + id + ", rank " + std::to_string(lane) + ", pool kv: loaded page 0 (device slot") != std::string::npos);
+  CHECK(NoChildrenLeft());
+}
+
+TEST_CASE("a rank that dies stops the others; a rank that hangs is timed out and killed; no child is left") {
+  const ReplayConfig cfg = SmallConfig(4, {"cache.device_pages_per_lane=600", "gather.method=dense"});
+  const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 80);
+  const ExecPlan plan = MakeExecPlan(pf, "p.jsonl", "", -1);
+  const std::string id = FirstOp(pf, cfg, "gather").first;
+  {
+    TempDir dir;
+    RunOptions o = HostOptions(dir);
+    o.exec.faults.push_back(ParseFault("die:2:" + id));
+    const RunOutcome out = RunLocal(plan, o);
+    CHECK(out.exit_code == 1);
+    CHECK(out.message.find("rank 2 failed first (exited with status 3)") != std::string::npos);
+    CHECK(out.rank_errors[0].find("stopping because rank 2 failed") != std::string::npos);
+    CHECK(NoChildrenLeft());
+  }
+  {
+    TempDir dir;
+    RunOptions o = HostOptions(dir);
+    o.timeout_s = 1;
+    o.exec.faults.push_back(ParseFault("hang:3:" + id));
+    const RunOutcome out = RunLocal(plan, o);
+    CHECK(out.exit_code == 1);
+    CHECK(out.message.find("timed out") != std::string::npos);
+    CHECK(out.message.find("rank(s) 3") != std::string::npos);
+    CHECK(out.message.find("rank 3 was killed by signal") != std::string::npos);
+    CHECK(NoChildrenLeft());
+  }
+}
+
+TEST_CASE("fault hooks parse KIND:RANK:OPID and refuse anything else") {
+  const Fault f = ParseFault("corrupt:1:12/load_back/l1/kv");
+  CHECK(f.kind == Fault::Kind::kCorrupt);
+  CHECK(f.rank == 1);
+  CHECK(f.op_id == "12/load_back/l1/kv");
+  CHECK_THROWS_WITH_AS(ParseFault("explode:1:3/gather"), doctest::Contains("unknown kind 'explode'"), InputError);
+  CHECK_THROWS_WITH_AS(ParseFault("die:x:3/gather"), doctest::Contains("rank 'x' is not a number"), InputError);
+  CHECK_THROWS_WITH_AS(ParseFault("die:1"), doctest::Contains("expected KIND:RANK:OPID"), InputError);
+}
+
+}  // namespace
+}  // namespace kvlanes::exec::testing
