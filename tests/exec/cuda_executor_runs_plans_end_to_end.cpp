@@ -65,9 +65,11 @@ TEST_CASE("cp_size 1 runs end to end with NCCL, every op measured and every byte
 }
 
 TEST_CASE("CUDA IPC peer reads work between two processes on the same GPU") {
-  const ReplayConfig cfg = SmallConfig(2, {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000",
+  // A multi-turn conversation, so later requests gather a prefix (the first requests of the
+  // Mooncake excerpt share none, and would never exercise the peer reads).
+  const ReplayConfig cfg = SmallConfig(2, {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=3000",
                                            "gather.method=p2p", "backup.schedule=tail"});
-  const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
+  const PlanFile pf = ReplayPlan("traces/kvtester_trace_0034.json", cfg, 100);
   const ExecPlan plan = GpuPlan(pf);
   std::vector<std::vector<int>> layouts = {{0, 0}};
   if (g_gpu_count >= 2) layouts.push_back({0, 1});
@@ -80,7 +82,8 @@ TEST_CASE("CUDA IPC peer reads work between two processes on the same GPU") {
     REQUIRE_MESSAGE(out.exit_code == 0, out.message);
     CheckCoverage(pf, cfg, o);
     int64_t p2p = 0;
-    for (const auto& op : ReadJson(o.out)["ops"])
+    const auto measured = ReadJson(o.out);  // (iterating a temporary's member would dangle)
+    for (const auto& op : measured["ops"])
       if (op["kind"] == "gather" && op["method"] == "p2p") ++p2p;
     CHECK(p2p > 0);
     CHECK(NoChildrenLeft());
@@ -88,8 +91,8 @@ TEST_CASE("CUDA IPC peer reads work between two processes on the same GPU") {
 }
 
 TEST_CASE("two ranks on one GPU with an NCCL gather fail before any work with a clear error") {
-  const ReplayConfig cfg = SmallConfig(2, {"cache.device_pages_per_lane=1200", "gather.method=packed"});
-  const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 30);
+  const ReplayConfig cfg = SmallConfig(2, {"cache.device_pages_per_lane=3000", "gather.method=packed"});
+  const PlanFile pf = ReplayPlan("traces/kvtester_trace_0034.json", cfg, 100);  // has gathers
   TempDir dir;
   RunOptions o = CudaOptions(dir);
   o.devices = {0, 0};
