@@ -58,7 +58,7 @@ void PrintSummary(const nlohmann::ordered_json& report) {
     k.second += o["seconds"].get<double>();
   }
   std::printf("executed %lld requests on %lld ranks (%s backend): %zu measured ops, %lld bytes verified\n",
-              static_cast<long long>(report["requests"].get<int64_t>()),
+              static_cast<long long>(report["requests_executed"].get<int64_t>()),
               static_cast<long long>(report["cp_size"].get<int64_t>()), report["context"]["backend"].get<std::string>().c_str(),
               report["ops"].size(), static_cast<long long>(report["verified_bytes"].get<int64_t>()));
   for (const auto& [kind, v] : by_kind)
@@ -309,7 +309,7 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
   }
   j["context"] = ctx;
   j["cp_size"] = plan.geo.ranks;
-  j["requests"] = plan.requests.size();
+  j["requests_executed"] = plan.requests.size();
   j["layers"] = plan.geo.layers;
   int64_t verified = 0;
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
@@ -324,6 +324,24 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
     }
   }
   j["verified_bytes"] = verified;
+  // Per request: from its first op's start to its last op's end on any rank (the request's
+  // span; ranks' epochs are aligned by a barrier). Their sum is the replay's measured total.
+  std::map<int64_t, std::pair<double, double>> span;
+  for (const auto& op : ops) {
+    const std::string id = op["id"].get<std::string>();
+    const int64_t r = std::stoll(id.substr(0, id.find('/')));
+    const double a = op["start_s"].get<double>(), b = op["end_s"].get<double>();
+    auto [it, fresh] = span.emplace(r, std::make_pair(a, b));
+    if (!fresh) it->second = {std::min(it->second.first, a), std::max(it->second.second, b)};
+  }
+  nlohmann::ordered_json reqs = nlohmann::ordered_json::array();
+  double total = 0;
+  for (const auto& [r, ab] : span) {
+    reqs.push_back({{"request", r}, {"seconds", ab.second - ab.first}});
+    total += ab.second - ab.first;
+  }
+  j["requests"] = reqs;
+  j["total_s"] = total;
   j["ops"] = ops;
   return j;
 }
