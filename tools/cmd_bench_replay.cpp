@@ -49,7 +49,7 @@ int CmdBenchReplay(int argc, const char* const* argv) {
   if (!ParseArgs(argc, argv, desc, &pos, vm)) return 2;
   if (vm.count("help")) {
     std::cout << "usage: " << argv[0] << " --trace FILE [options]\n\n"
-              << "Times trace loading, a page-key scan (the ceiling) and the replay itself;\n"
+              << "Times trace loading, the page-key build (the floor, same run) and the replay itself;\n"
               << "prints requests/s, page operations/s and peak resident memory.\n\n" << desc;
     return 0;
   }

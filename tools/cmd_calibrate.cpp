@@ -7,6 +7,7 @@
 
 #include "sim/calibration.h"
 #include "sim/hardware_profile.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/output_file.h"
 #include "traces/input_error.h"
@@ -65,13 +66,7 @@ int CmdCalibrate(int argc, const char* const* argv) {
       ("help,h", "this help");
   // clang-format on
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
-    return 2;
-  }
+  if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
     std::cout
         << "usage: " << argv[0]

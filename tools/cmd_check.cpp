@@ -15,6 +15,7 @@
 #include "sim/hardware_profile.h"
 #include "sim/op_predictions.h"
 #include "sim/plan.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/output_file.h"
 #include "traces/input_error.h"
@@ -124,13 +125,7 @@ int CmdCheck(int argc, const char* const* argv) {
       ("help,h", "this help");
   // clang-format on
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
-    return 2;
-  }
+  if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
     std::cout
         << "usage: " << argv[0]
