@@ -35,7 +35,7 @@ Replayed ReplayToPlan() {
   ValidateConfig(cfg);
   const Trace trace = LoadTrace({KVLANES_SOURCE_DIR "/traces/mooncake_excerpt.jsonl"}, std::nullopt,
                                 TraceOptions{});
-  auto policy = MakePolicy("lanes", cfg);
+  auto policy = MakePolicy("lanes", cfg, trace);
   Replayed out;
   out.plan_path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
                   "/kvlanes_cal_e2e_plan.jsonl";
