@@ -24,6 +24,9 @@
 
 namespace kvlanes::exec {
 
+// Largest dense buffer holding every layer of the plan's longest gather (else it holds one).
+inline constexpr int64_t kDenseAllLayersMaxBytes = 8ll << 30;
+
 // Shape of every rank's memory, from the plan header (and the plan's largest gather).
 struct ExecGeometry {
   int ranks = 1;
@@ -36,6 +39,9 @@ struct ExecGeometry {
   kernels::HostLayout host_layout = kernels::HostLayout::kLayerFirst;
   int64_t max_prefix_pages = 0;      // largest gather of the plan
   int64_t max_shard_pages = 0;       // largest padded shard of a packed/zigzag gather
+  // Layers the dense buffer holds: every layer (each gather layer keeps its own region, checked
+  // after the request's timed work) or 1 (reused per layer, checked inline). SetDenseLayers().
+  int64_t dense_layers = 1;
 
   int num_pools() const { return static_cast<int>(elem_bytes.size()); }
   int64_t chunk_bytes(int pool) const { return page_tokens * elem_bytes[static_cast<size_t>(pool)]; }
@@ -59,7 +65,12 @@ struct ExecGeometry {
     return b;
   }
   // The per-layer collective buffers: dense (all-reduce) and the packed send/receive buffers.
-  int64_t dense_bytes() const { return max_prefix_pages * page_layer_bytes(); }
+  int64_t dense_layer_bytes() const { return max_prefix_pages * page_layer_bytes(); }
+  int64_t dense_bytes() const { return dense_layer_bytes() * dense_layers; }
+  // Byte offset of `layer`'s region in the dense buffer for a gather of `prefix_pages` pages.
+  int64_t dense_offset(int64_t layer, int64_t prefix_pages) const {
+    return dense_layers > 1 ? layer * prefix_pages * page_layer_bytes() : 0;
+  }
   int64_t send_bytes() const { return max_shard_pages * page_layer_bytes(); }
   int64_t recv_bytes() const { return ranks * send_bytes(); }
 };

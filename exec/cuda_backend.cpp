@@ -282,8 +282,17 @@ class CudaBackend : public RankBackend {
                           "'s pools, which are on another node (CUDA IPC works within a node)");
   }
 
+  // The dense regions of one layer (the buffer holds every layer or just one).
+  std::vector<kernels::DenseRef> LayerRefs(int64_t layer) const {
+    std::vector<kernels::DenseRef> refs = dense_refs_;
+    const int64_t off = geo_.dense_offset(layer, gi_->prefix_pages);
+    for (kernels::DenseRef& r : refs) r.data = static_cast<char*>(r.data) + off;
+    return refs;
+  }
+
   void GatherLayer(Stream s, int64_t layer) override {
     const GatherIndex& g = *gi_;
+    const std::vector<kernels::DenseRef> dense = LayerRefs(layer);
     const kernels::LayerRange one{layer, layer + 1};
     const int64_t record = geo_.page_layer_bytes();
     std::vector<kernels::PoolRef> pools;
@@ -295,10 +304,10 @@ class CudaBackend : public RankBackend {
         a.layers = one;
         a.owner_slot = d_owner_slot_;
         a.num_dense_pages = g.prefix_pages;
-        a.dense = dense_refs_;
+        a.dense = dense;
         Check(kernels::ScatterDense(a, S(s)), "ScatterDense");
-        if (comm_)
-          Nccl(ncclAllReduce(dense_, dense_, static_cast<size_t>(g.prefix_pages * record), ncclUint8, ncclSum, comm_, S(s)),
+        if (comm_ && geo_.ranks > 1)
+          Nccl(ncclAllReduce(dense[0].data, dense[0].data, static_cast<size_t>(g.prefix_pages * record), ncclUint8, ncclSum, comm_, S(s)),
                "ncclAllReduce");
         break;
       }
@@ -312,25 +321,24 @@ class CudaBackend : public RankBackend {
         p.send = send_;
         Check(kernels::PackPages(p, S(s)), "PackPages");
         const size_t shard_bytes = static_cast<size_t>(g.shard_pages * record);
-        if (comm_) {
-          Nccl(ncclAllGather(send_, recv_, shard_bytes, ncclUint8, comm_, S(s)), "ncclAllGather");
-        } else {
-          Check(cudaMemcpyAsync(recv_, send_, shard_bytes, cudaMemcpyDeviceToDevice, S(s)), "cudaMemcpyAsync");
-        }
+        // One rank: the packed shard is the whole all-gather output; no collective runs (as the
+        // cost model has it). Several ranks always have a communicator (PrepareGather checks).
+        if (geo_.ranks > 1) Nccl(ncclAllGather(send_, recv_, shard_bytes, ncclUint8, comm_, S(s)), "ncclAllGather");
+        char* const recv = geo_.ranks > 1 ? recv_ : send_;
         if (g.method == GatherMethod::kPacked) {
           kernels::UnpackArgs u;
-          u.dense = dense_refs_;
+          u.dense = dense;
           u.num_layers = 1;
-          u.recv = recv_;
+          u.recv = recv;
           u.num_records = g.shard_pages * geo_.ranks;
           u.recv_index = d_unpack_;
           u.num_dense_pages = g.prefix_pages;
           Check(kernels::UnpackPages(u, S(s)), "UnpackPages");
         } else {
           kernels::ZigzagArgs z;
-          z.dense = dense_refs_;
+          z.dense = dense;
           z.num_layers = 1;
-          z.recv = recv_;
+          z.recv = recv;
           z.run = g.zigzag;
           z.shard_pages = g.shard_pages;
           Check(kernels::ZigzagReorder(z, S(s)), "ZigzagReorder");
@@ -348,7 +356,7 @@ class CudaBackend : public RankBackend {
         a.src_rank = d_src_rank_;
         a.src_slot = d_src_slot_;
         a.num_dense_pages = g.prefix_pages;
-        a.dense = dense_refs_;
+        a.dense = dense;
         Check(kernels::PeerGather(a, S(s)), "PeerGather");
         break;
       }
@@ -356,9 +364,10 @@ class CudaBackend : public RankBackend {
   }
 
   int VerifyDense(Stream s, int64_t layer) override {
+    const std::vector<kernels::DenseRef> dense = LayerRefs(layer);
     ChunkSet set;
     for (int k = 0; k < geo_.num_pools(); ++k)
-      set.seg[k] = ChunkSegment{static_cast<char*>(dense_refs_[static_cast<size_t>(k)].data), 0, geo_.chunk_bytes(k), k};
+      set.seg[k] = ChunkSegment{static_cast<char*>(dense[static_cast<size_t>(k)].data), 0, geo_.chunk_bytes(k), k};
     set.num_segments = geo_.num_pools();
     set.tags = d_tags_;
     set.num_items = gi_->prefix_pages;
@@ -514,7 +523,8 @@ class CudaBackend : public RankBackend {
     const std::string sizes =
         "device pools " + GiB(pools) + " (" + std::to_string(geo_.device_slots) + " slots x " + std::to_string(geo_.layers) +
         " layers x " + std::to_string(geo_.page_layer_bytes()) + " B per page-layer, all pools), dense buffer " + GiB(dense) +
-        " (" + std::to_string(geo_.max_prefix_pages) + " prefix pages, one layer), all-gather send " + GiB(send) +
+        " (" + std::to_string(geo_.max_prefix_pages) + " prefix pages, " + std::to_string(geo_.dense_layers) +
+        " layer(s)), all-gather send " + GiB(send) +
         " and receive " + GiB(recv);
     if (need > static_cast<double>(free_b))
       Fail("out of device memory: the plan needs " + GiB(need) + " = " + sizes + "; GPU " + std::to_string(device_) + " (" +

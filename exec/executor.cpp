@@ -94,6 +94,9 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
     const kernels::ZigzagRun z{r.prefix_pages, g.ranks};
     g.max_shard_pages = std::max(g.max_shard_pages, z.MaxShardPages());
   }
+  // Every gather layer keeps its own dense region when all layers fit in kDenseAllLayersMaxBytes,
+  // so the dense result is checked after the request's timed work instead of between layers.
+  if (g.dense_layer_bytes() * g.layers <= kDenseAllLayersMaxBytes) g.dense_layers = g.layers;
 
   // Compute durations: the cost model's ComputeLayerS with the chosen profile.
   std::string profile = profile_path;
@@ -215,6 +218,17 @@ struct PendingVerify {
   std::vector<std::string> item_names;  // per item, lazily formatted description
 };
 
+// A load-back whose pages are checked once the request's timed work is enqueued.
+struct PendingCheck {
+  std::string op_id;
+  std::string what;
+  int pool;
+  const int32_t* slots;
+  const PageTag* tags;
+  size_t n;
+  std::vector<std::string> item_names;
+};
+
 class RankRun {
  public:
   RankRun(const ExecPlan& plan, RankBackend& b, const ExecOptions& opts)
@@ -305,6 +319,8 @@ class RankRun {
         for (int k = 0; k < geo_.num_pools(); ++k) {
           b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, slots, slots, LayerRange{0, geo_.layers});
           b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, slots, slots, LayerRange{0, geo_.layers});
+          b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, slots, slots, LayerRange{0, 1});
+          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, slots, slots, LayerRange{0, 1});
         }
       b_.Sync();
       for (GatherMethod m : methods) {
@@ -432,8 +448,18 @@ class RankRun {
     }
     const int wb_done = b_.Mark(Stream::kD2H);
 
-    // Load-backs (host -> device), then every loaded page is checked against its content.
+    // Load-back ops of this rank (one per pool), their slots and the shadow update. The copies
+    // run layer by layer below (layer l loads while earlier layers compute, as the cost model's
+    // schedule has it); every loaded page is checked after the request's timed work.
     b_.Wait(Stream::kH2D, wb_done);
+    struct LoadOp {
+      size_t op;
+      int pool;
+      const int32_t* d;
+      const int32_t* h;
+      size_t n;
+    };
+    std::vector<LoadOp> loads;
     for (const LaneCopy& c : p.load_back) {
       if (c.lane != me_) continue;
       std::vector<int32_t> d, h;
@@ -458,22 +484,32 @@ class RankRun {
         const std::string id = lane_id + "/" + geo_.pool_names[static_cast<size_t>(k)];
         ApplyFaults(id, [&] { b_.CorruptHostPage(k, hp[0], 0); });
         const size_t op = AddOp(id, "load_back", Stream::kH2D, static_cast<int64_t>(n) * L * geo_.chunk_bytes(k), static_cast<int64_t>(n));
-        const int m0 = b_.Mark(Stream::kH2D);
-        b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, {dp, n}, {hp, n}, LayerRange{0, L});
-        spans_.push_back({op, m0, b_.Mark(Stream::kH2D)});
-        PendingVerify v{b_.VerifyPages(Stream::kH2D, k, {dp, n}, {tp, n}), id, "pool " + geo_.pool_names[static_cast<size_t>(k)], {}};
+        loads.push_back({op, k, dp, hp, n});
+        PendingCheck chk{id, "pool " + geo_.pool_names[static_cast<size_t>(k)], k, dp, tp, n, {}};
         for (size_t i = 0; i < n; ++i)
-          v.item_names.push_back("loaded page " + std::to_string(i) + " (device slot " + std::to_string(d[i]) + ", host slot " +
-                                 std::to_string(h[i]) + ", logical page " + std::to_string(tags[i].page) + " of extent " +
-                                 std::to_string(tags[i].extent) + ")");
-        verifies_.push_back(std::move(v));
+          chk.item_names.push_back("loaded page " + std::to_string(i) + " (device slot " + std::to_string(d[i]) + ", host slot " +
+                                   std::to_string(h[i]) + ", logical page " + std::to_string(tags[i].page) + " of extent " +
+                                   std::to_string(tags[i].extent) + ")");
+        load_checks_.push_back(std::move(chk));
       }
     }
-    const int lb_done = b_.Mark(Stream::kH2D);
+    auto load_layers = [&](LayerRange r) {
+      for (const LoadOp& lo : loads) {
+        const int c0 = b_.Mark(Stream::kH2D);
+        b_.TierCopy(Stream::kH2D, lo.pool, TierDirection::kHostToDevice, {lo.d, lo.n}, {lo.h, lo.n}, r);
+        spans_.push_back({lo.op, c0, b_.Mark(Stream::kH2D)});
+      }
+      return b_.Mark(Stream::kH2D);
+    };
 
-    // Gather: every rank materializes the prefix, layer by layer, checked layer by layer.
-    int gather_done = -1;
-    if (p.prefix_pages > 0) gather_done = Gather(ri, p, pre, lb_done);
+    // Gather set-up. A p2p gather reads peers' pools, which no event orders: every rank loads
+    // all layers first, then the ranks synchronise (so peers' pages are in place).
+    const bool gathers = p.prefix_pages > 0;
+    const bool p2p = gathers && p.gather_method == GatherMethod::kP2p;
+    int all_loaded = -1;
+    if (p2p) all_loaded = load_layers(LayerRange{0, L});
+    size_t gop = 0;
+    if (gathers) gop = BeginGather(ri, p, pre);
 
     // The synthetic forward pass; per-layer backups overlap it on the d2h stream.
     const std::string cid = pre + "compute";
@@ -488,7 +524,6 @@ class RankRun {
     }
     write_store_.push_back(std::move(writes));
     const std::vector<PageWrite>& w = write_store_.back();
-    b_.Wait(Stream::kCompute, gather_done >= 0 ? gather_done : lb_done);
     const size_t cop = AddOp(cid, "compute", Stream::kCompute, static_cast<int64_t>(w.size()) * L * geo_.page_layer_bytes(),
                              static_cast<int64_t>(w.size()));
     ops_[cop].extra = {{"new_tokens", p.computed_tokens}, {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
@@ -527,13 +562,31 @@ class RankRun {
         backups.push_back({op, k, dp, hp, c.pages.size()});
       }
     }
+
+    // Layer by layer: load layer l (h2d), gather it (comm, after layer l-1's forward: the
+    // gather and the forward pass take turns), forward layer l (compute), back it up (d2h).
     const bool per_layer = p.backup_schedule == BackupSchedule::kPerLayer;
-    int first_layer_mark = -1, last_mark = -1;
+    int last_mark = -1;
     for (int64_t l = 0; l < L; ++l) {
+      const int loaded = p2p ? all_loaded : load_layers(LayerRange{l, l + 1});
+      int ready = loaded;
+      if (gathers) {
+        b_.Wait(Stream::kComm, loaded);
+        if (last_mark >= 0) b_.Wait(Stream::kComm, last_mark);
+        const int g0 = b_.Mark(Stream::kComm);
+        b_.GatherLayer(Stream::kComm, l);
+        ready = b_.Mark(Stream::kComm);
+        spans_.push_back({gop, g0, ready});
+        if (geo_.dense_layers == 1) {  // the buffer is reused by the next layer: check it now
+          verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), pre + "gather", "layer " + std::to_string(l), {}});
+          dense_verify_prefix_.push_back(&p);
+        }
+      }
+      b_.Wait(Stream::kCompute, ready);
       const int m0 = b_.Mark(Stream::kCompute);
-      if (l == 0) first_layer_mark = m0;
       b_.ForwardLayer(Stream::kCompute, l, w, plan_.layer_busy_s[ri]);
       last_mark = b_.Mark(Stream::kCompute);
+      spans_.push_back({cop, m0, last_mark});
       if (per_layer && !backups.empty()) {
         b_.Wait(Stream::kD2H, last_mark);
         for (const BackupOp& bo : backups) {
@@ -543,7 +596,6 @@ class RankRun {
         }
       }
     }
-    spans_.push_back({cop, first_layer_mark, last_mark});
     if (!per_layer && !backups.empty()) {
       b_.Wait(Stream::kD2H, last_mark);
       for (const BackupOp& bo : backups) {
@@ -553,7 +605,22 @@ class RankRun {
       }
     }
 
+    // Checks after the timed work: one stream waits for every stream's last op, then compares
+    // the loaded pages and (when the dense buffer holds every layer) the gathered layers.
+    const int ends[] = {b_.Mark(Stream::kCompute), b_.Mark(Stream::kH2D), b_.Mark(Stream::kD2H)};
+    for (int e : ends) b_.Wait(Stream::kComm, e);
+    for (PendingCheck& chk : load_checks_)
+      verifies_.push_back(PendingVerify{b_.VerifyPages(Stream::kComm, chk.pool, {chk.slots, chk.n}, {chk.tags, chk.n}), chk.op_id,
+                                        chk.what, std::move(chk.item_names)});
+    load_checks_.clear();
+    if (gathers && geo_.dense_layers > 1)
+      for (int64_t l = 0; l < L; ++l) {
+        verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), pre + "gather", "layer " + std::to_string(l), {}});
+        dense_verify_prefix_.push_back(&p);
+      }
+
     b_.Sync();
+    if (p2p) b_.Barrier();  // nobody reuses a slot a peer may still be reading
     Resolve(start_mark, host_timed, first_op);
     CheckVerifications(p);
     b_.ReleaseMarks();
@@ -563,8 +630,9 @@ class RankRun {
     gathers_.clear();
   }
 
-  // Returns the comm-stream mark after the last layer.
-  int Gather(size_t ri, const RequestPlan& p, const std::string& pre, int lb_done) {
+  // Checks the plan's gather against the slot bookkeeping, builds and uploads its index, and
+  // adds the op. Returns the op's index; the layers run in Request().
+  size_t BeginGather(size_t ri, const RequestPlan& p, const std::string& pre) {
     const std::string id = pre + "gather";
     const int N = geo_.ranks;
     const int64_t P = p.prefix_pages;
@@ -617,7 +685,6 @@ class RankRun {
       throw InputError("", 0, "--fault", "rank " + std::to_string(me_) + " owns no page of " + id);
     });
     b_.PrepareGather(g);
-    b_.Wait(Stream::kComm, lb_done);
     if (p.gather_method == GatherMethod::kP2p) {
       // Peers' pages (loaded back in this request, too) must be in place before they are read.
       b_.Sync();
@@ -626,21 +693,7 @@ class RankRun {
     const size_t op = AddOp(id, "gather", Stream::kComm, P * geo_.layers * geo_.page_layer_bytes(), P);
     ops_[op].extra = {{"method", GatherMethodName(p.gather_method)}, {"layers", geo_.layers}, {"runs", p.runs.size()},
                       {"shard_pages", g.shard_pages}};
-    int last = -1;
-    for (int64_t l = 0; l < geo_.layers; ++l) {
-      const int m0 = b_.Mark(Stream::kComm);
-      b_.GatherLayer(Stream::kComm, l);
-      last = b_.Mark(Stream::kComm);
-      spans_.push_back({op, m0, last});
-      PendingVerify v{b_.VerifyDense(Stream::kComm, l), id, "layer " + std::to_string(l), {}};
-      verifies_.push_back(std::move(v));
-      dense_verify_prefix_.push_back(&p);
-    }
-    if (p.gather_method == GatherMethod::kP2p) {
-      b_.Sync();
-      b_.Barrier();  // nobody reuses a slot a peer may still be reading
-    }
-    return b_.Mark(Stream::kComm);
+    return op;
   }
 
   // Turns marks into op times: seconds = sum of the op's spans, start/end = first/last.
@@ -707,6 +760,7 @@ class RankRun {
   std::vector<MeasuredOp> ops_, done_;
   std::vector<PendingSpan> spans_;
   std::vector<PendingVerify> verifies_;
+  std::vector<PendingCheck> load_checks_;
   std::vector<const RequestPlan*> dense_verify_prefix_;
   std::deque<std::vector<int32_t>> index_store_;
   std::deque<std::vector<PageTag>> tag_store_;

@@ -37,7 +37,7 @@ HostSegment::HostSegment(const ExecGeometry& geo) {
   if (geo.ranks > kMaxHostRanks)
     throw ExecError("the host backend runs at most " + std::to_string(kMaxHostRanks) + " ranks, the plan has " +
                     std::to_string(geo.ranks));
-  exchange_bytes_ = std::max({geo.dense_bytes(), geo.send_bytes(), kMinExchangeBytes});
+  exchange_bytes_ = std::max({geo.dense_layer_bytes(), geo.send_bytes(), kMinExchangeBytes});
   pools_offset_ = AlignUp(sizeof(SharedControl));
   exchange_offset_ = AlignUp(static_cast<size_t>(geo.device_pool_bytes()));
   rank_stride_ = exchange_offset_ + AlignUp(static_cast<size_t>(exchange_bytes_));
@@ -214,8 +214,17 @@ class HostBackend : public RankBackend {
     }
   }
 
+  // The dense regions of one layer (the buffer holds every layer or just one).
+  std::vector<kernels::DenseRef> LayerRefs(int64_t layer) const {
+    std::vector<kernels::DenseRef> refs = dense_refs_;
+    const int64_t off = geo_.dense_offset(layer, gi_->prefix_pages);
+    for (kernels::DenseRef& r : refs) r.data = static_cast<uint8_t*>(r.data) + off;
+    return refs;
+  }
+
   void GatherLayer(Stream, int64_t layer) override {
     const GatherIndex& g = *gi_;
+    const std::vector<kernels::DenseRef> dense = LayerRefs(layer);
     const kernels::LayerRange one{layer, layer + 1};
     const int64_t record = geo_.page_layer_bytes();
     switch (g.method) {
@@ -225,9 +234,9 @@ class HostBackend : public RankBackend {
         a.layers = one;
         a.owner_slot = g.owner_slot.data();
         a.num_dense_pages = g.prefix_pages;
-        a.dense = dense_refs_;
+        a.dense = dense;
         kernels::ScatterDenseCpu(a);
-        AllReduceSumBytes(dense_.data(), g.prefix_pages * record);
+        if (geo_.ranks > 1) AllReduceSumBytes(static_cast<uint8_t*>(dense[0].data), g.prefix_pages * record);
         break;
       }
       case GatherMethod::kPacked:
@@ -242,21 +251,23 @@ class HostBackend : public RankBackend {
         const int64_t shard_bytes = g.shard_pages * record;
         // Padding records are sent but never read; zero them so runs are reproducible.
         std::memset(send_.data() + p.num_pages * record, 0, static_cast<size_t>(shard_bytes - p.num_pages * record));
-        AllGatherRaw(send_.data(), shard_bytes, recv_.data());
+        // One rank: the packed shard is the whole all-gather output; no collective runs.
+        if (geo_.ranks > 1) AllGatherRaw(send_.data(), shard_bytes, recv_.data());
+        const uint8_t* recv = geo_.ranks > 1 ? recv_.data() : send_.data();
         if (g.method == GatherMethod::kPacked) {
           kernels::UnpackArgs u;
-          u.dense = dense_refs_;
+          u.dense = dense;
           u.num_layers = 1;
-          u.recv = recv_.data();
+          u.recv = recv;
           u.num_records = g.shard_pages * geo_.ranks;
           u.recv_index = g.unpack_index.data();
           u.num_dense_pages = g.prefix_pages;
           kernels::UnpackPagesCpu(u);
         } else {
           kernels::ZigzagArgs z;
-          z.dense = dense_refs_;
+          z.dense = dense;
           z.num_layers = 1;
-          z.recv = recv_.data();
+          z.recv = recv;
           z.run = g.zigzag;
           z.shard_pages = g.shard_pages;
           kernels::ZigzagReorderCpu(z);
@@ -271,7 +282,7 @@ class HostBackend : public RankBackend {
         a.src_rank = g.src_rank.data();
         a.src_slot = g.src_slot.data();
         a.num_dense_pages = g.prefix_pages;
-        a.dense = dense_refs_;
+        a.dense = dense;
         kernels::PeerGatherCpu(a);
         break;
       }
@@ -279,11 +290,12 @@ class HostBackend : public RankBackend {
   }
 
   int VerifyDense(Stream, int64_t layer) override {
+    const std::vector<kernels::DenseRef> dense = LayerRefs(layer);
     VerifyResult r;
     for (int64_t p = 0; p < gi_->prefix_pages; ++p) {
       const PageTag& t = gi_->tags[static_cast<size_t>(p)];
       for (int k = 0; k < geo_.num_pools(); ++k) {
-        const kernels::DenseRef& d = dense_refs_[static_cast<size_t>(k)];
+        const kernels::DenseRef& d = dense[static_cast<size_t>(k)];
         const int64_t c = d.chunk_bytes();
         const int64_t bad = CountPatternMismatches(static_cast<const uint8_t*>(d.data) + p * c, c,
                                                    PatternSeed(t.extent, t.page, k, layer));

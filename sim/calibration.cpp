@@ -51,7 +51,7 @@ Sample ParseSample(const JsonCursor& s) {
   Sample x;
   const std::string kind = s.Key("kind").Str();
   // Keys every sample may carry: the timing summary of its repeats.
-#define KV_COMMON "kind", "median_s", "repeats", "min_s", "max_s"
+#define KV_COMMON "kind", "median_s", "repeats", "min_s", "max_s", "label"
   if (kind == "host_copy") {
     x.kind = SampleKind::kHostCopy;
     s.OnlyKeys({KV_COMMON, "direction", "bytes", "copies", "chunk_bytes", "layout", "mode"});

@@ -1,11 +1,125 @@
-// Placeholder until its issue lands: says so plainly instead of pretending to work.
+// kvlanes bench sweep: times every primitive of the executor over a grid of sizes and writes
+// the measurement file `kvlanes calibrate` fits (exec/sweep.h; format: docs/calibration.md).
+#include <boost/program_options.hpp>
 #include <cstdio>
+#include <iostream>
+#include <map>
 
+#include "exec/exec_error.h"
+#include "exec/sweep.h"
+#include "sim/config.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
+#include "tools/output_file.h"
+#include "traces/input_error.h"
+
+namespace po = boost::program_options;
 
 namespace kvlanes::cli {
-int CmdBenchSweep(int, const char* const* argv) {
-  std::fprintf(stderr, "%s: not implemented yet\n", argv[0]);
-  return 2;
+
+int CmdBenchSweep(int argc, const char* const* argv) {
+  po::options_description desc("options");
+  const exec::SweepOptions d;
+  // clang-format off
+  desc.add_options()
+      ("out", po::value<std::string>(), "write the measurement JSON here (required)")
+      ("config", po::value<std::string>(),
+       "replay config giving the geometry (page_tokens, layers, pools, host_layout); default: "
+       "DeepSeek-V3.2-like, 64-token pages, 61 layers, layer_first")
+      ("host-layout", po::value<std::string>(), "override the host layout: layer_first | page_first | page_first_direct")
+      ("backend", po::value<std::string>()->default_value("cuda"), "cuda | host (host memory, steady clock)")
+      ("device", po::value<int>()->default_value(d.device), "cuda: GPU index")
+      ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel | memcpy")
+      ("max-pages", po::value<int64_t>()->default_value(d.max_pages), "largest page count of a one-layer copy or gather")
+      ("max-all-layer-pages", po::value<int64_t>()->default_value(d.max_all_layer_pages),
+       "largest page count of an all-layer copy")
+      ("repeats", po::value<int>()->default_value(d.repeats), "timed runs per sample (the median is kept)")
+      ("warmup", po::value<int>()->default_value(d.warmup), "untimed runs before them")
+      ("quick", po::bool_switch(), "small grid (max pages 64, all-layer 16, 5 repeats, 1 warm-up): for tests")
+      ("seed", po::value<uint64_t>()->default_value(d.seed), "slot and layer choice")
+      ("timeout-s", po::value<double>()->default_value(d.timeout_s), "longest any wait may take")
+      ("quiet,q", po::bool_switch(), "no progress or summary")
+      ("help,h", "this help");
+  // clang-format on
+  po::variables_map vm;
+  if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
+  if (vm.count("help")) {
+    std::cout << "usage: " << argv[0] << " --out M.json [--config C.yaml] [options]\n\n"
+              << "Times the executor's primitives on this machine's GPU (or host memory): tier copies of\n"
+              << "one pool (one layer and all layers, both directions) over page counts 1, 2, 4, ...,\n"
+              << "the host time of submitting copies, and one layer of a packed gather (pack + unpack).\n"
+              << "Each sample is the median of --repeats runs on fresh random slots after warm-up.\n"
+              << "Feed the file to `kvlanes calibrate` (docs/calibration.md). One rank: collectives and\n"
+              << "peer reads need several GPUs (issue 8); the forward pass is synthetic, not measured.\n\n"
+              << desc;
+    return 0;
+  }
+  try {
+    if (!vm.count("out")) throw InputError("", 0, "--out", "required (the measurement JSON)");
+    exec::SweepOptions o;
+    if (vm.count("config")) {
+      ReplayConfig cfg;
+      LoadConfigFile(vm["config"].as<std::string>(), cfg);
+      o.page_tokens = cfg.cache.page_tokens;
+      o.layers = cfg.model.layers;
+      o.pool_names.clear();
+      o.elem_bytes.clear();
+      for (const PoolSpec& p : cfg.model.pools) {
+        o.pool_names.push_back(p.name);
+        o.elem_bytes.push_back(p.bytes_per_token_layer);
+      }
+      const auto l = kernels::ParseHostLayout(cfg.cache.host_layout);
+      if (!l) throw InputError(vm["config"].as<std::string>(), 0, "cache.host_layout", "expected one of " + kernels::HostLayoutNames());
+      o.host_layout = *l;
+    }
+    if (vm.count("host-layout")) {
+      const auto l = kernels::ParseHostLayout(vm["host-layout"].as<std::string>());
+      if (!l) throw InputError("", 0, "--host-layout", "expected one of " + kernels::HostLayoutNames());
+      o.host_layout = *l;
+    }
+    o.backend = vm["backend"].as<std::string>();
+    if (o.backend != "cuda" && o.backend != "host") throw InputError("", 0, "--backend", "expected cuda or host");
+    o.device = vm["device"].as<int>();
+    const std::string tc = vm["tier-copy"].as<std::string>();
+    if (tc != "kernel" && tc != "memcpy") throw InputError("", 0, "--tier-copy", "expected kernel or memcpy");
+    o.tier_copy_kernel = tc == "kernel";
+    o.max_pages = vm["max-pages"].as<int64_t>();
+    o.max_all_layer_pages = vm["max-all-layer-pages"].as<int64_t>();
+    o.repeats = vm["repeats"].as<int>();
+    o.warmup = vm["warmup"].as<int>();
+    if (vm["quick"].as<bool>()) {
+      o.max_pages = 64;
+      o.max_all_layer_pages = 16;
+      o.repeats = 5;
+      o.warmup = 1;
+    }
+    if (o.max_pages < 1) throw InputError("", 0, "--max-pages", "must be >= 1");
+    if (o.max_all_layer_pages < 1) throw InputError("", 0, "--max-all-layer-pages", "must be >= 1");
+    if (o.repeats < 1) throw InputError("", 0, "--repeats", "must be >= 1");
+    if (o.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
+    o.seed = vm["seed"].as<uint64_t>();
+    o.timeout_s = vm["timeout-s"].as<double>();
+    const bool quiet = vm["quiet"].as<bool>();
+    if (!quiet) o.progress = [](const std::string& s) { std::fprintf(stderr, "sweep: %s\n", s.c_str()); };
+
+    const nlohmann::ordered_json doc = exec::RunSweep(o);
+    const std::string out = vm["out"].as<std::string>();
+    WriteFileAtomically(out, doc.dump(1) + "\n");
+    if (!quiet) {
+      std::map<std::string, int> by_kind;
+      for (const auto& s : doc["samples"]) ++by_kind[s["kind"].get<std::string>()];
+      std::printf("%-12s %8s\n", "kind", "samples");
+      for (const auto& [k, n] : by_kind) std::printf("%-12s %8d\n", k.c_str(), n);
+      std::printf("wrote %s\n", out.c_str());
+    }
+    return 0;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
+    return 2;
+  } catch (const exec::ExecError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
+    return 1;
+  }
 }
+
 }  // namespace kvlanes::cli

@@ -1,0 +1,275 @@
+#include "exec/sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#include "exec/exec_error.h"
+#include "exec/host_backend.h"
+#include "exec/launch.h"
+#include "sim/predictor.h"
+#if KVLANES_WITH_CUDA
+#include "exec/cuda_backend.h"
+#endif
+
+namespace kvlanes::exec {
+namespace {
+
+using kernels::LayerRange;
+using kernels::TierDirection;
+using Clock = std::chrono::steady_clock;
+
+std::string TodayUtc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+  return buf;
+}
+
+class Sweeper {
+ public:
+  Sweeper(const SweepOptions& o, RankBackend& b) : o_(o), b_(b), geo_(SweepGeometry(o)), rng_(o.seed) {}
+
+  nlohmann::ordered_json Run() {
+    b_.StartEpoch();
+    const std::string mode = o_.backend == "host" ? "memcpy" : (o_.tier_copy_kernel ? "kernel" : "memcpy2d");
+    const std::string layout(kernels::HostLayoutName(geo_.host_layout));
+    const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
+    const std::vector<int64_t> all_counts = SweepPageCounts(std::min(o_.max_pages, o_.max_all_layer_pages));
+
+    // Tier copies: one pool per call, as the executor issues them.
+    for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
+      const bool h2d = dir == TierDirection::kHostToDevice;
+      const Stream s = h2d ? Stream::kH2D : Stream::kD2H;
+      for (int k = 0; k < geo_.num_pools(); ++k)
+        for (const bool all : {false, true}) {
+          Progress(std::string("host_copy ") + (h2d ? "h2d" : "d2h") + " pool " + geo_.pool_names[static_cast<size_t>(k)] +
+                   (all ? ", all layers" : ", one layer"));
+          for (const int64_t n : all ? all_counts : counts) {
+            const int64_t nl = all ? geo_.layers : 1;
+            const std::vector<double> t = Time(s, [&](int rep) {
+              const auto [d, h] = Slots(n, rep);
+              const int64_t l0 = all ? 0 : RandomLayer();
+              return [this, s, k, dir, d, h, l0, nl] { b_.TierCopy(s, k, dir, d, h, LayerRange{l0, l0 + nl}); };
+            });
+            nlohmann::ordered_json x = Stats("host_copy", t);
+            x["direction"] = h2d ? "h2d" : "d2h";
+            x["bytes"] = n * nl * geo_.chunk_bytes(k);
+            x["copies"] = 1;
+            x["chunk_bytes"] = geo_.chunk_bytes(k);
+            x["layout"] = layout;
+            x["mode"] = mode;
+            x["label"] = "pool " + geo_.pool_names[static_cast<size_t>(k)] + ", " + std::to_string(n) + " pages, " +
+                         std::to_string(nl) + " layer(s)";
+            samples_.push_back(std::move(x));
+          }
+        }
+    }
+
+    // Submission: host time of enqueueing a batch of one-layer copies of 8 pages.
+    Progress("copy_submit");
+    for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
+      const bool h2d = dir == TierDirection::kHostToDevice;
+      const Stream s = h2d ? Stream::kH2D : Stream::kD2H;
+      for (const int c : o_.submit_batches) {
+        std::vector<double> t;
+        for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
+          std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> sets;
+          for (int i = 0; i < c; ++i) sets.push_back(Slots(std::min<int64_t>(8, o_.max_pages), rep * 997 + i));
+          const auto t0 = Clock::now();
+          for (int i = 0; i < c; ++i) b_.TierCopy(s, i % geo_.num_pools(), dir, sets[static_cast<size_t>(i)].first,
+                                                  sets[static_cast<size_t>(i)].second, LayerRange{0, 1});
+          const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+          b_.Sync();
+          b_.ReleaseMarks();
+          if (rep >= 0) t.push_back(std::max(dt, 1e-9));
+        }
+        nlohmann::ordered_json x = Stats("copy_submit", t);
+        x["copies"] = c;
+        x["direction"] = h2d ? "h2d" : "d2h";
+        x["layout"] = layout;
+        x["mode"] = mode;
+        x["label"] = std::to_string(c) + " one-layer copies of 8 pages";
+        samples_.push_back(std::move(x));
+      }
+    }
+
+    // One layer of a packed gather at one rank: pack the owned pages, unpack them into order.
+    Progress("device_copy (packed gather layer)");
+    for (const int64_t n : counts) {
+      const std::vector<double> t = Time(Stream::kComm, [&](int rep) {
+        const auto [d, h] = Slots(n, rep);
+        (void)h;
+        GatherIndex g;
+        g.method = GatherMethod::kPacked;
+        g.prefix_pages = n;
+        g.tags.assign(static_cast<size_t>(n), PageTag{});
+        g.pack_slots = d;
+        g.shard_pages = n;
+        g.unpack_index.resize(static_cast<size_t>(n));
+        std::iota(g.unpack_index.begin(), g.unpack_index.end(), 0);
+        auto keep = std::make_shared<GatherIndex>(std::move(g));
+        const int64_t l = RandomLayer();
+        return [this, keep, l] {
+          b_.PrepareGather(*keep);
+          b_.GatherLayer(Stream::kComm, l);
+        };
+      });
+      nlohmann::ordered_json x = Stats("device_copy", t);
+      x["bytes"] = 2 * n * geo_.page_layer_bytes();
+      x["op"] = "copy";
+      x["kernels"] = 2;
+      x["variant"] = "gather_packed";
+      x["label"] = "pack + unpack of " + std::to_string(n) + " pages, one layer, all pools";
+      samples_.push_back(std::move(x));
+    }
+
+    nlohmann::ordered_json ctx = b_.Context();
+    ctx["date"] = TodayUtc();
+    ctx["tool"] = "kvlanes bench sweep";
+    ctx["backend"] = o_.backend;
+    ctx["warmup"] = o_.warmup;
+    ctx["repeats"] = o_.repeats;
+    ctx["geometry"] = {{"page_tokens", geo_.page_tokens},   {"layers", geo_.layers},
+                       {"pools", geo_.pool_names},          {"bytes_per_token_layer", geo_.elem_bytes},
+                       {"device_slots", geo_.device_slots}, {"host_slots", geo_.host_slots},
+                       {"host_layout", layout},             {"tier_copy", mode}};
+    ctx["buffer_bytes"] = geo_.device_pool_bytes();
+    ctx["not_measured"] = {
+        "collectives and peer reads: one rank has none (multi-GPU sweep: issue 8)",
+        "forward: the executor's forward pass is synthetic; compute terms come from the base profile"};
+    nlohmann::ordered_json doc;
+    doc["kvlanes_measurements"] = 1;
+    doc["context"] = std::move(ctx);
+    doc["samples"] = std::move(samples_);
+    return doc;
+  }
+
+ private:
+  void Progress(const std::string& what) {
+    if (o_.progress) o_.progress(what);
+  }
+
+  int64_t RandomLayer() { return static_cast<int64_t>(rng_() % static_cast<uint64_t>(geo_.layers)); }
+
+  // n distinct random device slots and n distinct random host slots.
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> Slots(int64_t n, int) {
+    auto pick = [&](int64_t pool) {
+      std::vector<int32_t> all(static_cast<size_t>(pool));
+      std::iota(all.begin(), all.end(), 0);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t j = i + static_cast<int64_t>(rng_() % static_cast<uint64_t>(pool - i));
+        std::swap(all[static_cast<size_t>(i)], all[static_cast<size_t>(j)]);
+      }
+      all.resize(static_cast<size_t>(n));
+      return all;
+    };
+    return {pick(geo_.device_slots), pick(geo_.host_slots)};
+  }
+
+  // Stream time of one call, warm-up runs first; `make(rep)` prepares a run (untimed) and returns
+  // what enqueues it.
+  template <class Make>
+  std::vector<double> Time(Stream s, Make make) {
+    std::vector<double> t;
+    for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
+      auto run = make(rep);
+      const int m0 = b_.Mark(s);
+      run();
+      const int m1 = b_.Mark(s);
+      b_.Sync();
+      const double dt = b_.MarkSeconds(m1) - b_.MarkSeconds(m0);
+      b_.ReleaseMarks();
+      if (rep >= 0) t.push_back(std::max(dt, 1e-9));
+    }
+    return t;
+  }
+
+  static nlohmann::ordered_json Stats(const char* kind, const std::vector<double>& t) {
+    nlohmann::ordered_json x;
+    x["kind"] = kind;
+    x["median_s"] = Percentile(t, 0.5);
+    x["min_s"] = *std::min_element(t.begin(), t.end());
+    x["max_s"] = *std::max_element(t.begin(), t.end());
+    x["repeats"] = t.size();
+    return x;
+  }
+
+  const SweepOptions& o_;
+  RankBackend& b_;
+  ExecGeometry geo_;
+  std::mt19937_64 rng_;
+  nlohmann::ordered_json samples_ = nlohmann::ordered_json::array();
+};
+
+}  // namespace
+
+std::vector<int64_t> SweepPageCounts(int64_t max) {
+  std::vector<int64_t> c;
+  for (int64_t n = 1; n < max; n *= 2) c.push_back(n);
+  if (max >= 1) c.push_back(max);
+  return c;
+}
+
+ExecGeometry SweepGeometry(const SweepOptions& o) {
+  ExecGeometry g;
+  g.ranks = 1;
+  g.page_tokens = o.page_tokens;
+  g.layers = o.layers;
+  g.elem_bytes = o.elem_bytes;
+  g.pool_names = o.pool_names;
+  g.device_slots = 4 * std::max<int64_t>(o.max_pages, 8);
+  g.host_slots = 2 * std::max<int64_t>(o.max_pages, 8);
+  g.host_layout = o.host_layout;
+  g.max_prefix_pages = o.max_pages;
+  g.max_shard_pages = o.max_pages;
+  return g;
+}
+
+nlohmann::ordered_json RunSweep(const SweepOptions& o, RankBackend& backend) {
+  if (o.repeats < 1 || o.warmup < 0 || o.max_pages < 1 || o.layers < 1 || o.elem_bytes.empty())
+    throw ExecError("sweep: repeats >= 1, warmup >= 0, max pages >= 1 and at least one pool are required");
+  return Sweeper(o, backend).Run();
+}
+
+nlohmann::ordered_json RunSweep(const SweepOptions& o) {
+  const ExecGeometry geo = SweepGeometry(o);
+  if (o.backend == "host") {
+    std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(geo);
+    std::unique_ptr<RankBackend> b = MakeHostBackend(geo, *seg, 0, o.timeout_s);
+    return RunSweep(o, *b);
+  }
+  if (o.backend != "cuda") throw ExecError("sweep: unknown backend '" + o.backend + "' (cuda | host)");
+#if KVLANES_WITH_CUDA
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/kvlanes-sweep-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  if (!dir) throw ExecError("sweep: cannot create a rendezvous directory under /tmp");
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } cleanup{dir};
+  std::unique_ptr<Rendezvous> rv = OpenRendezvous(ParseRendezvous(std::string("file:") + dir), 0, 1, o.timeout_s);
+  CudaBackendOptions c;
+  c.device = o.device;
+  c.tier_copy_kernel = o.tier_copy_kernel;
+  c.timeout_s = o.timeout_s;
+  c.needs_nccl = false;  // one rank: no collective runs
+  c.needs_p2p = false;
+  std::unique_ptr<RankBackend> b = MakeCudaBackend(geo, 0, 0, *rv, c);
+  return RunSweep(o, *b);
+#else
+  throw ExecError("sweep: this build has no CUDA (use --backend host)");
+#endif
+}
+
+}  // namespace kvlanes::exec
