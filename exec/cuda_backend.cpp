@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -79,10 +80,54 @@ class PinnedArena {
   size_t cur_ = 0;
 };
 
+// Device memory for index arrays the kernels read many times (gather indices, the forward
+// pass's page list), filled by an async copy from the pinned arena on the stream that uses them.
+// Kernels reading a mapped host array instead would send every index read over PCIe, where it
+// queues behind the tier copies' traffic.
+class DeviceArena {
+ public:
+  ~DeviceArena() {
+    for (auto& c : chunks_) cudaFree(c.data);
+  }
+  void* Take(size_t bytes) {
+    bytes = (bytes + 255) / 256 * 256;
+    while (cur_ < chunks_.size() && chunks_[cur_].used + bytes > chunks_[cur_].size) ++cur_;
+    if (cur_ == chunks_.size()) {
+      Chunk c;
+      c.size = std::max<size_t>(bytes, 16u << 20);
+      const cudaError_t e = cudaMalloc(&c.data, c.size);
+      if (e != cudaSuccess)
+        throw ExecError("cannot allocate " + GiB(static_cast<double>(c.size)) + " of device memory for index arrays: " +
+                        cudaGetErrorString(e));
+      chunks_.push_back(c);
+    }
+    Chunk& c = chunks_[cur_];
+    void* p = static_cast<char*>(c.data) + c.used;
+    c.used += bytes;
+    return p;
+  }
+  void Reset() {
+    for (auto& c : chunks_) c.used = 0;
+    cur_ = 0;
+  }
+
+ private:
+  struct Chunk {
+    void* data = nullptr;
+    size_t size = 0, used = 0;
+  };
+  std::vector<Chunk> chunks_;
+  size_t cur_ = 0;
+};
+
 class CudaBackend : public RankBackend {
  public:
   CudaBackend(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rv, const CudaBackendOptions& o)
       : geo_(geo), rank_(rank), rv_(rv), o_(o) {
+    // Before CUDA starts in this process: enough hardware work queues that our four streams (and
+    // NCCL's) do not share one, where a copy would wait behind an unrelated kernel. The default
+    // is 8; a value set by the user is kept.
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0)
@@ -174,7 +219,8 @@ class CudaBackend : public RankBackend {
             {"cuda_runtime_version", VersionString(runtime)},
             {"nccl_version", nccl_ ? NcclVersionString(nccl) : "not used (" + NcclVersionString(nccl) + " linked)"},
             {"tier_copy", o_.tier_copy_kernel ? "kernel (mapped pinned memory)" : "cudaMemcpy2DAsync"},
-            {"p2p", o_.needs_p2p ? "CUDA IPC" : "not used"}};
+            {"p2p", o_.needs_p2p ? "CUDA IPC" : "not used"},
+            {"cuda_device_max_connections", std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") ? std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") : ""}};
   }
 
   int Mark(Stream s) override {
@@ -216,19 +262,27 @@ class CudaBackend : public RankBackend {
   void ReleaseMarks() override {
     next_event_ = 0;
     arena_.Reset();
+    dev_arena_.Reset();
+    forward_key_ = {nullptr, 0};
     results_.clear();
   }
 
   void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages, double busy_s) override {
     ChunkSet set = PoolChunks();
-    std::vector<PageTag> tags;
-    std::vector<int32_t> slots;
-    for (const PageWrite& w : pages) {
-      tags.push_back(w.tag);
-      slots.push_back(w.slot);
+    // Every layer of a request writes the same pages: upload their list to the device once.
+    if (forward_key_.first != pages.data() || forward_key_.second != pages.size()) {
+      std::vector<PageTag> tags;
+      std::vector<int32_t> slots;
+      for (const PageWrite& w : pages) {
+        tags.push_back(w.tag);
+        slots.push_back(w.slot);
+      }
+      forward_tags_ = static_cast<const PageTag*>(ToDevice(tags.data(), tags.size() * sizeof(PageTag), S(s)));
+      forward_slots_ = static_cast<const int32_t*>(ToDevice(slots.data(), slots.size() * sizeof(int32_t), S(s)));
+      forward_key_ = {pages.data(), pages.size()};
     }
-    set.tags = static_cast<const PageTag*>(arena_.Put(tags.data(), tags.size() * sizeof(PageTag)));
-    set.pages = static_cast<const int32_t*>(arena_.Put(slots.data(), slots.size() * sizeof(int32_t)));
+    set.tags = forward_tags_;
+    set.pages = forward_slots_;
     set.num_items = static_cast<int64_t>(pages.size());
     set.layer_begin = layer;
     set.layer_end = layer + 1;
@@ -258,8 +312,10 @@ class CudaBackend : public RankBackend {
 
   void PrepareGather(const GatherIndex& g) override {
     gi_ = &g;
+    // The kernels read these every layer: keep them in device memory (uploaded on the comm stream,
+    // where every gather layer runs).
     auto put = [&](const std::vector<int32_t>& v) {
-      return static_cast<const int32_t*>(arena_.Put(v.data(), v.size() * sizeof(int32_t)));
+      return static_cast<const int32_t*>(ToDevice(v.data(), v.size() * sizeof(int32_t), streams_[1]));
     };
     d_owner_slot_ = put(g.owner_slot);
     d_pack_slots_ = put(g.pack_slots);
@@ -503,6 +559,16 @@ class CudaBackend : public RankBackend {
     if (r != ncclSuccess) Fail(std::string(what) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
   }
 
+  // `bytes` of `src` in device memory, copied on `stream` (through the pinned arena, which keeps
+  // the source alive until the next ReleaseMarks, after a Sync).
+  void* ToDevice(const void* src, size_t bytes, cudaStream_t stream) {
+    if (bytes == 0) return nullptr;
+    const void* host = arena_.Put(src, bytes);
+    void* dev = dev_arena_.Take(bytes);
+    Check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (index upload)");
+    return dev;
+  }
+
   std::vector<DeviceId> Exchange(const DeviceId& mine) {
     const std::vector<std::string> all = rv_.AllGather(std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)));
     std::vector<DeviceId> ids(all.size());
@@ -654,6 +720,10 @@ class CudaBackend : public RankBackend {
                 *d_src_slot_ = nullptr;
   const PageTag* d_tags_ = nullptr;
   std::vector<kernels::DenseRef> dense_refs_;
+  DeviceArena dev_arena_;
+  std::pair<const void*, size_t> forward_key_{nullptr, 0};
+  const PageTag* forward_tags_ = nullptr;
+  const int32_t* forward_slots_ = nullptr;
 };
 
 }  // namespace

@@ -291,8 +291,9 @@ cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream
       e != cudaSuccess) {
     return e;
   }
-  const uint64_t blocks_max =
+  uint64_t blocks_max =
       static_cast<uint64_t>(sms) * static_cast<uint64_t>(std::min(resident, tuning.ctas_per_sm));
+  if (tuning.max_ctas > 0) blocks_max = std::min<uint64_t>(blocks_max, static_cast<uint64_t>(tuning.max_ctas));
   const unsigned grid = static_cast<unsigned>(std::min(blocks_needed, blocks_max));
   const unsigned block = static_cast<unsigned>(tuning.threads_per_block);
   kernel<<<grid, block, 0, stream>>>(p);

@@ -16,6 +16,9 @@ struct LaunchTuning {
   // Order of the units handed to consecutive warps: item (page) major, or layer major (then
   // consecutive warps sweep consecutive pages of one layer of a layer-first buffer).
   bool layer_major = false;
+  // Cap on the whole grid (0: none). A copy that overlaps other work holds its CTAs' registers
+  // for its whole duration; capped, it leaves the other SMs free.
+  int max_ctas = 0;
 };
 
 // Device-to-device copies (pack, unpack, zigzag_reorder, scatter_dense, peer_gather).
@@ -43,14 +46,21 @@ inline constexpr long long kScatterSeparatePassMinBytes = 512ll << 20;
 // copy 55.3 GB/s): layer_first 48.4-50.6 GB/s over threads {128, 256, 512} x CTAs/SM {1, 2, 4, 8}
 // x unroll {4, 8}; unroll 8 adds ~1 GB/s; 256 threads, 2 CTAs/SM, unroll 8: 50.55 (layer_first),
 // 50.52 (page_first).
+//
+// Grid cap, both directions: 32 CTAs. Uncapped, a per-layer load-back or backup copy occupied
+// every SM for its whole duration (PCIe-bound, ~1 ms for 60 MB), and the gather and forward
+// kernels it overlapped waited for it: executor run of 2026-11-29 (kvtester 0073+0169, cp 1),
+// gather layers of 11-86 MB took ~1 ms each next to such a copy instead of 30-80 us.
+// 32 CTAs x 8 warps x 8 loads of 16 B in flight per lane keep ~1 MB in flight, well above
+// PCIe's bandwidth-delay product (55 GB/s x ~2 us).
 inline constexpr LaunchTuning kTierH2DTuning{
-    .threads_per_block = 256, .piece_bytes = 8192, .ctas_per_sm = 2, .unroll = 8};
+    .threads_per_block = 256, .piece_bytes = 8192, .ctas_per_sm = 2, .unroll = 8, .max_ctas = 32};
 
 // Tier copy kernel, device to host (the kernel writes mapped pinned memory). Fewer writers are
 // faster: same sweep, 1 CTA/SM 49.8-52.1 GB/s, 2: 44.8-52.1, 4: 44.4-51.6, 8: 45.6-51.2;
 // 256 threads, 1 CTA/SM, unroll 8: 52.1 (layer_first), 51.8 (page_first). Few CTAs also leave the
 // SMs to the forward pass that a per-layer backup overlaps.
 inline constexpr LaunchTuning kTierD2HTuning{
-    .threads_per_block = 256, .piece_bytes = 8192, .ctas_per_sm = 1, .unroll = 8};
+    .threads_per_block = 256, .piece_bytes = 8192, .ctas_per_sm = 1, .unroll = 8, .max_ctas = 32};
 
 }  // namespace kvlanes::kernels

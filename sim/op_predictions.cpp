@@ -35,25 +35,28 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
   const double layers = static_cast<double>(m.layers());
   const std::string pre = std::to_string(p.request) + "/";
   std::vector<OpPrediction> out;
-  // Write-back at eviction: one copy of all layers per pool (submit + latency + bytes / d2h).
+  // An op's seconds are its device time, as the executor measures them: the host's submission
+  // (copy_submit_s) runs ahead of the device and is not part of them; the request schedule
+  // (CostModel::Request) still charges it.
+  // Write-back at eviction: one copy of all layers per pool (latency + bytes / d2h).
   CopyOps(out, p.write_back, cfg, pre, "write_back", [&](double b) {
-    return hw.copy_submit_s + hw.copy_latency_s + b * layers / (hw.d2h_gbps * 1e9);
+    return hw.copy_latency_s + b * layers / (hw.d2h_gbps * 1e9);
   });
-  // Load-back: one copy per layer per pool, each submit + latency + bytes / h2d.
+  // Load-back: one copy per layer per pool, each latency + bytes / h2d.
   CopyOps(out, p.load_back, cfg, pre, "load_back", [&](double b) {
-    return layers * (hw.copy_submit_s + hw.copy_latency_s + b / (hw.h2d_gbps * 1e9));
+    return layers * (hw.copy_latency_s + b / (hw.h2d_gbps * 1e9));
   });
   out.push_back(
       {pre + "compute", "compute",
        layers * m.ComputeLayerS(p.computed_tokens, p.prefix_pages * cfg.cache.page_tokens)});
   if (p.prefix_pages > 0)
-    out.push_back({pre + "gather", "gather",
-                   m.Gather(p.gather_method, p.shard_pages, p.prefix_pages).total_s});
+    out.push_back({pre + "gather", "gather",  // the layers; the index upload (once_s) is set-up
+                   layers * m.Gather(p.gather_method, p.shard_pages, p.prefix_pages).per_layer_s});
   // Backup: per-layer = one copy per layer per pool; tail = one copy of all layers per pool.
   CopyOps(out, p.backup, cfg, pre, "backup", [&](double b) {
     if (p.backup_schedule == BackupSchedule::kPerLayer)
-      return layers * (hw.copy_submit_s + hw.copy_latency_s + b / (hw.d2h_gbps * 1e9));
-    return hw.copy_submit_s + hw.copy_latency_s + b * layers / (hw.d2h_gbps * 1e9);
+      return layers * (hw.copy_latency_s + b / (hw.d2h_gbps * 1e9));
+    return hw.copy_latency_s + b * layers / (hw.d2h_gbps * 1e9);
   });
   return out;
 }

@@ -84,7 +84,7 @@ Plotter CheckPlotting(const std::string& out) {
   return p;
 }
 
-Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path) {
+Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path, double compute_scale) {
   const PlanFile plan = ReadPlanFile(plan_path);
   ReplayConfig cfg = ConfigFromPlanHeader(plan.header, plan_path);
   if (profile_path.empty()) profile_path = cfg.hardware.profile;
@@ -92,7 +92,12 @@ Predictions PredictFromPlan(const std::string& plan_path, std::string profile_pa
     throw InputError("", 0, "--profile",
                      "needed with --plan (the plan's config names no hardware.profile)");
   cfg.hardware.profile = profile_path;
-  const CostModel model(LoadHardwareProfile(profile_path), cfg, profile_path);
+  HardwareProfile hw = LoadHardwareProfile(profile_path);
+  // As `kvlanes exec --compute-scale`: the synthetic forward pass ran for this share of the model.
+  hw.layer_base_s *= compute_scale;
+  hw.layer_token_s *= compute_scale;
+  hw.layer_attn_pair_s *= compute_scale;
+  const CostModel model(hw, cfg, profile_path);
   return PredictPlan(model, cfg, plan.requests);
 }
 
@@ -108,6 +113,8 @@ int CmdCheck(int argc, const char* const* argv) {
       ("profile", po::value<std::string>(),
        "with --plan: hardware profile YAML (default: the plan's hardware.profile)")
       ("write-predicted", po::value<std::string>(), "with --plan: also write the predictions file")
+      ("compute-scale", po::value<double>()->default_value(1.0),
+       "with --plan: multiply the profile's compute terms, as `kvlanes exec --compute-scale` did")
       ("measured", po::value<std::string>(), "measured file of `kvlanes exec` (docs/calibration.md)")
       ("max-median", po::value<double>()->default_value(100 * d.max_median),
        "per kind: largest median APE, percent")
@@ -140,9 +147,11 @@ int CmdCheck(int argc, const char* const* argv) {
     if (vm.count("predicted") == vm.count("plan"))
       throw InputError("", 0, "--predicted", "give either --predicted or --plan (exactly one)");
     if (!vm.count("measured")) throw InputError("", 0, "--measured", "a measured file is required");
-    if (vm.count("plan") == 0 && (vm.count("profile") || vm.count("write-predicted")))
-      throw InputError("", 0, vm.count("profile") ? "--profile" : "--write-predicted",
+    if (vm.count("plan") == 0 && (vm.count("profile") || vm.count("write-predicted") || !vm["compute-scale"].defaulted()))
+      throw InputError("", 0, vm.count("profile") ? "--profile" : vm.count("write-predicted") ? "--write-predicted" : "--compute-scale",
                        "only with --plan");
+    const double compute_scale = vm["compute-scale"].as<double>();
+    if (!(compute_scale >= 0)) throw InputError("", 0, "--compute-scale", "must be >= 0");
     CheckOptions opt;
     opt.max_median = vm["max-median"].as<double>() / 100;
     opt.max_p95 = vm["max-p95"].as<double>() / 100;
@@ -158,7 +167,7 @@ int CmdCheck(int argc, const char* const* argv) {
     Predictions pred;
     if (vm.count("plan")) {
       pred = PredictFromPlan(vm["plan"].as<std::string>(),
-                             vm.count("profile") ? vm["profile"].as<std::string>() : "");
+                             vm.count("profile") ? vm["profile"].as<std::string>() : "", compute_scale);
       if (vm.count("write-predicted"))
         WriteFileAtomically(vm["write-predicted"].as<std::string>(),
                             PredictionsToJson(pred).dump(1) + "\n");

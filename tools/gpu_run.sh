@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with build-dev/ staged by tools/gpu_stage.sh:
-# the kernels' and the executor's GPU tests, then (optionally) one executor run of a plan.
-#   tools/gpu_run.sh [PLAN.jsonl [extra kvlanes exec options...]]
+# GPU tests, optionally the calibration sweep, then optionally one executor run of a plan.
+#   [TESTS="kernels exec"] [SWEEP="--repeats 11"] tools/gpu_run.sh [PLAN.jsonl [kvlanes exec options...]]
+# TESTS: which GPU test binaries to run ("" for none). SWEEP: when set (even empty), run
+# `kvlanes bench sweep` with these extra options into $OUT/sweep.json first.
 # Logs and measured files go to $OUT (or ./gpu-out).
 set -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,11 +15,21 @@ export LD_LIBRARY_PATH=$ROOT/build-dev/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0   # never NVLink multicast on shared machines
 B=$ROOT/build-dev/bin
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-echo "== kernels GPU tests"; timeout 200 "$B/kvlanes_kernels_gpu_tests" 2>&1 | tee "$OUT/kernels_gpu_tests.log" | tail -3
-echo "== executor GPU tests"; timeout 300 "$B/kvlanes_exec_gpu_tests" 2>&1 | tee "$OUT/exec_gpu_tests.log" | tail -3
+for t in ${TESTS-kernels exec}; do
+  echo "== $t GPU tests"; SECONDS=0
+  timeout 300 "$B/kvlanes_${t}_gpu_tests" 2>&1 | tee "$OUT/${t}_gpu_tests.log" | tail -3
+  echo "rc=${PIPESTATUS[0]} wall ${SECONDS}s"
+done
+if [ -n "${SWEEP+set}" ]; then
+  echo "== kvlanes bench sweep $SWEEP"; SECONDS=0
+  # shellcheck disable=SC2086
+  timeout 400 "$B/kvlanes" bench sweep --out "$OUT/sweep.json" $SWEEP 2>&1 | tee "$OUT/sweep.log" | tail -8
+  echo "rc=${PIPESTATUS[0]} wall ${SECONDS}s"
+fi
 if [ $# -ge 1 ]; then
   plan=$1; shift
-  echo "== kvlanes exec $plan"
+  echo "== kvlanes exec $plan"; SECONDS=0
   timeout 500 "$B/kvlanes" exec --plan "$plan" --out "$OUT/measured.json" --timeline "$OUT/timeline.json" \
       --run-timeout-s 480 "$@" 2>&1 | tee "$OUT/exec.log" | tail -12
+  echo "rc=${PIPESTATUS[0]} wall ${SECONDS}s"
 fi
