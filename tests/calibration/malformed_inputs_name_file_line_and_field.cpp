@@ -76,7 +76,7 @@ TEST_CASE("missing fields, unknown kinds, unknown keys and bad directions are na
         "m.json");
   });
   CHECK(c.field == "samples[0].colour");
-  CHECK(c.what.find("unknown key (valid: kind, median_s, repeats, min_s, max_s, bytes, op, "
+  CHECK(c.what.find("unknown key (valid: kind, median_s, repeats, min_s, max_s, label, bytes, op, "
                     "kernels, variant)") != std::string::npos);
   c = Catch([] {
     ParseMeasurements(
