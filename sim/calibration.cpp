@@ -495,22 +495,31 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
     for (const Sample& x : m.samples)
       if (x.kind == SampleKind::kDeviceCopy) s.push_back(&x);
     if (!s.empty()) {
-      Eigen::MatrixXd a(static_cast<Eigen::Index>(s.size()), 2);
-      Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
+      // Banded by one kernel's payload (bytes / kernels): small kernels do not reach full
+      // bandwidth, so the curve bends; one band when it does not.
+      BandedRows rows;
+      const auto rn = static_cast<Eigen::Index>(s.size());
+      rows.band_features.resize(rn, 2);
+      rows.shared_features.resize(rn, 0);
+      rows.t.resize(rn);
       for (size_t i = 0; i < s.size(); ++i) {
         const auto r = static_cast<Eigen::Index>(i);
-        a(r, 0) = static_cast<double>(s[i]->kernels);
-        a(r, 1) = (s[i]->fill ? 1.0 : 2.0) * s[i]->bytes;
-        t[r] = s[i]->median_s;
+        rows.size.push_back(s[i]->bytes / static_cast<double>(s[i]->kernels));
+        rows.band_features(r, 0) = static_cast<double>(s[i]->kernels);
+        rows.band_features(r, 1) = (s[i]->fill ? 1.0 : 2.0) * s[i]->bytes;
+        rows.t[r] = s[i]->median_s;
       }
-      RequireRank(a, t, m.file, "device_copy",
+      RequireRank(rows.band_features, rows.t, m.file, "device_copy",
                   "vary bytes (and kernels) so launch and bandwidth separate");
-      const LinearFit f = FitRelative(a, t);
+      const BandedFit f = FitBands(rows, opt.bands);
       FitReport r = Report("device", s, f.rel_err);
-      p.kernel_launch_s = f.x[0];
-      p.device_copy_gbps = Gbps(f.x[1], m.file, "device_copy");
-      r.params.push_back({"kernel_launch_s", p.kernel_launch_s});
-      r.params.push_back({"copy_gbps", p.device_copy_gbps});
+      std::vector<CostBand> bands;
+      for (size_t b = 0; b < f.band_x.size(); ++b) bands.push_back(Band(f, b, m.file, "device_copy"));
+      // The scalar pair is the last (largest) band; the bands are kept when there are several.
+      p.kernel_launch_s = bands.back().latency_s;
+      p.device_copy_gbps = bands.back().gbps;
+      if (bands.size() > 1) p.device_copy_bands.bands = bands;
+      BandParams(r, bands);
       out.fits.push_back(std::move(r));
     } else {
       keep("device.kernel_launch_s", &HardwareProfile::kernel_launch_s);
@@ -727,7 +736,9 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "device:\n" + FitComment(r, "device", "  ");
   y += "  copy_gbps: " + Num(p.device_copy_gbps) + "\n";
   y += "  kernel_launch_s: " + Num(p.kernel_launch_s) + "\n";
-  y += "  index_bytes_per_page: " + Num(p.index_bytes_per_page) + "\n\n";
+  y += "  index_bytes_per_page: " + Num(p.index_bytes_per_page) + "\n";
+  if (!p.device_copy_bands.bands.empty()) y += "  copy_bands: " + Bands(p.device_copy_bands) + "\n";
+  y += "\n";
   if (p.collectives.empty()) {
     y += "collectives: []\n\n";
   } else {

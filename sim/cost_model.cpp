@@ -66,6 +66,18 @@ double CostModel::DeviceCopyS(double payload_bytes) const {
 
 double CostModel::DeviceWriteS(double bytes) const { return bytes / (hw_.device_copy_gbps * 1e9); }
 
+double CostModel::KernelCopyS(double payload_bytes) const {
+  if (hw_.device_copy_bands.bands.empty()) return hw_.kernel_launch_s + DeviceCopyS(payload_bytes);
+  const CostBand& b = hw_.device_copy_bands.For(payload_bytes);
+  return b.latency_s + 2 * payload_bytes / (b.gbps * 1e9);
+}
+
+double CostModel::KernelWriteS(double bytes) const {
+  if (hw_.device_copy_bands.bands.empty()) return hw_.kernel_launch_s + DeviceWriteS(bytes);
+  const CostBand& b = hw_.device_copy_bands.For(bytes);
+  return b.latency_s + bytes / (b.gbps * 1e9);
+}
+
 double CostModel::TierCopyS(double bytes, bool to_device) const {
   return hw_.copy_latency_s + bytes / ((to_device ? hw_.h2d_gbps : hw_.d2h_gbps) * 1e9);
 }
@@ -97,18 +109,17 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
   int64_t max_shard = 0;
   for (int64_t s : shard_pages) max_shard = std::max(max_shard, s);
   const double S = static_cast<double>(max_shard), N = ranks_;
-  const double launch = hw_.kernel_launch_s;
   switch (m) {
     case GatherMethod::kDense:
       // zero the full buffer, scatter owned pages into place, all-reduce (sum) the buffer.
-      c.per_layer_s = 2 * launch + DeviceWriteS(P * b) + DeviceCopyS(S * b) + AllReduceS(P * b);
+      c.per_layer_s = KernelWriteS(P * b) + KernelCopyS(S * b) + AllReduceS(P * b);
       c.bytes_per_rank = 2 * (N - 1) / N * P * b;
       break;
     case GatherMethod::kPacked:
     case GatherMethod::kZigzag:
       // pack owned pages (padded to the largest shard), all-gather rank-major, reorder into
       // logical order: by an explicit index (packed) or the closed zigzag formula.
-      c.per_layer_s = 2 * launch + DeviceCopyS(S * b) + AllGatherS(N * S * b) + DeviceCopyS(P * b);
+      c.per_layer_s = KernelCopyS(S * b) + AllGatherS(N * S * b) + KernelCopyS(P * b);
       c.bytes_per_rank = (N - 1) / N * N * S * b;
       if (m == GatherMethod::kPacked)
         c.once_s = hw_.copy_submit_s + TierCopyS(P * hw_.index_bytes_per_page, true);
@@ -118,13 +129,13 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
       double worst = 0, worst_bytes = 0;
       for (int r = 0; r < ranks_; ++r) {
         const double own = static_cast<double>(r < static_cast<int>(shard_pages.size()) ? shard_pages[r] : 0);
-        const double t = DeviceCopyS(own * b) + (ranks_ > 1 ? PeerReadS((P - own) * b, ranks_ - 1) : 0);
+        const double t = KernelCopyS(own * b) + (ranks_ > 1 ? PeerReadS((P - own) * b, ranks_ - 1) : 0);
         if (t > worst) {
           worst = t;
           worst_bytes = (P - own) * b;
         }
       }
-      c.per_layer_s = launch + worst;
+      c.per_layer_s = worst;
       c.bytes_per_rank = worst_bytes;
       break;
     }

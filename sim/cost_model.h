@@ -65,6 +65,10 @@ class CostModel {
   double ComputeLayerS(int64_t new_tokens, int64_t prefix_tokens) const;
   double DeviceCopyS(double payload_bytes) const;  // read + write of the payload
   double DeviceWriteS(double bytes) const;         // write only (zero fill)
+  // One kernel, launch included: copying `payload_bytes` / zero-filling `bytes`. Uses the
+  // profile's device copy bands when it has them.
+  double KernelCopyS(double payload_bytes) const;
+  double KernelWriteS(double bytes) const;
   // One host<->device copy of `bytes` on one lane: latency + bytes / bandwidth.
   double TierCopyS(double bytes, bool to_device) const;
   double AllGatherS(double total_bytes) const;

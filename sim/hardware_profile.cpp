@@ -99,7 +99,8 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
   p.copy_submit_s = r.Num(hd, "copy_submit_s", "host_device.", false);
   const YAML::Node dv = root["device"];
   if (!dv) r.Fail(root, "device", "missing");
-  r.OnlyKeys(dv, "device.", {"copy_gbps", "kernel_launch_s", "index_bytes_per_page"});
+  r.OnlyKeys(dv, "device.", {"copy_gbps", "kernel_launch_s", "index_bytes_per_page", "copy_bands"});
+  if (dv["copy_bands"]) p.device_copy_bands = r.Bands(dv["copy_bands"], "device.copy_bands");
   p.device_copy_gbps = r.Num(dv, "copy_gbps", "device.", true);
   p.kernel_launch_s = r.Num(dv, "kernel_launch_s", "device.", false);
   if (dv["index_bytes_per_page"]) p.index_bytes_per_page = r.Num(dv, "index_bytes_per_page", "device.", false);

@@ -42,6 +42,10 @@ struct HardwareProfile {
   // Device-local copies (pack/unpack/scatter); bandwidth counts bytes read plus written.
   double device_copy_gbps = 0;
   double kernel_launch_s = 0;
+  // Optional (empty: one band of kernel_launch_s and device_copy_gbps): per size band of one
+  // kernel's payload, its latency (launch included) and read+write bandwidth. Fitted by
+  // `kvlanes calibrate` where the curve bends (small kernels do not reach full bandwidth).
+  BandedCost device_copy_bands;
   // Host-side index materialization for multi-extent unpack: bytes per prefix page entry.
   double index_bytes_per_page = 8;
   std::vector<CollectiveModel> collectives;  // one per rank count

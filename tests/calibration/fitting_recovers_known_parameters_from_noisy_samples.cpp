@@ -6,6 +6,8 @@
 #include <fstream>
 
 #include "sim/calibration.h"
+#include "sim/config.h"
+#include "sim/cost_model.h"
 #include "tests/calibration/synthetic.h"
 
 namespace kvlanes::test {
@@ -217,6 +219,56 @@ TEST_CASE("parameters without samples come from the base profile and are named")
   CHECK(kept_has("collectives[ranks=4]"));
   CHECK_FALSE(kept_has("host_device.h2d_gbps"));
   CHECK(r.profile.source.find("from base profile 'base'") != std::string::npos);
+}
+
+}  // namespace kvlanes::test
+
+namespace kvlanes::test {
+
+TEST_CASE("device copies that bend get size bands, which load back and drive the cost model") {
+  // Truth: kernels up to 1 MiB cost 8 us + bytes at 200 GB/s; larger ones 3 us + 3500 GB/s.
+  const auto truth = [](double payload) {
+    return payload <= (1 << 20) ? 8e-6 + 2 * payload / 200e9 : 3e-6 + 2 * payload / 3500e9;
+  };
+  Noise noise(11, 0.01);
+  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  for (int i = 0; i < 14; ++i) {
+    const double payload = 16384.0 * std::pow(2.0, i);  // 16 KiB .. 128 MiB per kernel
+    doc["samples"].push_back({{"kind", "device_copy"}, {"bytes", 2 * payload}, {"op", "copy"}, {"kernels", 2},
+                              {"repeats", 5}, {"median_s", 2 * truth(payload) * noise()}});
+  }
+  doc["samples"].push_back({{"kind", "host_copy"}, {"direction", "h2d"}, {"bytes", 1 << 20}, {"copies", 1},
+                            {"repeats", 5}, {"median_s", 3e-5}});
+  doc["samples"].push_back({{"kind", "host_copy"}, {"direction", "d2h"}, {"bytes", 1 << 24}, {"copies", 1},
+                            {"repeats", 5}, {"median_s", 4e-4}});
+  doc["samples"].push_back({{"kind", "host_copy"}, {"direction", "h2d"}, {"bytes", 1 << 26}, {"copies", 2},
+                            {"repeats", 5}, {"median_s", 1.4e-3}});
+  HardwareProfile base = TruthProfile();
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "bent.json"), &base, CalibrateOptions{});
+  const BandedCost& bands = r.profile.device_copy_bands;
+  REQUIRE(bands.bands.size() >= 2);
+  CHECK(bands.bands.front().max_bytes >= (1 << 20));
+  CHECK(bands.bands.front().max_bytes < (2 << 20));
+  CHECK(Near(bands.bands.back().gbps, 3500, 0.05));
+  CHECK(r.profile.device_copy_gbps == bands.bands.back().gbps);  // the scalar pair is the last band
+  // Round trip through YAML, then the cost model prices one kernel from its band.
+  const std::string path = TempPath("bands.yaml");
+  std::ofstream(path) << ProfileToYaml(r, "bent.json");
+  const HardwareProfile back = LoadHardwareProfile(path);
+  std::remove(path.c_str());
+  REQUIRE(back.device_copy_bands.bands.size() == bands.bands.size());
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  const CostModel model(back, cfg, path);
+  for (const double payload : {65536.0, 64.0 * (1 << 20)}) {
+    CAPTURE(payload);
+    CHECK(Near(model.KernelCopyS(payload), truth(payload), 0.05));
+  }
+  // Without bands the kernel cost is launch + read and write at the scalar bandwidth.
+  HardwareProfile flat = back;
+  flat.device_copy_bands.bands.clear();
+  const CostModel plain(flat, cfg, path);
+  CHECK(plain.KernelCopyS(1e6) == doctest::Approx(flat.kernel_launch_s + 2e6 / (flat.device_copy_gbps * 1e9)));
 }
 
 }  // namespace kvlanes::test
