@@ -1,5 +1,6 @@
 // Launchers of kernels/tier_copy_cuda.h.
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -71,8 +72,14 @@ cudaError_t TierCopyKernel(const TierCopyArgs& a, cudaStream_t stream, const Lau
 }
 
 cudaError_t TierCopyKernel(const TierCopyArgs& a, cudaStream_t stream) {
-  return TierCopyKernel(
-      a, stream, a.direction == TierDirection::kDeviceToHost ? kTierD2HTuning : kTierH2DTuning);
+  // KVLANES_TIER_MAX_CTAS overrides the grid cap of tuning.h (0: no cap), for experiments.
+  static const int max_ctas_override = [] {
+    const char* e = std::getenv("KVLANES_TIER_MAX_CTAS");
+    return e && *e ? std::atoi(e) : -1;
+  }();
+  LaunchTuning t = a.direction == TierDirection::kDeviceToHost ? kTierD2HTuning : kTierH2DTuning;
+  if (max_ctas_override >= 0) t.max_ctas = max_ctas_override;
+  return TierCopyKernel(a, stream, t);
 }
 
 cudaError_t TierCopyMemcpyPlanned(const TierCopyArgs& a, std::span<const Copy2D> plan,
