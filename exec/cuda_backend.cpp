@@ -159,18 +159,7 @@ class CudaBackend : public RankBackend {
         }
 
     Allocate();
-    // Stream priorities: the forward pass and the gather (the critical path) above the tier
-    // copies, so that when a copy and a gather kernel become ready together the gather's CTAs are
-    // placed first. KVLANES_STREAM_PRIORITIES=0 gives every stream the default priority.
-    int least = 0, greatest = 0;
-    Check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
-    const char* prio_env = std::getenv("KVLANES_STREAM_PRIORITIES");
-    prioritized_ = !(prio_env && std::string(prio_env) == "0");
-    for (int s = 0; s < kNumStreams; ++s) {
-      const bool critical = s == static_cast<int>(Stream::kCompute) || s == static_cast<int>(Stream::kComm);
-      const int prio = prioritized_ ? (critical ? greatest : least) : 0;
-      Check(cudaStreamCreateWithPriority(&streams_[s], cudaStreamNonBlocking, prio), "cudaStreamCreate");
-    }
+    for (int s = 0; s < kNumStreams; ++s) Check(cudaStreamCreateWithFlags(&streams_[s], cudaStreamNonBlocking), "cudaStreamCreate");
     Check(cudaEventCreate(&epoch_), "cudaEventCreate");
     Check(cudaMalloc(&barrier_buf_, 64), "cudaMalloc (barrier word)");
     // Per request: one check per gathered layer and one per pool of this lane's load-back.
@@ -229,9 +218,8 @@ class CudaBackend : public RankBackend {
             {"driver_version", VersionString(driver)},
             {"cuda_runtime_version", VersionString(runtime)},
             {"nccl_version", nccl_ ? NcclVersionString(nccl) : "not used (" + NcclVersionString(nccl) + " linked)"},
-            {"tier_copy", o_.tier_copy_kernel ? "kernel (mapped pinned memory)" : "cudaMemcpy2DAsync"},
+            {"tier_copy", o_.tier_copy == "kernel" ? "kernel (mapped pinned memory)" : o_.tier_copy == "batch" ? "cudaMemcpyBatchAsync" : "cudaMemcpy2DAsync"},
             {"p2p", o_.needs_p2p ? "CUDA IPC" : "not used"},
-            {"stream_priorities", prioritized_ ? "forward and gather above tier copies" : "all default"},
             {"cuda_device_max_connections", std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") ? std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") : ""}};
   }
 
@@ -311,14 +299,18 @@ class CudaBackend : public RankBackend {
     a.layers = layers;
     a.num_pages = static_cast<int64_t>(dev.size());
     a.direction = dir;
-    if (o_.tier_copy_kernel) {
+    if (o_.tier_copy == "kernel") {
       a.device_slots = static_cast<const int32_t*>(arena_.Put(dev.data(), dev.size_bytes()));
       a.host_slots = static_cast<const int32_t*>(arena_.Put(host.data(), host.size_bytes()));
       Check(kernels::TierCopyKernel(a, S(s)), "TierCopyKernel");
     } else {
       a.device_slots = dev.data();
       a.host_slots = host.data();
-      Check(kernels::TierCopyMemcpy(a, S(s)), "TierCopyMemcpy");
+      if (o_.tier_copy == "batch") {
+        Check(kernels::TierCopyBatch(a, S(s)), "TierCopyBatch (cudaMemcpyBatchAsync)");
+      } else {
+        Check(kernels::TierCopyMemcpy(a, S(s)), "TierCopyMemcpy");
+      }
     }
   }
 
@@ -733,7 +725,6 @@ class CudaBackend : public RankBackend {
   const PageTag* d_tags_ = nullptr;
   std::vector<kernels::DenseRef> dense_refs_;
   DeviceArena dev_arena_;
-  bool prioritized_ = true;
   std::pair<const void*, size_t> forward_key_{nullptr, 0};
   const PageTag* forward_tags_ = nullptr;
   const int32_t* forward_slots_ = nullptr;

@@ -88,7 +88,7 @@ int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank
       rv = OpenRendezvous(*rv_spec, rank, plan.geo.ranks, o.timeout_s);
       CudaBackendOptions c;
       c.device = device;
-      c.tier_copy_kernel = o.tier_copy_kernel;
+      c.tier_copy = o.tier_copy;
       c.timeout_s = o.timeout_s;
       c.needs_nccl = NeedsNccl(plan);
       c.needs_p2p = NeedsP2p(plan);

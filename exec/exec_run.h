@@ -27,7 +27,7 @@ struct RunOptions {
   double timeout_s = 300;      // any single wait inside a rank
   double run_timeout_s = 0;    // RunLocal: the whole run (0 = none); then every rank is killed
   std::vector<int> devices;    // RunLocal, cuda: GPU of each rank (empty = rank modulo count)
-  bool tier_copy_kernel = true;
+  std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
   bool quiet = false;
 };
 

@@ -27,7 +27,7 @@ namespace kvlanes::exec {
 struct SweepOptions {
   std::string backend = "cuda";  // cuda | host
   int device = 0;                // cuda: the GPU
-  bool tier_copy_kernel = true;  // cuda: copy kernel on mapped pinned memory, else cudaMemcpy2DAsync
+  std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
   double timeout_s = 300;
   // Geometry (from the replay config): page size, layers, pools, host layout.
   int64_t page_tokens = 64;

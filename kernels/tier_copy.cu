@@ -104,6 +104,32 @@ cudaError_t TierCopyMemcpyPlanned(const TierCopyArgs& a, std::span<const Copy2D>
   return cudaSuccess;
 }
 
+cudaError_t TierCopyBatch(const TierCopyArgs& a, cudaStream_t stream) {
+  if (!ValidateArgs(a).empty()) return cudaErrorInvalidValue;
+  const std::vector<Copy2D> plan = PlanTierMemcpys(a, MemcpyShape::k1D);
+  if (plan.empty()) return cudaSuccess;
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  std::vector<size_t> sizes;
+  dsts.reserve(plan.size());
+  srcs.reserve(plan.size());
+  sizes.reserve(plan.size());
+  for (const Copy2D& cp : plan) {
+    if (cp.pool < 0 || cp.pool >= static_cast<int>(a.pools.size())) return cudaErrorInvalidValue;
+    char* dev = Bytes(a.pools[cp.pool].device.data) + cp.device_offset;
+    char* host = Bytes(a.pools[cp.pool].host.data) + cp.host_offset;
+    // k1D copies are one row; a multi-row entry would be a planner bug.
+    if (cp.height != 1) return cudaErrorInvalidValue;
+    dsts.push_back(cp.to_host ? host : dev);
+    srcs.push_back(cp.to_host ? dev : host);
+    sizes.push_back(static_cast<size_t>(cp.width));
+  }
+  cudaMemcpyAttributes attr{};
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t first = 0;
+  return cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr, &first, 1, stream);
+}
+
 cudaError_t TierCopyMemcpy(const TierCopyArgs& a, cudaStream_t stream, MemcpyShape shape) {
   if (!ValidateArgs(a).empty()) return cudaErrorInvalidValue;
   const std::vector<Copy2D> plan = PlanTierMemcpys(a, shape);

@@ -30,5 +30,8 @@ cudaError_t TierCopyMemcpy(const TierCopyArgs& args, cudaStream_t stream,
                            MemcpyShape shape = MemcpyShape::k2D);
 cudaError_t TierCopyMemcpyPlanned(const TierCopyArgs& args, std::span<const Copy2D> plan,
                                   cudaStream_t stream);
+// TierCopyBatch: the contiguous-both-sides copies (PlanTierMemcpys, k1D) in one
+// cudaMemcpyBatchAsync call: copy engines move the bytes (no SM is used), one host call.
+cudaError_t TierCopyBatch(const TierCopyArgs& args, cudaStream_t stream);
 
 }  // namespace kvlanes::kernels

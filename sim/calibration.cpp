@@ -453,6 +453,9 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
       const LinearFit f = FitRelative(a, t);
       FitReport r = Report("host_device", s, f.rel_err);
       p.copy_latency_s = f.x[0];
+      // cudaMemcpyBatchAsync samples count every page-layer chunk as a copy.
+      p.latency_per_chunk = s.front()->mode == "batch";
+      if (p.latency_per_chunk) r.note = "mode batch: copy_latency_s is per page-layer chunk (copy_unit: chunk)";
       r.params.push_back({"copy_latency_s", p.copy_latency_s});
       if (h2d) {
         p.h2d_gbps = Gbps(f.x[1], m.file, "host_copy h2d");
@@ -731,6 +734,7 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  h2d_gbps: " + Num(p.h2d_gbps) + "\n";
   y += "  d2h_gbps: " + Num(p.d2h_gbps) + "\n";
   y += "  copy_latency_s: " + Num(p.copy_latency_s) + "\n";
+  if (p.latency_per_chunk) y += "  copy_unit: chunk\n";
   y += FitComment(r, "copy_submit", "  ");
   y += "  copy_submit_s: " + Num(p.copy_submit_s) + "\n\n";
   y += "device:\n" + FitComment(r, "device", "  ");

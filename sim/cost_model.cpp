@@ -66,6 +66,12 @@ double CostModel::DeviceCopyS(double payload_bytes) const {
 
 double CostModel::DeviceWriteS(double bytes) const { return bytes / (hw_.device_copy_gbps * 1e9); }
 
+double CostModel::CopiesLatencyS(int64_t pages, int64_t layers) const {
+  // One copy per pool (call), or one per page-layer chunk of every pool (chunk).
+  const double per_pool = hw_.latency_per_chunk ? static_cast<double>(pages * layers) : 1.0;
+  return static_cast<double>(pools_) * per_pool * hw_.copy_latency_s;
+}
+
 double CostModel::KernelCopyS(double payload_bytes) const {
   if (hw_.device_copy_bands.bands.empty()) return hw_.kernel_launch_s + DeviceCopyS(payload_bytes);
   const CostBand& b = hw_.device_copy_bands.For(payload_bytes);
@@ -149,7 +155,7 @@ double CostModel::LayerTierCopyS(std::span<const int64_t> pages_per_lane, bool t
   for (int64_t pages : pages_per_lane) {
     if (pages == 0) continue;
     const double bytes = static_cast<double>(pages) * page_layer_bytes_;
-    worst = std::max(worst, pools_ * hw_.copy_latency_s + bytes / ((to_device ? hw_.h2d_gbps : hw_.d2h_gbps) * 1e9));
+    worst = std::max(worst, CopiesLatencyS(pages, 1) + bytes / ((to_device ? hw_.h2d_gbps : hw_.d2h_gbps) * 1e9));
   }
   return worst;
 }
@@ -177,7 +183,7 @@ BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_pe
     double worst = 0;
     for (int64_t pages : pages_per_lane) {
       const double bytes = static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers_);
-      if (pages > 0) worst = std::max(worst, pools_ * hw_.copy_latency_s + bytes / (hw_.d2h_gbps * 1e9));
+      if (pages > 0) worst = std::max(worst, CopiesLatencyS(pages, layers_) + bytes / (hw_.d2h_gbps * 1e9));
     }
     c.total_s = c.forward_s + c.submit_s + worst;
   }
@@ -218,7 +224,7 @@ RequestCost CostModel::Request(const RequestPlan& p) const {
   double write_back = 0;
   for (int64_t pages : PagesPerLane(p.write_back, ranks_))
     if (pages > 0)
-      write_back = std::max(write_back, pools_ * (hw_.copy_submit_s + hw_.copy_latency_s) +
+      write_back = std::max(write_back, pools_ * hw_.copy_submit_s + CopiesLatencyS(pages, layers_) +
                                             static_cast<double>(pages) * page_layer_bytes_ *
                                                 static_cast<double>(layers_) / (hw_.d2h_gbps * 1e9));
   const PlanShape f(p, ranks_, page_tokens_);

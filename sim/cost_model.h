@@ -68,6 +68,9 @@ class CostModel {
   // One kernel, launch included: copying `payload_bytes` / zero-filling `bytes`. Uses the
   // profile's device copy bands when it has them.
   double KernelCopyS(double payload_bytes) const;
+  // Device-side fixed cost of copying `pages` pages x `layers` layers of every pool between the
+  // tiers: copy_latency_s per pool, or per page-layer chunk (profile's copy_unit).
+  double CopiesLatencyS(int64_t pages, int64_t layers) const;
   double KernelWriteS(double bytes) const;
   // One host<->device copy of `bytes` on one lane: latency + bytes / bandwidth.
   double TierCopyS(double bytes, bool to_device) const;

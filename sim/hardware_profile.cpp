@@ -92,7 +92,12 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
   p.measured = root["measured"] && root["measured"].as<bool>();
   const YAML::Node hd = root["host_device"];
   if (!hd) r.Fail(root, "host_device", "missing");
-  r.OnlyKeys(hd, "host_device.", {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s"});
+  r.OnlyKeys(hd, "host_device.", {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit"});
+  if (hd["copy_unit"]) {
+    const std::string u = hd["copy_unit"].as<std::string>();
+    if (u != "call" && u != "chunk") r.Fail(hd["copy_unit"], "host_device.copy_unit", "expected call or chunk, got '" + u + "'");
+    p.latency_per_chunk = u == "chunk";
+  }
   p.h2d_gbps = r.Num(hd, "h2d_gbps", "host_device.", true);
   p.d2h_gbps = r.Num(hd, "d2h_gbps", "host_device.", true);
   p.copy_latency_s = r.Num(hd, "copy_latency_s", "host_device.", false);

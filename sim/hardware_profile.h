@@ -38,6 +38,9 @@ struct HardwareProfile {
   double h2d_gbps = 0;
   double d2h_gbps = 0;
   double copy_latency_s = 0;  // per copy, on the device
+  // What one "copy" is: a copy call per pool and layer range (kernel, cudaMemcpy2DAsync), or
+  // every page-layer chunk (cudaMemcpyBatchAsync entries). YAML host_device.copy_unit.
+  bool latency_per_chunk = false;
   double copy_submit_s = 0;   // CPU time to submit one copy or copy kernel
   // Device-local copies (pack/unpack/scatter); bandwidth counts bytes read plus written.
   double device_copy_gbps = 0;

@@ -23,7 +23,7 @@ void CopyOps(std::vector<OpPrediction>& out, const std::vector<LaneCopy>& copies
                                  static_cast<double>(cfg.cache.page_tokens) *
                                  static_cast<double>(c.pages.size());
       out.push_back({pre + kind + "/l" + std::to_string(c.lane) + "/" + cfg.model.pools[k].name,
-                     kind, per_copy(layer_bytes)});
+                     kind, per_copy(layer_bytes, static_cast<double>(c.pages.size()))});
     }
 }
 
@@ -38,13 +38,17 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
   // An op's seconds are its device time, as the executor measures them: the host's submission
   // (copy_submit_s) runs ahead of the device and is not part of them; the request schedule
   // (CostModel::Request) still charges it.
+  // Latency of one copy of `pages` pages x `nl` layers of one pool: per call, or per chunk.
+  const auto lat = [&](double pages, double nl) {
+    return hw.latency_per_chunk ? pages * nl * hw.copy_latency_s : hw.copy_latency_s;
+  };
   // Write-back at eviction: one copy of all layers per pool (latency + bytes / d2h).
-  CopyOps(out, p.write_back, cfg, pre, "write_back", [&](double b) {
-    return hw.copy_latency_s + b * layers / (hw.d2h_gbps * 1e9);
+  CopyOps(out, p.write_back, cfg, pre, "write_back", [&](double b, double pages) {
+    return lat(pages, layers) + b * layers / (hw.d2h_gbps * 1e9);
   });
   // Load-back: one copy per layer per pool, each latency + bytes / h2d.
-  CopyOps(out, p.load_back, cfg, pre, "load_back", [&](double b) {
-    return layers * (hw.copy_latency_s + b / (hw.h2d_gbps * 1e9));
+  CopyOps(out, p.load_back, cfg, pre, "load_back", [&](double b, double pages) {
+    return layers * (lat(pages, 1) + b / (hw.h2d_gbps * 1e9));
   });
   out.push_back(
       {pre + "compute", "compute",
@@ -53,10 +57,10 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
     out.push_back({pre + "gather", "gather",  // the layers; the index upload (once_s) is set-up
                    layers * m.Gather(p.gather_method, p.shard_pages, p.prefix_pages).per_layer_s});
   // Backup: per-layer = one copy per layer per pool; tail = one copy of all layers per pool.
-  CopyOps(out, p.backup, cfg, pre, "backup", [&](double b) {
+  CopyOps(out, p.backup, cfg, pre, "backup", [&](double b, double pages) {
     if (p.backup_schedule == BackupSchedule::kPerLayer)
-      return layers * (hw.copy_latency_s + b / (hw.d2h_gbps * 1e9));
-    return hw.copy_latency_s + b * layers / (hw.d2h_gbps * 1e9);
+      return layers * (lat(pages, 1) + b / (hw.d2h_gbps * 1e9));
+    return lat(pages, layers) + b * layers / (hw.d2h_gbps * 1e9);
   });
   return out;
 }

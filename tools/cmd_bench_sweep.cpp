@@ -29,7 +29,7 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       ("host-layout", po::value<std::string>(), "override the host layout: layer_first | page_first | page_first_direct")
       ("backend", po::value<std::string>()->default_value("cuda"), "cuda | host (host memory, steady clock)")
       ("device", po::value<int>()->default_value(d.device), "cuda: GPU index")
-      ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel | memcpy")
+      ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel (SM copy kernel) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)")
       ("max-pages", po::value<int64_t>()->default_value(d.max_pages), "largest page count of a one-layer copy or gather")
       ("max-all-layer-pages", po::value<int64_t>()->default_value(d.max_all_layer_pages),
        "largest page count of an all-layer copy")
@@ -81,8 +81,8 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     if (o.backend != "cuda" && o.backend != "host") throw InputError("", 0, "--backend", "expected cuda or host");
     o.device = vm["device"].as<int>();
     const std::string tc = vm["tier-copy"].as<std::string>();
-    if (tc != "kernel" && tc != "memcpy") throw InputError("", 0, "--tier-copy", "expected kernel or memcpy");
-    o.tier_copy_kernel = tc == "kernel";
+    if (tc != "kernel" && tc != "memcpy" && tc != "batch") throw InputError("", 0, "--tier-copy", "expected kernel, memcpy or batch");
+    o.tier_copy = tc;
     o.max_pages = vm["max-pages"].as<int64_t>();
     o.max_all_layer_pages = vm["max-all-layer-pages"].as<int64_t>();
     o.repeats = vm["repeats"].as<int>();

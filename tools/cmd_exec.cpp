@@ -53,7 +53,7 @@ int CmdExec(int argc, const char* const* argv) {
       ("compute-scale", po::value<double>()->default_value(1.0),
        "multiply the forward pass's modelled per-layer duration (0: measure data movement only)")
       ("devices", po::value<std::string>(), "--launch local: GPU per rank, e.g. 0,1,2,3 (default: rank modulo GPUs)")
-      ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel | memcpy")
+      ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel (SM copy kernel) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)")
       ("fault", po::value<std::vector<std::string>>()->composing(),
        "test hook: KIND:RANK:OPID with KIND corrupt|die|hang (repeatable)")
       ("quiet,q", po::bool_switch(), "no console summary")
@@ -98,8 +98,8 @@ int CmdExec(int argc, const char* const* argv) {
     if (o.exec.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
     if (vm.count("devices")) o.devices = ParseDevices(vm["devices"].as<std::string>());
     const std::string tc = vm["tier-copy"].as<std::string>();
-    if (tc != "kernel" && tc != "memcpy") throw InputError("", 0, "--tier-copy", "expected kernel or memcpy");
-    o.tier_copy_kernel = tc == "kernel";
+    if (tc != "kernel" && tc != "memcpy" && tc != "batch") throw InputError("", 0, "--tier-copy", "expected kernel, memcpy or batch");
+    o.tier_copy = tc;
     if (vm.count("fault"))
       for (const auto& f : vm["fault"].as<std::vector<std::string>>()) o.exec.faults.push_back(exec::ParseFault(f));
     o.quiet = vm["quiet"].as<bool>();

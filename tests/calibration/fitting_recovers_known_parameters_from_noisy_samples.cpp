@@ -272,3 +272,49 @@ TEST_CASE("device copies that bend get size bands, which load back and drive the
 }
 
 }  // namespace kvlanes::test
+
+namespace kvlanes::test {
+
+TEST_CASE("batch-mode copies are fitted per page-layer chunk and priced per chunk") {
+  // Truth: every chunk costs 0.9 us on the copy engines beyond bytes at 50 GB/s.
+  const double lat = 0.9e-6, gbps = 50, chunk = 41984;
+  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  Noise noise(5, 0.01);
+  for (const char* dir : {"h2d", "d2h"})
+    for (int i = 0; i < 10; ++i) {
+      const double chunks = std::pow(2.0, i), bytes = chunks * chunk * (i % 2 ? 1.0 : 0.25);
+      doc["samples"].push_back({{"kind", "host_copy"}, {"direction", dir}, {"bytes", bytes}, {"copies", chunks},
+                                {"mode", "batch"}, {"layout", "layer_first"}, {"repeats", 5},
+                                {"median_s", (chunks * lat + bytes / (gbps * 1e9)) * noise()}});
+    }
+  HardwareProfile base = TruthProfile();
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "batch.json"), &base, CalibrateOptions{});
+  CHECK(r.profile.latency_per_chunk);
+  CHECK(Near(r.profile.copy_latency_s, lat, 0.05));
+  CHECK(Near(r.profile.h2d_gbps, gbps, 0.05));
+  const std::string path = TempPath("batch.yaml");
+  std::ofstream(path) << ProfileToYaml(r, "batch.json");
+  const HardwareProfile back = LoadHardwareProfile(path);
+  std::remove(path.c_str());
+  CHECK(back.latency_per_chunk);
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  const CostModel per_chunk(back, cfg, path);
+  // 10 pages x 61 layers of both pools: one latency per chunk.
+  CHECK(per_chunk.CopiesLatencyS(10, 61) == doctest::Approx(2 * 10 * 61 * back.copy_latency_s));
+  HardwareProfile calls = back;
+  calls.latency_per_chunk = false;
+  CHECK(CostModel(calls, cfg, path).CopiesLatencyS(10, 61) == doctest::Approx(2 * back.copy_latency_s));
+}
+
+TEST_CASE("a profile's copy_unit must be call or chunk") {
+  const std::string path = TempPath("bad_unit.yaml");
+  std::ofstream(path) << "name: x\nmeasured: false\nsource: s\nhost_device: {h2d_gbps: 50, d2h_gbps: 50, "
+                         "copy_latency_s: 1e-6, copy_submit_s: 1e-6, copy_unit: page}\n"
+                         "device: {copy_gbps: 3000, kernel_launch_s: 3e-6}\ncollectives: []\n"
+                         "compute: {layer_base_s: 1e-5, layer_token_s: 1e-6, layer_attn_pair_s: 1e-10}\n";
+  CHECK_THROWS_WITH(LoadHardwareProfile(path), doctest::Contains("host_device.copy_unit: expected call or chunk, got 'page'"));
+  std::remove(path.c_str());
+}
+
+}  // namespace kvlanes::test
