@@ -440,22 +440,40 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
     for (const Sample* x : s) (x->to_device ? h2d : d2h) = true;
     if (!s.empty()) {
       const Eigen::Index cols = 1 + h2d + d2h;
-      Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s.size()), cols);
       Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
-      for (size_t i = 0; i < s.size(); ++i) {
-        const auto r = static_cast<Eigen::Index>(i);
-        a(r, 0) = static_cast<double>(s[i]->copies);
-        a(r, s[i]->to_device || !h2d ? 1 : 2) = s[i]->bytes;
-        t[r] = s[i]->median_s;
-      }
+      for (size_t i = 0; i < s.size(); ++i) t[static_cast<Eigen::Index>(i)] = s[i]->median_s;
+      // The latency column: the sample's copies (per chunk for batch samples), or 1 per call.
+      const auto design = [&](bool per_copy) {
+        Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s.size()), cols);
+        for (size_t i = 0; i < s.size(); ++i) {
+          const auto r = static_cast<Eigen::Index>(i);
+          a(r, 0) = per_copy ? static_cast<double>(s[i]->copies) : 1.0;
+          a(r, s[i]->to_device || !h2d ? 1 : 2) = s[i]->bytes;
+        }
+        return a;
+      };
+      const Eigen::MatrixXd a = design(true);
       RequireRank(a, t, m.file, "host_copy",
                   "vary the bytes per copy (chunk size) so latency and bandwidth separate");
-      const LinearFit f = FitRelative(a, t);
+      LinearFit f = FitRelative(a, t);
+      // Batch samples (one cudaMemcpyBatchAsync entry per chunk): the fixed cost may be per chunk
+      // (copy_unit: chunk) or per call (copy_unit: call); both are fitted, the smaller weighted
+      // residual is kept, and the note gives both.
+      bool per_chunk = false;
+      std::string unit_note;
+      if (s.front()->mode == "batch") {
+        const LinearFit per_call = FitRelative(design(false), t);
+        per_chunk = f.ssr <= per_call.ssr;
+        char b[200];
+        std::snprintf(b, sizeof b, "mode batch: weighted SSR per chunk %.4g, per call %.4g; kept copy_unit %s", f.ssr,
+                      per_call.ssr, per_chunk ? "chunk" : "call");
+        unit_note = b;
+        if (!per_chunk) f = per_call;
+      }
       FitReport r = Report("host_device", s, f.rel_err);
       p.copy_latency_s = f.x[0];
-      // cudaMemcpyBatchAsync samples count every page-layer chunk as a copy.
-      p.latency_per_chunk = s.front()->mode == "batch";
-      if (p.latency_per_chunk) r.note = "mode batch: copy_latency_s is per page-layer chunk (copy_unit: chunk)";
+      p.latency_per_chunk = per_chunk;
+      r.note = unit_note;
       r.params.push_back({"copy_latency_s", p.copy_latency_s});
       if (h2d) {
         p.h2d_gbps = Gbps(f.x[1], m.file, "host_copy h2d");

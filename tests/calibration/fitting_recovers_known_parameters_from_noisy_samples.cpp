@@ -275,7 +275,7 @@ TEST_CASE("device copies that bend get size bands, which load back and drive the
 
 namespace kvlanes::test {
 
-TEST_CASE("batch-mode copies are fitted per page-layer chunk and priced per chunk") {
+TEST_CASE("batch-mode copies keep the fixed cost (per chunk or per call) that fits better") {
   // Truth: every chunk costs 0.9 us on the copy engines beyond bytes at 50 GB/s.
   const double lat = 0.9e-6, gbps = 50, chunk = 41984;
   nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
@@ -305,6 +305,14 @@ TEST_CASE("batch-mode copies are fitted per page-layer chunk and priced per chun
   HardwareProfile calls = back;
   calls.latency_per_chunk = false;
   CHECK(CostModel(calls, cfg, path).CopiesLatencyS(10, 61) == doctest::Approx(2 * back.copy_latency_s));
+
+  // The same batch samples timed as one fixed cost per call: the per-call fit is kept.
+  for (auto& x : doc["samples"])
+    x["median_s"] = (6e-6 + x["bytes"].get<double>() / (gbps * 1e9)) * noise();
+  const CalibrationResult c = Calibrate(ParseMeasurements(doc.dump(1), "batch.json"), &base, CalibrateOptions{});
+  CHECK_FALSE(c.profile.latency_per_chunk);
+  CHECK(Near(c.profile.copy_latency_s, 6e-6, 0.05));
+  CHECK(c.fits.front().note.find("kept copy_unit call") != std::string::npos);
 }
 
 TEST_CASE("a profile's copy_unit must be call or chunk") {
