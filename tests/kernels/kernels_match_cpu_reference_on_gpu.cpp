@@ -486,14 +486,17 @@ TEST_CASE("peer_gather equals the CPU reference reading from up to sixteen pools
 TEST_CASE("tier copies equal the CPU reference in every layout, direction and strategy") {
   const std::vector<std::pair<int64_t, int64_t>> shapes = {
       {656, 16}, {656, 64}, {656, 256}, {132, 16}, {132, 64}, {132, 256}, {7, 3}, {1, 1}};
-  enum class Strategy { kKernel, kMemcpy2D, kMemcpy1D };
+  enum class Strategy { kKernel, kMemcpy2D, kMemcpy1D, kBatch };
+  // cudaMemcpyBatchAsync refuses the legacy default stream: the batch strategy uses its own.
+  cudaStream_t batch_stream = nullptr;
+  RequireCuda(cudaStreamCreateWithFlags(&batch_stream, cudaStreamNonBlocking), "cudaStreamCreate");
   for (const auto& [elem, pt] : shapes) {
     for (k::HostLayout layout :
          {k::HostLayout::kLayerFirst, k::HostLayout::kPageFirst, k::HostLayout::kPageFirstDirect}) {
       for (k::TierDirection dir :
            {k::TierDirection::kDeviceToHost, k::TierDirection::kHostToDevice}) {
         for (int list = 0; list < 4; ++list) {  // empty, one page, scattered, runs
-          for (Strategy strategy : {Strategy::kKernel, Strategy::kMemcpy2D, Strategy::kMemcpy1D}) {
+          for (Strategy strategy : {Strategy::kKernel, Strategy::kMemcpy2D, Strategy::kMemcpy1D, Strategy::kBatch}) {
             uint64_t seed = 0;
             std::mt19937_64 rng = FreshRng(&seed);
             const int64_t dev_slots = 12;
@@ -535,6 +538,11 @@ TEST_CASE("tier copies equal the CPU reference in every layout, direction and st
               gpu_args.device_slots = dev_index.side(true);
               gpu_args.host_slots = host_index.side(true);
               RequireCuda(k::TierCopyKernel(gpu_args, nullptr), "TierCopyKernel");
+            } else if (strategy == Strategy::kBatch) {
+              gpu_args.device_slots = d.data();  // planned on the host, like the memcpy strategy
+              gpu_args.host_slots = h.data();
+              RequireCuda(k::TierCopyBatch(gpu_args, batch_stream), "TierCopyBatch");
+              RequireCuda(cudaStreamSynchronize(batch_stream), "cudaStreamSynchronize (batch)");
             } else {
               gpu_args.device_slots = d.data();  // the memcpy strategy plans on the host
               gpu_args.host_slots = h.data();
@@ -555,6 +563,7 @@ TEST_CASE("tier copies equal the CPU reference in every layout, direction and st
       }
     }
   }
+  cudaStreamDestroy(batch_stream);
 }
 
 TEST_CASE("every launch shape gives the same bytes as the CPU reference") {
