@@ -2,6 +2,7 @@
 // the measurement file `kvlanes calibrate` fits (exec/sweep.h; format: docs/calibration.md).
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -102,8 +103,13 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     const bool quiet = vm["quiet"].as<bool>();
     if (!quiet) o.progress = [](const std::string& s) { std::fprintf(stderr, "sweep: %s\n", s.c_str()); };
 
-    const nlohmann::ordered_json doc = exec::RunSweep(o);
     const std::string out = vm["out"].as<std::string>();
+    {  // refuse an unwritable output before timing anything
+      const std::filesystem::path dir = std::filesystem::path(out).parent_path();
+      if (!dir.empty() && !std::filesystem::is_directory(dir))
+        throw InputError(out, 0, "--out", "directory " + dir.string() + " does not exist");
+    }
+    const nlohmann::ordered_json doc = exec::RunSweep(o);
     WriteFileAtomically(out, doc.dump(1) + "\n");
     if (!quiet) {
       std::map<std::string, int> by_kind;
