@@ -282,7 +282,8 @@ TEST_CASE("batch-mode copies keep the fixed cost (per chunk or per call) that fi
   Noise noise(5, 0.01);
   for (const char* dir : {"h2d", "d2h"})
     for (int i = 0; i < 10; ++i) {
-      const double chunks = std::pow(2.0, i), bytes = chunks * chunk * (i % 2 ? 1.0 : 0.25);
+      const int64_t chunks = int64_t{1} << i;
+      const double bytes = static_cast<double>(chunks) * chunk * (i % 2 ? 1.0 : 0.25);
       doc["samples"].push_back({{"kind", "host_copy"}, {"direction", dir}, {"bytes", bytes}, {"copies", chunks},
                                 {"mode", "batch"}, {"layout", "layer_first"}, {"repeats", 5},
                                 {"median_s", (chunks * lat + bytes / (gbps * 1e9)) * noise()}});
