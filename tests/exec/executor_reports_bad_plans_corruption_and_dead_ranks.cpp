@@ -80,8 +80,12 @@ TEST_CASE("a plan that contradicts itself fails with exit code 2 naming the op")
 }
 
 TEST_CASE("a byte flipped before a gather is reported with op, rank and page on every method") {
+  // Both places the dense result is checked: after the request (the buffer holds every layer)
+  // and right after each layer (a buffer of one layer, reused).
+  for (const bool one_layer_buffer : {false, true})
   for (const char* method : {"dense", "packed", "p2p"}) {
     CAPTURE(method);
+    CAPTURE(one_layer_buffer);
     const ReplayConfig cfg = TwoRankConfig(method);
     const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
     const auto [id, unused] = FirstOp(pf, cfg, "gather");
@@ -89,7 +93,10 @@ TEST_CASE("a byte flipped before a gather is reported with op, rank and page on 
     TempDir dir;
     RunOptions o = HostOptions(dir);
     o.exec.faults.push_back(ParseFault("corrupt:0:" + id));
-    const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", "", -1), o);
+    ExecPlan plan = MakeExecPlan(pf, "p.jsonl", "", -1);
+    CHECK(plan.geo.dense_layers == plan.geo.layers);  // small plans keep every layer
+    if (one_layer_buffer) plan.geo.dense_layers = 1;
+    const RunOutcome out = RunLocal(plan, o);
     CHECK(out.exit_code == 1);
     CHECK(out.message.find("verification failed") != std::string::npos);
     CHECK(out.message.find("op " + id + ", rank ") != std::string::npos);

@@ -100,3 +100,41 @@ TEST_CASE("host backend executes plans of the shipped traces at cp_size 1, 2 and
 
 }  // namespace
 }  // namespace kvlanes::exec::testing
+
+namespace kvlanes::exec::testing {
+
+TEST_CASE("load-back, gather and forward take turns layer by layer, as the cost model schedules them") {
+  const ReplayConfig cfg = SmallConfig(1, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=6000",
+                                           "gather.method=packed", "backup.schedule=per-layer"});
+  const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
+  TempDir dir;
+  RunOptions o;
+  o.backend = "host";
+  o.out = dir.File("measured.json");
+  o.timeout_s = 60;
+  o.quiet = true;
+  o.exec.warmup = 0;
+  const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
+  REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+  std::map<std::string, nlohmann::json> by_id;
+  const nlohmann::json measured = ReadJson(o.out);
+  for (const auto& op : measured["ops"]) by_id[op["id"].get<std::string>()] = op;
+  int checked = 0;
+  for (const auto& [id, op] : by_id) {
+    if (op["kind"] != "load_back") continue;
+    const std::string r = id.substr(0, id.find('/'));
+    if (!by_id.count(r + "/gather")) continue;
+    const auto& g = by_id[r + "/gather"];
+    const auto& c = by_id[r + "/compute"];
+    // Later layers load after the first layer was gathered and computed...
+    CHECK(op["end_s"].get<double>() > g["start_s"].get<double>());
+    CHECK(op["end_s"].get<double>() > c["start_s"].get<double>());
+    // ...and each op's seconds are its own spans, not the interleaved whole.
+    CHECK(op["seconds"].get<double>() < op["end_s"].get<double>() - op["start_s"].get<double>());
+    CHECK(c["seconds"].get<double>() < c["end_s"].get<double>() - c["start_s"].get<double>());
+    ++checked;
+  }
+  CHECK_MESSAGE(checked > 0, "the case has requests that load back and gather; ops: ", by_id.size());
+}
+
+}  // namespace kvlanes::exec::testing
