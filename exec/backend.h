@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec/pattern.h"
+#include "kernels/materialize.h"
 #include "kernels/page_layout.h"
 #include "kernels/tier_copy.h"
 #include "kernels/zigzag.h"
@@ -67,9 +68,16 @@ struct ExecGeometry {
   // The per-layer collective buffers: dense (all-reduce) and the packed send/receive buffers.
   int64_t dense_layer_bytes() const { return max_prefix_pages * page_layer_bytes(); }
   int64_t dense_bytes() const { return dense_layer_bytes() * dense_layers; }
-  // Byte offset of `layer`'s region in the dense buffer for a gather of `prefix_pages` pages.
-  int64_t dense_offset(int64_t layer, int64_t prefix_pages) const {
-    return dense_layers > 1 ? layer * prefix_pages * page_layer_bytes() : 0;
+  // The dense regions (one per pool) of `layer` of a gather of `prefix_pages` pages, in the dense
+  // buffer at `base`: each layer has its own region when the buffer holds every layer.
+  std::vector<kernels::DenseRef> dense_refs(void* base, int64_t layer, int64_t prefix_pages) const {
+    std::vector<kernels::DenseRef> refs;
+    int64_t off = dense_layers > 1 ? layer * prefix_pages * page_layer_bytes() : 0;
+    for (int k = 0; k < num_pools(); ++k) {
+      refs.push_back(kernels::DenseRef{static_cast<char*>(base) + off, page_tokens, elem_bytes[static_cast<size_t>(k)], prefix_pages});
+      off += prefix_pages * chunk_bytes(k);
+    }
+    return refs;
   }
   int64_t send_bytes() const { return max_shard_pages * page_layer_bytes(); }
   int64_t recv_bytes() const { return ranks * send_bytes(); }

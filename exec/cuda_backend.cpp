@@ -37,27 +37,41 @@ struct DeviceId {
   int has_pools;
 };
 
-// Pinned, device-mapped host memory in chunks, handed out until the next Reset (after a Sync):
-// index arrays and verification results the kernels read and write.
-class PinnedArena {
+// Memory handed out in chunks until the next Reset (after a Sync). Two kinds:
+//  kPinned  pinned, device-mapped host memory: index arrays staged for upload and the ones the
+//           kernels read once, and verification results;
+//  kDevice  device memory for index arrays the kernels read many times (gather indices, the
+//           forward pass's page list), filled by an async copy from the pinned arena on the stream
+//           that uses them. Kernels reading a mapped host array instead would send every index
+//           read over PCIe, where it queues behind the tier copies' traffic.
+class ChunkArena {
  public:
-  ~PinnedArena() {
-    for (auto& c : chunks_) cudaFreeHost(c.data);
+  enum class Kind { kPinned, kDevice };
+  explicit ChunkArena(Kind kind) : kind_(kind) {}
+  ChunkArena(const ChunkArena&) = delete;
+  ChunkArena& operator=(const ChunkArena&) = delete;
+  ~ChunkArena() {
+    for (auto& c : chunks_) kind_ == Kind::kPinned ? cudaFreeHost(c.data) : cudaFree(c.data);
   }
+  // Pinned only: a copy of `bytes` of `src`.
   void* Put(const void* src, size_t bytes) {
     void* p = Take(bytes);
     if (bytes) std::memcpy(p, src, bytes);
     return p;
   }
   void* Take(size_t bytes) {
-    bytes = (bytes + 15) / 16 * 16;
+    const size_t align = kind_ == Kind::kPinned ? 16 : 256;
+    bytes = (bytes + align - 1) / align * align;
     while (cur_ < chunks_.size() && chunks_[cur_].used + bytes > chunks_[cur_].size) ++cur_;
     if (cur_ == chunks_.size()) {
       Chunk c;
-      c.size = std::max<size_t>(bytes, 8u << 20);
-      const cudaError_t e = cudaHostAlloc(&c.data, c.size, cudaHostAllocMapped | cudaHostAllocPortable);
+      c.size = std::max<size_t>(bytes, kind_ == Kind::kPinned ? 8u << 20 : 16u << 20);
+      const cudaError_t e = kind_ == Kind::kPinned
+                                ? cudaHostAlloc(&c.data, c.size, cudaHostAllocMapped | cudaHostAllocPortable)
+                                : cudaMalloc(&c.data, c.size);
       if (e != cudaSuccess)
-        throw ExecError("cannot allocate " + GiB(static_cast<double>(c.size)) + " of pinned host memory for index arrays: " +
+        throw ExecError("cannot allocate " + GiB(static_cast<double>(c.size)) + " of " +
+                        (kind_ == Kind::kPinned ? "pinned host" : "device") + " memory for index arrays: " +
                         cudaGetErrorString(e));
       chunks_.push_back(c);
     }
@@ -76,46 +90,7 @@ class PinnedArena {
     void* data = nullptr;
     size_t size = 0, used = 0;
   };
-  std::vector<Chunk> chunks_;
-  size_t cur_ = 0;
-};
-
-// Device memory for index arrays the kernels read many times (gather indices, the forward
-// pass's page list), filled by an async copy from the pinned arena on the stream that uses them.
-// Kernels reading a mapped host array instead would send every index read over PCIe, where it
-// queues behind the tier copies' traffic.
-class DeviceArena {
- public:
-  ~DeviceArena() {
-    for (auto& c : chunks_) cudaFree(c.data);
-  }
-  void* Take(size_t bytes) {
-    bytes = (bytes + 255) / 256 * 256;
-    while (cur_ < chunks_.size() && chunks_[cur_].used + bytes > chunks_[cur_].size) ++cur_;
-    if (cur_ == chunks_.size()) {
-      Chunk c;
-      c.size = std::max<size_t>(bytes, 16u << 20);
-      const cudaError_t e = cudaMalloc(&c.data, c.size);
-      if (e != cudaSuccess)
-        throw ExecError("cannot allocate " + GiB(static_cast<double>(c.size)) + " of device memory for index arrays: " +
-                        cudaGetErrorString(e));
-      chunks_.push_back(c);
-    }
-    Chunk& c = chunks_[cur_];
-    void* p = static_cast<char*>(c.data) + c.used;
-    c.used += bytes;
-    return p;
-  }
-  void Reset() {
-    for (auto& c : chunks_) c.used = 0;
-    cur_ = 0;
-  }
-
- private:
-  struct Chunk {
-    void* data = nullptr;
-    size_t size = 0, used = 0;
-  };
+  Kind kind_;
   std::vector<Chunk> chunks_;
   size_t cur_ = 0;
 };
@@ -124,9 +99,10 @@ class CudaBackend : public RankBackend {
  public:
   CudaBackend(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rv, const CudaBackendOptions& o)
       : geo_(geo), rank_(rank), rv_(rv), o_(o) {
-    // Before CUDA starts in this process: enough hardware work queues that our four streams (and
-    // NCCL's) do not share one, where a copy would wait behind an unrelated kernel. The default
-    // is 8; a value set by the user is kept.
+    // Before CUDA starts in this process: more hardware work queues than the default 8, so our
+    // four streams and NCCL's need not share one. On the H200 run of 2026-11-29 (kvtester
+    // 0073+0169, cp 1) it made no measurable difference (gather 3.06 s with 32, 3.02 s with 8);
+    // it is kept as a precaution for more streams. A value set by the user is kept.
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -327,12 +303,6 @@ class CudaBackend : public RankBackend {
     d_src_rank_ = put(g.src_rank);
     d_src_slot_ = put(g.src_slot);
     d_tags_ = static_cast<const PageTag*>(arena_.Put(g.tags.data(), g.tags.size() * sizeof(PageTag)));
-    dense_refs_.clear();
-    int64_t off = 0;
-    for (int k = 0; k < geo_.num_pools(); ++k) {
-      dense_refs_.push_back(kernels::DenseRef{dense_ + off, geo_.page_tokens, geo_.elem_bytes[static_cast<size_t>(k)], g.prefix_pages});
-      off += g.prefix_pages * geo_.chunk_bytes(k);
-    }
     if (g.method != GatherMethod::kP2p && geo_.ranks > 1 && !comm_)
       throw ExecError("rank " + std::to_string(rank_) + ": a " + GatherMethodName(g.method) + " gather needs NCCL, which this run has not");
     if (g.method == GatherMethod::kP2p)
@@ -342,17 +312,9 @@ class CudaBackend : public RankBackend {
                           "'s pools, which are on another node (CUDA IPC works within a node)");
   }
 
-  // The dense regions of one layer (the buffer holds every layer or just one).
-  std::vector<kernels::DenseRef> LayerRefs(int64_t layer) const {
-    std::vector<kernels::DenseRef> refs = dense_refs_;
-    const int64_t off = geo_.dense_offset(layer, gi_->prefix_pages);
-    for (kernels::DenseRef& r : refs) r.data = static_cast<char*>(r.data) + off;
-    return refs;
-  }
-
   void GatherLayer(Stream s, int64_t layer) override {
     const GatherIndex& g = *gi_;
-    const std::vector<kernels::DenseRef> dense = LayerRefs(layer);
+    const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_, layer, gi_->prefix_pages);
     const kernels::LayerRange one{layer, layer + 1};
     const int64_t record = geo_.page_layer_bytes();
     std::vector<kernels::PoolRef> pools;
@@ -424,7 +386,7 @@ class CudaBackend : public RankBackend {
   }
 
   int VerifyDense(Stream s, int64_t layer) override {
-    const std::vector<kernels::DenseRef> dense = LayerRefs(layer);
+    const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_, layer, gi_->prefix_pages);
     ChunkSet set;
     for (int k = 0; k < geo_.num_pools(); ++k)
       set.seg[k] = ChunkSegment{static_cast<char*>(dense[static_cast<size_t>(k)].data), 0, geo_.chunk_bytes(k), k};
@@ -717,14 +679,13 @@ class CudaBackend : public RankBackend {
   VerifyOut* verify_dev_ = nullptr;
   size_t verify_capacity_ = 0;
   std::vector<void*> peer_base_;
-  PinnedArena arena_;
+  ChunkArena arena_{ChunkArena::Kind::kPinned};
   std::vector<std::pair<VerifyOut*, int64_t>> results_;
   const GatherIndex* gi_ = nullptr;
   const int32_t *d_owner_slot_ = nullptr, *d_pack_slots_ = nullptr, *d_unpack_ = nullptr, *d_src_rank_ = nullptr,
                 *d_src_slot_ = nullptr;
   const PageTag* d_tags_ = nullptr;
-  std::vector<kernels::DenseRef> dense_refs_;
-  DeviceArena dev_arena_;
+  ChunkArena dev_arena_{ChunkArena::Kind::kDevice};
   std::pair<const void*, size_t> forward_key_{nullptr, 0};
   const PageTag* forward_tags_ = nullptr;
   const int32_t* forward_slots_ = nullptr;

@@ -214,8 +214,12 @@ struct PendingSpan {
 struct PendingVerify {
   int handle;
   std::string op_id;
-  std::string what;                  // "layer 3" / "pool kv"
-  std::vector<std::string> item_names;  // per item, lazily formatted description
+  std::string what;  // "layer 3" / "pool kv"
+  // A load-back's pages (device slot, host slot, content), named only if one of them fails; all
+  // null for a gathered layer. They live until the request's bookkeeping is cleared.
+  const int32_t* dev = nullptr;
+  const int32_t* host = nullptr;
+  const PageTag* tags = nullptr;
 };
 
 // A load-back whose pages are checked once the request's timed work is enqueued.
@@ -223,10 +227,10 @@ struct PendingCheck {
   std::string op_id;
   std::string what;
   int pool;
-  const int32_t* slots;
+  const int32_t* dev;
+  const int32_t* host;
   const PageTag* tags;
   size_t n;
-  std::vector<std::string> item_names;
 };
 
 class RankRun {
@@ -475,9 +479,9 @@ class RankRun {
         h.push_back(static_cast<int32_t>(hs));
         tags.push_back(host.tag);
       }
-      const int32_t* dp = Stash(d);
-      const int32_t* hp = Stash(h);
-      tag_store_.push_back(tags);
+      const int32_t* dp = Stash(std::move(d));
+      const int32_t* hp = Stash(std::move(h));
+      tag_store_.push_back(std::move(tags));
       const PageTag* tp = tag_store_.back().data();
       const size_t n = c.pages.size();
       for (int k = 0; k < geo_.num_pools(); ++k) {
@@ -485,12 +489,7 @@ class RankRun {
         ApplyFaults(id, [&] { b_.CorruptHostPage(k, hp[0], 0); });
         const size_t op = AddOp(id, "load_back", Stream::kH2D, static_cast<int64_t>(n) * L * geo_.chunk_bytes(k), static_cast<int64_t>(n));
         loads.push_back({op, k, dp, hp, n});
-        PendingCheck chk{id, "pool " + geo_.pool_names[static_cast<size_t>(k)], k, dp, tp, n, {}};
-        for (size_t i = 0; i < n; ++i)
-          chk.item_names.push_back("loaded page " + std::to_string(i) + " (device slot " + std::to_string(d[i]) + ", host slot " +
-                                   std::to_string(h[i]) + ", logical page " + std::to_string(tags[i].page) + " of extent " +
-                                   std::to_string(tags[i].extent) + ")");
-        load_checks_.push_back(std::move(chk));
+        load_checks_.push_back(PendingCheck{id, "pool " + geo_.pool_names[static_cast<size_t>(k)], k, dp, hp, tp, n});
       }
     }
     auto load_layers = [&](LayerRange r) {
@@ -578,7 +577,7 @@ class RankRun {
         ready = b_.Mark(Stream::kComm);
         spans_.push_back({gop, g0, ready});
         if (geo_.dense_layers == 1) {  // the buffer is reused by the next layer: check it now
-          verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), pre + "gather", "layer " + std::to_string(l), {}});
+          verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), pre + "gather", "layer " + std::to_string(l)});
           dense_verify_prefix_.push_back(&p);
         }
       }
@@ -609,13 +608,13 @@ class RankRun {
     // the loaded pages and (when the dense buffer holds every layer) the gathered layers.
     const int ends[] = {b_.Mark(Stream::kCompute), b_.Mark(Stream::kH2D), b_.Mark(Stream::kD2H)};
     for (int e : ends) b_.Wait(Stream::kComm, e);
-    for (PendingCheck& chk : load_checks_)
-      verifies_.push_back(PendingVerify{b_.VerifyPages(Stream::kComm, chk.pool, {chk.slots, chk.n}, {chk.tags, chk.n}), chk.op_id,
-                                        chk.what, std::move(chk.item_names)});
+    for (const PendingCheck& chk : load_checks_)
+      verifies_.push_back(PendingVerify{b_.VerifyPages(Stream::kComm, chk.pool, {chk.dev, chk.n}, {chk.tags, chk.n}), chk.op_id,
+                                        chk.what, chk.dev, chk.host, chk.tags});
     load_checks_.clear();
     if (gathers && geo_.dense_layers > 1)
       for (int64_t l = 0; l < L; ++l) {
-        verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), pre + "gather", "layer " + std::to_string(l), {}});
+        verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), pre + "gather", "layer " + std::to_string(l)});
         dense_verify_prefix_.push_back(&p);
       }
 
@@ -729,7 +728,7 @@ class RankRun {
     for (const PendingVerify& v : verifies_) {
       const VerifyResult r = b_.VerifyResultOf(v.handle);
       verified_bytes_ += r.checked_bytes;
-      const bool dense = v.item_names.empty();
+      const bool dense = v.dev == nullptr;
       const RequestPlan* dp = dense ? dense_verify_prefix_[dense_i++] : nullptr;
       if (r.bad_bytes == 0) continue;
       if (failures++ < 4) {
@@ -739,7 +738,9 @@ class RankRun {
           const PrefixPage& pp = dp->prefix[static_cast<size_t>(q)];
           err << "logical page " << q << " (owner rank " << pp.owner << ", device slot " << pp.device_slot << ")";
         } else {
-          err << v.item_names[static_cast<size_t>(r.first_bad_item)];
+          const size_t i = static_cast<size_t>(r.first_bad_item);
+          err << "loaded page " << i << " (device slot " << v.dev[i] << ", host slot " << v.host[i] << ", logical page "
+              << v.tags[i].page << " of extent " << v.tags[i].extent << ")";
         }
         err << " differs from its pattern (" << r.bad_bytes << " wrong bytes of " << r.checked_bytes << " checked)";
       }

@@ -205,26 +205,11 @@ class HostBackend : public RankBackend {
 
   void PrepareGather(const GatherIndex& index) override {
     gi_ = &index;
-    dense_refs_.clear();
-    int64_t off = 0;
-    for (int k = 0; k < geo_.num_pools(); ++k) {
-      dense_refs_.push_back(kernels::DenseRef{dense_.data() + off, geo_.page_tokens, geo_.elem_bytes[static_cast<size_t>(k)],
-                                              index.prefix_pages});
-      off += index.prefix_pages * geo_.chunk_bytes(k);
-    }
-  }
-
-  // The dense regions of one layer (the buffer holds every layer or just one).
-  std::vector<kernels::DenseRef> LayerRefs(int64_t layer) const {
-    std::vector<kernels::DenseRef> refs = dense_refs_;
-    const int64_t off = geo_.dense_offset(layer, gi_->prefix_pages);
-    for (kernels::DenseRef& r : refs) r.data = static_cast<uint8_t*>(r.data) + off;
-    return refs;
   }
 
   void GatherLayer(Stream, int64_t layer) override {
     const GatherIndex& g = *gi_;
-    const std::vector<kernels::DenseRef> dense = LayerRefs(layer);
+    const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_.data(), layer, gi_->prefix_pages);
     const kernels::LayerRange one{layer, layer + 1};
     const int64_t record = geo_.page_layer_bytes();
     switch (g.method) {
@@ -290,7 +275,7 @@ class HostBackend : public RankBackend {
   }
 
   int VerifyDense(Stream, int64_t layer) override {
-    const std::vector<kernels::DenseRef> dense = LayerRefs(layer);
+    const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_.data(), layer, gi_->prefix_pages);
     VerifyResult r;
     for (int64_t p = 0; p < gi_->prefix_pages; ++p) {
       const PageTag& t = gi_->tags[static_cast<size_t>(p)];
@@ -436,7 +421,6 @@ class HostBackend : public RankBackend {
   std::vector<uint8_t> host_;
   std::vector<kernels::HostPoolRef> host_pools_;
   std::vector<uint8_t> dense_, send_, recv_;
-  std::vector<kernels::DenseRef> dense_refs_;
   const GatherIndex* gi_ = nullptr;
   std::vector<Clock::time_point> marks_;
   std::vector<VerifyResult> results_;

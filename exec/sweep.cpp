@@ -54,8 +54,8 @@ class Sweeper {
                    (all ? ", all layers" : ", one layer"));
           for (const int64_t n : all ? all_counts : counts) {
             const int64_t nl = all ? geo_.layers : 1;
-            const std::vector<double> t = Time(s, [&](int rep) {
-              const auto [d, h] = Slots(n, rep);
+            const std::vector<double> t = Time(s, [&] {
+              const auto [d, h] = Slots(n);
               runs_ = Runs(d, h);
               const int64_t l0 = all ? 0 : RandomLayer();
               return [this, s, k, dir, d, h, l0, nl] { b_.TierCopy(s, k, dir, d, h, LayerRange{l0, l0 + nl}); };
@@ -84,7 +84,7 @@ class Sweeper {
         std::vector<double> t;
         for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
           std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> sets;
-          for (int i = 0; i < c; ++i) sets.push_back(Slots(std::min<int64_t>(8, o_.max_pages), rep * 997 + i));
+          for (int i = 0; i < c; ++i) sets.push_back(Slots(std::min<int64_t>(8, o_.max_pages)));
           const auto t0 = Clock::now();
           for (int i = 0; i < c; ++i) b_.TierCopy(s, i % geo_.num_pools(), dir, sets[static_cast<size_t>(i)].first,
                                                   sets[static_cast<size_t>(i)].second, LayerRange{0, 1});
@@ -106,8 +106,8 @@ class Sweeper {
     // One layer of a packed gather at one rank: pack the owned pages, unpack them into order.
     Progress("device_copy (packed gather layer)");
     for (const int64_t n : counts) {
-      const std::vector<double> t = Time(Stream::kComm, [&](int rep) {
-        const auto [d, h] = Slots(n, rep);
+      const std::vector<double> t = Time(Stream::kComm, [&] {
+        const auto [d, h] = Slots(n);
         (void)h;
         GatherIndex g;
         g.method = GatherMethod::kPacked;
@@ -169,7 +169,7 @@ class Sweeper {
   int64_t RandomLayer() { return static_cast<int64_t>(rng_() % static_cast<uint64_t>(geo_.layers)); }
 
   // n distinct random device slots and n distinct random host slots.
-  std::pair<std::vector<int32_t>, std::vector<int32_t>> Slots(int64_t n, int) {
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> Slots(int64_t n) {
     auto pick = [&](int64_t pool) {
       std::vector<int32_t> all(static_cast<size_t>(pool));
       std::iota(all.begin(), all.end(), 0);
@@ -183,14 +183,14 @@ class Sweeper {
     return {pick(geo_.device_slots), pick(geo_.host_slots)};
   }
 
-  // Stream time of one call, warm-up runs first; `make(rep)` prepares a run (untimed) and returns
+  // Stream time of one call, warm-up runs first; `make()` prepares a run (untimed) and returns
   // what enqueues it.
   template <class Make>
   std::vector<double> Time(Stream s, Make make) {
     std::vector<double> t;
     double last_enqueue_s = 0;
     for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
-      auto run = make(rep);
+      auto run = make();
       // Gate: a short busy kernel first, so the whole call is enqueued before the timed span
       // starts and the span is device time only, as in the executor, whose host thread runs ahead
       // of the device (the host's share is measured by copy_submit).

@@ -66,10 +66,12 @@ double CostModel::DeviceCopyS(double payload_bytes) const {
 
 double CostModel::DeviceWriteS(double bytes) const { return bytes / (hw_.device_copy_gbps * 1e9); }
 
+double CostModel::CopyLatencyS(double pages, double layers) const {
+  return (hw_.latency_per_chunk ? pages * layers : 1.0) * hw_.copy_latency_s;
+}
+
 double CostModel::CopiesLatencyS(int64_t pages, int64_t layers) const {
-  // One copy per pool (call), or one per page-layer chunk of every pool (chunk).
-  const double per_pool = hw_.latency_per_chunk ? static_cast<double>(pages * layers) : 1.0;
-  return static_cast<double>(pools_) * per_pool * hw_.copy_latency_s;
+  return static_cast<double>(pools_) * CopyLatencyS(static_cast<double>(pages), static_cast<double>(layers));
 }
 
 double CostModel::KernelCopyS(double payload_bytes) const {

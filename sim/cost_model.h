@@ -68,8 +68,10 @@ class CostModel {
   // One kernel, launch included: copying `payload_bytes` / zero-filling `bytes`. Uses the
   // profile's device copy bands when it has them.
   double KernelCopyS(double payload_bytes) const;
-  // Device-side fixed cost of copying `pages` pages x `layers` layers of every pool between the
-  // tiers: copy_latency_s per pool, or per page-layer chunk (profile's copy_unit).
+  // Device-side fixed cost of one tier copy of `pages` pages x `layers` layers of one pool:
+  // copy_latency_s once, or once per page-layer chunk (profile's copy_unit).
+  double CopyLatencyS(double pages, double layers) const;
+  // The same for every pool.
   double CopiesLatencyS(int64_t pages, int64_t layers) const;
   double KernelWriteS(double bytes) const;
   // One host<->device copy of `bytes` on one lane: latency + bytes / bandwidth.

@@ -38,10 +38,7 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
   // An op's seconds are its device time, as the executor measures them: the host's submission
   // (copy_submit_s) runs ahead of the device and is not part of them; the request schedule
   // (CostModel::Request) still charges it.
-  // Latency of one copy of `pages` pages x `nl` layers of one pool: per call, or per chunk.
-  const auto lat = [&](double pages, double nl) {
-    return hw.latency_per_chunk ? pages * nl * hw.copy_latency_s : hw.copy_latency_s;
-  };
+  const auto lat = [&](double pages, double nl) { return m.CopyLatencyS(pages, nl); };
   // Write-back at eviction: one copy of all layers per pool (latency + bytes / d2h).
   CopyOps(out, p.write_back, cfg, pre, "write_back", [&](double b, double pages) {
     return lat(pages, layers) + b * layers / (hw.d2h_gbps * 1e9);
