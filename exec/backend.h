@@ -121,6 +121,8 @@ struct VerifyResult {
   int64_t first_bad_item = -1;
 };
 
+enum class RawCollectiveOp { kAllGather, kAllReduce };
+
 class RankBackend {
  public:
   virtual ~RankBackend() = default;
@@ -162,6 +164,13 @@ class RankBackend {
   // Compares device pages `slots` of one pool, every layer, with the pattern of `tags`.
   virtual int VerifyPages(Stream s, int pool, std::span<const int32_t> slots, std::span<const PageTag> tags) = 0;
   virtual VerifyResult VerifyResultOf(int handle) const = 0;
+
+  // Benchmarks only (`kvlanes bench sweep --ranks`): the bare collective the gathers use, on this
+  // backend's own buffers. kAllGather: `bytes` per rank from the send buffer, rank-major into the
+  // receive buffer; kAllReduce: uint8 sum of `bytes` of the dense buffer, in place. Collective:
+  // every rank calls it with the same op and bytes. REQUIRES: ranks() > 1, bytes within the
+  // geometry's send_bytes() (all-gather) or dense_bytes() (all-reduce).
+  virtual void RawCollective(Stream s, RawCollectiveOp op, int64_t bytes) = 0;
 
   // --- Between ranks (synchronous, bounded by the timeout). ---
   virtual void Barrier() = 0;

@@ -385,6 +385,17 @@ class CudaBackend : public RankBackend {
     }
   }
 
+  void RawCollective(Stream s, RawCollectiveOp op, int64_t bytes) override {
+    if (geo_.ranks < 2 || !comm_) throw ExecError("rank " + std::to_string(rank_) + ": a bare collective needs several ranks and NCCL");
+    if (op == RawCollectiveOp::kAllGather) {
+      if (bytes > geo_.send_bytes()) throw ExecError("all-gather of " + std::to_string(bytes) + " bytes per rank exceeds the send buffer");
+      Nccl(ncclAllGather(send_, recv_, static_cast<size_t>(bytes), ncclUint8, comm_, S(s)), "ncclAllGather");
+    } else {
+      if (bytes > geo_.dense_bytes()) throw ExecError("all-reduce of " + std::to_string(bytes) + " bytes exceeds the dense buffer");
+      Nccl(ncclAllReduce(dense_, dense_, static_cast<size_t>(bytes), ncclUint8, ncclSum, comm_, S(s)), "ncclAllReduce");
+    }
+  }
+
   int VerifyDense(Stream s, int64_t layer) override {
     const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_, layer, gi_->prefix_pages);
     ChunkSet set;

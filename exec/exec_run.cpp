@@ -142,23 +142,8 @@ void CheckBackendAvailable(const std::string& backend) {
   throw InputError("", 0, "--backend", "unknown backend '" + backend + "' (valid: cuda, host)");
 }
 
-RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
-  CheckBackendAvailable(o.backend);
-  const int N = plan.geo.ranks;
-  if (!o.devices.empty() && static_cast<int>(o.devices.size()) != N)
-    throw InputError("", 0, "--devices", std::to_string(o.devices.size()) + " GPUs for " + std::to_string(N) + " ranks");
-  std::unique_ptr<HostSegment> seg;
-  std::optional<RendezvousSpec> rv;
-  std::string tmpdir;
-  if (o.backend == "host") {
-    seg = HostSegment::CreateAnonymous(plan.geo);
-  } else {
-    const char* base = std::getenv("TMPDIR");
-    std::string templ = std::string(base && *base ? base : "/tmp") + "/kvlanes-exec-XXXXXX";
-    if (!mkdtemp(templ.data())) throw ExecError("cannot create a rendezvous directory under " + templ);
-    tmpdir = templ;
-    rv = ParseRendezvous("file:" + tmpdir);
-  }
+RunOutcome SuperviseRanks(int N, HostSegment* seg, double timeout_s, double run_timeout_s,
+                          const std::function<int(int rank, std::string* error)>& body) {
   std::fflush(nullptr);
   const pid_t parent = getpid();
   std::vector<pid_t> pids(static_cast<size_t>(N), -1);
@@ -173,10 +158,8 @@ RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // a supervisor that dies takes its ranks with it
       if (getppid() != parent) _exit(1);
       std::string error;
-      const int device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
-      const int code = RankBody(plan, o, r, r, seg.get(), rv, device, &error);
+      const int code = body(r, &error);
       if (!error.empty()) {
-        std::fprintf(stderr, "kvlanes exec: %s\n", error.c_str());
         const ssize_t ignored = write(fd[1], error.data(), error.size());
         (void)ignored;
       }
@@ -189,14 +172,13 @@ RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
     pids[static_cast<size_t>(r)] = pid;
     pipes[static_cast<size_t>(r)] = fd[0];
   }
-
   RunOutcome out;
   out.rank_errors.assign(static_cast<size_t>(N), "");
   std::vector<int> status(static_cast<size_t>(N), 0);
   int live = N, first_failed = -1;
   const auto start = Clock::now();
   Clock::time_point failed_at;
-  const double grace_s = std::min(5.0, o.timeout_s);
+  const double grace_s = std::min(5.0, timeout_s);
   bool killed = false;
   auto drain = [&] {
     char buf[4096];
@@ -229,11 +211,11 @@ RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
     if (live == 0) break;
     const auto now = Clock::now();
     const bool over_grace = first_failed >= 0 && std::chrono::duration<double>(now - failed_at).count() > grace_s;
-    const bool over_run = o.run_timeout_s > 0 && std::chrono::duration<double>(now - start).count() > o.run_timeout_s;
+    const bool over_run = run_timeout_s > 0 && std::chrono::duration<double>(now - start).count() > run_timeout_s;
     if ((over_grace || over_run) && !killed) {
       killed = true;
       if (over_run && out.message.empty())
-        out.message = "the run took longer than " + std::to_string(o.run_timeout_s) + " s; killed every rank. ";
+        out.message = "the run took longer than " + std::to_string(run_timeout_s) + " s; killed every rank. ";
       for (pid_t pid : pids)
         if (pid > 0) kill(pid, SIGKILL);
     }
@@ -241,10 +223,6 @@ RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
   }
   drain();
   for (int fd : pipes) close(fd);
-  if (!tmpdir.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(tmpdir, ec);
-  }
   if (first_failed < 0 && out.message.empty()) return out;
   if (first_failed < 0) {
     out.exit_code = 1;
@@ -266,6 +244,42 @@ RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
     if (r != first_failed && !(WIFEXITED(status[static_cast<size_t>(r)]) && WEXITSTATUS(status[static_cast<size_t>(r)]) == 0))
       out.message += "; rank " + std::to_string(r) + " " + DescribeStatus(status[static_cast<size_t>(r)]);
   return out;
+}
+
+RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
+  CheckBackendAvailable(o.backend);
+  const int N = plan.geo.ranks;
+  if (!o.devices.empty() && static_cast<int>(o.devices.size()) != N)
+    throw InputError("", 0, "--devices", std::to_string(o.devices.size()) + " GPUs for " + std::to_string(N) + " ranks");
+  std::unique_ptr<HostSegment> seg;
+  std::optional<RendezvousSpec> rv;
+  std::string tmpdir;
+  if (o.backend == "host") {
+    seg = HostSegment::CreateAnonymous(plan.geo);
+  } else {
+    tmpdir = MakeRendezvousDir("kvlanes-exec");
+    rv = ParseRendezvous("file:" + tmpdir);
+  }
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!d.empty()) std::filesystem::remove_all(d, ec);
+    }
+  } cleanup{tmpdir};
+  return SuperviseRanks(N, seg.get(), o.timeout_s, o.run_timeout_s, [&](int r, std::string* error) {
+    const int device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
+    const int code = RankBody(plan, o, r, r, seg.get(), rv, device, error);
+    if (!error->empty()) std::fprintf(stderr, "kvlanes exec: %s\n", error->c_str());
+    return code;
+  });
+}
+
+std::string MakeRendezvousDir(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string templ = std::string(base && *base ? base : "/tmp") + "/" + prefix + "-XXXXXX";
+  if (!mkdtemp(templ.data())) throw ExecError("cannot create a rendezvous directory under " + templ);
+  return templ;
 }
 
 int RunEnvRank(const ExecPlan& plan, const RunOptions& o, const GetEnvFn& getenv) {

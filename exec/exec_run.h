@@ -7,6 +7,7 @@
 // writes the measured JSON and, on request, the Chrome trace-event timeline.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,17 @@ struct RunOutcome {
 void CheckBackendAvailable(const std::string& backend);
 
 RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& opts);
+
+class HostSegment;
+// The supervision RunLocal uses, for any per-rank body (also `kvlanes bench sweep --ranks`):
+// forks N processes, each running body(rank, &error) and exiting with its return value (the
+// error text reaches the supervisor through a pipe); the first failure stops the others (the
+// host segment, when given, is marked failed; after a grace period of min(5 s, timeout_s) every
+// rank still running is killed), as is a run longer than run_timeout_s (0 = no limit).
+RunOutcome SuperviseRanks(int ranks, HostSegment* seg, double timeout_s, double run_timeout_s,
+                          const std::function<int(int rank, std::string* error)>& body);
+// A fresh directory $TMPDIR/<prefix>-XXXXXX for a file rendezvous. Throws ExecError.
+std::string MakeRendezvousDir(const std::string& prefix);
 // Returns the exit code; prints the rank's error on stderr.
 int RunEnvRank(const ExecPlan& plan, const RunOptions& opts, const GetEnvFn& getenv);
 

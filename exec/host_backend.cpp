@@ -274,6 +274,17 @@ class HostBackend : public RankBackend {
     }
   }
 
+  void RawCollective(Stream, RawCollectiveOp op, int64_t bytes) override {
+    KV_CHECK(geo_.ranks > 1, "a bare collective needs several ranks");
+    if (op == RawCollectiveOp::kAllGather) {
+      KV_CHECK(bytes <= geo_.send_bytes(), "all-gather of " << bytes << " bytes per rank exceeds the send buffer");
+      AllGatherRaw(send_.data(), bytes, recv_.data());
+    } else {
+      KV_CHECK(bytes <= geo_.dense_bytes(), "all-reduce of " << bytes << " bytes exceeds the dense buffer");
+      AllReduceSumBytes(dense_.data(), bytes);
+    }
+  }
+
   int VerifyDense(Stream, int64_t layer) override {
     const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_.data(), layer, gi_->prefix_pages);
     VerifyResult r;

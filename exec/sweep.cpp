@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <fstream>
+#include <sstream>
 #include <filesystem>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <cstring>
 
 #include "exec/exec_error.h"
+#include "exec/exec_run.h"
 #include "exec/host_backend.h"
 #include "exec/launch.h"
 #include "sim/predictor.h"
@@ -31,6 +35,34 @@ std::string TodayUtc() {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
   return buf;
+}
+
+// n distinct random slots of a pool of `pool` slots.
+std::vector<int32_t> RandomSlots(std::mt19937_64& rng, int64_t pool, int64_t n) {
+  std::vector<int32_t> all(static_cast<size_t>(pool));
+  std::iota(all.begin(), all.end(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j = i + static_cast<int64_t>(rng() % static_cast<uint64_t>(pool - i));
+    std::swap(all[static_cast<size_t>(i)], all[static_cast<size_t>(j)]);
+  }
+  all.resize(static_cast<size_t>(n));
+  return all;
+}
+
+nlohmann::ordered_json Stats(const char* kind, const std::vector<double>& t) {
+  nlohmann::ordered_json x;
+  x["kind"] = kind;
+  x["median_s"] = Percentile(t, 0.5);
+  x["min_s"] = *std::min_element(t.begin(), t.end());
+  x["max_s"] = *std::max_element(t.begin(), t.end());
+  x["repeats"] = t.size();
+  return x;
+}
+
+nlohmann::ordered_json GeometryJson(const ExecGeometry& g, const std::string& layout, const std::string& mode) {
+  return {{"page_tokens", g.page_tokens},   {"layers", g.layers},         {"pools", g.pool_names},
+          {"bytes_per_token_layer", g.elem_bytes}, {"device_slots", g.device_slots}, {"host_slots", g.host_slots},
+          {"host_layout", layout},          {"tier_copy", mode}};
 }
 
 class Sweeper {
@@ -138,10 +170,7 @@ class Sweeper {
     ctx["backend"] = o_.backend;
     ctx["warmup"] = o_.warmup;
     ctx["repeats"] = o_.repeats;
-    ctx["geometry"] = {{"page_tokens", geo_.page_tokens},   {"layers", geo_.layers},
-                       {"pools", geo_.pool_names},          {"bytes_per_token_layer", geo_.elem_bytes},
-                       {"device_slots", geo_.device_slots}, {"host_slots", geo_.host_slots},
-                       {"host_layout", layout},             {"tier_copy", mode}};
+    ctx["geometry"] = GeometryJson(geo_, layout, mode);
     ctx["buffer_bytes"] = geo_.device_pool_bytes();
     ctx["not_measured"] = {
         "collectives and peer reads: one rank has none (multi-GPU sweep: issue 8)",
@@ -170,17 +199,8 @@ class Sweeper {
 
   // n distinct random device slots and n distinct random host slots.
   std::pair<std::vector<int32_t>, std::vector<int32_t>> Slots(int64_t n) {
-    auto pick = [&](int64_t pool) {
-      std::vector<int32_t> all(static_cast<size_t>(pool));
-      std::iota(all.begin(), all.end(), 0);
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t j = i + static_cast<int64_t>(rng_() % static_cast<uint64_t>(pool - i));
-        std::swap(all[static_cast<size_t>(i)], all[static_cast<size_t>(j)]);
-      }
-      all.resize(static_cast<size_t>(n));
-      return all;
-    };
-    return {pick(geo_.device_slots), pick(geo_.host_slots)};
+    std::vector<int32_t> d = RandomSlots(rng_, geo_.device_slots, n);
+    return {std::move(d), RandomSlots(rng_, geo_.host_slots, n)};
   }
 
   // Stream time of one call, warm-up runs first; `make()` prepares a run (untimed) and returns
@@ -210,21 +230,129 @@ class Sweeper {
     return t;
   }
 
-  static nlohmann::ordered_json Stats(const char* kind, const std::vector<double>& t) {
-    nlohmann::ordered_json x;
-    x["kind"] = kind;
-    x["median_s"] = Percentile(t, 0.5);
-    x["min_s"] = *std::min_element(t.begin(), t.end());
-    x["max_s"] = *std::max_element(t.begin(), t.end());
-    x["repeats"] = t.size();
-    return x;
+  const SweepOptions& o_;
+  RankBackend& b_;
+  ExecGeometry geo_;
+  std::mt19937_64 rng_;
+  int64_t runs_ = 0;  // of the slots drawn for the current host copy
+  nlohmann::ordered_json samples_ = nlohmann::ordered_json::array();
+};
+
+// Several ranks: the bare collectives and peer reads of the gathers, every rank taking part.
+// Per repeat every rank times the op on its collective stream after a barrier and a gate; the
+// repeat's time is the smallest of the ranks' spans (the rank that reached the collective last
+// waited for nobody; the others' spans include waiting for it), and the sample is the median of
+// those. Only rank 0's document is kept.
+class CollectiveSweeper {
+ public:
+  CollectiveSweeper(const SweepOptions& o, RankBackend& b) : o_(o), b_(b), geo_(SweepGeometry(o)), rng_(o.seed + static_cast<uint64_t>(b.rank())) {}
+
+  nlohmann::ordered_json Run() {
+    b_.StartEpoch();
+    const int N = geo_.ranks;
+    const int64_t record = geo_.page_layer_bytes();
+    const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
+    Progress("all_gather, " + std::to_string(N) + " ranks");
+    for (const int64_t n : counts) {
+      const int64_t shard = (n + N - 1) / N;
+      const std::vector<double> t = Time([&] { return [this, shard, record] { b_.RawCollective(Stream::kComm, RawCollectiveOp::kAllGather, shard * record); }; });
+      Add(Stats("all_gather", t), N * shard * record, "all-gather of " + std::to_string(n) + " pages, one layer, all pools (" +
+                                                           std::to_string(shard) + " per rank)");
+    }
+    Progress("all_reduce, " + std::to_string(N) + " ranks");
+    for (const int64_t n : counts) {
+      const std::vector<double> t = Time([&] { return [this, n, record] { b_.RawCollective(Stream::kComm, RawCollectiveOp::kAllReduce, n * record); }; });
+      Add(Stats("all_reduce", t), n * record, "all-reduce of " + std::to_string(n) + " pages, one layer, all pools");
+    }
+    Progress("peer_read, " + std::to_string(N) + " ranks");
+    for (const int64_t n : counts) {
+      int64_t peers = 0;
+      const std::vector<double> t = Time([&] {
+        // Every page from a peer (round robin over them), random slots there: the p2p gather's
+        // remote part, one layer, all pools.
+        GatherIndex g;
+        g.method = GatherMethod::kP2p;
+        g.prefix_pages = n;
+        g.tags.assign(static_cast<size_t>(n), PageTag{});
+        g.src_slot = RandomSlots(rng_, geo_.device_slots, n);
+        for (int64_t i = 0; i < n; ++i) g.src_rank.push_back(static_cast<int32_t>((b_.rank() + 1 + i % (N - 1)) % N));
+        peers = std::min<int64_t>(n, N - 1);
+        auto keep = std::make_shared<GatherIndex>(std::move(g));
+        b_.PrepareGather(*keep);
+        const int64_t l = static_cast<int64_t>(rng_() % static_cast<uint64_t>(geo_.layers));
+        return [this, keep, l] { b_.GatherLayer(Stream::kComm, l); };
+      });
+      nlohmann::ordered_json x = Stats("peer_read", t);
+      x["peers"] = peers;
+      Add(std::move(x), n * record, "peer reads of " + std::to_string(n) + " pages, one layer, all pools");
+    }
+
+    nlohmann::ordered_json ctx = b_.Context();
+    ctx["date"] = TodayUtc();
+    ctx["tool"] = "kvlanes bench sweep";
+    ctx["backend"] = o_.backend;
+    ctx["ranks"] = N;
+    ctx["warmup"] = o_.warmup;
+    ctx["repeats"] = o_.repeats;
+    ctx["geometry"] = GeometryJson(geo_, std::string(kernels::HostLayoutName(geo_.host_layout)), "none");
+    ctx["timing"] = "per repeat the smallest rank span (after a barrier and a gate kernel), median over repeats";
+    ctx["not_measured"] = {"tier copies, device copies, copy submission: run the sweep with --ranks 1",
+                           "forward: the executor's forward pass is synthetic; compute terms come from the base profile"};
+    nlohmann::ordered_json doc;
+    doc["kvlanes_measurements"] = 1;
+    doc["context"] = std::move(ctx);
+    doc["samples"] = std::move(samples_);
+    return doc;
+  }
+
+ private:
+  void Progress(const std::string& what) {
+    if (o_.progress && b_.rank() == 0) o_.progress(what);
+  }
+
+  void Add(nlohmann::ordered_json x, int64_t bytes, const std::string& label) {
+    x["ranks"] = geo_.ranks;
+    x["bytes"] = bytes;
+    x["label"] = label;
+    samples_.push_back(std::move(x));
+  }
+
+  // Every rank runs the same number of repeats; returns, per repeat, the smallest rank's span.
+  template <class Make>
+  std::vector<double> Time(Make make) {
+    std::vector<double> mine;
+    for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
+      auto run = make();
+      b_.Barrier();
+      b_.ForwardLayer(Stream::kComm, 0, {}, kGateSeconds);
+      const int m0 = b_.Mark(Stream::kComm);
+      run();
+      const int m1 = b_.Mark(Stream::kComm);
+      b_.Sync();
+      const double dt = b_.MarkSeconds(m1) - b_.MarkSeconds(m0);
+      b_.ReleaseMarks();
+      if (rep >= 0) mine.push_back(std::max(dt, 1e-9));
+    }
+    std::string bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
+    const std::vector<std::string> all = b_.AllGatherBytes(bytes);
+    std::vector<double> t(mine.size(), 0);
+    for (size_t i = 0; i < t.size(); ++i) {
+      double best = mine[i];
+      for (const std::string& a : all) {
+        if (a.size() != bytes.size()) throw ExecError("sweep: ranks timed different numbers of repeats");
+        double v;
+        std::memcpy(&v, a.data() + i * sizeof(double), sizeof(double));
+        best = std::min(best, v);
+      }
+      t[i] = best;
+    }
+    return t;
   }
 
   const SweepOptions& o_;
   RankBackend& b_;
   ExecGeometry geo_;
   std::mt19937_64 rng_;
-  int64_t runs_ = 0;  // of the slots drawn for the current host copy
   nlohmann::ordered_json samples_ = nlohmann::ordered_json::array();
 };
 
@@ -239,7 +367,7 @@ std::vector<int64_t> SweepPageCounts(int64_t max) {
 
 ExecGeometry SweepGeometry(const SweepOptions& o) {
   ExecGeometry g;
-  g.ranks = 1;
+  g.ranks = o.ranks;
   g.page_tokens = o.page_tokens;
   g.layers = o.layers;
   g.elem_bytes = o.elem_bytes;
@@ -249,11 +377,19 @@ ExecGeometry SweepGeometry(const SweepOptions& o) {
   g.host_layout = o.host_layout;
   g.max_prefix_pages = o.max_pages;
   g.max_shard_pages = o.max_pages;
+  if (o.ranks > 1) {  // collectives only: no host tier, pools twice the largest peer read
+    g.device_slots = 2 * std::max<int64_t>(o.max_pages, 8);
+    g.host_slots = 0;
+    g.max_shard_pages = (o.max_pages + o.ranks - 1) / o.ranks;
+  }
   return g;
 }
 
 namespace {
 void Validate(const SweepOptions& o) {
+  if (o.ranks < 1 || o.ranks > 64) throw ExecError("sweep: ranks must be in 1..64");
+  if (!o.devices.empty() && static_cast<int>(o.devices.size()) != o.ranks)
+    throw ExecError("sweep: " + std::to_string(o.devices.size()) + " devices for " + std::to_string(o.ranks) + " ranks");
   if (o.repeats < 1 || o.warmup < 0 || o.max_pages < 1 || o.max_all_layer_pages < 1 || o.layers < 1 || o.page_tokens < 1 ||
       o.elem_bytes.empty() || o.elem_bytes.size() != o.pool_names.size() || o.submit_batches.empty())
     throw ExecError("sweep: repeats >= 1, warmup >= 0, max pages >= 1, layers >= 1, page tokens >= 1, one name per pool, "
@@ -263,11 +399,84 @@ void Validate(const SweepOptions& o) {
 
 nlohmann::ordered_json RunSweep(const SweepOptions& o, RankBackend& backend) {
   Validate(o);
+  if (backend.ranks() != o.ranks) throw ExecError("sweep: the backend has " + std::to_string(backend.ranks()) + " ranks, the options " + std::to_string(o.ranks));
+  if (o.ranks > 1) return CollectiveSweeper(o, backend).Run();
   return Sweeper(o, backend).Run();
 }
 
+namespace {
+// Several ranks: one process each (SuperviseRanks), rank 0 writes its document into the run's
+// directory, from which this (supervising) process reads it.
+nlohmann::ordered_json RunRanks(const SweepOptions& o) {
+  const ExecGeometry geo = SweepGeometry(o);
+  const std::string dir = MakeRendezvousDir("kvlanes-sweep");
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  } cleanup{dir};
+  std::unique_ptr<HostSegment> seg;
+  if (o.backend == "host") {
+    seg = HostSegment::CreateAnonymous(geo);
+  } else if (o.backend != "cuda") {
+    throw ExecError("sweep: unknown backend '" + o.backend + "' (cuda | host)");
+  }
+#if !KVLANES_WITH_CUDA
+  if (o.backend == "cuda") throw ExecError("sweep: this build has no CUDA (use --backend host)");
+#endif
+  const std::string result = dir + "/rank0.json";
+  const RunOutcome out = SuperviseRanks(o.ranks, seg.get(), o.timeout_s, 0, [&](int r, std::string* error) {
+    std::unique_ptr<Rendezvous> rv;
+    std::unique_ptr<RankBackend> b;
+    try {
+      if (seg) {
+        b = MakeHostBackend(geo, *seg, r, o.timeout_s);
+      } else {
+#if KVLANES_WITH_CUDA
+        rv = OpenRendezvous(ParseRendezvous("file:" + dir), r, o.ranks, o.timeout_s);
+        CudaBackendOptions c;
+        c.device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
+        c.tier_copy = o.tier_copy;
+        c.timeout_s = o.timeout_s;
+        c.needs_nccl = true;
+        c.needs_p2p = true;
+        b = MakeCudaBackend(geo, r, r, *rv, c);
+#endif
+      }
+      const nlohmann::ordered_json doc = RunSweep(o, *b);
+      if (r == 0) {
+        std::ofstream f(result + ".tmp");
+        f << doc.dump(1) << "\n";
+        f.close();
+        if (!f || std::rename((result + ".tmp").c_str(), result.c_str()) != 0) throw ExecError("cannot write " + result);
+      }
+      b->Barrier();
+      return 0;
+    } catch (const std::exception& e) {
+      const std::string w = e.what();
+      *error = w.rfind("rank ", 0) == 0 ? w : "rank " + std::to_string(r) + ": " + w;
+      if (b) {
+        b->Abort(*error);
+      } else if (seg) {
+        seg->MarkFailed(r, *error);
+      }
+      return 1;
+    }
+  });
+  if (out.exit_code != 0) throw ExecError("sweep: " + out.message);
+  std::ifstream f(result);
+  std::stringstream text;
+  text << f.rdbuf();
+  if (!f) throw ExecError("sweep: rank 0 wrote no result (" + result + ")");
+  return nlohmann::ordered_json::parse(text.str());
+}
+}  // namespace
+
 nlohmann::ordered_json RunSweep(const SweepOptions& o) {
   Validate(o);
+  if (o.ranks > 1) return RunRanks(o);
   const ExecGeometry geo = SweepGeometry(o);
   if (o.backend == "host") {
     std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(geo);

@@ -2,14 +2,16 @@
 // the executor's own backend (so a fitted profile describes exactly the copies, kernels and
 // collectives `kvlanes exec` runs). Output: the measurement file of docs/calibration.md.
 //
-// One rank (this process). What is measured, per sample the median of `repeats` timed runs
+// One rank (this process, --ranks 1). What is measured, per sample the median of `repeats` timed runs
 // after `warmup` untimed ones, each run on a fresh random set of slots (the pools are several
 // times larger than the largest copy, so repeats do not read what L2 still holds):
 //   host_copy    one TierCopy call (one pool; one layer or all layers; h2d and d2h), stream time
 //   copy_submit  host time of enqueueing `copies` TierCopy calls without waiting
 //   device_copy  one layer of a packed gather (pack + unpack kernels; no collective at one rank)
-// Not measured here, and said so in the file's context: collectives and peer reads (one rank
-// has none: issue 8), and the forward pass (the executor's forward pass is synthetic, so its
+// With --ranks N > 1 the sweep forks N rank processes and measures, every rank taking part, the
+// bare NCCL all-gather and all-reduce the gathers use and peer reads (the p2p gather with every
+// page on a peer), one layer of 1..max_pages pages; the tier and device copies come from a
+// --ranks 1 sweep (calibrate --base takes that profile). Never measured: the forward pass (the executor's forward pass is synthetic, so its
 // time calibrates nothing; compute terms come from the base profile).
 #pragma once
 
@@ -26,7 +28,11 @@ namespace kvlanes::exec {
 
 struct SweepOptions {
   std::string backend = "cuda";  // cuda | host
-  int device = 0;                // cuda: the GPU
+  int device = 0;                // cuda, one rank: the GPU
+  // Ranks > 1: one process per rank (rank r on devices[r], else GPU r modulo the visible ones);
+  // only the collectives and peer reads are measured (all_gather, all_reduce, peer_read).
+  int ranks = 1;
+  std::vector<int> devices;
   std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
   double timeout_s = 300;
   // Geometry (from the replay config): page size, layers, pools, host layout.

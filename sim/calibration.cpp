@@ -486,6 +486,10 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
       out.fits.push_back(std::move(r));
     } else {
       keep("host_device.copy_latency_s", &HardwareProfile::copy_latency_s);
+      if (base && base->latency_per_chunk) {  // the latency's unit goes with it
+        p.latency_per_chunk = true;
+        out.kept_from_base.push_back("host_device.copy_unit");
+      }
     }
     if (!h2d) keep("host_device.h2d_gbps", &HardwareProfile::h2d_gbps);
     if (!d2h) keep("host_device.d2h_gbps", &HardwareProfile::d2h_gbps);
@@ -545,6 +549,10 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
     } else {
       keep("device.kernel_launch_s", &HardwareProfile::kernel_launch_s);
       keep("device.copy_gbps", &HardwareProfile::device_copy_gbps);
+      if (base && !base->device_copy_bands.bands.empty()) {
+        p.device_copy_bands = base->device_copy_bands;
+        out.kept_from_base.push_back("device.copy_bands");
+      }
     }
     // Not a timing: bytes of one index entry. From the base profile, else the struct default.
     p.index_bytes_per_page =

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "exec/exec_error.h"
 #include "exec/sweep.h"
@@ -29,7 +30,10 @@ int CmdBenchSweep(int argc, const char* const* argv) {
        "DeepSeek-V3.2-like, 64-token pages, 61 layers, layer_first")
       ("host-layout", po::value<std::string>(), "override the host layout: layer_first | page_first | page_first_direct")
       ("backend", po::value<std::string>()->default_value("cuda"), "cuda | host (host memory, steady clock)")
-      ("device", po::value<int>()->default_value(d.device), "cuda: GPU index")
+      ("device", po::value<int>()->default_value(d.device), "cuda, one rank: GPU index")
+      ("ranks", po::value<int>()->default_value(d.ranks),
+       "ranks (one process each); above 1 only collectives and peer reads are measured")
+      ("devices", po::value<std::string>(), "cuda, several ranks: GPU of each rank, comma-separated (default: rank r on GPU r)")
       ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel (SM copy kernel) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)")
       ("max-pages", po::value<int64_t>()->default_value(d.max_pages), "largest page count of a one-layer copy or gather")
       ("max-all-layer-pages", po::value<int64_t>()->default_value(d.max_all_layer_pages),
@@ -50,8 +54,11 @@ int CmdBenchSweep(int argc, const char* const* argv) {
               << "one pool (one layer and all layers, both directions) over page counts 1, 2, 4, ...,\n"
               << "the host time of submitting copies, and one layer of a packed gather (pack + unpack).\n"
               << "Each sample is the median of --repeats runs on fresh random slots after warm-up.\n"
-              << "Feed the file to `kvlanes calibrate` (docs/calibration.md). One rank: collectives and\n"
-              << "peer reads need several GPUs (issue 8); the forward pass is synthetic, not measured.\n\n"
+              << "Feed the file to `kvlanes calibrate` (docs/calibration.md).\n"
+              << "With --ranks N (N > 1; one GPU per rank for NCCL) it measures instead, with every rank\n"
+              << "taking part, the NCCL all-gather and all-reduce of the gathers and CUDA IPC peer reads\n"
+              << "over the same page counts; calibrate those with --base set to the one-rank profile.\n"
+              << "The forward pass is synthetic and never measured.\n\n"
               << desc;
     return 0;
   }
@@ -81,6 +88,24 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     o.backend = vm["backend"].as<std::string>();
     if (o.backend != "cuda" && o.backend != "host") throw InputError("", 0, "--backend", "expected cuda or host");
     o.device = vm["device"].as<int>();
+    o.ranks = vm["ranks"].as<int>();
+    if (o.ranks < 1 || o.ranks > 64) throw InputError("", 0, "--ranks", "must be in 1..64");
+    if (vm.count("devices")) {
+      std::stringstream list(vm["devices"].as<std::string>());
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        try {
+          size_t used = 0;
+          const int g = std::stoi(item, &used);
+          if (used != item.size() || g < 0) throw std::invalid_argument(item);
+          o.devices.push_back(g);
+        } catch (const std::exception&) {
+          throw InputError("", 0, "--devices", "'" + item + "' is not a GPU index");
+        }
+      }
+      if (static_cast<int>(o.devices.size()) != o.ranks)
+        throw InputError("", 0, "--devices", std::to_string(o.devices.size()) + " GPUs for " + std::to_string(o.ranks) + " ranks");
+    }
     const std::string tc = vm["tier-copy"].as<std::string>();
     if (tc != "kernel" && tc != "memcpy" && tc != "batch") throw InputError("", 0, "--tier-copy", "expected kernel, memcpy or batch");
     o.tier_copy = tc;

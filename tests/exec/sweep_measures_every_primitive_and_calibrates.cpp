@@ -84,11 +84,73 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
   CHECK(r.profile.layer_token_s == doctest::Approx(1e-6));  // no forward samples: from the base
 }
 
+TEST_CASE("sweep: several ranks measure the collectives and peer reads, and calibrate keeps the base's copies") {
+  SweepOptions o = SmallSweep();
+  o.ranks = 3;
+  const nlohmann::ordered_json doc = RunSweep(o);
+  CHECK(doc["context"]["ranks"] == 3);
+  const int64_t page_layer = 16 * (656 + 132);
+  std::set<int64_t> gather_pages, reduce_pages, read_pages;
+  for (const auto& s : doc["samples"]) {
+    CHECK(s["ranks"] == 3);
+    CHECK(s["median_s"].get<double>() > 0);
+    const std::string kind = s["kind"];
+    const int64_t b = s["bytes"];
+    REQUIRE(b % page_layer == 0);
+    if (kind == "all_gather") {
+      CHECK(b / page_layer % 3 == 0);  // three equal (padded) shards
+      gather_pages.insert(b / page_layer / 3);
+    } else if (kind == "all_reduce") {
+      reduce_pages.insert(b / page_layer);
+    } else if (kind == "peer_read") {
+      CHECK(s["peers"] == std::min<int64_t>(2, b / page_layer));
+      read_pages.insert(b / page_layer);
+    } else {
+      FAIL("unexpected kind " << kind);
+    }
+  }
+  CHECK(gather_pages == std::set<int64_t>{1, 2, 3, 6, 11});  // ceil(n / 3) for n = 1..32
+  CHECK(reduce_pages == std::set<int64_t>{1, 2, 4, 8, 16, 32});
+  CHECK(read_pages == std::set<int64_t>{1, 2, 4, 8, 16, 32});
+
+  // Calibrated on top of a one-rank profile: the collectives are fitted, the copies (bands and
+  // latency unit included) come from the base.
+  HardwareProfile base;
+  base.layer_base_s = 1e-5;
+  base.layer_token_s = 1e-6;
+  base.layer_attn_pair_s = 1e-10;
+  base.h2d_gbps = 40;
+  base.d2h_gbps = 41;
+  base.copy_latency_s = 2e-6;
+  base.latency_per_chunk = true;
+  base.copy_submit_s = 3e-6;
+  base.kernel_launch_s = 4e-6;
+  base.device_copy_gbps = 3000;
+  base.device_copy_bands.bands = {CostBand{1e6, 5e-6, 200}, CostBand{0, 4e-6, 3000}};
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "sweep3.json"), &base, CalibrateOptions{});
+  const CollectiveModel* c = r.profile.Collectives(3);
+  REQUIRE(c != nullptr);
+  CHECK(!c->all_gather.bands.empty());
+  CHECK(!c->all_reduce.bands.empty());
+  CHECK(!c->peer_read.bands.empty());
+  CHECK(r.profile.h2d_gbps == 40);
+  CHECK(r.profile.latency_per_chunk);
+  REQUIRE(r.profile.device_copy_bands.bands.size() == 2);
+  CHECK(r.profile.device_copy_bands.bands[0].gbps == 200);
+}
+
 TEST_CASE("sweep: bad options are refused before any allocation") {
   SweepOptions o = SmallSweep();
   o.repeats = 0;
   CHECK_THROWS_WITH(RunSweep(o), doctest::Contains("repeats >= 1"));
   o = SmallSweep();
+  o.backend = "tpu";
+  CHECK_THROWS_WITH(RunSweep(o), doctest::Contains("unknown backend 'tpu'"));
+  o = SmallSweep();
+  o.ranks = 2;
+  o.devices = {0};
+  CHECK_THROWS_WITH(RunSweep(o), doctest::Contains("1 devices for 2 ranks"));
+  o.devices.clear();
   o.backend = "tpu";
   CHECK_THROWS_WITH(RunSweep(o), doctest::Contains("unknown backend 'tpu'"));
 }
