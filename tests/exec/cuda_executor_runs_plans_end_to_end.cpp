@@ -3,6 +3,9 @@
 //    every op measured with CUDA events, every gathered and loaded byte checked on the GPU;
 //  - CUDA IPC peer reads between two processes on the same GPU (a p2p-only plan needs no NCCL,
 //    so two ranks may share GPU 0), and on two GPUs when there are two;
+//  - on two or more GPUs, cp_size 2 (one GPU per rank): every gather method (dense all-reduce,
+//    packed all-gather, zigzag when proven, p2p) on a multi-turn trace's multi-extent prefixes
+//    and on prefixes a run descriptor proves zigzag; every rank's dense result verified;
 //  - two ranks on one GPU with an NCCL gather: a clear error before any work;
 //  - a plan larger than the GPU: a clear error with the sizes;
 //  - a flipped byte: found by the GPU verification kernel, reported with op, rank and page.
@@ -86,6 +89,45 @@ TEST_CASE("CUDA IPC peer reads work between two processes on the same GPU") {
     for (const auto& op : measured["ops"])
       if (op["kind"] == "gather" && op["method"] == "p2p") ++p2p;
     CHECK(p2p > 0);
+    CHECK(NoChildrenLeft());
+  }
+}
+
+TEST_CASE("two GPUs: every gather method at cp_size 2, every rank's dense result verified") {
+  if (g_gpu_count < 2) {
+    MESSAGE("skipped: ", g_gpu_count, " GPU(s) visible, NCCL needs one per rank");
+    return;
+  }
+  struct Case {
+    const char* method;
+    const char* trace;  // "(aligned)": AlignedPrefixTrace, whose prefixes are proven zigzag
+    const char* gathered;
+  };
+  for (const Case& c : {Case{"dense", "traces/kvtester_trace_0034.json", "dense"},
+                        Case{"packed", "traces/kvtester_trace_0034.json", "packed"},
+                        Case{"p2p", "traces/kvtester_trace_0034.json", "p2p"},
+                        Case{"zigzag-gated", "traces/kvtester_trace_0034.json", "packed"},
+                        Case{"zigzag-gated", "(aligned)", "zigzag"}}) {
+    CAPTURE(c.method);
+    CAPTURE(c.trace);
+    const ReplayConfig cfg = SmallConfig(2, {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=3000",
+                                             std::string("gather.method=") + c.method, "backup.schedule=per-layer"});
+    const PlanFile pf = c.trace[0] == '(' ? ReplayTrace(AlignedPrefixTrace(5), cfg) : ReplayPlan(c.trace, cfg, 100);
+    int64_t multi_extent = 0;
+    for (const RequestPlan& p : pf.requests)
+      if (p.prefix_pages > 0 && p.runs.size() > 1) ++multi_extent;
+    if (c.trace[0] != '(') CHECK(multi_extent > 0);  // the trace's prefixes span several extents
+    TempDir dir;
+    RunOptions o = CudaOptions(dir);
+    o.devices = {0, 1};
+    const RunOutcome out = RunLocal(GpuPlan(pf), o);
+    REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+    CheckCoverage(pf, cfg, o);
+    const auto measured = ReadJson(o.out);
+    std::set<int> ranks_gathering;
+    for (const auto& op : measured["ops"])
+      if (op["kind"] == "gather" && op["method"] == c.gathered) ranks_gathering.insert(op["rank"].get<int>());
+    CHECK(ranks_gathering == std::set<int>{0, 1});
     CHECK(NoChildrenLeft());
   }
 }
