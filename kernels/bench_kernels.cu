@@ -377,7 +377,7 @@ TimedKernel ZigzagBench(const KernelBenchOptions& o, const MatShape& m, cudaStre
 // zero_fill kNone: cudaMemsetAsync of the dense buffers first, then scatter_dense.
 TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
                          std::mt19937_64& rng, Buffers* keep, Buffers* idx, double owned_share,
-                         ZeroFill zero_fill) {
+                         ZeroFill zero_fill, ScatterVariant variant = ScatterVariant::kPieces) {
   auto refs = std::make_shared<std::vector<PoolRef>>();
   const int64_t slots = 4 * m.pages;
   for (auto& b : MakePools(o, m, slots, refs.get(), 41, s)) keep->push_back(std::move(b));
@@ -404,7 +404,8 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
                          .owner_slot = DevPtr(*idx, index_at),
                          .num_dense_pages = m.pages,
                          .dense = (*dense)[i % sets],
-                         .zero_fill = zero_fill};
+                         .zero_fill = zero_fill,
+                         .variant = variant};
       if (zero_fill == ZeroFill::kNone) {
         for (const DenseRef& d : a.dense) {
           Check(cudaMemsetAsync(d.data, 0,
@@ -466,16 +467,25 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
     const double memset_ms = MemsetMs(o, m.payload, s);
     // scatter_dense as the dense-allreduce method uses it (owns 1/N of the pages, one fused
     // pass), then the same with a memset first, then the extremes of the owned share.
-    const std::vector<std::string> names = {"pack",
-                                            "unpack",
-                                            "zigzag_reorder",
-                                            "scatter_dense",
-                                            "peer_gather",
-                                            "scatter_dense(same pass)",
-                                            "scatter_dense(two passes)",
-                                            "scatter_dense(memset+copy)",
-                                            "scatter_dense(0% owned)",
-                                            "scatter_dense(100% owned)"};
+    // Then each requested scatter_dense variant at the owned share 1/N and at 0% owned.
+    std::vector<std::string> names = {"pack",
+                                      "unpack",
+                                      "zigzag_reorder",
+                                      "scatter_dense",
+                                      "peer_gather",
+                                      "scatter_dense(same pass)",
+                                      "scatter_dense(two passes)",
+                                      "scatter_dense(memset+copy)",
+                                      "scatter_dense(0% owned)",
+                                      "scatter_dense(100% owned)"};
+    std::vector<std::pair<std::string, int>> variant_rows;  // name, variant
+    for (int v : o.scatter_variants) {
+      const std::string base = "scatter_dense[v" + std::to_string(v) + "]";
+      variant_rows.push_back({base, v});
+      variant_rows.push_back({base + "(0% owned)", v});
+      names.push_back(base);
+      names.push_back(base + "(0% owned)");
+    }
     for (const std::string& name : names) {
       Buffers keep;
       Buffers idx;
@@ -504,6 +514,12 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
         timed = ScatterBench(o, m, s, rng, &keep, &idx, 1.0, two);
       }
       if (name == "peer_gather") timed = PeerBench(o, m, s, rng, &keep, &idx);
+      for (const auto& [row_name, v] : variant_rows) {
+        if (name != row_name) continue;
+        const bool none_owned = name.find("(0% owned)") != std::string::npos;
+        timed = ScatterBench(o, m, s, rng, &keep, &idx, none_owned ? 0.0 : share, ZeroFill::kAuto,
+                             static_cast<ScatterVariant>(v));
+      }
       Check(cudaStreamSynchronize(s), "set-up of " + name);
       int64_t moved = 0;
       const double ms = timed(kDeviceCopyTuning, &moved);
@@ -540,6 +556,29 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
                                        .gbps = Gbps(moved, tms)});
                 }
               }
+            }
+          }
+        }
+      }
+      // The variants' tiles are threads x unroll vectors (piece_bytes and order do not apply).
+      const bool variant_row =
+          name.rfind("scatter_dense[v", 0) == 0 && name.find("(0% owned)") == std::string::npos;
+      if (o.tune && variant_row && (size == o.sizes_bytes.back() || size == 64ll << 20)) {
+        for (int unroll : {4, 8}) {
+          for (int threads : {128, 256, 512, 1024}) {
+            for (int ctas : {1, 2, 4, 8, 16}) {
+              if (threads * ctas > 2048) continue;
+              const LaunchTuning t{
+                  .threads_per_block = threads, .ctas_per_sm = ctas, .unroll = unroll};
+              const double tms = timed(t, &moved);
+              rep->tune.push_back({.what = name + " " + std::to_string(m.payload) + " B",
+                                   .threads_per_block = threads,
+                                   .piece_bytes = 0,
+                                   .ctas_per_sm = ctas,
+                                   .unroll = unroll,
+                                   .layer_major = false,
+                                   .ms = tms,
+                                   .gbps = Gbps(moved, tms)});
             }
           }
         }

@@ -28,6 +28,9 @@ struct KernelBenchOptions {
   int64_t tier_run_pages = 1;
   int tier_repeats = 5;
   bool tune = false;  // also sweep launch shapes (LaunchTuning) and report each
+  // scatter_dense variants (ScatterVariant numbers, 1..kNumScatterVariants - 1) timed next to the
+  // default kernel: rows "scatter_dense[vN]" (owned share 1/N) and "scatter_dense[vN](0% owned)".
+  std::vector<int> scatter_variants;
   bool run_materialize = true;
   bool run_tier = true;
   uint64_t seed = 1;

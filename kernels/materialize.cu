@@ -5,6 +5,7 @@
 
 #include "kernels/chunk_copy_cuda.h"
 #include "kernels/materialize_cuda.h"
+#include "kernels/scatter_tiles_cuda.h"
 
 namespace kvlanes::kernels {
 namespace {
@@ -122,6 +123,7 @@ cudaError_t ZigzagReorder(const ZigzagArgs& a, cudaStream_t stream, const Launch
 cudaError_t ScatterDense(const ScatterDenseArgs& a, cudaStream_t stream,
                          const LaunchTuning& tuning) {
   if (!ValidateArgs(a).empty() || !FitsItems(a.num_dense_pages)) return cudaErrorInvalidValue;
+  if (a.variant != ScatterVariant::kPieces) return detail::LaunchScatterTiles(a, tuning, stream);
   CopyParams p;
   p.num_segments = static_cast<int>(a.pools.size());
   for (int k = 0; k < p.num_segments; ++k) {

@@ -90,6 +90,20 @@ enum class ZeroFill {
   kSamePass,      // one launch does both
   kNone,          // -1 pages are not written
 };
+// Which CUDA kernel scatter_dense launches. Speed only: every variant writes the same bytes as
+// the CPU reference (which ignores this field). docs/kernels.md, "scatter_dense variants".
+enum class ScatterVariant {
+  kPieces = 0,  // the shared copy kernel (chunk_copy_cuda.h): a warp per piece of a chunk;
+                // honours every ZeroFill mode
+  // Output-centric kernels (scatter_tiles_cuda.h): CTAs sweep the dense output in consecutive
+  // tiles, like a memset, copying or zeroing each vector by its page's owner_slot; always one
+  // pass (kAuto, kSamePass and kSeparatePass all write the zeros in the same launch).
+  kTiles = 1,               // lanes of the whole CTA on consecutive vectors, owner per vector
+  kWarpSpans = 2,           // each warp a span of consecutive vectors, owner once per span
+  kWarpSpansStreaming = 3,  // kWarpSpans with streaming (evict-first) loads and stores
+};
+inline constexpr int kNumScatterVariants = 4;
+
 struct ScatterDenseArgs {
   std::span<const PoolRef> pools;       // 1..kMaxPools pools of this rank, read only
   LayerRange layers;                    // within every pool's num_layers
@@ -97,6 +111,7 @@ struct ScatterDenseArgs {
   int64_t num_dense_pages = 0;
   std::span<const DenseRef> dense;  // one per pool, same page_tokens and elem_bytes
   ZeroFill zero_fill = ZeroFill::kAuto;
+  ScatterVariant variant = ScatterVariant::kPieces;  // CUDA launcher only
 };
 
 // peer_gather: dense page p of every pool <- page src_slot[p] of rank src_rank[p]'s pool.

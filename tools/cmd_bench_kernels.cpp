@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/bench_kernels.h"
+#include "kernels/materialize.h"
 #include "tools/commands.h"
 #include "tools/output_file.h"
 #include "traces/input_error.h"
@@ -92,14 +93,14 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
 
   out << "Materialization kernels vs cudaMemcpyAsync D2D of the same payload (GB/s count bytes "
          "read + written)\n";
-  std::snprintf(line, sizeof line, "%-26s %12s %6s %10s %10s %11s %11s %8s %8s\n", "kernel",
+  std::snprintf(line, sizeof line, "%-30s %12s %6s %10s %10s %11s %11s %8s %8s\n", "kernel",
                 "payload", "pages", "kernel_ms", "memcpy_ms", "kernel_GB/s", "memcpy_GB/s",
                 "fraction", "vs_alt");
   out << line;
   for (const auto& k : r.kernels) {
     char alt[32] = "";
     if (k.alt_ceiling_ms > 0) std::snprintf(alt, sizeof alt, "%.1f%%", 100 * k.alt_fraction);
-    std::snprintf(line, sizeof line, "%-26s %12s %6lld %10.4f %10.4f %11.1f %11.1f %7.1f%% %8s\n",
+    std::snprintf(line, sizeof line, "%-30s %12s %6lld %10.4f %10.4f %11.1f %11.1f %7.1f%% %8s\n",
                   k.kernel.c_str(), Mib(k.payload_bytes).c_str(), static_cast<long long>(k.pages),
                   k.kernel_ms, k.memcpy_ms, k.kernel_gbps, k.memcpy_gbps, 100 * k.fraction, alt);
     out << line;
@@ -114,6 +115,10 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
   }
   out << ")\nvs_alt (scatter_dense): time of copying its owned share at memcpy speed and zeroing "
          "the rest at memset speed, over its time\n";
+  if (!r.options.scatter_variants.empty()) {
+    out << "scatter_dense[vN]: ScatterVariant N (1 tiles, 2 warp spans, 3 warp spans with "
+           "streaming loads/stores), one pass, default launch shape; docs/kernels.md\n";
+  }
 
   out << "\nTier copies vs one contiguous pinned cudaMemcpyAsync of the same bytes, same "
          "direction (GB/s = payload / time)\n";
@@ -179,6 +184,7 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
                   {"tier_shapes", shapes},
                   {"tier_run_pages", o.tier_run_pages},
                   {"tier_repeats", o.tier_repeats},
+                  {"scatter_variants", o.scatter_variants},
                   {"tune", o.tune},
                   {"seed", o.seed},
                   {"run_materialize", o.run_materialize},
@@ -252,6 +258,7 @@ int CmdBenchKernels(int argc, const char* const* argv) {
   std::string tier_shapes = "132x32,656x8,656x16,656x64,656x256,656x1600";
   std::string json_path;
   std::string parts = "materialize,tier";
+  std::string scatter_variants;
 
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
@@ -281,6 +288,9 @@ int CmdBenchKernels(int argc, const char* const* argv) {
       "device", po::value(&opt.device)->default_value(opt.device), "CUDA device ordinal")(
       "parts", po::value(&parts)->default_value(parts),
       "which parts to run: materialize, tier, or both (comma list)")(
+      "scatter-variants", po::value(&scatter_variants),
+      "also time these scatter_dense kernel variants (comma list of 1, 2, 3; docs/kernels.md): "
+      "rows scatter_dense[vN] and scatter_dense[vN](0% owned)")(
       "json", po::value(&json_path), "also write the full report as JSON to this file");
 
   const auto usage = [&](std::ostream& out) {
@@ -320,6 +330,16 @@ int CmdBenchKernels(int argc, const char* const* argv) {
     opt.tier_bytes = ParseBytes(tier_bytes, "tier-bytes");
     opt.host_pool_bytes = ParseBytes(host_pool, "host-pool-bytes");
     opt.tier_shapes = ParseShapes(tier_shapes);
+    for (const std::string& v : SplitCommas(scatter_variants)) {
+      const std::string digits = v.size() > 1 && v[0] == 'v' ? v.substr(1) : v;
+      if (digits.size() != 1 || digits[0] < '1' ||
+          digits[0] >= '0' + kernels::kNumScatterVariants) {
+        throw InputError("", 0, "scatter-variants",
+                         "unknown variant '" + v + "'; valid: 1 to " +
+                             std::to_string(kernels::kNumScatterVariants - 1));
+      }
+      opt.scatter_variants.push_back(digits[0] - '0');
+    }
     opt.run_materialize = opt.run_tier = false;
     for (const std::string& part : SplitCommas(parts)) {
       if (part == "materialize") {

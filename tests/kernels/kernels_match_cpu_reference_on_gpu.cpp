@@ -382,28 +382,105 @@ TEST_CASE("zigzag_reorder equals the CPU reference and the explicit-index unpack
   }
 }
 
+// Every kernel variant (ScatterVariant) and every ZeroFill mode. Two shapes of the call: all
+// layers into dense buffers with spare pages (one row per layer in the output-centric variants),
+// and a layer subset into buffers of exactly num_dense_pages pages (their layers follow each
+// other: one merged row).
 TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages owned") {
+  struct Shape {
+    k::LayerRange layers;
+    int64_t spare_pages;
+  };
+  const Shape shapes[] = {{{0, kLayers}, 2}, {{1, kLayers}, 0}};
   for (const auto& elems : kElemSets) {
     for (int64_t pt : PageTokensFor(elems)) {
       for (int owned_percent : {0, 40, 100}) {
         for (int64_t pages : {0, 1, 29}) {
-          for (k::ZeroFill zero_fill : {k::ZeroFill::kAuto, k::ZeroFill::kSeparatePass,
-                                        k::ZeroFill::kSamePass, k::ZeroFill::kNone}) {
+          for (const Shape& shape : shapes) {
+            for (int variant = 0; variant < k::kNumScatterVariants; ++variant) {
+              for (k::ZeroFill zero_fill : {k::ZeroFill::kAuto, k::ZeroFill::kSeparatePass,
+                                            k::ZeroFill::kSamePass, k::ZeroFill::kNone}) {
+                uint64_t seed = 0;
+                std::mt19937_64 rng = FreshRng(&seed);
+                const std::string what =
+                    "scatter_dense " + Describe(elems, pt, pages, seed) + " owned% " +
+                    std::to_string(owned_percent) + " zero_fill " +
+                    std::to_string(static_cast<int>(zero_fill)) + " variant " +
+                    std::to_string(variant) + " layers " + std::to_string(shape.layers.begin) +
+                    ".." + std::to_string(shape.layers.end) + " spare pages " +
+                    std::to_string(shape.spare_pages);
+                const int64_t slots = 33;
+                PoolSet pools = MakePools(elems, pt, slots, rng);
+                const std::vector<int32_t> picks = DistinctSlots(pages, slots, rng);
+                std::vector<int32_t> owner(static_cast<size_t>(pages), -1);
+                for (int64_t p = 0; p < pages; ++p) {
+                  if (static_cast<int>(rng() % 100) < owned_percent) owner[p] = picks[p];
+                }
+                Index owner_index(owner, rng);
+                const k::LayerRange layers = shape.layers;
+                DenseSet dense =
+                    MakeDense(elems, pt, pages + shape.spare_pages, layers.size(), rng);
+                const std::vector<k::PoolRef> dev_pools = pools.refs(true);
+                const std::vector<k::DenseRef> dev_dense = dense.refs(true);
+                RequireCuda(k::ScatterDense({.pools = dev_pools,
+                                             .layers = layers,
+                                             .owner_slot = owner_index.side(true),
+                                             .num_dense_pages = pages,
+                                             .dense = dev_dense,
+                                             .zero_fill = zero_fill,
+                                             .variant = static_cast<k::ScatterVariant>(variant)},
+                                            nullptr),
+                            "ScatterDense");
+                Sync("ScatterDense");
+                const std::vector<k::PoolRef> host_pools = pools.refs(false);
+                const std::vector<k::DenseRef> host_dense = dense.refs(false);
+                k::ScatterDenseCpu({.pools = host_pools,
+                                    .layers = layers,
+                                    .owner_slot = owner_index.side(false),
+                                    .num_dense_pages = pages,
+                                    .dense = host_dense,
+                                    .zero_fill = zero_fill});
+                dense.Compare(what);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The output-centric variants with small tiles (32 threads x unroll 4), so that tiles, warp spans
+// and chunk boundaries fall at many different places, unaligned bases (narrower vectors) and a
+// capped grid (each CTA loops over many tiles).
+TEST_CASE("scatter_dense variants equal the CPU reference with small tiles and unaligned bases") {
+  const k::LaunchTuning tunings[] = {
+      {.threads_per_block = 32, .ctas_per_sm = 1, .unroll = 4, .max_ctas = 3},
+      {.threads_per_block = 96, .ctas_per_sm = 2, .unroll = 8, .max_ctas = 0},
+      k::kDeviceCopyTuning};
+  for (const auto& elems : kElemSets) {
+    for (int64_t pt : PageTokensFor(elems)) {
+      for (int64_t offset : {0, 4, 1}) {
+        for (int variant = 1; variant < k::kNumScatterVariants; ++variant) {
+          for (const k::LaunchTuning& tuning : tunings) {
             uint64_t seed = 0;
             std::mt19937_64 rng = FreshRng(&seed);
+            const int64_t pages = 13;
             const std::string what = "scatter_dense " + Describe(elems, pt, pages, seed) +
-                                     " owned% " + std::to_string(owned_percent) + " zero_fill " +
-                                     std::to_string(static_cast<int>(zero_fill));
-            const int64_t slots = 33;
-            PoolSet pools = MakePools(elems, pt, slots, rng);
+                                     " offset " + std::to_string(offset) + " variant " +
+                                     std::to_string(variant) + " threads " +
+                                     std::to_string(tuning.threads_per_block);
+            const int64_t slots = 17;
+            PoolSet pools = MakePools(elems, pt, slots, rng, offset);
             const std::vector<int32_t> picks = DistinctSlots(pages, slots, rng);
             std::vector<int32_t> owner(static_cast<size_t>(pages), -1);
             for (int64_t p = 0; p < pages; ++p) {
-              if (static_cast<int>(rng() % 100) < owned_percent) owner[p] = picks[p];
+              if (rng() % 2) owner[p] = picks[p];
             }
             Index owner_index(owner, rng);
             const k::LayerRange layers{0, kLayers};
-            DenseSet dense = MakeDense(elems, pt, pages + 2, kLayers, rng);
+            const int64_t spare = static_cast<int64_t>(rng() % 2);
+            DenseSet dense = MakeDense(elems, pt, pages + spare, kLayers, rng, offset);
             const std::vector<k::PoolRef> dev_pools = pools.refs(true);
             const std::vector<k::DenseRef> dev_dense = dense.refs(true);
             RequireCuda(k::ScatterDense({.pools = dev_pools,
@@ -411,8 +488,8 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
                                          .owner_slot = owner_index.side(true),
                                          .num_dense_pages = pages,
                                          .dense = dev_dense,
-                                         .zero_fill = zero_fill},
-                                        nullptr),
+                                         .variant = static_cast<k::ScatterVariant>(variant)},
+                                        nullptr, tuning),
                         "ScatterDense");
             Sync("ScatterDense");
             const std::vector<k::PoolRef> host_pools = pools.refs(false);
@@ -421,8 +498,7 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
                                 .layers = layers,
                                 .owner_slot = owner_index.side(false),
                                 .num_dense_pages = pages,
-                                .dense = host_dense,
-                                .zero_fill = zero_fill});
+                                .dense = host_dense});
             dense.Compare(what);
           }
         }

@@ -1,0 +1,341 @@
+// The output-centric scatter_dense kernels (see scatter_tiles_cuda.h).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "kernels/fast_div.h"
+#include "kernels/scatter_tiles_cuda.h"
+
+namespace kvlanes::kernels::detail {
+namespace {
+
+struct TileSegment {
+  const char* pool = nullptr;     // the pool's first selected layer
+  char* dense = nullptr;          // the dense buffer's first row
+  int64_t pool_layer_stride = 0;  // bytes
+  int64_t chunk_bytes = 0;        // bytes between slots of one pool layer
+  int64_t dense_row_stride = 0;   // bytes between rows (one row per layer when not merged)
+  int64_t pool_slots = 0;         // owner slots must be < this
+  FastDiv chunk_vecs;             // vectors per chunk
+  uint32_t row_vecs = 0;
+  uint32_t tiles_per_row = 0;
+  uint32_t tile_begin = 0;  // first tile of this segment in the launch
+};
+
+struct TileParams {
+  TileSegment seg[kMaxPools];
+  int num_segments = 0;
+  const int32_t* owner_slot = nullptr;
+  FastDiv pages;  // num_dense_pages
+  uint32_t tile_vecs = 0;
+  uint32_t total_tiles = 0;
+  bool write_zeros = true;  // false: ZeroFill::kNone, unowned pages are left alone
+};
+
+template <int kBytes>
+struct VecOf;
+template <>
+struct VecOf<16> {
+  using Type = uint4;
+};
+template <>
+struct VecOf<8> {
+  using Type = uint2;
+};
+template <>
+struct VecOf<4> {
+  using Type = uint32_t;
+};
+template <>
+struct VecOf<2> {
+  using Type = uint16_t;
+};
+template <>
+struct VecOf<1> {
+  using Type = uint8_t;
+};
+
+template <bool kStream, class V>
+__device__ __forceinline__ V LoadVec(const V* p) {
+  if constexpr (kStream) {
+    return __ldcs(p);
+  } else {
+    return *p;
+  }
+}
+
+template <bool kStream, class V>
+__device__ __forceinline__ void StoreVec(V* p, V v) {
+  if constexpr (kStream) {
+    __stcs(p, v);
+  } else {
+    *p = v;
+  }
+}
+
+// Where vector x of row `row` of segment s comes from: the owner slot of its page (< 0: none)
+// and the vector's address in that slot (unset when slot < 0).
+struct Source {
+  int64_t slot;
+  const char* at;
+};
+
+template <int kVec>
+__device__ __forceinline__ Source Locate(const TileParams& p, const TileSegment& s, uint32_t row,
+                                         uint32_t x) {
+  const uint32_t j = s.chunk_vecs.Div(x);  // chunk within the row
+  const uint32_t within = x - j * s.chunk_vecs.divisor;
+  const uint32_t layer_step = p.pages.Div(j);  // 0 unless the row holds every layer
+  const uint32_t page = j - layer_step * p.pages.divisor;
+  const uint32_t layer = row + layer_step;
+  Source src;
+  src.slot = p.owner_slot[page];
+  src.at = nullptr;
+  if (src.slot >= 0) {
+    if (src.slot >= s.pool_slots) __trap();
+    src.at = s.pool + layer * s.pool_layer_stride + src.slot * s.chunk_bytes +
+             static_cast<int64_t>(within) * kVec;
+  }
+  return src;
+}
+
+// kSpans false (ScatterVariant::kTiles): in each unrolled step the whole CTA covers blockDim
+// consecutive vectors (thread t at step u: tile vector u * blockDim + t), each looked up alone.
+// kSpans true (kWarpSpans, kWarpSpansStreaming): warp w covers the tile's vectors
+// [w * 32 * kUnroll, (w + 1) * 32 * kUnroll), lanes on consecutive vectors in each step; when
+// the span lies in one chunk (almost always for real page sizes) the owner is read once and the
+// warp copies or zeroes the span without per-vector arithmetic.
+template <int kVec, int kUnroll, bool kSpans, bool kStream>
+__global__ void ScatterTilesKernel(const __grid_constant__ TileParams p) {
+  using V = typename VecOf<kVec>::Type;
+  const uint32_t tid = threadIdx.x;
+  const uint32_t lane = tid & 31u;
+  for (uint32_t t = blockIdx.x; t < p.total_tiles; t += gridDim.x) {
+    int k = 0;
+    while (k + 1 < p.num_segments && t >= p.seg[k + 1].tile_begin) ++k;
+    const TileSegment& s = p.seg[k];
+    const uint32_t local = t - s.tile_begin;
+    const uint32_t row = local / s.tiles_per_row;
+    const uint32_t tile_x = (local - row * s.tiles_per_row) * p.tile_vecs;
+    const uint32_t tile_end = min(tile_x + p.tile_vecs, s.row_vecs);
+    V* dst_row = reinterpret_cast<V*>(s.dense + row * s.dense_row_stride);
+
+    if constexpr (kSpans) {
+      const uint32_t first = tile_x + (tid >> 5) * (32u * kUnroll);
+      if (first >= tile_end) continue;  // this warp's span lies past the row's end
+      const uint32_t end = min(first + 32u * kUnroll, tile_end);
+      const uint32_t j = s.chunk_vecs.Div(first);
+      if (j == s.chunk_vecs.Div(end - 1)) {  // the whole span is in one chunk: warp-uniform
+        const Source src = Locate<kVec>(p, s, row, first);
+        if (src.slot < 0 && !p.write_zeros) continue;
+        V tmp[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const uint32_t x = first + 32u * u + lane;
+          tmp[u] = V{};
+          if (src.slot >= 0 && x < end) {
+            tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at) + (32u * u + lane));
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const uint32_t x = first + 32u * u + lane;
+          if (x < end) StoreVec<kStream>(dst_row + x, tmp[u]);
+        }
+        continue;
+      }
+      // The span crosses chunks (small pages, or a chunk boundary): per vector, as below.
+      V tmp[kUnroll];
+      bool write[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const uint32_t x = first + 32u * u + lane;
+        tmp[u] = V{};
+        write[u] = false;
+        if (x < end) {
+          const Source src = Locate<kVec>(p, s, row, x);
+          if (src.slot >= 0) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
+          write[u] = src.slot >= 0 || p.write_zeros;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (write[u]) StoreVec<kStream>(dst_row + first + 32u * u + lane, tmp[u]);
+      }
+    } else {
+      V tmp[kUnroll];
+      bool write[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const uint32_t x = tile_x + u * blockDim.x + tid;
+        tmp[u] = V{};
+        write[u] = false;
+        if (x < tile_end) {
+          const Source src = Locate<kVec>(p, s, row, x);
+          if (src.slot >= 0) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
+          write[u] = src.slot >= 0 || p.write_zeros;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (write[u]) StoreVec<kStream>(dst_row + tile_x + u * blockDim.x + tid, tmp[u]);
+      }
+    }
+  }
+}
+
+using KernelFn = void (*)(TileParams);
+
+template <int kVec, int kUnroll>
+KernelFn KernelFor(ScatterVariant variant) {
+  switch (variant) {
+    case ScatterVariant::kWarpSpans:
+      return &ScatterTilesKernel<kVec, kUnroll, true, false>;
+    case ScatterVariant::kWarpSpansStreaming:
+      return &ScatterTilesKernel<kVec, kUnroll, true, true>;
+    case ScatterVariant::kTiles:
+    default:
+      return &ScatterTilesKernel<kVec, kUnroll, false, false>;
+  }
+}
+
+template <int kVec>
+KernelFn KernelFor(ScatterVariant variant, int unroll) {
+  return unroll == 8 ? KernelFor<kVec, 8>(variant) : KernelFor<kVec, 4>(variant);
+}
+
+KernelFn SelectKernel(ScatterVariant variant, int vec, int unroll) {
+  switch (vec) {
+    case 16:
+      return KernelFor<16>(variant, unroll);
+    case 8:
+      return KernelFor<8>(variant, unroll);
+    case 4:
+      return KernelFor<4>(variant, unroll);
+    case 2:
+      return KernelFor<2>(variant, unroll);
+    default:
+      return KernelFor<1>(variant, unroll);
+  }
+}
+
+// SMs of the current device and how many CTAs of this kernel fit on one at once (cached).
+cudaError_t ResidentCtas(KernelFn kernel, int threads, int* sms, int* per_sm) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, int>, std::pair<int, int>> cache;
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), threads);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    int count = 0;
+    int blocks = 0;
+    if (cudaError_t e = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+        e != cudaSuccess) {
+      return e;
+    }
+    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0);
+        e != cudaSuccess) {
+      return e;
+    }
+    it = cache.emplace(key, std::make_pair(count, std::max(blocks, 1))).first;
+  }
+  *sms = it->second.first;
+  *per_sm = it->second.second;
+  return cudaSuccess;
+}
+
+int LowestSetBitValue(uint64_t bits) {
+  for (int width = 16; width > 1; width /= 2) {
+    if ((bits & static_cast<uint64_t>(width - 1)) == 0) return width;
+  }
+  return 1;
+}
+
+char* Bytes(const void* p) { return static_cast<char*>(const_cast<void*>(p)); }
+
+int ScatterTilesVectorBytes(const ScatterDenseArgs& a) {
+  uint64_t bits = 16;
+  for (size_t k = 0; k < a.pools.size() && k < a.dense.size(); ++k) {
+    const PoolRef& pool = a.pools[k];
+    const DenseRef& d = a.dense[k];
+    const uint64_t chunk = static_cast<uint64_t>(pool.geo.chunk_bytes());
+    bits |= chunk | static_cast<uint64_t>(pool.geo.layer_stride_bytes()) |
+            static_cast<uint64_t>(d.num_pages) * chunk | reinterpret_cast<uintptr_t>(pool.data) |
+            reinterpret_cast<uintptr_t>(d.data);
+  }
+  return LowestSetBitValue(bits);
+}
+
+}  // namespace
+
+cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tuning,
+                               cudaStream_t stream) {
+  if (a.variant == ScatterVariant::kPieces || tuning.threads_per_block < 32 ||
+      tuning.threads_per_block > 1024 || tuning.threads_per_block % 32 != 0 ||
+      tuning.ctas_per_sm < 1 || (tuning.unroll != 4 && tuning.unroll != 8) ||
+      a.pools.size() > static_cast<size_t>(kMaxPools) || a.dense.size() != a.pools.size()) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t layers = a.layers.size();
+  const int64_t pages = a.num_dense_pages;
+  if (layers == 0 || pages == 0) return cudaSuccess;
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (pages > kMax) return cudaErrorInvalidValue;
+
+  const int vec = ScatterTilesVectorBytes(a);
+  TileParams p;
+  p.num_segments = static_cast<int>(a.pools.size());
+  p.owner_slot = a.owner_slot;
+  p.pages = FastDiv(static_cast<uint32_t>(pages));
+  p.tile_vecs = static_cast<uint32_t>(tuning.threads_per_block * tuning.unroll);
+  p.write_zeros = a.zero_fill != ZeroFill::kNone;
+  int64_t total = 0;
+  for (int k = 0; k < p.num_segments; ++k) {
+    const PoolRef& pool = a.pools[k];
+    const DenseRef& d = a.dense[k];
+    TileSegment& s = p.seg[k];
+    const int64_t chunk = pool.geo.chunk_bytes();
+    const int64_t chunk_vecs = chunk / vec;
+    // One row for all layers when they follow each other in the dense buffer, else one a layer.
+    const bool merged = d.num_pages == pages;
+    const int64_t rows = merged ? 1 : layers;
+    const int64_t row_vecs = (merged ? layers : 1) * pages * chunk_vecs;
+    if (chunk_vecs < 1 || chunk_vecs > kMax || row_vecs > kMax) return cudaErrorInvalidValue;
+    s.pool = Bytes(pool.data) + a.layers.begin * pool.geo.layer_stride_bytes();
+    s.dense = Bytes(d.data);
+    s.pool_layer_stride = pool.geo.layer_stride_bytes();
+    s.chunk_bytes = chunk;
+    s.dense_row_stride = d.num_pages * chunk;
+    s.pool_slots = pool.geo.num_slots;
+    s.chunk_vecs = FastDiv(static_cast<uint32_t>(chunk_vecs));
+    s.row_vecs = static_cast<uint32_t>(row_vecs);
+    s.tiles_per_row = static_cast<uint32_t>((row_vecs + p.tile_vecs - 1) / p.tile_vecs);
+    s.tile_begin = static_cast<uint32_t>(total);
+    total += rows * s.tiles_per_row;
+    if (total > kMax) return cudaErrorInvalidValue;
+  }
+  p.total_tiles = static_cast<uint32_t>(total);
+  const KernelFn kernel = SelectKernel(a.variant, vec, tuning.unroll);
+  int sms = 0;
+  int resident = 0;
+  if (cudaError_t e = ResidentCtas(kernel, tuning.threads_per_block, &sms, &resident);
+      e != cudaSuccess) {
+    return e;
+  }
+  int64_t grid = static_cast<int64_t>(sms) * std::min(resident, tuning.ctas_per_sm);
+  if (tuning.max_ctas > 0) grid = std::min<int64_t>(grid, tuning.max_ctas);
+  grid = std::max<int64_t>(1, std::min(grid, total));
+  kernel<<<static_cast<unsigned>(grid), static_cast<unsigned>(tuning.threads_per_block), 0,
+           stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace kvlanes::kernels::detail
