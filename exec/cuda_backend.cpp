@@ -298,6 +298,19 @@ class CudaBackend : public RankBackend {
       return static_cast<const int32_t*>(ToDevice(v.data(), v.size() * sizeof(int32_t), streams_[1]));
     };
     d_owner_slot_ = put(g.owner_slot);
+    num_owned_ = 0;
+    if (g.method == GatherMethod::kDense) {  // the owned pages as a list (scatter_dense kSplit)
+      owned_pages_.clear();
+      owned_slots_.clear();
+      for (size_t p = 0; p < g.owner_slot.size(); ++p)
+        if (g.owner_slot[p] >= 0) {
+          owned_pages_.push_back(static_cast<int32_t>(p));
+          owned_slots_.push_back(g.owner_slot[p]);
+        }
+      num_owned_ = static_cast<int64_t>(owned_pages_.size());
+      d_owned_pages_ = put(owned_pages_);
+      d_owned_slots_ = put(owned_slots_);
+    }
     d_pack_slots_ = put(g.pack_slots);
     d_unpack_ = put(g.unpack_index);
     d_src_rank_ = put(g.src_rank);
@@ -327,6 +340,12 @@ class CudaBackend : public RankBackend {
         a.owner_slot = d_owner_slot_;
         a.num_dense_pages = g.prefix_pages;
         a.dense = dense;
+        a.variant = kernels::kExecScatterVariant;
+        if (a.variant == kernels::ScatterVariant::kSplit) {
+          a.owned_pages = d_owned_pages_;
+          a.owned_slots = d_owned_slots_;
+          a.num_owned = num_owned_;
+        }
         Check(kernels::ScatterDense(a, S(s)), "ScatterDense");
         if (comm_ && geo_.ranks > 1)
           Nccl(ncclAllReduce(dense[0].data, dense[0].data, static_cast<size_t>(g.prefix_pages * record), ncclUint8, ncclSum, comm_, S(s)),
@@ -511,8 +530,13 @@ class CudaBackend : public RankBackend {
     if (r != ncclSuccess && r != ncclInProgress) Fail(std::string("NCCL: ") + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
   }
   // Non-blocking communicator: a call may answer ncclInProgress; wait (bounded) until it is done.
+  // The first milliseconds are a busy poll: a collective is usually enqueued within microseconds,
+  // and a sleep here would leave the GPU idle between the gather's kernels (on two H200s a 50 us
+  // sleep per call cost ~150 us per gather layer, docs/multi_gpu.md). Then 50 us sleeps.
   void WaitNccl(const char* what, bool throw_on_error = true) {
-    const auto deadline = Clock::now() + std::chrono::duration<double>(o_.timeout_s);
+    const auto start = Clock::now();
+    const auto deadline = start + std::chrono::duration<double>(o_.timeout_s);
+    const auto spin_until = start + std::chrono::milliseconds(5);
     while (true) {
       ncclResult_t r = ncclSuccess;
       ncclCommGetAsyncError(comm_, &r);
@@ -525,7 +549,11 @@ class CudaBackend : public RankBackend {
         if (!throw_on_error) return;
         Fail(std::string(what) + ": timed out after " + std::to_string(o_.timeout_s) + " s (a peer rank hung or died?)");
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (Clock::now() < spin_until) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     }
   }
   void Nccl(ncclResult_t r, const char* what) {
@@ -694,7 +722,9 @@ class CudaBackend : public RankBackend {
   std::vector<std::pair<VerifyOut*, int64_t>> results_;
   const GatherIndex* gi_ = nullptr;
   const int32_t *d_owner_slot_ = nullptr, *d_pack_slots_ = nullptr, *d_unpack_ = nullptr, *d_src_rank_ = nullptr,
-                *d_src_slot_ = nullptr;
+                *d_src_slot_ = nullptr, *d_owned_pages_ = nullptr, *d_owned_slots_ = nullptr;
+  std::vector<int32_t> owned_pages_, owned_slots_;  // dense gathers: this rank's pages and slots
+  int64_t num_owned_ = 0;
   const PageTag* d_tags_ = nullptr;
   ChunkArena dev_arena_{ChunkArena::Kind::kDevice};
   std::pair<const void*, size_t> forward_key_{nullptr, 0};

@@ -396,6 +396,19 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
   auto dense = std::make_shared<std::vector<std::vector<DenseRef>>>(MakeDense(o, m, sets, keep));
   const size_t index_at = idx->size();
   ToDevice(owner, idx, s);
+  // kSplit gets the owned pages as a list, as the executor gives it.
+  std::vector<int32_t> owned_pages, owned_slots;
+  for (int64_t p = 0; p < m.pages; ++p) {
+    if (owner[p] >= 0) {
+      owned_pages.push_back(static_cast<int32_t>(p));
+      owned_slots.push_back(owner[p]);
+    }
+  }
+  const bool list = variant == ScatterVariant::kSplit;
+  if (list) {
+    ToDevice(owned_pages, idx, s);
+    ToDevice(owned_slots, idx, s);
+  }
   return [=, &o](const LaunchTuning& t, int64_t* moved) {
     *moved = m.payload + owned * m.record;
     return MedianMs(s, o.warmup, o.repeats, [&](int i) {
@@ -405,7 +418,10 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
                          .num_dense_pages = m.pages,
                          .dense = (*dense)[i % sets],
                          .zero_fill = zero_fill,
-                         .variant = variant};
+                         .variant = variant,
+                         .owned_pages = list ? DevPtr(*idx, index_at + 1) : nullptr,
+                         .owned_slots = list ? DevPtr(*idx, index_at + 2) : nullptr,
+                         .num_owned = list ? owned : -1};
       if (zero_fill == ZeroFill::kNone) {
         for (const DenseRef& d : a.dense) {
           Check(cudaMemsetAsync(d.data, 0,

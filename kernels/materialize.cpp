@@ -130,6 +130,10 @@ std::string ValidateArgs(const ScatterDenseArgs& a) {
   if (std::string e = CheckDense(a.dense, a.num_dense_pages, moves); !e.empty()) return e;
   if (std::string e = CheckDenseMatchesPools(a.dense, a.pools, 1); !e.empty()) return e;
   if (a.num_dense_pages > 0 && a.owner_slot == nullptr) return "owner_slot is null";
+  if (a.num_owned > a.num_dense_pages) return "num_owned exceeds num_dense_pages";
+  if (a.num_owned > 0 && (a.owned_pages == nullptr || a.owned_slots == nullptr)) {
+    return "owned_pages or owned_slots is null";
+  }
   return "";
 }
 

@@ -101,8 +101,16 @@ enum class ScatterVariant {
   kTiles = 1,               // lanes of the whole CTA on consecutive vectors, owner per vector
   kWarpSpans = 2,           // each warp a span of consecutive vectors, owner once per span
   kWarpSpansStreaming = 3,  // kWarpSpans with streaming (evict-first) loads and stores
+  // Two launches: kWarpSpansStreaming writing only the zeros of the unowned pages (a write-only
+  // sweep, as fast as a memset), then the copy kernel on the owned pages: only them when the
+  // caller gives their list (owned_pages/owned_slots), else a kNone pass over every dense page.
+  // ZeroFill kNone: the second launch alone.
+  kSplit = 4,
 };
-inline constexpr int kNumScatterVariants = 4;
+inline constexpr int kNumScatterVariants = 5;
+// The variant the executor's dense gathers launch (with the owned-page list when kSplit). kPieces
+// until kSplit with the list is measured faster on the GPU (docs/kernels.md).
+inline constexpr ScatterVariant kExecScatterVariant = ScatterVariant::kPieces;
 
 struct ScatterDenseArgs {
   std::span<const PoolRef> pools;       // 1..kMaxPools pools of this rank, read only
@@ -112,6 +120,12 @@ struct ScatterDenseArgs {
   std::span<const DenseRef> dense;  // one per pool, same page_tokens and elem_bytes
   ZeroFill zero_fill = ZeroFill::kAuto;
   ScatterVariant variant = ScatterVariant::kPieces;  // CUDA launcher only
+  // Optional, CUDA launcher, kSplit only: the owned pages as a list (dense page owned_pages[i]
+  // <- slot owned_slots[i], num_owned entries: exactly the pages whose owner_slot is >= 0), so
+  // the copy launch visits only them instead of every dense page. -1: no list.
+  const int32_t* owned_pages = nullptr;
+  const int32_t* owned_slots = nullptr;
+  int64_t num_owned = -1;
 };
 
 // peer_gather: dense page p of every pool <- page src_slot[p] of rank src_rank[p]'s pool.

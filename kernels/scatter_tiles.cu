@@ -36,6 +36,7 @@ struct TileParams {
   uint32_t tile_vecs = 0;
   uint32_t total_tiles = 0;
   bool write_zeros = true;  // false: ZeroFill::kNone, unowned pages are left alone
+  bool copy_owned = true;   // false: owned pages are left alone (ScatterVariant::kSplit's zeros)
 };
 
 template <int kBytes>
@@ -133,7 +134,7 @@ __global__ void ScatterTilesKernel(const __grid_constant__ TileParams p) {
       const uint32_t j = s.chunk_vecs.Div(first);
       if (j == s.chunk_vecs.Div(end - 1)) {  // the whole span is in one chunk: warp-uniform
         const Source src = Locate<kVec>(p, s, row, first);
-        if (src.slot < 0 && !p.write_zeros) continue;
+        if (src.slot < 0 ? !p.write_zeros : !p.copy_owned) continue;
         V tmp[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -160,8 +161,8 @@ __global__ void ScatterTilesKernel(const __grid_constant__ TileParams p) {
         write[u] = false;
         if (x < end) {
           const Source src = Locate<kVec>(p, s, row, x);
-          if (src.slot >= 0) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
-          write[u] = src.slot >= 0 || p.write_zeros;
+          if (src.slot >= 0 && p.copy_owned) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
+          write[u] = src.slot >= 0 ? p.copy_owned : p.write_zeros;
         }
       }
 #pragma unroll
@@ -178,8 +179,8 @@ __global__ void ScatterTilesKernel(const __grid_constant__ TileParams p) {
         write[u] = false;
         if (x < tile_end) {
           const Source src = Locate<kVec>(p, s, row, x);
-          if (src.slot >= 0) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
-          write[u] = src.slot >= 0 || p.write_zeros;
+          if (src.slot >= 0 && p.copy_owned) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
+          write[u] = src.slot >= 0 ? p.copy_owned : p.write_zeros;
         }
       }
 #pragma unroll
@@ -198,6 +199,7 @@ KernelFn KernelFor(ScatterVariant variant) {
     case ScatterVariant::kWarpSpans:
       return &ScatterTilesKernel<kVec, kUnroll, true, false>;
     case ScatterVariant::kWarpSpansStreaming:
+    case ScatterVariant::kSplit:  // its zero pass
       return &ScatterTilesKernel<kVec, kUnroll, true, true>;
     case ScatterVariant::kTiles:
     default:
@@ -297,6 +299,7 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
   p.pages = FastDiv(static_cast<uint32_t>(pages));
   p.tile_vecs = static_cast<uint32_t>(tuning.threads_per_block * tuning.unroll);
   p.write_zeros = a.zero_fill != ZeroFill::kNone;
+  p.copy_owned = a.variant != ScatterVariant::kSplit;
   int64_t total = 0;
   for (int k = 0; k < p.num_segments; ++k) {
     const PoolRef& pool = a.pools[k];

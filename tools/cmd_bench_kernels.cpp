@@ -117,7 +117,8 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
          "the rest at memset speed, over its time\n";
   if (!r.options.scatter_variants.empty()) {
     out << "scatter_dense[vN]: ScatterVariant N (1 tiles, 2 warp spans, 3 warp spans with "
-           "streaming loads/stores), one pass, default launch shape; docs/kernels.md\n";
+           "streaming loads/stores, one pass; 4 split: zeros by 3, then the owned pages by the "
+           "copy kernel), default launch shape; docs/kernels.md\n";
   }
 
   out << "\nTier copies vs one contiguous pinned cudaMemcpyAsync of the same bytes, same "

@@ -397,7 +397,9 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
       for (int owned_percent : {0, 40, 100}) {
         for (int64_t pages : {0, 1, 29}) {
           for (const Shape& shape : shapes) {
-            for (int variant = 0; variant < k::kNumScatterVariants; ++variant) {
+            // variant kNumScatterVariants: kSplit given the list of owned pages
+            for (int variant = 0; variant <= k::kNumScatterVariants; ++variant) {
+              const bool with_list = variant == k::kNumScatterVariants;
               for (k::ZeroFill zero_fill : {k::ZeroFill::kAuto, k::ZeroFill::kSeparatePass,
                                             k::ZeroFill::kSamePass, k::ZeroFill::kNone}) {
                 uint64_t seed = 0;
@@ -417,6 +419,14 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
                   if (static_cast<int>(rng() % 100) < owned_percent) owner[p] = picks[p];
                 }
                 Index owner_index(owner, rng);
+                std::vector<int32_t> owned_pages, owned_slots;
+                for (int64_t p = 0; p < pages; ++p) {
+                  if (owner[p] >= 0) {
+                    owned_pages.push_back(static_cast<int32_t>(p));
+                    owned_slots.push_back(owner[p]);
+                  }
+                }
+                Index owned_page_index(owned_pages, rng), owned_slot_index(owned_slots, rng);
                 const k::LayerRange layers = shape.layers;
                 DenseSet dense =
                     MakeDense(elems, pt, pages + shape.spare_pages, layers.size(), rng);
@@ -428,7 +438,11 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
                                              .num_dense_pages = pages,
                                              .dense = dev_dense,
                                              .zero_fill = zero_fill,
-                                             .variant = static_cast<k::ScatterVariant>(variant)},
+                                             .variant = with_list ? k::ScatterVariant::kSplit
+                                                                  : static_cast<k::ScatterVariant>(variant),
+                                             .owned_pages = with_list ? owned_page_index.side(true) : nullptr,
+                                             .owned_slots = with_list ? owned_slot_index.side(true) : nullptr,
+                                             .num_owned = with_list ? static_cast<int64_t>(owned_pages.size()) : -1},
                                             nullptr),
                             "ScatterDense");
                 Sync("ScatterDense");
