@@ -133,11 +133,13 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
         c.once_s = hw_.copy_submit_s + TierCopyS(P * hw_.index_bytes_per_page, true);
       break;
     case GatherMethod::kP2p: {
-      // each rank copies its own pages locally and reads every peer's pages into place.
+      // each rank copies its own pages locally and reads every peer's pages into place, in one
+      // kernel whose HBM copy and NVLink reads run side by side: the slower of the two.
       double worst = 0, worst_bytes = 0;
       for (int r = 0; r < ranks_; ++r) {
         const double own = static_cast<double>(r < static_cast<int>(shard_pages.size()) ? shard_pages[r] : 0);
-        const double t = KernelCopyS(own * b) + (ranks_ > 1 ? PeerReadS((P - own) * b, ranks_ - 1) : 0);
+        const double local = own > 0 ? KernelCopyS(own * b) : 0;
+        const double t = std::max(local, ranks_ > 1 ? PeerReadS((P - own) * b, ranks_ - 1) : 0.0);
         if (t > worst) {
           worst = t;
           worst_bytes = (P - own) * b;
