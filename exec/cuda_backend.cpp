@@ -95,6 +95,18 @@ class ChunkArena {
   size_t cur_ = 0;
 };
 
+// The scatter_dense variant of dense gathers: kernels::kExecScatterVariant, or, for experiments,
+// KVLANES_SCATTER_VARIANT (0..kNumScatterVariants-1; anything else is ignored).
+kernels::ScatterVariant ScatterVariantForExec() {
+  static const kernels::ScatterVariant v = [] {
+    const char* e = std::getenv("KVLANES_SCATTER_VARIANT");
+    if (e && e[0] >= '0' && e[0] < '0' + kernels::kNumScatterVariants && e[1] == 0)
+      return static_cast<kernels::ScatterVariant>(e[0] - '0');
+    return kernels::kExecScatterVariant;
+  }();
+  return v;
+}
+
 class CudaBackend : public RankBackend {
  public:
   CudaBackend(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rv, const CudaBackendOptions& o)
@@ -340,7 +352,7 @@ class CudaBackend : public RankBackend {
         a.owner_slot = d_owner_slot_;
         a.num_dense_pages = g.prefix_pages;
         a.dense = dense;
-        a.variant = kernels::kExecScatterVariant;
+        a.variant = ScatterVariantForExec();
         if (a.variant == kernels::ScatterVariant::kSplit) {
           a.owned_pages = d_owned_pages_;
           a.owned_slots = d_owned_slots_;

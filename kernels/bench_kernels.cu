@@ -381,17 +381,12 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
   auto refs = std::make_shared<std::vector<PoolRef>>();
   const int64_t slots = 4 * m.pages;
   for (auto& b : MakePools(o, m, slots, refs.get(), 41, s)) keep->push_back(std::move(b));
-  // This rank owns each page with probability owned_share, at a random slot; the rest is zeros.
+  // This rank owns round(owned_share x pages) random pages (the same count in every scatter row
+  // of a size, so rows compare like with like), each at a random slot; the rest is zeros.
   std::vector<int32_t> owner(static_cast<size_t>(m.pages), -1);
   const std::vector<int32_t> slot_pick = DistinctRandom(m.pages, slots, rng);
-  std::uniform_real_distribution<double> roll(0.0, 1.0);
-  int64_t owned = 0;
-  for (int64_t p = 0; p < m.pages; ++p) {
-    if (roll(rng) < owned_share) {
-      owner[p] = slot_pick[p];
-      ++owned;
-    }
-  }
+  const int64_t owned = std::llround(owned_share * static_cast<double>(m.pages));
+  for (const int32_t p : DistinctRandom(owned, m.pages, rng)) owner[p] = slot_pick[p];
   const int sets = RotationSets(o, m.payload + owned * m.record);
   auto dense = std::make_shared<std::vector<std::vector<DenseRef>>>(MakeDense(o, m, sets, keep));
   const size_t index_at = idx->size();

@@ -108,9 +108,9 @@ enum class ScatterVariant {
   kSplit = 4,
 };
 inline constexpr int kNumScatterVariants = 5;
-// The variant the executor's dense gathers launch (with the owned-page list when kSplit). kPieces
-// until kSplit with the list is measured faster on the GPU (docs/kernels.md).
-inline constexpr ScatterVariant kExecScatterVariant = ScatterVariant::kPieces;
+// The variant the executor's dense gathers launch, with the owned-page list: kSplit was the
+// fastest at every measured size on the H200 (docs/kernels.md, 2026-11-29).
+inline constexpr ScatterVariant kExecScatterVariant = ScatterVariant::kSplit;
 
 struct ScatterDenseArgs {
   std::span<const PoolRef> pools;       // 1..kMaxPools pools of this rank, read only
