@@ -95,16 +95,16 @@ class ChunkArena {
   size_t cur_ = 0;
 };
 
-// The scatter_dense variant of dense gathers: kernels::kExecScatterVariant, or, for experiments,
-// KVLANES_SCATTER_VARIANT (0..kNumScatterVariants-1; anything else is ignored).
-kernels::ScatterVariant ScatterVariantForExec() {
-  static const kernels::ScatterVariant v = [] {
+// The scatter_dense variant of a dense gather layer of `dense_bytes`: kernels::ExecScatterVariant,
+// or, for experiments, KVLANES_SCATTER_VARIANT (0..kNumScatterVariants-1; anything else is
+// ignored).
+kernels::ScatterVariant ScatterVariantForExec(int64_t dense_bytes) {
+  static const int forced = [] {
     const char* e = std::getenv("KVLANES_SCATTER_VARIANT");
-    if (e && e[0] >= '0' && e[0] < '0' + kernels::kNumScatterVariants && e[1] == 0)
-      return static_cast<kernels::ScatterVariant>(e[0] - '0');
-    return kernels::kExecScatterVariant;
+    if (e && e[0] >= '0' && e[0] < '0' + kernels::kNumScatterVariants && e[1] == 0) return e[0] - '0';
+    return -1;
   }();
-  return v;
+  return forced >= 0 ? static_cast<kernels::ScatterVariant>(forced) : kernels::ExecScatterVariant(dense_bytes);
 }
 
 class CudaBackend : public RankBackend {
@@ -352,7 +352,7 @@ class CudaBackend : public RankBackend {
         a.owner_slot = d_owner_slot_;
         a.num_dense_pages = g.prefix_pages;
         a.dense = dense;
-        a.variant = ScatterVariantForExec();
+        a.variant = ScatterVariantForExec(g.prefix_pages * record);
         if (a.variant == kernels::ScatterVariant::kSplit) {
           a.owned_pages = d_owned_pages_;
           a.owned_slots = d_owned_slots_;

@@ -108,9 +108,16 @@ enum class ScatterVariant {
   kSplit = 4,
 };
 inline constexpr int kNumScatterVariants = 5;
-// The variant the executor's dense gathers launch, with the owned-page list: kSplit was the
-// fastest at every measured size on the H200 (docs/kernels.md, 2026-11-29).
-inline constexpr ScatterVariant kExecScatterVariant = ScatterVariant::kSplit;
+// The variant the executor's dense gathers launch for `dense_bytes` of output (one layer, every
+// pool), with the owned-page list when kSplit. H200, 2026-11-29, 1/8 of the pages owned
+// (docs/kernels.md): kWarpSpansStreaming was the fastest at 61.6 MiB (84.6% / 82.7% of the
+// device copy in two runs, kSplit 75.8% / 72.7%: its second launch costs more than it saves),
+// kSplit from 255 MiB (86.1-86.3%, 89.4-89.7% at 1 GiB; kWarpSpansStreaming 84.9-85.5%).
+inline constexpr int64_t kExecScatterSplitMinBytes = 250ll << 20;
+inline ScatterVariant ExecScatterVariant(int64_t dense_bytes) {
+  return dense_bytes >= kExecScatterSplitMinBytes ? ScatterVariant::kSplit
+                                                  : ScatterVariant::kWarpSpansStreaming;
+}
 
 struct ScatterDenseArgs {
   std::span<const PoolRef> pools;       // 1..kMaxPools pools of this rank, read only
