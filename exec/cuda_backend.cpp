@@ -353,7 +353,7 @@ class CudaBackend : public RankBackend {
         a.num_dense_pages = g.prefix_pages;
         a.dense = dense;
         a.variant = ScatterVariantForExec(g.prefix_pages * record);
-        if (a.variant == kernels::ScatterVariant::kSplit) {
+        if (a.variant == kernels::ScatterVariant::kSplit || a.variant == kernels::ScatterVariant::kFused) {
           a.owned_pages = d_owned_pages_;
           a.owned_slots = d_owned_slots_;
           a.num_owned = num_owned_;

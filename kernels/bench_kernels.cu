@@ -399,7 +399,7 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
       owned_slots.push_back(owner[p]);
     }
   }
-  const bool list = variant == ScatterVariant::kSplit;
+  const bool list = variant == ScatterVariant::kSplit || variant == ScatterVariant::kFused;
   if (list) {
     ToDevice(owned_pages, idx, s);
     ToDevice(owned_slots, idx, s);

@@ -106,18 +106,18 @@ enum class ScatterVariant {
   // caller gives their list (owned_pages/owned_slots), else a kNone pass over every dense page.
   // ZeroFill kNone: the second launch alone.
   kSplit = 4,
+  // One launch: CTAs first copy the listed owned pages (a CTA per page chunk of one layer and
+  // pool), then sweep the output writing only the zeros, as kSplit's first launch. Without the
+  // owned-page list it is kWarpSpansStreaming.
+  kFused = 5,
 };
-inline constexpr int kNumScatterVariants = 5;
-// The variant the executor's dense gathers launch for `dense_bytes` of output (one layer, every
-// pool), with the owned-page list when kSplit. H200, 2026-11-29, 1/8 of the pages owned
-// (docs/kernels.md): kWarpSpansStreaming was the fastest at 61.6 MiB (84.6% / 82.7% of the
-// device copy in two runs, kSplit 75.8% / 72.7%: its second launch costs more than it saves),
-// kSplit from 255 MiB (86.1-86.3%, 89.4-89.7% at 1 GiB; kWarpSpansStreaming 84.9-85.5%).
-inline constexpr int64_t kExecScatterSplitMinBytes = 250ll << 20;
-inline ScatterVariant ExecScatterVariant(int64_t dense_bytes) {
-  return dense_bytes >= kExecScatterSplitMinBytes ? ScatterVariant::kSplit
-                                                  : ScatterVariant::kWarpSpansStreaming;
-}
+inline constexpr int kNumScatterVariants = 6;
+// The variant the executor's dense gathers launch (with the owned-page list) for `dense_bytes`
+// of output (one layer, every pool). H200, 2026-11-29, 1/8 of the pages owned, two runs
+// (docs/kernels.md): kFused 82.5% / 83.5% of the device copy at 61.6 MiB (kWarpSpansStreaming
+// 82.8% / 83.2%), 89.4% / 91.2% at 255 MiB, 91.5% / 91.8% at 1 GiB: the fastest or level at
+// every size.
+inline ScatterVariant ExecScatterVariant(int64_t /*dense_bytes*/) { return ScatterVariant::kFused; }
 
 struct ScatterDenseArgs {
   std::span<const PoolRef> pools;       // 1..kMaxPools pools of this rank, read only
@@ -127,7 +127,7 @@ struct ScatterDenseArgs {
   std::span<const DenseRef> dense;  // one per pool, same page_tokens and elem_bytes
   ZeroFill zero_fill = ZeroFill::kAuto;
   ScatterVariant variant = ScatterVariant::kPieces;  // CUDA launcher only
-  // Optional, CUDA launcher, kSplit only: the owned pages as a list (dense page owned_pages[i]
+  // Optional, CUDA launcher, kSplit and kFused only: the owned pages as a list (dense page owned_pages[i]
   // <- slot owned_slots[i], num_owned entries: exactly the pages whose owner_slot is >= 0), so
   // the copy launch visits only them instead of every dense page. -1: no list.
   const int32_t* owned_pages = nullptr;

@@ -26,6 +26,7 @@ struct TileSegment {
   uint32_t row_vecs = 0;
   uint32_t tiles_per_row = 0;
   uint32_t tile_begin = 0;  // first tile of this segment in the launch
+  uint32_t copy_begin = 0;  // kFused: first copy unit of this segment
 };
 
 struct TileParams {
@@ -37,6 +38,12 @@ struct TileParams {
   uint32_t total_tiles = 0;
   bool write_zeros = true;  // false: ZeroFill::kNone, unowned pages are left alone
   bool copy_owned = true;   // false: owned pages are left alone (ScatterVariant::kSplit's zeros)
+  // kFused with the owned-page list: copy units (one owned page's chunk of one layer and pool,
+  // copied by a whole CTA) come before the tiles in the launch's work numbering.
+  const int32_t* owned_pages = nullptr;
+  const int32_t* owned_slots = nullptr;
+  FastDiv owned;  // num_owned (when > 0)
+  uint32_t copy_units = 0;
 };
 
 template <int kBytes>
@@ -112,12 +119,48 @@ __device__ __forceinline__ Source Locate(const TileParams& p, const TileSegment&
 // [w * 32 * kUnroll, (w + 1) * 32 * kUnroll), lanes on consecutive vectors in each step; when
 // the span lies in one chunk (almost always for real page sizes) the owner is read once and the
 // warp copies or zeroes the span without per-vector arithmetic.
-template <int kVec, int kUnroll, bool kSpans, bool kStream>
+// kCopyUnits (kFused): work items [0, copy_units) copy the listed owned pages' chunks, a CTA
+// each, with consecutive threads on consecutive vectors of the chunk on both sides; the tiles
+// that follow only write zeros (copy_owned is false). One launch, no second kernel's start and
+// tail.
+template <int kVec, int kUnroll, bool kSpans, bool kStream, bool kCopyUnits>
 __global__ void ScatterTilesKernel(const __grid_constant__ TileParams p) {
   using V = typename VecOf<kVec>::Type;
   const uint32_t tid = threadIdx.x;
   const uint32_t lane = tid & 31u;
-  for (uint32_t t = blockIdx.x; t < p.total_tiles; t += gridDim.x) {
+  const uint32_t work = p.total_tiles + (kCopyUnits ? p.copy_units : 0u);
+  for (uint32_t w = blockIdx.x; w < work; w += gridDim.x) {
+    if constexpr (kCopyUnits) {
+      if (w < p.copy_units) {
+        int k = 0;
+        while (k + 1 < p.num_segments && w >= p.seg[k + 1].copy_begin) ++k;
+        const TileSegment& s = p.seg[k];
+        const uint32_t local = w - s.copy_begin;
+        const uint32_t layer = p.owned.Div(local);
+        const uint32_t i = local - layer * p.owned.divisor;
+        const int64_t slot = p.owned_slots[i];
+        const int64_t page = p.owned_pages[i];
+        if (slot < 0 || slot >= s.pool_slots || page < 0 || page >= p.pages.divisor) __trap();
+        const V* src = reinterpret_cast<const V*>(s.pool + layer * s.pool_layer_stride + slot * s.chunk_bytes);
+        V* dst = reinterpret_cast<V*>(s.dense + layer * s.dense_row_stride + page * s.chunk_bytes);
+        const uint32_t n = s.chunk_vecs.divisor;
+        for (uint32_t base = 0; base < n; base += blockDim.x * kUnroll) {
+          V tmp[kUnroll];
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const uint32_t x = base + u * blockDim.x + tid;
+            if (x < n) tmp[u] = LoadVec<kStream>(src + x);
+          }
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const uint32_t x = base + u * blockDim.x + tid;
+            if (x < n) StoreVec<kStream>(dst + x, tmp[u]);
+          }
+        }
+        continue;
+      }
+    }
+    const uint32_t t = w - (kCopyUnits ? p.copy_units : 0u);
     int k = 0;
     while (k + 1 < p.num_segments && t >= p.seg[k + 1].tile_begin) ++k;
     const TileSegment& s = p.seg[k];
@@ -197,13 +240,15 @@ template <int kVec, int kUnroll>
 KernelFn KernelFor(ScatterVariant variant) {
   switch (variant) {
     case ScatterVariant::kWarpSpans:
-      return &ScatterTilesKernel<kVec, kUnroll, true, false>;
+      return &ScatterTilesKernel<kVec, kUnroll, true, false, false>;
     case ScatterVariant::kWarpSpansStreaming:
     case ScatterVariant::kSplit:  // its zero pass
-      return &ScatterTilesKernel<kVec, kUnroll, true, true>;
+      return &ScatterTilesKernel<kVec, kUnroll, true, true, false>;
+    case ScatterVariant::kFused:
+      return &ScatterTilesKernel<kVec, kUnroll, true, true, true>;
     case ScatterVariant::kTiles:
     default:
-      return &ScatterTilesKernel<kVec, kUnroll, false, false>;
+      return &ScatterTilesKernel<kVec, kUnroll, false, false, false>;
   }
 }
 
@@ -299,7 +344,18 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
   p.pages = FastDiv(static_cast<uint32_t>(pages));
   p.tile_vecs = static_cast<uint32_t>(tuning.threads_per_block * tuning.unroll);
   p.write_zeros = a.zero_fill != ZeroFill::kNone;
-  p.copy_owned = a.variant != ScatterVariant::kSplit;
+  // kFused copies the listed owned pages in copy units; without a list it is kWarpSpansStreaming.
+  const bool fused = a.variant == ScatterVariant::kFused && a.num_owned >= 0;
+  p.copy_owned = a.variant != ScatterVariant::kSplit && !fused;
+  int64_t units = 0;
+  if (fused && a.num_owned > 0) {
+    if (a.num_owned > kMax) return cudaErrorInvalidValue;
+    p.owned_pages = a.owned_pages;
+    p.owned_slots = a.owned_slots;
+    p.owned = FastDiv(static_cast<uint32_t>(a.num_owned));
+    units = static_cast<int64_t>(a.pools.size()) * layers * a.num_owned;
+    if (units > kMax) return cudaErrorInvalidValue;
+  }
   int64_t total = 0;
   for (int k = 0; k < p.num_segments; ++k) {
     const PoolRef& pool = a.pools[k];
@@ -322,10 +378,14 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
     s.row_vecs = static_cast<uint32_t>(row_vecs);
     s.tiles_per_row = static_cast<uint32_t>((row_vecs + p.tile_vecs - 1) / p.tile_vecs);
     s.tile_begin = static_cast<uint32_t>(total);
+    s.copy_begin = static_cast<uint32_t>(units / p.num_segments * k);
     total += rows * s.tiles_per_row;
     if (total > kMax) return cudaErrorInvalidValue;
   }
+  if (fused && !p.write_zeros) total = 0;  // ZeroFill::kNone: the copy units alone
+  if (total + units > kMax) return cudaErrorInvalidValue;
   p.total_tiles = static_cast<uint32_t>(total);
+  p.copy_units = static_cast<uint32_t>(units);
   const KernelFn kernel = SelectKernel(a.variant, vec, tuning.unroll);
   int sms = 0;
   int resident = 0;
@@ -335,7 +395,8 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
   }
   int64_t grid = static_cast<int64_t>(sms) * std::min(resident, tuning.ctas_per_sm);
   if (tuning.max_ctas > 0) grid = std::min<int64_t>(grid, tuning.max_ctas);
-  grid = std::max<int64_t>(1, std::min(grid, total));
+  if (total + units == 0) return cudaSuccess;
+  grid = std::max<int64_t>(1, std::min(grid, total + units));
   kernel<<<static_cast<unsigned>(grid), static_cast<unsigned>(tuning.threads_per_block), 0,
            stream>>>(p);
   return cudaGetLastError();

@@ -118,7 +118,8 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
   if (!r.options.scatter_variants.empty()) {
     out << "scatter_dense[vN]: ScatterVariant N (1 tiles, 2 warp spans, 3 warp spans with "
            "streaming loads/stores, one pass; 4 split: zeros by 3, then the owned pages by the "
-           "copy kernel), default launch shape; docs/kernels.md\n";
+           "copy kernel; 5 fused: the owned pages' copy and the zeros in one launch; 4 and 5 get the "
+           "owned-page list), default launch shape; docs/kernels.md\n";
   }
 
   out << "\nTier copies vs one contiguous pinned cudaMemcpyAsync of the same bytes, same "

@@ -397,9 +397,12 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
       for (int owned_percent : {0, 40, 100}) {
         for (int64_t pages : {0, 1, 29}) {
           for (const Shape& shape : shapes) {
-            // variant kNumScatterVariants: kSplit given the list of owned pages
-            for (int variant = 0; variant <= k::kNumScatterVariants; ++variant) {
-              const bool with_list = variant == k::kNumScatterVariants;
+            // beyond the variants: kSplit, then kFused, given the list of owned pages
+            for (int variant = 0; variant < k::kNumScatterVariants + 2; ++variant) {
+              const bool with_list = variant >= k::kNumScatterVariants;
+              const k::ScatterVariant listed = variant == k::kNumScatterVariants
+                                                   ? k::ScatterVariant::kSplit
+                                                   : k::ScatterVariant::kFused;
               for (k::ZeroFill zero_fill : {k::ZeroFill::kAuto, k::ZeroFill::kSeparatePass,
                                             k::ZeroFill::kSamePass, k::ZeroFill::kNone}) {
                 uint64_t seed = 0;
@@ -438,7 +441,7 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
                                              .num_dense_pages = pages,
                                              .dense = dev_dense,
                                              .zero_fill = zero_fill,
-                                             .variant = with_list ? k::ScatterVariant::kSplit
+                                             .variant = with_list ? listed
                                                                   : static_cast<k::ScatterVariant>(variant),
                                              .owned_pages = with_list ? owned_page_index.side(true) : nullptr,
                                              .owned_slots = with_list ? owned_slot_index.side(true) : nullptr,
@@ -492,6 +495,17 @@ TEST_CASE("scatter_dense variants equal the CPU reference with small tiles and u
               if (rng() % 2) owner[p] = picks[p];
             }
             Index owner_index(owner, rng);
+            // kSplit and kFused get the owned pages as a list, as the executor gives them.
+            const auto v = static_cast<k::ScatterVariant>(variant);
+            const bool with_list = v == k::ScatterVariant::kSplit || v == k::ScatterVariant::kFused;
+            std::vector<int32_t> owned_pages, owned_slots;
+            for (int64_t p = 0; p < pages; ++p) {
+              if (owner[p] >= 0) {
+                owned_pages.push_back(static_cast<int32_t>(p));
+                owned_slots.push_back(owner[p]);
+              }
+            }
+            Index owned_page_index(owned_pages, rng), owned_slot_index(owned_slots, rng);
             const k::LayerRange layers{0, kLayers};
             const int64_t spare = static_cast<int64_t>(rng() % 2);
             DenseSet dense = MakeDense(elems, pt, pages + spare, kLayers, rng, offset);
@@ -502,7 +516,10 @@ TEST_CASE("scatter_dense variants equal the CPU reference with small tiles and u
                                          .owner_slot = owner_index.side(true),
                                          .num_dense_pages = pages,
                                          .dense = dev_dense,
-                                         .variant = static_cast<k::ScatterVariant>(variant)},
+                                         .variant = v,
+                                         .owned_pages = with_list ? owned_page_index.side(true) : nullptr,
+                                         .owned_slots = with_list ? owned_slot_index.side(true) : nullptr,
+                                         .num_owned = with_list ? static_cast<int64_t>(owned_pages.size()) : -1},
                                         nullptr, tuning),
                         "ScatterDense");
             Sync("ScatterDense");
