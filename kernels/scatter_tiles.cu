@@ -292,7 +292,7 @@ cudaError_t ResidentCtas(KernelFn kernel, int threads, int* sms, int* per_sm) {
         e != cudaSuccess) {
       return e;
     }
-    it = cache.emplace(key, std::make_pair(count, std::max(blocks, 1))).first;
+    it = cache.emplace(key, std::make_pair(count, blocks)).first;
   }
   *sms = it->second.first;
   *per_sm = it->second.second;
@@ -393,6 +393,9 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
       e != cudaSuccess) {
     return e;
   }
+  // A CTA this large does not fit an SM with this kernel's registers (e.g. 1024 threads of the
+  // kFused kernel): refuse rather than fail at launch.
+  if (resident < 1) return cudaErrorInvalidConfiguration;
   int64_t grid = static_cast<int64_t>(sms) * std::min(resident, tuning.ctas_per_sm);
   if (tuning.max_ctas > 0) grid = std::min<int64_t>(grid, tuning.max_ctas);
   if (total + units == 0) return cudaSuccess;
