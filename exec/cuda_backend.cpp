@@ -95,16 +95,16 @@ class ChunkArena {
   size_t cur_ = 0;
 };
 
-// The scatter_dense variant of a dense gather layer of `dense_bytes`: kernels::ExecScatterVariant,
-// or, for experiments, KVLANES_SCATTER_VARIANT (0..kNumScatterVariants-1; anything else is
-// ignored).
-kernels::ScatterVariant ScatterVariantForExec(int64_t dense_bytes) {
-  static const int forced = [] {
+// The scatter_dense variant of dense gathers: kernels::kExecScatterVariant, or, for experiments,
+// KVLANES_SCATTER_VARIANT (0..kNumScatterVariants-1; anything else is ignored).
+kernels::ScatterVariant ScatterVariantForExec() {
+  static const kernels::ScatterVariant v = [] {
     const char* e = std::getenv("KVLANES_SCATTER_VARIANT");
-    if (e && e[0] >= '0' && e[0] < '0' + kernels::kNumScatterVariants && e[1] == 0) return e[0] - '0';
-    return -1;
+    if (e && e[0] >= '0' && e[0] < '0' + kernels::kNumScatterVariants && e[1] == 0)
+      return static_cast<kernels::ScatterVariant>(e[0] - '0');
+    return kernels::kExecScatterVariant;
   }();
-  return forced >= 0 ? static_cast<kernels::ScatterVariant>(forced) : kernels::ExecScatterVariant(dense_bytes);
+  return v;
 }
 
 class CudaBackend : public RankBackend {
@@ -311,14 +311,8 @@ class CudaBackend : public RankBackend {
     };
     d_owner_slot_ = put(g.owner_slot);
     num_owned_ = 0;
-    if (g.method == GatherMethod::kDense) {  // the owned pages as a list (scatter_dense kSplit)
-      owned_pages_.clear();
-      owned_slots_.clear();
-      for (size_t p = 0; p < g.owner_slot.size(); ++p)
-        if (g.owner_slot[p] >= 0) {
-          owned_pages_.push_back(static_cast<int32_t>(p));
-          owned_slots_.push_back(g.owner_slot[p]);
-        }
+    if (g.method == GatherMethod::kDense) {  // the owned pages as a list (scatter_dense kFused)
+      kernels::ListOwnedPages(g.owner_slot, &owned_pages_, &owned_slots_);
       num_owned_ = static_cast<int64_t>(owned_pages_.size());
       d_owned_pages_ = put(owned_pages_);
       d_owned_slots_ = put(owned_slots_);
@@ -352,7 +346,7 @@ class CudaBackend : public RankBackend {
         a.owner_slot = d_owner_slot_;
         a.num_dense_pages = g.prefix_pages;
         a.dense = dense;
-        a.variant = ScatterVariantForExec(g.prefix_pages * record);
+        a.variant = ScatterVariantForExec();
         if (a.variant == kernels::ScatterVariant::kSplit || a.variant == kernels::ScatterVariant::kFused) {
           a.owned_pages = d_owned_pages_;
           a.owned_slots = d_owned_slots_;

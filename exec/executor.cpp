@@ -205,6 +205,16 @@ struct SlotState {
 };
 
 // A span of one op on one stream, resolved to times after Sync.
+// A load-back or backup op of this rank, copied layer by layer: its op, pool and slot arrays
+// (device d, host h, n pages; owned by the request's slot store).
+struct LayerCopyOp {
+  size_t op;
+  int pool;
+  const int32_t* d;
+  const int32_t* h;
+  size_t n;
+};
+
 struct PendingSpan {
   size_t op;  // index into ops_
   int begin, end;
@@ -456,14 +466,7 @@ class RankRun {
     // run layer by layer below (layer l loads while earlier layers compute, as the cost model's
     // schedule has it); every loaded page is checked after the request's timed work.
     b_.Wait(Stream::kH2D, wb_done);
-    struct LoadOp {
-      size_t op;
-      int pool;
-      const int32_t* d;
-      const int32_t* h;
-      size_t n;
-    };
-    std::vector<LoadOp> loads;
+    std::vector<LayerCopyOp> loads;
     for (const LaneCopy& c : p.load_back) {
       if (c.lane != me_) continue;
       std::vector<int32_t> d, h;
@@ -493,7 +496,7 @@ class RankRun {
       }
     }
     auto load_layers = [&](LayerRange r) {
-      for (const LoadOp& lo : loads) {
+      for (const LayerCopyOp& lo : loads) {
         const int c0 = b_.Mark(Stream::kH2D);
         b_.TierCopy(Stream::kH2D, lo.pool, TierDirection::kHostToDevice, {lo.d, lo.n}, {lo.h, lo.n}, r);
         spans_.push_back({lo.op, c0, b_.Mark(Stream::kH2D)});
@@ -529,14 +532,7 @@ class RankRun {
                        {"layers", L}, {"target_layer_s", plan_.layer_busy_s[ri]}};
 
     // Backup ops of this rank (one per pool), their slots and the shadow update.
-    struct BackupOp {
-      size_t op;
-      int pool;
-      const int32_t* d;
-      const int32_t* h;
-      size_t n;
-    };
-    std::vector<BackupOp> backups;
+    std::vector<LayerCopyOp> backups;
     for (const LaneCopy& c : p.backup) {
       if (c.lane != me_) continue;
       const std::string lane_id = pre + "backup/l" + std::to_string(c.lane);
@@ -588,7 +584,7 @@ class RankRun {
       spans_.push_back({cop, m0, last_mark});
       if (per_layer && !backups.empty()) {
         b_.Wait(Stream::kD2H, last_mark);
-        for (const BackupOp& bo : backups) {
+        for (const LayerCopyOp& bo : backups) {
           const int c0 = b_.Mark(Stream::kD2H);
           b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n}, LayerRange{l, l + 1});
           spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H)});
@@ -597,7 +593,7 @@ class RankRun {
     }
     if (!per_layer && !backups.empty()) {
       b_.Wait(Stream::kD2H, last_mark);
-      for (const BackupOp& bo : backups) {
+      for (const LayerCopyOp& bo : backups) {
         const int c0 = b_.Mark(Stream::kD2H);
         b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n}, LayerRange{0, L});
         spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H)});

@@ -65,6 +65,27 @@ nlohmann::ordered_json GeometryJson(const ExecGeometry& g, const std::string& la
           {"host_layout", layout},          {"tier_copy", mode}};
 }
 
+constexpr const char* kForwardNotMeasured =
+    "forward: the executor's forward pass is synthetic; compute terms come from the base profile";
+
+// The measurement file: the backend's context, what every sweep records (date, tool, backend,
+// warm-up, repeats), then `ctx`'s entries, and the samples.
+nlohmann::ordered_json MeasurementDocument(const RankBackend& b, const SweepOptions& o, nlohmann::ordered_json ctx,
+                                           nlohmann::ordered_json samples) {
+  nlohmann::ordered_json c = b.Context();
+  c["date"] = TodayUtc();
+  c["tool"] = "kvlanes bench sweep";
+  c["backend"] = o.backend;
+  c["warmup"] = o.warmup;
+  c["repeats"] = o.repeats;
+  for (auto& [k, v] : ctx.items()) c[k] = std::move(v);
+  nlohmann::ordered_json doc;
+  doc["kvlanes_measurements"] = 1;
+  doc["context"] = std::move(c);
+  doc["samples"] = std::move(samples);
+  return doc;
+}
+
 class Sweeper {
  public:
   Sweeper(const SweepOptions& o, RankBackend& b) : o_(o), b_(b), geo_(SweepGeometry(o)), rng_(o.seed) {}
@@ -164,22 +185,11 @@ class Sweeper {
       samples_.push_back(std::move(x));
     }
 
-    nlohmann::ordered_json ctx = b_.Context();
-    ctx["date"] = TodayUtc();
-    ctx["tool"] = "kvlanes bench sweep";
-    ctx["backend"] = o_.backend;
-    ctx["warmup"] = o_.warmup;
-    ctx["repeats"] = o_.repeats;
+    nlohmann::ordered_json ctx;
     ctx["geometry"] = GeometryJson(geo_, layout, mode);
     ctx["buffer_bytes"] = geo_.device_pool_bytes();
-    ctx["not_measured"] = {
-        "collectives and peer reads: one rank has none (multi-GPU sweep: issue 8)",
-        "forward: the executor's forward pass is synthetic; compute terms come from the base profile"};
-    nlohmann::ordered_json doc;
-    doc["kvlanes_measurements"] = 1;
-    doc["context"] = std::move(ctx);
-    doc["samples"] = std::move(samples_);
-    return doc;
+    ctx["not_measured"] = {"collectives and peer reads: run the sweep with --ranks N", kForwardNotMeasured};
+    return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
   }
 
  private:
@@ -287,22 +297,12 @@ class CollectiveSweeper {
       Add(std::move(x), n * record, "peer reads of " + std::to_string(n) + " pages, one layer, all pools");
     }
 
-    nlohmann::ordered_json ctx = b_.Context();
-    ctx["date"] = TodayUtc();
-    ctx["tool"] = "kvlanes bench sweep";
-    ctx["backend"] = o_.backend;
+    nlohmann::ordered_json ctx;
     ctx["ranks"] = N;
-    ctx["warmup"] = o_.warmup;
-    ctx["repeats"] = o_.repeats;
     ctx["geometry"] = GeometryJson(geo_, std::string(kernels::HostLayoutName(geo_.host_layout)), "none");
     ctx["timing"] = "per repeat the smallest rank span (after a barrier and a gate kernel), median over repeats";
-    ctx["not_measured"] = {"tier copies, device copies, copy submission: run the sweep with --ranks 1",
-                           "forward: the executor's forward pass is synthetic; compute terms come from the base profile"};
-    nlohmann::ordered_json doc;
-    doc["kvlanes_measurements"] = 1;
-    doc["context"] = std::move(ctx);
-    doc["samples"] = std::move(samples_);
-    return doc;
+    ctx["not_measured"] = {"tier copies, device copies, copy submission: run the sweep with --ranks 1", kForwardNotMeasured};
+    return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
   }
 
  private:

@@ -393,12 +393,7 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
   ToDevice(owner, idx, s);
   // kSplit gets the owned pages as a list, as the executor gives it.
   std::vector<int32_t> owned_pages, owned_slots;
-  for (int64_t p = 0; p < m.pages; ++p) {
-    if (owner[p] >= 0) {
-      owned_pages.push_back(static_cast<int32_t>(p));
-      owned_slots.push_back(owner[p]);
-    }
-  }
+  ListOwnedPages(owner, &owned_pages, &owned_slots);
   const bool list = variant == ScatterVariant::kSplit || variant == ScatterVariant::kFused;
   if (list) {
     ToDevice(owned_pages, idx, s);

@@ -10,32 +10,10 @@
 #include <utility>
 
 #include "kernels/chunk_copy_cuda.h"
+#include "kernels/vec_cuda.h"
 
 namespace kvlanes::kernels::detail {
 namespace {
-
-template <int kBytes>
-struct VecOf;
-template <>
-struct VecOf<16> {
-  using Type = uint4;
-};
-template <>
-struct VecOf<8> {
-  using Type = uint2;
-};
-template <>
-struct VecOf<4> {
-  using Type = uint32_t;
-};
-template <>
-struct VecOf<2> {
-  using Type = uint16_t;
-};
-template <>
-struct VecOf<1> {
-  using Type = uint8_t;
-};
 
 __device__ __forceinline__ int64_t ResolvePage(PageMode mode, const int32_t* index,
                                                const CopyParams& p, uint32_t item) {

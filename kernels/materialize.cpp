@@ -137,6 +137,18 @@ std::string ValidateArgs(const ScatterDenseArgs& a) {
   return "";
 }
 
+void ListOwnedPages(std::span<const int32_t> owner_slot, std::vector<int32_t>* pages,
+                    std::vector<int32_t>* slots) {
+  pages->clear();
+  slots->clear();
+  for (size_t p = 0; p < owner_slot.size(); ++p) {
+    if (owner_slot[p] >= 0) {
+      pages->push_back(static_cast<int32_t>(p));
+      slots->push_back(owner_slot[p]);
+    }
+  }
+}
+
 std::string ValidateArgs(const PeerGatherArgs& a) {
   if (a.num_ranks < 1 || a.num_ranks > kMaxPeerRanks) {
     return "num_ranks must be in 1.." + Num(kMaxPeerRanks) + ", got " + Num(a.num_ranks);

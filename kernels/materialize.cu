@@ -124,32 +124,11 @@ cudaError_t ScatterDense(const ScatterDenseArgs& a, cudaStream_t stream,
                          const LaunchTuning& tuning) {
   if (!ValidateArgs(a).empty() || !FitsItems(a.num_dense_pages)) return cudaErrorInvalidValue;
   ZeroFill mode = a.zero_fill;
-  if (a.variant == ScatterVariant::kSplit) {
-    // The zeros as one write-only sweep of the output, then the owned pages by the copy kernel.
-    if (mode != ZeroFill::kNone) {
-      if (cudaError_t e = detail::LaunchScatterTiles(a, tuning, stream); e != cudaSuccess) return e;
-    }
-    if (a.num_owned >= 0) {  // the listed owned pages only: item i = dense page owned_pages[i]
-      if (!FitsItems(a.num_owned)) return cudaErrorInvalidValue;
-      CopyParams p;
-      p.num_segments = static_cast<int>(a.pools.size());
-      for (int k = 0; k < p.num_segments; ++k) {
-        const PoolRef& pool = a.pools[k];
-        p.seg[k] = Segment(PoolSide(pool, a.layers.begin), DenseSide(a.dense[k], 0),
-                           pool.geo.chunk_bytes(), a.layers.size());
-      }
-      p.num_items = static_cast<uint32_t>(a.num_owned);
-      p.src_mode = PageMode::kIndexed;
-      p.src_index = a.owned_slots;
-      p.dst_mode = PageMode::kIndexed;
-      p.dst_index = a.owned_pages;
-      p.negative_src = NegativeIndex::kInvalid;
-      return detail::LaunchChunkCopy(p, tuning, stream);
-    }
-    mode = ZeroFill::kNone;
-  } else if (a.variant != ScatterVariant::kPieces) {
+  if (a.variant != ScatterVariant::kPieces && a.variant != ScatterVariant::kSplit) {
     return detail::LaunchScatterTiles(a, tuning, stream);
   }
+  // The copy kernel from the pools into the dense buffers: item i = dense page i, from slot
+  // owner_slot[i] (or, below, item i = listed owned page i).
   CopyParams p;
   p.num_segments = static_cast<int>(a.pools.size());
   for (int k = 0; k < p.num_segments; ++k) {
@@ -160,6 +139,22 @@ cudaError_t ScatterDense(const ScatterDenseArgs& a, cudaStream_t stream,
   p.num_items = static_cast<uint32_t>(a.num_dense_pages);
   p.src_mode = PageMode::kIndexed;
   p.src_index = a.owner_slot;
+  if (a.variant == ScatterVariant::kSplit) {
+    // The zeros as one write-only sweep of the output, then the owned pages by the copy kernel.
+    if (mode != ZeroFill::kNone) {
+      if (cudaError_t e = detail::LaunchScatterTiles(a, tuning, stream); e != cudaSuccess) return e;
+    }
+    if (a.num_owned >= 0) {  // the listed owned pages only: item i = dense page owned_pages[i]
+      if (!FitsItems(a.num_owned)) return cudaErrorInvalidValue;
+      p.num_items = static_cast<uint32_t>(a.num_owned);
+      p.src_index = a.owned_slots;
+      p.dst_mode = PageMode::kIndexed;
+      p.dst_index = a.owned_pages;
+      p.negative_src = NegativeIndex::kInvalid;
+      return detail::LaunchChunkCopy(p, tuning, stream);
+    }
+    mode = ZeroFill::kNone;
+  }
   if (mode == ZeroFill::kAuto) {
     int64_t dense_bytes = 0;
     for (const DenseRef& d : a.dense) {

@@ -112,12 +112,11 @@ enum class ScatterVariant {
   kFused = 5,
 };
 inline constexpr int kNumScatterVariants = 6;
-// The variant the executor's dense gathers launch (with the owned-page list) for `dense_bytes`
-// of output (one layer, every pool). H200, 2026-11-29, 1/8 of the pages owned, two runs
-// (docs/kernels.md): kFused 82.5% / 83.5% of the device copy at 61.6 MiB (kWarpSpansStreaming
-// 82.8% / 83.2%), 89.4% / 91.2% at 255 MiB, 91.5% / 91.8% at 1 GiB: the fastest or level at
-// every size.
-inline ScatterVariant ExecScatterVariant(int64_t /*dense_bytes*/) { return ScatterVariant::kFused; }
+// The variant the executor's dense gathers launch (with the owned-page list). H200, 2026-11-29,
+// 1/8 of the pages owned, two runs (docs/kernels.md): kFused 82.5% / 83.5% of the device copy at
+// 61.6 MiB (kWarpSpansStreaming 82.8% / 83.2%), 89.4% / 91.2% at 255 MiB, 91.5% / 91.8% at
+// 1 GiB: the fastest or level at every size.
+inline constexpr ScatterVariant kExecScatterVariant = ScatterVariant::kFused;
 
 struct ScatterDenseArgs {
   std::span<const PoolRef> pools;       // 1..kMaxPools pools of this rank, read only
@@ -154,6 +153,10 @@ std::string ValidateArgs(const PackArgs& args);
 std::string ValidateArgs(const UnpackArgs& args);
 std::string ValidateArgs(const ZigzagArgs& args);
 std::string ValidateArgs(const ScatterDenseArgs& args);
+// The owned-page list of ScatterDenseArgs from an owner_slot array: the dense pages whose slot is
+// >= 0, in order, and their slots.
+void ListOwnedPages(std::span<const int32_t> owner_slot, std::vector<int32_t>* pages,
+                    std::vector<int32_t>* slots);
 std::string ValidateArgs(const PeerGatherArgs& args);
 
 // CPU reference implementations: host pointers only. Plain loops of memcpy, written for clarity;

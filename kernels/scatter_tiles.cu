@@ -11,6 +11,7 @@
 
 #include "kernels/fast_div.h"
 #include "kernels/scatter_tiles_cuda.h"
+#include "kernels/vec_cuda.h"
 
 namespace kvlanes::kernels::detail {
 namespace {
@@ -44,29 +45,6 @@ struct TileParams {
   const int32_t* owned_slots = nullptr;
   FastDiv owned;  // num_owned (when > 0)
   uint32_t copy_units = 0;
-};
-
-template <int kBytes>
-struct VecOf;
-template <>
-struct VecOf<16> {
-  using Type = uint4;
-};
-template <>
-struct VecOf<8> {
-  using Type = uint2;
-};
-template <>
-struct VecOf<4> {
-  using Type = uint32_t;
-};
-template <>
-struct VecOf<2> {
-  using Type = uint16_t;
-};
-template <>
-struct VecOf<1> {
-  using Type = uint8_t;
 };
 
 template <bool kStream, class V>

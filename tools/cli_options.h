@@ -2,8 +2,13 @@
 #pragma once
 
 #include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <boost/program_options.hpp>
+
+#include "traces/input_error.h"
 
 namespace kvlanes::cli {
 
@@ -24,6 +29,19 @@ inline bool ParseArgs(int argc, const char* const* argv, const boost::program_op
     std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
     return false;
   }
+}
+
+// "0,1,3" -> {0, 1, 3} (option --devices). Throws InputError naming --devices otherwise.
+inline std::vector<int> ParseDevices(const std::string& s) {
+  std::vector<int> d;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
+      throw InputError("", 0, "--devices", "'" + s + "': expected a comma-separated list of GPU indices");
+    d.push_back(std::stoi(item));
+  }
+  return d;
 }
 
 }  // namespace kvlanes::cli

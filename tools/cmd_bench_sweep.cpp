@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <sstream>
 
 #include "exec/exec_error.h"
 #include "exec/sweep.h"
@@ -91,18 +90,7 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     o.ranks = vm["ranks"].as<int>();
     if (o.ranks < 1 || o.ranks > 64) throw InputError("", 0, "--ranks", "must be in 1..64");
     if (vm.count("devices")) {
-      std::stringstream list(vm["devices"].as<std::string>());
-      std::string item;
-      while (std::getline(list, item, ',')) {
-        try {
-          size_t used = 0;
-          const int g = std::stoi(item, &used);
-          if (used != item.size() || g < 0) throw std::invalid_argument(item);
-          o.devices.push_back(g);
-        } catch (const std::exception&) {
-          throw InputError("", 0, "--devices", "'" + item + "' is not a GPU index");
-        }
-      }
+      o.devices = ParseDevices(vm["devices"].as<std::string>());
       if (static_cast<int>(o.devices.size()) != o.ranks)
         throw InputError("", 0, "--devices", std::to_string(o.devices.size()) + " GPUs for " + std::to_string(o.ranks) + " ranks");
     }

@@ -12,6 +12,7 @@
 #include "exec/exec_run.h"
 #include "policies/registry.h"
 #include "sim/replay_engine.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
 #include "traces/input_error.h"
@@ -19,21 +20,6 @@
 namespace po = boost::program_options;
 
 namespace kvlanes::cli {
-namespace {
-
-std::vector<int> ParseDevices(const std::string& s) {
-  std::vector<int> d;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
-      throw InputError("", 0, "--devices", "'" + s + "': expected a comma-separated list of GPU indices");
-    d.push_back(std::stoi(item));
-  }
-  return d;
-}
-
-}  // namespace
 
 int CmdExec(int argc, const char* const* argv) {
   po::options_description desc("options");

@@ -423,12 +423,7 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
                 }
                 Index owner_index(owner, rng);
                 std::vector<int32_t> owned_pages, owned_slots;
-                for (int64_t p = 0; p < pages; ++p) {
-                  if (owner[p] >= 0) {
-                    owned_pages.push_back(static_cast<int32_t>(p));
-                    owned_slots.push_back(owner[p]);
-                  }
-                }
+                k::ListOwnedPages(owner, &owned_pages, &owned_slots);
                 Index owned_page_index(owned_pages, rng), owned_slot_index(owned_slots, rng);
                 const k::LayerRange layers = shape.layers;
                 DenseSet dense =
@@ -499,12 +494,7 @@ TEST_CASE("scatter_dense variants equal the CPU reference with small tiles and u
             const auto v = static_cast<k::ScatterVariant>(variant);
             const bool with_list = v == k::ScatterVariant::kSplit || v == k::ScatterVariant::kFused;
             std::vector<int32_t> owned_pages, owned_slots;
-            for (int64_t p = 0; p < pages; ++p) {
-              if (owner[p] >= 0) {
-                owned_pages.push_back(static_cast<int32_t>(p));
-                owned_slots.push_back(owner[p]);
-              }
-            }
+            k::ListOwnedPages(owner, &owned_pages, &owned_slots);
             Index owned_page_index(owned_pages, rng), owned_slot_index(owned_slots, rng);
             const k::LayerRange layers{0, kLayers};
             const int64_t spare = static_cast<int64_t>(rng() % 2);

@@ -162,6 +162,17 @@ TEST_CASE("scatter_dense with ZeroFill::kNone leaves unowned pages as they were"
   CHECK(b == Bytes{kPoison, 100, kPoison, 103});
 }
 
+TEST_CASE("the owned-page list holds the pages with a slot, in order, and their slots") {
+  std::vector<int32_t> pages = {99}, slots = {99};  // replaced, not appended to
+  const std::vector<int32_t> owner = {-1, 7, -1, -1, 0, 3};
+  k::ListOwnedPages(owner, &pages, &slots);
+  CHECK(pages == std::vector<int32_t>{1, 4, 5});
+  CHECK(slots == std::vector<int32_t>{7, 0, 3});
+  k::ListOwnedPages(std::vector<int32_t>{-1, -1}, &pages, &slots);
+  CHECK(pages.empty());
+  CHECK(slots.empty());
+}
+
 TEST_CASE("peer_gather reads each dense page from the named rank's pool") {
   Bytes rank0 = {1, 2}, rank1 = {11, 12};  // 1 layer, 2 slots, 1-byte chunks
   const k::PoolGeometry g{.num_layers = 1, .num_slots = 2, .page_tokens = 1, .elem_bytes = 1};
