@@ -144,6 +144,14 @@ class RankBackend {
   virtual double MarkSeconds(int mark) const = 0;
   // Forgets all marks and verification results (after Sync, between requests).
   virtual void ReleaseMarks() = 0;
+  // Holds every stream behind a gate until OpenGate(): work enqueued meanwhile starts only once
+  // the host has enqueued all of it, so the device runs it back to back as in an engine whose
+  // host runs ahead of the device (docs/executor.md, "The request gate"). Returns the mark
+  // where the streams are released. The gate opens by itself after `timeout_s` (counted in
+  // GatesExpired); Sync() opens it first. Backends without asynchronous streams do nothing.
+  virtual int HoldStreams(double timeout_s) = 0;
+  virtual void OpenGate() = 0;
+  virtual int64_t GatesExpired() = 0;  // gates that opened by their timeout so far
 
   // --- Work, enqueued on a stream. Index spans must stay valid until the next Sync(). ---
   // Synthetic forward pass of one layer: writes the pattern of `pages` (this layer, every pool)

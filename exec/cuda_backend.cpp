@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -150,6 +151,9 @@ class CudaBackend : public RankBackend {
     for (int s = 0; s < kNumStreams; ++s) Check(cudaStreamCreateWithFlags(&streams_[s], cudaStreamNonBlocking), "cudaStreamCreate");
     Check(cudaEventCreate(&epoch_), "cudaEventCreate");
     Check(cudaMalloc(&barrier_buf_, 64), "cudaMalloc (barrier word)");
+    Check(cudaHostAlloc(reinterpret_cast<void**>(&gate_), 2 * sizeof(uint32_t), cudaHostAllocMapped), "cudaHostAlloc (gate words)");
+    gate_[0] = gate_[1] = 0;
+    Check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_dev_), gate_, 0), "cudaHostGetDevicePointer (gate words)");
     // Per request: one check per gathered layer and one per pool of this lane's load-back.
     verify_capacity_ = static_cast<size_t>(geo_.layers + 16 * geo_.num_pools() + 8);
     Check(cudaMalloc(&verify_dev_, verify_capacity_ * sizeof(VerifyOut)), "cudaMalloc (verify counters)");
@@ -178,6 +182,10 @@ class CudaBackend : public RankBackend {
                     static_cast<void*>(recv_), barrier_buf_, static_cast<void*>(verify_dev_)})
       if (p) cudaFree(p);
     if (host_) cudaFreeHost(host_);
+    if (gate_) {
+      OpenGate();  // a failure while held: the gate kernel ends before its words are freed
+      cudaFreeHost(gate_);
+    }
   }
 
   std::string_view Name() const override { return "cuda"; }
@@ -224,6 +232,7 @@ class CudaBackend : public RankBackend {
     Check(cudaStreamWaitEvent(S(waiter), events_[static_cast<size_t>(mark)], 0), "cudaStreamWaitEvent");
   }
   void Sync() override {
+    OpenGate();
     const auto deadline = Clock::now() + std::chrono::duration<double>(o_.timeout_s);
     for (int s = 0; s < kNumStreams; ++s) {
       while (true) {
@@ -237,6 +246,22 @@ class CudaBackend : public RankBackend {
       }
     }
   }
+  int HoldStreams(double timeout_s) override {
+    OpenGate();
+    const uint64_t ns = static_cast<uint64_t>(std::max(0.0, timeout_s) * 1e9);
+    Check(GateStream(gate_dev_, ++gate_ticket_, ns, gate_dev_ + 1, S(Stream::kCompute)), "gate kernel");
+    const int open = Mark(Stream::kCompute);
+    for (Stream s : {Stream::kComm, Stream::kH2D, Stream::kD2H}) Wait(s, open);
+    gate_held_ = true;
+    return open;
+  }
+  void OpenGate() override {
+    if (!gate_held_) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // everything enqueued before the release
+    *static_cast<volatile uint32_t*>(gate_) = gate_ticket_;
+    gate_held_ = false;
+  }
+  int64_t GatesExpired() override { return *static_cast<volatile uint32_t*>(gate_ + 1); }
   void StartEpoch() override {
     Check(cudaEventRecord(epoch_, streams_[0]), "cudaEventRecord");
     Sync();
@@ -467,6 +492,7 @@ class CudaBackend : public RankBackend {
   }
 
   std::vector<std::string> AllGatherBytes(const std::string& mine) override {
+    OpenGate();
     if (!comm_) return rv_.AllGather(mine);
     const int N = geo_.ranks;
     uint64_t* sizes_d = nullptr;
@@ -494,6 +520,7 @@ class CudaBackend : public RankBackend {
   }
 
   void Abort(const std::string&) noexcept override {
+    OpenGate();
     if (comm_ && !aborted_) {
       aborted_ = true;
       ncclCommAbort(comm_);
@@ -501,6 +528,7 @@ class CudaBackend : public RankBackend {
   }
 
   void CorruptDevicePage(int pool, int32_t slot, int64_t layer) override {
+    OpenGate();  // a synchronous copy next (test hook)
     const kernels::PoolRef p = Pool(pool);
     char* at = static_cast<char*>(p.data) + (layer * p.geo.num_slots + slot) * p.geo.chunk_bytes();
     unsigned char v = 0;
@@ -711,6 +739,11 @@ class CudaBackend : public RankBackend {
   bool nccl_ = true;
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
+  // The request gate (HoldStreams): mapped pinned words {ticket the host opened, expiries}.
+  uint32_t* gate_ = nullptr;
+  uint32_t* gate_dev_ = nullptr;
+  uint32_t gate_ticket_ = 0;
+  bool gate_held_ = false;
   cudaStream_t streams_[kNumStreams] = {};
   cudaEvent_t epoch_ = nullptr;
   std::vector<cudaEvent_t> events_;

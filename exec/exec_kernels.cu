@@ -69,7 +69,27 @@ __global__ void VerifyPatternKernel(ChunkSet s, VerifyOut* out) {
   if (bad_total) atomicAdd(&out->bad_bytes, bad_total);
 }
 
+// One thread waits until the host writes `ticket` into the mapped word, or `timeout_ns` pass
+// (then it counts the expiry and lets the stream go: a host stuck on a full launch queue or a
+// synchronising call cannot deadlock against its own gate).
+__global__ void GateKernel(const volatile uint32_t* word, uint32_t ticket, uint64_t timeout_ns, uint32_t* expired) {
+  const uint64_t t0 = GlobalTimerNs();
+  while (*word != ticket) {
+    if (GlobalTimerNs() - t0 > timeout_ns) {
+      atomicAdd(expired, 1u);
+      return;
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t GateStream(const volatile uint32_t* word, uint32_t ticket, uint64_t timeout_ns, uint32_t* expired,
+                       cudaStream_t stream) {
+  if (!word || !expired) return cudaErrorInvalidValue;
+  GateKernel<<<1, 1, 0, stream>>>(word, ticket, timeout_ns, expired);
+  return cudaGetLastError();
+}
 
 cudaError_t SyntheticForward(const ChunkSet& set, uint64_t busy_ns, int grid_blocks, cudaStream_t stream) {
   if (grid_blocks < 1 || set.num_segments < 0 || set.num_segments > kernels::kMaxPools) return cudaErrorInvalidValue;

@@ -40,6 +40,11 @@ struct VerifyOut {
   unsigned long long first_bad_item;  // ~0ull while none
 };
 
+// A gate on `stream`: one thread spins until *word == ticket (the host writes it; `word` and
+// `expired` are mapped pinned memory), or until timeout_ns have passed, when it adds 1 to
+// *expired and returns. Work enqueued behind it starts only once the host opens it.
+cudaError_t GateStream(const volatile uint32_t* word, uint32_t ticket, uint64_t timeout_ns, uint32_t* expired,
+                       cudaStream_t stream);
 // REQUIRES: tags/pages device-readable. grid_blocks >= 1 (one per SM keeps every SM busy).
 cudaError_t SyntheticForward(const ChunkSet& set, uint64_t busy_ns, int grid_blocks, cudaStream_t stream);
 // `out` in device memory, initialised to {0, ~0ull} by the caller (stream-ordered).

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +64,15 @@ void PrintSummary(const nlohmann::ordered_json& report) {
               report["ops"].size(), static_cast<long long>(report["verified_bytes"].get<int64_t>()));
   for (const auto& [kind, v] : by_kind)
     std::printf("  %-11s %8lld ops  %12.6f s (all ranks)\n", kind.c_str(), static_cast<long long>(v.first), v.second);
+  double enqueue = 0;
+  for (const auto& r : report["requests"])
+    if (r.contains("host_enqueue_s")) enqueue += r["host_enqueue_s"].get<double>();
+  std::printf("  request time %.6f s (device), host enqueue %.6f s\n", report["total_s"].get<double>(), enqueue);
+  const auto& gate = report["context"]["gate"];
+  if (gate.contains("expired") && gate["expired"].get<int64_t>() > 0)
+    std::printf("  WARNING: %lld request gate(s) opened by their %.3g s timeout before the host had enqueued the "
+                "request: those requests' ops include host time (raise --gate-timeout-s)\n",
+                static_cast<long long>(gate["expired"].get<int64_t>()), gate["timeout_s"].get<double>());
 }
 
 // One rank, start to finish. Returns the exit code; *error gets the message of a failure.
@@ -348,12 +358,48 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
     auto [it, fresh] = span.emplace(r, std::make_pair(a, b));
     if (!fresh) it->second = {std::min(it->second.first, a), std::max(it->second.second, b)};
   }
+  // Host facts per request: the longest enqueue over ranks, and a second gate's pause (p2p) as
+  // the time every rank was paused (the intersection), which is not the request's work.
+  struct HostFacts {
+    double enqueue_s = 0, pause_begin = 0, pause_end = 0;
+    int paused_ranks = 0;
+  };
+  std::map<int64_t, HostFacts> facts;
+  int64_t expired = 0;
+  for (const RankResult& rr : ranks) {
+    expired += rr.gates_expired;
+    for (const RequestHostTime& q : rr.requests) {
+      HostFacts& f = facts[q.request];
+      f.enqueue_s = std::max(f.enqueue_s, q.enqueue_s);
+      if (q.pause_end_s < q.pause_begin_s) continue;
+      f.pause_begin = f.paused_ranks == 0 ? q.pause_begin_s : std::max(f.pause_begin, q.pause_begin_s);
+      f.pause_end = f.paused_ranks == 0 ? q.pause_end_s : std::min(f.pause_end, q.pause_end_s);
+      ++f.paused_ranks;
+    }
+  }
   nlohmann::ordered_json reqs = nlohmann::ordered_json::array();
   double total = 0;
   for (const auto& [r, ab] : span) {
-    reqs.push_back({{"request", r}, {"seconds", ab.second - ab.first}});
-    total += ab.second - ab.first;
+    double seconds = ab.second - ab.first;
+    nlohmann::ordered_json q = {{"request", r}};
+    const auto f = facts.find(r);
+    if (f != facts.end()) {
+      q["host_enqueue_s"] = f->second.enqueue_s;
+      if (f->second.paused_ranks == static_cast<int>(ranks.size())) {
+        const double held = std::max(0.0, std::min(f->second.pause_end, ab.second) - std::max(f->second.pause_begin, ab.first));
+        q["held_s"] = held;
+        seconds -= held;
+      }
+    }
+    q["seconds"] = seconds;
+    reqs.push_back(std::move(q));
+    total += seconds;
   }
+  if (o.exec.gate)
+    j["context"]["gate"] = {{"held", "every request until its host enqueue ends"}, {"timeout_s", o.exec.gate_timeout_s},
+                            {"expired", expired}};
+  else
+    j["context"]["gate"] = {{"held", "no (the device runs each op as soon as it is enqueued)"}};
   j["requests"] = reqs;
   j["total_s"] = total;
   j["ops"] = ops;

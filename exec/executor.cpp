@@ -158,7 +158,11 @@ nlohmann::ordered_json RankResultToJson(const RankResult& r) {
   for (const MeasuredOp& o : r.ops)
     ops.push_back({{"id", o.id}, {"kind", o.kind}, {"rank", o.rank}, {"seconds", o.seconds}, {"start_s", o.start_s},
                    {"end_s", o.end_s}, {"stream", o.stream}, {"bytes", o.bytes}, {"pages", o.pages}, {"extra", o.extra}});
-  return {{"rank", r.rank}, {"verified_bytes", r.verified_bytes}, {"context", r.context}, {"ops", ops}};
+  nlohmann::ordered_json reqs = nlohmann::ordered_json::array();
+  for (const RequestHostTime& q : r.requests)
+    reqs.push_back({{"request", q.request}, {"enqueue_s", q.enqueue_s}, {"pause_begin_s", q.pause_begin_s}, {"pause_end_s", q.pause_end_s}});
+  return {{"rank", r.rank}, {"verified_bytes", r.verified_bytes}, {"context", r.context}, {"ops", ops},
+          {"requests", reqs}, {"gates_expired", r.gates_expired}};
 }
 
 RankResult RankResultFromJson(const nlohmann::json& j) {
@@ -180,6 +184,10 @@ RankResult RankResultFromJson(const nlohmann::json& j) {
     m.extra = o.at("extra");
     r.ops.push_back(std::move(m));
   }
+  for (const auto& q : j.at("requests"))
+    r.requests.push_back(RequestHostTime{q.at("request").get<int64_t>(), q.at("enqueue_s").get<double>(),
+                                         q.at("pause_begin_s").get<double>(), q.at("pause_end_s").get<double>()});
+  r.gates_expired = j.at("gates_expired").get<int64_t>();
   return r;
 }
 
@@ -260,6 +268,8 @@ class RankRun {
     RankResult r;
     r.rank = me_;
     r.ops = std::move(done_);
+    r.requests = std::move(host_times_);
+    r.gates_expired = b_.GatesExpired();
     r.verified_bytes = verified_bytes_;
     r.context = b_.Context();
     return r;
@@ -408,6 +418,9 @@ class RankRun {
     const RequestPlan& p = plan_.requests[ri];
     const std::string pre = std::to_string(p.request) + "/";
     b_.Barrier();  // ranks start each request together: a collective's time is not a peer's lag
+    const auto host_t0 = Clock::now();
+    pause_ = {-1, -1};
+    if (opts_.gate) b_.HoldStreams(opts_.gate_timeout_s);
     const int start_mark = b_.Mark(Stream::kCompute);
     const size_t first_op = ops_.size();
     std::vector<size_t> host_timed;  // ops timed on the host clock (evictions)
@@ -614,8 +627,17 @@ class RankRun {
         dense_verify_prefix_.push_back(&p);
       }
 
+    b_.OpenGate();
+    RequestHostTime ht;
+    ht.request = p.request;
+    ht.enqueue_s = std::chrono::duration<double>(Clock::now() - host_t0).count();
     b_.Sync();
     if (p2p) b_.Barrier();  // nobody reuses a slot a peer may still be reading
+    if (pause_.first >= 0) {
+      ht.pause_begin_s = b_.MarkSeconds(pause_.first);
+      ht.pause_end_s = b_.MarkSeconds(pause_.second);
+    }
+    host_times_.push_back(ht);
     Resolve(start_mark, host_timed, first_op);
     CheckVerifications(p);
     b_.ReleaseMarks();
@@ -684,6 +706,10 @@ class RankRun {
       // Peers' pages (loaded back in this request, too) must be in place before they are read.
       b_.Sync();
       b_.Barrier();
+      if (opts_.gate) {  // hold the rest of the request too; the held time is not the request's
+        const int idle = b_.Mark(Stream::kCompute);
+        pause_ = {idle, b_.HoldStreams(opts_.gate_timeout_s)};
+      }
     }
     const size_t op = AddOp(id, "gather", Stream::kComm, P * geo_.layers * geo_.page_layer_bytes(), P);
     ops_[op].extra = {{"method", GatherMethodName(p.gather_method)}, {"layers", geo_.layers}, {"runs", p.runs.size()},
@@ -755,6 +781,8 @@ class RankRun {
   int me_;
   std::vector<SlotState> dev_, host_;
   std::vector<MeasuredOp> ops_, done_;
+  std::vector<RequestHostTime> host_times_;
+  std::pair<int, int> pause_{-1, -1};  // marks around this request's second gate (p2p)
   std::vector<PendingSpan> spans_;
   std::vector<PendingVerify> verifies_;
   std::vector<PendingCheck> load_checks_;

@@ -56,6 +56,10 @@ Fault ParseFault(std::string_view text);
 struct ExecOptions {
   int warmup = 2;  // untimed rounds of every primitive the plan uses before the epoch
   std::vector<Fault> faults;
+  // The request gate (docs/executor.md): the device starts a request's work once the host has
+  // enqueued all of it; it opens by itself after gate_timeout_s.
+  bool gate = true;
+  double gate_timeout_s = 1.0;
 };
 
 // One plan operation as performed by one rank. Times in seconds from the rank's epoch.
@@ -72,9 +76,21 @@ struct MeasuredOp {
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 };
 
+// Per request and rank: host-side facts the ops do not carry.
+struct RequestHostTime {
+  int64_t request = 0;
+  double enqueue_s = 0;  // host time from the request's start to its gate opening (or to its Sync)
+  // A second gate inside the request (p2p gathers hold the streams again after the ranks'
+  // barrier): from the compute stream's idle point to the gate opening, on the rank's clock.
+  // pause_end_s < pause_begin_s: none.
+  double pause_begin_s = 0, pause_end_s = -1;
+};
+
 struct RankResult {
   int rank = 0;
   std::vector<MeasuredOp> ops;
+  std::vector<RequestHostTime> requests;
+  int64_t gates_expired = 0;
   int64_t verified_bytes = 0;
   nlohmann::ordered_json context;
 };

@@ -171,6 +171,10 @@ class HostBackend : public RankBackend {
   }
   void Wait(Stream, int) override {}  // everything runs in order on this thread
   void Sync() override {}  // nothing is asynchronous here; peers are checked in every wait
+  // Work runs when it is enqueued: there is nothing to hold.
+  int HoldStreams(double) override { return Mark(Stream::kCompute); }
+  void OpenGate() override {}
+  int64_t GatesExpired() override { return 0; }
   void StartEpoch() override { epoch_ = Clock::now(); }
   double MarkSeconds(int mark) const override {
     return std::chrono::duration<double>(marks_.at(static_cast<size_t>(mark)) - epoch_).count();

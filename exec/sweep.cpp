@@ -101,14 +101,15 @@ class Sweeper {
     for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
       const bool h2d = dir == TierDirection::kHostToDevice;
       const Stream s = h2d ? Stream::kH2D : Stream::kD2H;
+      for (const int64_t run : o_.slot_runs)
       for (int k = 0; k < geo_.num_pools(); ++k)
         for (const bool all : {false, true}) {
           Progress(std::string("host_copy ") + (h2d ? "h2d" : "d2h") + " pool " + geo_.pool_names[static_cast<size_t>(k)] +
-                   (all ? ", all layers" : ", one layer"));
+                   (all ? ", all layers" : ", one layer") + (run > 1 ? ", runs of " + std::to_string(run) + " pages" : ""));
           for (const int64_t n : all ? all_counts : counts) {
             const int64_t nl = all ? geo_.layers : 1;
             const std::vector<double> t = Time(s, [&] {
-              const auto [d, h] = Slots(n);
+              const auto [d, h] = run > 1 ? RunSlots(n, run) : Slots(n);
               runs_ = Runs(d, h);
               const int64_t l0 = all ? 0 : RandomLayer();
               return [this, s, k, dir, d, h, l0, nl] { b_.TierCopy(s, k, dir, d, h, LayerRange{l0, l0 + nl}); };
@@ -121,8 +122,9 @@ class Sweeper {
             x["chunk_bytes"] = geo_.chunk_bytes(k);
             x["layout"] = layout;
             x["mode"] = mode;
+            x["run_pages"] = run;
             x["label"] = "pool " + geo_.pool_names[static_cast<size_t>(k)] + ", " + std::to_string(n) + " pages, " +
-                         std::to_string(nl) + " layer(s)";
+                         std::to_string(nl) + " layer(s)" + (run > 1 ? ", runs of " + std::to_string(run) : "");
             samples_.push_back(std::move(x));
           }
         }
@@ -211,6 +213,23 @@ class Sweeper {
   std::pair<std::vector<int32_t>, std::vector<int32_t>> Slots(int64_t n) {
     std::vector<int32_t> d = RandomSlots(rng_, geo_.device_slots, n);
     return {std::move(d), RandomSlots(rng_, geo_.host_slots, n)};
+  }
+
+  // n slots on each side in runs of `run` adjacent slots (the last one shorter): random distinct
+  // run-aligned blocks of the device and of the host pool.
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> RunSlots(int64_t n, int64_t run) {
+    const int64_t runs = (n + run - 1) / run;
+    auto side = [&](int64_t slots) {
+      const int64_t blocks = slots / run;
+      if (blocks < runs) throw ExecError("sweep: " + std::to_string(runs) + " runs of " + std::to_string(run) +
+                                         " pages do not fit a pool of " + std::to_string(slots) + " slots");
+      std::vector<int32_t> v;
+      for (const int32_t b : RandomSlots(rng_, blocks, runs))
+        for (int64_t i = 0; i < run && static_cast<int64_t>(v.size()) < n; ++i) v.push_back(static_cast<int32_t>(b * run + i));
+      return v;
+    };
+    std::vector<int32_t> d = side(geo_.device_slots);
+    return {std::move(d), side(geo_.host_slots)};
   }
 
   // Stream time of one call, warm-up runs first; `make()` prepares a run (untimed) and returns

@@ -48,6 +48,10 @@ struct SweepOptions {
   int warmup = 3;
   int repeats = 11;
   std::vector<int> submit_batches = {1, 4, 16, 64};
+  // Host copies' slots: for each value R, the copy grid again with slots in runs of R pages
+  // adjacent on both sides (1: every page on its own random slot). Plans' copies form runs (the
+  // slot allocator hands out neighbours), which batch copies turn into fewer, larger entries.
+  std::vector<int64_t> slot_runs = {1};
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;  // one line per group (may be empty)
 };

@@ -54,13 +54,14 @@ Sample ParseSample(const JsonCursor& s) {
 #define KV_COMMON "kind", "median_s", "repeats", "min_s", "max_s", "label"
   if (kind == "host_copy") {
     x.kind = SampleKind::kHostCopy;
-    s.OnlyKeys({KV_COMMON, "direction", "bytes", "copies", "chunk_bytes", "layout", "mode"});
+    s.OnlyKeys({KV_COMMON, "direction", "bytes", "copies", "chunk_bytes", "layout", "mode", "run_pages"});
     const std::string d = s.Key("direction").Str();
     if (d != "h2d" && d != "d2h") s.Key("direction").Fail("expected h2d or d2h, got '" + d + "'");
     x.to_device = d == "h2d";
     x.bytes = s.Key("bytes").NumAtLeast(0, true);
     x.copies = s.Key("copies").IntAtLeast(1);
     if (s.Has("chunk_bytes")) x.chunk_bytes = s.Key("chunk_bytes").NumAtLeast(0, true);
+    if (s.Has("run_pages")) x.run_pages = s.Key("run_pages").IntAtLeast(1);
     x.layout = OptStr(s, "layout");
     x.mode = OptStr(s, "mode");
   } else if (kind == "copy_submit") {

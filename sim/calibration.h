@@ -36,6 +36,7 @@ struct Sample {
   double bytes = 0;        // host_copy (all copies), device_copy (payload), collectives
   int64_t copies = 1;      // host_copy, copy_submit: copy calls (or copy kernels) timed together
   double chunk_bytes = 0;  // host_copy: contiguous piece size (descriptive)
+  int64_t run_pages = 1;   // host_copy: pages per run of adjacent slots (descriptive)
   bool to_device = true;   // host_copy: direction h2d (true) or d2h
   bool fill = false;       // device_copy: op "fill" (write only) instead of "copy"
   int64_t kernels = 1;     // device_copy: kernel launches timed together

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "exec/exec_error.h"
 #include "exec/sweep.h"
@@ -40,6 +41,9 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       ("repeats", po::value<int>()->default_value(d.repeats), "timed runs per sample (the median is kept)")
       ("warmup", po::value<int>()->default_value(d.warmup), "untimed runs before them")
       ("quick", po::bool_switch(), "small grid (max pages 64, all-layer 16, 5 repeats, 1 warm-up): for tests")
+      ("slot-runs", po::value<std::string>()->default_value("1"),
+       "host copies: comma-separated run lengths R; for each, the copy grid with slots in runs of R "
+       "adjacent pages (1: every page on its own random slot)")
       ("seed", po::value<uint64_t>()->default_value(d.seed), "slot and layer choice")
       ("timeout-s", po::value<double>()->default_value(d.timeout_s), "longest any wait may take")
       ("quiet,q", po::bool_switch(), "no progress or summary")
@@ -112,6 +116,24 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     if (o.repeats < 1) throw InputError("", 0, "--repeats", "must be >= 1");
     if (o.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
     o.seed = vm["seed"].as<uint64_t>();
+    o.slot_runs.clear();
+    {
+      std::stringstream ss(vm["slot-runs"].as<std::string>());
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != item.size() || v < 1 || v > o.max_pages)
+          throw InputError("", 0, "--slot-runs", "'" + item + "' is not a run length in 1.." + std::to_string(o.max_pages));
+        o.slot_runs.push_back(v);
+      }
+      if (o.slot_runs.empty()) throw InputError("", 0, "--slot-runs", "empty list");
+    }
     o.timeout_s = vm["timeout-s"].as<double>();
     const bool quiet = vm["quiet"].as<bool>();
     if (!quiet) o.progress = [](const std::string& s) { std::fprintf(stderr, "sweep: %s\n", s.c_str()); };

@@ -40,6 +40,10 @@ int CmdExec(int argc, const char* const* argv) {
        "multiply the forward pass's modelled per-layer duration (0: measure data movement only)")
       ("devices", po::value<std::string>(), "--launch local: GPU per rank, e.g. 0,1,2,3 (default: rank modulo GPUs)")
       ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel (SM copy kernel) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)")
+      ("gate", po::value<std::string>()->default_value("on"),
+       "on: the device starts each request once the host has enqueued all of it (ops are device time, as "
+       "predicted) | off: work starts as it is enqueued (a short forward pass leaves the host behind)")
+      ("gate-timeout-s", po::value<double>()->default_value(1.0), "a request gate opens by itself after this")
       ("fault", po::value<std::vector<std::string>>()->composing(),
        "test hook: KIND:RANK:OPID with KIND corrupt|die|hang (repeatable)")
       ("quiet,q", po::bool_switch(), "no console summary")
@@ -86,6 +90,11 @@ int CmdExec(int argc, const char* const* argv) {
     const std::string tc = vm["tier-copy"].as<std::string>();
     if (tc != "kernel" && tc != "memcpy" && tc != "batch") throw InputError("", 0, "--tier-copy", "expected kernel, memcpy or batch");
     o.tier_copy = tc;
+    const std::string gate = vm["gate"].as<std::string>();
+    if (gate != "on" && gate != "off") throw InputError("", 0, "--gate", "expected on or off, got '" + gate + "'");
+    o.exec.gate = gate == "on";
+    o.exec.gate_timeout_s = vm["gate-timeout-s"].as<double>();
+    if (!(o.exec.gate_timeout_s > 0)) throw InputError("", 0, "--gate-timeout-s", "must be positive");
     if (vm.count("fault"))
       for (const auto& f : vm["fault"].as<std::vector<std::string>>()) o.exec.faults.push_back(exec::ParseFault(f));
     o.quiet = vm["quiet"].as<bool>();

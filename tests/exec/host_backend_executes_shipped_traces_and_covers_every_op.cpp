@@ -85,6 +85,8 @@ TEST_CASE("host backend executes plans of the shipped traces at cp_size 1, 2 and
     CHECK(m["verified_bytes"].get<int64_t>() == ExpectedVerifiedBytes(pf, cfg));
     CHECK(m["context"]["backend"] == "host");
     CHECK(m["context"]["config_hash"].get<std::string>().size() == 16);
+    CHECK(m["context"]["gate"]["expired"].get<int64_t>() == 0);  // the host backend has no gate to expire
+    for (const auto& r : m["requests"]) CHECK(r["host_enqueue_s"].get<double>() >= 0);
     const nlohmann::json t = ReadJson(o.timeline);
     CHECK(t["traceEvents"].size() == m["ops"].size() + static_cast<size_t>(c.cp));
   }
@@ -135,6 +137,56 @@ TEST_CASE("load-back, gather and forward take turns layer by layer, as the cost 
     ++checked;
   }
   CHECK_MESSAGE(checked > 0, "the case has requests that load back and gather; ops: ", by_id.size());
+}
+
+}  // namespace kvlanes::exec::testing
+
+namespace kvlanes::exec::testing {
+
+// The measured report's request rows: a request spans its ops over all ranks, less the time all
+// ranks spent paused behind a second gate (p2p), and carries the longest host enqueue.
+TEST_CASE("request seconds leave out the time every rank was held behind a second gate") {
+  const ReplayConfig cfg = SmallConfig(2, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=600"});
+  const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 2);
+  const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  auto op = [](int rank, double a, double b) {
+    MeasuredOp m;
+    m.id = "0/compute";
+    m.kind = "compute";
+    m.rank = rank;
+    m.start_s = a;
+    m.end_s = b;
+    m.seconds = b - a;
+    return m;
+  };
+  std::vector<RankResult> ranks(2);
+  ranks[0].rank = 0;
+  ranks[1].rank = 1;
+  ranks[0].ops = {op(0, 1.0, 2.0)};
+  ranks[1].ops = {op(1, 1.1, 2.2)};  // the request spans 1.0 .. 2.2
+  ranks[0].requests = {RequestHostTime{0, 0.30, 1.40, 1.70}};
+  ranks[1].requests = {RequestHostTime{0, 0.25, 1.50, 1.80}};  // both held 1.50 .. 1.70
+  ranks[1].gates_expired = 1;
+  RunOptions o;
+  o.backend = "host";
+  nlohmann::ordered_json j = MeasuredReport(plan, ranks, o);
+  REQUIRE(j["requests"].size() == 1);
+  CHECK(j["requests"][0]["held_s"].get<double>() == doctest::Approx(0.2));
+  CHECK(j["requests"][0]["seconds"].get<double>() == doctest::Approx(1.2 - 0.2));
+  CHECK(j["requests"][0]["host_enqueue_s"].get<double>() == doctest::Approx(0.30));
+  CHECK(j["total_s"].get<double>() == doctest::Approx(1.0));
+  CHECK(j["context"]["gate"]["expired"].get<int64_t>() == 1);
+
+  // One rank not paused: nobody's pause is taken off.
+  ranks[1].requests = {RequestHostTime{0, 0.25, 0, -1}};
+  j = MeasuredReport(plan, ranks, o);
+  CHECK_FALSE(j["requests"][0].contains("held_s"));
+  CHECK(j["requests"][0]["seconds"].get<double>() == doctest::Approx(1.2));
+
+  // Without the gate the context says so.
+  o.exec.gate = false;
+  j = MeasuredReport(plan, ranks, o);
+  CHECK_FALSE(j["context"]["gate"].contains("expired"));
 }
 
 }  // namespace kvlanes::exec::testing
