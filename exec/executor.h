@@ -58,7 +58,7 @@ struct ExecOptions {
   std::vector<Fault> faults;
   // The request gate (docs/executor.md): the device starts a request's work once the host has
   // enqueued all of it; it opens by itself after gate_timeout_s.
-  bool gate = true;
+  bool gate = false;
   double gate_timeout_s = 1.0;
 };
 

@@ -392,13 +392,20 @@ std::vector<const Sample*> SelectHostCopies(const Measurements& m, SampleKind ki
   };
   const std::string layout = pick(layouts, opt.layout, "layout", "--layout");
   const std::string mode = pick(modes, opt.mode, "mode", "--mode");
+  // Slot runs (host_copy only): the copies' entries, hence their cost, depend on them.
+  std::string runs;
+  if (kind == SampleKind::kHostCopy) {
+    std::set<std::string> present;
+    for (const Sample* s : all) present.insert(std::to_string(s->run_pages));
+    runs = pick(present, opt.run_pages > 0 ? std::to_string(opt.run_pages) : "", "run_pages", "--run-pages");
+  }
   std::vector<const Sample*> kept;
   for (const Sample* s : all)
-    if (s->layout == layout && s->mode == mode) kept.push_back(s);
+    if (s->layout == layout && s->mode == mode && (runs.empty() || std::to_string(s->run_pages) == runs)) kept.push_back(s);
   if (kept.size() < all.size())
     notes.push_back(std::to_string(all.size() - kept.size()) + " " + kname +
-                    " samples of other layouts or modes left out (kept layout '" + layout +
-                    "', mode '" + mode + "')");
+                    " samples of other layouts, modes or slot runs left out (kept layout '" + layout + "', mode '" +
+                    mode + "'" + (runs.empty() ? "" : ", run_pages " + runs) + ")");
   return kept;
 }
 

@@ -104,6 +104,7 @@ struct CalibrateOptions {
   BandOptions bands;
   std::string layout;  // host copies: keep samples of this layout ("" = the only one present)
   std::string mode;    // host copies: keep samples of this mode ("" = the only one present)
+  int64_t run_pages = 0;  // host copies: keep samples of this slot run length (0 = the only one present)
   std::string name = "calibrated";
 };
 

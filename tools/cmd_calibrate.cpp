@@ -54,6 +54,8 @@ int CmdCalibrate(int argc, const char* const* argv) {
       ("name", po::value<std::string>()->default_value(d.name), "name of the fitted profile")
       ("layout", po::value<std::string>(), "host copies: fit the samples of this host layout")
       ("mode", po::value<std::string>(), "host copies: fit the samples of this copy mode")
+      ("run-pages", po::value<int64_t>(), "host copies: fit the samples whose slots form runs of this many pages "
+                                          "(bench sweep --slot-runs)")
       ("max-bands", po::value<int>()->default_value(d.bands.max_bands),
        "collectives: most size bands per curve")
       ("min-band-sizes", po::value<int>()->default_value(d.bands.min_sizes_per_band),
@@ -86,6 +88,10 @@ int CmdCalibrate(int argc, const char* const* argv) {
     opt.name = vm["name"].as<std::string>();
     if (vm.count("layout")) opt.layout = vm["layout"].as<std::string>();
     if (vm.count("mode")) opt.mode = vm["mode"].as<std::string>();
+    if (vm.count("run-pages")) {
+      opt.run_pages = vm["run-pages"].as<int64_t>();
+      if (opt.run_pages < 1) throw InputError("", 0, "--run-pages", "must be >= 1");
+    }
     opt.bands.max_bands = vm["max-bands"].as<int>();
     opt.bands.min_sizes_per_band = vm["min-band-sizes"].as<int>();
     opt.bands.min_gain = vm["band-gain"].as<double>();

@@ -40,7 +40,7 @@ int CmdExec(int argc, const char* const* argv) {
        "multiply the forward pass's modelled per-layer duration (0: measure data movement only)")
       ("devices", po::value<std::string>(), "--launch local: GPU per rank, e.g. 0,1,2,3 (default: rank modulo GPUs)")
       ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel (SM copy kernel) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)")
-      ("gate", po::value<std::string>()->default_value("on"),
+      ("gate", po::value<std::string>()->default_value("off"),
        "on: the device starts each request once the host has enqueued all of it (ops are device time, as "
        "predicted) | off: work starts as it is enqueued (a short forward pass leaves the host behind)")
       ("gate-timeout-s", po::value<double>()->default_value(1.0), "a request gate opens by itself after this")

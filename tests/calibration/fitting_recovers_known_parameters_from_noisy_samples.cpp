@@ -316,6 +316,42 @@ TEST_CASE("batch-mode copies keep the fixed cost (per chunk or per call) that fi
   CHECK(c.fits.front().note.find("kept copy_unit call") != std::string::npos);
 }
 
+TEST_CASE("host copies of several slot run lengths need --run-pages, which keeps one set") {
+  // Scattered pages (run 1) pay 0.5 us per entry on top of 40 GB/s; runs of 32 pages: one call of
+  // 8 us plus bytes at 55 GB/s. Each set fits its own model once selected.
+  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  Noise noise(9, 0.01);
+  for (const int64_t run : {1, 32})
+    for (const char* dir : {"h2d", "d2h"})
+      for (int i = 0; i < 10; ++i) {
+        const int64_t pages = int64_t{1} << i;
+        const double bytes = static_cast<double>(pages) * 8448 * (i % 2 ? 1.0 : 5.0);
+        const int64_t entries = (pages + run - 1) / run;
+        const double t = run == 1 ? entries * 0.5e-6 + bytes / 40e9 : 8e-6 + bytes / 55e9;
+        doc["samples"].push_back({{"kind", "host_copy"}, {"direction", dir}, {"bytes", bytes}, {"copies", entries},
+                                  {"mode", "batch"}, {"layout", "layer_first"}, {"run_pages", run}, {"repeats", 5},
+                                  {"median_s", t * noise()}});
+      }
+  HardwareProfile base = TruthProfile();
+  const Measurements m = ParseMeasurements(doc.dump(1), "runs.json");
+  CHECK_THROWS_WITH(Calibrate(m, &base, CalibrateOptions{}), doctest::Contains("choose one with --run-pages"));
+  CalibrateOptions want32;
+  want32.run_pages = 32;
+  const CalibrationResult r = Calibrate(m, &base, want32);
+  CHECK_FALSE(r.profile.latency_per_chunk);
+  CHECK(Near(r.profile.copy_latency_s, 8e-6, 0.05));
+  CHECK(Near(r.profile.h2d_gbps, 55, 0.03));
+  CHECK(Near(r.profile.d2h_gbps, 55, 0.03));
+  CalibrateOptions want1;
+  want1.run_pages = 1;
+  const CalibrationResult s1 = Calibrate(m, &base, want1);
+  CHECK(s1.profile.latency_per_chunk);
+  CHECK(Near(s1.profile.h2d_gbps, 40, 0.03));
+  CalibrateOptions absent;
+  absent.run_pages = 4;
+  CHECK_THROWS_WITH(Calibrate(m, &base, absent), doctest::Contains("no host_copy samples with run_pages '4'"));
+}
+
 TEST_CASE("a profile's copy_unit must be call or chunk") {
   const std::string path = TempPath("bad_unit.yaml");
   std::ofstream(path) << "name: x\nmeasured: false\nsource: s\nhost_device: {h2d_gbps: 50, d2h_gbps: 50, "
