@@ -27,6 +27,13 @@ using kernels::LayerRange;
 using kernels::TierDirection;
 using Clock = std::chrono::steady_clock;
 constexpr double kGateSeconds = 200e-6;
+// The backup group (RunSweep): slot runs like the development plan's (4.0 pages per load-back
+// run, 2.4-7.1 per backup run; docs/calibration.md), a forward layer of 50 us (the held-out plans
+// at --compute-scale 0.01 have 10-600 us), a gathered prefix of 1,024 pages per layer beside it.
+constexpr int64_t kBackupRunPages = 4;
+constexpr double kBackupForwardS = 50e-6;
+constexpr int64_t kBackupGatherPages = 1024;
+constexpr int64_t kBackupMaxPages = 512;
 
 std::string TodayUtc() {
   const std::time_t t = std::time(nullptr);
@@ -187,6 +194,20 @@ class Sweeper {
       samples_.push_back(std::move(x));
     }
 
+    // Backups over a forward pass, as the executor runs them (docs/calibration.md): per layer a
+    // packed gather layer of kBackupGatherPages pages on the collective stream, then a forward layer
+    // of kBackupForwardS on the compute stream; per-layer: after each forward layer the d2h stream
+    // copies that layer of n pages of every pool; tail: after the last layer one all-layer copy per
+    // pool. The whole pass is enqueued behind the request gate, as the executor with --gate on.
+    if (o_.backups) {
+      const int64_t gp = std::min<int64_t>(kBackupGatherPages, o_.max_pages);
+      for (const bool tail : {false, true}) {
+        Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer"));
+        for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
+          BackupSamples(n, gp, tail, layout, mode);
+      }
+    }
+
     nlohmann::ordered_json ctx;
     ctx["geometry"] = GeometryJson(geo_, layout, mode);
     ctx["buffer_bytes"] = geo_.device_pool_bytes();
@@ -213,6 +234,83 @@ class Sweeper {
   std::pair<std::vector<int32_t>, std::vector<int32_t>> Slots(int64_t n) {
     std::vector<int32_t> d = RandomSlots(rng_, geo_.device_slots, n);
     return {std::move(d), RandomSlots(rng_, geo_.host_slots, n)};
+  }
+
+  // One `backup` sample per pool: n pages in runs of kBackupRunPages, `gather_pages` gathered per
+  // layer beside the forward pass (0: none).
+  void BackupSamples(int64_t n, int64_t gather_pages, bool tail, const std::string& layout, const std::string& mode) {
+    const int pools = geo_.num_pools();
+    std::vector<std::vector<double>> t(static_cast<size_t>(pools));
+    const int64_t L = geo_.layers;
+    for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
+      const auto [d, h] = RunSlots(n, kBackupRunPages);
+      GatherIndex g;
+      g.method = GatherMethod::kPacked;
+      g.prefix_pages = gather_pages;
+      g.tags.assign(static_cast<size_t>(gather_pages), PageTag{});
+      g.pack_slots = RandomSlots(rng_, geo_.device_slots, gather_pages);
+      g.shard_pages = gather_pages;
+      g.unpack_index.resize(static_cast<size_t>(gather_pages));
+      std::iota(g.unpack_index.begin(), g.unpack_index.end(), 0);
+      if (gather_pages > 0) b_.PrepareGather(g);
+      b_.HoldStreams(1.0);
+      std::vector<std::vector<std::pair<int, int>>> spans(static_cast<size_t>(pools));
+      int fwd = -1;
+      for (int64_t l = 0; l < L; ++l) {
+        int ready = -1;
+        if (gather_pages > 0) {
+          if (fwd >= 0) b_.Wait(Stream::kComm, fwd);
+          b_.GatherLayer(Stream::kComm, l);
+          ready = b_.Mark(Stream::kComm);
+          b_.Wait(Stream::kCompute, ready);
+        }
+        b_.ForwardLayer(Stream::kCompute, l, {}, kBackupForwardS);
+        fwd = b_.Mark(Stream::kCompute);
+        if (!tail) {
+          b_.Wait(Stream::kD2H, fwd);
+          for (int k = 0; k < pools; ++k) {
+            const int m0 = b_.Mark(Stream::kD2H);
+            b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, d, h, LayerRange{l, l + 1});
+            spans[static_cast<size_t>(k)].push_back({m0, b_.Mark(Stream::kD2H)});
+          }
+        }
+      }
+      if (tail) {
+        b_.Wait(Stream::kD2H, fwd);
+        for (int k = 0; k < pools; ++k) {
+          const int m0 = b_.Mark(Stream::kD2H);
+          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, d, h, LayerRange{0, L});
+          spans[static_cast<size_t>(k)].push_back({m0, b_.Mark(Stream::kD2H)});
+        }
+      }
+      b_.OpenGate();
+      b_.Sync();
+      for (int k = 0; k < pools; ++k) {
+        double sum = 0;
+        for (const auto& [a, e] : spans[static_cast<size_t>(k)]) sum += b_.MarkSeconds(e) - b_.MarkSeconds(a);
+        if (rep >= 0) t[static_cast<size_t>(k)].push_back(std::max(sum, 1e-9));
+      }
+      b_.ReleaseMarks();
+    }
+    const int64_t runs = (n + kBackupRunPages - 1) / kBackupRunPages;
+    for (int k = 0; k < pools; ++k) {
+      nlohmann::ordered_json x = Stats("backup", t[static_cast<size_t>(k)]);
+      x["schedule"] = tail ? "tail" : "per-layer";
+      x["bytes"] = n * L * geo_.chunk_bytes(k);
+      x["copies"] = tail ? 1 : L;
+      x["pages"] = n;
+      x["layers"] = L;
+      x["pool"] = geo_.pool_names[static_cast<size_t>(k)];
+      x["run_pages"] = kBackupRunPages;
+      x["gather_pages"] = gather_pages;
+      x["forward_s"] = kBackupForwardS;
+      x["layout"] = layout;
+      x["mode"] = mode;
+      x["label"] = std::string(tail ? "tail" : "per-layer") + " backup of " + std::to_string(n) + " pages (" +
+                   std::to_string(runs) + " runs), pool " + geo_.pool_names[static_cast<size_t>(k)] + ", beside a forward pass" +
+                   (gather_pages > 0 ? " and a " + std::to_string(gather_pages) + "-page gather" : "");
+      samples_.push_back(std::move(x));
+    }
   }
 
   // n slots on each side in runs of `run` adjacent slots (the last one shorter): random distinct

@@ -52,6 +52,8 @@ struct SweepOptions {
   // adjacent on both sides (1: every page on its own random slot). Plans' copies form runs (the
   // slot allocator hands out neighbours), which batch copies turn into fewer, larger entries.
   std::vector<int64_t> slot_runs = {1};
+  // Backups over a forward pass (per-layer and tail, beside a gather): `backup` samples.
+  bool backups = true;
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;  // one line per group (may be empty)
 };

@@ -120,6 +120,10 @@ cudaError_t ZigzagReorder(const ZigzagArgs& a, cudaStream_t stream, const Launch
   return detail::LaunchChunkCopy(p, tuning, stream);
 }
 
+cudaError_t ScatterDense(const ScatterDenseArgs& a, cudaStream_t stream) {
+  return ScatterDense(a, stream, a.variant == ScatterVariant::kFused ? kScatterFusedTuning : kDeviceCopyTuning);
+}
+
 cudaError_t ScatterDense(const ScatterDenseArgs& a, cudaStream_t stream,
                          const LaunchTuning& tuning) {
   if (!ValidateArgs(a).empty() || !FitsItems(a.num_dense_pages)) return cudaErrorInvalidValue;

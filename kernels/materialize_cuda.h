@@ -24,8 +24,9 @@ cudaError_t UnpackPages(const UnpackArgs& args, cudaStream_t stream,
                         const LaunchTuning& tuning = kDeviceCopyTuning);
 cudaError_t ZigzagReorder(const ZigzagArgs& args, cudaStream_t stream,
                           const LaunchTuning& tuning = kDeviceCopyTuning);
-cudaError_t ScatterDense(const ScatterDenseArgs& args, cudaStream_t stream,
-                         const LaunchTuning& tuning = kDeviceCopyTuning);
+// Without a tuning: kScatterFusedTuning for ScatterVariant::kFused, else kDeviceCopyTuning.
+cudaError_t ScatterDense(const ScatterDenseArgs& args, cudaStream_t stream);
+cudaError_t ScatterDense(const ScatterDenseArgs& args, cudaStream_t stream, const LaunchTuning& tuning);
 cudaError_t PeerGather(const PeerGatherArgs& args, cudaStream_t stream,
                        const LaunchTuning& tuning = kDeviceCopyTuning);
 

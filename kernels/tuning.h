@@ -33,6 +33,15 @@ struct LaunchTuning {
 inline constexpr LaunchTuning kDeviceCopyTuning{
     .threads_per_block = 256, .piece_bytes = 32768, .ctas_per_sm = 4, .unroll = 8};
 
+// scatter_dense, ScatterVariant::kFused (the executor's dense gathers). `bench kernels --tune`,
+// H200, 2026-11-29, 1/8 of the pages owned, kernel ms at 62 MiB / 255 MiB:
+//   256 threads, 4 CTAs/SM, unroll 8 (kDeviceCopyTuning): 0.0250 / 0.0821
+//   512 threads, 2 CTAs/SM, unroll 4: 0.0236 / 0.0796   <- chosen (best at 62 MiB)
+//   512 threads, 4 CTAs/SM, unroll 4: 0.0240 / 0.0793; 256 threads, 8 CTAs/SM, unroll 4: 0.0242
+//   128 threads: 2-75% slower at 62 MiB. piece_bytes is unused by this kernel.
+inline constexpr LaunchTuning kScatterFusedTuning{
+    .threads_per_block = 512, .piece_bytes = 32768, .ctas_per_sm = 2, .unroll = 4};
+
 // scatter_dense with ZeroFill::kAuto: one fused pass below this many bytes of dense output, a
 // zero pass then a copy pass from here up. H200, 2026-11-29, 61 layers x (656 + 132) B x 64
 // tokens, 1/8 of the pages owned, kernel ms over three runs (fused / separate passes):

@@ -31,6 +31,8 @@ const char* SampleKindName(SampleKind k) {
       return "peer_read";
     case SampleKind::kForward:
       return "forward";
+    case SampleKind::kBackup:
+      return "backup";
   }
   return "?";
 }
@@ -40,7 +42,7 @@ const char* SampleKindName(SampleKind k) {
 namespace {
 
 constexpr const char* kKindList =
-    "host_copy, copy_submit, device_copy, all_gather, all_reduce, peer_read, forward";
+    "host_copy, copy_submit, device_copy, all_gather, all_reduce, peer_read, forward, backup";
 
 std::string OptStr(const JsonCursor& s, const char* key) {
   return s.Has(key) ? s.Key(key).Str() : "";
@@ -102,6 +104,20 @@ Sample ParseSample(const JsonCursor& s) {
     x.prefix_tokens = s.Key("prefix_tokens").IntAtLeast(0);
     if (s.Has("ranks")) x.ranks = s.Key("ranks").IntAtLeast(1);
     if (s.Has("layers")) x.layers = s.Key("layers").IntAtLeast(1);
+  } else if (kind == "backup") {
+    x.kind = SampleKind::kBackup;
+    s.OnlyKeys({KV_COMMON, "schedule", "bytes", "copies", "pages", "layers", "pool", "run_pages", "gather_pages",
+                "forward_s", "mode", "layout"});
+    const std::string sch = s.Key("schedule").Str();
+    if (sch != "per-layer" && sch != "tail") s.Key("schedule").Fail("expected per-layer or tail, got '" + sch + "'");
+    x.tail = sch == "tail";
+    x.to_device = false;
+    x.bytes = s.Key("bytes").NumAtLeast(0, true);
+    x.copies = s.Key("copies").IntAtLeast(1);
+    if (s.Has("layers")) x.layers = s.Key("layers").IntAtLeast(1);
+    if (s.Has("run_pages")) x.run_pages = s.Key("run_pages").IntAtLeast(1);
+    x.mode = OptStr(s, "mode");
+    x.layout = OptStr(s, "layout");
   } else {
     s.Key("kind").Fail("unknown sample kind '" + kind + "' (valid: " + kKindList + ")");
   }
@@ -502,6 +518,40 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
     if (!h2d) keep("host_device.h2d_gbps", &HardwareProfile::h2d_gbps);
     if (!d2h) keep("host_device.d2h_gbps", &HardwareProfile::d2h_gbps);
   }
+  // Backups over a forward pass, per schedule: time = copies * latency + bytes / (gbps * 1e9).
+  {
+    const std::vector<const Sample*> all = SelectHostCopies(m, SampleKind::kBackup, opt, out.notes);
+    for (const bool tail : {false, true}) {
+      const char* group = tail ? "backup_tail" : "backup_per_layer";
+      HardwareProfile::CopyCost& c = tail ? p.backup_tail : p.backup_per_layer;
+      std::vector<const Sample*> s;
+      for (const Sample* x : all)
+        if (x->tail == tail) s.push_back(x);
+      if (s.empty()) {
+        if (base && (tail ? base->backup_tail : base->backup_per_layer).gbps > 0) {
+          c = tail ? base->backup_tail : base->backup_per_layer;
+          out.kept_from_base.push_back(std::string("host_device.") + group);
+        }
+        continue;
+      }
+      Eigen::MatrixXd a(static_cast<Eigen::Index>(s.size()), 2);
+      Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
+      for (size_t i = 0; i < s.size(); ++i) {
+        const auto r = static_cast<Eigen::Index>(i);
+        a(r, 0) = static_cast<double>(s[i]->copies);
+        a(r, 1) = s[i]->bytes;
+        t[r] = s[i]->median_s;
+      }
+      RequireRank(a, t, m.file, group, "vary the pages backed up so latency and bandwidth separate");
+      const LinearFit f = FitRelative(a, t);
+      FitReport r = Report(group, s, f.rel_err);
+      c.latency_s = f.x[0];
+      c.gbps = Gbps(f.x[1], m.file, group);
+      r.params.push_back({std::string(group) + ".latency_s", c.latency_s});
+      r.params.push_back({std::string(group) + ".gbps", c.gbps});
+      out.fits.push_back(std::move(r));
+    }
+  }
   // Copy submission (CPU): time = copies * copy_submit_s.
   {
     const std::vector<const Sample*> s =
@@ -769,6 +819,9 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  d2h_gbps: " + Num(p.d2h_gbps) + "\n";
   y += "  copy_latency_s: " + Num(p.copy_latency_s) + "\n";
   if (p.latency_per_chunk) y += "  copy_unit: chunk\n";
+  for (const auto& [group, c] : {std::pair{"backup_per_layer", p.backup_per_layer}, std::pair{"backup_tail", p.backup_tail}})
+    if (c.gbps > 0)
+      y += FitComment(r, group, "  ") + "  " + group + ": {latency_s: " + Num(c.latency_s) + ", gbps: " + Num(c.gbps) + "}\n";
   y += FitComment(r, "copy_submit", "  ");
   y += "  copy_submit_s: " + Num(p.copy_submit_s) + "\n\n";
   y += "device:\n" + FitComment(r, "device", "  ");

@@ -24,6 +24,7 @@ enum class SampleKind {
   kAllReduce,   // 2(N-1) alpha + 2(N-1)/N bytes / B, banded, per rank count
   kPeerRead,    // peers * setup + alpha + bytes / B, banded, per rank count
   kForward,     // layers * (base + (token n + pair n (p + n/2)) / N)
+  kBackup,      // backup copies over a forward pass: copies * latency + bytes / d2h, per schedule
 };
 const char* SampleKindName(SampleKind k);
 
@@ -36,7 +37,8 @@ struct Sample {
   double bytes = 0;        // host_copy (all copies), device_copy (payload), collectives
   int64_t copies = 1;      // host_copy, copy_submit: copy calls (or copy kernels) timed together
   double chunk_bytes = 0;  // host_copy: contiguous piece size (descriptive)
-  int64_t run_pages = 1;   // host_copy: pages per run of adjacent slots (descriptive)
+  int64_t run_pages = 1;   // host_copy, backup: pages per run of adjacent slots (descriptive)
+  bool tail = false;       // backup: schedule tail (one copy of all layers) instead of per-layer
   bool to_device = true;   // host_copy: direction h2d (true) or d2h
   bool fill = false;       // device_copy: op "fill" (write only) instead of "copy"
   int64_t kernels = 1;     // device_copy: kernel launches timed together

@@ -86,6 +86,18 @@ double CostModel::KernelWriteS(double bytes) const {
   return b.latency_s + bytes / (b.gbps * 1e9);
 }
 
+double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes) const {
+  const HardwareProfile::CopyCost& b = s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
+  if (b.gbps > 0) return b.latency_s + bytes / (b.gbps * 1e9);
+  return CopyLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
+}
+
+double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes) const {
+  const HardwareProfile::CopyCost& b = s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
+  if (b.gbps > 0) return static_cast<double>(pools_) * b.latency_s + bytes / (b.gbps * 1e9);
+  return CopiesLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
+}
+
 double CostModel::TierCopyS(double bytes, bool to_device) const {
   return hw_.copy_latency_s + bytes / ((to_device ? hw_.h2d_gbps : hw_.d2h_gbps) * 1e9);
 }
@@ -174,7 +186,12 @@ BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_pe
     c.total_s = c.forward_s;
     return c;
   }
-  const double layer_copy = LayerTierCopyS(pages_per_lane, false);
+  // One layer's backup on the slowest lane: one copy per pool.
+  double layer_copy = 0;
+  for (int64_t pages : pages_per_lane)
+    if (pages > 0)
+      layer_copy = std::max(layer_copy, BackupCopiesS(BackupSchedule::kPerLayer, pages, 1,
+                                                      static_cast<double>(pages) * page_layer_bytes_));
   if (s == BackupSchedule::kPerLayer) {
     // layer l's copy starts when layer l's forward ends and the previous copy is done.
     double copy_end = 0;
@@ -187,7 +204,7 @@ BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_pe
     double worst = 0;
     for (int64_t pages : pages_per_lane) {
       const double bytes = static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers_);
-      if (pages > 0) worst = std::max(worst, CopiesLatencyS(pages, layers_) + bytes / (hw_.d2h_gbps * 1e9));
+      if (pages > 0) worst = std::max(worst, BackupCopiesS(BackupSchedule::kTail, pages, layers_, bytes));
     }
     c.total_s = c.forward_s + c.submit_s + worst;
   }

@@ -74,6 +74,12 @@ class CostModel {
   // The same for every pool.
   double CopiesLatencyS(int64_t pages, int64_t layers) const;
   double KernelWriteS(double bytes) const;
+  // One backup copy of one pool on one lane: `pages` pages, `layers` layers (1 per-layer, all
+  // for tail), `bytes` in all. Uses the profile's backup_per_layer / backup_tail when measured,
+  // else CopyLatencyS + bytes / d2h.
+  double BackupCopyS(BackupSchedule s, double pages, double layers, double bytes) const;
+  // The same for the copies of every pool (`bytes` of all pools).
+  double BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes) const;
   // One host<->device copy of `bytes` on one lane: latency + bytes / bandwidth.
   double TierCopyS(double bytes, bool to_device) const;
   double AllGatherS(double total_bytes) const;

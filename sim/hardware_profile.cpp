@@ -92,7 +92,17 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
   p.measured = root["measured"] && root["measured"].as<bool>();
   const YAML::Node hd = root["host_device"];
   if (!hd) r.Fail(root, "host_device", "missing");
-  r.OnlyKeys(hd, "host_device.", {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit"});
+  r.OnlyKeys(hd, "host_device.",
+             {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit", "backup_per_layer", "backup_tail"});
+  for (const auto& [key, field] : {std::pair{"backup_per_layer", &HardwareProfile::backup_per_layer},
+                                   std::pair{"backup_tail", &HardwareProfile::backup_tail}}) {
+    const YAML::Node b = hd[key];
+    if (!b) continue;
+    const std::string pre = std::string("host_device.") + key + ".";
+    r.OnlyKeys(b, pre, {"latency_s", "gbps"});
+    (p.*field).latency_s = r.Num(b, "latency_s", pre, false);
+    (p.*field).gbps = r.Num(b, "gbps", pre, true);
+  }
   if (hd["copy_unit"]) {
     const std::string u = hd["copy_unit"].as<std::string>();
     if (u != "call" && u != "chunk") r.Fail(hd["copy_unit"], "host_device.copy_unit", "expected call or chunk, got '" + u + "'");

@@ -42,6 +42,15 @@ struct HardwareProfile {
   // every page-layer chunk (cudaMemcpyBatchAsync entries). YAML host_device.copy_unit.
   bool latency_per_chunk = false;
   double copy_submit_s = 0;   // CPU time to submit one copy or copy kernel
+  // Optional: backup copies as measured over a forward pass (`bench sweep` backup samples, with
+  // the forward and gather kernels beside them): latency per copy call and d2h bandwidth, per
+  // schedule. gbps 0 = not measured: backups use copy_latency_s and d2h_gbps.
+  // YAML host_device.backup_per_layer / backup_tail: {latency_s, gbps}.
+  struct CopyCost {
+    double latency_s = 0;
+    double gbps = 0;
+  };
+  CopyCost backup_per_layer, backup_tail;
   // Device-local copies (pack/unpack/scatter); bandwidth counts bytes read plus written.
   double device_copy_gbps = 0;
   double kernel_launch_s = 0;

@@ -55,9 +55,8 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
                    layers * m.Gather(p.gather_method, p.shard_pages, p.prefix_pages).per_layer_s});
   // Backup: per-layer = one copy per layer per pool; tail = one copy of all layers per pool.
   CopyOps(out, p.backup, cfg, pre, "backup", [&](double b, double pages) {
-    if (p.backup_schedule == BackupSchedule::kPerLayer)
-      return layers * (lat(pages, 1) + b / (hw.d2h_gbps * 1e9));
-    return lat(pages, layers) + b * layers / (hw.d2h_gbps * 1e9);
+    if (p.backup_schedule == BackupSchedule::kPerLayer) return layers * m.BackupCopyS(BackupSchedule::kPerLayer, pages, 1, b);
+    return m.BackupCopyS(BackupSchedule::kTail, pages, layers, b * layers);
   });
   return out;
 }

@@ -44,6 +44,7 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       ("slot-runs", po::value<std::string>()->default_value("1"),
        "host copies: comma-separated run lengths R; for each, the copy grid with slots in runs of R "
        "adjacent pages (1: every page on its own random slot)")
+      ("no-backups", po::bool_switch(), "leave out the backups over a forward pass (per-layer and tail, beside a gather)")
       ("seed", po::value<uint64_t>()->default_value(d.seed), "slot and layer choice")
       ("timeout-s", po::value<double>()->default_value(d.timeout_s), "longest any wait may take")
       ("quiet,q", po::bool_switch(), "no progress or summary")
@@ -55,7 +56,8 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     std::cout << "usage: " << argv[0] << " --out M.json [--config C.yaml] [options]\n\n"
               << "Times the executor's primitives on this machine's GPU (or host memory): tier copies of\n"
               << "one pool (one layer and all layers, both directions) over page counts 1, 2, 4, ...,\n"
-              << "the host time of submitting copies, and one layer of a packed gather (pack + unpack).\n"
+              << "the host time of submitting copies, one layer of a packed gather (pack + unpack), and\n"
+              << "backups over a forward pass (per-layer and tail, beside a gather, as the executor runs them).\n"
               << "Each sample is the median of --repeats runs on fresh random slots after warm-up.\n"
               << "Feed the file to `kvlanes calibrate` (docs/calibration.md).\n"
               << "With --ranks N (N > 1; one GPU per rank for NCCL) it measures instead, with every rank\n"
@@ -116,6 +118,7 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     if (o.repeats < 1) throw InputError("", 0, "--repeats", "must be >= 1");
     if (o.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
     o.seed = vm["seed"].as<uint64_t>();
+    o.backups = !vm["no-backups"].as<bool>();
     o.slot_runs.clear();
     {
       std::stringstream ss(vm["slot-runs"].as<std::string>());
