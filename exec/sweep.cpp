@@ -9,6 +9,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <cstring>
 
 #include "exec/exec_error.h"
@@ -29,10 +30,10 @@ using Clock = std::chrono::steady_clock;
 constexpr double kGateSeconds = 200e-6;
 // The backup group (RunSweep): slot runs like the development plan's (4.0 pages per load-back
 // run, 2.4-7.1 per backup run; docs/calibration.md), a forward layer of 50 us (the held-out plans
-// at --compute-scale 0.01 have 10-600 us), a gathered prefix of 1,024 pages per layer beside it.
+// at --compute-scale 0.01 have 10-600 us) that writes the pages backed up, and beside it a packed
+// gather of each of SweepOptions::backup_gather_pages pages per layer (0: none).
 constexpr int64_t kBackupRunPages = 4;
 constexpr double kBackupForwardS = 50e-6;
-constexpr int64_t kBackupGatherPages = 1024;
 constexpr int64_t kBackupMaxPages = 512;
 
 std::string TodayUtc() {
@@ -200,12 +201,15 @@ class Sweeper {
     // copies that layer of n pages of every pool; tail: after the last layer one all-layer copy per
     // pool. The whole pass is enqueued behind the request gate, as the executor with --gate on.
     if (o_.backups) {
-      const int64_t gp = std::min<int64_t>(kBackupGatherPages, o_.max_pages);
-      for (const bool tail : {false, true}) {
-        Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer"));
-        for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
-          BackupSamples(n, gp, tail, layout, mode);
-      }
+      std::set<int64_t> gathers;
+      for (const int64_t g : o_.backup_gather_pages) gathers.insert(std::min<int64_t>(g, o_.max_pages));
+      for (const int64_t gp : gathers)
+        for (const bool tail : {false, true}) {
+          Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") + ", gather of " +
+                   std::to_string(gp) + " pages beside it");
+          for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
+            BackupSamples(n, gp, tail, layout, mode);
+        }
     }
 
     nlohmann::ordered_json ctx;
@@ -253,6 +257,8 @@ class Sweeper {
       g.unpack_index.resize(static_cast<size_t>(gather_pages));
       std::iota(g.unpack_index.begin(), g.unpack_index.end(), 0);
       if (gather_pages > 0) b_.PrepareGather(g);
+      std::vector<PageWrite> writes;
+      for (size_t i = 0; i < d.size(); ++i) writes.push_back(PageWrite{d[i], PageTag{1, 0, static_cast<int64_t>(i)}});
       b_.HoldStreams(1.0);
       std::vector<std::vector<std::pair<int, int>>> spans(static_cast<size_t>(pools));
       int fwd = -1;
@@ -264,7 +270,7 @@ class Sweeper {
           ready = b_.Mark(Stream::kComm);
           b_.Wait(Stream::kCompute, ready);
         }
-        b_.ForwardLayer(Stream::kCompute, l, {}, kBackupForwardS);
+        b_.ForwardLayer(Stream::kCompute, l, writes, kBackupForwardS);  // writes the pages backed up, as the executor
         fwd = b_.Mark(Stream::kCompute);
         if (!tail) {
           b_.Wait(Stream::kD2H, fwd);

@@ -116,6 +116,7 @@ Sample ParseSample(const JsonCursor& s) {
     x.copies = s.Key("copies").IntAtLeast(1);
     if (s.Has("layers")) x.layers = s.Key("layers").IntAtLeast(1);
     if (s.Has("run_pages")) x.run_pages = s.Key("run_pages").IntAtLeast(1);
+    if (s.Has("gather_pages")) x.gather_pages = s.Key("gather_pages").IntAtLeast(0);
     x.mode = OptStr(s, "mode");
     x.layout = OptStr(s, "layout");
   } else {
@@ -520,7 +521,28 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
   }
   // Backups over a forward pass, per schedule: time = copies * latency + bytes / (gbps * 1e9).
   {
-    const std::vector<const Sample*> all = SelectHostCopies(m, SampleKind::kBackup, opt, out.notes);
+    std::vector<const Sample*> all = SelectHostCopies(m, SampleKind::kBackup, opt, out.notes);
+    // One gather size beside the forward pass (the copies' contention differs with it).
+    std::set<int64_t> gathers;
+    for (const Sample* x : all) gathers.insert(x->gather_pages);
+    if (!all.empty()) {
+      int64_t g = opt.backup_gather_pages;
+      std::string present;
+      for (const int64_t v : gathers) present += (present.empty() ? "" : ", ") + std::to_string(v);
+      if (g < 0 && gathers.size() > 1)
+        throw InputError(m.file, 0, "backup.gather_pages",
+                         "samples hold several gather sizes (" + present + "); choose one with --backup-gather-pages");
+      if (g < 0) g = *gathers.begin();
+      if (!gathers.count(g))
+        throw InputError(m.file, 0, "--backup-gather-pages", "no backup samples with gather_pages " + std::to_string(g) + " (present: " + present + ")");
+      std::vector<const Sample*> kept;
+      for (const Sample* x : all)
+        if (x->gather_pages == g) kept.push_back(x);
+      if (kept.size() < all.size())
+        out.notes.push_back(std::to_string(all.size() - kept.size()) + " backup samples with another gather beside them left out (kept gather_pages " +
+                            std::to_string(g) + ")");
+      all = std::move(kept);
+    }
     for (const bool tail : {false, true}) {
       const char* group = tail ? "backup_tail" : "backup_per_layer";
       HardwareProfile::CopyCost& c = tail ? p.backup_tail : p.backup_per_layer;

@@ -39,6 +39,7 @@ struct Sample {
   double chunk_bytes = 0;  // host_copy: contiguous piece size (descriptive)
   int64_t run_pages = 1;   // host_copy, backup: pages per run of adjacent slots (descriptive)
   bool tail = false;       // backup: schedule tail (one copy of all layers) instead of per-layer
+  int64_t gather_pages = 0;  // backup: pages gathered per layer beside the forward pass
   bool to_device = true;   // host_copy: direction h2d (true) or d2h
   bool fill = false;       // device_copy: op "fill" (write only) instead of "copy"
   int64_t kernels = 1;     // device_copy: kernel launches timed together
@@ -107,6 +108,7 @@ struct CalibrateOptions {
   std::string layout;  // host copies: keep samples of this layout ("" = the only one present)
   std::string mode;    // host copies: keep samples of this mode ("" = the only one present)
   int64_t run_pages = 0;  // host copies: keep samples of this slot run length (0 = the only one present)
+  int64_t backup_gather_pages = -1;  // backups: keep samples with this gather beside them (-1 = the only one present)
   std::string name = "calibrated";
 };
 

@@ -54,6 +54,8 @@ int CmdCalibrate(int argc, const char* const* argv) {
       ("name", po::value<std::string>()->default_value(d.name), "name of the fitted profile")
       ("layout", po::value<std::string>(), "host copies: fit the samples of this host layout")
       ("mode", po::value<std::string>(), "host copies: fit the samples of this copy mode")
+      ("backup-gather-pages", po::value<int64_t>(), "backups over a forward pass: fit the samples with this many pages "
+                                                     "gathered per layer beside them (bench sweep backup samples)")
       ("run-pages", po::value<int64_t>(), "host copies: fit the samples whose slots form runs of this many pages "
                                           "(bench sweep --slot-runs)")
       ("max-bands", po::value<int>()->default_value(d.bands.max_bands),
@@ -88,6 +90,10 @@ int CmdCalibrate(int argc, const char* const* argv) {
     opt.name = vm["name"].as<std::string>();
     if (vm.count("layout")) opt.layout = vm["layout"].as<std::string>();
     if (vm.count("mode")) opt.mode = vm["mode"].as<std::string>();
+    if (vm.count("backup-gather-pages")) {
+      opt.backup_gather_pages = vm["backup-gather-pages"].as<int64_t>();
+      if (opt.backup_gather_pages < 0) throw InputError("", 0, "--backup-gather-pages", "must be >= 0");
+    }
     if (vm.count("run-pages")) {
       opt.run_pages = vm["run-pages"].as<int64_t>();
       if (opt.run_pages < 1) throw InputError("", 0, "--run-pages", "must be >= 1");

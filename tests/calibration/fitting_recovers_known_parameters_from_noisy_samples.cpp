@@ -352,6 +352,60 @@ TEST_CASE("host copies of several slot run lengths need --run-pages, which keeps
   CHECK_THROWS_WITH(Calibrate(m, &base, absent), doctest::Contains("no host_copy samples with run_pages '4'"));
 }
 
+TEST_CASE("backups over a forward pass get their own fit per schedule, which the cost model uses") {
+  // Truth: per-layer copies 12 us + bytes at 45 GB/s; tail copies 40 us + bytes at 50 GB/s.
+  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  Noise noise(11, 0.01);
+  const int64_t L = 61;
+  for (const bool tail : {false, true})
+    for (const int64_t pages : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
+      const double bytes = static_cast<double>(pages * L * 41984);
+      const double t = tail ? 40e-6 + bytes / 50e9 : L * 12e-6 + bytes / 45e9;
+      doc["samples"].push_back({{"kind", "backup"}, {"schedule", tail ? "tail" : "per-layer"}, {"bytes", bytes},
+                                {"copies", tail ? 1 : L}, {"pages", pages}, {"layers", L}, {"pool", "kv"},
+                                {"run_pages", 4}, {"gather_pages", 1024}, {"forward_s", 5e-5}, {"repeats", 5},
+                                {"median_s", t * noise()}});
+    }
+  HardwareProfile base = TruthProfile();
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "backup.json"), &base, CalibrateOptions{});
+  CHECK(Near(r.profile.backup_per_layer.latency_s, 12e-6, 0.05));
+  CHECK(Near(r.profile.backup_per_layer.gbps, 45, 0.03));
+  CHECK(Near(r.profile.backup_tail.latency_s, 40e-6, 0.1));
+  CHECK(Near(r.profile.backup_tail.gbps, 50, 0.03));
+  CHECK(r.profile.d2h_gbps == base.d2h_gbps);  // no host_copy samples: from the base
+
+  const std::string path = TempPath("backup.yaml");
+  std::ofstream(path) << ProfileToYaml(r, "backup.json");
+  const HardwareProfile back = LoadHardwareProfile(path);
+  std::remove(path.c_str());
+  CHECK(back.backup_tail.gbps == doctest::Approx(r.profile.backup_tail.gbps));
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  const CostModel model(back, cfg, path);
+  const double b = 1e6;
+  CHECK(model.BackupCopyS(BackupSchedule::kPerLayer, 10, 1, b) ==
+        doctest::Approx(back.backup_per_layer.latency_s + b / (back.backup_per_layer.gbps * 1e9)));
+  CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, 61, b) ==
+        doctest::Approx(back.backup_tail.latency_s + b / (back.backup_tail.gbps * 1e9)));
+  // Without the measured backup terms the generic copy model prices backups.
+  HardwareProfile plain = back;
+  plain.backup_per_layer = {};
+  plain.backup_tail = {};
+  const CostModel generic(plain, cfg, path);
+  CHECK(generic.BackupCopyS(BackupSchedule::kTail, 10, 61, b) ==
+        doctest::Approx(generic.CopyLatencyS(10, 61) + b / (plain.d2h_gbps * 1e9)));
+}
+
+TEST_CASE("a profile's backup terms are checked like the others") {
+  const std::string path = TempPath("bad_backup.yaml");
+  std::ofstream(path) << "name: x\nmeasured: false\nsource: s\nhost_device: {h2d_gbps: 50, d2h_gbps: 50, "
+                         "copy_latency_s: 1e-6, copy_submit_s: 1e-6,\n  backup_tail: {latency_s: 1e-5, gbps: 0}}\n"
+                         "device: {copy_gbps: 3000, kernel_launch_s: 3e-6}\ncollectives: []\n"
+                         "compute: {layer_base_s: 1e-5, layer_token_s: 1e-6, layer_attn_pair_s: 1e-10}\n";
+  CHECK_THROWS_WITH(LoadHardwareProfile(path), doctest::Contains("host_device.backup_tail.gbps: must be > 0"));
+  std::remove(path.c_str());
+}
+
 TEST_CASE("a profile's copy_unit must be call or chunk") {
   const std::string path = TempPath("bad_unit.yaml");
   std::ofstream(path) << "name: x\nmeasured: false\nsource: s\nhost_device: {h2d_gbps: 50, d2h_gbps: 50, "

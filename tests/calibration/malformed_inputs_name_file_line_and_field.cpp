@@ -129,7 +129,7 @@ TEST_CASE("samples that cannot determine the profile are errors saying what is m
   pick.layout = "page_first";
   const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(), "m.json"), nullptr, pick);
   REQUIRE(r.notes.size() == 1);
-  CHECK(r.notes[0].find("1 host_copy samples of other layouts or modes left out") == 0);
+  CHECK(r.notes[0].find("1 host_copy samples of other layouts, modes or slot runs left out") == 0);
   // No samples for most parameters and no base.
   const std::string big =
       R"({"kind": "host_copy", "direction": "h2d", "bytes": 4194304, "copies": 1, "median_s": 1e-4, "repeats": 5})";

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <set>
+#include <tuple>
 
 #include "exec/sweep.h"
 #include "sim/calibration.h"
@@ -38,6 +39,7 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
   CHECK(doc["context"]["geometry"]["layers"] == 3);
 
   std::set<int64_t> h2d_one_layer_kv, all_layer_bytes, gather_bytes, submit_copies;
+  std::set<std::tuple<bool, std::string, int64_t, int64_t>> backups;
   const int64_t kv_chunk = 16 * 656, page_layer = 16 * (656 + 132);
   for (const auto& s : doc["samples"]) {
     CHECK(s["median_s"].get<double>() > 0);
@@ -60,10 +62,29 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
       gather_bytes.insert(s["bytes"].get<int64_t>() / (2 * page_layer));
     } else if (kind == "copy_submit") {
       submit_copies.insert(s["copies"].get<int64_t>());
+    } else if (kind == "backup") {
+      // One sample per schedule, page count and pool; per-layer: one copy per layer.
+      const bool tail = s["schedule"] == "tail";
+      CHECK(s["copies"] == (tail ? 1 : 3));
+      CHECK(s["layers"] == 3);
+      const int64_t chunk = s["pool"] == "kv" ? kv_chunk : 16 * 132;
+      CHECK(s["bytes"].get<int64_t>() == s["pages"].get<int64_t>() * 3 * chunk);
+      backups.insert({tail, s["pool"].get<std::string>(), s["pages"].get<int64_t>(), s["gather_pages"].get<int64_t>()});
     } else {
       FAIL("unexpected kind " << kind);
     }
   }
+  for (const bool tail : {false, true})
+    for (const char* pool : {"kv", "indexer"})
+      for (const int64_t n : {1, 2, 4, 8, 16, 32})
+        for (const int64_t g : {0, 32}) {  // gathers of 0, 1024 and 2048 pages, capped at max pages
+          CAPTURE(tail);
+          CAPTURE(pool);
+          CAPTURE(n);
+          CAPTURE(g);
+          CHECK(backups.count({tail, pool, n, g}) == 1);
+        }
+  CHECK(backups.size() == 2 * 2 * 6 * 2);
   CHECK(h2d_one_layer_kv == std::set<int64_t>{1, 2, 4, 8, 16, 32});
   CHECK(all_layer_bytes == std::set<int64_t>{1, 2, 4, 8});
   CHECK(gather_bytes == std::set<int64_t>{1, 2, 4, 8, 16, 32});
@@ -76,11 +97,16 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
   base.layer_base_s = 1e-5;
   base.layer_token_s = 1e-6;
   base.layer_attn_pair_s = 1e-10;
-  const CalibrationResult r = Calibrate(m, &base, CalibrateOptions{});
+  CHECK_THROWS_WITH(Calibrate(m, &base, CalibrateOptions{}), doctest::Contains("choose one with --backup-gather-pages"));
+  CalibrateOptions opt;
+  opt.backup_gather_pages = 32;
+  const CalibrationResult r = Calibrate(m, &base, opt);
   CHECK(r.profile.h2d_gbps > 0);
   CHECK(r.profile.d2h_gbps > 0);
   CHECK(r.profile.device_copy_gbps > 0);
   CHECK(r.profile.copy_submit_s > 0);
+  CHECK(r.profile.backup_per_layer.gbps > 0);
+  CHECK(r.profile.backup_tail.gbps > 0);
   CHECK(r.profile.layer_token_s == doctest::Approx(1e-6));  // no forward samples: from the base
 }
 
