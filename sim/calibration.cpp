@@ -522,6 +522,10 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
   // Backups over a forward pass, per schedule: time = copies * latency + bytes / (gbps * 1e9).
   {
     std::vector<const Sample*> all = SelectHostCopies(m, SampleKind::kBackup, opt, out.notes);
+    if (opt.backup_gather_pages == CalibrateOptions::kNoBackupFit && !all.empty()) {
+      out.notes.push_back(std::to_string(all.size()) + " backup samples left out (--backup-gather-pages none)");
+      all.clear();
+    }
     // One gather size beside the forward pass (the copies' contention differs with it).
     std::set<int64_t> gathers;
     for (const Sample* x : all) gathers.insert(x->gather_pages);

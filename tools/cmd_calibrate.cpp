@@ -54,8 +54,9 @@ int CmdCalibrate(int argc, const char* const* argv) {
       ("name", po::value<std::string>()->default_value(d.name), "name of the fitted profile")
       ("layout", po::value<std::string>(), "host copies: fit the samples of this host layout")
       ("mode", po::value<std::string>(), "host copies: fit the samples of this copy mode")
-      ("backup-gather-pages", po::value<int64_t>(), "backups over a forward pass: fit the samples with this many pages "
-                                                     "gathered per layer beside them (bench sweep backup samples)")
+      ("backup-gather-pages", po::value<std::string>(),
+       "backups over a forward pass: fit the samples with this many pages gathered per layer beside them "
+       "(bench sweep backup samples), or none: leave them out")
       ("run-pages", po::value<int64_t>(), "host copies: fit the samples whose slots form runs of this many pages "
                                           "(bench sweep --slot-runs)")
       ("max-bands", po::value<int>()->default_value(d.bands.max_bands),
@@ -91,8 +92,20 @@ int CmdCalibrate(int argc, const char* const* argv) {
     if (vm.count("layout")) opt.layout = vm["layout"].as<std::string>();
     if (vm.count("mode")) opt.mode = vm["mode"].as<std::string>();
     if (vm.count("backup-gather-pages")) {
-      opt.backup_gather_pages = vm["backup-gather-pages"].as<int64_t>();
-      if (opt.backup_gather_pages < 0) throw InputError("", 0, "--backup-gather-pages", "must be >= 0");
+      const std::string v = vm["backup-gather-pages"].as<std::string>();
+      if (v == "none") {
+        opt.backup_gather_pages = CalibrateOptions::kNoBackupFit;
+      } else {
+        size_t used = 0;
+        long long n = -1;
+        try {
+          n = std::stoll(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != v.size() || n < 0) throw InputError("", 0, "--backup-gather-pages", "expected a page count >= 0 or none, got '" + v + "'");
+        opt.backup_gather_pages = n;
+      }
     }
     if (vm.count("run-pages")) {
       opt.run_pages = vm["run-pages"].as<int64_t>();

@@ -373,6 +373,13 @@ TEST_CASE("backups over a forward pass get their own fit per schedule, which the
   CHECK(Near(r.profile.backup_tail.latency_s, 40e-6, 0.1));
   CHECK(Near(r.profile.backup_tail.gbps, 50, 0.03));
   CHECK(r.profile.d2h_gbps == base.d2h_gbps);  // no host_copy samples: from the base
+  CalibrateOptions none;
+  none.backup_gather_pages = CalibrateOptions::kNoBackupFit;
+  const CalibrationResult n = Calibrate(ParseMeasurements(doc.dump(1), "backup.json"), &base, none);
+  CHECK(n.profile.backup_per_layer.gbps == 0);
+  CHECK(n.profile.backup_tail.gbps == 0);
+  REQUIRE_FALSE(n.notes.empty());
+  CHECK(n.notes.back().find("20 backup samples left out") == 0);
 
   const std::string path = TempPath("backup.yaml");
   std::ofstream(path) << ProfileToYaml(r, "backup.json");
