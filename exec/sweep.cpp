@@ -109,33 +109,33 @@ class Sweeper {
     for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
       const bool h2d = dir == TierDirection::kHostToDevice;
       const Stream s = h2d ? Stream::kH2D : Stream::kD2H;
-      for (const int64_t run : o_.slot_runs)
-      for (int k = 0; k < geo_.num_pools(); ++k)
-        for (const bool all : {false, true}) {
-          Progress(std::string("host_copy ") + (h2d ? "h2d" : "d2h") + " pool " + geo_.pool_names[static_cast<size_t>(k)] +
-                   (all ? ", all layers" : ", one layer") + (run > 1 ? ", runs of " + std::to_string(run) + " pages" : ""));
-          for (const int64_t n : all ? all_counts : counts) {
-            const int64_t nl = all ? geo_.layers : 1;
-            const std::vector<double> t = Time(s, [&] {
-              const auto [d, h] = run > 1 ? RunSlots(n, run) : Slots(n);
-              runs_ = Runs(d, h);
-              const int64_t l0 = all ? 0 : RandomLayer();
-              return [this, s, k, dir, d, h, l0, nl] { b_.TierCopy(s, k, dir, d, h, LayerRange{l0, l0 + nl}); };
-            });
-            nlohmann::ordered_json x = Stats("host_copy", t);
-            x["direction"] = h2d ? "h2d" : "d2h";
-            x["bytes"] = n * nl * geo_.chunk_bytes(k);
-            // batch: one copy engine entry per run of adjacent pages (both sides), per layer.
-            x["copies"] = o_.tier_copy == "batch" && o_.backend == "cuda" ? runs_ * nl : 1;
-            x["chunk_bytes"] = geo_.chunk_bytes(k);
-            x["layout"] = layout;
-            x["mode"] = mode;
-            x["run_pages"] = run;
-            x["label"] = "pool " + geo_.pool_names[static_cast<size_t>(k)] + ", " + std::to_string(n) + " pages, " +
-                         std::to_string(nl) + " layer(s)" + (run > 1 ? ", runs of " + std::to_string(run) : "");
-            samples_.push_back(std::move(x));
+      for (const int64_t run : o_.slot_runs)  // the copy grid once per slot run length
+        for (int k = 0; k < geo_.num_pools(); ++k)
+          for (const bool all : {false, true}) {
+            Progress(std::string("host_copy ") + (h2d ? "h2d" : "d2h") + " pool " + geo_.pool_names[static_cast<size_t>(k)] +
+                     (all ? ", all layers" : ", one layer") + (run > 1 ? ", runs of " + std::to_string(run) + " pages" : ""));
+            for (const int64_t n : all ? all_counts : counts) {
+              const int64_t nl = all ? geo_.layers : 1;
+              const std::vector<double> t = Time(s, [&] {
+                const auto [d, h] = run > 1 ? RunSlots(n, run) : Slots(n);
+                runs_ = Runs(d, h);
+                const int64_t l0 = all ? 0 : RandomLayer();
+                return [this, s, k, dir, d, h, l0, nl] { b_.TierCopy(s, k, dir, d, h, LayerRange{l0, l0 + nl}); };
+              });
+              nlohmann::ordered_json x = Stats("host_copy", t);
+              x["direction"] = h2d ? "h2d" : "d2h";
+              x["bytes"] = n * nl * geo_.chunk_bytes(k);
+              // batch: one copy engine entry per run of adjacent pages (both sides), per layer.
+              x["copies"] = o_.tier_copy == "batch" && o_.backend == "cuda" ? runs_ * nl : 1;
+              x["chunk_bytes"] = geo_.chunk_bytes(k);
+              x["layout"] = layout;
+              x["mode"] = mode;
+              x["run_pages"] = run;
+              x["label"] = "pool " + geo_.pool_names[static_cast<size_t>(k)] + ", " + std::to_string(n) + " pages, " +
+                           std::to_string(nl) + " layer(s)" + (run > 1 ? ", runs of " + std::to_string(run) : "");
+              samples_.push_back(std::move(x));
+            }
           }
-        }
     }
 
     // Submission: host time of enqueueing a batch of one-layer copies of 8 pages.
@@ -196,8 +196,9 @@ class Sweeper {
     }
 
     // Backups over a forward pass, as the executor runs them (docs/calibration.md): per layer a
-    // packed gather layer of kBackupGatherPages pages on the collective stream, then a forward layer
-    // of kBackupForwardS on the compute stream; per-layer: after each forward layer the d2h stream
+    // packed gather layer of each size in backup_gather_pages (one set of samples per size) on the
+    // collective stream, then a forward layer of kBackupForwardS that writes the pages backed up
+    // on the compute stream; per-layer: after each forward layer the d2h stream
     // copies that layer of n pages of every pool; tail: after the last layer one all-layer copy per
     // pool. The whole pass is enqueued behind the request gate, as the executor with --gate on.
     if (o_.backups) {
