@@ -200,7 +200,8 @@ class Sweeper {
     // collective stream, then a forward layer of kBackupForwardS that writes the pages backed up
     // on the compute stream; per-layer: after each forward layer the d2h stream
     // copies that layer of n pages of every pool; tail: after the last layer one all-layer copy per
-    // pool. The whole pass is enqueued behind the request gate, as the executor with --gate on.
+    // pool. The whole pass is enqueued behind the request gate, as the executor with --gate on
+    // (SweepOptions::backup_gate false: as the host goes, as with --gate off).
     if (o_.backups) {
       std::set<int64_t> gathers;
       for (const int64_t g : o_.backup_gather_pages) gathers.insert(std::min<int64_t>(g, o_.max_pages));
@@ -260,7 +261,7 @@ class Sweeper {
       if (gather_pages > 0) b_.PrepareGather(g);
       std::vector<PageWrite> writes;
       for (size_t i = 0; i < d.size(); ++i) writes.push_back(PageWrite{d[i], PageTag{1, 0, static_cast<int64_t>(i)}});
-      b_.HoldStreams(1.0);
+      if (o_.backup_gate) b_.HoldStreams(1.0);
       std::vector<std::vector<std::pair<int, int>>> spans(static_cast<size_t>(pools));
       int fwd = -1;
       for (int64_t l = 0; l < L; ++l) {
@@ -311,6 +312,7 @@ class Sweeper {
       x["run_pages"] = kBackupRunPages;
       x["gather_pages"] = gather_pages;
       x["forward_s"] = kBackupForwardS;
+      x["gate"] = o_.backup_gate;
       x["layout"] = layout;
       x["mode"] = mode;
       x["label"] = std::string(tail ? "tail" : "per-layer") + " backup of " + std::to_string(n) + " pages (" +

@@ -55,6 +55,7 @@ struct SweepOptions {
   // Backups over a forward pass (per-layer and tail, beside a gather): `backup` samples.
   bool backups = true;
   std::vector<int64_t> backup_gather_pages = {0, 1024, 2048};  // gather beside the forward pass (capped at max_pages)
+  bool backup_gate = true;  // enqueue each pass behind the request gate (false: as the host goes, as `exec --gate off`)
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;  // one line per group (may be empty)
 };

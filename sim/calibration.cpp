@@ -107,7 +107,7 @@ Sample ParseSample(const JsonCursor& s) {
   } else if (kind == "backup") {
     x.kind = SampleKind::kBackup;
     s.OnlyKeys({KV_COMMON, "schedule", "bytes", "copies", "pages", "layers", "pool", "run_pages", "gather_pages",
-                "forward_s", "mode", "layout"});
+                "forward_s", "gate", "mode", "layout"});
     const std::string sch = s.Key("schedule").Str();
     if (sch != "per-layer" && sch != "tail") s.Key("schedule").Fail("expected per-layer or tail, got '" + sch + "'");
     x.tail = sch == "tail";

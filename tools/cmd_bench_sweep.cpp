@@ -45,6 +45,8 @@ int CmdBenchSweep(int argc, const char* const* argv) {
        "host copies: comma-separated run lengths R; for each, the copy grid with slots in runs of R "
        "adjacent pages (1: every page on its own random slot)")
       ("no-backups", po::bool_switch(), "leave out the backups over a forward pass (per-layer and tail, beside a gather)")
+      ("backup-gate", po::value<std::string>()->default_value("on"),
+       "backups over a forward pass: on = each pass enqueued behind the request gate, off = as the host goes")
       ("seed", po::value<uint64_t>()->default_value(d.seed), "slot and layer choice")
       ("timeout-s", po::value<double>()->default_value(d.timeout_s), "longest any wait may take")
       ("quiet,q", po::bool_switch(), "no progress or summary")
@@ -119,6 +121,9 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     if (o.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
     o.seed = vm["seed"].as<uint64_t>();
     o.backups = !vm["no-backups"].as<bool>();
+    const std::string bg = vm["backup-gate"].as<std::string>();
+    if (bg != "on" && bg != "off") throw InputError("", 0, "--backup-gate", "expected on or off, got '" + bg + "'");
+    o.backup_gate = bg == "on";
     o.slot_runs.clear();
     {
       std::stringstream ss(vm["slot-runs"].as<std::string>());
