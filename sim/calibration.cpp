@@ -117,6 +117,7 @@ Sample ParseSample(const JsonCursor& s) {
     if (s.Has("layers")) x.layers = s.Key("layers").IntAtLeast(1);
     if (s.Has("run_pages")) x.run_pages = s.Key("run_pages").IntAtLeast(1);
     if (s.Has("gather_pages")) x.gather_pages = s.Key("gather_pages").IntAtLeast(0);
+    if (s.Has("pages")) x.pages = s.Key("pages").IntAtLeast(1);
     x.mode = OptStr(s, "mode");
     x.layout = OptStr(s, "layout");
   } else {
@@ -551,8 +552,9 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
       const char* group = tail ? "backup_tail" : "backup_per_layer";
       HardwareProfile::CopyCost& c = tail ? p.backup_tail : p.backup_per_layer;
       std::vector<const Sample*> s;
-      for (const Sample* x : all)
-        if (x->tail == tail) s.push_back(x);
+      if (tail ? opt.fit_backup_tail : opt.fit_backup_per_layer)
+        for (const Sample* x : all)
+          if (x->tail == tail) s.push_back(x);
       if (s.empty()) {
         if (base && (tail ? base->backup_tail : base->backup_per_layer).gbps > 0) {
           c = tail ? base->backup_tail : base->backup_per_layer;
@@ -560,20 +562,36 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
         }
         continue;
       }
-      Eigen::MatrixXd a(static_cast<Eigen::Index>(s.size()), 2);
+      // Columns: copy calls, entries (runs of run_pages pages, per layer; when every sample gives
+      // its pages and the entries separate from the bytes), bytes.
+      bool entries = true;
+      for (const Sample* x : s) entries = entries && x->pages > 0;
+      const auto design = [&](bool with_entries) {
+        Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s.size()), with_entries ? 3 : 2);
+        for (size_t i = 0; i < s.size(); ++i) {
+          const auto r = static_cast<Eigen::Index>(i);
+          a(r, 0) = static_cast<double>(s[i]->copies);
+          if (with_entries)
+            a(r, 1) = static_cast<double>((s[i]->pages + s[i]->run_pages - 1) / s[i]->run_pages * s[i]->layers);
+          a(r, with_entries ? 2 : 1) = s[i]->bytes;
+        }
+        return a;
+      };
       Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
-      for (size_t i = 0; i < s.size(); ++i) {
-        const auto r = static_cast<Eigen::Index>(i);
-        a(r, 0) = static_cast<double>(s[i]->copies);
-        a(r, 1) = s[i]->bytes;
-        t[r] = s[i]->median_s;
+      for (size_t i = 0; i < s.size(); ++i) t[static_cast<Eigen::Index>(i)] = s[i]->median_s;
+      Eigen::MatrixXd a = design(entries);
+      if (entries && WeightedRank(a, t) < 3) {
+        entries = false;
+        a = design(false);
       }
       RequireRank(a, t, m.file, group, "vary the pages backed up so latency and bandwidth separate");
       const LinearFit f = FitRelative(a, t);
       FitReport r = Report(group, s, f.rel_err);
       c.latency_s = f.x[0];
-      c.gbps = Gbps(f.x[1], m.file, group);
+      c.entry_s = entries ? f.x[1] : 0;
+      c.gbps = Gbps(f.x[entries ? 2 : 1], m.file, group);
       r.params.push_back({std::string(group) + ".latency_s", c.latency_s});
+      if (entries) r.params.push_back({std::string(group) + ".entry_s", c.entry_s});
       r.params.push_back({std::string(group) + ".gbps", c.gbps});
       out.fits.push_back(std::move(r));
     }
@@ -847,7 +865,8 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   if (p.latency_per_chunk) y += "  copy_unit: chunk\n";
   for (const auto& [group, c] : {std::pair{"backup_per_layer", p.backup_per_layer}, std::pair{"backup_tail", p.backup_tail}})
     if (c.gbps > 0)
-      y += FitComment(r, group, "  ") + "  " + group + ": {latency_s: " + Num(c.latency_s) + ", gbps: " + Num(c.gbps) + "}\n";
+      y += FitComment(r, group, "  ") + "  " + group + ": {latency_s: " + Num(c.latency_s) + ", gbps: " + Num(c.gbps) +
+           (c.entry_s > 0 ? ", entry_s: " + Num(c.entry_s) : std::string()) + "}\n";
   y += FitComment(r, "copy_submit", "  ");
   y += "  copy_submit_s: " + Num(p.copy_submit_s) + "\n\n";
   y += "device:\n" + FitComment(r, "device", "  ");

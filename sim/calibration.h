@@ -40,6 +40,7 @@ struct Sample {
   int64_t run_pages = 1;   // host_copy, backup: pages per run of adjacent slots (descriptive)
   bool tail = false;       // backup: schedule tail (one copy of all layers) instead of per-layer
   int64_t gather_pages = 0;  // backup: pages gathered per layer beside the forward pass
+  int64_t pages = 0;         // backup: pages backed up (0: not given)
   bool to_device = true;   // host_copy: direction h2d (true) or d2h
   bool fill = false;       // device_copy: op "fill" (write only) instead of "copy"
   int64_t kernels = 1;     // device_copy: kernel launches timed together
@@ -112,6 +113,8 @@ struct CalibrateOptions {
   // leave every backup sample out, so backups keep the generic copy model)
   int64_t backup_gather_pages = -1;
   static constexpr int64_t kNoBackupFit = -2;
+  bool fit_backup_per_layer = true;  // which backup schedules get measured terms (--backup-fit)
+  bool fit_backup_tail = true;
   std::string name = "calibrated";
 };
 

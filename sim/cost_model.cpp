@@ -13,6 +13,19 @@ std::vector<int64_t> PagesPerLane(const std::vector<LaneCopy>& copies, int ranks
   return n;
 }
 
+int64_t SlotRuns(const LaneCopy& c) {
+  int64_t runs = c.pages.empty() ? 0 : 1;
+  for (size_t i = 1; i < c.pages.size(); ++i)
+    if (c.pages[i][0] != c.pages[i - 1][0] + 1 || c.pages[i][1] != c.pages[i - 1][1] + 1) ++runs;
+  return runs;
+}
+
+std::vector<int64_t> RunsPerLane(const std::vector<LaneCopy>& copies, int ranks) {
+  std::vector<int64_t> n(ranks, 0);
+  for (const LaneCopy& c : copies) n[c.lane] += SlotRuns(c);
+  return n;
+}
+
 ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedule backup) {
   ForwardShape f;
   f.new_tokens = ctx.new_tokens;
@@ -27,13 +40,16 @@ ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedu
 }
 
 PlanShape::PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens)
-    : load_back_pages(PagesPerLane(p.load_back, ranks)), backup_pages(PagesPerLane(p.backup, ranks)) {
+    : load_back_pages(PagesPerLane(p.load_back, ranks)),
+      backup_pages(PagesPerLane(p.backup, ranks)),
+      backup_runs(RunsPerLane(p.backup, ranks)) {
   shape.new_tokens = p.computed_tokens;
   shape.prefix_pages = p.prefix_pages;
   shape.prefix_tokens = p.prefix_pages * page_tokens;
   shape.shard_pages = p.shard_pages;
   shape.load_back_pages = load_back_pages;
   shape.backup_pages = backup_pages;
+  shape.backup_runs = backup_runs;
   shape.gather = p.gather_method;
   shape.backup = p.backup_schedule;
 }
@@ -86,15 +102,16 @@ double CostModel::KernelWriteS(double bytes) const {
   return b.latency_s + bytes / (b.gbps * 1e9);
 }
 
-double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes) const {
+double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes, double runs) const {
   const HardwareProfile::CopyCost& b = s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
-  if (b.gbps > 0) return b.latency_s + bytes / (b.gbps * 1e9);
+  if (b.gbps > 0) return b.latency_s + runs * layers * b.entry_s + bytes / (b.gbps * 1e9);
   return CopyLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
 }
 
-double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes) const {
+double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes, double runs) const {
   const HardwareProfile::CopyCost& b = s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
-  if (b.gbps > 0) return static_cast<double>(pools_) * b.latency_s + bytes / (b.gbps * 1e9);
+  if (b.gbps > 0)
+    return static_cast<double>(pools_) * (b.latency_s + runs * static_cast<double>(layers) * b.entry_s) + bytes / (b.gbps * 1e9);
   return CopiesLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
 }
 
@@ -177,7 +194,10 @@ double CostModel::LayerTierCopyS(std::span<const int64_t> pages_per_lane, bool t
 }
 
 BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_per_lane,
-                             std::span<const double> layer_end_s) const {
+                             std::span<const double> layer_end_s, std::span<const int64_t> runs_per_lane) const {
+  const auto runs = [&](size_t lane) {
+    return lane < runs_per_lane.size() ? static_cast<double>(std::max<int64_t>(1, runs_per_lane[lane])) : 1.0;
+  };
   BackupCost c;
   c.forward_s = layer_end_s.empty() ? 0 : layer_end_s.back();
   int64_t total_pages = 0;
@@ -188,10 +208,10 @@ BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_pe
   }
   // One layer's backup on the slowest lane: one copy per pool.
   double layer_copy = 0;
-  for (int64_t pages : pages_per_lane)
-    if (pages > 0)
+  for (size_t lane = 0; lane < pages_per_lane.size(); ++lane)
+    if (const int64_t pages = pages_per_lane[lane]; pages > 0)
       layer_copy = std::max(layer_copy, BackupCopiesS(BackupSchedule::kPerLayer, pages, 1,
-                                                      static_cast<double>(pages) * page_layer_bytes_));
+                                                      static_cast<double>(pages) * page_layer_bytes_, runs(lane)));
   if (s == BackupSchedule::kPerLayer) {
     // layer l's copy starts when layer l's forward ends and the previous copy is done.
     double copy_end = 0;
@@ -202,9 +222,10 @@ BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_pe
     // one copy per pool of all layers after the forward pass.
     c.submit_s = static_cast<double>(pools_) * hw_.copy_submit_s;
     double worst = 0;
-    for (int64_t pages : pages_per_lane) {
+    for (size_t lane = 0; lane < pages_per_lane.size(); ++lane) {
+      const int64_t pages = pages_per_lane[lane];
       const double bytes = static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers_);
-      if (pages > 0) worst = std::max(worst, BackupCopiesS(BackupSchedule::kTail, pages, layers_, bytes));
+      if (pages > 0) worst = std::max(worst, BackupCopiesS(BackupSchedule::kTail, pages, layers_, bytes, runs(lane)));
     }
     c.total_s = c.forward_s + c.submit_s + worst;
   }
@@ -235,7 +256,7 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   }
   c.forward_s = fwd_end;
   c.load_back_exposed_s = std::max(0.0, c.forward_s - c.compute_s - c.gather_s);
-  c.backup = Backup(f.backup, f.backup_pages, c.layer_end_s);
+  c.backup = Backup(f.backup, f.backup_pages, c.layer_end_s, f.backup_runs);
   c.service_s = c.backup.total_s;
   return c;
 }

@@ -48,6 +48,7 @@ struct ForwardShape {
   std::span<const int64_t> shard_pages;      // per rank
   std::span<const int64_t> load_back_pages;  // per lane
   std::span<const int64_t> backup_pages;     // per lane
+  std::span<const int64_t> backup_runs;      // per lane: runs of adjacent slots (empty: 1 each)
   GatherMethod gather = GatherMethod::kPacked;
   BackupSchedule backup = BackupSchedule::kPerLayer;
 };
@@ -74,12 +75,13 @@ class CostModel {
   // The same for every pool.
   double CopiesLatencyS(int64_t pages, int64_t layers) const;
   double KernelWriteS(double bytes) const;
-  // One backup copy of one pool on one lane: `pages` pages, `layers` layers (1 per-layer, all
-  // for tail), `bytes` in all. Uses the profile's backup_per_layer / backup_tail when measured,
-  // else CopyLatencyS + bytes / d2h.
-  double BackupCopyS(BackupSchedule s, double pages, double layers, double bytes) const;
+  // One backup copy of one pool on one lane: `pages` pages in `runs` runs of adjacent slots,
+  // `layers` layers (1 per-layer, all for tail), `bytes` in all. Uses the profile's
+  // backup_per_layer / backup_tail when measured (latency + runs x layers x entry_s + bytes /
+  // gbps), else CopyLatencyS + bytes / d2h.
+  double BackupCopyS(BackupSchedule s, double pages, double layers, double bytes, double runs = 1) const;
   // The same for the copies of every pool (`bytes` of all pools).
-  double BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes) const;
+  double BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes, double runs = 1) const;
   // One host<->device copy of `bytes` on one lane: latency + bytes / bandwidth.
   double TierCopyS(double bytes, bool to_device) const;
   double AllGatherS(double total_bytes) const;
@@ -91,8 +93,10 @@ class CostModel {
   double LayerTierCopyS(std::span<const int64_t> pages_per_lane, bool to_device) const;
   // Backups of `pages_per_lane` given each layer's forward end (layer_end_s, seconds from the
   // forward start).
+  // runs_per_lane: runs of adjacent slots per lane (empty: one run each, the slot allocator's
+  // usual case); only measured backup terms with entry_s use them.
   BackupCost Backup(BackupSchedule s, std::span<const int64_t> pages_per_lane,
-                    std::span<const double> layer_end_s) const;
+                    std::span<const double> layer_end_s, std::span<const int64_t> runs_per_lane = {}) const;
   // Forward pass (load-back overlapped per layer, gather + compute per layer) and backups.
   RequestCost Evaluate(const ForwardShape& shape) const;
   // A whole plan: write-back at eviction + Evaluate of its shape.
@@ -110,6 +114,11 @@ class CostModel {
 
 // Pages per lane of a set of lane copies.
 std::vector<int64_t> PagesPerLane(const std::vector<LaneCopy>& copies, int ranks);
+// Runs of pages adjacent on both sides (device and host slot both +1) in one lane copy: the
+// entries of one layer's batch copy.
+int64_t SlotRuns(const LaneCopy& c);
+// Their sum per lane.
+std::vector<int64_t> RunsPerLane(const std::vector<LaneCopy>& copies, int ranks);
 
 // The forward shape of a decision context with the given choices.
 ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedule backup);
@@ -118,6 +127,7 @@ ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedu
 struct PlanShape {
   std::vector<int64_t> load_back_pages;
   std::vector<int64_t> backup_pages;
+  std::vector<int64_t> backup_runs;
   ForwardShape shape;
   PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens);
   PlanShape(const PlanShape&) = delete;

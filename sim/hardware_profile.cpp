@@ -99,9 +99,10 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
     const YAML::Node b = hd[key];
     if (!b) continue;
     const std::string pre = std::string("host_device.") + key + ".";
-    r.OnlyKeys(b, pre, {"latency_s", "gbps"});
+    r.OnlyKeys(b, pre, {"latency_s", "gbps", "entry_s"});
     (p.*field).latency_s = r.Num(b, "latency_s", pre, false);
     (p.*field).gbps = r.Num(b, "gbps", pre, true);
+    if (b["entry_s"]) (p.*field).entry_s = r.Num(b, "entry_s", pre, false);
   }
   if (hd["copy_unit"]) {
     const std::string u = hd["copy_unit"].as<std::string>();

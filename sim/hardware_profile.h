@@ -44,11 +44,14 @@ struct HardwareProfile {
   double copy_submit_s = 0;   // CPU time to submit one copy or copy kernel
   // Optional: backup copies as measured over a forward pass (`bench sweep` backup samples, with
   // the forward and gather kernels beside them): latency per copy call and d2h bandwidth, per
-  // schedule. gbps 0 = not measured: backups use copy_latency_s and d2h_gbps.
-  // YAML host_device.backup_per_layer / backup_tail: {latency_s, gbps}.
+  // schedule, and optionally a cost per copy entry (a run of pages adjacent on both sides, per
+  // layer: what one cudaMemcpyBatchAsync entry moves). gbps 0 = not measured: backups use
+  // copy_latency_s and d2h_gbps. YAML host_device.backup_per_layer / backup_tail:
+  // {latency_s, gbps[, entry_s]}.
   struct CopyCost {
     double latency_s = 0;
     double gbps = 0;
+    double entry_s = 0;
   };
   CopyCost backup_per_layer, backup_tail;
   // Device-local copies (pack/unpack/scatter); bandwidth counts bytes read plus written.

@@ -53,11 +53,16 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
   if (p.prefix_pages > 0)
     out.push_back({pre + "gather", "gather",  // the layers; the index upload (once_s) is set-up
                    layers * m.Gather(p.gather_method, p.shard_pages, p.prefix_pages).per_layer_s});
-  // Backup: per-layer = one copy per layer per pool; tail = one copy of all layers per pool.
-  CopyOps(out, p.backup, cfg, pre, "backup", [&](double b, double pages) {
-    if (p.backup_schedule == BackupSchedule::kPerLayer) return layers * m.BackupCopyS(BackupSchedule::kPerLayer, pages, 1, b);
-    return m.BackupCopyS(BackupSchedule::kTail, pages, layers, b * layers);
-  });
+  // Backup: per-layer = one copy per layer per pool; tail = one copy of all layers per pool; each
+  // pool's copy has as many entries per layer as the lane's slots have runs.
+  for (const LaneCopy& c : p.backup) {
+    const double runs = static_cast<double>(SlotRuns(c));
+    CopyOps(out, {c}, cfg, pre, "backup", [&](double b, double pages) {
+      if (p.backup_schedule == BackupSchedule::kPerLayer)
+        return layers * m.BackupCopyS(BackupSchedule::kPerLayer, pages, 1, b, runs);
+      return m.BackupCopyS(BackupSchedule::kTail, pages, layers, b * layers, runs);
+    });
+  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 
 #include "sim/calibration.h"
 #include "sim/hardware_profile.h"
@@ -57,6 +58,8 @@ int CmdCalibrate(int argc, const char* const* argv) {
       ("backup-gather-pages", po::value<std::string>(),
        "backups over a forward pass: fit the samples with this many pages gathered per layer beside them "
        "(bench sweep backup samples), or none: leave them out")
+      ("backup-fit", po::value<std::string>()->default_value("per-layer,tail"),
+       "backup schedules that get measured terms from backup samples (comma list of per-layer, tail)")
       ("run-pages", po::value<int64_t>(), "host copies: fit the samples whose slots form runs of this many pages "
                                           "(bench sweep --slot-runs)")
       ("max-bands", po::value<int>()->default_value(d.bands.max_bands),
@@ -105,6 +108,16 @@ int CmdCalibrate(int argc, const char* const* argv) {
         }
         if (used != v.size() || n < 0) throw InputError("", 0, "--backup-gather-pages", "expected a page count >= 0 or none, got '" + v + "'");
         opt.backup_gather_pages = n;
+      }
+    }
+    {
+      opt.fit_backup_per_layer = opt.fit_backup_tail = false;
+      std::stringstream ss(vm["backup-fit"].as<std::string>());
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        if (item == "per-layer") opt.fit_backup_per_layer = true;
+        else if (item == "tail") opt.fit_backup_tail = true;
+        else throw InputError("", 0, "--backup-fit", "expected per-layer and/or tail, got '" + item + "'");
       }
     }
     if (vm.count("run-pages")) {

@@ -8,6 +8,7 @@
 #include "sim/calibration.h"
 #include "sim/config.h"
 #include "sim/cost_model.h"
+#include "sim/op_predictions.h"
 #include "tests/calibration/synthetic.h"
 
 namespace kvlanes::test {
@@ -401,6 +402,69 @@ TEST_CASE("backups over a forward pass get their own fit per schedule, which the
   const CostModel generic(plain, cfg, path);
   CHECK(generic.BackupCopyS(BackupSchedule::kTail, 10, 61, b) ==
         doctest::Approx(generic.CopyLatencyS(10, 61) + b / (plain.d2h_gbps * 1e9)));
+}
+
+TEST_CASE("tail backups with a cost per copy entry: fitted, selected by --backup-fit, priced from slot runs") {
+  // Truth (tail): 6 us + 0.35 us per entry (runs of 4 pages, per layer) + bytes at 54 GB/s, for a
+  // kv-like and an indexer-like pool (different bytes per entry, so entries and bytes separate).
+  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  Noise noise(13, 0.01);
+  const int64_t L = 61;
+  for (const auto& [pool, chunk] : {std::pair{"kv", 41984}, std::pair{"indexer", 8448}})
+    for (const int64_t pages : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
+      const double bytes = static_cast<double>(pages * L * chunk);
+      const double entries = static_cast<double>((pages + 3) / 4 * L);
+      for (const bool tail : {false, true})
+        doc["samples"].push_back({{"kind", "backup"}, {"schedule", tail ? "tail" : "per-layer"}, {"bytes", bytes},
+                                  {"copies", tail ? 1 : L}, {"pages", pages}, {"layers", L}, {"pool", pool},
+                                  {"run_pages", 4}, {"gather_pages", 0}, {"repeats", 5},
+                                  {"median_s", (6e-6 * (tail ? 1 : L) + 0.35e-6 * entries + bytes / 54e9) * noise()}});
+    }
+  HardwareProfile base = TruthProfile();
+  CalibrateOptions tail_only;
+  tail_only.fit_backup_per_layer = false;
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "entries.json"), &base, tail_only);
+  CHECK(r.profile.backup_per_layer.gbps == 0);  // not fitted: the generic copy model
+  CHECK(Near(r.profile.backup_tail.entry_s, 0.35e-6, 0.05));
+  CHECK(Near(r.profile.backup_tail.gbps, 54, 0.03));
+  CHECK(Near(r.profile.backup_tail.latency_s, 6e-6, 0.25));
+
+  // YAML round trip, then op predictions count each lane's slot runs: a tail backup of 8 pages
+  // in 3 runs pays 3 x 61 entries per pool.
+  const std::string path = TempPath("entries.yaml");
+  std::ofstream(path) << ProfileToYaml(r, "entries.json");
+  const HardwareProfile back = LoadHardwareProfile(path);
+  std::remove(path.c_str());
+  CHECK(back.backup_tail.entry_s == doctest::Approx(r.profile.backup_tail.entry_s));
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  cfg.cache.page_tokens = 64;
+  cfg.model.layers = L;
+  cfg.model.pools = {PoolSpec{"kv", 656}, PoolSpec{"indexer", 132}};
+  const CostModel model(back, cfg, path);
+  RequestPlan p;
+  p.request = 7;
+  p.computed_tokens = 512;
+  p.backup_schedule = BackupSchedule::kTail;
+  LaneCopy c;
+  c.lane = 0;
+  c.pages = {{{10, 100}}, {{11, 101}}, {{12, 102}}, {{20, 200}}, {{21, 201}}, {{30, 300}}, {{31, 301}}, {{32, 302}}};
+  p.backup = {c};
+  CHECK(SlotRuns(c) == 3);
+  int found = 0;
+  for (const OpPrediction& op : PredictOps(model, cfg, p)) {
+    if (op.kind != "backup") continue;
+    const double elem = op.id.ends_with("/kv") ? 656 : 132;
+    const double bytes = 8 * 64 * elem * L;
+    CHECK(op.seconds == doctest::Approx(back.backup_tail.latency_s + 3 * L * back.backup_tail.entry_s +
+                                        bytes / (back.backup_tail.gbps * 1e9)));
+    ++found;
+  }
+  CHECK(found == 2);
+  // The request schedule uses the same runs (PlanShape).
+  const PlanShape shape(p, 1, 64);
+  REQUIRE(shape.backup_runs.size() == 1);
+  CHECK(shape.backup_runs[0] == 3);
 }
 
 TEST_CASE("a profile's backup terms are checked like the others") {
