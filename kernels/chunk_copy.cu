@@ -163,15 +163,16 @@ KernelFn SelectKernel(int vec, int unroll, bool rows, bool aligned) {
   }
 }
 
-// SMs of the current device and how many CTAs of this kernel shape fit on one at once. Cached:
-// the queries are cheap but not free, and launchers are hot.
-cudaError_t ResidentCtas(KernelFn kernel, int threads, int* sms, int* per_sm) {
+}  // namespace
+
+// Declared in chunk_copy_cuda.h. Cached: the queries are cheap but not free, and launchers are hot.
+cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm) {
   static std::mutex mu;
   static std::map<std::tuple<int, const void*, int>, std::pair<int, int>> cache;
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), threads);
+  const auto key = std::make_tuple(device, kernel, threads);
   auto it = cache.find(key);
   if (it == cache.end()) {
     int count = 0;
@@ -184,14 +185,12 @@ cudaError_t ResidentCtas(KernelFn kernel, int threads, int* sms, int* per_sm) {
         e != cudaSuccess) {
       return e;
     }
-    it = cache.emplace(key, std::make_pair(count, std::max(blocks, 1))).first;
+    it = cache.emplace(key, std::make_pair(count, blocks)).first;
   }
   *sms = it->second.first;
   *per_sm = it->second.second;
   return cudaSuccess;
 }
-
-}  // namespace
 
 int ChunkCopyVectorBytes(const CopyParams& p) {
   uint64_t bits = 16;
@@ -265,10 +264,11 @@ cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream
   int sms = 0;
   int resident = 0;
   const KernelFn kernel = SelectKernel(vec, tuning.unroll, rows, p.align_windows);
-  if (cudaError_t e = ResidentCtas(kernel, tuning.threads_per_block, &sms, &resident);
+  if (cudaError_t e = ResidentCtas(reinterpret_cast<const void*>(kernel), tuning.threads_per_block, &sms, &resident);
       e != cudaSuccess) {
     return e;
   }
+  resident = std::max(resident, 1);
   uint64_t blocks_max =
       static_cast<uint64_t>(sms) * static_cast<uint64_t>(std::min(resident, tuning.ctas_per_sm));
   if (tuning.max_ctas > 0) blocks_max = std::min<uint64_t>(blocks_max, static_cast<uint64_t>(tuning.max_ctas));

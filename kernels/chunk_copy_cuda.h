@@ -24,6 +24,11 @@
 
 namespace kvlanes::kernels::detail {
 
+// SMs of the current device and how many CTAs of `kernel` with `threads` threads fit on one at
+// once (0 when one does not fit), cached per device, kernel and block size. Every persistent-grid
+// launcher of kernels/ sizes its grid with it.
+cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm);
+
 enum class PageMode : int {
   kIdentity,  // page = item
   kIndexed,   // page = index[item]

@@ -4,11 +4,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <utility>
 
+#include "kernels/chunk_copy_cuda.h"
 #include "kernels/fast_div.h"
 #include "kernels/scatter_tiles_cuda.h"
 #include "kernels/vec_cuda.h"
@@ -250,33 +248,6 @@ KernelFn SelectKernel(ScatterVariant variant, int vec, int unroll) {
   }
 }
 
-// SMs of the current device and how many CTAs of this kernel fit on one at once (cached).
-cudaError_t ResidentCtas(KernelFn kernel, int threads, int* sms, int* per_sm) {
-  static std::mutex mu;
-  static std::map<std::tuple<int, const void*, int>, std::pair<int, int>> cache;
-  int device = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), threads);
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    int count = 0;
-    int blocks = 0;
-    if (cudaError_t e = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-        e != cudaSuccess) {
-      return e;
-    }
-    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0);
-        e != cudaSuccess) {
-      return e;
-    }
-    it = cache.emplace(key, std::make_pair(count, blocks)).first;
-  }
-  *sms = it->second.first;
-  *per_sm = it->second.second;
-  return cudaSuccess;
-}
-
 int LowestSetBitValue(uint64_t bits) {
   for (int width = 16; width > 1; width /= 2) {
     if ((bits & static_cast<uint64_t>(width - 1)) == 0) return width;
@@ -367,7 +338,7 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
   const KernelFn kernel = SelectKernel(a.variant, vec, tuning.unroll);
   int sms = 0;
   int resident = 0;
-  if (cudaError_t e = ResidentCtas(kernel, tuning.threads_per_block, &sms, &resident);
+  if (cudaError_t e = ResidentCtas(reinterpret_cast<const void*>(kernel), tuning.threads_per_block, &sms, &resident);
       e != cudaSuccess) {
     return e;
   }

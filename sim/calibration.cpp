@@ -523,8 +523,8 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
   // Backups over a forward pass, per schedule: time = copies * latency + bytes / (gbps * 1e9).
   {
     std::vector<const Sample*> all = SelectHostCopies(m, SampleKind::kBackup, opt, out.notes);
-    if (opt.backup_gather_pages == CalibrateOptions::kNoBackupFit && !all.empty()) {
-      out.notes.push_back(std::to_string(all.size()) + " backup samples left out (--backup-gather-pages none)");
+    if (!opt.fit_backup_per_layer && !opt.fit_backup_tail && !all.empty()) {
+      out.notes.push_back(std::to_string(all.size()) + " backup samples left out (--backup-fit none)");
       all.clear();
     }
     // One gather size beside the forward pass (the copies' contention differs with it).

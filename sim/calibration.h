@@ -109,11 +109,10 @@ struct CalibrateOptions {
   std::string layout;  // host copies: keep samples of this layout ("" = the only one present)
   std::string mode;    // host copies: keep samples of this mode ("" = the only one present)
   int64_t run_pages = 0;  // host copies: keep samples of this slot run length (0 = the only one present)
-  // backups: keep samples with this gather beside them (-1 = the only one present; kNoBackupFit =
-  // leave every backup sample out, so backups keep the generic copy model)
-  int64_t backup_gather_pages = -1;
-  static constexpr int64_t kNoBackupFit = -2;
-  bool fit_backup_per_layer = true;  // which backup schedules get measured terms (--backup-fit)
+  int64_t backup_gather_pages = -1;  // backups: keep samples with this gather beside them (-1 = the only one present)
+  // Which backup schedules get measured terms (--backup-fit); neither: every backup sample is left
+  // out and backups keep the generic copy model.
+  bool fit_backup_per_layer = true;
   bool fit_backup_tail = true;
   std::string name = "calibrated";
 };

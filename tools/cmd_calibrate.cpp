@@ -55,11 +55,12 @@ int CmdCalibrate(int argc, const char* const* argv) {
       ("name", po::value<std::string>()->default_value(d.name), "name of the fitted profile")
       ("layout", po::value<std::string>(), "host copies: fit the samples of this host layout")
       ("mode", po::value<std::string>(), "host copies: fit the samples of this copy mode")
-      ("backup-gather-pages", po::value<std::string>(),
+      ("backup-gather-pages", po::value<int64_t>(),
        "backups over a forward pass: fit the samples with this many pages gathered per layer beside them "
-       "(bench sweep backup samples), or none: leave them out")
+       "(bench sweep backup samples)")
       ("backup-fit", po::value<std::string>()->default_value("per-layer,tail"),
-       "backup schedules that get measured terms from backup samples (comma list of per-layer, tail)")
+       "backup schedules that get measured terms from backup samples (comma list of per-layer, tail; "
+       "none: leave every backup sample out)")
       ("run-pages", po::value<int64_t>(), "host copies: fit the samples whose slots form runs of this many pages "
                                           "(bench sweep --slot-runs)")
       ("max-bands", po::value<int>()->default_value(d.bands.max_bands),
@@ -95,20 +96,8 @@ int CmdCalibrate(int argc, const char* const* argv) {
     if (vm.count("layout")) opt.layout = vm["layout"].as<std::string>();
     if (vm.count("mode")) opt.mode = vm["mode"].as<std::string>();
     if (vm.count("backup-gather-pages")) {
-      const std::string v = vm["backup-gather-pages"].as<std::string>();
-      if (v == "none") {
-        opt.backup_gather_pages = CalibrateOptions::kNoBackupFit;
-      } else {
-        size_t used = 0;
-        long long n = -1;
-        try {
-          n = std::stoll(v, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != v.size() || n < 0) throw InputError("", 0, "--backup-gather-pages", "expected a page count >= 0 or none, got '" + v + "'");
-        opt.backup_gather_pages = n;
-      }
+      opt.backup_gather_pages = vm["backup-gather-pages"].as<int64_t>();
+      if (opt.backup_gather_pages < 0) throw InputError("", 0, "--backup-gather-pages", "must be >= 0");
     }
     {
       opt.fit_backup_per_layer = opt.fit_backup_tail = false;
@@ -117,7 +106,7 @@ int CmdCalibrate(int argc, const char* const* argv) {
       while (std::getline(ss, item, ',')) {
         if (item == "per-layer") opt.fit_backup_per_layer = true;
         else if (item == "tail") opt.fit_backup_tail = true;
-        else throw InputError("", 0, "--backup-fit", "expected per-layer and/or tail, got '" + item + "'");
+        else if (item != "none") throw InputError("", 0, "--backup-fit", "expected per-layer and/or tail, or none, got '" + item + "'");
       }
     }
     if (vm.count("run-pages")) {

@@ -375,7 +375,8 @@ TEST_CASE("backups over a forward pass get their own fit per schedule, which the
   CHECK(Near(r.profile.backup_tail.gbps, 50, 0.03));
   CHECK(r.profile.d2h_gbps == base.d2h_gbps);  // no host_copy samples: from the base
   CalibrateOptions none;
-  none.backup_gather_pages = CalibrateOptions::kNoBackupFit;
+  none.fit_backup_per_layer = false;
+  none.fit_backup_tail = false;
   const CalibrationResult n = Calibrate(ParseMeasurements(doc.dump(1), "backup.json"), &base, none);
   CHECK(n.profile.backup_per_layer.gbps == 0);
   CHECK(n.profile.backup_tail.gbps == 0);
@@ -467,22 +468,25 @@ TEST_CASE("tail backups with a cost per copy entry: fitted, selected by --backup
   CHECK(shape.backup_runs[0] == 3);
 }
 
+// A minimal profile whose host_device map ends with `host_device_tail` (", key: value, ...").
+static std::string ProfileYaml(const std::string& host_device_tail) {
+  return "name: x\nmeasured: false\nsource: s\nhost_device: {h2d_gbps: 50, d2h_gbps: 50, "
+         "copy_latency_s: 1e-6, copy_submit_s: 1e-6" +
+         host_device_tail +
+         "}\ndevice: {copy_gbps: 3000, kernel_launch_s: 3e-6}\ncollectives: []\n"
+         "compute: {layer_base_s: 1e-5, layer_token_s: 1e-6, layer_attn_pair_s: 1e-10}\n";
+}
+
 TEST_CASE("a profile's backup terms are checked like the others") {
   const std::string path = TempPath("bad_backup.yaml");
-  std::ofstream(path) << "name: x\nmeasured: false\nsource: s\nhost_device: {h2d_gbps: 50, d2h_gbps: 50, "
-                         "copy_latency_s: 1e-6, copy_submit_s: 1e-6,\n  backup_tail: {latency_s: 1e-5, gbps: 0}}\n"
-                         "device: {copy_gbps: 3000, kernel_launch_s: 3e-6}\ncollectives: []\n"
-                         "compute: {layer_base_s: 1e-5, layer_token_s: 1e-6, layer_attn_pair_s: 1e-10}\n";
+  std::ofstream(path) << ProfileYaml(",\n  backup_tail: {latency_s: 1e-5, gbps: 0}");
   CHECK_THROWS_WITH(LoadHardwareProfile(path), doctest::Contains("host_device.backup_tail.gbps: must be > 0"));
   std::remove(path.c_str());
 }
 
 TEST_CASE("a profile's copy_unit must be call or chunk") {
   const std::string path = TempPath("bad_unit.yaml");
-  std::ofstream(path) << "name: x\nmeasured: false\nsource: s\nhost_device: {h2d_gbps: 50, d2h_gbps: 50, "
-                         "copy_latency_s: 1e-6, copy_submit_s: 1e-6, copy_unit: page}\n"
-                         "device: {copy_gbps: 3000, kernel_launch_s: 3e-6}\ncollectives: []\n"
-                         "compute: {layer_base_s: 1e-5, layer_token_s: 1e-6, layer_attn_pair_s: 1e-10}\n";
+  std::ofstream(path) << ProfileYaml(", copy_unit: page");
   CHECK_THROWS_WITH(LoadHardwareProfile(path), doctest::Contains("host_device.copy_unit: expected call or chunk, got 'page'"));
   std::remove(path.c_str());
 }
