@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include "exec/exec_error.h"
 #include "exec/host_backend.h"
@@ -35,9 +37,15 @@ void WriteAtomically(const std::string& path, const std::string& content) {
     if (!out) throw InputError(path, 0, "", "cannot open for writing");
     out << content;
     out.flush();
-    if (!out) throw InputError(path, 0, "", "write failed (disk full?)");
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw InputError(path, 0, "", "write failed (disk full?)");
+    }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw InputError(path, 0, "", "cannot rename " + tmp + " into place");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw InputError(path, 0, "", "cannot rename " + tmp + " into place");
+  }
 }
 
 bool NeedsNccl(const ExecPlan& plan) {
@@ -110,7 +118,9 @@ int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank
       throw InputError("", 0, "--backend", "this build has no CUDA (use --backend host)");
 #endif
     }
-    const RankResult mine = ExecuteRank(plan, *b, o.exec);
+    ExecOptions eo = o.exec;
+    eo.keep_spans = eo.keep_spans || !o.span_trace.empty();
+    const RankResult mine = ExecuteRank(plan, *b, eo);
     const std::vector<std::string> all = b->AllGatherBytes(RankResultToJson(mine).dump());
     if (rank == 0) {
       std::vector<RankResult> results;
@@ -118,6 +128,7 @@ int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank
       const nlohmann::ordered_json report = MeasuredReport(plan, results, o);
       WriteAtomically(o.out, report.dump(1) + "\n");
       if (!o.timeline.empty()) WriteAtomically(o.timeline, MeasuredTimeline(results).dump() + "\n");
+      if (!o.span_trace.empty()) WriteAtomically(o.span_trace, MeasuredSpanTrace(results).dump() + "\n");
       if (!o.quiet) PrintSummary(report);
     }
     b->Barrier();  // nobody tears down (NCCL, IPC mappings) while rank 0 still needs the others
@@ -150,6 +161,22 @@ void CheckBackendAvailable(const std::string& backend) {
 #endif
   }
   throw InputError("", 0, "--backend", "unknown backend '" + backend + "' (valid: cuda, host)");
+}
+
+void CheckOutputPaths(const RunOptions& o) {
+  namespace fs = std::filesystem;
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--out", &o.out}, {"--timeline", &o.timeline}, {"--span-trace", &o.span_trace}};
+  for (const auto& [option, path] : outputs) {
+    if (path->empty()) continue;
+    std::error_code ec;
+    if (fs::is_directory(*path, ec)) throw InputError(*path, 0, option, "is a directory");
+    const fs::path parent = fs::path(*path).parent_path();
+    const std::string dir = parent.empty() ? "." : parent.string();
+    if (!fs::exists(dir, ec)) throw InputError(*path, 0, option, "cannot be written: directory " + dir + " does not exist");
+    if (!fs::is_directory(dir, ec)) throw InputError(*path, 0, option, "cannot be written: " + dir + " is not a directory");
+    if (access(dir.c_str(), W_OK) != 0) throw InputError(*path, 0, option, "cannot be written: directory " + dir + " is not writable");
+  }
 }
 
 RunOutcome SuperviseRanks(int N, HostSegment* seg, double timeout_s, double run_timeout_s,
@@ -258,6 +285,7 @@ RunOutcome SuperviseRanks(int N, HostSegment* seg, double timeout_s, double run_
 
 RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
   CheckBackendAvailable(o.backend);
+  CheckOutputPaths(o);
   const int N = plan.geo.ranks;
   if (!o.devices.empty() && static_cast<int>(o.devices.size()) != N)
     throw InputError("", 0, "--devices", std::to_string(o.devices.size()) + " GPUs for " + std::to_string(N) + " ranks");
@@ -298,6 +326,7 @@ int RunEnvRank(const ExecPlan& plan, const RunOptions& o, const GetEnvFn& getenv
   if (env.ranks != plan.geo.ranks)
     throw InputError("", 0, env.source, "world size " + std::to_string(env.ranks) + " but the plan's cp_size is " +
                                             std::to_string(plan.geo.ranks));
+  if (env.rank == 0) CheckOutputPaths(o);  // only rank 0 writes (its node's paths)
   const RendezvousSpec spec = o.rendezvous ? *o.rendezvous : DefaultRendezvous(getenv);
   std::unique_ptr<HostSegment> seg;
   if (o.backend == "host") {
@@ -416,6 +445,40 @@ nlohmann::ordered_json MeasuredTimeline(const std::vector<RankResult>& ranks) {
       all.push_back({{"name", m.id}, {"cat", m.stream}, {"ph", "X"}, {"pid", r.rank}, {"tid", m.stream},
                      {"ts", m.start_s * 1e6}, {"dur", (m.end_s - m.start_s) * 1e6}, {"args", args}});
     }
+  return {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
+}
+
+nlohmann::ordered_json MeasuredSpanTrace(const std::vector<RankResult>& ranks) {
+  struct Event {
+    double ts, dur;  // microseconds from the rank's epoch
+    int pid;
+    const MeasuredOp* op;
+    const MeasuredSpan* span;
+  };
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  std::vector<Event> events;
+  for (const RankResult& r : ranks) {
+    all.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r.rank}, {"args", {{"name", "rank " + std::to_string(r.rank)}}}});
+    std::set<std::string> streams;
+    for (const MeasuredSpan& s : r.spans) {
+      const MeasuredOp& m = r.ops.at(s.op);
+      streams.insert(m.stream);
+      events.push_back(Event{s.start_s * 1e6, (s.end_s - s.start_s) * 1e6, r.rank, &m, &s});
+    }
+    for (const std::string& t : streams)
+      all.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r.rank}, {"tid", t}, {"args", {{"name", t}}}});
+  }
+  // Stable: spans with equal ts, pid and tid keep their recorded order (rank order, then request).
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return std::tie(a.ts, a.pid, a.op->stream) < std::tie(b.ts, b.pid, b.op->stream);
+  });
+  for (const Event& e : events) {
+    nlohmann::ordered_json args = {{"op", e.op->id}};
+    if (e.span->layer >= 0) args["layer"] = e.span->layer;
+    args["request"] = e.span->request;
+    all.push_back({{"name", e.op->id}, {"cat", e.op->kind}, {"ph", "X"}, {"ts", e.ts}, {"dur", e.dur}, {"pid", e.pid},
+                   {"tid", e.op->stream}, {"args", args}});
+  }
   return {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
 }
 

@@ -4,7 +4,8 @@
 //               returns what went wrong, rank by rank.
 //   RunEnvRank  the body of one rank started by an external launcher (--launch env).
 // Rank 0 collects every rank's measured operations (through the backend's collectives) and
-// writes the measured JSON and, on request, the Chrome trace-event timeline.
+// writes the measured JSON and, on request, the Chrome trace-event timeline (one event per op)
+// and the span trace (one event per timed span: every layer's copy, gather and forward pass).
 #pragma once
 
 #include <functional>
@@ -23,6 +24,7 @@ struct RunOptions {
   std::string backend = "cuda";  // cuda | host
   std::string out;               // measured JSON (written by rank 0)
   std::string timeline;          // Chrome trace events ("" = none)
+  std::string span_trace;        // Chrome trace events of every timed span ("" = none)
   std::optional<RendezvousSpec> rendezvous;  // --launch env (local runs make their own)
   ExecOptions exec;
   double timeout_s = 300;      // any single wait inside a rank
@@ -40,6 +42,10 @@ struct RunOutcome {
 
 // "cuda" needs a build with CUDA; throws InputError naming --backend otherwise.
 void CheckBackendAvailable(const std::string& backend);
+// Output files (--out, --timeline, --span-trace) must be creatable before any rank starts: their
+// directory exists and the path is not a directory. Throws InputError naming the option and
+// path. RunLocal and RunEnvRank call it first.
+void CheckOutputPaths(const RunOptions& opts);
 
 RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& opts);
 
@@ -60,5 +66,8 @@ int RunEnvRank(const ExecPlan& plan, const RunOptions& opts, const GetEnvFn& get
 nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<RankResult>& ranks,
                                       const RunOptions& opts);
 nlohmann::ordered_json MeasuredTimeline(const std::vector<RankResult>& ranks);
+// Every rank's spans (RankResult::spans) as Chrome trace events (docs/executor.md, "Span
+// trace"): metadata first, then complete events sorted by ts, pid and tid.
+nlohmann::ordered_json MeasuredSpanTrace(const std::vector<RankResult>& ranks);
 
 }  // namespace kvlanes::exec

@@ -161,8 +161,11 @@ nlohmann::ordered_json RankResultToJson(const RankResult& r) {
   nlohmann::ordered_json reqs = nlohmann::ordered_json::array();
   for (const RequestHostTime& q : r.requests)
     reqs.push_back({{"request", q.request}, {"enqueue_s", q.enqueue_s}, {"pause_begin_s", q.pause_begin_s}, {"pause_end_s", q.pause_end_s}});
+  // Spans as [op, start_s, end_s, layer, request]: there are many (a few per layer and op).
+  nlohmann::ordered_json spans = nlohmann::ordered_json::array();
+  for (const MeasuredSpan& s : r.spans) spans.push_back({s.op, s.start_s, s.end_s, s.layer, s.request});
   return {{"rank", r.rank}, {"verified_bytes", r.verified_bytes}, {"context", r.context}, {"ops", ops},
-          {"requests", reqs}, {"gates_expired", r.gates_expired}};
+          {"spans", spans}, {"requests", reqs}, {"gates_expired", r.gates_expired}};
 }
 
 RankResult RankResultFromJson(const nlohmann::json& j) {
@@ -184,6 +187,9 @@ RankResult RankResultFromJson(const nlohmann::json& j) {
     m.extra = o.at("extra");
     r.ops.push_back(std::move(m));
   }
+  for (const auto& s : j.at("spans"))
+    r.spans.push_back(MeasuredSpan{s.at(0).get<size_t>(), s.at(1).get<double>(), s.at(2).get<double>(),
+                                   s.at(3).get<int64_t>(), s.at(4).get<int64_t>()});
   for (const auto& q : j.at("requests"))
     r.requests.push_back(RequestHostTime{q.at("request").get<int64_t>(), q.at("enqueue_s").get<double>(),
                                          q.at("pause_begin_s").get<double>(), q.at("pause_end_s").get<double>()});
@@ -226,6 +232,7 @@ struct LayerCopyOp {
 struct PendingSpan {
   size_t op;  // index into ops_
   int begin, end;
+  int64_t layer = -1;  // the layer it covers when it is one layer's part of the op
 };
 
 // A verification to read after Sync, and how to name its items.
@@ -268,6 +275,7 @@ class RankRun {
     RankResult r;
     r.rank = me_;
     r.ops = std::move(done_);
+    r.spans = std::move(done_spans_);
     r.requests = std::move(host_times_);
     r.gates_expired = b_.GatesExpired();
     r.verified_bytes = verified_bytes_;
@@ -508,11 +516,11 @@ class RankRun {
         load_checks_.push_back(PendingCheck{id, "pool " + geo_.pool_names[static_cast<size_t>(k)], k, dp, hp, tp, n});
       }
     }
-    auto load_layers = [&](LayerRange r) {
+    auto load_layers = [&](LayerRange r, int64_t layer) {  // layer: r's one layer, or -1
       for (const LayerCopyOp& lo : loads) {
         const int c0 = b_.Mark(Stream::kH2D);
         b_.TierCopy(Stream::kH2D, lo.pool, TierDirection::kHostToDevice, {lo.d, lo.n}, {lo.h, lo.n}, r);
-        spans_.push_back({lo.op, c0, b_.Mark(Stream::kH2D)});
+        spans_.push_back({lo.op, c0, b_.Mark(Stream::kH2D), layer});
       }
       return b_.Mark(Stream::kH2D);
     };
@@ -522,7 +530,7 @@ class RankRun {
     const bool gathers = p.prefix_pages > 0;
     const bool p2p = gathers && p.gather_method == GatherMethod::kP2p;
     int all_loaded = -1;
-    if (p2p) all_loaded = load_layers(LayerRange{0, L});
+    if (p2p) all_loaded = load_layers(LayerRange{0, L}, -1);
     size_t gop = 0;
     if (gathers) gop = BeginGather(ri, p, pre);
 
@@ -576,7 +584,7 @@ class RankRun {
     const bool per_layer = p.backup_schedule == BackupSchedule::kPerLayer;
     int last_mark = -1;
     for (int64_t l = 0; l < L; ++l) {
-      const int loaded = p2p ? all_loaded : load_layers(LayerRange{l, l + 1});
+      const int loaded = p2p ? all_loaded : load_layers(LayerRange{l, l + 1}, l);
       int ready = loaded;
       if (gathers) {
         b_.Wait(Stream::kComm, loaded);
@@ -584,7 +592,7 @@ class RankRun {
         const int g0 = b_.Mark(Stream::kComm);
         b_.GatherLayer(Stream::kComm, l);
         ready = b_.Mark(Stream::kComm);
-        spans_.push_back({gop, g0, ready});
+        spans_.push_back({gop, g0, ready, l});
         if (geo_.dense_layers == 1) {  // the buffer is reused by the next layer: check it now
           verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), pre + "gather", "layer " + std::to_string(l)});
           dense_verify_prefix_.push_back(&p);
@@ -594,13 +602,13 @@ class RankRun {
       const int m0 = b_.Mark(Stream::kCompute);
       b_.ForwardLayer(Stream::kCompute, l, w, plan_.layer_busy_s[ri]);
       last_mark = b_.Mark(Stream::kCompute);
-      spans_.push_back({cop, m0, last_mark});
+      spans_.push_back({cop, m0, last_mark, l});
       if (per_layer && !backups.empty()) {
         b_.Wait(Stream::kD2H, last_mark);
         for (const LayerCopyOp& bo : backups) {
           const int c0 = b_.Mark(Stream::kD2H);
           b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n}, LayerRange{l, l + 1});
-          spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H)});
+          spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H), l});
         }
       }
     }
@@ -638,7 +646,7 @@ class RankRun {
       ht.pause_end_s = b_.MarkSeconds(pause_.second);
     }
     host_times_.push_back(ht);
-    Resolve(start_mark, host_timed, first_op);
+    Resolve(start_mark, host_timed, first_op, p.request);
     CheckVerifications(p);
     b_.ReleaseMarks();
     index_store_.clear();
@@ -717,28 +725,39 @@ class RankRun {
     return op;
   }
 
-  // Turns marks into op times: seconds = sum of the op's spans, start/end = first/last.
-  void Resolve(int start_mark, const std::vector<size_t>& host_timed, size_t first_op) {
+  // Turns marks into times: each span's start and end; an op's seconds = the sum of its spans'
+  // lengths, start/end = the first start and last end. A host-timed op starts with the request
+  // and is one span of its own seconds. With keep_spans the spans are kept as resolved here, so
+  // the span trace holds exactly the numbers the ops were made of.
+  void Resolve(int start_mark, const std::vector<size_t>& host_timed, size_t first_op, int64_t request) {
     const double req_start = b_.MarkSeconds(start_mark);
+    std::vector<MeasuredSpan> spans;  // op: index into ops_ until they move to done_
+    for (const PendingSpan& s : spans_)
+      spans.push_back(MeasuredSpan{s.op, b_.MarkSeconds(s.begin), b_.MarkSeconds(s.end), s.layer, request});
     std::vector<bool> seen(ops_.size(), false);
-    for (const PendingSpan& s : spans_) {
+    for (const MeasuredSpan& s : spans) {
       MeasuredOp& o = ops_[s.op];
-      const double a = b_.MarkSeconds(s.begin), e = b_.MarkSeconds(s.end);
       if (!seen[s.op]) {
-        o.start_s = a;
-        o.end_s = e;
+        o.start_s = s.start_s;
+        o.end_s = s.end_s;
         o.seconds = 0;
         seen[s.op] = true;
       }
-      o.start_s = std::min(o.start_s, a);
-      o.end_s = std::max(o.end_s, e);
-      o.seconds += e - a;
+      o.start_s = std::min(o.start_s, s.start_s);
+      o.end_s = std::max(o.end_s, s.end_s);
+      o.seconds += s.end_s - s.start_s;
     }
     for (size_t op : host_timed) {
       ops_[op].start_s = req_start;
       ops_[op].end_s = req_start + ops_[op].seconds;
+      spans.push_back(MeasuredSpan{op, ops_[op].start_s, ops_[op].end_s, -1, request});
     }
     spans_.clear();
+    if (opts_.keep_spans)
+      for (MeasuredSpan& s : spans) {
+        s.op = done_.size() + (s.op - first_op);
+        done_spans_.push_back(s);
+      }
     for (size_t i = first_op; i < ops_.size(); ++i) done_.push_back(ops_[i]);
     ops_.clear();
   }
@@ -784,6 +803,7 @@ class RankRun {
   std::vector<RequestHostTime> host_times_;
   std::pair<int, int> pause_{-1, -1};  // marks around this request's second gate (p2p)
   std::vector<PendingSpan> spans_;
+  std::vector<MeasuredSpan> done_spans_;  // keep_spans: every resolved span (op: index into done_)
   std::vector<PendingVerify> verifies_;
   std::vector<PendingCheck> load_checks_;
   std::vector<const RequestPlan*> dense_verify_prefix_;

@@ -60,6 +60,8 @@ struct ExecOptions {
   // enqueued all of it; it opens by itself after gate_timeout_s.
   bool gate = false;
   double gate_timeout_s = 1.0;
+  // Keep every timed span (RankResult::spans) for the span trace (--span-trace).
+  bool keep_spans = false;
 };
 
 // One plan operation as performed by one rank. Times in seconds from the rank's epoch.
@@ -76,6 +78,17 @@ struct MeasuredOp {
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 };
 
+// One timed span of a measured op on this rank: a copy, gather layer, forward layer, ... between
+// two marks, or a host-timed op (an eviction) as a whole. An op's seconds are the sum of its
+// spans' lengths and its start_s/end_s their first start and last end (the same numbers).
+struct MeasuredSpan {
+  size_t op = 0;       // index into RankResult::ops
+  double start_s = 0;  // seconds from the rank's epoch, as MeasuredOp's
+  double end_s = 0;
+  int64_t layer = -1;   // the layer it covers when it is one layer's part of the op, else -1
+  int64_t request = 0;  // the plan's request number (the op id's prefix)
+};
+
 // Per request and rank: host-side facts the ops do not carry.
 struct RequestHostTime {
   int64_t request = 0;
@@ -89,6 +102,7 @@ struct RequestHostTime {
 struct RankResult {
   int rank = 0;
   std::vector<MeasuredOp> ops;
+  std::vector<MeasuredSpan> spans;  // only with ExecOptions::keep_spans; in the order recorded
   std::vector<RequestHostTime> requests;
   int64_t gates_expired = 0;
   int64_t verified_bytes = 0;

@@ -32,6 +32,9 @@ int CmdExec(int argc, const char* const* argv) {
       ("rendezvous", po::value<std::string>(),
        "--launch env: file:DIR (shared directory, fresh per run) or tcp:HOST:PORT (rank 0 listens)")
       ("timeline", po::value<std::string>(), "write the measured schedule as Chrome trace events")
+      ("span-trace", po::value<std::string>(),
+       "write every timed span (each layer's load-back, gather, forward and backup copy, write-backs, "
+       "evictions) of every rank as Chrome trace events (Perfetto, chrome://tracing)")
       ("max-requests", po::value<int64_t>()->default_value(-1), "execute only the plan's first N requests")
       ("timeout-s", po::value<double>()->default_value(300), "longest any wait may take (collective, barrier, GPU)")
       ("run-timeout-s", po::value<double>()->default_value(0), "--launch local: kill every rank after this (0 = never)")
@@ -77,6 +80,8 @@ int CmdExec(int argc, const char* const* argv) {
       throw InputError("", 0, "--launch", "unknown launch '" + launch + "' (valid: local, env)");
     o.out = vm["out"].as<std::string>();
     if (vm.count("timeline")) o.timeline = vm["timeline"].as<std::string>();
+    if (vm.count("span-trace")) o.span_trace = vm["span-trace"].as<std::string>();
+    if (launch == "local") exec::CheckOutputPaths(o);  // before the plan is read or replayed (env: rank 0 checks)
     if (vm.count("rendezvous")) {
       if (launch == "local") throw InputError("", 0, "--rendezvous", "only for --launch env (local runs make their own)");
       o.rendezvous = exec::ParseRendezvous(vm["rendezvous"].as<std::string>());

@@ -1,5 +1,5 @@
 // Failure paths: a plan file that is missing, of another version or with a broken header; a plan
-// that contradicts itself; a flipped byte (test hook) that verification must report with its op,
+// that contradicts itself; an output file that cannot be written; a flipped byte (test hook) that verification must report with its op,
 // rank and page; a rank that dies or hangs, after which the others stop, the run fails and no
 // child process is left behind.
 #include <doctest/doctest.h>
@@ -77,6 +77,37 @@ TEST_CASE("a plan that contradicts itself fails with exit code 2 naming the op")
   CHECK(out.message.find(id) != std::string::npos);
   CHECK(out.message.find("should be in device slot") != std::string::npos);
   CHECK(NoChildrenLeft());
+}
+
+TEST_CASE("an output file in a directory that does not exist is refused before any rank starts, leaving no file") {
+  const ReplayConfig cfg = TwoRankConfig("packed");
+  const ExecPlan plan = MakeExecPlan(ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5), "p.jsonl", "", -1);
+  TempDir dir;
+  RunOptions o = HostOptions(dir);
+  o.span_trace = dir.File("missing/spans.json");
+  const std::string want = o.span_trace + ": --span-trace: cannot be written: directory " + dir.File("missing") + " does not exist";
+  CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains(want.c_str()), InputError);
+  CHECK(NoChildrenLeft());
+  // Rank 0 of an external launcher checks before the rendezvous (only rank 0 writes).
+  const GetEnvFn env = [](const char* k) -> const char* {
+    const std::string key = k;
+    return key == "RANK" ? "0" : key == "WORLD_SIZE" ? "2" : nullptr;
+  };
+  o.rendezvous = ParseRendezvous("file:" + dir.path());
+  CHECK_THROWS_WITH_AS(RunEnvRank(plan, o, env), doctest::Contains("--span-trace: cannot be written"), InputError);
+  o.rendezvous.reset();
+  // A directory is not a file name; the other outputs are checked alike.
+  o.span_trace = dir.path();
+  CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains("--span-trace: is a directory"), InputError);
+  o.span_trace.clear();
+  o.timeline = dir.File("missing/timeline.json");
+  CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains("--timeline: cannot be written"), InputError);
+  o.timeline.clear();
+  o.out = dir.File("missing/measured.json");
+  CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains("--out: cannot be written"), InputError);
+  // No rank ran (no measured.json, no rendezvous file) and nothing was half written.
+  CHECK(std::filesystem::is_empty(dir.path()));
+  CHECK_FALSE(std::filesystem::exists(dir.File("missing")));
 }
 
 TEST_CASE("a byte flipped before a gather is reported with op, rank and page on every method") {

@@ -5,6 +5,8 @@
 // page-aligned prefix, so one synthetic trace provides it).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "exec_cases.h"
@@ -189,6 +191,190 @@ TEST_CASE("request seconds leave out the time every rank was held behind a secon
   o.exec.gate = false;
   j = MeasuredReport(plan, ranks, o);
   CHECK_FALSE(j["context"]["gate"].contains("expired"));
+}
+
+}  // namespace kvlanes::exec::testing
+
+namespace kvlanes::exec::testing {
+namespace {
+
+// |a - b| within `rel` of the larger (and a hair absolute, for spans of zero length).
+bool Close(double a, double b, double rel = 1e-6) { return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b)) + 1e-9; }
+
+}  // namespace
+
+// --span-trace: every span the executor timed, as Chrome trace events, in the measured report's
+// clock. Each op's spans add up to its measured seconds and reach from its start_s to its end_s;
+// per-layer parts (load-back copies, gather and forward layers, per-layer backups) name their
+// layer; evictions and write-backs are one span each.
+TEST_CASE("the span trace holds every timed span of every op and rank, adding up to the measured seconds") {
+  struct SpanCase {
+    int cp;
+    std::vector<std::string> sets;
+  };
+  const std::vector<SpanCase> cases = {
+      {2, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=3000", "gather.method=packed",
+           "backup.schedule=per-layer", "model.layers=3"}},
+      {2, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=3000", "gather.method=p2p",
+           "backup.schedule=tail"}},
+      {4, {"cache.device_pages_per_lane=300", "cache.host_pages_per_lane=1500", "gather.method=dense",
+           "cache.write_policy=write_back"}},
+  };
+  std::map<std::string, int64_t> kinds;
+  int64_t per_layer_backups = 0, tail_backups = 0, per_layer_loads = 0, whole_loads = 0;
+  for (const SpanCase& c : cases) {
+    CAPTURE(c.sets.back());
+    const ReplayConfig cfg = SmallConfig(c.cp, c.sets);
+    const int64_t L = cfg.model.layers;
+    const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
+    TempDir dir;
+    RunOptions o;
+    o.backend = "host";
+    o.out = dir.File("measured.json");
+    o.span_trace = dir.File("spans.json");
+    o.timeout_s = 60;
+    o.quiet = true;
+    o.exec.warmup = 0;
+    const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
+    REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+    CHECK_FALSE(std::filesystem::exists(o.span_trace + ".tmp"));
+
+    const nlohmann::json m = ReadJson(o.out);
+    const nlohmann::json t = ReadJson(o.span_trace);  // throws if it is not JSON
+    REQUIRE(t["traceEvents"].is_array());
+    const nlohmann::json& ev = t["traceEvents"];
+
+    // Metadata first: one process per rank, a thread for every stream that has spans.
+    std::set<int> processes;
+    std::set<std::pair<int, std::string>> threads, used_threads;
+    size_t i = 0;
+    for (; i < ev.size() && ev[i]["ph"] == "M"; ++i) {
+      if (ev[i]["name"] == "process_name") {
+        processes.insert(ev[i]["pid"].get<int>());
+        CHECK(ev[i]["args"]["name"] == "rank " + std::to_string(ev[i]["pid"].get<int>()));
+      } else {
+        CHECK(ev[i]["name"] == "thread_name");
+        threads.insert({ev[i]["pid"].get<int>(), ev[i]["tid"].get<std::string>()});
+        CHECK(ev[i]["args"]["name"] == ev[i]["tid"]);
+      }
+    }
+    std::set<int> all_ranks;
+    for (int r = 0; r < c.cp; ++r) all_ranks.insert(r);
+    CHECK(processes == all_ranks);
+
+    // Complete events, sorted by ts, then pid, then tid; grouped per (op, rank).
+    struct Spans {
+      double dur_us = 0, first_us = 0, last_us = 0;
+      std::vector<int64_t> layers;  // -1: the span is not one layer's
+      std::string cat, tid;
+    };
+    std::map<std::pair<std::string, int>, Spans> by_op;
+    std::tuple<double, int, std::string> prev{-1e300, -1, ""};
+    for (; i < ev.size(); ++i) {
+      const nlohmann::json& e = ev[i];
+      REQUIRE(e["ph"] == "X");
+      const std::string op = e["args"]["op"];
+      const int pid = e["pid"];
+      const std::tuple<double, int, std::string> key{e["ts"].get<double>(), pid, e["tid"].get<std::string>()};
+      CHECK_MESSAGE(prev <= key, "event ", i, " (", op, ") is out of order");
+      prev = key;
+      CHECK(e["name"] == op);
+      CHECK(e["dur"].get<double>() >= 0);
+      CHECK(e["args"]["request"].get<int64_t>() == std::stoll(op.substr(0, op.find('/'))));
+      used_threads.insert({pid, e["tid"].get<std::string>()});
+      const double a = e["ts"].get<double>(), b = a + e["dur"].get<double>();
+      auto [it, fresh] = by_op.try_emplace({op, pid});
+      Spans& s = it->second;
+      s.first_us = fresh ? a : std::min(s.first_us, a);
+      s.last_us = fresh ? b : std::max(s.last_us, b);
+      s.dur_us += e["dur"].get<double>();
+      s.layers.push_back(e["args"].contains("layer") ? e["args"]["layer"].get<int64_t>() : -1);
+      s.cat = e["cat"];
+      s.tid = e["tid"];
+    }
+    CHECK(threads == used_threads);
+
+    // Every measured op is in the trace (and nothing else), its spans adding up to its seconds.
+    std::vector<int64_t> all_layers;
+    for (int64_t l = 0; l < L; ++l) all_layers.push_back(l);
+    REQUIRE(by_op.size() == m["ops"].size());
+    for (const auto& op : m["ops"]) {
+      const std::string id = op["id"], kind = op["kind"];
+      CAPTURE(id);
+      const auto it = by_op.find({id, op["rank"].get<int>()});
+      REQUIRE_MESSAGE(it != by_op.end(), "op ", id, " of rank ", op["rank"].get<int>(), " is not in the span trace");
+      Spans s = it->second;
+      ++kinds[kind];
+      CHECK(s.cat == kind);
+      CHECK(s.tid == op["stream"]);
+      CHECK(Close(s.dur_us, op["seconds"].get<double>() * 1e6));
+      CHECK(Close(s.first_us, op["start_s"].get<double>() * 1e6));
+      CHECK(Close(s.last_us, op["end_s"].get<double>() * 1e6));
+      std::sort(s.layers.begin(), s.layers.end());
+      const bool whole = s.layers == std::vector<int64_t>{-1};
+      if (kind == "gather" || kind == "compute") {
+        CHECK(s.layers == all_layers);
+      } else if (kind == "load_back") {
+        CHECK((s.layers == all_layers || whole));  // whole: p2p loads every layer first
+        (whole ? whole_loads : per_layer_loads) += 1;
+      } else if (kind == "backup") {
+        CHECK(s.layers == (op["schedule"] == "per-layer" ? all_layers : std::vector<int64_t>{-1}));
+        (op["schedule"] == "per-layer" ? per_layer_backups : tail_backups) += 1;
+      } else {  // evict (host clock), write_back (all layers at once)
+        CHECK(whole);
+      }
+    }
+  }
+  for (const char* k : {"evict", "write_back", "load_back", "compute", "gather", "backup"}) {
+    CAPTURE(k);
+    CHECK(kinds[k] > 0);
+  }
+  CHECK(per_layer_backups > 0);
+  CHECK(tail_backups > 0);
+  CHECK(per_layer_loads > 0);
+  CHECK(whole_loads > 0);
+}
+
+// The trace's order does not depend on the ranks' or spans' order beyond ts, pid and tid: ties
+// keep the recorded order, metadata comes first, a span that is no layer's has no "layer".
+TEST_CASE("the span trace of hand-made ranks is sorted by ts, pid and tid, metadata first") {
+  auto op = [](const std::string& id, const char* kind, const char* stream) {
+    MeasuredOp m;
+    m.id = id;
+    m.kind = kind;
+    m.stream = stream;
+    return m;
+  };
+  std::vector<RankResult> ranks(2);
+  ranks[0].rank = 0;
+  ranks[1].rank = 1;
+  ranks[0].ops = {op("3/gather", "gather", "collective"), op("3/evict/0", "evict", "host")};
+  // Seconds whose microseconds are exact; the last two spans of rank 0 tie on ts, pid and tid.
+  ranks[0].spans = {{0, 2.0, 3.0, 1, 3}, {0, 1.0, 2.0, 0, 3}, {1, 1.0, 1.5, -1, 3}, {0, 2.0, 2.0, 2, 3}};
+  ranks[1].ops = {op("3/gather", "gather", "collective")};
+  ranks[1].spans = {{0, 1.0, 2.5, 0, 3}};
+  const nlohmann::ordered_json t = MeasuredSpanTrace(ranks);
+  const auto& ev = t["traceEvents"];
+  REQUIRE(ev.size() == 10);  // 2 processes, 3 threads, 5 spans
+  std::vector<std::string> heads;
+  for (size_t i = 0; i < 5; ++i) {
+    CHECK(ev[i]["ph"] == "M");
+    heads.push_back(ev[i]["name"].get<std::string>() + " " + std::to_string(ev[i]["pid"].get<int>()) +
+                    (ev[i].contains("tid") ? " " + ev[i]["tid"].get<std::string>() : ""));
+  }
+  CHECK(heads == std::vector<std::string>{"process_name 0", "thread_name 0 collective", "thread_name 0 host",
+                                          "process_name 1", "thread_name 1 collective"});
+  std::vector<std::tuple<double, int, std::string, int64_t>> spans;
+  for (size_t i = 5; i < ev.size(); ++i)
+    spans.emplace_back(ev[i]["ts"].get<double>(), ev[i]["pid"].get<int>(), ev[i]["tid"].get<std::string>(),
+                       ev[i]["args"].contains("layer") ? ev[i]["args"]["layer"].get<int64_t>() : -1);
+  using S = std::tuple<double, int, std::string, int64_t>;
+  CHECK(spans == std::vector<S>{S{1e6, 0, "collective", 0}, S{1e6, 0, "host", -1}, S{1e6, 1, "collective", 0},
+                                S{2e6, 0, "collective", 1}, S{2e6, 0, "collective", 2}});
+  CHECK(ev[5]["dur"].get<double>() == 1e6);
+  CHECK(ev[5]["cat"] == "gather");
+  CHECK(ev[5]["args"]["request"] == 3);
+  CHECK(ev[6]["args"]["op"] == "3/evict/0");
 }
 
 }  // namespace kvlanes::exec::testing
