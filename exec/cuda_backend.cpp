@@ -372,7 +372,7 @@ class CudaBackend : public RankBackend {
         a.num_dense_pages = g.prefix_pages;
         a.dense = dense;
         a.variant = ScatterVariantForExec();
-        if (a.variant == kernels::ScatterVariant::kSplit || a.variant == kernels::ScatterVariant::kFused) {
+        if (kernels::ScatterTakesOwnedList(a.variant)) {
           a.owned_pages = d_owned_pages_;
           a.owned_slots = d_owned_slots_;
           a.num_owned = num_owned_;

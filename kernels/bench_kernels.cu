@@ -391,10 +391,10 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
   auto dense = std::make_shared<std::vector<std::vector<DenseRef>>>(MakeDense(o, m, sets, keep));
   const size_t index_at = idx->size();
   ToDevice(owner, idx, s);
-  // kSplit gets the owned pages as a list, as the executor gives it.
+  // kSplit, kFused and kBulk get the owned pages as a list, as the executor gives it.
   std::vector<int32_t> owned_pages, owned_slots;
   ListOwnedPages(owner, &owned_pages, &owned_slots);
-  const bool list = variant == ScatterVariant::kSplit || variant == ScatterVariant::kFused;
+  const bool list = ScatterTakesOwnedList(variant);
   if (list) {
     ToDevice(owned_pages, idx, s);
     ToDevice(owned_slots, idx, s);
@@ -524,7 +524,7 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
       LaunchTuning row_tuning = kDeviceCopyTuning;
       for (const auto& [row_name, v] : variant_rows) {
         if (name != row_name) continue;
-        if (static_cast<ScatterVariant>(v) == ScatterVariant::kFused) row_tuning = kScatterFusedTuning;
+        row_tuning = DefaultScatterTuning(static_cast<ScatterVariant>(v));
         const bool none_owned = name.find("(0% owned)") != std::string::npos;
         timed = ScatterBench(o, m, s, rng, &keep, &idx, none_owned ? 0.0 : share, ZeroFill::kAuto,
                              static_cast<ScatterVariant>(v));

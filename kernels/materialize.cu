@@ -121,7 +121,7 @@ cudaError_t ZigzagReorder(const ZigzagArgs& a, cudaStream_t stream, const Launch
 }
 
 cudaError_t ScatterDense(const ScatterDenseArgs& a, cudaStream_t stream) {
-  return ScatterDense(a, stream, a.variant == ScatterVariant::kFused ? kScatterFusedTuning : kDeviceCopyTuning);
+  return ScatterDense(a, stream, DefaultScatterTuning(a.variant));
 }
 
 cudaError_t ScatterDense(const ScatterDenseArgs& a, cudaStream_t stream,

@@ -397,12 +397,13 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
       for (int owned_percent : {0, 40, 100}) {
         for (int64_t pages : {0, 1, 29}) {
           for (const Shape& shape : shapes) {
-            // beyond the variants: kSplit, then kFused, given the list of owned pages
-            for (int variant = 0; variant < k::kNumScatterVariants + 2; ++variant) {
+            // beyond the variants: kSplit, kFused and kBulk, given the list of owned pages
+            constexpr k::ScatterVariant kListed[] = {k::ScatterVariant::kSplit, k::ScatterVariant::kFused,
+                                                     k::ScatterVariant::kBulk};
+            for (int variant = 0; variant < k::kNumScatterVariants + 3; ++variant) {
               const bool with_list = variant >= k::kNumScatterVariants;
-              const k::ScatterVariant listed = variant == k::kNumScatterVariants
-                                                   ? k::ScatterVariant::kSplit
-                                                   : k::ScatterVariant::kFused;
+              const k::ScatterVariant listed = with_list ? kListed[variant - k::kNumScatterVariants]
+                                                         : k::ScatterVariant::kPieces;
               for (k::ZeroFill zero_fill : {k::ZeroFill::kAuto, k::ZeroFill::kSeparatePass,
                                             k::ZeroFill::kSamePass, k::ZeroFill::kNone}) {
                 uint64_t seed = 0;
@@ -490,9 +491,9 @@ TEST_CASE("scatter_dense variants equal the CPU reference with small tiles and u
               if (rng() % 2) owner[p] = picks[p];
             }
             Index owner_index(owner, rng);
-            // kSplit and kFused get the owned pages as a list, as the executor gives them.
+            // kSplit, kFused and kBulk get the owned pages as a list, as the executor gives them.
             const auto v = static_cast<k::ScatterVariant>(variant);
-            const bool with_list = v == k::ScatterVariant::kSplit || v == k::ScatterVariant::kFused;
+            const bool with_list = k::ScatterTakesOwnedList(v);
             std::vector<int32_t> owned_pages, owned_slots;
             k::ListOwnedPages(owner, &owned_pages, &owned_slots);
             Index owned_page_index(owned_pages, rng), owned_slot_index(owned_slots, rng);
