@@ -498,7 +498,10 @@ class CudaBackend : public RankBackend {
     uint64_t* sizes_d = nullptr;
     Check(cudaMalloc(&sizes_d, sizeof(uint64_t) * (N + 1)), "cudaMalloc");
     const uint64_t n = mine.size();
-    Check(cudaMemcpy(sizes_d + N, &n, sizeof(n), cudaMemcpyHostToDevice), "cudaMemcpy");
+    // The host-to-device copies go on the all-gather's stream: a plain cudaMemcpy from pageable
+    // memory may return before its DMA lands, and the non-blocking stream would not wait for it
+    // (a 1-rank run read a half-copied result: a NUL in its JSON).
+    Check(cudaMemcpyAsync(sizes_d + N, &n, sizeof(n), cudaMemcpyHostToDevice, streams_[1]), "cudaMemcpyAsync");
     Nccl(ncclAllGather(sizes_d + N, sizes_d, 1, ncclUint64, comm_, streams_[1]), "ncclAllGather (sizes)");
     Sync();
     std::vector<uint64_t> sizes(static_cast<size_t>(N));
@@ -507,7 +510,7 @@ class CudaBackend : public RankBackend {
     const uint64_t longest = std::max<uint64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
     char* buf = nullptr;
     Check(cudaMalloc(&buf, longest * (N + 1)), "cudaMalloc (result exchange)");
-    Check(cudaMemcpy(buf + longest * N, mine.data(), n, cudaMemcpyHostToDevice), "cudaMemcpy");
+    Check(cudaMemcpyAsync(buf + longest * N, mine.data(), n, cudaMemcpyHostToDevice, streams_[1]), "cudaMemcpyAsync");
     Nccl(ncclAllGather(buf + longest * N, buf, longest, ncclUint8, comm_, streams_[1]), "ncclAllGather (results)");
     Sync();
     std::vector<std::string> all(static_cast<size_t>(N));
@@ -535,6 +538,7 @@ class CudaBackend : public RankBackend {
     Check(cudaMemcpy(&v, at, 1, cudaMemcpyDeviceToHost), "cudaMemcpy");
     v ^= 0x5a;
     Check(cudaMemcpy(at, &v, 1, cudaMemcpyHostToDevice), "cudaMemcpy");
+    Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");  // landed before later stream work
   }
   void CorruptHostPage(int pool, int32_t slot, int64_t layer) override {
     const kernels::HostPoolRef h = HostPool(pool);

@@ -166,13 +166,13 @@ KernelFn SelectKernel(int vec, int unroll, bool rows, bool aligned) {
 }  // namespace
 
 // Declared in chunk_copy_cuda.h. Cached: the queries are cheap but not free, and launchers are hot.
-cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm, size_t smem_bytes) {
+cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm) {
   static std::mutex mu;
-  static std::map<std::tuple<int, const void*, int, size_t>, std::pair<int, int>> cache;
+  static std::map<std::tuple<int, const void*, int>, std::pair<int, int>> cache;
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(device, kernel, threads, smem_bytes);
+  const auto key = std::make_tuple(device, kernel, threads);
   auto it = cache.find(key);
   if (it == cache.end()) {
     int count = 0;
@@ -181,7 +181,7 @@ cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm,
         e != cudaSuccess) {
       return e;
     }
-    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem_bytes);
+    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0);
         e != cudaSuccess) {
       return e;
     }

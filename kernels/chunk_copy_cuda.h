@@ -16,7 +16,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstddef>
 #include <cstdint>
 
 #include "kernels/page_layout.h"
@@ -25,11 +24,10 @@
 
 namespace kvlanes::kernels::detail {
 
-// SMs of the current device and how many CTAs of `kernel` with `threads` threads and
-// `smem_bytes` of dynamic shared memory fit on one at once (0 when one does not fit), cached per
-// device, kernel, block size and shared memory. Every persistent-grid launcher of kernels/ sizes
-// its grid with it.
-cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm, size_t smem_bytes = 0);
+// SMs of the current device and how many CTAs of `kernel` with `threads` threads fit on one at
+// once (0 when one does not fit), cached per device, kernel and block size. Every persistent-grid
+// launcher of kernels/ sizes its grid with it.
+cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm);
 
 enum class PageMode : int {
   kIdentity,  // page = item

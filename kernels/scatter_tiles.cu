@@ -25,9 +25,7 @@ struct TileSegment {
   uint32_t row_vecs = 0;
   uint32_t tiles_per_row = 0;
   uint32_t tile_begin = 0;  // first tile of this segment in the launch
-  uint32_t copy_begin = 0;  // kFused, kBulk: first copy unit of this segment
-  uint32_t rows = 0;        // kBulk: rows of this segment
-  int64_t line_begin = 0;   // kBulk: byte of the launch's zero line where this segment's rows start
+  uint32_t copy_begin = 0;  // kFused: first copy unit of this segment
 };
 
 struct TileParams {
@@ -45,7 +43,6 @@ struct TileParams {
   const int32_t* owned_slots = nullptr;
   FastDiv owned;  // num_owned (when > 0)
   uint32_t copy_units = 0;
-  int64_t line_bytes = 0;  // kBulk: every segment's rows one after another
 };
 
 template <bool kStream, class V>
@@ -213,162 +210,6 @@ __global__ void ScatterTilesKernel(const __grid_constant__ TileParams p) {
   }
 }
 
-// ScatterVariant::kBulk. Shared memory: two staging buffers for the owned chunks' bulk copies
-// (global -> shared -> global) and one zeroed buffer, the source of every zero store.
-constexpr uint32_t kBulkStageBytes = 12288;
-constexpr uint32_t kBulkZeroBytes = 16384;
-constexpr uint32_t kBulkSmemBytes = 2 * kBulkStageBytes + kBulkZeroBytes;
-
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void BulkLoad(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(bar)), "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   SmemAddr(smem)),
-               "l"(gmem), "r"(bytes), "r"(SmemAddr(bar))
-               : "memory");
-}
-
-__device__ __forceinline__ void BulkWait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(SmemAddr(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-__device__ __forceinline__ void BulkStore(void* gmem, const void* smem, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem), "r"(SmemAddr(smem)),
-               "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-#endif
-
-// The owned chunks of one CTA (copy units blockIdx.x, + gridDim.x, ...) cut into pieces of at
-// most kBulkStageBytes, in order.
-struct BulkPieces {
-  uint32_t unit;
-  int64_t offset = 0;
-
-  __device__ bool Next(const TileParams& p, const char** src, char** dst, uint32_t* bytes) {
-    while (unit < p.copy_units) {
-      int k = 0;
-      while (k + 1 < p.num_segments && unit >= p.seg[k + 1].copy_begin) ++k;
-      const TileSegment& s = p.seg[k];
-      if (offset < s.chunk_bytes) {
-        const uint32_t local = unit - s.copy_begin;
-        const uint32_t layer = p.owned.Div(local);
-        const uint32_t i = local - layer * p.owned.divisor;
-        const int64_t slot = p.owned_slots[i];
-        const int64_t page = p.owned_pages[i];
-        if (slot < 0 || slot >= s.pool_slots || page < 0 || page >= p.pages.divisor) __trap();
-        *src = s.pool + layer * s.pool_layer_stride + slot * s.chunk_bytes + offset;
-        *dst = s.dense + layer * s.dense_row_stride + page * s.chunk_bytes + offset;
-        *bytes = static_cast<uint32_t>(min(static_cast<int64_t>(kBulkStageBytes), s.chunk_bytes - offset));
-        offset += *bytes;
-        return true;
-      }
-      unit += gridDim.x;
-      offset = 0;
-    }
-    return false;
-  }
-};
-
-// One CTA: (1) thread 0 starts the bulk loads of its first two owned pieces; (2) every thread
-// zeroes its chunks of the CTA's equal share of the zero line (each segment's rows one after
-// another), one bulk store per run of an unowned chunk inside the share, at most kBulkZeroBytes
-// each; (3) thread 0 stores each loaded piece and loads the next into the freed buffer. Owned
-// chunks are skipped by the zero stores and written by the copies: every byte once.
-__global__ void ScatterBulkKernel(const __grid_constant__ TileParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(8) uint64_t bars[2];
-  unsigned char* stage[2] = {smem, smem + kBulkStageBytes};
-  unsigned char* zeros = smem + 2 * kBulkStageBytes;
-  const uint32_t tid = threadIdx.x;
-  for (uint32_t i = tid; i < kBulkZeroBytes / 16; i += blockDim.x) reinterpret_cast<uint4*>(zeros)[i] = uint4{};
-  if (tid == 0) {
-    for (uint64_t& b : bars) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddr(&b)) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  // The zeros written above and the barriers, visible to the bulk copy engine.
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
-
-  BulkPieces pieces{blockIdx.x};
-  const char* src[2] = {nullptr, nullptr};
-  char* dst[2] = {nullptr, nullptr};
-  uint32_t bytes[2] = {0, 0};
-  bool have[2] = {false, false};
-  if (tid == 0) {
-    for (int b = 0; b < 2; ++b) {
-      have[b] = pieces.Next(p, &src[b], &dst[b], &bytes[b]);
-      if (have[b]) BulkLoad(stage[b], src[b], bytes[b], &bars[b]);
-    }
-  }
-
-  if (p.write_zeros && p.line_bytes > 0) {
-    const int64_t vecs = p.line_bytes / 16;
-    int64_t pos = vecs * blockIdx.x / gridDim.x * 16;
-    const int64_t end = vecs * (blockIdx.x + 1) / gridDim.x * 16;
-    int k = 0;
-    while (pos < end) {
-      while (k + 1 < p.num_segments && pos >= p.seg[k + 1].line_begin) ++k;
-      const TileSegment& s = p.seg[k];
-      const int64_t row_bytes = static_cast<int64_t>(s.row_vecs) * 16;
-      const int64_t in_seg = pos - s.line_begin;
-      const int64_t row = in_seg / row_bytes;
-      const int64_t row_pos = in_seg - row * row_bytes;
-      const int64_t row_end = min(row_bytes, row_pos + (end - pos));
-      char* dst_row = s.dense + row * s.dense_row_stride;
-      const int64_t first = row_pos / s.chunk_bytes;
-      const int64_t last = (row_end - 1) / s.chunk_bytes;
-      for (int64_t j = first + tid; j <= last; j += blockDim.x) {
-        const uint32_t layer_step = p.pages.Div(static_cast<uint32_t>(j));  // 0 unless merged row
-        const uint32_t page = static_cast<uint32_t>(j) - layer_step * p.pages.divisor;
-        if (p.owner_slot[page] >= 0) continue;
-        int64_t lo = max(row_pos, j * s.chunk_bytes);
-        const int64_t hi = min(row_end, (j + 1) * s.chunk_bytes);
-        while (lo < hi) {
-          const uint32_t n = static_cast<uint32_t>(min(static_cast<int64_t>(kBulkZeroBytes), hi - lo));
-          BulkStore(dst_row + lo, zeros, n);
-          lo += n;
-        }
-      }
-      pos += row_end - row_pos;
-    }
-  }
-
-  if (tid == 0) {
-    uint32_t parity[2] = {0, 0};
-    for (int b = 0; have[b]; b ^= 1) {
-      BulkWait(&bars[b], parity[b]);
-      parity[b] ^= 1u;
-      BulkStore(dst[b], stage[b], bytes[b]);
-      have[b] = pieces.Next(p, &src[b], &dst[b], &bytes[b]);
-      if (have[b]) {
-        // The store just issued reads stage[b]: done reading before the next load overwrites it.
-        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-        BulkLoad(stage[b], src[b], bytes[b], &bars[b]);
-      }
-    }
-  }
-  // Every store of this thread complete before the CTA (and its shared memory) goes.
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-#else
-  __trap();  // the launcher only picks this kernel on sm_90 and later
-#endif
-}
-
 using KernelFn = void (*)(TileParams);
 
 template <int kVec, int kUnroll>
@@ -429,28 +270,6 @@ int ScatterTilesVectorBytes(const ScatterDenseArgs& a) {
   return LowestSetBitValue(bits);
 }
 
-// kBulk: CTAs share the zero line equally; a launch needs no more CTAs than copy units or zero
-// buffers' worth of the line.
-cudaError_t LaunchBulk(TileParams& p, const LaunchTuning& tuning, cudaStream_t stream) {
-  if (!p.write_zeros) p.line_bytes = 0;
-  const auto kernel = &ScatterBulkKernel;
-  int sms = 0;
-  int resident = 0;
-  if (cudaError_t e = ResidentCtas(reinterpret_cast<const void*>(kernel), tuning.threads_per_block, &sms, &resident,
-                                   kBulkSmemBytes);
-      e != cudaSuccess) {
-    return e;
-  }
-  if (resident < 1) return cudaErrorInvalidConfiguration;
-  int64_t grid = static_cast<int64_t>(sms) * std::min(resident, tuning.ctas_per_sm);
-  if (tuning.max_ctas > 0) grid = std::min<int64_t>(grid, tuning.max_ctas);
-  const int64_t useful = std::max<int64_t>(p.copy_units, p.line_bytes / kBulkZeroBytes + 1);
-  if (p.copy_units == 0 && p.line_bytes == 0) return cudaSuccess;
-  grid = std::max<int64_t>(1, std::min(grid, useful));
-  kernel<<<static_cast<unsigned>(grid), static_cast<unsigned>(tuning.threads_per_block), kBulkSmemBytes, stream>>>(p);
-  return cudaGetLastError();
-}
-
 }  // namespace
 
 cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tuning,
@@ -468,18 +287,6 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
   if (pages > kMax) return cudaErrorInvalidValue;
 
   const int vec = ScatterTilesVectorBytes(a);
-  // kBulk needs the owned-page list, 16-byte aligned bulk copies and sm_90; else it runs kFused.
-  bool bulk = false;
-  if (a.variant == ScatterVariant::kBulk && a.num_owned >= 0 && vec == 16) {
-    int device = 0;
-    int major = 0;
-    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-    if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess) {
-      return e;
-    }
-    bulk = major >= 9;
-  }
-  const ScatterVariant variant = a.variant == ScatterVariant::kBulk && !bulk ? ScatterVariant::kFused : a.variant;
   TileParams p;
   p.num_segments = static_cast<int>(a.pools.size());
   p.owner_slot = a.owner_slot;
@@ -487,8 +294,8 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
   p.tile_vecs = static_cast<uint32_t>(tuning.threads_per_block * tuning.unroll);
   p.write_zeros = a.zero_fill != ZeroFill::kNone;
   // kFused copies the listed owned pages in copy units; without a list it is kWarpSpansStreaming.
-  const bool fused = (variant == ScatterVariant::kFused || bulk) && a.num_owned >= 0;
-  p.copy_owned = variant != ScatterVariant::kSplit && !fused;
+  const bool fused = a.variant == ScatterVariant::kFused && a.num_owned >= 0;
+  p.copy_owned = a.variant != ScatterVariant::kSplit && !fused;
   int64_t units = 0;
   if (fused && a.num_owned > 0) {
     if (a.num_owned > kMax) return cudaErrorInvalidValue;
@@ -521,9 +328,6 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
     s.tiles_per_row = static_cast<uint32_t>((row_vecs + p.tile_vecs - 1) / p.tile_vecs);
     s.tile_begin = static_cast<uint32_t>(total);
     s.copy_begin = static_cast<uint32_t>(units / p.num_segments * k);
-    s.rows = static_cast<uint32_t>(rows);
-    s.line_begin = p.line_bytes;
-    p.line_bytes += rows * row_vecs * vec;
     total += rows * s.tiles_per_row;
     if (total > kMax) return cudaErrorInvalidValue;
   }
@@ -531,8 +335,7 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
   if (total + units > kMax) return cudaErrorInvalidValue;
   p.total_tiles = static_cast<uint32_t>(total);
   p.copy_units = static_cast<uint32_t>(units);
-  if (bulk) return LaunchBulk(p, tuning, stream);
-  const KernelFn kernel = SelectKernel(variant, vec, tuning.unroll);
+  const KernelFn kernel = SelectKernel(a.variant, vec, tuning.unroll);
   int sms = 0;
   int resident = 0;
   if (cudaError_t e = ResidentCtas(reinterpret_cast<const void*>(kernel), tuning.threads_per_block, &sms, &resident);
