@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -123,6 +124,15 @@ struct VerifyResult {
 
 enum class RawCollectiveOp { kAllGather, kAllReduce };
 
+// The phases of one gather layer as GatherLayer reports them for the span trace: per phase, in
+// order, its name and the mark made on the gather's stream right after its work was enqueued.
+// The phases follow one another on that stream: the first starts where the call starts, each
+// next one at the previous one's mark. Names per method (all-gather / all-reduce only when the
+// plan has several ranks):
+//   packed  pack, all-gather, unpack      zigzag  pack, all-gather, zigzag
+//   dense   scatter, all-reduce           p2p     peer_gather
+using GatherPhases = std::vector<std::pair<std::string, int>>;
+
 class RankBackend {
  public:
   virtual ~RankBackend() = default;
@@ -164,8 +174,10 @@ class RankBackend {
   // Makes `index` the current gather (copies it where the device can read it).
   virtual void PrepareGather(const GatherIndex& index) = 0;
   // One layer of the current gather into this rank's dense buffer (all pools). Collective for
-  // dense/packed/zigzag: every rank calls it for the same layers in the same order.
-  virtual void GatherLayer(Stream s, int64_t layer) = 0;
+  // dense/packed/zigzag: every rank calls it for the same layers in the same order. With
+  // `phases` (span trace only) it also appends each phase's end mark (GatherPhases); without, it
+  // makes no marks of its own.
+  virtual void GatherLayer(Stream s, int64_t layer, GatherPhases* phases = nullptr) = 0;
   // Compares the dense buffer (current gather, one layer) with the pattern of index.tags.
   // Items are logical pages. Returns a handle for VerifyResultOf().
   virtual int VerifyDense(Stream s, int64_t layer) = 0;

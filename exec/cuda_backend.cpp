@@ -356,11 +356,15 @@ class CudaBackend : public RankBackend {
                           "'s pools, which are on another node (CUDA IPC works within a node)");
   }
 
-  void GatherLayer(Stream s, int64_t layer) override {
+  void GatherLayer(Stream s, int64_t layer, GatherPhases* phases) override {
     const GatherIndex& g = *gi_;
     const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_, layer, gi_->prefix_pages);
     const kernels::LayerRange one{layer, layer + 1};
     const int64_t record = geo_.page_layer_bytes();
+    // Span trace only: an event after each phase's work (none otherwise).
+    auto phase = [&](const char* name) {
+      if (phases) phases->emplace_back(name, Mark(s));
+    };
     std::vector<kernels::PoolRef> pools;
     for (int k = 0; k < geo_.num_pools(); ++k) pools.push_back(Pool(k));
     switch (g.method) {
@@ -378,9 +382,12 @@ class CudaBackend : public RankBackend {
           a.num_owned = num_owned_;
         }
         Check(kernels::ScatterDense(a, S(s)), "ScatterDense");
-        if (comm_ && geo_.ranks > 1)
+        phase("scatter");
+        if (comm_ && geo_.ranks > 1) {
           Nccl(ncclAllReduce(dense[0].data, dense[0].data, static_cast<size_t>(g.prefix_pages * record), ncclUint8, ncclSum, comm_, S(s)),
                "ncclAllReduce");
+          phase("all-reduce");
+        }
         break;
       }
       case GatherMethod::kPacked:
@@ -392,10 +399,14 @@ class CudaBackend : public RankBackend {
         p.num_pages = static_cast<int64_t>(g.pack_slots.size());
         p.send = send_;
         Check(kernels::PackPages(p, S(s)), "PackPages");
+        phase("pack");
         const size_t shard_bytes = static_cast<size_t>(g.shard_pages * record);
         // One rank: the packed shard is the whole all-gather output; no collective runs (as the
         // cost model has it). Several ranks always have a communicator (PrepareGather checks).
-        if (geo_.ranks > 1) Nccl(ncclAllGather(send_, recv_, shard_bytes, ncclUint8, comm_, S(s)), "ncclAllGather");
+        if (geo_.ranks > 1) {
+          Nccl(ncclAllGather(send_, recv_, shard_bytes, ncclUint8, comm_, S(s)), "ncclAllGather");
+          phase("all-gather");
+        }
         char* const recv = geo_.ranks > 1 ? recv_ : send_;
         if (g.method == GatherMethod::kPacked) {
           kernels::UnpackArgs u;
@@ -406,6 +417,7 @@ class CudaBackend : public RankBackend {
           u.recv_index = d_unpack_;
           u.num_dense_pages = g.prefix_pages;
           Check(kernels::UnpackPages(u, S(s)), "UnpackPages");
+          phase("unpack");
         } else {
           kernels::ZigzagArgs z;
           z.dense = dense;
@@ -414,6 +426,7 @@ class CudaBackend : public RankBackend {
           z.run = g.zigzag;
           z.shard_pages = g.shard_pages;
           Check(kernels::ZigzagReorder(z, S(s)), "ZigzagReorder");
+          phase("zigzag");
         }
         break;
       }
@@ -430,6 +443,7 @@ class CudaBackend : public RankBackend {
         a.num_dense_pages = g.prefix_pages;
         a.dense = dense;
         Check(kernels::PeerGather(a, S(s)), "PeerGather");
+        phase("peer_gather");
         break;
       }
     }

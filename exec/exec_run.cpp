@@ -472,12 +472,17 @@ nlohmann::ordered_json MeasuredSpanTrace(const std::vector<RankResult>& ranks) {
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
     return std::tie(a.ts, a.pid, a.op->stream) < std::tie(b.ts, b.pid, b.op->stream);
   });
+  // A gather phase's span is an event of its own, "op:phase" of category gather_phase, on the
+  // gather's stream (inside the gather layer's event).
   for (const Event& e : events) {
+    const bool phase = !e.span->phase.empty();
     nlohmann::ordered_json args = {{"op", e.op->id}};
     if (e.span->layer >= 0) args["layer"] = e.span->layer;
     args["request"] = e.span->request;
-    all.push_back({{"name", e.op->id}, {"cat", e.op->kind}, {"ph", "X"}, {"ts", e.ts}, {"dur", e.dur}, {"pid", e.pid},
-                   {"tid", e.op->stream}, {"args", args}});
+    if (phase) args["phase"] = e.span->phase;
+    all.push_back({{"name", phase ? e.op->id + ":" + e.span->phase : e.op->id},
+                   {"cat", phase ? std::string("gather_phase") : e.op->kind}, {"ph", "X"}, {"ts", e.ts}, {"dur", e.dur},
+                   {"pid", e.pid}, {"tid", e.op->stream}, {"args", args}});
   }
   return {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
 }

@@ -5,7 +5,8 @@
 //   RunEnvRank  the body of one rank started by an external launcher (--launch env).
 // Rank 0 collects every rank's measured operations (through the backend's collectives) and
 // writes the measured JSON and, on request, the Chrome trace-event timeline (one event per op)
-// and the span trace (one event per timed span: every layer's copy, gather and forward pass).
+// and the span trace (one event per timed span: every layer's copy, gather (and each of its
+// phases) and forward pass).
 #pragma once
 
 #include <functional>

@@ -161,9 +161,14 @@ nlohmann::ordered_json RankResultToJson(const RankResult& r) {
   nlohmann::ordered_json reqs = nlohmann::ordered_json::array();
   for (const RequestHostTime& q : r.requests)
     reqs.push_back({{"request", q.request}, {"enqueue_s", q.enqueue_s}, {"pause_begin_s", q.pause_begin_s}, {"pause_end_s", q.pause_end_s}});
-  // Spans as [op, start_s, end_s, layer, request]: there are many (a few per layer and op).
+  // Spans as [op, start_s, end_s, layer, request(, phase)]: there are many (a few per layer and
+  // op); a gather phase's span has its phase as a sixth element.
   nlohmann::ordered_json spans = nlohmann::ordered_json::array();
-  for (const MeasuredSpan& s : r.spans) spans.push_back({s.op, s.start_s, s.end_s, s.layer, s.request});
+  for (const MeasuredSpan& s : r.spans) {
+    nlohmann::ordered_json a = {s.op, s.start_s, s.end_s, s.layer, s.request};
+    if (!s.phase.empty()) a.push_back(s.phase);
+    spans.push_back(std::move(a));
+  }
   return {{"rank", r.rank}, {"verified_bytes", r.verified_bytes}, {"context", r.context}, {"ops", ops},
           {"spans", spans}, {"requests", reqs}, {"gates_expired", r.gates_expired}};
 }
@@ -189,7 +194,8 @@ RankResult RankResultFromJson(const nlohmann::json& j) {
   }
   for (const auto& s : j.at("spans"))
     r.spans.push_back(MeasuredSpan{s.at(0).get<size_t>(), s.at(1).get<double>(), s.at(2).get<double>(),
-                                   s.at(3).get<int64_t>(), s.at(4).get<int64_t>()});
+                                   s.at(3).get<int64_t>(), s.at(4).get<int64_t>(),
+                                   s.size() > 5 ? s.at(5).get<std::string>() : std::string()});
   for (const auto& q : j.at("requests"))
     r.requests.push_back(RequestHostTime{q.at("request").get<int64_t>(), q.at("enqueue_s").get<double>(),
                                          q.at("pause_begin_s").get<double>(), q.at("pause_end_s").get<double>()});
@@ -233,6 +239,7 @@ struct PendingSpan {
   size_t op;  // index into ops_
   int begin, end;
   int64_t layer = -1;  // the layer it covers when it is one layer's part of the op
+  std::string phase = "";  // a gather phase (span trace only): not part of the op's own time
 };
 
 // A verification to read after Sync, and how to name its items.
@@ -590,9 +597,17 @@ class RankRun {
         b_.Wait(Stream::kComm, loaded);
         if (last_mark >= 0) b_.Wait(Stream::kComm, last_mark);
         const int g0 = b_.Mark(Stream::kComm);
-        b_.GatherLayer(Stream::kComm, l);
-        ready = b_.Mark(Stream::kComm);
+        // Span trace: the backend marks the end of each phase of the layer; the last phase's
+        // mark is the layer's end (nothing is enqueued between them), so the phases tile it.
+        GatherPhases phases;
+        b_.GatherLayer(Stream::kComm, l, opts_.keep_spans ? &phases : nullptr);
+        ready = phases.empty() ? b_.Mark(Stream::kComm) : phases.back().second;
         spans_.push_back({gop, g0, ready, l});
+        int phase_begin = g0;
+        for (auto& [name, end] : phases) {
+          spans_.push_back({gop, phase_begin, end, l, std::move(name)});
+          phase_begin = end;
+        }
         if (geo_.dense_layers == 1) {  // the buffer is reused by the next layer: check it now
           verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), pre + "gather", "layer " + std::to_string(l)});
           dense_verify_prefix_.push_back(&p);
@@ -726,16 +741,18 @@ class RankRun {
   }
 
   // Turns marks into times: each span's start and end; an op's seconds = the sum of its spans'
-  // lengths, start/end = the first start and last end. A host-timed op starts with the request
-  // and is one span of its own seconds. With keep_spans the spans are kept as resolved here, so
-  // the span trace holds exactly the numbers the ops were made of.
+  // lengths, start/end = the first start and last end (gather phase spans, which lie inside the
+  // op's gather layer spans, do not count). A host-timed op starts with the request and is one
+  // span of its own seconds. With keep_spans the spans are kept as resolved here, so the span
+  // trace holds exactly the numbers the ops were made of.
   void Resolve(int start_mark, const std::vector<size_t>& host_timed, size_t first_op, int64_t request) {
     const double req_start = b_.MarkSeconds(start_mark);
     std::vector<MeasuredSpan> spans;  // op: index into ops_ until they move to done_
-    for (const PendingSpan& s : spans_)
-      spans.push_back(MeasuredSpan{s.op, b_.MarkSeconds(s.begin), b_.MarkSeconds(s.end), s.layer, request});
+    for (PendingSpan& s : spans_)
+      spans.push_back(MeasuredSpan{s.op, b_.MarkSeconds(s.begin), b_.MarkSeconds(s.end), s.layer, request, std::move(s.phase)});
     std::vector<bool> seen(ops_.size(), false);
     for (const MeasuredSpan& s : spans) {
+      if (!s.phase.empty()) continue;
       MeasuredOp& o = ops_[s.op];
       if (!seen[s.op]) {
         o.start_s = s.start_s;

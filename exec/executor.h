@@ -60,7 +60,8 @@ struct ExecOptions {
   // enqueued all of it; it opens by itself after gate_timeout_s.
   bool gate = false;
   double gate_timeout_s = 1.0;
-  // Keep every timed span (RankResult::spans) for the span trace (--span-trace).
+  // Keep every timed span (RankResult::spans) for the span trace (--span-trace), with the phases
+  // of every gather layer (the backend then marks each phase's end).
   bool keep_spans = false;
 };
 
@@ -80,13 +81,17 @@ struct MeasuredOp {
 
 // One timed span of a measured op on this rank: a copy, gather layer, forward layer, ... between
 // two marks, or a host-timed op (an eviction) as a whole. An op's seconds are the sum of its
-// spans' lengths and its start_s/end_s their first start and last end (the same numbers).
+// spans' lengths and its start_s/end_s their first start and last end (the same numbers), phase
+// spans excepted: a phase span is one phase of a gather layer (GatherPhases), lying inside that
+// layer's span, and the phases of a layer tile it (the first starts with it, each next one where
+// the previous one ends, the last ends with it).
 struct MeasuredSpan {
   size_t op = 0;       // index into RankResult::ops
   double start_s = 0;  // seconds from the rank's epoch, as MeasuredOp's
   double end_s = 0;
   int64_t layer = -1;   // the layer it covers when it is one layer's part of the op, else -1
   int64_t request = 0;  // the plan's request number (the op id's prefix)
+  std::string phase = "";  // a gather phase ("pack", "all-gather", ...); "" for the op's own spans
 };
 
 // Per request and rank: host-side facts the ops do not carry.

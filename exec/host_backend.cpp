@@ -211,11 +211,15 @@ class HostBackend : public RankBackend {
     gi_ = &index;
   }
 
-  void GatherLayer(Stream, int64_t layer) override {
+  void GatherLayer(Stream s, int64_t layer, GatherPhases* phases) override {
     const GatherIndex& g = *gi_;
     const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_.data(), layer, gi_->prefix_pages);
     const kernels::LayerRange one{layer, layer + 1};
     const int64_t record = geo_.page_layer_bytes();
+    // Span trace only: the clock after each phase, which has run by then (none otherwise).
+    auto phase = [&](const char* name) {
+      if (phases) phases->emplace_back(name, Mark(s));
+    };
     switch (g.method) {
       case GatherMethod::kDense: {
         kernels::ScatterDenseArgs a;
@@ -225,7 +229,11 @@ class HostBackend : public RankBackend {
         a.num_dense_pages = g.prefix_pages;
         a.dense = dense;
         kernels::ScatterDenseCpu(a);
-        if (geo_.ranks > 1) AllReduceSumBytes(static_cast<uint8_t*>(dense[0].data), g.prefix_pages * record);
+        phase("scatter");
+        if (geo_.ranks > 1) {
+          AllReduceSumBytes(static_cast<uint8_t*>(dense[0].data), g.prefix_pages * record);
+          phase("all-reduce");
+        }
         break;
       }
       case GatherMethod::kPacked:
@@ -240,8 +248,12 @@ class HostBackend : public RankBackend {
         const int64_t shard_bytes = g.shard_pages * record;
         // Padding records are sent but never read; zero them so runs are reproducible.
         std::memset(send_.data() + p.num_pages * record, 0, static_cast<size_t>(shard_bytes - p.num_pages * record));
+        phase("pack");
         // One rank: the packed shard is the whole all-gather output; no collective runs.
-        if (geo_.ranks > 1) AllGatherRaw(send_.data(), shard_bytes, recv_.data());
+        if (geo_.ranks > 1) {
+          AllGatherRaw(send_.data(), shard_bytes, recv_.data());
+          phase("all-gather");
+        }
         const uint8_t* recv = geo_.ranks > 1 ? recv_.data() : send_.data();
         if (g.method == GatherMethod::kPacked) {
           kernels::UnpackArgs u;
@@ -252,6 +264,7 @@ class HostBackend : public RankBackend {
           u.recv_index = g.unpack_index.data();
           u.num_dense_pages = g.prefix_pages;
           kernels::UnpackPagesCpu(u);
+          phase("unpack");
         } else {
           kernels::ZigzagArgs z;
           z.dense = dense;
@@ -260,6 +273,7 @@ class HostBackend : public RankBackend {
           z.run = g.zigzag;
           z.shard_pages = g.shard_pages;
           kernels::ZigzagReorderCpu(z);
+          phase("zigzag");
         }
         break;
       }
@@ -273,6 +287,7 @@ class HostBackend : public RankBackend {
         a.num_dense_pages = g.prefix_pages;
         a.dense = dense;
         kernels::PeerGatherCpu(a);
+        phase("peer_gather");
         break;
       }
     }

@@ -33,8 +33,8 @@ int CmdExec(int argc, const char* const* argv) {
        "--launch env: file:DIR (shared directory, fresh per run) or tcp:HOST:PORT (rank 0 listens)")
       ("timeline", po::value<std::string>(), "write the measured schedule as Chrome trace events")
       ("span-trace", po::value<std::string>(),
-       "write every timed span (each layer's load-back, gather, forward and backup copy, write-backs, "
-       "evictions) of every rank as Chrome trace events (Perfetto, chrome://tracing)")
+       "write every timed span (each layer's load-back, gather and its phases, forward and backup copy, "
+       "write-backs, evictions) of every rank as Chrome trace events (Perfetto, chrome://tracing)")
       ("max-requests", po::value<int64_t>()->default_value(-1), "execute only the plan's first N requests")
       ("timeout-s", po::value<double>()->default_value(300), "longest any wait may take (collective, barrier, GPU)")
       ("run-timeout-s", po::value<double>()->default_value(0), "--launch local: kill every rank after this (0 = never)")

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 
+#include "exec/host_backend.h"
 #include "exec_cases.h"
 
 namespace kvlanes::exec::testing {
@@ -201,16 +202,28 @@ namespace {
 // |a - b| within `rel` of the larger (and a hair absolute, for spans of zero length).
 bool Close(double a, double b, double rel = 1e-6) { return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b)) + 1e-9; }
 
+// The phases of one gather layer (docs/executor.md, "Span trace"), by method and rank count.
+std::vector<std::string> ExpectedPhases(const std::string& method, int ranks) {
+  const bool many = ranks > 1;
+  if (method == "packed") return many ? std::vector<std::string>{"pack", "all-gather", "unpack"} : std::vector<std::string>{"pack", "unpack"};
+  if (method == "zigzag") return many ? std::vector<std::string>{"pack", "all-gather", "zigzag"} : std::vector<std::string>{"pack", "zigzag"};
+  if (method == "dense") return many ? std::vector<std::string>{"scatter", "all-reduce"} : std::vector<std::string>{"scatter"};
+  if (method == "p2p") return {"peer_gather"};
+  return {"(unknown method " + method + ")"};
+}
+
 }  // namespace
 
 // --span-trace: every span the executor timed, as Chrome trace events, in the measured report's
 // clock. Each op's spans add up to its measured seconds and reach from its start_s to its end_s;
 // per-layer parts (load-back copies, gather and forward layers, per-layer backups) name their
-// layer; evictions and write-backs are one span each.
+// layer; evictions and write-backs are one span each. Each gather layer is also split into its
+// phases (gather_phase events, not part of the op's seconds), which tile the layer's span.
 TEST_CASE("the span trace holds every timed span of every op and rank, adding up to the measured seconds") {
   struct SpanCase {
     int cp;
     std::vector<std::string> sets;
+    const char* trace = "traces/mooncake_excerpt.jsonl";  // "(synthetic ...)": AlignedPrefixTrace
   };
   const std::vector<SpanCase> cases = {
       {2, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=3000", "gather.method=packed",
@@ -219,14 +232,18 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
            "backup.schedule=tail"}},
       {4, {"cache.device_pages_per_lane=300", "cache.host_pages_per_lane=1500", "gather.method=dense",
            "cache.write_policy=write_back"}},
+      {1, {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000", "gather.method=packed"},
+       "traces/kvtester_trace_0034.json"},
+      {4, {"gather.method=zigzag-gated", "cache.placement=zigzag"}, "(synthetic aligned prefix)"},
   };
-  std::map<std::string, int64_t> kinds;
+  std::map<std::string, int64_t> kinds, phased_layers;  // phased_layers: gather layers per method
   int64_t per_layer_backups = 0, tail_backups = 0, per_layer_loads = 0, whole_loads = 0;
   for (const SpanCase& c : cases) {
+    CAPTURE(c.cp);
     CAPTURE(c.sets.back());
     const ReplayConfig cfg = SmallConfig(c.cp, c.sets);
     const int64_t L = cfg.model.layers;
-    const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
+    const PlanFile pf = c.trace[0] == '(' ? ReplayTrace(AlignedPrefixTrace(5), cfg) : ReplayPlan(c.trace, cfg, 60);
     TempDir dir;
     RunOptions o;
     o.backend = "host";
@@ -262,13 +279,21 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
     for (int r = 0; r < c.cp; ++r) all_ranks.insert(r);
     CHECK(processes == all_ranks);
 
-    // Complete events, sorted by ts, then pid, then tid; grouped per (op, rank).
+    // Complete events, sorted by ts, then pid, then tid; grouped per (op, rank). Gather phases
+    // apart, per (op, rank, layer), in trace order (= phase order: the phases of a layer follow
+    // one another, and one of zero length keeps its recorded place among equal ts).
     struct Spans {
       double dur_us = 0, first_us = 0, last_us = 0;
       std::vector<int64_t> layers;  // -1: the span is not one layer's
       std::string cat, tid;
     };
+    struct Phase {
+      std::string name, tid;
+      double ts, dur;
+    };
     std::map<std::pair<std::string, int>, Spans> by_op;
+    std::map<std::tuple<std::string, int, int64_t>, std::pair<double, double>> gather_layers;  // ts, dur
+    std::map<std::tuple<std::string, int, int64_t>, std::vector<Phase>> phases;
     std::tuple<double, int, std::string> prev{-1e300, -1, ""};
     for (; i < ev.size(); ++i) {
       const nlohmann::json& e = ev[i];
@@ -278,10 +303,25 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
       const std::tuple<double, int, std::string> key{e["ts"].get<double>(), pid, e["tid"].get<std::string>()};
       CHECK_MESSAGE(prev <= key, "event ", i, " (", op, ") is out of order");
       prev = key;
-      CHECK(e["name"] == op);
       CHECK(e["dur"].get<double>() >= 0);
       CHECK(e["args"]["request"].get<int64_t>() == std::stoll(op.substr(0, op.find('/'))));
       used_threads.insert({pid, e["tid"].get<std::string>()});
+      if (e["cat"] == "gather_phase") {
+        REQUIRE(e["args"].contains("phase"));
+        REQUIRE(e["args"].contains("layer"));
+        const std::string ph = e["args"]["phase"];
+        CHECK(e["name"] == op + ":" + ph);
+        std::set<std::string> arg_keys;
+        for (const auto& a : e["args"].items()) arg_keys.insert(a.key());
+        CHECK(arg_keys == std::set<std::string>{"op", "layer", "request", "phase"});
+        phases[{op, pid, e["args"]["layer"].get<int64_t>()}].push_back(
+            Phase{ph, e["tid"].get<std::string>(), e["ts"].get<double>(), e["dur"].get<double>()});
+        continue;
+      }
+      CHECK(e["name"] == op);
+      CHECK_FALSE(e["args"].contains("phase"));
+      if (e["cat"] == "gather")
+        gather_layers[{op, pid, e["args"]["layer"].get<int64_t>()}] = {e["ts"].get<double>(), e["dur"].get<double>()};
       const double a = e["ts"].get<double>(), b = a + e["dur"].get<double>();
       auto [it, fresh] = by_op.try_emplace({op, pid});
       Spans& s = it->second;
@@ -324,10 +364,49 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
         CHECK(whole);
       }
     }
+
+    // Every gather layer span is tiled by its method's phases, on its stream: the first phase
+    // starts with it, each next one where the previous one ends, the last one ends with it (the
+    // backend's phase marks are the only marks inside the layer: the last is the layer's end), so
+    // their lengths add up to the layer's. Within 1e-9 s: ts and dur are rounded separately.
+    constexpr double kTolUs = 1e-3;
+    std::map<std::pair<std::string, int>, std::string> method_of;
+    for (const auto& op : m["ops"])
+      if (op["kind"] == "gather") method_of[{op["id"].get<std::string>(), op["rank"].get<int>()}] = op["method"];
+    for (const auto& [key, phs] : phases) CHECK_MESSAGE(gather_layers.count(key), "phases of ", std::get<0>(key), " but no gather layer span");
+    for (const auto& [key, g] : gather_layers) {
+      const auto& [op, pid, layer] = key;
+      CAPTURE(op);
+      CAPTURE(pid);
+      CAPTURE(layer);
+      const auto it = phases.find(key);
+      REQUIRE_MESSAGE(it != phases.end(), "gather layer without phases");
+      const std::vector<Phase>& ph = it->second;
+      const std::string method = method_of.at({op, pid});
+      ++phased_layers[method];
+      std::vector<std::string> names;
+      double sum = 0;
+      for (size_t k = 0; k < ph.size(); ++k) {
+        names.push_back(ph[k].name);
+        sum += ph[k].dur;
+        CHECK(ph[k].tid == "collective");
+        CHECK(ph[k].ts >= g.first);  // inside the layer's span
+        CHECK(ph[k].ts + ph[k].dur <= g.first + g.second + kTolUs);
+        if (k == 0) CHECK(ph[k].ts == g.first);  // the same mark, the same number
+        else CHECK(std::abs(ph[k].ts - (ph[k - 1].ts + ph[k - 1].dur)) <= kTolUs);
+      }
+      CHECK(names == ExpectedPhases(method, c.cp));
+      CHECK(std::abs(ph.back().ts + ph.back().dur - (g.first + g.second)) <= kTolUs);
+      CHECK(std::abs(sum - g.second) <= kTolUs);
+    }
   }
   for (const char* k : {"evict", "write_back", "load_back", "compute", "gather", "backup"}) {
     CAPTURE(k);
     CHECK(kinds[k] > 0);
+  }
+  for (const char* g : {"dense", "packed", "zigzag", "p2p"}) {
+    CAPTURE(g);
+    CHECK(phased_layers[g] > 0);
   }
   CHECK(per_layer_backups > 0);
   CHECK(tail_backups > 0);
@@ -375,6 +454,141 @@ TEST_CASE("the span trace of hand-made ranks is sorted by ts, pid and tid, metad
   CHECK(ev[5]["cat"] == "gather");
   CHECK(ev[5]["args"]["request"] == 3);
   CHECK(ev[6]["args"]["op"] == "3/evict/0");
+}
+
+}  // namespace kvlanes::exec::testing
+
+namespace kvlanes::exec::testing {
+
+// The phases of a gather layer as the executor resolves them (one rank in this process, host
+// backend, every method): the phase marks are the only marks inside the layer, so the first
+// phase starts at the layer's start, each next one at the previous one's end and the last one
+// ends at the layer's end, exactly (the same marks, the same numbers). The op's seconds, start
+// and end are those of its own spans alone, and the phases survive the ranks' result exchange.
+TEST_CASE("gather phases tile each gather layer exactly and are no part of the op's seconds") {
+  struct PhaseCase {
+    std::string method;
+    std::vector<std::string> sets;
+  };
+  const std::vector<PhaseCase> cases = {
+      {"packed", {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000", "gather.method=packed"}},
+      {"dense", {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000", "gather.method=dense"}},
+      {"p2p", {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000", "gather.method=p2p"}},
+      {"zigzag", {"gather.method=zigzag-gated", "cache.placement=zigzag"}},
+  };
+  for (const PhaseCase& c : cases) {
+    CAPTURE(c.method);
+    const ReplayConfig cfg = SmallConfig(1, c.sets);
+    const PlanFile pf = c.method == "zigzag" ? ReplayTrace(AlignedPrefixTrace(5), cfg) : ReplayPlan("traces/kvtester_trace_0034.json", cfg, 40);
+    const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+    auto run = [&](bool keep) {
+      const std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(plan.geo);
+      const std::unique_ptr<RankBackend> b = MakeHostBackend(plan.geo, *seg, 0, 60);
+      ExecOptions eo;
+      eo.warmup = 0;
+      eo.keep_spans = keep;
+      return ExecuteRank(plan, *b, eo);
+    };
+    const RankResult r = run(true);
+
+    // Per op, its own spans in recorded order; per (op, layer), the gather layer and its phases.
+    std::map<size_t, std::vector<const MeasuredSpan*>> own;
+    std::map<std::pair<size_t, int64_t>, const MeasuredSpan*> layer_span;
+    std::map<std::pair<size_t, int64_t>, std::vector<const MeasuredSpan*>> phases;
+    for (const MeasuredSpan& s : r.spans) {
+      if (s.phase.empty()) {
+        own[s.op].push_back(&s);
+        if (r.ops.at(s.op).kind == "gather") layer_span[{s.op, s.layer}] = &s;
+      } else {
+        CHECK(r.ops.at(s.op).kind == "gather");
+        phases[{s.op, s.layer}].push_back(&s);
+      }
+    }
+    for (size_t i = 0; i < r.ops.size(); ++i) {
+      const MeasuredOp& o = r.ops[i];
+      CAPTURE(o.id);
+      REQUIRE(own.count(i));
+      double seconds = 0, start = own[i].front()->start_s, end = own[i].front()->end_s;
+      for (const MeasuredSpan* s : own[i]) {
+        seconds += s->end_s - s->start_s;
+        start = std::min(start, s->start_s);
+        end = std::max(end, s->end_s);
+      }
+      if (o.stream == "host") {  // host-timed (eviction): one span from the request's start
+        CHECK(Close(o.seconds, seconds));
+      } else {  // the same numbers summed in the same order
+        CHECK(o.seconds == seconds);
+      }
+      CHECK(o.start_s == start);
+      CHECK(o.end_s == end);
+    }
+    REQUIRE_FALSE(layer_span.empty());
+    CHECK(phases.size() == layer_span.size());
+    for (const auto& [key, g] : layer_span) {
+      CAPTURE(r.ops[key.first].id);
+      CAPTURE(key.second);
+      const std::vector<const MeasuredSpan*>& ph = phases[key];
+      REQUIRE_FALSE(ph.empty());
+      std::vector<std::string> names;
+      for (size_t k = 0; k < ph.size(); ++k) {
+        names.push_back(ph[k]->phase);
+        CHECK(ph[k]->start_s == (k == 0 ? g->start_s : ph[k - 1]->end_s));
+        CHECK(ph[k]->end_s >= ph[k]->start_s);
+        CHECK(ph[k]->request == g->request);
+      }
+      CHECK(ph.back()->end_s == g->end_s);
+      CHECK(names == ExpectedPhases(r.ops[key.first].extra["method"].get<std::string>(), 1));
+      CHECK(r.ops[key.first].extra["method"] == c.method);
+    }
+
+    // Through the result exchange (RankResultToJson / FromJson) with every field.
+    const RankResult back = RankResultFromJson(nlohmann::json::parse(RankResultToJson(r).dump()));
+    REQUIRE(back.spans.size() == r.spans.size());
+    for (size_t k = 0; k < r.spans.size(); ++k) {
+      const MeasuredSpan &a = r.spans[k], &b = back.spans[k];
+      CHECK(std::tie(a.op, a.start_s, a.end_s, a.layer, a.request, a.phase) ==
+            std::tie(b.op, b.start_s, b.end_s, b.layer, b.request, b.phase));
+    }
+
+    // Without the span trace nothing is kept, and the ops are the same.
+    const RankResult plain = run(false);
+    CHECK(plain.spans.empty());
+    REQUIRE(plain.ops.size() == r.ops.size());
+    for (size_t i = 0; i < r.ops.size(); ++i) CHECK(plain.ops[i].id == r.ops[i].id);
+  }
+}
+
+// A phase span's event: "op:phase" of category gather_phase on the gather's stream, args op,
+// layer, request and phase, after its layer's event when both start together.
+TEST_CASE("a gather phase span is an event of its own, named op:phase, inside its gather layer's event") {
+  std::vector<RankResult> ranks(1);
+  MeasuredOp g;
+  g.id = "7/gather";
+  g.kind = "gather";
+  g.stream = "collective";
+  ranks[0].ops = {g};
+  ranks[0].spans = {{0, 1.0, 2.0, 0, 7}, {0, 1.0, 1.25, 0, 7, "pack"}, {0, 1.25, 1.5, 0, 7, "all-gather"},
+                    {0, 1.5, 2.0, 0, 7, "unpack"}};
+  const nlohmann::ordered_json t = MeasuredSpanTrace(ranks);
+  const auto& ev = t["traceEvents"];
+  REQUIRE(ev.size() == 6);  // 1 process, 1 thread, 1 layer, 3 phases
+  CHECK(ev[2]["name"] == "7/gather");
+  CHECK(ev[2]["cat"] == "gather");
+  CHECK_FALSE(ev[2]["args"].contains("phase"));
+  const char* names[] = {"pack", "all-gather", "unpack"};
+  const double ts[] = {1e6, 1.25e6, 1.5e6}, dur[] = {0.25e6, 0.25e6, 0.5e6};
+  for (size_t k = 0; k < 3; ++k) {
+    const auto& e = ev[3 + k];
+    CAPTURE(k);
+    CHECK(e["name"] == std::string("7/gather:") + names[k]);
+    CHECK(e["cat"] == "gather_phase");
+    CHECK(e["ph"] == "X");
+    CHECK(e["tid"] == "collective");
+    CHECK(e["pid"] == 0);
+    CHECK(e["ts"].get<double>() == ts[k]);
+    CHECK(e["dur"].get<double>() == dur[k]);
+    CHECK(e["args"].dump() == nlohmann::ordered_json{{"op", "7/gather"}, {"layer", 0}, {"request", 7}, {"phase", names[k]}}.dump());
+  }
 }
 
 }  // namespace kvlanes::exec::testing
