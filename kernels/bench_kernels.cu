@@ -391,7 +391,7 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
   auto dense = std::make_shared<std::vector<std::vector<DenseRef>>>(MakeDense(o, m, sets, keep));
   const size_t index_at = idx->size();
   ToDevice(owner, idx, s);
-  // kSplit, kFused and kBulk get the owned pages as a list, as the executor gives it.
+  // The variants that take the owned-page list get it, as the executor gives it.
   std::vector<int32_t> owned_pages, owned_slots;
   ListOwnedPages(owner, &owned_pages, &owned_slots);
   const bool list = ScatterTakesOwnedList(variant);

@@ -42,12 +42,6 @@ inline constexpr LaunchTuning kDeviceCopyTuning{
 inline constexpr LaunchTuning kScatterFusedTuning{
     .threads_per_block = 512, .piece_bytes = 32768, .ctas_per_sm = 2, .unroll = 4};
 
-// scatter_dense, ScatterVariant::kBulk: one warp per CTA (only its lanes issue bulk copies; more
-// threads only idle), ctas_per_sm CTAs an SM (each holds 40 KiB of shared memory, so at most 5
-// fit). unroll and piece_bytes are unused. Not yet measured: a starting point.
-inline constexpr LaunchTuning kScatterBulkTuning{
-    .threads_per_block = 32, .piece_bytes = 32768, .ctas_per_sm = 4, .unroll = 4};
-
 // scatter_dense with ZeroFill::kAuto: one fused pass below this many bytes of dense output, a
 // zero pass then a copy pass from here up. H200, 2026-11-29, 61 layers x (656 + 132) B x 64
 // tokens, 1/8 of the pages owned, kernel ms over three runs (fused / separate passes):
