@@ -110,15 +110,11 @@ enum class ScatterVariant {
   // pool), then sweep the output writing only the zeros, as kSplit's first launch. Without the
   // owned-page list it is kWarpSpansStreaming.
   kFused = 5,
-  // kFused with each CTA's copy units paired with its first zero tiles: a copy unit loads its
-  // chunk, writes one zero tile, then stores the chunk, so the reads' latency overlaps writes.
-  // Without the owned-page list it is kWarpSpansStreaming.
-  kFusedPaired = 6,
 };
-inline constexpr int kNumScatterVariants = 7;
+inline constexpr int kNumScatterVariants = 6;
 // Whether a variant uses ScatterDenseArgs' owned-page list (the callers that have one pass it).
 inline constexpr bool ScatterTakesOwnedList(ScatterVariant v) {
-  return v == ScatterVariant::kSplit || v == ScatterVariant::kFused || v == ScatterVariant::kFusedPaired;
+  return v == ScatterVariant::kSplit || v == ScatterVariant::kFused;
 }
 // The variant the executor's dense gathers launch (with the owned-page list). H200, 2026-11-29,
 // 1/8 of the pages owned, two runs (docs/kernels.md): kFused 82.5% / 83.5% of the device copy at
@@ -134,7 +130,7 @@ struct ScatterDenseArgs {
   std::span<const DenseRef> dense;  // one per pool, same page_tokens and elem_bytes
   ZeroFill zero_fill = ZeroFill::kAuto;
   ScatterVariant variant = ScatterVariant::kPieces;  // CUDA launcher only
-  // Optional, CUDA launcher, kSplit, kFused and kFusedPaired only: the owned pages as a list (dense page owned_pages[i]
+  // Optional, CUDA launcher, kSplit and kFused only: the owned pages as a list (dense page owned_pages[i]
   // <- slot owned_slots[i], num_owned entries: exactly the pages whose owner_slot is >= 0), so
   // the copy launch visits only them instead of every dense page. -1: no list.
   const int32_t* owned_pages = nullptr;

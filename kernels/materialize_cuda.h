@@ -24,10 +24,10 @@ cudaError_t UnpackPages(const UnpackArgs& args, cudaStream_t stream,
                         const LaunchTuning& tuning = kDeviceCopyTuning);
 cudaError_t ZigzagReorder(const ZigzagArgs& args, cudaStream_t stream,
                           const LaunchTuning& tuning = kDeviceCopyTuning);
-// The launch shape ScatterDense uses without a tuning: kScatterFusedTuning for kFused and
-// kFusedPaired, else kDeviceCopyTuning.
+// The launch shape ScatterDense uses without a tuning: kScatterFusedTuning for kFused, else
+// kDeviceCopyTuning.
 inline LaunchTuning DefaultScatterTuning(ScatterVariant v) {
-  return v == ScatterVariant::kFused || v == ScatterVariant::kFusedPaired ? kScatterFusedTuning : kDeviceCopyTuning;
+  return v == ScatterVariant::kFused ? kScatterFusedTuning : kDeviceCopyTuning;
 }
 cudaError_t ScatterDense(const ScatterDenseArgs& args, cudaStream_t stream);
 cudaError_t ScatterDense(const ScatterDenseArgs& args, cudaStream_t stream, const LaunchTuning& tuning);

@@ -89,85 +89,6 @@ __device__ __forceinline__ Source Locate(const TileParams& p, const TileSegment&
   return src;
 }
 
-// One tile t (numbered from 0 over the segments' rows) of the output-centric variants: see
-// ScatterTilesKernel below.
-template <int kVec, int kUnroll, bool kSpans, bool kStream>
-__device__ __forceinline__ void TileWork(const TileParams& p, uint32_t t) {
-  using V = typename VecOf<kVec>::Type;
-  const uint32_t tid = threadIdx.x;
-  const uint32_t lane = tid & 31u;
-  int k = 0;
-  while (k + 1 < p.num_segments && t >= p.seg[k + 1].tile_begin) ++k;
-  const TileSegment& s = p.seg[k];
-  const uint32_t local = t - s.tile_begin;
-  const uint32_t row = local / s.tiles_per_row;
-  const uint32_t tile_x = (local - row * s.tiles_per_row) * p.tile_vecs;
-  const uint32_t tile_end = min(tile_x + p.tile_vecs, s.row_vecs);
-  V* dst_row = reinterpret_cast<V*>(s.dense + row * s.dense_row_stride);
-
-  if constexpr (kSpans) {
-    const uint32_t first = tile_x + (tid >> 5) * (32u * kUnroll);
-    if (first >= tile_end) return;  // this warp's span lies past the row's end
-    const uint32_t end = min(first + 32u * kUnroll, tile_end);
-    const uint32_t j = s.chunk_vecs.Div(first);
-    if (j == s.chunk_vecs.Div(end - 1)) {  // the whole span is in one chunk: warp-uniform
-      const Source src = Locate<kVec>(p, s, row, first);
-      if (src.slot < 0 ? !p.write_zeros : !p.copy_owned) return;
-      V tmp[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const uint32_t x = first + 32u * u + lane;
-        tmp[u] = V{};
-        if (src.slot >= 0 && x < end) {
-          tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at) + (32u * u + lane));
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const uint32_t x = first + 32u * u + lane;
-        if (x < end) StoreVec<kStream>(dst_row + x, tmp[u]);
-      }
-      return;
-    }
-    // The span crosses chunks (small pages, or a chunk boundary): per vector, as below.
-    V tmp[kUnroll];
-    bool write[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint32_t x = first + 32u * u + lane;
-      tmp[u] = V{};
-      write[u] = false;
-      if (x < end) {
-        const Source src = Locate<kVec>(p, s, row, x);
-        if (src.slot >= 0 && p.copy_owned) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
-        write[u] = src.slot >= 0 ? p.copy_owned : p.write_zeros;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (write[u]) StoreVec<kStream>(dst_row + first + 32u * u + lane, tmp[u]);
-    }
-  } else {
-    V tmp[kUnroll];
-    bool write[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint32_t x = tile_x + u * blockDim.x + tid;
-      tmp[u] = V{};
-      write[u] = false;
-      if (x < tile_end) {
-        const Source src = Locate<kVec>(p, s, row, x);
-        if (src.slot >= 0 && p.copy_owned) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
-        write[u] = src.slot >= 0 ? p.copy_owned : p.write_zeros;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (write[u]) StoreVec<kStream>(dst_row + tile_x + u * blockDim.x + tid, tmp[u]);
-    }
-  }
-}
-
 // kSpans false (ScatterVariant::kTiles): in each unrolled step the whole CTA covers blockDim
 // consecutive vectors (thread t at step u: tile vector u * blockDim + t), each looked up alone.
 // kSpans true (kWarpSpans, kWarpSpansStreaming): warp w covers the tile's vectors
@@ -177,19 +98,14 @@ __device__ __forceinline__ void TileWork(const TileParams& p, uint32_t t) {
 // kCopyUnits (kFused): work items [0, copy_units) copy the listed owned pages' chunks, a CTA
 // each, with consecutive threads on consecutive vectors of the chunk on both sides; the tiles
 // that follow only write zeros (copy_owned is false). One launch, no second kernel's start and
-// tail. kPair (kFusedPaired): a CTA's i-th copy unit also writes the CTA's i-th zero tile between
-// its loads and its stores, so the copies' read latency overlaps writes; the tiles so done are
-// skipped later.
-template <int kVec, int kUnroll, bool kSpans, bool kStream, bool kCopyUnits, bool kPair>
+// tail.
+template <int kVec, int kUnroll, bool kSpans, bool kStream, bool kCopyUnits>
 __global__ void ScatterTilesKernel(const __grid_constant__ TileParams p) {
   using V = typename VecOf<kVec>::Type;
   const uint32_t tid = threadIdx.x;
+  const uint32_t lane = tid & 31u;
   const uint32_t work = p.total_tiles + (kCopyUnits ? p.copy_units : 0u);
-  // kPair: this CTA's copy units (its first items); its next as many items are their paired tiles.
-  const uint32_t own_units =
-      kPair && blockIdx.x < p.copy_units ? (p.copy_units - 1u - blockIdx.x) / gridDim.x + 1u : 0u;
-  uint32_t pos = 0;  // position of w in this CTA's items
-  for (uint32_t w = blockIdx.x; w < work; w += gridDim.x, ++pos) {
+  for (uint32_t w = blockIdx.x; w < work; w += gridDim.x) {
     if constexpr (kCopyUnits) {
       if (w < p.copy_units) {
         int k = 0;
@@ -204,18 +120,12 @@ __global__ void ScatterTilesKernel(const __grid_constant__ TileParams p) {
         const V* src = reinterpret_cast<const V*>(s.pool + layer * s.pool_layer_stride + slot * s.chunk_bytes);
         V* dst = reinterpret_cast<V*>(s.dense + layer * s.dense_row_stride + page * s.chunk_bytes);
         const uint32_t n = s.chunk_vecs.divisor;
-        const uint64_t paired = static_cast<uint64_t>(w) + static_cast<uint64_t>(own_units) * gridDim.x;
         for (uint32_t base = 0; base < n; base += blockDim.x * kUnroll) {
           V tmp[kUnroll];
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u) {
             const uint32_t x = base + u * blockDim.x + tid;
             if (x < n) tmp[u] = LoadVec<kStream>(src + x);
-          }
-          if constexpr (kPair) {
-            if (base == 0 && paired < work) {
-              TileWork<kVec, kUnroll, kSpans, kStream>(p, static_cast<uint32_t>(paired) - p.copy_units);
-            }
           }
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u) {
@@ -225,9 +135,78 @@ __global__ void ScatterTilesKernel(const __grid_constant__ TileParams p) {
         }
         continue;
       }
-      if (kPair && pos < 2 * own_units) continue;  // a tile written beside its copy unit
     }
-    TileWork<kVec, kUnroll, kSpans, kStream>(p, w - (kCopyUnits ? p.copy_units : 0u));
+    const uint32_t t = w - (kCopyUnits ? p.copy_units : 0u);
+    int k = 0;
+    while (k + 1 < p.num_segments && t >= p.seg[k + 1].tile_begin) ++k;
+    const TileSegment& s = p.seg[k];
+    const uint32_t local = t - s.tile_begin;
+    const uint32_t row = local / s.tiles_per_row;
+    const uint32_t tile_x = (local - row * s.tiles_per_row) * p.tile_vecs;
+    const uint32_t tile_end = min(tile_x + p.tile_vecs, s.row_vecs);
+    V* dst_row = reinterpret_cast<V*>(s.dense + row * s.dense_row_stride);
+
+    if constexpr (kSpans) {
+      const uint32_t first = tile_x + (tid >> 5) * (32u * kUnroll);
+      if (first >= tile_end) continue;  // this warp's span lies past the row's end
+      const uint32_t end = min(first + 32u * kUnroll, tile_end);
+      const uint32_t j = s.chunk_vecs.Div(first);
+      if (j == s.chunk_vecs.Div(end - 1)) {  // the whole span is in one chunk: warp-uniform
+        const Source src = Locate<kVec>(p, s, row, first);
+        if (src.slot < 0 ? !p.write_zeros : !p.copy_owned) continue;
+        V tmp[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const uint32_t x = first + 32u * u + lane;
+          tmp[u] = V{};
+          if (src.slot >= 0 && x < end) {
+            tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at) + (32u * u + lane));
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const uint32_t x = first + 32u * u + lane;
+          if (x < end) StoreVec<kStream>(dst_row + x, tmp[u]);
+        }
+        continue;
+      }
+      // The span crosses chunks (small pages, or a chunk boundary): per vector, as below.
+      V tmp[kUnroll];
+      bool write[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const uint32_t x = first + 32u * u + lane;
+        tmp[u] = V{};
+        write[u] = false;
+        if (x < end) {
+          const Source src = Locate<kVec>(p, s, row, x);
+          if (src.slot >= 0 && p.copy_owned) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
+          write[u] = src.slot >= 0 ? p.copy_owned : p.write_zeros;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (write[u]) StoreVec<kStream>(dst_row + first + 32u * u + lane, tmp[u]);
+      }
+    } else {
+      V tmp[kUnroll];
+      bool write[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const uint32_t x = tile_x + u * blockDim.x + tid;
+        tmp[u] = V{};
+        write[u] = false;
+        if (x < tile_end) {
+          const Source src = Locate<kVec>(p, s, row, x);
+          if (src.slot >= 0 && p.copy_owned) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
+          write[u] = src.slot >= 0 ? p.copy_owned : p.write_zeros;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (write[u]) StoreVec<kStream>(dst_row + tile_x + u * blockDim.x + tid, tmp[u]);
+      }
+    }
   }
 }
 
@@ -237,17 +216,15 @@ template <int kVec, int kUnroll>
 KernelFn KernelFor(ScatterVariant variant) {
   switch (variant) {
     case ScatterVariant::kWarpSpans:
-      return &ScatterTilesKernel<kVec, kUnroll, true, false, false, false>;
+      return &ScatterTilesKernel<kVec, kUnroll, true, false, false>;
     case ScatterVariant::kWarpSpansStreaming:
     case ScatterVariant::kSplit:  // its zero pass
-      return &ScatterTilesKernel<kVec, kUnroll, true, true, false, false>;
+      return &ScatterTilesKernel<kVec, kUnroll, true, true, false>;
     case ScatterVariant::kFused:
-      return &ScatterTilesKernel<kVec, kUnroll, true, true, true, false>;
-    case ScatterVariant::kFusedPaired:
-      return &ScatterTilesKernel<kVec, kUnroll, true, true, true, true>;
+      return &ScatterTilesKernel<kVec, kUnroll, true, true, true>;
     case ScatterVariant::kTiles:
     default:
-      return &ScatterTilesKernel<kVec, kUnroll, false, false, false, false>;
+      return &ScatterTilesKernel<kVec, kUnroll, false, false, false>;
   }
 }
 
@@ -317,7 +294,7 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
   p.tile_vecs = static_cast<uint32_t>(tuning.threads_per_block * tuning.unroll);
   p.write_zeros = a.zero_fill != ZeroFill::kNone;
   // kFused copies the listed owned pages in copy units; without a list it is kWarpSpansStreaming.
-  const bool fused = (a.variant == ScatterVariant::kFused || a.variant == ScatterVariant::kFusedPaired) && a.num_owned >= 0;
+  const bool fused = a.variant == ScatterVariant::kFused && a.num_owned >= 0;
   p.copy_owned = a.variant != ScatterVariant::kSplit && !fused;
   int64_t units = 0;
   if (fused && a.num_owned > 0) {

@@ -291,7 +291,7 @@ int CmdBenchKernels(int argc, const char* const* argv) {
       "parts", po::value(&parts)->default_value(parts),
       "which parts to run: materialize, tier, or both (comma list)")(
       "scatter-variants", po::value(&scatter_variants),
-      "also time these scatter_dense kernel variants (comma list of ScatterVariant numbers 1..6; "
+      "also time these scatter_dense kernel variants (comma list of ScatterVariant numbers 1..5; "
       "docs/kernels.md): rows scatter_dense[vN] and scatter_dense[vN](0% owned)")(
       "json", po::value(&json_path), "also write the full report as JSON to this file");
 

@@ -397,10 +397,9 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
       for (int owned_percent : {0, 40, 100}) {
         for (int64_t pages : {0, 1, 29}) {
           for (const Shape& shape : shapes) {
-            // beyond the variants: kSplit, kFused and kFusedPaired, given the list of owned pages
-            constexpr k::ScatterVariant kListed[] = {k::ScatterVariant::kSplit, k::ScatterVariant::kFused,
-                                                     k::ScatterVariant::kFusedPaired};
-            for (int variant = 0; variant < k::kNumScatterVariants + 3; ++variant) {
+            // beyond the variants: kSplit and kFused, given the list of owned pages
+            constexpr k::ScatterVariant kListed[] = {k::ScatterVariant::kSplit, k::ScatterVariant::kFused};
+            for (int variant = 0; variant < k::kNumScatterVariants + 2; ++variant) {
               const bool with_list = variant >= k::kNumScatterVariants;
               const k::ScatterVariant listed = with_list ? kListed[variant - k::kNumScatterVariants]
                                                          : k::ScatterVariant::kPieces;
@@ -491,7 +490,7 @@ TEST_CASE("scatter_dense variants equal the CPU reference with small tiles and u
               if (rng() % 2) owner[p] = picks[p];
             }
             Index owner_index(owner, rng);
-            // kSplit, kFused and kFusedPaired get the owned pages as a list, as the executor gives them.
+            // kSplit and kFused get the owned pages as a list, as the executor gives them.
             const auto v = static_cast<k::ScatterVariant>(variant);
             const bool with_list = k::ScatterTakesOwnedList(v);
             std::vector<int32_t> owned_pages, owned_slots;
