@@ -21,6 +21,7 @@
 #include "exec/exec_error.h"
 #include "exec/host_backend.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 #if KVLANES_WITH_CUDA
 #include "exec/cuda_backend.h"
 #endif
@@ -29,24 +30,6 @@ namespace kvlanes::exec {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-void WriteAtomically(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(path, 0, "", "cannot open for writing");
-    out << content;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw InputError(path, 0, "", "write failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw InputError(path, 0, "", "cannot rename " + tmp + " into place");
-  }
-}
 
 bool NeedsNccl(const ExecPlan& plan) {
   for (const RequestPlan& r : plan.requests)
@@ -126,9 +109,9 @@ int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank
       std::vector<RankResult> results;
       for (const std::string& s : all) results.push_back(RankResultFromJson(nlohmann::json::parse(s)));
       const nlohmann::ordered_json report = MeasuredReport(plan, results, o);
-      WriteAtomically(o.out, report.dump(1) + "\n");
-      if (!o.timeline.empty()) WriteAtomically(o.timeline, MeasuredTimeline(results).dump() + "\n");
-      if (!o.span_trace.empty()) WriteAtomically(o.span_trace, MeasuredSpanTrace(results).dump() + "\n");
+      WriteFileAtomically(o.out, report.dump(1) + "\n");
+      if (!o.timeline.empty()) WriteFileAtomically(o.timeline, MeasuredTimeline(results).dump() + "\n");
+      if (!o.span_trace.empty()) WriteFileAtomically(o.span_trace, MeasuredSpanTrace(results).dump() + "\n");
       if (!o.quiet) PrintSummary(report);
     }
     b->Barrier();  // nobody tears down (NCCL, IPC mappings) while rank 0 still needs the others

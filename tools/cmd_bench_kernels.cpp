@@ -14,7 +14,7 @@
 #include "kernels/bench_kernels.h"
 #include "kernels/materialize.h"
 #include "tools/commands.h"
-#include "tools/output_file.h"
+#include "traces/output_file.h"
 #include "traces/input_error.h"
 
 namespace kvlanes::cli {

@@ -12,7 +12,7 @@
 #include "sim/config.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "tools/output_file.h"
+#include "traces/output_file.h"
 #include "traces/input_error.h"
 
 namespace po = boost::program_options;

@@ -9,7 +9,7 @@
 #include "sim/replay_engine.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "tools/output_file.h"
+#include "traces/output_file.h"
 #include "tools/replay_setup.h"
 #include "sim/cost_model.h"
 #include "traces/input_error.h"

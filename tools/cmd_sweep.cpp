@@ -17,7 +17,7 @@
 
 #include "policies/registry.h"
 #include "tools/commands.h"
-#include "tools/output_file.h"
+#include "traces/output_file.h"
 #include "tools/replay_setup.h"
 #include "tools/run_grid.h"
 #include "traces/input_error.h"

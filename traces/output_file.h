@@ -9,7 +9,7 @@
 
 #include "traces/input_error.h"
 
-namespace kvlanes::cli {
+namespace kvlanes {
 
 inline void WriteFileAtomically(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp";
@@ -58,4 +58,4 @@ class StreamingFile {
   bool committed_ = false;
 };
 
-}  // namespace kvlanes::cli
+}  // namespace kvlanes
