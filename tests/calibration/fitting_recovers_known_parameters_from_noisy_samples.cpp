@@ -24,6 +24,15 @@ std::string TempPath(const std::string& name) {
 
 }  // namespace
 
+// r's profile written to `path` as calibrate writes it (measurements named `source`) and loaded
+// back; the file is removed.
+HardwareProfile RoundTrip(const CalibrationResult& r, const std::string& path, const std::string& source) {
+  std::ofstream(path) << ProfileToYaml(r, source);
+  HardwareProfile back = LoadHardwareProfile(path);
+  std::remove(path.c_str());
+  return back;
+}
+
 TEST_CASE("NNLS matches a hand-solved problem whose unconstrained optimum is negative") {
   // min (x1 - 1)^2 + (x2 + 1)^2 + (x1 + x2)^2 over x >= 0: x2 = 0, then 2(x1 - 1) + 2 x1 = 0.
   Eigen::MatrixXd a(3, 2);
@@ -254,9 +263,7 @@ TEST_CASE("device copies that bend get size bands, which load back and drive the
   CHECK(r.profile.device_copy_gbps == bands.bands.back().gbps);  // the scalar pair is the last band
   // Round trip through YAML, then the cost model prices one kernel from its band.
   const std::string path = TempPath("bands.yaml");
-  std::ofstream(path) << ProfileToYaml(r, "bent.json");
-  const HardwareProfile back = LoadHardwareProfile(path);
-  std::remove(path.c_str());
+  const HardwareProfile back = RoundTrip(r, path, "bent.json");
   REQUIRE(back.device_copy_bands.bands.size() == bands.bands.size());
   ReplayConfig cfg;
   cfg.cache.cp_size = 1;
@@ -295,9 +302,7 @@ TEST_CASE("batch-mode copies keep the fixed cost (per chunk or per call) that fi
   CHECK(Near(r.profile.copy_latency_s, lat, 0.05));
   CHECK(Near(r.profile.h2d_gbps, gbps, 0.05));
   const std::string path = TempPath("batch.yaml");
-  std::ofstream(path) << ProfileToYaml(r, "batch.json");
-  const HardwareProfile back = LoadHardwareProfile(path);
-  std::remove(path.c_str());
+  const HardwareProfile back = RoundTrip(r, path, "batch.json");
   CHECK(back.latency_per_chunk);
   ReplayConfig cfg;
   cfg.cache.cp_size = 1;
@@ -384,9 +389,7 @@ TEST_CASE("backups over a forward pass get their own fit per schedule, which the
   CHECK(n.notes.back().find("20 backup samples left out") == 0);
 
   const std::string path = TempPath("backup.yaml");
-  std::ofstream(path) << ProfileToYaml(r, "backup.json");
-  const HardwareProfile back = LoadHardwareProfile(path);
-  std::remove(path.c_str());
+  const HardwareProfile back = RoundTrip(r, path, "backup.json");
   CHECK(back.backup_tail.gbps == doctest::Approx(r.profile.backup_tail.gbps));
   ReplayConfig cfg;
   cfg.cache.cp_size = 1;
@@ -433,9 +436,7 @@ TEST_CASE("tail backups with a cost per copy entry: fitted, selected by --backup
   // YAML round trip, then op predictions count each lane's slot runs: a tail backup of 8 pages
   // in 3 runs pays 3 x 61 entries per pool.
   const std::string path = TempPath("entries.yaml");
-  std::ofstream(path) << ProfileToYaml(r, "entries.json");
-  const HardwareProfile back = LoadHardwareProfile(path);
-  std::remove(path.c_str());
+  const HardwareProfile back = RoundTrip(r, path, "entries.json");
   CHECK(back.backup_tail.entry_s == doctest::Approx(r.profile.backup_tail.entry_s));
   ReplayConfig cfg;
   cfg.cache.cp_size = 1;

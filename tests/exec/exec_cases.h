@@ -130,6 +130,17 @@ inline nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+// A host-backend run writing measured.json into `dir`, quiet, no warm-up rounds.
+inline RunOptions HostOptions(const TempDir& dir, double timeout_s) {
+  RunOptions o;
+  o.backend = "host";
+  o.out = dir.File("measured.json");
+  o.timeout_s = timeout_s;
+  o.quiet = true;
+  o.exec.warmup = 0;
+  return o;
+}
+
 // True when this process has no child left, running or zombie.
 inline bool NoChildrenLeft() { return waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD; }
 

@@ -16,15 +16,8 @@ ReplayConfig TwoRankConfig(const char* gather) {
                          std::string("gather.method=") + gather, "backup.schedule=per-layer"});
 }
 
-RunOptions HostOptions(const TempDir& dir) {
-  RunOptions o;
-  o.backend = "host";
-  o.out = dir.File("measured.json");
-  o.timeout_s = 2;
-  o.quiet = true;
-  o.exec.warmup = 0;
-  return o;
-}
+// These runs fail on purpose: short collective timeouts (2 s).
+constexpr double kTimeoutS = 2;
 
 // The first op of `kind` in the plan and a rank that performs it.
 std::pair<std::string, int> FirstOp(const PlanFile& pf, const ReplayConfig& cfg, const std::string& kind) {
@@ -72,7 +65,7 @@ TEST_CASE("a plan that contradicts itself fails with exit code 2 naming the op")
   }
   REQUIRE(done);
   TempDir dir;
-  const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", "", -1), HostOptions(dir));
+  const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", "", -1), HostOptions(dir, kTimeoutS));
   CHECK(out.exit_code == 2);
   CHECK(out.message.find(id) != std::string::npos);
   CHECK(out.message.find("should be in device slot") != std::string::npos);
@@ -83,7 +76,7 @@ TEST_CASE("an output file in a directory that does not exist is refused before a
   const ReplayConfig cfg = TwoRankConfig("packed");
   const ExecPlan plan = MakeExecPlan(ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5), "p.jsonl", "", -1);
   TempDir dir;
-  RunOptions o = HostOptions(dir);
+  RunOptions o = HostOptions(dir, kTimeoutS);
   o.span_trace = dir.File("missing/spans.json");
   const std::string want = o.span_trace + ": --span-trace: cannot be written: directory " + dir.File("missing") + " does not exist";
   CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains(want.c_str()), InputError);
@@ -122,7 +115,7 @@ TEST_CASE("a byte flipped before a gather is reported with op, rank and page on 
     const auto [id, unused] = FirstOp(pf, cfg, "gather");
     (void)unused;
     TempDir dir;
-    RunOptions o = HostOptions(dir);
+    RunOptions o = HostOptions(dir, kTimeoutS);
     o.exec.faults.push_back(ParseFault("corrupt:0:" + id));
     ExecPlan plan = MakeExecPlan(pf, "p.jsonl", "", -1);
     CHECK(plan.geo.dense_layers == plan.geo.layers);  // small plans keep every layer
@@ -142,7 +135,7 @@ TEST_CASE("a byte flipped in a host page is caught when the page is loaded back"
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
   const auto [id, lane] = FirstOp(pf, cfg, "load_back");
   TempDir dir;
-  RunOptions o = HostOptions(dir);
+  RunOptions o = HostOptions(dir, kTimeoutS);
   o.exec.faults.push_back(ParseFault("corrupt:" + std::to_string(lane) + ":" + id));
   const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", "", -1), o);
   CHECK(out.exit_code == 1);
@@ -160,7 +153,7 @@ TEST_CASE("a rank that dies stops the others; a rank that hangs is timed out and
   const std::string id = FirstOp(pf, cfg, "gather").first;
   {
     TempDir dir;
-    RunOptions o = HostOptions(dir);
+    RunOptions o = HostOptions(dir, kTimeoutS);
     o.exec.faults.push_back(ParseFault("die:2:" + id));
     const RunOutcome out = RunLocal(plan, o);
     CHECK(out.exit_code == 1);
@@ -170,7 +163,7 @@ TEST_CASE("a rank that dies stops the others; a rank that hangs is timed out and
   }
   {
     TempDir dir;
-    RunOptions o = HostOptions(dir);
+    RunOptions o = HostOptions(dir, kTimeoutS);
     o.timeout_s = 1;
     o.exec.faults.push_back(ParseFault("hang:3:" + id));
     const RunOutcome out = RunLocal(plan, o);

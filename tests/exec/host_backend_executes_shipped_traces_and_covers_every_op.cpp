@@ -62,12 +62,8 @@ TEST_CASE("host backend executes plans of the shipped traces at cp_size 1, 2 and
     const PlanFile pf = c.trace[0] == '(' ? ReplayTrace(AlignedPrefixTrace(5), cfg) : ReplayPlan(c.trace, cfg, c.requests);
     const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
     TempDir dir;
-    RunOptions o;
-    o.backend = "host";
-    o.out = dir.File("measured.json");
+    RunOptions o = HostOptions(dir, 60);
     o.timeline = dir.File("timeline.json");
-    o.timeout_s = 60;
-    o.quiet = true;
     o.exec.warmup = 1;
     o.exec.gate = true;  // the host backend has nothing to hold, but the executor's gate path runs
     const RunOutcome out = RunLocal(plan, o);
@@ -114,12 +110,7 @@ TEST_CASE("load-back, gather and forward take turns layer by layer, as the cost 
                                            "gather.method=packed", "backup.schedule=per-layer"});
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
   TempDir dir;
-  RunOptions o;
-  o.backend = "host";
-  o.out = dir.File("measured.json");
-  o.timeout_s = 60;
-  o.quiet = true;
-  o.exec.warmup = 0;
+  const RunOptions o = HostOptions(dir, 60);
   const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
   REQUIRE_MESSAGE(out.exit_code == 0, out.message);
   std::map<std::string, nlohmann::json> by_id;
@@ -245,13 +236,8 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
     const int64_t L = cfg.model.layers;
     const PlanFile pf = c.trace[0] == '(' ? ReplayTrace(AlignedPrefixTrace(5), cfg) : ReplayPlan(c.trace, cfg, 60);
     TempDir dir;
-    RunOptions o;
-    o.backend = "host";
-    o.out = dir.File("measured.json");
+    RunOptions o = HostOptions(dir, 60);
     o.span_trace = dir.File("spans.json");
-    o.timeout_s = 60;
-    o.quiet = true;
-    o.exec.warmup = 0;
     const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
     REQUIRE_MESSAGE(out.exit_code == 0, out.message);
     CHECK_FALSE(std::filesystem::exists(o.span_trace + ".tmp"));
