@@ -22,7 +22,7 @@
 #include "kernels/page_layout.h"
 #include "kernels/tier_copy.h"
 #include "kernels/zigzag.h"
-#include "sim/policy.h"
+#include "sim/cache/policy.h"
 
 namespace kvlanes::exec {
 

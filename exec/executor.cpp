@@ -12,8 +12,8 @@
 #include "exec/exec_error.h"
 #include "kernels/materialize.h"
 #include "sim/check.h"
-#include "sim/cost_model.h"
-#include "sim/hardware_profile.h"
+#include "sim/predict/cost_model.h"
+#include "sim/predict/hardware_profile.h"
 #include "traces/input_error.h"
 
 namespace kvlanes::exec {
@@ -35,7 +35,7 @@ std::string Fnv1a64Hex(const std::string& s) {
 }
 
 // The compute model when no hardware profile is given: the assumed DeepSeek-V3.2-like figures
-// of tools/profiles/h200.yaml (docs/executor.md), so a plan runs the same with or without one.
+// of config/profiles/h200.yaml (docs/executor.md), so a plan runs the same with or without one.
 HardwareProfile DefaultComputeProfile() {
   HardwareProfile hw;
   hw.name = "exec-default (h200.yaml compute terms, assumed)";

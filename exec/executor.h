@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec/backend.h"
-#include "sim/plan.h"
+#include "sim/predict/plan.h"
 
 namespace kvlanes::exec {
 

@@ -3,7 +3,7 @@
 // last resident child is planned away), and picks victims until the demand is met.
 #pragma once
 
-#include "sim/policy.h"
+#include "sim/cache/policy.h"
 
 namespace kvlanes {
 

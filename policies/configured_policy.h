@@ -9,9 +9,9 @@
 
 #include <memory>
 
-#include "sim/cost_model.h"
-#include "sim/placement.h"
-#include "sim/policy.h"
+#include "sim/predict/cost_model.h"
+#include "sim/cache/placement.h"
+#include "sim/cache/policy.h"
 
 namespace kvlanes {
 

@@ -1,12 +1,12 @@
 // The `lane-balance` placement rule (DOMAIN.md section 4, "policies may add their own"): it
-// needs the ledger, so it lives with the policies rather than in sim/placement.cpp, whose table
+// needs the ledger, so it lives with the policies rather than in sim/cache/placement.cpp, whose table
 // only names it (assign == nullptr).
 #pragma once
 
 #include <cstdint>
 #include <span>
 
-#include "sim/ledger.h"
+#include "sim/cache/ledger.h"
 
 namespace kvlanes {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "sim/config.h"
-#include "sim/policy.h"
+#include "sim/cache/policy.h"
 #include "traces/trace.h"
 
 namespace kvlanes {

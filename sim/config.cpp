@@ -5,8 +5,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "sim/eviction_order.h"
-#include "sim/placement.h"
+#include "sim/cache/eviction_order.h"
+#include "sim/cache/placement.h"
 #include "traces/input_error.h"
 
 namespace kvlanes {

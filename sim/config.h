@@ -38,7 +38,7 @@ struct CacheConfig {
   int64_t host_pages_per_lane = 0;  // 0 = no host tier
   std::string eviction = "lru";     // lru | lfu | fifo | slru
   std::string write_policy = "write_through";  // write_through | write_through_selective | write_back
-  std::string placement = "zigzag";            // see sim/placement.h
+  std::string placement = "zigzag";            // see sim/cache/placement.h
   int64_t load_back_min_tokens = 10;           // host hits shorter than this are recomputed
   std::string host_layout = "layer_first";     // layer_first | page_first | page_first_direct
 };
@@ -57,7 +57,7 @@ struct BackupConfig {
 };
 
 struct HardwareConfig {
-  // YAML hardware profile for the cost model (tools/profiles/); "" = no predictions. A relative
+  // YAML hardware profile for the cost model (config/profiles/); "" = no predictions. A relative
   // path in a config file is taken relative to that file's folder.
   std::string profile;
 };

@@ -1,6 +1,6 @@
 // `kvlanes bench kernels`: bandwidth of the materialization and tier-copy kernels (kernels/)
 // against the ceilings measured in the same run, as a table and optionally JSON. The measuring
-// lives in kernels/bench_kernels.cu; this file parses options and reports. Formulas:
+// lives in kernels/bench/bench_kernels.cu; this file parses options and reports. Formulas:
 // docs/kernels.md.
 #include <boost/program_options.hpp>
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/bench_kernels.h"
+#include "kernels/bench/bench_kernels.h"
 #include "kernels/materialize.h"
 #include "tools/commands.h"
 #include "traces/output_file.h"

@@ -11,7 +11,7 @@
 #include <boost/program_options.hpp>
 
 #include "policies/registry.h"
-#include "sim/replay_engine.h"
+#include "sim/engine/replay_engine.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "traces/output_file.h"

@@ -1,5 +1,5 @@
 // kvlanes bench sweep: times every primitive of the executor over a grid of sizes and writes
-// the measurement file `kvlanes calibrate` fits (exec/sweep.h; format: docs/calibration.md).
+// the measurement file `kvlanes calibrate` fits (exec/bench/sweep.h; format: docs/calibration.md).
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "exec/exec_error.h"
-#include "exec/sweep.h"
+#include "exec/bench/sweep.h"
 #include "sim/config.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"

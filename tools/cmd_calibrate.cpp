@@ -6,8 +6,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "sim/calibration.h"
-#include "sim/hardware_profile.h"
+#include "sim/compare/calibration.h"
+#include "sim/predict/hardware_profile.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "traces/output_file.h"

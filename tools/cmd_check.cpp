@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "sim/check_stats.h"
-#include "sim/cost_model.h"
-#include "sim/hardware_profile.h"
-#include "sim/op_predictions.h"
-#include "sim/plan.h"
+#include "sim/compare/check_stats.h"
+#include "sim/predict/cost_model.h"
+#include "sim/predict/hardware_profile.h"
+#include "sim/compare/op_predictions.h"
+#include "sim/predict/plan.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "traces/output_file.h"

@@ -7,9 +7,9 @@
 #include <boost/program_options.hpp>
 
 #include "policies/registry.h"
-#include "sim/cost_model.h"
-#include "sim/predictor.h"
-#include "sim/replay_engine.h"
+#include "sim/predict/cost_model.h"
+#include "sim/predict/predictor.h"
+#include "sim/engine/replay_engine.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"

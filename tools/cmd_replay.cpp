@@ -6,12 +6,12 @@
 #include <boost/program_options.hpp>
 
 #include "policies/registry.h"
-#include "sim/replay_engine.h"
+#include "sim/engine/replay_engine.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "traces/output_file.h"
 #include "tools/replay_setup.h"
-#include "sim/cost_model.h"
+#include "sim/predict/cost_model.h"
 #include "traces/input_error.h"
 
 namespace po = boost::program_options;

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "sim/placement.h"
+#include "sim/cache/placement.h"
 #include "traces/input_error.h"
 #include "traces/trace_reader.h"
 

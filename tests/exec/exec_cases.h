@@ -19,8 +19,8 @@
 #include "exec/executor.h"
 #include "policies/registry.h"
 #include "sim/config.h"
-#include "sim/plan.h"
-#include "sim/replay_engine.h"
+#include "sim/predict/plan.h"
+#include "sim/engine/replay_engine.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes::exec::testing {

@@ -4,14 +4,14 @@
 #include <doctest/doctest.h>
 
 #include "policies/registry.h"
-#include "sim/replay_engine.h"
+#include "sim/engine/replay_engine.h"
 #include "tests/policies/replay_cases.h"
 
 namespace kvlanes::test {
 
 std::string ProfileFor(const ReplayConfig& cfg) {
-  return cfg.cache.cp_size == 1 ? KVLANES_SOURCE_DIR "/tools/profiles/h200.yaml"
-                                : KVLANES_SOURCE_DIR "/tools/profiles/8xh200_nccl_model.yaml";
+  return cfg.cache.cp_size == 1 ? KVLANES_SOURCE_DIR "/config/profiles/h200.yaml"
+                                : KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml";
 }
 
 nlohmann::ordered_json Predicted(const ReplayCase& c, const std::string& gather, const std::string& backup) {

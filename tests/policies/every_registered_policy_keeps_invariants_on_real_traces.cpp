@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "policies/registry.h"
-#include "sim/replay_engine.h"
+#include "sim/engine/replay_engine.h"
 #include "tests/policies/replay_cases.h"
 
 namespace kvlanes::test {

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "policies/registry.h"
-#include "sim/replay_engine.h"
+#include "sim/engine/replay_engine.h"
 #include "tests/policies/replay_cases.h"
 
 namespace kvlanes::test {
@@ -77,8 +77,8 @@ TEST_CASE("golden predicted metrics match on every replay case") {
   nlohmann::ordered_json now = nlohmann::ordered_json::object();
   for (const ReplayCase& c : ReplayCases()) {
     ReplayConfig cfg = CaseConfig(c, "lanes");
-    cfg.hardware.profile = cfg.cache.cp_size == 1 ? KVLANES_SOURCE_DIR "/tools/profiles/h200.yaml"
-                                                  : KVLANES_SOURCE_DIR "/tools/profiles/8xh200_nccl_model.yaml";
+    cfg.hardware.profile = cfg.cache.cp_size == 1 ? KVLANES_SOURCE_DIR "/config/profiles/h200.yaml"
+                                                  : KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml";
     cfg.gather.method = "cost";
     cfg.backup.schedule = "cost";
     const Trace trace = CaseTrace(c, cfg);

@@ -8,7 +8,7 @@
 
 #include "policies/cascade_planner.h"
 #include "policies/configured_policy.h"
-#include "sim/replay_engine.h"
+#include "sim/engine/replay_engine.h"
 
 namespace kvlanes::test {
 

@@ -1,0 +1,639 @@
+#include "exec/bench/sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <set>
+#include <cstring>
+
+#include "exec/exec_error.h"
+#include "exec/exec_run.h"
+#include "exec/host_backend.h"
+#include "exec/launch.h"
+#include "sim/predict/predictor.h"
+#if KVLANES_WITH_CUDA
+#include "exec/cuda_backend.h"
+#endif
+
+namespace kvlanes::exec {
+namespace {
+
+using kernels::LayerRange;
+using kernels::TierDirection;
+using Clock = std::chrono::steady_clock;
+constexpr double kGateSeconds = 200e-6;
+// The backup group (RunSweep): slot runs like the development plan's (4.0 pages per load-back
+// run, 2.4-7.1 per backup run; docs/calibration.md), a forward layer of 50 us (the held-out plans
+// at --compute-scale 0.01 have 10-600 us) that writes the pages backed up, and beside it a packed
+// gather of each of SweepOptions::backup_gather_pages pages per layer (0: none).
+constexpr int64_t kBackupRunPages = 4;
+constexpr double kBackupForwardS = 50e-6;
+constexpr int64_t kBackupMaxPages = 512;
+
+std::string TodayUtc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+  return buf;
+}
+
+// n distinct random slots of a pool of `pool` slots.
+std::vector<int32_t> RandomSlots(std::mt19937_64& rng, int64_t pool, int64_t n) {
+  std::vector<int32_t> all(static_cast<size_t>(pool));
+  std::iota(all.begin(), all.end(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j = i + static_cast<int64_t>(rng() % static_cast<uint64_t>(pool - i));
+    std::swap(all[static_cast<size_t>(i)], all[static_cast<size_t>(j)]);
+  }
+  all.resize(static_cast<size_t>(n));
+  return all;
+}
+
+nlohmann::ordered_json Stats(const char* kind, const std::vector<double>& t) {
+  nlohmann::ordered_json x;
+  x["kind"] = kind;
+  x["median_s"] = Percentile(t, 0.5);
+  x["min_s"] = *std::min_element(t.begin(), t.end());
+  x["max_s"] = *std::max_element(t.begin(), t.end());
+  x["repeats"] = t.size();
+  return x;
+}
+
+nlohmann::ordered_json GeometryJson(const ExecGeometry& g, const std::string& layout, const std::string& mode) {
+  return {{"page_tokens", g.page_tokens},   {"layers", g.layers},         {"pools", g.pool_names},
+          {"bytes_per_token_layer", g.elem_bytes}, {"device_slots", g.device_slots}, {"host_slots", g.host_slots},
+          {"host_layout", layout},          {"tier_copy", mode}};
+}
+
+constexpr const char* kForwardNotMeasured =
+    "forward: the executor's forward pass is synthetic; compute terms come from the base profile";
+
+// The measurement file: the backend's context, what every sweep records (date, tool, backend,
+// warm-up, repeats), then `ctx`'s entries, and the samples.
+nlohmann::ordered_json MeasurementDocument(const RankBackend& b, const SweepOptions& o, nlohmann::ordered_json ctx,
+                                           nlohmann::ordered_json samples) {
+  nlohmann::ordered_json c = b.Context();
+  c["date"] = TodayUtc();
+  c["tool"] = "kvlanes bench sweep";
+  c["backend"] = o.backend;
+  c["warmup"] = o.warmup;
+  c["repeats"] = o.repeats;
+  for (auto& [k, v] : ctx.items()) c[k] = std::move(v);
+  nlohmann::ordered_json doc;
+  doc["kvlanes_measurements"] = 1;
+  doc["context"] = std::move(c);
+  doc["samples"] = std::move(samples);
+  return doc;
+}
+
+class Sweeper {
+ public:
+  Sweeper(const SweepOptions& o, RankBackend& b) : o_(o), b_(b), geo_(SweepGeometry(o)), rng_(o.seed) {}
+
+  nlohmann::ordered_json Run() {
+    b_.StartEpoch();
+    const std::string mode = o_.backend == "host" ? "memcpy" : (o_.tier_copy == "memcpy" ? "memcpy2d" : o_.tier_copy);
+    const std::string layout(kernels::HostLayoutName(geo_.host_layout));
+    const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
+    const std::vector<int64_t> all_counts = SweepPageCounts(std::min(o_.max_pages, o_.max_all_layer_pages));
+
+    // Tier copies: one pool per call, as the executor issues them.
+    for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
+      const bool h2d = dir == TierDirection::kHostToDevice;
+      const Stream s = h2d ? Stream::kH2D : Stream::kD2H;
+      for (const int64_t run : o_.slot_runs)  // the copy grid once per slot run length
+        for (int k = 0; k < geo_.num_pools(); ++k)
+          for (const bool all : {false, true}) {
+            Progress(std::string("host_copy ") + (h2d ? "h2d" : "d2h") + " pool " + geo_.pool_names[static_cast<size_t>(k)] +
+                     (all ? ", all layers" : ", one layer") + (run > 1 ? ", runs of " + std::to_string(run) + " pages" : ""));
+            for (const int64_t n : all ? all_counts : counts) {
+              const int64_t nl = all ? geo_.layers : 1;
+              const std::vector<double> t = Time(s, [&] {
+                const auto [d, h] = run > 1 ? RunSlots(n, run) : Slots(n);
+                runs_ = Runs(d, h);
+                const int64_t l0 = all ? 0 : RandomLayer();
+                return [this, s, k, dir, d, h, l0, nl] { b_.TierCopy(s, k, dir, d, h, LayerRange{l0, l0 + nl}); };
+              });
+              nlohmann::ordered_json x = Stats("host_copy", t);
+              x["direction"] = h2d ? "h2d" : "d2h";
+              x["bytes"] = n * nl * geo_.chunk_bytes(k);
+              // batch: one copy engine entry per run of adjacent pages (both sides), per layer.
+              x["copies"] = o_.tier_copy == "batch" && o_.backend == "cuda" ? runs_ * nl : 1;
+              x["chunk_bytes"] = geo_.chunk_bytes(k);
+              x["layout"] = layout;
+              x["mode"] = mode;
+              x["run_pages"] = run;
+              x["label"] = "pool " + geo_.pool_names[static_cast<size_t>(k)] + ", " + std::to_string(n) + " pages, " +
+                           std::to_string(nl) + " layer(s)" + (run > 1 ? ", runs of " + std::to_string(run) : "");
+              samples_.push_back(std::move(x));
+            }
+          }
+    }
+
+    // Submission: host time of enqueueing a batch of one-layer copies of 8 pages.
+    Progress("copy_submit");
+    for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
+      const bool h2d = dir == TierDirection::kHostToDevice;
+      const Stream s = h2d ? Stream::kH2D : Stream::kD2H;
+      for (const int c : o_.submit_batches) {
+        std::vector<double> t;
+        for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
+          std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> sets;
+          for (int i = 0; i < c; ++i) sets.push_back(Slots(std::min<int64_t>(8, o_.max_pages)));
+          const auto t0 = Clock::now();
+          for (int i = 0; i < c; ++i) b_.TierCopy(s, i % geo_.num_pools(), dir, sets[static_cast<size_t>(i)].first,
+                                                  sets[static_cast<size_t>(i)].second, LayerRange{0, 1});
+          const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+          b_.Sync();
+          b_.ReleaseMarks();
+          if (rep >= 0) t.push_back(std::max(dt, 1e-9));
+        }
+        nlohmann::ordered_json x = Stats("copy_submit", t);
+        x["copies"] = c;
+        x["direction"] = h2d ? "h2d" : "d2h";
+        x["layout"] = layout;
+        x["mode"] = mode;
+        x["label"] = std::to_string(c) + " one-layer copies of 8 pages";
+        samples_.push_back(std::move(x));
+      }
+    }
+
+    // One layer of a packed gather at one rank: pack the owned pages, unpack them into order.
+    Progress("device_copy (packed gather layer)");
+    for (const int64_t n : counts) {
+      const std::vector<double> t = Time(Stream::kComm, [&] {
+        const auto [d, h] = Slots(n);
+        (void)h;
+        GatherIndex g;
+        g.method = GatherMethod::kPacked;
+        g.prefix_pages = n;
+        g.tags.assign(static_cast<size_t>(n), PageTag{});
+        g.pack_slots = d;
+        g.shard_pages = n;
+        g.unpack_index.resize(static_cast<size_t>(n));
+        std::iota(g.unpack_index.begin(), g.unpack_index.end(), 0);
+        // The index upload is the gather's once-per-request part: enqueued before the timed span.
+        auto keep = std::make_shared<GatherIndex>(std::move(g));
+        b_.PrepareGather(*keep);
+        const int64_t l = RandomLayer();
+        return [this, keep, l] { b_.GatherLayer(Stream::kComm, l); };
+      });
+      nlohmann::ordered_json x = Stats("device_copy", t);
+      x["bytes"] = 2 * n * geo_.page_layer_bytes();
+      x["op"] = "copy";
+      x["kernels"] = 2;
+      x["variant"] = "gather_packed";
+      x["label"] = "pack + unpack of " + std::to_string(n) + " pages, one layer, all pools";
+      samples_.push_back(std::move(x));
+    }
+
+    // Backups over a forward pass, as the executor runs them (docs/calibration.md): per layer a
+    // packed gather layer of each size in backup_gather_pages (one set of samples per size) on the
+    // collective stream, then a forward layer of kBackupForwardS that writes the pages backed up
+    // on the compute stream; per-layer: after each forward layer the d2h stream
+    // copies that layer of n pages of every pool; tail: after the last layer one all-layer copy per
+    // pool. The whole pass is enqueued behind the request gate, as the executor with --gate on
+    // (SweepOptions::backup_gate false: as the host goes, as with --gate off).
+    if (o_.backups) {
+      std::set<int64_t> gathers;
+      for (const int64_t g : o_.backup_gather_pages) gathers.insert(std::min<int64_t>(g, o_.max_pages));
+      for (const int64_t gp : gathers)
+        for (const bool tail : {false, true}) {
+          Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") + ", gather of " +
+                   std::to_string(gp) + " pages beside it");
+          for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
+            BackupSamples(n, gp, tail, layout, mode);
+        }
+    }
+
+    nlohmann::ordered_json ctx;
+    ctx["geometry"] = GeometryJson(geo_, layout, mode);
+    ctx["buffer_bytes"] = geo_.device_pool_bytes();
+    ctx["not_measured"] = {"collectives and peer reads: run the sweep with --ranks N", kForwardNotMeasured};
+    return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
+  }
+
+ private:
+  void Progress(const std::string& what) {
+    if (o_.progress) o_.progress(what);
+  }
+
+  // Runs of pages adjacent on both sides (what a memcpy plan merges into one copy).
+  static int64_t Runs(const std::vector<int32_t>& d, const std::vector<int32_t>& h) {
+    int64_t r = d.empty() ? 0 : 1;
+    for (size_t i = 1; i < d.size(); ++i)
+      if (d[i] != d[i - 1] + 1 || h[i] != h[i - 1] + 1) ++r;
+    return r;
+  }
+
+  int64_t RandomLayer() { return static_cast<int64_t>(rng_() % static_cast<uint64_t>(geo_.layers)); }
+
+  // n distinct random device slots and n distinct random host slots.
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> Slots(int64_t n) {
+    std::vector<int32_t> d = RandomSlots(rng_, geo_.device_slots, n);
+    return {std::move(d), RandomSlots(rng_, geo_.host_slots, n)};
+  }
+
+  // One `backup` sample per pool: n pages in runs of kBackupRunPages, `gather_pages` gathered per
+  // layer beside the forward pass (0: none).
+  void BackupSamples(int64_t n, int64_t gather_pages, bool tail, const std::string& layout, const std::string& mode) {
+    const int pools = geo_.num_pools();
+    std::vector<std::vector<double>> t(static_cast<size_t>(pools));
+    const int64_t L = geo_.layers;
+    for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
+      const auto [d, h] = RunSlots(n, kBackupRunPages);
+      GatherIndex g;
+      g.method = GatherMethod::kPacked;
+      g.prefix_pages = gather_pages;
+      g.tags.assign(static_cast<size_t>(gather_pages), PageTag{});
+      g.pack_slots = RandomSlots(rng_, geo_.device_slots, gather_pages);
+      g.shard_pages = gather_pages;
+      g.unpack_index.resize(static_cast<size_t>(gather_pages));
+      std::iota(g.unpack_index.begin(), g.unpack_index.end(), 0);
+      if (gather_pages > 0) b_.PrepareGather(g);
+      std::vector<PageWrite> writes;
+      for (size_t i = 0; i < d.size(); ++i) writes.push_back(PageWrite{d[i], PageTag{1, 0, static_cast<int64_t>(i)}});
+      if (o_.backup_gate) b_.HoldStreams(1.0);
+      std::vector<std::vector<std::pair<int, int>>> spans(static_cast<size_t>(pools));
+      int fwd = -1;
+      for (int64_t l = 0; l < L; ++l) {
+        int ready = -1;
+        if (gather_pages > 0) {
+          if (fwd >= 0) b_.Wait(Stream::kComm, fwd);
+          b_.GatherLayer(Stream::kComm, l);
+          ready = b_.Mark(Stream::kComm);
+          b_.Wait(Stream::kCompute, ready);
+        }
+        b_.ForwardLayer(Stream::kCompute, l, writes, kBackupForwardS);  // writes the pages backed up, as the executor
+        fwd = b_.Mark(Stream::kCompute);
+        if (!tail) {
+          b_.Wait(Stream::kD2H, fwd);
+          for (int k = 0; k < pools; ++k) {
+            const int m0 = b_.Mark(Stream::kD2H);
+            b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, d, h, LayerRange{l, l + 1});
+            spans[static_cast<size_t>(k)].push_back({m0, b_.Mark(Stream::kD2H)});
+          }
+        }
+      }
+      if (tail) {
+        b_.Wait(Stream::kD2H, fwd);
+        for (int k = 0; k < pools; ++k) {
+          const int m0 = b_.Mark(Stream::kD2H);
+          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, d, h, LayerRange{0, L});
+          spans[static_cast<size_t>(k)].push_back({m0, b_.Mark(Stream::kD2H)});
+        }
+      }
+      b_.OpenGate();
+      b_.Sync();
+      for (int k = 0; k < pools; ++k) {
+        double sum = 0;
+        for (const auto& [a, e] : spans[static_cast<size_t>(k)]) sum += b_.MarkSeconds(e) - b_.MarkSeconds(a);
+        if (rep >= 0) t[static_cast<size_t>(k)].push_back(std::max(sum, 1e-9));
+      }
+      b_.ReleaseMarks();
+    }
+    const int64_t runs = (n + kBackupRunPages - 1) / kBackupRunPages;
+    for (int k = 0; k < pools; ++k) {
+      nlohmann::ordered_json x = Stats("backup", t[static_cast<size_t>(k)]);
+      x["schedule"] = tail ? "tail" : "per-layer";
+      x["bytes"] = n * L * geo_.chunk_bytes(k);
+      x["copies"] = tail ? 1 : L;
+      x["pages"] = n;
+      x["layers"] = L;
+      x["pool"] = geo_.pool_names[static_cast<size_t>(k)];
+      x["run_pages"] = kBackupRunPages;
+      x["gather_pages"] = gather_pages;
+      x["forward_s"] = kBackupForwardS;
+      x["gate"] = o_.backup_gate;
+      x["layout"] = layout;
+      x["mode"] = mode;
+      x["label"] = std::string(tail ? "tail" : "per-layer") + " backup of " + std::to_string(n) + " pages (" +
+                   std::to_string(runs) + " runs), pool " + geo_.pool_names[static_cast<size_t>(k)] + ", beside a forward pass" +
+                   (gather_pages > 0 ? " and a " + std::to_string(gather_pages) + "-page gather" : "");
+      samples_.push_back(std::move(x));
+    }
+  }
+
+  // n slots on each side in runs of `run` adjacent slots (the last one shorter): random distinct
+  // run-aligned blocks of the device and of the host pool.
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> RunSlots(int64_t n, int64_t run) {
+    const int64_t runs = (n + run - 1) / run;
+    auto side = [&](int64_t slots) {
+      const int64_t blocks = slots / run;
+      if (blocks < runs) throw ExecError("sweep: " + std::to_string(runs) + " runs of " + std::to_string(run) +
+                                         " pages do not fit a pool of " + std::to_string(slots) + " slots");
+      std::vector<int32_t> v;
+      for (const int32_t b : RandomSlots(rng_, blocks, runs))
+        for (int64_t i = 0; i < run && static_cast<int64_t>(v.size()) < n; ++i) v.push_back(static_cast<int32_t>(b * run + i));
+      return v;
+    };
+    std::vector<int32_t> d = side(geo_.device_slots);
+    return {std::move(d), side(geo_.host_slots)};
+  }
+
+  // Stream time of one call, warm-up runs first; `make()` prepares a run (untimed) and returns
+  // what enqueues it.
+  template <class Make>
+  std::vector<double> Time(Stream s, Make make) {
+    std::vector<double> t;
+    double last_enqueue_s = 0;
+    for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
+      auto run = make();
+      // Gate: a short busy kernel first, so the whole call is enqueued before the timed span
+      // starts and the span is device time only, as in the executor, whose host thread runs ahead
+      // of the device (the host's share is measured by copy_submit).
+      // The gate lasts at least twice the host time of the last call, so calls whose host work
+      // is long (a large cudaMemcpyBatchAsync) are fully enqueued before the span starts too.
+      b_.ForwardLayer(s, 0, {}, std::max(kGateSeconds, 2 * last_enqueue_s));
+      const int m0 = b_.Mark(s);
+      const auto e0 = Clock::now();
+      run();
+      last_enqueue_s = std::chrono::duration<double>(Clock::now() - e0).count();
+      const int m1 = b_.Mark(s);
+      b_.Sync();
+      const double dt = b_.MarkSeconds(m1) - b_.MarkSeconds(m0);
+      b_.ReleaseMarks();
+      if (rep >= 0) t.push_back(std::max(dt, 1e-9));
+    }
+    return t;
+  }
+
+  const SweepOptions& o_;
+  RankBackend& b_;
+  ExecGeometry geo_;
+  std::mt19937_64 rng_;
+  int64_t runs_ = 0;  // of the slots drawn for the current host copy
+  nlohmann::ordered_json samples_ = nlohmann::ordered_json::array();
+};
+
+// Several ranks: the bare collectives and peer reads of the gathers, every rank taking part.
+// Per repeat every rank times the op on its collective stream after a barrier and a gate; the
+// repeat's time is the smallest of the ranks' spans (the rank that reached the collective last
+// waited for nobody; the others' spans include waiting for it), and the sample is the median of
+// those. Only rank 0's document is kept.
+class CollectiveSweeper {
+ public:
+  CollectiveSweeper(const SweepOptions& o, RankBackend& b) : o_(o), b_(b), geo_(SweepGeometry(o)), rng_(o.seed + static_cast<uint64_t>(b.rank())) {}
+
+  nlohmann::ordered_json Run() {
+    b_.StartEpoch();
+    const int N = geo_.ranks;
+    const int64_t record = geo_.page_layer_bytes();
+    const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
+    Progress("all_gather, " + std::to_string(N) + " ranks");
+    for (const int64_t n : counts) {
+      const int64_t shard = (n + N - 1) / N;
+      const std::vector<double> t = Time([&] { return [this, shard, record] { b_.RawCollective(Stream::kComm, RawCollectiveOp::kAllGather, shard * record); }; });
+      Add(Stats("all_gather", t), N * shard * record, "all-gather of " + std::to_string(n) + " pages, one layer, all pools (" +
+                                                           std::to_string(shard) + " per rank)");
+    }
+    Progress("all_reduce, " + std::to_string(N) + " ranks");
+    for (const int64_t n : counts) {
+      const std::vector<double> t = Time([&] { return [this, n, record] { b_.RawCollective(Stream::kComm, RawCollectiveOp::kAllReduce, n * record); }; });
+      Add(Stats("all_reduce", t), n * record, "all-reduce of " + std::to_string(n) + " pages, one layer, all pools");
+    }
+    Progress("peer_read, " + std::to_string(N) + " ranks");
+    for (const int64_t n : counts) {
+      int64_t peers = 0;
+      const std::vector<double> t = Time([&] {
+        // Every page from a peer (round robin over them), random slots there: the p2p gather's
+        // remote part, one layer, all pools.
+        GatherIndex g;
+        g.method = GatherMethod::kP2p;
+        g.prefix_pages = n;
+        g.tags.assign(static_cast<size_t>(n), PageTag{});
+        g.src_slot = RandomSlots(rng_, geo_.device_slots, n);
+        for (int64_t i = 0; i < n; ++i) g.src_rank.push_back(static_cast<int32_t>((b_.rank() + 1 + i % (N - 1)) % N));
+        peers = std::min<int64_t>(n, N - 1);
+        auto keep = std::make_shared<GatherIndex>(std::move(g));
+        b_.PrepareGather(*keep);
+        const int64_t l = static_cast<int64_t>(rng_() % static_cast<uint64_t>(geo_.layers));
+        return [this, keep, l] { b_.GatherLayer(Stream::kComm, l); };
+      });
+      nlohmann::ordered_json x = Stats("peer_read", t);
+      x["peers"] = peers;
+      Add(std::move(x), n * record, "peer reads of " + std::to_string(n) + " pages, one layer, all pools");
+    }
+
+    nlohmann::ordered_json ctx;
+    ctx["ranks"] = N;
+    ctx["geometry"] = GeometryJson(geo_, std::string(kernels::HostLayoutName(geo_.host_layout)), "none");
+    ctx["timing"] = "per repeat the smallest rank span (after a barrier and a gate kernel), median over repeats";
+    ctx["not_measured"] = {"tier copies, device copies, copy submission: run the sweep with --ranks 1", kForwardNotMeasured};
+    return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
+  }
+
+ private:
+  void Progress(const std::string& what) {
+    if (o_.progress && b_.rank() == 0) o_.progress(what);
+  }
+
+  void Add(nlohmann::ordered_json x, int64_t bytes, const std::string& label) {
+    x["ranks"] = geo_.ranks;
+    x["bytes"] = bytes;
+    x["label"] = label;
+    samples_.push_back(std::move(x));
+  }
+
+  // Every rank runs the same number of repeats; returns, per repeat, the smallest rank's span.
+  template <class Make>
+  std::vector<double> Time(Make make) {
+    std::vector<double> mine;
+    for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
+      auto run = make();
+      b_.Barrier();
+      b_.ForwardLayer(Stream::kComm, 0, {}, kGateSeconds);
+      const int m0 = b_.Mark(Stream::kComm);
+      run();
+      const int m1 = b_.Mark(Stream::kComm);
+      b_.Sync();
+      const double dt = b_.MarkSeconds(m1) - b_.MarkSeconds(m0);
+      b_.ReleaseMarks();
+      if (rep >= 0) mine.push_back(std::max(dt, 1e-9));
+    }
+    std::string bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
+    const std::vector<std::string> all = b_.AllGatherBytes(bytes);
+    std::vector<double> t(mine.size(), 0);
+    for (size_t i = 0; i < t.size(); ++i) {
+      double best = mine[i];
+      for (const std::string& a : all) {
+        if (a.size() != bytes.size()) throw ExecError("sweep: ranks timed different numbers of repeats");
+        double v;
+        std::memcpy(&v, a.data() + i * sizeof(double), sizeof(double));
+        best = std::min(best, v);
+      }
+      t[i] = best;
+    }
+    return t;
+  }
+
+  const SweepOptions& o_;
+  RankBackend& b_;
+  ExecGeometry geo_;
+  std::mt19937_64 rng_;
+  nlohmann::ordered_json samples_ = nlohmann::ordered_json::array();
+};
+
+}  // namespace
+
+std::vector<int64_t> SweepPageCounts(int64_t max) {
+  std::vector<int64_t> c;
+  for (int64_t n = 1; n < max; n *= 2) c.push_back(n);
+  if (max >= 1) c.push_back(max);
+  return c;
+}
+
+ExecGeometry SweepGeometry(const SweepOptions& o) {
+  ExecGeometry g;
+  g.ranks = o.ranks;
+  g.page_tokens = o.page_tokens;
+  g.layers = o.layers;
+  g.elem_bytes = o.elem_bytes;
+  g.pool_names = o.pool_names;
+  g.device_slots = 4 * std::max<int64_t>(o.max_pages, 8);
+  g.host_slots = 2 * std::max<int64_t>(o.max_pages, 8);
+  g.host_layout = o.host_layout;
+  g.max_prefix_pages = o.max_pages;
+  g.max_shard_pages = o.max_pages;
+  if (o.ranks > 1) {  // collectives only: no host tier, pools twice the largest peer read
+    g.device_slots = 2 * std::max<int64_t>(o.max_pages, 8);
+    g.host_slots = 0;
+    g.max_shard_pages = (o.max_pages + o.ranks - 1) / o.ranks;
+  }
+  return g;
+}
+
+namespace {
+void Validate(const SweepOptions& o) {
+  if (o.ranks < 1 || o.ranks > 64) throw ExecError("sweep: ranks must be in 1..64");
+  if (!o.devices.empty() && static_cast<int>(o.devices.size()) != o.ranks)
+    throw ExecError("sweep: " + std::to_string(o.devices.size()) + " devices for " + std::to_string(o.ranks) + " ranks");
+  if (o.repeats < 1 || o.warmup < 0 || o.max_pages < 1 || o.max_all_layer_pages < 1 || o.layers < 1 || o.page_tokens < 1 ||
+      o.elem_bytes.empty() || o.elem_bytes.size() != o.pool_names.size() || o.submit_batches.empty())
+    throw ExecError("sweep: repeats >= 1, warmup >= 0, max pages >= 1, layers >= 1, page tokens >= 1, one name per pool, "
+                    "at least one pool and one submit batch are required");
+}
+}  // namespace
+
+nlohmann::ordered_json RunSweep(const SweepOptions& o, RankBackend& backend) {
+  Validate(o);
+  if (backend.ranks() != o.ranks) throw ExecError("sweep: the backend has " + std::to_string(backend.ranks()) + " ranks, the options " + std::to_string(o.ranks));
+  if (o.ranks > 1) return CollectiveSweeper(o, backend).Run();
+  return Sweeper(o, backend).Run();
+}
+
+namespace {
+// Several ranks: one process each (SuperviseRanks), rank 0 writes its document into the run's
+// directory, from which this (supervising) process reads it.
+nlohmann::ordered_json RunRanks(const SweepOptions& o) {
+  const ExecGeometry geo = SweepGeometry(o);
+  const std::string dir = MakeRendezvousDir("kvlanes-sweep");
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  } cleanup{dir};
+  std::unique_ptr<HostSegment> seg;
+  if (o.backend == "host") {
+    seg = HostSegment::CreateAnonymous(geo);
+  } else if (o.backend != "cuda") {
+    throw ExecError("sweep: unknown backend '" + o.backend + "' (cuda | host)");
+  }
+#if !KVLANES_WITH_CUDA
+  if (o.backend == "cuda") throw ExecError("sweep: this build has no CUDA (use --backend host)");
+#endif
+  const std::string result = dir + "/rank0.json";
+  const RunOutcome out = SuperviseRanks(o.ranks, seg.get(), o.timeout_s, 0, [&](int r, std::string* error) {
+    std::unique_ptr<Rendezvous> rv;
+    std::unique_ptr<RankBackend> b;
+    try {
+      if (seg) {
+        b = MakeHostBackend(geo, *seg, r, o.timeout_s);
+      } else {
+#if KVLANES_WITH_CUDA
+        rv = OpenRendezvous(ParseRendezvous("file:" + dir), r, o.ranks, o.timeout_s);
+        CudaBackendOptions c;
+        c.device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
+        c.tier_copy = o.tier_copy;
+        c.timeout_s = o.timeout_s;
+        c.needs_nccl = true;
+        c.needs_p2p = true;
+        b = MakeCudaBackend(geo, r, r, *rv, c);
+#endif
+      }
+      const nlohmann::ordered_json doc = RunSweep(o, *b);
+      if (r == 0) {
+        std::ofstream f(result + ".tmp");
+        f << doc.dump(1) << "\n";
+        f.close();
+        if (!f || std::rename((result + ".tmp").c_str(), result.c_str()) != 0) throw ExecError("cannot write " + result);
+      }
+      b->Barrier();
+      return 0;
+    } catch (const std::exception& e) {
+      const std::string w = e.what();
+      *error = w.rfind("rank ", 0) == 0 ? w : "rank " + std::to_string(r) + ": " + w;
+      if (b) {
+        b->Abort(*error);
+      } else if (seg) {
+        seg->MarkFailed(r, *error);
+      }
+      return 1;
+    }
+  });
+  if (out.exit_code != 0) throw ExecError("sweep: " + out.message);
+  std::ifstream f(result);
+  std::stringstream text;
+  text << f.rdbuf();
+  if (!f) throw ExecError("sweep: rank 0 wrote no result (" + result + ")");
+  return nlohmann::ordered_json::parse(text.str());
+}
+}  // namespace
+
+nlohmann::ordered_json RunSweep(const SweepOptions& o) {
+  Validate(o);
+  if (o.ranks > 1) return RunRanks(o);
+  const ExecGeometry geo = SweepGeometry(o);
+  if (o.backend == "host") {
+    std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(geo);
+    std::unique_ptr<RankBackend> b = MakeHostBackend(geo, *seg, 0, o.timeout_s);
+    return RunSweep(o, *b);
+  }
+  if (o.backend != "cuda") throw ExecError("sweep: unknown backend '" + o.backend + "' (cuda | host)");
+#if KVLANES_WITH_CUDA
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/kvlanes-sweep-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  if (!dir) throw ExecError("sweep: cannot create a rendezvous directory under /tmp");
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } cleanup{dir};
+  std::unique_ptr<Rendezvous> rv = OpenRendezvous(ParseRendezvous(std::string("file:") + dir), 0, 1, o.timeout_s);
+  CudaBackendOptions c;
+  c.device = o.device;
+  c.tier_copy = o.tier_copy;
+  c.timeout_s = o.timeout_s;
+  c.needs_nccl = false;  // one rank: no collective runs
+  c.needs_p2p = false;
+  std::unique_ptr<RankBackend> b = MakeCudaBackend(geo, 0, 0, *rv, c);
+  return RunSweep(o, *b);
+#else
+  throw ExecError("sweep: this build has no CUDA (use --backend host)");
+#endif
+}
+
+}  // namespace kvlanes::exec

@@ -1,0 +1,80 @@
+#include "sim/cache/ledger.h"
+
+#include <sstream>
+
+#include "sim/check.h"
+
+namespace kvlanes {
+
+Ledger::Ledger(int lanes, int64_t device_pages_per_lane, int64_t host_pages_per_lane)
+    : device_(lanes), host_(lanes) {
+  for (auto& a : device_) a.capacity = device_pages_per_lane;
+  for (auto& a : host_) a.capacity = host_pages_per_lane;
+}
+
+void Ledger::Bump(LaneAccount& a, int64_t tree_delta, int64_t locked_delta) {
+  a.tree += tree_delta;
+  a.locked += locked_delta;
+  KV_CHECK(a.tree >= 0 && a.locked >= 0 && a.locked <= a.tree, "ledger count out of range");
+  KV_CHECK(a.used() <= a.capacity, "lane over capacity: used " << a.used() << " > " << a.capacity);
+  if (a.used() > a.peak) a.peak = a.used();
+}
+
+void Ledger::OnResidency(const Node& n, Tier tier, int sign) {
+  for (const PageInfo& p : n.pages) Bump(mut(tier, p.owner), sign, n.lock > 0 ? sign : 0);
+}
+
+void Ledger::OnLock(const Node& n, bool locked) {
+  const int sign = locked ? 1 : -1;
+  for (const PageInfo& p : n.pages) {
+    if (n.on_device()) Bump(device_[p.owner], 0, sign);
+    if (n.on_host()) Bump(host_[p.owner], 0, sign);
+  }
+}
+
+void Ledger::AddInFlight(Tier tier, int lane, int64_t pages) {
+  LaneAccount& a = mut(tier, lane);
+  a.in_flight += pages;
+  KV_CHECK(a.in_flight >= 0, "negative in-flight pages");
+  KV_CHECK(a.used() <= a.capacity, "lane " << lane << " over capacity after allocation");
+  if (a.used() > a.peak) a.peak = a.used();
+}
+
+void Ledger::CheckAgainst(const RadixTree& tree, const std::vector<int64_t>& device_free_slots,
+                          const std::vector<int64_t>& host_free_slots) const {
+  Ledger fresh(lanes(), device_.empty() ? 0 : device_[0].capacity, host_.empty() ? 0 : host_[0].capacity);
+  for (NodeId id = 1; id < tree.node_slots(); ++id) {
+    const Node& n = tree.node(id);
+    if (!n.alive) continue;
+    for (const PageInfo& p : n.pages) {
+      KV_CHECK(p.owner < lanes(), "page owner " << p.owner << " out of range in node " << id);
+      if (n.on_device()) {
+        ++fresh.device_[p.owner].tree;
+        if (n.lock > 0) ++fresh.device_[p.owner].locked;
+      }
+      if (n.on_host()) {
+        ++fresh.host_[p.owner].tree;
+        if (n.lock > 0) ++fresh.host_[p.owner].locked;
+      }
+    }
+  }
+  std::ostringstream diff;
+  for (int r = 0; r < lanes(); ++r) {
+    for (Tier t : {Tier::kDevice, Tier::kHost}) {
+      const LaneAccount& have = at(t, r);
+      const LaneAccount& want = fresh.at(t, r);
+      const char* tn = t == Tier::kDevice ? "device" : "host";
+      if (!(have == want))
+        diff << " lane " << r << " " << tn << ": ledger tree/locked/in_flight " << have.tree << "/"
+             << have.locked << "/" << have.in_flight << " vs tree " << want.tree << "/"
+             << want.locked << "/0;";
+      const auto& free_slots = t == Tier::kDevice ? device_free_slots : host_free_slots;
+      if (have.free() != free_slots[r])
+        diff << " lane " << r << " " << tn << ": ledger free " << have.free() << " vs allocator "
+             << free_slots[r] << ";";
+    }
+  }
+  KV_CHECK(diff.str().empty(), "ledger does not match the tree:" << diff.str());
+}
+
+}  // namespace kvlanes

@@ -1,0 +1,56 @@
+#include "sim/cache/placement.h"
+
+#include "sim/check.h"
+
+namespace kvlanes {
+
+void ZigzagChunk(int64_t n, int ranks, int chunk, int64_t* begin, int64_t* end) {
+  const int64_t chunks = 2 * static_cast<int64_t>(ranks);
+  const int64_t q = n / chunks, rem = n % chunks;
+  *begin = chunk * q + (chunk < rem ? chunk : rem);
+  *end = *begin + q + (chunk < rem ? 1 : 0);
+}
+
+void AssignZigzag(int ranks, std::span<uint16_t> owners) {
+  const int64_t n = static_cast<int64_t>(owners.size());
+  for (int c = 0; c < 2 * ranks; ++c) {
+    int64_t b, e;
+    ZigzagChunk(n, ranks, c, &b, &e);
+    const uint16_t r = static_cast<uint16_t>(c < ranks ? c : 2 * ranks - 1 - c);
+    for (int64_t i = b; i < e; ++i) owners[static_cast<size_t>(i)] = r;
+  }
+}
+
+void AssignInterleave(int ranks, std::span<uint16_t> owners) {
+  for (size_t i = 0; i < owners.size(); ++i) owners[i] = static_cast<uint16_t>(i % static_cast<size_t>(ranks));
+}
+
+namespace {
+const PlacementRule kRules[] = {
+    {"zigzag", "2N balanced chunks, rank r owns chunks r and 2N-1-r (causal balance)", false,
+     &AssignZigzag},
+    {"interleave", "page i of an extent goes to rank i mod N", false, &AssignInterleave},
+    {"slot-modulo", "owner = physical page slot mod N (ownership follows the allocator)", true,
+     nullptr},
+    {"lane-balance",
+     "new pages to the lanes with the most free device pages, one contiguous run per rank",
+     false, nullptr},
+};
+}  // namespace
+
+const PlacementRule* FindPlacementRule(std::string_view name) {
+  for (const auto& r : kRules)
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+std::string PlacementRuleNames() {
+  std::string s;
+  for (const auto& r : kRules) {
+    s += s.empty() ? "" : ", ";
+    s += r.name;
+  }
+  return s;
+}
+
+}  // namespace kvlanes

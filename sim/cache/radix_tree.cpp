@@ -1,0 +1,273 @@
+#include "sim/cache/radix_tree.h"
+
+#include <algorithm>
+
+#include "sim/check.h"
+
+namespace kvlanes {
+
+RadixTree::RadixTree(EvictionOrder order) : order_(order) {
+  NodeId root = NewNode();
+  KV_CHECK(root == kRootId, "root must be node 0");
+}
+
+NodeId RadixTree::NewNode() {
+  NodeId id = static_cast<NodeId>(nodes_.size());
+  KV_CHECK(id != kNoNode, "node id space exhausted");
+  nodes_.emplace_back();
+  nodes_.back().id = id;
+  nodes_.back().alive = true;
+  ++alive_;
+  return id;
+}
+
+NodeId RadixTree::Child(NodeId parent, const PageKey& first) const {
+  auto it = children_.find(ChildKey{parent, first});
+  return it == children_.end() ? kNoNode : it->second;
+}
+
+EvictionPriority RadixTree::Priority(const Node& n) const {
+  switch (order_) {
+    case EvictionOrder::kLru: return {n.last_access, 0, n.id};
+    case EvictionOrder::kLfu: return {n.hit_count, n.last_access, n.id};
+    case EvictionOrder::kFifo: return {0, 0, n.id};
+    case EvictionOrder::kSlru: return {n.hit_count >= 2 ? 1u : 0u, n.last_access, n.id};
+  }
+  return {0, 0, n.id};
+}
+
+bool RadixTree::IsCandidate(const Node& n, Tier tier) const {
+  if (!n.alive || n.id == kRootId || n.lock != 0) return false;
+  if (tier == Tier::kDevice) return n.on_device() && n.device_children == 0;
+  return n.on_host() && !n.on_device() && n.num_children == 0;
+}
+
+void RadixTree::Refresh(NodeId id) {
+  Node& n = nodes_[id];
+  const EvictionPriority key = Priority(n);
+  auto refile = [&](Tier tier, CandidateSet& set, bool& in_set, EvictionPriority& stored) {
+    const bool want = IsCandidate(n, tier);
+    if (in_set && (!want || stored != key)) {
+      set.erase(stored);
+      in_set = false;
+    }
+    if (want && !in_set) {
+      set.insert(key);
+      stored = key;
+      in_set = true;
+    }
+  };
+  refile(Tier::kDevice, device_set_, n.in_device_set, n.device_key);
+  refile(Tier::kHost, host_set_, n.in_host_set, n.host_key);
+}
+
+void RadixTree::Touch(NodeId id, uint64_t epoch) {
+  nodes_[id].last_access = epoch;
+  Refresh(id);
+}
+
+void RadixTree::AdjustParentCounts(NodeId parent, int children_delta, int device_children_delta) {
+  Node& p = nodes_[parent];
+  KV_CHECK(static_cast<int64_t>(p.num_children) + children_delta >= 0, "child count underflow");
+  KV_CHECK(static_cast<int64_t>(p.device_children) + device_children_delta >= 0,
+           "device child count underflow");
+  p.num_children += children_delta;
+  p.device_children += device_children_delta;
+  Refresh(parent);
+}
+
+NodeId RadixTree::Split(NodeId id, int64_t m, uint64_t epoch) {
+  NodeId up_id = NewNode();  // may reallocate nodes_: take references after this
+  Node& c = nodes_[id];
+  Node& up = nodes_[up_id];
+  KV_CHECK(m > 0 && m < static_cast<int64_t>(c.keys.size()), "split point out of range");
+  const auto cut = [m](auto& v) {
+    using V = std::remove_reference_t<decltype(v)>;
+    if (v.empty()) return V{};
+    V upper(v.begin(), v.begin() + m);
+    v.erase(v.begin(), v.begin() + m);
+    return upper;
+  };
+  up.parent = c.parent;
+  up.first_page = c.first_page;
+  up.keys = cut(c.keys);
+  up.pages = cut(c.pages);
+  up.device_slot = cut(c.device_slot);
+  up.host_slot = cut(c.host_slot);
+  up.lock = c.lock;
+  up.hit_count = c.hit_count;
+  up.last_access = epoch;
+  up.num_children = 1;
+  up.device_children = c.on_device() ? 1 : 0;
+  c.first_page += m;
+  c.parent = up_id;
+  children_[ChildKey{up.parent, up.keys.front()}] = up_id;
+  children_.emplace(ChildKey{up_id, c.keys.front()}, id);
+  Refresh(up_id);
+  Refresh(id);
+  return up_id;
+}
+
+int64_t RadixTree::Walk(std::span<const PageKey> keys, uint64_t epoch, NodeId* last,
+                        const std::function<void(NodeId, int64_t)>& on_node) {
+  NodeId node = kRootId;
+  Touch(kRootId, epoch);
+  int64_t i = 0;
+  const int64_t n = static_cast<int64_t>(keys.size());
+  while (i < n) {
+    const NodeId c = Child(node, keys[i]);
+    if (c == kNoNode) break;
+    Touch(c, epoch);
+    const Node& cn = nodes_[c];
+    const int64_t len = static_cast<int64_t>(cn.keys.size());
+    const int64_t lim = std::min(len, n - i);
+    int64_t m = 0;
+    while (m < lim && cn.keys[m] == keys[i + m]) ++m;
+    const NodeId passed = m < len ? Split(c, m, epoch) : c;
+    on_node(passed, i);
+    node = passed;
+    i += m;
+    if (m < len) break;
+  }
+  *last = node;
+  return i;
+}
+
+MatchResult RadixTree::Match(std::span<const PageKey> keys, uint64_t epoch) {
+  MatchResult r;
+  const int64_t matched = Walk(keys, epoch, &r.last_node, [&](NodeId id, int64_t first) {
+    if (nodes_[id].on_device()) {
+      r.device_pages = first + static_cast<int64_t>(nodes_[id].keys.size());
+      r.device_node = id;
+    }
+  });
+  r.host_pages = matched - r.device_pages;
+  return r;
+}
+
+RadixTree::InsertWalk RadixTree::WalkForInsert(std::span<const PageKey> keys, uint64_t epoch,
+                                               const std::function<void(NodeId, int64_t)>& visit) {
+  InsertWalk w;
+  w.consumed = Walk(keys, epoch, &w.node, [&](NodeId id, int64_t first) {
+    ++nodes_[id].hit_count;
+    Refresh(id);
+    visit(id, first);
+  });
+  return w;
+}
+
+NodeId RadixTree::AddLeaf(NodeId parent, std::vector<PageKey> keys, std::vector<PageInfo> pages,
+                          std::vector<uint32_t> device_slots, uint64_t epoch, uint64_t hit_count) {
+  KV_CHECK(!keys.empty() && keys.size() == pages.size() && keys.size() == device_slots.size(),
+           "AddLeaf needs equal, non-empty key/page/slot lists");
+  KV_CHECK(Child(parent, keys.front()) == kNoNode, "AddLeaf over an existing child");
+  NodeId id = NewNode();
+  Node& leaf = nodes_[id];
+  const Node& p = nodes_[parent];
+  leaf.parent = parent;
+  leaf.first_page = parent == kRootId ? 0 : p.first_page + static_cast<int64_t>(p.keys.size());
+  leaf.keys = std::move(keys);
+  leaf.pages = std::move(pages);
+  leaf.device_slot = std::move(device_slots);
+  leaf.last_access = epoch;
+  leaf.hit_count = hit_count;
+  children_.emplace(ChildKey{parent, leaf.keys.front()}, id);
+  AdjustParentCounts(parent, +1, +1);
+  Refresh(id);
+  return id;
+}
+
+void RadixTree::SetDeviceSlots(NodeId id, std::vector<uint32_t> slots) {
+  Node& n = nodes_[id];
+  KV_CHECK(slots.empty() || slots.size() == n.keys.size(), "device slot count != page count");
+  const bool was = n.on_device();
+  n.device_slot = std::move(slots);
+  const bool now = n.on_device();
+  Refresh(id);
+  if (was != now) AdjustParentCounts(n.parent, 0, now ? +1 : -1);
+}
+
+void RadixTree::SetHostSlots(NodeId id, std::vector<uint32_t> slots) {
+  Node& n = nodes_[id];
+  KV_CHECK(slots.empty() || slots.size() == n.keys.size(), "host slot count != page count");
+  n.host_slot = std::move(slots);
+  Refresh(id);
+}
+
+void RadixTree::Remove(NodeId id) {
+  Node& n = nodes_[id];
+  KV_CHECK(id != kRootId && n.alive, "cannot remove root or a dead node");
+  KV_CHECK(n.num_children == 0 && n.lock == 0 && !n.on_device() && !n.on_host(),
+           "removing node " << id << " that has children, a lock or residency");
+  children_.erase(ChildKey{n.parent, n.keys.front()});
+  n.alive = false;
+  --alive_;
+  Refresh(id);  // leaves both candidate sets
+  const NodeId parent = n.parent;
+  n.keys = {};
+  n.pages = {};
+  AdjustParentCounts(parent, -1, 0);
+}
+
+void RadixTree::Lock(NodeId id, int delta,
+                     const std::function<void(const Node&, bool)>& on_transition) {
+  for (NodeId n = id; n != kRootId; n = nodes_[n].parent) {
+    Node& node = nodes_[n];
+    const bool before = node.lock > 0;
+    node.lock += delta;
+    KV_CHECK(node.lock >= 0, "lock count of node " << n << " went negative");
+    const bool after = node.lock > 0;
+    if (before != after) {
+      Refresh(n);
+      if (on_transition) on_transition(node, after);
+    }
+  }
+}
+
+void RadixTree::CheckStructure() const {
+  std::vector<uint32_t> kids(nodes_.size(), 0), dev_kids(nodes_.size(), 0);
+  size_t alive = 0;
+  for (const Node& n : nodes_) {
+    if (!n.alive) continue;
+    ++alive;
+    if (n.id == kRootId) continue;
+    KV_CHECK(nodes_[n.parent].alive, "node " << n.id << " has a dead parent");
+    KV_CHECK(!n.keys.empty() && n.keys.size() == n.pages.size(), "node " << n.id << " keys/pages");
+    KV_CHECK(n.on_device() || n.on_host(), "node " << n.id << " is resident nowhere");
+    auto it = children_.find(ChildKey{n.parent, n.keys.front()});
+    KV_CHECK(it != children_.end() && it->second == n.id, "child map misses node " << n.id);
+    ++kids[n.parent];
+    if (n.on_device()) {
+      ++dev_kids[n.parent];
+      KV_CHECK(n.parent == kRootId || nodes_[n.parent].on_device(),
+               "device node " << n.id << " under a node not on device");
+    }
+    const Node& p = nodes_[n.parent];
+    const int64_t expect_first =
+        n.parent == kRootId ? 0 : p.first_page + static_cast<int64_t>(p.keys.size());
+    KV_CHECK(n.first_page == expect_first, "node " << n.id << " first_page");
+  }
+  KV_CHECK(alive == alive_, "alive node count");
+  KV_CHECK(children_.size() + 1 == alive_, "child map size " << children_.size());
+  size_t dev_cands = 0, host_cands = 0;
+  for (const Node& n : nodes_) {
+    if (!n.alive) {
+      KV_CHECK(!n.in_device_set && !n.in_host_set, "dead node " << n.id << " still a candidate");
+      continue;
+    }
+    KV_CHECK(n.num_children == kids[n.id], "node " << n.id << " child count");
+    KV_CHECK(n.device_children == dev_kids[n.id], "node " << n.id << " device child count");
+    const EvictionPriority key = Priority(n);
+    const bool dev = IsCandidate(n, Tier::kDevice), host = IsCandidate(n, Tier::kHost);
+    KV_CHECK(dev == n.in_device_set && (!dev || (n.device_key == key && device_set_.count(key))),
+             "device candidate set disagrees on node " << n.id);
+    KV_CHECK(host == n.in_host_set && (!host || (n.host_key == key && host_set_.count(key))),
+             "host candidate set disagrees on node " << n.id);
+    dev_cands += dev;
+    host_cands += host;
+  }
+  KV_CHECK(dev_cands == device_set_.size() && host_cands == host_set_.size(),
+           "candidate sets hold stale entries");
+}
+
+}  // namespace kvlanes

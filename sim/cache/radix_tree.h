@@ -1,0 +1,157 @@
+// Radix tree over page keys with two residency tiers (device, host), per-page owner lanes and
+// slots, locks, hit counts and incrementally maintained eviction candidate sets.
+//
+// Reference semantics: DOMAIN.md section 3 (sglang mode). The tree is a data structure with
+// invariants; it does not decide anything. The replay engine (replay_engine.h) drives it and
+// applies the decisions of a CachePolicy (policy.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/cache/eviction_order.h"
+#include "traces/trace.h"
+
+namespace kvlanes {
+
+using NodeId = uint32_t;
+inline constexpr NodeId kRootId = 0;
+inline constexpr NodeId kNoNode = ~NodeId{0};
+inline constexpr uint32_t kNoSlot = ~uint32_t{0};
+
+// One page's placement facts, carried with the page for its lifetime in the tree.
+struct PageInfo {
+  uint16_t owner = 0;           // rank whose lane stores the page (all pools)
+  uint32_t extent = 0;          // index into ReplayEngine extents: the prefill that produced it
+};
+
+struct Node {
+  NodeId id = kNoNode;          // creation order; never reused
+  NodeId parent = kNoNode;
+  int64_t first_page = 0;       // logical page position of keys[0] in every request through it
+  std::vector<PageKey> keys;
+  std::vector<PageInfo> pages;  // same length as keys
+  std::vector<uint32_t> device_slot;  // lane-local slot per page; empty unless on device
+  std::vector<uint32_t> host_slot;    // lane-local slot per page; empty unless on host
+  int32_t lock = 0;             // > 0 while a request in flight passes through this node
+  uint64_t last_access = 0;     // access epoch (request sequence number, 1-based)
+  uint64_t hit_count = 0;
+  uint32_t num_children = 0;
+  uint32_t device_children = 0;  // children with device residency
+  bool alive = false;
+  bool on_device() const { return !device_slot.empty(); }
+  bool on_host() const { return !host_slot.empty(); }
+  // Set membership, with the exact key used, so mutations can be re-filed.
+  bool in_device_set = false;
+  bool in_host_set = false;
+  EvictionPriority device_key{};
+  EvictionPriority host_key{};
+};
+
+enum class Tier { kDevice = 0, kHost = 1 };
+
+struct MatchResult {
+  int64_t device_pages = 0;   // pages matched on device (prefix)
+  int64_t host_pages = 0;     // host-only pages matched below the deepest device node
+  NodeId device_node = kRootId;  // deepest matched device-resident node (root if none)
+  NodeId last_node = kRootId;    // deepest matched node (host-only chain included)
+};
+
+class RadixTree {
+ public:
+  explicit RadixTree(EvictionOrder order);
+
+  EvictionOrder order() const { return order_; }
+  const Node& node(NodeId id) const { return nodes_[id]; }
+  Node& mutable_node(NodeId id) { return nodes_[id]; }
+  size_t node_slots() const { return nodes_.size(); }  // alive or not; ids < node_slots()
+  size_t alive_nodes() const { return alive_; }
+
+  // Child of `parent` whose first key is `first`, or kNoNode.
+  NodeId Child(NodeId parent, const PageKey& first) const;
+
+  // Longest matched prefix of `keys`. Refreshes last_access of every node visited (and the
+  // root) to `epoch`; splits a node on a partial match (the upper part gets the lock count,
+  // hit count, residency of the child, and last_access = epoch). Hit counts do not change.
+  MatchResult Match(std::span<const PageKey> keys, uint64_t epoch);
+
+  // Walks `keys` from the root exactly as Match does (refresh, split), incrementing hit_count of each
+  // existing node passed, and calls `visit(node_id, first_page_index_in_keys)` for each
+  // existing node on the path in order. Returns the deepest node reached and how many keys it
+  // consumed. Does not create the new leaf: see AddLeaf.
+  struct InsertWalk {
+    NodeId node = kRootId;
+    int64_t consumed = 0;
+  };
+  InsertWalk WalkForInsert(std::span<const PageKey> keys, uint64_t epoch,
+                           const std::function<void(NodeId, int64_t)>& visit);
+
+  // Adds a device-resident leaf under `parent` holding `keys`/`pages`/`device_slots`.
+  // REQUIRES: no child of parent starts with keys[0]; sizes equal and > 0.
+  NodeId AddLeaf(NodeId parent, std::vector<PageKey> keys, std::vector<PageInfo> pages,
+                 std::vector<uint32_t> device_slots, uint64_t epoch, uint64_t hit_count);
+
+  // Residency changes. Each keeps child counts and candidate sets consistent.
+  void SetDeviceSlots(NodeId id, std::vector<uint32_t> slots);  // empty vector = drop device
+  void SetHostSlots(NodeId id, std::vector<uint32_t> slots);    // empty vector = drop host
+  // Splits `id` after its first `m` pages for a partial (tail) eviction: the head becomes a new
+  // node (returned) in id's place with id's last_access, hit count and lock; `id` keeps the tail
+  // pages and its children. REQUIRES: 0 < m < pages of id.
+  NodeId SplitHead(NodeId id, int64_t m) { return Split(id, m, nodes_[id].last_access); }
+  // Removes a node that is resident nowhere any more. REQUIRES: no children, unlocked.
+  void Remove(NodeId id);
+
+  // lock/unlock walk from `id` to the root (root excluded). `on_transition(node, locked)` is
+  // called for every node whose lock count moves between 0 and 1.
+  void Lock(NodeId id, int delta, const std::function<void(const Node&, bool)>& on_transition);
+
+  void Touch(NodeId id, uint64_t epoch);  // last_access = epoch, re-filing candidates
+
+  // Candidates in eviction order. Device: alive, on device, no device-resident child,
+  // unlocked. Host: alive, host-only, no children, unlocked.
+  using CandidateSet = std::set<EvictionPriority>;
+  const CandidateSet& candidates(Tier tier) const { return tier == Tier::kDevice ? device_set_ : host_set_; }
+  EvictionPriority Priority(const Node& n) const;
+  bool IsCandidate(const Node& n, Tier tier) const;
+
+  // Re-files `id` in the candidate sets after any change of its fields.
+  void Refresh(NodeId id);
+
+  // Recomputes child counts and candidate sets from scratch and aborts on any difference.
+  void CheckStructure() const;
+
+ private:
+  struct ChildKey {
+    NodeId parent;
+    PageKey first;
+    friend bool operator==(const ChildKey&, const ChildKey&) = default;
+  };
+  struct ChildKeyHash {
+    size_t operator()(const ChildKey& k) const {
+      return PageKeyHash{}(k.first) ^ (uint64_t{k.parent} * 0x9E3779B97F4A7C15ull);
+    }
+  };
+
+  // The walk shared by Match and WalkForInsert (refsim's _walk): from the root, refresh each
+  // node reached, split on a partial match, call on_node(node passed, its first key index).
+  // Returns the keys consumed; *last = the deepest node passed (root if none).
+  int64_t Walk(std::span<const PageKey> keys, uint64_t epoch, NodeId* last,
+               const std::function<void(NodeId, int64_t)>& on_node);
+  NodeId NewNode();
+  // Splits `id` after `m` pages; returns the new upper node (which takes id's place).
+  NodeId Split(NodeId id, int64_t m, uint64_t epoch);
+  void AdjustParentCounts(NodeId parent, int children_delta, int device_children_delta);
+
+  EvictionOrder order_;
+  std::vector<Node> nodes_;
+  size_t alive_ = 0;
+  std::unordered_map<ChildKey, NodeId, ChildKeyHash> children_;
+  CandidateSet device_set_;
+  CandidateSet host_set_;
+};
+
+}  // namespace kvlanes

@@ -1,0 +1,164 @@
+// The replay engine: processes a trace's requests in order through the radix cache, asking a
+// CachePolicy for every decision and applying it. Simulated time is integer nanoseconds;
+// eviction recency uses the access epoch (the request's 1-based sequence number), as the
+// reference model does. Same inputs, byte-identical report.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/config.h"
+#include "sim/cache/ledger.h"
+#include "sim/cache/placement.h"
+#include "sim/predict/plan.h"
+#include "sim/cache/policy.h"
+#include "sim/cache/radix_tree.h"
+#include "sim/cache/slot_allocator.h"
+#include "traces/trace.h"
+
+namespace kvlanes {
+
+struct ReplayCounters {
+  int64_t requests = 0;
+  int64_t input_tokens = 0;
+  int64_t device_hit_tokens = 0;  // matched on device
+  int64_t host_hit_tokens = 0;    // matched on host and loaded back
+  int64_t host_match_tokens = 0;  // matched on host (loaded back or not)
+  int64_t computed_tokens = 0;
+  int64_t uncached_requests = 0;      // computed, new pages not cached (any reason)
+  int64_t lane_deficit_failures = 0;  // allocations (new pages or load-back) that failed on a
+                                      // lane while the group had enough free pages in total
+  int64_t ancestor_unlocks = 0;       // victims that became candidates through the cascade
+  int64_t evicted_device_pages = 0;
+  int64_t evicted_host_pages = 0;
+  int64_t load_back_pages = 0;
+  int64_t load_back_bytes = 0;
+  int64_t load_back_count = 0;
+  int64_t load_back_skipped = 0;  // below cache.load_back_min_tokens or refused by the policy
+  int64_t load_back_failed = 0;   // no room on the owner lanes after evict-and-retry
+  int64_t host_write_pages = 0;
+  int64_t host_write_bytes = 0;
+  int64_t host_write_refused = 0;  // refused by admission or no host room
+  int64_t allocated_pages = 0;  // device pages allocated for computed pages (cached requests)
+  int64_t bypassed_pages = 0;   // computed pages the policy chose not to cache (AdmitDevicePages)
+  int64_t tail_evictions = 0;   // victims evicted in part (EvictionPlan::tail_pages)
+  int64_t inserted_pages = 0;
+  int64_t duplicate_pages = 0;
+  std::map<std::string, int64_t> gather_method_counts;
+  std::map<std::string, int64_t> backup_schedule_counts;  // requests that backed pages up
+  int64_t gather_prefix_pages = 0;
+  int64_t gather_runs = 0;
+
+  // Page operations of the replay, the unit of its speed (docs/replay.md): pages matched,
+  // allocated, inserted, freed as duplicates, evicted from either tier, loaded back, written.
+  int64_t PageOps(int64_t page_tokens) const {
+    return (device_hit_tokens + host_match_tokens) / page_tokens + allocated_pages +
+           inserted_pages + duplicate_pages + evicted_device_pages + evicted_host_pages +
+           load_back_pages + host_write_pages;
+  }
+};
+
+struct EngineOptions {
+  bool check_invariants = false;  // recompute the ledger and tree structure after every request
+};
+
+class ReplayEngine {
+ public:
+  // REQUIRES: cfg validated; trace.block_tokens divisible by cfg.cache.page_tokens. The
+  // eviction order and placement rule come from the policy (CachePolicy::Order/Placement).
+  ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, int64_t block_tokens,
+               EngineOptions opts = {});
+
+  // Processes the next request. When `plan` is given, it is filled with everything the request
+  // did (the plan of docs/plan.md); recording costs time, so replays without plans skip it.
+  void Process(const Request& req, RequestPlan* plan = nullptr);
+  const ReplayCounters& counters() const { return c_; }
+  const Ledger& ledger() const { return ledger_; }
+  const RadixTree& tree() const { return tree_; }
+  const std::vector<Extent>& extents() const { return extents_; }
+  // Full consistency check (ledger vs tree, candidate sets, allocators). Aborts on mismatch.
+  void CheckInvariants() const;
+
+ private:
+  CacheView View() const;
+  // Makes free pages meet `demand` (evicting per the policy when short); true if met.
+  bool EnsureFree(const LaneDemand& demand);
+  void ApplyEviction(Tier tier, const EvictionPlan& plan);
+  void EvictFromDevice(NodeId id);
+  void EvictFromHost(NodeId id);
+  void RemoveHostSubtree(NodeId id);
+  // Copies node `id` to host; `copies` (may be null) receives the page copies per lane.
+  bool WriteToHost(NodeId id, std::vector<LaneCopy>* copies);
+  void RecordFree(Tier tier, int lane, uint32_t slot);
+  int64_t LoadBack(const MatchResult& m);
+  // Collects the prefix's extent runs and shards (and, when recording, its pages).
+  void CollectPrefix(int64_t prefix_pages, NodeId deepest);
+  // Asks the policy for the gather method and backup schedule once the request's cache work
+  // is known, counts and records them.
+  void DecideMaterialization(int64_t prefix_pages, int64_t new_tokens, int64_t page_tokens);
+  uint32_t AllocDevice(int lane);
+
+  ReplayConfig cfg_;
+  const CachePolicy& policy_;
+  const PlacementRule* placement_;
+  int64_t page_tokens_;
+  int64_t block_tokens_;
+  int64_t pages_per_block_;
+  int64_t page_bytes_;
+  int ranks_;
+  int write_threshold_;  // hit count at which write_through(_selective) backs up; 0 = write_back
+  EngineOptions opts_;
+
+  RadixTree tree_;
+  Ledger ledger_;
+  SlotAllocator device_slots_;
+  SlotAllocator host_slots_;
+  std::vector<Extent> extents_;
+  uint64_t epoch_ = 0;
+  ReplayCounters c_;
+
+  // Scratch buffers reused across requests (no per-request allocation on the hot path).
+  std::vector<PageKey> keys_;
+  std::vector<uint16_t> owners_;
+  std::vector<uint32_t> slots_;
+  std::vector<NodeId> path_;
+  std::vector<PrefixRun> runs_;
+  std::vector<int64_t> shard_pages_;
+  std::vector<int64_t> backup_lane_pages_;
+  std::vector<int64_t> load_lane_pages_;
+  bool proven_zigzag_ = false;
+  RequestPlan* rec_ = nullptr;  // the plan being recorded, if any
+  bool new_free_group_ = false;
+};
+
+// Appends {device slot, host slot} to the copy list of `lane`.
+void AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot, uint32_t host_slot);
+
+struct RequestCost;
+
+// Optional outputs of a replay.
+struct ReplaySinks {
+  std::ostream* plan = nullptr;                  // the plan stream (docs/plan.md)
+  nlohmann::ordered_json* timeline = nullptr;    // predicted Chrome trace (needs a profile)
+  // Called after each request with its plan and, with a profile, its predicted cost.
+  std::function<void(const RequestPlan&, const RequestCost*)> on_request;
+};
+
+// Replays the whole trace and returns the JSON report (deterministic; no wall-clock fields).
+// With cfg.hardware.profile set, the report holds `predicted` (cost_model.h, predictor.h).
+// progress(done, total) is called now and then for long traces (may be empty).
+nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& policy,
+                                 const Trace& trace, EngineOptions opts,
+                                 const std::function<void(size_t, size_t)>& progress,
+                                 const ReplaySinks& sinks = {});
+
+nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& policy,
+                                    const Trace& trace, const ReplayEngine& engine);
+
+}  // namespace kvlanes

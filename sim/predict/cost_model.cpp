@@ -1,0 +1,279 @@
+#include "sim/predict/cost_model.h"
+
+#include <algorithm>
+
+#include "sim/check.h"
+#include "traces/input_error.h"
+
+namespace kvlanes {
+
+std::vector<int64_t> PagesPerLane(const std::vector<LaneCopy>& copies, int ranks) {
+  std::vector<int64_t> n(ranks, 0);
+  for (const LaneCopy& c : copies) n[c.lane] += static_cast<int64_t>(c.pages.size());
+  return n;
+}
+
+int64_t SlotRuns(const LaneCopy& c) {
+  int64_t runs = c.pages.empty() ? 0 : 1;
+  for (size_t i = 1; i < c.pages.size(); ++i)
+    if (c.pages[i][0] != c.pages[i - 1][0] + 1 || c.pages[i][1] != c.pages[i - 1][1] + 1) ++runs;
+  return runs;
+}
+
+std::vector<int64_t> RunsPerLane(const std::vector<LaneCopy>& copies, int ranks) {
+  std::vector<int64_t> n(ranks, 0);
+  for (const LaneCopy& c : copies) n[c.lane] += SlotRuns(c);
+  return n;
+}
+
+ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedule backup) {
+  ForwardShape f;
+  f.new_tokens = ctx.new_tokens;
+  f.prefix_tokens = ctx.prefix_tokens;
+  f.prefix_pages = ctx.prefix_pages;
+  f.shard_pages = ctx.shard_pages;
+  f.load_back_pages = ctx.load_back_pages;
+  f.backup_pages = ctx.backup_pages;
+  f.gather = gather;
+  f.backup = backup;
+  return f;
+}
+
+PlanShape::PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens)
+    : load_back_pages(PagesPerLane(p.load_back, ranks)),
+      backup_pages(PagesPerLane(p.backup, ranks)),
+      backup_runs(RunsPerLane(p.backup, ranks)) {
+  shape.new_tokens = p.computed_tokens;
+  shape.prefix_pages = p.prefix_pages;
+  shape.prefix_tokens = p.prefix_pages * page_tokens;
+  shape.shard_pages = p.shard_pages;
+  shape.load_back_pages = load_back_pages;
+  shape.backup_pages = backup_pages;
+  shape.backup_runs = backup_runs;
+  shape.gather = p.gather_method;
+  shape.backup = p.backup_schedule;
+}
+
+CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::string& profile_path)
+    : hw_(std::move(hw)),
+      ranks_(static_cast<int>(cfg.cache.cp_size)),
+      layers_(cfg.model.layers),
+      pools_(static_cast<int64_t>(cfg.model.pools.size())),
+      page_tokens_(cfg.cache.page_tokens),
+      page_layer_bytes_(static_cast<double>(cfg.model.PageBytes(cfg.cache.page_tokens)) /
+                        static_cast<double>(cfg.model.layers)) {
+  if (ranks_ > 1) {
+    coll_ = hw_.Collectives(ranks_);
+    if (!coll_)
+      throw InputError(profile_path, 0, "collectives",
+                       "profile '" + hw_.name + "' has no collective model for " +
+                           std::to_string(ranks_) + " ranks (cache.cp_size)");
+  }
+}
+
+double CostModel::ComputeLayerS(int64_t new_tokens, int64_t prefix_tokens) const {
+  const double n = static_cast<double>(new_tokens), p = static_cast<double>(prefix_tokens);
+  return hw_.layer_base_s + (hw_.layer_token_s * n + hw_.layer_attn_pair_s * n * (p + n / 2)) / ranks_;
+}
+
+double CostModel::DeviceCopyS(double payload_bytes) const {
+  return 2 * payload_bytes / (hw_.device_copy_gbps * 1e9);
+}
+
+double CostModel::DeviceWriteS(double bytes) const { return bytes / (hw_.device_copy_gbps * 1e9); }
+
+double CostModel::CopyLatencyS(double pages, double layers) const {
+  return (hw_.latency_per_chunk ? pages * layers : 1.0) * hw_.copy_latency_s;
+}
+
+double CostModel::CopiesLatencyS(int64_t pages, int64_t layers) const {
+  return static_cast<double>(pools_) * CopyLatencyS(static_cast<double>(pages), static_cast<double>(layers));
+}
+
+double CostModel::KernelCopyS(double payload_bytes) const {
+  if (hw_.device_copy_bands.bands.empty()) return hw_.kernel_launch_s + DeviceCopyS(payload_bytes);
+  const CostBand& b = hw_.device_copy_bands.For(payload_bytes);
+  return b.latency_s + 2 * payload_bytes / (b.gbps * 1e9);
+}
+
+double CostModel::KernelWriteS(double bytes) const {
+  if (hw_.device_copy_bands.bands.empty()) return hw_.kernel_launch_s + DeviceWriteS(bytes);
+  const CostBand& b = hw_.device_copy_bands.For(bytes);
+  return b.latency_s + bytes / (b.gbps * 1e9);
+}
+
+double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes, double runs) const {
+  const HardwareProfile::CopyCost& b = s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
+  if (b.gbps > 0) return b.latency_s + runs * layers * b.entry_s + bytes / (b.gbps * 1e9);
+  return CopyLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
+}
+
+double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes, double runs) const {
+  const HardwareProfile::CopyCost& b = s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
+  if (b.gbps > 0)
+    return static_cast<double>(pools_) * (b.latency_s + runs * static_cast<double>(layers) * b.entry_s) + bytes / (b.gbps * 1e9);
+  return CopiesLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
+}
+
+double CostModel::TierCopyS(double bytes, bool to_device) const {
+  return hw_.copy_latency_s + bytes / ((to_device ? hw_.h2d_gbps : hw_.d2h_gbps) * 1e9);
+}
+
+double CostModel::AllGatherS(double total_bytes) const {
+  if (ranks_ == 1) return 0;
+  const CostBand& b = coll_->all_gather.For(total_bytes);
+  const double n = ranks_;
+  return (n - 1) * b.latency_s + (n - 1) / n * total_bytes / (b.gbps * 1e9);
+}
+
+double CostModel::AllReduceS(double bytes) const {
+  if (ranks_ == 1) return 0;
+  const CostBand& b = coll_->all_reduce.For(bytes);
+  const double n = ranks_;
+  return 2 * (n - 1) * b.latency_s + 2 * (n - 1) / n * bytes / (b.gbps * 1e9);
+}
+
+double CostModel::PeerReadS(double bytes, int peers) const {
+  if (peers == 0) return 0;
+  const CostBand& b = coll_->peer_read.For(bytes);
+  return peers * coll_->peer_setup_s + b.latency_s + bytes / (b.gbps * 1e9);
+}
+
+GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_pages, int64_t prefix_pages) const {
+  GatherCost c;
+  if (prefix_pages == 0) return c;
+  const double b = page_layer_bytes_, P = static_cast<double>(prefix_pages);
+  int64_t max_shard = 0;
+  for (int64_t s : shard_pages) max_shard = std::max(max_shard, s);
+  const double S = static_cast<double>(max_shard), N = ranks_;
+  switch (m) {
+    case GatherMethod::kDense:
+      // zero the full buffer, scatter owned pages into place, all-reduce (sum) the buffer.
+      c.per_layer_s = KernelWriteS(P * b) + KernelCopyS(S * b) + AllReduceS(P * b);
+      c.bytes_per_rank = 2 * (N - 1) / N * P * b;
+      break;
+    case GatherMethod::kPacked:
+    case GatherMethod::kZigzag:
+      // pack owned pages (padded to the largest shard), all-gather rank-major, reorder into
+      // logical order: by an explicit index (packed) or the closed zigzag formula.
+      c.per_layer_s = KernelCopyS(S * b) + AllGatherS(N * S * b) + KernelCopyS(P * b);
+      c.bytes_per_rank = (N - 1) / N * N * S * b;
+      if (m == GatherMethod::kPacked)
+        c.once_s = hw_.copy_submit_s + TierCopyS(P * hw_.index_bytes_per_page, true);
+      break;
+    case GatherMethod::kP2p: {
+      // each rank copies its own pages locally and reads every peer's pages into place, in one
+      // kernel whose HBM copy and NVLink reads run side by side: the slower of the two.
+      double worst = 0, worst_bytes = 0;
+      for (int r = 0; r < ranks_; ++r) {
+        const double own = static_cast<double>(r < static_cast<int>(shard_pages.size()) ? shard_pages[r] : 0);
+        const double local = own > 0 ? KernelCopyS(own * b) : 0;
+        const double t = std::max(local, ranks_ > 1 ? PeerReadS((P - own) * b, ranks_ - 1) : 0.0);
+        if (t > worst) {
+          worst = t;
+          worst_bytes = (P - own) * b;
+        }
+      }
+      c.per_layer_s = worst;
+      c.bytes_per_rank = worst_bytes;
+      break;
+    }
+  }
+  c.total_s = c.once_s + static_cast<double>(layers_) * c.per_layer_s;
+  return c;
+}
+
+double CostModel::LayerTierCopyS(std::span<const int64_t> pages_per_lane, bool to_device) const {
+  double worst = 0;
+  for (int64_t pages : pages_per_lane) {
+    if (pages == 0) continue;
+    const double bytes = static_cast<double>(pages) * page_layer_bytes_;
+    worst = std::max(worst, CopiesLatencyS(pages, 1) + bytes / ((to_device ? hw_.h2d_gbps : hw_.d2h_gbps) * 1e9));
+  }
+  return worst;
+}
+
+BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_per_lane,
+                             std::span<const double> layer_end_s, std::span<const int64_t> runs_per_lane) const {
+  const auto runs = [&](size_t lane) {
+    return lane < runs_per_lane.size() ? static_cast<double>(std::max<int64_t>(1, runs_per_lane[lane])) : 1.0;
+  };
+  BackupCost c;
+  c.forward_s = layer_end_s.empty() ? 0 : layer_end_s.back();
+  int64_t total_pages = 0;
+  for (int64_t p : pages_per_lane) total_pages += p;
+  if (total_pages == 0) {
+    c.total_s = c.forward_s;
+    return c;
+  }
+  // One layer's backup on the slowest lane: one copy per pool.
+  double layer_copy = 0;
+  for (size_t lane = 0; lane < pages_per_lane.size(); ++lane)
+    if (const int64_t pages = pages_per_lane[lane]; pages > 0)
+      layer_copy = std::max(layer_copy, BackupCopiesS(BackupSchedule::kPerLayer, pages, 1,
+                                                      static_cast<double>(pages) * page_layer_bytes_, runs(lane)));
+  if (s == BackupSchedule::kPerLayer) {
+    // layer l's copy starts when layer l's forward ends and the previous copy is done.
+    double copy_end = 0;
+    for (double end : layer_end_s) copy_end = std::max(copy_end, end) + layer_copy;
+    c.submit_s = static_cast<double>(layers_ * pools_) * hw_.copy_submit_s;
+    c.total_s = std::max(c.forward_s, copy_end) + c.submit_s;
+  } else {
+    // one copy per pool of all layers after the forward pass.
+    c.submit_s = static_cast<double>(pools_) * hw_.copy_submit_s;
+    double worst = 0;
+    for (size_t lane = 0; lane < pages_per_lane.size(); ++lane) {
+      const int64_t pages = pages_per_lane[lane];
+      const double bytes = static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers_);
+      if (pages > 0) worst = std::max(worst, BackupCopiesS(BackupSchedule::kTail, pages, layers_, bytes, runs(lane)));
+    }
+    c.total_s = c.forward_s + c.submit_s + worst;
+  }
+  c.beyond_forward_s = c.total_s - c.forward_s;
+  return c;
+}
+
+RequestCost CostModel::Evaluate(const ForwardShape& f) const {
+  RequestCost c;
+  int64_t loaded = 0;
+  for (int64_t x : f.load_back_pages) loaded += x;
+  const double load_layer =
+      LayerTierCopyS(f.load_back_pages, true) + (loaded > 0 ? static_cast<double>(pools_) * hw_.copy_submit_s : 0);
+  const GatherCost g = Gather(f.gather, f.shard_pages, f.prefix_pages);
+  const double comp_layer = ComputeLayerS(f.new_tokens, f.prefix_tokens);
+  c.compute_s = comp_layer * static_cast<double>(layers_);
+  c.gather_s = g.total_s;
+  c.load_back_copy_s = load_layer * static_cast<double>(layers_);
+  // Layer l+1 loads while layer l computes; each layer gathers its prefix, then computes.
+  double load_end = 0, fwd_end = g.once_s;
+  c.layer_end_s.resize(static_cast<size_t>(layers_));
+  c.load_end_s.resize(static_cast<size_t>(layers_));
+  for (int64_t l = 0; l < layers_; ++l) {
+    load_end += load_layer;
+    fwd_end = std::max(fwd_end, load_end) + g.per_layer_s + comp_layer;
+    c.load_end_s[static_cast<size_t>(l)] = load_end;
+    c.layer_end_s[static_cast<size_t>(l)] = fwd_end;
+  }
+  c.forward_s = fwd_end;
+  c.load_back_exposed_s = std::max(0.0, c.forward_s - c.compute_s - c.gather_s);
+  c.backup = Backup(f.backup, f.backup_pages, c.layer_end_s, f.backup_runs);
+  c.service_s = c.backup.total_s;
+  return c;
+}
+
+RequestCost CostModel::Request(const RequestPlan& p) const {
+  // Write-back at eviction: all layers of the evicted pages, before the forward pass.
+  double write_back = 0;
+  for (int64_t pages : PagesPerLane(p.write_back, ranks_))
+    if (pages > 0)
+      write_back = std::max(write_back, pools_ * hw_.copy_submit_s + CopiesLatencyS(pages, layers_) +
+                                            static_cast<double>(pages) * page_layer_bytes_ *
+                                                static_cast<double>(layers_) / (hw_.d2h_gbps * 1e9));
+  const PlanShape f(p, ranks_, page_tokens_);
+  RequestCost c = Evaluate(f.shape);
+  c.write_back_s = write_back;
+  c.service_s = write_back + c.backup.total_s;
+  return c;
+}
+
+}  // namespace kvlanes

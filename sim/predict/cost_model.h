@@ -1,0 +1,137 @@
+// The cost model: predicted seconds for each plan operation from a hardware profile. Every
+// formula is written once in docs/cost_model.md; the code follows it term by term.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/config.h"
+#include "sim/predict/hardware_profile.h"
+#include "sim/predict/plan.h"
+#include "sim/cache/policy.h"
+
+namespace kvlanes {
+
+struct GatherCost {
+  double per_layer_s = 0;  // on the slowest rank, each layer
+  double once_s = 0;       // per request (index materialization)
+  double total_s = 0;      // once_s + layers * per_layer_s
+  double bytes_per_rank = 0;  // bytes one rank sends or reads over the fabric per layer
+};
+
+struct BackupCost {
+  double total_s = 0;           // from forward start to the last backup byte on host
+  double forward_s = 0;
+  double beyond_forward_s = 0;  // total_s - forward_s
+  double submit_s = 0;          // CPU submission of the copies
+};
+
+struct RequestCost {
+  double write_back_s = 0;          // device -> host copies at eviction, before the forward pass
+  double load_back_copy_s = 0;      // host -> device copy stream, all layers
+  double load_back_exposed_s = 0;   // forward pass delay caused by waiting for load-back
+  double compute_s = 0;             // forward compute, all layers
+  double gather_s = 0;              // materialization, all layers (+ once per request)
+  double forward_s = 0;             // gather + compute + load-back stalls
+  BackupCost backup;                // of the chosen schedule
+  double service_s = 0;             // write_back + forward + backup beyond forward
+  std::vector<double> layer_end_s;  // forward end of each layer, from service start + write_back
+  std::vector<double> load_end_s;   // load-back copy end of each layer
+};
+
+// What the cost of one request's forward pass and backups depends on.
+struct ForwardShape {
+  int64_t new_tokens = 0;
+  int64_t prefix_tokens = 0;
+  int64_t prefix_pages = 0;
+  std::span<const int64_t> shard_pages;      // per rank
+  std::span<const int64_t> load_back_pages;  // per lane
+  std::span<const int64_t> backup_pages;     // per lane
+  std::span<const int64_t> backup_runs;      // per lane: runs of adjacent slots (empty: 1 each)
+  GatherMethod gather = GatherMethod::kPacked;
+  BackupSchedule backup = BackupSchedule::kPerLayer;
+};
+
+class CostModel {
+ public:
+  // Throws InputError naming the profile when it lacks a collective model for cp_size > 1.
+  CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::string& profile_path = "");
+
+  const HardwareProfile& hw() const { return hw_; }
+  int ranks() const { return ranks_; }
+  int64_t layers() const { return layers_; }
+  double page_layer_bytes() const { return page_layer_bytes_; }  // one page, one layer, all pools
+
+  double ComputeLayerS(int64_t new_tokens, int64_t prefix_tokens) const;
+  double DeviceCopyS(double payload_bytes) const;  // read + write of the payload
+  double DeviceWriteS(double bytes) const;         // write only (zero fill)
+  // One kernel, launch included: copying `payload_bytes` / zero-filling `bytes`. Uses the
+  // profile's device copy bands when it has them.
+  double KernelCopyS(double payload_bytes) const;
+  // Device-side fixed cost of one tier copy of `pages` pages x `layers` layers of one pool:
+  // copy_latency_s once, or once per page-layer chunk (profile's copy_unit).
+  double CopyLatencyS(double pages, double layers) const;
+  // The same for every pool.
+  double CopiesLatencyS(int64_t pages, int64_t layers) const;
+  double KernelWriteS(double bytes) const;
+  // One backup copy of one pool on one lane: `pages` pages in `runs` runs of adjacent slots,
+  // `layers` layers (1 per-layer, all for tail), `bytes` in all. Uses the profile's
+  // backup_per_layer / backup_tail when measured (latency + runs x layers x entry_s + bytes /
+  // gbps), else CopyLatencyS + bytes / d2h.
+  double BackupCopyS(BackupSchedule s, double pages, double layers, double bytes, double runs = 1) const;
+  // The same for the copies of every pool (`bytes` of all pools).
+  double BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes, double runs = 1) const;
+  // One host<->device copy of `bytes` on one lane: latency + bytes / bandwidth.
+  double TierCopyS(double bytes, bool to_device) const;
+  double AllGatherS(double total_bytes) const;
+  double AllReduceS(double bytes) const;
+  double PeerReadS(double bytes, int peers) const;
+
+  GatherCost Gather(GatherMethod m, std::span<const int64_t> shard_pages, int64_t prefix_pages) const;
+  // One layer's tier copy for the slowest lane: one copy per pool (latency each) + bytes.
+  double LayerTierCopyS(std::span<const int64_t> pages_per_lane, bool to_device) const;
+  // Backups of `pages_per_lane` given each layer's forward end (layer_end_s, seconds from the
+  // forward start).
+  // runs_per_lane: runs of adjacent slots per lane (empty: one run each, the slot allocator's
+  // usual case); only measured backup terms with entry_s use them.
+  BackupCost Backup(BackupSchedule s, std::span<const int64_t> pages_per_lane,
+                    std::span<const double> layer_end_s, std::span<const int64_t> runs_per_lane = {}) const;
+  // Forward pass (load-back overlapped per layer, gather + compute per layer) and backups.
+  RequestCost Evaluate(const ForwardShape& shape) const;
+  // A whole plan: write-back at eviction + Evaluate of its shape.
+  RequestCost Request(const RequestPlan& p) const;
+
+ private:
+  HardwareProfile hw_;
+  const CollectiveModel* coll_ = nullptr;
+  int ranks_;
+  int64_t layers_;
+  int64_t pools_;
+  int64_t page_tokens_;
+  double page_layer_bytes_;
+};
+
+// Pages per lane of a set of lane copies.
+std::vector<int64_t> PagesPerLane(const std::vector<LaneCopy>& copies, int ranks);
+// Runs of pages adjacent on both sides (device and host slot both +1) in one lane copy: the
+// entries of one layer's batch copy.
+int64_t SlotRuns(const LaneCopy& c);
+// Their sum per lane.
+std::vector<int64_t> RunsPerLane(const std::vector<LaneCopy>& copies, int ranks);
+
+// The forward shape of a decision context with the given choices.
+ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedule backup);
+
+// The forward shape of a plan; `shape` points into the per-lane vectors held beside it.
+struct PlanShape {
+  std::vector<int64_t> load_back_pages;
+  std::vector<int64_t> backup_pages;
+  std::vector<int64_t> backup_runs;
+  ForwardShape shape;
+  PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens);
+  PlanShape(const PlanShape&) = delete;
+  PlanShape& operator=(const PlanShape&) = delete;
+};
+
+}  // namespace kvlanes

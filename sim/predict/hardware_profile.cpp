@@ -1,0 +1,148 @@
+#include "sim/predict/hardware_profile.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include "traces/input_error.h"
+
+namespace kvlanes {
+
+const CostBand& BandedCost::For(double bytes) const {
+  for (const CostBand& b : bands)
+    if (b.max_bytes <= 0 || bytes <= b.max_bytes) return b;
+  return bands.back();
+}
+
+const CollectiveModel* HardwareProfile::Collectives(int ranks) const {
+  for (const auto& c : collectives)
+    if (c.ranks == ranks) return &c;
+  return nullptr;
+}
+
+namespace {
+
+struct Reader {
+  std::string file;
+  [[noreturn]] void Fail(const YAML::Node& at, const std::string& key, const std::string& msg) const {
+    throw InputError(file, at.Mark().line >= 0 ? at.Mark().line + 1 : 0, key, msg);
+  }
+  double Num(const YAML::Node& map, const std::string& key, const std::string& path, bool positive) const {
+    const YAML::Node v = map[key];
+    if (!v) Fail(map, path + key, "missing");
+    double d;
+    try {
+      d = v.as<double>();
+    } catch (const YAML::Exception&) {
+      Fail(v, path + key, "expected a number");
+    }
+    if (positive ? !(d > 0) : !(d >= 0)) Fail(v, path + key, positive ? "must be > 0" : "must be >= 0");
+    return d;
+  }
+  void OnlyKeys(const YAML::Node& map, const std::string& path, std::initializer_list<const char*> keys) const {
+    if (!map.IsMap()) Fail(map, path, "expected a map");
+    for (const auto& kv : map) {
+      const std::string k = kv.first.Scalar();
+      bool ok = false;
+      std::string list;
+      for (const char* x : keys) {
+        ok = ok || k == x;
+        list += list.empty() ? "" : ", ";
+        list += x;
+      }
+      if (!ok) Fail(kv.first, path + k, "unknown key (valid: " + list + ")");
+    }
+  }
+  BandedCost Bands(const YAML::Node& node, const std::string& path) const {
+    if (!node) Fail(node, path, "missing");
+    if (!node.IsSequence() || node.size() == 0) Fail(node, path, "expected a list of bands");
+    BandedCost c;
+    for (size_t i = 0; i < node.size(); ++i) {
+      const YAML::Node b = node[i];
+      const std::string p = path + "[" + std::to_string(i) + "].";
+      OnlyKeys(b, p, {"max_bytes", "latency_s", "gbps"});
+      CostBand band;
+      band.max_bytes = b["max_bytes"] ? Num(b, "max_bytes", p, true) : 0;
+      band.latency_s = Num(b, "latency_s", p, false);
+      band.gbps = Num(b, "gbps", p, true);
+      if (i + 1 < node.size() && band.max_bytes <= 0) Fail(b, p + "max_bytes", "only the last band may be unbounded");
+      if (!c.bands.empty() && band.max_bytes > 0 && band.max_bytes <= c.bands.back().max_bytes)
+        Fail(b, p + "max_bytes", "bands must grow");
+      c.bands.push_back(band);
+    }
+    return c;
+  }
+};
+
+}  // namespace
+
+HardwareProfile LoadHardwareProfile(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw InputError(path, 0, "", "cannot open hardware profile");
+  } catch (const YAML::ParserException& e) {
+    throw InputError(path, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
+  }
+  Reader r{path};
+  r.OnlyKeys(root, "", {"name", "source", "measured", "host_device", "device", "collectives", "compute"});
+  HardwareProfile p;
+  if (!root["name"]) r.Fail(root, "name", "missing");
+  p.name = root["name"].Scalar();
+  p.source = root["source"] ? root["source"].Scalar() : "";
+  p.measured = root["measured"] && root["measured"].as<bool>();
+  const YAML::Node hd = root["host_device"];
+  if (!hd) r.Fail(root, "host_device", "missing");
+  r.OnlyKeys(hd, "host_device.",
+             {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit", "backup_per_layer", "backup_tail"});
+  for (const auto& [key, field] : {std::pair{"backup_per_layer", &HardwareProfile::backup_per_layer},
+                                   std::pair{"backup_tail", &HardwareProfile::backup_tail}}) {
+    const YAML::Node b = hd[key];
+    if (!b) continue;
+    const std::string pre = std::string("host_device.") + key + ".";
+    r.OnlyKeys(b, pre, {"latency_s", "gbps", "entry_s"});
+    (p.*field).latency_s = r.Num(b, "latency_s", pre, false);
+    (p.*field).gbps = r.Num(b, "gbps", pre, true);
+    if (b["entry_s"]) (p.*field).entry_s = r.Num(b, "entry_s", pre, false);
+  }
+  if (hd["copy_unit"]) {
+    const std::string u = hd["copy_unit"].as<std::string>();
+    if (u != "call" && u != "chunk") r.Fail(hd["copy_unit"], "host_device.copy_unit", "expected call or chunk, got '" + u + "'");
+    p.latency_per_chunk = u == "chunk";
+  }
+  p.h2d_gbps = r.Num(hd, "h2d_gbps", "host_device.", true);
+  p.d2h_gbps = r.Num(hd, "d2h_gbps", "host_device.", true);
+  p.copy_latency_s = r.Num(hd, "copy_latency_s", "host_device.", false);
+  p.copy_submit_s = r.Num(hd, "copy_submit_s", "host_device.", false);
+  const YAML::Node dv = root["device"];
+  if (!dv) r.Fail(root, "device", "missing");
+  r.OnlyKeys(dv, "device.", {"copy_gbps", "kernel_launch_s", "index_bytes_per_page", "copy_bands"});
+  if (dv["copy_bands"]) p.device_copy_bands = r.Bands(dv["copy_bands"], "device.copy_bands");
+  p.device_copy_gbps = r.Num(dv, "copy_gbps", "device.", true);
+  p.kernel_launch_s = r.Num(dv, "kernel_launch_s", "device.", false);
+  if (dv["index_bytes_per_page"]) p.index_bytes_per_page = r.Num(dv, "index_bytes_per_page", "device.", false);
+  if (const YAML::Node cs = root["collectives"]) {
+    if (!cs.IsSequence()) r.Fail(cs, "collectives", "expected a list (one entry per rank count)");
+    for (size_t i = 0; i < cs.size(); ++i) {
+      const YAML::Node c = cs[i];
+      const std::string pre = "collectives[" + std::to_string(i) + "].";
+      r.OnlyKeys(c, pre, {"ranks", "all_gather", "all_reduce", "peer_read", "peer_setup_s"});
+      CollectiveModel m;
+      m.ranks = static_cast<int>(r.Num(c, "ranks", pre, true));
+      m.all_gather = r.Bands(c["all_gather"], pre + "all_gather");
+      m.all_reduce = r.Bands(c["all_reduce"], pre + "all_reduce");
+      m.peer_read = r.Bands(c["peer_read"], pre + "peer_read");
+      m.peer_setup_s = r.Num(c, "peer_setup_s", pre, false);
+      if (p.Collectives(m.ranks)) r.Fail(c, pre + "ranks", "duplicate rank count");
+      p.collectives.push_back(std::move(m));
+    }
+  }
+  const YAML::Node cp = root["compute"];
+  if (!cp) r.Fail(root, "compute", "missing");
+  r.OnlyKeys(cp, "compute.", {"layer_base_s", "layer_token_s", "layer_attn_pair_s"});
+  p.layer_base_s = r.Num(cp, "layer_base_s", "compute.", false);
+  p.layer_token_s = r.Num(cp, "layer_token_s", "compute.", false);
+  p.layer_attn_pair_s = r.Num(cp, "layer_attn_pair_s", "compute.", false);
+  return p;
+}
+
+}  // namespace kvlanes

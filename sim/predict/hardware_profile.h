@@ -1,0 +1,80 @@
+// A machine's measured (or, until calibration, assumed) costs: the input of the cost model.
+// Loaded from YAML (config/profiles/*.yaml); every number carries its unit in its name.
+// Formulas using these numbers are written once, in docs/cost_model.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvlanes {
+
+// time(bytes) = latency_s + bytes / (gbps * 1e9) in the first band whose max_bytes >= bytes
+// (the last band is unbounded). Collective bandwidths are bus bandwidths (see cost_model.h).
+struct CostBand {
+  double max_bytes = 0;  // 0 in the last band = unbounded
+  double latency_s = 0;
+  double gbps = 0;
+};
+
+struct BandedCost {
+  std::vector<CostBand> bands;
+  const CostBand& For(double bytes) const;
+};
+
+struct CollectiveModel {
+  int ranks = 0;
+  BandedCost all_gather;  // bytes = whole gathered output (all ranks' shards)
+  BandedCost all_reduce;  // bytes = buffer size
+  BandedCost peer_read;   // bytes = one rank's reads from all peers
+  double peer_setup_s = 0;  // fixed cost per peer read from (one copy or kernel per peer)
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string source;     // where the numbers come from
+  bool measured = false;  // false: reference figures or models, not yet calibrated here
+  // Host <-> device copies of pinned memory (per rank, each rank its own link).
+  double h2d_gbps = 0;
+  double d2h_gbps = 0;
+  double copy_latency_s = 0;  // per copy, on the device
+  // What one "copy" is: a copy call per pool and layer range (kernel, cudaMemcpy2DAsync), or
+  // every page-layer chunk (cudaMemcpyBatchAsync entries). YAML host_device.copy_unit.
+  bool latency_per_chunk = false;
+  double copy_submit_s = 0;   // CPU time to submit one copy or copy kernel
+  // Optional: backup copies as measured over a forward pass (`bench sweep` backup samples, with
+  // the forward and gather kernels beside them): latency per copy call and d2h bandwidth, per
+  // schedule, and optionally a cost per copy entry (a run of pages adjacent on both sides, per
+  // layer: what one cudaMemcpyBatchAsync entry moves). gbps 0 = not measured: backups use
+  // copy_latency_s and d2h_gbps. YAML host_device.backup_per_layer / backup_tail:
+  // {latency_s, gbps[, entry_s]}.
+  struct CopyCost {
+    double latency_s = 0;
+    double gbps = 0;
+    double entry_s = 0;
+  };
+  CopyCost backup_per_layer, backup_tail;
+  // Device-local copies (pack/unpack/scatter); bandwidth counts bytes read plus written.
+  double device_copy_gbps = 0;
+  double kernel_launch_s = 0;
+  // Optional (empty: one band of kernel_launch_s and device_copy_gbps): per size band of one
+  // kernel's payload, its latency (launch included) and read+write bandwidth. Fitted by
+  // `kvlanes calibrate` where the curve bends (small kernels do not reach full bandwidth).
+  BandedCost device_copy_bands;
+  // Host-side index materialization for multi-extent unpack: bytes per prefix page entry.
+  double index_bytes_per_page = 8;
+  std::vector<CollectiveModel> collectives;  // one per rank count
+  // Prefill compute per layer on one GPU: base + token_s * new + attn_pair_s * new * (prefix +
+  // new / 2); with cp_size N ranks the token and attention terms divide by N.
+  double layer_base_s = 0;
+  double layer_token_s = 0;
+  double layer_attn_pair_s = 0;
+
+  // The collective model for `ranks` ranks, or nullptr.
+  const CollectiveModel* Collectives(int ranks) const;
+};
+
+// Throws InputError naming the file, line and key.
+HardwareProfile LoadHardwareProfile(const std::string& path);
+
+}  // namespace kvlanes

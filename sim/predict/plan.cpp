@@ -1,0 +1,281 @@
+#include "sim/predict/plan.h"
+
+#include <cstring>
+#include <fstream>
+
+#include "sim/cache/placement.h"
+#include "traces/input_error.h"
+
+namespace kvlanes {
+
+bool operator==(const RequestPlan& a, const RequestPlan& b) {
+  return a.request == b.request && a.arrival_ns == b.arrival_ns && a.input_tokens == b.input_tokens &&
+         a.device_hit_pages == b.device_hit_pages && a.host_match_pages == b.host_match_pages &&
+         a.loaded_pages == b.loaded_pages && a.prefix_pages == b.prefix_pages &&
+         a.computed_tokens == b.computed_tokens && a.cached == b.cached && a.evictions == b.evictions &&
+         a.write_back == b.write_back && a.load_back == b.load_back && a.new_pages == b.new_pages &&
+         a.gather_method == b.gather_method && a.proven_zigzag == b.proven_zigzag && a.runs == b.runs &&
+         a.run_extents == b.run_extents && a.prefix == b.prefix && a.shard_pages == b.shard_pages &&
+         a.backup_schedule == b.backup_schedule && a.backup == b.backup;
+}
+
+namespace {
+
+using J = nlohmann::ordered_json;
+
+const char* TierName(Tier t) { return t == Tier::kDevice ? "device" : "host"; }
+
+J Pairs(const std::vector<std::array<uint32_t, 2>>& v) {
+  J a = J::array();
+  for (const auto& p : v) a.push_back(J::array({p[0], p[1]}));
+  return a;
+}
+
+int64_t PoolBytes(const ReplayConfig& cfg, size_t pool, size_t pages) {
+  return cfg.model.PoolPageBytes(pool, cfg.cache.page_tokens) * static_cast<int64_t>(pages);
+}
+
+// One op per lane and pool: pools share slots, so the page list repeats per pool.
+void CopyOps(J& ops, const std::vector<LaneCopy>& copies, const ReplayConfig& cfg, const std::string& prefix,
+             const char* kind, const char* direction, const char* extra_key, const char* extra_value) {
+  for (const LaneCopy& c : copies) {
+    for (size_t k = 0; k < cfg.model.pools.size(); ++k) {
+      J op;
+      op["id"] = prefix + kind + "/l" + std::to_string(c.lane) + "/" + cfg.model.pools[k].name;
+      op["kind"] = kind;
+      op["direction"] = direction;
+      if (extra_key) op[extra_key] = extra_value;
+      op["lane"] = c.lane;
+      op["pool"] = cfg.model.pools[k].name;
+      op["layout"] = cfg.cache.host_layout;
+      op["bytes"] = PoolBytes(cfg, k, c.pages.size());
+      op["pages"] = Pairs(c.pages);  // {device slot, host slot}
+      ops.push_back(std::move(op));
+    }
+  }
+}
+
+struct Field {
+  const std::string& file;
+  int64_t line;
+  [[noreturn]] void Fail(const std::string& field, const std::string& msg) const {
+    throw InputError(file, line, field, msg);
+  }
+  const nlohmann::json& At(const nlohmann::json& j, const char* key) const {
+    if (!j.is_object() || !j.contains(key)) Fail(key, "missing");
+    return j.at(key);
+  }
+  int64_t Int(const nlohmann::json& j, const char* key) const {
+    const auto& v = At(j, key);
+    if (!v.is_number_integer()) Fail(key, "expected an integer");
+    return v.get<int64_t>();
+  }
+  std::string Str(const nlohmann::json& j, const char* key) const {
+    const auto& v = At(j, key);
+    if (!v.is_string()) Fail(key, "expected a string");
+    return v.get<std::string>();
+  }
+  std::vector<std::array<uint32_t, 2>> PairList(const nlohmann::json& j, const char* key) const {
+    const auto& v = At(j, key);
+    if (!v.is_array()) Fail(key, "expected a list of pairs");
+    std::vector<std::array<uint32_t, 2>> out;
+    out.reserve(v.size());
+    for (const auto& p : v) {
+      if (!p.is_array() || p.size() != 2 || !p[0].is_number_unsigned() || !p[1].is_number_unsigned())
+        Fail(key, "expected [a, b] pairs of non-negative integers");
+      out.push_back({p[0].get<uint32_t>(), p[1].get<uint32_t>()});
+    }
+    return out;
+  }
+};
+
+GatherMethod ParseGather(const std::string& s, const Field& f) {
+  for (GatherMethod m : {GatherMethod::kDense, GatherMethod::kPacked, GatherMethod::kP2p, GatherMethod::kZigzag})
+    if (s == GatherMethodName(m)) return m;
+  f.Fail("method", "unknown gather method '" + s + "' (valid: dense, packed, p2p, zigzag)");
+}
+
+}  // namespace
+
+nlohmann::ordered_json PlanHeader(const ReplayConfig& cfg) {
+  J h;
+  h["kvlanes_plan"] = kPlanVersion;
+  h["cp_size"] = cfg.cache.cp_size;
+  h["page_tokens"] = cfg.cache.page_tokens;
+  h["layers"] = cfg.model.layers;
+  J pools = J::array();
+  for (const auto& p : cfg.model.pools)
+    pools.push_back({{"name", p.name}, {"bytes_per_token_layer", p.bytes_per_token_layer}});
+  h["pools"] = pools;
+  h["device_pages_per_lane"] = cfg.cache.device_pages_per_lane;
+  h["host_pages_per_lane"] = cfg.cache.host_pages_per_lane;
+  h["host_layout"] = cfg.cache.host_layout;
+  h["config"] = ConfigToJson(cfg);
+  return h;
+}
+
+nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg) {
+  J j;
+  j["request"] = p.request;
+  j["arrival_ns"] = p.arrival_ns;
+  j["input_tokens"] = p.input_tokens;
+  j["device_hit_pages"] = p.device_hit_pages;
+  j["host_match_pages"] = p.host_match_pages;
+  j["loaded_pages"] = p.loaded_pages;
+  j["prefix_pages"] = p.prefix_pages;
+  j["computed_tokens"] = p.computed_tokens;
+  j["cached"] = p.cached;
+  const std::string pre = std::to_string(p.request) + "/";
+  J ops = J::array();
+  for (size_t i = 0; i < p.evictions.size(); ++i) {
+    const SlotFree& e = p.evictions[i];
+    ops.push_back({{"id", pre + "evict/" + std::to_string(i)},
+                   {"kind", "evict"},
+                   {"tier", TierName(e.tier)},
+                   {"slots", Pairs(e.slots)}});  // {lane, slot}
+  }
+  CopyOps(ops, p.write_back, cfg, pre, "write_back", "d2h", nullptr, nullptr);
+  CopyOps(ops, p.load_back, cfg, pre, "load_back", "h2d", nullptr, nullptr);
+  J written = J::array();
+  for (const NewPage& q : p.new_pages) written.push_back(J::array({q.pos, q.owner, q.device_slot, q.extent}));
+  ops.push_back({{"id", pre + "compute"},
+                 {"kind", "compute"},
+                 {"new_tokens", p.computed_tokens},
+                 {"prefix_tokens", p.prefix_pages * cfg.cache.page_tokens},
+                 {"pages", written}});  // {logical page, owner rank, device slot, extent}
+  if (p.prefix_pages > 0) {
+    J g;
+    g["id"] = pre + "gather";
+    g["kind"] = "gather";
+    g["method"] = GatherMethodName(p.gather_method);
+    g["proven_zigzag"] = p.proven_zigzag;
+    g["prefix_pages"] = p.prefix_pages;
+    g["bytes"] = p.prefix_pages * cfg.model.PageBytes(cfg.cache.page_tokens);
+    J runs = J::array();
+    for (size_t i = 0; i < p.runs.size(); ++i) {
+      const PrefixRun& r = p.runs[i];
+      const Extent& e = p.run_extents[i];
+      runs.push_back({{"extent", r.extent}, {"first_page", r.first_page}, {"pages", r.pages},
+                      {"extent_request", e.request}, {"extent_first_page", e.first_page},
+                      {"extent_pages", e.pages}, {"placement", e.placement}, {"ranks", e.ranks}});
+    }
+    g["runs"] = runs;
+    g["shard_pages"] = p.shard_pages;
+    J pages = J::array();
+    for (const PrefixPage& q : p.prefix) pages.push_back(J::array({q.owner, q.device_slot}));
+    g["pages"] = pages;  // index = logical page; {owner rank, device slot on the owner}
+    ops.push_back(std::move(g));
+  }
+  CopyOps(ops, p.backup, cfg, pre, "backup", "d2h", "schedule", BackupScheduleName(p.backup_schedule));
+  j["ops"] = ops;
+  return j;
+}
+
+RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64_t line) {
+  const Field f{file, line};
+  RequestPlan p;
+  p.request = f.Int(j, "request");
+  p.arrival_ns = f.Int(j, "arrival_ns");
+  p.input_tokens = f.Int(j, "input_tokens");
+  p.device_hit_pages = f.Int(j, "device_hit_pages");
+  p.host_match_pages = f.Int(j, "host_match_pages");
+  p.loaded_pages = f.Int(j, "loaded_pages");
+  p.prefix_pages = f.Int(j, "prefix_pages");
+  p.computed_tokens = f.Int(j, "computed_tokens");
+  if (!f.At(j, "cached").is_boolean()) f.Fail("cached", "expected true or false");
+  p.cached = j["cached"].get<bool>();
+  const auto& ops = f.At(j, "ops");
+  if (!ops.is_array()) f.Fail("ops", "expected a list");
+  std::string first_pool;
+  for (const auto& op : ops) {
+    const std::string kind = f.Str(op, "kind");
+    if (kind == "evict") {
+      const std::string tier = f.Str(op, "tier");
+      if (tier != "device" && tier != "host") f.Fail("tier", "expected device or host");
+      p.evictions.push_back(SlotFree{tier == "device" ? Tier::kDevice : Tier::kHost, f.PairList(op, "slots")});
+    } else if (kind == "write_back" || kind == "load_back" || kind == "backup") {
+      // Ops repeat per pool; the first pool's op carries the lane's pages.
+      const std::string pool = f.Str(op, "pool");
+      if (first_pool.empty()) first_pool = pool;
+      if (pool != first_pool) continue;
+      const int64_t lane = f.Int(op, "lane");
+      if (lane < 0 || lane > 65535) f.Fail("lane", "out of range");
+      LaneCopy c{static_cast<uint16_t>(lane), f.PairList(op, "pages")};
+      if (kind == "write_back") p.write_back.push_back(std::move(c));
+      if (kind == "load_back") p.load_back.push_back(std::move(c));
+      if (kind == "backup") {
+        const std::string s = f.Str(op, "schedule");
+        if (s != "per-layer" && s != "tail") f.Fail("schedule", "expected per-layer or tail");
+        p.backup_schedule = s == "tail" ? BackupSchedule::kTail : BackupSchedule::kPerLayer;
+        p.backup.push_back(std::move(c));
+      }
+    } else if (kind == "compute") {
+      const auto& pages = f.At(op, "pages");
+      if (!pages.is_array()) f.Fail("pages", "expected a list");
+      for (const auto& q : pages) {
+        if (!q.is_array() || q.size() != 4) f.Fail("pages", "expected [pos, owner, slot, extent] entries");
+        for (const auto& x : q)
+          if (!x.is_number_unsigned()) f.Fail("pages", "expected non-negative integers");
+        p.new_pages.push_back(NewPage{q[0].get<int64_t>(), q[1].get<uint16_t>(), q[2].get<uint32_t>(),
+                                      q[3].get<uint32_t>()});
+      }
+    } else if (kind == "gather") {
+      p.gather_method = ParseGather(f.Str(op, "method"), f);
+      if (!f.At(op, "proven_zigzag").is_boolean()) f.Fail("proven_zigzag", "expected true or false");
+      p.proven_zigzag = op["proven_zigzag"].get<bool>();
+      for (const auto& r : f.At(op, "runs")) {
+        PrefixRun run{static_cast<uint32_t>(f.Int(r, "extent")), f.Int(r, "first_page"), f.Int(r, "pages")};
+        const PlacementRule* rule = FindPlacementRule(f.Str(r, "placement"));
+        if (!rule) f.Fail("placement", "unknown placement (valid: " + PlacementRuleNames() + ")");
+        Extent e{f.Int(r, "extent_request"), f.Int(r, "extent_first_page"), f.Int(r, "extent_pages"),
+                 rule->name, static_cast<int>(f.Int(r, "ranks"))};
+        p.runs.push_back(run);
+        p.run_extents.push_back(e);
+      }
+      for (const auto& s : f.At(op, "shard_pages")) {
+        if (!s.is_number_integer()) f.Fail("shard_pages", "expected integers");
+        p.shard_pages.push_back(s.get<int64_t>());
+      }
+      for (const auto& [owner, slot] : f.PairList(op, "pages"))
+        p.prefix.push_back(PrefixPage{static_cast<uint16_t>(owner), slot});
+      if (static_cast<int64_t>(p.prefix.size()) != p.prefix_pages)
+        f.Fail("pages", "holds " + std::to_string(p.prefix.size()) + " pages, prefix_pages says " +
+                            std::to_string(p.prefix_pages));
+    } else {
+      f.Fail("kind", "unknown op kind '" + kind + "'");
+    }
+  }
+  return p;
+}
+
+PlanFile ReadPlanFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, 0, "", "cannot open plan file");
+  PlanFile out;
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(path, n, "", std::string("malformed JSON: ") + e.what());
+    }
+    if (n == 1) {
+      if (!j.contains("kvlanes_plan")) throw InputError(path, 1, "kvlanes_plan", "not a kvlanes plan (header missing)");
+      if (j["kvlanes_plan"] != kPlanVersion)
+        throw InputError(path, 1, "kvlanes_plan",
+                         "plan version " + j["kvlanes_plan"].dump() + ", this build reads version " +
+                             std::to_string(kPlanVersion));
+      out.header = std::move(j);
+      continue;
+    }
+    out.requests.push_back(PlanFromJson(j, path, n));
+  }
+  if (n == 0) throw InputError(path, 0, "", "empty plan file");
+  return out;
+}
+
+}  // namespace kvlanes

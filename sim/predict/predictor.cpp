@@ -1,0 +1,108 @@
+#include "sim/predict/predictor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace kvlanes {
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+Predictor::Predictor(const CostModel& model, bool timeline) : model_(model), timeline_(timeline) {}
+
+const RequestCost& Predictor::Add(const RequestPlan& p) {
+  last_ = model_.Request(p);
+  const double arrival = static_cast<double>(p.arrival_ns) * 1e-9;
+  if (first_arrival_s_ < 0) first_arrival_s_ = arrival;
+  const double start = std::max(arrival, free_at_s_);
+  const double finish = start + last_.service_s;
+  free_at_s_ = finish;
+  queue_s_ += start - arrival;
+  ttft_s_.push_back(finish - arrival);
+  total_s_ += last_.service_s;
+  compute_s_ += last_.compute_s;
+  load_back_s_ += last_.load_back_exposed_s;
+  load_back_copy_s_ += last_.load_back_copy_s;
+  gather_s_ += last_.gather_s;
+  backup_exposed_s_ += last_.backup.beyond_forward_s;
+  backup_submit_s_ += last_.backup.submit_s;
+  write_back_s_ += last_.write_back_s;
+  if (timeline_) AddEvents(p, last_, start);
+  return last_;
+}
+
+nlohmann::ordered_json Predictor::Summary() const {
+  nlohmann::ordered_json j;
+  j["profile"] = model_.hw().name;
+  j["profile_measured"] = model_.hw().measured;
+  j["total_s"] = total_s_;
+  j["makespan_s"] = ttft_s_.empty() ? 0.0 : free_at_s_ - first_arrival_s_;
+  j["compute_s"] = compute_s_;
+  j["load_back_s"] = load_back_s_;
+  j["load_back_copy_s"] = load_back_copy_s_;
+  j["gather_s"] = gather_s_;
+  j["backup_exposed_s"] = backup_exposed_s_;
+  j["backup_submit_s"] = backup_submit_s_;
+  j["write_back_s"] = write_back_s_;
+  j["queue_s"] = queue_s_;
+  j["ttft_mean_s"] = ttft_s_.empty() ? 0.0 : [&] {
+    double s = 0;
+    for (double t : ttft_s_) s += t;
+    return s / static_cast<double>(ttft_s_.size());
+  }();
+  j["ttft_p50_s"] = ttft_s_.empty() ? 0.0 : Percentile(ttft_s_, 0.50);
+  j["ttft_p99_s"] = ttft_s_.empty() ? 0.0 : Percentile(ttft_s_, 0.99);
+  return j;
+}
+
+void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double start_s) {
+  // Spans per request (not per layer, to keep files small): durations in microseconds.
+  auto span = [&](int rank, const char* stream, const std::string& name, double t0, double dur,
+                  nlohmann::ordered_json args) {
+    if (dur <= 0) return;
+    events_.push_back({{"name", name}, {"cat", stream}, {"ph", "X"}, {"pid", rank}, {"tid", stream},
+                       {"ts", t0 * 1e6}, {"dur", dur * 1e6}, {"args", std::move(args)}});
+  };
+  const std::string r = "r" + std::to_string(p.request);
+  const double fwd0 = start_s + c.write_back_s;
+  const std::vector<int64_t> wb = PagesPerLane(p.write_back, model_.ranks());
+  const std::vector<int64_t> lb = PagesPerLane(p.load_back, model_.ranks());
+  const std::vector<int64_t> bk = PagesPerLane(p.backup, model_.ranks());
+  for (int rank = 0; rank < model_.ranks(); ++rank) {
+    const double pl = model_.page_layer_bytes() * static_cast<double>(model_.layers());
+    if (wb[rank] > 0)
+      span(rank, "copy d2h", r + " write-back", start_s, model_.TierCopyS(wb[rank] * pl, false),
+           {{"pages", wb[rank]}});
+    if (lb[rank] > 0)
+      span(rank, "copy h2d", r + " load-back", fwd0, model_.TierCopyS(lb[rank] * pl, true),
+           {{"pages", lb[rank]}});
+    span(rank, "compute", r + " forward", fwd0, c.forward_s,
+         {{"new_tokens", p.computed_tokens}, {"prefix_pages", p.prefix_pages}, {"compute_s", c.compute_s},
+          {"load_back_exposed_s", c.load_back_exposed_s}});
+    if (p.prefix_pages > 0)
+      span(rank, "collective", r + " gather " + GatherMethodName(p.gather_method), fwd0, c.gather_s,
+           {{"prefix_pages", p.prefix_pages}, {"runs", p.runs.size()}, {"layers", model_.layers()}});
+    if (bk[rank] > 0) {
+      const double t0 = p.backup_schedule == BackupSchedule::kTail ? fwd0 + c.forward_s : fwd0 + c.layer_end_s[0];
+      span(rank, "copy d2h", r + " backup " + BackupScheduleName(p.backup_schedule), t0,
+           fwd0 + c.backup.total_s - t0, {{"pages", bk[rank]}});
+    }
+  }
+}
+
+nlohmann::ordered_json Predictor::Timeline() const {
+  nlohmann::ordered_json meta = nlohmann::ordered_json::array();
+  for (int rank = 0; rank < model_.ranks(); ++rank)
+    meta.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+  nlohmann::ordered_json all = meta;
+  for (const auto& e : events_) all.push_back(e);
+  return {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace kvlanes

@@ -1,0 +1,43 @@
+// Predicted schedule of a replay: one prefill instance serves requests in arrival order, each
+// taking its predicted service time (cost_model.h); queueing delay counts in TTFT. Produces the
+// report's `predicted` block and, on request, a Chrome trace-event timeline (Perfetto).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/predict/cost_model.h"
+#include "sim/predict/plan.h"
+
+namespace kvlanes {
+
+class Predictor {
+ public:
+  Predictor(const CostModel& model, bool timeline);
+
+  // REQUIRES: requests in arrival order.
+  const RequestCost& Add(const RequestPlan& p);
+  nlohmann::ordered_json Summary() const;
+  // {"traceEvents": [...], "displayTimeUnit": "ms"}; one process per rank, one thread per stream.
+  nlohmann::ordered_json Timeline() const;
+
+ private:
+  void AddEvents(const RequestPlan& p, const RequestCost& c, double start_s);
+
+  const CostModel& model_;
+  bool timeline_;
+  RequestCost last_;
+  double free_at_s_ = 0;
+  double first_arrival_s_ = -1;
+  double total_s_ = 0, compute_s_ = 0, load_back_s_ = 0, load_back_copy_s_ = 0, gather_s_ = 0;
+  double backup_exposed_s_ = 0, backup_submit_s_ = 0, write_back_s_ = 0, queue_s_ = 0;
+  std::vector<double> ttft_s_;
+  nlohmann::ordered_json events_ = nlohmann::ordered_json::array();
+};
+
+// Percentile q in [0, 1] with linear interpolation between closest ranks. REQUIRES: non-empty.
+double Percentile(std::vector<double> v, double q);
+
+}  // namespace kvlanes

@@ -1,0 +1,495 @@
+// The fit recovers a known profile from synthetic measurements with seeded noise: latencies and
+// bandwidths, a bend found as two bands, non-negative latencies, and a YAML that loads back.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "sim/compare/calibration.h"
+#include "sim/config.h"
+#include "sim/predict/cost_model.h"
+#include "sim/compare/op_predictions.h"
+#include "tests/sim/compare/synthetic.h"
+
+namespace kvlanes::test {
+namespace {
+
+// |fitted / truth - 1| <= tol.
+bool Near(double fitted, double truth, double tol) { return std::fabs(fitted / truth - 1) <= tol; }
+
+std::string TempPath(const std::string& name) {
+  return std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/kvlanes_cal_" +
+         name;
+}
+
+}  // namespace
+
+// r's profile written to `path` as calibrate writes it (measurements named `source`) and loaded
+// back; the file is removed.
+HardwareProfile RoundTrip(const CalibrationResult& r, const std::string& path, const std::string& source) {
+  std::ofstream(path) << ProfileToYaml(r, source);
+  HardwareProfile back = LoadHardwareProfile(path);
+  std::remove(path.c_str());
+  return back;
+}
+
+TEST_CASE("NNLS matches a hand-solved problem whose unconstrained optimum is negative") {
+  // min (x1 - 1)^2 + (x2 + 1)^2 + (x1 + x2)^2 over x >= 0: x2 = 0, then 2(x1 - 1) + 2 x1 = 0.
+  Eigen::MatrixXd a(3, 2);
+  a << 1, 0, 0, 1, 1, 1;
+  Eigen::VectorXd b(3);
+  b << 1, -1, 0;
+  const Eigen::VectorXd x = SolveNnls(a, b);
+  CHECK(x[0] == doctest::Approx(0.5));
+  CHECK(x[1] == 0.0);
+  // Unconstrained, the same problem wants x2 < 0 (so the constraint is what the test exercises).
+  const Eigen::VectorXd free = a.colPivHouseholderQr().solve(b);
+  CHECK(free[1] < 0);
+}
+
+TEST_CASE("NNLS equals ordinary least squares when the optimum is already non-negative") {
+  Eigen::MatrixXd a(4, 2);
+  a << 1, 1e3, 1, 2e3, 1, 5e3, 1, 9e3;  // columns of very different scale
+  Eigen::VectorXd b(4);
+  b << 3.0, 5.1, 10.9, 19.2;
+  const Eigen::VectorXd x = SolveNnls(a, b), ls = a.colPivHouseholderQr().solve(b);
+  REQUIRE(ls.minCoeff() > 0);
+  CHECK(x[0] == doctest::Approx(ls[0]));
+  CHECK(x[1] == doctest::Approx(ls[1]));
+}
+
+TEST_CASE("latency plus inverse bandwidth is recovered from noisy copies with relative weighting") {
+  Noise noise(7, 0.02);
+  const double lat = 3e-6, gbps = 40;
+  Eigen::MatrixXd a(12, 2);
+  Eigen::VectorXd t(12);
+  for (int i = 0; i < 12; ++i) {
+    const double bytes = 4096.0 * std::pow(2.0, i);  // 4 KiB .. 8 MiB: latency- to bandwidth-bound
+    a(i, 0) = 1;
+    a(i, 1) = bytes;
+    t[i] = (lat + bytes / (gbps * 1e9)) * noise();
+  }
+  const LinearFit f = FitRelative(a, t);
+  CHECK(Near(f.x[0], lat, 0.05));
+  CHECK(Near(1 / (f.x[1] * 1e9), gbps, 0.05));
+  for (double e : f.rel_err) CHECK(std::fabs(e) < 0.05);  // noise is at most 2%
+}
+
+TEST_CASE(
+    "a zero true latency fits as a non-negative one where unconstrained least squares goes "
+    "negative") {
+  // Take the first seed whose unconstrained weighted fit gives a negative latency.
+  for (uint64_t seed = 1; seed < 200; ++seed) {
+    Noise noise(seed, 0.03);
+    Eigen::MatrixXd a(8, 2);
+    Eigen::VectorXd t(8);
+    for (int i = 0; i < 8; ++i) {
+      const double bytes = 1e6 * (i + 1);
+      a(i, 0) = 1;
+      a(i, 1) = bytes;
+      t[i] = bytes / 2e12 * noise();  // no latency at all
+    }
+    const Eigen::MatrixXd aw = t.cwiseInverse().asDiagonal() * a;
+    const Eigen::VectorXd free = aw.colPivHouseholderQr().solve(Eigen::VectorXd::Ones(8));
+    if (free[0] >= 0) continue;
+    const LinearFit f = FitRelative(a, t);
+    CHECK(f.x[0] >= 0);
+    CHECK(f.x[0] == 0.0);  // the active set pins it at the bound
+    CHECK(Near(1 / (f.x[1] * 1e9), 2000, 0.03));
+    return;
+  }
+  FAIL("no seed below 200 gives a negative unconstrained latency");
+}
+
+TEST_CASE("a curve that bends is split into two bands near the bend; a straight one is not") {
+  Noise noise(11, 0.01);
+  BandedRows bent, straight;
+  std::vector<double> sizes;
+  for (double y = 16384; y <= 256 << 20; y *= 2) sizes.push_back(y);
+  const auto rows = static_cast<Eigen::Index>(sizes.size());
+  for (BandedRows* r : {&bent, &straight}) {
+    r->band_features.resize(rows, 2);
+    r->shared_features.resize(rows, 0);
+    r->t.resize(rows);
+  }
+  for (Eigen::Index i = 0; i < rows; ++i) {
+    const double y = sizes[static_cast<size_t>(i)];
+    for (BandedRows* r : {&bent, &straight}) {
+      r->size.push_back(y);
+      r->band_features(i, 0) = 1;
+      r->band_features(i, 1) = y;
+    }
+    bent.t[i] = (y <= 1 << 20 ? 10e-6 + y / 50e9 : 30e-6 + y / 300e9) * noise();
+    straight.t[i] = (20e-6 + y / 300e9) * noise();
+  }
+  const BandedFit b = FitBands(bent, BandOptions{});
+  REQUIRE(b.max_bytes.size() == 2);
+  CHECK(b.max_bytes[0] > 1 << 20);  // between the last size of the small band ...
+  CHECK(b.max_bytes[0] < 2 << 20);  // ... and the first of the large one
+  CHECK(b.max_bytes[1] == 0);
+  CHECK(Near(b.band_x[0][0], 10e-6, 0.05));
+  CHECK(Near(1 / (b.band_x[0][1] * 1e9), 50, 0.05));
+  CHECK(Near(b.band_x[1][0], 30e-6, 0.10));
+  CHECK(Near(1 / (b.band_x[1][1] * 1e9), 300, 0.05));
+  const BandedFit s = FitBands(straight, BandOptions{});
+  CHECK(s.max_bytes.size() == 1);
+  CHECK(Near(s.band_x[0][0], 20e-6, 0.05));
+}
+
+TEST_CASE("calibrate recovers every parameter of a known profile from a noisy synthetic sweep") {
+  const HardwareProfile truth = TruthProfile();
+  const Measurements m =
+      ParseMeasurements(SyntheticSweep(truth, 42, 0.02).dump(1), "synthetic.json");
+  const CalibrationResult r = Calibrate(m, nullptr, CalibrateOptions{});
+  const HardwareProfile& p = r.profile;
+  CHECK(r.kept_from_base.empty());
+  CHECK(p.measured);
+  CHECK(Near(p.h2d_gbps, truth.h2d_gbps, 0.03));
+  CHECK(Near(p.d2h_gbps, truth.d2h_gbps, 0.03));
+  CHECK(Near(p.copy_latency_s, truth.copy_latency_s, 0.05));
+  CHECK(Near(p.copy_submit_s, truth.copy_submit_s, 0.03));
+  CHECK(Near(p.device_copy_gbps, truth.device_copy_gbps, 0.03));
+  CHECK(Near(p.kernel_launch_s, truth.kernel_launch_s, 0.05));
+  CHECK(Near(p.layer_base_s, truth.layer_base_s, 0.10));
+  CHECK(Near(p.layer_token_s, truth.layer_token_s, 0.05));
+  CHECK(Near(p.layer_attn_pair_s, truth.layer_attn_pair_s, 0.05));
+  REQUIRE(p.collectives.size() == 1);
+  const CollectiveModel& c = p.collectives[0];
+  const CollectiveModel& tc = truth.collectives[0];
+  CHECK(c.ranks == 4);
+  REQUIRE(c.all_gather.bands.size() == 2);  // the bend at 1 MiB
+  CHECK(c.all_gather.bands[0].max_bytes > 1 << 20);
+  CHECK(c.all_gather.bands[0].max_bytes < 2 << 20);
+  for (size_t b = 0; b < 2; ++b) {
+    CAPTURE(b);
+    CAPTURE(c.all_gather.bands[b].latency_s);
+    CAPTURE(c.all_gather.bands[b].gbps);
+    CHECK(Near(c.all_gather.bands[b].latency_s, tc.all_gather.bands[b].latency_s, 0.10));
+    // In the small band the bandwidth term is at most a third of each time (latency-bound), so
+    // 2% noise on the times moves its bandwidth by several percent.
+    CHECK(Near(c.all_gather.bands[b].gbps, tc.all_gather.bands[b].gbps, b == 0 ? 0.10 : 0.05));
+  }
+  REQUIRE(c.all_reduce.bands.size() == 1);
+  CHECK(Near(c.all_reduce.bands[0].latency_s, 15e-6, 0.05));
+  CHECK(Near(c.all_reduce.bands[0].gbps, 200, 0.05));
+  REQUIRE(c.peer_read.bands.size() == 1);
+  CHECK(Near(c.peer_read.bands[0].gbps, 350, 0.05));
+  CHECK(Near(c.peer_setup_s, 2e-6, 0.15));
+  CHECK(Near(c.peer_read.bands[0].latency_s, 5e-6, 0.15));
+  // Residuals are reported per group and are within the noise.
+  CHECK(r.fits.size() == 7);
+  for (const FitReport& f : r.fits) {
+    CHECK(f.samples > 0);
+    CHECK(f.max_rel_err < 0.04);
+    CHECK(f.median_rel_err <= f.max_rel_err);
+  }
+}
+
+TEST_CASE("the written profile loads back with the fitted values and residual comments") {
+  const Measurements m =
+      ParseMeasurements(SyntheticSweep(TruthProfile(), 5, 0.01).dump(1), "synthetic.json");
+  const CalibrationResult r = Calibrate(m, nullptr, CalibrateOptions{});
+  const std::string yaml = ProfileToYaml(r, "synthetic.json");
+  CHECK(yaml.find("# fit: ") != std::string::npos);
+  const std::string path = TempPath("roundtrip.yaml");
+  std::ofstream(path) << yaml;
+  const HardwareProfile back = LoadHardwareProfile(path);
+  std::remove(path.c_str());
+  CHECK(back.measured);
+  CHECK(back.source.find("synthetic.json") != std::string::npos);
+  CHECK(back.h2d_gbps == doctest::Approx(r.profile.h2d_gbps).epsilon(1e-5));
+  CHECK(back.layer_attn_pair_s == doctest::Approx(r.profile.layer_attn_pair_s).epsilon(1e-5));
+  REQUIRE(back.collectives.size() == 1);
+  CHECK(back.collectives[0].all_gather.bands.size() ==
+        r.profile.collectives[0].all_gather.bands.size());
+  CHECK(back.collectives[0].all_gather.bands[0].max_bytes ==
+        doctest::Approx(r.profile.collectives[0].all_gather.bands[0].max_bytes).epsilon(1e-5));
+}
+
+TEST_CASE("parameters without samples come from the base profile and are named") {
+  nlohmann::json doc = SyntheticSweep(TruthProfile(), 3, 0.01);
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& s : doc["samples"])
+    if (s["kind"] == "host_copy" && s["direction"] == "h2d") kept.push_back(s);
+  doc["samples"] = kept;
+  HardwareProfile base = TruthProfile();
+  base.name = "base";
+  base.d2h_gbps = 12;
+  base.layer_token_s = 7e-6;
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(doc.dump(), "h2d.json"), &base, CalibrateOptions{});
+  CHECK(Near(r.profile.h2d_gbps, 50, 0.03));
+  CHECK(r.profile.d2h_gbps == 12);  // no d2h samples: from the base
+  CHECK(r.profile.layer_token_s == 7e-6);
+  auto kept_has = [&](const std::string& k) {
+    return std::find(r.kept_from_base.begin(), r.kept_from_base.end(), k) != r.kept_from_base.end();
+  };
+  CHECK(kept_has("host_device.d2h_gbps"));
+  CHECK(kept_has("compute.layer_token_s"));
+  CHECK(kept_has("collectives[ranks=4]"));
+  CHECK_FALSE(kept_has("host_device.h2d_gbps"));
+  CHECK(r.profile.source.find("from base profile 'base'") != std::string::npos);
+}
+
+}  // namespace kvlanes::test
+
+namespace kvlanes::test {
+
+TEST_CASE("device copies that bend get size bands, which load back and drive the cost model") {
+  // Truth: kernels up to 1 MiB cost 8 us + bytes at 200 GB/s; larger ones 3 us + 3500 GB/s.
+  const auto truth = [](double payload) {
+    return payload <= (1 << 20) ? 8e-6 + 2 * payload / 200e9 : 3e-6 + 2 * payload / 3500e9;
+  };
+  Noise noise(11, 0.01);
+  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  for (int i = 0; i < 14; ++i) {
+    const double payload = 16384.0 * std::pow(2.0, i);  // 16 KiB .. 128 MiB per kernel
+    doc["samples"].push_back({{"kind", "device_copy"}, {"bytes", 2 * payload}, {"op", "copy"}, {"kernels", 2},
+                              {"repeats", 5}, {"median_s", 2 * truth(payload) * noise()}});
+  }
+  doc["samples"].push_back({{"kind", "host_copy"}, {"direction", "h2d"}, {"bytes", 1 << 20}, {"copies", 1},
+                            {"repeats", 5}, {"median_s", 3e-5}});
+  doc["samples"].push_back({{"kind", "host_copy"}, {"direction", "d2h"}, {"bytes", 1 << 24}, {"copies", 1},
+                            {"repeats", 5}, {"median_s", 4e-4}});
+  doc["samples"].push_back({{"kind", "host_copy"}, {"direction", "h2d"}, {"bytes", 1 << 26}, {"copies", 2},
+                            {"repeats", 5}, {"median_s", 1.4e-3}});
+  HardwareProfile base = TruthProfile();
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "bent.json"), &base, CalibrateOptions{});
+  const BandedCost& bands = r.profile.device_copy_bands;
+  REQUIRE(bands.bands.size() >= 2);
+  CHECK(bands.bands.front().max_bytes >= (1 << 20));
+  CHECK(bands.bands.front().max_bytes < (2 << 20));
+  CHECK(Near(bands.bands.back().gbps, 3500, 0.05));
+  CHECK(r.profile.device_copy_gbps == bands.bands.back().gbps);  // the scalar pair is the last band
+  // Round trip through YAML, then the cost model prices one kernel from its band.
+  const std::string path = TempPath("bands.yaml");
+  const HardwareProfile back = RoundTrip(r, path, "bent.json");
+  REQUIRE(back.device_copy_bands.bands.size() == bands.bands.size());
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  const CostModel model(back, cfg, path);
+  for (const double payload : {65536.0, 64.0 * (1 << 20)}) {
+    CAPTURE(payload);
+    CHECK(Near(model.KernelCopyS(payload), truth(payload), 0.05));
+  }
+  // Without bands the kernel cost is launch + read and write at the scalar bandwidth.
+  HardwareProfile flat = back;
+  flat.device_copy_bands.bands.clear();
+  const CostModel plain(flat, cfg, path);
+  CHECK(plain.KernelCopyS(1e6) == doctest::Approx(flat.kernel_launch_s + 2e6 / (flat.device_copy_gbps * 1e9)));
+}
+
+}  // namespace kvlanes::test
+
+namespace kvlanes::test {
+
+TEST_CASE("batch-mode copies keep the fixed cost (per chunk or per call) that fits better") {
+  // Truth: every chunk costs 0.9 us on the copy engines beyond bytes at 50 GB/s.
+  const double lat = 0.9e-6, gbps = 50, chunk = 41984;
+  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  Noise noise(5, 0.01);
+  for (const char* dir : {"h2d", "d2h"})
+    for (int i = 0; i < 10; ++i) {
+      const int64_t chunks = int64_t{1} << i;
+      const double bytes = static_cast<double>(chunks) * chunk * (i % 2 ? 1.0 : 0.25);
+      doc["samples"].push_back({{"kind", "host_copy"}, {"direction", dir}, {"bytes", bytes}, {"copies", chunks},
+                                {"mode", "batch"}, {"layout", "layer_first"}, {"repeats", 5},
+                                {"median_s", (chunks * lat + bytes / (gbps * 1e9)) * noise()}});
+    }
+  HardwareProfile base = TruthProfile();
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "batch.json"), &base, CalibrateOptions{});
+  CHECK(r.profile.latency_per_chunk);
+  CHECK(Near(r.profile.copy_latency_s, lat, 0.05));
+  CHECK(Near(r.profile.h2d_gbps, gbps, 0.05));
+  const std::string path = TempPath("batch.yaml");
+  const HardwareProfile back = RoundTrip(r, path, "batch.json");
+  CHECK(back.latency_per_chunk);
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  const CostModel per_chunk(back, cfg, path);
+  // 10 pages x 61 layers of both pools: one latency per chunk.
+  CHECK(per_chunk.CopiesLatencyS(10, 61) == doctest::Approx(2 * 10 * 61 * back.copy_latency_s));
+  HardwareProfile calls = back;
+  calls.latency_per_chunk = false;
+  CHECK(CostModel(calls, cfg, path).CopiesLatencyS(10, 61) == doctest::Approx(2 * back.copy_latency_s));
+
+  // The same batch samples timed as one fixed cost per call: the per-call fit is kept.
+  for (auto& x : doc["samples"])
+    x["median_s"] = (6e-6 + x["bytes"].get<double>() / (gbps * 1e9)) * noise();
+  const CalibrationResult c = Calibrate(ParseMeasurements(doc.dump(1), "batch.json"), &base, CalibrateOptions{});
+  CHECK_FALSE(c.profile.latency_per_chunk);
+  CHECK(Near(c.profile.copy_latency_s, 6e-6, 0.05));
+  CHECK(c.fits.front().note.find("kept copy_unit call") != std::string::npos);
+}
+
+TEST_CASE("host copies of several slot run lengths need --run-pages, which keeps one set") {
+  // Scattered pages (run 1) pay 0.5 us per entry on top of 40 GB/s; runs of 32 pages: one call of
+  // 8 us plus bytes at 55 GB/s. Each set fits its own model once selected.
+  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  Noise noise(9, 0.01);
+  for (const int64_t run : {1, 32})
+    for (const char* dir : {"h2d", "d2h"})
+      for (int i = 0; i < 10; ++i) {
+        const int64_t pages = int64_t{1} << i;
+        const double bytes = static_cast<double>(pages) * 8448 * (i % 2 ? 1.0 : 5.0);
+        const int64_t entries = (pages + run - 1) / run;
+        const double t = run == 1 ? entries * 0.5e-6 + bytes / 40e9 : 8e-6 + bytes / 55e9;
+        doc["samples"].push_back({{"kind", "host_copy"}, {"direction", dir}, {"bytes", bytes}, {"copies", entries},
+                                  {"mode", "batch"}, {"layout", "layer_first"}, {"run_pages", run}, {"repeats", 5},
+                                  {"median_s", t * noise()}});
+      }
+  HardwareProfile base = TruthProfile();
+  const Measurements m = ParseMeasurements(doc.dump(1), "runs.json");
+  CHECK_THROWS_WITH(Calibrate(m, &base, CalibrateOptions{}), doctest::Contains("choose one with --run-pages"));
+  CalibrateOptions want32;
+  want32.run_pages = 32;
+  const CalibrationResult r = Calibrate(m, &base, want32);
+  CHECK_FALSE(r.profile.latency_per_chunk);
+  CHECK(Near(r.profile.copy_latency_s, 8e-6, 0.05));
+  CHECK(Near(r.profile.h2d_gbps, 55, 0.03));
+  CHECK(Near(r.profile.d2h_gbps, 55, 0.03));
+  CalibrateOptions want1;
+  want1.run_pages = 1;
+  const CalibrationResult s1 = Calibrate(m, &base, want1);
+  CHECK(s1.profile.latency_per_chunk);
+  CHECK(Near(s1.profile.h2d_gbps, 40, 0.03));
+  CalibrateOptions absent;
+  absent.run_pages = 4;
+  CHECK_THROWS_WITH(Calibrate(m, &base, absent), doctest::Contains("no host_copy samples with run_pages '4'"));
+}
+
+TEST_CASE("backups over a forward pass get their own fit per schedule, which the cost model uses") {
+  // Truth: per-layer copies 12 us + bytes at 45 GB/s; tail copies 40 us + bytes at 50 GB/s.
+  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  Noise noise(11, 0.01);
+  const int64_t L = 61;
+  for (const bool tail : {false, true})
+    for (const int64_t pages : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
+      const double bytes = static_cast<double>(pages * L * 41984);
+      const double t = tail ? 40e-6 + bytes / 50e9 : L * 12e-6 + bytes / 45e9;
+      doc["samples"].push_back({{"kind", "backup"}, {"schedule", tail ? "tail" : "per-layer"}, {"bytes", bytes},
+                                {"copies", tail ? 1 : L}, {"pages", pages}, {"layers", L}, {"pool", "kv"},
+                                {"run_pages", 4}, {"gather_pages", 1024}, {"forward_s", 5e-5}, {"repeats", 5},
+                                {"median_s", t * noise()}});
+    }
+  HardwareProfile base = TruthProfile();
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "backup.json"), &base, CalibrateOptions{});
+  CHECK(Near(r.profile.backup_per_layer.latency_s, 12e-6, 0.05));
+  CHECK(Near(r.profile.backup_per_layer.gbps, 45, 0.03));
+  CHECK(Near(r.profile.backup_tail.latency_s, 40e-6, 0.1));
+  CHECK(Near(r.profile.backup_tail.gbps, 50, 0.03));
+  CHECK(r.profile.d2h_gbps == base.d2h_gbps);  // no host_copy samples: from the base
+  CalibrateOptions none;
+  none.fit_backup_per_layer = false;
+  none.fit_backup_tail = false;
+  const CalibrationResult n = Calibrate(ParseMeasurements(doc.dump(1), "backup.json"), &base, none);
+  CHECK(n.profile.backup_per_layer.gbps == 0);
+  CHECK(n.profile.backup_tail.gbps == 0);
+  REQUIRE_FALSE(n.notes.empty());
+  CHECK(n.notes.back().find("20 backup samples left out") == 0);
+
+  const std::string path = TempPath("backup.yaml");
+  const HardwareProfile back = RoundTrip(r, path, "backup.json");
+  CHECK(back.backup_tail.gbps == doctest::Approx(r.profile.backup_tail.gbps));
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  const CostModel model(back, cfg, path);
+  const double b = 1e6;
+  CHECK(model.BackupCopyS(BackupSchedule::kPerLayer, 10, 1, b) ==
+        doctest::Approx(back.backup_per_layer.latency_s + b / (back.backup_per_layer.gbps * 1e9)));
+  CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, 61, b) ==
+        doctest::Approx(back.backup_tail.latency_s + b / (back.backup_tail.gbps * 1e9)));
+  // Without the measured backup terms the generic copy model prices backups.
+  HardwareProfile plain = back;
+  plain.backup_per_layer = {};
+  plain.backup_tail = {};
+  const CostModel generic(plain, cfg, path);
+  CHECK(generic.BackupCopyS(BackupSchedule::kTail, 10, 61, b) ==
+        doctest::Approx(generic.CopyLatencyS(10, 61) + b / (plain.d2h_gbps * 1e9)));
+}
+
+TEST_CASE("tail backups with a cost per copy entry: fitted, selected by --backup-fit, priced from slot runs") {
+  // Truth (tail): 6 us + 0.35 us per entry (runs of 4 pages, per layer) + bytes at 54 GB/s, for a
+  // kv-like and an indexer-like pool (different bytes per entry, so entries and bytes separate).
+  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  Noise noise(13, 0.01);
+  const int64_t L = 61;
+  for (const auto& [pool, chunk] : {std::pair{"kv", 41984}, std::pair{"indexer", 8448}})
+    for (const int64_t pages : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
+      const double bytes = static_cast<double>(pages * L * chunk);
+      const double entries = static_cast<double>((pages + 3) / 4 * L);
+      for (const bool tail : {false, true})
+        doc["samples"].push_back({{"kind", "backup"}, {"schedule", tail ? "tail" : "per-layer"}, {"bytes", bytes},
+                                  {"copies", tail ? 1 : L}, {"pages", pages}, {"layers", L}, {"pool", pool},
+                                  {"run_pages", 4}, {"gather_pages", 0}, {"repeats", 5},
+                                  {"median_s", (6e-6 * (tail ? 1 : L) + 0.35e-6 * entries + bytes / 54e9) * noise()}});
+    }
+  HardwareProfile base = TruthProfile();
+  CalibrateOptions tail_only;
+  tail_only.fit_backup_per_layer = false;
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "entries.json"), &base, tail_only);
+  CHECK(r.profile.backup_per_layer.gbps == 0);  // not fitted: the generic copy model
+  CHECK(Near(r.profile.backup_tail.entry_s, 0.35e-6, 0.05));
+  CHECK(Near(r.profile.backup_tail.gbps, 54, 0.03));
+  CHECK(Near(r.profile.backup_tail.latency_s, 6e-6, 0.25));
+
+  // YAML round trip, then op predictions count each lane's slot runs: a tail backup of 8 pages
+  // in 3 runs pays 3 x 61 entries per pool.
+  const std::string path = TempPath("entries.yaml");
+  const HardwareProfile back = RoundTrip(r, path, "entries.json");
+  CHECK(back.backup_tail.entry_s == doctest::Approx(r.profile.backup_tail.entry_s));
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  cfg.cache.page_tokens = 64;
+  cfg.model.layers = L;
+  cfg.model.pools = {PoolSpec{"kv", 656}, PoolSpec{"indexer", 132}};
+  const CostModel model(back, cfg, path);
+  RequestPlan p;
+  p.request = 7;
+  p.computed_tokens = 512;
+  p.backup_schedule = BackupSchedule::kTail;
+  LaneCopy c;
+  c.lane = 0;
+  c.pages = {{{10, 100}}, {{11, 101}}, {{12, 102}}, {{20, 200}}, {{21, 201}}, {{30, 300}}, {{31, 301}}, {{32, 302}}};
+  p.backup = {c};
+  CHECK(SlotRuns(c) == 3);
+  int found = 0;
+  for (const OpPrediction& op : PredictOps(model, cfg, p)) {
+    if (op.kind != "backup") continue;
+    const double elem = op.id.ends_with("/kv") ? 656 : 132;
+    const double bytes = 8 * 64 * elem * L;
+    CHECK(op.seconds == doctest::Approx(back.backup_tail.latency_s + 3 * L * back.backup_tail.entry_s +
+                                        bytes / (back.backup_tail.gbps * 1e9)));
+    ++found;
+  }
+  CHECK(found == 2);
+  // The request schedule uses the same runs (PlanShape).
+  const PlanShape shape(p, 1, 64);
+  REQUIRE(shape.backup_runs.size() == 1);
+  CHECK(shape.backup_runs[0] == 3);
+}
+
+// A minimal profile whose host_device map ends with `host_device_tail` (", key: value, ...").
+static std::string ProfileYaml(const std::string& host_device_tail) {
+  return "name: x\nmeasured: false\nsource: s\nhost_device: {h2d_gbps: 50, d2h_gbps: 50, "
+         "copy_latency_s: 1e-6, copy_submit_s: 1e-6" +
+         host_device_tail +
+         "}\ndevice: {copy_gbps: 3000, kernel_launch_s: 3e-6}\ncollectives: []\n"
+         "compute: {layer_base_s: 1e-5, layer_token_s: 1e-6, layer_attn_pair_s: 1e-10}\n";
+}
+
+TEST_CASE("a profile's backup terms are checked like the others") {
+  const std::string path = TempPath("bad_backup.yaml");
+  std::ofstream(path) << ProfileYaml(",\n  backup_tail: {latency_s: 1e-5, gbps: 0}");
+  CHECK_THROWS_WITH(LoadHardwareProfile(path), doctest::Contains("host_device.backup_tail.gbps: must be > 0"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a profile's copy_unit must be call or chunk") {
+  const std::string path = TempPath("bad_unit.yaml");
+  std::ofstream(path) << ProfileYaml(", copy_unit: page");
+  CHECK_THROWS_WITH(LoadHardwareProfile(path), doctest::Contains("host_device.copy_unit: expected call or chunk, got 'page'"));
+  std::remove(path.c_str());
+}
+
+}  // namespace kvlanes::test

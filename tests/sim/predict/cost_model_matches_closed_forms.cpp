@@ -1,0 +1,150 @@
+// Each cost formula of docs/cost_model.md checked against a hand computation on a small profile.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <functional>
+
+#include "sim/predict/cost_model.h"
+#include "traces/input_error.h"
+
+namespace kvlanes {
+namespace {
+
+HardwareProfile Profile() {
+  HardwareProfile p;
+  p.name = "test";
+  p.h2d_gbps = 50;
+  p.d2h_gbps = 40;
+  p.copy_latency_s = 2e-6;
+  p.copy_submit_s = 3e-6;
+  p.device_copy_gbps = 4000;
+  p.kernel_launch_s = 5e-6;
+  p.index_bytes_per_page = 8;
+  CollectiveModel c;
+  c.ranks = 4;
+  c.all_gather.bands = {{1e6, 10e-6, 100}, {0, 20e-6, 300}};
+  c.all_reduce.bands = {{0, 15e-6, 200}};
+  c.peer_read.bands = {{0, 4e-6, 400}};
+  c.peer_setup_s = 1e-6;
+  p.collectives = {c};
+  p.layer_base_s = 1e-5;
+  p.layer_token_s = 2e-6;
+  p.layer_attn_pair_s = 1e-10;
+  return p;
+}
+
+ReplayConfig Config(int ranks) {
+  ReplayConfig cfg;
+  cfg.cache.cp_size = ranks;
+  cfg.cache.page_tokens = 64;
+  cfg.model.layers = 10;
+  cfg.model.pools = {{"kv", 600}, {"idx", 100}};
+  return cfg;
+}
+
+constexpr double kB = 64.0 * 700;  // bytes of one page-layer, both pools
+
+}  // namespace
+
+TEST_CASE("device, tier and collective primitives follow latency plus bytes over bandwidth") {
+  const CostModel m(Profile(), Config(4));
+  CHECK(m.page_layer_bytes() == doctest::Approx(kB));
+  CHECK(m.DeviceCopyS(1e9) == doctest::Approx(2.0 / 4000));
+  CHECK(m.TierCopyS(1e6, true) == doctest::Approx(2e-6 + 1e6 / 50e9));
+  CHECK(m.TierCopyS(1e6, false) == doctest::Approx(2e-6 + 1e6 / 40e9));
+  // Ring all-gather: (N-1) latency + (N-1)/N bytes / busbw, in the band of the total size.
+  CHECK(m.AllGatherS(5e5) == doctest::Approx(3 * 10e-6 + 0.75 * 5e5 / 100e9));
+  CHECK(m.AllGatherS(8e6) == doctest::Approx(3 * 20e-6 + 0.75 * 8e6 / 300e9));
+  CHECK(m.AllReduceS(8e6) == doctest::Approx(6 * 15e-6 + 1.5 * 8e6 / 200e9));
+  CHECK(m.PeerReadS(1e6, 3) == doctest::Approx(3 * 1e-6 + 4e-6 + 1e6 / 400e9));
+  // Compute: base + (token * n + pair * n * (p + n/2)) / N.
+  CHECK(m.ComputeLayerS(1000, 3000) == doctest::Approx(1e-5 + (2e-6 * 1000 + 1e-10 * 1000 * 3500) / 4));
+}
+
+TEST_CASE("gather methods cost what docs/cost_model.md says, with padding to the largest shard") {
+  const CostModel m(Profile(), Config(4));
+  const std::vector<int64_t> shards = {40, 10, 10, 20};  // unbalanced: largest shard 40
+  const double P = 80, S = 40, L = 5e-6;
+  const GatherCost dense = m.Gather(GatherMethod::kDense, shards, 80);
+  CHECK(dense.per_layer_s == doctest::Approx(2 * L + P * kB / 4000e9 + 2 * S * kB / 4000e9 + m.AllReduceS(P * kB)));
+  CHECK(dense.once_s == 0);
+  const GatherCost packed = m.Gather(GatherMethod::kPacked, shards, 80);
+  CHECK(packed.per_layer_s ==
+        doctest::Approx(2 * L + 2 * S * kB / 4000e9 + m.AllGatherS(4 * S * kB) + 2 * P * kB / 4000e9));
+  CHECK(packed.once_s == doctest::Approx(3e-6 + 2e-6 + P * 8 / 50e9));  // index to the device
+  CHECK(packed.total_s == doctest::Approx(packed.once_s + 10 * packed.per_layer_s));
+  const GatherCost zig = m.Gather(GatherMethod::kZigzag, shards, 80);
+  CHECK(zig.per_layer_s == doctest::Approx(packed.per_layer_s));
+  CHECK(zig.once_s == 0);  // closed formula: no index
+  const GatherCost p2p = m.Gather(GatherMethod::kP2p, shards, 80);
+  // The slowest rank owns the fewest pages and reads the most (70 pages) from its 3 peers.
+  CHECK(p2p.per_layer_s == doctest::Approx(L + 2 * 10 * kB / 4000e9 + m.PeerReadS(70 * kB, 3)));
+  CHECK(p2p.bytes_per_rank == doctest::Approx(70 * kB));
+  CHECK(m.Gather(GatherMethod::kPacked, shards, 0).total_s == 0);
+}
+
+TEST_CASE("backup schedules: per-layer overlaps the forward pass, tail follows it") {
+  const CostModel m(Profile(), Config(4));
+  const std::vector<int64_t> pages = {100, 50, 0, 0};
+  std::vector<double> ends;
+  for (int l = 1; l <= 10; ++l) ends.push_back(l * 1e-3);  // 1 ms per layer
+  const double layer_copy = 2 * 2e-6 + 100 * kB / 40e9;    // slowest lane, two pools
+  const BackupCost per = m.Backup(BackupSchedule::kPerLayer, pages, ends);
+  CHECK(per.forward_s == doctest::Approx(10e-3));
+  CHECK(per.submit_s == doctest::Approx(10 * 2 * 3e-6));
+  CHECK(per.total_s == doctest::Approx(10e-3 + layer_copy + per.submit_s));
+  const BackupCost tail = m.Backup(BackupSchedule::kTail, pages, ends);
+  CHECK(tail.submit_s == doctest::Approx(2 * 3e-6));
+  CHECK(tail.total_s == doctest::Approx(10e-3 + 2 * 3e-6 + 2 * 2e-6 + 100 * kB * 10 / 40e9));
+  CHECK(tail.beyond_forward_s == doctest::Approx(tail.total_s - 10e-3));
+  const BackupCost none = m.Backup(BackupSchedule::kTail, std::vector<int64_t>{0, 0, 0, 0}, ends);
+  CHECK(none.total_s == doctest::Approx(10e-3));
+}
+
+TEST_CASE("load-back overlaps compute one layer ahead") {
+  const CostModel m(Profile(), Config(4));
+  const std::vector<int64_t> load = {200, 0, 0, 0}, none = {0, 0, 0, 0}, shards = {0, 0, 0, 0};
+  ForwardShape f;
+  f.new_tokens = 64;
+  f.load_back_pages = load;
+  f.backup_pages = none;
+  f.shard_pages = shards;
+  const double load_layer = 2 * 2e-6 + 200 * kB / 50e9 + 2 * 3e-6;
+  const double comp = m.ComputeLayerS(64, 0);
+  const RequestCost c = m.Evaluate(f);
+  // Loading is slower than computing here, so every layer waits for its load.
+  REQUIRE(load_layer > comp);
+  CHECK(c.forward_s == doctest::Approx(10 * load_layer + comp));
+  CHECK(c.load_back_exposed_s == doctest::Approx(c.forward_s - 10 * comp));
+  CHECK(c.service_s == doctest::Approx(c.forward_s));
+}
+
+TEST_CASE("a profile without the CP group's collectives is an error naming the file") {
+  HardwareProfile p = Profile();
+  std::string err;
+  try {
+    CostModel m(p, Config(8), "prof.yaml");
+  } catch (const InputError& e) {
+    err = e.what();
+  }
+  CHECK(err.find("prof.yaml: collectives: profile 'test' has no collective model for 8 ranks") != std::string::npos);
+}
+
+TEST_CASE("hardware profile YAML errors name file, line and key") {
+  const std::string path = "/tmp/kvlanes_bad_profile.yaml";
+  std::ofstream(path) << "name: x\nhost_device:\n  h2d_gbps: -1\n  d2h_gbps: 1\n  copy_latency_s: 0\n"
+                         "  copy_submit_s: 0\ndevice: {copy_gbps: 1, kernel_launch_s: 0}\n"
+                         "compute: {layer_base_s: 0, layer_token_s: 0, layer_attn_pair_s: 0}\n";
+  std::string err;
+  try {
+    LoadHardwareProfile(path);
+  } catch (const InputError& e) {
+    err = e.what();
+  }
+  CHECK(err == path + ":3: host_device.h2d_gbps: must be > 0");
+  const HardwareProfile shipped = LoadHardwareProfile(KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml");
+  CHECK(shipped.Collectives(8) != nullptr);
+  CHECK_FALSE(shipped.measured);
+}
+
+}  // namespace kvlanes

@@ -1,0 +1,235 @@
+#include "traces/json_location.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "traces/input_error.h"
+
+namespace kvlanes {
+namespace {
+
+// A skipping scanner over valid JSON that counts newlines.
+class Scanner {
+ public:
+  explicit Scanner(std::string_view t) : t_(t) {}
+
+  int64_t Find(const std::vector<JsonStep>& path, size_t k) {
+    Ws();
+    if (k == path.size() || i_ >= t_.size()) return line_;
+    const int64_t here = line_;
+    if (t_[i_] == '{' && std::holds_alternative<std::string>(path[k])) {
+      ++i_;
+      for (;;) {
+        Ws();
+        if (At('}')) return here;
+        const std::string key = Str();
+        Ws();
+        ++i_;  // ':'
+        if (key == std::get<std::string>(path[k])) return Find(path, k + 1);
+        Skip();
+        Ws();
+        if (At(',')) {
+          ++i_;
+          continue;
+        }
+        return here;
+      }
+    }
+    if (t_[i_] == '[' && std::holds_alternative<size_t>(path[k])) {
+      ++i_;
+      for (size_t idx = 0;; ++idx) {
+        Ws();
+        if (At(']')) return here;
+        if (idx == std::get<size_t>(path[k])) return Find(path, k + 1);
+        Skip();
+        Ws();
+        if (At(',')) {
+          ++i_;
+          continue;
+        }
+        return here;
+      }
+    }
+    return here;
+  }
+
+ private:
+  bool At(char c) const { return i_ < t_.size() && t_[i_] == c; }
+  void Ws() {
+    while (i_ < t_.size() &&
+           (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\r' || t_[i_] == '\n')) {
+      if (t_[i_] == '\n') ++line_;
+      ++i_;
+    }
+  }
+  // At '"': returns the raw contents (escapes kept) and moves past the closing quote.
+  std::string Str() {
+    std::string s;
+    ++i_;
+    while (i_ < t_.size() && t_[i_] != '"') {
+      if (t_[i_] == '\\' && i_ + 1 < t_.size()) s += t_[i_++];
+      s += t_[i_++];
+    }
+    ++i_;
+    return s;
+  }
+  void Skip() {
+    Ws();
+    if (i_ >= t_.size()) return;
+    const char c = t_[i_];
+    if (c == '"') {
+      Str();
+    } else if (c == '{' || c == '[') {
+      const char close = c == '{' ? '}' : ']';
+      ++i_;
+      for (;;) {
+        Ws();
+        if (At(close)) {
+          ++i_;
+          return;
+        }
+        if (c == '{') {
+          Str();
+          Ws();
+          ++i_;  // ':'
+        }
+        Skip();
+        Ws();
+        if (At(',')) ++i_;
+      }
+    } else {
+      while (i_ < t_.size() && t_[i_] != ',' && t_[i_] != ']' && t_[i_] != '}' && t_[i_] != ' ' &&
+             t_[i_] != '\n' && t_[i_] != '\t' && t_[i_] != '\r')
+        ++i_;
+    }
+  }
+
+  std::string_view t_;
+  size_t i_ = 0;
+  int64_t line_ = 1;
+};
+
+}  // namespace
+
+int64_t JsonLineOf(std::string_view text, const std::vector<JsonStep>& path) {
+  return Scanner(text).Find(path, 0);
+}
+
+std::string JsonPathName(const std::vector<JsonStep>& path) {
+  std::string s;
+  for (const JsonStep& step : path) {
+    if (const auto* key = std::get_if<std::string>(&step)) {
+      if (!s.empty()) s += '.';
+      s += *key;
+    } else {
+      s += "[" + std::to_string(std::get<size_t>(step)) + "]";
+    }
+  }
+  return s;
+}
+
+int64_t LineOfByte(std::string_view text, size_t byte) {
+  int64_t line = 1;
+  for (size_t i = 0; i + 1 < byte && i < text.size(); ++i) line += text[i] == '\n';
+  return line;
+}
+
+JsonInput JsonInput::Load(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, 0, "", "cannot open " + what);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return JsonInput(path, s.str());
+}
+
+JsonInput::JsonInput(std::string file, std::string text)
+    : file_(std::move(file)), text_(std::move(text)) {
+  try {
+    root_ = nlohmann::json::parse(text_);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(file_, LineOfByte(text_, e.byte), "",
+                     std::string("malformed JSON: ") + e.what());
+  }
+}
+
+void JsonInput::Fail(const std::vector<JsonStep>& path, const std::string& msg) const {
+  throw InputError(file_, JsonLineOf(text_, path), JsonPathName(path), msg);
+}
+
+JsonCursor JsonCursor::Key(const std::string& key) const {
+  ExpectObject();
+  std::vector<JsonStep> p = path_;
+  p.emplace_back(key);
+  if (!v_->contains(key)) in_->Fail(p, "missing");
+  return JsonCursor(*in_, v_->at(key), std::move(p));
+}
+
+JsonCursor JsonCursor::Index(size_t i) const {
+  std::vector<JsonStep> p = path_;
+  p.emplace_back(i);
+  return JsonCursor(*in_, v_->at(i), std::move(p));
+}
+
+void JsonCursor::OnlyKeys(std::initializer_list<const char*> keys) const {
+  ExpectObject();
+  for (const auto& [k, v] : v_->items()) {
+    bool ok = false;
+    std::string list;
+    for (const char* x : keys) {
+      ok = ok || k == x;
+      list += list.empty() ? "" : ", ";
+      list += x;
+    }
+    if (!ok) {
+      std::vector<JsonStep> p = path_;
+      p.emplace_back(k);
+      in_->Fail(p, "unknown key (valid: " + list + ")");
+    }
+  }
+}
+
+void JsonCursor::ExpectObject() const {
+  if (!v_->is_object()) Fail("expected an object");
+}
+
+void JsonCursor::ExpectArray() const {
+  if (!v_->is_array()) Fail("expected a list");
+}
+
+double JsonCursor::Num() const {
+  if (!v_->is_number()) Fail("expected a number");
+  return v_->get<double>();
+}
+
+double JsonCursor::NumAtLeast(double min, bool strict) const {
+  const double d = Num();
+  if (strict ? !(d > min) : !(d >= min)) {
+    std::ostringstream m;
+    m << "must be " << (strict ? "> " : ">= ") << min << ", got " << d;
+    Fail(m.str());
+  }
+  return d;
+}
+
+int64_t JsonCursor::Int() const {
+  if (!v_->is_number_integer()) Fail("expected an integer");
+  return v_->get<int64_t>();
+}
+
+int64_t JsonCursor::IntAtLeast(int64_t min) const {
+  const int64_t x = Int();
+  if (x < min) Fail("must be >= " + std::to_string(min) + ", got " + std::to_string(x));
+  return x;
+}
+
+std::string JsonCursor::Str() const {
+  if (!v_->is_string()) Fail("expected a string");
+  return v_->get<std::string>();
+}
+
+bool JsonCursor::Bool() const {
+  if (!v_->is_boolean()) Fail("expected true or false");
+  return v_->get<bool>();
+}
+
+}  // namespace kvlanes
