@@ -6,7 +6,7 @@
 namespace kvlanes {
 
 ConfiguredPolicy::ConfiguredPolicy(const ReplayConfig& cfg)
-    : order_(ParseEvictionOrder(cfg.cache.eviction)),
+    : order_(kEvictionOrderNames.Parse(cfg.cache.eviction, "cache.eviction")),
       placement_(FindPlacementRule(cfg.cache.placement)),
       ranks_(static_cast<int>(cfg.cache.cp_size)),
       gather_(cfg.gather.method),

@@ -1,4 +1,4 @@
-// Orders in which eviction candidates are taken (DOMAIN.md section 3). Smaller priority is
+// Orders in which eviction candidates are taken (docs/reference_semantics.md, "Eviction"). Smaller priority is
 // evicted first; ties are broken by node id (creation order), so the order is total.
 #pragma once
 
@@ -6,13 +6,18 @@
 #include <string>
 #include <string_view>
 
+#include "traces/name_table.h"
+
 namespace kvlanes {
 
 enum class EvictionOrder { kLru, kLfu, kFifo, kSlru };
 
-// Throws InputError listing the valid names ("lru", "lfu", "fifo", "slru").
-EvictionOrder ParseEvictionOrder(std::string_view name, const std::string& where = "cache.eviction");
-const char* EvictionOrderName(EvictionOrder order);
+inline constexpr NameTable<EvictionOrder, 4> kEvictionOrderNames{
+    {{{EvictionOrder::kLru, "lru"},
+      {EvictionOrder::kLfu, "lfu"},
+      {EvictionOrder::kFifo, "fifo"},
+      {EvictionOrder::kSlru, "slru"}}},
+    "eviction order"};
 
 // A candidate's position in eviction order: compared lexicographically (a, b, id).
 struct EvictionPriority {

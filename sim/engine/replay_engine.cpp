@@ -503,7 +503,7 @@ nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& 
   J j;
   j["report_version"] = 1;
   j["policy"] = std::string(policy.Name());
-  j["eviction_order"] = EvictionOrderName(engine.tree().order());
+  j["eviction_order"] = kEvictionOrderNames.CName(engine.tree().order());
   j["placement"] = policy.Placement().name;
   J tr;
   tr["sources"] = trace.sources;
