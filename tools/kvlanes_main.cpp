@@ -2,9 +2,12 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tools/commands.h"
+#include "traces/build_info.h"
+#include "traces/name_table.h"
 
 namespace {
 
@@ -35,37 +38,113 @@ void Usage(FILE* to) {
   std::fprintf(to,
                "kvlanes: KV-cache placement for context-parallel LLM serving: replay traces, "
                "predict, execute, compare.\n\nusage: kvlanes COMMAND [options]   "
-               "(kvlanes COMMAND --help for its options)\n\ncommands:\n");
+               "(kvlanes help COMMAND, or kvlanes COMMAND --help, for its options and examples)\n"
+               "       kvlanes --version\n\ncommands:\n");
   for (const Entry& e : kCommands) std::fprintf(to, "  %-15s %s\n", e.name, e.help);
+  std::fprintf(to,
+               "\nexamples:\n"
+               "  kvlanes replay --trace traces/mooncake_excerpt.jsonl --config config/default.yaml\n"
+               "  kvlanes compare --trace traces/mooncake_excerpt.jsonl --policies lru,lanes\n"
+               "  kvlanes help sweep\n");
+}
+
+std::string FirstWord(const std::string& name) { return name.substr(0, name.find(' ')); }
+
+// The command whose words are argv[1] (and argv[2] for two-word names), with the words it used.
+const Entry* FindCommand(int argc, const char* const* argv, int* words) {
+  for (const Entry& e : kCommands) {
+    const std::string name = e.name;
+    const auto space = name.find(' ');
+    if (space == std::string::npos) {
+      if (name != argv[1]) continue;
+      *words = 1;
+    } else {
+      if (name.substr(0, space) != argv[1]) continue;
+      if (argc < 3 || name.substr(space + 1) != argv[2]) continue;
+      *words = 2;
+    }
+    return &e;
+  }
+  return nullptr;
+}
+
+// `kvlanes bench`: a group name alone lists its subcommands.
+bool IsGroup(const std::string& word) {
+  for (const Entry& e : kCommands) {
+    const std::string name = e.name;
+    if (name.find(' ') != std::string::npos && FirstWord(name) == word) return true;
+  }
+  return false;
+}
+
+int GroupUsage(const std::string& group, FILE* to) {
+  std::fprintf(to, "usage: kvlanes %s SUBCOMMAND [options]\n\nsubcommands:\n", group.c_str());
+  for (const Entry& e : kCommands) {
+    const std::string name = e.name;
+    if (name.find(' ') != std::string::npos && FirstWord(name) == group)
+      std::fprintf(to, "  %-15s %s\n", e.name, e.help);
+  }
+  return 2;
+}
+
+int UnknownCommand(int argc, const char* const* argv) {
+  std::string given = argv[1];
+  std::vector<std::string> names;
+  for (const Entry& e : kCommands) names.push_back(e.name);
+  if (IsGroup(given) && argc > 2) given += std::string(" ") + argv[2];
+  std::fprintf(stderr, "kvlanes: unknown command '%s'", given.c_str());
+  std::vector<std::string_view> views(names.begin(), names.end());
+  std::string close = kvlanes::ClosestName(given, views);
+  if (close.empty()) {  // a typo in the first word of a one-word command
+    close = kvlanes::ClosestName(argv[1], views);
+  }
+  if (!close.empty()) std::fprintf(stderr, "; did you mean 'kvlanes %s'?", close.c_str());
+  std::fprintf(stderr, "\n\n");
+  Usage(stderr);
+  return 2;
+}
+
+int Dispatch(int argc, const char* const* argv) {
+  int words = 0;
+  const Entry* e = FindCommand(argc, argv, &words);
+  if (!e) {
+    if (IsGroup(argv[1]) && argc == 2) return GroupUsage(argv[1], stderr);
+    return UnknownCommand(argc, argv);
+  }
+  std::string full = std::string("kvlanes ") + e->name;
+  std::vector<const char*> args;
+  args.push_back(full.c_str());
+  for (int i = 1 + words; i < argc; ++i) args.push_back(argv[i]);
+  return e->fn(static_cast<int>(args.size()), args.data());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
-      !std::strcmp(argv[1], "help")) {
+      (!std::strcmp(argv[1], "help") && argc == 2)) {
     Usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  for (const Entry& e : kCommands) {
-    const std::string name = e.name;
-    const auto space = name.find(' ');
-    int words = 1;
-    if (space == std::string::npos) {
-      if (name != argv[1]) continue;
-    } else {
-      if (name.substr(0, space) != argv[1]) continue;
-      if (argc < 3 || name.substr(space + 1) != argv[2]) continue;
-      words = 2;
-    }
-    std::string full = "kvlanes " + name;
-    std::vector<const char*> args;
-    args.push_back(full.c_str());
-    for (int i = 1 + words; i < argc; ++i) args.push_back(argv[i]);
-    return e.fn(static_cast<int>(args.size()), args.data());
+  if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "version")) {
+    std::printf("kvlanes %s (commit %s, %s build)\n", kvlanes::BuildVersion(), kvlanes::BuildCommit(),
+                kvlanes::BuildType());
+    return 0;
   }
-  std::fprintf(stderr, "kvlanes: unknown command '%s'%s%s\n\n", argv[1], argc > 2 ? " " : "",
-               argc > 2 ? argv[2] : "");
-  Usage(stderr);
-  return 2;
+  if (!std::strcmp(argv[1], "help")) {  // kvlanes help CMD [SUB]: that command's --help
+    std::vector<const char*> args(argv + 1, argv + argc);
+    args[0] = argv[0];
+    int words = 0;
+    if (!FindCommand(static_cast<int>(args.size()), args.data(), &words)) {
+      if (IsGroup(args[1]) && args.size() == 2) {
+        GroupUsage(args[1], stdout);
+        return 0;
+      }
+      return UnknownCommand(static_cast<int>(args.size()), args.data());
+    }
+    args.resize(1 + words);
+    args.push_back("--help");
+    return Dispatch(static_cast<int>(args.size()), args.data());
+  }
+  return Dispatch(argc, argv);
 }
