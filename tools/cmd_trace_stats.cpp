@@ -1,7 +1,6 @@
 // `kvlanes trace stats FILE...`: loads a trace (any format, merged if several files) and prints
 // its summary statistics (traces/trace_stats.h), optionally also as JSON.
 #include <boost/program_options.hpp>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -10,6 +9,7 @@
 
 #include "tools/commands.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 #include "traces/trace_reader.h"
 #include "traces/trace_stats.h"
 
@@ -80,9 +80,7 @@ int CmdTraceStats(int argc, const char* const* argv) {
               << ", format " << TraceFormatName(trace.format) << "\n";
     PrintTraceStats(stats, std::cout);
     if (!json_path.empty()) {
-      std::ofstream out(json_path);
-      out << TraceStatsToJson(stats).dump(2) << "\n";
-      if (!out) throw InputError(json_path, 0, "json", "cannot write the JSON report");
+      WriteFileAtomically(json_path, TraceStatsToJson(stats).dump(2) + "\n");
     }
   } catch (const InputError& e) {
     std::cerr << name << ": " << e.what() << "\n";
