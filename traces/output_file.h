@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <ostream>
 #include <streambuf>
 #include <string>
@@ -128,6 +129,7 @@ class OutputFile {
  public:
   explicit OutputFile(std::string path) : path_(std::move(path)) {
     if (path_ == "-") {
+      FlushStdout();
       fd_ = STDOUT_FILENO;
       return;
     }
@@ -160,6 +162,7 @@ class OutputFile {
   }
 
   void Write(const std::string& content) {
+    if (fd_ == STDOUT_FILENO) FlushStdout();
     const char* p = content.data();
     size_t left = content.size();
     while (left > 0) {
@@ -190,6 +193,11 @@ class OutputFile {
   }
 
  private:
+  // What the program printed through std::cout/stdout before comes first.
+  static void FlushStdout() {
+    std::cout.flush();
+    std::fflush(stdout);
+  }
   void CloseFd() {
     if (fd_ >= 0 && fd_ != STDOUT_FILENO) ::close(fd_);  // closing also drops the lock
     fd_ = -1;
