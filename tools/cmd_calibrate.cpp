@@ -6,7 +6,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "sim/compare/calibration.h"
+#include "sim/compare/calibrate.h"
+#include "sim/compare/measurements.h"
+#include "sim/compare/profile_writer.h"
 #include "sim/predict/hardware_profile.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
