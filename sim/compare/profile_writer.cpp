@@ -42,10 +42,9 @@ std::string Bands(const BandedCost& c) {
   return s + "]";
 }
 
-}  // namespace
-
-std::string ProfileToYaml(const CalibrationResult& r, const std::string& measurements_file) {
-  const HardwareProfile& p = r.profile;
+// The comment block at the top: where the fit came from, every group's residuals, what the
+// base profile gave and the notes.
+std::string HeaderComments(const CalibrationResult& r, const std::string& measurements_file) {
   std::string y;
   y += "# Fitted by `kvlanes calibrate` from " + measurements_file +
        " (method: docs/calibration.md).\n";
@@ -60,6 +59,33 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
     y += "\n";
   }
   for (const auto& n : r.notes) y += "# Note: " + n + "\n";
+  return y;
+}
+
+// The collectives section, one entry per rank count, each curve with its fit comment.
+std::string CollectivesYaml(const CalibrationResult& r) {
+  const HardwareProfile& p = r.profile;
+  if (p.collectives.empty()) return "collectives: []\n\n";
+  std::string y = "collectives:\n";
+  for (const CollectiveModel& c : p.collectives) {
+    const std::string pre = "collectives[ranks=" + std::to_string(c.ranks) + "].";
+    y += "  - ranks: " + std::to_string(c.ranks) + "\n";
+    y += FitComment(r, pre + "all_gather", "    ");
+    y += "    all_gather: " + Bands(c.all_gather) + "\n";
+    y += FitComment(r, pre + "all_reduce", "    ");
+    y += "    all_reduce: " + Bands(c.all_reduce) + "\n";
+    y += FitComment(r, pre + "peer_read", "    ");
+    y += "    peer_read: " + Bands(c.peer_read) + "\n";
+    y += "    peer_setup_s: " + Num(c.peer_setup_s) + "\n";
+  }
+  return y + "\n";
+}
+
+}  // namespace
+
+std::string ProfileToYaml(const CalibrationResult& r, const std::string& measurements_file) {
+  const HardwareProfile& p = r.profile;
+  std::string y = HeaderComments(r, measurements_file);
   y += "name: " + nlohmann::json(p.name).dump() + "\n";
   y += std::string("measured: ") + (p.measured ? "true" : "false") + "\n";
   y += "source: " + nlohmann::json(p.source).dump() + "\n\n";
@@ -80,23 +106,7 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  index_bytes_per_page: " + Num(p.index_bytes_per_page) + "\n";
   if (!p.device_copy_bands.bands.empty()) y += "  copy_bands: " + Bands(p.device_copy_bands) + "\n";
   y += "\n";
-  if (p.collectives.empty()) {
-    y += "collectives: []\n\n";
-  } else {
-    y += "collectives:\n";
-    for (const CollectiveModel& c : p.collectives) {
-      const std::string pre = "collectives[ranks=" + std::to_string(c.ranks) + "].";
-      y += "  - ranks: " + std::to_string(c.ranks) + "\n";
-      y += FitComment(r, pre + "all_gather", "    ");
-      y += "    all_gather: " + Bands(c.all_gather) + "\n";
-      y += FitComment(r, pre + "all_reduce", "    ");
-      y += "    all_reduce: " + Bands(c.all_reduce) + "\n";
-      y += FitComment(r, pre + "peer_read", "    ");
-      y += "    peer_read: " + Bands(c.peer_read) + "\n";
-      y += "    peer_setup_s: " + Num(c.peer_setup_s) + "\n";
-    }
-    y += "\n";
-  }
+  y += CollectivesYaml(r);
   y += "compute:\n" + FitComment(r, "compute", "  ");
   y += "  layer_base_s: " + Num(p.layer_base_s) + "\n";
   y += "  layer_token_s: " + Num(p.layer_token_s) + "\n";
