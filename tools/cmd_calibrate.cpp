@@ -6,7 +6,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "sim/compare/calibration.h"
+#include "sim/compare/calibrate.h"
+#include "sim/compare/measurements.h"
+#include "sim/compare/profile_writer.h"
 #include "sim/predict/hardware_profile.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
@@ -39,6 +41,46 @@ void PrintFits(const CalibrationResult& r) {
     std::printf("\n");
   }
   for (const auto& n : r.notes) std::printf("note: %s\n", n.c_str());
+}
+
+// --backup-fit: a comma list of per-layer and tail, or none.
+void ParseBackupFit(const std::string& list, CalibrateOptions& opt) {
+  opt.fit_backup_per_layer = opt.fit_backup_tail = false;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "per-layer") opt.fit_backup_per_layer = true;
+    else if (item == "tail") opt.fit_backup_tail = true;
+    else if (item != "none") throw InputError("", 0, "--backup-fit", "expected per-layer and/or tail, or none, got '" + item + "'");
+  }
+}
+
+// The selections and band options, checked.
+CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
+  CalibrateOptions opt;
+  opt.name = vm["name"].as<std::string>();
+  if (vm.count("layout")) opt.layout = vm["layout"].as<std::string>();
+  if (vm.count("mode")) opt.mode = vm["mode"].as<std::string>();
+  if (vm.count("backup-gather-pages")) {
+    opt.backup_gather_pages = vm["backup-gather-pages"].as<int64_t>();
+    if (opt.backup_gather_pages < 0) throw InputError("", 0, "--backup-gather-pages", "must be >= 0");
+  }
+  ParseBackupFit(vm["backup-fit"].as<std::string>(), opt);
+  if (vm.count("run-pages")) {
+    opt.run_pages = vm["run-pages"].as<int64_t>();
+    if (opt.run_pages < 1) throw InputError("", 0, "--run-pages", "must be >= 1");
+  }
+  opt.bands.max_bands = vm["max-bands"].as<int>();
+  opt.bands.min_sizes_per_band = vm["min-band-sizes"].as<int>();
+  opt.bands.min_gain = vm["band-gain"].as<double>();
+  opt.bands.floor_rms = vm["band-floor"].as<double>();
+  if (opt.bands.max_bands < 1) throw InputError("", 0, "--max-bands", "must be >= 1");
+  if (opt.bands.min_sizes_per_band < 2)
+    throw InputError("", 0, "--min-band-sizes", "must be >= 2");
+  if (!(opt.bands.min_gain > 0 && opt.bands.min_gain < 1))
+    throw InputError("", 0, "--band-gain", "must be in (0, 1)");
+  if (!(opt.bands.floor_rms >= 0)) throw InputError("", 0, "--band-floor", "must be >= 0");
+  return opt;
 }
 
 }  // namespace
@@ -91,38 +133,7 @@ int CmdCalibrate(int argc, const char* const* argv) {
     if (!vm.count("measurements"))
       throw InputError("", 0, "--measurements", "a measurement file is required");
     if (!vm.count("out")) throw InputError("", 0, "--out", "an output file is required");
-    CalibrateOptions opt;
-    opt.name = vm["name"].as<std::string>();
-    if (vm.count("layout")) opt.layout = vm["layout"].as<std::string>();
-    if (vm.count("mode")) opt.mode = vm["mode"].as<std::string>();
-    if (vm.count("backup-gather-pages")) {
-      opt.backup_gather_pages = vm["backup-gather-pages"].as<int64_t>();
-      if (opt.backup_gather_pages < 0) throw InputError("", 0, "--backup-gather-pages", "must be >= 0");
-    }
-    {
-      opt.fit_backup_per_layer = opt.fit_backup_tail = false;
-      std::stringstream ss(vm["backup-fit"].as<std::string>());
-      std::string item;
-      while (std::getline(ss, item, ',')) {
-        if (item == "per-layer") opt.fit_backup_per_layer = true;
-        else if (item == "tail") opt.fit_backup_tail = true;
-        else if (item != "none") throw InputError("", 0, "--backup-fit", "expected per-layer and/or tail, or none, got '" + item + "'");
-      }
-    }
-    if (vm.count("run-pages")) {
-      opt.run_pages = vm["run-pages"].as<int64_t>();
-      if (opt.run_pages < 1) throw InputError("", 0, "--run-pages", "must be >= 1");
-    }
-    opt.bands.max_bands = vm["max-bands"].as<int>();
-    opt.bands.min_sizes_per_band = vm["min-band-sizes"].as<int>();
-    opt.bands.min_gain = vm["band-gain"].as<double>();
-    opt.bands.floor_rms = vm["band-floor"].as<double>();
-    if (opt.bands.max_bands < 1) throw InputError("", 0, "--max-bands", "must be >= 1");
-    if (opt.bands.min_sizes_per_band < 2)
-      throw InputError("", 0, "--min-band-sizes", "must be >= 2");
-    if (!(opt.bands.min_gain > 0 && opt.bands.min_gain < 1))
-      throw InputError("", 0, "--band-gain", "must be in (0, 1)");
-    if (!(opt.bands.floor_rms >= 0)) throw InputError("", 0, "--band-floor", "must be >= 0");
+    const CalibrateOptions opt = CalibrateOptionsFrom(vm);
     const std::string mfile = vm["measurements"].as<std::string>();
     const Measurements m = ReadMeasurements(mfile);
     HardwareProfile base;

@@ -101,6 +101,52 @@ Predictions PredictFromPlan(const std::string& plan_path, std::string profile_pa
   return PredictPlan(model, cfg, plan.requests);
 }
 
+// The thresholds and listing options; the thresholds are given in percent.
+CheckOptions CheckOptionsFrom(const po::variables_map& vm) {
+  CheckOptions opt;
+  opt.max_median = vm["max-median"].as<double>() / 100;
+  opt.max_p95 = vm["max-p95"].as<double>() / 100;
+  opt.max_total = vm["max-total"].as<double>() / 100;
+  opt.allow_missing = vm["allow-missing"].as<bool>();
+  opt.worst = vm["worst"].as<size_t>();
+  for (const char* k : {"max-median", "max-p95", "max-total"})
+    if (!(vm[k].as<double>() >= 0))
+      throw InputError("", 0, std::string("--") + k, "must be >= 0");
+  return opt;
+}
+
+// From --plan (predicted here, optionally written out) or from --predicted.
+Predictions LoadPredictions(const po::variables_map& vm, double compute_scale) {
+  if (!vm.count("plan")) return ReadPredictions(vm["predicted"].as<std::string>());
+  Predictions pred = PredictFromPlan(vm["plan"].as<std::string>(),
+                                     vm.count("profile") ? vm["profile"].as<std::string>() : "", compute_scale);
+  if (vm.count("write-predicted"))
+    WriteFileAtomically(vm["write-predicted"].as<std::string>(), PredictionsToJson(pred).dump(1) + "\n");
+  return pred;
+}
+
+// Runs the plot script on the report's JSON: the --json file when given, else a temporary copy.
+void DrawPlot(const po::variables_map& vm, const Plotter& plotter, const std::string& json) {
+  const std::string out = vm["plot"].as<std::string>();
+  std::string data = vm.count("json") ? vm["json"].as<std::string>() : "";
+  if (data.empty()) {
+    char tmpl[] = "/tmp/kvlanes_check_XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    if (fd < 0)
+      throw InputError("", 0, "--plot", "cannot create a temporary file for the plot data");
+    ::close(fd);
+    data = tmpl;
+    WriteFileAtomically(data, json);
+  }
+  const int rc = std::system((ShellQuote(plotter.python) + " " + ShellQuote(plotter.script) +
+                              " " + ShellQuote(data) + " " + ShellQuote(out))
+                                 .c_str());
+  if (!vm.count("json")) std::remove(data.c_str());
+  if (rc != 0)
+    throw InputError(out, 0, "--plot", "the plot script failed (" + plotter.script + ")");
+  if (!vm["quiet"].as<bool>()) std::printf("plot: %s\n", out.c_str());
+}
+
 }  // namespace
 
 int CmdCheck(int argc, const char* const* argv) {
@@ -152,53 +198,17 @@ int CmdCheck(int argc, const char* const* argv) {
                        "only with --plan");
     const double compute_scale = vm["compute-scale"].as<double>();
     if (!(compute_scale >= 0)) throw InputError("", 0, "--compute-scale", "must be >= 0");
-    CheckOptions opt;
-    opt.max_median = vm["max-median"].as<double>() / 100;
-    opt.max_p95 = vm["max-p95"].as<double>() / 100;
-    opt.max_total = vm["max-total"].as<double>() / 100;
-    opt.allow_missing = vm["allow-missing"].as<bool>();
-    opt.worst = vm["worst"].as<size_t>();
-    for (const char* k : {"max-median", "max-p95", "max-total"})
-      if (!(vm[k].as<double>() >= 0))
-        throw InputError("", 0, std::string("--") + k, "must be >= 0");
+    const CheckOptions opt = CheckOptionsFrom(vm);
     Plotter plotter;
     if (vm.count("plot")) plotter = CheckPlotting(vm["plot"].as<std::string>());
 
-    Predictions pred;
-    if (vm.count("plan")) {
-      pred = PredictFromPlan(vm["plan"].as<std::string>(),
-                             vm.count("profile") ? vm["profile"].as<std::string>() : "", compute_scale);
-      if (vm.count("write-predicted"))
-        WriteFileAtomically(vm["write-predicted"].as<std::string>(),
-                            PredictionsToJson(pred).dump(1) + "\n");
-    } else {
-      pred = ReadPredictions(vm["predicted"].as<std::string>());
-    }
+    const Predictions pred = LoadPredictions(vm, compute_scale);
     const Measured meas = ReadMeasured(vm["measured"].as<std::string>());
     const CheckReport report = RunCheck(pred, meas, opt);
     const std::string json = CheckReportToJson(report).dump(1) + "\n";
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), json);
     if (!vm["quiet"].as<bool>()) std::fputs(FormatCheckReport(report).c_str(), stdout);
-    if (vm.count("plot")) {
-      const std::string out = vm["plot"].as<std::string>();
-      std::string data = vm.count("json") ? vm["json"].as<std::string>() : "";
-      if (data.empty()) {
-        char tmpl[] = "/tmp/kvlanes_check_XXXXXX";
-        const int fd = ::mkstemp(tmpl);
-        if (fd < 0)
-          throw InputError("", 0, "--plot", "cannot create a temporary file for the plot data");
-        ::close(fd);
-        data = tmpl;
-        WriteFileAtomically(data, json);
-      }
-      const int rc = std::system((ShellQuote(plotter.python) + " " + ShellQuote(plotter.script) +
-                                  " " + ShellQuote(data) + " " + ShellQuote(out))
-                                     .c_str());
-      if (!vm.count("json")) std::remove(data.c_str());
-      if (rc != 0)
-        throw InputError(out, 0, "--plot", "the plot script failed (" + plotter.script + ")");
-      if (!vm["quiet"].as<bool>()) std::printf("plot: %s\n", out.c_str());
-    }
+    if (vm.count("plot")) DrawPlot(vm, plotter, json);
     return report.pass ? 0 : 1;
   } catch (const InputError& e) {
     std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());

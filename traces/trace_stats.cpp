@@ -7,17 +7,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "traces/percentile.h"
+
 namespace kvlanes {
 namespace {
-
-// Linear interpolation between order statistics; see TraceStats. REQUIRES: sorted non-empty.
-double Percentile(const std::vector<int64_t>& sorted, double q) {
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const size_t k = static_cast<size_t>(pos);
-  const double frac = pos - static_cast<double>(k);
-  if (k + 1 >= sorted.size()) return static_cast<double>(sorted.back());
-  return static_cast<double>(sorted[k]) + frac * static_cast<double>(sorted[k + 1] - sorted[k]);
-}
 
 // 1234567 -> "1,234,567": the tables are read by people comparing magnitudes.
 std::string Grouped(int64_t v) {
@@ -66,8 +59,8 @@ TraceStats ComputeTraceStats(const Trace& trace) {
   s.distinct_blocks = static_cast<int64_t>(seen.size());
   std::sort(lengths.begin(), lengths.end());
   s.input_mean = static_cast<double>(s.input_tokens) / static_cast<double>(s.requests);
-  s.input_p50 = Percentile(lengths, 0.50);
-  s.input_p99 = Percentile(lengths, 0.99);
+  s.input_p50 = PercentileOfSorted(lengths, 0.50);
+  s.input_p99 = PercentileOfSorted(lengths, 0.99);
   s.input_max = lengths.back();
   s.infinite_cache_hit_ratio =
       s.input_tokens > 0

@@ -16,7 +16,7 @@
 #include "exec/exec_run.h"
 #include "exec/host_backend.h"
 #include "exec/launch.h"
-#include "sim/predict/predictor.h"
+#include "traces/percentile.h"
 #if KVLANES_WITH_CUDA
 #include "exec/cuda_backend.h"
 #endif

@@ -9,8 +9,8 @@
 #include <unordered_map>
 
 #include "traces/json_location.h"
-#include "sim/predict/predictor.h"
 #include "traces/input_error.h"
+#include "traces/percentile.h"
 
 namespace kvlanes {
 
@@ -113,13 +113,9 @@ void Note(MissingIds& m, const std::string& id, size_t examples) {
   if (m.examples.size() < examples) m.examples.push_back(id);
 }
 
-}  // namespace
-
-CheckReport RunCheck(const Predictions& pred, const Measured& meas, const CheckOptions& opt) {
-  CheckReport r;
-  r.options = opt;
-  r.profile = pred.profile;
-  r.profile_measured = pred.profile_measured;
+// Pairs every predicted op with its measured one, in predicted order; notes ids on one side only.
+// Measured evict ops are not modelled (no cost term) and are counted apart.
+void JoinOps(const Predictions& pred, const Measured& meas, const CheckOptions& opt, CheckReport& r) {
   std::unordered_map<std::string, const MeasuredOp*> by_id;
   for (const MeasuredOp& m : meas.ops) by_id.emplace(m.id, &m);
   std::set<std::string> predicted_ids;
@@ -146,8 +142,11 @@ CheckReport RunCheck(const Predictions& pred, const Measured& meas, const CheckO
       Note(r.measured_only, m.id, opt.examples);
     }
   }
-  const size_t op_pairs = r.joined.size();
-  // Whole requests: service time, predicted vs measured.
+}
+
+// Whole requests: service time, predicted vs measured, appended after the ops as "R/request".
+// Predicted requests count as missing only when the measured file gives any request at all.
+void JoinRequests(const Predictions& pred, const Measured& meas, const CheckOptions& opt, CheckReport& r) {
   std::set<int64_t> predicted_requests;
   for (const RequestPrediction& p : pred.requests) {
     predicted_requests.insert(p.request);
@@ -162,7 +161,11 @@ CheckReport RunCheck(const Predictions& pred, const Measured& meas, const CheckO
   for (const auto& [req, s] : meas.request_s)
     if (!predicted_requests.count(req))
       Note(r.measured_only, std::to_string(req) + "/request", opt.examples);
+}
 
+// One row per op kind (by name) over the first `op_pairs` joined entries, and one for the
+// requests after them when there are any.
+void SummarizeRows(size_t op_pairs, const CheckOptions& opt, CheckReport& r) {
   std::map<std::string, std::vector<const JoinedOp*>> groups;
   for (size_t i = 0; i < op_pairs; ++i) groups[r.joined[i].kind].push_back(&r.joined[i]);
   for (const auto& [kind, ops] : groups) r.kinds.push_back(Row(kind, ops, opt));
@@ -171,7 +174,11 @@ CheckReport RunCheck(const Predictions& pred, const Measured& meas, const CheckO
     for (size_t i = op_pairs; i < r.joined.size(); ++i) reqs.push_back(&r.joined[i]);
     r.requests = Row("request", reqs, opt);
   }
-  // Whole replay: the sum of predicted service times against the measured total.
+}
+
+// Whole replay: the sum of predicted service times against the measured total, or else the sum
+// of measured request seconds when every predicted request has one.
+void CompareTotals(const Predictions& pred, const Measured& meas, CheckReport& r) {
   r.total_predicted_s = pred.total_s;
   if (meas.total_s) {
     r.total_available = true;
@@ -193,23 +200,28 @@ CheckReport RunCheck(const Predictions& pred, const Measured& meas, const CheckO
           std::to_string(missing) + " predicted requests have no measured seconds";
   }
   if (r.total_available) r.total_error = Ape(r.total_predicted_s, r.total_measured_s);
+}
 
+// The `opt.worst` joined entries of largest APE; ties keep their joined order.
+void PickWorst(const CheckOptions& opt, CheckReport& r) {
   r.worst = r.joined;
   std::stable_sort(r.worst.begin(), r.worst.end(),
                    [](const JoinedOp& a, const JoinedOp& b) { return a.ape > b.ape; });
   if (r.worst.size() > opt.worst) r.worst.resize(opt.worst);
+}
 
-  // Verdict.
-  auto fail_row = [&](const KindRow& k) {
-    if (k.stats.median > opt.max_median)
-      r.reasons.push_back(k.kind + " median APE " + Pct(k.stats.median) + " > " +
-                          Pct(opt.max_median));
-    if (k.stats.p95 > opt.max_p95)
-      r.reasons.push_back(k.kind + " p95 APE " + Pct(k.stats.p95) + " > " + Pct(opt.max_p95));
-  };
+void RowReasons(const KindRow& k, const CheckOptions& opt, std::vector<std::string>& reasons) {
+  if (k.stats.median > opt.max_median)
+    reasons.push_back(k.kind + " median APE " + Pct(k.stats.median) + " > " + Pct(opt.max_median));
+  if (k.stats.p95 > opt.max_p95)
+    reasons.push_back(k.kind + " p95 APE " + Pct(k.stats.p95) + " > " + Pct(opt.max_p95));
+}
+
+// The verdict: pass when no row, the total or (unless allowed) a missing id gives a reason.
+void Verdict(const CheckOptions& opt, CheckReport& r) {
   if (r.joined.empty()) r.reasons.push_back("no operation is on both sides: nothing to compare");
-  for (const KindRow& k : r.kinds) fail_row(k);
-  if (r.requests) fail_row(*r.requests);
+  for (const KindRow& k : r.kinds) RowReasons(k, opt, r.reasons);
+  if (r.requests) RowReasons(*r.requests, opt, r.reasons);
   if (!r.total_available)
     r.reasons.push_back("whole-replay total not measured: " + r.total_unavailable);
   else if (r.total_error > opt.max_total)
@@ -219,6 +231,22 @@ CheckReport RunCheck(const Predictions& pred, const Measured& meas, const CheckO
     r.reasons.push_back(std::to_string(r.predicted_only.count) + " predicted ids not measured, " +
                         std::to_string(r.measured_only.count) + " measured ids not predicted");
   r.pass = r.reasons.empty();
+}
+
+}  // namespace
+
+CheckReport RunCheck(const Predictions& pred, const Measured& meas, const CheckOptions& opt) {
+  CheckReport r;
+  r.options = opt;
+  r.profile = pred.profile;
+  r.profile_measured = pred.profile_measured;
+  JoinOps(pred, meas, opt, r);
+  const size_t op_pairs = r.joined.size();
+  JoinRequests(pred, meas, opt, r);
+  SummarizeRows(op_pairs, opt, r);
+  CompareTotals(pred, meas, r);
+  PickWorst(opt, r);
+  Verdict(opt, r);
   return r;
 }
 

@@ -4,15 +4,9 @@
 #include <cmath>
 #include <string>
 
-namespace kvlanes {
+#include "traces/percentile.h"
 
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
+namespace kvlanes {
 
 Predictor::Predictor(const CostModel& model, bool timeline) : model_(model), timeline_(timeline) {}
 

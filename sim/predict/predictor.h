@@ -37,7 +37,4 @@ class Predictor {
   nlohmann::ordered_json events_ = nlohmann::ordered_json::array();
 };
 
-// Percentile q in [0, 1] with linear interpolation between closest ranks. REQUIRES: non-empty.
-double Percentile(std::vector<double> v, double q);
-
 }  // namespace kvlanes

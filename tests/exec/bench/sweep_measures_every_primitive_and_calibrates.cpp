@@ -6,7 +6,8 @@
 #include <tuple>
 
 #include "exec/bench/sweep.h"
-#include "sim/compare/calibration.h"
+#include "sim/compare/calibrate.h"
+#include "sim/compare/measurements.h"
 #include "sim/predict/hardware_profile.h"
 
 namespace kvlanes::exec {

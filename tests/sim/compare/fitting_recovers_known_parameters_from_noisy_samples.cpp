@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <fstream>
 
-#include "sim/compare/calibration.h"
+#include "sim/compare/calibrate.h"
+#include "sim/compare/fit.h"
+#include "sim/compare/profile_writer.h"
 #include "sim/config.h"
 #include "sim/predict/cost_model.h"
 #include "sim/compare/op_predictions.h"

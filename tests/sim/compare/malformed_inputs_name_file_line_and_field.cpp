@@ -4,7 +4,8 @@
 
 #include <functional>
 
-#include "sim/compare/calibration.h"
+#include "sim/compare/calibrate.h"
+#include "sim/compare/measurements.h"
 #include "sim/compare/check_stats.h"
 #include "sim/compare/op_predictions.h"
 #include "tests/sim/compare/synthetic.h"

@@ -1,0 +1,599 @@
+#include "sim/compare/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "traces/input_error.h"
+
+namespace kvlanes {
+namespace {
+
+// ---------------------------------------------------------------- fit reports and checks
+
+struct Stats {
+  double median = 0, max = 0;
+  size_t argmax = 0;
+};
+
+Stats AbsStats(const std::vector<double>& rel) {
+  Stats s;
+  std::vector<double> a;
+  for (size_t i = 0; i < rel.size(); ++i) {
+    a.push_back(std::fabs(rel[i]));
+    if (a.back() > s.max || i == 0) {
+      s.max = a.back();
+      s.argmax = i;
+    }
+  }
+  std::sort(a.begin(), a.end());
+  if (!a.empty()) {
+    const size_t m = a.size() / 2;
+    s.median = a.size() % 2 ? a[m] : (a[m - 1] + a[m]) / 2;
+  }
+  return s;
+}
+
+FitReport Report(std::string group, const std::vector<const Sample*>& used,
+                 const std::vector<double>& rel) {
+  FitReport r;
+  r.group = std::move(group);
+  r.samples = static_cast<int64_t>(used.size());
+  const Stats s = AbsStats(rel);
+  r.median_rel_err = s.median;
+  r.max_rel_err = s.max;
+  r.max_line = used.empty() ? 0 : used[s.argmax]->line;
+  return r;
+}
+
+double Gbps(double inverse_bytes_per_s, const std::string& file, const std::string& group) {
+  if (!(inverse_bytes_per_s > 0))
+    throw InputError(
+        file, 0, group,
+        "the fit found no bandwidth term (time does not grow with bytes): add samples over a "
+        "wider range of sizes");
+  return 1.0 / (inverse_bytes_per_s * 1e9);
+}
+
+void RequireRank(const Eigen::MatrixXd& a, const Eigen::VectorXd& t, const std::string& file,
+                 const std::string& group, const std::string& hint) {
+  if (WeightedRank(a, t) < a.cols())
+    throw InputError(file, 0, group,
+                     "the samples cannot separate this group's parameters: " + hint);
+}
+
+CostBand Band(const BandedFit& f, size_t b, const std::string& file, const std::string& group) {
+  return CostBand{f.max_bytes[b], f.band_x[b][0], Gbps(f.band_x[b][1], file, group)};
+}
+
+void BandParams(FitReport& r, const std::vector<CostBand>& bands) {
+  for (size_t b = 0; b < bands.size(); ++b) {
+    const std::string p = "band" + std::to_string(b) + ".";
+    if (bands[b].max_bytes > 0) r.params.push_back({p + "max_bytes", bands[b].max_bytes});
+    r.params.push_back({p + "latency_s", bands[b].latency_s});
+    r.params.push_back({p + "gbps", bands[b].gbps});
+  }
+}
+
+// The measured seconds of `s`, one row each.
+Eigen::VectorXd MedianTimes(const std::vector<const Sample*>& s) {
+  Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
+  for (size_t i = 0; i < s.size(); ++i) t[static_cast<Eigen::Index>(i)] = s[i]->median_s;
+  return t;
+}
+
+std::vector<const Sample*> OfKind(const Measurements& m, SampleKind kind) {
+  std::vector<const Sample*> s;
+  for (const Sample& x : m.samples)
+    if (x.kind == kind) s.push_back(&x);
+  return s;
+}
+
+// ---------------------------------------------------------------- sample selection
+
+std::string Distinct(const std::set<std::string>& s) {
+  std::string out;
+  for (const auto& x : s) out += (out.empty() ? "'" : ", '") + x + "'";
+  return out;
+}
+
+// The one value of `field` the fit uses: `want` when given (it must be present), else the only
+// one present. `flag` is the option that chooses it.
+std::string PickOne(const Measurements& m, SampleKind kind, const std::set<std::string>& present,
+                    const std::string& want, const char* field, const char* flag) {
+  const char* kname = kSampleKindNames.CName(kind);
+  if (!want.empty()) {
+    if (!present.count(want))
+      throw InputError(m.file, 0, flag,
+                       std::string("no ") + kname + " samples with " + field + " '" + want +
+                           "' (present: " + Distinct(present) + ")");
+    return want;
+  }
+  if (present.size() > 1)
+    throw InputError(m.file, 0, std::string(kname) + "." + field,
+                     "samples hold several " + std::string(field) + "s (" + Distinct(present) +
+                         "); the profile has one copy model: choose one with " + flag);
+  return *present.begin();
+}
+
+// Keeps host copy samples of one layout and one mode (the profile has one bandwidth each way).
+std::vector<const Sample*> SelectHostCopies(const Measurements& m, SampleKind kind,
+                                            const CalibrateOptions& opt,
+                                            std::vector<std::string>& notes) {
+  const std::vector<const Sample*> all = OfKind(m, kind);
+  if (all.empty()) return all;
+  std::set<std::string> layouts, modes;
+  for (const Sample* s : all) {
+    layouts.insert(s->layout);
+    modes.insert(s->mode);
+  }
+  const std::string layout = PickOne(m, kind, layouts, opt.layout, "layout", "--layout");
+  const std::string mode = PickOne(m, kind, modes, opt.mode, "mode", "--mode");
+  // Slot runs (host_copy only): the copies' entries, hence their cost, depend on them.
+  std::string runs;
+  if (kind == SampleKind::kHostCopy) {
+    std::set<std::string> present;
+    for (const Sample* s : all) present.insert(std::to_string(s->run_pages));
+    runs = PickOne(m, kind, present, opt.run_pages > 0 ? std::to_string(opt.run_pages) : "", "run_pages",
+                   "--run-pages");
+  }
+  std::vector<const Sample*> kept;
+  for (const Sample* s : all)
+    if (s->layout == layout && s->mode == mode && (runs.empty() || std::to_string(s->run_pages) == runs)) kept.push_back(s);
+  if (kept.size() < all.size())
+    notes.push_back(std::to_string(all.size() - kept.size()) + " " + kSampleKindNames.CName(kind) +
+                    " samples of other layouts, modes or slot runs left out (kept layout '" + layout + "', mode '" +
+                    mode + "'" + (runs.empty() ? "" : ", run_pages " + runs) + ")");
+  return kept;
+}
+
+// Keeps backup samples of one gather size beside the forward pass (the copies' contention
+// differs with it): `want` when given (>= 0), else the only one present.
+std::vector<const Sample*> SelectBackupGather(const std::vector<const Sample*>& all, int64_t want,
+                                              const std::string& file, std::vector<std::string>& notes) {
+  if (all.empty()) return all;
+  std::set<int64_t> gathers;
+  for (const Sample* x : all) gathers.insert(x->gather_pages);
+  int64_t g = want;
+  std::string present;
+  for (const int64_t v : gathers) present += (present.empty() ? "" : ", ") + std::to_string(v);
+  if (g < 0 && gathers.size() > 1)
+    throw InputError(file, 0, "backup.gather_pages",
+                     "samples hold several gather sizes (" + present + "); choose one with --backup-gather-pages");
+  if (g < 0) g = *gathers.begin();
+  if (!gathers.count(g))
+    throw InputError(file, 0, "--backup-gather-pages", "no backup samples with gather_pages " + std::to_string(g) + " (present: " + present + ")");
+  std::vector<const Sample*> kept;
+  for (const Sample* x : all)
+    if (x->gather_pages == g) kept.push_back(x);
+  if (kept.size() < all.size())
+    notes.push_back(std::to_string(all.size() - kept.size()) + " backup samples with another gather beside them left out (kept gather_pages " +
+                    std::to_string(g) + ")");
+  return kept;
+}
+
+// ---------------------------------------------------------------- the calibration's state
+
+// What every group's fit reads and adds to: the samples, the base profile, the result being
+// built, and the parameters that have neither samples nor a base value (an error at the end).
+struct Calibration {
+  const Measurements& m;
+  const HardwareProfile* base;
+  const CalibrateOptions& opt;
+  CalibrationResult& out;
+  std::vector<std::string> missing;
+
+  HardwareProfile& profile() { return out.profile; }
+  // A parameter without samples: the base profile's value, else recorded as missing.
+  void Keep(const std::string& param, double HardwareProfile::*field) {
+    if (base) {
+      out.profile.*field = base->*field;
+      out.kept_from_base.push_back(param);
+    } else {
+      missing.push_back(param);
+    }
+  }
+};
+
+// ---------------------------------------------------------------- host <-> device copies
+
+// Columns: the latency term (the sample's copies, per chunk for batch samples, or 1 per call),
+// then bytes in the h2d column or the d2h one (d2h is column 1 when there is no h2d sample).
+Eigen::MatrixXd HostCopyDesign(const std::vector<const Sample*>& s, bool h2d, bool d2h, bool per_copy) {
+  const Eigen::Index cols = 1 + h2d + d2h;
+  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s.size()), cols);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto r = static_cast<Eigen::Index>(i);
+    a(r, 0) = per_copy ? static_cast<double>(s[i]->copies) : 1.0;
+    a(r, s[i]->to_device || !h2d ? 1 : 2) = s[i]->bytes;
+  }
+  return a;
+}
+
+// Batch samples (one cudaMemcpyBatchAsync entry per chunk): the fixed cost may be per chunk
+// (copy_unit: chunk) or per call (copy_unit: call); both are fitted, the smaller weighted
+// residual is kept in `f`, and the returned note gives both.
+std::string ChooseCopyUnit(const std::vector<const Sample*>& s, bool h2d, bool d2h, const Eigen::VectorXd& t,
+                           LinearFit& f, bool& per_chunk) {
+  const LinearFit per_call = FitRelative(HostCopyDesign(s, h2d, d2h, false), t);
+  per_chunk = f.ssr <= per_call.ssr;
+  char b[200];
+  std::snprintf(b, sizeof b, "mode batch: weighted SSR per chunk %.4g, per call %.4g; kept copy_unit %s", f.ssr,
+                per_call.ssr, per_chunk ? "chunk" : "call");
+  if (!per_chunk) f = per_call;
+  return b;
+}
+
+// time = copies * copy_latency_s + bytes / (gbps * 1e9): one shared latency, one bandwidth per
+// direction.
+void FitHostCopyGroup(Calibration& c, const std::vector<const Sample*>& s, bool h2d, bool d2h) {
+  HardwareProfile& p = c.profile();
+  const Eigen::VectorXd t = MedianTimes(s);
+  const Eigen::MatrixXd a = HostCopyDesign(s, h2d, d2h, true);
+  RequireRank(a, t, c.m.file, "host_copy", "vary the bytes per copy (chunk size) so latency and bandwidth separate");
+  LinearFit f = FitRelative(a, t);
+  bool per_chunk = false;
+  std::string unit_note;
+  if (s.front()->mode == "batch") unit_note = ChooseCopyUnit(s, h2d, d2h, t, f, per_chunk);
+  FitReport r = Report("host_device", s, f.rel_err);
+  p.copy_latency_s = f.x[0];
+  p.latency_per_chunk = per_chunk;
+  r.note = unit_note;
+  r.params.push_back({"copy_latency_s", p.copy_latency_s});
+  if (h2d) {
+    p.h2d_gbps = Gbps(f.x[1], c.m.file, "host_copy h2d");
+    r.params.push_back({"h2d_gbps", p.h2d_gbps});
+  }
+  if (d2h) {
+    p.d2h_gbps = Gbps(f.x[h2d ? 2 : 1], c.m.file, "host_copy d2h");
+    r.params.push_back({"d2h_gbps", p.d2h_gbps});
+  }
+  c.out.fits.push_back(std::move(r));
+}
+
+void FitHostCopies(Calibration& c) {
+  const std::vector<const Sample*> s = SelectHostCopies(c.m, SampleKind::kHostCopy, c.opt, c.out.notes);
+  bool h2d = false, d2h = false;
+  for (const Sample* x : s) (x->to_device ? h2d : d2h) = true;
+  if (!s.empty()) {
+    FitHostCopyGroup(c, s, h2d, d2h);
+  } else {
+    c.Keep("host_device.copy_latency_s", &HardwareProfile::copy_latency_s);
+    if (c.base && c.base->latency_per_chunk) {  // the latency's unit goes with it
+      c.profile().latency_per_chunk = true;
+      c.out.kept_from_base.push_back("host_device.copy_unit");
+    }
+  }
+  if (!h2d) c.Keep("host_device.h2d_gbps", &HardwareProfile::h2d_gbps);
+  if (!d2h) c.Keep("host_device.d2h_gbps", &HardwareProfile::d2h_gbps);
+}
+
+// ---------------------------------------------------------------- backups
+
+// Columns: copy calls, entries (runs of run_pages pages, per layer) when `with_entries`, bytes.
+Eigen::MatrixXd BackupDesign(const std::vector<const Sample*>& s, bool with_entries) {
+  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s.size()), with_entries ? 3 : 2);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto r = static_cast<Eigen::Index>(i);
+    a(r, 0) = static_cast<double>(s[i]->copies);
+    if (with_entries)
+      a(r, 1) = static_cast<double>((s[i]->pages + s[i]->run_pages - 1) / s[i]->run_pages * s[i]->layers);
+    a(r, with_entries ? 2 : 1) = s[i]->bytes;
+  }
+  return a;
+}
+
+// One schedule (per-layer or tail): time = copies * latency + entries * entry_s + bytes / (gbps
+// * 1e9). The entry term is fitted when every sample gives its pages and the entries separate
+// from the bytes.
+void FitBackupSchedule(Calibration& c, const std::vector<const Sample*>& all, bool tail) {
+  const char* group = tail ? "backup_tail" : "backup_per_layer";
+  HardwareProfile::CopyCost& cost = tail ? c.profile().backup_tail : c.profile().backup_per_layer;
+  std::vector<const Sample*> s;
+  if (tail ? c.opt.fit_backup_tail : c.opt.fit_backup_per_layer)
+    for (const Sample* x : all)
+      if (x->tail == tail) s.push_back(x);
+  if (s.empty()) {
+    if (c.base && (tail ? c.base->backup_tail : c.base->backup_per_layer).gbps > 0) {
+      cost = tail ? c.base->backup_tail : c.base->backup_per_layer;
+      c.out.kept_from_base.push_back(std::string("host_device.") + group);
+    }
+    return;
+  }
+  bool entries = true;
+  for (const Sample* x : s) entries = entries && x->pages > 0;
+  const Eigen::VectorXd t = MedianTimes(s);
+  Eigen::MatrixXd a = BackupDesign(s, entries);
+  if (entries && WeightedRank(a, t) < 3) {
+    entries = false;
+    a = BackupDesign(s, false);
+  }
+  RequireRank(a, t, c.m.file, group, "vary the pages backed up so latency and bandwidth separate");
+  const LinearFit f = FitRelative(a, t);
+  FitReport r = Report(group, s, f.rel_err);
+  cost.latency_s = f.x[0];
+  cost.entry_s = entries ? f.x[1] : 0;
+  cost.gbps = Gbps(f.x[entries ? 2 : 1], c.m.file, group);
+  r.params.push_back({std::string(group) + ".latency_s", cost.latency_s});
+  if (entries) r.params.push_back({std::string(group) + ".entry_s", cost.entry_s});
+  r.params.push_back({std::string(group) + ".gbps", cost.gbps});
+  c.out.fits.push_back(std::move(r));
+}
+
+// Backups over a forward pass, per schedule.
+void FitBackups(Calibration& c) {
+  std::vector<const Sample*> all = SelectHostCopies(c.m, SampleKind::kBackup, c.opt, c.out.notes);
+  if (!c.opt.fit_backup_per_layer && !c.opt.fit_backup_tail && !all.empty()) {
+    c.out.notes.push_back(std::to_string(all.size()) + " backup samples left out (--backup-fit none)");
+    all.clear();
+  }
+  all = SelectBackupGather(all, c.opt.backup_gather_pages, c.m.file, c.out.notes);
+  for (const bool tail : {false, true}) FitBackupSchedule(c, all, tail);
+}
+
+// ---------------------------------------------------------------- copy submission, device copies
+
+// Copy submission (CPU): time = copies * copy_submit_s.
+void FitCopySubmit(Calibration& c) {
+  const std::vector<const Sample*> s = SelectHostCopies(c.m, SampleKind::kCopySubmit, c.opt, c.out.notes);
+  if (s.empty()) {
+    c.Keep("host_device.copy_submit_s", &HardwareProfile::copy_submit_s);
+    return;
+  }
+  Eigen::MatrixXd a(static_cast<Eigen::Index>(s.size()), 1);
+  for (size_t i = 0; i < s.size(); ++i) a(static_cast<Eigen::Index>(i), 0) = static_cast<double>(s[i]->copies);
+  const LinearFit f = FitRelative(a, MedianTimes(s));
+  FitReport r = Report("copy_submit", s, f.rel_err);
+  c.profile().copy_submit_s = f.x[0];
+  r.params.push_back({"copy_submit_s", c.profile().copy_submit_s});
+  c.out.fits.push_back(std::move(r));
+}
+
+// Rows banded by one kernel's payload (bytes / kernels): small kernels do not reach full
+// bandwidth, so the curve bends; one band when it does not. Features: kernels, bytes moved.
+BandedRows DeviceCopyRows(const std::vector<const Sample*>& s) {
+  BandedRows rows;
+  const auto rn = static_cast<Eigen::Index>(s.size());
+  rows.band_features.resize(rn, 2);
+  rows.shared_features.resize(rn, 0);
+  rows.t.resize(rn);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto r = static_cast<Eigen::Index>(i);
+    rows.size.push_back(s[i]->bytes / static_cast<double>(s[i]->kernels));
+    rows.band_features(r, 0) = static_cast<double>(s[i]->kernels);
+    rows.band_features(r, 1) = (s[i]->fill ? 1.0 : 2.0) * s[i]->bytes;
+    rows.t[r] = s[i]->median_s;
+  }
+  return rows;
+}
+
+void FitDeviceCopyGroup(Calibration& c, const std::vector<const Sample*>& s) {
+  HardwareProfile& p = c.profile();
+  const BandedRows rows = DeviceCopyRows(s);
+  RequireRank(rows.band_features, rows.t, c.m.file, "device_copy",
+              "vary bytes (and kernels) so launch and bandwidth separate");
+  const BandedFit f = FitBands(rows, c.opt.bands);
+  FitReport r = Report("device", s, f.rel_err);
+  std::vector<CostBand> bands;
+  for (size_t b = 0; b < f.band_x.size(); ++b) bands.push_back(Band(f, b, c.m.file, "device_copy"));
+  // The scalar pair is the last (largest) band; the bands are kept when there are several.
+  p.kernel_launch_s = bands.back().latency_s;
+  p.device_copy_gbps = bands.back().gbps;
+  if (bands.size() > 1) p.device_copy_bands.bands = bands;
+  BandParams(r, bands);
+  c.out.fits.push_back(std::move(r));
+}
+
+// Device kernels: time = kernels * kernel_launch_s + (2 copy | 1 fill) * bytes / (gbps * 1e9).
+void FitDeviceCopies(Calibration& c) {
+  const std::vector<const Sample*> s = OfKind(c.m, SampleKind::kDeviceCopy);
+  if (!s.empty()) {
+    FitDeviceCopyGroup(c, s);
+  } else {
+    c.Keep("device.kernel_launch_s", &HardwareProfile::kernel_launch_s);
+    c.Keep("device.copy_gbps", &HardwareProfile::device_copy_gbps);
+    if (c.base && !c.base->device_copy_bands.bands.empty()) {
+      c.profile().device_copy_bands = c.base->device_copy_bands;
+      c.out.kept_from_base.push_back("device.copy_bands");
+    }
+  }
+  // Not a timing: bytes of one index entry. From the base profile, else the struct default.
+  c.profile().index_bytes_per_page = c.base ? c.base->index_bytes_per_page : HardwareProfile{}.index_bytes_per_page;
+}
+
+// ---------------------------------------------------------------- collectives
+
+constexpr SampleKind kCollectiveKinds[] = {SampleKind::kAllGather, SampleKind::kAllReduce, SampleKind::kPeerRead};
+
+BandedCost& CostOf(CollectiveModel& c, SampleKind k) {
+  return k == SampleKind::kAllGather ? c.all_gather : k == SampleKind::kAllReduce ? c.all_reduce : c.peer_read;
+}
+const BandedCost& CostOf(const CollectiveModel& c, SampleKind k) {
+  return k == SampleKind::kAllGather ? c.all_gather : k == SampleKind::kAllReduce ? c.all_reduce : c.peer_read;
+}
+
+// Rows banded by bytes, for n ranks. Band features (alpha, inverse bandwidth) follow the
+// collective's formula; with `shared`, peer reads also fit peer_setup_s per peer.
+BandedRows CollectiveRows(const std::vector<const Sample*>& s, SampleKind k, double nd, bool shared) {
+  BandedRows rows;
+  const auto rn = static_cast<Eigen::Index>(s.size());
+  rows.band_features.resize(rn, 2);
+  rows.shared_features.resize(rn, shared ? 1 : 0);
+  rows.t.resize(rn);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto r = static_cast<Eigen::Index>(i);
+    const double y = s[i]->bytes;
+    rows.size.push_back(y);
+    rows.t[r] = s[i]->median_s;
+    if (k == SampleKind::kAllGather) {
+      rows.band_features(r, 0) = nd - 1;
+      rows.band_features(r, 1) = (nd - 1) / nd * y;
+    } else if (k == SampleKind::kAllReduce) {
+      rows.band_features(r, 0) = 2 * (nd - 1);
+      rows.band_features(r, 1) = 2 * (nd - 1) / nd * y;
+    } else {
+      rows.band_features(r, 0) = 1;
+      rows.band_features(r, 1) = y;
+      if (shared) rows.shared_features(r, 0) = static_cast<double>(s[i]->peers);
+    }
+  }
+  return rows;
+}
+
+// A collective without samples at this rank count: the base profile's, else missing.
+void KeepCollective(Calibration& c, CollectiveModel& model, const CollectiveModel* bc, SampleKind k,
+                    const std::string& pre, const std::string& group) {
+  if (!bc) {
+    c.missing.push_back(group);
+    return;
+  }
+  CostOf(model, k) = CostOf(*bc, k);
+  c.out.kept_from_base.push_back(group);
+  if (k == SampleKind::kPeerRead) {
+    model.peer_setup_s = bc->peer_setup_s;
+    c.out.kept_from_base.push_back(pre + "peer_setup_s");
+  }
+}
+
+void FitCollective(Calibration& c, CollectiveModel& model, const std::vector<const Sample*>& s, SampleKind k,
+                   const std::string& group) {
+  std::set<int64_t> peers;
+  for (const Sample* x : s) peers.insert(x->peers);
+  const bool shared = k == SampleKind::kPeerRead && peers.size() > 1;
+  const BandedRows rows = CollectiveRows(s, k, static_cast<double>(model.ranks), shared);
+  {
+    Eigen::MatrixXd a(rows.t.size(), rows.band_features.cols() + rows.shared_features.cols());
+    a << rows.band_features, rows.shared_features;
+    RequireRank(a, rows.t, c.m.file, group,
+                shared ? "vary bytes and the number of peers" : "vary bytes (at least two sizes)");
+  }
+  const BandedFit f = FitBands(rows, c.opt.bands);
+  FitReport r = Report(group, s, f.rel_err);
+  BandedCost& dst = CostOf(model, k);
+  for (size_t b = 0; b < f.band_x.size(); ++b) dst.bands.push_back(Band(f, b, c.m.file, group));
+  BandParams(r, dst.bands);
+  if (k == SampleKind::kPeerRead) {
+    model.peer_setup_s = shared ? f.shared_x[0] : 0;
+    r.params.push_back({"peer_setup_s", model.peer_setup_s});
+    if (!shared)
+      r.note = "all samples read from " + std::to_string(*peers.begin()) +
+               " peers: peer_setup_s cannot be separated and is 0, latency_s carries it";
+  }
+  c.out.fits.push_back(std::move(r));
+}
+
+// The collectives of one rank count, each fitted from its samples or kept from the base.
+CollectiveModel FitCollectivesAt(Calibration& c, int64_t n) {
+  CollectiveModel model;
+  model.ranks = static_cast<int>(n);
+  const CollectiveModel* bc = c.base ? c.base->Collectives(model.ranks) : nullptr;
+  const std::string pre = "collectives[ranks=" + std::to_string(n) + "].";
+  for (SampleKind k : kCollectiveKinds) {
+    const std::string group = pre + kSampleKindNames.CName(k);
+    std::vector<const Sample*> s;
+    for (const Sample& x : c.m.samples)
+      if (x.kind == k && x.ranks == n) s.push_back(&x);
+    if (s.empty())
+      KeepCollective(c, model, bc, k, pre, group);
+    else
+      FitCollective(c, model, s, k, group);
+  }
+  return model;
+}
+
+// Collectives, per rank count, each banded by bytes; rank counts without samples come from the
+// base profile.
+void FitCollectives(Calibration& c) {
+  HardwareProfile& p = c.profile();
+  std::set<int64_t> rank_counts;
+  for (const Sample& x : c.m.samples)
+    if (std::find(std::begin(kCollectiveKinds), std::end(kCollectiveKinds), x.kind) != std::end(kCollectiveKinds))
+      rank_counts.insert(x.ranks);
+  for (int64_t n : rank_counts) p.collectives.push_back(FitCollectivesAt(c, n));
+  if (c.base)
+    for (const CollectiveModel& bc : c.base->collectives)
+      if (!rank_counts.count(bc.ranks)) {
+        p.collectives.push_back(bc);
+        c.out.kept_from_base.push_back("collectives[ranks=" + std::to_string(bc.ranks) + "]");
+      }
+  std::sort(p.collectives.begin(), p.collectives.end(),
+            [](const CollectiveModel& a, const CollectiveModel& b) { return a.ranks < b.ranks; });
+}
+
+// ---------------------------------------------------------------- forward pass
+
+// Forward pass per layer: base + (token * n + pair * n * (p + n/2)) / N.
+void FitForward(Calibration& c) {
+  HardwareProfile& p = c.profile();
+  const std::vector<const Sample*> s = OfKind(c.m, SampleKind::kForward);
+  if (s.empty()) {
+    c.Keep("compute.layer_base_s", &HardwareProfile::layer_base_s);
+    c.Keep("compute.layer_token_s", &HardwareProfile::layer_token_s);
+    c.Keep("compute.layer_attn_pair_s", &HardwareProfile::layer_attn_pair_s);
+    return;
+  }
+  Eigen::MatrixXd a(static_cast<Eigen::Index>(s.size()), 3);
+  Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto r = static_cast<Eigen::Index>(i);
+    const double n = static_cast<double>(s[i]->new_tokens), pre = static_cast<double>(s[i]->prefix_tokens);
+    const double ranks = static_cast<double>(s[i]->ranks);
+    a(r, 0) = 1;
+    a(r, 1) = n / ranks;
+    a(r, 2) = n * (pre + n / 2) / ranks;
+    t[r] = s[i]->median_s / static_cast<double>(s[i]->layers);
+  }
+  RequireRank(a, t, c.m.file, "forward",
+              "vary new_tokens over at least three values and prefix_tokens over at least two");
+  const LinearFit f = FitRelative(a, t);
+  FitReport r = Report("compute", s, f.rel_err);
+  p.layer_base_s = f.x[0];
+  p.layer_token_s = f.x[1];
+  p.layer_attn_pair_s = f.x[2];
+  r.params = {{"layer_base_s", p.layer_base_s},
+              {"layer_token_s", p.layer_token_s},
+              {"layer_attn_pair_s", p.layer_attn_pair_s}};
+  c.out.fits.push_back(std::move(r));
+}
+
+// ---------------------------------------------------------------- the whole profile
+
+void RequireNoneMissing(const Calibration& c) {
+  if (c.missing.empty()) return;
+  std::string list;
+  for (const auto& x : c.missing) list += (list.empty() ? "" : ", ") + x;
+  throw InputError(c.m.file, 0, "", "no samples for " + list + ", and no --base profile to take them from");
+}
+
+// Where the profile came from: the measurements and their context, and what the base gave.
+std::string SourceOf(const Measurements& m, const HardwareProfile* base, const CalibrationResult& out) {
+  std::string source = "kvlanes calibrate on " + m.file + "; context " + m.context.dump();
+  if (!out.kept_from_base.empty()) {
+    source += "; from base profile '" + base->name + "' (no samples):";
+    for (const auto& x : out.kept_from_base) source += " " + x;
+  }
+  return source;
+}
+
+}  // namespace
+
+CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
+                            const CalibrateOptions& opt) {
+  CalibrationResult out;
+  out.profile.name = opt.name;
+  out.profile.measured = true;
+  Calibration c{m, base, opt, out, {}};
+  // The groups in the order their fits, notes and base parameters are reported.
+  FitHostCopies(c);
+  FitBackups(c);
+  FitCopySubmit(c);
+  FitDeviceCopies(c);
+  FitCollectives(c);
+  FitForward(c);
+  RequireNoneMissing(c);
+  out.profile.source = SourceOf(m, base, out);
+  return out;
+}
+
+}  // namespace kvlanes

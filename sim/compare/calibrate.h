@@ -1,0 +1,54 @@
+// Calibration: fits the hardware profile's parameters (sim/predict/hardware_profile.h) to benchmark
+// measurements (sim/compare/measurements.h), for exactly the formulas of docs/cost_model.md. The
+// fitting method and every formula are in docs/calibration.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/compare/fit.h"
+#include "sim/compare/measurements.h"
+#include "sim/predict/hardware_profile.h"
+
+namespace kvlanes {
+
+struct CalibrateOptions {
+  BandOptions bands;
+  std::string layout;  // host copies: keep samples of this layout ("" = the only one present)
+  std::string mode;    // host copies: keep samples of this mode ("" = the only one present)
+  int64_t run_pages = 0;  // host copies: keep samples of this slot run length (0 = the only one present)
+  int64_t backup_gather_pages = -1;  // backups: keep samples with this gather beside them (-1 = the only one present)
+  // Which backup schedules get measured terms (--backup-fit); neither: every backup sample is left
+  // out and backups keep the generic copy model.
+  bool fit_backup_per_layer = true;
+  bool fit_backup_tail = true;
+  std::string name = "calibrated";
+};
+
+// One fitted group of parameters and how well it reproduces its samples.
+struct FitReport {
+  std::string group;  // e.g. "host_device", "collectives[ranks=8].all_gather"
+  int64_t samples = 0;
+  double median_rel_err = 0;  // of |predicted - measured| / measured over the group's samples
+  double max_rel_err = 0;
+  int64_t max_line = 0;                                // the sample with the largest error
+  std::vector<std::pair<std::string, double>> params;  // fitted values, in profile units
+  std::string note;
+};
+
+struct CalibrationResult {
+  HardwareProfile profile;
+  std::vector<FitReport> fits;
+  std::vector<std::string> kept_from_base;  // parameters without samples, taken from --base
+  std::vector<std::string> notes;           // samples left out, selections made
+};
+
+// Fits every parameter group that has samples; the others come from `base` (may be null).
+// Throws InputError when a group's samples cannot separate its parameters, when host copies
+// mix layouts or modes without a selection, or when a parameter has neither samples nor base.
+CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
+                            const CalibrateOptions& opt);
+
+}  // namespace kvlanes

@@ -1,0 +1,169 @@
+#include "sim/compare/measurements.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "traces/input_error.h"
+#include "traces/json_location.h"
+
+namespace kvlanes {
+namespace {
+
+// Keys every sample may carry: the timing summary of its repeats.
+#define KV_COMMON "kind", "median_s", "repeats", "min_s", "max_s", "label"
+
+std::string OptStr(const JsonCursor& s, const char* key) {
+  return s.Has(key) ? s.Key(key).Str() : "";
+}
+
+// The sample's kind; an unknown one fails at the `kind` key with the valid names and the closest.
+SampleKind ParseKind(const JsonCursor& k) {
+  const std::string name = k.Str();
+  try {
+    return kSampleKindNames.Parse(name, "");
+  } catch (const InputError& e) {  // given no file and no field, what() is the bare message
+    k.Fail(e.what());
+  }
+}
+
+void ParseHostCopy(const JsonCursor& s, Sample& x) {
+  s.OnlyKeys({KV_COMMON, "direction", "bytes", "copies", "chunk_bytes", "layout", "mode", "run_pages"});
+  const std::string d = s.Key("direction").Str();
+  if (d != "h2d" && d != "d2h") s.Key("direction").Fail("expected h2d or d2h, got '" + d + "'");
+  x.to_device = d == "h2d";
+  x.bytes = s.Key("bytes").NumAtLeast(0, true);
+  x.copies = s.Key("copies").IntAtLeast(1);
+  if (s.Has("chunk_bytes")) x.chunk_bytes = s.Key("chunk_bytes").NumAtLeast(0, true);
+  if (s.Has("run_pages")) x.run_pages = s.Key("run_pages").IntAtLeast(1);
+  x.layout = OptStr(s, "layout");
+  x.mode = OptStr(s, "mode");
+}
+
+void ParseCopySubmit(const JsonCursor& s, Sample& x) {
+  s.OnlyKeys({KV_COMMON, "copies", "direction", "layout", "mode"});
+  x.copies = s.Key("copies").IntAtLeast(1);
+  x.layout = OptStr(s, "layout");
+  x.mode = OptStr(s, "mode");
+}
+
+void ParseDeviceCopy(const JsonCursor& s, Sample& x) {
+  s.OnlyKeys({KV_COMMON, "bytes", "op", "kernels", "variant"});
+  x.bytes = s.Key("bytes").NumAtLeast(0, true);
+  const std::string op = s.Key("op").Str();
+  if (op != "copy" && op != "fill") s.Key("op").Fail("expected copy or fill, got '" + op + "'");
+  x.fill = op == "fill";
+  if (s.Has("kernels")) x.kernels = s.Key("kernels").IntAtLeast(1);
+  x.variant = OptStr(s, "variant");
+}
+
+// all_gather, all_reduce and peer_read (which also names how many peers are read from).
+void ParseCollective(const JsonCursor& s, Sample& x) {
+  const bool peer = x.kind == SampleKind::kPeerRead;
+  if (peer)
+    s.OnlyKeys({KV_COMMON, "ranks", "bytes", "peers", "variant"});
+  else
+    s.OnlyKeys({KV_COMMON, "ranks", "bytes", "variant"});
+  x.ranks = s.Key("ranks").IntAtLeast(2);
+  x.bytes = s.Key("bytes").NumAtLeast(0, true);
+  if (peer) {
+    x.peers = s.Key("peers").IntAtLeast(1);
+    if (x.peers >= x.ranks) s.Key("peers").Fail("must be < ranks (" + std::to_string(x.ranks) + ")");
+  }
+  x.variant = OptStr(s, "variant");
+}
+
+void ParseForward(const JsonCursor& s, Sample& x) {
+  s.OnlyKeys({KV_COMMON, "new_tokens", "prefix_tokens", "ranks", "layers"});
+  x.new_tokens = s.Key("new_tokens").IntAtLeast(1);
+  x.prefix_tokens = s.Key("prefix_tokens").IntAtLeast(0);
+  if (s.Has("ranks")) x.ranks = s.Key("ranks").IntAtLeast(1);
+  if (s.Has("layers")) x.layers = s.Key("layers").IntAtLeast(1);
+}
+
+void ParseBackup(const JsonCursor& s, Sample& x) {
+  s.OnlyKeys({KV_COMMON, "schedule", "bytes", "copies", "pages", "layers", "pool", "run_pages", "gather_pages",
+              "forward_s", "gate", "mode", "layout"});
+  const std::string sch = s.Key("schedule").Str();
+  if (sch != "per-layer" && sch != "tail") s.Key("schedule").Fail("expected per-layer or tail, got '" + sch + "'");
+  x.tail = sch == "tail";
+  x.to_device = false;
+  x.bytes = s.Key("bytes").NumAtLeast(0, true);
+  x.copies = s.Key("copies").IntAtLeast(1);
+  if (s.Has("layers")) x.layers = s.Key("layers").IntAtLeast(1);
+  if (s.Has("run_pages")) x.run_pages = s.Key("run_pages").IntAtLeast(1);
+  if (s.Has("gather_pages")) x.gather_pages = s.Key("gather_pages").IntAtLeast(0);
+  if (s.Has("pages")) x.pages = s.Key("pages").IntAtLeast(1);
+  x.mode = OptStr(s, "mode");
+  x.layout = OptStr(s, "layout");
+}
+
+#undef KV_COMMON
+
+Sample ParseSample(const JsonCursor& s) {
+  s.ExpectObject();
+  Sample x;
+  x.kind = ParseKind(s.Key("kind"));
+  switch (x.kind) {
+    case SampleKind::kHostCopy:
+      ParseHostCopy(s, x);
+      break;
+    case SampleKind::kCopySubmit:
+      ParseCopySubmit(s, x);
+      break;
+    case SampleKind::kDeviceCopy:
+      ParseDeviceCopy(s, x);
+      break;
+    case SampleKind::kAllGather:
+    case SampleKind::kAllReduce:
+    case SampleKind::kPeerRead:
+      ParseCollective(s, x);
+      break;
+    case SampleKind::kForward:
+      ParseForward(s, x);
+      break;
+    case SampleKind::kBackup:
+      ParseBackup(s, x);
+      break;
+  }
+  x.median_s = s.Key("median_s").NumAtLeast(0, true);
+  x.repeats = s.Key("repeats").IntAtLeast(1);
+  return x;
+}
+
+}  // namespace
+
+Measurements ParseMeasurements(const std::string& text, const std::string& file) {
+  const JsonInput in(file, text);
+  const JsonCursor root = JsonCursor::Root(in);
+  root.OnlyKeys({"kvlanes_measurements", "context", "samples"});
+  const int64_t version = root.Key("kvlanes_measurements").Int();
+  if (version != kMeasurementsVersion)
+    root.Key("kvlanes_measurements")
+        .Fail("measurement format version " + std::to_string(version) +
+              ", this build reads version " + std::to_string(kMeasurementsVersion));
+  Measurements m;
+  m.file = file;
+  const JsonCursor ctx = root.Key("context");
+  ctx.ExpectObject();
+  m.context = ctx.value();
+  const JsonCursor samples = root.Key("samples");
+  samples.ExpectArray();
+  if (samples.Size() == 0) samples.Fail("holds no samples");
+  for (size_t i = 0; i < samples.Size(); ++i) {
+    const JsonCursor s = samples.Index(i);
+    Sample x = ParseSample(s);
+    x.line = JsonLineOf(text, s.path());
+    m.samples.push_back(std::move(x));
+  }
+  return m;
+}
+
+Measurements ReadMeasurements(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, 0, "", "cannot open measurement file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseMeasurements(text.str(), path);
+}
+
+}  // namespace kvlanes

@@ -1,0 +1,73 @@
+// The measurement file `kvlanes bench sweep` writes and `kvlanes calibrate` reads: one timed
+// sample per configuration. Its format: docs/calibration.md ("Measurement file").
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "traces/name_table.h"
+
+namespace kvlanes {
+
+inline constexpr int kMeasurementsVersion = 1;
+
+enum class SampleKind {
+  kHostCopy,    // host <-> device copies: copies * latency + bytes / h2d (or d2h)
+  kCopySubmit,  // CPU time to submit `copies` copies: copies * submit
+  kDeviceCopy,  // device kernels: kernels * launch + (2 or 1) * bytes / device copy bandwidth
+  kAllGather,   // (N-1) alpha + (N-1)/N bytes / B, banded by bytes, per rank count
+  kAllReduce,   // 2(N-1) alpha + 2(N-1)/N bytes / B, banded, per rank count
+  kPeerRead,    // peers * setup + alpha + bytes / B, banded, per rank count
+  kForward,     // layers * (base + (token n + pair n (p + n/2)) / N)
+  kBackup,      // backup copies over a forward pass: copies * latency + bytes / d2h, per schedule
+};
+
+// The `kind` values of the measurement file; calibrate's fit groups are named with them too.
+inline constexpr NameTable<SampleKind, 8> kSampleKindNames{
+    {{{SampleKind::kHostCopy, "host_copy"},
+      {SampleKind::kCopySubmit, "copy_submit"},
+      {SampleKind::kDeviceCopy, "device_copy"},
+      {SampleKind::kAllGather, "all_gather"},
+      {SampleKind::kAllReduce, "all_reduce"},
+      {SampleKind::kPeerRead, "peer_read"},
+      {SampleKind::kForward, "forward"},
+      {SampleKind::kBackup, "backup"}}},
+    "sample kind"};
+
+// One measured point: the median of `repeats` timed runs of one configuration.
+struct Sample {
+  SampleKind kind = SampleKind::kHostCopy;
+  int64_t line = 0;  // where in the measurement file (for messages)
+  double median_s = 0;
+  int64_t repeats = 0;
+  double bytes = 0;        // host_copy (all copies), device_copy (payload), collectives
+  int64_t copies = 1;      // host_copy, copy_submit: copy calls (or copy kernels) timed together
+  double chunk_bytes = 0;  // host_copy: contiguous piece size (descriptive)
+  int64_t run_pages = 1;   // host_copy, backup: pages per run of adjacent slots (descriptive)
+  bool tail = false;       // backup: schedule tail (one copy of all layers) instead of per-layer
+  int64_t gather_pages = 0;  // backup: pages gathered per layer beside the forward pass
+  int64_t pages = 0;         // backup: pages backed up (0: not given)
+  bool to_device = true;   // host_copy: direction h2d (true) or d2h
+  bool fill = false;       // device_copy: op "fill" (write only) instead of "copy"
+  int64_t kernels = 1;     // device_copy: kernel launches timed together
+  int64_t ranks = 1;       // collectives; forward (cp_size)
+  int64_t peers = 0;       // peer_read
+  int64_t new_tokens = 0;  // forward
+  int64_t prefix_tokens = 0;
+  int64_t layers = 1;                 // forward: the time covers this many layers
+  std::string layout, mode, variant;  // descriptive; layout and mode select host copies
+};
+
+struct Measurements {
+  std::string file;
+  nlohmann::json context;  // the sweep's context block (machine, versions, configuration)
+  std::vector<Sample> samples;
+};
+
+// Throws InputError naming file, line and field (e.g. "M.json:57: samples[12].bytes: ...").
+Measurements ReadMeasurements(const std::string& path);
+Measurements ParseMeasurements(const std::string& text, const std::string& file);
+
+}  // namespace kvlanes

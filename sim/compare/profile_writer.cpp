@@ -1,0 +1,117 @@
+#include "sim/compare/profile_writer.h"
+
+#include <charconv>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace kvlanes {
+namespace {
+
+// Shortest text that reads back as the same double.
+std::string Num(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string Pct(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100 * v);
+  return buf;
+}
+
+std::string FitComment(const CalibrationResult& r, const std::string& group,
+                       const std::string& indent) {
+  for (const FitReport& f : r.fits)
+    if (f.group == group)
+      return indent + "# fit: " + std::to_string(f.samples) + " samples, |rel err| median " +
+             Pct(f.median_rel_err) + ", max " + Pct(f.max_rel_err) +
+             (f.note.empty() ? "" : "; " + f.note) + "\n";
+  return indent + "# no samples: from the base profile\n";
+}
+
+std::string Bands(const BandedCost& c) {
+  std::string s = "[";
+  for (size_t i = 0; i < c.bands.size(); ++i) {
+    const CostBand& b = c.bands[i];
+    s += i ? ", {" : "{";
+    if (b.max_bytes > 0) s += "max_bytes: " + Num(b.max_bytes) + ", ";
+    s += "latency_s: " + Num(b.latency_s) + ", gbps: " + Num(b.gbps) + "}";
+  }
+  return s + "]";
+}
+
+// The comment block at the top: where the fit came from, every group's residuals, what the
+// base profile gave and the notes.
+std::string HeaderComments(const CalibrationResult& r, const std::string& measurements_file) {
+  std::string y;
+  y += "# Fitted by `kvlanes calibrate` from " + measurements_file +
+       " (method: docs/calibration.md).\n";
+  y += "# Residuals are |predicted - measured| / measured over each group's samples.\n";
+  for (const FitReport& f : r.fits)
+    y += "#   " + f.group + ": " + std::to_string(f.samples) + " samples, median " +
+         Pct(f.median_rel_err) + ", max " + Pct(f.max_rel_err) + " (line " +
+         std::to_string(f.max_line) + ")\n";
+  if (!r.kept_from_base.empty()) {
+    y += "# Kept from the base profile (no samples):";
+    for (const auto& k : r.kept_from_base) y += " " + k;
+    y += "\n";
+  }
+  for (const auto& n : r.notes) y += "# Note: " + n + "\n";
+  return y;
+}
+
+// The collectives section, one entry per rank count, each curve with its fit comment.
+std::string CollectivesYaml(const CalibrationResult& r) {
+  const HardwareProfile& p = r.profile;
+  if (p.collectives.empty()) return "collectives: []\n\n";
+  std::string y = "collectives:\n";
+  for (const CollectiveModel& c : p.collectives) {
+    const std::string pre = "collectives[ranks=" + std::to_string(c.ranks) + "].";
+    y += "  - ranks: " + std::to_string(c.ranks) + "\n";
+    y += FitComment(r, pre + "all_gather", "    ");
+    y += "    all_gather: " + Bands(c.all_gather) + "\n";
+    y += FitComment(r, pre + "all_reduce", "    ");
+    y += "    all_reduce: " + Bands(c.all_reduce) + "\n";
+    y += FitComment(r, pre + "peer_read", "    ");
+    y += "    peer_read: " + Bands(c.peer_read) + "\n";
+    y += "    peer_setup_s: " + Num(c.peer_setup_s) + "\n";
+  }
+  return y + "\n";
+}
+
+}  // namespace
+
+std::string ProfileToYaml(const CalibrationResult& r, const std::string& measurements_file) {
+  const HardwareProfile& p = r.profile;
+  std::string y = HeaderComments(r, measurements_file);
+  y += "name: " + nlohmann::json(p.name).dump() + "\n";
+  y += std::string("measured: ") + (p.measured ? "true" : "false") + "\n";
+  y += "source: " + nlohmann::json(p.source).dump() + "\n\n";
+  y += "host_device:\n" + FitComment(r, "host_device", "  ");
+  y += "  h2d_gbps: " + Num(p.h2d_gbps) + "\n";
+  y += "  d2h_gbps: " + Num(p.d2h_gbps) + "\n";
+  y += "  copy_latency_s: " + Num(p.copy_latency_s) + "\n";
+  if (p.latency_per_chunk) y += "  copy_unit: chunk\n";
+  for (const auto& [group, c] : {std::pair{"backup_per_layer", p.backup_per_layer}, std::pair{"backup_tail", p.backup_tail}})
+    if (c.gbps > 0)
+      y += FitComment(r, group, "  ") + "  " + group + ": {latency_s: " + Num(c.latency_s) + ", gbps: " + Num(c.gbps) +
+           (c.entry_s > 0 ? ", entry_s: " + Num(c.entry_s) : std::string()) + "}\n";
+  y += FitComment(r, "copy_submit", "  ");
+  y += "  copy_submit_s: " + Num(p.copy_submit_s) + "\n\n";
+  y += "device:\n" + FitComment(r, "device", "  ");
+  y += "  copy_gbps: " + Num(p.device_copy_gbps) + "\n";
+  y += "  kernel_launch_s: " + Num(p.kernel_launch_s) + "\n";
+  y += "  index_bytes_per_page: " + Num(p.index_bytes_per_page) + "\n";
+  if (!p.device_copy_bands.bands.empty()) y += "  copy_bands: " + Bands(p.device_copy_bands) + "\n";
+  y += "\n";
+  y += CollectivesYaml(r);
+  y += "compute:\n" + FitComment(r, "compute", "  ");
+  y += "  layer_base_s: " + Num(p.layer_base_s) + "\n";
+  y += "  layer_token_s: " + Num(p.layer_token_s) + "\n";
+  y += "  layer_attn_pair_s: " + Num(p.layer_attn_pair_s) + "\n";
+  return y;
+}
+
+}  // namespace kvlanes
