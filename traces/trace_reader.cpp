@@ -207,25 +207,10 @@ FileTrace ReadOneFile(const std::string& path, std::optional<TraceFormat> fmt,
 }  // namespace
 
 TraceFormat ParseTraceFormat(std::string_view name) {
-  if (name == "mooncake") return TraceFormat::kMooncake;
-  if (name == "kvtester") return TraceFormat::kKvTester;
-  if (name == "tokens") return TraceFormat::kTokens;
-  throw InputError("", 0, "format",
-                   "unknown trace format '" + std::string(name) +
-                       "'; valid formats: mooncake, kvtester, tokens");
+  return kTraceFormatNames.Parse(name, "format");
 }
 
-const char* TraceFormatName(TraceFormat fmt) {
-  switch (fmt) {
-    case TraceFormat::kMooncake:
-      return "mooncake";
-    case TraceFormat::kKvTester:
-      return "kvtester";
-    case TraceFormat::kTokens:
-      return "tokens";
-  }
-  return "unknown";
-}
+const char* TraceFormatName(TraceFormat fmt) { return kTraceFormatNames.CName(fmt); }
 
 TraceFormat DetectTraceFormat(const std::string& path) {
   return DetectFromData(path, ReadFile(path));

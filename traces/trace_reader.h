@@ -23,7 +23,8 @@
 
 namespace kvlanes {
 
-// "mooncake" | "kvtester" | "tokens". Unknown names throw InputError listing the valid names.
+// "mooncake" | "kvtester" | "tokens" (kTraceFormatNames in trace.h). Unknown names throw
+// InputError on field "format" listing the valid names and the closest one.
 TraceFormat ParseTraceFormat(std::string_view name);
 // The name ParseTraceFormat accepts for `fmt`.
 const char* TraceFormatName(TraceFormat fmt);
