@@ -13,47 +13,69 @@ class Scanner {
  public:
   explicit Scanner(std::string_view t) : t_(t) {}
 
-  int64_t Find(const std::vector<JsonStep>& path, size_t k) {
+  // Moves to the start of the value at path[k..]. True when every step exists (the scanner then
+  // stands on the value, line_ its line); false when one is missing. Either way *deepest is the
+  // line of the deepest value that exists.
+  bool Seek(const std::vector<JsonStep>& path, size_t k, int64_t* deepest) {
     Ws();
-    if (k == path.size() || i_ >= t_.size()) return line_;
-    const int64_t here = line_;
+    *deepest = line_;
+    if (k == path.size()) return true;
+    if (i_ >= t_.size()) return false;
     if (t_[i_] == '{' && std::holds_alternative<std::string>(path[k])) {
       ++i_;
-      for (;;) {
-        Ws();
-        if (At('}')) return here;
-        const std::string key = Str();
-        Ws();
-        ++i_;  // ':'
-        if (key == std::get<std::string>(path[k])) return Find(path, k + 1);
-        Skip();
-        Ws();
-        if (At(',')) {
-          ++i_;
-          continue;
-        }
-        return here;
-      }
+      return EnterMember(std::get<std::string>(path[k])) && Seek(path, k + 1, deepest);
     }
     if (t_[i_] == '[' && std::holds_alternative<size_t>(path[k])) {
       ++i_;
-      for (size_t idx = 0;; ++idx) {
-        Ws();
-        if (At(']')) return here;
-        if (idx == std::get<size_t>(path[k])) return Find(path, k + 1);
-        Skip();
-        Ws();
-        if (At(',')) {
-          ++i_;
-          continue;
-        }
-        return here;
-      }
+      return EnterElement(std::get<size_t>(path[k])) && Seek(path, k + 1, deepest);
     }
-    return here;
+    return false;
+  }
+
+  // After Seek found an array: the line where each of its elements starts.
+  std::vector<int64_t> ElementLines() {
+    std::vector<int64_t> lines;
+    if (!At('[')) return lines;
+    ++i_;
+    for (;;) {
+      Ws();
+      if (At(']') || i_ >= t_.size()) return lines;
+      lines.push_back(line_);
+      Skip();
+      Ws();
+      if (!At(',')) return lines;
+      ++i_;
+    }
   }
 
  private:
+  // Inside an object (past '{'): moves past `key`'s ':'. False when the object has no such key.
+  bool EnterMember(const std::string& key) {
+    for (;;) {
+      Ws();
+      if (At('}')) return false;
+      const std::string k = Str();
+      Ws();
+      ++i_;  // ':'
+      if (k == key) return true;
+      Skip();
+      Ws();
+      if (!At(',')) return false;
+      ++i_;
+    }
+  }
+  // Inside an array (past '['): moves to element `index`. False when the array is shorter.
+  bool EnterElement(size_t index) {
+    for (size_t idx = 0;; ++idx) {
+      Ws();
+      if (At(']')) return false;
+      if (idx == index) return true;
+      Skip();
+      Ws();
+      if (!At(',')) return false;
+      ++i_;
+    }
+  }
   bool At(char c) const { return i_ < t_.size() && t_[i_] == c; }
   void Ws() {
     while (i_ < t_.size() &&
@@ -112,7 +134,16 @@ class Scanner {
 }  // namespace
 
 int64_t JsonLineOf(std::string_view text, const std::vector<JsonStep>& path) {
-  return Scanner(text).Find(path, 0);
+  int64_t line = 1;
+  Scanner(text).Seek(path, 0, &line);
+  return line;
+}
+
+std::vector<int64_t> JsonElementLines(std::string_view text, const std::vector<JsonStep>& path) {
+  Scanner scan(text);
+  int64_t line = 1;
+  if (!scan.Seek(path, 0, &line)) return {};
+  return scan.ElementLines();
 }
 
 std::string JsonPathName(const std::vector<JsonStep>& path) {

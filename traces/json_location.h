@@ -1,4 +1,4 @@
-// Where a value sits in a JSON text, so errors in JSON inputs (measurements, predictions,
+// Where a value sits in a JSON text, so errors in JSON inputs (traces, measurements, predictions,
 // measured ops) can name a line as well as the field: "M.json:57: samples[12].bytes: must be > 0".
 // nlohmann::json keeps no positions, so this rescans the (already parsed, hence valid) text.
 #pragma once
@@ -19,6 +19,12 @@ using JsonStep = std::variant<std::string, size_t>;
 // exists when the path is only partly present; 1 for an empty path.
 // REQUIRES: `text` is valid JSON (parse it first; this does not report syntax errors).
 int64_t JsonLineOf(std::string_view text, const std::vector<JsonStep>& path);
+
+// 1-based lines where the elements of the array at `path` start, in one scan of `text`: for
+// readers that keep the line of every record of a large document (a per-record JsonLineOf would
+// rescan the text once per record). Empty when `path` is missing or not an array.
+// REQUIRES: `text` is valid JSON.
+std::vector<int64_t> JsonElementLines(std::string_view text, const std::vector<JsonStep>& path);
 
 // "samples[12].bytes" for the path {"samples", 12, "bytes"}.
 std::string JsonPathName(const std::vector<JsonStep>& path);

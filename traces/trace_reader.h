@@ -8,7 +8,8 @@
 //   tokens    JSONL for hand-made tests: timestamp (ms), tokens (the token ids), output_length;
 //             block ids are interned from the token content, so they are exact.
 // Every error in the input is an InputError naming file, 1-based line and field; a load either
-// returns the whole trace or throws: nothing is half-read.
+// returns the whole trace or throws: nothing is half-read. Each format has its own reader
+// (mooncake_reader.cpp, kvtester_reader.cpp, tokens_reader.cpp); this header is their one entry.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,8 @@
 
 namespace kvlanes {
 
-// "mooncake" | "kvtester" | "tokens". Unknown names throw InputError listing the valid names.
+// "mooncake" | "kvtester" | "tokens" (kTraceFormatNames in trace.h). Unknown names throw
+// InputError on field "format" listing the valid names and the closest one.
 TraceFormat ParseTraceFormat(std::string_view name);
 // The name ParseTraceFormat accepts for `fmt`.
 const char* TraceFormatName(TraceFormat fmt);

@@ -15,7 +15,7 @@ namespace kvlanes::test {
 TEST_CASE("no policy beats the oracle on device hit tokens by more than 0.5% of input tokens") {
   std::vector<ReplayCase> cases = ReplayCases();
   const std::string synthetic =
-      std::string(KVLANES_SHARED_DIR) + "/traces/mooncake/synthetic_trace.jsonl";
+      std::string(KVLANES_SOURCE_DIR) + "/traces/mooncake/synthetic_trace.jsonl";
   cases.push_back(
       {"synthetic_cp1_15625", synthetic, {"cache.cp_size=1", "cache.device_pages_per_lane=15625"}});
   cases.push_back(

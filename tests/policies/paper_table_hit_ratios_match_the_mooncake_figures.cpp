@@ -28,7 +28,7 @@ TEST_CASE(
   TraceOptions opt;
   opt.page_tokens = cfg.cache.page_tokens;
   const Trace trace =
-      LoadTrace({std::string(KVLANES_SHARED_DIR) + "/traces/mooncake/synthetic_trace.jsonl"},
+      LoadTrace({std::string(KVLANES_SOURCE_DIR) + "/traces/mooncake/synthetic_trace.jsonl"},
                 std::nullopt, opt);
   REQUIRE(trace.requests.size() > 1000);
   for (const Row& row : rows) {

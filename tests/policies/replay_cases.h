@@ -1,5 +1,5 @@
 // The replay cases shared by the policy conformance and golden tests: real traces (the excerpts
-// shipped in traces/ and sessions from ../shared/traces), several CP sizes, placements, host
+// and sessions shipped in traces/), several CP sizes, placements, host
 // tiers and write policies, capacities small enough that eviction and load-back happen.
 #pragma once
 
@@ -19,11 +19,10 @@ struct ReplayCase {
 
 inline std::vector<ReplayCase> ReplayCases() {
   const std::string src = KVLANES_SOURCE_DIR;
-  const std::string shared = KVLANES_SHARED_DIR;
   const std::string mc = src + "/traces/mooncake_excerpt.jsonl";
   const std::string kv34 = src + "/traces/kvtester_trace_0034.json";
-  const std::string kv73 = shared + "/traces/kvtester/trace_0073.json";
-  const std::string kv169 = shared + "/traces/kvtester/trace_0169.json";
+  const std::string kv73 = src + "/traces/kvtester/trace_0073.json";
+  const std::string kv169 = src + "/traces/kvtester/trace_0169.json";
   return {
       {"mooncake_cp1_device_only", mc, {"cache.cp_size=1", "cache.device_pages_per_lane=40000"}},
       {"mooncake_cp1_host_write_through", mc,

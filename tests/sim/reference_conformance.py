@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
 """Replays real traces through `kvlanes replay` (cp_size 1, no host tier, LRU) and through the
-independent reference model refsim.py (DOMAIN.md section 3), and requires identical
+independent reference model reference/refsim.py, and requires identical
 device_hit_tokens, evicted_pages.device and uncached_requests for every case and policy.
 
-usage: reference_conformance.py KVLANES REFSIM SHARED_DIR WORK_DIR
+usage: reference_conformance.py KVLANES REFSIM TRACES_DIR WORK_DIR
+(TRACES_DIR: the repository's traces/, holding mooncake/ and kvtester/)
 """
 import json, os, subprocess, sys
 
-kvlanes, refsim, shared, work = sys.argv[1:5]
+kvlanes, refsim, traces, work = sys.argv[1:5]
 os.makedirs(work, exist_ok=True)
-mooncake = os.path.join(shared, "traces/mooncake/synthetic_trace.jsonl")
+mooncake = os.path.join(traces, "mooncake/synthetic_trace.jsonl")
 
 
 def kvtester_as_jsonl(name):
     """refsim reads Mooncake-style JSONL; a kv-cache-tester conversation converts losslessly."""
-    src = os.path.join(shared, "traces/kvtester", name)
+    src = os.path.join(traces, "kvtester", name)
     dst = os.path.join(work, name + "l")
     with open(src) as f:
         conv = json.load(f)

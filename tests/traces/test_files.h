@@ -1,5 +1,5 @@
-// Helpers shared by the traces tests: paths of the real traces and a scratch folder for small
-// hand-written (mostly broken) trace files.
+// Helpers shared by the traces tests: paths of the traces shipped in traces/ and a scratch folder
+// for small hand-written (mostly broken) trace files.
 #pragma once
 
 #include <unistd.h>
@@ -11,9 +11,6 @@
 
 namespace kvlanes::testing {
 
-inline std::string SharedTrace(const std::string& rel) {
-  return std::string(KVLANES_SHARED_DIR) + "/traces/" + rel;
-}
 inline std::string ShippedTrace(const std::string& rel) {
   return std::string(KVLANES_SOURCE_DIR) + "/traces/" + rel;
 }

@@ -18,7 +18,6 @@ namespace kvlanes {
 namespace {
 
 using testing::ScratchDir;
-using testing::SharedTrace;
 using testing::ShippedTrace;
 
 constexpr uint64_t kLow40 = (uint64_t{1} << 40) - 1;
@@ -65,7 +64,7 @@ const char* kGoodLine =
     R"({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})";
 
 TEST_CASE("the Mooncake reader loads the shipped synthetic trace exactly as written") {
-  const std::string path = SharedTrace("mooncake/synthetic_trace.jsonl");
+  const std::string path = ShippedTrace("mooncake/synthetic_trace.jsonl");
   const Trace t = LoadTrace({path}, TraceFormat::kMooncake, {});
   REQUIRE(t.requests.size() == 3993);  // traces/README.md
   CHECK(t.block_tokens == 512);
@@ -99,9 +98,9 @@ TEST_CASE("the Mooncake reader loads the shipped synthetic trace exactly as writ
 }
 
 TEST_CASE("format detection recognises each shipped example") {
-  CHECK(DetectTraceFormat(SharedTrace("mooncake/synthetic_trace.jsonl")) == TraceFormat::kMooncake);
+  CHECK(DetectTraceFormat(ShippedTrace("mooncake/synthetic_trace.jsonl")) == TraceFormat::kMooncake);
   CHECK(DetectTraceFormat(ShippedTrace("mooncake_excerpt.jsonl")) == TraceFormat::kMooncake);
-  CHECK(DetectTraceFormat(SharedTrace("kvtester/trace_0092.json")) == TraceFormat::kKvTester);
+  CHECK(DetectTraceFormat(ShippedTrace("kvtester/trace_0092.json")) == TraceFormat::kKvTester);
   CHECK(DetectTraceFormat(ShippedTrace("kvtester_trace_0034.json")) == TraceFormat::kKvTester);
   ScratchDir dir;
   const std::string tok =
@@ -128,7 +127,7 @@ TEST_CASE("format names round-trip and an unknown name lists the valid ones") {
 }
 
 TEST_CASE("the kv-cache-tester reader loads all shipped conversations, one namespace per file") {
-  const std::string dir = SharedTrace("kvtester");
+  const std::string dir = ShippedTrace("kvtester");
   const Trace t = LoadTrace({dir}, std::nullopt, {});
   CHECK(t.format == TraceFormat::kKvTester);
   CHECK(t.block_tokens == 64);

@@ -1,5 +1,5 @@
 // traces/trace_stats: the figures published for the Mooncake synthetic trace
-// (../shared/traces/README.md) and a hand-computed small trace.
+// (traces/README.md) and a hand-computed small trace.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -15,13 +15,12 @@ namespace kvlanes {
 namespace {
 
 using testing::ScratchDir;
-using testing::SharedTrace;
 using testing::ShippedTrace;
 
 TEST_CASE("trace stats reproduce the published Mooncake figures") {
-  const Trace t = LoadTrace({SharedTrace("mooncake/synthetic_trace.jsonl")}, std::nullopt, {});
+  const Trace t = LoadTrace({ShippedTrace("mooncake/synthetic_trace.jsonl")}, std::nullopt, {});
   const TraceStats s = ComputeTraceStats(t);
-  // Figures from ../shared/traces/README.md.
+  // Figures from traces/README.md.
   CHECK(s.requests == 3993);
   CHECK(std::lround(s.input_mean) == 15325);
   CHECK(std::lround(s.input_p50) == 11587);

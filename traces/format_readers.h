@@ -1,0 +1,31 @@
+// The seam between LoadTrace (trace_reader.cpp: format detection, dispatch, merging files) and
+// the readers of one format each. A reader turns one file's text into its requests in file order
+// with block ids as the file gives them (LoadTrace namespaces them) and sets the block size; it
+// throws InputError on any bad record. Internal to traces/. Formats: traces/README.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "traces/trace.h"
+#include "traces/trace_reader.h"
+
+namespace kvlanes::reader {
+
+// One file's requests in file order (block ids not yet namespaced) and its block size.
+struct FileTrace {
+  TraceFormat format = TraceFormat::kMooncake;
+  int64_t block_tokens = 0;
+  std::vector<Request> requests;
+};
+
+// `path` names the file in errors; `data` is its whole text.
+void ReadMooncake(const std::string& path, const std::string& data, const TraceOptions& opt,
+                  FileTrace* out);
+void ReadKvTester(const std::string& path, const std::string& data, const TraceOptions& opt,
+                  FileTrace* out);
+void ReadTokens(const std::string& path, const std::string& data, const TraceOptions& opt,
+                FileTrace* out);
+
+}  // namespace kvlanes::reader

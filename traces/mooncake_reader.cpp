@@ -1,0 +1,40 @@
+// Mooncake JSONL: one request a line, an id for every block including the partial last one.
+#include <utility>
+
+#include "traces/format_readers.h"
+#include "traces/record_fields.h"
+
+namespace kvlanes::reader {
+
+namespace {
+constexpr int64_t kMooncakeBlockTokens = 512;
+}  // namespace
+
+void ReadMooncake(const std::string& path, const std::string& data, const TraceOptions& opt,
+                  FileTrace* out) {
+  const int64_t block = opt.block_tokens > 0 ? opt.block_tokens : kMooncakeBlockTokens;
+  out->block_tokens = block;
+  OrderCheck order(opt.allow_unsorted, "timestamp", "ms", kNsPerMs);
+  ForEachLine(data, [&](const char* b, const char* e, int64_t line) {
+    const Where w{path, line};
+    const nlohmann::json obj = ParseJsonLine(b, e, w);
+    Request r;
+    r.arrival_ns = MsTimestampField(obj, "timestamp", w);
+    r.input_tokens = PositiveIntField(obj, "input_length", w);
+    r.output_tokens = NonNegativeIntField(obj, "output_length", w);
+    r.block_ids = HashIdsField(obj, w);
+    r.line = line;
+    // Mooncake gives an id to every block, the partial last one included.
+    const int64_t expected = CeilDiv(r.input_tokens, block);
+    if (static_cast<int64_t>(r.block_ids.size()) != expected) {
+      Fail(w, "hash_ids",
+           "has " + std::to_string(r.block_ids.size()) + " ids, expected ceil(input_length " +
+               std::to_string(r.input_tokens) + " / block " + std::to_string(block) +
+               ") = " + std::to_string(expected));
+    }
+    order.Next(r.arrival_ns, w);
+    out->requests.push_back(std::move(r));
+  });
+}
+
+}  // namespace kvlanes::reader
