@@ -12,20 +12,6 @@
 
 namespace kvlanes {
 
-const char* GatherMethodName(GatherMethod m) {
-  switch (m) {
-    case GatherMethod::kDense: return "dense";
-    case GatherMethod::kPacked: return "packed";
-    case GatherMethod::kP2p: return "p2p";
-    case GatherMethod::kZigzag: return "zigzag";
-  }
-  return "?";
-}
-
-const char* BackupScheduleName(BackupSchedule s) {
-  return s == BackupSchedule::kPerLayer ? "per-layer" : "tail";
-}
-
 ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy,
                            int64_t block_tokens, EngineOptions opts)
     : cfg_(cfg),
@@ -250,7 +236,7 @@ void ReplayEngine::DecideMaterialization(int64_t prefix_pages, int64_t new_token
     g = policy_.ChooseGather(View(), ctx);
     KV_CHECK(g != GatherMethod::kZigzag || proven_zigzag_,
              "policy '" << policy_.Name() << "' chose zigzag for a prefix no descriptor proves");
-    ++c_.gather_method_counts[GatherMethodName(g)];
+    ++c_.gather_method_counts[kGatherMethodNames.CName(g)];
     c_.gather_prefix_pages += prefix_pages;
     c_.gather_runs += static_cast<int64_t>(runs_.size());
   }
@@ -259,7 +245,7 @@ void ReplayEngine::DecideMaterialization(int64_t prefix_pages, int64_t new_token
   BackupSchedule s = BackupSchedule::kPerLayer;
   if (backed_up > 0) {
     s = policy_.ChooseBackup(View(), ctx, g);
-    ++c_.backup_schedule_counts[BackupScheduleName(s)];
+    ++c_.backup_schedule_counts[kBackupScheduleNames.CName(s)];
   }
   if (rec_) {
     rec_->backup_schedule = s;
