@@ -5,13 +5,9 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/config.h"
 #include "sim/cache/ledger.h"
@@ -164,26 +160,5 @@ class ReplayEngine {
 
 // Appends {device slot, host slot} to the copy list of `lane`.
 void AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot, uint32_t host_slot);
-
-struct RequestCost;
-
-// Optional outputs of a replay.
-struct ReplaySinks {
-  std::ostream* plan = nullptr;                  // the plan stream (docs/plan.md)
-  nlohmann::ordered_json* timeline = nullptr;    // predicted Chrome trace (needs a profile)
-  // Called after each request with its plan and, with a profile, its predicted cost.
-  std::function<void(const RequestPlan&, const RequestCost*)> on_request;
-};
-
-// Replays the whole trace and returns the JSON report (deterministic; no wall-clock fields).
-// With cfg.hardware.profile set, the report holds `predicted` (cost_model.h, predictor.h).
-// progress(done, total) is called now and then for long traces (may be empty).
-nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& policy,
-                                 const Trace& trace, EngineOptions opts,
-                                 const std::function<void(size_t, size_t)>& progress,
-                                 const ReplaySinks& sinks = {});
-
-nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& policy,
-                                    const Trace& trace, const ReplayEngine& engine);
 
 }  // namespace kvlanes
