@@ -348,7 +348,7 @@ class CudaBackend : public RankBackend {
     d_src_slot_ = put(g.src_slot);
     d_tags_ = static_cast<const PageTag*>(arena_.Put(g.tags.data(), g.tags.size() * sizeof(PageTag)));
     if (g.method != GatherMethod::kP2p && geo_.ranks > 1 && !comm_)
-      throw ExecError("rank " + std::to_string(rank_) + ": a " + GatherMethodName(g.method) + " gather needs NCCL, which this run has not");
+      throw ExecError("rank " + std::to_string(rank_) + ": a " + kGatherMethodNames.CName(g.method) + " gather needs NCCL, which this run has not");
     if (g.method == GatherMethod::kP2p)
       for (int r = 0; r < geo_.ranks; ++r)
         if (!peer_base_.empty() && !peer_base_[static_cast<size_t>(r)])

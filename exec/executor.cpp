@@ -581,7 +581,7 @@ class RankRun {
         ApplyFaults(id, nullptr);
         const size_t op = AddOp(id, "backup", Stream::kD2H, static_cast<int64_t>(c.pages.size()) * L * geo_.chunk_bytes(k),
                                 static_cast<int64_t>(c.pages.size()));
-        ops_[op].extra = {{"schedule", BackupScheduleName(p.backup_schedule)}};
+        ops_[op].extra = {{"schedule", kBackupScheduleNames.CName(p.backup_schedule)}};
         backups.push_back({op, k, dp, hp, c.pages.size()});
       }
     }
@@ -735,7 +735,7 @@ class RankRun {
       }
     }
     const size_t op = AddOp(id, "gather", Stream::kComm, P * geo_.layers * geo_.page_layer_bytes(), P);
-    ops_[op].extra = {{"method", GatherMethodName(p.gather_method)}, {"layers", geo_.layers}, {"runs", p.runs.size()},
+    ops_[op].extra = {{"method", kGatherMethodNames.CName(p.gather_method)}, {"layers", geo_.layers}, {"runs", p.runs.size()},
                       {"shard_pages", g.shard_pages}};
     return op;
   }

@@ -9,10 +9,10 @@ ConfiguredPolicy::ConfiguredPolicy(const ReplayConfig& cfg)
     : order_(kEvictionOrderNames.Parse(cfg.cache.eviction, "cache.eviction")),
       placement_(FindPlacementRule(cfg.cache.placement)),
       ranks_(static_cast<int>(cfg.cache.cp_size)),
-      gather_(cfg.gather.method),
-      backup_(cfg.backup.schedule) {
+      gather_(kGatherChoiceNames.Parse(cfg.gather.method, "gather.method")),
+      backup_(kBackupChoiceNames.Parse(cfg.backup.schedule, "backup.schedule")) {
   KV_CHECK(placement_ != nullptr, "unknown placement " << cfg.cache.placement);
-  if (gather_ == "cost" || backup_ == "cost")
+  if (gather_ == GatherChoice::kCost || backup_ == BackupChoice::kCost)
     cost_ = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg, cfg.hardware.profile);
 }
 
@@ -42,11 +42,14 @@ bool ConfiguredPolicy::AdmitHostWrite(const CacheView&, NodeId) const { return t
 bool ConfiguredPolicy::AdmitLoadBack(const CacheView&, int64_t) const { return true; }
 
 GatherMethod ConfiguredPolicy::ChooseGather(const CacheView&, const GatherContext& ctx) const {
-  if (gather_ == "dense") return GatherMethod::kDense;
-  if (gather_ == "packed") return GatherMethod::kPacked;
-  if (gather_ == "p2p") return GatherMethod::kP2p;
-  if (gather_ == "zigzag-gated") return ctx.proven_zigzag ? GatherMethod::kZigzag : GatherMethod::kPacked;
-  KV_CHECK(gather_ == "cost" && cost_, "gather.method '" << gather_ << "' has no rule");
+  switch (gather_) {
+    case GatherChoice::kDense: return GatherMethod::kDense;
+    case GatherChoice::kPacked: return GatherMethod::kPacked;
+    case GatherChoice::kP2p: return GatherMethod::kP2p;
+    case GatherChoice::kZigzagGated: return ctx.proven_zigzag ? GatherMethod::kZigzag : GatherMethod::kPacked;
+    case GatherChoice::kCost: break;
+  }
+  KV_CHECK(cost_, "gather.method 'cost' without a cost model");
   // Cheapest predicted service time; the backup schedule is the configured one, or the best
   // for each method when it is `cost` too. Ties keep the earlier method of this list.
   GatherMethod best = GatherMethod::kPacked;
@@ -55,10 +58,10 @@ GatherMethod ConfiguredPolicy::ChooseGather(const CacheView&, const GatherContex
   for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p}) {
     if (m == GatherMethod::kZigzag && !ctx.proven_zigzag) continue;
     double t;
-    if (backup_ == "cost") {
+    if (backup_ == BackupChoice::kCost) {
       t = std::min(PredictedServiceS(ctx, m, BackupSchedule::kPerLayer), PredictedServiceS(ctx, m, BackupSchedule::kTail));
     } else {
-      t = PredictedServiceS(ctx, m, backup_ == "tail" ? BackupSchedule::kTail : BackupSchedule::kPerLayer);
+      t = PredictedServiceS(ctx, m, backup_ == BackupChoice::kTail ? BackupSchedule::kTail : BackupSchedule::kPerLayer);
     }
     if (first || t < best_s) {
       best = m;
@@ -70,9 +73,12 @@ GatherMethod ConfiguredPolicy::ChooseGather(const CacheView&, const GatherContex
 }
 
 BackupSchedule ConfiguredPolicy::ChooseBackup(const CacheView&, const GatherContext& ctx, GatherMethod gather) const {
-  if (backup_ == "tail") return BackupSchedule::kTail;
-  if (backup_ == "per-layer") return BackupSchedule::kPerLayer;
-  KV_CHECK(backup_ == "cost" && cost_, "backup.schedule '" << backup_ << "' has no rule");
+  switch (backup_) {
+    case BackupChoice::kTail: return BackupSchedule::kTail;
+    case BackupChoice::kPerLayer: return BackupSchedule::kPerLayer;
+    case BackupChoice::kCost: break;
+  }
+  KV_CHECK(cost_, "backup.schedule 'cost' without a cost model");
   const double per_layer = PredictedServiceS(ctx, gather, BackupSchedule::kPerLayer);
   const double tail = PredictedServiceS(ctx, gather, BackupSchedule::kTail);
   return tail < per_layer ? BackupSchedule::kTail : BackupSchedule::kPerLayer;

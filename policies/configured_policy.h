@@ -39,8 +39,8 @@ class ConfiguredPolicy : public CachePolicy {
   EvictionOrder order_;
   const PlacementRule* placement_;
   int ranks_;
-  std::string gather_;
-  std::string backup_;
+  GatherChoice gather_;
+  BackupChoice backup_;
   std::unique_ptr<CostModel> cost_;  // only when gather or backup is `cost`
 };
 

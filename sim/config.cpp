@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <sstream>
+#include <string_view>
 
 #include <yaml-cpp/yaml.h>
 
@@ -43,14 +44,13 @@ std::string AsString(const YAML::Node& n, const Where& w) {
   return n.Scalar();
 }
 
-void OneOf(const std::string& v, std::initializer_list<const char*> valid, const Where& w) {
-  std::string list;
-  for (const char* x : valid) {
+// For names whose table lives outside the simulator (host layouts in kernels/, trace formats
+// in traces/, which also accept "auto" here).
+void OneOf(const std::string& v, std::initializer_list<std::string_view> valid, std::string_view what,
+           const Where& w) {
+  for (std::string_view x : valid)
     if (v == x) return;
-    list += list.empty() ? "" : ", ";
-    list += x;
-  }
-  w.Fail("unknown value '" + v + "' (valid: " + list + ")");
+  ThrowUnknownName(what, v, valid, w.key, w.file, w.line);
 }
 
 std::vector<PoolSpec> AsPools(const YAML::Node& n, const Where& w) {
@@ -95,12 +95,23 @@ struct KeySpec {
         [](ReplayConfig& c, const YAML::Node& n, const Where& w) { c.field = AsInt(n, w); }, \
         [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); }            \
   }
-#define KV_STR_KEY(path, field, help_text, ...)                                          \
+#define KV_STR_KEY(path, field, help_text, what, ...)                                    \
   KeySpec {                                                                             \
     path, help_text,                                                                    \
         [](ReplayConfig& c, const YAML::Node& n, const Where& w) {                       \
           std::string v = AsString(n, w);                                               \
-          OneOf(v, {__VA_ARGS__}, w);                                                   \
+          OneOf(v, {__VA_ARGS__}, what, w);                                             \
+          c.field = v;                                                                  \
+        },                                                                              \
+        [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); }            \
+  }
+// A key whose valid values are the names of `table` (a NameTable).
+#define KV_NAMED_KEY(path, field, help_text, table)                                      \
+  KeySpec {                                                                             \
+    path, help_text,                                                                    \
+        [](ReplayConfig& c, const YAML::Node& n, const Where& w) {                       \
+          std::string v = AsString(n, w);                                               \
+          table.Parse(v, w.key, w.file, w.line);                                        \
           c.field = v;                                                                  \
         },                                                                              \
         [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); }            \
@@ -117,21 +128,21 @@ const std::vector<KeySpec>& Keys() {
                  "device (GPU) page slots per lane"),
       KV_INT_KEY("cache.host_pages_per_lane", cache.host_pages_per_lane,
                  "host page slots per lane; 0 = no host tier"),
-      KV_STR_KEY("cache.eviction", cache.eviction, "eviction order", "lru", "lfu", "fifo", "slru"),
-      KV_STR_KEY("cache.write_policy", cache.write_policy, "host write policy", "write_through",
-                 "write_through_selective", "write_back"),
+      KV_NAMED_KEY("cache.eviction", cache.eviction, "eviction order", kEvictionOrderNames),
+      KV_NAMED_KEY("cache.write_policy", cache.write_policy, "host write policy", kWritePolicyNames),
       KeySpec{"cache.placement", "placement rule for new pages",
               [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
                 std::string v = AsString(n, w);
-                if (!FindPlacementRule(v)) w.Fail("unknown placement '" + v + "' (valid: " + PlacementRuleNames() + ")");
+                ParsePlacementRule(v, w.key, w.file, w.line);
                 c.cache.placement = v;
               },
               [](const ReplayConfig& c) { return nlohmann::ordered_json(c.cache.placement); }},
       KV_INT_KEY("cache.load_back_min_tokens", cache.load_back_min_tokens,
                  "host hits shorter than this many tokens are recomputed, not loaded back"),
-      KV_STR_KEY("cache.host_layout", cache.host_layout, "host pool layout", "layer_first",
+      KV_STR_KEY("cache.host_layout", cache.host_layout, "host pool layout", "host layout", "layer_first",
                  "page_first", "page_first_direct"),
-      KV_STR_KEY("trace.format", trace.format, "trace format", "auto", "mooncake", "kvtester", "tokens"),
+      KV_STR_KEY("trace.format", trace.format, "trace format", "trace format", "auto", "mooncake", "kvtester",
+                 "tokens"),
       KV_INT_KEY("trace.block_tokens", trace.block_tokens,
                  "tokens per trace block id; 0 = the format's own (Mooncake 512)"),
       KV_INT_KEY("model.layers", model.layers, "transformer layers holding KV"),
@@ -143,13 +154,12 @@ const std::vector<KeySpec>& Keys() {
                   a.push_back({{"name", p.name}, {"bytes_per_token_layer", p.bytes_per_token_layer}});
                 return a;
               }},
-      KV_STR_KEY("gather.method", gather.method,
-                 "prefix materialization: dense | packed | p2p | zigzag-gated (zigzag when a run "
-                 "descriptor proves it, else packed) | cost (cheapest predicted)",
-                 "dense", "packed", "p2p", "zigzag-gated", "cost"),
-      KV_STR_KEY("backup.schedule", backup.schedule,
-                 "host backup schedule: per-layer | tail | cost (cheapest predicted)", "per-layer",
-                 "tail", "cost"),
+      KV_NAMED_KEY("gather.method", gather.method,
+                   "prefix materialization: dense | packed | p2p | zigzag-gated (zigzag when a run "
+                   "descriptor proves it, else packed) | cost (cheapest predicted)",
+                   kGatherChoiceNames),
+      KV_NAMED_KEY("backup.schedule", backup.schedule,
+                   "host backup schedule: per-layer | tail | cost (cheapest predicted)", kBackupChoiceNames),
       KeySpec{"hardware.profile", "hardware profile YAML for predictions (\"\" = none)",
               [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
                 std::string v = n.IsNull() ? "" : AsString(n, w);

@@ -9,7 +9,38 @@
 
 #include <nlohmann/json.hpp>
 
+#include "traces/name_table.h"
+
 namespace kvlanes {
+
+// The config's named choices, one name table each. The config keeps the names (the YAML file,
+// --set and the report carry them); the table validates them and its users parse them.
+
+// When device pages are copied to host: on their first hit (write_through), on their second
+// (write_through_selective), or when they are evicted from device (write_back).
+enum class WritePolicy { kWriteThrough, kWriteThroughSelective, kWriteBack };
+inline constexpr NameTable<WritePolicy, 3> kWritePolicyNames{
+    {{{WritePolicy::kWriteThrough, "write_through"},
+      {WritePolicy::kWriteThroughSelective, "write_through_selective"},
+      {WritePolicy::kWriteBack, "write_back"}}},
+    "write policy"};
+
+// gather.method: a fixed GatherMethod, zigzag where a run descriptor proves it (else packed), or
+// the cheapest predicted.
+enum class GatherChoice { kDense, kPacked, kP2p, kZigzagGated, kCost };
+inline constexpr NameTable<GatherChoice, 5> kGatherChoiceNames{
+    {{{GatherChoice::kDense, "dense"},
+      {GatherChoice::kPacked, "packed"},
+      {GatherChoice::kP2p, "p2p"},
+      {GatherChoice::kZigzagGated, "zigzag-gated"},
+      {GatherChoice::kCost, "cost"}}},
+    "gather method"};
+
+// backup.schedule: a fixed BackupSchedule or the cheapest predicted.
+enum class BackupChoice { kPerLayer, kTail, kCost };
+inline constexpr NameTable<BackupChoice, 3> kBackupChoiceNames{
+    {{{BackupChoice::kPerLayer, "per-layer"}, {BackupChoice::kTail, "tail"}, {BackupChoice::kCost, "cost"}}},
+    "backup schedule"};
 
 struct PoolSpec {
   std::string name;

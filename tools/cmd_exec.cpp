@@ -11,7 +11,7 @@
 #include "exec/exec_error.h"
 #include "exec/exec_run.h"
 #include "policies/registry.h"
-#include "sim/engine/replay_engine.h"
+#include "sim/report/report.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"

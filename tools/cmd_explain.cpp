@@ -63,7 +63,7 @@ void Explain(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cos
     if (p.runs.size() > 8) std::printf("             ... %zu more runs\n", p.runs.size() - 8);
   }
   if (!cost) {
-    std::printf("gather     chosen %s (no hardware profile: no predicted costs)\n", GatherMethodName(p.gather_method));
+    std::printf("gather     chosen %s (no hardware profile: no predicted costs)\n", kGatherMethodNames.CName(p.gather_method));
     return;
   }
   PlanShape plan_shape(p, ranks, P);
@@ -77,7 +77,7 @@ void Explain(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cos
       }
       const GatherCost g = cost->Gather(m, p.shard_pages, p.prefix_pages);
       f.gather = m;
-      std::printf("           %-8s %10.1f us %10.3f ms %14.0f %11.3f ms%s\n", GatherMethodName(m), g.per_layer_s * 1e6,
+      std::printf("           %-8s %10.1f us %10.3f ms %14.0f %11.3f ms%s\n", kGatherMethodNames.CName(m), g.per_layer_s * 1e6,
                   g.total_s * 1e3, g.bytes_per_rank, cost->Evaluate(f).service_s * 1e3,
                   m == p.gather_method ? "  <- chosen" : "");
     }
@@ -88,7 +88,7 @@ void Explain(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cos
     for (BackupSchedule s : {BackupSchedule::kPerLayer, BackupSchedule::kTail}) {
       f.backup = s;
       const RequestCost rc = cost->Evaluate(f);
-      std::printf("           %-9s total %.3f ms, beyond forward %.3f ms, submit %.3f ms%s\n", BackupScheduleName(s),
+      std::printf("           %-9s total %.3f ms, beyond forward %.3f ms, submit %.3f ms%s\n", kBackupScheduleNames.CName(s),
                   rc.backup.total_s * 1e3, rc.backup.beyond_forward_s * 1e3, rc.backup.submit_s * 1e3,
                   s == p.backup_schedule ? "  <- chosen" : "");
     }

@@ -6,7 +6,7 @@
 #include <boost/program_options.hpp>
 
 #include "policies/registry.h"
-#include "sim/engine/replay_engine.h"
+#include "sim/report/report.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "traces/output_file.h"

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "policies/registry.h"
-#include "sim/engine/replay_engine.h"
+#include "sim/report/report.h"
 #include "traces/input_error.h"
 
 namespace kvlanes::cli {

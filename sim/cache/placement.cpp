@@ -1,6 +1,9 @@
 #include "sim/cache/placement.h"
 
+#include <vector>
+
 #include "sim/check.h"
+#include "traces/name_table.h"
 
 namespace kvlanes {
 
@@ -42,6 +45,14 @@ const PlacementRule* FindPlacementRule(std::string_view name) {
   for (const auto& r : kRules)
     if (name == r.name) return &r;
   return nullptr;
+}
+
+const PlacementRule& ParsePlacementRule(std::string_view name, const std::string& where,
+                                        const std::string& file, int64_t line) {
+  if (const PlacementRule* r = FindPlacementRule(name)) return *r;
+  std::vector<std::string_view> names;
+  for (const auto& r : kRules) names.push_back(r.name);
+  ThrowUnknownName("placement", name, names, where, file, line);
 }
 
 std::string PlacementRuleNames() {

@@ -1,4 +1,4 @@
-// Placement rules: which rank owns each page of a new extent (DOMAIN.md section 4).
+// Placement rules: which rank owns each page of a new extent (docs/reference_semantics.md).
 // Registered by name in one table; the config, CLI, reports and docs use the same names.
 #pragma once
 
@@ -22,6 +22,10 @@ struct PlacementRule {
 };
 
 const PlacementRule* FindPlacementRule(std::string_view name);  // nullptr if unknown
+// The rule named `name`; else throws InputError naming `where` (and file/line when given) with
+// the valid names and the closest one.
+const PlacementRule& ParsePlacementRule(std::string_view name, const std::string& where,
+                                        const std::string& file = "", int64_t line = 0);
 std::string PlacementRuleNames();                                 // "zigzag, interleave, ..."
 
 // zigzag: 2N chunks, sizes as equal as possible with earlier chunks one page larger; rank r

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/config.h"
+#include "sim/cache/decisions.h"
 #include "sim/cache/eviction_order.h"
 #include "sim/cache/ledger.h"
 #include "sim/cache/placement.h"
@@ -73,12 +74,6 @@ struct DeviceOffer {
   const LaneDemand* committed = nullptr;  // device pages the request needs before the extent
                                           // (host-only pages it recomputes), per lane
 };
-
-enum class GatherMethod { kDense, kPacked, kP2p, kZigzag };
-const char* GatherMethodName(GatherMethod m);  // "dense", "packed", "p2p", "zigzag"
-
-enum class BackupSchedule { kPerLayer, kTail };
-const char* BackupScheduleName(BackupSchedule s);  // "per-layer", "tail"
 
 // The prefix a request must materialize on every rank, as runs of pages from one extent.
 struct PrefixRun {

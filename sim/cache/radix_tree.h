@@ -1,7 +1,7 @@
 // Radix tree over page keys with two residency tiers (device, host), per-page owner lanes and
 // slots, locks, hit counts and incrementally maintained eviction candidate sets.
 //
-// Reference semantics: DOMAIN.md section 3 (sglang mode). The tree is a data structure with
+// Reference semantics: docs/reference_semantics.md (sglang mode). The tree is a data structure with
 // invariants; it does not decide anything. The replay engine (replay_engine.h) drives it and
 // applies the decisions of a CachePolicy (policy.h).
 #pragma once

@@ -2,29 +2,55 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
-#include <ostream>
 
 #include "sim/check.h"
-#include "sim/predict/cost_model.h"
-#include "sim/predict/predictor.h"
 #include "sim/cache/placement.h"
 
 namespace kvlanes {
 
-const char* GatherMethodName(GatherMethod m) {
-  switch (m) {
-    case GatherMethod::kDense: return "dense";
-    case GatherMethod::kPacked: return "packed";
-    case GatherMethod::kP2p: return "p2p";
-    case GatherMethod::kZigzag: return "zigzag";
+// One request's state through the phases of Process. Page positions are logical pages of the
+// request's input; the computed pages are [start, total), of which [start, end) get a device
+// slot and [end, total) are bypassed.
+struct ReplayEngine::RequestWork {
+  Scratch& s;
+  RequestPlan* rec = nullptr;   // the plan being recorded, if any
+  bool new_free_group = false;  // the next freed slot opens a new eviction entry in rec
+  uint64_t epoch = 0;           // the request's access epoch (1-based)
+  int64_t input_tokens = 0;
+  int64_t keyed = 0;   // full pages with keys
+  int64_t cap = 0;     // keyed pages the match may use: the last token is always computed
+  int64_t total = 0;   // pages of the input, the unaligned tail page included
+  MatchResult match{};
+  int64_t loaded = 0;     // host pages loaded back
+  int64_t start = 0;      // first page to compute (= pages of the materialized prefix)
+  int64_t ext_start = 0;  // first page of the new extent (after the host match)
+  int64_t n_ext = 0;      // pages of the new extent
+  int64_t end = 0;        // first bypassed page
+  int64_t keyed_c = 0;    // keyed pages inserted
+  uint32_t extent_id = 0;
+  LaneDemand need{};  // device pages the computed pages need, per lane (or any lane)
+  bool proven_zigzag = false;
+
+  int64_t NewTokens(int64_t page_tokens) const { return input_tokens - start * page_tokens; }
+  std::span<uint16_t> ExtentOwners() {
+    return {s.owners.data() + (ext_start - start), static_cast<size_t>(n_ext)};
   }
-  return "?";
+};
+
+namespace {
+
+// The hit count at which an inserted node is backed up to host; 0: backups happen at device
+// eviction instead (write_back).
+int WriteThreshold(WritePolicy p) {
+  switch (p) {
+    case WritePolicy::kWriteThrough: return 1;
+    case WritePolicy::kWriteThroughSelective: return 2;
+    case WritePolicy::kWriteBack: return 0;
+  }
+  return 0;
 }
 
-const char* BackupScheduleName(BackupSchedule s) {
-  return s == BackupSchedule::kPerLayer ? "per-layer" : "tail";
-}
+}  // namespace
 
 ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy,
                            int64_t block_tokens, EngineOptions opts)
@@ -36,9 +62,7 @@ ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy,
       pages_per_block_(block_tokens / cfg.cache.page_tokens),
       page_bytes_(cfg.model.PageBytes(cfg.cache.page_tokens)),
       ranks_(static_cast<int>(cfg.cache.cp_size)),
-      write_threshold_(cfg.cache.write_policy == "write_through"             ? 1
-                       : cfg.cache.write_policy == "write_through_selective" ? 2
-                                                                             : 0),
+      write_threshold_(WriteThreshold(kWritePolicyNames.Parse(cfg.cache.write_policy, "cache.write_policy"))),
       opts_(opts),
       tree_(policy.Order()),
       ledger_(ranks_, cfg.cache.device_pages_per_lane, cfg.cache.host_pages_per_lane),
@@ -53,9 +77,9 @@ CacheView ReplayEngine::View() const {
   return CacheView{tree_, ledger_, device_slots_, host_slots_, cfg_, epoch_};
 }
 
-bool ReplayEngine::EnsureFree(const LaneDemand& demand) {
+bool ReplayEngine::EnsureFree(RequestWork& w, const LaneDemand& demand) {
   if (demand.MetBy(ledger_)) return true;
-  ApplyEviction(demand.tier, policy_.PlanEviction(View(), demand));
+  ApplyEviction(w, demand.tier, policy_.PlanEviction(View(), demand));
   return demand.MetBy(ledger_);
 }
 
@@ -69,17 +93,17 @@ void AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot, 
   copies.push_back(LaneCopy{static_cast<uint16_t>(lane), {{device_slot, host_slot}}});
 }
 
-void ReplayEngine::RecordFree(Tier tier, int lane, uint32_t slot) {
-  if (!rec_) return;
-  if (new_free_group_ || rec_->evictions.empty() || rec_->evictions.back().tier != tier) {
-    rec_->evictions.push_back(SlotFree{tier, {}});
-    new_free_group_ = false;
+void ReplayEngine::RecordFree(RequestWork& w, Tier tier, int lane, uint32_t slot) {
+  if (!w.rec) return;
+  if (w.new_free_group || w.rec->evictions.empty() || w.rec->evictions.back().tier != tier) {
+    w.rec->evictions.push_back(SlotFree{tier, {}});
+    w.new_free_group = false;
   }
-  rec_->evictions.back().slots.push_back({static_cast<uint32_t>(lane), slot});
+  w.rec->evictions.back().slots.push_back({static_cast<uint32_t>(lane), slot});
 }
 
-void ReplayEngine::ApplyEviction(Tier tier, const EvictionPlan& plan) {
-  new_free_group_ = true;
+void ReplayEngine::ApplyEviction(RequestWork& w, Tier tier, const EvictionPlan& plan) {
+  w.new_free_group = true;
   KV_CHECK(plan.tail_pages.empty() || plan.tail_pages.size() == plan.victims.size(),
            "policy '" << policy_.Name() << "' gave tail_pages for some victims only");
   for (size_t i = 0; i < plan.victims.size(); ++i) {
@@ -97,34 +121,34 @@ void ReplayEngine::ApplyEviction(Tier tier, const EvictionPlan& plan) {
       ++c_.tail_evictions;
     }
     if (tier == Tier::kDevice) {
-      EvictFromDevice(v);
+      EvictFromDevice(w, v);
     } else {
-      EvictFromHost(v);
+      EvictFromHost(w, v);
     }
   }
   c_.ancestor_unlocks += plan.cascade_victims;
 }
 
-void ReplayEngine::EvictFromDevice(NodeId id) {
+void ReplayEngine::EvictFromDevice(RequestWork& w, NodeId id) {
   if (!tree_.node(id).on_host() && write_threshold_ == 0 && cfg_.cache.host_pages_per_lane > 0) {
     // write_back: copy at device eviction time, if admitted and room
-    WriteToHost(id, rec_ ? &rec_->write_back : nullptr);
+    WriteToHost(w, id, w.rec ? &w.rec->write_back : nullptr);
   }
   const Node& n = tree_.node(id);
   ledger_.OnResidency(n, Tier::kDevice, -1);
   for (size_t j = 0; j < n.pages.size(); ++j) {
     device_slots_.Free(n.pages[j].owner, n.device_slot[j]);
-    RecordFree(Tier::kDevice, n.pages[j].owner, n.device_slot[j]);
+    RecordFree(w, Tier::kDevice, n.pages[j].owner, n.device_slot[j]);
   }
   c_.evicted_device_pages += static_cast<int64_t>(n.pages.size());
   tree_.SetDeviceSlots(id, {});
   if (!tree_.node(id).on_host()) {
-    RemoveHostSubtree(id);
+    RemoveHostSubtree(w, id);
     tree_.Remove(id);
   }
 }
 
-void ReplayEngine::RemoveHostSubtree(NodeId id) {
+void ReplayEngine::RemoveHostSubtree(RequestWork& w, NodeId id) {
   // Only reachable under write_back, when a node's write-back failed while host-only children
   // (written back earlier) hang below it: they cannot outlive their prefix.
   if (tree_.node(id).num_children == 0) return;
@@ -132,31 +156,31 @@ void ReplayEngine::RemoveHostSubtree(NodeId id) {
     const Node& ch = tree_.node(c);
     if (!ch.alive || ch.parent != id) continue;
     KV_CHECK(!ch.on_device() && ch.lock == 0, "host subtree below an evicted node is busy");
-    RemoveHostSubtree(c);
-    EvictFromHost(c);
+    RemoveHostSubtree(w, c);
+    EvictFromHost(w, c);
   }
 }
 
-void ReplayEngine::EvictFromHost(NodeId id) {
+void ReplayEngine::EvictFromHost(RequestWork& w, NodeId id) {
   const Node& n = tree_.node(id);
   ledger_.OnResidency(n, Tier::kHost, -1);
   for (size_t j = 0; j < n.pages.size(); ++j) {
     host_slots_.Free(n.pages[j].owner, n.host_slot[j]);
-    RecordFree(Tier::kHost, n.pages[j].owner, n.host_slot[j]);
+    RecordFree(w, Tier::kHost, n.pages[j].owner, n.host_slot[j]);
   }
   c_.evicted_host_pages += static_cast<int64_t>(n.pages.size());
   tree_.SetHostSlots(id, {});
   tree_.Remove(id);
 }
 
-bool ReplayEngine::WriteToHost(NodeId id, std::vector<LaneCopy>* copies) {
+bool ReplayEngine::WriteToHost(RequestWork& w, NodeId id, std::vector<LaneCopy>* copies) {
   if (!policy_.AdmitHostWrite(View(), id)) {
     ++c_.host_write_refused;
     return false;
   }
   LaneDemand d{Tier::kHost, std::vector<int64_t>(ranks_, 0), 0};
   for (const PageInfo& p : tree_.node(id).pages) ++d.target[p.owner];
-  if (!EnsureFree(d)) {
+  if (!EnsureFree(w, d)) {
     ++c_.host_write_refused;
     return false;
   }
@@ -173,35 +197,45 @@ bool ReplayEngine::WriteToHost(NodeId id, std::vector<LaneCopy>* copies) {
   return true;
 }
 
-int64_t ReplayEngine::LoadBack(const MatchResult& m) {
+void ReplayEngine::CountLaneDeficit(int64_t pages) {
+  int64_t free_total = 0;
+  for (int r = 0; r < ranks_; ++r) free_total += ledger_.at(Tier::kDevice, r).free();
+  if (free_total >= pages) ++c_.lane_deficit_failures;
+}
+
+void ReplayEngine::LockPath(NodeId id, int delta) {
+  tree_.Lock(id, delta, [this](const Node& n, bool locked) { ledger_.OnLock(n, locked); });
+}
+
+int64_t ReplayEngine::LoadBack(RequestWork& w) {
+  const MatchResult& m = w.match;
   if (m.host_pages * page_tokens_ < cfg_.cache.load_back_min_tokens ||
       !policy_.AdmitLoadBack(View(), m.host_pages)) {
     ++c_.load_back_skipped;
     return 0;
   }
   // The chain of host-only nodes below the deepest device node, top-down.
-  path_.clear();
-  for (NodeId n = m.last_node; n != m.device_node; n = tree_.node(n).parent) path_.push_back(n);
-  std::reverse(path_.begin(), path_.end());
+  std::vector<NodeId>& chain = w.s.chain;
+  chain.clear();
+  for (NodeId n = m.last_node; n != m.device_node; n = tree_.node(n).parent) chain.push_back(n);
+  std::reverse(chain.begin(), chain.end());
   LaneDemand d{Tier::kDevice, std::vector<int64_t>(ranks_, 0), 0};
-  for (NodeId n : path_)
+  for (NodeId n : chain)
     for (const PageInfo& p : tree_.node(n).pages) ++d.target[p.owner];
   // All or nothing: allocate, else evict once and retry, else recompute.
-  if (!EnsureFree(d)) {
+  if (!EnsureFree(w, d)) {
     ++c_.load_back_failed;
-    int64_t free_total = 0;
-    for (int r = 0; r < ranks_; ++r) free_total += ledger_.at(Tier::kDevice, r).free();
-    if (free_total >= d.Total()) ++c_.lane_deficit_failures;
+    CountLaneDeficit(d.Total());
     return 0;
   }
-  for (NodeId id : path_) {
+  for (NodeId id : chain) {
     const Node& n = tree_.node(id);
     KV_CHECK(!n.on_device() && n.on_host(), "load-back chain node " << id << " not host-only");
     std::vector<uint32_t> slots(n.pages.size());
     for (size_t j = 0; j < n.pages.size(); ++j) {
       slots[j] = device_slots_.Alloc(n.pages[j].owner);
-      ++load_lane_pages_[n.pages[j].owner];
-      if (rec_) AddLaneCopy(rec_->load_back, n.pages[j].owner, slots[j], n.host_slot[j]);
+      ++w.s.load_lane_pages[n.pages[j].owner];
+      if (w.rec) AddLaneCopy(w.rec->load_back, n.pages[j].owner, slots[j], n.host_slot[j]);
     }
     tree_.SetDeviceSlots(id, std::move(slots));
     ledger_.OnResidency(tree_.node(id), Tier::kDevice, +1);
@@ -212,274 +246,331 @@ int64_t ReplayEngine::LoadBack(const MatchResult& m) {
   return m.host_pages;
 }
 
-void ReplayEngine::CollectPrefix(int64_t prefix_pages, NodeId deepest) {
-  runs_.clear();
-  shard_pages_.assign(static_cast<size_t>(ranks_), 0);
-  proven_zigzag_ = false;
+void ReplayEngine::Process(const Request& req, RequestPlan* plan) {
+  RequestWork w{scratch_, plan};
+  BeginRequest(req, w);
+  MatchAndLoadBack(w);
+  CollectPrefix(w);
+  PlaceComputedPages(w);
+  AdmitNewExtent(w);
+  if (ReserveDevicePages(w)) {
+    AllocateComputedPages(w);
+    InsertComputedPages(w);
+    BackUpPath(w);
+  }
+  FinishRequest(w);
+}
+
+// Counts the request, sizes it in pages and keys its full pages.
+void ReplayEngine::BeginRequest(const Request& req, RequestWork& w) {
+  if (w.rec) {
+    *w.rec = RequestPlan{};
+    w.rec->request = c_.requests;
+    w.rec->arrival_ns = req.arrival_ns;
+    w.rec->input_tokens = req.input_tokens;
+  }
+  w.epoch = ++epoch_;
+  const int64_t P = page_tokens_, L = req.input_tokens;
+  KV_CHECK(L > 0, "request with no input tokens reached the engine");
+  w.input_tokens = L;
+  w.keyed = KeyedPages(req, L, P, block_tokens_);
+  w.cap = KeyedPages(req, L - 1, P, block_tokens_);
+  w.total = (L + P - 1) / P;
+  w.s.keys.clear();
+  for (int64_t i = 0; i < w.keyed; ++i) w.s.keys.push_back(PageKeyAt(req, i, pages_per_block_));
+  w.s.load_lane_pages.assign(static_cast<size_t>(ranks_), 0);
+  w.s.backup_lane_pages.assign(static_cast<size_t>(ranks_), 0);
+  ++c_.requests;
+  c_.input_tokens += L;
+}
+
+// Matches the keys, locks the matched path for the request's lifetime and loads the host-only
+// part of the match back when the policy admits it; this fixes the pages to compute.
+void ReplayEngine::MatchAndLoadBack(RequestWork& w) {
+  const int64_t P = page_tokens_;
+  w.match = tree_.Match(std::span<const PageKey>(w.s.keys.data(), static_cast<size_t>(w.cap)), w.epoch);
+  const MatchResult& m = w.match;
+  LockPath(m.last_node, +1);
+  c_.device_hit_tokens += m.device_pages * P;
+  c_.host_match_tokens += m.host_pages * P;
+  w.loaded = m.host_pages > 0 ? LoadBack(w) : 0;
+  c_.host_hit_tokens += w.loaded * P;
+  w.start = m.device_pages + w.loaded;
+  w.ext_start = m.device_pages + m.host_pages;
+  c_.computed_tokens += w.NewTokens(P);
+  if (w.rec) {
+    w.rec->device_hit_pages = m.device_pages;
+    w.rec->host_match_pages = m.host_pages;
+    w.rec->loaded_pages = w.loaded;
+    w.rec->prefix_pages = w.start;
+    w.rec->computed_tokens = w.NewTokens(P);
+  }
+}
+
+// Collects the prefix's extent runs and shards (and, when recording, its pages), and whether a
+// run descriptor proves the prefix one whole zigzag run.
+void ReplayEngine::CollectPrefix(RequestWork& w) {
+  const int64_t prefix_pages = w.start;
+  std::vector<PrefixRun>& runs = w.s.runs;
+  runs.clear();
+  w.s.shard_pages.assign(static_cast<size_t>(ranks_), 0);
+  w.proven_zigzag = false;
   if (prefix_pages == 0) return;
-  path_.clear();
-  for (NodeId n = deepest; n != kRootId; n = tree_.node(n).parent) path_.push_back(n);
-  if (rec_) rec_->prefix.reserve(static_cast<size_t>(prefix_pages));
+  std::vector<NodeId>& chain = w.s.chain;
+  chain.clear();
+  const NodeId deepest = w.loaded > 0 ? w.match.last_node : w.match.device_node;
+  for (NodeId n = deepest; n != kRootId; n = tree_.node(n).parent) chain.push_back(n);
+  if (w.rec) w.rec->prefix.reserve(static_cast<size_t>(prefix_pages));
   int64_t seen = 0;
-  for (auto it = path_.rbegin(); it != path_.rend() && seen < prefix_pages; ++it) {
+  for (auto it = chain.rbegin(); it != chain.rend() && seen < prefix_pages; ++it) {
     const Node& n = tree_.node(*it);
     for (size_t j = 0; j < n.pages.size() && seen < prefix_pages; ++j, ++seen) {
-      ++shard_pages_[n.pages[j].owner];
-      if (rec_) rec_->prefix.push_back(PrefixPage{n.pages[j].owner, n.device_slot[j]});
+      ++w.s.shard_pages[n.pages[j].owner];
+      if (w.rec) w.rec->prefix.push_back(PrefixPage{n.pages[j].owner, n.device_slot[j]});
       const uint32_t e = n.pages[j].extent;
-      if (!runs_.empty() && runs_.back().extent == e) {
-        ++runs_.back().pages;
+      if (!runs.empty() && runs.back().extent == e) {
+        ++runs.back().pages;
       } else {
-        runs_.push_back(PrefixRun{e, n.first_page + static_cast<int64_t>(j), 1});
+        runs.push_back(PrefixRun{e, n.first_page + static_cast<int64_t>(j), 1});
       }
     }
   }
   KV_CHECK(seen == prefix_pages, "prefix path holds " << seen << " pages, expected " << prefix_pages);
-  if (runs_.size() == 1) {
-    const Extent& e = extents_[runs_[0].extent];
-    proven_zigzag_ = std::strcmp(e.placement, "zigzag") == 0 && e.first_page == 0 &&
-                     runs_[0].first_page == 0 && e.pages == prefix_pages;
+  if (runs.size() == 1) {
+    const Extent& e = extents_[runs[0].extent];
+    w.proven_zigzag = std::strcmp(e.placement, "zigzag") == 0 && e.first_page == 0 &&
+                      runs[0].first_page == 0 && e.pages == prefix_pages;
   }
 }
 
-void ReplayEngine::DecideMaterialization(int64_t prefix_pages, int64_t new_tokens, int64_t page_tokens) {
-  GatherContext ctx{runs_, extents_, shard_pages_, prefix_pages, proven_zigzag_, new_tokens,
-                    prefix_pages * page_tokens, load_lane_pages_, backup_lane_pages_};
-  GatherMethod g = GatherMethod::kPacked;
-  if (prefix_pages > 0) {
-    g = policy_.ChooseGather(View(), ctx);
-    KV_CHECK(g != GatherMethod::kZigzag || proven_zigzag_,
-             "policy '" << policy_.Name() << "' chose zigzag for a prefix no descriptor proves");
-    ++c_.gather_method_counts[GatherMethodName(g)];
-    c_.gather_prefix_pages += prefix_pages;
-    c_.gather_runs += static_cast<int64_t>(runs_.size());
-  }
-  int64_t backed_up = 0;
-  for (int64_t x : backup_lane_pages_) backed_up += x;
-  BackupSchedule s = BackupSchedule::kPerLayer;
-  if (backed_up > 0) {
-    s = policy_.ChooseBackup(View(), ctx, g);
-    ++c_.backup_schedule_counts[BackupScheduleName(s)];
-  }
-  if (rec_) {
-    rec_->backup_schedule = s;
-    if (prefix_pages > 0) {
-      rec_->gather_method = g;
-      rec_->proven_zigzag = proven_zigzag_;
-      rec_->runs = runs_;
-      for (const PrefixRun& r : runs_) rec_->run_extents.push_back(extents_[r.extent]);
-      rec_->shard_pages = shard_pages_;
-    }
-  }
-}
-
-void ReplayEngine::Process(const Request& req, RequestPlan* plan) {
-  rec_ = plan;
-  if (rec_) {
-    *rec_ = RequestPlan{};
-    rec_->request = c_.requests;
-    rec_->arrival_ns = req.arrival_ns;
-    rec_->input_tokens = req.input_tokens;
-  }
-  const uint64_t epoch = ++epoch_;
-  const int64_t P = page_tokens_, L = req.input_tokens;
-  KV_CHECK(L > 0, "request with no input tokens reached the engine");
-  const int64_t keyed = KeyedPages(req, L, P, block_tokens_);
-  const int64_t cap = KeyedPages(req, L - 1, P, block_tokens_);
-  const int64_t total = (L + P - 1) / P;
-  keys_.clear();
-  for (int64_t i = 0; i < keyed; ++i) keys_.push_back(PageKeyAt(req, i, pages_per_block_));
-  ++c_.requests;
-  c_.input_tokens += L;
-
-  const auto on_lock = [this](const Node& n, bool locked) { ledger_.OnLock(n, locked); };
-  const MatchResult m = tree_.Match(std::span<const PageKey>(keys_.data(), static_cast<size_t>(cap)), epoch);
-  tree_.Lock(m.last_node, +1, on_lock);
-  c_.device_hit_tokens += m.device_pages * P;
-  c_.host_match_tokens += m.host_pages * P;
-  load_lane_pages_.assign(static_cast<size_t>(ranks_), 0);
-  const int64_t loaded = m.host_pages > 0 ? LoadBack(m) : 0;
-  c_.host_hit_tokens += loaded * P;
-  const int64_t start = m.device_pages + loaded;          // first page to compute
-  const int64_t ext_start = m.device_pages + m.host_pages;  // first page of the new extent
-  c_.computed_tokens += L - start * P;
-  if (rec_) {
-    rec_->device_hit_pages = m.device_pages;
-    rec_->host_match_pages = m.host_pages;
-    rec_->loaded_pages = loaded;
-    rec_->prefix_pages = start;
-    rec_->computed_tokens = L - start * P;
-  }
-  CollectPrefix(start, loaded > 0 ? m.last_node : m.device_node);
-  backup_lane_pages_.assign(static_cast<size_t>(ranks_), 0);
-
-  // Owners of the pages to compute: host-only pages being recomputed keep their owners; the
-  // new extent is placed by the policy (or by the allocator for slot-modulo).
-  const int64_t n_new = total - start;
-  owners_.assign(static_cast<size_t>(n_new), 0);
-  LaneDemand need{Tier::kDevice, std::vector<int64_t>(ranks_, 0), 0};
-  for (NodeId n = m.last_node; n != m.device_node && ext_start > start; n = tree_.node(n).parent) {
+// Owners of the pages to compute: host-only pages being recomputed keep their owners; the new
+// extent is placed by the policy (or by the allocator for slot-modulo, at allocation).
+void ReplayEngine::PlaceComputedPages(RequestWork& w) {
+  const int64_t start = w.start;
+  w.s.owners.assign(static_cast<size_t>(w.total - start), 0);
+  w.need = LaneDemand{Tier::kDevice, std::vector<int64_t>(ranks_, 0), 0};
+  for (NodeId n = w.match.last_node; n != w.match.device_node && w.ext_start > start;
+       n = tree_.node(n).parent) {
     const Node& node = tree_.node(n);
     for (size_t j = 0; j < node.pages.size(); ++j) {
       const int64_t pos = node.first_page + static_cast<int64_t>(j);
-      owners_[static_cast<size_t>(pos - start)] = node.pages[j].owner;
-      ++need.target[node.pages[j].owner];
+      w.s.owners[static_cast<size_t>(pos - start)] = node.pages[j].owner;
+      ++w.need.target[node.pages[j].owner];
     }
   }
-  const int64_t n_ext = total - ext_start;
-  std::span<uint16_t> ext(owners_.data() + (ext_start - start), static_cast<size_t>(n_ext));
-  if (!placement_->from_allocator) {
-    policy_.PlaceExtent(View(), ext_start, ext);
-    for (uint16_t o : ext)
-      KV_CHECK(o < ranks_, "policy '" << policy_.Name() << "' placed a page on rank " << o);
-  }
-  // Device admission: pages from `end` on are computed but not allocated or cached (bypass).
-  const DeviceOffer offer{std::span<const PageKey>(keys_.data(), keys_.size()), ext_start, n_ext,
-                          placement_->from_allocator ? std::span<const uint16_t>() : ext, &need};
-  const int64_t end = ext_start + (n_ext > 0 ? policy_.AdmitDevicePages(View(), offer) : 0);
-  KV_CHECK(end >= ext_start && end <= total,
-           "policy '" << policy_.Name() << "' admitted " << end - ext_start << " of " << n_ext << " pages");
-  c_.bypassed_pages += total - end;
+  w.n_ext = w.total - w.ext_start;
+  if (placement_->from_allocator) return;
+  const std::span<uint16_t> ext = w.ExtentOwners();
+  policy_.PlaceExtent(View(), w.ext_start, ext);
+  for (uint16_t o : ext)
+    KV_CHECK(o < ranks_, "policy '" << policy_.Name() << "' placed a page on rank " << o);
+}
+
+// Device admission: pages from `end` on are computed but neither allocated nor cached (bypass).
+// Adds the admitted extent pages to the demand.
+void ReplayEngine::AdmitNewExtent(RequestWork& w) {
+  const std::span<uint16_t> ext = w.ExtentOwners();
+  const DeviceOffer offer{std::span<const PageKey>(w.s.keys.data(), w.s.keys.size()), w.ext_start, w.n_ext,
+                          placement_->from_allocator ? std::span<const uint16_t>() : ext, &w.need};
+  w.end = w.ext_start + (w.n_ext > 0 ? policy_.AdmitDevicePages(View(), offer) : 0);
+  KV_CHECK(w.end >= w.ext_start && w.end <= w.total,
+           "policy '" << policy_.Name() << "' admitted " << w.end - w.ext_start << " of " << w.n_ext << " pages");
+  c_.bypassed_pages += w.total - w.end;
   if (placement_->from_allocator) {
-    need.any_lane = end - ext_start;
+    w.need.any_lane = w.end - w.ext_start;
   } else {
-    for (int64_t i = 0; i < end - ext_start; ++i) ++need.target[ext[static_cast<size_t>(i)]];
+    for (int64_t i = 0; i < w.end - w.ext_start; ++i) ++w.need.target[ext[static_cast<size_t>(i)]];
   }
-  const int64_t n_alloc = end - start;       // computed pages that get a device slot
-  const int64_t keyed_c = std::min(keyed, end);  // keyed pages inserted
+  w.keyed_c = std::min(w.keyed, w.end);
+}
+
+// Evicts until the demand is met; false (an uncached request) when it cannot be.
+bool ReplayEngine::ReserveDevicePages(RequestWork& w) {
   // When it must evict, the engine asks for one page more than it needs on each receiving lane
   // (one in total for any-lane pages), as the reference engine reserves a page per request.
-  LaneDemand want = need;
+  LaneDemand want = w.need;
   if (want.any_lane > 0) {
     ++want.any_lane;
   } else {
     for (int64_t& t : want.target)
       if (t > 0) ++t;
   }
-  if (!want.MetBy(ledger_)) ApplyEviction(Tier::kDevice, policy_.PlanEviction(View(), want));
-  if (!need.MetBy(ledger_)) {
-    ++c_.uncached_requests;
-    int64_t free_total = 0;
-    for (int r = 0; r < ranks_; ++r) free_total += ledger_.at(Tier::kDevice, r).free();
-    if (free_total >= need.Total()) ++c_.lane_deficit_failures;
-    if (rec_) rec_->cached = false;
-    DecideMaterialization(start, L - start * P, P);
-    tree_.Lock(m.last_node, -1, on_lock);
-    if (opts_.check_invariants) CheckInvariants();
-    rec_ = nullptr;
-    return;
-  }
+  if (!want.MetBy(ledger_)) ApplyEviction(w, Tier::kDevice, policy_.PlanEviction(View(), want));
+  if (w.need.MetBy(ledger_)) return true;
+  ++c_.uncached_requests;
+  CountLaneDeficit(w.need.Total());
+  if (w.rec) w.rec->cached = false;
+  return false;
+}
 
-  // Allocate the computed pages (in flight until inserted or freed).
-  uint32_t extent_id = static_cast<uint32_t>(extents_.size());
-  if (n_ext > 0)
-    extents_.push_back(Extent{c_.requests - 1, ext_start, n_ext, placement_->name, ranks_});
-  slots_.assign(static_cast<size_t>(n_alloc), kNoSlot);
+// Allocates the computed pages that are cached (in flight until inserted or freed) and opens
+// the request's extent.
+void ReplayEngine::AllocateComputedPages(RequestWork& w) {
+  w.extent_id = static_cast<uint32_t>(extents_.size());
+  if (w.n_ext > 0)
+    extents_.push_back(Extent{c_.requests - 1, w.ext_start, w.n_ext, placement_->name, ranks_});
+  const int64_t n_alloc = w.end - w.start;
+  std::vector<uint16_t>& owners = w.s.owners;
+  std::vector<uint32_t>& slots = w.s.slots;
+  slots.assign(static_cast<size_t>(n_alloc), kNoSlot);
   c_.allocated_pages += n_alloc;
   for (int64_t i = 0; i < n_alloc; ++i) {
-    if (placement_->from_allocator && start + i >= ext_start) {
+    const size_t k = static_cast<size_t>(i);
+    if (placement_->from_allocator && w.start + i >= w.ext_start) {
       auto [lane, slot] = device_slots_.AllocAny();
-      owners_[static_cast<size_t>(i)] = static_cast<uint16_t>(lane);
-      slots_[static_cast<size_t>(i)] = slot;
+      owners[k] = static_cast<uint16_t>(lane);
+      slots[k] = slot;
     } else {
-      slots_[static_cast<size_t>(i)] = device_slots_.Alloc(owners_[static_cast<size_t>(i)]);
+      slots[k] = device_slots_.Alloc(owners[k]);
     }
-    ledger_.AddInFlight(Tier::kDevice, owners_[static_cast<size_t>(i)], 1);
+    ledger_.AddInFlight(Tier::kDevice, owners[k], 1);
   }
-  auto release = [&](int64_t pos) {
-    const size_t k = static_cast<size_t>(pos - start);
-    KV_CHECK(slots_[k] != kNoSlot, "page " << pos << " released twice");
-    device_slots_.Free(owners_[k], slots_[k]);
-    ledger_.AddInFlight(Tier::kDevice, owners_[k], -1);
-    slots_[k] = kNoSlot;
-  };
+}
 
-  // Insert all full keyed pages. Existing host-only nodes on the path are revived with the
-  // recomputed pages; existing device pages make ours duplicates, which are freed.
-  path_.clear();
-  const auto visit = [&](NodeId id, int64_t i0) {
-    path_.push_back(id);
-    const int64_t len = static_cast<int64_t>(tree_.node(id).keys.size());
-    if (i0 + len <= start) return;
-    KV_CHECK(i0 >= start, "node " << id << " straddles the first computed page");
-    if (tree_.node(id).on_device()) {
-      for (int64_t p = i0; p < i0 + len; ++p) release(p);
-      c_.duplicate_pages += len;
-      return;
-    }
-    // A host-only node past the match cap (the last keyed page, when the input is a whole
-    // number of pages) lies in the new extent, which was placed afresh: if that moved its
-    // pages to other lanes, its host copy (on the old owners' host lanes) is dropped and the
-    // node revived on the new owners. Host-only nodes inside the match keep their owners.
-    bool moved = false;
-    for (int64_t j = 0; j < len; ++j)
-      moved |= tree_.node(id).pages[static_cast<size_t>(j)].owner != owners_[static_cast<size_t>(i0 - start + j)];
-    if (moved) {
-      Node& hn = tree_.mutable_node(id);
-      KV_CHECK(i0 >= ext_start && hn.lock == 0, "revived page owner differs from its placement");
-      ledger_.OnResidency(hn, Tier::kHost, -1);
-      for (int64_t j = 0; j < len; ++j) {
-        host_slots_.Free(hn.pages[static_cast<size_t>(j)].owner, hn.host_slot[static_cast<size_t>(j)]);
-        hn.pages[static_cast<size_t>(j)] = PageInfo{owners_[static_cast<size_t>(i0 - start + j)], extent_id};
-      }
-      c_.evicted_host_pages += len;
-      tree_.SetHostSlots(id, {});  // resident nowhere until the device slots below
-    }
-    std::vector<uint32_t> dev(static_cast<size_t>(len));
-    for (int64_t j = 0; j < len; ++j) {
-      const size_t k = static_cast<size_t>(i0 - start + j);
-      if (rec_) {
-        const PageInfo& info = tree_.node(id).pages[static_cast<size_t>(j)];
-        rec_->new_pages.push_back(NewPage{i0 + j, info.owner, slots_[k], info.extent});
-      }
-      dev[static_cast<size_t>(j)] = slots_[k];
-      ledger_.AddInFlight(Tier::kDevice, owners_[k], -1);
-      slots_[k] = kNoSlot;
-    }
-    tree_.SetDeviceSlots(id, std::move(dev));
-    ledger_.OnResidency(tree_.node(id), Tier::kDevice, +1);
-    c_.inserted_pages += len;
-  };
+void ReplayEngine::ReleaseComputed(RequestWork& w, int64_t pos) {
+  const size_t k = static_cast<size_t>(pos - w.start);
+  KV_CHECK(w.s.slots[k] != kNoSlot, "page " << pos << " released twice");
+  device_slots_.Free(w.s.owners[k], w.s.slots[k]);
+  ledger_.AddInFlight(Tier::kDevice, w.s.owners[k], -1);
+  w.s.slots[k] = kNoSlot;
+}
+
+// Inserts all full keyed pages that are cached. Existing host-only nodes on the path are
+// revived with the recomputed pages; existing device pages make ours duplicates, which are
+// freed, as is the unkeyed tail page.
+void ReplayEngine::InsertComputedPages(RequestWork& w) {
+  w.s.path.clear();
   const RadixTree::InsertWalk walk =
-      tree_.WalkForInsert(std::span<const PageKey>(keys_.data(), static_cast<size_t>(keyed_c)), epoch, visit);
-  if (walk.consumed < keyed_c) {
-    KV_CHECK(walk.consumed >= ext_start, "insert stopped inside the recomputed host chain");
-    const size_t a = static_cast<size_t>(walk.consumed - start), b = static_cast<size_t>(keyed_c - start);
-    std::vector<PageKey> keys(keys_.begin() + walk.consumed, keys_.begin() + keyed_c);
-    std::vector<PageInfo> pages(b - a);
-    std::vector<uint32_t> dev(slots_.begin() + static_cast<ptrdiff_t>(a), slots_.begin() + static_cast<ptrdiff_t>(b));
-    for (size_t k = a; k < b; ++k) {
-      pages[k - a] = PageInfo{owners_[k], extent_id};
-      if (rec_) rec_->new_pages.push_back(NewPage{start + static_cast<int64_t>(k), owners_[k], slots_[k], extent_id});
-      ledger_.AddInFlight(Tier::kDevice, owners_[k], -1);
-      slots_[k] = kNoSlot;
-    }
-    // A new leaf counts its own insert as a hit (write_through backs it up at once).
-    const NodeId leaf = tree_.AddLeaf(walk.node, std::move(keys), std::move(pages), std::move(dev), epoch, 1);
-    ledger_.OnResidency(tree_.node(leaf), Tier::kDevice, +1);
-    c_.inserted_pages += keyed_c - walk.consumed;
-    path_.push_back(leaf);
-  }
-  for (int64_t pos = std::max(keyed_c, start); pos < end; ++pos) release(pos);  // tail, unkeyed
-  for (size_t k = 0; k < slots_.size(); ++k)
-    KV_CHECK(slots_[k] == kNoSlot, "computed page " << start + static_cast<int64_t>(k) << " leaked");
+      tree_.WalkForInsert(std::span<const PageKey>(w.s.keys.data(), static_cast<size_t>(w.keyed_c)), w.epoch,
+                          [this, &w](NodeId id, int64_t first) { InsertIntoNode(w, id, first); });
+  if (walk.consumed < w.keyed_c) AddComputedLeaf(w, walk);
+  for (int64_t pos = std::max(w.keyed_c, w.start); pos < w.end; ++pos) ReleaseComputed(w, pos);
+  for (size_t k = 0; k < w.s.slots.size(); ++k)
+    KV_CHECK(w.s.slots[k] == kNoSlot, "computed page " << w.start + static_cast<int64_t>(k) << " leaked");
+}
 
-  // write_through(_selective): back up nodes on the path whose hit count reached the
-  // threshold, top-down, only below a backed-up parent (backed-up nodes stay prefix-closed).
-  if (write_threshold_ > 0 && cfg_.cache.host_pages_per_lane > 0) {
-    for (NodeId id : path_) {
-      const Node& n = tree_.node(id);
-      if (!n.alive || n.on_host() || !n.on_device()) continue;
-      if (n.hit_count < static_cast<uint64_t>(write_threshold_)) continue;
-      if (n.parent != kRootId && !tree_.node(n.parent).on_host()) continue;
-      if (WriteToHost(id, rec_ ? &rec_->backup : nullptr))
-        for (const PageInfo& pi : tree_.node(id).pages) ++backup_lane_pages_[pi.owner];
-    }
+// A node the insert walk passed, its first page at logical position `first`: part of the
+// prefix (kept), a device node (our pages are duplicates) or a host-only node (revived).
+void ReplayEngine::InsertIntoNode(RequestWork& w, NodeId id, int64_t first) {
+  w.s.path.push_back(id);
+  const int64_t len = static_cast<int64_t>(tree_.node(id).keys.size());
+  if (first + len <= w.start) return;
+  KV_CHECK(first >= w.start, "node " << id << " straddles the first computed page");
+  if (tree_.node(id).on_device()) {
+    for (int64_t p = first; p < first + len; ++p) ReleaseComputed(w, p);
+    c_.duplicate_pages += len;
+    return;
   }
-  DecideMaterialization(start, L - start * P, P);
-  tree_.Lock(m.last_node, -1, on_lock);
+  DropMovedHostCopy(w, id, first);
+  std::vector<uint32_t> dev(static_cast<size_t>(len));
+  for (int64_t j = 0; j < len; ++j) {
+    const size_t k = static_cast<size_t>(first - w.start + j);
+    if (w.rec) {
+      const PageInfo& info = tree_.node(id).pages[static_cast<size_t>(j)];
+      w.rec->new_pages.push_back(NewPage{first + j, info.owner, w.s.slots[k], info.extent});
+    }
+    dev[static_cast<size_t>(j)] = w.s.slots[k];
+    ledger_.AddInFlight(Tier::kDevice, w.s.owners[k], -1);
+    w.s.slots[k] = kNoSlot;
+  }
+  tree_.SetDeviceSlots(id, std::move(dev));
+  ledger_.OnResidency(tree_.node(id), Tier::kDevice, +1);
+  c_.inserted_pages += len;
+}
+
+// A host-only node past the match cap (the last keyed page, when the input is a whole number of
+// pages) lies in the new extent, which was placed afresh: if that moved its pages to other
+// lanes, its host copy (on the old owners' host lanes) is dropped and the node takes the new
+// owners. Host-only nodes inside the match keep their owners.
+void ReplayEngine::DropMovedHostCopy(RequestWork& w, NodeId id, int64_t first) {
+  const int64_t len = static_cast<int64_t>(tree_.node(id).keys.size());
+  const uint16_t* owners = w.s.owners.data() + (first - w.start);
+  bool moved = false;
+  for (int64_t j = 0; j < len; ++j) moved |= tree_.node(id).pages[static_cast<size_t>(j)].owner != owners[j];
+  if (!moved) return;
+  Node& hn = tree_.mutable_node(id);
+  KV_CHECK(first >= w.ext_start && hn.lock == 0, "revived page owner differs from its placement");
+  ledger_.OnResidency(hn, Tier::kHost, -1);
+  for (int64_t j = 0; j < len; ++j) {
+    const size_t k = static_cast<size_t>(j);
+    host_slots_.Free(hn.pages[k].owner, hn.host_slot[k]);
+    hn.pages[k] = PageInfo{owners[j], w.extent_id};
+  }
+  c_.evicted_host_pages += len;
+  tree_.SetHostSlots(id, {});  // resident nowhere until the device slots the caller sets
+}
+
+// The keyed pages past the deepest node the walk reached become one new leaf below it.
+void ReplayEngine::AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& walk) {
+  KV_CHECK(walk.consumed >= w.ext_start, "insert stopped inside the recomputed host chain");
+  const size_t a = static_cast<size_t>(walk.consumed - w.start), b = static_cast<size_t>(w.keyed_c - w.start);
+  std::vector<PageKey> keys(w.s.keys.begin() + walk.consumed, w.s.keys.begin() + w.keyed_c);
+  std::vector<PageInfo> pages(b - a);
+  std::vector<uint32_t> dev(w.s.slots.begin() + static_cast<ptrdiff_t>(a),
+                            w.s.slots.begin() + static_cast<ptrdiff_t>(b));
+  for (size_t k = a; k < b; ++k) {
+    const uint16_t owner = w.s.owners[k];
+    pages[k - a] = PageInfo{owner, w.extent_id};
+    if (w.rec) w.rec->new_pages.push_back(NewPage{w.start + static_cast<int64_t>(k), owner, w.s.slots[k], w.extent_id});
+    ledger_.AddInFlight(Tier::kDevice, owner, -1);
+    w.s.slots[k] = kNoSlot;
+  }
+  // A new leaf counts its own insert as a hit (write_through backs it up at once).
+  const NodeId leaf = tree_.AddLeaf(walk.node, std::move(keys), std::move(pages), std::move(dev), w.epoch, 1);
+  ledger_.OnResidency(tree_.node(leaf), Tier::kDevice, +1);
+  c_.inserted_pages += w.keyed_c - walk.consumed;
+  w.s.path.push_back(leaf);
+}
+
+// write_through(_selective): backs up the nodes on the insert path whose hit count reached the
+// threshold, top-down, only below a backed-up parent (backed-up nodes stay prefix-closed).
+void ReplayEngine::BackUpPath(RequestWork& w) {
+  if (write_threshold_ == 0 || cfg_.cache.host_pages_per_lane == 0) return;
+  for (NodeId id : w.s.path) {
+    const Node& n = tree_.node(id);
+    if (!n.alive || n.on_host() || !n.on_device()) continue;
+    if (n.hit_count < static_cast<uint64_t>(write_threshold_)) continue;
+    if (n.parent != kRootId && !tree_.node(n.parent).on_host()) continue;
+    if (WriteToHost(w, id, w.rec ? &w.rec->backup : nullptr))
+      for (const PageInfo& pi : tree_.node(id).pages) ++w.s.backup_lane_pages[pi.owner];
+  }
+}
+
+void ReplayEngine::FinishRequest(RequestWork& w) {
+  DecideMaterialization(w);
+  LockPath(w.match.last_node, -1);
   if (opts_.check_invariants) CheckInvariants();
-  rec_ = nullptr;
+}
+
+void ReplayEngine::DecideMaterialization(RequestWork& w) {
+  const int64_t prefix_pages = w.start;
+  GatherContext ctx{w.s.runs, extents_, w.s.shard_pages, prefix_pages, w.proven_zigzag,
+                    w.NewTokens(page_tokens_), prefix_pages * page_tokens_, w.s.load_lane_pages,
+                    w.s.backup_lane_pages};
+  GatherMethod g = GatherMethod::kPacked;
+  if (prefix_pages > 0) {
+    g = policy_.ChooseGather(View(), ctx);
+    KV_CHECK(g != GatherMethod::kZigzag || w.proven_zigzag,
+             "policy '" << policy_.Name() << "' chose zigzag for a prefix no descriptor proves");
+    ++c_.gather_method_counts[kGatherMethodNames.CName(g)];
+    c_.gather_prefix_pages += prefix_pages;
+    c_.gather_runs += static_cast<int64_t>(w.s.runs.size());
+  }
+  int64_t backed_up = 0;
+  for (int64_t x : w.s.backup_lane_pages) backed_up += x;
+  BackupSchedule s = BackupSchedule::kPerLayer;
+  if (backed_up > 0) {
+    s = policy_.ChooseBackup(View(), ctx, g);
+    ++c_.backup_schedule_counts[kBackupScheduleNames.CName(s)];
+  }
+  if (!w.rec) return;
+  w.rec->backup_schedule = s;
+  if (prefix_pages == 0) return;
+  w.rec->gather_method = g;
+  w.rec->proven_zigzag = w.proven_zigzag;
+  w.rec->runs = w.s.runs;
+  for (const PrefixRun& r : w.s.runs) w.rec->run_extents.push_back(extents_[r.extent]);
+  w.rec->shard_pages = w.s.shard_pages;
 }
 
 void ReplayEngine::CheckInvariants() const {
@@ -494,108 +585,6 @@ void ReplayEngine::CheckInvariants() const {
     KV_CHECK(ledger_.at(Tier::kDevice, r).in_flight == 0 && ledger_.at(Tier::kHost, r).in_flight == 0,
              "pages left in flight between requests on lane " << r);
   }
-}
-
-nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& policy,
-                                    const Trace& trace, const ReplayEngine& engine) {
-  using J = nlohmann::ordered_json;
-  const ReplayCounters& c = engine.counters();
-  J j;
-  j["report_version"] = 1;
-  j["policy"] = std::string(policy.Name());
-  j["eviction_order"] = kEvictionOrderNames.CName(engine.tree().order());
-  j["placement"] = policy.Placement().name;
-  J tr;
-  tr["sources"] = trace.sources;
-  tr["block_tokens"] = trace.block_tokens;
-  j["trace"] = tr;
-  j["config"] = ConfigToJson(cfg);
-  j["requests"] = c.requests;
-  j["input_tokens"] = c.input_tokens;
-  j["device_hit_tokens"] = c.device_hit_tokens;
-  j["host_hit_tokens"] = c.host_hit_tokens;
-  j["host_match_tokens"] = c.host_match_tokens;
-  j["computed_tokens"] = c.computed_tokens;
-  const double in = c.input_tokens > 0 ? static_cast<double>(c.input_tokens) : 1.0;
-  j["token_hit_ratio"] = static_cast<double>(c.device_hit_tokens + c.host_hit_tokens) / in;
-  j["device_hit_ratio"] = static_cast<double>(c.device_hit_tokens) / in;
-  j["uncached_requests"] = c.uncached_requests;
-  j["lane_deficit_failures"] = c.lane_deficit_failures;
-  j["ancestor_unlocks"] = c.ancestor_unlocks;
-  j["evicted_pages"] = J{{"device", c.evicted_device_pages}, {"host", c.evicted_host_pages}};
-  j["load_back"] = J{{"pages", c.load_back_pages}, {"bytes", c.load_back_bytes},
-                     {"count", c.load_back_count}, {"skipped", c.load_back_skipped},
-                     {"failed", c.load_back_failed}};
-  j["host_writes"] = J{{"pages", c.host_write_pages}, {"bytes", c.host_write_bytes},
-                       {"refused", c.host_write_refused}};
-  j["bypassed_pages"] = c.bypassed_pages;
-  j["tail_evictions"] = c.tail_evictions;
-  j["inserted_pages"] = c.inserted_pages;
-  j["duplicate_pages"] = c.duplicate_pages;
-  J counts = J::object();
-  for (const auto& [name, n] : c.gather_method_counts) counts[name] = n;
-  j["gather"] = J{{"method_counts", counts}, {"prefix_pages", c.gather_prefix_pages},
-                  {"prefix_runs", c.gather_runs},
-                  {"bytes", c.gather_prefix_pages * cfg.model.PageBytes(cfg.cache.page_tokens)}};
-  J schedules = J::object();
-  for (const auto& [name, n] : c.backup_schedule_counts) schedules[name] = n;
-  j["backup"] = J{{"schedule_counts", schedules}};
-  J lanes = J::array();
-  const Ledger& l = engine.ledger();
-  for (int r = 0; r < l.lanes(); ++r) {
-    const LaneAccount& d = l.at(Tier::kDevice, r);
-    const LaneAccount& h = l.at(Tier::kHost, r);
-    lanes.push_back(J{{"rank", r},
-                      {"device_capacity_pages", d.capacity},
-                      {"device_used_pages", d.used()},
-                      {"device_peak_pages", d.peak},
-                      {"device_evictable_pages", d.evictable()},
-                      {"device_protected_pages", d.protected_pages()},
-                      {"host_capacity_pages", h.capacity},
-                      {"host_used_pages", h.used()},
-                      {"host_peak_pages", h.peak},
-                      {"host_evictable_pages", h.evictable()},
-                      {"host_protected_pages", h.protected_pages()}});
-  }
-  j["lanes"] = lanes;
-  // Every page has one slot in each pool: a lane's bytes in pool k are its pages times these.
-  J pools = J::array();
-  for (size_t k = 0; k < cfg.model.pools.size(); ++k)
-    pools.push_back(J{{"name", cfg.model.pools[k].name},
-                      {"page_bytes", cfg.model.PoolPageBytes(k, cfg.cache.page_tokens)}});
-  j["pools"] = pools;
-  return j;
-}
-
-nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& policy,
-                                 const Trace& trace, EngineOptions opts,
-                                 const std::function<void(size_t, size_t)>& progress,
-                                 const ReplaySinks& sinks) {
-  ReplayEngine engine(cfg, policy, trace.block_tokens, opts);
-  std::unique_ptr<CostModel> cost;
-  std::unique_ptr<Predictor> predictor;
-  if (!cfg.hardware.profile.empty()) {
-    cost = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg, cfg.hardware.profile);
-    predictor = std::make_unique<Predictor>(*cost, sinks.timeline != nullptr);
-  }
-  const bool record = sinks.plan || predictor || sinks.on_request;
-  if (sinks.plan) *sinks.plan << PlanHeader(cfg).dump() << "\n";
-  RequestPlan plan;
-  const size_t n = trace.requests.size();
-  const size_t step = std::max<size_t>(1, n / 100);
-  for (size_t i = 0; i < n; ++i) {
-    engine.Process(trace.requests[i], record ? &plan : nullptr);
-    const RequestCost* c = predictor ? &predictor->Add(plan) : nullptr;
-    if (sinks.plan) *sinks.plan << PlanToJson(plan, cfg).dump() << "\n";
-    if (sinks.on_request) sinks.on_request(plan, c);
-    if (progress && ((i + 1) % step == 0 || i + 1 == n)) progress(i + 1, n);
-  }
-  nlohmann::ordered_json report = ReportToJson(cfg, policy, trace, engine);
-  if (predictor) {
-    report["predicted"] = predictor->Summary();
-    if (sinks.timeline) *sinks.timeline = predictor->Timeline();
-  }
-  return report;
 }
 
 }  // namespace kvlanes

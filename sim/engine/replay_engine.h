@@ -5,13 +5,9 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/config.h"
 #include "sim/cache/ledger.h"
@@ -86,23 +82,60 @@ class ReplayEngine {
   void CheckInvariants() const;
 
  private:
+  // Buffers reused across requests: their capacity is kept, their contents belong to the request
+  // being processed (no per-request allocation on the hot path).
+  struct Scratch {
+    std::vector<PageKey> keys;       // the request's keyed pages, from logical page 0
+    std::vector<uint16_t> owners;    // owners of the pages to compute, from the first one
+    std::vector<uint32_t> slots;     // their device slots while in flight (kNoSlot once placed)
+    std::vector<NodeId> chain;       // nodes walked by load-back and prefix collection
+    std::vector<NodeId> path;        // nodes the insert passed, top-down (the backup candidates)
+    std::vector<PrefixRun> runs;     // the prefix's extent runs
+    std::vector<int64_t> shard_pages;        // prefix pages owned per lane
+    std::vector<int64_t> backup_lane_pages;  // pages backed up per lane
+    std::vector<int64_t> load_lane_pages;    // pages loaded back per lane
+  };
+  // One request's state, carried through the phases of Process (replay_engine.cpp).
+  struct RequestWork;
+
   CacheView View() const;
-  // Makes free pages meet `demand` (evicting per the policy when short); true if met.
-  bool EnsureFree(const LaneDemand& demand);
-  void ApplyEviction(Tier tier, const EvictionPlan& plan);
-  void EvictFromDevice(NodeId id);
-  void EvictFromHost(NodeId id);
-  void RemoveHostSubtree(NodeId id);
-  // Copies node `id` to host; `copies` (may be null) receives the page copies per lane.
-  bool WriteToHost(NodeId id, std::vector<LaneCopy>* copies);
-  void RecordFree(Tier tier, int lane, uint32_t slot);
-  int64_t LoadBack(const MatchResult& m);
-  // Collects the prefix's extent runs and shards (and, when recording, its pages).
-  void CollectPrefix(int64_t prefix_pages, NodeId deepest);
+  // The phases of Process, in order. ReserveDevicePages is false when the request's computed
+  // pages cannot be cached (uncached request): allocation, insert and backups are skipped.
+  void BeginRequest(const Request& req, RequestWork& w);
+  void MatchAndLoadBack(RequestWork& w);
+  void CollectPrefix(RequestWork& w);
+  void PlaceComputedPages(RequestWork& w);
+  void AdmitNewExtent(RequestWork& w);
+  bool ReserveDevicePages(RequestWork& w);
+  void AllocateComputedPages(RequestWork& w);
+  void InsertComputedPages(RequestWork& w);
+  void BackUpPath(RequestWork& w);
+  void FinishRequest(RequestWork& w);
+
+  int64_t LoadBack(RequestWork& w);
+  // Insert steps: a node the insert walk passed, the leaf of the keys no node holds yet.
+  void InsertIntoNode(RequestWork& w, NodeId id, int64_t first);
+  void DropMovedHostCopy(RequestWork& w, NodeId id, int64_t first);
+  void AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& walk);
+  // Frees the in-flight device slot of computed page `pos`.
+  void ReleaseComputed(RequestWork& w, int64_t pos);
   // Asks the policy for the gather method and backup schedule once the request's cache work
   // is known, counts and records them.
-  void DecideMaterialization(int64_t prefix_pages, int64_t new_tokens, int64_t page_tokens);
-  uint32_t AllocDevice(int lane);
+  void DecideMaterialization(RequestWork& w);
+  // Counts a lane-deficit failure when the device tier as a whole had `pages` free pages.
+  void CountLaneDeficit(int64_t pages);
+  // Locks (+1) or unlocks (-1) the path from `id` to the root; the ledger follows.
+  void LockPath(NodeId id, int delta);
+
+  // Makes free pages meet `demand` (evicting per the policy when short); true if met.
+  bool EnsureFree(RequestWork& w, const LaneDemand& demand);
+  void ApplyEviction(RequestWork& w, Tier tier, const EvictionPlan& plan);
+  void EvictFromDevice(RequestWork& w, NodeId id);
+  void EvictFromHost(RequestWork& w, NodeId id);
+  void RemoveHostSubtree(RequestWork& w, NodeId id);
+  // Copies node `id` to host; `copies` (may be null) receives the page copies per lane.
+  bool WriteToHost(RequestWork& w, NodeId id, std::vector<LaneCopy>* copies);
+  void RecordFree(RequestWork& w, Tier tier, int lane, uint32_t slot);
 
   ReplayConfig cfg_;
   const CachePolicy& policy_;
@@ -122,43 +155,10 @@ class ReplayEngine {
   std::vector<Extent> extents_;
   uint64_t epoch_ = 0;
   ReplayCounters c_;
-
-  // Scratch buffers reused across requests (no per-request allocation on the hot path).
-  std::vector<PageKey> keys_;
-  std::vector<uint16_t> owners_;
-  std::vector<uint32_t> slots_;
-  std::vector<NodeId> path_;
-  std::vector<PrefixRun> runs_;
-  std::vector<int64_t> shard_pages_;
-  std::vector<int64_t> backup_lane_pages_;
-  std::vector<int64_t> load_lane_pages_;
-  bool proven_zigzag_ = false;
-  RequestPlan* rec_ = nullptr;  // the plan being recorded, if any
-  bool new_free_group_ = false;
+  Scratch scratch_;
 };
 
 // Appends {device slot, host slot} to the copy list of `lane`.
 void AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot, uint32_t host_slot);
-
-struct RequestCost;
-
-// Optional outputs of a replay.
-struct ReplaySinks {
-  std::ostream* plan = nullptr;                  // the plan stream (docs/plan.md)
-  nlohmann::ordered_json* timeline = nullptr;    // predicted Chrome trace (needs a profile)
-  // Called after each request with its plan and, with a profile, its predicted cost.
-  std::function<void(const RequestPlan&, const RequestCost*)> on_request;
-};
-
-// Replays the whole trace and returns the JSON report (deterministic; no wall-clock fields).
-// With cfg.hardware.profile set, the report holds `predicted` (cost_model.h, predictor.h).
-// progress(done, total) is called now and then for long traces (may be empty).
-nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& policy,
-                                 const Trace& trace, EngineOptions opts,
-                                 const std::function<void(size_t, size_t)>& progress,
-                                 const ReplaySinks& sinks = {});
-
-nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& policy,
-                                    const Trace& trace, const ReplayEngine& engine);
 
 }  // namespace kvlanes

@@ -89,11 +89,6 @@ struct Field {
   }
 };
 
-GatherMethod ParseGather(const std::string& s, const Field& f) {
-  for (GatherMethod m : {GatherMethod::kDense, GatherMethod::kPacked, GatherMethod::kP2p, GatherMethod::kZigzag})
-    if (s == GatherMethodName(m)) return m;
-  f.Fail("method", "unknown gather method '" + s + "' (valid: dense, packed, p2p, zigzag)");
-}
 
 }  // namespace
 
@@ -147,7 +142,7 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
     J g;
     g["id"] = pre + "gather";
     g["kind"] = "gather";
-    g["method"] = GatherMethodName(p.gather_method);
+    g["method"] = kGatherMethodNames.CName(p.gather_method);
     g["proven_zigzag"] = p.proven_zigzag;
     g["prefix_pages"] = p.prefix_pages;
     g["bytes"] = p.prefix_pages * cfg.model.PageBytes(cfg.cache.page_tokens);
@@ -166,7 +161,7 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
     g["pages"] = pages;  // index = logical page; {owner rank, device slot on the owner}
     ops.push_back(std::move(g));
   }
-  CopyOps(ops, p.backup, cfg, pre, "backup", "d2h", "schedule", BackupScheduleName(p.backup_schedule));
+  CopyOps(ops, p.backup, cfg, pre, "backup", "d2h", "schedule", kBackupScheduleNames.CName(p.backup_schedule));
   j["ops"] = ops;
   return j;
 }
@@ -204,9 +199,7 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
       if (kind == "write_back") p.write_back.push_back(std::move(c));
       if (kind == "load_back") p.load_back.push_back(std::move(c));
       if (kind == "backup") {
-        const std::string s = f.Str(op, "schedule");
-        if (s != "per-layer" && s != "tail") f.Fail("schedule", "expected per-layer or tail");
-        p.backup_schedule = s == "tail" ? BackupSchedule::kTail : BackupSchedule::kPerLayer;
+        p.backup_schedule = kBackupScheduleNames.Parse(f.Str(op, "schedule"), "schedule", f.file, f.line);
         p.backup.push_back(std::move(c));
       }
     } else if (kind == "compute") {
@@ -220,15 +213,14 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
                                       q[3].get<uint32_t>()});
       }
     } else if (kind == "gather") {
-      p.gather_method = ParseGather(f.Str(op, "method"), f);
+      p.gather_method = kGatherMethodNames.Parse(f.Str(op, "method"), "method", f.file, f.line);
       if (!f.At(op, "proven_zigzag").is_boolean()) f.Fail("proven_zigzag", "expected true or false");
       p.proven_zigzag = op["proven_zigzag"].get<bool>();
       for (const auto& r : f.At(op, "runs")) {
         PrefixRun run{static_cast<uint32_t>(f.Int(r, "extent")), f.Int(r, "first_page"), f.Int(r, "pages")};
-        const PlacementRule* rule = FindPlacementRule(f.Str(r, "placement"));
-        if (!rule) f.Fail("placement", "unknown placement (valid: " + PlacementRuleNames() + ")");
+        const PlacementRule& rule = ParsePlacementRule(f.Str(r, "placement"), "placement", f.file, f.line);
         Extent e{f.Int(r, "extent_request"), f.Int(r, "extent_first_page"), f.Int(r, "extent_pages"),
-                 rule->name, static_cast<int>(f.Int(r, "ranks"))};
+                 rule.name, static_cast<int>(f.Int(r, "ranks"))};
         p.runs.push_back(run);
         p.run_extents.push_back(e);
       }

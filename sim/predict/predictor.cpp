@@ -80,11 +80,11 @@ void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double sta
          {{"new_tokens", p.computed_tokens}, {"prefix_pages", p.prefix_pages}, {"compute_s", c.compute_s},
           {"load_back_exposed_s", c.load_back_exposed_s}});
     if (p.prefix_pages > 0)
-      span(rank, "collective", r + " gather " + GatherMethodName(p.gather_method), fwd0, c.gather_s,
+      span(rank, "collective", r + " gather " + kGatherMethodNames.CName(p.gather_method), fwd0, c.gather_s,
            {{"prefix_pages", p.prefix_pages}, {"runs", p.runs.size()}, {"layers", model_.layers()}});
     if (bk[rank] > 0) {
       const double t0 = p.backup_schedule == BackupSchedule::kTail ? fwd0 + c.forward_s : fwd0 + c.layer_end_s[0];
-      span(rank, "copy d2h", r + " backup " + BackupScheduleName(p.backup_schedule), t0,
+      span(rank, "copy d2h", r + " backup " + kBackupScheduleNames.CName(p.backup_schedule), t0,
            fwd0 + c.backup.total_s - t0, {{"pages", bk[rank]}});
     }
   }

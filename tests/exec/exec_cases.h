@@ -20,7 +20,7 @@
 #include "policies/registry.h"
 #include "sim/config.h"
 #include "sim/predict/plan.h"
-#include "sim/engine/replay_engine.h"
+#include "sim/report/report.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes::exec::testing {

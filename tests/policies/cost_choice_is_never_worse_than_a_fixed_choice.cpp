@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "policies/registry.h"
-#include "sim/engine/replay_engine.h"
+#include "sim/report/report.h"
 #include "tests/policies/replay_cases.h"
 
 namespace kvlanes::test {

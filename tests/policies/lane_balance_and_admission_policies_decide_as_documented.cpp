@@ -4,7 +4,7 @@
 
 #include "policies/lane_balance.h"
 #include "policies/registry.h"
-#include "sim/engine/replay_engine.h"
+#include "sim/report/report.h"
 #include "tests/policies/replay_cases.h"
 #include "tests/sim/harness.h"
 

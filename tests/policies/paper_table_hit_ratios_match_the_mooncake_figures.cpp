@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "policies/registry.h"
-#include "sim/engine/replay_engine.h"
+#include "sim/report/report.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes::test {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Replays real traces through `kvlanes replay` (cp_size 1, no host tier, LRU) and through the
-independent reference model reference/refsim.py, and requires identical
+independent reference model reference/refsim.py (docs/reference_semantics.md), and requires identical
 device_hit_tokens, evicted_pages.device and uncached_requests for every case and policy.
 
 usage: reference_conformance.py KVLANES REFSIM TRACES_DIR WORK_DIR

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "policies/registry.h"
-#include "sim/engine/replay_engine.h"
+#include "sim/report/report.h"
 #include "tools/run_grid.h"
 #include "traces/input_error.h"
 #include "traces/trace_reader.h"

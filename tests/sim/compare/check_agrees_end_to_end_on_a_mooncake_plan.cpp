@@ -12,7 +12,7 @@
 #include "sim/compare/check_stats.h"
 #include "sim/predict/cost_model.h"
 #include "sim/compare/op_predictions.h"
-#include "sim/engine/replay_engine.h"
+#include "sim/report/report.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes::test {

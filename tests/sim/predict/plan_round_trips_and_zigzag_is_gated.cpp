@@ -4,6 +4,7 @@
 
 #include "policies/registry.h"
 #include "sim/predict/plan.h"
+#include "sim/report/report.h"
 #include "tests/sim/harness.h"
 #include "traces/input_error.h"
 #include "traces/trace_reader.h"
