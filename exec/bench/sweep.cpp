@@ -14,6 +14,7 @@
 
 #include "exec/exec_error.h"
 #include "exec/exec_run.h"
+#include "exec/gather.h"
 #include "exec/host_backend.h"
 #include "exec/launch.h"
 #include "sim/predict/predictor.h"
@@ -184,7 +185,7 @@ class Sweeper {
         auto keep = std::make_shared<GatherIndex>(std::move(g));
         b_.PrepareGather(*keep);
         const int64_t l = RandomLayer();
-        return [this, keep, l] { b_.GatherLayer(Stream::kComm, l); };
+        return [this, keep, l] { GatherLayer(b_, *keep, Stream::kComm, l); };
       });
       nlohmann::ordered_json x = Stats("device_copy", t);
       x["bytes"] = 2 * n * geo_.page_layer_bytes();
@@ -268,7 +269,7 @@ class Sweeper {
         int ready = -1;
         if (gather_pages > 0) {
           if (fwd >= 0) b_.Wait(Stream::kComm, fwd);
-          b_.GatherLayer(Stream::kComm, l);
+          GatherLayer(b_, g, Stream::kComm, l);
           ready = b_.Mark(Stream::kComm);
           b_.Wait(Stream::kCompute, ready);
         }
@@ -391,13 +392,13 @@ class CollectiveSweeper {
     Progress("all_gather, " + std::to_string(N) + " ranks");
     for (const int64_t n : counts) {
       const int64_t shard = (n + N - 1) / N;
-      const std::vector<double> t = Time([&] { return [this, shard, record] { b_.RawCollective(Stream::kComm, RawCollectiveOp::kAllGather, shard * record); }; });
+      const std::vector<double> t = Time([&] { return [this, shard, record] { b_.AllGather(Stream::kComm, shard * record); }; });
       Add(Stats("all_gather", t), N * shard * record, "all-gather of " + std::to_string(n) + " pages, one layer, all pools (" +
                                                            std::to_string(shard) + " per rank)");
     }
     Progress("all_reduce, " + std::to_string(N) + " ranks");
     for (const int64_t n : counts) {
-      const std::vector<double> t = Time([&] { return [this, n, record] { b_.RawCollective(Stream::kComm, RawCollectiveOp::kAllReduce, n * record); }; });
+      const std::vector<double> t = Time([&] { return [this, n, record] { b_.AllReduce(Stream::kComm, 0, n * record); }; });
       Add(Stats("all_reduce", t), n * record, "all-reduce of " + std::to_string(n) + " pages, one layer, all pools");
     }
     Progress("peer_read, " + std::to_string(N) + " ranks");
@@ -416,7 +417,7 @@ class CollectiveSweeper {
         auto keep = std::make_shared<GatherIndex>(std::move(g));
         b_.PrepareGather(*keep);
         const int64_t l = static_cast<int64_t>(rng_() % static_cast<uint64_t>(geo_.layers));
-        return [this, keep, l] { b_.GatherLayer(Stream::kComm, l); };
+        return [this, keep, l] { GatherLayer(b_, *keep, Stream::kComm, l); };
       });
       nlohmann::ordered_json x = Stats("peer_read", t);
       x["peers"] = peers;
