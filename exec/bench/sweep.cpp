@@ -103,10 +103,23 @@ class Sweeper {
     b_.StartEpoch();
     const std::string mode = o_.backend == "host" ? "memcpy" : (o_.tier_copy == "memcpy" ? "memcpy2d" : o_.tier_copy);
     const std::string layout(kernels::HostLayoutName(geo_.host_layout));
+    TierCopySamples(layout, mode);
+    SubmitSamples(layout, mode);
+    PackedGatherSamples();
+    if (o_.backups) BackupPassSamples(layout, mode);
+
+    nlohmann::ordered_json ctx;
+    ctx["geometry"] = GeometryJson(geo_, layout, mode);
+    ctx["buffer_bytes"] = geo_.device_pool_bytes();
+    ctx["not_measured"] = {"collectives and peer reads: run the sweep with --ranks N", kForwardNotMeasured};
+    return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
+  }
+
+ private:
+  // Tier copies: one pool per call, as the executor issues them.
+  void TierCopySamples(const std::string& layout, const std::string& mode) {
     const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
     const std::vector<int64_t> all_counts = SweepPageCounts(std::min(o_.max_pages, o_.max_all_layer_pages));
-
-    // Tier copies: one pool per call, as the executor issues them.
     for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
       const bool h2d = dir == TierDirection::kHostToDevice;
       const Stream s = h2d ? Stream::kH2D : Stream::kD2H;
@@ -138,8 +151,10 @@ class Sweeper {
             }
           }
     }
+  }
 
-    // Submission: host time of enqueueing a batch of one-layer copies of 8 pages.
+  // Submission: host time of enqueueing a batch of one-layer copies of 8 pages.
+  void SubmitSamples(const std::string& layout, const std::string& mode) {
     Progress("copy_submit");
     for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
       const bool h2d = dir == TierDirection::kHostToDevice;
@@ -166,8 +181,11 @@ class Sweeper {
         samples_.push_back(std::move(x));
       }
     }
+  }
 
-    // One layer of a packed gather at one rank: pack the owned pages, unpack them into order.
+  // One layer of a packed gather at one rank: pack the owned pages, unpack them into order.
+  void PackedGatherSamples() {
+    const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
     Progress("device_copy (packed gather layer)");
     for (const int64_t n : counts) {
       const std::vector<double> t = Time(Stream::kComm, [&] {
@@ -195,34 +213,27 @@ class Sweeper {
       x["label"] = "pack + unpack of " + std::to_string(n) + " pages, one layer, all pools";
       samples_.push_back(std::move(x));
     }
-
-    // Backups over a forward pass, as the executor runs them (docs/calibration.md): per layer a
-    // packed gather layer of each size in backup_gather_pages (one set of samples per size) on the
-    // collective stream, then a forward layer of kBackupForwardS that writes the pages backed up
-    // on the compute stream; per-layer: after each forward layer the d2h stream
-    // copies that layer of n pages of every pool; tail: after the last layer one all-layer copy per
-    // pool. The whole pass is enqueued behind the request gate, as the executor with --gate on
-    // (SweepOptions::backup_gate false: as the host goes, as with --gate off).
-    if (o_.backups) {
-      std::set<int64_t> gathers;
-      for (const int64_t g : o_.backup_gather_pages) gathers.insert(std::min<int64_t>(g, o_.max_pages));
-      for (const int64_t gp : gathers)
-        for (const bool tail : {false, true}) {
-          Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") + ", gather of " +
-                   std::to_string(gp) + " pages beside it");
-          for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
-            BackupSamples(n, gp, tail, layout, mode);
-        }
-    }
-
-    nlohmann::ordered_json ctx;
-    ctx["geometry"] = GeometryJson(geo_, layout, mode);
-    ctx["buffer_bytes"] = geo_.device_pool_bytes();
-    ctx["not_measured"] = {"collectives and peer reads: run the sweep with --ranks N", kForwardNotMeasured};
-    return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
   }
 
- private:
+  // Backups over a forward pass, as the executor runs them (docs/calibration.md): per layer a
+  // packed gather layer of each size in backup_gather_pages (one set of samples per size) on the
+  // collective stream, then a forward layer of kBackupForwardS that writes the pages backed up
+  // on the compute stream; per-layer: after each forward layer the d2h stream
+  // copies that layer of n pages of every pool; tail: after the last layer one all-layer copy per
+  // pool. The whole pass is enqueued behind the request gate, as the executor with --gate on
+  // (SweepOptions::backup_gate false: as the host goes, as with --gate off).
+  void BackupPassSamples(const std::string& layout, const std::string& mode) {
+    std::set<int64_t> gathers;
+    for (const int64_t g : o_.backup_gather_pages) gathers.insert(std::min<int64_t>(g, o_.max_pages));
+    for (const int64_t gp : gathers)
+      for (const bool tail : {false, true}) {
+        Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") + ", gather of " +
+                 std::to_string(gp) + " pages beside it");
+        for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
+          BackupSamples(n, gp, tail, layout, mode);
+      }
+  }
+
   void Progress(const std::string& what) {
     if (o_.progress) o_.progress(what);
   }
