@@ -23,8 +23,20 @@
 #include "kernels/tier_copy.h"
 #include "kernels/zigzag.h"
 #include "sim/cache/policy.h"
+#include "traces/name_table.h"
 
 namespace kvlanes::exec {
+
+// The backends (`--backend`) and the CUDA backend's ways of copying between the tiers
+// (`--tier-copy`): kernel (SM copy kernel on mapped pinned memory), memcpy (cudaMemcpy2DAsync),
+// batch (cudaMemcpyBatchAsync). The options carry the names; these tables check them.
+enum class BackendKind { kCuda, kHost };
+inline constexpr NameTable<BackendKind, 2> kBackendNames{
+    {{{BackendKind::kCuda, "cuda"}, {BackendKind::kHost, "host"}}}, "backend"};
+enum class TierCopyMode { kKernel, kMemcpy, kBatch };
+inline constexpr NameTable<TierCopyMode, 3> kTierCopyModeNames{
+    {{{TierCopyMode::kKernel, "kernel"}, {TierCopyMode::kMemcpy, "memcpy"}, {TierCopyMode::kBatch, "batch"}}},
+    "tier-copy mode"};
 
 // Largest dense buffer holding every layer of the plan's longest gather (else it holds one).
 inline constexpr int64_t kDenseAllLayersMaxBytes = 8ll << 30;
@@ -92,6 +104,10 @@ struct ExecGeometry {
 // thread; the CUDA backend has one CUDA stream each, ordered by marks (events).
 enum class Stream { kCompute = 0, kComm = 1, kH2D = 2, kD2H = 3 };
 inline constexpr int kNumStreams = 4;
+// The streams' names in the measured report's ops.
+inline constexpr NameTable<Stream, kNumStreams> kStreamNames{
+    {{{Stream::kCompute, "compute"}, {Stream::kComm, "collective"}, {Stream::kH2D, "copy h2d"}, {Stream::kD2H, "copy d2h"}}},
+    "stream"};
 
 // Everything one rank needs to materialize one request's prefix, one layer at a time. Built by
 // the executor from the plan (exec/executor.cpp), uploaded once per request by the backend.

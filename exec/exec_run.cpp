@@ -135,15 +135,10 @@ std::string DescribeStatus(int status) {
 }  // namespace
 
 void CheckBackendAvailable(const std::string& backend) {
-  if (backend == "host") return;
-  if (backend == "cuda") {
-#if KVLANES_WITH_CUDA
-    return;
-#else
-    throw InputError("", 0, "--backend", "cuda: this build has no CUDA (configure where nvcc exists), use --backend host");
+  if (kBackendNames.Parse(backend, "--backend") == BackendKind::kHost) return;
+#if !KVLANES_WITH_CUDA
+  throw InputError("", 0, "--backend", "cuda: this build has no CUDA (configure where nvcc exists), use --backend host");
 #endif
-  }
-  throw InputError("", 0, "--backend", "unknown backend '" + backend + "' (valid: cuda, host)");
 }
 
 void CheckOutputPaths(const RunOptions& o) {

@@ -138,13 +138,10 @@ Fault ParseFault(std::string_view text) {
   const size_t a = t.find(':');
   const size_t b = a == std::string::npos ? a : t.find(':', a + 1);
   if (b == std::string::npos || b + 1 >= t.size())
-    throw InputError("", 0, "--fault", "'" + t + "': expected KIND:RANK:OPID (KIND corrupt, die or hang)");
+    throw InputError("", 0, "--fault", "'" + t + "': expected KIND:RANK:OPID (KIND " + kFaultKindNames.List() + ")");
   Fault f;
   const std::string kind = t.substr(0, a), rank = t.substr(a + 1, b - a - 1);
-  if (kind == "corrupt") f.kind = Fault::Kind::kCorrupt;
-  else if (kind == "die") f.kind = Fault::Kind::kDie;
-  else if (kind == "hang") f.kind = Fault::Kind::kHang;
-  else throw InputError("", 0, "--fault", "unknown kind '" + kind + "' (valid: corrupt, die, hang)");
+  f.kind = kFaultKindNames.Parse(kind, "--fault");
   if (rank.empty() || rank.find_first_not_of("0123456789") != std::string::npos)
     throw InputError("", 0, "--fault", "rank '" + rank + "' is not a number");
   f.rank = std::stoi(rank);
@@ -207,16 +204,6 @@ RankResult RankResultFromJson(const nlohmann::json& j) {
 // ------------------------------------------------------------------ the rank's walk
 
 namespace {
-
-const char* StreamName(Stream s) {
-  switch (s) {
-    case Stream::kCompute: return "compute";
-    case Stream::kComm: return "collective";
-    case Stream::kH2D: return "copy h2d";
-    case Stream::kD2H: return "copy d2h";
-  }
-  return "?";
-}
 
 // What a slot holds, as far as the plan says.
 struct SlotState {
@@ -331,7 +318,7 @@ class RankRun {
     o.id = id;
     o.kind = kind;
     o.rank = me_;
-    o.stream = StreamName(s);
+    o.stream = kStreamNames.CName(s);
     o.bytes = bytes;
     o.pages = pages;
     ops_.push_back(std::move(o));

@@ -103,7 +103,7 @@ int CmdBenchSweep(int argc, const char* const* argv) {
         throw InputError("", 0, "--devices", std::to_string(o.devices.size()) + " GPUs for " + std::to_string(o.ranks) + " ranks");
     }
     const std::string tc = vm["tier-copy"].as<std::string>();
-    if (tc != "kernel" && tc != "memcpy" && tc != "batch") throw InputError("", 0, "--tier-copy", "expected kernel, memcpy or batch");
+    exec::kTierCopyModeNames.Parse(tc, "--tier-copy");
     o.tier_copy = tc;
     o.max_pages = vm["max-pages"].as<int64_t>();
     o.max_all_layer_pages = vm["max-all-layer-pages"].as<int64_t>();

@@ -76,8 +76,7 @@ int CmdExec(int argc, const char* const* argv) {
     o.backend = vm["backend"].as<std::string>();
     exec::CheckBackendAvailable(o.backend);
     const std::string launch = vm["launch"].as<std::string>();
-    if (launch != "local" && launch != "env")
-      throw InputError("", 0, "--launch", "unknown launch '" + launch + "' (valid: local, env)");
+    exec::kLaunchNames.Parse(launch, "--launch");
     o.out = vm["out"].as<std::string>();
     if (vm.count("timeline")) o.timeline = vm["timeline"].as<std::string>();
     if (vm.count("span-trace")) o.span_trace = vm["span-trace"].as<std::string>();
@@ -93,7 +92,7 @@ int CmdExec(int argc, const char* const* argv) {
     if (o.exec.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
     if (vm.count("devices")) o.devices = ParseDevices(vm["devices"].as<std::string>());
     const std::string tc = vm["tier-copy"].as<std::string>();
-    if (tc != "kernel" && tc != "memcpy" && tc != "batch") throw InputError("", 0, "--tier-copy", "expected kernel, memcpy or batch");
+    exec::kTierCopyModeNames.Parse(tc, "--tier-copy");
     o.tier_copy = tc;
     const std::string gate = vm["gate"].as<std::string>();
     if (gate != "on" && gate != "off") throw InputError("", 0, "--gate", "expected on or off, got '" + gate + "'");

@@ -558,8 +558,8 @@ nlohmann::ordered_json RunRanks(const SweepOptions& o) {
   std::unique_ptr<HostSegment> seg;
   if (o.backend == "host") {
     seg = HostSegment::CreateAnonymous(geo);
-  } else if (o.backend != "cuda") {
-    throw ExecError("sweep: unknown backend '" + o.backend + "' (cuda | host)");
+  } else if (!kBackendNames.Find(o.backend)) {
+    throw ExecError("sweep: unknown backend '" + o.backend + "' (valid: " + kBackendNames.List() + ")");
   }
 #if !KVLANES_WITH_CUDA
   if (o.backend == "cuda") throw ExecError("sweep: this build has no CUDA (use --backend host)");
@@ -621,7 +621,8 @@ nlohmann::ordered_json RunSweep(const SweepOptions& o) {
     std::unique_ptr<RankBackend> b = MakeHostBackend(geo, *seg, 0, o.timeout_s);
     return RunSweep(o, *b);
   }
-  if (o.backend != "cuda") throw ExecError("sweep: unknown backend '" + o.backend + "' (cuda | host)");
+  if (o.backend != "cuda")
+    throw ExecError("sweep: unknown backend '" + o.backend + "' (valid: " + kBackendNames.List() + ")");
 #if KVLANES_WITH_CUDA
   namespace fs = std::filesystem;
   char tmpl[] = "/tmp/kvlanes-sweep-XXXXXX";
