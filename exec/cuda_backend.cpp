@@ -96,18 +96,6 @@ class ChunkArena {
   size_t cur_ = 0;
 };
 
-// The scatter_dense variant of dense gathers: kernels::kExecScatterVariant, or, for experiments,
-// KVLANES_SCATTER_VARIANT (0..kNumScatterVariants-1; anything else is ignored).
-kernels::ScatterVariant ScatterVariantForExec() {
-  static const kernels::ScatterVariant v = [] {
-    const char* e = std::getenv("KVLANES_SCATTER_VARIANT");
-    if (e && e[0] >= '0' && e[0] < '0' + kernels::kNumScatterVariants && e[1] == 0)
-      return static_cast<kernels::ScatterVariant>(e[0] - '0');
-    return kernels::kExecScatterVariant;
-  }();
-  return v;
-}
-
 class CudaBackend : public RankBackend {
  public:
   CudaBackend(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rv, const CudaBackendOptions& o)
@@ -316,7 +304,9 @@ class CudaBackend : public RankBackend {
     if (o_.tier_copy == "kernel") {
       a.device_slots = static_cast<const int32_t*>(arena_.Put(dev.data(), dev.size_bytes()));
       a.host_slots = static_cast<const int32_t*>(arena_.Put(host.data(), host.size_bytes()));
-      Check(kernels::TierCopyKernel(a, S(s)), "TierCopyKernel");
+      kernels::LaunchTuning t = kernels::DefaultTierTuning(dir);
+      if (o_.tier_max_ctas >= 0) t.max_ctas = o_.tier_max_ctas;
+      Check(kernels::TierCopyKernel(a, S(s), t), "TierCopyKernel");
     } else {
       a.device_slots = dev.data();
       a.host_slots = host.data();
@@ -366,12 +356,10 @@ class CudaBackend : public RankBackend {
     a.owner_slot = d_owner_slot_;
     a.num_dense_pages = gi_->prefix_pages;
     a.dense = dense;
-    a.variant = ScatterVariantForExec();
-    if (kernels::ScatterTakesOwnedList(a.variant)) {
-      a.owned_pages = d_owned_pages_;
-      a.owned_slots = d_owned_slots_;
-      a.num_owned = num_owned_;
-    }
+    a.variant = kernels::kExecScatterVariant;
+    a.owned_pages = d_owned_pages_;
+    a.owned_slots = d_owned_slots_;
+    a.num_owned = num_owned_;
     Check(kernels::ScatterDense(a, S(s)), "ScatterDense");
   }
 

@@ -90,6 +90,7 @@ int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank
       CudaBackendOptions c;
       c.device = device;
       c.tier_copy = o.tier_copy;
+      c.tier_max_ctas = o.tier_max_ctas;
       c.timeout_s = o.timeout_s;
       c.needs_nccl = NeedsNccl(plan);
       c.needs_p2p = NeedsP2p(plan);

@@ -43,6 +43,7 @@ int CmdExec(int argc, const char* const* argv) {
        "multiply the forward pass's modelled per-layer duration (0: measure data movement only)")
       ("devices", po::value<std::string>(), "--launch local: GPU per rank, e.g. 0,1,2,3 (default: rank modulo GPUs)")
       ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel (SM copy kernel) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)")
+      ("tier-max-ctas", po::value<int>(), "--tier-copy kernel: at most N CTAs per tier copy instead of the tuned cap (0: no cap); for experiments")
       ("gate", po::value<std::string>()->default_value("off"),
        "on: the device starts each request once the host has enqueued all of it (ops are device time, as "
        "predicted) | off: work starts as it is enqueued (a short forward pass leaves the host behind)")
@@ -94,6 +95,10 @@ int CmdExec(int argc, const char* const* argv) {
     const std::string tc = vm["tier-copy"].as<std::string>();
     exec::kTierCopyModeNames.Parse(tc, "--tier-copy");
     o.tier_copy = tc;
+    if (vm.count("tier-max-ctas")) {
+      o.tier_max_ctas = vm["tier-max-ctas"].as<int>();
+      if (o.tier_max_ctas < 0) throw InputError("", 0, "--tier-max-ctas", "must be >= 0");
+    }
     const std::string gate = vm["gate"].as<std::string>();
     if (gate != "on" && gate != "off") throw InputError("", 0, "--gate", "expected on or off, got '" + gate + "'");
     o.exec.gate = gate == "on";

@@ -577,6 +577,8 @@ nlohmann::ordered_json RunRanks(const SweepOptions& o) {
         CudaBackendOptions c;
         c.device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
         c.tier_copy = o.tier_copy;
+  c.tier_max_ctas = o.tier_max_ctas;
+        c.tier_max_ctas = o.tier_max_ctas;
         c.timeout_s = o.timeout_s;
         c.needs_nccl = true;
         c.needs_p2p = true;
@@ -639,6 +641,7 @@ nlohmann::ordered_json RunSweep(const SweepOptions& o) {
   CudaBackendOptions c;
   c.device = o.device;
   c.tier_copy = o.tier_copy;
+  c.tier_max_ctas = o.tier_max_ctas;
   c.timeout_s = o.timeout_s;
   c.needs_nccl = false;  // one rank: no collective runs
   c.needs_p2p = false;
