@@ -632,6 +632,39 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
 
 // ----- Tier copies ----------------------------------------------------------------------------
 
+// `runs` distinct run-aligned runs of `run` adjacent slots of `slots`, at random.
+std::vector<int32_t> RunSlots(int64_t runs, int64_t run, int64_t slots, std::mt19937_64& rng) {
+  const std::vector<int32_t> starts = DistinctRandom(runs, slots / run, rng);
+  std::vector<int32_t> out;
+  for (int64_t r = 0; r < runs; ++r) {
+    for (int64_t j = 0; j < run; ++j) out.push_back(static_cast<int32_t>(starts[r] * run + j));
+  }
+  return out;
+}
+
+// --tune for the tier-copy kernel: every launch shape of the grid.
+void TuneTierKernel(const KernelBenchOptions& o, cudaStream_t s, const TierCopyArgs& dev_args,
+                    const std::string& what, int64_t payload, KernelBenchReport* rep) {
+  for (int unroll : {4, 8}) {
+    for (int threads : {128, 256, 512}) {
+      for (int ctas : {1, 2, 4, 8}) {
+        const LaunchTuning t{
+            .threads_per_block = threads, .piece_bytes = 8192, .ctas_per_sm = ctas, .unroll = unroll};
+        const double tms = MedianMs(s, o.warmup, o.tier_repeats, [&](int) {
+          Check(TierCopyKernel(dev_args, s, t), "TierCopyKernel");
+        });
+        rep->tune.push_back({.what = what,
+                             .threads_per_block = threads,
+                             .piece_bytes = 8192,
+                             .ctas_per_sm = ctas,
+                             .unroll = unroll,
+                             .ms = tms,
+                             .gbps = Gbps(payload, tms)});
+      }
+    }
+  }
+}
+
 void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* rep) {
   std::mt19937_64 rng(o.seed + 7);
   std::fprintf(stderr, "bench: tier copies, pinning %lld B of host memory\n",
@@ -658,15 +691,8 @@ void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* 
     }
     const int64_t payload = pages * page_bytes;
     // Runs of `run` adjacent pages at random run-aligned places in both pools.
-    const std::vector<int32_t> dev_runs = DistinctRandom(runs, dev_slots / run, rng);
-    const std::vector<int32_t> host_runs = DistinctRandom(runs, host_slots / run, rng);
-    std::vector<int32_t> dslots, hslots;
-    for (int64_t r = 0; r < runs; ++r) {
-      for (int64_t j = 0; j < run; ++j) {
-        dslots.push_back(static_cast<int32_t>(dev_runs[r] * run + j));
-        hslots.push_back(static_cast<int32_t>(host_runs[r] * run + j));
-      }
-    }
+    std::vector<int32_t> dslots = RunSlots(runs, run, dev_slots, rng);
+    std::vector<int32_t> hslots = RunSlots(runs, run, host_slots, rng);
     Buffers idx;
     ToDevice(dslots, &idx, s);
     ToDevice(hslots, &idx, s);
@@ -729,29 +755,10 @@ void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* 
                   }));
         }
         if (o.tune && layout != HostLayout::kPageFirstDirect && page_tokens == 64) {
-          for (int unroll : {4, 8}) {
-            for (int threads : {128, 256, 512}) {
-              for (int ctas : {1, 2, 4, 8}) {
-                const LaunchTuning t{.threads_per_block = threads,
-                                     .piece_bytes = 8192,
-                                     .ctas_per_sm = ctas,
-                                     .unroll = unroll};
-                const double tms = MedianMs(s, o.warmup, o.tier_repeats, [&](int) {
-                  Check(TierCopyKernel(dev_args, s, t), "TierCopyKernel");
-                });
-                rep->tune.push_back({.what = "tier kernel " + std::string(HostLayoutName(layout)) +
-                                             " " + std::string(TierDirectionName(dir)) + " " +
-                                             std::to_string(elem) + "x" +
-                                             std::to_string(page_tokens),
-                                     .threads_per_block = threads,
-                                     .piece_bytes = 8192,
-                                     .ctas_per_sm = ctas,
-                                     .unroll = unroll,
-                                     .ms = tms,
-                                     .gbps = Gbps(payload, tms)});
-              }
-            }
-          }
+          const std::string what = "tier kernel " + std::string(HostLayoutName(layout)) + " " +
+                                   std::string(TierDirectionName(dir)) + " " + std::to_string(elem) +
+                                   "x" + std::to_string(page_tokens);
+          TuneTierKernel(o, s, dev_args, what, payload, rep);
         }
       }
     }
