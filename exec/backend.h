@@ -23,8 +23,20 @@
 #include "kernels/tier_copy.h"
 #include "kernels/zigzag.h"
 #include "sim/cache/policy.h"
+#include "traces/name_table.h"
 
 namespace kvlanes::exec {
+
+// The backends (`--backend`) and the CUDA backend's ways of copying between the tiers
+// (`--tier-copy`): kernel (SM copy kernel on mapped pinned memory), memcpy (cudaMemcpy2DAsync),
+// batch (cudaMemcpyBatchAsync). The options carry the names; these tables check them.
+enum class BackendKind { kCuda, kHost };
+inline constexpr NameTable<BackendKind, 2> kBackendNames{
+    {{{BackendKind::kCuda, "cuda"}, {BackendKind::kHost, "host"}}}, "backend"};
+enum class TierCopyMode { kKernel, kMemcpy, kBatch };
+inline constexpr NameTable<TierCopyMode, 3> kTierCopyModeNames{
+    {{{TierCopyMode::kKernel, "kernel"}, {TierCopyMode::kMemcpy, "memcpy"}, {TierCopyMode::kBatch, "batch"}}},
+    "tier-copy mode"};
 
 // Largest dense buffer holding every layer of the plan's longest gather (else it holds one).
 inline constexpr int64_t kDenseAllLayersMaxBytes = 8ll << 30;
@@ -69,11 +81,15 @@ struct ExecGeometry {
   // The per-layer collective buffers: dense (all-reduce) and the packed send/receive buffers.
   int64_t dense_layer_bytes() const { return max_prefix_pages * page_layer_bytes(); }
   int64_t dense_bytes() const { return dense_layer_bytes() * dense_layers; }
+  // Where the region of `layer` of a gather of `prefix_pages` pages starts in the dense buffer.
+  int64_t dense_layer_offset(int64_t layer, int64_t prefix_pages) const {
+    return dense_layers > 1 ? layer * prefix_pages * page_layer_bytes() : 0;
+  }
   // The dense regions (one per pool) of `layer` of a gather of `prefix_pages` pages, in the dense
   // buffer at `base`: each layer has its own region when the buffer holds every layer.
   std::vector<kernels::DenseRef> dense_refs(void* base, int64_t layer, int64_t prefix_pages) const {
     std::vector<kernels::DenseRef> refs;
-    int64_t off = dense_layers > 1 ? layer * prefix_pages * page_layer_bytes() : 0;
+    int64_t off = dense_layer_offset(layer, prefix_pages);
     for (int k = 0; k < num_pools(); ++k) {
       refs.push_back(kernels::DenseRef{static_cast<char*>(base) + off, page_tokens, elem_bytes[static_cast<size_t>(k)], prefix_pages});
       off += prefix_pages * chunk_bytes(k);
@@ -88,6 +104,10 @@ struct ExecGeometry {
 // thread; the CUDA backend has one CUDA stream each, ordered by marks (events).
 enum class Stream { kCompute = 0, kComm = 1, kH2D = 2, kD2H = 3 };
 inline constexpr int kNumStreams = 4;
+// The streams' names in the measured report's ops.
+inline constexpr NameTable<Stream, kNumStreams> kStreamNames{
+    {{{Stream::kCompute, "compute"}, {Stream::kComm, "collective"}, {Stream::kH2D, "copy h2d"}, {Stream::kD2H, "copy d2h"}}},
+    "stream"};
 
 // Everything one rank needs to materialize one request's prefix, one layer at a time. Built by
 // the executor from the plan (exec/executor.cpp), uploaded once per request by the backend.
@@ -122,10 +142,12 @@ struct VerifyResult {
   int64_t first_bad_item = -1;
 };
 
-enum class RawCollectiveOp { kAllGather, kAllReduce };
+// Where the records a gather reorders into the dense buffer are: the send buffer (one rank, whose
+// packed shard is the whole all-gather output) or the all-gather's receive buffer.
+enum class RecordBuffer { kSend, kRecv };
 
-// The phases of one gather layer as GatherLayer reports them for the span trace: per phase, in
-// order, its name and the mark made on the gather's stream right after its work was enqueued.
+// The phases of one gather layer as GatherLayer (exec/gather.h) reports them for the span
+// trace: per phase, in order, its name and the mark made on the gather's stream right after its work was enqueued.
 // The phases follow one another on that stream: the first starts where the call starts, each
 // next one at the previous one's mark. Names per method (all-gather / all-reduce only when the
 // plan has several ranks):
@@ -139,6 +161,7 @@ class RankBackend {
   virtual std::string_view Name() const = 0;
   virtual int rank() const = 0;
   virtual int ranks() const = 0;
+  virtual const ExecGeometry& geometry() const = 0;
   // Machine, versions and device of this rank (the measured report's context block).
   virtual nlohmann::ordered_json Context() const = 0;
 
@@ -173,24 +196,32 @@ class RankBackend {
                         std::span<const int32_t> host_slots, kernels::LayerRange layers) = 0;
   // Makes `index` the current gather (copies it where the device can read it).
   virtual void PrepareGather(const GatherIndex& index) = 0;
-  // One layer of the current gather into this rank's dense buffer (all pools). Collective for
-  // dense/packed/zigzag: every rank calls it for the same layers in the same order. With
-  // `phases` (span trace only) it also appends each phase's end mark (GatherPhases); without, it
-  // makes no marks of its own.
-  virtual void GatherLayer(Stream s, int64_t layer, GatherPhases* phases = nullptr) = 0;
+
+  // --- The gather's primitives (composed per method by GatherLayer, exec/gather.h). Each is
+  // about one layer of the current gather and this rank's buffers, all pools. ---
+  // scatter_dense: the layer's dense region <- this rank's owned pages, zeros elsewhere.
+  virtual void ScatterDense(Stream s, int64_t layer) = 0;
+  // pack: the send buffer's first records <- this rank's pack_slots (padding records untouched).
+  virtual void PackShard(Stream s, int64_t layer) = 0;
+  // The dense region <- the records of `from` by the unpack index / the zigzag formula.
+  virtual void Unpack(Stream s, int64_t layer, RecordBuffer from) = 0;
+  virtual void ZigzagReorder(Stream s, int64_t layer, RecordBuffer from) = 0;
+  // p2p: the dense region <- each page read from its owner's pool.
+  virtual void PeerGather(Stream s, int64_t layer) = 0;
+  // The collectives, on this backend's own buffers (no gather needed; the calibration sweep times
+  // them bare). AllGather: `bytes` per rank from the send buffer, rank-major into the receive
+  // buffer. AllReduce: uint8 sum, in place, of dense buffer bytes [offset, offset + bytes).
+  // Collective: every rank calls them with the same arguments. REQUIRES: ranks() > 1, bytes
+  // within the geometry's send_bytes() / dense_bytes().
+  virtual void AllGather(Stream s, int64_t bytes) = 0;
+  virtual void AllReduce(Stream s, int64_t offset, int64_t bytes) = 0;
+
   // Compares the dense buffer (current gather, one layer) with the pattern of index.tags.
   // Items are logical pages. Returns a handle for VerifyResultOf().
   virtual int VerifyDense(Stream s, int64_t layer) = 0;
   // Compares device pages `slots` of one pool, every layer, with the pattern of `tags`.
   virtual int VerifyPages(Stream s, int pool, std::span<const int32_t> slots, std::span<const PageTag> tags) = 0;
   virtual VerifyResult VerifyResultOf(int handle) const = 0;
-
-  // Benchmarks only (`kvlanes bench sweep --ranks`): the bare collective the gathers use, on this
-  // backend's own buffers. kAllGather: `bytes` per rank from the send buffer, rank-major into the
-  // receive buffer; kAllReduce: uint8 sum of `bytes` of the dense buffer, in place. Collective:
-  // every rank calls it with the same op and bytes. REQUIRES: ranks() > 1, bytes within the
-  // geometry's send_bytes() (all-gather) or dense_bytes() (all-reduce).
-  virtual void RawCollective(Stream s, RawCollectiveOp op, int64_t bytes) = 0;
 
   // --- Between ranks (synchronous, bounded by the timeout). ---
   virtual void Barrier() = 0;

@@ -96,18 +96,6 @@ class ChunkArena {
   size_t cur_ = 0;
 };
 
-// The scatter_dense variant of dense gathers: kernels::kExecScatterVariant, or, for experiments,
-// KVLANES_SCATTER_VARIANT (0..kNumScatterVariants-1; anything else is ignored).
-kernels::ScatterVariant ScatterVariantForExec() {
-  static const kernels::ScatterVariant v = [] {
-    const char* e = std::getenv("KVLANES_SCATTER_VARIANT");
-    if (e && e[0] >= '0' && e[0] < '0' + kernels::kNumScatterVariants && e[1] == 0)
-      return static_cast<kernels::ScatterVariant>(e[0] - '0');
-    return kernels::kExecScatterVariant;
-  }();
-  return v;
-}
-
 class CudaBackend : public RankBackend {
  public:
   CudaBackend(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rv, const CudaBackendOptions& o)
@@ -191,6 +179,7 @@ class CudaBackend : public RankBackend {
   std::string_view Name() const override { return "cuda"; }
   int rank() const override { return rank_; }
   int ranks() const override { return geo_.ranks; }
+  const ExecGeometry& geometry() const override { return geo_; }
 
   nlohmann::ordered_json Context() const override {
     int driver = 0, runtime = 0, nccl = 0;
@@ -315,7 +304,9 @@ class CudaBackend : public RankBackend {
     if (o_.tier_copy == "kernel") {
       a.device_slots = static_cast<const int32_t*>(arena_.Put(dev.data(), dev.size_bytes()));
       a.host_slots = static_cast<const int32_t*>(arena_.Put(host.data(), host.size_bytes()));
-      Check(kernels::TierCopyKernel(a, S(s)), "TierCopyKernel");
+      kernels::LaunchTuning t = kernels::DefaultTierTuning(dir);
+      if (o_.tier_max_ctas >= 0) t.max_ctas = o_.tier_max_ctas;
+      Check(kernels::TierCopyKernel(a, S(s), t), "TierCopyKernel");
     } else {
       a.device_slots = dev.data();
       a.host_slots = host.data();
@@ -356,112 +347,90 @@ class CudaBackend : public RankBackend {
                           "'s pools, which are on another node (CUDA IPC works within a node)");
   }
 
-  void GatherLayer(Stream s, int64_t layer, GatherPhases* phases) override {
-    const GatherIndex& g = *gi_;
-    const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_, layer, gi_->prefix_pages);
-    const kernels::LayerRange one{layer, layer + 1};
-    const int64_t record = geo_.page_layer_bytes();
-    // Span trace only: an event after each phase's work (none otherwise).
-    auto phase = [&](const char* name) {
-      if (phases) phases->emplace_back(name, Mark(s));
-    };
-    std::vector<kernels::PoolRef> pools;
-    for (int k = 0; k < geo_.num_pools(); ++k) pools.push_back(Pool(k));
-    switch (g.method) {
-      case GatherMethod::kDense: {
-        kernels::ScatterDenseArgs a;
-        a.pools = pools;
-        a.layers = one;
-        a.owner_slot = d_owner_slot_;
-        a.num_dense_pages = g.prefix_pages;
-        a.dense = dense;
-        a.variant = ScatterVariantForExec();
-        if (kernels::ScatterTakesOwnedList(a.variant)) {
-          a.owned_pages = d_owned_pages_;
-          a.owned_slots = d_owned_slots_;
-          a.num_owned = num_owned_;
-        }
-        Check(kernels::ScatterDense(a, S(s)), "ScatterDense");
-        phase("scatter");
-        if (comm_ && geo_.ranks > 1) {
-          Nccl(ncclAllReduce(dense[0].data, dense[0].data, static_cast<size_t>(g.prefix_pages * record), ncclUint8, ncclSum, comm_, S(s)),
-               "ncclAllReduce");
-          phase("all-reduce");
-        }
-        break;
-      }
-      case GatherMethod::kPacked:
-      case GatherMethod::kZigzag: {
-        kernels::PackArgs p;
-        p.pools = pools;
-        p.layers = one;
-        p.slots = d_pack_slots_;
-        p.num_pages = static_cast<int64_t>(g.pack_slots.size());
-        p.send = send_;
-        Check(kernels::PackPages(p, S(s)), "PackPages");
-        phase("pack");
-        const size_t shard_bytes = static_cast<size_t>(g.shard_pages * record);
-        // One rank: the packed shard is the whole all-gather output; no collective runs (as the
-        // cost model has it). Several ranks always have a communicator (PrepareGather checks).
-        if (geo_.ranks > 1) {
-          Nccl(ncclAllGather(send_, recv_, shard_bytes, ncclUint8, comm_, S(s)), "ncclAllGather");
-          phase("all-gather");
-        }
-        char* const recv = geo_.ranks > 1 ? recv_ : send_;
-        if (g.method == GatherMethod::kPacked) {
-          kernels::UnpackArgs u;
-          u.dense = dense;
-          u.num_layers = 1;
-          u.recv = recv;
-          u.num_records = g.shard_pages * geo_.ranks;
-          u.recv_index = d_unpack_;
-          u.num_dense_pages = g.prefix_pages;
-          Check(kernels::UnpackPages(u, S(s)), "UnpackPages");
-          phase("unpack");
-        } else {
-          kernels::ZigzagArgs z;
-          z.dense = dense;
-          z.num_layers = 1;
-          z.recv = recv;
-          z.run = g.zigzag;
-          z.shard_pages = g.shard_pages;
-          Check(kernels::ZigzagReorder(z, S(s)), "ZigzagReorder");
-          phase("zigzag");
-        }
-        break;
-      }
-      case GatherMethod::kP2p: {
-        std::vector<kernels::PoolRef> peers;
-        for (int k = 0; k < geo_.num_pools(); ++k)
-          for (int r = 0; r < geo_.ranks; ++r) peers.push_back(PeerPool(r, k));
-        kernels::PeerGatherArgs a;
-        a.peer_pools = peers;
-        a.num_ranks = geo_.ranks;
-        a.layers = one;
-        a.src_rank = d_src_rank_;
-        a.src_slot = d_src_slot_;
-        a.num_dense_pages = g.prefix_pages;
-        a.dense = dense;
-        Check(kernels::PeerGather(a, S(s)), "PeerGather");
-        phase("peer_gather");
-        break;
-      }
-    }
+  void ScatterDense(Stream s, int64_t layer) override {
+    const std::vector<kernels::PoolRef> pools = Pools();
+    const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
+    kernels::ScatterDenseArgs a;
+    a.pools = pools;
+    a.layers = kernels::LayerRange{layer, layer + 1};
+    a.owner_slot = d_owner_slot_;
+    a.num_dense_pages = gi_->prefix_pages;
+    a.dense = dense;
+    a.variant = kernels::kExecScatterVariant;
+    a.owned_pages = d_owned_pages_;
+    a.owned_slots = d_owned_slots_;
+    a.num_owned = num_owned_;
+    Check(kernels::ScatterDense(a, S(s)), "ScatterDense");
   }
 
-  void RawCollective(Stream s, RawCollectiveOp op, int64_t bytes) override {
-    if (geo_.ranks < 2 || !comm_) throw ExecError("rank " + std::to_string(rank_) + ": a bare collective needs several ranks and NCCL");
-    if (op == RawCollectiveOp::kAllGather) {
-      if (bytes > geo_.send_bytes()) throw ExecError("all-gather of " + std::to_string(bytes) + " bytes per rank exceeds the send buffer");
-      Nccl(ncclAllGather(send_, recv_, static_cast<size_t>(bytes), ncclUint8, comm_, S(s)), "ncclAllGather");
-    } else {
-      if (bytes > geo_.dense_bytes()) throw ExecError("all-reduce of " + std::to_string(bytes) + " bytes exceeds the dense buffer");
-      Nccl(ncclAllReduce(dense_, dense_, static_cast<size_t>(bytes), ncclUint8, ncclSum, comm_, S(s)), "ncclAllReduce");
-    }
+  void PackShard(Stream s, int64_t layer) override {
+    const std::vector<kernels::PoolRef> pools = Pools();
+    kernels::PackArgs p;
+    p.pools = pools;
+    p.layers = kernels::LayerRange{layer, layer + 1};
+    p.slots = d_pack_slots_;
+    p.num_pages = static_cast<int64_t>(gi_->pack_slots.size());
+    p.send = send_;
+    Check(kernels::PackPages(p, S(s)), "PackPages");
+  }
+
+  void Unpack(Stream s, int64_t layer, RecordBuffer from) override {
+    const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
+    kernels::UnpackArgs u;
+    u.dense = dense;
+    u.num_layers = 1;
+    u.recv = Records(from);
+    u.num_records = gi_->shard_pages * geo_.ranks;
+    u.recv_index = d_unpack_;
+    u.num_dense_pages = gi_->prefix_pages;
+    Check(kernels::UnpackPages(u, S(s)), "UnpackPages");
+  }
+
+  void ZigzagReorder(Stream s, int64_t layer, RecordBuffer from) override {
+    const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
+    kernels::ZigzagArgs z;
+    z.dense = dense;
+    z.num_layers = 1;
+    z.recv = Records(from);
+    z.run = gi_->zigzag;
+    z.shard_pages = gi_->shard_pages;
+    Check(kernels::ZigzagReorder(z, S(s)), "ZigzagReorder");
+  }
+
+  void PeerGather(Stream s, int64_t layer) override {
+    std::vector<kernels::PoolRef> peers;
+    for (int k = 0; k < geo_.num_pools(); ++k)
+      for (int r = 0; r < geo_.ranks; ++r) peers.push_back(PeerPool(r, k));
+    const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
+    kernels::PeerGatherArgs a;
+    a.peer_pools = peers;
+    a.num_ranks = geo_.ranks;
+    a.layers = kernels::LayerRange{layer, layer + 1};
+    a.src_rank = d_src_rank_;
+    a.src_slot = d_src_slot_;
+    a.num_dense_pages = gi_->prefix_pages;
+    a.dense = dense;
+    Check(kernels::PeerGather(a, S(s)), "PeerGather");
+  }
+
+  // Several ranks always have a communicator when they gather by a collective (PrepareGather
+  // checks); the calibration sweep's bare collectives are checked here.
+  void AllGather(Stream s, int64_t bytes) override {
+    RequireCollective();
+    if (bytes > geo_.send_bytes()) throw ExecError("all-gather of " + std::to_string(bytes) + " bytes per rank exceeds the send buffer");
+    Nccl(ncclAllGather(send_, recv_, static_cast<size_t>(bytes), ncclUint8, comm_, S(s)), "ncclAllGather");
+  }
+
+  void AllReduce(Stream s, int64_t offset, int64_t bytes) override {
+    RequireCollective();
+    if (offset < 0 || offset + bytes > geo_.dense_bytes())
+      throw ExecError("all-reduce of " + std::to_string(bytes) + " bytes at " + std::to_string(offset) + " exceeds the dense buffer");
+    char* const at = dense_ + offset;
+    Nccl(ncclAllReduce(at, at, static_cast<size_t>(bytes), ncclUint8, ncclSum, comm_, S(s)), "ncclAllReduce");
   }
 
   int VerifyDense(Stream s, int64_t layer) override {
-    const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_, layer, gi_->prefix_pages);
+    const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
     ChunkSet set;
     for (int k = 0; k < geo_.num_pools(); ++k)
       set.seg[k] = ChunkSegment{static_cast<char*>(dense[static_cast<size_t>(k)].data), 0, geo_.chunk_bytes(k), k};
@@ -709,6 +678,17 @@ class CudaBackend : public RankBackend {
     }
   }
 
+  void RequireCollective() const {
+    if (geo_.ranks < 2 || !comm_) throw ExecError("rank " + std::to_string(rank_) + ": a collective needs several ranks and NCCL");
+  }
+  // The current gather's dense regions of `layer`, one per pool, and where its records are.
+  std::vector<kernels::DenseRef> DenseRefs(int64_t layer) const { return geo_.dense_refs(dense_, layer, gi_->prefix_pages); }
+  const char* Records(RecordBuffer from) const { return from == RecordBuffer::kRecv ? recv_ : send_; }
+  std::vector<kernels::PoolRef> Pools() const {
+    std::vector<kernels::PoolRef> pools;
+    for (int k = 0; k < geo_.num_pools(); ++k) pools.push_back(Pool(k));
+    return pools;
+  }
   kernels::PoolRef Pool(int k) const { return PoolAt(pools_, k); }
   kernels::PoolRef PeerPool(int r, int k) const { return PoolAt(peer_base_[static_cast<size_t>(r)], k); }
   kernels::PoolRef PoolAt(void* base, int k) const {

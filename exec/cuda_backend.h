@@ -15,6 +15,7 @@ namespace kvlanes::exec {
 struct CudaBackendOptions {
   int device = -1;             // -1: local rank (or rank) modulo the visible devices
   std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
+  int tier_max_ctas = -1;  // kernel tier copies: grid cap instead of tuning.h's (0: no cap, -1: tuning.h's)
   double timeout_s = 300;        // any wait: NCCL init, a collective, a stream, the rendezvous
   // The plan gathers with NCCL (dense, packed or zigzag on more than one rank). When false and
   // ranks share a GPU (p2p-only plans), no communicator is made and barriers use the rendezvous.

@@ -90,6 +90,7 @@ int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank
       CudaBackendOptions c;
       c.device = device;
       c.tier_copy = o.tier_copy;
+      c.tier_max_ctas = o.tier_max_ctas;
       c.timeout_s = o.timeout_s;
       c.needs_nccl = NeedsNccl(plan);
       c.needs_p2p = NeedsP2p(plan);
@@ -135,15 +136,10 @@ std::string DescribeStatus(int status) {
 }  // namespace
 
 void CheckBackendAvailable(const std::string& backend) {
-  if (backend == "host") return;
-  if (backend == "cuda") {
-#if KVLANES_WITH_CUDA
-    return;
-#else
-    throw InputError("", 0, "--backend", "cuda: this build has no CUDA (configure where nvcc exists), use --backend host");
+  if (kBackendNames.Parse(backend, "--backend") == BackendKind::kHost) return;
+#if !KVLANES_WITH_CUDA
+  throw InputError("", 0, "--backend", "cuda: this build has no CUDA (configure where nvcc exists), use --backend host");
 #endif
-  }
-  throw InputError("", 0, "--backend", "unknown backend '" + backend + "' (valid: cuda, host)");
 }
 
 void CheckOutputPaths(const RunOptions& o) {
@@ -162,12 +158,28 @@ void CheckOutputPaths(const RunOptions& o) {
   }
 }
 
-RunOutcome SuperviseRanks(int N, HostSegment* seg, double timeout_s, double run_timeout_s,
-                          const std::function<int(int rank, std::string* error)>& body) {
+namespace {
+
+// The forked rank processes of one SuperviseRanks call, as they are watched.
+struct RankProcs {
+  std::vector<pid_t> pids;  // -1 once reaped
+  std::vector<int> pipes;   // read end of each rank's error pipe
+  std::vector<int> status;  // waitpid status once reaped
+  int live = 0;
+  int first_failed = -1;
+  Clock::time_point failed_at;
+};
+
+bool ExitedCleanly(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
+
+// Forks one process per rank; each runs `body` and writes its error text into its pipe.
+RankProcs ForkRanks(int N, const std::function<int(int rank, std::string* error)>& body) {
   std::fflush(nullptr);
   const pid_t parent = getpid();
-  std::vector<pid_t> pids(static_cast<size_t>(N), -1);
-  std::vector<int> pipes(static_cast<size_t>(N), -1);
+  RankProcs procs;
+  procs.pids.assign(static_cast<size_t>(N), -1);
+  procs.pipes.assign(static_cast<size_t>(N), -1);
+  procs.status.assign(static_cast<size_t>(N), 0);
   for (int r = 0; r < N; ++r) {
     int fd[2];
     if (pipe(fd) != 0) throw ExecError(std::string("pipe: ") + std::strerror(errno));
@@ -189,80 +201,105 @@ RunOutcome SuperviseRanks(int N, HostSegment* seg, double timeout_s, double run_
     }
     close(fd[1]);
     fcntl(fd[0], F_SETFL, O_NONBLOCK);
-    pids[static_cast<size_t>(r)] = pid;
-    pipes[static_cast<size_t>(r)] = fd[0];
+    procs.pids[static_cast<size_t>(r)] = pid;
+    procs.pipes[static_cast<size_t>(r)] = fd[0];
   }
-  RunOutcome out;
-  out.rank_errors.assign(static_cast<size_t>(N), "");
-  std::vector<int> status(static_cast<size_t>(N), 0);
-  int live = N, first_failed = -1;
+  procs.live = N;
+  return procs;
+}
+
+// Appends what the ranks have written to their pipes so far.
+void DrainErrors(const RankProcs& procs, RunOutcome& out) {
+  char buf[4096];
+  for (size_t r = 0; r < procs.pipes.size(); ++r) {
+    if (procs.pipes[r] < 0) continue;
+    ssize_t n;
+    while ((n = read(procs.pipes[r], buf, sizeof(buf))) > 0) out.rank_errors[r].append(buf, static_cast<size_t>(n));
+  }
+}
+
+// Reaps the ranks that have ended; the first to fail is told to the others at once (the host
+// backend's waits poll the segment; CUDA ranks are killed after the grace period if their own
+// timeouts have not stopped them).
+void ReapEnded(RankProcs& procs, HostSegment* seg) {
+  for (size_t r = 0; r < procs.pids.size(); ++r) {
+    pid_t& pid = procs.pids[r];
+    if (pid < 0) continue;
+    int st = 0;
+    const pid_t w = waitpid(pid, &st, WNOHANG);
+    if (w == 0) continue;
+    pid = -1;
+    --procs.live;
+    procs.status[r] = st;
+    if (!ExitedCleanly(st) && procs.first_failed < 0) {
+      procs.first_failed = static_cast<int>(r);
+      procs.failed_at = Clock::now();
+      if (seg) seg->MarkFailed(static_cast<int>(r), "rank " + std::to_string(r) + " " + DescribeStatus(st));
+    }
+  }
+}
+
+// Watches the ranks until all have ended: kills all once one failed more than a grace period
+// ago, or once the run is over run_timeout_s.
+void WatchRanks(RankProcs& procs, HostSegment* seg, double timeout_s, double run_timeout_s, RunOutcome& out) {
   const auto start = Clock::now();
-  Clock::time_point failed_at;
   const double grace_s = std::min(5.0, timeout_s);
   bool killed = false;
-  auto drain = [&] {
-    char buf[4096];
-    for (int r = 0; r < N; ++r) {
-      if (pipes[static_cast<size_t>(r)] < 0) continue;
-      ssize_t n;
-      while ((n = read(pipes[static_cast<size_t>(r)], buf, sizeof(buf))) > 0) out.rank_errors[static_cast<size_t>(r)].append(buf, static_cast<size_t>(n));
-    }
-  };
-  while (live > 0) {
-    drain();
-    for (int r = 0; r < N; ++r) {
-      pid_t& pid = pids[static_cast<size_t>(r)];
-      if (pid < 0) continue;
-      int st = 0;
-      const pid_t w = waitpid(pid, &st, WNOHANG);
-      if (w == 0) continue;
-      pid = -1;
-      --live;
-      status[static_cast<size_t>(r)] = st;
-      const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-      if (!ok && first_failed < 0) {
-        first_failed = r;
-        failed_at = Clock::now();
-        // Tell the others at once (the host backend's waits poll this; CUDA ranks are killed
-        // after the grace period if their own timeouts have not stopped them).
-        if (seg) seg->MarkFailed(r, "rank " + std::to_string(r) + " " + DescribeStatus(st));
-      }
-    }
-    if (live == 0) break;
+  while (procs.live > 0) {
+    DrainErrors(procs, out);
+    ReapEnded(procs, seg);
+    if (procs.live == 0) break;
     const auto now = Clock::now();
-    const bool over_grace = first_failed >= 0 && std::chrono::duration<double>(now - failed_at).count() > grace_s;
+    const bool over_grace =
+        procs.first_failed >= 0 && std::chrono::duration<double>(now - procs.failed_at).count() > grace_s;
     const bool over_run = run_timeout_s > 0 && std::chrono::duration<double>(now - start).count() > run_timeout_s;
     if ((over_grace || over_run) && !killed) {
       killed = true;
       if (over_run && out.message.empty())
         out.message = "the run took longer than " + std::to_string(run_timeout_s) + " s; killed every rank. ";
-      for (pid_t pid : pids)
+      for (pid_t pid : procs.pids)
         if (pid > 0) kill(pid, SIGKILL);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  drain();
-  for (int fd : pipes) close(fd);
-  if (first_failed < 0 && out.message.empty()) return out;
-  if (first_failed < 0) {
-    out.exit_code = 1;
-    return out;
-  }
+  DrainErrors(procs, out);
+  for (int fd : procs.pipes) close(fd);
+}
+
+// The exit code and message of a run in which some rank failed.
+void DescribeFailure(const RankProcs& procs, HostSegment* seg, RunOutcome& out) {
+  const int N = static_cast<int>(procs.status.size());
+  int first_failed = procs.first_failed;
   // Ranks reaped in the same poll come in rank order; the shared segment (host backend) knows
   // which failed first, and a rank that stopped because of another names it.
   if (seg) {
     const int32_t f = seg->control()->failed_rank.load();
-    if (f >= 0 && f < N && !(WIFEXITED(status[static_cast<size_t>(f)]) && WEXITSTATUS(status[static_cast<size_t>(f)]) == 0))
-      first_failed = f;
+    if (f >= 0 && f < N && !ExitedCleanly(procs.status[static_cast<size_t>(f)])) first_failed = f;
   }
-  const int st = status[static_cast<size_t>(first_failed)];
+  const int st = procs.status[static_cast<size_t>(first_failed)];
   out.exit_code = WIFEXITED(st) && WEXITSTATUS(st) == 2 ? 2 : 1;
   out.message += "rank " + std::to_string(first_failed) + " failed first (" + DescribeStatus(st) + ")";
   if (!out.rank_errors[static_cast<size_t>(first_failed)].empty())
     out.message += ": " + out.rank_errors[static_cast<size_t>(first_failed)];
   for (int r = 0; r < N; ++r)
-    if (r != first_failed && !(WIFEXITED(status[static_cast<size_t>(r)]) && WEXITSTATUS(status[static_cast<size_t>(r)]) == 0))
-      out.message += "; rank " + std::to_string(r) + " " + DescribeStatus(status[static_cast<size_t>(r)]);
+    if (r != first_failed && !ExitedCleanly(procs.status[static_cast<size_t>(r)]))
+      out.message += "; rank " + std::to_string(r) + " " + DescribeStatus(procs.status[static_cast<size_t>(r)]);
+}
+
+}  // namespace
+
+RunOutcome SuperviseRanks(int N, HostSegment* seg, double timeout_s, double run_timeout_s,
+                          const std::function<int(int rank, std::string* error)>& body) {
+  RankProcs procs = ForkRanks(N, body);
+  RunOutcome out;
+  out.rank_errors.assign(static_cast<size_t>(N), "");
+  WatchRanks(procs, seg, timeout_s, run_timeout_s, out);
+  if (procs.first_failed < 0 && out.message.empty()) return out;
+  if (procs.first_failed < 0) {
+    out.exit_code = 1;
+    return out;
+  }
+  DescribeFailure(procs, seg, out);
   return out;
 }
 

@@ -32,6 +32,7 @@ struct RunOptions {
   double run_timeout_s = 0;    // RunLocal: the whole run (0 = none); then every rank is killed
   std::vector<int> devices;    // RunLocal, cuda: GPU of each rank (empty = rank modulo count)
   std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
+  int tier_max_ctas = -1;  // kernel tier copies: grid cap instead of tuning.h's (0: no cap, -1: tuning.h's)
   bool quiet = false;
 };
 

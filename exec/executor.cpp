@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "exec/exec_error.h"
+#include "exec/gather.h"
 #include "kernels/materialize.h"
 #include "sim/check.h"
 #include "sim/predict/cost_model.h"
@@ -137,13 +138,10 @@ Fault ParseFault(std::string_view text) {
   const size_t a = t.find(':');
   const size_t b = a == std::string::npos ? a : t.find(':', a + 1);
   if (b == std::string::npos || b + 1 >= t.size())
-    throw InputError("", 0, "--fault", "'" + t + "': expected KIND:RANK:OPID (KIND corrupt, die or hang)");
+    throw InputError("", 0, "--fault", "'" + t + "': expected KIND:RANK:OPID (KIND " + kFaultKindNames.List() + ")");
   Fault f;
   const std::string kind = t.substr(0, a), rank = t.substr(a + 1, b - a - 1);
-  if (kind == "corrupt") f.kind = Fault::Kind::kCorrupt;
-  else if (kind == "die") f.kind = Fault::Kind::kDie;
-  else if (kind == "hang") f.kind = Fault::Kind::kHang;
-  else throw InputError("", 0, "--fault", "unknown kind '" + kind + "' (valid: corrupt, die, hang)");
+  f.kind = kFaultKindNames.Parse(kind, "--fault");
   if (rank.empty() || rank.find_first_not_of("0123456789") != std::string::npos)
     throw InputError("", 0, "--fault", "rank '" + rank + "' is not a number");
   f.rank = std::stoi(rank);
@@ -207,16 +205,6 @@ RankResult RankResultFromJson(const nlohmann::json& j) {
 
 namespace {
 
-const char* StreamName(Stream s) {
-  switch (s) {
-    case Stream::kCompute: return "compute";
-    case Stream::kComm: return "collective";
-    case Stream::kH2D: return "copy h2d";
-    case Stream::kD2H: return "copy d2h";
-  }
-  return "?";
-}
-
 // What a slot holds, as far as the plan says.
 struct SlotState {
   PageTag tag;
@@ -265,6 +253,26 @@ struct PendingCheck {
   size_t n;
 };
 
+// One request on its way through RankRun's phases: what the plan asks of this rank and the
+// marks and ops the phases hand on to each other.
+struct RequestRun {
+  size_t ri = 0;  // index into the plan's requests
+  const RequestPlan* p = nullptr;
+  std::string pre;  // op id prefix "<request>/"
+  Clock::time_point host_t0;
+  int start_mark = -1;
+  size_t first_op = 0;
+  std::vector<size_t> host_timed;  // ops timed on the host clock (evictions)
+  std::vector<LayerCopyOp> loads, backups;
+  bool gathers = false, p2p = false;
+  int all_loaded = -1;  // p2p: the mark after every layer's load-back
+  size_t gop = 0;       // the gather op
+  const GatherIndex* gather = nullptr;
+  size_t cop = 0;  // the compute op
+  const std::vector<PageWrite>* writes = nullptr;
+  int last_mark = -1;  // the latest forward layer's end
+};
+
 class RankRun {
  public:
   RankRun(const ExecPlan& plan, RankBackend& b, const ExecOptions& opts)
@@ -310,7 +318,7 @@ class RankRun {
     o.id = id;
     o.kind = kind;
     o.rank = me_;
-    o.stream = StreamName(s);
+    o.stream = kStreamNames.CName(s);
     o.bytes = bytes;
     o.pages = pages;
     ops_.push_back(std::move(o));
@@ -366,7 +374,7 @@ class RankRun {
         GatherIndex g = ScratchGather(m);
         b_.PrepareGather(g);
         b_.Barrier();
-        b_.GatherLayer(Stream::kComm, 0);
+        GatherLayer(b_, g, Stream::kComm, 0);
         b_.Sync();
         b_.Barrier();
       }
@@ -428,28 +436,51 @@ class RankRun {
     return g;
   }
 
-  // ---- one request
+  // ---- one request, in phases; its state goes through them in a RequestRun.
   void Request(size_t ri) {
-    const RequestPlan& p = plan_.requests[ri];
-    const std::string pre = std::to_string(p.request) + "/";
+    RequestRun q;
+    q.ri = ri;
+    q.p = &plan_.requests[ri];
+    q.pre = std::to_string(q.p->request) + "/";
     b_.Barrier();  // ranks start each request together: a collective's time is not a peer's lag
-    const auto host_t0 = Clock::now();
+    q.host_t0 = Clock::now();
     pause_ = {-1, -1};
     if (opts_.gate) b_.HoldStreams(opts_.gate_timeout_s);
-    const int start_mark = b_.Mark(Stream::kCompute);
-    const size_t first_op = ops_.size();
-    std::vector<size_t> host_timed;  // ops timed on the host clock (evictions)
+    q.start_mark = b_.Mark(Stream::kCompute);
+    q.first_op = ops_.size();
+    Evict(q);
+    const int wb_done = WriteBack(q);
+    // The load-backs run after the write-backs (which may free the host slots they fill).
+    b_.Wait(Stream::kH2D, wb_done);
+    PlanLoadBacks(q);
+    // Gather set-up. A p2p gather reads peers' pools, which no event orders: every rank loads
+    // all layers first, then the ranks synchronise (so peers' pages are in place).
+    q.gathers = q.p->prefix_pages > 0;
+    q.p2p = q.gathers && q.p->gather_method == GatherMethod::kP2p;
+    if (q.p2p) q.all_loaded = LoadLayers(q, LayerRange{0, geo_.layers}, -1);
+    if (q.gathers) {
+      q.gop = BeginGather(ri, *q.p, q.pre);
+      q.gather = &gathers_.back();
+    }
+    PlanCompute(q);
+    PlanBackups(q);
+    for (int64_t l = 0; l < geo_.layers; ++l) RunLayer(q, l);
+    if (q.p->backup_schedule != BackupSchedule::kPerLayer) BackUp(q, LayerRange{0, geo_.layers}, -1);
+    EnqueueChecks(q);
+    Finish(q);
+  }
 
-    // Evictions: free-list bookkeeping only; slots keep their data (a write-back reads it).
-    for (size_t i = 0; i < p.evictions.size(); ++i) {
-      const SlotFree& e = p.evictions[i];
-      const std::string id = pre + "evict/" + std::to_string(i);
+  // Evictions: free-list bookkeeping only; slots keep their data (a write-back reads it).
+  void Evict(RequestRun& q) {
+    for (size_t i = 0; i < q.p->evictions.size(); ++i) {
+      const SlotFree& e = q.p->evictions[i];
+      const std::string id = q.pre + "evict/" + std::to_string(i);
       const auto t0 = Clock::now();
       int64_t mine = 0;
       for (const auto& [lane, slot] : e.slots) {
         if (lane != static_cast<uint32_t>(me_)) continue;
-        SlotState& s = e.tier == Tier::kDevice ? Dev(ri, id, slot) : Host(ri, id, slot);
-        if (!s.used) PlanFail(ri, id, std::string(e.tier == Tier::kDevice ? "device" : "host") + " slot " + std::to_string(slot) + " freed but not in use");
+        SlotState& s = e.tier == Tier::kDevice ? Dev(q.ri, id, slot) : Host(q.ri, id, slot);
+        if (!s.used) PlanFail(q.ri, id, std::string(e.tier == Tier::kDevice ? "device" : "host") + " slot " + std::to_string(slot) + " freed but not in use");
         s.used = false;
         ++mine;
       }
@@ -458,20 +489,23 @@ class RankRun {
       ops_[op].stream = "host";
       ops_[op].seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       ops_[op].extra["tier"] = e.tier == Tier::kDevice ? "device" : "host";
-      host_timed.push_back(op);
+      q.host_timed.push_back(op);
     }
+  }
 
+  // Write-backs (device -> host at device eviction), before the forward pass. Returns the d2h
+  // stream's mark after them.
+  int WriteBack(RequestRun& q) {
     const int64_t L = geo_.layers;
-    // Write-backs (device -> host at device eviction), before the forward pass.
-    for (const LaneCopy& c : p.write_back) {
+    for (const LaneCopy& c : q.p->write_back) {
       if (c.lane != me_) continue;
       std::vector<int32_t> d, h;
       for (const auto& [ds, hs] : c.pages) {
-        const std::string id = pre + "write_back/l" + std::to_string(c.lane);
-        SlotState& dev = Dev(ri, id, ds);
-        SlotState& host = Host(ri, id, hs);
-        if (!dev.written) PlanFail(ri, id, "writes back device slot " + std::to_string(ds) + ", which holds no page");
-        if (host.used) PlanFail(ri, id, "writes back into host slot " + std::to_string(hs) + ", which is in use");
+        const std::string id = q.pre + "write_back/l" + std::to_string(c.lane);
+        SlotState& dev = Dev(q.ri, id, ds);
+        SlotState& host = Host(q.ri, id, hs);
+        if (!dev.written) PlanFail(q.ri, id, "writes back device slot " + std::to_string(ds) + ", which holds no page");
+        if (host.used) PlanFail(q.ri, id, "writes back into host slot " + std::to_string(hs) + ", which is in use");
         host = SlotState{dev.tag, true, true};
         d.push_back(static_cast<int32_t>(ds));
         h.push_back(static_cast<int32_t>(hs));
@@ -480,7 +514,7 @@ class RankRun {
       const int32_t* hp = Stash(std::move(h));
       const size_t n = c.pages.size();
       for (int k = 0; k < geo_.num_pools(); ++k) {
-        const std::string id = pre + "write_back/l" + std::to_string(c.lane) + "/" + geo_.pool_names[static_cast<size_t>(k)];
+        const std::string id = q.pre + "write_back/l" + std::to_string(c.lane) + "/" + geo_.pool_names[static_cast<size_t>(k)];
         ApplyFaults(id, nullptr);
         const size_t op = AddOp(id, "write_back", Stream::kD2H, static_cast<int64_t>(n) * L * geo_.chunk_bytes(k), static_cast<int64_t>(n));
         const int m0 = b_.Mark(Stream::kD2H);
@@ -488,23 +522,24 @@ class RankRun {
         spans_.push_back({op, m0, b_.Mark(Stream::kD2H)});
       }
     }
-    const int wb_done = b_.Mark(Stream::kD2H);
+    return b_.Mark(Stream::kD2H);
+  }
 
-    // Load-back ops of this rank (one per pool), their slots and the shadow update. The copies
-    // run layer by layer below (layer l loads while earlier layers compute, as the cost model's
-    // schedule has it); every loaded page is checked after the request's timed work.
-    b_.Wait(Stream::kH2D, wb_done);
-    std::vector<LayerCopyOp> loads;
-    for (const LaneCopy& c : p.load_back) {
+  // Load-back ops of this rank (one per pool), their slots and the shadow update. The copies
+  // run layer by layer (LoadLayers: layer l loads while earlier layers compute, as the cost
+  // model's schedule has it); every loaded page is checked after the request's timed work.
+  void PlanLoadBacks(RequestRun& q) {
+    const int64_t L = geo_.layers;
+    for (const LaneCopy& c : q.p->load_back) {
       if (c.lane != me_) continue;
       std::vector<int32_t> d, h;
       std::vector<PageTag> tags;
-      const std::string lane_id = pre + "load_back/l" + std::to_string(c.lane);
+      const std::string lane_id = q.pre + "load_back/l" + std::to_string(c.lane);
       for (const auto& [ds, hs] : c.pages) {
-        SlotState& dev = Dev(ri, lane_id, ds);
-        SlotState& host = Host(ri, lane_id, hs);
-        if (!host.used || !host.written) PlanFail(ri, lane_id, "loads host slot " + std::to_string(hs) + ", which holds no page");
-        if (dev.used) PlanFail(ri, lane_id, "loads into device slot " + std::to_string(ds) + ", which is in use");
+        SlotState& dev = Dev(q.ri, lane_id, ds);
+        SlotState& host = Host(q.ri, lane_id, hs);
+        if (!host.used || !host.written) PlanFail(q.ri, lane_id, "loads host slot " + std::to_string(hs) + ", which holds no page");
+        if (dev.used) PlanFail(q.ri, lane_id, "loads into device slot " + std::to_string(ds) + ", which is in use");
         dev = SlotState{host.tag, true, true};
         d.push_back(static_cast<int32_t>(ds));
         h.push_back(static_cast<int32_t>(hs));
@@ -519,57 +554,57 @@ class RankRun {
         const std::string id = lane_id + "/" + geo_.pool_names[static_cast<size_t>(k)];
         ApplyFaults(id, [&] { b_.CorruptHostPage(k, hp[0], 0); });
         const size_t op = AddOp(id, "load_back", Stream::kH2D, static_cast<int64_t>(n) * L * geo_.chunk_bytes(k), static_cast<int64_t>(n));
-        loads.push_back({op, k, dp, hp, n});
+        q.loads.push_back({op, k, dp, hp, n});
         load_checks_.push_back(PendingCheck{id, "pool " + geo_.pool_names[static_cast<size_t>(k)], k, dp, hp, tp, n});
       }
     }
-    auto load_layers = [&](LayerRange r, int64_t layer) {  // layer: r's one layer, or -1
-      for (const LayerCopyOp& lo : loads) {
-        const int c0 = b_.Mark(Stream::kH2D);
-        b_.TierCopy(Stream::kH2D, lo.pool, TierDirection::kHostToDevice, {lo.d, lo.n}, {lo.h, lo.n}, r);
-        spans_.push_back({lo.op, c0, b_.Mark(Stream::kH2D), layer});
-      }
-      return b_.Mark(Stream::kH2D);
-    };
+  }
 
-    // Gather set-up. A p2p gather reads peers' pools, which no event orders: every rank loads
-    // all layers first, then the ranks synchronise (so peers' pages are in place).
-    const bool gathers = p.prefix_pages > 0;
-    const bool p2p = gathers && p.gather_method == GatherMethod::kP2p;
-    int all_loaded = -1;
-    if (p2p) all_loaded = load_layers(LayerRange{0, L}, -1);
-    size_t gop = 0;
-    if (gathers) gop = BeginGather(ri, p, pre);
+  // Copies layers `r` of every load-back (layer: r's one layer, or -1); returns the h2d mark
+  // after them.
+  int LoadLayers(const RequestRun& q, LayerRange r, int64_t layer) {
+    for (const LayerCopyOp& lo : q.loads) {
+      const int c0 = b_.Mark(Stream::kH2D);
+      b_.TierCopy(Stream::kH2D, lo.pool, TierDirection::kHostToDevice, {lo.d, lo.n}, {lo.h, lo.n}, r);
+      spans_.push_back({lo.op, c0, b_.Mark(Stream::kH2D), layer});
+    }
+    return b_.Mark(Stream::kH2D);
+  }
 
-    // The synthetic forward pass; per-layer backups overlap it on the d2h stream.
-    const std::string cid = pre + "compute";
+  // The synthetic forward pass: the pages it writes and its op.
+  void PlanCompute(RequestRun& q) {
+    const RequestPlan& p = *q.p;
+    const std::string cid = q.pre + "compute";
     ApplyFaults(cid, nullptr);
     std::vector<PageWrite> writes;
-    for (const NewPage& q : p.new_pages) {
-      if (q.owner != me_) continue;
-      SlotState& s = Dev(ri, cid, q.device_slot);
-      if (s.used) PlanFail(ri, cid, "writes device slot " + std::to_string(q.device_slot) + ", which is in use");
-      s = SlotState{PageTag{q.extent, 0, q.pos}, true, true};
-      writes.push_back(PageWrite{static_cast<int32_t>(q.device_slot), s.tag});
+    for (const NewPage& n : p.new_pages) {
+      if (n.owner != me_) continue;
+      SlotState& s = Dev(q.ri, cid, n.device_slot);
+      if (s.used) PlanFail(q.ri, cid, "writes device slot " + std::to_string(n.device_slot) + ", which is in use");
+      s = SlotState{PageTag{n.extent, 0, n.pos}, true, true};
+      writes.push_back(PageWrite{static_cast<int32_t>(n.device_slot), s.tag});
     }
     write_store_.push_back(std::move(writes));
-    const std::vector<PageWrite>& w = write_store_.back();
-    const size_t cop = AddOp(cid, "compute", Stream::kCompute, static_cast<int64_t>(w.size()) * L * geo_.page_layer_bytes(),
-                             static_cast<int64_t>(w.size()));
-    ops_[cop].extra = {{"new_tokens", p.computed_tokens}, {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
-                       {"layers", L}, {"target_layer_s", plan_.layer_busy_s[ri]}};
+    q.writes = &write_store_.back();
+    const int64_t L = geo_.layers;
+    q.cop = AddOp(cid, "compute", Stream::kCompute, static_cast<int64_t>(q.writes->size()) * L * geo_.page_layer_bytes(),
+                  static_cast<int64_t>(q.writes->size()));
+    ops_[q.cop].extra = {{"new_tokens", p.computed_tokens}, {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
+                         {"layers", L}, {"target_layer_s", plan_.layer_busy_s[q.ri]}};
+  }
 
-    // Backup ops of this rank (one per pool), their slots and the shadow update.
-    std::vector<LayerCopyOp> backups;
-    for (const LaneCopy& c : p.backup) {
+  // Backup ops of this rank (one per pool), their slots and the shadow update.
+  void PlanBackups(RequestRun& q) {
+    const int64_t L = geo_.layers;
+    for (const LaneCopy& c : q.p->backup) {
       if (c.lane != me_) continue;
-      const std::string lane_id = pre + "backup/l" + std::to_string(c.lane);
+      const std::string lane_id = q.pre + "backup/l" + std::to_string(c.lane);
       std::vector<int32_t> d, h;
       for (const auto& [ds, hs] : c.pages) {
-        SlotState& dev = Dev(ri, lane_id, ds);
-        SlotState& host = Host(ri, lane_id, hs);
-        if (!dev.used || !dev.written) PlanFail(ri, lane_id, "backs up device slot " + std::to_string(ds) + ", which holds no page");
-        if (host.used) PlanFail(ri, lane_id, "backs up into host slot " + std::to_string(hs) + ", which is in use");
+        SlotState& dev = Dev(q.ri, lane_id, ds);
+        SlotState& host = Host(q.ri, lane_id, hs);
+        if (!dev.used || !dev.written) PlanFail(q.ri, lane_id, "backs up device slot " + std::to_string(ds) + ", which holds no page");
+        if (host.used) PlanFail(q.ri, lane_id, "backs up into host slot " + std::to_string(hs) + ", which is in use");
         host = SlotState{dev.tag, true, true};
         d.push_back(static_cast<int32_t>(ds));
         h.push_back(static_cast<int32_t>(hs));
@@ -581,88 +616,93 @@ class RankRun {
         ApplyFaults(id, nullptr);
         const size_t op = AddOp(id, "backup", Stream::kD2H, static_cast<int64_t>(c.pages.size()) * L * geo_.chunk_bytes(k),
                                 static_cast<int64_t>(c.pages.size()));
-        ops_[op].extra = {{"schedule", kBackupScheduleNames.CName(p.backup_schedule)}};
-        backups.push_back({op, k, dp, hp, c.pages.size()});
+        ops_[op].extra = {{"schedule", kBackupScheduleNames.CName(q.p->backup_schedule)}};
+        q.backups.push_back({op, k, dp, hp, c.pages.size()});
       }
     }
+  }
 
-    // Layer by layer: load layer l (h2d), gather it (comm, after layer l-1's forward: the
-    // gather and the forward pass take turns), forward layer l (compute), back it up (d2h).
-    const bool per_layer = p.backup_schedule == BackupSchedule::kPerLayer;
-    int last_mark = -1;
-    for (int64_t l = 0; l < L; ++l) {
-      const int loaded = p2p ? all_loaded : load_layers(LayerRange{l, l + 1}, l);
-      int ready = loaded;
-      if (gathers) {
-        b_.Wait(Stream::kComm, loaded);
-        if (last_mark >= 0) b_.Wait(Stream::kComm, last_mark);
-        const int g0 = b_.Mark(Stream::kComm);
-        // Span trace: the backend marks the end of each phase of the layer; the last phase's
-        // mark is the layer's end (nothing is enqueued between them), so the phases tile it.
-        GatherPhases phases;
-        b_.GatherLayer(Stream::kComm, l, opts_.keep_spans ? &phases : nullptr);
-        ready = phases.empty() ? b_.Mark(Stream::kComm) : phases.back().second;
-        spans_.push_back({gop, g0, ready, l});
-        int phase_begin = g0;
-        for (auto& [name, end] : phases) {
-          spans_.push_back({gop, phase_begin, end, l, std::move(name)});
-          phase_begin = end;
-        }
-        if (geo_.dense_layers == 1) {  // the buffer is reused by the next layer: check it now
-          verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), pre + "gather", "layer " + std::to_string(l)});
-          dense_verify_prefix_.push_back(&p);
-        }
-      }
-      b_.Wait(Stream::kCompute, ready);
-      const int m0 = b_.Mark(Stream::kCompute);
-      b_.ForwardLayer(Stream::kCompute, l, w, plan_.layer_busy_s[ri]);
-      last_mark = b_.Mark(Stream::kCompute);
-      spans_.push_back({cop, m0, last_mark, l});
-      if (per_layer && !backups.empty()) {
-        b_.Wait(Stream::kD2H, last_mark);
-        for (const LayerCopyOp& bo : backups) {
-          const int c0 = b_.Mark(Stream::kD2H);
-          b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n}, LayerRange{l, l + 1});
-          spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H), l});
-        }
-      }
-    }
-    if (!per_layer && !backups.empty()) {
-      b_.Wait(Stream::kD2H, last_mark);
-      for (const LayerCopyOp& bo : backups) {
-        const int c0 = b_.Mark(Stream::kD2H);
-        b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n}, LayerRange{0, L});
-        spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H)});
-      }
-    }
+  // Layer l: load it (h2d), gather it (comm, after layer l-1's forward: the gather and the
+  // forward pass take turns), forward it (compute), back it up (d2h, per-layer schedule).
+  void RunLayer(RequestRun& q, int64_t l) {
+    const int loaded = q.p2p ? q.all_loaded : LoadLayers(q, LayerRange{l, l + 1}, l);
+    const int ready = q.gathers ? GatherOneLayer(q, l, loaded) : loaded;
+    b_.Wait(Stream::kCompute, ready);
+    const int m0 = b_.Mark(Stream::kCompute);
+    b_.ForwardLayer(Stream::kCompute, l, *q.writes, plan_.layer_busy_s[q.ri]);
+    q.last_mark = b_.Mark(Stream::kCompute);
+    spans_.push_back({q.cop, m0, q.last_mark, l});
+    if (q.p->backup_schedule == BackupSchedule::kPerLayer) BackUp(q, LayerRange{l, l + 1}, l);
+  }
 
-    // Checks after the timed work: one stream waits for every stream's last op, then compares
-    // the loaded pages and (when the dense buffer holds every layer) the gathered layers.
+  // One gather layer after its load-back (`loaded`) and the previous forward layer; returns the
+  // mark where it is done.
+  int GatherOneLayer(RequestRun& q, int64_t l, int loaded) {
+    b_.Wait(Stream::kComm, loaded);
+    if (q.last_mark >= 0) b_.Wait(Stream::kComm, q.last_mark);
+    const int g0 = b_.Mark(Stream::kComm);
+    // Span trace: the recipe marks the end of each phase of the layer; the last phase's mark is
+    // the layer's end (nothing is enqueued between them), so the phases tile it.
+    GatherPhases phases;
+    GatherLayer(b_, *q.gather, Stream::kComm, l, opts_.keep_spans ? &phases : nullptr);
+    const int ready = phases.empty() ? b_.Mark(Stream::kComm) : phases.back().second;
+    spans_.push_back({q.gop, g0, ready, l});
+    int phase_begin = g0;
+    for (auto& [name, end] : phases) {
+      spans_.push_back({q.gop, phase_begin, end, l, std::move(name)});
+      phase_begin = end;
+    }
+    if (geo_.dense_layers == 1) {  // the buffer is reused by the next layer: check it now
+      verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather", "layer " + std::to_string(l)});
+      dense_verify_prefix_.push_back(q.p);
+    }
+    return ready;
+  }
+
+  // Backs up layers `r` of every backup op after the last forward layer (layer: r's one layer,
+  // or -1 for the whole op at once).
+  void BackUp(const RequestRun& q, LayerRange r, int64_t layer) {
+    if (q.backups.empty()) return;
+    b_.Wait(Stream::kD2H, q.last_mark);
+    for (const LayerCopyOp& bo : q.backups) {
+      const int c0 = b_.Mark(Stream::kD2H);
+      b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n}, r);
+      spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H), layer});
+    }
+  }
+
+  // Checks after the timed work: one stream waits for every stream's last op, then compares
+  // the loaded pages and (when the dense buffer holds every layer) the gathered layers.
+  void EnqueueChecks(const RequestRun& q) {
     const int ends[] = {b_.Mark(Stream::kCompute), b_.Mark(Stream::kH2D), b_.Mark(Stream::kD2H)};
     for (int e : ends) b_.Wait(Stream::kComm, e);
     for (const PendingCheck& chk : load_checks_)
       verifies_.push_back(PendingVerify{b_.VerifyPages(Stream::kComm, chk.pool, {chk.dev, chk.n}, {chk.tags, chk.n}), chk.op_id,
                                         chk.what, chk.dev, chk.host, chk.tags});
     load_checks_.clear();
-    if (gathers && geo_.dense_layers > 1)
-      for (int64_t l = 0; l < L; ++l) {
-        verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), pre + "gather", "layer " + std::to_string(l)});
-        dense_verify_prefix_.push_back(&p);
+    if (q.gathers && geo_.dense_layers > 1)
+      for (int64_t l = 0; l < geo_.layers; ++l) {
+        verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather", "layer " + std::to_string(l)});
+        dense_verify_prefix_.push_back(q.p);
       }
+  }
 
+  // Releases the streams, waits for them, resolves the request's times and checks, and forgets
+  // its bookkeeping.
+  void Finish(const RequestRun& q) {
     b_.OpenGate();
     RequestHostTime ht;
-    ht.request = p.request;
-    ht.enqueue_s = std::chrono::duration<double>(Clock::now() - host_t0).count();
+    ht.request = q.p->request;
+    ht.enqueue_s = std::chrono::duration<double>(Clock::now() - q.host_t0).count();
     b_.Sync();
-    if (p2p) b_.Barrier();  // nobody reuses a slot a peer may still be reading
+    if (q.p2p) b_.Barrier();  // nobody reuses a slot a peer may still be reading
     if (pause_.first >= 0) {
       ht.pause_begin_s = b_.MarkSeconds(pause_.first);
       ht.pause_end_s = b_.MarkSeconds(pause_.second);
     }
     host_times_.push_back(ht);
-    Resolve(start_mark, host_timed, first_op, p.request);
-    CheckVerifications(p);
+    Resolve(q.start_mark, q.host_timed, q.first_op, q.p->request);
+    CheckVerifications(*q.p);
     b_.ReleaseMarks();
     index_store_.clear();
     tag_store_.clear();

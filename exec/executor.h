@@ -50,6 +50,8 @@ struct Fault {
   int rank = 0;
   std::string op_id;
 };
+inline constexpr NameTable<Fault::Kind, 3> kFaultKindNames{
+    {{{Fault::Kind::kCorrupt, "corrupt"}, {Fault::Kind::kDie, "die"}, {Fault::Kind::kHang, "hang"}}}, "kind"};
 // Throws InputError(field "--fault").
 Fault ParseFault(std::string_view text);
 

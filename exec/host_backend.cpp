@@ -147,6 +147,7 @@ class HostBackend : public RankBackend {
   std::string_view Name() const override { return "host"; }
   int rank() const override { return rank_; }
   int ranks() const override { return geo_.ranks; }
+  const ExecGeometry& geometry() const override { return geo_; }
 
   nlohmann::ordered_json Context() const override {
     nlohmann::ordered_json j;
@@ -211,101 +212,78 @@ class HostBackend : public RankBackend {
     gi_ = &index;
   }
 
-  void GatherLayer(Stream s, int64_t layer, GatherPhases* phases) override {
-    const GatherIndex& g = *gi_;
-    const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_.data(), layer, gi_->prefix_pages);
-    const kernels::LayerRange one{layer, layer + 1};
-    const int64_t record = geo_.page_layer_bytes();
-    // Span trace only: the clock after each phase, which has run by then (none otherwise).
-    auto phase = [&](const char* name) {
-      if (phases) phases->emplace_back(name, Mark(s));
-    };
-    switch (g.method) {
-      case GatherMethod::kDense: {
-        kernels::ScatterDenseArgs a;
-        a.pools = pools_;
-        a.layers = one;
-        a.owner_slot = g.owner_slot.data();
-        a.num_dense_pages = g.prefix_pages;
-        a.dense = dense;
-        kernels::ScatterDenseCpu(a);
-        phase("scatter");
-        if (geo_.ranks > 1) {
-          AllReduceSumBytes(static_cast<uint8_t*>(dense[0].data), g.prefix_pages * record);
-          phase("all-reduce");
-        }
-        break;
-      }
-      case GatherMethod::kPacked:
-      case GatherMethod::kZigzag: {
-        kernels::PackArgs p;
-        p.pools = pools_;
-        p.layers = one;
-        p.slots = g.pack_slots.data();
-        p.num_pages = static_cast<int64_t>(g.pack_slots.size());
-        p.send = send_.data();
-        kernels::PackPagesCpu(p);
-        const int64_t shard_bytes = g.shard_pages * record;
-        // Padding records are sent but never read; zero them so runs are reproducible.
-        std::memset(send_.data() + p.num_pages * record, 0, static_cast<size_t>(shard_bytes - p.num_pages * record));
-        phase("pack");
-        // One rank: the packed shard is the whole all-gather output; no collective runs.
-        if (geo_.ranks > 1) {
-          AllGatherRaw(send_.data(), shard_bytes, recv_.data());
-          phase("all-gather");
-        }
-        const uint8_t* recv = geo_.ranks > 1 ? recv_.data() : send_.data();
-        if (g.method == GatherMethod::kPacked) {
-          kernels::UnpackArgs u;
-          u.dense = dense;
-          u.num_layers = 1;
-          u.recv = recv;
-          u.num_records = g.shard_pages * geo_.ranks;
-          u.recv_index = g.unpack_index.data();
-          u.num_dense_pages = g.prefix_pages;
-          kernels::UnpackPagesCpu(u);
-          phase("unpack");
-        } else {
-          kernels::ZigzagArgs z;
-          z.dense = dense;
-          z.num_layers = 1;
-          z.recv = recv;
-          z.run = g.zigzag;
-          z.shard_pages = g.shard_pages;
-          kernels::ZigzagReorderCpu(z);
-          phase("zigzag");
-        }
-        break;
-      }
-      case GatherMethod::kP2p: {
-        kernels::PeerGatherArgs a;
-        a.peer_pools = all_pools_;
-        a.num_ranks = geo_.ranks;
-        a.layers = one;
-        a.src_rank = g.src_rank.data();
-        a.src_slot = g.src_slot.data();
-        a.num_dense_pages = g.prefix_pages;
-        a.dense = dense;
-        kernels::PeerGatherCpu(a);
-        phase("peer_gather");
-        break;
-      }
-    }
+  void ScatterDense(Stream, int64_t layer) override {
+    kernels::ScatterDenseArgs a;
+    a.pools = pools_;
+    a.layers = kernels::LayerRange{layer, layer + 1};
+    a.owner_slot = gi_->owner_slot.data();
+    a.num_dense_pages = gi_->prefix_pages;
+    const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
+    a.dense = dense;
+    kernels::ScatterDenseCpu(a);
   }
 
-  void RawCollective(Stream, RawCollectiveOp op, int64_t bytes) override {
-    KV_CHECK(geo_.ranks > 1, "a bare collective needs several ranks");
-    if (op == RawCollectiveOp::kAllGather) {
-      KV_CHECK(bytes <= geo_.send_bytes(), "all-gather of " << bytes << " bytes per rank exceeds the send buffer");
-      AllGatherRaw(send_.data(), bytes, recv_.data());
-    } else {
-      KV_CHECK(bytes <= geo_.dense_bytes(), "all-reduce of " << bytes << " bytes exceeds the dense buffer");
-      AllReduceSumBytes(dense_.data(), bytes);
-    }
+  void PackShard(Stream, int64_t layer) override {
+    kernels::PackArgs p;
+    p.pools = pools_;
+    p.layers = kernels::LayerRange{layer, layer + 1};
+    p.slots = gi_->pack_slots.data();
+    p.num_pages = static_cast<int64_t>(gi_->pack_slots.size());
+    p.send = send_.data();
+    kernels::PackPagesCpu(p);
+  }
+
+  void Unpack(Stream, int64_t layer, RecordBuffer from) override {
+    kernels::UnpackArgs u;
+    const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
+    u.dense = dense;
+    u.num_layers = 1;
+    u.recv = Records(from);
+    u.num_records = gi_->shard_pages * geo_.ranks;
+    u.recv_index = gi_->unpack_index.data();
+    u.num_dense_pages = gi_->prefix_pages;
+    kernels::UnpackPagesCpu(u);
+  }
+
+  void ZigzagReorder(Stream, int64_t layer, RecordBuffer from) override {
+    kernels::ZigzagArgs z;
+    const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
+    z.dense = dense;
+    z.num_layers = 1;
+    z.recv = Records(from);
+    z.run = gi_->zigzag;
+    z.shard_pages = gi_->shard_pages;
+    kernels::ZigzagReorderCpu(z);
+  }
+
+  void PeerGather(Stream, int64_t layer) override {
+    kernels::PeerGatherArgs a;
+    a.peer_pools = all_pools_;
+    a.num_ranks = geo_.ranks;
+    a.layers = kernels::LayerRange{layer, layer + 1};
+    a.src_rank = gi_->src_rank.data();
+    a.src_slot = gi_->src_slot.data();
+    a.num_dense_pages = gi_->prefix_pages;
+    const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
+    a.dense = dense;
+    kernels::PeerGatherCpu(a);
+  }
+
+  void AllGather(Stream, int64_t bytes) override {
+    KV_CHECK(geo_.ranks > 1, "an all-gather needs several ranks");
+    KV_CHECK(bytes <= geo_.send_bytes(), "all-gather of " << bytes << " bytes per rank exceeds the send buffer");
+    AllGatherRaw(send_.data(), bytes, recv_.data());
+  }
+
+  void AllReduce(Stream, int64_t offset, int64_t bytes) override {
+    KV_CHECK(geo_.ranks > 1, "an all-reduce needs several ranks");
+    KV_CHECK(offset >= 0 && offset + bytes <= geo_.dense_bytes(),
+             "all-reduce of " << bytes << " bytes at " << offset << " exceeds the dense buffer");
+    AllReduceSumBytes(dense_.data() + offset, bytes);
   }
 
   int VerifyDense(Stream, int64_t layer) override {
-    const std::vector<kernels::DenseRef> dense = geo_.dense_refs(dense_.data(), layer, gi_->prefix_pages);
+    const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
     VerifyResult r;
     for (int64_t p = 0; p < gi_->prefix_pages; ++p) {
       const PageTag& t = gi_->tags[static_cast<size_t>(p)];
@@ -397,6 +375,12 @@ class HostBackend : public RankBackend {
   }
 
  private:
+  // The current gather's dense regions of `layer`, one per pool.
+  std::vector<kernels::DenseRef> DenseRefs(int64_t layer) {
+    return geo_.dense_refs(dense_.data(), layer, gi_->prefix_pages);
+  }
+  const uint8_t* Records(RecordBuffer from) const { return from == RecordBuffer::kRecv ? recv_.data() : send_.data(); }
+
   uint8_t* PoolChunk(int pool, int64_t layer, int64_t slot) const {
     const kernels::PoolRef& p = pools_[static_cast<size_t>(pool)];
     KV_CHECK(slot >= 0 && slot < p.geo.num_slots && layer >= 0 && layer < p.geo.num_layers,

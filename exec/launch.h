@@ -12,7 +12,15 @@
 #include <string_view>
 #include <vector>
 
+#include "traces/name_table.h"
+
 namespace kvlanes::exec {
+
+// How rank processes start (`kvlanes exec --launch`): local forks one per rank here; env: this
+// process is one rank of an external launcher.
+enum class LaunchKind { kLocal, kEnv };
+inline constexpr NameTable<LaunchKind, 2> kLaunchNames{
+    {{{LaunchKind::kLocal, "local"}, {LaunchKind::kEnv, "env"}}}, "launch"};
 
 struct RankEnv {
   int rank = -1;

@@ -19,37 +19,6 @@ int64_t PackedRecordPoolOffset(std::span<const PoolRef> pools, LayerRange layers
   return offset;
 }
 
-namespace {
-constexpr std::array<std::pair<HostLayout, std::string_view>, 3> kHostLayoutNames = {{
-    {HostLayout::kLayerFirst, "layer_first"},
-    {HostLayout::kPageFirst, "page_first"},
-    {HostLayout::kPageFirstDirect, "page_first_direct"},
-}};
-}  // namespace
-
-std::string_view HostLayoutName(HostLayout layout) {
-  for (const auto& [value, name] : kHostLayoutNames) {
-    if (value == layout) return name;
-  }
-  KVLANES_KERNELS_CHECK(false, "unknown HostLayout value");
-}
-
-std::optional<HostLayout> ParseHostLayout(std::string_view name) {
-  for (const auto& [value, known] : kHostLayoutNames) {
-    if (known == name) return value;
-  }
-  return std::nullopt;
-}
-
-std::string HostLayoutNames() {
-  std::string out;
-  for (const auto& [value, name] : kHostLayoutNames) {
-    if (!out.empty()) out += ", ";
-    out += name;
-  }
-  return out;
-}
-
 HostStrides HostLayoutStrides(HostLayout layout, const PoolGeometry& geo, int64_t host_slots) {
   const int64_t e = geo.elem_bytes;
   const int64_t c = geo.chunk_bytes();

@@ -31,6 +31,8 @@
 #include <string>
 #include <string_view>
 
+#include "traces/name_table.h"
+
 #if defined(__CUDACC__)
 #define KVLANES_HD __host__ __device__
 #else
@@ -79,11 +81,16 @@ int64_t PackedRecordPoolOffset(std::span<const PoolRef> pools, LayerRange layers
 
 enum class HostLayout { kLayerFirst, kPageFirst, kPageFirstDirect };
 
-// The names used by the CLI, configs and JSON: "layer_first", "page_first", "page_first_direct".
-std::string_view HostLayoutName(HostLayout layout);
-std::optional<HostLayout> ParseHostLayout(std::string_view name);
+// The names used by the CLI, configs and JSON.
+inline constexpr NameTable<HostLayout, 3> kHostLayoutNames{
+    {{{HostLayout::kLayerFirst, "layer_first"},
+      {HostLayout::kPageFirst, "page_first"},
+      {HostLayout::kPageFirstDirect, "page_first_direct"}}},
+    "host layout"};
+inline std::string_view HostLayoutName(HostLayout layout) { return kHostLayoutNames.Name(layout); }
+inline std::optional<HostLayout> ParseHostLayout(std::string_view name) { return kHostLayoutNames.Find(name); }
 // "layer_first, page_first, page_first_direct": for error messages listing the valid names.
-std::string HostLayoutNames();
+inline std::string HostLayoutNames() { return kHostLayoutNames.List(); }
 
 // Bytes of a host pool with `host_slots` page slots of the device pool's per-page shape.
 inline int64_t HostPoolBytes(const PoolGeometry& geo, int64_t host_slots) {

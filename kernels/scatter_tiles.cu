@@ -89,6 +89,98 @@ __device__ __forceinline__ Source Locate(const TileParams& p, const TileSegment&
   return src;
 }
 
+// kFused: copy unit `w` (one listed owned page's chunk of one layer and pool), by the whole CTA,
+// consecutive threads on consecutive vectors of the chunk on both sides.
+template <int kVec, int kUnroll, bool kStream>
+__device__ __forceinline__ void CopyUnit(const TileParams& p, uint32_t w, uint32_t tid) {
+  using V = typename VecOf<kVec>::Type;
+  int k = 0;
+  while (k + 1 < p.num_segments && w >= p.seg[k + 1].copy_begin) ++k;
+  const TileSegment& s = p.seg[k];
+  const uint32_t local = w - s.copy_begin;
+  const uint32_t layer = p.owned.Div(local);
+  const uint32_t i = local - layer * p.owned.divisor;
+  const int64_t slot = p.owned_slots[i];
+  const int64_t page = p.owned_pages[i];
+  if (slot < 0 || slot >= s.pool_slots || page < 0 || page >= p.pages.divisor) __trap();
+  const V* src = reinterpret_cast<const V*>(s.pool + layer * s.pool_layer_stride + slot * s.chunk_bytes);
+  V* dst = reinterpret_cast<V*>(s.dense + layer * s.dense_row_stride + page * s.chunk_bytes);
+  const uint32_t n = s.chunk_vecs.divisor;
+  for (uint32_t base = 0; base < n; base += blockDim.x * kUnroll) {
+    V tmp[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint32_t x = base + u * blockDim.x + tid;
+      if (x < n) tmp[u] = LoadVec<kStream>(src + x);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint32_t x = base + u * blockDim.x + tid;
+      if (x < n) StoreVec<kStream>(dst + x, tmp[u]);
+    }
+  }
+}
+
+// One unrolled step of vectors x = first + stride * u + lane (u < kUnroll, x < end) of a row,
+// each looked up alone: copied from its owner or zeroed, as copy_owned / write_zeros allow.
+template <int kVec, int kUnroll, bool kStream>
+__device__ __forceinline__ void PerVector(const TileParams& p, const TileSegment& s, uint32_t row,
+                                          typename VecOf<kVec>::Type* dst_row, uint32_t first,
+                                          uint32_t stride, uint32_t lane, uint32_t end) {
+  using V = typename VecOf<kVec>::Type;
+  V tmp[kUnroll];
+  bool write[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const uint32_t x = first + stride * u + lane;
+    tmp[u] = V{};
+    write[u] = false;
+    if (x < end) {
+      const Source src = Locate<kVec>(p, s, row, x);
+      if (src.slot >= 0 && p.copy_owned) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
+      write[u] = src.slot >= 0 ? p.copy_owned : p.write_zeros;
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    if (write[u]) StoreVec<kStream>(dst_row + first + stride * u + lane, tmp[u]);
+  }
+}
+
+// kSpans: this warp's span of the tile [tile_x, tile_end) of a row.
+template <int kVec, int kUnroll, bool kStream>
+__device__ __forceinline__ void WarpSpan(const TileParams& p, const TileSegment& s, uint32_t row,
+                                         typename VecOf<kVec>::Type* dst_row, uint32_t tile_x,
+                                         uint32_t tile_end, uint32_t tid, uint32_t lane) {
+  using V = typename VecOf<kVec>::Type;
+  const uint32_t first = tile_x + (tid >> 5) * (32u * kUnroll);
+  if (first >= tile_end) return;  // this warp's span lies past the row's end
+  const uint32_t end = min(first + 32u * kUnroll, tile_end);
+  const uint32_t j = s.chunk_vecs.Div(first);
+  if (j != s.chunk_vecs.Div(end - 1)) {
+    // The span crosses chunks (small pages, or a chunk boundary): per vector.
+    PerVector<kVec, kUnroll, kStream>(p, s, row, dst_row, first, 32u, lane, end);
+    return;
+  }
+  // The whole span is in one chunk: warp-uniform.
+  const Source src = Locate<kVec>(p, s, row, first);
+  if (src.slot < 0 ? !p.write_zeros : !p.copy_owned) return;
+  V tmp[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const uint32_t x = first + 32u * u + lane;
+    tmp[u] = V{};
+    if (src.slot >= 0 && x < end) {
+      tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at) + (32u * u + lane));
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const uint32_t x = first + 32u * u + lane;
+    if (x < end) StoreVec<kStream>(dst_row + x, tmp[u]);
+  }
+}
+
 // kSpans false (ScatterVariant::kTiles): in each unrolled step the whole CTA covers blockDim
 // consecutive vectors (thread t at step u: tile vector u * blockDim + t), each looked up alone.
 // kSpans true (kWarpSpans, kWarpSpansStreaming): warp w covers the tile's vectors
@@ -108,31 +200,7 @@ __global__ void ScatterTilesKernel(const __grid_constant__ TileParams p) {
   for (uint32_t w = blockIdx.x; w < work; w += gridDim.x) {
     if constexpr (kCopyUnits) {
       if (w < p.copy_units) {
-        int k = 0;
-        while (k + 1 < p.num_segments && w >= p.seg[k + 1].copy_begin) ++k;
-        const TileSegment& s = p.seg[k];
-        const uint32_t local = w - s.copy_begin;
-        const uint32_t layer = p.owned.Div(local);
-        const uint32_t i = local - layer * p.owned.divisor;
-        const int64_t slot = p.owned_slots[i];
-        const int64_t page = p.owned_pages[i];
-        if (slot < 0 || slot >= s.pool_slots || page < 0 || page >= p.pages.divisor) __trap();
-        const V* src = reinterpret_cast<const V*>(s.pool + layer * s.pool_layer_stride + slot * s.chunk_bytes);
-        V* dst = reinterpret_cast<V*>(s.dense + layer * s.dense_row_stride + page * s.chunk_bytes);
-        const uint32_t n = s.chunk_vecs.divisor;
-        for (uint32_t base = 0; base < n; base += blockDim.x * kUnroll) {
-          V tmp[kUnroll];
-#pragma unroll
-          for (int u = 0; u < kUnroll; ++u) {
-            const uint32_t x = base + u * blockDim.x + tid;
-            if (x < n) tmp[u] = LoadVec<kStream>(src + x);
-          }
-#pragma unroll
-          for (int u = 0; u < kUnroll; ++u) {
-            const uint32_t x = base + u * blockDim.x + tid;
-            if (x < n) StoreVec<kStream>(dst + x, tmp[u]);
-          }
-        }
+        CopyUnit<kVec, kUnroll, kStream>(p, w, tid);
         continue;
       }
     }
@@ -145,67 +213,10 @@ __global__ void ScatterTilesKernel(const __grid_constant__ TileParams p) {
     const uint32_t tile_x = (local - row * s.tiles_per_row) * p.tile_vecs;
     const uint32_t tile_end = min(tile_x + p.tile_vecs, s.row_vecs);
     V* dst_row = reinterpret_cast<V*>(s.dense + row * s.dense_row_stride);
-
     if constexpr (kSpans) {
-      const uint32_t first = tile_x + (tid >> 5) * (32u * kUnroll);
-      if (first >= tile_end) continue;  // this warp's span lies past the row's end
-      const uint32_t end = min(first + 32u * kUnroll, tile_end);
-      const uint32_t j = s.chunk_vecs.Div(first);
-      if (j == s.chunk_vecs.Div(end - 1)) {  // the whole span is in one chunk: warp-uniform
-        const Source src = Locate<kVec>(p, s, row, first);
-        if (src.slot < 0 ? !p.write_zeros : !p.copy_owned) continue;
-        V tmp[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const uint32_t x = first + 32u * u + lane;
-          tmp[u] = V{};
-          if (src.slot >= 0 && x < end) {
-            tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at) + (32u * u + lane));
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const uint32_t x = first + 32u * u + lane;
-          if (x < end) StoreVec<kStream>(dst_row + x, tmp[u]);
-        }
-        continue;
-      }
-      // The span crosses chunks (small pages, or a chunk boundary): per vector, as below.
-      V tmp[kUnroll];
-      bool write[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const uint32_t x = first + 32u * u + lane;
-        tmp[u] = V{};
-        write[u] = false;
-        if (x < end) {
-          const Source src = Locate<kVec>(p, s, row, x);
-          if (src.slot >= 0 && p.copy_owned) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
-          write[u] = src.slot >= 0 ? p.copy_owned : p.write_zeros;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (write[u]) StoreVec<kStream>(dst_row + first + 32u * u + lane, tmp[u]);
-      }
+      WarpSpan<kVec, kUnroll, kStream>(p, s, row, dst_row, tile_x, tile_end, tid, lane);
     } else {
-      V tmp[kUnroll];
-      bool write[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const uint32_t x = tile_x + u * blockDim.x + tid;
-        tmp[u] = V{};
-        write[u] = false;
-        if (x < tile_end) {
-          const Source src = Locate<kVec>(p, s, row, x);
-          if (src.slot >= 0 && p.copy_owned) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
-          write[u] = src.slot >= 0 ? p.copy_owned : p.write_zeros;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (write[u]) StoreVec<kStream>(dst_row + tile_x + u * blockDim.x + tid, tmp[u]);
-      }
+      PerVector<kVec, kUnroll, kStream>(p, s, row, dst_row, tile_x, blockDim.x, tid, tile_end);
     }
   }
 }

@@ -72,14 +72,7 @@ cudaError_t TierCopyKernel(const TierCopyArgs& a, cudaStream_t stream, const Lau
 }
 
 cudaError_t TierCopyKernel(const TierCopyArgs& a, cudaStream_t stream) {
-  // KVLANES_TIER_MAX_CTAS overrides the grid cap of tuning.h (0: no cap), for experiments.
-  static const int max_ctas_override = [] {
-    const char* e = std::getenv("KVLANES_TIER_MAX_CTAS");
-    return e && *e ? std::atoi(e) : -1;
-  }();
-  LaunchTuning t = a.direction == TierDirection::kDeviceToHost ? kTierD2HTuning : kTierH2DTuning;
-  if (max_ctas_override >= 0) t.max_ctas = max_ctas_override;
-  return TierCopyKernel(a, stream, t);
+  return TierCopyKernel(a, stream, DefaultTierTuning(a.direction));
 }
 
 cudaError_t TierCopyMemcpyPlanned(const TierCopyArgs& a, std::span<const Copy2D> plan,

@@ -23,6 +23,9 @@
 namespace kvlanes::kernels {
 
 // Launch shape by direction: kTierH2DTuning or kTierD2HTuning (tuning.h).
+inline LaunchTuning DefaultTierTuning(TierDirection d) {
+  return d == TierDirection::kDeviceToHost ? kTierD2HTuning : kTierH2DTuning;
+}
 cudaError_t TierCopyKernel(const TierCopyArgs& args, cudaStream_t stream);
 cudaError_t TierCopyKernel(const TierCopyArgs& args, cudaStream_t stream,
                            const LaunchTuning& tuning);

@@ -35,6 +35,7 @@ int CmdBenchSweep(int argc, const char* const* argv) {
        "ranks (one process each); above 1 only collectives and peer reads are measured")
       ("devices", po::value<std::string>(), "cuda, several ranks: GPU of each rank, comma-separated (default: rank r on GPU r)")
       ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel (SM copy kernel) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)")
+      ("tier-max-ctas", po::value<int>(), "--tier-copy kernel: at most N CTAs per tier copy instead of the tuned cap (0: no cap); for experiments")
       ("max-pages", po::value<int64_t>()->default_value(d.max_pages), "largest page count of a one-layer copy or gather")
       ("max-all-layer-pages", po::value<int64_t>()->default_value(d.max_all_layer_pages),
        "largest page count of an all-layer copy")
@@ -103,8 +104,12 @@ int CmdBenchSweep(int argc, const char* const* argv) {
         throw InputError("", 0, "--devices", std::to_string(o.devices.size()) + " GPUs for " + std::to_string(o.ranks) + " ranks");
     }
     const std::string tc = vm["tier-copy"].as<std::string>();
-    if (tc != "kernel" && tc != "memcpy" && tc != "batch") throw InputError("", 0, "--tier-copy", "expected kernel, memcpy or batch");
+    exec::kTierCopyModeNames.Parse(tc, "--tier-copy");
     o.tier_copy = tc;
+    if (vm.count("tier-max-ctas")) {
+      o.tier_max_ctas = vm["tier-max-ctas"].as<int>();
+      if (o.tier_max_ctas < 0) throw InputError("", 0, "--tier-max-ctas", "must be >= 0");
+    }
     o.max_pages = vm["max-pages"].as<int64_t>();
     o.max_all_layer_pages = vm["max-all-layer-pages"].as<int64_t>();
     o.repeats = vm["repeats"].as<int>();

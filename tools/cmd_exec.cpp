@@ -43,6 +43,7 @@ int CmdExec(int argc, const char* const* argv) {
        "multiply the forward pass's modelled per-layer duration (0: measure data movement only)")
       ("devices", po::value<std::string>(), "--launch local: GPU per rank, e.g. 0,1,2,3 (default: rank modulo GPUs)")
       ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel (SM copy kernel) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)")
+      ("tier-max-ctas", po::value<int>(), "--tier-copy kernel: at most N CTAs per tier copy instead of the tuned cap (0: no cap); for experiments")
       ("gate", po::value<std::string>()->default_value("off"),
        "on: the device starts each request once the host has enqueued all of it (ops are device time, as "
        "predicted) | off: work starts as it is enqueued (a short forward pass leaves the host behind)")
@@ -76,8 +77,7 @@ int CmdExec(int argc, const char* const* argv) {
     o.backend = vm["backend"].as<std::string>();
     exec::CheckBackendAvailable(o.backend);
     const std::string launch = vm["launch"].as<std::string>();
-    if (launch != "local" && launch != "env")
-      throw InputError("", 0, "--launch", "unknown launch '" + launch + "' (valid: local, env)");
+    exec::kLaunchNames.Parse(launch, "--launch");
     o.out = vm["out"].as<std::string>();
     if (vm.count("timeline")) o.timeline = vm["timeline"].as<std::string>();
     if (vm.count("span-trace")) o.span_trace = vm["span-trace"].as<std::string>();
@@ -93,8 +93,12 @@ int CmdExec(int argc, const char* const* argv) {
     if (o.exec.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
     if (vm.count("devices")) o.devices = ParseDevices(vm["devices"].as<std::string>());
     const std::string tc = vm["tier-copy"].as<std::string>();
-    if (tc != "kernel" && tc != "memcpy" && tc != "batch") throw InputError("", 0, "--tier-copy", "expected kernel, memcpy or batch");
+    exec::kTierCopyModeNames.Parse(tc, "--tier-copy");
     o.tier_copy = tc;
+    if (vm.count("tier-max-ctas")) {
+      o.tier_max_ctas = vm["tier-max-ctas"].as<int>();
+      if (o.tier_max_ctas < 0) throw InputError("", 0, "--tier-max-ctas", "must be >= 0");
+    }
     const std::string gate = vm["gate"].as<std::string>();
     if (gate != "on" && gate != "off") throw InputError("", 0, "--gate", "expected on or off, got '" + gate + "'");
     o.exec.gate = gate == "on";

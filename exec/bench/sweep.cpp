@@ -14,6 +14,7 @@
 
 #include "exec/exec_error.h"
 #include "exec/exec_run.h"
+#include "exec/gather.h"
 #include "exec/host_backend.h"
 #include "exec/launch.h"
 #include "traces/percentile.h"
@@ -102,10 +103,23 @@ class Sweeper {
     b_.StartEpoch();
     const std::string mode = o_.backend == "host" ? "memcpy" : (o_.tier_copy == "memcpy" ? "memcpy2d" : o_.tier_copy);
     const std::string layout(kernels::HostLayoutName(geo_.host_layout));
+    TierCopySamples(layout, mode);
+    SubmitSamples(layout, mode);
+    PackedGatherSamples();
+    if (o_.backups) BackupPassSamples(layout, mode);
+
+    nlohmann::ordered_json ctx;
+    ctx["geometry"] = GeometryJson(geo_, layout, mode);
+    ctx["buffer_bytes"] = geo_.device_pool_bytes();
+    ctx["not_measured"] = {"collectives and peer reads: run the sweep with --ranks N", kForwardNotMeasured};
+    return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
+  }
+
+ private:
+  // Tier copies: one pool per call, as the executor issues them.
+  void TierCopySamples(const std::string& layout, const std::string& mode) {
     const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
     const std::vector<int64_t> all_counts = SweepPageCounts(std::min(o_.max_pages, o_.max_all_layer_pages));
-
-    // Tier copies: one pool per call, as the executor issues them.
     for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
       const bool h2d = dir == TierDirection::kHostToDevice;
       const Stream s = h2d ? Stream::kH2D : Stream::kD2H;
@@ -137,8 +151,10 @@ class Sweeper {
             }
           }
     }
+  }
 
-    // Submission: host time of enqueueing a batch of one-layer copies of 8 pages.
+  // Submission: host time of enqueueing a batch of one-layer copies of 8 pages.
+  void SubmitSamples(const std::string& layout, const std::string& mode) {
     Progress("copy_submit");
     for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
       const bool h2d = dir == TierDirection::kHostToDevice;
@@ -165,8 +181,11 @@ class Sweeper {
         samples_.push_back(std::move(x));
       }
     }
+  }
 
-    // One layer of a packed gather at one rank: pack the owned pages, unpack them into order.
+  // One layer of a packed gather at one rank: pack the owned pages, unpack them into order.
+  void PackedGatherSamples() {
+    const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
     Progress("device_copy (packed gather layer)");
     for (const int64_t n : counts) {
       const std::vector<double> t = Time(Stream::kComm, [&] {
@@ -184,7 +203,7 @@ class Sweeper {
         auto keep = std::make_shared<GatherIndex>(std::move(g));
         b_.PrepareGather(*keep);
         const int64_t l = RandomLayer();
-        return [this, keep, l] { b_.GatherLayer(Stream::kComm, l); };
+        return [this, keep, l] { GatherLayer(b_, *keep, Stream::kComm, l); };
       });
       nlohmann::ordered_json x = Stats("device_copy", t);
       x["bytes"] = 2 * n * geo_.page_layer_bytes();
@@ -194,34 +213,27 @@ class Sweeper {
       x["label"] = "pack + unpack of " + std::to_string(n) + " pages, one layer, all pools";
       samples_.push_back(std::move(x));
     }
-
-    // Backups over a forward pass, as the executor runs them (docs/calibration.md): per layer a
-    // packed gather layer of each size in backup_gather_pages (one set of samples per size) on the
-    // collective stream, then a forward layer of kBackupForwardS that writes the pages backed up
-    // on the compute stream; per-layer: after each forward layer the d2h stream
-    // copies that layer of n pages of every pool; tail: after the last layer one all-layer copy per
-    // pool. The whole pass is enqueued behind the request gate, as the executor with --gate on
-    // (SweepOptions::backup_gate false: as the host goes, as with --gate off).
-    if (o_.backups) {
-      std::set<int64_t> gathers;
-      for (const int64_t g : o_.backup_gather_pages) gathers.insert(std::min<int64_t>(g, o_.max_pages));
-      for (const int64_t gp : gathers)
-        for (const bool tail : {false, true}) {
-          Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") + ", gather of " +
-                   std::to_string(gp) + " pages beside it");
-          for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
-            BackupSamples(n, gp, tail, layout, mode);
-        }
-    }
-
-    nlohmann::ordered_json ctx;
-    ctx["geometry"] = GeometryJson(geo_, layout, mode);
-    ctx["buffer_bytes"] = geo_.device_pool_bytes();
-    ctx["not_measured"] = {"collectives and peer reads: run the sweep with --ranks N", kForwardNotMeasured};
-    return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
   }
 
- private:
+  // Backups over a forward pass, as the executor runs them (docs/calibration.md): per layer a
+  // packed gather layer of each size in backup_gather_pages (one set of samples per size) on the
+  // collective stream, then a forward layer of kBackupForwardS that writes the pages backed up
+  // on the compute stream; per-layer: after each forward layer the d2h stream
+  // copies that layer of n pages of every pool; tail: after the last layer one all-layer copy per
+  // pool. The whole pass is enqueued behind the request gate, as the executor with --gate on
+  // (SweepOptions::backup_gate false: as the host goes, as with --gate off).
+  void BackupPassSamples(const std::string& layout, const std::string& mode) {
+    std::set<int64_t> gathers;
+    for (const int64_t g : o_.backup_gather_pages) gathers.insert(std::min<int64_t>(g, o_.max_pages));
+    for (const int64_t gp : gathers)
+      for (const bool tail : {false, true}) {
+        Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") + ", gather of " +
+                 std::to_string(gp) + " pages beside it");
+        for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
+          BackupSamples(n, gp, tail, layout, mode);
+      }
+  }
+
   void Progress(const std::string& what) {
     if (o_.progress) o_.progress(what);
   }
@@ -268,7 +280,7 @@ class Sweeper {
         int ready = -1;
         if (gather_pages > 0) {
           if (fwd >= 0) b_.Wait(Stream::kComm, fwd);
-          b_.GatherLayer(Stream::kComm, l);
+          GatherLayer(b_, g, Stream::kComm, l);
           ready = b_.Mark(Stream::kComm);
           b_.Wait(Stream::kCompute, ready);
         }
@@ -391,13 +403,13 @@ class CollectiveSweeper {
     Progress("all_gather, " + std::to_string(N) + " ranks");
     for (const int64_t n : counts) {
       const int64_t shard = (n + N - 1) / N;
-      const std::vector<double> t = Time([&] { return [this, shard, record] { b_.RawCollective(Stream::kComm, RawCollectiveOp::kAllGather, shard * record); }; });
+      const std::vector<double> t = Time([&] { return [this, shard, record] { b_.AllGather(Stream::kComm, shard * record); }; });
       Add(Stats("all_gather", t), N * shard * record, "all-gather of " + std::to_string(n) + " pages, one layer, all pools (" +
                                                            std::to_string(shard) + " per rank)");
     }
     Progress("all_reduce, " + std::to_string(N) + " ranks");
     for (const int64_t n : counts) {
-      const std::vector<double> t = Time([&] { return [this, n, record] { b_.RawCollective(Stream::kComm, RawCollectiveOp::kAllReduce, n * record); }; });
+      const std::vector<double> t = Time([&] { return [this, n, record] { b_.AllReduce(Stream::kComm, 0, n * record); }; });
       Add(Stats("all_reduce", t), n * record, "all-reduce of " + std::to_string(n) + " pages, one layer, all pools");
     }
     Progress("peer_read, " + std::to_string(N) + " ranks");
@@ -416,7 +428,7 @@ class CollectiveSweeper {
         auto keep = std::make_shared<GatherIndex>(std::move(g));
         b_.PrepareGather(*keep);
         const int64_t l = static_cast<int64_t>(rng_() % static_cast<uint64_t>(geo_.layers));
-        return [this, keep, l] { b_.GatherLayer(Stream::kComm, l); };
+        return [this, keep, l] { GatherLayer(b_, *keep, Stream::kComm, l); };
       });
       nlohmann::ordered_json x = Stats("peer_read", t);
       x["peers"] = peers;
@@ -546,8 +558,8 @@ nlohmann::ordered_json RunRanks(const SweepOptions& o) {
   std::unique_ptr<HostSegment> seg;
   if (o.backend == "host") {
     seg = HostSegment::CreateAnonymous(geo);
-  } else if (o.backend != "cuda") {
-    throw ExecError("sweep: unknown backend '" + o.backend + "' (cuda | host)");
+  } else if (!kBackendNames.Find(o.backend)) {
+    throw ExecError("sweep: unknown backend '" + o.backend + "' (valid: " + kBackendNames.List() + ")");
   }
 #if !KVLANES_WITH_CUDA
   if (o.backend == "cuda") throw ExecError("sweep: this build has no CUDA (use --backend host)");
@@ -565,6 +577,8 @@ nlohmann::ordered_json RunRanks(const SweepOptions& o) {
         CudaBackendOptions c;
         c.device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
         c.tier_copy = o.tier_copy;
+  c.tier_max_ctas = o.tier_max_ctas;
+        c.tier_max_ctas = o.tier_max_ctas;
         c.timeout_s = o.timeout_s;
         c.needs_nccl = true;
         c.needs_p2p = true;
@@ -609,7 +623,8 @@ nlohmann::ordered_json RunSweep(const SweepOptions& o) {
     std::unique_ptr<RankBackend> b = MakeHostBackend(geo, *seg, 0, o.timeout_s);
     return RunSweep(o, *b);
   }
-  if (o.backend != "cuda") throw ExecError("sweep: unknown backend '" + o.backend + "' (cuda | host)");
+  if (o.backend != "cuda")
+    throw ExecError("sweep: unknown backend '" + o.backend + "' (valid: " + kBackendNames.List() + ")");
 #if KVLANES_WITH_CUDA
   namespace fs = std::filesystem;
   char tmpl[] = "/tmp/kvlanes-sweep-XXXXXX";
@@ -626,6 +641,7 @@ nlohmann::ordered_json RunSweep(const SweepOptions& o) {
   CudaBackendOptions c;
   c.device = o.device;
   c.tier_copy = o.tier_copy;
+  c.tier_max_ctas = o.tier_max_ctas;
   c.timeout_s = o.timeout_s;
   c.needs_nccl = false;  // one rank: no collective runs
   c.needs_p2p = false;

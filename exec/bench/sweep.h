@@ -34,6 +34,7 @@ struct SweepOptions {
   int ranks = 1;
   std::vector<int> devices;
   std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
+  int tier_max_ctas = -1;  // kernel tier copies: grid cap instead of tuning.h's (0: no cap, -1: tuning.h's)
   double timeout_s = 300;
   // Geometry (from the replay config): page size, layers, pools, host layout.
   int64_t page_tokens = 64;

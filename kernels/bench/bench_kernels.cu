@@ -463,6 +463,137 @@ TimedKernel PeerBench(const KernelBenchOptions& o, const MatShape& m, cudaStream
   };
 }
 
+// The materialization rows: scatter_dense as the dense-allreduce method uses it (owns 1/N of
+// the pages, one fused pass), then the same with a memset first, then the extremes of the owned
+// share; then each requested scatter_dense variant at the owned share 1/N and at 0% owned
+// (`variant_rows`: such a row's name and variant).
+std::vector<std::string> MaterializeRowNames(const KernelBenchOptions& o,
+                                             std::vector<std::pair<std::string, int>>* variant_rows) {
+  std::vector<std::string> names = {"pack",
+                                    "unpack",
+                                    "zigzag_reorder",
+                                    "scatter_dense",
+                                    "peer_gather",
+                                    "scatter_dense(same pass)",
+                                    "scatter_dense(two passes)",
+                                    "scatter_dense(memset+copy)",
+                                    "scatter_dense(0% owned)",
+                                    "scatter_dense(100% owned)"};
+  for (int v : o.scatter_variants) {
+    const std::string base = "scatter_dense[v" + std::to_string(v) + "]";
+    variant_rows->push_back({base, v});
+    variant_rows->push_back({base + "(0% owned)", v});
+    names.push_back(base);
+    names.push_back(base + "(0% owned)");
+  }
+  return names;
+}
+
+// Sets up the row `name` (its buffers in keep and idx) and returns its timed kernel; *tuning is
+// the launch shape its kernel gets by default (ScatterDense without a tuning).
+TimedKernel SetUpMaterializeRow(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
+                                std::mt19937_64& rng, Buffers* keep, Buffers* idx, const std::string& name,
+                                const std::vector<std::pair<std::string, int>>& variant_rows,
+                                LaunchTuning* tuning) {
+  TimedKernel timed;
+  if (name == "pack") timed = PackBench(o, m, s, rng, keep, idx);
+  if (name == "unpack") timed = UnpackBench(o, m, s, rng, keep, idx);
+  if (name == "zigzag_reorder") timed = ZigzagBench(o, m, s, keep);
+  const double share = 1.0 / static_cast<double>(o.num_ranks);
+  const ZeroFill two = ZeroFill::kSeparatePass;
+  if (name == "scatter_dense") {
+    timed = ScatterBench(o, m, s, rng, keep, idx, share, ZeroFill::kAuto);
+  }
+  if (name == "scatter_dense(same pass)") {
+    timed = ScatterBench(o, m, s, rng, keep, idx, share, ZeroFill::kSamePass);
+  }
+  if (name == "scatter_dense(two passes)") {
+    timed = ScatterBench(o, m, s, rng, keep, idx, share, two);
+  }
+  if (name == "scatter_dense(memset+copy)") {
+    timed = ScatterBench(o, m, s, rng, keep, idx, share, ZeroFill::kNone);
+  }
+  if (name == "scatter_dense(0% owned)") {
+    timed = ScatterBench(o, m, s, rng, keep, idx, 0.0, two);
+  }
+  if (name == "scatter_dense(100% owned)") {
+    timed = ScatterBench(o, m, s, rng, keep, idx, 1.0, two);
+  }
+  if (name == "peer_gather") timed = PeerBench(o, m, s, rng, keep, idx);
+  *tuning = kDeviceCopyTuning;
+  for (const auto& [row_name, v] : variant_rows) {
+    if (name != row_name) continue;
+    *tuning = DefaultScatterTuning(static_cast<ScatterVariant>(v));
+    const bool none_owned = name.find("(0% owned)") != std::string::npos;
+    timed = ScatterBench(o, m, s, rng, keep, idx, none_owned ? 0.0 : share, ZeroFill::kAuto,
+                         static_cast<ScatterVariant>(v));
+  }
+  return timed;
+}
+
+// --tune for the shared copy kernel's rows: every launch shape of the grid.
+void TuneCopyKernel(const std::string& name, const MatShape& m, const TimedKernel& timed,
+                    KernelBenchReport* rep) {
+  int64_t moved = 0;
+  for (bool layer_major : {false, true}) {
+    for (int unroll : {4, 8}) {
+      for (int threads : {128, 256, 512}) {
+        for (int piece : {8192, 32768, 131072}) {
+          for (int ctas : {2, 4, 8}) {
+            if (threads * ctas > 2048) continue;
+            const LaunchTuning t{.threads_per_block = threads,
+                                 .piece_bytes = piece,
+                                 .ctas_per_sm = ctas,
+                                 .unroll = unroll,
+                                 .layer_major = layer_major};
+            const double tms = timed(t, &moved);
+            rep->tune.push_back({.what = name + " " + std::to_string(m.payload) + " B",
+                                 .threads_per_block = threads,
+                                 .piece_bytes = piece,
+                                 .ctas_per_sm = ctas,
+                                 .unroll = unroll,
+                                 .layer_major = layer_major,
+                                 .ms = tms,
+                                 .gbps = Gbps(moved, tms)});
+          }
+        }
+      }
+    }
+  }
+}
+
+// --tune for a scatter_dense variant's row: its tiles are threads x unroll vectors (piece_bytes
+// and order do not apply).
+void TuneTileVariant(const std::string& name, const MatShape& m, const TimedKernel& timed,
+                     KernelBenchReport* rep) {
+  int64_t moved = 0;
+  for (int unroll : {4, 8}) {
+    for (int threads : {128, 256, 384, 512, 640, 768, 1024}) {
+      for (int ctas : {1, 2, 3, 4, 8, 16}) {
+        if (threads * ctas > 2048) continue;
+        const LaunchTuning t{.threads_per_block = threads, .ctas_per_sm = ctas, .unroll = unroll};
+        double tms = 0;
+        try {
+          tms = timed(t, &moved);
+        } catch (const CudaFailure& e) {
+          // A CTA that does not fit an SM (the launcher refuses it before launching, so no
+          // error is left behind): skipped.
+          if (std::string(e.what()).find("cudaErrorInvalidConfiguration") == std::string::npos) throw;
+          continue;
+        }
+        rep->tune.push_back({.what = name + " " + std::to_string(m.payload) + " B",
+                             .threads_per_block = threads,
+                             .piece_bytes = 0,
+                             .ctas_per_sm = ctas,
+                             .unroll = unroll,
+                             .layer_major = false,
+                             .ms = tms,
+                             .gbps = Gbps(moved, tms)});
+      }
+    }
+  }
+}
+
 void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* rep) {
   std::mt19937_64 rng(o.seed);
   for (int64_t size : o.sizes_bytes) {
@@ -471,64 +602,14 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
                  static_cast<long long>(m.pages), static_cast<long long>(m.payload));
     const double memcpy_ms = MemcpyMs(o, m.payload, s);
     const double memset_ms = MemsetMs(o, m.payload, s);
-    // scatter_dense as the dense-allreduce method uses it (owns 1/N of the pages, one fused
-    // pass), then the same with a memset first, then the extremes of the owned share.
-    // Then each requested scatter_dense variant at the owned share 1/N and at 0% owned.
-    std::vector<std::string> names = {"pack",
-                                      "unpack",
-                                      "zigzag_reorder",
-                                      "scatter_dense",
-                                      "peer_gather",
-                                      "scatter_dense(same pass)",
-                                      "scatter_dense(two passes)",
-                                      "scatter_dense(memset+copy)",
-                                      "scatter_dense(0% owned)",
-                                      "scatter_dense(100% owned)"};
     std::vector<std::pair<std::string, int>> variant_rows;  // name, variant
-    for (int v : o.scatter_variants) {
-      const std::string base = "scatter_dense[v" + std::to_string(v) + "]";
-      variant_rows.push_back({base, v});
-      variant_rows.push_back({base + "(0% owned)", v});
-      names.push_back(base);
-      names.push_back(base + "(0% owned)");
-    }
+    const std::vector<std::string> names = MaterializeRowNames(o, &variant_rows);
+    const bool tune_size = o.tune && (size == o.sizes_bytes.back() || size == 64ll << 20);
     for (const std::string& name : names) {
       Buffers keep;
       Buffers idx;
-      TimedKernel timed;
-      if (name == "pack") timed = PackBench(o, m, s, rng, &keep, &idx);
-      if (name == "unpack") timed = UnpackBench(o, m, s, rng, &keep, &idx);
-      if (name == "zigzag_reorder") timed = ZigzagBench(o, m, s, &keep);
-      const double share = 1.0 / static_cast<double>(o.num_ranks);
-      const ZeroFill two = ZeroFill::kSeparatePass;
-      if (name == "scatter_dense") {
-        timed = ScatterBench(o, m, s, rng, &keep, &idx, share, ZeroFill::kAuto);
-      }
-      if (name == "scatter_dense(same pass)") {
-        timed = ScatterBench(o, m, s, rng, &keep, &idx, share, ZeroFill::kSamePass);
-      }
-      if (name == "scatter_dense(two passes)") {
-        timed = ScatterBench(o, m, s, rng, &keep, &idx, share, two);
-      }
-      if (name == "scatter_dense(memset+copy)") {
-        timed = ScatterBench(o, m, s, rng, &keep, &idx, share, ZeroFill::kNone);
-      }
-      if (name == "scatter_dense(0% owned)") {
-        timed = ScatterBench(o, m, s, rng, &keep, &idx, 0.0, two);
-      }
-      if (name == "scatter_dense(100% owned)") {
-        timed = ScatterBench(o, m, s, rng, &keep, &idx, 1.0, two);
-      }
-      if (name == "peer_gather") timed = PeerBench(o, m, s, rng, &keep, &idx);
-      // Each row runs the launch shape its kernel gets by default (ScatterDense without a tuning).
-      LaunchTuning row_tuning = kDeviceCopyTuning;
-      for (const auto& [row_name, v] : variant_rows) {
-        if (name != row_name) continue;
-        row_tuning = DefaultScatterTuning(static_cast<ScatterVariant>(v));
-        const bool none_owned = name.find("(0% owned)") != std::string::npos;
-        timed = ScatterBench(o, m, s, rng, &keep, &idx, none_owned ? 0.0 : share, ZeroFill::kAuto,
-                             static_cast<ScatterVariant>(v));
-      }
+      LaunchTuning row_tuning;
+      const TimedKernel timed = SetUpMaterializeRow(o, m, s, rng, &keep, &idx, name, variant_rows, &row_tuning);
       Check(cudaStreamSynchronize(s), "set-up of " + name);
       int64_t moved = 0;
       const double ms = timed(row_tuning, &moved);
@@ -541,70 +622,48 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
         row.alt_fraction = row.alt_ceiling_ms / ms;
       }
       rep->kernels.push_back(row);
-      if (o.tune && (name == "unpack" || name == "pack" || name == "scatter_dense") &&
-          (size == o.sizes_bytes.back() || size == 64ll << 20)) {
-        for (bool layer_major : {false, true}) {
-          for (int unroll : {4, 8}) {
-            for (int threads : {128, 256, 512}) {
-              for (int piece : {8192, 32768, 131072}) {
-                for (int ctas : {2, 4, 8}) {
-                  if (threads * ctas > 2048) continue;
-                  const LaunchTuning t{.threads_per_block = threads,
-                                       .piece_bytes = piece,
-                                       .ctas_per_sm = ctas,
-                                       .unroll = unroll,
-                                       .layer_major = layer_major};
-                  const double tms = timed(t, &moved);
-                  rep->tune.push_back({.what = name + " " + std::to_string(m.payload) + " B",
-                                       .threads_per_block = threads,
-                                       .piece_bytes = piece,
-                                       .ctas_per_sm = ctas,
-                                       .unroll = unroll,
-                                       .layer_major = layer_major,
-                                       .ms = tms,
-                                       .gbps = Gbps(moved, tms)});
-                }
-              }
-            }
-          }
-        }
-      }
-      // The variants' tiles are threads x unroll vectors (piece_bytes and order do not apply).
+      if (tune_size && (name == "unpack" || name == "pack" || name == "scatter_dense")) TuneCopyKernel(name, m, timed, rep);
       const bool variant_row =
           name.rfind("scatter_dense[v", 0) == 0 && name.find("(0% owned)") == std::string::npos;
-      if (o.tune && variant_row && (size == o.sizes_bytes.back() || size == 64ll << 20)) {
-        for (int unroll : {4, 8}) {
-          for (int threads : {128, 256, 384, 512, 640, 768, 1024}) {
-            for (int ctas : {1, 2, 3, 4, 8, 16}) {
-              if (threads * ctas > 2048) continue;
-              const LaunchTuning t{
-                  .threads_per_block = threads, .ctas_per_sm = ctas, .unroll = unroll};
-              double tms = 0;
-              try {
-                tms = timed(t, &moved);
-              } catch (const CudaFailure& e) {
-                // A CTA that does not fit an SM (the launcher refuses it before launching, so no
-                // error is left behind): skipped.
-                if (std::string(e.what()).find("cudaErrorInvalidConfiguration") == std::string::npos) throw;
-                continue;
-              }
-              rep->tune.push_back({.what = name + " " + std::to_string(m.payload) + " B",
-                                   .threads_per_block = threads,
-                                   .piece_bytes = 0,
-                                   .ctas_per_sm = ctas,
-                                   .unroll = unroll,
-                                   .layer_major = false,
-                                   .ms = tms,
-                                   .gbps = Gbps(moved, tms)});
-            }
-          }
-        }
-      }
+      if (tune_size && variant_row) TuneTileVariant(name, m, timed, rep);
     }
   }
 }
 
 // ----- Tier copies ----------------------------------------------------------------------------
+
+// `runs` distinct run-aligned runs of `run` adjacent slots of `slots`, at random.
+std::vector<int32_t> RunSlots(int64_t runs, int64_t run, int64_t slots, std::mt19937_64& rng) {
+  const std::vector<int32_t> starts = DistinctRandom(runs, slots / run, rng);
+  std::vector<int32_t> out;
+  for (int64_t r = 0; r < runs; ++r) {
+    for (int64_t j = 0; j < run; ++j) out.push_back(static_cast<int32_t>(starts[r] * run + j));
+  }
+  return out;
+}
+
+// --tune for the tier-copy kernel: every launch shape of the grid.
+void TuneTierKernel(const KernelBenchOptions& o, cudaStream_t s, const TierCopyArgs& dev_args,
+                    const std::string& what, int64_t payload, KernelBenchReport* rep) {
+  for (int unroll : {4, 8}) {
+    for (int threads : {128, 256, 512}) {
+      for (int ctas : {1, 2, 4, 8}) {
+        const LaunchTuning t{
+            .threads_per_block = threads, .piece_bytes = 8192, .ctas_per_sm = ctas, .unroll = unroll};
+        const double tms = MedianMs(s, o.warmup, o.tier_repeats, [&](int) {
+          Check(TierCopyKernel(dev_args, s, t), "TierCopyKernel");
+        });
+        rep->tune.push_back({.what = what,
+                             .threads_per_block = threads,
+                             .piece_bytes = 8192,
+                             .ctas_per_sm = ctas,
+                             .unroll = unroll,
+                             .ms = tms,
+                             .gbps = Gbps(payload, tms)});
+      }
+    }
+  }
+}
 
 void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* rep) {
   std::mt19937_64 rng(o.seed + 7);
@@ -632,15 +691,8 @@ void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* 
     }
     const int64_t payload = pages * page_bytes;
     // Runs of `run` adjacent pages at random run-aligned places in both pools.
-    const std::vector<int32_t> dev_runs = DistinctRandom(runs, dev_slots / run, rng);
-    const std::vector<int32_t> host_runs = DistinctRandom(runs, host_slots / run, rng);
-    std::vector<int32_t> dslots, hslots;
-    for (int64_t r = 0; r < runs; ++r) {
-      for (int64_t j = 0; j < run; ++j) {
-        dslots.push_back(static_cast<int32_t>(dev_runs[r] * run + j));
-        hslots.push_back(static_cast<int32_t>(host_runs[r] * run + j));
-      }
-    }
+    std::vector<int32_t> dslots = RunSlots(runs, run, dev_slots, rng);
+    std::vector<int32_t> hslots = RunSlots(runs, run, host_slots, rng);
     Buffers idx;
     ToDevice(dslots, &idx, s);
     ToDevice(hslots, &idx, s);
@@ -703,29 +755,10 @@ void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* 
                   }));
         }
         if (o.tune && layout != HostLayout::kPageFirstDirect && page_tokens == 64) {
-          for (int unroll : {4, 8}) {
-            for (int threads : {128, 256, 512}) {
-              for (int ctas : {1, 2, 4, 8}) {
-                const LaunchTuning t{.threads_per_block = threads,
-                                     .piece_bytes = 8192,
-                                     .ctas_per_sm = ctas,
-                                     .unroll = unroll};
-                const double tms = MedianMs(s, o.warmup, o.tier_repeats, [&](int) {
-                  Check(TierCopyKernel(dev_args, s, t), "TierCopyKernel");
-                });
-                rep->tune.push_back({.what = "tier kernel " + std::string(HostLayoutName(layout)) +
-                                             " " + std::string(TierDirectionName(dir)) + " " +
-                                             std::to_string(elem) + "x" +
-                                             std::to_string(page_tokens),
-                                     .threads_per_block = threads,
-                                     .piece_bytes = 8192,
-                                     .ctas_per_sm = ctas,
-                                     .unroll = unroll,
-                                     .ms = tms,
-                                     .gbps = Gbps(payload, tms)});
-              }
-            }
-          }
+          const std::string what = "tier kernel " + std::string(HostLayoutName(layout)) + " " +
+                                   std::string(TierDirectionName(dir)) + " " + std::to_string(elem) +
+                                   "x" + std::to_string(page_tokens);
+          TuneTierKernel(o, s, dev_args, what, payload, rep);
         }
       }
     }
