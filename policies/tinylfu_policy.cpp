@@ -98,6 +98,8 @@ int64_t TinyLfuComposite::AdmitDevicePages(const CacheView& view, const DeviceOf
     room[pooled ? 0 : static_cast<size_t>(r)] +=
         view.ledger.at(Tier::kDevice, r).free() - offer.committed->target[static_cast<size_t>(r)];
   for (int64_t& x : room) --x;
+  for (int64_t j = keyed_new; j < offer.pages; ++j)  // the unkeyed tail page is allocated too
+    --room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
   std::vector<uint32_t> victims;  // computed once some page has to displace another
   bool previewed = false;
   size_t next_victim = 0;
