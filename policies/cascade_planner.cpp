@@ -1,5 +1,7 @@
 #include "policies/cascade_planner.h"
 
+#include <algorithm>
+#include <functional>
 #include <queue>
 
 namespace kvlanes {
@@ -52,6 +54,29 @@ void DemandTracker::Count(const Node& n) {
     if (short_by_[p.owner] > 0 && --short_by_[p.owner] == 0) --lanes_short_;
   }
   total_short_ = demand_.Total() > free_total_ ? demand_.Total() - free_total_ : 0;
+}
+
+void CascadeWalk::Push(int q, const EvictionPriority& key) {
+  Queue& u = queues_[static_cast<size_t>(q)];
+  u.keys.push_back(key);
+  if (u.heap) std::push_heap(u.keys.begin(), u.keys.end(), std::greater<>());
+}
+
+CascadeWalk::Queue& CascadeWalk::Heaped(int q) {
+  Queue& u = queues_[static_cast<size_t>(q)];
+  if (!u.heap) {
+    std::make_heap(u.keys.begin(), u.keys.end(), std::greater<>());
+    u.heap = true;
+  }
+  return u;
+}
+
+const EvictionPriority& CascadeWalk::Top(int q) { return Heaped(q).keys.front(); }
+
+void CascadeWalk::Pop(int q) {
+  Queue& u = Heaped(q);
+  std::pop_heap(u.keys.begin(), u.keys.end(), std::greater<>());
+  u.keys.pop_back();
 }
 
 NodeId CascadeWalk::Take(int q) {

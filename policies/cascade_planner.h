@@ -60,19 +60,27 @@ class CascadeWalk {
  public:
   CascadeWalk(const RadixTree& tree, Tier tier, int queues)
       : tree_(tree), tier_(tier), queues_(static_cast<size_t>(queues)) {}
-  void Push(int q, const EvictionPriority& key) { queues_[static_cast<size_t>(q)].insert(key); }
-  bool Empty(int q) const { return queues_[static_cast<size_t>(q)].empty(); }
-  const EvictionPriority& Top(int q) const { return *queues_[static_cast<size_t>(q)].begin(); }
-  void Pop(int q) { queues_[static_cast<size_t>(q)].erase(queues_[static_cast<size_t>(q)].begin()); }
+  void Push(int q, const EvictionPriority& key);
+  bool Empty(int q) const { return queues_[static_cast<size_t>(q)].keys.empty(); }
+  const EvictionPriority& Top(int q);
+  void Pop(int q);
   // Pops the head of q as a victim; returns its parent if that just became a candidate, else
   // kNoNode.
   NodeId Take(int q);
   bool ViaCascade(NodeId id) const { return cascaded_.count(id) != 0; }
 
  private:
+  // A min-heap, built in one pass once the first head is asked for: a plan files every
+  // candidate but usually takes a few, so bulk filing stays linear.
+  struct Queue {
+    std::vector<EvictionPriority> keys;
+    bool heap = false;
+  };
+  Queue& Heaped(int q);
+
   const RadixTree& tree_;
   Tier tier_;
-  std::vector<std::set<EvictionPriority>> queues_;
+  std::vector<Queue> queues_;
   std::unordered_map<NodeId, uint32_t> removed_children_;
   std::set<NodeId> cascaded_;
 };
