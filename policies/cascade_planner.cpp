@@ -1,7 +1,8 @@
 #include "policies/cascade_planner.h"
 
+#include <algorithm>
+#include <functional>
 #include <queue>
-#include <unordered_map>
 
 namespace kvlanes {
 namespace {
@@ -16,47 +17,88 @@ bool CandidateAfterRemoving(const Node& p, Tier tier, uint32_t removed) {
   return p.on_host() && !p.on_device() && p.num_children == removed;
 }
 
+DemandTracker::DemandTracker(const CacheView& view, const LaneDemand& demand, PlanScope scope)
+    : tree_(view.tree), demand_(demand), scope_(scope) {
+  const int lanes = view.ledger.lanes();
+  short_by_.assign(static_cast<size_t>(lanes), 0);
+  for (int r = 0; r < lanes; ++r) {
+    const int64_t f = view.ledger.at(demand.tier, r).free();
+    free_total_ += f;
+    short_by_[static_cast<size_t>(r)] = demand.target[r] > f ? demand.target[r] - f : 0;
+  }
+  total_short_ = demand.Total() > free_total_ ? demand.Total() - free_total_ : 0;
+  for (int64_t s : short_by_) lanes_short_ += s > 0;
+}
+
+bool DemandTracker::FreesNeeded(const Node& n) const {
+  if (total_short_ > 0 && demand_.any_lane > 0) return true;
+  for (const PageInfo& p : n.pages)
+    if (short_by_[p.owner] > 0) return true;
+  return false;
+}
+
+bool DemandTracker::Useful(const Node& n) const {
+  if (scope_ == PlanScope::kScalar || FreesNeeded(n)) return true;
+  // Evicting n may be what unlocks an ancestor that holds pages on a short lane.
+  for (NodeId a = n.parent; a != kRootId; a = tree_.node(a).parent) {
+    const Node& an = tree_.node(a);
+    if (an.lock != 0 || !Resident(an, demand_.tier)) break;
+    if (FreesNeeded(an)) return true;
+  }
+  return false;
+}
+
+void DemandTracker::Count(const Node& n) {
+  for (const PageInfo& p : n.pages) {
+    ++free_total_;
+    if (short_by_[p.owner] > 0 && --short_by_[p.owner] == 0) --lanes_short_;
+  }
+  total_short_ = demand_.Total() > free_total_ ? demand_.Total() - free_total_ : 0;
+}
+
+void CascadeWalk::Push(int q, const EvictionPriority& key) {
+  Queue& u = queues_[static_cast<size_t>(q)];
+  u.keys.push_back(key);
+  if (u.heap) std::push_heap(u.keys.begin(), u.keys.end(), std::greater<>());
+}
+
+CascadeWalk::Queue& CascadeWalk::Heaped(int q) {
+  Queue& u = queues_[static_cast<size_t>(q)];
+  if (!u.heap) {
+    std::make_heap(u.keys.begin(), u.keys.end(), std::greater<>());
+    u.heap = true;
+  }
+  return u;
+}
+
+const EvictionPriority& CascadeWalk::Top(int q) { return Heaped(q).keys.front(); }
+
+void CascadeWalk::Pop(int q) {
+  Queue& u = Heaped(q);
+  std::pop_heap(u.keys.begin(), u.keys.end(), std::greater<>());
+  u.keys.pop_back();
+}
+
+NodeId CascadeWalk::Take(int q) {
+  const NodeId id = Top(q).id;
+  Pop(q);
+  const NodeId parent = tree_.node(id).parent;
+  if (parent == kRootId) return kNoNode;
+  const uint32_t removed = ++removed_children_[parent];
+  if (!CandidateAfterRemoving(tree_.node(parent), tier_, removed)) return kNoNode;
+  cascaded_.insert(parent);
+  return parent;
+}
+
 EvictionPlan PlanCascadeEviction(const CacheView& view, const LaneDemand& demand, PlanScope scope) {
   const RadixTree& tree = view.tree;
-  const Tier tier = demand.tier;
-  const int lanes = view.ledger.lanes();
-  std::vector<int64_t> short_by(lanes, 0);  // pages still missing per lane
-  int64_t free_total = 0;
-  for (int r = 0; r < lanes; ++r) {
-    const int64_t f = view.ledger.at(tier, r).free();
-    free_total += f;
-    short_by[r] = demand.target[r] > f ? demand.target[r] - f : 0;
-  }
-  int64_t total_short = demand.Total() > free_total ? demand.Total() - free_total : 0;
-  int64_t lanes_short = 0;
-  for (int64_t s : short_by) lanes_short += s > 0;
-
-  const auto done = [&] {
-    return total_short == 0 && (scope == PlanScope::kScalar || lanes_short == 0);
-  };
-  const auto frees_needed = [&](const Node& n) {
-    if (total_short > 0 && demand.any_lane > 0) return true;
-    for (const PageInfo& p : n.pages)
-      if (short_by[p.owner] > 0) return true;
-    return false;
-  };
-  const auto useful = [&](const Node& n) {
-    if (scope == PlanScope::kScalar || frees_needed(n)) return true;
-    // Evicting n may be what unlocks an ancestor that holds pages on a short lane.
-    for (NodeId a = n.parent; a != kRootId; a = tree.node(a).parent) {
-      const Node& an = tree.node(a);
-      if (an.lock != 0 || !Resident(an, tier)) break;
-      if (frees_needed(an)) return true;
-    }
-    return false;
-  };
-
+  DemandTracker need(view, demand, scope);
   EvictionPlan plan;
-  const auto& set = tree.candidates(tier);
+  const auto& set = tree.candidates(demand.tier);
   auto it = set.begin();
   std::priority_queue<EvictionPriority, std::vector<EvictionPriority>, std::greater<>> unlocked;
   std::unordered_map<NodeId, uint32_t> removed_children;
-  while (!done()) {
+  while (!need.Done()) {
     EvictionPriority next;
     bool via_cascade;
     if (it == set.end() && unlocked.empty()) break;
@@ -69,18 +111,14 @@ EvictionPlan PlanCascadeEviction(const CacheView& view, const LaneDemand& demand
       via_cascade = true;
     }
     const Node& n = tree.node(next.id);
-    if (!useful(n)) continue;
+    if (!need.Useful(n)) continue;
     plan.victims.push_back(n.id);
     plan.cascade_victims += via_cascade;
-    for (const PageInfo& p : n.pages) {
-      ++free_total;
-      if (short_by[p.owner] > 0 && --short_by[p.owner] == 0) --lanes_short;
-    }
-    total_short = demand.Total() > free_total ? demand.Total() - free_total : 0;
+    need.Count(n);
     if (n.parent != kRootId) {
       const Node& p = tree.node(n.parent);
       const uint32_t removed = ++removed_children[p.id];
-      if (CandidateAfterRemoving(p, tier, removed)) unlocked.push(tree.Priority(p));
+      if (CandidateAfterRemoving(p, demand.tier, removed)) unlocked.push(tree.Priority(p));
     }
   }
   return plan;

@@ -3,6 +3,10 @@
 // last resident child is planned away), and picks victims until the demand is met.
 #pragma once
 
+#include <set>
+#include <unordered_map>
+#include <vector>
+
 #include "sim/cache/policy.h"
 
 namespace kvlanes {
@@ -22,5 +26,63 @@ enum class PlanScope {
 bool CandidateAfterRemoving(const Node& p, Tier tier, uint32_t removed);
 
 EvictionPlan PlanCascadeEviction(const CacheView& view, const LaneDemand& demand, PlanScope scope);
+
+// What a demand still lacks while a plan is built: per-lane shortfalls and the total. A policy
+// with its own victim order asks Useful() before taking a candidate and Count()s each victim;
+// the plan is complete when Done().
+class DemandTracker {
+ public:
+  DemandTracker(const CacheView& view, const LaneDemand& demand, PlanScope scope);
+  bool Done() const { return total_short_ == 0 && (scope_ == PlanScope::kScalar || lanes_short_ == 0); }
+  // Evicting `n` frees pages the demand needs, or leads through the cascade to an unlocked
+  // ancestor that holds some.
+  bool Useful(const Node& n) const;
+  void Count(const Node& n);  // n's pages are planned away
+
+ private:
+  bool FreesNeeded(const Node& n) const;
+
+  const RadixTree& tree_;
+  const LaneDemand& demand_;
+  PlanScope scope_;
+  std::vector<int64_t> short_by_;  // pages still missing per lane
+  int64_t free_total_ = 0;
+  int64_t total_short_ = 0;
+  int64_t lanes_short_ = 0;
+};
+
+// The candidates of one tier split over a policy's queues, each ordered by a policy-given key
+// (smaller first, EvictionPriority::id = the node), walked as the engine will evict: Take() the
+// head of a queue as a victim and get back its parent when the cascade makes it a candidate
+// (the caller files it in its queue); Pop() removes the head without evicting it (skipped, or
+// to be filed again under a new key). Nothing in the tree is touched.
+class CascadeWalk {
+ public:
+  CascadeWalk(const RadixTree& tree, Tier tier, int queues)
+      : tree_(tree), tier_(tier), queues_(static_cast<size_t>(queues)) {}
+  void Push(int q, const EvictionPriority& key);
+  bool Empty(int q) const { return queues_[static_cast<size_t>(q)].keys.empty(); }
+  const EvictionPriority& Top(int q);
+  void Pop(int q);
+  // Pops the head of q as a victim; returns its parent if that just became a candidate, else
+  // kNoNode.
+  NodeId Take(int q);
+  bool ViaCascade(NodeId id) const { return cascaded_.count(id) != 0; }
+
+ private:
+  // A min-heap, built in one pass once the first head is asked for: a plan files every
+  // candidate but usually takes a few, so bulk filing stays linear.
+  struct Queue {
+    std::vector<EvictionPriority> keys;
+    bool heap = false;
+  };
+  Queue& Heaped(int q);
+
+  const RadixTree& tree_;
+  Tier tier_;
+  std::vector<Queue> queues_;
+  std::unordered_map<NodeId, uint32_t> removed_children_;
+  std::set<NodeId> cascaded_;
+};
 
 }  // namespace kvlanes

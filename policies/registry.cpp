@@ -24,6 +24,18 @@ const std::vector<PolicyInfo>& RegisteredPolicies() {
        &MakeAdmitOwnerPolicy},
       {"lane-balance", "lanes + new pages to the lanes with most free pages (ignores cache.placement)",
        &MakeLaneBalancePolicy},
+      {"s3fifo", "S3-FIFO on nodes: small FIFO filter (10%), main FIFO with reinsertion, ghosts",
+       &MakeS3FifoPolicy},
+      {"sieve", "SIEVE on nodes: FIFO with visited bits and a sweeping hand", &MakeSievePolicy},
+      {"arc", "ARC on nodes: seen-once and reused LRU lists, ghost-tuned target split", &MakeArcPolicy},
+      {"lru+tinylfu", "lru with TinyLFU admission (any NAME+tinylfu works)",
+       [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("lru", c, t); }},
+      {"s3fifo+tinylfu", "s3fifo with TinyLFU admission",
+       [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("s3fifo", c, t); }},
+      {"sieve+tinylfu", "sieve with TinyLFU admission",
+       [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("sieve", c, t); }},
+      {"arc+tinylfu", "arc with TinyLFU admission",
+       [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("arc", c, t); }},
   };
   return table;
 }
@@ -47,17 +59,37 @@ std::string PoliciesHelp() {
   return s;
 }
 
-void CheckPolicyName(const std::string& name, const std::string& field) {
+namespace {
+
+constexpr std::string_view kTinyLfuSuffix = "+tinylfu";
+
+const PolicyInfo* FindInTable(std::string_view name) {
   for (const auto& p : RegisteredPolicies())
-    if (name == p.name) return;
-  throw InputError("", 0, field, "unknown policy '" + name + "' (valid: " + PolicyNames() + ")");
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+// The base of a `NAME+tinylfu` composite not in the table, or "" when `name` is none.
+std::string_view TinyLfuBase(std::string_view name) {
+  if (name.size() <= kTinyLfuSuffix.size() || !name.ends_with(kTinyLfuSuffix)) return {};
+  const std::string_view base = name.substr(0, name.size() - kTinyLfuSuffix.size());
+  if (base == "oracle" || base.find('+') != std::string_view::npos || FindInTable(base) == nullptr) return {};
+  return base;
+}
+
+}  // namespace
+
+void CheckPolicyName(const std::string& name, const std::string& field) {
+  if (FindInTable(name) != nullptr || !TinyLfuBase(name).empty()) return;
+  throw InputError("", 0, field,
+                   "unknown policy '" + name + "' (valid: " + PolicyNames() +
+                       ", or NAME+tinylfu for NAME other than oracle)");
 }
 
 std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg, const Trace& trace) {
-  for (const auto& p : RegisteredPolicies())
-    if (name == p.name) return p.make(cfg, trace);
+  if (const PolicyInfo* p = FindInTable(name)) return p->make(cfg, trace);
   CheckPolicyName(name);
-  return nullptr;  // not reached: CheckPolicyName throws
+  return MakeTinyLfuComposite(std::string(TinyLfuBase(name)), cfg, trace);
 }
 
 }  // namespace kvlanes

@@ -24,6 +24,9 @@ struct PolicyInfo {
 };
 
 const std::vector<PolicyInfo>& RegisteredPolicies();
+// Besides the table, any `NAME+tinylfu` is a policy, NAME a table name that is neither a
+// composite nor `oracle` (the oracle decides its own admission); the table lists the
+// combinations that the conformance and golden tests pin.
 // Throws InputError("policy", ...) listing valid names when unknown.
 std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg, const Trace& trace);
 // Throws InputError(field, ...) listing valid names when `name` is not registered.
@@ -42,5 +45,12 @@ std::unique_ptr<CachePolicy> MakeOraclePolicy(const ReplayConfig& cfg, const Tra
 std::unique_ptr<CachePolicy> MakeAdmitHitsPolicy(const ReplayConfig& cfg, const Trace& trace);
 std::unique_ptr<CachePolicy> MakeAdmitOwnerPolicy(const ReplayConfig& cfg, const Trace& trace);
 std::unique_ptr<CachePolicy> MakeLaneBalancePolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeS3FifoPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeSievePolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeArcPolicy(const ReplayConfig& cfg, const Trace& trace);
+// `base+tinylfu`: policy `base` with TinyLFU device admission (tinylfu_policy.cpp).
+// REQUIRES: `base` names a registered policy that is neither a composite nor `oracle`.
+std::unique_ptr<CachePolicy> MakeTinyLfuComposite(const std::string& base, const ReplayConfig& cfg,
+                                                  const Trace& trace);
 
 }  // namespace kvlanes

@@ -1,0 +1,110 @@
+// `arc`: ARC (an LRU list T1 of objects seen once, an LRU list T2 of objects seen at least
+// twice, ghost lists B1/B2 of objects evicted from each, and a target size p for T1 that a
+// ghost hit in B1 raises and one in B2 lowers) adapted to node-granular radix eviction. Sizes
+// and p are in pages; c = the device capacity.
+//
+// Lists = device nodes: T2 holds a node whose hit_count is >= 2 (reused since its insert; a
+// split head inherits its node's count) or that was created by a ghost hit, T1 the others;
+// both are LRU by (last_access, id). A new node whose first page key is in B1 raises p by
+// max(1, |B2| / |B1|) times its pages (capped at c), one in B2 lowers it by max(1, |B1| /
+// |B2|) times its pages (floor 0); either goes to T2. Eviction takes the LRU candidate of T1
+// while |T1| > p (or T2 has no candidate), else of T2, and remembers the victim in B1 or B2.
+// Ghosts keep |T1| + |B1| <= c and |B1| + |B2| <= c. Radix adaptation: only eviction
+// candidates are at a list's LRU end; a node with a device child or a lock keeps its place;
+// a parent made a candidate by its children's eviction is met at its own LRU position.
+#include <algorithm>
+
+#include "policies/queue_policy.h"
+#include "policies/registry.h"
+
+namespace kvlanes {
+namespace {
+
+constexpr int kT1 = 0, kT2 = 1;
+
+class ArcPolicy final : public QueuePolicy {
+ public:
+  explicit ArcPolicy(const ReplayConfig& cfg) : QueuePolicy(cfg), capacity_(DeviceCapacityPages(cfg)) {
+    FixOrder(EvictionOrder::kLru);
+  }
+  std::string_view Name() const override { return "arc"; }
+
+ protected:
+  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override;
+
+ private:
+  int List(const Node& n) const { return n.hit_count >= 2 || ghost_born_[n.id] ? kT2 : kT1; }
+  void Sync(const RadixTree& tree) const;
+
+  int64_t capacity_;
+  mutable std::vector<bool> ghost_born_;  // per node id: created by a ghost hit
+  mutable NodeTracker tracked_;
+  mutable GhostList b1_, b2_;
+  mutable int64_t p_ = 0;  // target pages of T1
+};
+
+void ArcPolicy::Sync(const RadixTree& tree) const {
+  if (ghost_born_.size() < tree.node_slots()) ghost_born_.resize(tree.node_slots(), false);
+  tracked_.Sync(tree, [&](const Node& n) {
+    const PageKey& k = n.keys.front();
+    const int64_t pages = static_cast<int64_t>(n.pages.size());
+    const int64_t g1 = std::max<int64_t>(1, b1_.pages()), g2 = std::max<int64_t>(1, b2_.pages());
+    if (b1_.Contains(k)) {
+      p_ = std::min(capacity_, p_ + std::max<int64_t>(1, g2 / g1) * pages);
+      b1_.Take(k);
+      ghost_born_[n.id] = true;
+    } else if (b2_.Contains(k)) {
+      p_ = std::max<int64_t>(0, p_ - std::max<int64_t>(1, g1 / g2) * pages);
+      b2_.Take(k);
+      ghost_born_[n.id] = true;
+    }
+  });
+}
+
+EvictionPlan ArcPolicy::Plan(const CacheView& view, const LaneDemand& demand, bool commit) const {
+  const RadixTree& tree = view.tree;
+  Sync(tree);
+  int64_t list_pages[2] = {0, 0};
+  for (NodeId id : tracked_.ids()) list_pages[List(tree.node(id))] += static_cast<int64_t>(tree.node(id).pages.size());
+
+  DemandTracker need(view, demand, PlanScope::kLanes);
+  CascadeWalk walk(tree, Tier::kDevice, 2);
+  const auto file = [&](NodeId id) {
+    const Node& n = tree.node(id);
+    walk.Push(List(n), {n.last_access, 0, id});
+  };
+  for (const EvictionPriority& c : tree.candidates(Tier::kDevice)) file(c.id);
+  EvictionPlan plan;
+  std::vector<std::pair<int, NodeId>> ghosts;
+  while (!need.Done() && !(walk.Empty(kT1) && walk.Empty(kT2))) {
+    const int q = walk.Empty(kT2) || (!walk.Empty(kT1) && list_pages[kT1] > p_) ? kT1 : kT2;
+    const Node& n = tree.node(walk.Top(q).id);
+    if (!need.Useful(n)) {
+      walk.Pop(q);
+      continue;
+    }
+    const NodeId parent = walk.Take(q);
+    AddVictim(plan, n, walk.ViaCascade(n.id));
+    need.Count(n);
+    list_pages[q] -= static_cast<int64_t>(n.pages.size());
+    ghosts.emplace_back(q, n.id);
+    if (parent != kNoNode) file(parent);
+  }
+  if (commit) {
+    for (const auto& [q, id] : ghosts) {
+      const Node& n = tree.node(id);
+      (q == kT1 ? b1_ : b2_).Add(n.keys.front(), static_cast<int64_t>(n.pages.size()));
+    }
+    b1_.Trim(std::max<int64_t>(0, capacity_ - list_pages[kT1]));
+    b2_.Trim(std::max<int64_t>(0, capacity_ - b1_.pages()));
+  }
+  return plan;
+}
+
+}  // namespace
+
+std::unique_ptr<CachePolicy> MakeArcPolicy(const ReplayConfig& cfg, const Trace&) {
+  return std::make_unique<ArcPolicy>(cfg);
+}
+
+}  // namespace kvlanes

@@ -1,0 +1,62 @@
+// Count-min sketch of page-key frequency with TinyLFU's aging: `depth` rows of saturating
+// 4-bit counters (0..15); an estimate is the smallest of a key's counters; every `sample`
+// additions all counters are halved (rounding down), so the sketch follows recent popularity.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "traces/trace.h"
+
+namespace kvlanes {
+
+class CountMinSketch {
+ public:
+  static constexpr int kDepth = 4;
+  static constexpr uint8_t kMax = 15;
+
+  // `width` is rounded up to a power of two; REQUIRES: sample > 0.
+  CountMinSketch(uint64_t width, uint64_t sample) : sample_(sample) {
+    uint64_t w = 1;
+    while (w < width) w <<= 1;
+    mask_ = w - 1;
+    counters_.assign(static_cast<size_t>(w) * kDepth, 0);
+  }
+
+  void Add(const PageKey& k) {
+    for (int row = 0; row < kDepth; ++row) {
+      uint8_t& c = counters_[Index(k, row)];
+      if (c < kMax) ++c;
+    }
+    if (++additions_ % sample_ == 0) {
+      for (uint8_t& c : counters_) c = static_cast<uint8_t>(c >> 1);
+      ++halvings_;
+    }
+  }
+  uint32_t Estimate(const PageKey& k) const {
+    uint32_t e = kMax;
+    for (int row = 0; row < kDepth; ++row) e = std::min<uint32_t>(e, counters_[Index(k, row)]);
+    return e;
+  }
+  uint64_t additions() const { return additions_; }
+  uint64_t halvings() const { return halvings_; }
+  uint64_t width() const { return mask_ + 1; }
+
+ private:
+  size_t Index(const PageKey& k, int row) const {
+    uint64_t x = PageKeyHash{}(k) ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(row + 1));
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    return static_cast<size_t>(row) * (mask_ + 1) + static_cast<size_t>(x & mask_);
+  }
+
+  uint64_t sample_;
+  uint64_t mask_ = 0;
+  uint64_t additions_ = 0;
+  uint64_t halvings_ = 0;
+  std::vector<uint8_t> counters_;
+};
+
+}  // namespace kvlanes

@@ -1,0 +1,126 @@
+// Shared pieces of the queue-based eviction policies (s3fifo, sieve, arc) on the radix tree.
+//
+// These policies keep their own queues where a flat cache keeps objects; here an object is a
+// tree node. A policy decides and does not act, so it learns what happened from the const view
+// only: a node id is never reused and ids grow with creation, so the ids created since the last
+// call are exactly the new nodes (new leaves and split heads); a node's hit_count, compared
+// with the count the policy saw last, tells whether it was reused since; nodes the policy chose
+// as victims are known to it when it plans, so it records their ghosts then (keyed by the first
+// page key: a later request that re-inserts the evicted prefix starts its new leaf there).
+// Queue moves made while planning are committed with the plan (the engine applies every plan it
+// asks for); PreviewEviction gives the same plan without recording anything, for admission.
+// The host tier is planned by the lanes planner in the tree's order.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+#include "policies/cascade_planner.h"
+#include "policies/configured_policy.h"
+
+namespace kvlanes {
+
+class QueuePolicy : public ConfiguredPolicy {
+ public:
+  using ConfiguredPolicy::ConfiguredPolicy;
+  EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const final {
+    if (demand.tier != Tier::kDevice) return PlanCascadeEviction(view, demand, PlanScope::kLanes);
+    return Plan(view, demand, true);
+  }
+  // The device plan PlanEviction would return now, leaving the queues as they are.
+  EvictionPlan PreviewEviction(const CacheView& view, const LaneDemand& demand) const {
+    if (demand.tier != Tier::kDevice) return PlanCascadeEviction(view, demand, PlanScope::kLanes);
+    return Plan(view, demand, false);
+  }
+
+ protected:
+  virtual EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const = 0;
+};
+
+// Device pages of the whole group: the capacity the queue targets are fractions of.
+inline int64_t DeviceCapacityPages(const ReplayConfig& cfg) {
+  return cfg.cache.device_pages_per_lane * static_cast<int64_t>(cfg.cache.cp_size);
+}
+
+// The device-resident nodes a policy has classified, learned incrementally from the view.
+class NodeTracker {
+ public:
+  // Drops nodes that left the device and calls `on_new(node)` for each node on device created
+  // since the last Sync, in id (creation) order.
+  template <class F>
+  void Sync(const RadixTree& tree, F&& on_new) {
+    size_t keep = 0;
+    for (NodeId id : ids_) {
+      const Node& n = tree.node(id);
+      if (n.alive && n.on_device()) ids_[keep++] = id;
+    }
+    ids_.resize(keep);
+    for (; next_ < tree.node_slots(); ++next_) {
+      const Node& n = tree.node(static_cast<NodeId>(next_));
+      if (!n.alive || !n.on_device() || n.id == kRootId) continue;
+      ids_.push_back(n.id);
+      on_new(n);
+    }
+  }
+  const std::vector<NodeId>& ids() const { return ids_; }
+
+ private:
+  std::vector<NodeId> ids_;
+  size_t next_ = 1;  // the root is never tracked
+};
+
+// Evicted nodes remembered by their first page key, oldest first, bounded in pages. The hash
+// map only answers lookups; the order of forgetting is the deque's, so decisions stay
+// deterministic.
+class GhostList {
+ public:
+  void Add(const PageKey& key, int64_t pages) {
+    Take(key);
+    index_[key] = Entry{++seq_, pages};
+    fifo_.push_back({key, seq_});
+    pages_ += pages;
+  }
+  // Forgets `key`; returns the pages it stood for (0 when it was not there).
+  int64_t Take(const PageKey& key) {
+    const auto it = index_.find(key);
+    if (it == index_.end()) return 0;
+    const int64_t p = it->second.pages;
+    pages_ -= p;
+    index_.erase(it);
+    return p;
+  }
+  bool Contains(const PageKey& key) const { return index_.count(key) != 0; }
+  // Forgets the oldest entries until at most `cap` pages remain.
+  void Trim(int64_t cap) {
+    while (pages_ > cap && !fifo_.empty()) {
+      const auto [key, seq] = fifo_.front();
+      fifo_.pop_front();
+      const auto it = index_.find(key);
+      if (it != index_.end() && it->second.seq == seq) {
+        pages_ -= it->second.pages;
+        index_.erase(it);
+      }
+    }
+  }
+  int64_t pages() const { return pages_; }
+
+ private:
+  struct Entry {
+    uint64_t seq;
+    int64_t pages;
+  };
+  std::deque<std::pair<PageKey, uint64_t>> fifo_;  // may hold entries taken since
+  std::unordered_map<PageKey, Entry, PageKeyHash> index_;
+  uint64_t seq_ = 0;
+  int64_t pages_ = 0;
+};
+
+// Appends `n` to `plan` as a whole-node victim.
+inline void AddVictim(EvictionPlan& plan, const Node& n, bool via_cascade) {
+  plan.victims.push_back(n.id);
+  plan.cascade_victims += via_cascade;
+}
+
+}  // namespace kvlanes

@@ -1,0 +1,79 @@
+// `sieve`: SIEVE (one FIFO queue, a visited bit per object and a hand that sweeps from the
+// oldest object to the newest, clearing visited bits and evicting the first unvisited one,
+// staying where it evicted) adapted to node-granular radix eviction.
+//
+// Queue = the device nodes in creation order (node id; a split head is a new node, newest).
+// Visited = the node's hit_count grew past the count the hand saw when it last cleared it (a
+// new leaf starts at 1: its own insert is not a visit; a split head inherits its node's count,
+// so it counts as visited if that node ever was). The hand sweeps only eviction candidates:
+// a node with a device child or a lock is passed over untouched (it keeps its bit), because the
+// radix tree cannot evict it yet. When a victim's eviction makes its parent a candidate, the
+// parent joins the sweep at its own queue position: in the current lap if the hand has not
+// passed it yet (a split head, newer than its child), else in the next lap.
+#include <map>
+
+#include "policies/queue_policy.h"
+#include "policies/registry.h"
+
+namespace kvlanes {
+namespace {
+
+class SievePolicy final : public QueuePolicy {
+ public:
+  explicit SievePolicy(const ReplayConfig& cfg) : QueuePolicy(cfg) { FixOrder(EvictionOrder::kFifo); }
+  std::string_view Name() const override { return "sieve"; }
+
+ protected:
+  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override {
+    const RadixTree& tree = view.tree;
+    if (seen_.size() < tree.node_slots()) seen_.resize(tree.node_slots(), 1);
+    DemandTracker need(view, demand, PlanScope::kLanes);
+    // Sweep key (lap, id): lap 0 from the hand to the newest node, lap 1 from the oldest on.
+    CascadeWalk walk(tree, Tier::kDevice, 1);
+    for (const EvictionPriority& c : tree.candidates(Tier::kDevice))
+      walk.Push(0, {c.id >= hand_ ? 0u : 1u, 0, c.id});
+    std::map<NodeId, uint64_t> cleared;  // clears made by this plan
+    EvictionPlan plan;
+    while (!need.Done() && !walk.Empty(0)) {
+      const EvictionPriority at = walk.Top(0);
+      const Node& n = tree.node(at.id);
+      if (!need.Useful(n)) {
+        walk.Pop(0);
+        continue;
+      }
+      if (n.hit_count > Seen(at.id, cleared)) {  // visited: clear, meet it again next lap
+        cleared[at.id] = n.hit_count;
+        walk.Pop(0);
+        walk.Push(0, {at.a + 1, 0, at.id});
+        continue;
+      }
+      const NodeId parent = walk.Take(0);
+      AddVictim(plan, n, walk.ViaCascade(n.id));
+      need.Count(n);
+      if (parent != kNoNode) walk.Push(0, {at.a + (parent <= at.id ? 1u : 0u), 0, parent});
+    }
+    if (commit) {
+      for (const auto& [id, hits] : cleared) seen_[id] = hits;
+      if (!plan.victims.empty()) hand_ = plan.victims.back() + 1;
+    }
+    return plan;
+  }
+
+ private:
+  // The hit count the hand last saw at `id`, counting clears made earlier in this plan.
+  uint64_t Seen(NodeId id, const std::map<NodeId, uint64_t>& cleared) const {
+    const auto it = cleared.find(id);
+    return it != cleared.end() ? it->second : seen_[id];
+  }
+
+  mutable std::vector<uint64_t> seen_;  // per node id: hit_count when last cleared (1 = new)
+  mutable NodeId hand_ = 0;             // the next node id the sweep starts at
+};
+
+}  // namespace
+
+std::unique_ptr<CachePolicy> MakeSievePolicy(const ReplayConfig& cfg, const Trace&) {
+  return std::make_unique<SievePolicy>(cfg);
+}
+
+}  // namespace kvlanes

@@ -1,0 +1,130 @@
+// `NAME+tinylfu`: the eviction (and every other decision) of policy NAME with TinyLFU device
+// admission. Each request records its keyed pages in a count-min sketch (aged: counters halved
+// every 10 x capacity additions). Its new pages are offered in order: a page that fits in free
+// pages (keeping the page per receiving lane the engine reserves when it evicts) is cached;
+// any other page is cached only if its estimated frequency is at least that of the page it
+// would displace (ties admit: on the Mooncake synthetic trace, refusing ties froze stale pages
+// in the cache and measured lower), the victims of NAME's own plan for the extent taken whole node by whole node,
+// each from its last (least shared) page up. Pages after the first refused one are not cached.
+#include <algorithm>
+#include <string>
+
+#include "policies/count_min_sketch.h"
+#include "policies/queue_policy.h"
+#include "policies/registry.h"
+#include "sim/check.h"
+
+namespace kvlanes {
+namespace {
+
+// Sketch width and aging period, in multiples of the device capacity in pages (TinyLFU's
+// sample of about ten times the cache).
+constexpr int64_t kSketchPerPage = 10;
+
+class TinyLfuComposite final : public CachePolicy {
+ public:
+  TinyLfuComposite(std::string name, std::unique_ptr<CachePolicy> base, const ReplayConfig& cfg)
+      : name_(std::move(name)),
+        base_(std::move(base)),
+        preview_(dynamic_cast<const QueuePolicy*>(base_.get())),
+        sketch_(static_cast<uint64_t>(kSketchPerPage * std::max<int64_t>(1, DeviceCapacityPages(cfg))),
+                static_cast<uint64_t>(kSketchPerPage * std::max<int64_t>(1, DeviceCapacityPages(cfg)))) {}
+
+  std::string_view Name() const override { return name_; }
+  EvictionOrder Order() const override { return base_->Order(); }
+  const PlacementRule& Placement() const override { return base_->Placement(); }
+  void PlaceExtent(const CacheView& view, int64_t first_page, std::span<uint16_t> owners) const override {
+    base_->PlaceExtent(view, first_page, owners);
+  }
+  EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const override {
+    return base_->PlanEviction(view, demand);
+  }
+  int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override;
+  bool AdmitHostWrite(const CacheView& view, NodeId id) const override { return base_->AdmitHostWrite(view, id); }
+  bool AdmitLoadBack(const CacheView& view, int64_t pages) const override {
+    return base_->AdmitLoadBack(view, pages);
+  }
+  GatherMethod ChooseGather(const CacheView& view, const GatherContext& ctx) const override {
+    return base_->ChooseGather(view, ctx);
+  }
+  BackupSchedule ChooseBackup(const CacheView& view, const GatherContext& ctx, GatherMethod gather) const override {
+    return base_->ChooseBackup(view, ctx, gather);
+  }
+
+ private:
+  // The base policy's device plan for `demand`, without committing a stateful policy's moves.
+  EvictionPlan Preview(const CacheView& view, const LaneDemand& demand) const {
+    return preview_ != nullptr ? preview_->PreviewEviction(view, demand) : base_->PlanEviction(view, demand);
+  }
+  // Estimated frequencies of the pages the base policy would evict to cache the whole offer,
+  // in the order they would be displaced.
+  std::vector<uint32_t> VictimFrequencies(const CacheView& view, const DeviceOffer& offer) const;
+
+  std::string name_;
+  std::unique_ptr<CachePolicy> base_;
+  const QueuePolicy* preview_;
+  mutable CountMinSketch sketch_;
+};
+
+std::vector<uint32_t> TinyLfuComposite::VictimFrequencies(const CacheView& view,
+                                                          const DeviceOffer& offer) const {
+  // The engine's demand if pages [0, offer.pages) were all admitted, reserve included.
+  LaneDemand want = *offer.committed;
+  if (offer.owners.empty()) {
+    want.any_lane = offer.pages + 1;
+  } else {
+    for (int64_t i = 0; i < offer.pages; ++i) ++want.target[offer.owners[static_cast<size_t>(i)]];
+    for (int64_t& t : want.target)
+      if (t > 0) ++t;
+  }
+  std::vector<uint32_t> f;
+  for (NodeId v : Preview(view, want).victims) {
+    const Node& n = view.tree.node(v);
+    for (auto k = n.keys.rbegin(); k != n.keys.rend(); ++k) f.push_back(sketch_.Estimate(*k));
+  }
+  return f;
+}
+
+int64_t TinyLfuComposite::AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const {
+  for (const PageKey& k : offer.keys) sketch_.Add(k);
+  const int64_t keyed_new =
+      std::clamp<int64_t>(static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
+  // Room per lane without evicting, after the pages the request needs anyway and the page the
+  // engine reserves on a receiving lane; one pooled room when the allocator places.
+  const int lanes = view.ledger.lanes();
+  const bool pooled = offer.owners.empty();
+  std::vector<int64_t> room(static_cast<size_t>(pooled ? 1 : lanes), 0);
+  for (int r = 0; r < lanes; ++r)
+    room[pooled ? 0 : static_cast<size_t>(r)] +=
+        view.ledger.at(Tier::kDevice, r).free() - offer.committed->target[static_cast<size_t>(r)];
+  for (int64_t& x : room) --x;
+  for (int64_t j = keyed_new; j < offer.pages; ++j)  // the unkeyed tail page is allocated too
+    --room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
+  std::vector<uint32_t> victims;  // computed once some page has to displace another
+  bool previewed = false;
+  size_t next_victim = 0;
+  for (int64_t j = 0; j < keyed_new; ++j) {
+    int64_t& r = room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
+    if (r > 0) {
+      --r;
+      continue;
+    }
+    if (!previewed) {
+      victims = VictimFrequencies(view, offer);
+      previewed = true;
+    }
+    if (next_victim >= victims.size()) return j;
+    const uint32_t mine = sketch_.Estimate(offer.keys[static_cast<size_t>(offer.first_page + j)]);
+    if (mine < victims[next_victim++]) return j;
+  }
+  return offer.pages;
+}
+
+}  // namespace
+
+std::unique_ptr<CachePolicy> MakeTinyLfuComposite(const std::string& base, const ReplayConfig& cfg,
+                                                  const Trace& trace) {
+  return std::make_unique<TinyLfuComposite>(base + "+tinylfu", MakePolicy(base, cfg, trace), cfg);
+}
+
+}  // namespace kvlanes
