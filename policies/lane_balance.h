@@ -1,4 +1,4 @@
-// The `lane-balance` placement rule (DOMAIN.md section 4, "policies may add their own"): it
+// The `lane-balance` placement rule (docs/reference_semantics.md, "Placement rules": policies may add their own): it
 // needs the ledger, so it lives with the policies rather than in sim/cache/placement.cpp, whose table
 // only names it (assign == nullptr).
 #pragma once

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8's GPU session on a machine with several GPUs, from the repository root, with build-dev/
+# The multi-GPU session on a machine with several GPUs, from the repository root, with build-dev/
 # staged by tools/gpu_stage.sh and plans in build-dev/multi/plan_NAME.jsonl (docs/multi_gpu.md):
 #   [RANKS=2] [PLANS="Z_packed A_dense ..."] [SWEEPS=0] [TESTS=1] [EXTRA=cmd] [LIMIT_S=520] \
 #     tools/gpu_multi.sh [exec options...]
