@@ -13,12 +13,13 @@ cd "$(dirname "$0")/.."
 
 mode=${1:-}
 case "$mode" in
-  replay|test) ;;
-  *) echo "usage: tools/setup.sh replay|test" >&2; exit 2 ;;
+  replay|test|format) ;;
+  *) echo "usage: tools/setup.sh replay|test|format" >&2; exit 2 ;;
 esac
 
 packages=(cmake g++ make python3 libeigen3-dev libyaml-cpp-dev libboost-program-options-dev
           doctest-dev nlohmann-json3-dev python3-matplotlib)
+if [[ $mode == format ]]; then packages=(clang-format); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -35,6 +36,7 @@ if ((${#missing[@]})); then
     exit 1
   fi
 fi
+if [[ $mode == format ]]; then exec tools/format.sh --check; fi
 if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "setup: no nvcc found: building without the CUDA kernels and executor (GPU tests skip)" >&2
 fi
