@@ -1,6 +1,7 @@
 #include "sim/config.h"
 
 #include <functional>
+#include <vector>
 #include <sstream>
 #include <string_view>
 
@@ -9,6 +10,7 @@
 #include "sim/cache/eviction_order.h"
 #include "sim/cache/placement.h"
 #include "traces/input_error.h"
+#include "traces/name_table.h"
 
 namespace kvlanes {
 namespace {
@@ -182,13 +184,10 @@ const KeySpec* FindKey(const std::string& key) {
   return nullptr;
 }
 
-std::string KeyList() {
-  std::string s;
-  for (const auto& k : Keys()) {
-    s += s.empty() ? "" : ", ";
-    s += k.key;
-  }
-  return s;
+std::vector<std::string_view> KeyNames() {
+  std::vector<std::string_view> names;
+  for (const auto& k : Keys()) names.push_back(k.key);
+  return names;
 }
 
 void ApplyNode(const std::string& prefix, const YAML::Node& node, const std::string& file,
@@ -203,10 +202,10 @@ void ApplyNode(const std::string& prefix, const YAML::Node& node, const std::str
       bool is_section = false;
       for (const auto& k : Keys())
         if (std::string(k.key).rfind(key + ".", 0) == 0) is_section = true;
-      if (!is_section) w.Fail("unknown key (valid: " + KeyList() + ")");
+      if (!is_section) w.Fail("unknown key " + ValidNamesNote(key, KeyNames()));
       ApplyNode(key, kv.second, file, cfg);
     } else {
-      w.Fail("unknown key (valid: " + KeyList() + ")");
+      w.Fail("unknown key " + ValidNamesNote(key, KeyNames()));
     }
   }
 }
@@ -235,7 +234,7 @@ void ApplyConfigSetting(const std::string& assignment, ReplayConfig& cfg) {
   const std::string value = assignment.substr(eq + 1);
   const KeySpec* spec = FindKey(key);
   Where w{"", 0, "--set " + key};
-  if (!spec) w.Fail("unknown key (valid: " + KeyList() + ")");
+  if (!spec) w.Fail("unknown key " + ValidNamesNote(key, KeyNames()));
   YAML::Node node;
   try {
     node = YAML::Load(value);

@@ -1,9 +1,11 @@
 #include "traces/json_location.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "traces/input_error.h"
+#include "traces/name_table.h"
 
 namespace kvlanes {
 namespace {
@@ -203,19 +205,12 @@ JsonCursor JsonCursor::Index(size_t i) const {
 
 void JsonCursor::OnlyKeys(std::initializer_list<const char*> keys) const {
   ExpectObject();
+  const std::vector<std::string_view> valid(keys.begin(), keys.end());
   for (const auto& [k, v] : v_->items()) {
-    bool ok = false;
-    std::string list;
-    for (const char* x : keys) {
-      ok = ok || k == x;
-      list += list.empty() ? "" : ", ";
-      list += x;
-    }
-    if (!ok) {
-      std::vector<JsonStep> p = path_;
-      p.emplace_back(k);
-      in_->Fail(p, "unknown key (valid: " + list + ")");
-    }
+    if (std::find(valid.begin(), valid.end(), k) != valid.end()) continue;
+    std::vector<JsonStep> p = path_;
+    p.emplace_back(k);
+    in_->Fail(p, "unknown key " + ValidNamesNote(k, valid));
   }
 }
 

@@ -58,22 +58,36 @@ std::string ClosestName(std::string_view given, const Names& names) {
   return best_d <= limit ? best : std::string();
 }
 
-// "unknown <what> 'x' (valid: a, b, c)" with "; did you mean 'b'?" when one name is close.
-// `where` is the field or option at fault; `file`/`line` where the value came from ("" / 0 for a
-// command line).
+// "a, b, c".
 template <typename Names>
-[[noreturn]] void ThrowUnknownName(std::string_view what, std::string_view given, const Names& names,
-                                   const std::string& where, const std::string& file = "",
-                                   int64_t line = 0) {
+std::string JoinNames(const Names& names) {
   std::string list;
   for (std::string_view n : names) {
     if (!list.empty()) list += ", ";
     list += n;
   }
-  std::string msg = "unknown " + std::string(what) + " '" + std::string(given) + "' (valid: " + list + ")";
+  return list;
+}
+
+// "(valid: a, b, c)", with "; did you mean 'b'?" when one of `names` is close to `given`: the tail
+// of every "unknown ..." message (names of values, config keys, JSON and YAML keys).
+template <typename Names>
+std::string ValidNamesNote(std::string_view given, const Names& names) {
+  std::string note = "(valid: " + JoinNames(names) + ")";
   const std::string close = ClosestName(given, names);
-  if (!close.empty()) msg += "; did you mean '" + close + "'?";
-  throw InputError(file, line, where, msg);
+  if (!close.empty()) note += "; did you mean '" + close + "'?";
+  return note;
+}
+
+// "unknown <what> 'x' (valid: a, b, c)" with the suggestion of ValidNamesNote. `where` is the
+// field or option at fault; `file`/`line` where the value came from ("" / 0 for a command line).
+template <typename Names>
+[[noreturn]] void ThrowUnknownName(std::string_view what, std::string_view given, const Names& names,
+                                   const std::string& where, const std::string& file = "",
+                                   int64_t line = 0) {
+  throw InputError(file, line, where,
+                   "unknown " + std::string(what) + " '" + std::string(given) + "' " +
+                       ValidNamesNote(given, names));
 }
 
 template <typename E, size_t N>
@@ -107,14 +121,7 @@ struct NameTable {
     return out;
   }
   // "a, b, c": for help texts and messages.
-  std::string List() const {
-    std::string s;
-    for (const auto& e : entries) {
-      if (!s.empty()) s += ", ";
-      s += e.second;
-    }
-    return s;
-  }
+  std::string List() const { return JoinNames(Names()); }
 };
 
 }  // namespace kvlanes

@@ -1,8 +1,13 @@
 #include "sim/predict/hardware_profile.h"
 
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
 #include <yaml-cpp/yaml.h>
 
 #include "traces/input_error.h"
+#include "traces/name_table.h"
 
 namespace kvlanes {
 
@@ -39,18 +44,14 @@ struct Reader {
   }
   void OnlyKeys(const YAML::Node& map, const std::string& path, std::initializer_list<const char*> keys) const {
     if (!map.IsMap()) Fail(map, path, "expected a map");
+    const std::vector<std::string_view> valid(keys.begin(), keys.end());
     for (const auto& kv : map) {
       const std::string k = kv.first.Scalar();
-      bool ok = false;
-      std::string list;
-      for (const char* x : keys) {
-        ok = ok || k == x;
-        list += list.empty() ? "" : ", ";
-        list += x;
-      }
-      if (!ok) Fail(kv.first, path + k, "unknown key (valid: " + list + ")");
+      if (std::find(valid.begin(), valid.end(), k) == valid.end())
+        Fail(kv.first, path + k, "unknown key " + ValidNamesNote(k, valid));
     }
   }
+
   BandedCost Bands(const YAML::Node& node, const std::string& path) const {
     if (!node) Fail(node, path, "missing");
     if (!node.IsSequence() || node.size() == 0) Fail(node, path, "expected a list of bands");
