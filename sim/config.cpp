@@ -9,8 +9,10 @@
 
 #include "sim/cache/eviction_order.h"
 #include "sim/cache/placement.h"
+#include "kernels/page_layout.h"
 #include "traces/input_error.h"
 #include "traces/name_table.h"
+#include "traces/trace.h"
 
 namespace kvlanes {
 namespace {
@@ -44,15 +46,6 @@ int64_t AsInt(const YAML::Node& n, const Where& w) {
 std::string AsString(const YAML::Node& n, const Where& w) {
   if (!n.IsScalar()) w.Fail("expected a string");
   return n.Scalar();
-}
-
-// For names whose table lives outside the simulator (host layouts in kernels/, trace formats
-// in traces/, which also accept "auto" here).
-void OneOf(const std::string& v, std::initializer_list<std::string_view> valid, std::string_view what,
-           const Where& w) {
-  for (std::string_view x : valid)
-    if (v == x) return;
-  ThrowUnknownName(what, v, valid, w.key, w.file, w.line);
 }
 
 std::vector<PoolSpec> AsPools(const YAML::Node& n, const Where& w) {
@@ -97,16 +90,6 @@ struct KeySpec {
         [](ReplayConfig& c, const YAML::Node& n, const Where& w) { c.field = AsInt(n, w); }, \
         [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); }            \
   }
-#define KV_STR_KEY(path, field, help_text, what, ...)                                    \
-  KeySpec {                                                                             \
-    path, help_text,                                                                    \
-        [](ReplayConfig& c, const YAML::Node& n, const Where& w) {                       \
-          std::string v = AsString(n, w);                                               \
-          OneOf(v, {__VA_ARGS__}, what, w);                                             \
-          c.field = v;                                                                  \
-        },                                                                              \
-        [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); }            \
-  }
 // A key whose valid values are the names of `table` (a NameTable).
 #define KV_NAMED_KEY(path, field, help_text, table)                                      \
   KeySpec {                                                                             \
@@ -141,10 +124,18 @@ const std::vector<KeySpec>& Keys() {
               [](const ReplayConfig& c) { return nlohmann::ordered_json(c.cache.placement); }},
       KV_INT_KEY("cache.load_back_min_tokens", cache.load_back_min_tokens,
                  "host hits shorter than this many tokens are recomputed, not loaded back"),
-      KV_STR_KEY("cache.host_layout", cache.host_layout, "host pool layout", "host layout", "layer_first",
-                 "page_first", "page_first_direct"),
-      KV_STR_KEY("trace.format", trace.format, "trace format", "trace format", "auto", "mooncake", "kvtester",
-                 "tokens"),
+      KV_NAMED_KEY("cache.host_layout", cache.host_layout, "host pool layout", kernels::kHostLayoutNames),
+      KeySpec{"trace.format", "trace format",
+              [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
+                std::string v = AsString(n, w);
+                if (v != "auto" && !kTraceFormatNames.Find(v)) {  // "auto": detect per file
+                  std::vector<std::string_view> valid = kTraceFormatNames.Names();
+                  valid.insert(valid.begin(), "auto");
+                  ThrowUnknownName(kTraceFormatNames.what, v, valid, w.key, w.file, w.line);
+                }
+                c.trace.format = v;
+              },
+              [](const ReplayConfig& c) { return nlohmann::ordered_json(c.trace.format); }},
       KV_INT_KEY("trace.block_tokens", trace.block_tokens,
                  "tokens per trace block id; 0 = the format's own (Mooncake 512)"),
       KV_INT_KEY("model.layers", model.layers, "transformer layers holding KV"),
