@@ -191,10 +191,10 @@ __device__ __forceinline__ void WarpSpan(const TileParams& p, const TileSegment&
 
 // kSpans false: in each unrolled step the whole CTA covers blockDim consecutive vectors (thread t
 // at step u: tile vector u * blockDim + t), each looked up alone.
-// kSpans true: warp w covers the tile's vectors
-// [w * 32 * kUnroll, (w + 1) * 32 * kUnroll), lanes on consecutive vectors in each step; when
-// the span lies in one chunk (almost always for real page sizes) the owner is read once and the
-// warp copies or zeroes the span without per-vector arithmetic.
+// kSpans true: warp w covers the tile's vectors [w * 32 * kUnroll, (w + 1) * 32 * kUnroll), lanes
+// on consecutive vectors in each step; when the span lies in one chunk (almost always for real
+// page sizes) the owner is read once and the warp copies or zeroes the span without per-vector
+// arithmetic.
 // kStream: streaming (evict-first) loads and stores.
 // kCopyUnits: work items [0, copy_units) copy the listed owned pages' chunks, a CTA each, with
 // consecutive threads on consecutive vectors of the chunk on both sides; the tiles that follow
