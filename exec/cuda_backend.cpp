@@ -327,7 +327,7 @@ class CudaBackend : public RankBackend {
     };
     d_owner_slot_ = put(g.owner_slot);
     num_owned_ = 0;
-    if (g.method == GatherMethod::kDense) {  // the owned pages as a list (scatter_dense kFused)
+    if (g.method == GatherMethod::kDense) {  // the owned pages as a list: scatter_dense copies only them
       kernels::ListOwnedPages(g.owner_slot, &owned_pages_, &owned_slots_);
       num_owned_ = static_cast<int64_t>(owned_pages_.size());
       d_owned_pages_ = put(owned_pages_);
@@ -356,7 +356,6 @@ class CudaBackend : public RankBackend {
     a.owner_slot = d_owner_slot_;
     a.num_dense_pages = gi_->prefix_pages;
     a.dense = dense;
-    a.variant = kernels::kExecScatterVariant;
     a.owned_pages = d_owned_pages_;
     a.owned_slots = d_owned_slots_;
     a.num_owned = num_owned_;

@@ -81,46 +81,18 @@ struct ZigzagArgs {
 // scatter_dense: dense page p of every pool <- page owner_slot[p] of the same pool, or zeros
 // where owner_slot[p] == -1, so every byte of dense pages [0, num_dense_pages) of the selected
 // layers is written and no memset of the whole buffer is needed before the all-reduce.
-// How the zeros are written (ZeroFill) changes speed only, except kNone, which leaves -1 pages
-// untouched (the caller zeroed them).
-enum class ZeroFill {
-  kAuto,          // kSamePass below kScatterSeparatePassMinBytes of dense output, else
-                  // kSeparatePass (tuning.h has the measurements behind the threshold)
-  kSeparatePass,  // one launch zeroes the -1 pages, a second copies the owned ones
-  kSamePass,      // one launch does both
-  kNone,          // -1 pages are not written
-};
-// Which CUDA kernel scatter_dense launches. Speed only: every variant writes the same bytes as
-// the CPU reference (which ignores this field). docs/kernels.md, "scatter_dense variants".
-enum class ScatterVariant {
-  kPieces = 0,  // the shared copy kernel (chunk_copy_cuda.h): a warp per piece of a chunk;
-                // honours every ZeroFill mode
-  // Output-centric kernels (scatter_tiles_cuda.h): CTAs sweep the dense output in consecutive
-  // tiles, like a memset, copying or zeroing each vector by its page's owner_slot; always one
-  // pass (kAuto, kSamePass and kSeparatePass all write the zeros in the same launch).
-  kTiles = 1,               // lanes of the whole CTA on consecutive vectors, owner per vector
-  kWarpSpans = 2,           // each warp a span of consecutive vectors, owner once per span
-  kWarpSpansStreaming = 3,  // kWarpSpans with streaming (evict-first) loads and stores
-  // Two launches: kWarpSpansStreaming writing only the zeros of the unowned pages (a write-only
-  // sweep, as fast as a memset), then the copy kernel on the owned pages: only them when the
-  // caller gives their list (owned_pages/owned_slots), else a kNone pass over every dense page.
-  // ZeroFill kNone: the second launch alone.
-  kSplit = 4,
-  // One launch: CTAs first copy the listed owned pages (a CTA per page chunk of one layer and
-  // pool), then sweep the output writing only the zeros, as kSplit's first launch. Without the
-  // owned-page list it is kWarpSpansStreaming.
-  kFused = 5,
-};
-inline constexpr int kNumScatterVariants = 6;
-// Whether a variant uses ScatterDenseArgs' owned-page list (the callers that have one pass it).
-inline constexpr bool ScatterTakesOwnedList(ScatterVariant v) {
-  return v == ScatterVariant::kSplit || v == ScatterVariant::kFused;
-}
-// The variant the executor's dense gathers launch (with the owned-page list). H200, 2026-11-29,
-// 1/8 of the pages owned, two runs (docs/kernels.md): kFused 82.5% / 83.5% of the device copy at
-// 61.6 MiB (kWarpSpansStreaming 82.8% / 83.2%), 89.4% / 91.2% at 255 MiB, 91.5% / 91.8% at
+// CUDA: one launch: CTAs first copy the listed owned pages (a CTA per page chunk of one layer and
+// pool), then sweep the dense output in consecutive tiles, like a memset, writing only the zeros.
+// Without the owned-page list the sweep also copies the owned pages, looking up each warp span's
+// owner. Chosen over the other kernels that `kvlanes bench kernels` compares (kernels/bench/
+// scatter_variants.h; docs/kernels.md, "scatter_dense variants"): H200, 2026-11-29, 1/8 of the
+// pages owned, two runs: 82.5% / 83.5% of the device copy at 61.6 MiB (warp spans with streaming
+// loads and stores, the runner-up: 82.8% / 83.2%), 89.4% / 91.2% at 255 MiB, 91.5% / 91.8% at
 // 1 GiB: the fastest or level at every size.
-inline constexpr ScatterVariant kExecScatterVariant = ScatterVariant::kFused;
+enum class ZeroFill {
+  kWrite,  // pages with owner_slot -1 are zeroed
+  kNone,   // they are left untouched (the caller zeroed them)
+};
 
 struct ScatterDenseArgs {
   std::span<const PoolRef> pools;       // 1..kMaxPools pools of this rank, read only
@@ -128,11 +100,10 @@ struct ScatterDenseArgs {
   const int32_t* owner_slot = nullptr;  // num_dense_pages entries in [-1, num_slots)
   int64_t num_dense_pages = 0;
   std::span<const DenseRef> dense;  // one per pool, same page_tokens and elem_bytes
-  ZeroFill zero_fill = ZeroFill::kAuto;
-  ScatterVariant variant = ScatterVariant::kPieces;  // CUDA launcher only
-  // Optional, CUDA launcher, kSplit and kFused only: the owned pages as a list (dense page owned_pages[i]
-  // <- slot owned_slots[i], num_owned entries: exactly the pages whose owner_slot is >= 0), so
-  // the copy launch visits only them instead of every dense page. -1: no list.
+  ZeroFill zero_fill = ZeroFill::kWrite;
+  // Optional, CUDA launcher only (the CPU reference ignores it): the owned pages as a list (dense
+  // page owned_pages[i] <- slot owned_slots[i], num_owned entries: exactly the pages whose
+  // owner_slot is >= 0), so the copies visit only them. -1: no list.
   const int32_t* owned_pages = nullptr;
   const int32_t* owned_slots = nullptr;
   int64_t num_owned = -1;

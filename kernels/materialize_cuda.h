@@ -24,13 +24,10 @@ cudaError_t UnpackPages(const UnpackArgs& args, cudaStream_t stream,
                         const LaunchTuning& tuning = kDeviceCopyTuning);
 cudaError_t ZigzagReorder(const ZigzagArgs& args, cudaStream_t stream,
                           const LaunchTuning& tuning = kDeviceCopyTuning);
-// The launch shape ScatterDense uses without a tuning: kScatterFusedTuning for kFused, else
-// kDeviceCopyTuning.
-inline LaunchTuning DefaultScatterTuning(ScatterVariant v) {
-  return v == ScatterVariant::kFused ? kScatterFusedTuning : kDeviceCopyTuning;
-}
-cudaError_t ScatterDense(const ScatterDenseArgs& args, cudaStream_t stream);
-cudaError_t ScatterDense(const ScatterDenseArgs& args, cudaStream_t stream, const LaunchTuning& tuning);
+// Tiles of threads_per_block x unroll vectors (unroll 4 or 8); piece_bytes and layer_major do not
+// apply. cudaErrorInvalidConfiguration: a CTA of this size does not fit an SM with this kernel.
+cudaError_t ScatterDense(const ScatterDenseArgs& args, cudaStream_t stream,
+                         const LaunchTuning& tuning = kScatterFusedTuning);
 cudaError_t PeerGather(const PeerGatherArgs& args, cudaStream_t stream,
                        const LaunchTuning& tuning = kDeviceCopyTuning);
 

@@ -33,7 +33,7 @@ struct LaunchTuning {
 inline constexpr LaunchTuning kDeviceCopyTuning{
     .threads_per_block = 256, .piece_bytes = 32768, .ctas_per_sm = 4, .unroll = 8};
 
-// scatter_dense, ScatterVariant::kFused (the executor's dense gathers). `bench kernels --tune`,
+// scatter_dense (the executor's dense gathers). `bench kernels --tune`,
 // H200, 2026-11-29, 1/8 of the pages owned, kernel ms at 62 MiB / 255 MiB:
 //   256 threads, 4 CTAs/SM, unroll 8 (kDeviceCopyTuning): 0.0250 / 0.0821
 //   512 threads, 2 CTAs/SM, unroll 4: 0.0236 / 0.0796   <- chosen (best at 62 MiB)
@@ -41,14 +41,6 @@ inline constexpr LaunchTuning kDeviceCopyTuning{
 //   128 threads: 2-75% slower at 62 MiB. piece_bytes is unused by this kernel.
 inline constexpr LaunchTuning kScatterFusedTuning{
     .threads_per_block = 512, .piece_bytes = 32768, .ctas_per_sm = 2, .unroll = 4};
-
-// scatter_dense with ZeroFill::kAuto: one fused pass below this many bytes of dense output, a
-// zero pass then a copy pass from here up. H200, 2026-11-29, 61 layers x (656 + 132) B x 64
-// tokens, 1/8 of the pages owned, kernel ms over three runs (fused / separate passes):
-// 62 MiB 0.0258-0.0279 / 0.0318-0.0335; 255 MiB 0.0931-0.0932 / 0.0924-0.0954;
-// 1 GiB 0.3417-0.3533 / 0.3149-0.3308. Fused, the owned pages' scattered reads break up the
-// stream of zero writes; separately, the second launch costs a few microseconds.
-inline constexpr long long kScatterSeparatePassMinBytes = 512ll << 20;
 
 // Tier copy kernel, host to device (the kernel reads mapped pinned memory over PCIe).
 // H200, 2026-11-29, 41984 B chunks, 256 MiB scattered over a 4 GiB pinned pool (contiguous pinned

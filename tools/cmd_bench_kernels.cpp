@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "kernels/bench/bench_kernels.h"
-#include "kernels/materialize.h"
 #include "tools/commands.h"
 #include "traces/output_file.h"
 #include "traces/input_error.h"
@@ -116,10 +116,11 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
   out << ")\nvs_alt (scatter_dense): time of copying its owned share at memcpy speed and zeroing "
          "the rest at memset speed, over its time\n";
   if (!r.options.scatter_variants.empty()) {
-    out << "scatter_dense[vN]: ScatterVariant N (1 tiles, 2 warp spans, 3 warp spans with "
-           "streaming loads/stores, one pass; 4 split: zeros by 3, then the owned pages by the "
-           "copy kernel; 5 fused: the owned pages' copy and the zeros in one launch; 4 and 5 get the "
-           "owned-page list), default launch shape; docs/kernels.md\n";
+    out << "scatter_dense[NAME]: the scatter_dense variant NAME (tiles, warp_spans, "
+           "warp_spans_streaming: one pass; split: zeros by warp_spans_streaming, then the owned "
+           "pages by the copy kernel; fused, the executor's kernel: the owned pages' copy and the "
+           "zeros in one launch; split and fused get the owned-page list), default launch shape; "
+           "the plain scatter_dense rows are the pieces variant; docs/kernels.md\n";
   }
 
   out << "\nTier copies vs one contiguous pinned cudaMemcpyAsync of the same bytes, same "
@@ -174,6 +175,9 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
   json shapes = json::array();
   for (const auto& [e, pt] : o.tier_shapes)
     shapes.push_back({{"elem_bytes", e}, {"page_tokens", pt}});
+  json variants = json::array();
+  for (kernels::ScatterVariant v : o.scatter_variants)
+    variants.push_back(std::string(kernels::kScatterVariantNames.Name(v)));
   j["options"] = {{"sizes_bytes", o.sizes_bytes},
                   {"pool_elem_bytes", o.pool_elem_bytes},
                   {"page_tokens", o.page_tokens},
@@ -186,7 +190,7 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
                   {"tier_shapes", shapes},
                   {"tier_run_pages", o.tier_run_pages},
                   {"tier_repeats", o.tier_repeats},
-                  {"scatter_variants", o.scatter_variants},
+                  {"scatter_variants", variants},
                   {"tune", o.tune},
                   {"seed", o.seed},
                   {"run_materialize", o.run_materialize},
@@ -291,8 +295,9 @@ int CmdBenchKernels(int argc, const char* const* argv) {
       "parts", po::value(&parts)->default_value(parts),
       "which parts to run: materialize, tier, or both (comma list)")(
       "scatter-variants", po::value(&scatter_variants),
-      "also time these scatter_dense kernel variants (comma list of ScatterVariant numbers 1..5; "
-      "docs/kernels.md): rows scatter_dense[vN] and scatter_dense[vN](0% owned)")(
+      "also time these scatter_dense kernel variants (comma list of tiles, warp_spans, "
+      "warp_spans_streaming, split, fused, or their numbers 1..5; docs/kernels.md): rows "
+      "scatter_dense[NAME] and scatter_dense[NAME](0% owned)")(
       "json", po::value(&json_path), "also write the full report as JSON to this file");
 
   const auto usage = [&](std::ostream& out) {
@@ -333,14 +338,17 @@ int CmdBenchKernels(int argc, const char* const* argv) {
     opt.host_pool_bytes = ParseBytes(host_pool, "host-pool-bytes");
     opt.tier_shapes = ParseShapes(tier_shapes);
     for (const std::string& v : SplitCommas(scatter_variants)) {
+      // A name, or the variant's number as the measurement log's commands give it (1..5, "vN").
       const std::string digits = v.size() > 1 && v[0] == 'v' ? v.substr(1) : v;
-      if (digits.size() != 1 || digits[0] < '1' ||
-          digits[0] >= '0' + kernels::kNumScatterVariants) {
+      std::optional<kernels::ScatterVariant> variant = kernels::kScatterVariantNames.Find(v);
+      if (digits.size() == 1 && digits[0] >= '0' && digits[0] <= '9')
+        for (const auto& [value, variant_name] : kernels::kScatterVariantNames.entries)
+          if (static_cast<int>(value) == digits[0] - '0') variant = value;
+      if (!variant) variant = kernels::kScatterVariantNames.Parse(v, "scatter-variants");
+      if (*variant == kernels::ScatterVariant::kPieces)
         throw InputError("", 0, "scatter-variants",
-                         "unknown variant '" + v + "'; valid: 1 to " +
-                             std::to_string(kernels::kNumScatterVariants - 1));
-      }
-      opt.scatter_variants.push_back(digits[0] - '0');
+                         "pieces is the kernel of the plain scatter_dense rows, which always run");
+      opt.scatter_variants.push_back(*variant);
     }
     opt.run_materialize = opt.run_tier = false;
     for (const std::string& part : SplitCommas(parts)) {

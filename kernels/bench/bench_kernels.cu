@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/bench/bench_kernels.h"
+#include "kernels/bench/scatter_variants_cuda.h"
 #include "kernels/materialize_cuda.h"
 #include "kernels/tier_copy_cuda.h"
 
@@ -377,7 +378,8 @@ TimedKernel ZigzagBench(const KernelBenchOptions& o, const MatShape& m, cudaStre
 // zero_fill kNone: cudaMemsetAsync of the dense buffers first, then scatter_dense.
 TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
                          std::mt19937_64& rng, Buffers* keep, Buffers* idx, double owned_share,
-                         ZeroFill zero_fill, ScatterVariant variant = ScatterVariant::kPieces) {
+                         ZeroFill zero_fill, PiecesZeroPass zero_pass,
+                         ScatterVariant variant = ScatterVariant::kPieces) {
   auto refs = std::make_shared<std::vector<PoolRef>>();
   const int64_t slots = 4 * m.pages;
   for (auto& b : MakePools(o, m, slots, refs.get(), 41, s)) keep->push_back(std::move(b));
@@ -408,7 +410,6 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
                          .num_dense_pages = m.pages,
                          .dense = (*dense)[i % sets],
                          .zero_fill = zero_fill,
-                         .variant = variant,
                          .owned_pages = list ? DevPtr(*idx, index_at + 1) : nullptr,
                          .owned_slots = list ? DevPtr(*idx, index_at + 2) : nullptr,
                          .num_owned = list ? owned : -1};
@@ -419,7 +420,7 @@ TimedKernel ScatterBench(const KernelBenchOptions& o, const MatShape& m, cudaStr
                 "cudaMemsetAsync");
         }
       }
-      Check(ScatterDense(a, s, t), "ScatterDense");
+      Check(ScatterDenseVariant(a, variant, s, t, zero_pass), "ScatterDenseVariant");
     });
   };
 }
@@ -463,12 +464,12 @@ TimedKernel PeerBench(const KernelBenchOptions& o, const MatShape& m, cudaStream
   };
 }
 
-// The materialization rows: scatter_dense as the dense-allreduce method uses it (owns 1/N of
-// the pages, one fused pass), then the same with a memset first, then the extremes of the owned
-// share; then each requested scatter_dense variant at the owned share 1/N and at 0% owned
-// (`variant_rows`: such a row's name and variant).
-std::vector<std::string> MaterializeRowNames(const KernelBenchOptions& o,
-                                             std::vector<std::pair<std::string, int>>* variant_rows) {
+// The materialization rows: scatter_dense by the kPieces variant at the dense-allreduce method's
+// owned share (1/N of the pages), with each way of writing the zeros, then with a memset first,
+// then the extremes of the owned share; then each requested scatter_dense variant at the owned
+// share 1/N and at 0% owned (`variant_rows`: such a row's name and variant).
+std::vector<std::string> MaterializeRowNames(
+    const KernelBenchOptions& o, std::vector<std::pair<std::string, ScatterVariant>>* variant_rows) {
   std::vector<std::string> names = {"pack",
                                     "unpack",
                                     "zigzag_reorder",
@@ -479,8 +480,8 @@ std::vector<std::string> MaterializeRowNames(const KernelBenchOptions& o,
                                     "scatter_dense(memset+copy)",
                                     "scatter_dense(0% owned)",
                                     "scatter_dense(100% owned)"};
-  for (int v : o.scatter_variants) {
-    const std::string base = "scatter_dense[v" + std::to_string(v) + "]";
+  for (ScatterVariant v : o.scatter_variants) {
+    const std::string base = "scatter_dense[" + std::string(kScatterVariantNames.Name(v)) + "]";
     variant_rows->push_back({base, v});
     variant_rows->push_back({base + "(0% owned)", v});
     names.push_back(base);
@@ -490,43 +491,44 @@ std::vector<std::string> MaterializeRowNames(const KernelBenchOptions& o,
 }
 
 // Sets up the row `name` (its buffers in keep and idx) and returns its timed kernel; *tuning is
-// the launch shape its kernel gets by default (ScatterDense without a tuning).
+// the launch shape its kernel gets by default (DefaultScatterTuning for the variant rows).
 TimedKernel SetUpMaterializeRow(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
                                 std::mt19937_64& rng, Buffers* keep, Buffers* idx, const std::string& name,
-                                const std::vector<std::pair<std::string, int>>& variant_rows,
+                                const std::vector<std::pair<std::string, ScatterVariant>>& variant_rows,
                                 LaunchTuning* tuning) {
   TimedKernel timed;
   if (name == "pack") timed = PackBench(o, m, s, rng, keep, idx);
   if (name == "unpack") timed = UnpackBench(o, m, s, rng, keep, idx);
   if (name == "zigzag_reorder") timed = ZigzagBench(o, m, s, keep);
   const double share = 1.0 / static_cast<double>(o.num_ranks);
-  const ZeroFill two = ZeroFill::kSeparatePass;
+  const ZeroFill write = ZeroFill::kWrite;
+  const PiecesZeroPass two = PiecesZeroPass::kSeparatePass;
   if (name == "scatter_dense") {
-    timed = ScatterBench(o, m, s, rng, keep, idx, share, ZeroFill::kAuto);
+    timed = ScatterBench(o, m, s, rng, keep, idx, share, write, PiecesZeroPass::kAuto);
   }
   if (name == "scatter_dense(same pass)") {
-    timed = ScatterBench(o, m, s, rng, keep, idx, share, ZeroFill::kSamePass);
+    timed = ScatterBench(o, m, s, rng, keep, idx, share, write, PiecesZeroPass::kSamePass);
   }
   if (name == "scatter_dense(two passes)") {
-    timed = ScatterBench(o, m, s, rng, keep, idx, share, two);
+    timed = ScatterBench(o, m, s, rng, keep, idx, share, write, two);
   }
   if (name == "scatter_dense(memset+copy)") {
-    timed = ScatterBench(o, m, s, rng, keep, idx, share, ZeroFill::kNone);
+    timed = ScatterBench(o, m, s, rng, keep, idx, share, ZeroFill::kNone, PiecesZeroPass::kAuto);
   }
   if (name == "scatter_dense(0% owned)") {
-    timed = ScatterBench(o, m, s, rng, keep, idx, 0.0, two);
+    timed = ScatterBench(o, m, s, rng, keep, idx, 0.0, write, two);
   }
   if (name == "scatter_dense(100% owned)") {
-    timed = ScatterBench(o, m, s, rng, keep, idx, 1.0, two);
+    timed = ScatterBench(o, m, s, rng, keep, idx, 1.0, write, two);
   }
   if (name == "peer_gather") timed = PeerBench(o, m, s, rng, keep, idx);
   *tuning = kDeviceCopyTuning;
   for (const auto& [row_name, v] : variant_rows) {
     if (name != row_name) continue;
-    *tuning = DefaultScatterTuning(static_cast<ScatterVariant>(v));
+    *tuning = DefaultScatterTuning(v);
     const bool none_owned = name.find("(0% owned)") != std::string::npos;
-    timed = ScatterBench(o, m, s, rng, keep, idx, none_owned ? 0.0 : share, ZeroFill::kAuto,
-                         static_cast<ScatterVariant>(v));
+    timed = ScatterBench(o, m, s, rng, keep, idx, none_owned ? 0.0 : share, ZeroFill::kWrite,
+                         PiecesZeroPass::kAuto, v);
   }
   return timed;
 }
@@ -602,7 +604,7 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
                  static_cast<long long>(m.pages), static_cast<long long>(m.payload));
     const double memcpy_ms = MemcpyMs(o, m.payload, s);
     const double memset_ms = MemsetMs(o, m.payload, s);
-    std::vector<std::pair<std::string, int>> variant_rows;  // name, variant
+    std::vector<std::pair<std::string, ScatterVariant>> variant_rows;  // name, variant
     const std::vector<std::string> names = MaterializeRowNames(o, &variant_rows);
     const bool tune_size = o.tune && (size == o.sizes_bytes.back() || size == 64ll << 20);
     for (const std::string& name : names) {
@@ -624,7 +626,7 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
       rep->kernels.push_back(row);
       if (tune_size && (name == "unpack" || name == "pack" || name == "scatter_dense")) TuneCopyKernel(name, m, timed, rep);
       const bool variant_row =
-          name.rfind("scatter_dense[v", 0) == 0 && name.find("(0% owned)") == std::string::npos;
+          name.rfind("scatter_dense[", 0) == 0 && name.find("(0% owned)") == std::string::npos;
       if (tune_size && variant_row) TuneTileVariant(name, m, timed, rep);
     }
   }

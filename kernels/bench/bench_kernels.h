@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/bench/scatter_variants.h"
+
 namespace kvlanes::kernels {
 
 struct KernelBenchOptions {
@@ -28,9 +30,9 @@ struct KernelBenchOptions {
   int64_t tier_run_pages = 1;
   int tier_repeats = 5;
   bool tune = false;  // also sweep launch shapes (LaunchTuning) and report each
-  // scatter_dense variants (ScatterVariant numbers, 1..kNumScatterVariants - 1) timed next to the
-  // default kernel: rows "scatter_dense[vN]" (owned share 1/N) and "scatter_dense[vN](0% owned)".
-  std::vector<int> scatter_variants;
+  // scatter_dense variants timed next to the kPieces rows: rows "scatter_dense[NAME]" (owned share
+  // 1/N) and "scatter_dense[NAME](0% owned)", NAME from kScatterVariantNames.
+  std::vector<ScatterVariant> scatter_variants;
   bool run_materialize = true;
   bool run_tier = true;
   uint64_t seed = 1;

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/bench/scatter_variants.h"
+#include "kernels/bench/scatter_variants_cuda.h"
 #include "kernels/materialize.h"
 #include "kernels/materialize_cuda.h"
 #include "kernels/tier_copy.h"
@@ -382,11 +384,33 @@ TEST_CASE("zigzag_reorder equals the CPU reference and the explicit-index unpack
   }
 }
 
-// Every kernel variant (ScatterVariant) and every ZeroFill mode. Two shapes of the call: all
-// layers into dense buffers with spare pages (one row per layer in the output-centric variants),
-// and a layer subset into buffers of exactly num_dense_pages pages (their layers follow each
-// other: one merged row).
-TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages owned") {
+// How a scatter_dense case is launched: the product's kernels::ScatterDense, or one of the
+// benchmark's variants (kernels/bench/scatter_variants_cuda.h) at its default launch shape.
+struct ScatterLaunch {
+  bool product = true;
+  k::ScatterVariant variant = k::ScatterVariant::kFused;  // when !product
+  k::PiecesZeroPass zero_pass = k::PiecesZeroPass::kAuto;  // kPieces only
+  bool with_list = false;  // pass the owned-page list (owned_pages/owned_slots)
+
+  std::string Name() const {
+    std::string n = product ? "product" : std::string(k::kScatterVariantNames.Name(variant));
+    if (!product && variant == k::ScatterVariant::kPieces) {
+      n += " zero_pass " + std::to_string(static_cast<int>(zero_pass));
+    }
+    return n + (with_list ? " with list" : " without list");
+  }
+  cudaError_t Run(const k::ScatterDenseArgs& a, const k::LaunchTuning* tuning) const {
+    if (product) return tuning ? k::ScatterDense(a, nullptr, *tuning) : k::ScatterDense(a, nullptr);
+    return k::ScatterDenseVariant(a, variant, nullptr, tuning ? *tuning : k::DefaultScatterTuning(variant),
+                                  zero_pass);
+  }
+};
+
+// `launches` with both ZeroFill modes and owned shares of none, some and all pages. Two shapes of
+// the call: all layers into dense buffers with spare pages (one row per layer in the
+// output-centric kernels), and a layer subset into buffers of exactly num_dense_pages pages
+// (their layers follow each other: one merged row).
+void CheckScatterOwnedShares(const std::vector<ScatterLaunch>& launches) {
   struct Shape {
     k::LayerRange layers;
     int64_t spare_pages;
@@ -397,22 +421,16 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
       for (int owned_percent : {0, 40, 100}) {
         for (int64_t pages : {0, 1, 29}) {
           for (const Shape& shape : shapes) {
-            // beyond the variants: kSplit and kFused, given the list of owned pages
-            constexpr k::ScatterVariant kListed[] = {k::ScatterVariant::kSplit, k::ScatterVariant::kFused};
-            for (int variant = 0; variant < k::kNumScatterVariants + 2; ++variant) {
-              const bool with_list = variant >= k::kNumScatterVariants;
-              const k::ScatterVariant listed = with_list ? kListed[variant - k::kNumScatterVariants]
-                                                         : k::ScatterVariant::kPieces;
-              for (k::ZeroFill zero_fill : {k::ZeroFill::kAuto, k::ZeroFill::kSeparatePass,
-                                            k::ZeroFill::kSamePass, k::ZeroFill::kNone}) {
+            for (const ScatterLaunch& launch : launches) {
+              for (k::ZeroFill zero_fill : {k::ZeroFill::kWrite, k::ZeroFill::kNone}) {
                 uint64_t seed = 0;
                 std::mt19937_64 rng = FreshRng(&seed);
                 const std::string what =
                     "scatter_dense " + Describe(elems, pt, pages, seed) + " owned% " +
                     std::to_string(owned_percent) + " zero_fill " +
-                    std::to_string(static_cast<int>(zero_fill)) + " variant " +
-                    std::to_string(variant) + " layers " + std::to_string(shape.layers.begin) +
-                    ".." + std::to_string(shape.layers.end) + " spare pages " +
+                    std::to_string(static_cast<int>(zero_fill)) + " launch " + launch.Name() +
+                    " layers " + std::to_string(shape.layers.begin) + ".." +
+                    std::to_string(shape.layers.end) + " spare pages " +
                     std::to_string(shape.spare_pages);
                 const int64_t slots = 33;
                 PoolSet pools = MakePools(elems, pt, slots, rng);
@@ -430,18 +448,17 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
                     MakeDense(elems, pt, pages + shape.spare_pages, layers.size(), rng);
                 const std::vector<k::PoolRef> dev_pools = pools.refs(true);
                 const std::vector<k::DenseRef> dev_dense = dense.refs(true);
-                RequireCuda(k::ScatterDense({.pools = dev_pools,
-                                             .layers = layers,
-                                             .owner_slot = owner_index.side(true),
-                                             .num_dense_pages = pages,
-                                             .dense = dev_dense,
-                                             .zero_fill = zero_fill,
-                                             .variant = with_list ? listed
-                                                                  : static_cast<k::ScatterVariant>(variant),
-                                             .owned_pages = with_list ? owned_page_index.side(true) : nullptr,
-                                             .owned_slots = with_list ? owned_slot_index.side(true) : nullptr,
-                                             .num_owned = with_list ? static_cast<int64_t>(owned_pages.size()) : -1},
-                                            nullptr),
+                const bool with_list = launch.with_list;
+                RequireCuda(launch.Run({.pools = dev_pools,
+                                        .layers = layers,
+                                        .owner_slot = owner_index.side(true),
+                                        .num_dense_pages = pages,
+                                        .dense = dev_dense,
+                                        .zero_fill = zero_fill,
+                                        .owned_pages = with_list ? owned_page_index.side(true) : nullptr,
+                                        .owned_slots = with_list ? owned_slot_index.side(true) : nullptr,
+                                        .num_owned = with_list ? static_cast<int64_t>(owned_pages.size()) : -1},
+                                       nullptr),
                             "ScatterDense");
                 Sync("ScatterDense");
                 const std::vector<k::PoolRef> host_pools = pools.refs(false);
@@ -462,10 +479,10 @@ TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages 
   }
 }
 
-// The output-centric variants with small tiles (32 threads x unroll 4), so that tiles, warp spans
-// and chunk boundaries fall at many different places, unaligned bases (narrower vectors) and a
-// capped grid (each CTA loops over many tiles).
-TEST_CASE("scatter_dense variants equal the CPU reference with small tiles and unaligned bases") {
+// `launches` with small tiles (32 threads x unroll 4), so that tiles, warp spans and chunk
+// boundaries fall at many different places, unaligned bases (narrower vectors) and a capped grid
+// (each CTA loops over many tiles).
+void CheckScatterSmallTiles(const std::vector<ScatterLaunch>& launches) {
   const k::LaunchTuning tunings[] = {
       {.threads_per_block = 32, .ctas_per_sm = 1, .unroll = 4, .max_ctas = 3},
       {.threads_per_block = 96, .ctas_per_sm = 2, .unroll = 8, .max_ctas = 0},
@@ -473,14 +490,14 @@ TEST_CASE("scatter_dense variants equal the CPU reference with small tiles and u
   for (const auto& elems : kElemSets) {
     for (int64_t pt : PageTokensFor(elems)) {
       for (int64_t offset : {0, 4, 1}) {
-        for (int variant = 1; variant < k::kNumScatterVariants; ++variant) {
+        for (const ScatterLaunch& launch : launches) {
           for (const k::LaunchTuning& tuning : tunings) {
             uint64_t seed = 0;
             std::mt19937_64 rng = FreshRng(&seed);
             const int64_t pages = 13;
             const std::string what = "scatter_dense " + Describe(elems, pt, pages, seed) +
-                                     " offset " + std::to_string(offset) + " variant " +
-                                     std::to_string(variant) + " threads " +
+                                     " offset " + std::to_string(offset) + " launch " +
+                                     launch.Name() + " threads " +
                                      std::to_string(tuning.threads_per_block);
             const int64_t slots = 17;
             PoolSet pools = MakePools(elems, pt, slots, rng, offset);
@@ -490,9 +507,7 @@ TEST_CASE("scatter_dense variants equal the CPU reference with small tiles and u
               if (rng() % 2) owner[p] = picks[p];
             }
             Index owner_index(owner, rng);
-            // kSplit and kFused get the owned pages as a list, as the executor gives them.
-            const auto v = static_cast<k::ScatterVariant>(variant);
-            const bool with_list = k::ScatterTakesOwnedList(v);
+            const bool with_list = launch.with_list;
             std::vector<int32_t> owned_pages, owned_slots;
             k::ListOwnedPages(owner, &owned_pages, &owned_slots);
             Index owned_page_index(owned_pages, rng), owned_slot_index(owned_slots, rng);
@@ -501,16 +516,15 @@ TEST_CASE("scatter_dense variants equal the CPU reference with small tiles and u
             DenseSet dense = MakeDense(elems, pt, pages + spare, kLayers, rng, offset);
             const std::vector<k::PoolRef> dev_pools = pools.refs(true);
             const std::vector<k::DenseRef> dev_dense = dense.refs(true);
-            RequireCuda(k::ScatterDense({.pools = dev_pools,
-                                         .layers = layers,
-                                         .owner_slot = owner_index.side(true),
-                                         .num_dense_pages = pages,
-                                         .dense = dev_dense,
-                                         .variant = v,
-                                         .owned_pages = with_list ? owned_page_index.side(true) : nullptr,
-                                         .owned_slots = with_list ? owned_slot_index.side(true) : nullptr,
-                                         .num_owned = with_list ? static_cast<int64_t>(owned_pages.size()) : -1},
-                                        nullptr, tuning),
+            RequireCuda(launch.Run({.pools = dev_pools,
+                                    .layers = layers,
+                                    .owner_slot = owner_index.side(true),
+                                    .num_dense_pages = pages,
+                                    .dense = dev_dense,
+                                    .owned_pages = with_list ? owned_page_index.side(true) : nullptr,
+                                    .owned_slots = with_list ? owned_slot_index.side(true) : nullptr,
+                                    .num_owned = with_list ? static_cast<int64_t>(owned_pages.size()) : -1},
+                                   &tuning),
                         "ScatterDense");
             Sync("ScatterDense");
             const std::vector<k::PoolRef> host_pools = pools.refs(false);
@@ -526,6 +540,39 @@ TEST_CASE("scatter_dense variants equal the CPU reference with small tiles and u
       }
     }
   }
+}
+
+// The benchmark's variants, each as `bench kernels` runs it: kSplit with and without the owned-page
+// list, kPieces with every way of writing the zeros.
+std::vector<ScatterLaunch> BenchScatterLaunches(bool every_zero_pass) {
+  using V = k::ScatterVariant;
+  std::vector<ScatterLaunch> out;
+  const auto passes = every_zero_pass ? std::vector<k::PiecesZeroPass>{k::PiecesZeroPass::kAuto,
+                                                                      k::PiecesZeroPass::kSeparatePass,
+                                                                      k::PiecesZeroPass::kSamePass}
+                                      : std::vector<k::PiecesZeroPass>{};
+  for (k::PiecesZeroPass zp : passes) out.push_back({.product = false, .variant = V::kPieces, .zero_pass = zp});
+  for (V v : {V::kTiles, V::kWarpSpans, V::kWarpSpansStreaming, V::kSplit}) {
+    out.push_back({.product = false, .variant = v, .with_list = k::ScatterTakesOwnedList(v)});
+  }
+  if (every_zero_pass) out.push_back({.product = false, .variant = V::kSplit, .with_list = false});
+  return out;
+}
+
+TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages owned") {
+  CheckScatterOwnedShares({{.product = true, .with_list = false}, {.product = true, .with_list = true}});
+}
+
+TEST_CASE("scatter_dense equals the CPU reference with small tiles and unaligned bases") {
+  CheckScatterSmallTiles({{.product = true, .with_list = false}, {.product = true, .with_list = true}});
+}
+
+TEST_CASE("the benchmark's scatter_dense variants equal the CPU reference with none, some and all pages owned") {
+  CheckScatterOwnedShares(BenchScatterLaunches(/*every_zero_pass=*/true));
+}
+
+TEST_CASE("the benchmark's scatter_dense variants equal the CPU reference with small tiles and unaligned bases") {
+  CheckScatterSmallTiles(BenchScatterLaunches(/*every_zero_pass=*/false));
 }
 
 TEST_CASE("peer_gather equals the CPU reference reading from up to sixteen pools") {
