@@ -9,13 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "exec/pattern.h"
 #include "kernels/materialize.h"
@@ -34,9 +33,10 @@ enum class BackendKind { kCuda, kHost };
 inline constexpr NameTable<BackendKind, 2> kBackendNames{
     {{{BackendKind::kCuda, "cuda"}, {BackendKind::kHost, "host"}}}, "backend"};
 enum class TierCopyMode { kKernel, kMemcpy, kBatch };
-inline constexpr NameTable<TierCopyMode, 3> kTierCopyModeNames{
-    {{{TierCopyMode::kKernel, "kernel"}, {TierCopyMode::kMemcpy, "memcpy"}, {TierCopyMode::kBatch, "batch"}}},
-    "tier-copy mode"};
+inline constexpr NameTable<TierCopyMode, 3> kTierCopyModeNames{{{{TierCopyMode::kKernel, "kernel"},
+                                                                 {TierCopyMode::kMemcpy, "memcpy"},
+                                                                 {TierCopyMode::kBatch, "batch"}}},
+                                                               "tier-copy mode"};
 
 // Largest dense buffer holding every layer of the plan's longest gather (else it holds one).
 inline constexpr int64_t kDenseAllLayersMaxBytes = 8ll << 30;
@@ -46,19 +46,21 @@ struct ExecGeometry {
   int ranks = 1;
   int64_t page_tokens = 0;
   int64_t layers = 0;
-  std::vector<int64_t> elem_bytes;   // per pool: bytes per token per layer
+  std::vector<int64_t> elem_bytes;  // per pool: bytes per token per layer
   std::vector<std::string> pool_names;
-  int64_t device_slots = 0;          // per lane, every pool
-  int64_t host_slots = 0;            // per lane, every pool (0 = no host tier)
+  int64_t device_slots = 0;  // per lane, every pool
+  int64_t host_slots = 0;    // per lane, every pool (0 = no host tier)
   kernels::HostLayout host_layout = kernels::HostLayout::kLayerFirst;
-  int64_t max_prefix_pages = 0;      // largest gather of the plan
-  int64_t max_shard_pages = 0;       // largest padded shard of a packed/zigzag gather
+  int64_t max_prefix_pages = 0;  // largest gather of the plan
+  int64_t max_shard_pages = 0;   // largest padded shard of a packed/zigzag gather
   // Layers the dense buffer holds: every layer (each gather layer keeps its own region, checked
   // after the request's timed work) or 1 (reused per layer, checked inline). SetDenseLayers().
   int64_t dense_layers = 1;
 
   int num_pools() const { return static_cast<int>(elem_bytes.size()); }
-  int64_t chunk_bytes(int pool) const { return page_tokens * elem_bytes[static_cast<size_t>(pool)]; }
+  int64_t chunk_bytes(int pool) const {
+    return page_tokens * elem_bytes[static_cast<size_t>(pool)];
+  }
   // One page, one layer, all pools: a packed record of one layer.
   int64_t page_layer_bytes() const {
     int64_t b = 0;
@@ -91,7 +93,8 @@ struct ExecGeometry {
     std::vector<kernels::DenseRef> refs;
     int64_t off = dense_layer_offset(layer, prefix_pages);
     for (int k = 0; k < num_pools(); ++k) {
-      refs.push_back(kernels::DenseRef{static_cast<char*>(base) + off, page_tokens, elem_bytes[static_cast<size_t>(k)], prefix_pages});
+      refs.push_back(kernels::DenseRef{static_cast<char*>(base) + off, page_tokens,
+                                       elem_bytes[static_cast<size_t>(k)], prefix_pages});
       off += prefix_pages * chunk_bytes(k);
     }
     return refs;
@@ -105,16 +108,18 @@ struct ExecGeometry {
 enum class Stream { kCompute = 0, kComm = 1, kH2D = 2, kD2H = 3 };
 inline constexpr int kNumStreams = 4;
 // The streams' names in the measured report's ops.
-inline constexpr NameTable<Stream, kNumStreams> kStreamNames{
-    {{{Stream::kCompute, "compute"}, {Stream::kComm, "collective"}, {Stream::kH2D, "copy h2d"}, {Stream::kD2H, "copy d2h"}}},
-    "stream"};
+inline constexpr NameTable<Stream, kNumStreams> kStreamNames{{{{Stream::kCompute, "compute"},
+                                                               {Stream::kComm, "collective"},
+                                                               {Stream::kH2D, "copy h2d"},
+                                                               {Stream::kD2H, "copy d2h"}}},
+                                                             "stream"};
 
 // Everything one rank needs to materialize one request's prefix, one layer at a time. Built by
 // the executor from the plan (exec/executor.cpp), uploaded once per request by the backend.
 struct GatherIndex {
   GatherMethod method = GatherMethod::kPacked;
   int64_t prefix_pages = 0;
-  std::vector<PageTag> tags;          // per logical page: the content every rank must end with
+  std::vector<PageTag> tags;  // per logical page: the content every rank must end with
   // dense: per logical page, this rank's slot when it owns the page, else -1
   std::vector<int32_t> owner_slot;
   // packed / zigzag: this rank's slots in pack order (<= shard_pages), shard_pages = records per
@@ -147,10 +152,10 @@ struct VerifyResult {
 enum class RecordBuffer { kSend, kRecv };
 
 // The phases of one gather layer as GatherLayer (exec/gather.h) reports them for the span
-// trace: per phase, in order, its name and the mark made on the gather's stream right after its work was enqueued.
-// The phases follow one another on that stream: the first starts where the call starts, each
-// next one at the previous one's mark. Names per method (all-gather / all-reduce only when the
-// plan has several ranks):
+// trace: per phase, in order, its name and the mark made on the gather's stream right after its
+// work was enqueued. The phases follow one another on that stream: the first starts where the call
+// starts, each next one at the previous one's mark. Names per method (all-gather / all-reduce only
+// when the plan has several ranks):
 //   packed  pack, all-gather, unpack      zigzag  pack, all-gather, zigzag
 //   dense   scatter, all-reduce           p2p     peer_gather
 using GatherPhases = std::vector<std::pair<std::string, int>>;
@@ -192,8 +197,9 @@ class RankBackend {
   virtual void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages,
                             double busy_s) = 0;
   // Tier copy of one pool, layers [layers.begin, layers.end).
-  virtual void TierCopy(Stream s, int pool, kernels::TierDirection dir, std::span<const int32_t> device_slots,
-                        std::span<const int32_t> host_slots, kernels::LayerRange layers) = 0;
+  virtual void TierCopy(Stream s, int pool, kernels::TierDirection dir,
+                        std::span<const int32_t> device_slots, std::span<const int32_t> host_slots,
+                        kernels::LayerRange layers) = 0;
   // Makes `index` the current gather (copies it where the device can read it).
   virtual void PrepareGather(const GatherIndex& index) = 0;
 
@@ -220,7 +226,8 @@ class RankBackend {
   // Items are logical pages. Returns a handle for VerifyResultOf().
   virtual int VerifyDense(Stream s, int64_t layer) = 0;
   // Compares device pages `slots` of one pool, every layer, with the pattern of `tags`.
-  virtual int VerifyPages(Stream s, int pool, std::span<const int32_t> slots, std::span<const PageTag> tags) = 0;
+  virtual int VerifyPages(Stream s, int pool, std::span<const int32_t> slots,
+                          std::span<const PageTag> tags) = 0;
   virtual VerifyResult VerifyResultOf(int handle) const = 0;
 
   // --- Between ranks (synchronous, bounded by the timeout). ---

@@ -67,13 +67,14 @@ class ChunkArena {
     if (cur_ == chunks_.size()) {
       Chunk c;
       c.size = std::max<size_t>(bytes, kind_ == Kind::kPinned ? 8u << 20 : 16u << 20);
-      const cudaError_t e = kind_ == Kind::kPinned
-                                ? cudaHostAlloc(&c.data, c.size, cudaHostAllocMapped | cudaHostAllocPortable)
-                                : cudaMalloc(&c.data, c.size);
+      const cudaError_t e =
+          kind_ == Kind::kPinned
+              ? cudaHostAlloc(&c.data, c.size, cudaHostAllocMapped | cudaHostAllocPortable)
+              : cudaMalloc(&c.data, c.size);
       if (e != cudaSuccess)
         throw ExecError("cannot allocate " + GiB(static_cast<double>(c.size)) + " of " +
-                        (kind_ == Kind::kPinned ? "pinned host" : "device") + " memory for index arrays: " +
-                        cudaGetErrorString(e));
+                        (kind_ == Kind::kPinned ? "pinned host" : "device") +
+                        " memory for index arrays: " + cudaGetErrorString(e));
       chunks_.push_back(c);
     }
     Chunk& c = chunks_[cur_];
@@ -98,7 +99,8 @@ class ChunkArena {
 
 class CudaBackend : public RankBackend {
  public:
-  CudaBackend(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rv, const CudaBackendOptions& o)
+  CudaBackend(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rv,
+              const CudaBackendOptions& o)
       : geo_(geo), rank_(rank), rv_(rv), o_(o) {
     // Before CUDA starts in this process: more hardware work queues than the default 8, so our
     // four streams and NCCL's need not share one. On the H200 run of 2026-11-29 (kvtester
@@ -108,11 +110,12 @@ class CudaBackend : public RankBackend {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0)
-      throw ExecError("rank " + std::to_string(rank_) + ": no CUDA device (" + cudaGetErrorString(e) + ")");
+      throw ExecError("rank " + std::to_string(rank_) + ": no CUDA device (" +
+                      cudaGetErrorString(e) + ")");
     device_ = o.device >= 0 ? o.device : (local_rank >= 0 ? local_rank : rank) % count;
     if (device_ >= count)
-      throw ExecError("rank " + std::to_string(rank_) + ": GPU " + std::to_string(device_) + " requested, " +
-                      std::to_string(count) + " visible");
+      throw ExecError("rank " + std::to_string(rank_) + ": GPU " + std::to_string(device_) +
+                      " requested, " + std::to_string(count) + " visible");
     Check(cudaSetDevice(device_), "cudaSetDevice");
     Check(cudaGetDeviceProperties(&prop_, device_), "cudaGetDeviceProperties");
 
@@ -126,25 +129,32 @@ class CudaBackend : public RankBackend {
     nccl_ = o.needs_nccl;
     for (int a = 0; a < geo_.ranks; ++a)
       for (int b = a + 1; b < geo_.ranks; ++b)
-        if (std::strcmp(ids[a].host, ids[b].host) == 0 && std::memcmp(ids[a].uuid, ids[b].uuid, 16) == 0) {
+        if (std::strcmp(ids[a].host, ids[b].host) == 0 &&
+            std::memcmp(ids[a].uuid, ids[b].uuid, 16) == 0) {
           if (o.needs_nccl)
-            throw ExecError("ranks " + std::to_string(a) + " and " + std::to_string(b) + " both use GPU " +
-                            std::to_string(ids[a].device) + " on " + ids[a].host +
-                            ": NCCL needs one GPU per rank and this plan gathers with NCCL (dense, packed or "
-                            "zigzag); give each rank its own GPU (--devices) or use a p2p-only plan");
+            throw ExecError(
+                "ranks " + std::to_string(a) + " and " + std::to_string(b) + " both use GPU " +
+                std::to_string(ids[a].device) + " on " + ids[a].host +
+                ": NCCL needs one GPU per rank and this plan gathers with NCCL (dense, packed or "
+                "zigzag); give each rank its own GPU (--devices) or use a p2p-only plan");
           nccl_ = false;  // p2p only: IPC between processes on one GPU works without NCCL
         }
 
     Allocate();
-    for (int s = 0; s < kNumStreams; ++s) Check(cudaStreamCreateWithFlags(&streams_[s], cudaStreamNonBlocking), "cudaStreamCreate");
+    for (int s = 0; s < kNumStreams; ++s)
+      Check(cudaStreamCreateWithFlags(&streams_[s], cudaStreamNonBlocking), "cudaStreamCreate");
     Check(cudaEventCreate(&epoch_), "cudaEventCreate");
     Check(cudaMalloc(&barrier_buf_, 64), "cudaMalloc (barrier word)");
-    Check(cudaHostAlloc(reinterpret_cast<void**>(&gate_), 2 * sizeof(uint32_t), cudaHostAllocMapped), "cudaHostAlloc (gate words)");
+    Check(
+        cudaHostAlloc(reinterpret_cast<void**>(&gate_), 2 * sizeof(uint32_t), cudaHostAllocMapped),
+        "cudaHostAlloc (gate words)");
     gate_[0] = gate_[1] = 0;
-    Check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_dev_), gate_, 0), "cudaHostGetDevicePointer (gate words)");
+    Check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_dev_), gate_, 0),
+          "cudaHostGetDevicePointer (gate words)");
     // Per request: one check per gathered layer and one per pool of this lane's load-back.
     verify_capacity_ = static_cast<size_t>(geo_.layers + 16 * geo_.num_pools() + 8);
-    Check(cudaMalloc(&verify_dev_, verify_capacity_ * sizeof(VerifyOut)), "cudaMalloc (verify counters)");
+    Check(cudaMalloc(&verify_dev_, verify_capacity_ * sizeof(VerifyOut)),
+          "cudaMalloc (verify counters)");
     if (nccl_) InitNccl();
     if (o.needs_p2p) OpenPeers();
     Check(cudaEventRecord(epoch_, streams_[0]), "cudaEventRecord");
@@ -166,8 +176,9 @@ class CudaBackend : public RankBackend {
     cudaEventDestroy(epoch_);
     for (auto s : streams_)
       if (s) cudaStreamDestroy(s);
-    for (void* p : {static_cast<void*>(pools_), static_cast<void*>(dense_), static_cast<void*>(send_),
-                    static_cast<void*>(recv_), barrier_buf_, static_cast<void*>(verify_dev_)})
+    for (void* p :
+         {static_cast<void*>(pools_), static_cast<void*>(dense_), static_cast<void*>(send_),
+          static_cast<void*>(recv_), barrier_buf_, static_cast<void*>(verify_dev_)})
       if (p) cudaFree(p);
     if (host_) cudaFreeHost(host_);
     if (gate_) {
@@ -191,8 +202,10 @@ class CudaBackend : public RankBackend {
     cudaDeviceGetPCIBusId(bus, sizeof(bus), device_);
     char uuid[64];
     const unsigned char* u = reinterpret_cast<const unsigned char*>(prop_.uuid.bytes);
-    std::snprintf(uuid, sizeof(uuid), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-                  u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    std::snprintf(uuid, sizeof(uuid),
+                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                  u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+                  u[14], u[15]);
     return {{"host", host},
             {"gpu", prop_.name},
             {"gpu_index", device_},
@@ -202,10 +215,15 @@ class CudaBackend : public RankBackend {
             {"gpu_memory_bytes", prop_.totalGlobalMem},
             {"driver_version", VersionString(driver)},
             {"cuda_runtime_version", VersionString(runtime)},
-            {"nccl_version", nccl_ ? NcclVersionString(nccl) : "not used (" + NcclVersionString(nccl) + " linked)"},
-            {"tier_copy", o_.tier_copy == "kernel" ? "kernel (mapped pinned memory)" : o_.tier_copy == "batch" ? "cudaMemcpyBatchAsync" : "cudaMemcpy2DAsync"},
+            {"nccl_version",
+             nccl_ ? NcclVersionString(nccl) : "not used (" + NcclVersionString(nccl) + " linked)"},
+            {"tier_copy", o_.tier_copy == "kernel"  ? "kernel (mapped pinned memory)"
+                          : o_.tier_copy == "batch" ? "cudaMemcpyBatchAsync"
+                                                    : "cudaMemcpy2DAsync"},
             {"p2p", o_.needs_p2p ? "CUDA IPC" : "not used"},
-            {"cuda_device_max_connections", std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") ? std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") : ""}};
+            {"cuda_device_max_connections", std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
+                                                ? std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
+                                                : ""}};
   }
 
   int Mark(Stream s) override {
@@ -218,7 +236,8 @@ class CudaBackend : public RankBackend {
     return static_cast<int>(next_event_++);
   }
   void Wait(Stream waiter, int mark) override {
-    Check(cudaStreamWaitEvent(S(waiter), events_[static_cast<size_t>(mark)], 0), "cudaStreamWaitEvent");
+    Check(cudaStreamWaitEvent(S(waiter), events_[static_cast<size_t>(mark)], 0),
+          "cudaStreamWaitEvent");
   }
   void Sync() override {
     OpenGate();
@@ -227,10 +246,12 @@ class CudaBackend : public RankBackend {
       while (true) {
         const cudaError_t e = cudaStreamQuery(streams_[s]);
         if (e == cudaSuccess) break;
-        if (e != cudaErrorNotReady) Fail(std::string("stream error: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+        if (e != cudaErrorNotReady)
+          Fail(std::string("stream error: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
         CheckNcclAsync();
         if (Clock::now() > deadline)
-          Fail("timed out after " + std::to_string(o_.timeout_s) + " s waiting for the GPU (a peer rank hung or died?)");
+          Fail("timed out after " + std::to_string(o_.timeout_s) +
+               " s waiting for the GPU (a peer rank hung or died?)");
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
     }
@@ -238,7 +259,8 @@ class CudaBackend : public RankBackend {
   int HoldStreams(double timeout_s) override {
     OpenGate();
     const uint64_t ns = static_cast<uint64_t>(std::max(0.0, timeout_s) * 1e9);
-    Check(GateStream(gate_dev_, ++gate_ticket_, ns, gate_dev_ + 1, S(Stream::kCompute)), "gate kernel");
+    Check(GateStream(gate_dev_, ++gate_ticket_, ns, gate_dev_ + 1, S(Stream::kCompute)),
+          "gate kernel");
     const int open = Mark(Stream::kCompute);
     for (Stream s : {Stream::kComm, Stream::kH2D, Stream::kD2H}) Wait(s, open);
     gate_held_ = true;
@@ -258,7 +280,9 @@ class CudaBackend : public RankBackend {
   double MarkSeconds(int mark) const override {
     float ms = 0;
     const cudaError_t e = cudaEventElapsedTime(&ms, epoch_, events_[static_cast<size_t>(mark)]);
-    if (e != cudaSuccess) throw ExecError("rank " + std::to_string(rank_) + ": cudaEventElapsedTime: " + cudaGetErrorString(e));
+    if (e != cudaSuccess)
+      throw ExecError("rank " + std::to_string(rank_) +
+                      ": cudaEventElapsedTime: " + cudaGetErrorString(e));
     return ms * 1e-3;
   }
   void ReleaseMarks() override {
@@ -269,7 +293,8 @@ class CudaBackend : public RankBackend {
     results_.clear();
   }
 
-  void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages, double busy_s) override {
+  void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages,
+                    double busy_s) override {
     ChunkSet set = PoolChunks();
     // Every layer of a request writes the same pages: upload their list to the device once.
     if (forward_key_.first != pages.data() || forward_key_.second != pages.size()) {
@@ -279,8 +304,10 @@ class CudaBackend : public RankBackend {
         tags.push_back(w.tag);
         slots.push_back(w.slot);
       }
-      forward_tags_ = static_cast<const PageTag*>(ToDevice(tags.data(), tags.size() * sizeof(PageTag), S(s)));
-      forward_slots_ = static_cast<const int32_t*>(ToDevice(slots.data(), slots.size() * sizeof(int32_t), S(s)));
+      forward_tags_ =
+          static_cast<const PageTag*>(ToDevice(tags.data(), tags.size() * sizeof(PageTag), S(s)));
+      forward_slots_ =
+          static_cast<const int32_t*>(ToDevice(slots.data(), slots.size() * sizeof(int32_t), S(s)));
       forward_key_ = {pages.data(), pages.size()};
     }
     set.tags = forward_tags_;
@@ -288,12 +315,13 @@ class CudaBackend : public RankBackend {
     set.num_items = static_cast<int64_t>(pages.size());
     set.layer_begin = layer;
     set.layer_end = layer + 1;
-    Check(SyntheticForward(set, static_cast<uint64_t>(std::max(0.0, busy_s) * 1e9), prop_.multiProcessorCount, S(s)),
+    Check(SyntheticForward(set, static_cast<uint64_t>(std::max(0.0, busy_s) * 1e9),
+                           prop_.multiProcessorCount, S(s)),
           "synthetic forward launch");
   }
 
-  void TierCopy(Stream s, int pool, kernels::TierDirection dir, std::span<const int32_t> dev, std::span<const int32_t> host,
-                kernels::LayerRange layers) override {
+  void TierCopy(Stream s, int pool, kernels::TierDirection dir, std::span<const int32_t> dev,
+                std::span<const int32_t> host, kernels::LayerRange layers) override {
     if (dev.empty()) return;
     const kernels::TierPoolPair pair{Pool(pool), HostPool(pool)};
     kernels::TierCopyArgs a;
@@ -323,11 +351,13 @@ class CudaBackend : public RankBackend {
     // The kernels read these every layer: keep them in device memory (uploaded on the comm stream,
     // where every gather layer runs).
     auto put = [&](const std::vector<int32_t>& v) {
-      return static_cast<const int32_t*>(ToDevice(v.data(), v.size() * sizeof(int32_t), streams_[1]));
+      return static_cast<const int32_t*>(
+          ToDevice(v.data(), v.size() * sizeof(int32_t), streams_[1]));
     };
     d_owner_slot_ = put(g.owner_slot);
     num_owned_ = 0;
-    if (g.method == GatherMethod::kDense) {  // the owned pages as a list: scatter_dense copies only them
+    if (g.method ==
+        GatherMethod::kDense) {  // the owned pages as a list: scatter_dense copies only them
       kernels::ListOwnedPages(g.owner_slot, &owned_pages_, &owned_slots_);
       num_owned_ = static_cast<int64_t>(owned_pages_.size());
       d_owned_pages_ = put(owned_pages_);
@@ -337,13 +367,17 @@ class CudaBackend : public RankBackend {
     d_unpack_ = put(g.unpack_index);
     d_src_rank_ = put(g.src_rank);
     d_src_slot_ = put(g.src_slot);
-    d_tags_ = static_cast<const PageTag*>(arena_.Put(g.tags.data(), g.tags.size() * sizeof(PageTag)));
+    d_tags_ =
+        static_cast<const PageTag*>(arena_.Put(g.tags.data(), g.tags.size() * sizeof(PageTag)));
     if (g.method != GatherMethod::kP2p && geo_.ranks > 1 && !comm_)
-      throw ExecError("rank " + std::to_string(rank_) + ": a " + kGatherMethodNames.CName(g.method) + " gather needs NCCL, which this run has not");
+      throw ExecError("rank " + std::to_string(rank_) + ": a " +
+                      kGatherMethodNames.CName(g.method) +
+                      " gather needs NCCL, which this run has not");
     if (g.method == GatherMethod::kP2p)
       for (int r = 0; r < geo_.ranks; ++r)
         if (!peer_base_.empty() && !peer_base_[static_cast<size_t>(r)])
-          throw ExecError("rank " + std::to_string(rank_) + ": p2p gather needs rank " + std::to_string(r) +
+          throw ExecError("rank " + std::to_string(rank_) + ": p2p gather needs rank " +
+                          std::to_string(r) +
                           "'s pools, which are on another node (CUDA IPC works within a node)");
   }
 
@@ -416,23 +450,29 @@ class CudaBackend : public RankBackend {
   // checks); the calibration sweep's bare collectives are checked here.
   void AllGather(Stream s, int64_t bytes) override {
     RequireCollective();
-    if (bytes > geo_.send_bytes()) throw ExecError("all-gather of " + std::to_string(bytes) + " bytes per rank exceeds the send buffer");
-    Nccl(ncclAllGather(send_, recv_, static_cast<size_t>(bytes), ncclUint8, comm_, S(s)), "ncclAllGather");
+    if (bytes > geo_.send_bytes())
+      throw ExecError("all-gather of " + std::to_string(bytes) +
+                      " bytes per rank exceeds the send buffer");
+    Nccl(ncclAllGather(send_, recv_, static_cast<size_t>(bytes), ncclUint8, comm_, S(s)),
+         "ncclAllGather");
   }
 
   void AllReduce(Stream s, int64_t offset, int64_t bytes) override {
     RequireCollective();
     if (offset < 0 || offset + bytes > geo_.dense_bytes())
-      throw ExecError("all-reduce of " + std::to_string(bytes) + " bytes at " + std::to_string(offset) + " exceeds the dense buffer");
+      throw ExecError("all-reduce of " + std::to_string(bytes) + " bytes at " +
+                      std::to_string(offset) + " exceeds the dense buffer");
     char* const at = dense_ + offset;
-    Nccl(ncclAllReduce(at, at, static_cast<size_t>(bytes), ncclUint8, ncclSum, comm_, S(s)), "ncclAllReduce");
+    Nccl(ncclAllReduce(at, at, static_cast<size_t>(bytes), ncclUint8, ncclSum, comm_, S(s)),
+         "ncclAllReduce");
   }
 
   int VerifyDense(Stream s, int64_t layer) override {
     const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
     ChunkSet set;
     for (int k = 0; k < geo_.num_pools(); ++k)
-      set.seg[k] = ChunkSegment{static_cast<char*>(dense[static_cast<size_t>(k)].data), 0, geo_.chunk_bytes(k), k};
+      set.seg[k] = ChunkSegment{static_cast<char*>(dense[static_cast<size_t>(k)].data), 0,
+                                geo_.chunk_bytes(k), k};
     set.num_segments = geo_.num_pools();
     set.tags = d_tags_;
     set.num_items = gi_->prefix_pages;
@@ -442,10 +482,12 @@ class CudaBackend : public RankBackend {
     return Verify(s, set, gi_->prefix_pages * geo_.page_layer_bytes());
   }
 
-  int VerifyPages(Stream s, int pool, std::span<const int32_t> slots, std::span<const PageTag> tags) override {
+  int VerifyPages(Stream s, int pool, std::span<const int32_t> slots,
+                  std::span<const PageTag> tags) override {
     ChunkSet set;
     const kernels::PoolRef p = Pool(pool);
-    set.seg[0] = ChunkSegment{static_cast<char*>(p.data), p.geo.layer_stride_bytes(), p.geo.chunk_bytes(), pool};
+    set.seg[0] = ChunkSegment{static_cast<char*>(p.data), p.geo.layer_stride_bytes(),
+                              p.geo.chunk_bytes(), pool};
     set.num_segments = 1;
     set.tags = static_cast<const PageTag*>(arena_.Put(tags.data(), tags.size_bytes()));
     set.pages = static_cast<const int32_t*>(arena_.Put(slots.data(), slots.size_bytes()));
@@ -460,7 +502,8 @@ class CudaBackend : public RankBackend {
     VerifyResult r;
     r.checked_bytes = checked;
     r.bad_bytes = static_cast<int64_t>(out->bad_bytes);
-    r.first_bad_item = out->first_bad_item == ~0ull ? -1 : static_cast<int64_t>(out->first_bad_item);
+    r.first_bad_item =
+        out->first_bad_item == ~0ull ? -1 : static_cast<int64_t>(out->first_bad_item);
     return r;
   }
 
@@ -469,7 +512,8 @@ class CudaBackend : public RankBackend {
       rv_.AllGather("");
       return;
     }
-    Nccl(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, streams_[1]), "ncclAllReduce (barrier)");
+    Nccl(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, streams_[1]),
+         "ncclAllReduce (barrier)");
     Sync();
   }
 
@@ -483,22 +527,29 @@ class CudaBackend : public RankBackend {
     // The host-to-device copies go on the all-gather's stream: a plain cudaMemcpy from pageable
     // memory may return before its DMA lands, and the non-blocking stream would not wait for it
     // (a 1-rank run read a half-copied result: a NUL in its JSON).
-    Check(cudaMemcpyAsync(sizes_d + N, &n, sizeof(n), cudaMemcpyHostToDevice, streams_[1]), "cudaMemcpyAsync");
-    Nccl(ncclAllGather(sizes_d + N, sizes_d, 1, ncclUint64, comm_, streams_[1]), "ncclAllGather (sizes)");
+    Check(cudaMemcpyAsync(sizes_d + N, &n, sizeof(n), cudaMemcpyHostToDevice, streams_[1]),
+          "cudaMemcpyAsync");
+    Nccl(ncclAllGather(sizes_d + N, sizes_d, 1, ncclUint64, comm_, streams_[1]),
+         "ncclAllGather (sizes)");
     Sync();
     std::vector<uint64_t> sizes(static_cast<size_t>(N));
-    Check(cudaMemcpy(sizes.data(), sizes_d, sizeof(uint64_t) * N, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    Check(cudaMemcpy(sizes.data(), sizes_d, sizeof(uint64_t) * N, cudaMemcpyDeviceToHost),
+          "cudaMemcpy");
     cudaFree(sizes_d);
     const uint64_t longest = std::max<uint64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
     char* buf = nullptr;
     Check(cudaMalloc(&buf, longest * (N + 1)), "cudaMalloc (result exchange)");
-    Check(cudaMemcpyAsync(buf + longest * N, mine.data(), n, cudaMemcpyHostToDevice, streams_[1]), "cudaMemcpyAsync");
-    Nccl(ncclAllGather(buf + longest * N, buf, longest, ncclUint8, comm_, streams_[1]), "ncclAllGather (results)");
+    Check(cudaMemcpyAsync(buf + longest * N, mine.data(), n, cudaMemcpyHostToDevice, streams_[1]),
+          "cudaMemcpyAsync");
+    Nccl(ncclAllGather(buf + longest * N, buf, longest, ncclUint8, comm_, streams_[1]),
+         "ncclAllGather (results)");
     Sync();
     std::vector<std::string> all(static_cast<size_t>(N));
     for (int r = 0; r < N; ++r) {
       all[static_cast<size_t>(r)].resize(sizes[static_cast<size_t>(r)]);
-      Check(cudaMemcpy(all[static_cast<size_t>(r)].data(), buf + longest * r, sizes[static_cast<size_t>(r)], cudaMemcpyDeviceToHost), "cudaMemcpy");
+      Check(cudaMemcpy(all[static_cast<size_t>(r)].data(), buf + longest * r,
+                       sizes[static_cast<size_t>(r)], cudaMemcpyDeviceToHost),
+            "cudaMemcpy");
     }
     cudaFree(buf);
     return all;
@@ -520,34 +571,41 @@ class CudaBackend : public RankBackend {
     Check(cudaMemcpy(&v, at, 1, cudaMemcpyDeviceToHost), "cudaMemcpy");
     v ^= 0x5a;
     Check(cudaMemcpy(at, &v, 1, cudaMemcpyHostToDevice), "cudaMemcpy");
-    Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");  // landed before later stream work
+    Check(cudaStreamSynchronize(nullptr),
+          "cudaStreamSynchronize");  // landed before later stream work
   }
   void CorruptHostPage(int pool, int32_t slot, int64_t layer) override {
     const kernels::HostPoolRef h = HostPool(pool);
-    static_cast<unsigned char*>(h.data)[kernels::HostElementOffset(geo_.host_layout, geo_.pool_geometry(pool), geo_.host_slots,
-                                                                   slot, layer, 0)] ^= 0x5a;
+    static_cast<unsigned char*>(h.data)[kernels::HostElementOffset(
+        geo_.host_layout, geo_.pool_geometry(pool), geo_.host_slots, slot, layer, 0)] ^= 0x5a;
   }
 
  private:
-  static std::string VersionString(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+  static std::string VersionString(int v) {
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  }
   static std::string NcclVersionString(int v) {
-    return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+    return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+           std::to_string(v % 100);
   }
 
   cudaStream_t S(Stream s) const { return streams_[static_cast<int>(s)]; }
 
   [[noreturn]] void Fail(const std::string& what) {
     Abort(what);
-    throw ExecError("rank " + std::to_string(rank_) + " (GPU " + std::to_string(device_) + "): " + what);
+    throw ExecError("rank " + std::to_string(rank_) + " (GPU " + std::to_string(device_) +
+                    "): " + what);
   }
   void Check(cudaError_t e, const char* what) {
-    if (e != cudaSuccess) Fail(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+    if (e != cudaSuccess)
+      Fail(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
   }
   void CheckNcclAsync() {
     if (!comm_ || aborted_) return;
     ncclResult_t r = ncclSuccess;
     ncclCommGetAsyncError(comm_, &r);
-    if (r != ncclSuccess && r != ncclInProgress) Fail(std::string("NCCL: ") + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
+    if (r != ncclSuccess && r != ncclInProgress)
+      Fail(std::string("NCCL: ") + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
   }
   // Non-blocking communicator: a call may answer ncclInProgress; wait (bounded) until it is done.
   // The first milliseconds are a busy poll: a collective is usually enqueued within microseconds,
@@ -563,11 +621,13 @@ class CudaBackend : public RankBackend {
       if (r == ncclSuccess) return;
       if (r != ncclInProgress) {
         if (!throw_on_error) return;
-        Fail(std::string(what) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
+        Fail(std::string(what) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) +
+             ")");
       }
       if (Clock::now() > deadline) {
         if (!throw_on_error) return;
-        Fail(std::string(what) + ": timed out after " + std::to_string(o_.timeout_s) + " s (a peer rank hung or died?)");
+        Fail(std::string(what) + ": timed out after " + std::to_string(o_.timeout_s) +
+             " s (a peer rank hung or died?)");
       }
       if (Clock::now() < spin_until) {
         std::this_thread::yield();
@@ -581,7 +641,8 @@ class CudaBackend : public RankBackend {
       WaitNccl(what);
       return;
     }
-    if (r != ncclSuccess) Fail(std::string(what) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
+    if (r != ncclSuccess)
+      Fail(std::string(what) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
   }
 
   // `bytes` of `src` in device memory, copied on `stream` (through the pinned arena, which keeps
@@ -590,15 +651,19 @@ class CudaBackend : public RankBackend {
     if (bytes == 0) return nullptr;
     const void* host = arena_.Put(src, bytes);
     void* dev = dev_arena_.Take(bytes);
-    Check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (index upload)");
+    Check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync (index upload)");
     return dev;
   }
 
   std::vector<DeviceId> Exchange(const DeviceId& mine) {
-    const std::vector<std::string> all = rv_.AllGather(std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)));
+    const std::vector<std::string> all =
+        rv_.AllGather(std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)));
     std::vector<DeviceId> ids(all.size());
     for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r].size() != sizeof(DeviceId)) throw ExecError("rendezvous: rank " + std::to_string(r) + " sent a malformed device record");
+      if (all[r].size() != sizeof(DeviceId))
+        throw ExecError("rendezvous: rank " + std::to_string(r) +
+                        " sent a malformed device record");
       std::memcpy(&ids[r], all[r].data(), sizeof(DeviceId));
     }
     return ids;
@@ -606,26 +671,29 @@ class CudaBackend : public RankBackend {
 
   void Allocate() {
     const double pools = static_cast<double>(geo_.device_pool_bytes());
-    const double dense = static_cast<double>(geo_.dense_bytes()), send = static_cast<double>(geo_.send_bytes()),
+    const double dense = static_cast<double>(geo_.dense_bytes()),
+                 send = static_cast<double>(geo_.send_bytes()),
                  recv = static_cast<double>(geo_.recv_bytes());
     size_t free_b = 0, total_b = 0;
     Check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     const double need = pools + dense + send + recv;
     const std::string sizes =
-        "device pools " + GiB(pools) + " (" + std::to_string(geo_.device_slots) + " slots x " + std::to_string(geo_.layers) +
-        " layers x " + std::to_string(geo_.page_layer_bytes()) + " B per page-layer, all pools), dense buffer " + GiB(dense) +
-        " (" + std::to_string(geo_.max_prefix_pages) + " prefix pages, " + std::to_string(geo_.dense_layers) +
-        " layer(s)), all-gather send " + GiB(send) +
+        "device pools " + GiB(pools) + " (" + std::to_string(geo_.device_slots) + " slots x " +
+        std::to_string(geo_.layers) + " layers x " + std::to_string(geo_.page_layer_bytes()) +
+        " B per page-layer, all pools), dense buffer " + GiB(dense) + " (" +
+        std::to_string(geo_.max_prefix_pages) + " prefix pages, " +
+        std::to_string(geo_.dense_layers) + " layer(s)), all-gather send " + GiB(send) +
         " and receive " + GiB(recv);
     if (need > static_cast<double>(free_b))
-      Fail("out of device memory: the plan needs " + GiB(need) + " = " + sizes + "; GPU " + std::to_string(device_) + " (" +
-           prop_.name + ") has " + GiB(static_cast<double>(free_b)) + " free of " + GiB(static_cast<double>(total_b)));
+      Fail("out of device memory: the plan needs " + GiB(need) + " = " + sizes + "; GPU " +
+           std::to_string(device_) + " (" + prop_.name + ") has " +
+           GiB(static_cast<double>(free_b)) + " free of " + GiB(static_cast<double>(total_b)));
     auto dev_alloc = [&](char** p, double bytes, const char* what) {
       if (bytes <= 0) return;
       const cudaError_t e = cudaMalloc(p, static_cast<size_t>(bytes));
       if (e != cudaSuccess)
-        Fail(std::string("out of device memory allocating the ") + what + " (" + GiB(bytes) + "); the plan needs " + GiB(need) +
-             " = " + sizes);
+        Fail(std::string("out of device memory allocating the ") + what + " (" + GiB(bytes) +
+             "); the plan needs " + GiB(need) + " = " + sizes);
     };
     dev_alloc(&pools_, pools, "device pools");
     dev_alloc(&dense_, dense, "dense buffer");
@@ -633,24 +701,29 @@ class CudaBackend : public RankBackend {
     dev_alloc(&recv_, recv, "all-gather receive buffer");
     const double host = static_cast<double>(geo_.host_pool_bytes());
     if (host > 0) {
-      const cudaError_t e = cudaHostAlloc(&host_, static_cast<size_t>(host), cudaHostAllocMapped | cudaHostAllocPortable);
+      const cudaError_t e = cudaHostAlloc(&host_, static_cast<size_t>(host),
+                                          cudaHostAllocMapped | cudaHostAllocPortable);
       if (e != cudaSuccess)
-        Fail("cannot allocate the pinned host pool: " + GiB(host) + " (" + std::to_string(geo_.host_slots) + " slots x " +
-             std::to_string(geo_.layers) + " layers x " + std::to_string(geo_.page_layer_bytes()) + " B, layout " +
-             std::string(kernels::HostLayoutName(geo_.host_layout)) + "): " + cudaGetErrorString(e));
+        Fail("cannot allocate the pinned host pool: " + GiB(host) + " (" +
+             std::to_string(geo_.host_slots) + " slots x " + std::to_string(geo_.layers) +
+             " layers x " + std::to_string(geo_.page_layer_bytes()) + " B, layout " +
+             std::string(kernels::HostLayoutName(geo_.host_layout)) +
+             "): " + cudaGetErrorString(e));
     }
   }
 
   void InitNccl() {
     ncclUniqueId id{};
     if (rank_ == 0 && ncclGetUniqueId(&id) != ncclSuccess) Fail("ncclGetUniqueId failed");
-    const std::vector<std::string> all = rv_.AllGather(rank_ == 0 ? std::string(reinterpret_cast<const char*>(&id), sizeof(id)) : "");
+    const std::vector<std::string> all = rv_.AllGather(
+        rank_ == 0 ? std::string(reinterpret_cast<const char*>(&id), sizeof(id)) : "");
     if (all[0].size() != sizeof(id)) throw ExecError("rendezvous: rank 0 sent no NCCL unique id");
     std::memcpy(&id, all[0].data(), sizeof(id));
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;  // every wait is ours, bounded by the timeout; a hang aborts the communicator
     const ncclResult_t r = ncclCommInitRankConfig(&comm_, geo_.ranks, id, rank_, &cfg);
-    if (r != ncclSuccess && r != ncclInProgress) Fail(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
+    if (r != ncclSuccess && r != ncclInProgress)
+      Fail(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
     WaitNccl("ncclCommInitRankConfig");
   }
 
@@ -667,29 +740,40 @@ class CudaBackend : public RankBackend {
         peer_base_[static_cast<size_t>(r)] = pools_;
         continue;
       }
-      if (std::strcmp(ids[static_cast<size_t>(r)].host, me.host) != 0 || !ids[static_cast<size_t>(r)].has_pools) continue;
+      if (std::strcmp(ids[static_cast<size_t>(r)].host, me.host) != 0 ||
+          !ids[static_cast<size_t>(r)].has_pools)
+        continue;
       void* p = nullptr;
-      const cudaError_t e = cudaIpcOpenMemHandle(&p, ids[static_cast<size_t>(r)].pools, cudaIpcMemLazyEnablePeerAccess);
+      const cudaError_t e = cudaIpcOpenMemHandle(&p, ids[static_cast<size_t>(r)].pools,
+                                                 cudaIpcMemLazyEnablePeerAccess);
       if (e != cudaSuccess)
-        Fail("cudaIpcOpenMemHandle of rank " + std::to_string(r) + "'s pools (GPU " + std::to_string(ids[static_cast<size_t>(r)].device) +
-             "): " + cudaGetErrorString(e));
+        Fail("cudaIpcOpenMemHandle of rank " + std::to_string(r) + "'s pools (GPU " +
+             std::to_string(ids[static_cast<size_t>(r)].device) + "): " + cudaGetErrorString(e));
       peer_base_[static_cast<size_t>(r)] = p;
     }
   }
 
   void RequireCollective() const {
-    if (geo_.ranks < 2 || !comm_) throw ExecError("rank " + std::to_string(rank_) + ": a collective needs several ranks and NCCL");
+    if (geo_.ranks < 2 || !comm_)
+      throw ExecError("rank " + std::to_string(rank_) +
+                      ": a collective needs several ranks and NCCL");
   }
   // The current gather's dense regions of `layer`, one per pool, and where its records are.
-  std::vector<kernels::DenseRef> DenseRefs(int64_t layer) const { return geo_.dense_refs(dense_, layer, gi_->prefix_pages); }
-  const char* Records(RecordBuffer from) const { return from == RecordBuffer::kRecv ? recv_ : send_; }
+  std::vector<kernels::DenseRef> DenseRefs(int64_t layer) const {
+    return geo_.dense_refs(dense_, layer, gi_->prefix_pages);
+  }
+  const char* Records(RecordBuffer from) const {
+    return from == RecordBuffer::kRecv ? recv_ : send_;
+  }
   std::vector<kernels::PoolRef> Pools() const {
     std::vector<kernels::PoolRef> pools;
     for (int k = 0; k < geo_.num_pools(); ++k) pools.push_back(Pool(k));
     return pools;
   }
   kernels::PoolRef Pool(int k) const { return PoolAt(pools_, k); }
-  kernels::PoolRef PeerPool(int r, int k) const { return PoolAt(peer_base_[static_cast<size_t>(r)], k); }
+  kernels::PoolRef PeerPool(int r, int k) const {
+    return PoolAt(peer_base_[static_cast<size_t>(r)], k);
+  }
   kernels::PoolRef PoolAt(void* base, int k) const {
     int64_t off = 0;
     for (int j = 0; j < k; ++j) off += geo_.pool_geometry(j).total_bytes();
@@ -697,14 +781,16 @@ class CudaBackend : public RankBackend {
   }
   kernels::HostPoolRef HostPool(int k) const {
     int64_t off = 0;
-    for (int j = 0; j < k; ++j) off += kernels::HostPoolBytes(geo_.pool_geometry(j), geo_.host_slots);
+    for (int j = 0; j < k; ++j)
+      off += kernels::HostPoolBytes(geo_.pool_geometry(j), geo_.host_slots);
     return kernels::HostPoolRef{static_cast<char*>(host_) + off, geo_.host_slots, geo_.host_layout};
   }
   ChunkSet PoolChunks() const {
     ChunkSet set;
     for (int k = 0; k < geo_.num_pools(); ++k) {
       const kernels::PoolRef p = Pool(k);
-      set.seg[k] = ChunkSegment{static_cast<char*>(p.data), p.geo.layer_stride_bytes(), p.geo.chunk_bytes(), k};
+      set.seg[k] = ChunkSegment{static_cast<char*>(p.data), p.geo.layer_stride_bytes(),
+                                p.geo.chunk_bytes(), k};
     }
     set.num_segments = geo_.num_pools();
     return set;
@@ -714,15 +800,18 @@ class CudaBackend : public RankBackend {
   int Verify(Stream s, const ChunkSet& set, int64_t checked) {
     const size_t i = results_.size();
     if (i >= verify_capacity_)
-      throw ExecError("rank " + std::to_string(rank_) + ": more than " + std::to_string(verify_capacity_) +
+      throw ExecError("rank " + std::to_string(rank_) + ": more than " +
+                      std::to_string(verify_capacity_) +
                       " verifications in one request (internal limit)");
     auto* host = static_cast<VerifyOut*>(arena_.Take(sizeof(VerifyOut)));
     host->bad_bytes = 0;
     host->first_bad_item = ~0ull;
     VerifyOut* dev = verify_dev_ + i;
-    Check(cudaMemcpyAsync(dev, host, sizeof(VerifyOut), cudaMemcpyHostToDevice, S(s)), "cudaMemcpyAsync (verify init)");
+    Check(cudaMemcpyAsync(dev, host, sizeof(VerifyOut), cudaMemcpyHostToDevice, S(s)),
+          "cudaMemcpyAsync (verify init)");
     Check(VerifyPattern(set, dev, prop_.multiProcessorCount * 4, S(s)), "verify launch");
-    Check(cudaMemcpyAsync(host, dev, sizeof(VerifyOut), cudaMemcpyDeviceToHost, S(s)), "cudaMemcpyAsync (verify result)");
+    Check(cudaMemcpyAsync(host, dev, sizeof(VerifyOut), cudaMemcpyDeviceToHost, S(s)),
+          "cudaMemcpyAsync (verify result)");
     results_.emplace_back(host, checked);
     return static_cast<int>(i);
   }
@@ -757,8 +846,9 @@ class CudaBackend : public RankBackend {
   ChunkArena arena_{ChunkArena::Kind::kPinned};
   std::vector<std::pair<VerifyOut*, int64_t>> results_;
   const GatherIndex* gi_ = nullptr;
-  const int32_t *d_owner_slot_ = nullptr, *d_pack_slots_ = nullptr, *d_unpack_ = nullptr, *d_src_rank_ = nullptr,
-                *d_src_slot_ = nullptr, *d_owned_pages_ = nullptr, *d_owned_slots_ = nullptr;
+  const int32_t *d_owner_slot_ = nullptr, *d_pack_slots_ = nullptr, *d_unpack_ = nullptr,
+                *d_src_rank_ = nullptr, *d_src_slot_ = nullptr, *d_owned_pages_ = nullptr,
+                *d_owned_slots_ = nullptr;
   std::vector<int32_t> owned_pages_, owned_slots_;  // dense gathers: this rank's pages and slots
   int64_t num_owned_ = 0;
   const PageTag* d_tags_ = nullptr;
@@ -770,7 +860,8 @@ class CudaBackend : public RankBackend {
 
 }  // namespace
 
-std::unique_ptr<RankBackend> MakeCudaBackend(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rendezvous,
+std::unique_ptr<RankBackend> MakeCudaBackend(const ExecGeometry& geo, int rank, int local_rank,
+                                             Rendezvous& rendezvous,
                                              const CudaBackendOptions& opts) {
   return std::make_unique<CudaBackend>(geo, rank, local_rank, rendezvous, opts);
 }

@@ -13,10 +13,12 @@
 namespace kvlanes::exec {
 
 struct CudaBackendOptions {
-  int device = -1;             // -1: local rank (or rank) modulo the visible devices
-  std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
-  int tier_max_ctas = -1;  // kernel tier copies: grid cap instead of tuning.h's (0: no cap, -1: tuning.h's)
-  double timeout_s = 300;        // any wait: NCCL init, a collective, a stream, the rendezvous
+  int device = -1;                   // -1: local rank (or rank) modulo the visible devices
+  std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory)
+                                     // | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
+  int tier_max_ctas =
+      -1;  // kernel tier copies: grid cap instead of tuning.h's (0: no cap, -1: tuning.h's)
+  double timeout_s = 300;  // any wait: NCCL init, a collective, a stream, the rendezvous
   // The plan gathers with NCCL (dense, packed or zigzag on more than one rank). When false and
   // ranks share a GPU (p2p-only plans), no communicator is made and barriers use the rendezvous.
   bool needs_nccl = true;
@@ -27,6 +29,7 @@ struct CudaBackendOptions {
 // any allocation), sizes and allocates memory (a clear error with the sizes when it does not
 // fit), creates the communicator and opens the peers' pools. Throws ExecError.
 std::unique_ptr<RankBackend> MakeCudaBackend(const ExecGeometry& geo, int rank, int local_rank,
-                                             Rendezvous& rendezvous, const CudaBackendOptions& opts);
+                                             Rendezvous& rendezvous,
+                                             const CudaBackendOptions& opts);
 
 }  // namespace kvlanes::exec

@@ -11,9 +11,11 @@ __device__ __forceinline__ uint64_t GlobalTimerNs() {
   return t;
 }
 
-__device__ __forceinline__ char* ChunkAddress(const ChunkSet& s, int k, int64_t item, int64_t layer) {
+__device__ __forceinline__ char* ChunkAddress(const ChunkSet& s, int k, int64_t item,
+                                              int64_t layer) {
   const int64_t page = s.pages ? s.pages[item] : item;
-  return s.seg[k].base + (layer - s.layer_offset) * s.seg[k].layer_stride + page * s.seg[k].chunk_bytes;
+  return s.seg[k].base + (layer - s.layer_offset) * s.seg[k].layer_stride +
+         page * s.seg[k].chunk_bytes;
 }
 
 // Work unit: one (item, layer) pair per block step; threads stride over segments and words.
@@ -31,7 +33,8 @@ __global__ void SyntheticForwardKernel(ChunkSet s, uint64_t busy_ns) {
         uint64_t* w = reinterpret_cast<uint64_t*>(dst);
         for (int64_t i = threadIdx.x; i < c / 8; i += blockDim.x) w[i] = PatternWord(seed, i);
       } else {
-        for (int64_t o = threadIdx.x; o < c; o += blockDim.x) dst[o] = static_cast<char>(PatternByte(seed, o));
+        for (int64_t o = threadIdx.x; o < c; o += blockDim.x)
+          dst[o] = static_cast<char>(PatternByte(seed, o));
       }
     }
   }
@@ -72,7 +75,8 @@ __global__ void VerifyPatternKernel(ChunkSet s, VerifyOut* out) {
 // One thread waits until the host writes `ticket` into the mapped word, or `timeout_ns` pass
 // (then it counts the expiry and lets the stream go: a host stuck on a full launch queue or a
 // synchronising call cannot deadlock against its own gate).
-__global__ void GateKernel(const volatile uint32_t* word, uint32_t ticket, uint64_t timeout_ns, uint32_t* expired) {
+__global__ void GateKernel(const volatile uint32_t* word, uint32_t ticket, uint64_t timeout_ns,
+                           uint32_t* expired) {
   const uint64_t t0 = GlobalTimerNs();
   while (*word != ticket) {
     if (GlobalTimerNs() - t0 > timeout_ns) {
@@ -84,21 +88,25 @@ __global__ void GateKernel(const volatile uint32_t* word, uint32_t ticket, uint6
 
 }  // namespace
 
-cudaError_t GateStream(const volatile uint32_t* word, uint32_t ticket, uint64_t timeout_ns, uint32_t* expired,
-                       cudaStream_t stream) {
+cudaError_t GateStream(const volatile uint32_t* word, uint32_t ticket, uint64_t timeout_ns,
+                       uint32_t* expired, cudaStream_t stream) {
   if (!word || !expired) return cudaErrorInvalidValue;
   GateKernel<<<1, 1, 0, stream>>>(word, ticket, timeout_ns, expired);
   return cudaGetLastError();
 }
 
-cudaError_t SyntheticForward(const ChunkSet& set, uint64_t busy_ns, int grid_blocks, cudaStream_t stream) {
-  if (grid_blocks < 1 || set.num_segments < 0 || set.num_segments > kernels::kMaxPools) return cudaErrorInvalidValue;
+cudaError_t SyntheticForward(const ChunkSet& set, uint64_t busy_ns, int grid_blocks,
+                             cudaStream_t stream) {
+  if (grid_blocks < 1 || set.num_segments < 0 || set.num_segments > kernels::kMaxPools)
+    return cudaErrorInvalidValue;
   SyntheticForwardKernel<<<grid_blocks, kThreads, 0, stream>>>(set, busy_ns);
   return cudaGetLastError();
 }
 
-cudaError_t VerifyPattern(const ChunkSet& set, VerifyOut* out, int grid_blocks, cudaStream_t stream) {
-  if (grid_blocks < 1 || !out || set.num_segments < 1 || set.num_segments > kernels::kMaxPools) return cudaErrorInvalidValue;
+cudaError_t VerifyPattern(const ChunkSet& set, VerifyOut* out, int grid_blocks,
+                          cudaStream_t stream) {
+  if (grid_blocks < 1 || !out || set.num_segments < 1 || set.num_segments > kernels::kMaxPools)
+    return cudaErrorInvalidValue;
   if (set.num_items == 0 || set.layer_end <= set.layer_begin) return cudaSuccess;
   VerifyPatternKernel<<<grid_blocks, kThreads, 0, stream>>>(set, out);
   return cudaGetLastError();

@@ -27,11 +27,11 @@ struct ChunkSegment {
 struct ChunkSet {
   ChunkSegment seg[kernels::kMaxPools];
   int num_segments = 0;
-  const PageTag* tags = nullptr;  // per item: the content
-  const int32_t* pages = nullptr; // per item: page (slot) index; nullptr = the item index
+  const PageTag* tags = nullptr;   // per item: the content
+  const int32_t* pages = nullptr;  // per item: page (slot) index; nullptr = the item index
   int64_t num_items = 0;
-  int64_t layer_begin = 0;        // layers [layer_begin, layer_end); addresses use the layer
-  int64_t layer_end = 0;          // minus layer_offset
+  int64_t layer_begin = 0;  // layers [layer_begin, layer_end); addresses use the layer
+  int64_t layer_end = 0;    // minus layer_offset
   int64_t layer_offset = 0;
 };
 
@@ -43,11 +43,13 @@ struct VerifyOut {
 // A gate on `stream`: one thread spins until *word == ticket (the host writes it; `word` and
 // `expired` are mapped pinned memory), or until timeout_ns have passed, when it adds 1 to
 // *expired and returns. Work enqueued behind it starts only once the host opens it.
-cudaError_t GateStream(const volatile uint32_t* word, uint32_t ticket, uint64_t timeout_ns, uint32_t* expired,
-                       cudaStream_t stream);
+cudaError_t GateStream(const volatile uint32_t* word, uint32_t ticket, uint64_t timeout_ns,
+                       uint32_t* expired, cudaStream_t stream);
 // REQUIRES: tags/pages device-readable. grid_blocks >= 1 (one per SM keeps every SM busy).
-cudaError_t SyntheticForward(const ChunkSet& set, uint64_t busy_ns, int grid_blocks, cudaStream_t stream);
+cudaError_t SyntheticForward(const ChunkSet& set, uint64_t busy_ns, int grid_blocks,
+                             cudaStream_t stream);
 // `out` in device memory, initialised to {0, ~0ull} by the caller (stream-ordered).
-cudaError_t VerifyPattern(const ChunkSet& set, VerifyOut* out, int grid_blocks, cudaStream_t stream);
+cudaError_t VerifyPattern(const ChunkSet& set, VerifyOut* out, int grid_blocks,
+                          cudaStream_t stream);
 
 }  // namespace kvlanes::exec

@@ -49,21 +49,27 @@ void PrintSummary(const nlohmann::ordered_json& report) {
     ++k.first;
     k.second += o["seconds"].get<double>();
   }
-  std::printf("executed %lld requests on %lld ranks (%s backend): %zu measured ops, %lld bytes verified\n",
-              static_cast<long long>(report["requests_executed"].get<int64_t>()),
-              static_cast<long long>(report["cp_size"].get<int64_t>()), report["context"]["backend"].get<std::string>().c_str(),
-              report["ops"].size(), static_cast<long long>(report["verified_bytes"].get<int64_t>()));
+  std::printf(
+      "executed %lld requests on %lld ranks (%s backend): %zu measured ops, %lld bytes verified\n",
+      static_cast<long long>(report["requests_executed"].get<int64_t>()),
+      static_cast<long long>(report["cp_size"].get<int64_t>()),
+      report["context"]["backend"].get<std::string>().c_str(), report["ops"].size(),
+      static_cast<long long>(report["verified_bytes"].get<int64_t>()));
   for (const auto& [kind, v] : by_kind)
-    std::printf("  %-11s %8lld ops  %12.6f s (all ranks)\n", kind.c_str(), static_cast<long long>(v.first), v.second);
+    std::printf("  %-11s %8lld ops  %12.6f s (all ranks)\n", kind.c_str(),
+                static_cast<long long>(v.first), v.second);
   double enqueue = 0;
   for (const auto& r : report["requests"])
     if (r.contains("host_enqueue_s")) enqueue += r["host_enqueue_s"].get<double>();
-  std::printf("  request time %.6f s (device), host enqueue %.6f s\n", report["total_s"].get<double>(), enqueue);
+  std::printf("  request time %.6f s (device), host enqueue %.6f s\n",
+              report["total_s"].get<double>(), enqueue);
   const auto& gate = report["context"]["gate"];
   if (gate.contains("expired") && gate["expired"].get<int64_t>() > 0)
-    std::printf("  WARNING: %lld request gate(s) opened by their %.3g s timeout before the host had enqueued the "
-                "request: those requests' ops include host time (raise --gate-timeout-s)\n",
-                static_cast<long long>(gate["expired"].get<int64_t>()), gate["timeout_s"].get<double>());
+    std::printf(
+        "  WARNING: %lld request gate(s) opened by their %.3g s timeout before the host had "
+        "enqueued the "
+        "request: those requests' ops include host time (raise --gate-timeout-s)\n",
+        static_cast<long long>(gate["expired"].get<int64_t>()), gate["timeout_s"].get<double>());
 }
 
 // One rank, start to finish. Returns the exit code; *error gets the message of a failure.
@@ -108,11 +114,14 @@ int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank
     const std::vector<std::string> all = b->AllGatherBytes(RankResultToJson(mine).dump());
     if (rank == 0) {
       std::vector<RankResult> results;
-      for (const std::string& s : all) results.push_back(RankResultFromJson(nlohmann::json::parse(s)));
+      for (const std::string& s : all)
+        results.push_back(RankResultFromJson(nlohmann::json::parse(s)));
       const nlohmann::ordered_json report = MeasuredReport(plan, results, o);
       WriteFileAtomically(o.out, report.dump(1) + "\n");
-      if (!o.timeline.empty()) WriteFileAtomically(o.timeline, MeasuredTimeline(results).dump() + "\n");
-      if (!o.span_trace.empty()) WriteFileAtomically(o.span_trace, MeasuredSpanTrace(results).dump() + "\n");
+      if (!o.timeline.empty())
+        WriteFileAtomically(o.timeline, MeasuredTimeline(results).dump() + "\n");
+      if (!o.span_trace.empty())
+        WriteFileAtomically(o.span_trace, MeasuredSpanTrace(results).dump() + "\n");
       if (!o.quiet) PrintSummary(report);
     }
     b->Barrier();  // nobody tears down (NCCL, IPC mappings) while rank 0 still needs the others
@@ -129,7 +138,8 @@ int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank
 
 std::string DescribeStatus(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
+  if (WIFSIGNALED(status))
+    return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
   return "stopped";
 }
 
@@ -138,7 +148,9 @@ std::string DescribeStatus(int status) {
 void CheckBackendAvailable(const std::string& backend) {
   if (kBackendNames.Parse(backend, "--backend") == BackendKind::kHost) return;
 #if !KVLANES_WITH_CUDA
-  throw InputError("", 0, "--backend", "cuda: this build has no CUDA (configure where nvcc exists), use --backend host");
+  throw InputError(
+      "", 0, "--backend",
+      "cuda: this build has no CUDA (configure where nvcc exists), use --backend host");
 #endif
 }
 
@@ -152,9 +164,13 @@ void CheckOutputPaths(const RunOptions& o) {
     if (fs::is_directory(*path, ec)) throw InputError(*path, 0, option, "is a directory");
     const fs::path parent = fs::path(*path).parent_path();
     const std::string dir = parent.empty() ? "." : parent.string();
-    if (!fs::exists(dir, ec)) throw InputError(*path, 0, option, "cannot be written: directory " + dir + " does not exist");
-    if (!fs::is_directory(dir, ec)) throw InputError(*path, 0, option, "cannot be written: " + dir + " is not a directory");
-    if (access(dir.c_str(), W_OK) != 0) throw InputError(*path, 0, option, "cannot be written: directory " + dir + " is not writable");
+    if (!fs::exists(dir, ec))
+      throw InputError(*path, 0, option, "cannot be written: directory " + dir + " does not exist");
+    if (!fs::is_directory(dir, ec))
+      throw InputError(*path, 0, option, "cannot be written: " + dir + " is not a directory");
+    if (access(dir.c_str(), W_OK) != 0)
+      throw InputError(*path, 0, option,
+                       "cannot be written: directory " + dir + " is not writable");
   }
 }
 
@@ -214,7 +230,8 @@ void DrainErrors(const RankProcs& procs, RunOutcome& out) {
   for (size_t r = 0; r < procs.pipes.size(); ++r) {
     if (procs.pipes[r] < 0) continue;
     ssize_t n;
-    while ((n = read(procs.pipes[r], buf, sizeof(buf))) > 0) out.rank_errors[r].append(buf, static_cast<size_t>(n));
+    while ((n = read(procs.pipes[r], buf, sizeof(buf))) > 0)
+      out.rank_errors[r].append(buf, static_cast<size_t>(n));
   }
 }
 
@@ -234,14 +251,17 @@ void ReapEnded(RankProcs& procs, HostSegment* seg) {
     if (!ExitedCleanly(st) && procs.first_failed < 0) {
       procs.first_failed = static_cast<int>(r);
       procs.failed_at = Clock::now();
-      if (seg) seg->MarkFailed(static_cast<int>(r), "rank " + std::to_string(r) + " " + DescribeStatus(st));
+      if (seg)
+        seg->MarkFailed(static_cast<int>(r),
+                        "rank " + std::to_string(r) + " " + DescribeStatus(st));
     }
   }
 }
 
 // Watches the ranks until all have ended: kills all once one failed more than a grace period
 // ago, or once the run is over run_timeout_s.
-void WatchRanks(RankProcs& procs, HostSegment* seg, double timeout_s, double run_timeout_s, RunOutcome& out) {
+void WatchRanks(RankProcs& procs, HostSegment* seg, double timeout_s, double run_timeout_s,
+                RunOutcome& out) {
   const auto start = Clock::now();
   const double grace_s = std::min(5.0, timeout_s);
   bool killed = false;
@@ -250,13 +270,15 @@ void WatchRanks(RankProcs& procs, HostSegment* seg, double timeout_s, double run
     ReapEnded(procs, seg);
     if (procs.live == 0) break;
     const auto now = Clock::now();
-    const bool over_grace =
-        procs.first_failed >= 0 && std::chrono::duration<double>(now - procs.failed_at).count() > grace_s;
-    const bool over_run = run_timeout_s > 0 && std::chrono::duration<double>(now - start).count() > run_timeout_s;
+    const bool over_grace = procs.first_failed >= 0 &&
+                            std::chrono::duration<double>(now - procs.failed_at).count() > grace_s;
+    const bool over_run =
+        run_timeout_s > 0 && std::chrono::duration<double>(now - start).count() > run_timeout_s;
     if ((over_grace || over_run) && !killed) {
       killed = true;
       if (over_run && out.message.empty())
-        out.message = "the run took longer than " + std::to_string(run_timeout_s) + " s; killed every rank. ";
+        out.message =
+            "the run took longer than " + std::to_string(run_timeout_s) + " s; killed every rank. ";
       for (pid_t pid : procs.pids)
         if (pid > 0) kill(pid, SIGKILL);
     }
@@ -278,12 +300,14 @@ void DescribeFailure(const RankProcs& procs, HostSegment* seg, RunOutcome& out) 
   }
   const int st = procs.status[static_cast<size_t>(first_failed)];
   out.exit_code = WIFEXITED(st) && WEXITSTATUS(st) == 2 ? 2 : 1;
-  out.message += "rank " + std::to_string(first_failed) + " failed first (" + DescribeStatus(st) + ")";
+  out.message +=
+      "rank " + std::to_string(first_failed) + " failed first (" + DescribeStatus(st) + ")";
   if (!out.rank_errors[static_cast<size_t>(first_failed)].empty())
     out.message += ": " + out.rank_errors[static_cast<size_t>(first_failed)];
   for (int r = 0; r < N; ++r)
     if (r != first_failed && !ExitedCleanly(procs.status[static_cast<size_t>(r)]))
-      out.message += "; rank " + std::to_string(r) + " " + DescribeStatus(procs.status[static_cast<size_t>(r)]);
+      out.message += "; rank " + std::to_string(r) + " " +
+                     DescribeStatus(procs.status[static_cast<size_t>(r)]);
 }
 
 }  // namespace
@@ -308,7 +332,9 @@ RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
   CheckOutputPaths(o);
   const int N = plan.geo.ranks;
   if (!o.devices.empty() && static_cast<int>(o.devices.size()) != N)
-    throw InputError("", 0, "--devices", std::to_string(o.devices.size()) + " GPUs for " + std::to_string(N) + " ranks");
+    throw InputError(
+        "", 0, "--devices",
+        std::to_string(o.devices.size()) + " GPUs for " + std::to_string(N) + " ranks");
   std::unique_ptr<HostSegment> seg;
   std::optional<RendezvousSpec> rv;
   std::string tmpdir;
@@ -336,7 +362,8 @@ RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
 std::string MakeRendezvousDir(const std::string& prefix) {
   const char* base = std::getenv("TMPDIR");
   std::string templ = std::string(base && *base ? base : "/tmp") + "/" + prefix + "-XXXXXX";
-  if (!mkdtemp(templ.data())) throw ExecError("cannot create a rendezvous directory under " + templ);
+  if (!mkdtemp(templ.data()))
+    throw ExecError("cannot create a rendezvous directory under " + templ);
   return templ;
 }
 
@@ -344,14 +371,17 @@ int RunEnvRank(const ExecPlan& plan, const RunOptions& o, const GetEnvFn& getenv
   CheckBackendAvailable(o.backend);
   const RankEnv env = ParseRankEnv(getenv);
   if (env.ranks != plan.geo.ranks)
-    throw InputError("", 0, env.source, "world size " + std::to_string(env.ranks) + " but the plan's cp_size is " +
-                                            std::to_string(plan.geo.ranks));
+    throw InputError("", 0, env.source,
+                     "world size " + std::to_string(env.ranks) + " but the plan's cp_size is " +
+                         std::to_string(plan.geo.ranks));
   if (env.rank == 0) CheckOutputPaths(o);  // only rank 0 writes (its node's paths)
   const RendezvousSpec spec = o.rendezvous ? *o.rendezvous : DefaultRendezvous(getenv);
   std::unique_ptr<HostSegment> seg;
   if (o.backend == "host") {
     if (spec.kind != RendezvousSpec::Kind::kFile)
-      throw InputError("", 0, "--rendezvous", "the host backend shares memory between the ranks of one node: it needs file:DIR");
+      throw InputError(
+          "", 0, "--rendezvous",
+          "the host backend shares memory between the ranks of one node: it needs file:DIR");
     seg = HostSegment::OpenFile(spec.path + "/host_segment", plan.geo, env.rank, o.timeout_s);
   }
   std::string error;
@@ -361,7 +391,8 @@ int RunEnvRank(const ExecPlan& plan, const RunOptions& o, const GetEnvFn& getenv
   return code;
 }
 
-nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<RankResult>& ranks, const RunOptions& o) {
+nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<RankResult>& ranks,
+                                      const RunOptions& o) {
   nlohmann::ordered_json j;
   j["kvlanes_measured"] = 1;
   nlohmann::ordered_json ctx;
@@ -371,13 +402,15 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
   ctx["compute_model"] = plan.compute_model;
   ctx["warmup_rounds"] = o.exec.warmup;
   ctx["timeout_s"] = o.timeout_s;
-  ctx["clock"] = o.backend == "cuda" ? "CUDA events on the op's stream, from each rank's epoch event"
-                                     : "std::chrono::steady_clock, from each rank's epoch";
+  ctx["clock"] = o.backend == "cuda"
+                     ? "CUDA events on the op's stream, from each rank's epoch event"
+                     : "std::chrono::steady_clock, from each rank's epoch";
   nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
   for (const RankResult& r : ranks) per_rank.push_back(r.context);
   ctx["ranks"] = per_rank;
   if (!ranks.empty()) {
-    for (const char* k : {"gpu", "driver_version", "cuda_runtime_version", "nccl_version", "host", "cpu"})
+    for (const char* k :
+         {"gpu", "driver_version", "cuda_runtime_version", "nccl_version", "host", "cpu"})
       if (ranks[0].context.contains(k)) ctx[k] = ranks[0].context[k];
   }
   j["context"] = ctx;
@@ -389,9 +422,10 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
   for (const RankResult& r : ranks) {
     verified += r.verified_bytes;
     for (const MeasuredOp& m : r.ops) {
-      nlohmann::ordered_json op = {{"id", m.id}, {"kind", m.kind}, {"rank", m.rank}, {"seconds", m.seconds},
-                                   {"start_s", m.start_s}, {"end_s", m.end_s}, {"stream", m.stream},
-                                   {"bytes", m.bytes}, {"pages", m.pages}};
+      nlohmann::ordered_json op = {
+          {"id", m.id},           {"kind", m.kind},       {"rank", m.rank},
+          {"seconds", m.seconds}, {"start_s", m.start_s}, {"end_s", m.end_s},
+          {"stream", m.stream},   {"bytes", m.bytes},     {"pages", m.pages}};
       for (const auto& [k, v] : m.extra.items()) op[k] = v;
       ops.push_back(std::move(op));
     }
@@ -421,7 +455,8 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
       HostFacts& f = facts[q.request];
       f.enqueue_s = std::max(f.enqueue_s, q.enqueue_s);
       if (q.pause_end_s < q.pause_begin_s) continue;
-      f.pause_begin = f.paused_ranks == 0 ? q.pause_begin_s : std::max(f.pause_begin, q.pause_begin_s);
+      f.pause_begin =
+          f.paused_ranks == 0 ? q.pause_begin_s : std::max(f.pause_begin, q.pause_begin_s);
       f.pause_end = f.paused_ranks == 0 ? q.pause_end_s : std::min(f.pause_end, q.pause_end_s);
       ++f.paused_ranks;
     }
@@ -435,7 +470,8 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
     if (f != facts.end()) {
       q["host_enqueue_s"] = f->second.enqueue_s;
       if (f->second.paused_ranks == static_cast<int>(ranks.size())) {
-        const double held = std::max(0.0, std::min(f->second.pause_end, ab.second) - std::max(f->second.pause_begin, ab.first));
+        const double held = std::max(0.0, std::min(f->second.pause_end, ab.second) -
+                                              std::max(f->second.pause_begin, ab.first));
         q["held_s"] = held;
         seconds -= held;
       }
@@ -445,7 +481,8 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
     total += seconds;
   }
   if (o.exec.gate)
-    j["context"]["gate"] = {{"held", "every request until its host enqueue ends"}, {"timeout_s", o.exec.gate_timeout_s},
+    j["context"]["gate"] = {{"held", "every request until its host enqueue ends"},
+                            {"timeout_s", o.exec.gate_timeout_s},
                             {"expired", expired}};
   else
     j["context"]["gate"] = {{"held", "no (the device runs each op as soon as it is enqueued)"}};
@@ -458,12 +495,22 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
 nlohmann::ordered_json MeasuredTimeline(const std::vector<RankResult>& ranks) {
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
   for (const RankResult& r : ranks)
-    all.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r.rank}, {"args", {{"name", "rank " + std::to_string(r.rank)}}}});
+    all.push_back({{"name", "process_name"},
+                   {"ph", "M"},
+                   {"pid", r.rank},
+                   {"args", {{"name", "rank " + std::to_string(r.rank)}}}});
   for (const RankResult& r : ranks)
     for (const MeasuredOp& m : r.ops) {
-      nlohmann::ordered_json args = {{"kind", m.kind}, {"seconds", m.seconds}, {"bytes", m.bytes}, {"pages", m.pages}};
-      all.push_back({{"name", m.id}, {"cat", m.stream}, {"ph", "X"}, {"pid", r.rank}, {"tid", m.stream},
-                     {"ts", m.start_s * 1e6}, {"dur", (m.end_s - m.start_s) * 1e6}, {"args", args}});
+      nlohmann::ordered_json args = {
+          {"kind", m.kind}, {"seconds", m.seconds}, {"bytes", m.bytes}, {"pages", m.pages}};
+      all.push_back({{"name", m.id},
+                     {"cat", m.stream},
+                     {"ph", "X"},
+                     {"pid", r.rank},
+                     {"tid", m.stream},
+                     {"ts", m.start_s * 1e6},
+                     {"dur", (m.end_s - m.start_s) * 1e6},
+                     {"args", args}});
     }
   return {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
 }
@@ -478,7 +525,10 @@ nlohmann::ordered_json MeasuredSpanTrace(const std::vector<RankResult>& ranks) {
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
   std::vector<Event> events;
   for (const RankResult& r : ranks) {
-    all.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r.rank}, {"args", {{"name", "rank " + std::to_string(r.rank)}}}});
+    all.push_back({{"name", "process_name"},
+                   {"ph", "M"},
+                   {"pid", r.rank},
+                   {"args", {{"name", "rank " + std::to_string(r.rank)}}}});
     std::set<std::string> streams;
     for (const MeasuredSpan& s : r.spans) {
       const MeasuredOp& m = r.ops.at(s.op);
@@ -486,7 +536,11 @@ nlohmann::ordered_json MeasuredSpanTrace(const std::vector<RankResult>& ranks) {
       events.push_back(Event{s.start_s * 1e6, (s.end_s - s.start_s) * 1e6, r.rank, &m, &s});
     }
     for (const std::string& t : streams)
-      all.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r.rank}, {"tid", t}, {"args", {{"name", t}}}});
+      all.push_back({{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", r.rank},
+                     {"tid", t},
+                     {"args", {{"name", t}}}});
   }
   // Stable: spans with equal ts, pid and tid keep their recorded order (rank order, then request).
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
@@ -501,8 +555,13 @@ nlohmann::ordered_json MeasuredSpanTrace(const std::vector<RankResult>& ranks) {
     args["request"] = e.span->request;
     if (phase) args["phase"] = e.span->phase;
     all.push_back({{"name", phase ? e.op->id + ":" + e.span->phase : e.op->id},
-                   {"cat", phase ? std::string("gather_phase") : e.op->kind}, {"ph", "X"}, {"ts", e.ts}, {"dur", e.dur},
-                   {"pid", e.pid}, {"tid", e.op->stream}, {"args", args}});
+                   {"cat", phase ? std::string("gather_phase") : e.op->kind},
+                   {"ph", "X"},
+                   {"ts", e.ts},
+                   {"dur", e.dur},
+                   {"pid", e.pid},
+                   {"tid", e.op->stream},
+                   {"args", args}});
   }
   return {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
 }

@@ -10,11 +10,10 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "exec/executor.h"
 #include "exec/launch.h"
@@ -22,17 +21,19 @@
 namespace kvlanes::exec {
 
 struct RunOptions {
-  std::string backend = "cuda";  // cuda | host
-  std::string out;               // measured JSON (written by rank 0)
-  std::string timeline;          // Chrome trace events ("" = none)
-  std::string span_trace;        // Chrome trace events of every timed span ("" = none)
+  std::string backend = "cuda";              // cuda | host
+  std::string out;                           // measured JSON (written by rank 0)
+  std::string timeline;                      // Chrome trace events ("" = none)
+  std::string span_trace;                    // Chrome trace events of every timed span ("" = none)
   std::optional<RendezvousSpec> rendezvous;  // --launch env (local runs make their own)
   ExecOptions exec;
-  double timeout_s = 300;      // any single wait inside a rank
-  double run_timeout_s = 0;    // RunLocal: the whole run (0 = none); then every rank is killed
-  std::vector<int> devices;    // RunLocal, cuda: GPU of each rank (empty = rank modulo count)
-  std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
-  int tier_max_ctas = -1;  // kernel tier copies: grid cap instead of tuning.h's (0: no cap, -1: tuning.h's)
+  double timeout_s = 300;    // any single wait inside a rank
+  double run_timeout_s = 0;  // RunLocal: the whole run (0 = none); then every rank is killed
+  std::vector<int> devices;  // RunLocal, cuda: GPU of each rank (empty = rank modulo count)
+  std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory)
+                                     // | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
+  int tier_max_ctas =
+      -1;  // kernel tier copies: grid cap instead of tuning.h's (0: no cap, -1: tuning.h's)
   bool quiet = false;
 };
 

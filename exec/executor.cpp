@@ -50,7 +50,8 @@ HardwareProfile DefaultComputeProfile() {
 
 // ------------------------------------------------------------------ plan
 
-ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::string& profile_path, int64_t max_requests) {
+ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::string& profile_path,
+                      int64_t max_requests) {
   ExecPlan e;
   e.source = source;
   const nlohmann::json& h = plan.header;
@@ -72,17 +73,21 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
   g.host_slots = integer("host_pages_per_lane", 0);
   const nlohmann::json& pools = field("pools");
   if (!pools.is_array() || pools.empty() || pools.size() > static_cast<size_t>(kernels::kMaxPools))
-    throw InputError(source, 1, "pools", "expected 1.." + std::to_string(kernels::kMaxPools) + " pools");
+    throw InputError(source, 1, "pools",
+                     "expected 1.." + std::to_string(kernels::kMaxPools) + " pools");
   for (const auto& p : pools) {
     if (!p.contains("name") || !p["name"].is_string() || !p.contains("bytes_per_token_layer") ||
-        !p["bytes_per_token_layer"].is_number_integer() || p["bytes_per_token_layer"].get<int64_t>() < 1)
+        !p["bytes_per_token_layer"].is_number_integer() ||
+        p["bytes_per_token_layer"].get<int64_t>() < 1)
       throw InputError(source, 1, "pools", "expected {name, bytes_per_token_layer >= 1} entries");
     g.pool_names.push_back(p["name"].get<std::string>());
     g.elem_bytes.push_back(p["bytes_per_token_layer"].get<int64_t>());
   }
   const nlohmann::json& layout = field("host_layout");
-  const auto parsed = layout.is_string() ? kernels::ParseHostLayout(layout.get<std::string>()) : std::nullopt;
-  if (!parsed) throw InputError(source, 1, "host_layout", "expected one of " + kernels::HostLayoutNames());
+  const auto parsed =
+      layout.is_string() ? kernels::ParseHostLayout(layout.get<std::string>()) : std::nullopt;
+  if (!parsed)
+    throw InputError(source, 1, "host_layout", "expected one of " + kernels::HostLayoutNames());
   g.host_layout = *parsed;
 
   if (max_requests >= 0 && static_cast<int64_t>(plan.requests.size()) > max_requests)
@@ -107,16 +112,20 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
   HardwareProfile hw = profile.empty() ? DefaultComputeProfile() : LoadHardwareProfile(profile);
   // Only ComputeLayerS is used; the collective terms are not, so a profile without a model for
   // this rank count is accepted (an empty model satisfies the constructor).
-  if (g.ranks > 1 && !hw.Collectives(g.ranks)) hw.collectives.push_back(CollectiveModel{g.ranks, {}, {}, {}, 0});
+  if (g.ranks > 1 && !hw.Collectives(g.ranks))
+    hw.collectives.push_back(CollectiveModel{g.ranks, {}, {}, {}, 0});
   ReplayConfig cfg;
   cfg.cache.cp_size = g.ranks;
   cfg.cache.page_tokens = g.page_tokens;
   cfg.model.layers = g.layers;
   cfg.model.pools.clear();
-  for (int k = 0; k < g.num_pools(); ++k) cfg.model.pools.push_back(PoolSpec{g.pool_names[static_cast<size_t>(k)], g.elem_bytes[static_cast<size_t>(k)]});
+  for (int k = 0; k < g.num_pools(); ++k)
+    cfg.model.pools.push_back(
+        PoolSpec{g.pool_names[static_cast<size_t>(k)], g.elem_bytes[static_cast<size_t>(k)]});
   const CostModel model(hw, cfg, profile);
   for (const RequestPlan& r : e.requests)
-    e.layer_busy_s.push_back(model.ComputeLayerS(r.computed_tokens, r.prefix_pages * g.page_tokens));
+    e.layer_busy_s.push_back(
+        model.ComputeLayerS(r.computed_tokens, r.prefix_pages * g.page_tokens));
   e.compute_model = {{"profile", profile.empty() ? "(none)" : profile},
                      {"name", hw.name},
                      {"layer_base_s", hw.layer_base_s},
@@ -138,7 +147,8 @@ Fault ParseFault(std::string_view text) {
   const size_t a = t.find(':');
   const size_t b = a == std::string::npos ? a : t.find(':', a + 1);
   if (b == std::string::npos || b + 1 >= t.size())
-    throw InputError("", 0, "--fault", "'" + t + "': expected KIND:RANK:OPID (KIND " + kFaultKindNames.List() + ")");
+    throw InputError("", 0, "--fault",
+                     "'" + t + "': expected KIND:RANK:OPID (KIND " + kFaultKindNames.List() + ")");
   Fault f;
   const std::string kind = t.substr(0, a), rank = t.substr(a + 1, b - a - 1);
   f.kind = kFaultKindNames.Parse(kind, "--fault");
@@ -154,11 +164,22 @@ Fault ParseFault(std::string_view text) {
 nlohmann::ordered_json RankResultToJson(const RankResult& r) {
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
   for (const MeasuredOp& o : r.ops)
-    ops.push_back({{"id", o.id}, {"kind", o.kind}, {"rank", o.rank}, {"seconds", o.seconds}, {"start_s", o.start_s},
-                   {"end_s", o.end_s}, {"stream", o.stream}, {"bytes", o.bytes}, {"pages", o.pages}, {"extra", o.extra}});
+    ops.push_back({{"id", o.id},
+                   {"kind", o.kind},
+                   {"rank", o.rank},
+                   {"seconds", o.seconds},
+                   {"start_s", o.start_s},
+                   {"end_s", o.end_s},
+                   {"stream", o.stream},
+                   {"bytes", o.bytes},
+                   {"pages", o.pages},
+                   {"extra", o.extra}});
   nlohmann::ordered_json reqs = nlohmann::ordered_json::array();
   for (const RequestHostTime& q : r.requests)
-    reqs.push_back({{"request", q.request}, {"enqueue_s", q.enqueue_s}, {"pause_begin_s", q.pause_begin_s}, {"pause_end_s", q.pause_end_s}});
+    reqs.push_back({{"request", q.request},
+                    {"enqueue_s", q.enqueue_s},
+                    {"pause_begin_s", q.pause_begin_s},
+                    {"pause_end_s", q.pause_end_s}});
   // Spans as [op, start_s, end_s, layer, request(, phase)]: there are many (a few per layer and
   // op); a gather phase's span has its phase as a sixth element.
   nlohmann::ordered_json spans = nlohmann::ordered_json::array();
@@ -167,8 +188,13 @@ nlohmann::ordered_json RankResultToJson(const RankResult& r) {
     if (!s.phase.empty()) a.push_back(s.phase);
     spans.push_back(std::move(a));
   }
-  return {{"rank", r.rank}, {"verified_bytes", r.verified_bytes}, {"context", r.context}, {"ops", ops},
-          {"spans", spans}, {"requests", reqs}, {"gates_expired", r.gates_expired}};
+  return {{"rank", r.rank},
+          {"verified_bytes", r.verified_bytes},
+          {"context", r.context},
+          {"ops", ops},
+          {"spans", spans},
+          {"requests", reqs},
+          {"gates_expired", r.gates_expired}};
 }
 
 RankResult RankResultFromJson(const nlohmann::json& j) {
@@ -191,12 +217,13 @@ RankResult RankResultFromJson(const nlohmann::json& j) {
     r.ops.push_back(std::move(m));
   }
   for (const auto& s : j.at("spans"))
-    r.spans.push_back(MeasuredSpan{s.at(0).get<size_t>(), s.at(1).get<double>(), s.at(2).get<double>(),
-                                   s.at(3).get<int64_t>(), s.at(4).get<int64_t>(),
-                                   s.size() > 5 ? s.at(5).get<std::string>() : std::string()});
+    r.spans.push_back(MeasuredSpan{
+        s.at(0).get<size_t>(), s.at(1).get<double>(), s.at(2).get<double>(), s.at(3).get<int64_t>(),
+        s.at(4).get<int64_t>(), s.size() > 5 ? s.at(5).get<std::string>() : std::string()});
   for (const auto& q : j.at("requests"))
-    r.requests.push_back(RequestHostTime{q.at("request").get<int64_t>(), q.at("enqueue_s").get<double>(),
-                                         q.at("pause_begin_s").get<double>(), q.at("pause_end_s").get<double>()});
+    r.requests.push_back(
+        RequestHostTime{q.at("request").get<int64_t>(), q.at("enqueue_s").get<double>(),
+                        q.at("pause_begin_s").get<double>(), q.at("pause_end_s").get<double>()});
   r.gates_expired = j.at("gates_expired").get<int64_t>();
   return r;
 }
@@ -226,7 +253,7 @@ struct LayerCopyOp {
 struct PendingSpan {
   size_t op;  // index into ops_
   int begin, end;
-  int64_t layer = -1;  // the layer it covers when it is one layer's part of the op
+  int64_t layer = -1;      // the layer it covers when it is one layer's part of the op
   std::string phase = "";  // a gather phase (span trace only): not part of the op's own time
 };
 
@@ -301,15 +328,18 @@ class RankRun {
  private:
   // ---- plan consistency: the plan contradicts itself (or the executor's reading of it).
   [[noreturn]] void PlanFail(size_t req, const std::string& op_id, const std::string& msg) const {
-    throw InputError(plan_.source, static_cast<int64_t>(req) + 2, op_id, "rank " + std::to_string(me_) + ": " + msg);
+    throw InputError(plan_.source, static_cast<int64_t>(req) + 2, op_id,
+                     "rank " + std::to_string(me_) + ": " + msg);
   }
 
   SlotState& Dev(size_t req, const std::string& id, uint32_t slot) {
-    if (slot >= dev_.size()) PlanFail(req, id, "device slot " + std::to_string(slot) + " >= device_pages_per_lane");
+    if (slot >= dev_.size())
+      PlanFail(req, id, "device slot " + std::to_string(slot) + " >= device_pages_per_lane");
     return dev_[slot];
   }
   SlotState& Host(size_t req, const std::string& id, uint32_t slot) {
-    if (slot >= host_.size()) PlanFail(req, id, "host slot " + std::to_string(slot) + " >= host_pages_per_lane");
+    if (slot >= host_.size())
+      PlanFail(req, id, "host slot " + std::to_string(slot) + " >= host_pages_per_lane");
     return host_[slot];
   }
 
@@ -330,15 +360,19 @@ class RankRun {
       if (f.rank != me_ || f.op_id != op_id) continue;
       switch (f.kind) {
         case Fault::Kind::kDie:
-          std::fprintf(stderr, "kvlanes exec: rank %d: fault hook: dying before op %s\n", me_, op_id.c_str());
+          std::fprintf(stderr, "kvlanes exec: rank %d: fault hook: dying before op %s\n", me_,
+                       op_id.c_str());
           std::fflush(nullptr);
           _exit(3);
         case Fault::Kind::kHang:
-          std::fprintf(stderr, "kvlanes exec: rank %d: fault hook: hanging before op %s\n", me_, op_id.c_str());
+          std::fprintf(stderr, "kvlanes exec: rank %d: fault hook: hanging before op %s\n", me_,
+                       op_id.c_str());
           std::fflush(nullptr);
           for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
         case Fault::Kind::kCorrupt:
-          if (!corrupt) throw InputError("", 0, "--fault", "op " + op_id + " reads nothing the hook can corrupt");
+          if (!corrupt)
+            throw InputError("", 0, "--fault",
+                             "op " + op_id + " reads nothing the hook can corrupt");
           corrupt();
           break;
       }
@@ -355,19 +389,25 @@ class RankRun {
     bool has_host = geo_.host_slots > 0;
     std::vector<GatherMethod> methods;
     for (const RequestPlan& r : plan_.requests)
-      if (r.prefix_pages > 0 && std::find(methods.begin(), methods.end(), r.gather_method) == methods.end())
+      if (r.prefix_pages > 0 &&
+          std::find(methods.begin(), methods.end(), r.gather_method) == methods.end())
         methods.push_back(r.gather_method);
-    const int64_t n = std::min<int64_t>({geo_.device_slots, std::max<int64_t>(geo_.host_slots, 1), 8});
+    const int64_t n =
+        std::min<int64_t>({geo_.device_slots, std::max<int64_t>(geo_.host_slots, 1), 8});
     std::vector<int32_t> slots(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     for (int it = 0; it < opts_.warmup; ++it) {
       b_.ForwardLayer(Stream::kCompute, 0, {}, 1e-5);
       if (has_host)
         for (int k = 0; k < geo_.num_pools(); ++k) {
-          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, slots, slots, LayerRange{0, geo_.layers});
-          b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, slots, slots, LayerRange{0, geo_.layers});
-          b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, slots, slots, LayerRange{0, 1});
-          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, slots, slots, LayerRange{0, 1});
+          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, slots, slots,
+                      LayerRange{0, geo_.layers});
+          b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, slots, slots,
+                      LayerRange{0, geo_.layers});
+          b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, slots, slots,
+                      LayerRange{0, 1});
+          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, slots, slots,
+                      LayerRange{0, 1});
         }
       b_.Sync();
       for (GatherMethod m : methods) {
@@ -390,14 +430,17 @@ class RankRun {
     std::vector<int64_t> count(static_cast<size_t>(N), 0);
     const kernels::ZigzagRun z{P, N};
     for (int64_t p = 0; p < P; ++p) {
-      const int owner = m == GatherMethod::kZigzag ? static_cast<int>(z.OwnerRank(z.ChunkOfPage(p))) : static_cast<int>(p % N);
-      prefix[static_cast<size_t>(p)] = PrefixPage{static_cast<uint16_t>(owner), static_cast<uint32_t>(count[static_cast<size_t>(owner)]++)};
+      const int owner = m == GatherMethod::kZigzag ? static_cast<int>(z.OwnerRank(z.ChunkOfPage(p)))
+                                                   : static_cast<int>(p % N);
+      prefix[static_cast<size_t>(p)] = PrefixPage{
+          static_cast<uint16_t>(owner), static_cast<uint32_t>(count[static_cast<size_t>(owner)]++)};
     }
     std::vector<PageTag> tags(static_cast<size_t>(P));
     return BuildGather(m, prefix, tags);
   }
 
-  GatherIndex BuildGather(GatherMethod m, const std::vector<PrefixPage>& prefix, std::vector<PageTag> tags) const {
+  GatherIndex BuildGather(GatherMethod m, const std::vector<PrefixPage>& prefix,
+                          std::vector<PageTag> tags) const {
     const int N = geo_.ranks;
     GatherIndex g;
     g.method = m;
@@ -409,14 +452,17 @@ class RankRun {
         g.owner_slot.resize(static_cast<size_t>(P));
         for (int64_t p = 0; p < P; ++p) {
           const PrefixPage& q = prefix[static_cast<size_t>(p)];
-          g.owner_slot[static_cast<size_t>(p)] = q.owner == me_ ? static_cast<int32_t>(q.device_slot) : -1;
+          g.owner_slot[static_cast<size_t>(p)] =
+              q.owner == me_ ? static_cast<int32_t>(q.device_slot) : -1;
         }
         break;
       case GatherMethod::kPacked: {
         std::vector<std::vector<int64_t>> shards(static_cast<size_t>(N));
         for (int64_t p = 0; p < P; ++p) shards[prefix[static_cast<size_t>(p)].owner].push_back(p);
-        for (const auto& s : shards) g.shard_pages = std::max<int64_t>(g.shard_pages, static_cast<int64_t>(s.size()));
-        for (int64_t p : shards[static_cast<size_t>(me_)]) g.pack_slots.push_back(static_cast<int32_t>(prefix[static_cast<size_t>(p)].device_slot));
+        for (const auto& s : shards)
+          g.shard_pages = std::max<int64_t>(g.shard_pages, static_cast<int64_t>(s.size()));
+        for (int64_t p : shards[static_cast<size_t>(me_)])
+          g.pack_slots.push_back(static_cast<int32_t>(prefix[static_cast<size_t>(p)].device_slot));
         g.unpack_index = kernels::BuildUnpackIndex(shards, g.shard_pages, P);
         break;
       }
@@ -465,7 +511,8 @@ class RankRun {
     PlanCompute(q);
     PlanBackups(q);
     for (int64_t l = 0; l < geo_.layers; ++l) RunLayer(q, l);
-    if (q.p->backup_schedule != BackupSchedule::kPerLayer) BackUp(q, LayerRange{0, geo_.layers}, -1);
+    if (q.p->backup_schedule != BackupSchedule::kPerLayer)
+      BackUp(q, LayerRange{0, geo_.layers}, -1);
     EnqueueChecks(q);
     Finish(q);
   }
@@ -480,7 +527,10 @@ class RankRun {
       for (const auto& [lane, slot] : e.slots) {
         if (lane != static_cast<uint32_t>(me_)) continue;
         SlotState& s = e.tier == Tier::kDevice ? Dev(q.ri, id, slot) : Host(q.ri, id, slot);
-        if (!s.used) PlanFail(q.ri, id, std::string(e.tier == Tier::kDevice ? "device" : "host") + " slot " + std::to_string(slot) + " freed but not in use");
+        if (!s.used)
+          PlanFail(q.ri, id,
+                   std::string(e.tier == Tier::kDevice ? "device" : "host") + " slot " +
+                       std::to_string(slot) + " freed but not in use");
         s.used = false;
         ++mine;
       }
@@ -504,8 +554,12 @@ class RankRun {
         const std::string id = q.pre + "write_back/l" + std::to_string(c.lane);
         SlotState& dev = Dev(q.ri, id, ds);
         SlotState& host = Host(q.ri, id, hs);
-        if (!dev.written) PlanFail(q.ri, id, "writes back device slot " + std::to_string(ds) + ", which holds no page");
-        if (host.used) PlanFail(q.ri, id, "writes back into host slot " + std::to_string(hs) + ", which is in use");
+        if (!dev.written)
+          PlanFail(q.ri, id,
+                   "writes back device slot " + std::to_string(ds) + ", which holds no page");
+        if (host.used)
+          PlanFail(q.ri, id,
+                   "writes back into host slot " + std::to_string(hs) + ", which is in use");
         host = SlotState{dev.tag, true, true};
         d.push_back(static_cast<int32_t>(ds));
         h.push_back(static_cast<int32_t>(hs));
@@ -514,11 +568,15 @@ class RankRun {
       const int32_t* hp = Stash(std::move(h));
       const size_t n = c.pages.size();
       for (int k = 0; k < geo_.num_pools(); ++k) {
-        const std::string id = q.pre + "write_back/l" + std::to_string(c.lane) + "/" + geo_.pool_names[static_cast<size_t>(k)];
+        const std::string id = q.pre + "write_back/l" + std::to_string(c.lane) + "/" +
+                               geo_.pool_names[static_cast<size_t>(k)];
         ApplyFaults(id, nullptr);
-        const size_t op = AddOp(id, "write_back", Stream::kD2H, static_cast<int64_t>(n) * L * geo_.chunk_bytes(k), static_cast<int64_t>(n));
+        const size_t op =
+            AddOp(id, "write_back", Stream::kD2H, static_cast<int64_t>(n) * L * geo_.chunk_bytes(k),
+                  static_cast<int64_t>(n));
         const int m0 = b_.Mark(Stream::kD2H);
-        b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, {dp, n}, {hp, n}, LayerRange{0, L});
+        b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, {dp, n}, {hp, n},
+                    LayerRange{0, L});
         spans_.push_back({op, m0, b_.Mark(Stream::kD2H)});
       }
     }
@@ -538,8 +596,12 @@ class RankRun {
       for (const auto& [ds, hs] : c.pages) {
         SlotState& dev = Dev(q.ri, lane_id, ds);
         SlotState& host = Host(q.ri, lane_id, hs);
-        if (!host.used || !host.written) PlanFail(q.ri, lane_id, "loads host slot " + std::to_string(hs) + ", which holds no page");
-        if (dev.used) PlanFail(q.ri, lane_id, "loads into device slot " + std::to_string(ds) + ", which is in use");
+        if (!host.used || !host.written)
+          PlanFail(q.ri, lane_id,
+                   "loads host slot " + std::to_string(hs) + ", which holds no page");
+        if (dev.used)
+          PlanFail(q.ri, lane_id,
+                   "loads into device slot " + std::to_string(ds) + ", which is in use");
         dev = SlotState{host.tag, true, true};
         d.push_back(static_cast<int32_t>(ds));
         h.push_back(static_cast<int32_t>(hs));
@@ -553,9 +615,12 @@ class RankRun {
       for (int k = 0; k < geo_.num_pools(); ++k) {
         const std::string id = lane_id + "/" + geo_.pool_names[static_cast<size_t>(k)];
         ApplyFaults(id, [&] { b_.CorruptHostPage(k, hp[0], 0); });
-        const size_t op = AddOp(id, "load_back", Stream::kH2D, static_cast<int64_t>(n) * L * geo_.chunk_bytes(k), static_cast<int64_t>(n));
+        const size_t op =
+            AddOp(id, "load_back", Stream::kH2D, static_cast<int64_t>(n) * L * geo_.chunk_bytes(k),
+                  static_cast<int64_t>(n));
         q.loads.push_back({op, k, dp, hp, n});
-        load_checks_.push_back(PendingCheck{id, "pool " + geo_.pool_names[static_cast<size_t>(k)], k, dp, hp, tp, n});
+        load_checks_.push_back(
+            PendingCheck{id, "pool " + geo_.pool_names[static_cast<size_t>(k)], k, dp, hp, tp, n});
       }
     }
   }
@@ -565,7 +630,8 @@ class RankRun {
   int LoadLayers(const RequestRun& q, LayerRange r, int64_t layer) {
     for (const LayerCopyOp& lo : q.loads) {
       const int c0 = b_.Mark(Stream::kH2D);
-      b_.TierCopy(Stream::kH2D, lo.pool, TierDirection::kHostToDevice, {lo.d, lo.n}, {lo.h, lo.n}, r);
+      b_.TierCopy(Stream::kH2D, lo.pool, TierDirection::kHostToDevice, {lo.d, lo.n}, {lo.h, lo.n},
+                  r);
       spans_.push_back({lo.op, c0, b_.Mark(Stream::kH2D), layer});
     }
     return b_.Mark(Stream::kH2D);
@@ -580,17 +646,22 @@ class RankRun {
     for (const NewPage& n : p.new_pages) {
       if (n.owner != me_) continue;
       SlotState& s = Dev(q.ri, cid, n.device_slot);
-      if (s.used) PlanFail(q.ri, cid, "writes device slot " + std::to_string(n.device_slot) + ", which is in use");
+      if (s.used)
+        PlanFail(q.ri, cid,
+                 "writes device slot " + std::to_string(n.device_slot) + ", which is in use");
       s = SlotState{PageTag{n.extent, 0, n.pos}, true, true};
       writes.push_back(PageWrite{static_cast<int32_t>(n.device_slot), s.tag});
     }
     write_store_.push_back(std::move(writes));
     q.writes = &write_store_.back();
     const int64_t L = geo_.layers;
-    q.cop = AddOp(cid, "compute", Stream::kCompute, static_cast<int64_t>(q.writes->size()) * L * geo_.page_layer_bytes(),
+    q.cop = AddOp(cid, "compute", Stream::kCompute,
+                  static_cast<int64_t>(q.writes->size()) * L * geo_.page_layer_bytes(),
                   static_cast<int64_t>(q.writes->size()));
-    ops_[q.cop].extra = {{"new_tokens", p.computed_tokens}, {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
-                         {"layers", L}, {"target_layer_s", plan_.layer_busy_s[q.ri]}};
+    ops_[q.cop].extra = {{"new_tokens", p.computed_tokens},
+                         {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
+                         {"layers", L},
+                         {"target_layer_s", plan_.layer_busy_s[q.ri]}};
   }
 
   // Backup ops of this rank (one per pool), their slots and the shadow update.
@@ -603,8 +674,12 @@ class RankRun {
       for (const auto& [ds, hs] : c.pages) {
         SlotState& dev = Dev(q.ri, lane_id, ds);
         SlotState& host = Host(q.ri, lane_id, hs);
-        if (!dev.used || !dev.written) PlanFail(q.ri, lane_id, "backs up device slot " + std::to_string(ds) + ", which holds no page");
-        if (host.used) PlanFail(q.ri, lane_id, "backs up into host slot " + std::to_string(hs) + ", which is in use");
+        if (!dev.used || !dev.written)
+          PlanFail(q.ri, lane_id,
+                   "backs up device slot " + std::to_string(ds) + ", which holds no page");
+        if (host.used)
+          PlanFail(q.ri, lane_id,
+                   "backs up into host slot " + std::to_string(hs) + ", which is in use");
         host = SlotState{dev.tag, true, true};
         d.push_back(static_cast<int32_t>(ds));
         h.push_back(static_cast<int32_t>(hs));
@@ -614,7 +689,8 @@ class RankRun {
       for (int k = 0; k < geo_.num_pools(); ++k) {
         const std::string id = lane_id + "/" + geo_.pool_names[static_cast<size_t>(k)];
         ApplyFaults(id, nullptr);
-        const size_t op = AddOp(id, "backup", Stream::kD2H, static_cast<int64_t>(c.pages.size()) * L * geo_.chunk_bytes(k),
+        const size_t op = AddOp(id, "backup", Stream::kD2H,
+                                static_cast<int64_t>(c.pages.size()) * L * geo_.chunk_bytes(k),
                                 static_cast<int64_t>(c.pages.size()));
         ops_[op].extra = {{"schedule", kBackupScheduleNames.CName(q.p->backup_schedule)}};
         q.backups.push_back({op, k, dp, hp, c.pages.size()});
@@ -653,7 +729,8 @@ class RankRun {
       phase_begin = end;
     }
     if (geo_.dense_layers == 1) {  // the buffer is reused by the next layer: check it now
-      verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather", "layer " + std::to_string(l)});
+      verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather",
+                                        "layer " + std::to_string(l)});
       dense_verify_prefix_.push_back(q.p);
     }
     return ready;
@@ -666,7 +743,8 @@ class RankRun {
     b_.Wait(Stream::kD2H, q.last_mark);
     for (const LayerCopyOp& bo : q.backups) {
       const int c0 = b_.Mark(Stream::kD2H);
-      b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n}, r);
+      b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n},
+                  r);
       spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H), layer});
     }
   }
@@ -677,12 +755,14 @@ class RankRun {
     const int ends[] = {b_.Mark(Stream::kCompute), b_.Mark(Stream::kH2D), b_.Mark(Stream::kD2H)};
     for (int e : ends) b_.Wait(Stream::kComm, e);
     for (const PendingCheck& chk : load_checks_)
-      verifies_.push_back(PendingVerify{b_.VerifyPages(Stream::kComm, chk.pool, {chk.dev, chk.n}, {chk.tags, chk.n}), chk.op_id,
-                                        chk.what, chk.dev, chk.host, chk.tags});
+      verifies_.push_back(PendingVerify{
+          b_.VerifyPages(Stream::kComm, chk.pool, {chk.dev, chk.n}, {chk.tags, chk.n}), chk.op_id,
+          chk.what, chk.dev, chk.host, chk.tags});
     load_checks_.clear();
     if (q.gathers && geo_.dense_layers > 1)
       for (int64_t l = 0; l < geo_.layers; ++l) {
-        verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather", "layer " + std::to_string(l)});
+        verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather",
+                                          "layer " + std::to_string(l)});
         dense_verify_prefix_.push_back(q.p);
       }
   }
@@ -716,50 +796,65 @@ class RankRun {
     const std::string id = pre + "gather";
     const int N = geo_.ranks;
     const int64_t P = p.prefix_pages;
-    if (static_cast<int64_t>(p.prefix.size()) != P) PlanFail(ri, id, "prefix list size differs from prefix_pages");
+    if (static_cast<int64_t>(p.prefix.size()) != P)
+      PlanFail(ri, id, "prefix list size differs from prefix_pages");
     // Expected content of every logical page: its run's extent and its position.
     std::vector<PageTag> tags(static_cast<size_t>(P));
     std::vector<bool> covered(static_cast<size_t>(P), false);
     for (const PrefixRun& r : p.runs)
       for (int64_t q = r.first_page; q < r.first_page + r.pages; ++q) {
-        if (q < 0 || q >= P || covered[static_cast<size_t>(q)]) PlanFail(ri, id, "runs do not tile the prefix at page " + std::to_string(q));
+        if (q < 0 || q >= P || covered[static_cast<size_t>(q)])
+          PlanFail(ri, id, "runs do not tile the prefix at page " + std::to_string(q));
         covered[static_cast<size_t>(q)] = true;
         tags[static_cast<size_t>(q)] = PageTag{r.extent, 0, q};
       }
     std::vector<int64_t> shard(static_cast<size_t>(N), 0);
     for (int64_t q = 0; q < P; ++q) {
-      if (!covered[static_cast<size_t>(q)]) PlanFail(ri, id, "logical page " + std::to_string(q) + " is in no run");
+      if (!covered[static_cast<size_t>(q)])
+        PlanFail(ri, id, "logical page " + std::to_string(q) + " is in no run");
       const PrefixPage& pp = p.prefix[static_cast<size_t>(q)];
-      if (pp.owner >= N) PlanFail(ri, id, "logical page " + std::to_string(q) + " has owner " + std::to_string(pp.owner) + " >= cp_size");
-      if (pp.device_slot >= geo_.device_slots) PlanFail(ri, id, "logical page " + std::to_string(q) + ": slot out of range");
+      if (pp.owner >= N)
+        PlanFail(ri, id,
+                 "logical page " + std::to_string(q) + " has owner " + std::to_string(pp.owner) +
+                     " >= cp_size");
+      if (pp.device_slot >= geo_.device_slots)
+        PlanFail(ri, id, "logical page " + std::to_string(q) + ": slot out of range");
       ++shard[pp.owner];
       if (pp.owner != me_) continue;
       const SlotState& s = dev_[pp.device_slot];
       if (!s.used || !(s.tag == tags[static_cast<size_t>(q)]))
-        PlanFail(ri, id, "logical page " + std::to_string(q) + " (extent " + std::to_string(tags[static_cast<size_t>(q)].extent) +
-                             ") should be in device slot " + std::to_string(pp.device_slot) + ", which " +
-                             (s.used ? "holds logical page " + std::to_string(s.tag.page) + " of extent " + std::to_string(s.tag.extent)
-                                     : std::string("is free")));
+        PlanFail(ri, id,
+                 "logical page " + std::to_string(q) + " (extent " +
+                     std::to_string(tags[static_cast<size_t>(q)].extent) +
+                     ") should be in device slot " + std::to_string(pp.device_slot) + ", which " +
+                     (s.used ? "holds logical page " + std::to_string(s.tag.page) + " of extent " +
+                                   std::to_string(s.tag.extent)
+                             : std::string("is free")));
     }
-    if (!p.shard_pages.empty() && p.shard_pages != shard) PlanFail(ri, id, "shard_pages disagrees with the owners of the prefix pages");
+    if (!p.shard_pages.empty() && p.shard_pages != shard)
+      PlanFail(ri, id, "shard_pages disagrees with the owners of the prefix pages");
     if (p.gather_method == GatherMethod::kZigzag) {
       if (!p.proven_zigzag) PlanFail(ri, id, "method zigzag without proven_zigzag");
       const kernels::ZigzagRun z{P, N};
       for (int64_t q = 0; q < P; ++q)
         if (z.OwnerRank(z.ChunkOfPage(q)) != p.prefix[static_cast<size_t>(q)].owner)
-          PlanFail(ri, id, "zigzag: logical page " + std::to_string(q) + " is owned by rank " +
-                               std::to_string(p.prefix[static_cast<size_t>(q)].owner) + ", the zigzag split puts it on rank " +
-                               std::to_string(z.OwnerRank(z.ChunkOfPage(q))));
+          PlanFail(ri, id,
+                   "zigzag: logical page " + std::to_string(q) + " is owned by rank " +
+                       std::to_string(p.prefix[static_cast<size_t>(q)].owner) +
+                       ", the zigzag split puts it on rank " +
+                       std::to_string(z.OwnerRank(z.ChunkOfPage(q))));
     }
     if (p.gather_method == GatherMethod::kP2p && N > kernels::kMaxPeerRanks)
-      throw ExecError("p2p gather reads from at most " + std::to_string(kernels::kMaxPeerRanks) + " ranks; the plan has " + std::to_string(N));
+      throw ExecError("p2p gather reads from at most " + std::to_string(kernels::kMaxPeerRanks) +
+                      " ranks; the plan has " + std::to_string(N));
 
     gathers_.push_back(BuildGather(p.gather_method, p.prefix, tags));
     const GatherIndex& g = gathers_.back();
     ApplyFaults(id, [&] {
       for (int64_t q = 0; q < P; ++q)
         if (p.prefix[static_cast<size_t>(q)].owner == me_) {
-          b_.CorruptDevicePage(0, static_cast<int32_t>(p.prefix[static_cast<size_t>(q)].device_slot), 0);
+          b_.CorruptDevicePage(
+              0, static_cast<int32_t>(p.prefix[static_cast<size_t>(q)].device_slot), 0);
           return;
         }
       throw InputError("", 0, "--fault", "rank " + std::to_string(me_) + " owns no page of " + id);
@@ -774,8 +869,11 @@ class RankRun {
         pause_ = {idle, b_.HoldStreams(opts_.gate_timeout_s)};
       }
     }
-    const size_t op = AddOp(id, "gather", Stream::kComm, P * geo_.layers * geo_.page_layer_bytes(), P);
-    ops_[op].extra = {{"method", kGatherMethodNames.CName(p.gather_method)}, {"layers", geo_.layers}, {"runs", p.runs.size()},
+    const size_t op =
+        AddOp(id, "gather", Stream::kComm, P * geo_.layers * geo_.page_layer_bytes(), P);
+    ops_[op].extra = {{"method", kGatherMethodNames.CName(p.gather_method)},
+                      {"layers", geo_.layers},
+                      {"runs", p.runs.size()},
                       {"shard_pages", g.shard_pages}};
     return op;
   }
@@ -785,11 +883,13 @@ class RankRun {
   // op's gather layer spans, do not count). A host-timed op starts with the request and is one
   // span of its own seconds. With keep_spans the spans are kept as resolved here, so the span
   // trace holds exactly the numbers the ops were made of.
-  void Resolve(int start_mark, const std::vector<size_t>& host_timed, size_t first_op, int64_t request) {
+  void Resolve(int start_mark, const std::vector<size_t>& host_timed, size_t first_op,
+               int64_t request) {
     const double req_start = b_.MarkSeconds(start_mark);
     std::vector<MeasuredSpan> spans;  // op: index into ops_ until they move to done_
     for (PendingSpan& s : spans_)
-      spans.push_back(MeasuredSpan{s.op, b_.MarkSeconds(s.begin), b_.MarkSeconds(s.end), s.layer, request, std::move(s.phase)});
+      spans.push_back(MeasuredSpan{s.op, b_.MarkSeconds(s.begin), b_.MarkSeconds(s.end), s.layer,
+                                   request, std::move(s.phase)});
     std::vector<bool> seen(ops_.size(), false);
     for (const MeasuredSpan& s : spans) {
       if (!s.phase.empty()) continue;
@@ -830,24 +930,27 @@ class RankRun {
       const RequestPlan* dp = dense ? dense_verify_prefix_[dense_i++] : nullptr;
       if (r.bad_bytes == 0) continue;
       if (failures++ < 4) {
-        err << (failures > 1 ? "; " : "") << "op " << v.op_id << ", rank " << me_ << ", " << v.what << ": ";
+        err << (failures > 1 ? "; " : "") << "op " << v.op_id << ", rank " << me_ << ", " << v.what
+            << ": ";
         if (dense) {
           const int64_t q = r.first_bad_item;
           const PrefixPage& pp = dp->prefix[static_cast<size_t>(q)];
-          err << "logical page " << q << " (owner rank " << pp.owner << ", device slot " << pp.device_slot << ")";
+          err << "logical page " << q << " (owner rank " << pp.owner << ", device slot "
+              << pp.device_slot << ")";
         } else {
           const size_t i = static_cast<size_t>(r.first_bad_item);
-          err << "loaded page " << i << " (device slot " << v.dev[i] << ", host slot " << v.host[i] << ", logical page "
-              << v.tags[i].page << " of extent " << v.tags[i].extent << ")";
+          err << "loaded page " << i << " (device slot " << v.dev[i] << ", host slot " << v.host[i]
+              << ", logical page " << v.tags[i].page << " of extent " << v.tags[i].extent << ")";
         }
-        err << " differs from its pattern (" << r.bad_bytes << " wrong bytes of " << r.checked_bytes << " checked)";
+        err << " differs from its pattern (" << r.bad_bytes << " wrong bytes of " << r.checked_bytes
+            << " checked)";
       }
     }
     verifies_.clear();
     dense_verify_prefix_.clear();
     if (failures > 0)
-      throw ExecError("verification failed in request " + std::to_string(p.request) + " (" + std::to_string(failures) +
-                      " check(s)): " + err.str());
+      throw ExecError("verification failed in request " + std::to_string(p.request) + " (" +
+                      std::to_string(failures) + " check(s)): " + err.str());
   }
 
   const ExecPlan& plan_;
@@ -875,7 +978,8 @@ class RankRun {
 }  // namespace
 
 RankResult ExecuteRank(const ExecPlan& plan, RankBackend& backend, const ExecOptions& opts) {
-  KV_CHECK(backend.ranks() == plan.geo.ranks, "backend has " << backend.ranks() << " ranks, plan " << plan.geo.ranks);
+  KV_CHECK(backend.ranks() == plan.geo.ranks,
+           "backend has " << backend.ranks() << " ranks, plan " << plan.geo.ranks);
   RankRun run(plan, backend, opts);
   return run.Run();
 }

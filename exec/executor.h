@@ -7,11 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "exec/backend.h"
 #include "sim/predict/plan.h"
@@ -24,9 +23,9 @@ struct ExecPlan {
   nlohmann::json header;
   std::vector<RequestPlan> requests;
   ExecGeometry geo;
-  std::vector<double> layer_busy_s;  // per request: ComputeLayerS(new tokens, prefix tokens)
-  std::string source;                // plan file, or the trace it was replayed from
-  std::string config_hash;           // FNV-1a 64 of the header's config, hex
+  std::vector<double> layer_busy_s;      // per request: ComputeLayerS(new tokens, prefix tokens)
+  std::string source;                    // plan file, or the trace it was replayed from
+  std::string config_hash;               // FNV-1a 64 of the header's config, hex
   nlohmann::ordered_json compute_model;  // where layer_busy_s comes from
 };
 
@@ -50,8 +49,10 @@ struct Fault {
   int rank = 0;
   std::string op_id;
 };
-inline constexpr NameTable<Fault::Kind, 3> kFaultKindNames{
-    {{{Fault::Kind::kCorrupt, "corrupt"}, {Fault::Kind::kDie, "die"}, {Fault::Kind::kHang, "hang"}}}, "kind"};
+inline constexpr NameTable<Fault::Kind, 3> kFaultKindNames{{{{Fault::Kind::kCorrupt, "corrupt"},
+                                                             {Fault::Kind::kDie, "die"},
+                                                             {Fault::Kind::kHang, "hang"}}},
+                                                           "kind"};
 // Throws InputError(field "--fault").
 Fault ParseFault(std::string_view text);
 
@@ -91,8 +92,8 @@ struct MeasuredSpan {
   size_t op = 0;       // index into RankResult::ops
   double start_s = 0;  // seconds from the rank's epoch, as MeasuredOp's
   double end_s = 0;
-  int64_t layer = -1;   // the layer it covers when it is one layer's part of the op, else -1
-  int64_t request = 0;  // the plan's request number (the op id's prefix)
+  int64_t layer = -1;      // the layer it covers when it is one layer's part of the op, else -1
+  int64_t request = 0;     // the plan's request number (the op id's prefix)
   std::string phase = "";  // a gather phase ("pack", "all-gather", ...); "" for the op's own spans
 };
 

@@ -8,18 +8,21 @@ void EndPhase(RankBackend& b, Stream s, GatherPhases* phases, const char* name) 
   if (phases) phases->emplace_back(name, b.Mark(s));
 }
 
-void GatherDense(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer, GatherPhases* phases) {
+void GatherDense(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer,
+                 GatherPhases* phases) {
   const ExecGeometry& geo = b.geometry();
   b.ScatterDense(s, layer);
   EndPhase(b, s, phases, "scatter");
   if (b.ranks() > 1) {
-    b.AllReduce(s, geo.dense_layer_offset(layer, g.prefix_pages), g.prefix_pages * geo.page_layer_bytes());
+    b.AllReduce(s, geo.dense_layer_offset(layer, g.prefix_pages),
+                g.prefix_pages * geo.page_layer_bytes());
     EndPhase(b, s, phases, "all-reduce");
   }
 }
 
 // Packed and zigzag: the same shard exchange, then each its own reorder into the dense buffer.
-void GatherShards(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer, GatherPhases* phases) {
+void GatherShards(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer,
+                  GatherPhases* phases) {
   b.PackShard(s, layer);
   EndPhase(b, s, phases, "pack");
   RecordBuffer records = RecordBuffer::kSend;
@@ -39,7 +42,8 @@ void GatherShards(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer,
 
 }  // namespace
 
-void GatherLayer(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer, GatherPhases* phases) {
+void GatherLayer(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer,
+                 GatherPhases* phases) {
   switch (g.method) {
     case GatherMethod::kDense:
       GatherDense(b, g, s, layer, phases);

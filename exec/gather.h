@@ -19,6 +19,7 @@ namespace kvlanes::exec {
 // buffer, all pools, enqueued on `s`. Collective for dense/packed/zigzag: every rank calls it for
 // the same layers in the same order. With `phases` (span trace only) it appends each phase's end
 // mark (GatherPhases); without, it makes no marks of its own.
-void GatherLayer(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer, GatherPhases* phases = nullptr);
+void GatherLayer(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer,
+                 GatherPhases* phases = nullptr);
 
 }  // namespace kvlanes::exec

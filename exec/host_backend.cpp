@@ -35,8 +35,8 @@ size_t AlignUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 HostSegment::HostSegment(const ExecGeometry& geo) {
   if (geo.ranks > kMaxHostRanks)
-    throw ExecError("the host backend runs at most " + std::to_string(kMaxHostRanks) + " ranks, the plan has " +
-                    std::to_string(geo.ranks));
+    throw ExecError("the host backend runs at most " + std::to_string(kMaxHostRanks) +
+                    " ranks, the plan has " + std::to_string(geo.ranks));
   exchange_bytes_ = std::max({geo.dense_layer_bytes(), geo.send_bytes(), kMinExchangeBytes});
   pools_offset_ = AlignUp(sizeof(SharedControl));
   exchange_offset_ = AlignUp(static_cast<size_t>(geo.device_pool_bytes()));
@@ -49,10 +49,13 @@ HostSegment::~HostSegment() {
 }
 
 void HostSegment::Map(int fd) {
-  void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, fd < 0 ? (MAP_SHARED | MAP_ANONYMOUS) : MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
+                 fd < 0 ? (MAP_SHARED | MAP_ANONYMOUS) : MAP_SHARED, fd, 0);
   if (p == MAP_FAILED)
-    throw ExecError("host backend: cannot map " + std::to_string(bytes_) + " bytes of shared memory (pools and "
-                    "exchange areas of every rank): " + std::strerror(errno));
+    throw ExecError("host backend: cannot map " + std::to_string(bytes_) +
+                    " bytes of shared memory (pools and "
+                    "exchange areas of every rank): " +
+                    std::strerror(errno));
   base_ = static_cast<uint8_t*>(p);
 }
 
@@ -65,15 +68,16 @@ std::unique_ptr<HostSegment> HostSegment::CreateAnonymous(const ExecGeometry& ge
   return s;
 }
 
-std::unique_ptr<HostSegment> HostSegment::OpenFile(const std::string& path, const ExecGeometry& geo, int rank,
-                                                   double timeout_s) {
+std::unique_ptr<HostSegment> HostSegment::OpenFile(const std::string& path, const ExecGeometry& geo,
+                                                   int rank, double timeout_s) {
   std::unique_ptr<HostSegment> s(new HostSegment(geo));
   s->path_ = path;
   if (rank == 0) {
     const std::string tmp = path + ".tmp";
     const int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || ftruncate(fd, static_cast<off_t>(s->bytes_)) != 0)
-      throw ExecError("rank 0: cannot create the host backend's shared file " + tmp + ": " + std::strerror(errno));
+      throw ExecError("rank 0: cannot create the host backend's shared file " + tmp + ": " +
+                      std::strerror(errno));
     s->Map(fd);
     close(fd);
     SharedControl* c = new (s->base_) SharedControl{};
@@ -91,12 +95,13 @@ std::unique_ptr<HostSegment> HostSegment::OpenFile(const std::string& path, cons
       s->Map(fd);
       close(fd);
       if (s->control()->magic.load() == kMagic) return s;
-      throw ExecError("rank " + std::to_string(rank) + ": " + path + " is not a kvlanes host segment");
+      throw ExecError("rank " + std::to_string(rank) + ": " + path +
+                      " is not a kvlanes host segment");
     }
     if (fd >= 0) close(fd);
     if (Clock::now() > deadline)
-      throw ExecError("rank " + std::to_string(rank) + ": rank 0 did not create the host segment " + path +
-                      " within " + std::to_string(timeout_s) + " s");
+      throw ExecError("rank " + std::to_string(rank) + ": rank 0 did not create the host segment " +
+                      path + " within " + std::to_string(timeout_s) + " s");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
@@ -135,7 +140,8 @@ class HostBackend : public RankBackend {
     host_.assign(static_cast<size_t>(geo_.host_pool_bytes()), 0);
     int64_t off = 0;
     for (int k = 0; k < geo_.num_pools(); ++k) {
-      host_pools_.push_back(kernels::HostPoolRef{host_.data() + off, geo_.host_slots, geo_.host_layout});
+      host_pools_.push_back(
+          kernels::HostPoolRef{host_.data() + off, geo_.host_slots, geo_.host_layout});
       off += kernels::HostPoolBytes(geo_.pool_geometry(k), geo_.host_slots);
     }
     dense_.assign(static_cast<size_t>(geo_.dense_bytes()), 0);
@@ -191,13 +197,15 @@ class HostBackend : public RankBackend {
     for (const PageWrite& w : pages)
       for (int k = 0; k < geo_.num_pools(); ++k) {
         const int64_t c = geo_.chunk_bytes(k);
-        FillPattern(PoolChunk(k, layer, w.slot), c, PatternSeed(w.tag.extent, w.tag.page, k, layer));
+        FillPattern(PoolChunk(k, layer, w.slot), c,
+                    PatternSeed(w.tag.extent, w.tag.page, k, layer));
       }
   }
 
   void TierCopy(Stream, int pool, kernels::TierDirection dir, std::span<const int32_t> dev,
                 std::span<const int32_t> host, kernels::LayerRange layers) override {
-    const kernels::TierPoolPair pair{pools_[static_cast<size_t>(pool)], host_pools_[static_cast<size_t>(pool)]};
+    const kernels::TierPoolPair pair{pools_[static_cast<size_t>(pool)],
+                                     host_pools_[static_cast<size_t>(pool)]};
     kernels::TierCopyArgs a;
     a.pools = std::span<const kernels::TierPoolPair>(&pair, 1);
     a.layers = layers;
@@ -208,9 +216,7 @@ class HostBackend : public RankBackend {
     kernels::TierCopyCpu(a);
   }
 
-  void PrepareGather(const GatherIndex& index) override {
-    gi_ = &index;
-  }
+  void PrepareGather(const GatherIndex& index) override { gi_ = &index; }
 
   void ScatterDense(Stream, int64_t layer) override {
     kernels::ScatterDenseArgs a;
@@ -271,7 +277,8 @@ class HostBackend : public RankBackend {
 
   void AllGather(Stream, int64_t bytes) override {
     KV_CHECK(geo_.ranks > 1, "an all-gather needs several ranks");
-    KV_CHECK(bytes <= geo_.send_bytes(), "all-gather of " << bytes << " bytes per rank exceeds the send buffer");
+    KV_CHECK(bytes <= geo_.send_bytes(),
+             "all-gather of " << bytes << " bytes per rank exceeds the send buffer");
     AllGatherRaw(send_.data(), bytes, recv_.data());
   }
 
@@ -299,27 +306,31 @@ class HostBackend : public RankBackend {
     return static_cast<int>(results_.size()) - 1;
   }
 
-  int VerifyPages(Stream, int pool, std::span<const int32_t> slots, std::span<const PageTag> tags) override {
+  int VerifyPages(Stream, int pool, std::span<const int32_t> slots,
+                  std::span<const PageTag> tags) override {
     VerifyResult r;
     const int64_t c = geo_.chunk_bytes(pool);
     for (size_t i = 0; i < slots.size(); ++i)
       for (int64_t l = 0; l < geo_.layers; ++l) {
-        const int64_t bad = CountPatternMismatches(PoolChunk(pool, l, slots[i]), c,
-                                                   PatternSeed(tags[i].extent, tags[i].page, pool, l));
+        const int64_t bad = CountPatternMismatches(
+            PoolChunk(pool, l, slots[i]), c, PatternSeed(tags[i].extent, tags[i].page, pool, l));
         Account(r, static_cast<int64_t>(i), c, bad);
       }
     results_.push_back(r);
     return static_cast<int>(results_.size()) - 1;
   }
 
-  VerifyResult VerifyResultOf(int handle) const override { return results_.at(static_cast<size_t>(handle)); }
+  VerifyResult VerifyResultOf(int handle) const override {
+    return results_.at(static_cast<size_t>(handle));
+  }
 
   void Barrier() override {
     SharedControl* c = seg_.control();
     const uint64_t gen = c->generation.load(std::memory_order_acquire);
     const uint64_t mine = ++barriers_;
     c->reached[rank_].store(mine, std::memory_order_release);
-    if (c->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint32_t>(geo_.ranks)) {
+    if (c->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+        static_cast<uint32_t>(geo_.ranks)) {
       c->arrived.store(0, std::memory_order_relaxed);
       c->generation.fetch_add(1, std::memory_order_acq_rel);
       return;
@@ -330,9 +341,11 @@ class HostBackend : public RankBackend {
       if (Clock::now() > deadline) {
         std::string missing;
         for (int r = 0; r < geo_.ranks; ++r)
-          if (c->reached[r].load() < mine) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        const std::string msg = "rank " + std::to_string(rank_) + ": timed out after " + std::to_string(timeout_s_) +
-                                " s waiting for rank(s) " + missing + " (hung?)";
+          if (c->reached[r].load() < mine)
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        const std::string msg = "rank " + std::to_string(rank_) + ": timed out after " +
+                                std::to_string(timeout_s_) + " s waiting for rank(s) " + missing +
+                                " (hung?)";
         seg_.MarkFailed(rank_, msg);
         throw ExecError(msg);
       }
@@ -360,7 +373,9 @@ class HostBackend : public RankBackend {
       if (done < n) std::memcpy(seg_.exchange(rank_), mine.data() + done, std::min(step, n - done));
       Barrier();
       for (size_t r = 0; r < sizes.size(); ++r)
-        if (done < sizes[r]) std::memcpy(all[r].data() + done, seg_.exchange(static_cast<int>(r)), std::min(step, sizes[r] - done));
+        if (done < sizes[r])
+          std::memcpy(all[r].data() + done, seg_.exchange(static_cast<int>(r)),
+                      std::min(step, sizes[r] - done));
       Barrier();
     }
     return all;
@@ -368,9 +383,12 @@ class HostBackend : public RankBackend {
 
   void Abort(const std::string& reason) noexcept override { seg_.MarkFailed(rank_, reason); }
 
-  void CorruptDevicePage(int pool, int32_t slot, int64_t layer) override { PoolChunk(pool, layer, slot)[0] ^= 0x5a; }
+  void CorruptDevicePage(int pool, int32_t slot, int64_t layer) override {
+    PoolChunk(pool, layer, slot)[0] ^= 0x5a;
+  }
   void CorruptHostPage(int pool, int32_t slot, int64_t layer) override {
-    const int64_t off = kernels::HostElementOffset(geo_.host_layout, geo_.pool_geometry(pool), geo_.host_slots, slot, layer, 0);
+    const int64_t off = kernels::HostElementOffset(geo_.host_layout, geo_.pool_geometry(pool),
+                                                   geo_.host_slots, slot, layer, 0);
     static_cast<uint8_t*>(host_pools_[static_cast<size_t>(pool)].data)[off] ^= 0x5a;
   }
 
@@ -379,7 +397,9 @@ class HostBackend : public RankBackend {
   std::vector<kernels::DenseRef> DenseRefs(int64_t layer) {
     return geo_.dense_refs(dense_.data(), layer, gi_->prefix_pages);
   }
-  const uint8_t* Records(RecordBuffer from) const { return from == RecordBuffer::kRecv ? recv_.data() : send_.data(); }
+  const uint8_t* Records(RecordBuffer from) const {
+    return from == RecordBuffer::kRecv ? recv_.data() : send_.data();
+  }
 
   uint8_t* PoolChunk(int pool, int64_t layer, int64_t slot) const {
     const kernels::PoolRef& p = pools_[static_cast<size_t>(pool)];
@@ -399,23 +419,26 @@ class HostBackend : public RankBackend {
     const SharedControl* c = seg_.control();
     const int32_t f = c->failed_rank.load(std::memory_order_acquire);
     if (f >= 0 && f != rank_)
-      throw ExecError("rank " + std::to_string(rank_) + ": stopping because rank " + std::to_string(f) +
-                      " failed: " + std::string(c->reason));
+      throw ExecError("rank " + std::to_string(rank_) + ": stopping because rank " +
+                      std::to_string(f) + " failed: " + std::string(c->reason));
   }
 
   // Rank-major all-gather of `bytes` from every rank through the exchange areas.
   void AllGatherRaw(const void* send, int64_t bytes, void* recv) {
-    KV_CHECK(bytes <= seg_.exchange_bytes(), "all-gather of " << bytes << " bytes exceeds the exchange area");
+    KV_CHECK(bytes <= seg_.exchange_bytes(),
+             "all-gather of " << bytes << " bytes exceeds the exchange area");
     std::memcpy(seg_.exchange(rank_), send, static_cast<size_t>(bytes));
     Barrier();
     for (int r = 0; r < geo_.ranks; ++r)
-      std::memcpy(static_cast<uint8_t*>(recv) + r * bytes, seg_.exchange(r), static_cast<size_t>(bytes));
+      std::memcpy(static_cast<uint8_t*>(recv) + r * bytes, seg_.exchange(r),
+                  static_cast<size_t>(bytes));
     Barrier();
   }
 
   // In-place all-reduce (sum of uint8, wrapping, as ncclUint8 + ncclSum).
   void AllReduceSumBytes(uint8_t* buf, int64_t bytes) {
-    KV_CHECK(bytes <= seg_.exchange_bytes(), "all-reduce of " << bytes << " bytes exceeds the exchange area");
+    KV_CHECK(bytes <= seg_.exchange_bytes(),
+             "all-reduce of " << bytes << " bytes exceeds the exchange area");
     std::memcpy(seg_.exchange(rank_), buf, static_cast<size_t>(bytes));
     Barrier();
     std::memset(buf, 0, static_cast<size_t>(bytes));
@@ -444,7 +467,8 @@ class HostBackend : public RankBackend {
 
 }  // namespace
 
-std::unique_ptr<RankBackend> MakeHostBackend(const ExecGeometry& geo, HostSegment& segment, int rank, double timeout_s) {
+std::unique_ptr<RankBackend> MakeHostBackend(const ExecGeometry& geo, HostSegment& segment,
+                                             int rank, double timeout_s) {
   return std::make_unique<HostBackend>(geo, segment, rank, timeout_s);
 }
 

@@ -35,11 +35,13 @@ class HostSegment {
   // Anonymous shared memory, created before forking the rank processes.
   static std::unique_ptr<HostSegment> CreateAnonymous(const ExecGeometry& geo);
   // A file on one node (--launch env): rank 0 creates it, the others wait for it (timeout_s).
-  static std::unique_ptr<HostSegment> OpenFile(const std::string& path, const ExecGeometry& geo, int rank,
-                                               double timeout_s);
+  static std::unique_ptr<HostSegment> OpenFile(const std::string& path, const ExecGeometry& geo,
+                                               int rank, double timeout_s);
 
   SharedControl* control() const { return reinterpret_cast<SharedControl*>(base_); }
-  uint8_t* pools(int rank) const { return base_ + pools_offset_ + static_cast<size_t>(rank) * rank_stride_; }
+  uint8_t* pools(int rank) const {
+    return base_ + pools_offset_ + static_cast<size_t>(rank) * rank_stride_;
+  }
   uint8_t* exchange(int rank) const { return pools(rank) + exchange_offset_; }
   int64_t exchange_bytes() const { return exchange_bytes_; }
   // Records the first failure (later ones are ignored). Safe from any process mapping it.
@@ -58,7 +60,7 @@ class HostSegment {
 };
 
 // REQUIRES: segment outlives the backend; geo.ranks <= kMaxHostRanks.
-std::unique_ptr<RankBackend> MakeHostBackend(const ExecGeometry& geo, HostSegment& segment, int rank,
-                                             double timeout_s);
+std::unique_ptr<RankBackend> MakeHostBackend(const ExecGeometry& geo, HostSegment& segment,
+                                             int rank, double timeout_s);
 
 }  // namespace kvlanes::exec

@@ -44,7 +44,8 @@ class FileRendezvous : public Rendezvous {
       : dir_(std::move(dir)), rank_(rank), ranks_(ranks), timeout_s_(timeout_s) {
     struct stat st {};
     if (stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      throw ExecError("rendezvous directory " + dir_ + " does not exist (create it, empty, before the run)");
+      throw ExecError("rendezvous directory " + dir_ +
+                      " does not exist (create it, empty, before the run)");
   }
 
   std::vector<std::string> AllGather(const std::string& mine) override {
@@ -79,9 +80,9 @@ class FileRendezvous : public Rendezvous {
         std::string who;
         for (int r = 0; r < ranks_; ++r)
           if (!have[static_cast<size_t>(r)]) who += (who.empty() ? "" : ", ") + std::to_string(r);
-        throw ExecError("rank " + std::to_string(rank_) + ": rendezvous round " + std::to_string(round) +
-                        " in " + dir_ + ": no answer from rank(s) " + who + " after " +
-                        std::to_string(timeout_s_) + " s");
+        throw ExecError("rank " + std::to_string(rank_) + ": rendezvous round " +
+                        std::to_string(round) + " in " + dir_ + ": no answer from rank(s) " + who +
+                        " after " + std::to_string(timeout_s_) + " s");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
@@ -100,13 +101,17 @@ class FileRendezvous : public Rendezvous {
 class TcpRendezvous : public Rendezvous {
  public:
   TcpRendezvous(const RendezvousSpec& spec, int rank, int ranks, double timeout_s)
-      : rank_(rank), ranks_(ranks), timeout_s_(timeout_s), where_(spec.host + ":" + std::to_string(spec.port)) {
+      : rank_(rank),
+        ranks_(ranks),
+        timeout_s_(timeout_s),
+        where_(spec.host + ":" + std::to_string(spec.port)) {
     const auto deadline = Deadline(timeout_s);
     addrinfo hints{};
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* res = nullptr;
-    if (getaddrinfo(spec.host.c_str(), std::to_string(spec.port).c_str(), &hints, &res) != 0 || !res)
+    if (getaddrinfo(spec.host.c_str(), std::to_string(spec.port).c_str(), &hints, &res) != 0 ||
+        !res)
       throw ExecError("rendezvous tcp:" + where_ + ": cannot resolve host '" + spec.host + "'");
     sockaddr_in addr{};
     std::memcpy(&addr, res->ai_addr, sizeof(addr));
@@ -115,18 +120,22 @@ class TcpRendezvous : public Rendezvous {
       listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
       const int one = 1;
       setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-      if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(listen_fd_, ranks_) != 0)
-        throw ExecError("rank 0: cannot listen on rendezvous tcp:" + where_ + ": " + std::strerror(errno));
+      if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+          listen(listen_fd_, ranks_) != 0)
+        throw ExecError("rank 0: cannot listen on rendezvous tcp:" + where_ + ": " +
+                        std::strerror(errno));
       peers_.assign(static_cast<size_t>(ranks_), -1);
       for (int accepted = 1; accepted < ranks_; ++accepted) {
         WaitFd(listen_fd_, POLLIN, deadline, "waiting for the other ranks to connect");
         const int fd = accept(listen_fd_, nullptr, nullptr);
-        if (fd < 0) throw ExecError("rank 0: accept on tcp:" + where_ + ": " + std::strerror(errno));
+        if (fd < 0)
+          throw ExecError("rank 0: accept on tcp:" + where_ + ": " + std::strerror(errno));
         uint64_t r = 0;
         RecvAll(fd, &r, sizeof(r), deadline);
         if (r == 0 || r >= static_cast<uint64_t>(ranks_) || peers_[r] != -1)
-          throw ExecError("rank 0: rendezvous tcp:" + where_ + ": a peer said it is rank " + std::to_string(r) +
-                          " (duplicate or out of range for " + std::to_string(ranks_) + " ranks)");
+          throw ExecError("rank 0: rendezvous tcp:" + where_ + ": a peer said it is rank " +
+                          std::to_string(r) + " (duplicate or out of range for " +
+                          std::to_string(ranks_) + " ranks)");
         peers_[r] = fd;
       }
     } else {
@@ -136,7 +145,8 @@ class TcpRendezvous : public Rendezvous {
         close(root_fd_);
         root_fd_ = -1;
         if (Clock::now() > deadline)
-          throw ExecError("rank " + std::to_string(rank_) + ": cannot connect to rendezvous tcp:" + where_ +
+          throw ExecError("rank " + std::to_string(rank_) +
+                          ": cannot connect to rendezvous tcp:" + where_ +
                           " (rank 0 not listening after " + std::to_string(timeout_s_) + " s)");
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
@@ -156,7 +166,8 @@ class TcpRendezvous : public Rendezvous {
     std::vector<std::string> all(static_cast<size_t>(ranks_));
     if (rank_ == 0) {
       all[0] = mine;
-      for (int r = 1; r < ranks_; ++r) all[static_cast<size_t>(r)] = RecvMsg(peers_[static_cast<size_t>(r)], deadline);
+      for (int r = 1; r < ranks_; ++r)
+        all[static_cast<size_t>(r)] = RecvMsg(peers_[static_cast<size_t>(r)], deadline);
       for (int r = 1; r < ranks_; ++r)
         for (const std::string& s : all) SendMsg(peers_[static_cast<size_t>(r)], s);
     } else {
@@ -169,10 +180,11 @@ class TcpRendezvous : public Rendezvous {
  private:
   void WaitFd(int fd, short events, Clock::time_point deadline, const char* what) const {
     while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0)
-        throw ExecError("rank " + std::to_string(rank_) + ": rendezvous tcp:" + where_ + ": timed out after " +
-                        std::to_string(timeout_s_) + " s " + what);
+        throw ExecError("rank " + std::to_string(rank_) + ": rendezvous tcp:" + where_ +
+                        ": timed out after " + std::to_string(timeout_s_) + " s " + what);
       pollfd p{fd, events, 0};
       const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
       if (n > 0) return;
@@ -186,7 +198,8 @@ class TcpRendezvous : public Rendezvous {
       const ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
       if (k < 0 && errno == EINTR) continue;
       if (k <= 0)
-        throw ExecError("rank " + std::to_string(rank_) + ": rendezvous tcp:" + where_ + ": send failed (peer gone?)");
+        throw ExecError("rank " + std::to_string(rank_) + ": rendezvous tcp:" + where_ +
+                        ": send failed (peer gone?)");
       p += k;
       n -= static_cast<size_t>(k);
     }
@@ -212,7 +225,8 @@ class TcpRendezvous : public Rendezvous {
   std::string RecvMsg(int fd, Clock::time_point deadline) const {
     uint64_t n = 0;
     RecvAll(fd, &n, sizeof(n), deadline);
-    if (n > (1ull << 32)) throw ExecError("rendezvous tcp:" + where_ + ": message of " + std::to_string(n) + " bytes");
+    if (n > (1ull << 32))
+      throw ExecError("rendezvous tcp:" + where_ + ": message of " + std::to_string(n) + " bytes");
     std::string s(n, '\0');
     RecvAll(fd, s.data(), n, deadline);
     return s;
@@ -244,28 +258,33 @@ RankEnv ParseRankEnv(const GetEnvFn& getenv) {
     const char* n = getenv(s.size);
     if (!r && !n) continue;
     if (!r || !n)
-      throw InputError("", 0, r ? s.size : s.rank,
-                       std::string("not set, but ") + (r ? s.rank : s.size) + " is (--launch env needs both)");
+      throw InputError(
+          "", 0, r ? s.size : s.rank,
+          std::string("not set, but ") + (r ? s.rank : s.size) + " is (--launch env needs both)");
     RankEnv e;
     e.rank = ParseNonNegative(s.rank, r);
     e.ranks = ParseNonNegative(s.size, n);
     if (e.ranks < 1) throw InputError("", 0, s.size, "must be at least 1");
     if (e.rank >= e.ranks)
-      throw InputError("", 0, s.rank, std::to_string(e.rank) + " is not below " + s.size + "=" + std::to_string(e.ranks));
+      throw InputError(
+          "", 0, s.rank,
+          std::to_string(e.rank) + " is not below " + s.size + "=" + std::to_string(e.ranks));
     if (const char* l = getenv(s.local)) e.local_rank = ParseNonNegative(s.local, l);
     e.source = std::string(s.rank) + "/" + s.size;
     return e;
   }
-  throw InputError("", 0, "--launch env",
-                   "no rank in the environment (set OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/SLURM_NTASKS or "
-                   "RANK/WORLD_SIZE, or use --launch local)");
+  throw InputError(
+      "", 0, "--launch env",
+      "no rank in the environment (set OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/SLURM_NTASKS or "
+      "RANK/WORLD_SIZE, or use --launch local)");
 }
 
 RendezvousSpec ParseRendezvous(std::string_view text) {
   RendezvousSpec s;
   s.text = std::string(text);
   auto fail = [&](const std::string& why) -> RendezvousSpec {
-    throw InputError("", 0, "--rendezvous", "'" + s.text + "': " + why + " (expected file:DIR or tcp:HOST:PORT)");
+    throw InputError("", 0, "--rendezvous",
+                     "'" + s.text + "': " + why + " (expected file:DIR or tcp:HOST:PORT)");
   };
   if (text.starts_with("file:")) {
     s.kind = RendezvousSpec::Kind::kFile;
@@ -280,7 +299,8 @@ RendezvousSpec ParseRendezvous(std::string_view text) {
     if (colon == std::string_view::npos || colon == 0) return fail("missing HOST:PORT");
     s.host = std::string(rest.substr(0, colon));
     const std::string port(rest.substr(colon + 1));
-    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    if (port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string::npos)
       return fail("port '" + port + "' is not a number");
     s.port = std::stoi(port);
     if (s.port < 1 || s.port > 65535) return fail("port out of range 1..65535");
@@ -294,12 +314,14 @@ RendezvousSpec DefaultRendezvous(const GetEnvFn& getenv) {
   const char* addr = getenv("MASTER_ADDR");
   const char* port = getenv("MASTER_PORT");
   if (addr && port) return ParseRendezvous(std::string("tcp:") + addr + ":" + port);
-  throw InputError("", 0, "--rendezvous",
-                   "--launch env needs a rendezvous: --rendezvous file:DIR|tcp:HOST:PORT, KVLANES_RENDEZVOUS, "
-                   "or MASTER_ADDR and MASTER_PORT");
+  throw InputError(
+      "", 0, "--rendezvous",
+      "--launch env needs a rendezvous: --rendezvous file:DIR|tcp:HOST:PORT, KVLANES_RENDEZVOUS, "
+      "or MASTER_ADDR and MASTER_PORT");
 }
 
-std::unique_ptr<Rendezvous> OpenRendezvous(const RendezvousSpec& spec, int rank, int ranks, double timeout_s) {
+std::unique_ptr<Rendezvous> OpenRendezvous(const RendezvousSpec& spec, int rank, int ranks,
+                                           double timeout_s) {
   if (spec.kind == RendezvousSpec::Kind::kFile)
     return std::make_unique<FileRendezvous>(spec.path, rank, ranks, timeout_s);
   return std::make_unique<TcpRendezvous>(spec, rank, ranks, timeout_s);

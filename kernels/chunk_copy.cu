@@ -264,14 +264,16 @@ cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream
   int sms = 0;
   int resident = 0;
   const KernelFn kernel = SelectKernel(vec, tuning.unroll, rows, p.align_windows);
-  if (cudaError_t e = ResidentCtas(reinterpret_cast<const void*>(kernel), tuning.threads_per_block, &sms, &resident);
+  if (cudaError_t e = ResidentCtas(reinterpret_cast<const void*>(kernel), tuning.threads_per_block,
+                                   &sms, &resident);
       e != cudaSuccess) {
     return e;
   }
   resident = std::max(resident, 1);
   uint64_t blocks_max =
       static_cast<uint64_t>(sms) * static_cast<uint64_t>(std::min(resident, tuning.ctas_per_sm));
-  if (tuning.max_ctas > 0) blocks_max = std::min<uint64_t>(blocks_max, static_cast<uint64_t>(tuning.max_ctas));
+  if (tuning.max_ctas > 0)
+    blocks_max = std::min<uint64_t>(blocks_max, static_cast<uint64_t>(tuning.max_ctas));
   const unsigned grid = static_cast<unsigned>(std::min(blocks_needed, blocks_max));
   const unsigned block = static_cast<unsigned>(tuning.threads_per_block);
   kernel<<<grid, block, 0, stream>>>(p);

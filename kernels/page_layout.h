@@ -88,7 +88,9 @@ inline constexpr NameTable<HostLayout, 3> kHostLayoutNames{
       {HostLayout::kPageFirstDirect, "page_first_direct"}}},
     "host layout"};
 inline std::string_view HostLayoutName(HostLayout layout) { return kHostLayoutNames.Name(layout); }
-inline std::optional<HostLayout> ParseHostLayout(std::string_view name) { return kHostLayoutNames.Find(name); }
+inline std::optional<HostLayout> ParseHostLayout(std::string_view name) {
+  return kHostLayoutNames.Find(name);
+}
 // "layer_first, page_first, page_first_direct": for error messages listing the valid names.
 inline std::string HostLayoutNames() { return kHostLayoutNames.List(); }
 

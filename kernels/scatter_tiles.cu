@@ -106,7 +106,8 @@ cudaError_t LaunchTiles(TilesKernelFn kernel, const TileParams& p, const LaunchT
                         cudaStream_t stream) {
   int sms = 0;
   int resident = 0;
-  if (cudaError_t e = ResidentCtas(reinterpret_cast<const void*>(kernel), tuning.threads_per_block, &sms, &resident);
+  if (cudaError_t e = ResidentCtas(reinterpret_cast<const void*>(kernel), tuning.threads_per_block,
+                                   &sms, &resident);
       e != cudaSuccess) {
     return e;
   }

@@ -44,7 +44,8 @@ struct TileParams {
   uint32_t tile_vecs = 0;
   uint32_t total_tiles = 0;
   bool write_zeros = true;  // false: ZeroFill::kNone, unowned pages are left alone
-  bool copy_owned = true;   // false: owned pages are left alone (the copy units or another launch copy them)
+  bool copy_owned =
+      true;  // false: owned pages are left alone (the copy units or another launch copy them)
   // With the owned-page list (kCopyUnits): copy units (one owned page's chunk of one layer and
   // pool, copied by a whole CTA) come before the tiles in the launch's work numbering.
   const int32_t* owned_pages = nullptr;
@@ -97,8 +98,8 @@ __device__ __forceinline__ Source Locate(const TileParams& p, const TileSegment&
   return src;
 }
 
-// kCopyUnits: copy unit `w` (one listed owned page's chunk of one layer and pool), by the whole CTA,
-// consecutive threads on consecutive vectors of the chunk on both sides.
+// kCopyUnits: copy unit `w` (one listed owned page's chunk of one layer and pool), by the whole
+// CTA, consecutive threads on consecutive vectors of the chunk on both sides.
 template <int kVec, int kUnroll, bool kStream>
 __device__ __forceinline__ void CopyUnit(const TileParams& p, uint32_t w, uint32_t tid) {
   using V = typename VecOf<kVec>::Type;
@@ -111,7 +112,8 @@ __device__ __forceinline__ void CopyUnit(const TileParams& p, uint32_t w, uint32
   const int64_t slot = p.owned_slots[i];
   const int64_t page = p.owned_pages[i];
   if (slot < 0 || slot >= s.pool_slots || page < 0 || page >= p.pages.divisor) __trap();
-  const V* src = reinterpret_cast<const V*>(s.pool + layer * s.pool_layer_stride + slot * s.chunk_bytes);
+  const V* src =
+      reinterpret_cast<const V*>(s.pool + layer * s.pool_layer_stride + slot * s.chunk_bytes);
   V* dst = reinterpret_cast<V*>(s.dense + layer * s.dense_row_stride + page * s.chunk_bytes);
   const uint32_t n = s.chunk_vecs.divisor;
   for (uint32_t base = 0; base < n; base += blockDim.x * kUnroll) {
@@ -145,7 +147,8 @@ __device__ __forceinline__ void PerVector(const TileParams& p, const TileSegment
     write[u] = false;
     if (x < end) {
       const Source src = Locate<kVec>(p, s, row, x);
-      if (src.slot >= 0 && p.copy_owned) tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
+      if (src.slot >= 0 && p.copy_owned)
+        tmp[u] = LoadVec<kStream>(reinterpret_cast<const V*>(src.at));
       write[u] = src.slot >= 0 ? p.copy_owned : p.write_zeros;
     }
   }
@@ -286,8 +289,8 @@ cudaError_t LaunchScatterTiles(const ScatterDenseArgs& a, const LaunchTuning& tu
   if (cudaError_t e = PlanScatterTiles(a, tuning, work, &p, &vec); e != cudaSuccess || vec == 0) {
     return e;
   }
-  return LaunchTiles(SelectTilesKernel<kSpans, kStream, kCopyUnits>(vec, tuning.unroll), p,
-                     tuning, stream);
+  return LaunchTiles(SelectTilesKernel<kSpans, kStream, kCopyUnits>(vec, tuning.unroll), p, tuning,
+                     stream);
 }
 
 // The product's scatter_dense (materialize.h): warp spans, streaming loads and stores, copy

@@ -120,7 +120,8 @@ cudaError_t TierCopyBatch(const TierCopyArgs& a, cudaStream_t stream) {
   cudaMemcpyAttributes attr{};
   attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
   size_t first = 0;
-  return cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr, &first, 1, stream);
+  return cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr, &first, 1,
+                              stream);
 }
 
 cudaError_t TierCopyMemcpy(const TierCopyArgs& a, cudaStream_t stream, MemcpyShape shape) {

@@ -24,7 +24,8 @@ constexpr int kT1 = 0, kT2 = 1;
 
 class ArcPolicy final : public QueuePolicy {
  public:
-  explicit ArcPolicy(const ReplayConfig& cfg) : QueuePolicy(cfg), capacity_(DeviceCapacityPages(cfg)) {
+  explicit ArcPolicy(const ReplayConfig& cfg)
+      : QueuePolicy(cfg), capacity_(DeviceCapacityPages(cfg)) {
     FixOrder(EvictionOrder::kLru);
   }
   std::string_view Name() const override { return "arc"; }
@@ -65,7 +66,8 @@ EvictionPlan ArcPolicy::Plan(const CacheView& view, const LaneDemand& demand, bo
   const RadixTree& tree = view.tree;
   Sync(tree);
   int64_t list_pages[2] = {0, 0};
-  for (NodeId id : tracked_.ids()) list_pages[List(tree.node(id))] += static_cast<int64_t>(tree.node(id).pages.size());
+  for (NodeId id : tracked_.ids())
+    list_pages[List(tree.node(id))] += static_cast<int64_t>(tree.node(id).pages.size());
 
   DemandTracker need(view, demand, PlanScope::kLanes);
   CascadeWalk walk(tree, Tier::kDevice, 2);

@@ -7,7 +7,9 @@
 namespace kvlanes {
 namespace {
 
-bool Resident(const Node& n, Tier tier) { return tier == Tier::kDevice ? n.on_device() : n.on_host(); }
+bool Resident(const Node& n, Tier tier) {
+  return tier == Tier::kDevice ? n.on_device() : n.on_host();
+}
 
 }  // namespace
 

@@ -33,7 +33,9 @@ EvictionPlan PlanCascadeEviction(const CacheView& view, const LaneDemand& demand
 class DemandTracker {
  public:
   DemandTracker(const CacheView& view, const LaneDemand& demand, PlanScope scope);
-  bool Done() const { return total_short_ == 0 && (scope_ == PlanScope::kScalar || lanes_short_ == 0); }
+  bool Done() const {
+    return total_short_ == 0 && (scope_ == PlanScope::kScalar || lanes_short_ == 0);
+  }
   // Evicting `n` frees pages the demand needs, or leads through the cascade to an unlocked
   // ancestor that holds some.
   bool Useful(const Node& n) const;

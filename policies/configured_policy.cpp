@@ -13,7 +13,8 @@ ConfiguredPolicy::ConfiguredPolicy(const ReplayConfig& cfg)
       backup_(kBackupChoiceNames.Parse(cfg.backup.schedule, "backup.schedule")) {
   KV_CHECK(placement_ != nullptr, "unknown placement " << cfg.cache.placement);
   if (gather_ == GatherChoice::kCost || backup_ == BackupChoice::kCost)
-    cost_ = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg, cfg.hardware.profile);
+    cost_ = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg,
+                                        cfg.hardware.profile);
 }
 
 double ConfiguredPolicy::PredictedServiceS(const GatherContext& ctx, GatherMethod gather,
@@ -26,7 +27,8 @@ void ConfiguredPolicy::FixPlacement(const char* rule) {
   KV_CHECK(placement_ != nullptr, "unknown placement " << rule);
 }
 
-void ConfiguredPolicy::PlaceExtent(const CacheView& view, int64_t, std::span<uint16_t> owners) const {
+void ConfiguredPolicy::PlaceExtent(const CacheView& view, int64_t,
+                                   std::span<uint16_t> owners) const {
   if (placement_->assign != nullptr) {
     placement_->assign(ranks_, owners);
     return;
@@ -43,11 +45,16 @@ bool ConfiguredPolicy::AdmitLoadBack(const CacheView&, int64_t) const { return t
 
 GatherMethod ConfiguredPolicy::ChooseGather(const CacheView&, const GatherContext& ctx) const {
   switch (gather_) {
-    case GatherChoice::kDense: return GatherMethod::kDense;
-    case GatherChoice::kPacked: return GatherMethod::kPacked;
-    case GatherChoice::kP2p: return GatherMethod::kP2p;
-    case GatherChoice::kZigzagGated: return ctx.proven_zigzag ? GatherMethod::kZigzag : GatherMethod::kPacked;
-    case GatherChoice::kCost: break;
+    case GatherChoice::kDense:
+      return GatherMethod::kDense;
+    case GatherChoice::kPacked:
+      return GatherMethod::kPacked;
+    case GatherChoice::kP2p:
+      return GatherMethod::kP2p;
+    case GatherChoice::kZigzagGated:
+      return ctx.proven_zigzag ? GatherMethod::kZigzag : GatherMethod::kPacked;
+    case GatherChoice::kCost:
+      break;
   }
   KV_CHECK(cost_, "gather.method 'cost' without a cost model");
   // Cheapest predicted service time; the backup schedule is the configured one, or the best
@@ -55,13 +62,17 @@ GatherMethod ConfiguredPolicy::ChooseGather(const CacheView&, const GatherContex
   GatherMethod best = GatherMethod::kPacked;
   double best_s = 0;
   bool first = true;
-  for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p}) {
+  for (GatherMethod m :
+       {GatherMethod::kZigzag, GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p}) {
     if (m == GatherMethod::kZigzag && !ctx.proven_zigzag) continue;
     double t;
     if (backup_ == BackupChoice::kCost) {
-      t = std::min(PredictedServiceS(ctx, m, BackupSchedule::kPerLayer), PredictedServiceS(ctx, m, BackupSchedule::kTail));
+      t = std::min(PredictedServiceS(ctx, m, BackupSchedule::kPerLayer),
+                   PredictedServiceS(ctx, m, BackupSchedule::kTail));
     } else {
-      t = PredictedServiceS(ctx, m, backup_ == BackupChoice::kTail ? BackupSchedule::kTail : BackupSchedule::kPerLayer);
+      t = PredictedServiceS(
+          ctx, m,
+          backup_ == BackupChoice::kTail ? BackupSchedule::kTail : BackupSchedule::kPerLayer);
     }
     if (first || t < best_s) {
       best = m;
@@ -72,11 +83,15 @@ GatherMethod ConfiguredPolicy::ChooseGather(const CacheView&, const GatherContex
   return best;
 }
 
-BackupSchedule ConfiguredPolicy::ChooseBackup(const CacheView&, const GatherContext& ctx, GatherMethod gather) const {
+BackupSchedule ConfiguredPolicy::ChooseBackup(const CacheView&, const GatherContext& ctx,
+                                              GatherMethod gather) const {
   switch (backup_) {
-    case BackupChoice::kTail: return BackupSchedule::kTail;
-    case BackupChoice::kPerLayer: return BackupSchedule::kPerLayer;
-    case BackupChoice::kCost: break;
+    case BackupChoice::kTail:
+      return BackupSchedule::kTail;
+    case BackupChoice::kPerLayer:
+      return BackupSchedule::kPerLayer;
+    case BackupChoice::kCost:
+      break;
   }
   KV_CHECK(cost_, "backup.schedule 'cost' without a cost model");
   const double per_layer = PredictedServiceS(ctx, gather, BackupSchedule::kPerLayer);

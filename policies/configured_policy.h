@@ -9,9 +9,9 @@
 
 #include <memory>
 
-#include "sim/predict/cost_model.h"
 #include "sim/cache/placement.h"
 #include "sim/cache/policy.h"
+#include "sim/predict/cost_model.h"
 
 namespace kvlanes {
 
@@ -21,7 +21,8 @@ class ConfiguredPolicy : public CachePolicy {
 
   EvictionOrder Order() const override { return order_; }
   const PlacementRule& Placement() const override { return *placement_; }
-  void PlaceExtent(const CacheView& view, int64_t first_page, std::span<uint16_t> owners) const override;
+  void PlaceExtent(const CacheView& view, int64_t first_page,
+                   std::span<uint16_t> owners) const override;
   bool AdmitHostWrite(const CacheView& view, NodeId id) const override;
   bool AdmitLoadBack(const CacheView& view, int64_t pages) const override;
   GatherMethod ChooseGather(const CacheView& view, const GatherContext& ctx) const override;
@@ -29,7 +30,8 @@ class ConfiguredPolicy : public CachePolicy {
                               GatherMethod gather) const override;
 
   // Predicted service time of a request decided with (gather, backup). REQUIRES: cost model.
-  double PredictedServiceS(const GatherContext& ctx, GatherMethod gather, BackupSchedule backup) const;
+  double PredictedServiceS(const GatherContext& ctx, GatherMethod gather,
+                           BackupSchedule backup) const;
 
  protected:
   // For policies named for an order or a placement: replaces the configured one.

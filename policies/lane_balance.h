@@ -1,6 +1,6 @@
-// The `lane-balance` placement rule (docs/reference_semantics.md, "Placement rules": policies may add their own): it
-// needs the ledger, so it lives with the policies rather than in sim/cache/placement.cpp, whose table
-// only names it (assign == nullptr).
+// The `lane-balance` placement rule (docs/reference_semantics.md, "Placement rules": policies may
+// add their own): it needs the ledger, so it lives with the policies rather than in
+// sim/cache/placement.cpp, whose table only names it (assign == nullptr).
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,8 @@ namespace kvlanes {
 
 const std::vector<PolicyInfo>& RegisteredPolicies() {
   static const std::vector<PolicyInfo> table = {
-      {"lanes", "owner-lane aware eviction per deficit lane, counting ancestors the cascade unlocks",
+      {"lanes",
+       "owner-lane aware eviction per deficit lane, counting ancestors the cascade unlocks",
        &MakeLanesPolicy},
       {"scalar", "baseline: rank-wide total capacity; lane shortfalls drop the request's pages",
        &MakeScalarPolicy},
@@ -16,18 +17,22 @@ const std::vector<PolicyInfo>& RegisteredPolicies() {
       {"fifo", "lanes planner, oldest node first (ignores cache.eviction)", &MakeFifoPolicy},
       {"slru", "lanes planner, segmented LRU: hit once before hit twice (ignores cache.eviction)",
        &MakeSlruPolicy},
-      {"oracle", "offline bound: evict the page used farthest in the future, bypass pages used later",
+      {"oracle",
+       "offline bound: evict the page used farthest in the future, bypass pages used later",
        &MakeOraclePolicy},
       {"admit-hits", "lanes + host writes only at hit count >= admission.host_write_min_hits",
        &MakeAdmitHitsPolicy},
-      {"admit-owner", "lanes + refuse a host write when its owner lane holds only locked or newer pages",
+      {"admit-owner",
+       "lanes + refuse a host write when its owner lane holds only locked or newer pages",
        &MakeAdmitOwnerPolicy},
-      {"lane-balance", "lanes + new pages to the lanes with most free pages (ignores cache.placement)",
+      {"lane-balance",
+       "lanes + new pages to the lanes with most free pages (ignores cache.placement)",
        &MakeLaneBalancePolicy},
       {"s3fifo", "S3-FIFO on nodes: small FIFO filter (10%), main FIFO with reinsertion, ghosts",
        &MakeS3FifoPolicy},
       {"sieve", "SIEVE on nodes: FIFO with visited bits and a sweeping hand", &MakeSievePolicy},
-      {"arc", "ARC on nodes: seen-once and reused LRU lists, ghost-tuned target split", &MakeArcPolicy},
+      {"arc", "ARC on nodes: seen-once and reused LRU lists, ghost-tuned target split",
+       &MakeArcPolicy},
       {"lru+tinylfu", "lru with TinyLFU admission (any NAME+tinylfu works)",
        [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("lru", c, t); }},
       {"s3fifo+tinylfu", "s3fifo with TinyLFU admission",
@@ -73,7 +78,8 @@ const PolicyInfo* FindInTable(std::string_view name) {
 std::string_view TinyLfuBase(std::string_view name) {
   if (name.size() <= kTinyLfuSuffix.size() || !name.ends_with(kTinyLfuSuffix)) return {};
   const std::string_view base = name.substr(0, name.size() - kTinyLfuSuffix.size());
-  if (base == "oracle" || base.find('+') != std::string_view::npos || FindInTable(base) == nullptr) return {};
+  if (base == "oracle" || base.find('+') != std::string_view::npos || FindInTable(base) == nullptr)
+    return {};
   return base;
 }
 
@@ -86,7 +92,8 @@ void CheckPolicyName(const std::string& name, const std::string& field) {
                        ", or NAME+tinylfu for NAME other than oracle)");
 }
 
-std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg, const Trace& trace) {
+std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg,
+                                        const Trace& trace) {
   if (const PolicyInfo* p = FindInTable(name)) return p->make(cfg, trace);
   CheckPolicyName(name);
   return MakeTinyLfuComposite(std::string(TinyLfuBase(name)), cfg, trace);

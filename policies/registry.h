@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/config.h"
 #include "sim/cache/policy.h"
+#include "sim/config.h"
 #include "traces/trace.h"
 
 namespace kvlanes {
@@ -28,7 +28,8 @@ const std::vector<PolicyInfo>& RegisteredPolicies();
 // composite nor `oracle` (the oracle decides its own admission); the table lists the
 // combinations that the conformance and golden tests pin.
 // Throws InputError("policy", ...) listing valid names when unknown.
-std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg,
+                                        const Trace& trace);
 // Throws InputError(field, ...) listing valid names when `name` is not registered.
 void CheckPolicyName(const std::string& name, const std::string& field = "policy");
 std::string PolicyNames();

@@ -52,9 +52,7 @@ class S3FifoPolicy final : public QueuePolicy {
   };
 
   void Sync(const RadixTree& tree) const;
-  Rec& Get(Draft& d, NodeId id) const {
-    return d.recs.try_emplace(id, recs_[id]).first->second;
-  }
+  Rec& Get(Draft& d, NodeId id) const { return d.recs.try_emplace(id, recs_[id]).first->second; }
 
   int64_t capacity_;
   mutable std::vector<Rec> recs_;  // per node id
@@ -72,7 +70,8 @@ void S3FifoPolicy::Sync(const RadixTree& tree) const {
   });
 }
 
-EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand, bool commit) const {
+EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand,
+                                bool commit) const {
   const RadixTree& tree = view.tree;
   Sync(tree);
   int64_t queue_pages[2] = {0, 0};

@@ -20,7 +20,9 @@ namespace {
 
 class SievePolicy final : public QueuePolicy {
  public:
-  explicit SievePolicy(const ReplayConfig& cfg) : QueuePolicy(cfg) { FixOrder(EvictionOrder::kFifo); }
+  explicit SievePolicy(const ReplayConfig& cfg) : QueuePolicy(cfg) {
+    FixOrder(EvictionOrder::kFifo);
+  }
   std::string_view Name() const override { return "sieve"; }
 
  protected:

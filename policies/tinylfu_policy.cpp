@@ -4,8 +4,9 @@
 // pages (keeping the page per receiving lane the engine reserves when it evicts) is cached;
 // any other page is cached only if its estimated frequency is at least that of the page it
 // would displace (ties admit: on the Mooncake synthetic trace, refusing ties froze stale pages
-// in the cache and measured lower), the victims of NAME's own plan for the extent taken whole node by whole node,
-// each from its last (least shared) page up. Pages after the first refused one are not cached.
+// in the cache and measured lower), the victims of NAME's own plan for the extent taken whole node
+// by whole node, each from its last (least shared) page up. Pages after the first refused one are
+// not cached.
 #include <algorithm>
 #include <string>
 
@@ -27,34 +28,41 @@ class TinyLfuComposite final : public CachePolicy {
       : name_(std::move(name)),
         base_(std::move(base)),
         preview_(dynamic_cast<const QueuePolicy*>(base_.get())),
-        sketch_(static_cast<uint64_t>(kSketchPerPage * std::max<int64_t>(1, DeviceCapacityPages(cfg))),
-                static_cast<uint64_t>(kSketchPerPage * std::max<int64_t>(1, DeviceCapacityPages(cfg)))) {}
+        sketch_(
+            static_cast<uint64_t>(kSketchPerPage * std::max<int64_t>(1, DeviceCapacityPages(cfg))),
+            static_cast<uint64_t>(kSketchPerPage *
+                                  std::max<int64_t>(1, DeviceCapacityPages(cfg)))) {}
 
   std::string_view Name() const override { return name_; }
   EvictionOrder Order() const override { return base_->Order(); }
   const PlacementRule& Placement() const override { return base_->Placement(); }
-  void PlaceExtent(const CacheView& view, int64_t first_page, std::span<uint16_t> owners) const override {
+  void PlaceExtent(const CacheView& view, int64_t first_page,
+                   std::span<uint16_t> owners) const override {
     base_->PlaceExtent(view, first_page, owners);
   }
   EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const override {
     return base_->PlanEviction(view, demand);
   }
   int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override;
-  bool AdmitHostWrite(const CacheView& view, NodeId id) const override { return base_->AdmitHostWrite(view, id); }
+  bool AdmitHostWrite(const CacheView& view, NodeId id) const override {
+    return base_->AdmitHostWrite(view, id);
+  }
   bool AdmitLoadBack(const CacheView& view, int64_t pages) const override {
     return base_->AdmitLoadBack(view, pages);
   }
   GatherMethod ChooseGather(const CacheView& view, const GatherContext& ctx) const override {
     return base_->ChooseGather(view, ctx);
   }
-  BackupSchedule ChooseBackup(const CacheView& view, const GatherContext& ctx, GatherMethod gather) const override {
+  BackupSchedule ChooseBackup(const CacheView& view, const GatherContext& ctx,
+                              GatherMethod gather) const override {
     return base_->ChooseBackup(view, ctx, gather);
   }
 
  private:
   // The base policy's device plan for `demand`, without committing a stateful policy's moves.
   EvictionPlan Preview(const CacheView& view, const LaneDemand& demand) const {
-    return preview_ != nullptr ? preview_->PreviewEviction(view, demand) : base_->PlanEviction(view, demand);
+    return preview_ != nullptr ? preview_->PreviewEviction(view, demand)
+                               : base_->PlanEviction(view, demand);
   }
   // Estimated frequencies of the pages the base policy would evict to cache the whole offer,
   // in the order they would be displaced.
@@ -87,8 +95,8 @@ std::vector<uint32_t> TinyLfuComposite::VictimFrequencies(const CacheView& view,
 
 int64_t TinyLfuComposite::AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const {
   for (const PageKey& k : offer.keys) sketch_.Add(k);
-  const int64_t keyed_new =
-      std::clamp<int64_t>(static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
+  const int64_t keyed_new = std::clamp<int64_t>(
+      static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
   // Room per lane without evicting, after the pages the request needs anyway and the page the
   // engine reserves on a receiving lane; one pooled room when the allocator places.
   const int lanes = view.ledger.lanes();

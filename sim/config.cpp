@@ -1,15 +1,15 @@
 #include "sim/config.h"
 
-#include <functional>
-#include <vector>
-#include <sstream>
-#include <string_view>
-
 #include <yaml-cpp/yaml.h>
 
+#include <functional>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "kernels/page_layout.h"
 #include "sim/cache/eviction_order.h"
 #include "sim/cache/placement.h"
-#include "kernels/page_layout.h"
 #include "traces/input_error.h"
 #include "traces/name_table.h"
 #include "traces/trace.h"
@@ -84,29 +84,30 @@ struct KeySpec {
   std::function<nlohmann::ordered_json(const ReplayConfig&)> get;
 };
 
-#define KV_INT_KEY(path, field, help_text)                                               \
-  KeySpec {                                                                             \
-    path, help_text,                                                                    \
+#define KV_INT_KEY(path, field, help_text)                                                   \
+  KeySpec {                                                                                  \
+    path, help_text,                                                                         \
         [](ReplayConfig& c, const YAML::Node& n, const Where& w) { c.field = AsInt(n, w); }, \
-        [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); }            \
+        [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); }                \
   }
 // A key whose valid values are the names of `table` (a NameTable).
-#define KV_NAMED_KEY(path, field, help_text, table)                                      \
-  KeySpec {                                                                             \
-    path, help_text,                                                                    \
-        [](ReplayConfig& c, const YAML::Node& n, const Where& w) {                       \
-          std::string v = AsString(n, w);                                               \
-          table.Parse(v, w.key, w.file, w.line);                                        \
-          c.field = v;                                                                  \
-        },                                                                              \
-        [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); }            \
+#define KV_NAMED_KEY(path, field, help_text, table)                           \
+  KeySpec {                                                                   \
+    path, help_text,                                                          \
+        [](ReplayConfig& c, const YAML::Node& n, const Where& w) {            \
+          std::string v = AsString(n, w);                                     \
+          table.Parse(v, w.key, w.file, w.line);                              \
+          c.field = v;                                                        \
+        },                                                                    \
+        [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); } \
   }
 
 const std::vector<KeySpec>& Keys() {
   static const std::vector<KeySpec> keys = {
-      KeySpec{"policy", "cache policy by name (kvlanes replay --help lists them)",
-              [](ReplayConfig& c, const YAML::Node& n, const Where& w) { c.policy = AsString(n, w); },
-              [](const ReplayConfig& c) { return nlohmann::ordered_json(c.policy); }},
+      KeySpec{
+          "policy", "cache policy by name (kvlanes replay --help lists them)",
+          [](ReplayConfig& c, const YAML::Node& n, const Where& w) { c.policy = AsString(n, w); },
+          [](const ReplayConfig& c) { return nlohmann::ordered_json(c.policy); }},
       KV_INT_KEY("cache.page_tokens", cache.page_tokens, "tokens per KV page"),
       KV_INT_KEY("cache.cp_size", cache.cp_size, "ranks in the context-parallel group (lanes)"),
       KV_INT_KEY("cache.device_pages_per_lane", cache.device_pages_per_lane,
@@ -114,7 +115,8 @@ const std::vector<KeySpec>& Keys() {
       KV_INT_KEY("cache.host_pages_per_lane", cache.host_pages_per_lane,
                  "host page slots per lane; 0 = no host tier"),
       KV_NAMED_KEY("cache.eviction", cache.eviction, "eviction order", kEvictionOrderNames),
-      KV_NAMED_KEY("cache.write_policy", cache.write_policy, "host write policy", kWritePolicyNames),
+      KV_NAMED_KEY("cache.write_policy", cache.write_policy, "host write policy",
+                   kWritePolicyNames),
       KeySpec{"cache.placement", "placement rule for new pages",
               [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
                 std::string v = AsString(n, w);
@@ -124,7 +126,8 @@ const std::vector<KeySpec>& Keys() {
               [](const ReplayConfig& c) { return nlohmann::ordered_json(c.cache.placement); }},
       KV_INT_KEY("cache.load_back_min_tokens", cache.load_back_min_tokens,
                  "host hits shorter than this many tokens are recomputed, not loaded back"),
-      KV_NAMED_KEY("cache.host_layout", cache.host_layout, "host pool layout", kernels::kHostLayoutNames),
+      KV_NAMED_KEY("cache.host_layout", cache.host_layout, "host pool layout",
+                   kernels::kHostLayoutNames),
       KeySpec{"trace.format", "trace format",
               [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
                 std::string v = AsString(n, w);
@@ -139,20 +142,24 @@ const std::vector<KeySpec>& Keys() {
       KV_INT_KEY("trace.block_tokens", trace.block_tokens,
                  "tokens per trace block id; 0 = the format's own (Mooncake 512)"),
       KV_INT_KEY("model.layers", model.layers, "transformer layers holding KV"),
-      KeySpec{"model.pools", "per-token state kinds: list of {name, bytes_per_token_layer}",
-              [](ReplayConfig& c, const YAML::Node& n, const Where& w) { c.model.pools = AsPools(n, w); },
-              [](const ReplayConfig& c) {
-                nlohmann::ordered_json a = nlohmann::ordered_json::array();
-                for (const auto& p : c.model.pools)
-                  a.push_back({{"name", p.name}, {"bytes_per_token_layer", p.bytes_per_token_layer}});
-                return a;
-              }},
+      KeySpec{
+          "model.pools", "per-token state kinds: list of {name, bytes_per_token_layer}",
+          [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
+            c.model.pools = AsPools(n, w);
+          },
+          [](const ReplayConfig& c) {
+            nlohmann::ordered_json a = nlohmann::ordered_json::array();
+            for (const auto& p : c.model.pools)
+              a.push_back({{"name", p.name}, {"bytes_per_token_layer", p.bytes_per_token_layer}});
+            return a;
+          }},
       KV_NAMED_KEY("gather.method", gather.method,
                    "prefix materialization: dense | packed | p2p | zigzag-gated (zigzag when a run "
                    "descriptor proves it, else packed) | cost (cheapest predicted)",
                    kGatherChoiceNames),
       KV_NAMED_KEY("backup.schedule", backup.schedule,
-                   "host backup schedule: per-layer | tail | cost (cheapest predicted)", kBackupChoiceNames),
+                   "host backup schedule: per-layer | tail | cost (cheapest predicted)",
+                   kBackupChoiceNames),
       KeySpec{"hardware.profile", "hardware profile YAML for predictions (\"\" = none)",
               [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
                 std::string v = n.IsNull() ? "" : AsString(n, w);
@@ -257,8 +264,9 @@ void ValidateConfig(const ReplayConfig& c) {
        "'cost' needs a hardware profile (hardware.profile)");
   if (c.trace.block_tokens > 0)
     need(c.trace.block_tokens % c.cache.page_tokens == 0, "cache.page_tokens",
-         "page size " + std::to_string(c.cache.page_tokens) + " does not divide the trace block of " +
-             std::to_string(c.trace.block_tokens) + " tokens");
+         "page size " + std::to_string(c.cache.page_tokens) +
+             " does not divide the trace block of " + std::to_string(c.trace.block_tokens) +
+             " tokens");
 }
 
 nlohmann::ordered_json ConfigToJson(const ReplayConfig& cfg) {

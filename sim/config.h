@@ -4,10 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "traces/name_table.h"
 
@@ -39,7 +38,9 @@ inline constexpr NameTable<GatherChoice, 5> kGatherChoiceNames{
 // backup.schedule: a fixed BackupSchedule or the cheapest predicted.
 enum class BackupChoice { kPerLayer, kTail, kCost };
 inline constexpr NameTable<BackupChoice, 3> kBackupChoiceNames{
-    {{{BackupChoice::kPerLayer, "per-layer"}, {BackupChoice::kTail, "tail"}, {BackupChoice::kCost, "cost"}}},
+    {{{BackupChoice::kPerLayer, "per-layer"},
+      {BackupChoice::kTail, "tail"},
+      {BackupChoice::kCost, "cost"}}},
     "backup schedule"};
 
 struct PoolSpec {
@@ -68,10 +69,11 @@ struct CacheConfig {
   int64_t device_pages_per_lane = 16384;
   int64_t host_pages_per_lane = 0;  // 0 = no host tier
   std::string eviction = "lru";     // lru | lfu | fifo | slru
-  std::string write_policy = "write_through";  // write_through | write_through_selective | write_back
-  std::string placement = "zigzag";            // see sim/cache/placement.h
-  int64_t load_back_min_tokens = 10;           // host hits shorter than this are recomputed
-  std::string host_layout = "layer_first";     // layer_first | page_first | page_first_direct
+  std::string write_policy =
+      "write_through";                      // write_through | write_through_selective | write_back
+  std::string placement = "zigzag";         // see sim/cache/placement.h
+  int64_t load_back_min_tokens = 10;        // host hits shorter than this are recomputed
+  std::string host_layout = "layer_first";  // layer_first | page_first | page_first_direct
 };
 
 struct TraceConfig {
@@ -93,7 +95,8 @@ struct HardwareConfig {
   std::string profile;
 };
 
-// Parameters of the admission policies (policies/admit_hits_policy.cpp); other policies ignore them.
+// Parameters of the admission policies (policies/admit_hits_policy.cpp); other policies ignore
+// them.
 struct AdmissionConfig {
   int64_t host_write_min_hits = 2;  // admit-hits: back a node up once its hit count reaches this
 };

@@ -1,12 +1,11 @@
 // Command-line parsing shared by the subcommands.
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <boost/program_options.hpp>
 
 #include "traces/input_error.h"
 
@@ -14,7 +13,8 @@ namespace kvlanes::cli {
 
 // Parses argv[1..] into vm (positional arguments per `pos`, may be null). On a usage error
 // prints it with a pointer to --help and returns false (the caller exits with 2).
-inline bool ParseArgs(int argc, const char* const* argv, const boost::program_options::options_description& desc,
+inline bool ParseArgs(int argc, const char* const* argv,
+                      const boost::program_options::options_description& desc,
                       const boost::program_options::positional_options_description* pos,
                       boost::program_options::variables_map& vm) {
   namespace po = boost::program_options;
@@ -38,7 +38,8 @@ inline std::vector<int> ParseDevices(const std::string& s) {
   std::string item;
   while (std::getline(ss, item, ',')) {
     if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
-      throw InputError("", 0, "--devices", "'" + s + "': expected a comma-separated list of GPU indices");
+      throw InputError("", 0, "--devices",
+                       "'" + s + "': expected a comma-separated list of GPU indices");
     d.push_back(std::stoi(item));
   }
   return d;

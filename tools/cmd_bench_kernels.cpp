@@ -14,8 +14,8 @@
 
 #include "kernels/bench/bench_kernels.h"
 #include "tools/commands.h"
-#include "traces/output_file.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 
 namespace kvlanes::cli {
 namespace {

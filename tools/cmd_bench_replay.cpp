@@ -4,19 +4,18 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-
-#include <boost/program_options.hpp>
 
 #include "policies/registry.h"
 #include "sim/engine/replay_engine.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "traces/output_file.h"
 #include "tools/replay_setup.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 
@@ -39,18 +38,19 @@ double Median(std::vector<double> v) {
 int CmdBenchReplay(int argc, const char* const* argv) {
   po::options_description desc("options");
   AddReplayOptions(desc);
-  desc.add_options()
-      ("repeat", po::value<int>()->default_value(5), "timed repetitions (median reported)")
-      ("json", po::value<std::string>(), "write the results as JSON")
-      ("help,h", "this help");
+  desc.add_options()("repeat", po::value<int>()->default_value(5),
+                     "timed repetitions (median reported)")(
+      "json", po::value<std::string>(), "write the results as JSON")("help,h", "this help");
   po::positional_options_description pos;
   pos.add("trace", -1);
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, &pos, vm)) return 2;
   if (vm.count("help")) {
-    std::cout << "usage: " << argv[0] << " --trace FILE [options]\n\n"
-              << "Times trace loading, the page-key build (the floor, same run) and the replay itself;\n"
-              << "prints requests/s, page operations/s and peak resident memory.\n\n" << desc;
+    std::cout
+        << "usage: " << argv[0] << " --trace FILE [options]\n\n"
+        << "Times trace loading, the page-key build (the floor, same run) and the replay itself;\n"
+        << "prints requests/s, page operations/s and peak resident memory.\n\n"
+        << desc;
     return 0;
   }
   try {
@@ -93,17 +93,21 @@ int CmdBenchReplay(int argc, const char* const* argv) {
     const double peak_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;
     const double n = static_cast<double>(trace.requests.size());
     const double scan = Median(scan_s), replay = Median(replay_s);
-    std::printf("kvlanes bench replay: %zu requests, policy %s, cp_size %lld, page_tokens %lld, %d reps\n",
-                trace.requests.size(), in.config.policy.c_str(),
-                static_cast<long long>(in.config.cache.cp_size), static_cast<long long>(P), repeat);
-    std::printf("%-22s %10s %14s %16s %12s\n", "stage", "seconds", "requests/s", "pages/s", "x key build");
+    std::printf(
+        "kvlanes bench replay: %zu requests, policy %s, cp_size %lld, page_tokens %lld, %d reps\n",
+        trace.requests.size(), in.config.policy.c_str(),
+        static_cast<long long>(in.config.cache.cp_size), static_cast<long long>(P), repeat);
+    std::printf("%-22s %10s %14s %16s %12s\n", "stage", "seconds", "requests/s", "pages/s",
+                "x key build");
     std::printf("%-22s %10.4f %14.0f %16s %12s\n", "trace load", load_s, n / load_s, "-", "-");
-    std::printf("%-22s %10.4f %14.0f %16.0f %12s\n", "key build (floor)", scan, n / scan, keys / scan, "1.0");
+    std::printf("%-22s %10.4f %14.0f %16.0f %12s\n", "key build (floor)", scan, n / scan,
+                keys / scan, "1.0");
     std::printf("%-22s %10.4f %14.0f %16.0f %12.1f\n", "replay (page ops)", replay, n / replay,
                 page_ops / replay, replay / scan);
-    std::printf("page ops %lld, page keys %lld, tree nodes at end %lld, peak resident memory %.1f MiB\n",
-                static_cast<long long>(page_ops), static_cast<long long>(keys),
-                static_cast<long long>(nodes), peak_mib);
+    std::printf(
+        "page ops %lld, page keys %lld, tree nodes at end %lld, peak resident memory %.1f MiB\n",
+        static_cast<long long>(page_ops), static_cast<long long>(keys),
+        static_cast<long long>(nodes), peak_mib);
     if (vm.count("json")) {
       nlohmann::ordered_json j;
       j["requests"] = trace.requests.size();

@@ -7,13 +7,13 @@
 #include <map>
 #include <sstream>
 
-#include "exec/exec_error.h"
 #include "exec/bench/sweep.h"
+#include "exec/exec_error.h"
 #include "sim/config.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "traces/output_file.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 
@@ -56,18 +56,23 @@ int CmdBenchSweep(int argc, const char* const* argv) {
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
-    std::cout << "usage: " << argv[0] << " --out M.json [--config C.yaml] [options]\n\n"
-              << "Times the executor's primitives on this machine's GPU (or host memory): tier copies of\n"
-              << "one pool (one layer and all layers, both directions) over page counts 1, 2, 4, ...,\n"
-              << "the host time of submitting copies, one layer of a packed gather (pack + unpack), and\n"
-              << "backups over a forward pass (per-layer and tail, beside a gather, as the executor runs them).\n"
-              << "Each sample is the median of --repeats runs on fresh random slots after warm-up.\n"
-              << "Feed the file to `kvlanes calibrate` (docs/calibration.md).\n"
-              << "With --ranks N (N > 1; one GPU per rank for NCCL) it measures instead, with every rank\n"
-              << "taking part, the NCCL all-gather and all-reduce of the gathers and CUDA IPC peer reads\n"
-              << "over the same page counts; calibrate those with --base set to the one-rank profile.\n"
-              << "The forward pass is synthetic and never measured.\n\n"
-              << desc;
+    std::cout
+        << "usage: " << argv[0] << " --out M.json [--config C.yaml] [options]\n\n"
+        << "Times the executor's primitives on this machine's GPU (or host memory): tier copies "
+           "of\n"
+        << "one pool (one layer and all layers, both directions) over page counts 1, 2, 4, ...,\n"
+        << "the host time of submitting copies, one layer of a packed gather (pack + unpack), and\n"
+        << "backups over a forward pass (per-layer and tail, beside a gather, as the executor runs "
+           "them).\n"
+        << "Each sample is the median of --repeats runs on fresh random slots after warm-up.\n"
+        << "Feed the file to `kvlanes calibrate` (docs/calibration.md).\n"
+        << "With --ranks N (N > 1; one GPU per rank for NCCL) it measures instead, with every "
+           "rank\n"
+        << "taking part, the NCCL all-gather and all-reduce of the gathers and CUDA IPC peer "
+           "reads\n"
+        << "over the same page counts; calibrate those with --base set to the one-rank profile.\n"
+        << "The forward pass is synthetic and never measured.\n\n"
+        << desc;
     return 0;
   }
   try {
@@ -85,23 +90,29 @@ int CmdBenchSweep(int argc, const char* const* argv) {
         o.elem_bytes.push_back(p.bytes_per_token_layer);
       }
       const auto l = kernels::ParseHostLayout(cfg.cache.host_layout);
-      if (!l) throw InputError(vm["config"].as<std::string>(), 0, "cache.host_layout", "expected one of " + kernels::HostLayoutNames());
+      if (!l)
+        throw InputError(vm["config"].as<std::string>(), 0, "cache.host_layout",
+                         "expected one of " + kernels::HostLayoutNames());
       o.host_layout = *l;
     }
     if (vm.count("host-layout")) {
       const auto l = kernels::ParseHostLayout(vm["host-layout"].as<std::string>());
-      if (!l) throw InputError("", 0, "--host-layout", "expected one of " + kernels::HostLayoutNames());
+      if (!l)
+        throw InputError("", 0, "--host-layout", "expected one of " + kernels::HostLayoutNames());
       o.host_layout = *l;
     }
     o.backend = vm["backend"].as<std::string>();
-    if (o.backend != "cuda" && o.backend != "host") throw InputError("", 0, "--backend", "expected cuda or host");
+    if (o.backend != "cuda" && o.backend != "host")
+      throw InputError("", 0, "--backend", "expected cuda or host");
     o.device = vm["device"].as<int>();
     o.ranks = vm["ranks"].as<int>();
     if (o.ranks < 1 || o.ranks > 64) throw InputError("", 0, "--ranks", "must be in 1..64");
     if (vm.count("devices")) {
       o.devices = ParseDevices(vm["devices"].as<std::string>());
       if (static_cast<int>(o.devices.size()) != o.ranks)
-        throw InputError("", 0, "--devices", std::to_string(o.devices.size()) + " GPUs for " + std::to_string(o.ranks) + " ranks");
+        throw InputError(
+            "", 0, "--devices",
+            std::to_string(o.devices.size()) + " GPUs for " + std::to_string(o.ranks) + " ranks");
     }
     const std::string tc = vm["tier-copy"].as<std::string>();
     exec::kTierCopyModeNames.Parse(tc, "--tier-copy");
@@ -127,7 +138,8 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     o.seed = vm["seed"].as<uint64_t>();
     o.backups = !vm["no-backups"].as<bool>();
     const std::string bg = vm["backup-gate"].as<std::string>();
-    if (bg != "on" && bg != "off") throw InputError("", 0, "--backup-gate", "expected on or off, got '" + bg + "'");
+    if (bg != "on" && bg != "off")
+      throw InputError("", 0, "--backup-gate", "expected on or off, got '" + bg + "'");
     o.backup_gate = bg == "on";
     o.slot_runs.clear();
     {
@@ -142,14 +154,17 @@ int CmdBenchSweep(int argc, const char* const* argv) {
           used = 0;
         }
         if (used != item.size() || v < 1 || v > o.max_pages)
-          throw InputError("", 0, "--slot-runs", "'" + item + "' is not a run length in 1.." + std::to_string(o.max_pages));
+          throw InputError(
+              "", 0, "--slot-runs",
+              "'" + item + "' is not a run length in 1.." + std::to_string(o.max_pages));
         o.slot_runs.push_back(v);
       }
       if (o.slot_runs.empty()) throw InputError("", 0, "--slot-runs", "empty list");
     }
     o.timeout_s = vm["timeout-s"].as<double>();
     const bool quiet = vm["quiet"].as<bool>();
-    if (!quiet) o.progress = [](const std::string& s) { std::fprintf(stderr, "sweep: %s\n", s.c_str()); };
+    if (!quiet)
+      o.progress = [](const std::string& s) { std::fprintf(stderr, "sweep: %s\n", s.c_str()); };
 
     const std::string out = vm["out"].as<std::string>();
     {  // refuse an unwritable output before timing anything

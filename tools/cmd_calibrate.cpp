@@ -12,8 +12,8 @@
 #include "sim/predict/hardware_profile.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "traces/output_file.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 
@@ -49,9 +49,13 @@ void ParseBackupFit(const std::string& list, CalibrateOptions& opt) {
   std::stringstream ss(list);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item == "per-layer") opt.fit_backup_per_layer = true;
-    else if (item == "tail") opt.fit_backup_tail = true;
-    else if (item != "none") throw InputError("", 0, "--backup-fit", "expected per-layer and/or tail, or none, got '" + item + "'");
+    if (item == "per-layer")
+      opt.fit_backup_per_layer = true;
+    else if (item == "tail")
+      opt.fit_backup_tail = true;
+    else if (item != "none")
+      throw InputError("", 0, "--backup-fit",
+                       "expected per-layer and/or tail, or none, got '" + item + "'");
   }
 }
 
@@ -63,7 +67,8 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
   if (vm.count("mode")) opt.mode = vm["mode"].as<std::string>();
   if (vm.count("backup-gather-pages")) {
     opt.backup_gather_pages = vm["backup-gather-pages"].as<int64_t>();
-    if (opt.backup_gather_pages < 0) throw InputError("", 0, "--backup-gather-pages", "must be >= 0");
+    if (opt.backup_gather_pages < 0)
+      throw InputError("", 0, "--backup-gather-pages", "must be >= 0");
   }
   ParseBackupFit(vm["backup-fit"].as<std::string>(), opt);
   if (vm.count("run-pages")) {
@@ -75,8 +80,7 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
   opt.bands.min_gain = vm["band-gain"].as<double>();
   opt.bands.floor_rms = vm["band-floor"].as<double>();
   if (opt.bands.max_bands < 1) throw InputError("", 0, "--max-bands", "must be >= 1");
-  if (opt.bands.min_sizes_per_band < 2)
-    throw InputError("", 0, "--min-band-sizes", "must be >= 2");
+  if (opt.bands.min_sizes_per_band < 2) throw InputError("", 0, "--min-band-sizes", "must be >= 2");
   if (!(opt.bands.min_gain > 0 && opt.bands.min_gain < 1))
     throw InputError("", 0, "--band-gain", "must be in (0, 1)");
   if (!(opt.bands.floor_rms >= 0)) throw InputError("", 0, "--band-floor", "must be >= 0");

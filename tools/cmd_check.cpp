@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "sim/compare/check_stats.h"
+#include "sim/compare/op_predictions.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
-#include "sim/compare/op_predictions.h"
 #include "sim/predict/plan.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "traces/output_file.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 
@@ -84,7 +84,8 @@ Plotter CheckPlotting(const std::string& out) {
   return p;
 }
 
-Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path, double compute_scale) {
+Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path,
+                            double compute_scale) {
   const PlanFile plan = ReadPlanFile(plan_path);
   ReplayConfig cfg = ConfigFromPlanHeader(plan.header, plan_path);
   if (profile_path.empty()) profile_path = cfg.hardware.profile;
@@ -110,18 +111,19 @@ CheckOptions CheckOptionsFrom(const po::variables_map& vm) {
   opt.allow_missing = vm["allow-missing"].as<bool>();
   opt.worst = vm["worst"].as<size_t>();
   for (const char* k : {"max-median", "max-p95", "max-total"})
-    if (!(vm[k].as<double>() >= 0))
-      throw InputError("", 0, std::string("--") + k, "must be >= 0");
+    if (!(vm[k].as<double>() >= 0)) throw InputError("", 0, std::string("--") + k, "must be >= 0");
   return opt;
 }
 
 // From --plan (predicted here, optionally written out) or from --predicted.
 Predictions LoadPredictions(const po::variables_map& vm, double compute_scale) {
   if (!vm.count("plan")) return ReadPredictions(vm["predicted"].as<std::string>());
-  Predictions pred = PredictFromPlan(vm["plan"].as<std::string>(),
-                                     vm.count("profile") ? vm["profile"].as<std::string>() : "", compute_scale);
+  Predictions pred =
+      PredictFromPlan(vm["plan"].as<std::string>(),
+                      vm.count("profile") ? vm["profile"].as<std::string>() : "", compute_scale);
   if (vm.count("write-predicted"))
-    WriteFileAtomically(vm["write-predicted"].as<std::string>(), PredictionsToJson(pred).dump(1) + "\n");
+    WriteFileAtomically(vm["write-predicted"].as<std::string>(),
+                        PredictionsToJson(pred).dump(1) + "\n");
   return pred;
 }
 
@@ -138,8 +140,8 @@ void DrawPlot(const po::variables_map& vm, const Plotter& plotter, const std::st
     data = tmpl;
     WriteFileAtomically(data, json);
   }
-  const int rc = std::system((ShellQuote(plotter.python) + " " + ShellQuote(plotter.script) +
-                              " " + ShellQuote(data) + " " + ShellQuote(out))
+  const int rc = std::system((ShellQuote(plotter.python) + " " + ShellQuote(plotter.script) + " " +
+                              ShellQuote(data) + " " + ShellQuote(out))
                                  .c_str());
   if (!vm.count("json")) std::remove(data.c_str());
   if (rc != 0)
@@ -193,8 +195,12 @@ int CmdCheck(int argc, const char* const* argv) {
     if (vm.count("predicted") == vm.count("plan"))
       throw InputError("", 0, "--predicted", "give either --predicted or --plan (exactly one)");
     if (!vm.count("measured")) throw InputError("", 0, "--measured", "a measured file is required");
-    if (vm.count("plan") == 0 && (vm.count("profile") || vm.count("write-predicted") || !vm["compute-scale"].defaulted()))
-      throw InputError("", 0, vm.count("profile") ? "--profile" : vm.count("write-predicted") ? "--write-predicted" : "--compute-scale",
+    if (vm.count("plan") == 0 &&
+        (vm.count("profile") || vm.count("write-predicted") || !vm["compute-scale"].defaulted()))
+      throw InputError("", 0,
+                       vm.count("profile")           ? "--profile"
+                       : vm.count("write-predicted") ? "--write-predicted"
+                                                     : "--compute-scale",
                        "only with --plan");
     const double compute_scale = vm["compute-scale"].as<double>();
     if (!(compute_scale >= 0)) throw InputError("", 0, "--compute-scale", "must be >= 0");

@@ -1,17 +1,16 @@
 // kvlanes compare: one trace through several policies (in parallel threads; results identical
 // to sequential runs), one table, and the reports as JSON (`runs`) and CSV.
+#include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
 #include <thread>
 
-#include <boost/program_options.hpp>
-
 #include "policies/registry.h"
 #include "tools/commands.h"
-#include "traces/output_file.h"
 #include "tools/replay_setup.h"
 #include "tools/run_grid.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 
@@ -20,13 +19,13 @@ namespace kvlanes::cli {
 int CmdCompare(int argc, const char* const* argv) {
   po::options_description desc("options");
   AddReplayOptions(desc);
-  desc.add_options()
-      ("policies", po::value<std::string>(), "policies to compare, comma-separated (e.g. lru,lfu,oracle)")
-      ("json", po::value<std::string>(), "write {context, runs: [one replay report per policy]} to this file")
-      ("csv", po::value<std::string>(), "write one CSV row per policy to this file")
-      ("jobs,j", po::value<int>(), "threads (default: hardware threads, at most one per policy)")
-      ("quiet,q", po::bool_switch(), "no progress, no table")
-      ("help,h", "this help");
+  desc.add_options()("policies", po::value<std::string>(),
+                     "policies to compare, comma-separated (e.g. lru,lfu,oracle)")(
+      "json", po::value<std::string>(),
+      "write {context, runs: [one replay report per policy]} to this file")(
+      "csv", po::value<std::string>(), "write one CSV row per policy to this file")(
+      "jobs,j", po::value<int>(), "threads (default: hardware threads, at most one per policy)")(
+      "quiet,q", po::bool_switch(), "no progress, no table")("help,h", "this help");
   po::positional_options_description pos;
   pos.add("trace", -1);
   po::variables_map vm;
@@ -38,21 +37,25 @@ int CmdCompare(int argc, const char* const* argv) {
     return 2;
   }
   if (vm.count("help")) {
-    std::cout << "usage: " << argv[0] << " --trace FILE [--config FILE] --policies a,b,c [options]\n\n"
-              << "Replays one trace through several policies with the same config and prints one\n"
-              << "table: token hit ratio by tier, evicted pages, lane deficit failures, uncached\n"
-              << "requests, load-back and host write volume. Policies run in parallel threads; every\n"
-              << "run is independent, so the results equal sequential runs. Column formulas:\n"
-              << "docs/policies.md.\n\n"
-              << desc << "\npolicies:\n" << PoliciesHelp() << "\nconfig keys (YAML or --set):\n"
-              << ConfigKeysHelp();
+    std::cout
+        << "usage: " << argv[0] << " --trace FILE [--config FILE] --policies a,b,c [options]\n\n"
+        << "Replays one trace through several policies with the same config and prints one\n"
+        << "table: token hit ratio by tier, evicted pages, lane deficit failures, uncached\n"
+        << "requests, load-back and host write volume. Policies run in parallel threads; every\n"
+        << "run is independent, so the results equal sequential runs. Column formulas:\n"
+        << "docs/policies.md.\n\n"
+        << desc << "\npolicies:\n"
+        << PoliciesHelp() << "\nconfig keys (YAML or --set):\n"
+        << ConfigKeysHelp();
     return 0;
   }
   try {
     if (vm.count("policy"))
       throw InputError("", 0, "--policy", "compare takes --policies a,b,c (comma-separated)");
-    if (!vm.count("policies")) throw InputError("", 0, "--policies", "required (e.g. --policies lru,lfu,oracle)");
-    const std::vector<std::string> names = SplitList(vm["policies"].as<std::string>(), "--policies");
+    if (!vm.count("policies"))
+      throw InputError("", 0, "--policies", "required (e.g. --policies lru,lfu,oracle)");
+    const std::vector<std::string> names =
+        SplitList(vm["policies"].as<std::string>(), "--policies");
     for (const auto& n : names) CheckPolicyName(n, "--policies");
     const ReplayInputs in = LoadReplayInputs(vm);
     std::vector<ReplayJob> jobs;
@@ -61,30 +64,35 @@ int CmdCompare(int argc, const char* const* argv) {
       cfg.policy = n;
       jobs.push_back(ReplayJob{n, cfg, &in.trace});
     }
-    const int threads = vm.count("jobs") ? vm["jobs"].as<int>() : static_cast<int>(std::thread::hardware_concurrency());
+    const int threads = vm.count("jobs") ? vm["jobs"].as<int>()
+                                         : static_cast<int>(std::thread::hardware_concurrency());
     if (threads < 1) throw InputError("", 0, "--jobs", "must be >= 1");
     const bool quiet = vm["quiet"].as<bool>();
     size_t done = 0;
-    const auto reports = RunReplayJobs(jobs, threads, [&](size_t i, const nlohmann::ordered_json& r) {
-      ++done;
-      if (!quiet)
-        std::fprintf(stderr, "compare: [%zu/%zu] %s done, token hit ratio %.4f\n", done, jobs.size(),
-                     jobs[i].policy.c_str(), r["token_hit_ratio"].get<double>());
-    });
+    const auto reports =
+        RunReplayJobs(jobs, threads, [&](size_t i, const nlohmann::ordered_json& r) {
+          ++done;
+          if (!quiet)
+            std::fprintf(stderr, "compare: [%zu/%zu] %s done, token hit ratio %.4f\n", done,
+                         jobs.size(), jobs[i].policy.c_str(), r["token_hit_ratio"].get<double>());
+        });
     nlohmann::ordered_json out;
     out["compare_version"] = 1;
-    out["context"] = {{"trace", in.trace.sources}, {"requests", in.trace.requests.size()},
+    out["context"] = {{"trace", in.trace.sources},
+                      {"requests", in.trace.requests.size()},
                       {"config", ConfigToJson(in.config)}};
     out["runs"] = nlohmann::ordered_json::array();
     for (const auto& r : reports) out["runs"].push_back(r);
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), out.dump(2) + "\n");
-    if (vm.count("csv")) WriteFileAtomically(vm["csv"].as<std::string>(), RunsToCsv(out["runs"], {}));
+    if (vm.count("csv"))
+      WriteFileAtomically(vm["csv"].as<std::string>(), RunsToCsv(out["runs"], {}));
     if (!quiet) {
-      std::printf("%zu requests, cp_size %lld, %lld device + %lld host pages per lane, page %lld tokens\n",
-                  in.trace.requests.size(), static_cast<long long>(in.config.cache.cp_size),
-                  static_cast<long long>(in.config.cache.device_pages_per_lane),
-                  static_cast<long long>(in.config.cache.host_pages_per_lane),
-                  static_cast<long long>(in.config.cache.page_tokens));
+      std::printf(
+          "%zu requests, cp_size %lld, %lld device + %lld host pages per lane, page %lld tokens\n",
+          in.trace.requests.size(), static_cast<long long>(in.config.cache.cp_size),
+          static_cast<long long>(in.config.cache.device_pages_per_lane),
+          static_cast<long long>(in.config.cache.host_pages_per_lane),
+          static_cast<long long>(in.config.cache.page_tokens));
       PrintRunsTable(out["runs"], {});
     }
     return 0;

@@ -1,12 +1,11 @@
 // kvlanes exec: repeats a plan's decisions on real memory (GPUs with NCCL, CUDA IPC and
 // host<->device copies, or host memory for CI), checks every byte and measures every operation.
 // docs/executor.md has the design; docs/README_executor_section.md the quick start.
+#include <boost/program_options.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
-
-#include <boost/program_options.hpp>
 
 #include "exec/exec_error.h"
 #include "exec/exec_run.h"
@@ -23,35 +22,47 @@ namespace kvlanes::cli {
 
 int CmdExec(int argc, const char* const* argv) {
   po::options_description desc("options");
-  desc.add_options()
-      ("plan", po::value<std::string>(), "plan file (JSON Lines, docs/plan.md); or give --trace to make it in memory")
-      ("out", po::value<std::string>(), "measured JSON (required; written by rank 0)")
-      ("backend", po::value<std::string>()->default_value("cuda"), "cuda | host (host memory, CPU reference copies)")
-      ("launch", po::value<std::string>()->default_value("local"),
-       "local: fork one process per rank here | env: this process is one rank of an external launcher")
-      ("rendezvous", po::value<std::string>(),
-       "--launch env: file:DIR (shared directory, fresh per run) or tcp:HOST:PORT (rank 0 listens)")
-      ("timeline", po::value<std::string>(), "write the measured schedule as Chrome trace events")
-      ("span-trace", po::value<std::string>(),
-       "write every timed span (each layer's load-back, gather and its phases, forward and backup copy, "
-       "write-backs, evictions) of every rank as Chrome trace events (Perfetto, chrome://tracing)")
-      ("max-requests", po::value<int64_t>()->default_value(-1), "execute only the plan's first N requests")
-      ("timeout-s", po::value<double>()->default_value(300), "longest any wait may take (collective, barrier, GPU)")
-      ("run-timeout-s", po::value<double>()->default_value(0), "--launch local: kill every rank after this (0 = never)")
-      ("warmup", po::value<int>()->default_value(2), "untimed rounds of every primitive before timing")
-      ("compute-scale", po::value<double>()->default_value(1.0),
-       "multiply the forward pass's modelled per-layer duration (0: measure data movement only)")
-      ("devices", po::value<std::string>(), "--launch local: GPU per rank, e.g. 0,1,2,3 (default: rank modulo GPUs)")
-      ("tier-copy", po::value<std::string>()->default_value("kernel"), "cuda tier copies: kernel (SM copy kernel) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)")
-      ("tier-max-ctas", po::value<int>(), "--tier-copy kernel: at most N CTAs per tier copy instead of the tuned cap (0: no cap); for experiments")
-      ("gate", po::value<std::string>()->default_value("off"),
-       "on: the device starts each request once the host has enqueued all of it (ops are device time, as "
-       "predicted) | off: work starts as it is enqueued (a short forward pass leaves the host behind)")
-      ("gate-timeout-s", po::value<double>()->default_value(1.0), "a request gate opens by itself after this")
-      ("fault", po::value<std::vector<std::string>>()->composing(),
-       "test hook: KIND:RANK:OPID with KIND corrupt|die|hang (repeatable)")
-      ("quiet,q", po::bool_switch(), "no console summary")
-      ("help,h", "this help");
+  desc.add_options()("plan", po::value<std::string>(),
+                     "plan file (JSON Lines, docs/plan.md); or give --trace to make it in memory")(
+      "out", po::value<std::string>(), "measured JSON (required; written by rank 0)")(
+      "backend", po::value<std::string>()->default_value("cuda"),
+      "cuda | host (host memory, CPU reference copies)")(
+      "launch", po::value<std::string>()->default_value("local"),
+      "local: fork one process per rank here | env: this process is one rank of an external "
+      "launcher")(
+      "rendezvous", po::value<std::string>(),
+      "--launch env: file:DIR (shared directory, fresh per run) or tcp:HOST:PORT (rank 0 listens)")(
+      "timeline", po::value<std::string>(), "write the measured schedule as Chrome trace events")(
+      "span-trace", po::value<std::string>(),
+      "write every timed span (each layer's load-back, gather and its phases, forward and backup "
+      "copy, "
+      "write-backs, evictions) of every rank as Chrome trace events (Perfetto, chrome://tracing)")(
+      "max-requests", po::value<int64_t>()->default_value(-1),
+      "execute only the plan's first N requests")(
+      "timeout-s", po::value<double>()->default_value(300),
+      "longest any wait may take (collective, barrier, GPU)")(
+      "run-timeout-s", po::value<double>()->default_value(0),
+      "--launch local: kill every rank after this (0 = never)")(
+      "warmup", po::value<int>()->default_value(2),
+      "untimed rounds of every primitive before timing")(
+      "compute-scale", po::value<double>()->default_value(1.0),
+      "multiply the forward pass's modelled per-layer duration (0: measure data movement only)")(
+      "devices", po::value<std::string>(),
+      "--launch local: GPU per rank, e.g. 0,1,2,3 (default: rank modulo GPUs)")(
+      "tier-copy", po::value<std::string>()->default_value("kernel"),
+      "cuda tier copies: kernel (SM copy kernel) | memcpy (cudaMemcpy2DAsync) | batch "
+      "(cudaMemcpyBatchAsync)")("tier-max-ctas", po::value<int>(),
+                                "--tier-copy kernel: at most N CTAs per tier copy instead of the "
+                                "tuned cap (0: no cap); for experiments")(
+      "gate", po::value<std::string>()->default_value("off"),
+      "on: the device starts each request once the host has enqueued all of it (ops are device "
+      "time, as "
+      "predicted) | off: work starts as it is enqueued (a short forward pass leaves the host "
+      "behind)")("gate-timeout-s", po::value<double>()->default_value(1.0),
+                 "a request gate opens by itself after this")(
+      "fault", po::value<std::vector<std::string>>()->composing(),
+      "test hook: KIND:RANK:OPID with KIND corrupt|die|hang (repeatable)")(
+      "quiet,q", po::bool_switch(), "no console summary")("help,h", "this help");
   AddReplayOptions(desc);
   po::variables_map vm;
   try {
@@ -62,11 +73,15 @@ int CmdExec(int argc, const char* const* argv) {
     return 2;
   }
   if (vm.count("help")) {
-    std::cout << "usage: " << argv[0] << " (--plan FILE | --trace FILE [replay options]) --out FILE [options]\n\n"
-              << "Repeats a replay's decisions on real hardware: device pools, pinned host pools, NCCL\n"
-              << "collectives, CUDA IPC peer reads, host<->device copies and a synthetic forward pass; checks\n"
-              << "every gathered and loaded byte against a deterministic page pattern; measures every op.\n\n"
-              << desc;
+    std::cout
+        << "usage: " << argv[0]
+        << " (--plan FILE | --trace FILE [replay options]) --out FILE [options]\n\n"
+        << "Repeats a replay's decisions on real hardware: device pools, pinned host pools, NCCL\n"
+        << "collectives, CUDA IPC peer reads, host<->device copies and a synthetic forward pass; "
+           "checks\n"
+        << "every gathered and loaded byte against a deterministic page pattern; measures every "
+           "op.\n\n"
+        << desc;
     return 0;
   }
   try {
@@ -81,9 +96,12 @@ int CmdExec(int argc, const char* const* argv) {
     o.out = vm["out"].as<std::string>();
     if (vm.count("timeline")) o.timeline = vm["timeline"].as<std::string>();
     if (vm.count("span-trace")) o.span_trace = vm["span-trace"].as<std::string>();
-    if (launch == "local") exec::CheckOutputPaths(o);  // before the plan is read or replayed (env: rank 0 checks)
+    if (launch == "local")
+      exec::CheckOutputPaths(o);  // before the plan is read or replayed (env: rank 0 checks)
     if (vm.count("rendezvous")) {
-      if (launch == "local") throw InputError("", 0, "--rendezvous", "only for --launch env (local runs make their own)");
+      if (launch == "local")
+        throw InputError("", 0, "--rendezvous",
+                         "only for --launch env (local runs make their own)");
       o.rendezvous = exec::ParseRendezvous(vm["rendezvous"].as<std::string>());
     }
     o.timeout_s = vm["timeout-s"].as<double>();
@@ -100,12 +118,15 @@ int CmdExec(int argc, const char* const* argv) {
       if (o.tier_max_ctas < 0) throw InputError("", 0, "--tier-max-ctas", "must be >= 0");
     }
     const std::string gate = vm["gate"].as<std::string>();
-    if (gate != "on" && gate != "off") throw InputError("", 0, "--gate", "expected on or off, got '" + gate + "'");
+    if (gate != "on" && gate != "off")
+      throw InputError("", 0, "--gate", "expected on or off, got '" + gate + "'");
     o.exec.gate = gate == "on";
     o.exec.gate_timeout_s = vm["gate-timeout-s"].as<double>();
-    if (!(o.exec.gate_timeout_s > 0)) throw InputError("", 0, "--gate-timeout-s", "must be positive");
+    if (!(o.exec.gate_timeout_s > 0))
+      throw InputError("", 0, "--gate-timeout-s", "must be positive");
     if (vm.count("fault"))
-      for (const auto& f : vm["fault"].as<std::vector<std::string>>()) o.exec.faults.push_back(exec::ParseFault(f));
+      for (const auto& f : vm["fault"].as<std::vector<std::string>>())
+        o.exec.faults.push_back(exec::ParseFault(f));
     o.quiet = vm["quiet"].as<bool>();
 
     PlanFile pf;
@@ -118,7 +139,9 @@ int CmdExec(int argc, const char* const* argv) {
       ReplayInputs in = LoadReplayInputs(vm);
       auto policy = MakePolicy(in.config.policy, in.config, in.trace);
       ReplaySinks sinks;
-      sinks.on_request = [&](const RequestPlan& p, const RequestCost*) { pf.requests.push_back(p); };
+      sinks.on_request = [&](const RequestPlan& p, const RequestCost*) {
+        pf.requests.push_back(p);
+      };
       RunReplay(in.config, *policy, in.trace, EngineOptions{}, {}, sinks);
       pf.header = PlanHeader(in.config);
       source = "(in memory, replayed from";
@@ -126,11 +149,13 @@ int CmdExec(int argc, const char* const* argv) {
       source += ")";
       if (profile.empty()) profile = in.config.hardware.profile;
     }
-    exec::ExecPlan plan = exec::MakeExecPlan(std::move(pf), source, profile, vm["max-requests"].as<int64_t>());
+    exec::ExecPlan plan =
+        exec::MakeExecPlan(std::move(pf), source, profile, vm["max-requests"].as<int64_t>());
     const double scale = vm["compute-scale"].as<double>();
     if (scale < 0) throw InputError("", 0, "--compute-scale", "must be >= 0");
     exec::ScaleCompute(plan, scale);
-    if (launch == "env") return exec::RunEnvRank(plan, o, [](const char* k) { return std::getenv(k); });
+    if (launch == "env")
+      return exec::RunEnvRank(plan, o, [](const char* k) { return std::getenv(k); });
     const exec::RunOutcome out = exec::RunLocal(plan, o);
     if (out.exit_code != 0) std::fprintf(stderr, "%s: %s\n", argv[0], out.message.c_str());
     return out.exit_code;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,14 +14,12 @@
 #include <thread>
 #include <tuple>
 
-#include <boost/program_options.hpp>
-
 #include "policies/registry.h"
 #include "tools/commands.h"
-#include "traces/output_file.h"
 #include "tools/replay_setup.h"
 #include "tools/run_grid.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 
 extern char** environ;
 
@@ -67,18 +66,21 @@ void Plot(const std::string& sweep_json, const std::string& plot) {
   argv.push_back(nullptr);
   pid_t pid = 0;
   if (posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
-    throw InputError(plot, 0, "--plot", "cannot start " + python + " (needed for plots; tools/setup.sh installs it)");
+    throw InputError(plot, 0, "--plot",
+                     "cannot start " + python + " (needed for plots; tools/setup.sh installs it)");
   int status = 0;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw InputError(plot, 0, "--plot", script + " failed (message above; it needs python3-matplotlib)");
+    throw InputError(plot, 0, "--plot",
+                     script + " failed (message above; it needs python3-matplotlib)");
 }
 
 // Writes the outputs shared by sweep and sweep merge.
 void WriteOutputs(const J& doc, const po::variables_map& vm, bool quiet) {
   const std::vector<std::string> keys = VaryKeys(doc["grid"]);
   if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), doc.dump(2) + "\n");
-  if (vm.count("csv")) WriteFileAtomically(vm["csv"].as<std::string>(), RunsToCsv(doc["runs"], keys));
+  if (vm.count("csv"))
+    WriteFileAtomically(vm["csv"].as<std::string>(), RunsToCsv(doc["runs"], keys));
   if (vm.count("plot")) {
     std::string src;
     std::string tmp;
@@ -104,14 +106,14 @@ void WriteOutputs(const J& doc, const po::variables_map& vm, bool quiet) {
 }
 
 void AddOutputOptions(po::options_description& desc) {
-  desc.add_options()
-      ("json", po::value<std::string>(), "write the grid and its runs (replay reports) as JSON")
-      ("csv", po::value<std::string>(), "write one CSV row per run")
-      ("plot", po::value<std::string>(), "draw token hit ratio against the capacity (or first --vary key), "
-                                         "one line per policy; format from the extension (.png, .pdf, .svg); "
-                                         "runs tools/plot_sweep.py with $KVLANES_PYTHON or /usr/bin/python3")
-      ("quiet,q", po::bool_switch(), "no progress, no table")
-      ("help,h", "this help");
+  desc.add_options()("json", po::value<std::string>(),
+                     "write the grid and its runs (replay reports) as JSON")(
+      "csv", po::value<std::string>(), "write one CSV row per run")(
+      "plot", po::value<std::string>(),
+      "draw token hit ratio against the capacity (or first --vary key), "
+      "one line per policy; format from the extension (.png, .pdf, .svg); "
+      "runs tools/plot_sweep.py with $KVLANES_PYTHON or /usr/bin/python3")(
+      "quiet,q", po::bool_switch(), "no progress, no table")("help,h", "this help");
 }
 
 bool Parse(int argc, const char* const* argv, const po::options_description& desc,
@@ -131,29 +133,35 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
 int CmdSweep(int argc, const char* const* argv) {
   po::options_description desc("options");
   AddReplayOptions(desc);
-  desc.add_options()
-      ("policies", po::value<std::string>(), "policies, comma-separated (default: the config's policy)")
-      ("vary", po::value<std::vector<std::string>>()->composing(),
-       "KEY=V1,V2,...: a config key and its values (repeatable; the grid is every combination)")
-      ("shard", po::value<std::string>(), "I/N: run only grid runs i with i mod N == I (0 <= I < N); "
-                                          "join the N JSON files with `kvlanes sweep merge`")
-      ("jobs,j", po::value<int>(), "threads (default: hardware threads)");
+  desc.add_options()("policies", po::value<std::string>(),
+                     "policies, comma-separated (default: the config's policy)")(
+      "vary", po::value<std::vector<std::string>>()->composing(),
+      "KEY=V1,V2,...: a config key and its values (repeatable; the grid is every combination)")(
+      "shard", po::value<std::string>(),
+      "I/N: run only grid runs i with i mod N == I (0 <= I < N); "
+      "join the N JSON files with `kvlanes sweep merge`")("jobs,j", po::value<int>(),
+                                                          "threads (default: hardware threads)");
   AddOutputOptions(desc);
   po::positional_options_description pos;
   pos.add("trace", -1);
   po::variables_map vm;
   if (!Parse(argc, argv, desc, pos, vm)) return 2;
   if (vm.count("help")) {
-    std::cout << "usage: " << argv[0] << " --trace FILE [--config FILE] --policies a,b \\\n"
-              << "         --vary cache.device_pages_per_lane=1000,4000,16000 [--vary KEY=LIST] [options]\n"
-              << "       kvlanes sweep merge SHARD.json... [--json F] [--csv F] [--plot F]\n\n"
-              << "Replays the trace for every policy and every combination of --vary values (run i is\n"
-              << "policy-major, the first --vary outermost), on parallel threads, with progress on\n"
-              << "stderr. Large grids: run shard I of N on each machine (--shard I/N --json part.I.json,\n"
-              << "e.g. from a Slurm job array or mpirun; recipe in docs/policies.md), then\n"
-              << "`kvlanes sweep merge part.*.json --json all.json` gives what one unsharded run gives.\n\n"
-              << desc << "\npolicies:\n" << PoliciesHelp() << "\nconfig keys (YAML, --set or --vary):\n"
-              << ConfigKeysHelp();
+    std::cout
+        << "usage: " << argv[0] << " --trace FILE [--config FILE] --policies a,b \\\n"
+        << "         --vary cache.device_pages_per_lane=1000,4000,16000 [--vary KEY=LIST] "
+           "[options]\n"
+        << "       kvlanes sweep merge SHARD.json... [--json F] [--csv F] [--plot F]\n\n"
+        << "Replays the trace for every policy and every combination of --vary values (run i is\n"
+        << "policy-major, the first --vary outermost), on parallel threads, with progress on\n"
+        << "stderr. Large grids: run shard I of N on each machine (--shard I/N --json "
+           "part.I.json,\n"
+        << "e.g. from a Slurm job array or mpirun; recipe in docs/policies.md), then\n"
+        << "`kvlanes sweep merge part.*.json --json all.json` gives what one unsharded run "
+           "gives.\n\n"
+        << desc << "\npolicies:\n"
+        << PoliciesHelp() << "\nconfig keys (YAML, --set or --vary):\n"
+        << ConfigKeysHelp();
     return 0;
   }
   try {
@@ -161,8 +169,8 @@ int CmdSweep(int argc, const char* const* argv) {
       throw InputError("", 0, "--policy", "sweep takes --policies a,b,c (comma-separated)");
     ReplayInputs in = LoadReplayInputs(vm);
     Grid grid;
-    grid.policies = SplitList(vm.count("policies") ? vm["policies"].as<std::string>() : in.config.policy,
-                              "--policies");
+    grid.policies = SplitList(
+        vm.count("policies") ? vm["policies"].as<std::string>() : in.config.policy, "--policies");
     for (const auto& p : grid.policies) CheckPolicyName(p, "--policies");
     if (vm.count("vary")) {
       for (const auto& v : vm["vary"].as<std::vector<std::string>>()) {
@@ -172,8 +180,10 @@ int CmdSweep(int argc, const char* const* argv) {
         grid.axes.push_back(std::move(a));
       }
     }
-    auto [shard, shards] = vm.count("shard") ? ParseShard(vm["shard"].as<std::string>()) : std::pair<size_t, size_t>{0, 1};
-    const int threads = vm.count("jobs") ? vm["jobs"].as<int>() : static_cast<int>(std::thread::hardware_concurrency());
+    auto [shard, shards] = vm.count("shard") ? ParseShard(vm["shard"].as<std::string>())
+                                             : std::pair<size_t, size_t>{0, 1};
+    const int threads = vm.count("jobs") ? vm["jobs"].as<int>()
+                                         : static_cast<int>(std::thread::hardware_concurrency());
     if (threads < 1) throw InputError("", 0, "--jobs", "must be >= 1");
 
     // Every run's config is built and validated before anything runs, so a bad value fails
@@ -182,12 +192,14 @@ int CmdSweep(int argc, const char* const* argv) {
     std::vector<size_t> mine;
     std::vector<ReplayJob> jobs;
     std::map<std::tuple<int64_t, int64_t, std::string>, Trace> traces;
-    traces.emplace(std::make_tuple(in.config.cache.page_tokens, in.config.trace.block_tokens, in.config.trace.format),
+    traces.emplace(std::make_tuple(in.config.cache.page_tokens, in.config.trace.block_tokens,
+                                   in.config.trace.format),
                    std::move(in.trace));
     for (size_t i = 0; i < grid.size(); ++i) {
       ReplayConfig cfg = GridRunConfig(in.config, grid, i);
       if (i % shards != shard) continue;
-      const auto key = std::make_tuple(cfg.cache.page_tokens, cfg.trace.block_tokens, cfg.trace.format);
+      const auto key =
+          std::make_tuple(cfg.cache.page_tokens, cfg.trace.block_tokens, cfg.trace.format);
       auto it = traces.find(key);
       if (it == traces.end()) it = traces.emplace(key, LoadTraceFor(cfg, vm)).first;
       mine.push_back(i);
@@ -196,8 +208,9 @@ int CmdSweep(int argc, const char* const* argv) {
     const bool quiet = vm["quiet"].as<bool>();
     if (!quiet)
       std::fprintf(stderr, "sweep: %zu runs%s on %d threads\n", jobs.size(),
-                   shards > 1 ? (" (shard " + std::to_string(shard) + "/" + std::to_string(shards) + " of a " +
-                                 std::to_string(grid.size()) + "-run grid)").c_str()
+                   shards > 1 ? (" (shard " + std::to_string(shard) + "/" + std::to_string(shards) +
+                                 " of a " + std::to_string(grid.size()) + "-run grid)")
+                                    .c_str()
                               : "",
                    std::min<int>(threads, static_cast<int>(std::max<size_t>(1, jobs.size()))));
     const auto start = std::chrono::steady_clock::now();
@@ -207,9 +220,10 @@ int CmdSweep(int argc, const char* const* argv) {
       if (quiet) return;
       std::string what = jobs[j].policy;
       for (const auto& [k, v] : grid.Run(mine[j]).second) what += " " + k + "=" + v;
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::fprintf(stderr, "sweep: [%zu/%zu] %s: token hit ratio %.4f (%.1f s elapsed)\n", done, jobs.size(),
-                   what.c_str(), r["token_hit_ratio"].get<double>(), s);
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "sweep: [%zu/%zu] %s: token hit ratio %.4f (%.1f s elapsed)\n", done,
+                   jobs.size(), what.c_str(), r["token_hit_ratio"].get<double>(), s);
     });
 
     J doc;
@@ -251,10 +265,11 @@ int CmdSweepMerge(int argc, const char* const* argv) {
   po::variables_map vm;
   if (!Parse(argc, argv, desc, pos, vm)) return 2;
   if (vm.count("help")) {
-    std::cout << "usage: " << argv[0] << " SHARD.json... [--json FILE] [--csv FILE] [--plot FILE]\n\n"
-              << "Joins the JSON files of all N shards of one sweep into what the unsharded sweep\n"
-              << "writes. Refuses files of different grids, a shard given twice and missing shards.\n\n"
-              << desc;
+    std::cout
+        << "usage: " << argv[0] << " SHARD.json... [--json FILE] [--csv FILE] [--plot FILE]\n\n"
+        << "Joins the JSON files of all N shards of one sweep into what the unsharded sweep\n"
+        << "writes. Refuses files of different grids, a shard given twice and missing shards.\n\n"
+        << desc;
     return 0;
   }
   try {

@@ -8,8 +8,8 @@ namespace kvlanes::cli {
 
 using CommandFn = int (*)(int argc, const char* const* argv);
 
-int CmdReplay(int argc, const char* const* argv);      // tools/cmd_replay.cpp
-int CmdTraceStats(int argc, const char* const* argv);  // tools/cmd_trace_stats.cpp
+int CmdReplay(int argc, const char* const* argv);        // tools/cmd_replay.cpp
+int CmdTraceStats(int argc, const char* const* argv);    // tools/cmd_trace_stats.cpp
 int CmdBenchKernels(int argc, const char* const* argv);  // tools/cmd_bench_kernels.cpp
 int CmdBenchReplay(int argc, const char* const* argv);   // tools/cmd_bench_replay.cpp
 int CmdCompare(int argc, const char* const* argv);       // tools/cmd_compare.cpp

@@ -18,18 +18,26 @@ struct Entry {
 };
 
 const Entry kCommands[] = {
-    {"replay", &kvlanes::cli::CmdReplay, "replay a request trace through a cache policy and report"},
+    {"replay", &kvlanes::cli::CmdReplay,
+     "replay a request trace through a cache policy and report"},
     {"compare", &kvlanes::cli::CmdCompare, "replay one trace through several policies, one table"},
     // "sweep merge" before "sweep": the first entry whose words match wins.
-    {"sweep merge", &kvlanes::cli::CmdSweepMerge, "join the shard outputs of one sweep (--shard I/N)"},
+    {"sweep merge", &kvlanes::cli::CmdSweepMerge,
+     "join the shard outputs of one sweep (--shard I/N)"},
     {"sweep", &kvlanes::cli::CmdSweep, "grid of replays over config values (capacity curves)"},
-    {"explain", &kvlanes::cli::CmdExplain, "one request's decisions, alternatives and predicted costs"},
-    {"exec", &kvlanes::cli::CmdExec, "GPU executor: perform a plan with NCCL, CUDA IPC and copies; verify, measure"},
+    {"explain", &kvlanes::cli::CmdExplain,
+     "one request's decisions, alternatives and predicted costs"},
+    {"exec", &kvlanes::cli::CmdExec,
+     "GPU executor: perform a plan with NCCL, CUDA IPC and copies; verify, measure"},
     {"calibrate", &kvlanes::cli::CmdCalibrate, "fit a hardware profile to benchmark measurements"},
-    {"check", &kvlanes::cli::CmdCheck, "compare predicted and measured costs per operation, request and replay"},
-    {"trace stats", &kvlanes::cli::CmdTraceStats, "summarize a trace: lengths, ids, ideal hit ratio"},
-    {"bench sweep", &kvlanes::cli::CmdBenchSweep, "GPU: measure every operation kind over a grid of sizes"},
-    {"bench replay", &kvlanes::cli::CmdBenchReplay, "replay speed: requests/s, page operations/s, peak memory"},
+    {"check", &kvlanes::cli::CmdCheck,
+     "compare predicted and measured costs per operation, request and replay"},
+    {"trace stats", &kvlanes::cli::CmdTraceStats,
+     "summarize a trace: lengths, ids, ideal hit ratio"},
+    {"bench sweep", &kvlanes::cli::CmdBenchSweep,
+     "GPU: measure every operation kind over a grid of sizes"},
+    {"bench replay", &kvlanes::cli::CmdBenchReplay,
+     "replay speed: requests/s, page operations/s, peak memory"},
     {"bench kernels", &kvlanes::cli::CmdBenchKernels,
      "GPU: bandwidth of the materialization and tier-copy kernels vs plain copies"},
 };
@@ -41,11 +49,12 @@ void Usage(FILE* to) {
                "(kvlanes help COMMAND, or kvlanes COMMAND --help, for its options and examples)\n"
                "       kvlanes --version\n\ncommands:\n");
   for (const Entry& e : kCommands) std::fprintf(to, "  %-15s %s\n", e.name, e.help);
-  std::fprintf(to,
-               "\nexamples:\n"
-               "  kvlanes replay --trace traces/mooncake_excerpt.jsonl --config config/default.yaml\n"
-               "  kvlanes compare --trace traces/mooncake_excerpt.jsonl --policies lru,lanes\n"
-               "  kvlanes help sweep\n");
+  std::fprintf(
+      to,
+      "\nexamples:\n"
+      "  kvlanes replay --trace traces/mooncake_excerpt.jsonl --config config/default.yaml\n"
+      "  kvlanes compare --trace traces/mooncake_excerpt.jsonl --policies lru,lanes\n"
+      "  kvlanes help sweep\n");
 }
 
 std::string FirstWord(const std::string& name) { return name.substr(0, name.find(' ')); }
@@ -127,8 +136,8 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "version")) {
-    std::printf("kvlanes %s (commit %s, %s build)\n", kvlanes::BuildVersion(), kvlanes::BuildCommit(),
-                kvlanes::BuildType());
+    std::printf("kvlanes %s (commit %s, %s build)\n", kvlanes::BuildVersion(),
+                kvlanes::BuildCommit(), kvlanes::BuildType());
     return 0;
   }
   if (!std::strcmp(argv[1], "help")) {  // kvlanes help CMD [SUB]: that command's --help

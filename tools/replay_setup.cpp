@@ -13,16 +13,17 @@ namespace po = boost::program_options;
 namespace kvlanes::cli {
 
 void AddReplayOptions(po::options_description& desc) {
-  desc.add_options()
-      ("trace", po::value<std::vector<std::string>>()->composing(),
-       "trace file or directory (repeatable; several are merged by arrival time)")
-      ("format", po::value<std::string>(), "trace format: auto|mooncake|kvtester|tokens (overrides trace.format)")
-      ("config", po::value<std::string>(), "YAML config file (see config/default.yaml)")
-      ("policy", po::value<std::string>(), "cache policy (overrides `policy:` in the config)")
-      ("profile", po::value<std::string>(), "hardware profile YAML for predictions (sets hardware.profile)")
-      ("set", po::value<std::vector<std::string>>()->composing(),
-       "override one config key: --set cache.cp_size=8 (repeatable)")
-      ("allow-unsorted", po::bool_switch(), "accept timestamps going backwards (stable-sorts them)");
+  desc.add_options()("trace", po::value<std::vector<std::string>>()->composing(),
+                     "trace file or directory (repeatable; several are merged by arrival time)")(
+      "format", po::value<std::string>(),
+      "trace format: auto|mooncake|kvtester|tokens (overrides trace.format)")(
+      "config", po::value<std::string>(), "YAML config file (see config/default.yaml)")(
+      "policy", po::value<std::string>(), "cache policy (overrides `policy:` in the config)")(
+      "profile", po::value<std::string>(),
+      "hardware profile YAML for predictions (sets hardware.profile)")(
+      "set", po::value<std::vector<std::string>>()->composing(),
+      "override one config key: --set cache.cp_size=8 (repeatable)")(
+      "allow-unsorted", po::bool_switch(), "accept timestamps going backwards (stable-sorts them)");
 }
 
 ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
@@ -30,7 +31,8 @@ ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
   if (vm.count("config")) LoadConfigFile(vm["config"].as<std::string>(), in.config);
   if (vm.count("policy")) in.config.policy = vm["policy"].as<std::string>();
   if (vm.count("profile")) in.config.hardware.profile = vm["profile"].as<std::string>();
-  if (vm.count("format")) ApplyConfigSetting("trace.format=" + vm["format"].as<std::string>(), in.config);
+  if (vm.count("format"))
+    ApplyConfigSetting("trace.format=" + vm["format"].as<std::string>(), in.config);
   if (vm.count("set"))
     for (const auto& s : vm["set"].as<std::vector<std::string>>()) ApplyConfigSetting(s, in.config);
   ValidateConfig(in.config);
@@ -47,7 +49,9 @@ Trace LoadTraceFor(const ReplayConfig& cfg, const po::variables_map& vm) {
   std::optional<TraceFormat> fmt;
   if (cfg.trace.format != "auto") fmt = ParseTraceFormat(cfg.trace.format);
   Trace trace = LoadTrace(vm["trace"].as<std::vector<std::string>>(), fmt, opt);
-  if (trace.requests.empty()) throw InputError(trace.sources.empty() ? "" : trace.sources[0], 0, "", "the trace holds no requests");
+  if (trace.requests.empty())
+    throw InputError(trace.sources.empty() ? "" : trace.sources[0], 0, "",
+                     "the trace holds no requests");
   return trace;
 }
 
@@ -60,14 +64,16 @@ void Progress::Update(size_t done) {
       std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1))
     return;
   if (tty_) {
-    std::fprintf(stderr, "\r%s: %zu/%zu requests (%zu%%)", what_.c_str(), done, total_, done * 100 / total_);
+    std::fprintf(stderr, "\r%s: %zu/%zu requests (%zu%%)", what_.c_str(), done, total_,
+                 done * 100 / total_);
     open_line_ = true;
     return;
   }
   const size_t decile = done * 10 / total_;
   if (decile > last_decile_) {
     last_decile_ = decile;
-    std::fprintf(stderr, "%s: %zu/%zu requests (%zu%%)\n", what_.c_str(), done, total_, decile * 10);
+    std::fprintf(stderr, "%s: %zu/%zu requests (%zu%%)\n", what_.c_str(), done, total_,
+                 decile * 10);
   }
 }
 

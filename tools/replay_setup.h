@@ -2,11 +2,10 @@
 // later): trace files and format, config file, policy, --set overrides.
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <string>
 #include <vector>
-
-#include <boost/program_options.hpp>
 
 #include "sim/config.h"
 #include "traces/trace.h"

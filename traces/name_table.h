@@ -82,9 +82,9 @@ std::string ValidNamesNote(std::string_view given, const Names& names) {
 // "unknown <what> 'x' (valid: a, b, c)" with the suggestion of ValidNamesNote. `where` is the
 // field or option at fault; `file`/`line` where the value came from ("" / 0 for a command line).
 template <typename Names>
-[[noreturn]] void ThrowUnknownName(std::string_view what, std::string_view given, const Names& names,
-                                   const std::string& where, const std::string& file = "",
-                                   int64_t line = 0) {
+[[noreturn]] void ThrowUnknownName(std::string_view what, std::string_view given,
+                                   const Names& names, const std::string& where,
+                                   const std::string& file = "", int64_t line = 0) {
   throw InputError(file, line, where,
                    "unknown " + std::string(what) + " '" + std::string(given) + "' " +
                        ValidNamesNote(given, names));

@@ -39,7 +39,8 @@ inline std::array<std::atomic<bool>, kMaxTemps> temp_used{};
 
 // The handlers that were installed before ours, restored before the signal is raised again so
 // that whoever handled it before (a shell's default, a test framework) still sees it.
-inline struct sigaction previous_int {}, previous_term {};
+inline struct sigaction previous_int {
+}, previous_term{};
 
 inline void RemoveTempsAndReraise(int sig) {
   for (int i = 0; i < kMaxTemps; ++i)
@@ -137,16 +138,22 @@ class OutputFile {
     if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
       if (S_ISDIR(st.st_mode)) throw InputError(path_, 0, "", "is a directory");
       fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);  // in place: a device, FIFO or socket
-      if (fd_ < 0) throw InputError(path_, 0, "", std::string("cannot open for writing: ") + std::strerror(errno));
+      if (fd_ < 0)
+        throw InputError(path_, 0, "",
+                         std::string("cannot open for writing: ") + std::strerror(errno));
       return;
     }
     tmp_ = path_ + ".tmp";
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw InputError(path_, 0, "", std::string("cannot open for writing: ") + std::strerror(errno));
+    if (fd_ < 0)
+      throw InputError(path_, 0, "",
+                       std::string("cannot open for writing: ") + std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd_);
       fd_ = -1;
-      throw InputError(path_, 0, "", "is being written by another run (" + tmp_ + " is locked); choose another output path");
+      throw InputError(
+          path_, 0, "",
+          "is being written by another run (" + tmp_ + " is locked); choose another output path");
     }
     // Locked by us: any content is a stale temp of a run that was killed. Start it afresh.
     if (::ftruncate(fd_, 0) != 0) {
@@ -179,7 +186,8 @@ class OutputFile {
   // Makes the file visible under its name (a temp file is renamed over the path).
   void Commit() {
     if (!tmp_.empty()) {
-      if (::fsync(fd_) != 0 && errno != EINVAL) throw InputError(path_, 0, "", "write failed (disk full?)");
+      if (::fsync(fd_) != 0 && errno != EINVAL)
+        throw InputError(path_, 0, "", "write failed (disk full?)");
       if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
         const std::string why = std::strerror(errno);
         Discard();
@@ -225,7 +233,8 @@ inline void WriteFileAtomically(const std::string& path, const std::string& cont
 // Commit(); destroyed without Commit() it is removed. "-" streams to standard output.
 class StreamingFile {
  public:
-  explicit StreamingFile(std::string path) : file_(std::move(path)), buf_(file_.fd()), out_(&buf_) {}
+  explicit StreamingFile(std::string path)
+      : file_(std::move(path)), buf_(file_.fd()), out_(&buf_) {}
   std::ostream& stream() { return out_; }
   void Commit() {
     out_.flush();

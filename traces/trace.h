@@ -15,11 +15,10 @@ namespace kvlanes {
 enum class TraceFormat { kMooncake, kKvTester, kTokens };
 
 // The names `--format`, `trace.format` and reports use.
-inline constexpr NameTable<TraceFormat, 3> kTraceFormatNames{
-    {{{TraceFormat::kMooncake, "mooncake"},
-      {TraceFormat::kKvTester, "kvtester"},
-      {TraceFormat::kTokens, "tokens"}}},
-    "trace format"};
+inline constexpr NameTable<TraceFormat, 3> kTraceFormatNames{{{{TraceFormat::kMooncake, "mooncake"},
+                                                               {TraceFormat::kKvTester, "kvtester"},
+                                                               {TraceFormat::kTokens, "tokens"}}},
+                                                             "trace format"};
 
 struct Request {
   int64_t arrival_ns = 0;     // since the trace's time origin; non-decreasing in a Trace

@@ -2,15 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <numeric>
 #include <random>
 #include <set>
-#include <cstring>
+#include <sstream>
 
 #include "exec/exec_error.h"
 #include "exec/exec_run.h"
@@ -68,9 +68,11 @@ nlohmann::ordered_json Stats(const char* kind, const std::vector<double>& t) {
   return x;
 }
 
-nlohmann::ordered_json GeometryJson(const ExecGeometry& g, const std::string& layout, const std::string& mode) {
-  return {{"page_tokens", g.page_tokens},   {"layers", g.layers},         {"pools", g.pool_names},
-          {"bytes_per_token_layer", g.elem_bytes}, {"device_slots", g.device_slots}, {"host_slots", g.host_slots},
+nlohmann::ordered_json GeometryJson(const ExecGeometry& g, const std::string& layout,
+                                    const std::string& mode) {
+  return {{"page_tokens", g.page_tokens},   {"layers", g.layers},
+          {"pools", g.pool_names},          {"bytes_per_token_layer", g.elem_bytes},
+          {"device_slots", g.device_slots}, {"host_slots", g.host_slots},
           {"host_layout", layout},          {"tier_copy", mode}};
 }
 
@@ -79,7 +81,8 @@ constexpr const char* kForwardNotMeasured =
 
 // The measurement file: the backend's context, what every sweep records (date, tool, backend,
 // warm-up, repeats), then `ctx`'s entries, and the samples.
-nlohmann::ordered_json MeasurementDocument(const RankBackend& b, const SweepOptions& o, nlohmann::ordered_json ctx,
+nlohmann::ordered_json MeasurementDocument(const RankBackend& b, const SweepOptions& o,
+                                           nlohmann::ordered_json ctx,
                                            nlohmann::ordered_json samples) {
   nlohmann::ordered_json c = b.Context();
   c["date"] = TodayUtc();
@@ -97,11 +100,13 @@ nlohmann::ordered_json MeasurementDocument(const RankBackend& b, const SweepOpti
 
 class Sweeper {
  public:
-  Sweeper(const SweepOptions& o, RankBackend& b) : o_(o), b_(b), geo_(SweepGeometry(o)), rng_(o.seed) {}
+  Sweeper(const SweepOptions& o, RankBackend& b)
+      : o_(o), b_(b), geo_(SweepGeometry(o)), rng_(o.seed) {}
 
   nlohmann::ordered_json Run() {
     b_.StartEpoch();
-    const std::string mode = o_.backend == "host" ? "memcpy" : (o_.tier_copy == "memcpy" ? "memcpy2d" : o_.tier_copy);
+    const std::string mode =
+        o_.backend == "host" ? "memcpy" : (o_.tier_copy == "memcpy" ? "memcpy2d" : o_.tier_copy);
     const std::string layout(kernels::HostLayoutName(geo_.host_layout));
     TierCopySamples(layout, mode);
     SubmitSamples(layout, mode);
@@ -111,7 +116,8 @@ class Sweeper {
     nlohmann::ordered_json ctx;
     ctx["geometry"] = GeometryJson(geo_, layout, mode);
     ctx["buffer_bytes"] = geo_.device_pool_bytes();
-    ctx["not_measured"] = {"collectives and peer reads: run the sweep with --ranks N", kForwardNotMeasured};
+    ctx["not_measured"] = {"collectives and peer reads: run the sweep with --ranks N",
+                           kForwardNotMeasured};
     return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
   }
 
@@ -119,22 +125,27 @@ class Sweeper {
   // Tier copies: one pool per call, as the executor issues them.
   void TierCopySamples(const std::string& layout, const std::string& mode) {
     const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
-    const std::vector<int64_t> all_counts = SweepPageCounts(std::min(o_.max_pages, o_.max_all_layer_pages));
+    const std::vector<int64_t> all_counts =
+        SweepPageCounts(std::min(o_.max_pages, o_.max_all_layer_pages));
     for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
       const bool h2d = dir == TierDirection::kHostToDevice;
       const Stream s = h2d ? Stream::kH2D : Stream::kD2H;
       for (const int64_t run : o_.slot_runs)  // the copy grid once per slot run length
         for (int k = 0; k < geo_.num_pools(); ++k)
           for (const bool all : {false, true}) {
-            Progress(std::string("host_copy ") + (h2d ? "h2d" : "d2h") + " pool " + geo_.pool_names[static_cast<size_t>(k)] +
-                     (all ? ", all layers" : ", one layer") + (run > 1 ? ", runs of " + std::to_string(run) + " pages" : ""));
+            Progress(std::string("host_copy ") + (h2d ? "h2d" : "d2h") + " pool " +
+                     geo_.pool_names[static_cast<size_t>(k)] +
+                     (all ? ", all layers" : ", one layer") +
+                     (run > 1 ? ", runs of " + std::to_string(run) + " pages" : ""));
             for (const int64_t n : all ? all_counts : counts) {
               const int64_t nl = all ? geo_.layers : 1;
               const std::vector<double> t = Time(s, [&] {
                 const auto [d, h] = run > 1 ? RunSlots(n, run) : Slots(n);
                 runs_ = Runs(d, h);
                 const int64_t l0 = all ? 0 : RandomLayer();
-                return [this, s, k, dir, d, h, l0, nl] { b_.TierCopy(s, k, dir, d, h, LayerRange{l0, l0 + nl}); };
+                return [this, s, k, dir, d, h, l0, nl] {
+                  b_.TierCopy(s, k, dir, d, h, LayerRange{l0, l0 + nl});
+                };
               });
               nlohmann::ordered_json x = Stats("host_copy", t);
               x["direction"] = h2d ? "h2d" : "d2h";
@@ -145,8 +156,9 @@ class Sweeper {
               x["layout"] = layout;
               x["mode"] = mode;
               x["run_pages"] = run;
-              x["label"] = "pool " + geo_.pool_names[static_cast<size_t>(k)] + ", " + std::to_string(n) + " pages, " +
-                           std::to_string(nl) + " layer(s)" + (run > 1 ? ", runs of " + std::to_string(run) : "");
+              x["label"] = "pool " + geo_.pool_names[static_cast<size_t>(k)] + ", " +
+                           std::to_string(n) + " pages, " + std::to_string(nl) + " layer(s)" +
+                           (run > 1 ? ", runs of " + std::to_string(run) : "");
               samples_.push_back(std::move(x));
             }
           }
@@ -165,8 +177,9 @@ class Sweeper {
           std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> sets;
           for (int i = 0; i < c; ++i) sets.push_back(Slots(std::min<int64_t>(8, o_.max_pages)));
           const auto t0 = Clock::now();
-          for (int i = 0; i < c; ++i) b_.TierCopy(s, i % geo_.num_pools(), dir, sets[static_cast<size_t>(i)].first,
-                                                  sets[static_cast<size_t>(i)].second, LayerRange{0, 1});
+          for (int i = 0; i < c; ++i)
+            b_.TierCopy(s, i % geo_.num_pools(), dir, sets[static_cast<size_t>(i)].first,
+                        sets[static_cast<size_t>(i)].second, LayerRange{0, 1});
           const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
           b_.Sync();
           b_.ReleaseMarks();
@@ -224,11 +237,12 @@ class Sweeper {
   // (SweepOptions::backup_gate false: as the host goes, as with --gate off).
   void BackupPassSamples(const std::string& layout, const std::string& mode) {
     std::set<int64_t> gathers;
-    for (const int64_t g : o_.backup_gather_pages) gathers.insert(std::min<int64_t>(g, o_.max_pages));
+    for (const int64_t g : o_.backup_gather_pages)
+      gathers.insert(std::min<int64_t>(g, o_.max_pages));
     for (const int64_t gp : gathers)
       for (const bool tail : {false, true}) {
-        Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") + ", gather of " +
-                 std::to_string(gp) + " pages beside it");
+        Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") +
+                 ", gather of " + std::to_string(gp) + " pages beside it");
         for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
           BackupSamples(n, gp, tail, layout, mode);
       }
@@ -246,7 +260,9 @@ class Sweeper {
     return r;
   }
 
-  int64_t RandomLayer() { return static_cast<int64_t>(rng_() % static_cast<uint64_t>(geo_.layers)); }
+  int64_t RandomLayer() {
+    return static_cast<int64_t>(rng_() % static_cast<uint64_t>(geo_.layers));
+  }
 
   // n distinct random device slots and n distinct random host slots.
   std::pair<std::vector<int32_t>, std::vector<int32_t>> Slots(int64_t n) {
@@ -256,7 +272,8 @@ class Sweeper {
 
   // One `backup` sample per pool: n pages in runs of kBackupRunPages, `gather_pages` gathered per
   // layer beside the forward pass (0: none).
-  void BackupSamples(int64_t n, int64_t gather_pages, bool tail, const std::string& layout, const std::string& mode) {
+  void BackupSamples(int64_t n, int64_t gather_pages, bool tail, const std::string& layout,
+                     const std::string& mode) {
     const int pools = geo_.num_pools();
     std::vector<std::vector<double>> t(static_cast<size_t>(pools));
     const int64_t L = geo_.layers;
@@ -272,7 +289,8 @@ class Sweeper {
       std::iota(g.unpack_index.begin(), g.unpack_index.end(), 0);
       if (gather_pages > 0) b_.PrepareGather(g);
       std::vector<PageWrite> writes;
-      for (size_t i = 0; i < d.size(); ++i) writes.push_back(PageWrite{d[i], PageTag{1, 0, static_cast<int64_t>(i)}});
+      for (size_t i = 0; i < d.size(); ++i)
+        writes.push_back(PageWrite{d[i], PageTag{1, 0, static_cast<int64_t>(i)}});
       if (o_.backup_gate) b_.HoldStreams(1.0);
       std::vector<std::vector<std::pair<int, int>>> spans(static_cast<size_t>(pools));
       int fwd = -1;
@@ -284,7 +302,8 @@ class Sweeper {
           ready = b_.Mark(Stream::kComm);
           b_.Wait(Stream::kCompute, ready);
         }
-        b_.ForwardLayer(Stream::kCompute, l, writes, kBackupForwardS);  // writes the pages backed up, as the executor
+        b_.ForwardLayer(Stream::kCompute, l, writes,
+                        kBackupForwardS);  // writes the pages backed up, as the executor
         fwd = b_.Mark(Stream::kCompute);
         if (!tail) {
           b_.Wait(Stream::kD2H, fwd);
@@ -307,7 +326,8 @@ class Sweeper {
       b_.Sync();
       for (int k = 0; k < pools; ++k) {
         double sum = 0;
-        for (const auto& [a, e] : spans[static_cast<size_t>(k)]) sum += b_.MarkSeconds(e) - b_.MarkSeconds(a);
+        for (const auto& [a, e] : spans[static_cast<size_t>(k)])
+          sum += b_.MarkSeconds(e) - b_.MarkSeconds(a);
         if (rep >= 0) t[static_cast<size_t>(k)].push_back(std::max(sum, 1e-9));
       }
       b_.ReleaseMarks();
@@ -327,9 +347,11 @@ class Sweeper {
       x["gate"] = o_.backup_gate;
       x["layout"] = layout;
       x["mode"] = mode;
-      x["label"] = std::string(tail ? "tail" : "per-layer") + " backup of " + std::to_string(n) + " pages (" +
-                   std::to_string(runs) + " runs), pool " + geo_.pool_names[static_cast<size_t>(k)] + ", beside a forward pass" +
-                   (gather_pages > 0 ? " and a " + std::to_string(gather_pages) + "-page gather" : "");
+      x["label"] =
+          std::string(tail ? "tail" : "per-layer") + " backup of " + std::to_string(n) +
+          " pages (" + std::to_string(runs) + " runs), pool " +
+          geo_.pool_names[static_cast<size_t>(k)] + ", beside a forward pass" +
+          (gather_pages > 0 ? " and a " + std::to_string(gather_pages) + "-page gather" : "");
       samples_.push_back(std::move(x));
     }
   }
@@ -340,11 +362,13 @@ class Sweeper {
     const int64_t runs = (n + run - 1) / run;
     auto side = [&](int64_t slots) {
       const int64_t blocks = slots / run;
-      if (blocks < runs) throw ExecError("sweep: " + std::to_string(runs) + " runs of " + std::to_string(run) +
-                                         " pages do not fit a pool of " + std::to_string(slots) + " slots");
+      if (blocks < runs)
+        throw ExecError("sweep: " + std::to_string(runs) + " runs of " + std::to_string(run) +
+                        " pages do not fit a pool of " + std::to_string(slots) + " slots");
       std::vector<int32_t> v;
       for (const int32_t b : RandomSlots(rng_, blocks, runs))
-        for (int64_t i = 0; i < run && static_cast<int64_t>(v.size()) < n; ++i) v.push_back(static_cast<int32_t>(b * run + i));
+        for (int64_t i = 0; i < run && static_cast<int64_t>(v.size()) < n; ++i)
+          v.push_back(static_cast<int32_t>(b * run + i));
       return v;
     };
     std::vector<int32_t> d = side(geo_.device_slots);
@@ -393,7 +417,8 @@ class Sweeper {
 // those. Only rank 0's document is kept.
 class CollectiveSweeper {
  public:
-  CollectiveSweeper(const SweepOptions& o, RankBackend& b) : o_(o), b_(b), geo_(SweepGeometry(o)), rng_(o.seed + static_cast<uint64_t>(b.rank())) {}
+  CollectiveSweeper(const SweepOptions& o, RankBackend& b)
+      : o_(o), b_(b), geo_(SweepGeometry(o)), rng_(o.seed + static_cast<uint64_t>(b.rank())) {}
 
   nlohmann::ordered_json Run() {
     b_.StartEpoch();
@@ -403,14 +428,18 @@ class CollectiveSweeper {
     Progress("all_gather, " + std::to_string(N) + " ranks");
     for (const int64_t n : counts) {
       const int64_t shard = (n + N - 1) / N;
-      const std::vector<double> t = Time([&] { return [this, shard, record] { b_.AllGather(Stream::kComm, shard * record); }; });
-      Add(Stats("all_gather", t), N * shard * record, "all-gather of " + std::to_string(n) + " pages, one layer, all pools (" +
-                                                           std::to_string(shard) + " per rank)");
+      const std::vector<double> t = Time(
+          [&] { return [this, shard, record] { b_.AllGather(Stream::kComm, shard * record); }; });
+      Add(Stats("all_gather", t), N * shard * record,
+          "all-gather of " + std::to_string(n) + " pages, one layer, all pools (" +
+              std::to_string(shard) + " per rank)");
     }
     Progress("all_reduce, " + std::to_string(N) + " ranks");
     for (const int64_t n : counts) {
-      const std::vector<double> t = Time([&] { return [this, n, record] { b_.AllReduce(Stream::kComm, 0, n * record); }; });
-      Add(Stats("all_reduce", t), n * record, "all-reduce of " + std::to_string(n) + " pages, one layer, all pools");
+      const std::vector<double> t =
+          Time([&] { return [this, n, record] { b_.AllReduce(Stream::kComm, 0, n * record); }; });
+      Add(Stats("all_reduce", t), n * record,
+          "all-reduce of " + std::to_string(n) + " pages, one layer, all pools");
     }
     Progress("peer_read, " + std::to_string(N) + " ranks");
     for (const int64_t n : counts) {
@@ -423,7 +452,8 @@ class CollectiveSweeper {
         g.prefix_pages = n;
         g.tags.assign(static_cast<size_t>(n), PageTag{});
         g.src_slot = RandomSlots(rng_, geo_.device_slots, n);
-        for (int64_t i = 0; i < n; ++i) g.src_rank.push_back(static_cast<int32_t>((b_.rank() + 1 + i % (N - 1)) % N));
+        for (int64_t i = 0; i < n; ++i)
+          g.src_rank.push_back(static_cast<int32_t>((b_.rank() + 1 + i % (N - 1)) % N));
         peers = std::min<int64_t>(n, N - 1);
         auto keep = std::make_shared<GatherIndex>(std::move(g));
         b_.PrepareGather(*keep);
@@ -432,14 +462,20 @@ class CollectiveSweeper {
       });
       nlohmann::ordered_json x = Stats("peer_read", t);
       x["peers"] = peers;
-      Add(std::move(x), n * record, "peer reads of " + std::to_string(n) + " pages, one layer, all pools");
+      Add(std::move(x), n * record,
+          "peer reads of " + std::to_string(n) + " pages, one layer, all pools");
     }
 
     nlohmann::ordered_json ctx;
     ctx["ranks"] = N;
-    ctx["geometry"] = GeometryJson(geo_, std::string(kernels::HostLayoutName(geo_.host_layout)), "none");
-    ctx["timing"] = "per repeat the smallest rank span (after a barrier and a gate kernel), median over repeats";
-    ctx["not_measured"] = {"tier copies, device copies, copy submission: run the sweep with --ranks 1", kForwardNotMeasured};
+    ctx["geometry"] =
+        GeometryJson(geo_, std::string(kernels::HostLayoutName(geo_.host_layout)), "none");
+    ctx["timing"] =
+        "per repeat the smallest rank span (after a barrier and a gate kernel), median over "
+        "repeats";
+    ctx["not_measured"] = {
+        "tier copies, device copies, copy submission: run the sweep with --ranks 1",
+        kForwardNotMeasured};
     return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
   }
 
@@ -477,7 +513,8 @@ class CollectiveSweeper {
     for (size_t i = 0; i < t.size(); ++i) {
       double best = mine[i];
       for (const std::string& a : all) {
-        if (a.size() != bytes.size()) throw ExecError("sweep: ranks timed different numbers of repeats");
+        if (a.size() != bytes.size())
+          throw ExecError("sweep: ranks timed different numbers of repeats");
         double v;
         std::memcpy(&v, a.data() + i * sizeof(double), sizeof(double));
         best = std::min(best, v);
@@ -527,17 +564,23 @@ namespace {
 void Validate(const SweepOptions& o) {
   if (o.ranks < 1 || o.ranks > 64) throw ExecError("sweep: ranks must be in 1..64");
   if (!o.devices.empty() && static_cast<int>(o.devices.size()) != o.ranks)
-    throw ExecError("sweep: " + std::to_string(o.devices.size()) + " devices for " + std::to_string(o.ranks) + " ranks");
-  if (o.repeats < 1 || o.warmup < 0 || o.max_pages < 1 || o.max_all_layer_pages < 1 || o.layers < 1 || o.page_tokens < 1 ||
-      o.elem_bytes.empty() || o.elem_bytes.size() != o.pool_names.size() || o.submit_batches.empty())
-    throw ExecError("sweep: repeats >= 1, warmup >= 0, max pages >= 1, layers >= 1, page tokens >= 1, one name per pool, "
-                    "at least one pool and one submit batch are required");
+    throw ExecError("sweep: " + std::to_string(o.devices.size()) + " devices for " +
+                    std::to_string(o.ranks) + " ranks");
+  if (o.repeats < 1 || o.warmup < 0 || o.max_pages < 1 || o.max_all_layer_pages < 1 ||
+      o.layers < 1 || o.page_tokens < 1 || o.elem_bytes.empty() ||
+      o.elem_bytes.size() != o.pool_names.size() || o.submit_batches.empty())
+    throw ExecError(
+        "sweep: repeats >= 1, warmup >= 0, max pages >= 1, layers >= 1, page tokens >= 1, one name "
+        "per pool, "
+        "at least one pool and one submit batch are required");
 }
 }  // namespace
 
 nlohmann::ordered_json RunSweep(const SweepOptions& o, RankBackend& backend) {
   Validate(o);
-  if (backend.ranks() != o.ranks) throw ExecError("sweep: the backend has " + std::to_string(backend.ranks()) + " ranks, the options " + std::to_string(o.ranks));
+  if (backend.ranks() != o.ranks)
+    throw ExecError("sweep: the backend has " + std::to_string(backend.ranks()) +
+                    " ranks, the options " + std::to_string(o.ranks));
   if (o.ranks > 1) return CollectiveSweeper(o, backend).Run();
   return Sweeper(o, backend).Run();
 }
@@ -559,52 +602,55 @@ nlohmann::ordered_json RunRanks(const SweepOptions& o) {
   if (o.backend == "host") {
     seg = HostSegment::CreateAnonymous(geo);
   } else if (!kBackendNames.Find(o.backend)) {
-    throw ExecError("sweep: unknown backend '" + o.backend + "' (valid: " + kBackendNames.List() + ")");
+    throw ExecError("sweep: unknown backend '" + o.backend + "' (valid: " + kBackendNames.List() +
+                    ")");
   }
 #if !KVLANES_WITH_CUDA
   if (o.backend == "cuda") throw ExecError("sweep: this build has no CUDA (use --backend host)");
 #endif
   const std::string result = dir + "/rank0.json";
-  const RunOutcome out = SuperviseRanks(o.ranks, seg.get(), o.timeout_s, 0, [&](int r, std::string* error) {
-    std::unique_ptr<Rendezvous> rv;
-    std::unique_ptr<RankBackend> b;
-    try {
-      if (seg) {
-        b = MakeHostBackend(geo, *seg, r, o.timeout_s);
-      } else {
+  const RunOutcome out =
+      SuperviseRanks(o.ranks, seg.get(), o.timeout_s, 0, [&](int r, std::string* error) {
+        std::unique_ptr<Rendezvous> rv;
+        std::unique_ptr<RankBackend> b;
+        try {
+          if (seg) {
+            b = MakeHostBackend(geo, *seg, r, o.timeout_s);
+          } else {
 #if KVLANES_WITH_CUDA
-        rv = OpenRendezvous(ParseRendezvous("file:" + dir), r, o.ranks, o.timeout_s);
-        CudaBackendOptions c;
-        c.device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
-        c.tier_copy = o.tier_copy;
-  c.tier_max_ctas = o.tier_max_ctas;
-        c.tier_max_ctas = o.tier_max_ctas;
-        c.timeout_s = o.timeout_s;
-        c.needs_nccl = true;
-        c.needs_p2p = true;
-        b = MakeCudaBackend(geo, r, r, *rv, c);
+            rv = OpenRendezvous(ParseRendezvous("file:" + dir), r, o.ranks, o.timeout_s);
+            CudaBackendOptions c;
+            c.device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
+            c.tier_copy = o.tier_copy;
+            c.tier_max_ctas = o.tier_max_ctas;
+            c.tier_max_ctas = o.tier_max_ctas;
+            c.timeout_s = o.timeout_s;
+            c.needs_nccl = true;
+            c.needs_p2p = true;
+            b = MakeCudaBackend(geo, r, r, *rv, c);
 #endif
-      }
-      const nlohmann::ordered_json doc = RunSweep(o, *b);
-      if (r == 0) {
-        std::ofstream f(result + ".tmp");
-        f << doc.dump(1) << "\n";
-        f.close();
-        if (!f || std::rename((result + ".tmp").c_str(), result.c_str()) != 0) throw ExecError("cannot write " + result);
-      }
-      b->Barrier();
-      return 0;
-    } catch (const std::exception& e) {
-      const std::string w = e.what();
-      *error = w.rfind("rank ", 0) == 0 ? w : "rank " + std::to_string(r) + ": " + w;
-      if (b) {
-        b->Abort(*error);
-      } else if (seg) {
-        seg->MarkFailed(r, *error);
-      }
-      return 1;
-    }
-  });
+          }
+          const nlohmann::ordered_json doc = RunSweep(o, *b);
+          if (r == 0) {
+            std::ofstream f(result + ".tmp");
+            f << doc.dump(1) << "\n";
+            f.close();
+            if (!f || std::rename((result + ".tmp").c_str(), result.c_str()) != 0)
+              throw ExecError("cannot write " + result);
+          }
+          b->Barrier();
+          return 0;
+        } catch (const std::exception& e) {
+          const std::string w = e.what();
+          *error = w.rfind("rank ", 0) == 0 ? w : "rank " + std::to_string(r) + ": " + w;
+          if (b) {
+            b->Abort(*error);
+          } else if (seg) {
+            seg->MarkFailed(r, *error);
+          }
+          return 1;
+        }
+      });
   if (out.exit_code != 0) throw ExecError("sweep: " + out.message);
   std::ifstream f(result);
   std::stringstream text;
@@ -624,7 +670,8 @@ nlohmann::ordered_json RunSweep(const SweepOptions& o) {
     return RunSweep(o, *b);
   }
   if (o.backend != "cuda")
-    throw ExecError("sweep: unknown backend '" + o.backend + "' (valid: " + kBackendNames.List() + ")");
+    throw ExecError("sweep: unknown backend '" + o.backend + "' (valid: " + kBackendNames.List() +
+                    ")");
 #if KVLANES_WITH_CUDA
   namespace fs = std::filesystem;
   char tmpl[] = "/tmp/kvlanes-sweep-XXXXXX";
@@ -637,7 +684,8 @@ nlohmann::ordered_json RunSweep(const SweepOptions& o) {
       fs::remove_all(d, ec);
     }
   } cleanup{dir};
-  std::unique_ptr<Rendezvous> rv = OpenRendezvous(ParseRendezvous(std::string("file:") + dir), 0, 1, o.timeout_s);
+  std::unique_ptr<Rendezvous> rv =
+      OpenRendezvous(ParseRendezvous(std::string("file:") + dir), 0, 1, o.timeout_s);
   CudaBackendOptions c;
   c.device = o.device;
   c.tier_copy = o.tier_copy;

@@ -2,8 +2,8 @@
 // the executor's own backend (so a fitted profile describes exactly the copies, kernels and
 // collectives `kvlanes exec` runs). Output: the measurement file of docs/calibration.md.
 //
-// One rank (this process, --ranks 1). What is measured, per sample the median of `repeats` timed runs
-// after `warmup` untimed ones, each run on a fresh random set of slots (the pools are several
+// One rank (this process, --ranks 1). What is measured, per sample the median of `repeats` timed
+// runs after `warmup` untimed ones, each run on a fresh random set of slots (the pools are several
 // times larger than the largest copy, so repeats do not read what L2 still holds):
 //   host_copy    one TierCopy call (one pool; one layer or all layers; h2d and d2h), stream time
 //   copy_submit  host time of enqueueing `copies` TierCopy calls without waiting
@@ -11,16 +11,16 @@
 // With --ranks N > 1 the sweep forks N rank processes and measures, every rank taking part, the
 // bare NCCL all-gather and all-reduce the gathers use and peer reads (the p2p gather with every
 // page on a peer), one layer of 1..max_pages pages; the tier and device copies come from a
-// --ranks 1 sweep (calibrate --base takes that profile). Never measured: the forward pass (the executor's forward pass is synthetic, so its
-// time calibrates nothing; compute terms come from the base profile).
+// --ranks 1 sweep (calibrate --base takes that profile). Never measured: the forward pass (the
+// executor's forward pass is synthetic, so its time calibrates nothing; compute terms come from the
+// base profile).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "exec/backend.h"
 
@@ -33,8 +33,10 @@ struct SweepOptions {
   // only the collectives and peer reads are measured (all_gather, all_reduce, peer_read).
   int ranks = 1;
   std::vector<int> devices;
-  std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory) | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
-  int tier_max_ctas = -1;  // kernel tier copies: grid cap instead of tuning.h's (0: no cap, -1: tuning.h's)
+  std::string tier_copy = "kernel";  // tier copies: kernel (SM copy kernel on mapped pinned memory)
+                                     // | memcpy (cudaMemcpy2DAsync) | batch (cudaMemcpyBatchAsync)
+  int tier_max_ctas =
+      -1;  // kernel tier copies: grid cap instead of tuning.h's (0: no cap, -1: tuning.h's)
   double timeout_s = 300;
   // Geometry (from the replay config): page size, layers, pools, host layout.
   int64_t page_tokens = 64;
@@ -55,8 +57,10 @@ struct SweepOptions {
   std::vector<int64_t> slot_runs = {1};
   // Backups over a forward pass (per-layer and tail, beside a gather): `backup` samples.
   bool backups = true;
-  std::vector<int64_t> backup_gather_pages = {0, 1024, 2048};  // gather beside the forward pass (capped at max_pages)
-  bool backup_gate = true;  // enqueue each pass behind the request gate (false: as the host goes, as `exec --gate off`)
+  std::vector<int64_t> backup_gather_pages = {
+      0, 1024, 2048};       // gather beside the forward pass (capped at max_pages)
+  bool backup_gate = true;  // enqueue each pass behind the request gate (false: as the host goes,
+                            // as `exec --gate off`)
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;  // one line per group (may be empty)
 };

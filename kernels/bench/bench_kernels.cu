@@ -469,7 +469,8 @@ TimedKernel PeerBench(const KernelBenchOptions& o, const MatShape& m, cudaStream
 // then the extremes of the owned share; then each requested scatter_dense variant at the owned
 // share 1/N and at 0% owned (`variant_rows`: such a row's name and variant).
 std::vector<std::string> MaterializeRowNames(
-    const KernelBenchOptions& o, std::vector<std::pair<std::string, ScatterVariant>>* variant_rows) {
+    const KernelBenchOptions& o,
+    std::vector<std::pair<std::string, ScatterVariant>>* variant_rows) {
   std::vector<std::string> names = {"pack",
                                     "unpack",
                                     "zigzag_reorder",
@@ -492,10 +493,10 @@ std::vector<std::string> MaterializeRowNames(
 
 // Sets up the row `name` (its buffers in keep and idx) and returns its timed kernel; *tuning is
 // the launch shape its kernel gets by default (DefaultScatterTuning for the variant rows).
-TimedKernel SetUpMaterializeRow(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
-                                std::mt19937_64& rng, Buffers* keep, Buffers* idx, const std::string& name,
-                                const std::vector<std::pair<std::string, ScatterVariant>>& variant_rows,
-                                LaunchTuning* tuning) {
+TimedKernel SetUpMaterializeRow(
+    const KernelBenchOptions& o, const MatShape& m, cudaStream_t s, std::mt19937_64& rng,
+    Buffers* keep, Buffers* idx, const std::string& name,
+    const std::vector<std::pair<std::string, ScatterVariant>>& variant_rows, LaunchTuning* tuning) {
   TimedKernel timed;
   if (name == "pack") timed = PackBench(o, m, s, rng, keep, idx);
   if (name == "unpack") timed = UnpackBench(o, m, s, rng, keep, idx);
@@ -580,7 +581,8 @@ void TuneTileVariant(const std::string& name, const MatShape& m, const TimedKern
         } catch (const CudaFailure& e) {
           // A CTA that does not fit an SM (the launcher refuses it before launching, so no
           // error is left behind): skipped.
-          if (std::string(e.what()).find("cudaErrorInvalidConfiguration") == std::string::npos) throw;
+          if (std::string(e.what()).find("cudaErrorInvalidConfiguration") == std::string::npos)
+            throw;
           continue;
         }
         rep->tune.push_back({.what = name + " " + std::to_string(m.payload) + " B",
@@ -611,7 +613,8 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
       Buffers keep;
       Buffers idx;
       LaunchTuning row_tuning;
-      const TimedKernel timed = SetUpMaterializeRow(o, m, s, rng, &keep, &idx, name, variant_rows, &row_tuning);
+      const TimedKernel timed =
+          SetUpMaterializeRow(o, m, s, rng, &keep, &idx, name, variant_rows, &row_tuning);
       Check(cudaStreamSynchronize(s), "set-up of " + name);
       int64_t moved = 0;
       const double ms = timed(row_tuning, &moved);
@@ -624,7 +627,8 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
         row.alt_fraction = row.alt_ceiling_ms / ms;
       }
       rep->kernels.push_back(row);
-      if (tune_size && (name == "unpack" || name == "pack" || name == "scatter_dense")) TuneCopyKernel(name, m, timed, rep);
+      if (tune_size && (name == "unpack" || name == "pack" || name == "scatter_dense"))
+        TuneCopyKernel(name, m, timed, rep);
       const bool variant_row =
           name.rfind("scatter_dense[", 0) == 0 && name.find("(0% owned)") == std::string::npos;
       if (tune_size && variant_row) TuneTileVariant(name, m, timed, rep);
@@ -650,8 +654,10 @@ void TuneTierKernel(const KernelBenchOptions& o, cudaStream_t s, const TierCopyA
   for (int unroll : {4, 8}) {
     for (int threads : {128, 256, 512}) {
       for (int ctas : {1, 2, 4, 8}) {
-        const LaunchTuning t{
-            .threads_per_block = threads, .piece_bytes = 8192, .ctas_per_sm = ctas, .unroll = unroll};
+        const LaunchTuning t{.threads_per_block = threads,
+                             .piece_bytes = 8192,
+                             .ctas_per_sm = ctas,
+                             .unroll = unroll};
         const double tms = MedianMs(s, o.warmup, o.tier_repeats, [&](int) {
           Check(TierCopyKernel(dev_args, s, t), "TierCopyKernel");
         });
@@ -758,8 +764,8 @@ void BenchTiers(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* 
         }
         if (o.tune && layout != HostLayout::kPageFirstDirect && page_tokens == 64) {
           const std::string what = "tier kernel " + std::string(HostLayoutName(layout)) + " " +
-                                   std::string(TierDirectionName(dir)) + " " + std::to_string(elem) +
-                                   "x" + std::to_string(page_tokens);
+                                   std::string(TierDirectionName(dir)) + " " +
+                                   std::to_string(elem) + "x" + std::to_string(page_tokens);
           TuneTierKernel(o, s, dev_args, what, payload, rep);
         }
       }

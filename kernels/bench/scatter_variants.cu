@@ -29,8 +29,9 @@ CopyParams PiecesParams(const ScatterDenseArgs& a) {
   p.num_segments = static_cast<int>(a.pools.size());
   for (int k = 0; k < p.num_segments; ++k) {
     const PoolRef& pool = a.pools[k];
-    p.seg[k] = detail::Segment(detail::PoolSide(pool, a.layers.begin), detail::DenseSide(a.dense[k], 0),
-                               pool.geo.chunk_bytes(), a.layers.size());
+    p.seg[k] =
+        detail::Segment(detail::PoolSide(pool, a.layers.begin), detail::DenseSide(a.dense[k], 0),
+                        pool.geo.chunk_bytes(), a.layers.size());
   }
   p.num_items = static_cast<uint32_t>(a.num_dense_pages);
   p.src_mode = PageMode::kIndexed;
@@ -64,7 +65,8 @@ cudaError_t ScatterPieces(const ScatterDenseArgs& a, PiecesZeroPass zero_pass, c
 }
 
 // The zeros as one write-only sweep of the output, then the owned pages by the copy kernel.
-cudaError_t ScatterSplit(const ScatterDenseArgs& a, cudaStream_t stream, const LaunchTuning& tuning) {
+cudaError_t ScatterSplit(const ScatterDenseArgs& a, cudaStream_t stream,
+                         const LaunchTuning& tuning) {
   if (a.zero_fill != ZeroFill::kNone) {
     if (cudaError_t e = detail::LaunchScatterTiles<true, true, false>(
             a, tuning, TilesWork{.owned_list = false, .copy_owned = false}, stream);

@@ -21,6 +21,7 @@ inline constexpr NameTable<GatherMethod, 4> kGatherMethodNames{
 enum class BackupSchedule { kPerLayer, kTail };
 
 inline constexpr NameTable<BackupSchedule, 2> kBackupScheduleNames{
-    {{{BackupSchedule::kPerLayer, "per-layer"}, {BackupSchedule::kTail, "tail"}}}, "backup schedule"};
+    {{{BackupSchedule::kPerLayer, "per-layer"}, {BackupSchedule::kTail, "tail"}}},
+    "backup schedule"};
 
 }  // namespace kvlanes

@@ -1,5 +1,5 @@
-// Orders in which eviction candidates are taken (docs/reference_semantics.md, "Eviction"). Smaller priority is
-// evicted first; ties are broken by node id (creation order), so the order is total.
+// Orders in which eviction candidates are taken (docs/reference_semantics.md, "Eviction"). Smaller
+// priority is evicted first; ties are broken by node id (creation order), so the order is total.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +12,11 @@ namespace kvlanes {
 
 enum class EvictionOrder { kLru, kLfu, kFifo, kSlru };
 
-inline constexpr NameTable<EvictionOrder, 4> kEvictionOrderNames{
-    {{{EvictionOrder::kLru, "lru"},
-      {EvictionOrder::kLfu, "lfu"},
-      {EvictionOrder::kFifo, "fifo"},
-      {EvictionOrder::kSlru, "slru"}}},
-    "eviction order"};
+inline constexpr NameTable<EvictionOrder, 4> kEvictionOrderNames{{{{EvictionOrder::kLru, "lru"},
+                                                                   {EvictionOrder::kLfu, "lfu"},
+                                                                   {EvictionOrder::kFifo, "fifo"},
+                                                                   {EvictionOrder::kSlru, "slru"}}},
+                                                                 "eviction order"};
 
 // A candidate's position in eviction order: compared lexicographically (a, b, id).
 struct EvictionPriority {

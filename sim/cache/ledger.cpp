@@ -42,7 +42,8 @@ void Ledger::AddInFlight(Tier tier, int lane, int64_t pages) {
 
 void Ledger::CheckAgainst(const RadixTree& tree, const std::vector<int64_t>& device_free_slots,
                           const std::vector<int64_t>& host_free_slots) const {
-  Ledger fresh(lanes(), device_.empty() ? 0 : device_[0].capacity, host_.empty() ? 0 : host_[0].capacity);
+  Ledger fresh(lanes(), device_.empty() ? 0 : device_[0].capacity,
+               host_.empty() ? 0 : host_[0].capacity);
   for (NodeId id = 1; id < tree.node_slots(); ++id) {
     const Node& n = tree.node(id);
     if (!n.alive) continue;

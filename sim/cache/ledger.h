@@ -53,7 +53,9 @@ class Ledger {
                     const std::vector<int64_t>& host_free_slots) const;
 
  private:
-  LaneAccount& mut(Tier tier, int lane) { return tier == Tier::kDevice ? device_[lane] : host_[lane]; }
+  LaneAccount& mut(Tier tier, int lane) {
+    return tier == Tier::kDevice ? device_[lane] : host_[lane];
+  }
   void Bump(LaneAccount& a, int64_t tree_delta, int64_t locked_delta);
 
   std::vector<LaneAccount> device_;

@@ -25,7 +25,8 @@ void AssignZigzag(int ranks, std::span<uint16_t> owners) {
 }
 
 void AssignInterleave(int ranks, std::span<uint16_t> owners) {
-  for (size_t i = 0; i < owners.size(); ++i) owners[i] = static_cast<uint16_t>(i % static_cast<size_t>(ranks));
+  for (size_t i = 0; i < owners.size(); ++i)
+    owners[i] = static_cast<uint16_t>(i % static_cast<size_t>(ranks));
 }
 
 namespace {
@@ -36,8 +37,8 @@ const PlacementRule kRules[] = {
     {"slot-modulo", "owner = physical page slot mod N (ownership follows the allocator)", true,
      nullptr},
     {"lane-balance",
-     "new pages to the lanes with the most free device pages, one contiguous run per rank",
-     false, nullptr},
+     "new pages to the lanes with the most free device pages, one contiguous run per rank", false,
+     nullptr},
 };
 }  // namespace
 

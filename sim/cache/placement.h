@@ -26,7 +26,7 @@ const PlacementRule* FindPlacementRule(std::string_view name);  // nullptr if un
 // the valid names and the closest one.
 const PlacementRule& ParsePlacementRule(std::string_view name, const std::string& where,
                                         const std::string& file = "", int64_t line = 0);
-std::string PlacementRuleNames();                                 // "zigzag, interleave, ..."
+std::string PlacementRuleNames();  // "zigzag, interleave, ..."
 
 // zigzag: 2N chunks, sizes as equal as possible with earlier chunks one page larger; rank r
 // owns chunks r and 2N-1-r.

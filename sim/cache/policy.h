@@ -9,13 +9,13 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/config.h"
 #include "sim/cache/decisions.h"
 #include "sim/cache/eviction_order.h"
 #include "sim/cache/ledger.h"
 #include "sim/cache/placement.h"
 #include "sim/cache/radix_tree.h"
 #include "sim/cache/slot_allocator.h"
+#include "sim/config.h"
 
 namespace kvlanes {
 
@@ -67,10 +67,10 @@ struct EvictionPlan {
 
 // The new extent of a request, offered to the policy for caching on device (AdmitDevicePages).
 struct DeviceOffer {
-  std::span<const PageKey> keys;     // the request's keyed pages, from logical page 0
-  int64_t first_page = 0;            // logical page of the extent's first page
-  int64_t pages = 0;                 // pages in the extent (the unkeyed tail page included)
-  std::span<const uint16_t> owners;  // their owners; empty when the allocator decides them
+  std::span<const PageKey> keys;          // the request's keyed pages, from logical page 0
+  int64_t first_page = 0;                 // logical page of the extent's first page
+  int64_t pages = 0;                      // pages in the extent (the unkeyed tail page included)
+  std::span<const uint16_t> owners;       // their owners; empty when the allocator decides them
   const LaneDemand* committed = nullptr;  // device pages the request needs before the extent
                                           // (host-only pages it recomputes), per lane
 };
@@ -83,9 +83,9 @@ struct PrefixRun {
   friend bool operator==(const PrefixRun&, const PrefixRun&) = default;
 };
 struct Extent {
-  int64_t request = 0;     // index of the request whose prefill produced it
-  int64_t first_page = 0;  // logical position of its first page
-  int64_t pages = 0;       // pages placed (the unaligned tail page included)
+  int64_t request = 0;         // index of the request whose prefill produced it
+  int64_t first_page = 0;      // logical position of its first page
+  int64_t pages = 0;           // pages placed (the unaligned tail page included)
   const char* placement = "";  // a PlacementRule name (static storage)
   int ranks = 1;
   friend bool operator==(const Extent& a, const Extent& b) {
@@ -102,8 +102,8 @@ struct GatherContext {
   int64_t prefix_pages = 0;
   // True when a run descriptor proves the prefix is exactly one whole zigzag run.
   bool proven_zigzag = false;
-  int64_t new_tokens = 0;     // tokens computed by the forward pass
-  int64_t prefix_tokens = 0;  // tokens of the materialized prefix
+  int64_t new_tokens = 0;                    // tokens computed by the forward pass
+  int64_t prefix_tokens = 0;                 // tokens of the materialized prefix
   std::span<const int64_t> load_back_pages;  // per lane, loaded before the forward pass
   std::span<const int64_t> backup_pages;     // per lane, copied to host with this request
 };

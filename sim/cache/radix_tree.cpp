@@ -28,10 +28,14 @@ NodeId RadixTree::Child(NodeId parent, const PageKey& first) const {
 
 EvictionPriority RadixTree::Priority(const Node& n) const {
   switch (order_) {
-    case EvictionOrder::kLru: return {n.last_access, 0, n.id};
-    case EvictionOrder::kLfu: return {n.hit_count, n.last_access, n.id};
-    case EvictionOrder::kFifo: return {0, 0, n.id};
-    case EvictionOrder::kSlru: return {n.hit_count >= 2 ? 1u : 0u, n.last_access, n.id};
+    case EvictionOrder::kLru:
+      return {n.last_access, 0, n.id};
+    case EvictionOrder::kLfu:
+      return {n.hit_count, n.last_access, n.id};
+    case EvictionOrder::kFifo:
+      return {0, 0, n.id};
+    case EvictionOrder::kSlru:
+      return {n.hit_count >= 2 ? 1u : 0u, n.last_access, n.id};
   }
   return {0, 0, n.id};
 }

@@ -25,20 +25,20 @@ inline constexpr uint32_t kNoSlot = ~uint32_t{0};
 
 // One page's placement facts, carried with the page for its lifetime in the tree.
 struct PageInfo {
-  uint16_t owner = 0;           // rank whose lane stores the page (all pools)
-  uint32_t extent = 0;          // index into ReplayEngine extents: the prefill that produced it
+  uint16_t owner = 0;   // rank whose lane stores the page (all pools)
+  uint32_t extent = 0;  // index into ReplayEngine extents: the prefill that produced it
 };
 
 struct Node {
-  NodeId id = kNoNode;          // creation order; never reused
+  NodeId id = kNoNode;  // creation order; never reused
   NodeId parent = kNoNode;
-  int64_t first_page = 0;       // logical page position of keys[0] in every request through it
+  int64_t first_page = 0;  // logical page position of keys[0] in every request through it
   std::vector<PageKey> keys;
-  std::vector<PageInfo> pages;  // same length as keys
+  std::vector<PageInfo> pages;        // same length as keys
   std::vector<uint32_t> device_slot;  // lane-local slot per page; empty unless on device
   std::vector<uint32_t> host_slot;    // lane-local slot per page; empty unless on host
-  int32_t lock = 0;             // > 0 while a request in flight passes through this node
-  uint64_t last_access = 0;     // access epoch (request sequence number, 1-based)
+  int32_t lock = 0;                   // > 0 while a request in flight passes through this node
+  uint64_t last_access = 0;           // access epoch (request sequence number, 1-based)
   uint64_t hit_count = 0;
   uint32_t num_children = 0;
   uint32_t device_children = 0;  // children with device residency
@@ -55,8 +55,8 @@ struct Node {
 enum class Tier { kDevice = 0, kHost = 1 };
 
 struct MatchResult {
-  int64_t device_pages = 0;   // pages matched on device (prefix)
-  int64_t host_pages = 0;     // host-only pages matched below the deepest device node
+  int64_t device_pages = 0;      // pages matched on device (prefix)
+  int64_t host_pages = 0;        // host-only pages matched below the deepest device node
   NodeId device_node = kRootId;  // deepest matched device-resident node (root if none)
   NodeId last_node = kRootId;    // deepest matched node (host-only chain included)
 };
@@ -79,8 +79,8 @@ class RadixTree {
   // hit count, residency of the child, and last_access = epoch). Hit counts do not change.
   MatchResult Match(std::span<const PageKey> keys, uint64_t epoch);
 
-  // Walks `keys` from the root exactly as Match does (refresh, split), incrementing hit_count of each
-  // existing node passed, and calls `visit(node_id, first_page_index_in_keys)` for each
+  // Walks `keys` from the root exactly as Match does (refresh, split), incrementing hit_count of
+  // each existing node passed, and calls `visit(node_id, first_page_index_in_keys)` for each
   // existing node on the path in order. Returns the deepest node reached and how many keys it
   // consumed. Does not create the new leaf: see AddLeaf.
   struct InsertWalk {
@@ -114,7 +114,9 @@ class RadixTree {
   // Candidates in eviction order. Device: alive, on device, no device-resident child,
   // unlocked. Host: alive, host-only, no children, unlocked.
   using CandidateSet = std::set<EvictionPriority>;
-  const CandidateSet& candidates(Tier tier) const { return tier == Tier::kDevice ? device_set_ : host_set_; }
+  const CandidateSet& candidates(Tier tier) const {
+    return tier == Tier::kDevice ? device_set_ : host_set_;
+  }
   EvictionPriority Priority(const Node& n) const;
   bool IsCandidate(const Node& n, Tier tier) const;
 

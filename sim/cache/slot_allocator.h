@@ -19,7 +19,8 @@ class SlotAllocator {
   SlotAllocator(int lanes, int64_t per_lane, bool global_modulo)
       : lanes_(lanes), per_lane_(per_lane), global_(global_modulo), free_count_(lanes, per_lane) {
     if (global_) {
-      for (int64_t g = 0; g < per_lane * lanes; ++g) global_free_.push_back(static_cast<uint64_t>(g));
+      for (int64_t g = 0; g < per_lane * lanes; ++g)
+        global_free_.push_back(static_cast<uint64_t>(g));
     } else {
       per_lane_free_.resize(lanes);
       for (auto& q : per_lane_free_)
@@ -28,7 +29,10 @@ class SlotAllocator {
   }
 
   int lanes() const { return lanes_; }
-  int64_t capacity(int lane) const { (void)lane; return per_lane_; }
+  int64_t capacity(int lane) const {
+    (void)lane;
+    return per_lane_;
+  }
   int64_t free_pages(int lane) const { return free_count_[lane]; }
   int64_t free_total() const {
     int64_t t = 0;
@@ -71,12 +75,14 @@ class SlotAllocator {
     std::vector<int> out;
     out.reserve(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i)
-      out.push_back(static_cast<int>(global_free_[static_cast<size_t>(i)] % static_cast<uint64_t>(lanes_)));
+      out.push_back(
+          static_cast<int>(global_free_[static_cast<size_t>(i)] % static_cast<uint64_t>(lanes_)));
     return out;
   }
   void Free(int lane, uint32_t slot) {
     if (global_) {
-      global_free_.push_back(uint64_t{slot} * static_cast<uint64_t>(lanes_) + static_cast<uint64_t>(lane));
+      global_free_.push_back(uint64_t{slot} * static_cast<uint64_t>(lanes_) +
+                             static_cast<uint64_t>(lane));
     } else {
       per_lane_free_[lane].push_back(slot);
     }

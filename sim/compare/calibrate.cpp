@@ -135,23 +135,27 @@ std::vector<const Sample*> SelectHostCopies(const Measurements& m, SampleKind ki
   if (kind == SampleKind::kHostCopy) {
     std::set<std::string> present;
     for (const Sample* s : all) present.insert(std::to_string(s->run_pages));
-    runs = PickOne(m, kind, present, opt.run_pages > 0 ? std::to_string(opt.run_pages) : "", "run_pages",
-                   "--run-pages");
+    runs = PickOne(m, kind, present, opt.run_pages > 0 ? std::to_string(opt.run_pages) : "",
+                   "run_pages", "--run-pages");
   }
   std::vector<const Sample*> kept;
   for (const Sample* s : all)
-    if (s->layout == layout && s->mode == mode && (runs.empty() || std::to_string(s->run_pages) == runs)) kept.push_back(s);
+    if (s->layout == layout && s->mode == mode &&
+        (runs.empty() || std::to_string(s->run_pages) == runs))
+      kept.push_back(s);
   if (kept.size() < all.size())
     notes.push_back(std::to_string(all.size() - kept.size()) + " " + kSampleKindNames.CName(kind) +
-                    " samples of other layouts, modes or slot runs left out (kept layout '" + layout + "', mode '" +
-                    mode + "'" + (runs.empty() ? "" : ", run_pages " + runs) + ")");
+                    " samples of other layouts, modes or slot runs left out (kept layout '" +
+                    layout + "', mode '" + mode + "'" +
+                    (runs.empty() ? "" : ", run_pages " + runs) + ")");
   return kept;
 }
 
 // Keeps backup samples of one gather size beside the forward pass (the copies' contention
 // differs with it): `want` when given (>= 0), else the only one present.
 std::vector<const Sample*> SelectBackupGather(const std::vector<const Sample*>& all, int64_t want,
-                                              const std::string& file, std::vector<std::string>& notes) {
+                                              const std::string& file,
+                                              std::vector<std::string>& notes) {
   if (all.empty()) return all;
   std::set<int64_t> gathers;
   for (const Sample* x : all) gathers.insert(x->gather_pages);
@@ -160,15 +164,19 @@ std::vector<const Sample*> SelectBackupGather(const std::vector<const Sample*>& 
   for (const int64_t v : gathers) present += (present.empty() ? "" : ", ") + std::to_string(v);
   if (g < 0 && gathers.size() > 1)
     throw InputError(file, 0, "backup.gather_pages",
-                     "samples hold several gather sizes (" + present + "); choose one with --backup-gather-pages");
+                     "samples hold several gather sizes (" + present +
+                         "); choose one with --backup-gather-pages");
   if (g < 0) g = *gathers.begin();
   if (!gathers.count(g))
-    throw InputError(file, 0, "--backup-gather-pages", "no backup samples with gather_pages " + std::to_string(g) + " (present: " + present + ")");
+    throw InputError(
+        file, 0, "--backup-gather-pages",
+        "no backup samples with gather_pages " + std::to_string(g) + " (present: " + present + ")");
   std::vector<const Sample*> kept;
   for (const Sample* x : all)
     if (x->gather_pages == g) kept.push_back(x);
   if (kept.size() < all.size())
-    notes.push_back(std::to_string(all.size() - kept.size()) + " backup samples with another gather beside them left out (kept gather_pages " +
+    notes.push_back(std::to_string(all.size() - kept.size()) +
+                    " backup samples with another gather beside them left out (kept gather_pages " +
                     std::to_string(g) + ")");
   return kept;
 }
@@ -200,7 +208,8 @@ struct Calibration {
 
 // Columns: the latency term (the sample's copies, per chunk for batch samples, or 1 per call),
 // then bytes in the h2d column or the d2h one (d2h is column 1 when there is no h2d sample).
-Eigen::MatrixXd HostCopyDesign(const std::vector<const Sample*>& s, bool h2d, bool d2h, bool per_copy) {
+Eigen::MatrixXd HostCopyDesign(const std::vector<const Sample*>& s, bool h2d, bool d2h,
+                               bool per_copy) {
   const Eigen::Index cols = 1 + h2d + d2h;
   Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s.size()), cols);
   for (size_t i = 0; i < s.size(); ++i) {
@@ -214,12 +223,13 @@ Eigen::MatrixXd HostCopyDesign(const std::vector<const Sample*>& s, bool h2d, bo
 // Batch samples (one cudaMemcpyBatchAsync entry per chunk): the fixed cost may be per chunk
 // (copy_unit: chunk) or per call (copy_unit: call); both are fitted, the smaller weighted
 // residual is kept in `f`, and the returned note gives both.
-std::string ChooseCopyUnit(const std::vector<const Sample*>& s, bool h2d, bool d2h, const Eigen::VectorXd& t,
-                           LinearFit& f, bool& per_chunk) {
+std::string ChooseCopyUnit(const std::vector<const Sample*>& s, bool h2d, bool d2h,
+                           const Eigen::VectorXd& t, LinearFit& f, bool& per_chunk) {
   const LinearFit per_call = FitRelative(HostCopyDesign(s, h2d, d2h, false), t);
   per_chunk = f.ssr <= per_call.ssr;
   char b[200];
-  std::snprintf(b, sizeof b, "mode batch: weighted SSR per chunk %.4g, per call %.4g; kept copy_unit %s", f.ssr,
+  std::snprintf(b, sizeof b,
+                "mode batch: weighted SSR per chunk %.4g, per call %.4g; kept copy_unit %s", f.ssr,
                 per_call.ssr, per_chunk ? "chunk" : "call");
   if (!per_chunk) f = per_call;
   return b;
@@ -231,7 +241,8 @@ void FitHostCopyGroup(Calibration& c, const std::vector<const Sample*>& s, bool 
   HardwareProfile& p = c.profile();
   const Eigen::VectorXd t = MedianTimes(s);
   const Eigen::MatrixXd a = HostCopyDesign(s, h2d, d2h, true);
-  RequireRank(a, t, c.m.file, "host_copy", "vary the bytes per copy (chunk size) so latency and bandwidth separate");
+  RequireRank(a, t, c.m.file, "host_copy",
+              "vary the bytes per copy (chunk size) so latency and bandwidth separate");
   LinearFit f = FitRelative(a, t);
   bool per_chunk = false;
   std::string unit_note;
@@ -253,7 +264,8 @@ void FitHostCopyGroup(Calibration& c, const std::vector<const Sample*>& s, bool 
 }
 
 void FitHostCopies(Calibration& c) {
-  const std::vector<const Sample*> s = SelectHostCopies(c.m, SampleKind::kHostCopy, c.opt, c.out.notes);
+  const std::vector<const Sample*> s =
+      SelectHostCopies(c.m, SampleKind::kHostCopy, c.opt, c.out.notes);
   bool h2d = false, d2h = false;
   for (const Sample* x : s) (x->to_device ? h2d : d2h) = true;
   if (!s.empty()) {
@@ -273,12 +285,14 @@ void FitHostCopies(Calibration& c) {
 
 // Columns: copy calls, entries (runs of run_pages pages, per layer) when `with_entries`, bytes.
 Eigen::MatrixXd BackupDesign(const std::vector<const Sample*>& s, bool with_entries) {
-  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s.size()), with_entries ? 3 : 2);
+  Eigen::MatrixXd a =
+      Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s.size()), with_entries ? 3 : 2);
   for (size_t i = 0; i < s.size(); ++i) {
     const auto r = static_cast<Eigen::Index>(i);
     a(r, 0) = static_cast<double>(s[i]->copies);
     if (with_entries)
-      a(r, 1) = static_cast<double>((s[i]->pages + s[i]->run_pages - 1) / s[i]->run_pages * s[i]->layers);
+      a(r, 1) =
+          static_cast<double>((s[i]->pages + s[i]->run_pages - 1) / s[i]->run_pages * s[i]->layers);
     a(r, with_entries ? 2 : 1) = s[i]->bytes;
   }
   return a;
@@ -325,7 +339,8 @@ void FitBackupSchedule(Calibration& c, const std::vector<const Sample*>& all, bo
 void FitBackups(Calibration& c) {
   std::vector<const Sample*> all = SelectHostCopies(c.m, SampleKind::kBackup, c.opt, c.out.notes);
   if (!c.opt.fit_backup_per_layer && !c.opt.fit_backup_tail && !all.empty()) {
-    c.out.notes.push_back(std::to_string(all.size()) + " backup samples left out (--backup-fit none)");
+    c.out.notes.push_back(std::to_string(all.size()) +
+                          " backup samples left out (--backup-fit none)");
     all.clear();
   }
   all = SelectBackupGather(all, c.opt.backup_gather_pages, c.m.file, c.out.notes);
@@ -336,13 +351,15 @@ void FitBackups(Calibration& c) {
 
 // Copy submission (CPU): time = copies * copy_submit_s.
 void FitCopySubmit(Calibration& c) {
-  const std::vector<const Sample*> s = SelectHostCopies(c.m, SampleKind::kCopySubmit, c.opt, c.out.notes);
+  const std::vector<const Sample*> s =
+      SelectHostCopies(c.m, SampleKind::kCopySubmit, c.opt, c.out.notes);
   if (s.empty()) {
     c.Keep("host_device.copy_submit_s", &HardwareProfile::copy_submit_s);
     return;
   }
   Eigen::MatrixXd a(static_cast<Eigen::Index>(s.size()), 1);
-  for (size_t i = 0; i < s.size(); ++i) a(static_cast<Eigen::Index>(i), 0) = static_cast<double>(s[i]->copies);
+  for (size_t i = 0; i < s.size(); ++i)
+    a(static_cast<Eigen::Index>(i), 0) = static_cast<double>(s[i]->copies);
   const LinearFit f = FitRelative(a, MedianTimes(s));
   FitReport r = Report("copy_submit", s, f.rel_err);
   c.profile().copy_submit_s = f.x[0];
@@ -399,23 +416,30 @@ void FitDeviceCopies(Calibration& c) {
     }
   }
   // Not a timing: bytes of one index entry. From the base profile, else the struct default.
-  c.profile().index_bytes_per_page = c.base ? c.base->index_bytes_per_page : HardwareProfile{}.index_bytes_per_page;
+  c.profile().index_bytes_per_page =
+      c.base ? c.base->index_bytes_per_page : HardwareProfile{}.index_bytes_per_page;
 }
 
 // ---------------------------------------------------------------- collectives
 
-constexpr SampleKind kCollectiveKinds[] = {SampleKind::kAllGather, SampleKind::kAllReduce, SampleKind::kPeerRead};
+constexpr SampleKind kCollectiveKinds[] = {SampleKind::kAllGather, SampleKind::kAllReduce,
+                                           SampleKind::kPeerRead};
 
 BandedCost& CostOf(CollectiveModel& c, SampleKind k) {
-  return k == SampleKind::kAllGather ? c.all_gather : k == SampleKind::kAllReduce ? c.all_reduce : c.peer_read;
+  return k == SampleKind::kAllGather   ? c.all_gather
+         : k == SampleKind::kAllReduce ? c.all_reduce
+                                       : c.peer_read;
 }
 const BandedCost& CostOf(const CollectiveModel& c, SampleKind k) {
-  return k == SampleKind::kAllGather ? c.all_gather : k == SampleKind::kAllReduce ? c.all_reduce : c.peer_read;
+  return k == SampleKind::kAllGather   ? c.all_gather
+         : k == SampleKind::kAllReduce ? c.all_reduce
+                                       : c.peer_read;
 }
 
 // Rows banded by bytes, for n ranks. Band features (alpha, inverse bandwidth) follow the
 // collective's formula; with `shared`, peer reads also fit peer_setup_s per peer.
-BandedRows CollectiveRows(const std::vector<const Sample*>& s, SampleKind k, double nd, bool shared) {
+BandedRows CollectiveRows(const std::vector<const Sample*>& s, SampleKind k, double nd,
+                          bool shared) {
   BandedRows rows;
   const auto rn = static_cast<Eigen::Index>(s.size());
   rows.band_features.resize(rn, 2);
@@ -456,8 +480,8 @@ void KeepCollective(Calibration& c, CollectiveModel& model, const CollectiveMode
   }
 }
 
-void FitCollective(Calibration& c, CollectiveModel& model, const std::vector<const Sample*>& s, SampleKind k,
-                   const std::string& group) {
+void FitCollective(Calibration& c, CollectiveModel& model, const std::vector<const Sample*>& s,
+                   SampleKind k, const std::string& group) {
   std::set<int64_t> peers;
   for (const Sample* x : s) peers.insert(x->peers);
   const bool shared = k == SampleKind::kPeerRead && peers.size() > 1;
@@ -508,7 +532,8 @@ void FitCollectives(Calibration& c) {
   HardwareProfile& p = c.profile();
   std::set<int64_t> rank_counts;
   for (const Sample& x : c.m.samples)
-    if (std::find(std::begin(kCollectiveKinds), std::end(kCollectiveKinds), x.kind) != std::end(kCollectiveKinds))
+    if (std::find(std::begin(kCollectiveKinds), std::end(kCollectiveKinds), x.kind) !=
+        std::end(kCollectiveKinds))
       rank_counts.insert(x.ranks);
   for (int64_t n : rank_counts) p.collectives.push_back(FitCollectivesAt(c, n));
   if (c.base)
@@ -537,7 +562,8 @@ void FitForward(Calibration& c) {
   Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
   for (size_t i = 0; i < s.size(); ++i) {
     const auto r = static_cast<Eigen::Index>(i);
-    const double n = static_cast<double>(s[i]->new_tokens), pre = static_cast<double>(s[i]->prefix_tokens);
+    const double n = static_cast<double>(s[i]->new_tokens),
+                 pre = static_cast<double>(s[i]->prefix_tokens);
     const double ranks = static_cast<double>(s[i]->ranks);
     a(r, 0) = 1;
     a(r, 1) = n / ranks;
@@ -563,11 +589,13 @@ void RequireNoneMissing(const Calibration& c) {
   if (c.missing.empty()) return;
   std::string list;
   for (const auto& x : c.missing) list += (list.empty() ? "" : ", ") + x;
-  throw InputError(c.m.file, 0, "", "no samples for " + list + ", and no --base profile to take them from");
+  throw InputError(c.m.file, 0, "",
+                   "no samples for " + list + ", and no --base profile to take them from");
 }
 
 // Where the profile came from: the measurements and their context, and what the base gave.
-std::string SourceOf(const Measurements& m, const HardwareProfile* base, const CalibrationResult& out) {
+std::string SourceOf(const Measurements& m, const HardwareProfile* base,
+                     const CalibrationResult& out) {
   std::string source = "kvlanes calibrate on " + m.file + "; context " + m.context.dump();
   if (!out.kept_from_base.empty()) {
     source += "; from base profile '" + base->name + "' (no samples):";

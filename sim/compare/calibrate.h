@@ -18,8 +18,10 @@ struct CalibrateOptions {
   BandOptions bands;
   std::string layout;  // host copies: keep samples of this layout ("" = the only one present)
   std::string mode;    // host copies: keep samples of this mode ("" = the only one present)
-  int64_t run_pages = 0;  // host copies: keep samples of this slot run length (0 = the only one present)
-  int64_t backup_gather_pages = -1;  // backups: keep samples with this gather beside them (-1 = the only one present)
+  int64_t run_pages =
+      0;  // host copies: keep samples of this slot run length (0 = the only one present)
+  int64_t backup_gather_pages =
+      -1;  // backups: keep samples with this gather beside them (-1 = the only one present)
   // Which backup schedules get measured terms (--backup-fit); neither: every backup sample is left
   // out and backups keep the generic copy model.
   bool fit_backup_per_layer = true;

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "traces/json_location.h"
 #include "traces/input_error.h"
+#include "traces/json_location.h"
 #include "traces/percentile.h"
 
 namespace kvlanes {
@@ -115,7 +115,8 @@ void Note(MissingIds& m, const std::string& id, size_t examples) {
 
 // Pairs every predicted op with its measured one, in predicted order; notes ids on one side only.
 // Measured evict ops are not modelled (no cost term) and are counted apart.
-void JoinOps(const Predictions& pred, const Measured& meas, const CheckOptions& opt, CheckReport& r) {
+void JoinOps(const Predictions& pred, const Measured& meas, const CheckOptions& opt,
+             CheckReport& r) {
   std::unordered_map<std::string, const MeasuredOp*> by_id;
   for (const MeasuredOp& m : meas.ops) by_id.emplace(m.id, &m);
   std::set<std::string> predicted_ids;
@@ -146,7 +147,8 @@ void JoinOps(const Predictions& pred, const Measured& meas, const CheckOptions& 
 
 // Whole requests: service time, predicted vs measured, appended after the ops as "R/request".
 // Predicted requests count as missing only when the measured file gives any request at all.
-void JoinRequests(const Predictions& pred, const Measured& meas, const CheckOptions& opt, CheckReport& r) {
+void JoinRequests(const Predictions& pred, const Measured& meas, const CheckOptions& opt,
+                  CheckReport& r) {
   std::set<int64_t> predicted_requests;
   for (const RequestPrediction& p : pred.requests) {
     predicted_requests.insert(p.request);

@@ -1,5 +1,6 @@
 // The fitting primitives calibration uses: non-negative least squares, relative-error fits, and
-// size-banded fits that find where a cost curve bends. Method: docs/calibration.md ("Fitting method").
+// size-banded fits that find where a cost curve bends. Method: docs/calibration.md ("Fitting
+// method").
 #pragma once
 
 #include <Eigen/Dense>

@@ -27,7 +27,8 @@ SampleKind ParseKind(const JsonCursor& k) {
 }
 
 void ParseHostCopy(const JsonCursor& s, Sample& x) {
-  s.OnlyKeys({KV_COMMON, "direction", "bytes", "copies", "chunk_bytes", "layout", "mode", "run_pages"});
+  s.OnlyKeys(
+      {KV_COMMON, "direction", "bytes", "copies", "chunk_bytes", "layout", "mode", "run_pages"});
   const std::string d = s.Key("direction").Str();
   if (d != "h2d" && d != "d2h") s.Key("direction").Fail("expected h2d or d2h, got '" + d + "'");
   x.to_device = d == "h2d";
@@ -67,7 +68,8 @@ void ParseCollective(const JsonCursor& s, Sample& x) {
   x.bytes = s.Key("bytes").NumAtLeast(0, true);
   if (peer) {
     x.peers = s.Key("peers").IntAtLeast(1);
-    if (x.peers >= x.ranks) s.Key("peers").Fail("must be < ranks (" + std::to_string(x.ranks) + ")");
+    if (x.peers >= x.ranks)
+      s.Key("peers").Fail("must be < ranks (" + std::to_string(x.ranks) + ")");
   }
   x.variant = OptStr(s, "variant");
 }
@@ -81,10 +83,11 @@ void ParseForward(const JsonCursor& s, Sample& x) {
 }
 
 void ParseBackup(const JsonCursor& s, Sample& x) {
-  s.OnlyKeys({KV_COMMON, "schedule", "bytes", "copies", "pages", "layers", "pool", "run_pages", "gather_pages",
-              "forward_s", "gate", "mode", "layout"});
+  s.OnlyKeys({KV_COMMON, "schedule", "bytes", "copies", "pages", "layers", "pool", "run_pages",
+              "gather_pages", "forward_s", "gate", "mode", "layout"});
   const std::string sch = s.Key("schedule").Str();
-  if (sch != "per-layer" && sch != "tail") s.Key("schedule").Fail("expected per-layer or tail, got '" + sch + "'");
+  if (sch != "per-layer" && sch != "tail")
+    s.Key("schedule").Fail("expected per-layer or tail, got '" + sch + "'");
   x.tail = sch == "tail";
   x.to_device = false;
   x.bytes = s.Key("bytes").NumAtLeast(0, true);

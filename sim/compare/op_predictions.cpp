@@ -4,15 +4,15 @@
 #include <map>
 #include <sstream>
 
-#include "traces/json_location.h"
 #include "sim/predict/predictor.h"
 #include "traces/input_error.h"
+#include "traces/json_location.h"
 
 namespace kvlanes {
 namespace {
 
-// One op per lane and pool, ids as in sim/predict/plan.cpp. `per_copy` gives the seconds of one lane's
-// copies in one pool from that lane's bytes in the pool.
+// One op per lane and pool, ids as in sim/predict/plan.cpp. `per_copy` gives the seconds of one
+// lane's copies in one pool from that lane's bytes in the pool.
 template <typename Fn>
 void CopyOps(std::vector<OpPrediction>& out, const std::vector<LaneCopy>& copies,
              const ReplayConfig& cfg, const std::string& pre, const char* kind, Fn per_copy) {

@@ -94,9 +94,11 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  d2h_gbps: " + Num(p.d2h_gbps) + "\n";
   y += "  copy_latency_s: " + Num(p.copy_latency_s) + "\n";
   if (p.latency_per_chunk) y += "  copy_unit: chunk\n";
-  for (const auto& [group, c] : {std::pair{"backup_per_layer", p.backup_per_layer}, std::pair{"backup_tail", p.backup_tail}})
+  for (const auto& [group, c] :
+       {std::pair{"backup_per_layer", p.backup_per_layer}, std::pair{"backup_tail", p.backup_tail}})
     if (c.gbps > 0)
-      y += FitComment(r, group, "  ") + "  " + group + ": {latency_s: " + Num(c.latency_s) + ", gbps: " + Num(c.gbps) +
+      y += FitComment(r, group, "  ") + "  " + group + ": {latency_s: " + Num(c.latency_s) +
+           ", gbps: " + Num(c.gbps) +
            (c.entry_s > 0 ? ", entry_s: " + Num(c.entry_s) : std::string()) + "}\n";
   y += FitComment(r, "copy_submit", "  ");
   y += "  copy_submit_s: " + Num(p.copy_submit_s) + "\n\n";

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "sim/check.h"
 #include "sim/cache/placement.h"
+#include "sim/check.h"
 
 namespace kvlanes {
 
@@ -17,9 +17,9 @@ struct ReplayEngine::RequestWork {
   bool new_free_group = false;  // the next freed slot opens a new eviction entry in rec
   uint64_t epoch = 0;           // the request's access epoch (1-based)
   int64_t input_tokens = 0;
-  int64_t keyed = 0;   // full pages with keys
-  int64_t cap = 0;     // keyed pages the match may use: the last token is always computed
-  int64_t total = 0;   // pages of the input, the unaligned tail page included
+  int64_t keyed = 0;  // full pages with keys
+  int64_t cap = 0;    // keyed pages the match may use: the last token is always computed
+  int64_t total = 0;  // pages of the input, the unaligned tail page included
   MatchResult match{};
   int64_t loaded = 0;     // host pages loaded back
   int64_t start = 0;      // first page to compute (= pages of the materialized prefix)
@@ -43,17 +43,20 @@ namespace {
 // eviction instead (write_back).
 int WriteThreshold(WritePolicy p) {
   switch (p) {
-    case WritePolicy::kWriteThrough: return 1;
-    case WritePolicy::kWriteThroughSelective: return 2;
-    case WritePolicy::kWriteBack: return 0;
+    case WritePolicy::kWriteThrough:
+      return 1;
+    case WritePolicy::kWriteThroughSelective:
+      return 2;
+    case WritePolicy::kWriteBack:
+      return 0;
   }
   return 0;
 }
 
 }  // namespace
 
-ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy,
-                           int64_t block_tokens, EngineOptions opts)
+ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, int64_t block_tokens,
+                           EngineOptions opts)
     : cfg_(cfg),
       policy_(policy),
       placement_(&policy.Placement()),
@@ -62,7 +65,8 @@ ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy,
       pages_per_block_(block_tokens / cfg.cache.page_tokens),
       page_bytes_(cfg.model.PageBytes(cfg.cache.page_tokens)),
       ranks_(static_cast<int>(cfg.cache.cp_size)),
-      write_threshold_(WriteThreshold(kWritePolicyNames.Parse(cfg.cache.write_policy, "cache.write_policy"))),
+      write_threshold_(
+          WriteThreshold(kWritePolicyNames.Parse(cfg.cache.write_policy, "cache.write_policy"))),
       opts_(opts),
       tree_(policy.Order()),
       ledger_(ranks_, cfg.cache.device_pages_per_lane, cfg.cache.host_pages_per_lane),
@@ -83,7 +87,8 @@ bool ReplayEngine::EnsureFree(RequestWork& w, const LaneDemand& demand) {
   return demand.MetBy(ledger_);
 }
 
-void AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot, uint32_t host_slot) {
+void AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot,
+                 uint32_t host_slot) {
   for (LaneCopy& c : copies) {
     if (c.lane == lane) {
       c.pages.push_back({device_slot, host_slot});
@@ -115,7 +120,8 @@ void ReplayEngine::ApplyEviction(RequestWork& w, Tier tier, const EvictionPlan& 
     const int64_t size = static_cast<int64_t>(tree_.node(v).pages.size());
     const int64_t tail = plan.tail_pages.empty() ? 0 : plan.tail_pages[i];
     KV_CHECK(tail >= 0 && tail <= size, "policy '" << policy_.Name() << "' planned " << tail
-                                                   << " tail pages of node " << v << " of " << size);
+                                                   << " tail pages of node " << v << " of "
+                                                   << size);
     if (tail > 0 && tail < size) {
       tree_.SplitHead(v, size - tail);
       ++c_.tail_evictions;
@@ -288,7 +294,8 @@ void ReplayEngine::BeginRequest(const Request& req, RequestWork& w) {
 // part of the match back when the policy admits it; this fixes the pages to compute.
 void ReplayEngine::MatchAndLoadBack(RequestWork& w) {
   const int64_t P = page_tokens_;
-  w.match = tree_.Match(std::span<const PageKey>(w.s.keys.data(), static_cast<size_t>(w.cap)), w.epoch);
+  w.match =
+      tree_.Match(std::span<const PageKey>(w.s.keys.data(), static_cast<size_t>(w.cap)), w.epoch);
   const MatchResult& m = w.match;
   LockPath(m.last_node, +1);
   c_.device_hit_tokens += m.device_pages * P;
@@ -335,7 +342,8 @@ void ReplayEngine::CollectPrefix(RequestWork& w) {
       }
     }
   }
-  KV_CHECK(seen == prefix_pages, "prefix path holds " << seen << " pages, expected " << prefix_pages);
+  KV_CHECK(seen == prefix_pages,
+           "prefix path holds " << seen << " pages, expected " << prefix_pages);
   if (runs.size() == 1) {
     const Extent& e = extents_[runs[0].extent];
     w.proven_zigzag = std::strcmp(e.placement, "zigzag") == 0 && e.first_page == 0 &&
@@ -370,11 +378,13 @@ void ReplayEngine::PlaceComputedPages(RequestWork& w) {
 // Adds the admitted extent pages to the demand.
 void ReplayEngine::AdmitNewExtent(RequestWork& w) {
   const std::span<uint16_t> ext = w.ExtentOwners();
-  const DeviceOffer offer{std::span<const PageKey>(w.s.keys.data(), w.s.keys.size()), w.ext_start, w.n_ext,
-                          placement_->from_allocator ? std::span<const uint16_t>() : ext, &w.need};
+  const DeviceOffer offer{std::span<const PageKey>(w.s.keys.data(), w.s.keys.size()), w.ext_start,
+                          w.n_ext, placement_->from_allocator ? std::span<const uint16_t>() : ext,
+                          &w.need};
   w.end = w.ext_start + (w.n_ext > 0 ? policy_.AdmitDevicePages(View(), offer) : 0);
-  KV_CHECK(w.end >= w.ext_start && w.end <= w.total,
-           "policy '" << policy_.Name() << "' admitted " << w.end - w.ext_start << " of " << w.n_ext << " pages");
+  KV_CHECK(w.end >= w.ext_start && w.end <= w.total, "policy '" << policy_.Name() << "' admitted "
+                                                                << w.end - w.ext_start << " of "
+                                                                << w.n_ext << " pages");
   c_.bypassed_pages += w.total - w.end;
   if (placement_->from_allocator) {
     w.need.any_lane = w.end - w.ext_start;
@@ -440,13 +450,14 @@ void ReplayEngine::ReleaseComputed(RequestWork& w, int64_t pos) {
 // freed, as is the unkeyed tail page.
 void ReplayEngine::InsertComputedPages(RequestWork& w) {
   w.s.path.clear();
-  const RadixTree::InsertWalk walk =
-      tree_.WalkForInsert(std::span<const PageKey>(w.s.keys.data(), static_cast<size_t>(w.keyed_c)), w.epoch,
-                          [this, &w](NodeId id, int64_t first) { InsertIntoNode(w, id, first); });
+  const RadixTree::InsertWalk walk = tree_.WalkForInsert(
+      std::span<const PageKey>(w.s.keys.data(), static_cast<size_t>(w.keyed_c)), w.epoch,
+      [this, &w](NodeId id, int64_t first) { InsertIntoNode(w, id, first); });
   if (walk.consumed < w.keyed_c) AddComputedLeaf(w, walk);
   for (int64_t pos = std::max(w.keyed_c, w.start); pos < w.end; ++pos) ReleaseComputed(w, pos);
   for (size_t k = 0; k < w.s.slots.size(); ++k)
-    KV_CHECK(w.s.slots[k] == kNoSlot, "computed page " << w.start + static_cast<int64_t>(k) << " leaked");
+    KV_CHECK(w.s.slots[k] == kNoSlot,
+             "computed page " << w.start + static_cast<int64_t>(k) << " leaked");
 }
 
 // A node the insert walk passed, its first page at logical position `first`: part of the
@@ -486,7 +497,8 @@ void ReplayEngine::DropMovedHostCopy(RequestWork& w, NodeId id, int64_t first) {
   const int64_t len = static_cast<int64_t>(tree_.node(id).keys.size());
   const uint16_t* owners = w.s.owners.data() + (first - w.start);
   bool moved = false;
-  for (int64_t j = 0; j < len; ++j) moved |= tree_.node(id).pages[static_cast<size_t>(j)].owner != owners[j];
+  for (int64_t j = 0; j < len; ++j)
+    moved |= tree_.node(id).pages[static_cast<size_t>(j)].owner != owners[j];
   if (!moved) return;
   Node& hn = tree_.mutable_node(id);
   KV_CHECK(first >= w.ext_start && hn.lock == 0, "revived page owner differs from its placement");
@@ -503,7 +515,8 @@ void ReplayEngine::DropMovedHostCopy(RequestWork& w, NodeId id, int64_t first) {
 // The keyed pages past the deepest node the walk reached become one new leaf below it.
 void ReplayEngine::AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& walk) {
   KV_CHECK(walk.consumed >= w.ext_start, "insert stopped inside the recomputed host chain");
-  const size_t a = static_cast<size_t>(walk.consumed - w.start), b = static_cast<size_t>(w.keyed_c - w.start);
+  const size_t a = static_cast<size_t>(walk.consumed - w.start),
+               b = static_cast<size_t>(w.keyed_c - w.start);
   std::vector<PageKey> keys(w.s.keys.begin() + walk.consumed, w.s.keys.begin() + w.keyed_c);
   std::vector<PageInfo> pages(b - a);
   std::vector<uint32_t> dev(w.s.slots.begin() + static_cast<ptrdiff_t>(a),
@@ -511,12 +524,15 @@ void ReplayEngine::AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& 
   for (size_t k = a; k < b; ++k) {
     const uint16_t owner = w.s.owners[k];
     pages[k - a] = PageInfo{owner, w.extent_id};
-    if (w.rec) w.rec->new_pages.push_back(NewPage{w.start + static_cast<int64_t>(k), owner, w.s.slots[k], w.extent_id});
+    if (w.rec)
+      w.rec->new_pages.push_back(
+          NewPage{w.start + static_cast<int64_t>(k), owner, w.s.slots[k], w.extent_id});
     ledger_.AddInFlight(Tier::kDevice, owner, -1);
     w.s.slots[k] = kNoSlot;
   }
   // A new leaf counts its own insert as a hit (write_through backs it up at once).
-  const NodeId leaf = tree_.AddLeaf(walk.node, std::move(keys), std::move(pages), std::move(dev), w.epoch, 1);
+  const NodeId leaf =
+      tree_.AddLeaf(walk.node, std::move(keys), std::move(pages), std::move(dev), w.epoch, 1);
   ledger_.OnResidency(tree_.node(leaf), Tier::kDevice, +1);
   c_.inserted_pages += w.keyed_c - walk.consumed;
   w.s.path.push_back(leaf);
@@ -544,8 +560,14 @@ void ReplayEngine::FinishRequest(RequestWork& w) {
 
 void ReplayEngine::DecideMaterialization(RequestWork& w) {
   const int64_t prefix_pages = w.start;
-  GatherContext ctx{w.s.runs, extents_, w.s.shard_pages, prefix_pages, w.proven_zigzag,
-                    w.NewTokens(page_tokens_), prefix_pages * page_tokens_, w.s.load_lane_pages,
+  GatherContext ctx{w.s.runs,
+                    extents_,
+                    w.s.shard_pages,
+                    prefix_pages,
+                    w.proven_zigzag,
+                    w.NewTokens(page_tokens_),
+                    prefix_pages * page_tokens_,
+                    w.s.load_lane_pages,
                     w.s.backup_lane_pages};
   GatherMethod g = GatherMethod::kPacked;
   if (prefix_pages > 0) {
@@ -582,8 +604,9 @@ void ReplayEngine::CheckInvariants() const {
   }
   ledger_.CheckAgainst(tree_, dev_free, host_free);
   for (int r = 0; r < ranks_; ++r) {
-    KV_CHECK(ledger_.at(Tier::kDevice, r).in_flight == 0 && ledger_.at(Tier::kHost, r).in_flight == 0,
-             "pages left in flight between requests on lane " << r);
+    KV_CHECK(
+        ledger_.at(Tier::kDevice, r).in_flight == 0 && ledger_.at(Tier::kHost, r).in_flight == 0,
+        "pages left in flight between requests on lane " << r);
   }
 }
 

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "sim/config.h"
 #include "sim/cache/ledger.h"
 #include "sim/cache/placement.h"
-#include "sim/predict/plan.h"
 #include "sim/cache/policy.h"
 #include "sim/cache/radix_tree.h"
 #include "sim/cache/slot_allocator.h"
+#include "sim/config.h"
+#include "sim/predict/plan.h"
 #include "traces/trace.h"
 
 namespace kvlanes {
@@ -41,9 +41,9 @@ struct ReplayCounters {
   int64_t host_write_pages = 0;
   int64_t host_write_bytes = 0;
   int64_t host_write_refused = 0;  // refused by admission or no host room
-  int64_t allocated_pages = 0;  // device pages allocated for computed pages (cached requests)
-  int64_t bypassed_pages = 0;   // computed pages the policy chose not to cache (AdmitDevicePages)
-  int64_t tail_evictions = 0;   // victims evicted in part (EvictionPlan::tail_pages)
+  int64_t allocated_pages = 0;     // device pages allocated for computed pages (cached requests)
+  int64_t bypassed_pages = 0;  // computed pages the policy chose not to cache (AdmitDevicePages)
+  int64_t tail_evictions = 0;  // victims evicted in part (EvictionPlan::tail_pages)
   int64_t inserted_pages = 0;
   int64_t duplicate_pages = 0;
   std::map<std::string, int64_t> gather_method_counts;
@@ -85,13 +85,13 @@ class ReplayEngine {
   // Buffers reused across requests: their capacity is kept, their contents belong to the request
   // being processed (no per-request allocation on the hot path).
   struct Scratch {
-    std::vector<PageKey> keys;       // the request's keyed pages, from logical page 0
-    std::vector<uint16_t> owners;    // owners of the pages to compute, from the first one
-    std::vector<uint32_t> slots;     // their device slots while in flight (kNoSlot once placed)
-    std::vector<NodeId> chain;       // nodes walked by load-back and prefix collection
-    std::vector<NodeId> path;        // nodes the insert passed, top-down (the backup candidates)
-    std::vector<PrefixRun> runs;     // the prefix's extent runs
-    std::vector<int64_t> shard_pages;        // prefix pages owned per lane
+    std::vector<PageKey> keys;         // the request's keyed pages, from logical page 0
+    std::vector<uint16_t> owners;      // owners of the pages to compute, from the first one
+    std::vector<uint32_t> slots;       // their device slots while in flight (kNoSlot once placed)
+    std::vector<NodeId> chain;         // nodes walked by load-back and prefix collection
+    std::vector<NodeId> path;          // nodes the insert passed, top-down (the backup candidates)
+    std::vector<PrefixRun> runs;       // the prefix's extent runs
+    std::vector<int64_t> shard_pages;  // prefix pages owned per lane
     std::vector<int64_t> backup_lane_pages;  // pages backed up per lane
     std::vector<int64_t> load_lane_pages;    // pages loaded back per lane
   };

@@ -73,7 +73,8 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
 
 double CostModel::ComputeLayerS(int64_t new_tokens, int64_t prefix_tokens) const {
   const double n = static_cast<double>(new_tokens), p = static_cast<double>(prefix_tokens);
-  return hw_.layer_base_s + (hw_.layer_token_s * n + hw_.layer_attn_pair_s * n * (p + n / 2)) / ranks_;
+  return hw_.layer_base_s +
+         (hw_.layer_token_s * n + hw_.layer_attn_pair_s * n * (p + n / 2)) / ranks_;
 }
 
 double CostModel::DeviceCopyS(double payload_bytes) const {
@@ -87,7 +88,8 @@ double CostModel::CopyLatencyS(double pages, double layers) const {
 }
 
 double CostModel::CopiesLatencyS(int64_t pages, int64_t layers) const {
-  return static_cast<double>(pools_) * CopyLatencyS(static_cast<double>(pages), static_cast<double>(layers));
+  return static_cast<double>(pools_) *
+         CopyLatencyS(static_cast<double>(pages), static_cast<double>(layers));
 }
 
 double CostModel::KernelCopyS(double payload_bytes) const {
@@ -102,16 +104,22 @@ double CostModel::KernelWriteS(double bytes) const {
   return b.latency_s + bytes / (b.gbps * 1e9);
 }
 
-double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes, double runs) const {
-  const HardwareProfile::CopyCost& b = s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
+double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes,
+                              double runs) const {
+  const HardwareProfile::CopyCost& b =
+      s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
   if (b.gbps > 0) return b.latency_s + runs * layers * b.entry_s + bytes / (b.gbps * 1e9);
   return CopyLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
 }
 
-double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes, double runs) const {
-  const HardwareProfile::CopyCost& b = s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
+double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes,
+                                double runs) const {
+  const HardwareProfile::CopyCost& b =
+      s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
   if (b.gbps > 0)
-    return static_cast<double>(pools_) * (b.latency_s + runs * static_cast<double>(layers) * b.entry_s) + bytes / (b.gbps * 1e9);
+    return static_cast<double>(pools_) *
+               (b.latency_s + runs * static_cast<double>(layers) * b.entry_s) +
+           bytes / (b.gbps * 1e9);
   return CopiesLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
 }
 
@@ -139,7 +147,8 @@ double CostModel::PeerReadS(double bytes, int peers) const {
   return peers * coll_->peer_setup_s + b.latency_s + bytes / (b.gbps * 1e9);
 }
 
-GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_pages, int64_t prefix_pages) const {
+GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_pages,
+                             int64_t prefix_pages) const {
   GatherCost c;
   if (prefix_pages == 0) return c;
   const double b = page_layer_bytes_, P = static_cast<double>(prefix_pages);
@@ -166,7 +175,8 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
       // kernel whose HBM copy and NVLink reads run side by side: the slower of the two.
       double worst = 0, worst_bytes = 0;
       for (int r = 0; r < ranks_; ++r) {
-        const double own = static_cast<double>(r < static_cast<int>(shard_pages.size()) ? shard_pages[r] : 0);
+        const double own =
+            static_cast<double>(r < static_cast<int>(shard_pages.size()) ? shard_pages[r] : 0);
         const double local = own > 0 ? KernelCopyS(own * b) : 0;
         const double t = std::max(local, ranks_ > 1 ? PeerReadS((P - own) * b, ranks_ - 1) : 0.0);
         if (t > worst) {
@@ -188,15 +198,19 @@ double CostModel::LayerTierCopyS(std::span<const int64_t> pages_per_lane, bool t
   for (int64_t pages : pages_per_lane) {
     if (pages == 0) continue;
     const double bytes = static_cast<double>(pages) * page_layer_bytes_;
-    worst = std::max(worst, CopiesLatencyS(pages, 1) + bytes / ((to_device ? hw_.h2d_gbps : hw_.d2h_gbps) * 1e9));
+    worst = std::max(worst, CopiesLatencyS(pages, 1) +
+                                bytes / ((to_device ? hw_.h2d_gbps : hw_.d2h_gbps) * 1e9));
   }
   return worst;
 }
 
 BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_per_lane,
-                             std::span<const double> layer_end_s, std::span<const int64_t> runs_per_lane) const {
+                             std::span<const double> layer_end_s,
+                             std::span<const int64_t> runs_per_lane) const {
   const auto runs = [&](size_t lane) {
-    return lane < runs_per_lane.size() ? static_cast<double>(std::max<int64_t>(1, runs_per_lane[lane])) : 1.0;
+    return lane < runs_per_lane.size()
+               ? static_cast<double>(std::max<int64_t>(1, runs_per_lane[lane]))
+               : 1.0;
   };
   BackupCost c;
   c.forward_s = layer_end_s.empty() ? 0 : layer_end_s.back();
@@ -210,8 +224,9 @@ BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_pe
   double layer_copy = 0;
   for (size_t lane = 0; lane < pages_per_lane.size(); ++lane)
     if (const int64_t pages = pages_per_lane[lane]; pages > 0)
-      layer_copy = std::max(layer_copy, BackupCopiesS(BackupSchedule::kPerLayer, pages, 1,
-                                                      static_cast<double>(pages) * page_layer_bytes_, runs(lane)));
+      layer_copy = std::max(
+          layer_copy, BackupCopiesS(BackupSchedule::kPerLayer, pages, 1,
+                                    static_cast<double>(pages) * page_layer_bytes_, runs(lane)));
   if (s == BackupSchedule::kPerLayer) {
     // layer l's copy starts when layer l's forward ends and the previous copy is done.
     double copy_end = 0;
@@ -224,8 +239,11 @@ BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_pe
     double worst = 0;
     for (size_t lane = 0; lane < pages_per_lane.size(); ++lane) {
       const int64_t pages = pages_per_lane[lane];
-      const double bytes = static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers_);
-      if (pages > 0) worst = std::max(worst, BackupCopiesS(BackupSchedule::kTail, pages, layers_, bytes, runs(lane)));
+      const double bytes =
+          static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers_);
+      if (pages > 0)
+        worst = std::max(worst,
+                         BackupCopiesS(BackupSchedule::kTail, pages, layers_, bytes, runs(lane)));
     }
     c.total_s = c.forward_s + c.submit_s + worst;
   }
@@ -237,8 +255,8 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   RequestCost c;
   int64_t loaded = 0;
   for (int64_t x : f.load_back_pages) loaded += x;
-  const double load_layer =
-      LayerTierCopyS(f.load_back_pages, true) + (loaded > 0 ? static_cast<double>(pools_) * hw_.copy_submit_s : 0);
+  const double load_layer = LayerTierCopyS(f.load_back_pages, true) +
+                            (loaded > 0 ? static_cast<double>(pools_) * hw_.copy_submit_s : 0);
   const GatherCost g = Gather(f.gather, f.shard_pages, f.prefix_pages);
   const double comp_layer = ComputeLayerS(f.new_tokens, f.prefix_tokens);
   c.compute_s = comp_layer * static_cast<double>(layers_);
@@ -266,9 +284,10 @@ RequestCost CostModel::Request(const RequestPlan& p) const {
   double write_back = 0;
   for (int64_t pages : PagesPerLane(p.write_back, ranks_))
     if (pages > 0)
-      write_back = std::max(write_back, pools_ * hw_.copy_submit_s + CopiesLatencyS(pages, layers_) +
-                                            static_cast<double>(pages) * page_layer_bytes_ *
-                                                static_cast<double>(layers_) / (hw_.d2h_gbps * 1e9));
+      write_back =
+          std::max(write_back, pools_ * hw_.copy_submit_s + CopiesLatencyS(pages, layers_) +
+                                   static_cast<double>(pages) * page_layer_bytes_ *
+                                       static_cast<double>(layers_) / (hw_.d2h_gbps * 1e9));
   const PlanShape f(p, ranks_, page_tokens_);
   RequestCost c = Evaluate(f.shape);
   c.write_back_s = write_back;

@@ -6,22 +6,22 @@
 #include <span>
 #include <vector>
 
+#include "sim/cache/policy.h"
 #include "sim/config.h"
 #include "sim/predict/hardware_profile.h"
 #include "sim/predict/plan.h"
-#include "sim/cache/policy.h"
 
 namespace kvlanes {
 
 struct GatherCost {
-  double per_layer_s = 0;  // on the slowest rank, each layer
-  double once_s = 0;       // per request (index materialization)
-  double total_s = 0;      // once_s + layers * per_layer_s
+  double per_layer_s = 0;     // on the slowest rank, each layer
+  double once_s = 0;          // per request (index materialization)
+  double total_s = 0;         // once_s + layers * per_layer_s
   double bytes_per_rank = 0;  // bytes one rank sends or reads over the fabric per layer
 };
 
 struct BackupCost {
-  double total_s = 0;           // from forward start to the last backup byte on host
+  double total_s = 0;  // from forward start to the last backup byte on host
   double forward_s = 0;
   double beyond_forward_s = 0;  // total_s - forward_s
   double submit_s = 0;          // CPU submission of the copies
@@ -79,16 +79,19 @@ class CostModel {
   // `layers` layers (1 per-layer, all for tail), `bytes` in all. Uses the profile's
   // backup_per_layer / backup_tail when measured (latency + runs x layers x entry_s + bytes /
   // gbps), else CopyLatencyS + bytes / d2h.
-  double BackupCopyS(BackupSchedule s, double pages, double layers, double bytes, double runs = 1) const;
+  double BackupCopyS(BackupSchedule s, double pages, double layers, double bytes,
+                     double runs = 1) const;
   // The same for the copies of every pool (`bytes` of all pools).
-  double BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes, double runs = 1) const;
+  double BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes,
+                       double runs = 1) const;
   // One host<->device copy of `bytes` on one lane: latency + bytes / bandwidth.
   double TierCopyS(double bytes, bool to_device) const;
   double AllGatherS(double total_bytes) const;
   double AllReduceS(double bytes) const;
   double PeerReadS(double bytes, int peers) const;
 
-  GatherCost Gather(GatherMethod m, std::span<const int64_t> shard_pages, int64_t prefix_pages) const;
+  GatherCost Gather(GatherMethod m, std::span<const int64_t> shard_pages,
+                    int64_t prefix_pages) const;
   // One layer's tier copy for the slowest lane: one copy per pool (latency each) + bytes.
   double LayerTierCopyS(std::span<const int64_t> pages_per_lane, bool to_device) const;
   // Backups of `pages_per_lane` given each layer's forward end (layer_end_s, seconds from the
@@ -96,7 +99,8 @@ class CostModel {
   // runs_per_lane: runs of adjacent slots per lane (empty: one run each, the slot allocator's
   // usual case); only measured backup terms with entry_s use them.
   BackupCost Backup(BackupSchedule s, std::span<const int64_t> pages_per_lane,
-                    std::span<const double> layer_end_s, std::span<const int64_t> runs_per_lane = {}) const;
+                    std::span<const double> layer_end_s,
+                    std::span<const int64_t> runs_per_lane = {}) const;
   // Forward pass (load-back overlapped per layer, gather + compute per layer) and backups.
   RequestCost Evaluate(const ForwardShape& shape) const;
   // A whole plan: write-back at eviction + Evaluate of its shape.

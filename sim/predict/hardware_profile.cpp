@@ -1,10 +1,10 @@
 #include "sim/predict/hardware_profile.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <string_view>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "traces/input_error.h"
 #include "traces/name_table.h"
@@ -27,10 +27,12 @@ namespace {
 
 struct Reader {
   std::string file;
-  [[noreturn]] void Fail(const YAML::Node& at, const std::string& key, const std::string& msg) const {
+  [[noreturn]] void Fail(const YAML::Node& at, const std::string& key,
+                         const std::string& msg) const {
     throw InputError(file, at.Mark().line >= 0 ? at.Mark().line + 1 : 0, key, msg);
   }
-  double Num(const YAML::Node& map, const std::string& key, const std::string& path, bool positive) const {
+  double Num(const YAML::Node& map, const std::string& key, const std::string& path,
+             bool positive) const {
     const YAML::Node v = map[key];
     if (!v) Fail(map, path + key, "missing");
     double d;
@@ -39,10 +41,12 @@ struct Reader {
     } catch (const YAML::Exception&) {
       Fail(v, path + key, "expected a number");
     }
-    if (positive ? !(d > 0) : !(d >= 0)) Fail(v, path + key, positive ? "must be > 0" : "must be >= 0");
+    if (positive ? !(d > 0) : !(d >= 0))
+      Fail(v, path + key, positive ? "must be > 0" : "must be >= 0");
     return d;
   }
-  void OnlyKeys(const YAML::Node& map, const std::string& path, std::initializer_list<const char*> keys) const {
+  void OnlyKeys(const YAML::Node& map, const std::string& path,
+                std::initializer_list<const char*> keys) const {
     if (!map.IsMap()) Fail(map, path, "expected a map");
     const std::vector<std::string_view> valid(keys.begin(), keys.end());
     for (const auto& kv : map) {
@@ -64,7 +68,8 @@ struct Reader {
       band.max_bytes = b["max_bytes"] ? Num(b, "max_bytes", p, true) : 0;
       band.latency_s = Num(b, "latency_s", p, false);
       band.gbps = Num(b, "gbps", p, true);
-      if (i + 1 < node.size() && band.max_bytes <= 0) Fail(b, p + "max_bytes", "only the last band may be unbounded");
+      if (i + 1 < node.size() && band.max_bytes <= 0)
+        Fail(b, p + "max_bytes", "only the last band may be unbounded");
       if (!c.bands.empty() && band.max_bytes > 0 && band.max_bytes <= c.bands.back().max_bytes)
         Fail(b, p + "max_bytes", "bands must grow");
       c.bands.push_back(band);
@@ -85,7 +90,8 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
     throw InputError(path, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
   }
   Reader r{path};
-  r.OnlyKeys(root, "", {"name", "source", "measured", "host_device", "device", "collectives", "compute"});
+  r.OnlyKeys(root, "",
+             {"name", "source", "measured", "host_device", "device", "collectives", "compute"});
   HardwareProfile p;
   if (!root["name"]) r.Fail(root, "name", "missing");
   p.name = root["name"].Scalar();
@@ -94,9 +100,11 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
   const YAML::Node hd = root["host_device"];
   if (!hd) r.Fail(root, "host_device", "missing");
   r.OnlyKeys(hd, "host_device.",
-             {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit", "backup_per_layer", "backup_tail"});
-  for (const auto& [key, field] : {std::pair{"backup_per_layer", &HardwareProfile::backup_per_layer},
-                                   std::pair{"backup_tail", &HardwareProfile::backup_tail}}) {
+             {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit",
+              "backup_per_layer", "backup_tail"});
+  for (const auto& [key, field] :
+       {std::pair{"backup_per_layer", &HardwareProfile::backup_per_layer},
+        std::pair{"backup_tail", &HardwareProfile::backup_tail}}) {
     const YAML::Node b = hd[key];
     if (!b) continue;
     const std::string pre = std::string("host_device.") + key + ".";
@@ -107,7 +115,8 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
   }
   if (hd["copy_unit"]) {
     const std::string u = hd["copy_unit"].as<std::string>();
-    if (u != "call" && u != "chunk") r.Fail(hd["copy_unit"], "host_device.copy_unit", "expected call or chunk, got '" + u + "'");
+    if (u != "call" && u != "chunk")
+      r.Fail(hd["copy_unit"], "host_device.copy_unit", "expected call or chunk, got '" + u + "'");
     p.latency_per_chunk = u == "chunk";
   }
   p.h2d_gbps = r.Num(hd, "h2d_gbps", "host_device.", true);
@@ -120,7 +129,8 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
   if (dv["copy_bands"]) p.device_copy_bands = r.Bands(dv["copy_bands"], "device.copy_bands");
   p.device_copy_gbps = r.Num(dv, "copy_gbps", "device.", true);
   p.kernel_launch_s = r.Num(dv, "kernel_launch_s", "device.", false);
-  if (dv["index_bytes_per_page"]) p.index_bytes_per_page = r.Num(dv, "index_bytes_per_page", "device.", false);
+  if (dv["index_bytes_per_page"])
+    p.index_bytes_per_page = r.Num(dv, "index_bytes_per_page", "device.", false);
   if (const YAML::Node cs = root["collectives"]) {
     if (!cs.IsSequence()) r.Fail(cs, "collectives", "expected a list (one entry per rank count)");
     for (size_t i = 0; i < cs.size(); ++i) {

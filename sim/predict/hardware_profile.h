@@ -24,9 +24,9 @@ struct BandedCost {
 
 struct CollectiveModel {
   int ranks = 0;
-  BandedCost all_gather;  // bytes = whole gathered output (all ranks' shards)
-  BandedCost all_reduce;  // bytes = buffer size
-  BandedCost peer_read;   // bytes = one rank's reads from all peers
+  BandedCost all_gather;    // bytes = whole gathered output (all ranks' shards)
+  BandedCost all_reduce;    // bytes = buffer size
+  BandedCost peer_read;     // bytes = one rank's reads from all peers
   double peer_setup_s = 0;  // fixed cost per peer read from (one copy or kernel per peer)
 };
 
@@ -41,7 +41,7 @@ struct HardwareProfile {
   // What one "copy" is: a copy call per pool and layer range (kernel, cudaMemcpy2DAsync), or
   // every page-layer chunk (cudaMemcpyBatchAsync entries). YAML host_device.copy_unit.
   bool latency_per_chunk = false;
-  double copy_submit_s = 0;   // CPU time to submit one copy or copy kernel
+  double copy_submit_s = 0;  // CPU time to submit one copy or copy kernel
   // Optional: backup copies as measured over a forward pass (`bench sweep` backup samples, with
   // the forward and gather kernels beside them): latency per copy call and d2h bandwidth, per
   // schedule, and optionally a cost per copy entry (a run of pages adjacent on both sides, per

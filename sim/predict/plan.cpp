@@ -9,14 +9,16 @@
 namespace kvlanes {
 
 bool operator==(const RequestPlan& a, const RequestPlan& b) {
-  return a.request == b.request && a.arrival_ns == b.arrival_ns && a.input_tokens == b.input_tokens &&
-         a.device_hit_pages == b.device_hit_pages && a.host_match_pages == b.host_match_pages &&
-         a.loaded_pages == b.loaded_pages && a.prefix_pages == b.prefix_pages &&
-         a.computed_tokens == b.computed_tokens && a.cached == b.cached && a.evictions == b.evictions &&
-         a.write_back == b.write_back && a.load_back == b.load_back && a.new_pages == b.new_pages &&
-         a.gather_method == b.gather_method && a.proven_zigzag == b.proven_zigzag && a.runs == b.runs &&
-         a.run_extents == b.run_extents && a.prefix == b.prefix && a.shard_pages == b.shard_pages &&
-         a.backup_schedule == b.backup_schedule && a.backup == b.backup;
+  return a.request == b.request && a.arrival_ns == b.arrival_ns &&
+         a.input_tokens == b.input_tokens && a.device_hit_pages == b.device_hit_pages &&
+         a.host_match_pages == b.host_match_pages && a.loaded_pages == b.loaded_pages &&
+         a.prefix_pages == b.prefix_pages && a.computed_tokens == b.computed_tokens &&
+         a.cached == b.cached && a.evictions == b.evictions && a.write_back == b.write_back &&
+         a.load_back == b.load_back && a.new_pages == b.new_pages &&
+         a.gather_method == b.gather_method && a.proven_zigzag == b.proven_zigzag &&
+         a.runs == b.runs && a.run_extents == b.run_extents && a.prefix == b.prefix &&
+         a.shard_pages == b.shard_pages && a.backup_schedule == b.backup_schedule &&
+         a.backup == b.backup;
 }
 
 namespace {
@@ -36,8 +38,9 @@ int64_t PoolBytes(const ReplayConfig& cfg, size_t pool, size_t pages) {
 }
 
 // One op per lane and pool: pools share slots, so the page list repeats per pool.
-void CopyOps(J& ops, const std::vector<LaneCopy>& copies, const ReplayConfig& cfg, const std::string& prefix,
-             const char* kind, const char* direction, const char* extra_key, const char* extra_value) {
+void CopyOps(J& ops, const std::vector<LaneCopy>& copies, const ReplayConfig& cfg,
+             const std::string& prefix, const char* kind, const char* direction,
+             const char* extra_key, const char* extra_value) {
   for (const LaneCopy& c : copies) {
     for (size_t k = 0; k < cfg.model.pools.size(); ++k) {
       J op;
@@ -81,14 +84,14 @@ struct Field {
     std::vector<std::array<uint32_t, 2>> out;
     out.reserve(v.size());
     for (const auto& p : v) {
-      if (!p.is_array() || p.size() != 2 || !p[0].is_number_unsigned() || !p[1].is_number_unsigned())
+      if (!p.is_array() || p.size() != 2 || !p[0].is_number_unsigned() ||
+          !p[1].is_number_unsigned())
         Fail(key, "expected [a, b] pairs of non-negative integers");
       out.push_back({p[0].get<uint32_t>(), p[1].get<uint32_t>()});
     }
     return out;
   }
 };
-
 
 }  // namespace
 
@@ -132,7 +135,8 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
   CopyOps(ops, p.write_back, cfg, pre, "write_back", "d2h", nullptr, nullptr);
   CopyOps(ops, p.load_back, cfg, pre, "load_back", "h2d", nullptr, nullptr);
   J written = J::array();
-  for (const NewPage& q : p.new_pages) written.push_back(J::array({q.pos, q.owner, q.device_slot, q.extent}));
+  for (const NewPage& q : p.new_pages)
+    written.push_back(J::array({q.pos, q.owner, q.device_slot, q.extent}));
   ops.push_back({{"id", pre + "compute"},
                  {"kind", "compute"},
                  {"new_tokens", p.computed_tokens},
@@ -150,9 +154,14 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
     for (size_t i = 0; i < p.runs.size(); ++i) {
       const PrefixRun& r = p.runs[i];
       const Extent& e = p.run_extents[i];
-      runs.push_back({{"extent", r.extent}, {"first_page", r.first_page}, {"pages", r.pages},
-                      {"extent_request", e.request}, {"extent_first_page", e.first_page},
-                      {"extent_pages", e.pages}, {"placement", e.placement}, {"ranks", e.ranks}});
+      runs.push_back({{"extent", r.extent},
+                      {"first_page", r.first_page},
+                      {"pages", r.pages},
+                      {"extent_request", e.request},
+                      {"extent_first_page", e.first_page},
+                      {"extent_pages", e.pages},
+                      {"placement", e.placement},
+                      {"ranks", e.ranks}});
     }
     g["runs"] = runs;
     g["shard_pages"] = p.shard_pages;
@@ -161,7 +170,8 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
     g["pages"] = pages;  // index = logical page; {owner rank, device slot on the owner}
     ops.push_back(std::move(g));
   }
-  CopyOps(ops, p.backup, cfg, pre, "backup", "d2h", "schedule", kBackupScheduleNames.CName(p.backup_schedule));
+  CopyOps(ops, p.backup, cfg, pre, "backup", "d2h", "schedule",
+          kBackupScheduleNames.CName(p.backup_schedule));
   j["ops"] = ops;
   return j;
 }
@@ -187,7 +197,8 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
     if (kind == "evict") {
       const std::string tier = f.Str(op, "tier");
       if (tier != "device" && tier != "host") f.Fail("tier", "expected device or host");
-      p.evictions.push_back(SlotFree{tier == "device" ? Tier::kDevice : Tier::kHost, f.PairList(op, "slots")});
+      p.evictions.push_back(
+          SlotFree{tier == "device" ? Tier::kDevice : Tier::kHost, f.PairList(op, "slots")});
     } else if (kind == "write_back" || kind == "load_back" || kind == "backup") {
       // Ops repeat per pool; the first pool's op carries the lane's pages.
       const std::string pool = f.Str(op, "pool");
@@ -199,28 +210,33 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
       if (kind == "write_back") p.write_back.push_back(std::move(c));
       if (kind == "load_back") p.load_back.push_back(std::move(c));
       if (kind == "backup") {
-        p.backup_schedule = kBackupScheduleNames.Parse(f.Str(op, "schedule"), "schedule", f.file, f.line);
+        p.backup_schedule =
+            kBackupScheduleNames.Parse(f.Str(op, "schedule"), "schedule", f.file, f.line);
         p.backup.push_back(std::move(c));
       }
     } else if (kind == "compute") {
       const auto& pages = f.At(op, "pages");
       if (!pages.is_array()) f.Fail("pages", "expected a list");
       for (const auto& q : pages) {
-        if (!q.is_array() || q.size() != 4) f.Fail("pages", "expected [pos, owner, slot, extent] entries");
+        if (!q.is_array() || q.size() != 4)
+          f.Fail("pages", "expected [pos, owner, slot, extent] entries");
         for (const auto& x : q)
           if (!x.is_number_unsigned()) f.Fail("pages", "expected non-negative integers");
-        p.new_pages.push_back(NewPage{q[0].get<int64_t>(), q[1].get<uint16_t>(), q[2].get<uint32_t>(),
-                                      q[3].get<uint32_t>()});
+        p.new_pages.push_back(NewPage{q[0].get<int64_t>(), q[1].get<uint16_t>(),
+                                      q[2].get<uint32_t>(), q[3].get<uint32_t>()});
       }
     } else if (kind == "gather") {
       p.gather_method = kGatherMethodNames.Parse(f.Str(op, "method"), "method", f.file, f.line);
-      if (!f.At(op, "proven_zigzag").is_boolean()) f.Fail("proven_zigzag", "expected true or false");
+      if (!f.At(op, "proven_zigzag").is_boolean())
+        f.Fail("proven_zigzag", "expected true or false");
       p.proven_zigzag = op["proven_zigzag"].get<bool>();
       for (const auto& r : f.At(op, "runs")) {
-        PrefixRun run{static_cast<uint32_t>(f.Int(r, "extent")), f.Int(r, "first_page"), f.Int(r, "pages")};
-        const PlacementRule& rule = ParsePlacementRule(f.Str(r, "placement"), "placement", f.file, f.line);
-        Extent e{f.Int(r, "extent_request"), f.Int(r, "extent_first_page"), f.Int(r, "extent_pages"),
-                 rule.name, static_cast<int>(f.Int(r, "ranks"))};
+        PrefixRun run{static_cast<uint32_t>(f.Int(r, "extent")), f.Int(r, "first_page"),
+                      f.Int(r, "pages")};
+        const PlacementRule& rule =
+            ParsePlacementRule(f.Str(r, "placement"), "placement", f.file, f.line);
+        Extent e{f.Int(r, "extent_request"), f.Int(r, "extent_first_page"),
+                 f.Int(r, "extent_pages"), rule.name, static_cast<int>(f.Int(r, "ranks"))};
         p.runs.push_back(run);
         p.run_extents.push_back(e);
       }
@@ -256,11 +272,12 @@ PlanFile ReadPlanFile(const std::string& path) {
       throw InputError(path, n, "", std::string("malformed JSON: ") + e.what());
     }
     if (n == 1) {
-      if (!j.contains("kvlanes_plan")) throw InputError(path, 1, "kvlanes_plan", "not a kvlanes plan (header missing)");
+      if (!j.contains("kvlanes_plan"))
+        throw InputError(path, 1, "kvlanes_plan", "not a kvlanes plan (header missing)");
       if (j["kvlanes_plan"] != kPlanVersion)
         throw InputError(path, 1, "kvlanes_plan",
-                         "plan version " + j["kvlanes_plan"].dump() + ", this build reads version " +
-                             std::to_string(kPlanVersion));
+                         "plan version " + j["kvlanes_plan"].dump() +
+                             ", this build reads version " + std::to_string(kPlanVersion));
       out.header = std::move(j);
       continue;
     }

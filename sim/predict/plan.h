@@ -7,13 +7,12 @@
 #include <array>
 #include <cstdint>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "sim/config.h"
 #include "sim/cache/policy.h"
+#include "sim/config.h"
 
 namespace kvlanes {
 
@@ -67,12 +66,12 @@ struct RequestPlan {
   // Gather (materialization) of the prefix [0, prefix_pages) on every rank.
   GatherMethod gather_method = GatherMethod::kPacked;
   bool proven_zigzag = false;
-  std::vector<PrefixRun> runs;        // extent runs in logical order
-  std::vector<Extent> run_extents;    // descriptor of each run's extent (same order as runs)
-  std::vector<PrefixPage> prefix;     // per logical page: owner and device slot
-  std::vector<int64_t> shard_pages;   // prefix pages owned per rank
+  std::vector<PrefixRun> runs;       // extent runs in logical order
+  std::vector<Extent> run_extents;   // descriptor of each run's extent (same order as runs)
+  std::vector<PrefixPage> prefix;    // per logical page: owner and device slot
+  std::vector<int64_t> shard_pages;  // prefix pages owned per rank
   BackupSchedule backup_schedule = BackupSchedule::kPerLayer;
-  std::vector<LaneCopy> backup;       // device -> host of newly backed-up pages, per lane
+  std::vector<LaneCopy> backup;  // device -> host of newly backed-up pages, per lane
 
   friend bool operator==(const RequestPlan& a, const RequestPlan& b);
 };

@@ -60,8 +60,14 @@ void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double sta
   auto span = [&](int rank, const char* stream, const std::string& name, double t0, double dur,
                   nlohmann::ordered_json args) {
     if (dur <= 0) return;
-    events_.push_back({{"name", name}, {"cat", stream}, {"ph", "X"}, {"pid", rank}, {"tid", stream},
-                       {"ts", t0 * 1e6}, {"dur", dur * 1e6}, {"args", std::move(args)}});
+    events_.push_back({{"name", name},
+                       {"cat", stream},
+                       {"ph", "X"},
+                       {"pid", rank},
+                       {"tid", stream},
+                       {"ts", t0 * 1e6},
+                       {"dur", dur * 1e6},
+                       {"args", std::move(args)}});
   };
   const std::string r = "r" + std::to_string(p.request);
   const double fwd0 = start_s + c.write_back_s;
@@ -77,13 +83,18 @@ void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double sta
       span(rank, "copy h2d", r + " load-back", fwd0, model_.TierCopyS(lb[rank] * pl, true),
            {{"pages", lb[rank]}});
     span(rank, "compute", r + " forward", fwd0, c.forward_s,
-         {{"new_tokens", p.computed_tokens}, {"prefix_pages", p.prefix_pages}, {"compute_s", c.compute_s},
+         {{"new_tokens", p.computed_tokens},
+          {"prefix_pages", p.prefix_pages},
+          {"compute_s", c.compute_s},
           {"load_back_exposed_s", c.load_back_exposed_s}});
     if (p.prefix_pages > 0)
-      span(rank, "collective", r + " gather " + kGatherMethodNames.CName(p.gather_method), fwd0, c.gather_s,
-           {{"prefix_pages", p.prefix_pages}, {"runs", p.runs.size()}, {"layers", model_.layers()}});
+      span(
+          rank, "collective", r + " gather " + kGatherMethodNames.CName(p.gather_method), fwd0,
+          c.gather_s,
+          {{"prefix_pages", p.prefix_pages}, {"runs", p.runs.size()}, {"layers", model_.layers()}});
     if (bk[rank] > 0) {
-      const double t0 = p.backup_schedule == BackupSchedule::kTail ? fwd0 + c.forward_s : fwd0 + c.layer_end_s[0];
+      const double t0 =
+          p.backup_schedule == BackupSchedule::kTail ? fwd0 + c.forward_s : fwd0 + c.layer_end_s[0];
       span(rank, "copy d2h", r + " backup " + kBackupScheduleNames.CName(p.backup_schedule), t0,
            fwd0 + c.backup.total_s - t0, {{"pages", bk[rank]}});
     }
@@ -93,7 +104,10 @@ void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double sta
 nlohmann::ordered_json Predictor::Timeline() const {
   nlohmann::ordered_json meta = nlohmann::ordered_json::array();
   for (int rank = 0; rank < model_.ranks(); ++rank)
-    meta.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    meta.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", rank},
+                    {"args", {{"name", "rank " + std::to_string(rank)}}}});
   nlohmann::ordered_json all = meta;
   for (const auto& e : events_) all.push_back(e);
   return {{"traceEvents", all}, {"displayTimeUnit", "ms"}};

@@ -38,10 +38,13 @@ nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& 
   j["lane_deficit_failures"] = c.lane_deficit_failures;
   j["ancestor_unlocks"] = c.ancestor_unlocks;
   j["evicted_pages"] = J{{"device", c.evicted_device_pages}, {"host", c.evicted_host_pages}};
-  j["load_back"] = J{{"pages", c.load_back_pages}, {"bytes", c.load_back_bytes},
-                     {"count", c.load_back_count}, {"skipped", c.load_back_skipped},
+  j["load_back"] = J{{"pages", c.load_back_pages},
+                     {"bytes", c.load_back_bytes},
+                     {"count", c.load_back_count},
+                     {"skipped", c.load_back_skipped},
                      {"failed", c.load_back_failed}};
-  j["host_writes"] = J{{"pages", c.host_write_pages}, {"bytes", c.host_write_bytes},
+  j["host_writes"] = J{{"pages", c.host_write_pages},
+                       {"bytes", c.host_write_bytes},
                        {"refused", c.host_write_refused}};
   j["bypassed_pages"] = c.bypassed_pages;
   j["tail_evictions"] = c.tail_evictions;
@@ -49,7 +52,8 @@ nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& 
   j["duplicate_pages"] = c.duplicate_pages;
   J counts = J::object();
   for (const auto& [name, n] : c.gather_method_counts) counts[name] = n;
-  j["gather"] = J{{"method_counts", counts}, {"prefix_pages", c.gather_prefix_pages},
+  j["gather"] = J{{"method_counts", counts},
+                  {"prefix_pages", c.gather_prefix_pages},
                   {"prefix_runs", c.gather_runs},
                   {"bytes", c.gather_prefix_pages * cfg.model.PageBytes(cfg.cache.page_tokens)}};
   J schedules = J::object();
@@ -90,7 +94,8 @@ nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& pol
   std::unique_ptr<CostModel> cost;
   std::unique_ptr<Predictor> predictor;
   if (!cfg.hardware.profile.empty()) {
-    cost = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg, cfg.hardware.profile);
+    cost = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg,
+                                       cfg.hardware.profile);
     predictor = std::make_unique<Predictor>(*cost, sinks.timeline != nullptr);
   }
   const bool record = sinks.plan || predictor || sinks.on_request;

@@ -5,12 +5,11 @@
 
 #include <cstddef>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <ostream>
 
-#include <nlohmann/json.hpp>
-
-#include "sim/config.h"
 #include "sim/cache/policy.h"
+#include "sim/config.h"
 #include "sim/engine/replay_engine.h"
 #include "sim/predict/plan.h"
 #include "traces/trace.h"
@@ -21,8 +20,8 @@ struct RequestCost;
 
 // Optional outputs of a replay.
 struct ReplaySinks {
-  std::ostream* plan = nullptr;                  // the plan stream (docs/plan.md)
-  nlohmann::ordered_json* timeline = nullptr;    // predicted Chrome trace (needs a profile)
+  std::ostream* plan = nullptr;                // the plan stream (docs/plan.md)
+  nlohmann::ordered_json* timeline = nullptr;  // predicted Chrome trace (needs a profile)
   // Called after each request with its plan and, with a profile, its predicted cost.
   std::function<void(const RequestPlan&, const RequestCost*)> on_request;
 };

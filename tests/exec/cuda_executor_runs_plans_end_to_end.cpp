@@ -46,23 +46,26 @@ void CheckCoverage(const PlanFile& pf, const ReplayConfig& cfg, const RunOptions
   CHECK(got == ExpectedOps(pf, cfg));
   CHECK(m["verified_bytes"].get<int64_t>() > 0);
   CHECK(m["context"]["gpu"].get<std::string>().size() > 0);
-  MESSAGE("GPU ", m["context"]["gpu"].get<std::string>(), ", driver ", m["context"]["driver_version"].get<std::string>(),
-          ", NCCL ", m["context"]["nccl_version"].get<std::string>(), ": ", m["ops"].size(), " ops, ",
+  MESSAGE("GPU ", m["context"]["gpu"].get<std::string>(), ", driver ",
+          m["context"]["driver_version"].get<std::string>(), ", NCCL ",
+          m["context"]["nccl_version"].get<std::string>(), ": ", m["ops"].size(), " ops, ",
           m["verified_bytes"].get<int64_t>(), " bytes verified");
 }
 
 TEST_CASE("cp_size 1 runs end to end with NCCL, every op measured and every byte verified") {
   for (const char* method : {"packed", "dense", "zigzag-gated"}) {
     CAPTURE(method);
-    const ReplayConfig cfg = SmallConfig(1, {"cache.device_pages_per_lane=2400", "cache.host_pages_per_lane=6000",
-                                             std::string("gather.method=") + method, "backup.schedule=per-layer"});
+    const ReplayConfig cfg =
+        SmallConfig(1, {"cache.device_pages_per_lane=2400", "cache.host_pages_per_lane=6000",
+                        std::string("gather.method=") + method, "backup.schedule=per-layer"});
     const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
     TempDir dir;
     const RunOptions o = CudaOptions(dir);
     const RunOutcome out = RunLocal(GpuPlan(pf), o);
     REQUIRE_MESSAGE(out.exit_code == 0, out.message);
     CheckCoverage(pf, cfg, o);
-    CHECK(ReadJson(o.out)["context"]["nccl_version"].get<std::string>().find("not used") == std::string::npos);
+    CHECK(ReadJson(o.out)["context"]["nccl_version"].get<std::string>().find("not used") ==
+          std::string::npos);
     CHECK(NoChildrenLeft());
   }
 }
@@ -70,8 +73,9 @@ TEST_CASE("cp_size 1 runs end to end with NCCL, every op measured and every byte
 TEST_CASE("CUDA IPC peer reads work between two processes on the same GPU") {
   // A multi-turn conversation, so later requests gather a prefix (the first requests of the
   // Mooncake excerpt share none, and would never exercise the peer reads).
-  const ReplayConfig cfg = SmallConfig(2, {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=3000",
-                                           "gather.method=p2p", "backup.schedule=tail"});
+  const ReplayConfig cfg =
+      SmallConfig(2, {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=3000",
+                      "gather.method=p2p", "backup.schedule=tail"});
   const PlanFile pf = ReplayPlan("traces/kvtester_trace_0034.json", cfg, 100);
   const ExecPlan plan = GpuPlan(pf);
   std::vector<std::vector<int>> layouts = {{0, 0}};
@@ -110,9 +114,11 @@ TEST_CASE("two GPUs: every gather method at cp_size 2, every rank's dense result
                         Case{"zigzag-gated", "(aligned)", "zigzag"}}) {
     CAPTURE(c.method);
     CAPTURE(c.trace);
-    const ReplayConfig cfg = SmallConfig(2, {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=3000",
-                                             std::string("gather.method=") + c.method, "backup.schedule=per-layer"});
-    const PlanFile pf = c.trace[0] == '(' ? ReplayTrace(AlignedPrefixTrace(5), cfg) : ReplayPlan(c.trace, cfg, 100);
+    const ReplayConfig cfg =
+        SmallConfig(2, {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=3000",
+                        std::string("gather.method=") + c.method, "backup.schedule=per-layer"});
+    const PlanFile pf =
+        c.trace[0] == '(' ? ReplayTrace(AlignedPrefixTrace(5), cfg) : ReplayPlan(c.trace, cfg, 100);
     int64_t multi_extent = 0;
     for (const RequestPlan& p : pf.requests)
       if (p.prefix_pages > 0 && p.runs.size() > 1) ++multi_extent;
@@ -126,14 +132,16 @@ TEST_CASE("two GPUs: every gather method at cp_size 2, every rank's dense result
     const auto measured = ReadJson(o.out);
     std::set<int> ranks_gathering;
     for (const auto& op : measured["ops"])
-      if (op["kind"] == "gather" && op["method"] == c.gathered) ranks_gathering.insert(op["rank"].get<int>());
+      if (op["kind"] == "gather" && op["method"] == c.gathered)
+        ranks_gathering.insert(op["rank"].get<int>());
     CHECK(ranks_gathering == std::set<int>{0, 1});
     CHECK(NoChildrenLeft());
   }
 }
 
 TEST_CASE("two ranks on one GPU with an NCCL gather fail before any work with a clear error") {
-  const ReplayConfig cfg = SmallConfig(2, {"cache.device_pages_per_lane=3000", "gather.method=packed"});
+  const ReplayConfig cfg =
+      SmallConfig(2, {"cache.device_pages_per_lane=3000", "gather.method=packed"});
   const PlanFile pf = ReplayPlan("traces/kvtester_trace_0034.json", cfg, 100);  // has gathers
   TempDir dir;
   RunOptions o = CudaOptions(dir);
@@ -158,7 +166,8 @@ TEST_CASE("a plan larger than the GPU fails with the sizes it asked for") {
 }
 
 TEST_CASE("a flipped byte is found by the GPU verification and named with op, rank and page") {
-  const ReplayConfig cfg = SmallConfig(1, {"cache.device_pages_per_lane=2400", "gather.method=packed"});
+  const ReplayConfig cfg =
+      SmallConfig(1, {"cache.device_pages_per_lane=2400", "gather.method=packed"});
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
   std::string id;
   for (const RequestPlan& p : pf.requests)

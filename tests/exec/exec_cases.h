@@ -8,12 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "exec/exec_run.h"
 #include "exec/executor.h"
@@ -25,7 +24,9 @@
 
 namespace kvlanes::exec::testing {
 
-inline std::string SourcePath(const std::string& rel) { return std::string(KVLANES_SOURCE_DIR) + "/" + rel; }
+inline std::string SourcePath(const std::string& rel) {
+  return std::string(KVLANES_SOURCE_DIR) + "/" + rel;
+}
 
 // A fresh directory under the build's temp space, removed with the object.
 class TempDir {
@@ -51,7 +52,8 @@ inline ReplayConfig SmallConfig(int cp_size, const std::vector<std::string>& set
   ReplayConfig cfg;
   for (const std::string& s :
        {std::string("cache.cp_size=") + std::to_string(cp_size), std::string("model.layers=2"),
-        std::string("model.pools=[{name: kv, bytes_per_token_layer: 8}, {name: indexer, bytes_per_token_layer: 4}]"),
+        std::string("model.pools=[{name: kv, bytes_per_token_layer: 8}, {name: indexer, "
+                    "bytes_per_token_layer: 4}]"),
         std::string("cache.page_tokens=64")})
     ApplyConfigSetting(s, cfg);
   for (const std::string& s : sets) ApplyConfigSetting(s, cfg);
@@ -68,7 +70,8 @@ inline PlanFile ReplayTrace(const Trace& t, const ReplayConfig& cfg) {
   ReplaySinks sinks;
   int64_t line = 2;
   sinks.on_request = [&](const RequestPlan& p, const RequestCost*) {
-    pf.requests.push_back(PlanFromJson(nlohmann::json::parse(PlanToJson(p, cfg).dump()), "(memory)", line++));
+    pf.requests.push_back(
+        PlanFromJson(nlohmann::json::parse(PlanToJson(p, cfg).dump()), "(memory)", line++));
   };
   RunReplay(cfg, *policy, t, EngineOptions{}, {}, sinks);
   return pf;
@@ -106,7 +109,8 @@ inline Trace AlignedPrefixTrace(int followers) {
 
 // Every (op id, rank) pair the plan asks for, read from the plan's JSON form: copies by their
 // lane's rank, evictions by every rank owning a freed slot, compute and gather by every rank.
-inline std::set<std::pair<std::string, int>> ExpectedOps(const PlanFile& pf, const ReplayConfig& cfg) {
+inline std::set<std::pair<std::string, int>> ExpectedOps(const PlanFile& pf,
+                                                         const ReplayConfig& cfg) {
   std::set<std::pair<std::string, int>> want;
   const int N = static_cast<int>(cfg.cache.cp_size);
   for (const RequestPlan& p : pf.requests) {

@@ -1,7 +1,7 @@
 // Failure paths: a plan file that is missing, of another version or with a broken header; a plan
-// that contradicts itself; an output file that cannot be written; a flipped byte (test hook) that verification must report with its op,
-// rank and page; a rank that dies or hangs, after which the others stop, the run fails and no
-// child process is left behind.
+// that contradicts itself; an output file that cannot be written; a flipped byte (test hook) that
+// verification must report with its op, rank and page; a rank that dies or hangs, after which the
+// others stop, the run fails and no child process is left behind.
 #include <doctest/doctest.h>
 
 #include "exec/exec_error.h"
@@ -20,31 +20,39 @@ ReplayConfig TwoRankConfig(const char* gather) {
 constexpr double kTimeoutS = 2;
 
 // The first op of `kind` in the plan and a rank that performs it.
-std::pair<std::string, int> FirstOp(const PlanFile& pf, const ReplayConfig& cfg, const std::string& kind) {
+std::pair<std::string, int> FirstOp(const PlanFile& pf, const ReplayConfig& cfg,
+                                    const std::string& kind) {
   for (const RequestPlan& p : pf.requests) {
     const nlohmann::ordered_json j = PlanToJson(p, cfg);
     for (const auto& op : j["ops"])
-      if (op["kind"] == kind) return {op["id"].get<std::string>(), op.contains("lane") ? op["lane"].get<int>() : 1};
+      if (op["kind"] == kind)
+        return {op["id"].get<std::string>(), op.contains("lane") ? op["lane"].get<int>() : 1};
   }
   FAIL("the plan has no ", kind, " op");
   return {};
 }
 
-TEST_CASE("plan files that are missing, of another version or with a broken header are refused with their location") {
+TEST_CASE(
+    "plan files that are missing, of another version or with a broken header are refused with "
+    "their location") {
   TempDir dir;
-  CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("nope.jsonl")), doctest::Contains("cannot open plan file"), InputError);
+  CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("nope.jsonl")),
+                       doctest::Contains("cannot open plan file"), InputError);
   {
-    std::ofstream(dir.File("v2.jsonl")) << R"({"kvlanes_plan": 2, "cp_size": 1})" << "\n";
-    CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("v2.jsonl")), doctest::Contains("v2.jsonl:1: kvlanes_plan: plan version 2"),
-                         InputError);
+    std::ofstream(dir.File("v2.jsonl")) << R"({"kvlanes_plan": 2, "cp_size": 1})"
+                                        << "\n";
+    CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("v2.jsonl")),
+                         doctest::Contains("v2.jsonl:1: kvlanes_plan: plan version 2"), InputError);
   }
   const ReplayConfig cfg = TwoRankConfig("packed");
   PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5);
   pf.header.erase("layers");
-  CHECK_THROWS_WITH_AS(MakeExecPlan(pf, "p.jsonl", "", -1), doctest::Contains("p.jsonl:1: layers: missing"), InputError);
+  CHECK_THROWS_WITH_AS(MakeExecPlan(pf, "p.jsonl", "", -1),
+                       doctest::Contains("p.jsonl:1: layers: missing"), InputError);
   pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5);
   pf.header["host_layout"] = "sideways";
-  CHECK_THROWS_WITH_AS(MakeExecPlan(pf, "p.jsonl", "", -1), doctest::Contains("host_layout: expected one of"), InputError);
+  CHECK_THROWS_WITH_AS(MakeExecPlan(pf, "p.jsonl", "", -1),
+                       doctest::Contains("host_layout: expected one of"), InputError);
 }
 
 TEST_CASE("a plan that contradicts itself fails with exit code 2 naming the op") {
@@ -72,13 +80,17 @@ TEST_CASE("a plan that contradicts itself fails with exit code 2 naming the op")
   CHECK(NoChildrenLeft());
 }
 
-TEST_CASE("an output file in a directory that does not exist is refused before any rank starts, leaving no file") {
+TEST_CASE(
+    "an output file in a directory that does not exist is refused before any rank starts, leaving "
+    "no file") {
   const ReplayConfig cfg = TwoRankConfig("packed");
-  const ExecPlan plan = MakeExecPlan(ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5), "p.jsonl", "", -1);
+  const ExecPlan plan =
+      MakeExecPlan(ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5), "p.jsonl", "", -1);
   TempDir dir;
   RunOptions o = HostOptions(dir, kTimeoutS);
   o.span_trace = dir.File("missing/spans.json");
-  const std::string want = o.span_trace + ": --span-trace: cannot be written: directory " + dir.File("missing") + " does not exist";
+  const std::string want = o.span_trace + ": --span-trace: cannot be written: directory " +
+                           dir.File("missing") + " does not exist";
   CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains(want.c_str()), InputError);
   CHECK(NoChildrenLeft());
   // Rank 0 of an external launcher checks before the rendezvous (only rank 0 writes).
@@ -87,17 +99,21 @@ TEST_CASE("an output file in a directory that does not exist is refused before a
     return key == "RANK" ? "0" : key == "WORLD_SIZE" ? "2" : nullptr;
   };
   o.rendezvous = ParseRendezvous("file:" + dir.path());
-  CHECK_THROWS_WITH_AS(RunEnvRank(plan, o, env), doctest::Contains("--span-trace: cannot be written"), InputError);
+  CHECK_THROWS_WITH_AS(RunEnvRank(plan, o, env),
+                       doctest::Contains("--span-trace: cannot be written"), InputError);
   o.rendezvous.reset();
   // A directory is not a file name; the other outputs are checked alike.
   o.span_trace = dir.path();
-  CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains("--span-trace: is a directory"), InputError);
+  CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains("--span-trace: is a directory"),
+                       InputError);
   o.span_trace.clear();
   o.timeline = dir.File("missing/timeline.json");
-  CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains("--timeline: cannot be written"), InputError);
+  CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains("--timeline: cannot be written"),
+                       InputError);
   o.timeline.clear();
   o.out = dir.File("missing/measured.json");
-  CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains("--out: cannot be written"), InputError);
+  CHECK_THROWS_WITH_AS(RunLocal(plan, o), doctest::Contains("--out: cannot be written"),
+                       InputError);
   // No rank ran (no measured.json, no rendezvous file) and nothing was half written.
   CHECK(std::filesystem::is_empty(dir.path()));
   CHECK_FALSE(std::filesystem::exists(dir.File("missing")));
@@ -107,27 +123,27 @@ TEST_CASE("a byte flipped before a gather is reported with op, rank and page on 
   // Both places the dense result is checked: after the request (the buffer holds every layer)
   // and right after each layer (a buffer of one layer, reused).
   for (const bool one_layer_buffer : {false, true})
-  for (const char* method : {"dense", "packed", "p2p"}) {
-    CAPTURE(method);
-    CAPTURE(one_layer_buffer);
-    const ReplayConfig cfg = TwoRankConfig(method);
-    const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
-    const auto [id, unused] = FirstOp(pf, cfg, "gather");
-    (void)unused;
-    TempDir dir;
-    RunOptions o = HostOptions(dir, kTimeoutS);
-    o.exec.faults.push_back(ParseFault("corrupt:0:" + id));
-    ExecPlan plan = MakeExecPlan(pf, "p.jsonl", "", -1);
-    CHECK(plan.geo.dense_layers == plan.geo.layers);  // small plans keep every layer
-    if (one_layer_buffer) plan.geo.dense_layers = 1;
-    const RunOutcome out = RunLocal(plan, o);
-    CHECK(out.exit_code == 1);
-    CHECK(out.message.find("verification failed") != std::string::npos);
-    CHECK(out.message.find("op " + id + ", rank ") != std::string::npos);
-    CHECK(out.message.find("logical page") != std::string::npos);
-    CHECK(out.message.find("owner rank 0") != std::string::npos);
-    CHECK(NoChildrenLeft());
-  }
+    for (const char* method : {"dense", "packed", "p2p"}) {
+      CAPTURE(method);
+      CAPTURE(one_layer_buffer);
+      const ReplayConfig cfg = TwoRankConfig(method);
+      const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
+      const auto [id, unused] = FirstOp(pf, cfg, "gather");
+      (void)unused;
+      TempDir dir;
+      RunOptions o = HostOptions(dir, kTimeoutS);
+      o.exec.faults.push_back(ParseFault("corrupt:0:" + id));
+      ExecPlan plan = MakeExecPlan(pf, "p.jsonl", "", -1);
+      CHECK(plan.geo.dense_layers == plan.geo.layers);  // small plans keep every layer
+      if (one_layer_buffer) plan.geo.dense_layers = 1;
+      const RunOutcome out = RunLocal(plan, o);
+      CHECK(out.exit_code == 1);
+      CHECK(out.message.find("verification failed") != std::string::npos);
+      CHECK(out.message.find("op " + id + ", rank ") != std::string::npos);
+      CHECK(out.message.find("logical page") != std::string::npos);
+      CHECK(out.message.find("owner rank 0") != std::string::npos);
+      CHECK(NoChildrenLeft());
+    }
 }
 
 TEST_CASE("a byte flipped in a host page is caught when the page is loaded back") {
@@ -142,12 +158,16 @@ TEST_CASE("a byte flipped in a host page is caught when the page is loaded back"
   // The lane's own rank reports the load-back; the gather of the same request may fail first on
   // another rank (the loaded page is in the prefix), so look at the lane's own message.
   const std::string& mine = out.rank_errors[static_cast<size_t>(lane)];
-  CHECK(mine.find("op " + id + ", rank " + std::to_string(lane) + ", pool kv: loaded page 0 (device slot") != std::string::npos);
+  CHECK(mine.find("op " + id + ", rank " + std::to_string(lane) +
+                  ", pool kv: loaded page 0 (device slot") != std::string::npos);
   CHECK(NoChildrenLeft());
 }
 
-TEST_CASE("a rank that dies stops the others; a rank that hangs is timed out and killed; no child is left") {
-  const ReplayConfig cfg = SmallConfig(4, {"cache.device_pages_per_lane=600", "gather.method=dense"});
+TEST_CASE(
+    "a rank that dies stops the others; a rank that hangs is timed out and killed; no child is "
+    "left") {
+  const ReplayConfig cfg =
+      SmallConfig(4, {"cache.device_pages_per_lane=600", "gather.method=dense"});
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 80);
   const ExecPlan plan = MakeExecPlan(pf, "p.jsonl", "", -1);
   const std::string id = FirstOp(pf, cfg, "gather").first;
@@ -180,9 +200,12 @@ TEST_CASE("fault hooks parse KIND:RANK:OPID and refuse anything else") {
   CHECK(f.kind == Fault::Kind::kCorrupt);
   CHECK(f.rank == 1);
   CHECK(f.op_id == "12/load_back/l1/kv");
-  CHECK_THROWS_WITH_AS(ParseFault("explode:1:3/gather"), doctest::Contains("unknown kind 'explode'"), InputError);
-  CHECK_THROWS_WITH_AS(ParseFault("die:x:3/gather"), doctest::Contains("rank 'x' is not a number"), InputError);
-  CHECK_THROWS_WITH_AS(ParseFault("die:1"), doctest::Contains("expected KIND:RANK:OPID"), InputError);
+  CHECK_THROWS_WITH_AS(ParseFault("explode:1:3/gather"),
+                       doctest::Contains("unknown kind 'explode'"), InputError);
+  CHECK_THROWS_WITH_AS(ParseFault("die:x:3/gather"), doctest::Contains("rank 'x' is not a number"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(ParseFault("die:1"), doctest::Contains("expected KIND:RANK:OPID"),
+                       InputError);
 }
 
 }  // namespace

@@ -29,37 +29,58 @@ int64_t ExpectedVerifiedBytes(const PlanFile& pf, const ReplayConfig& cfg) {
   int64_t b = 0;
   for (const RequestPlan& p : pf.requests) {
     b += cfg.cache.cp_size * p.prefix_pages * cfg.model.layers * page_layer;
-    for (const LaneCopy& c : p.load_back) b += static_cast<int64_t>(c.pages.size()) * cfg.model.layers * page_layer;
+    for (const LaneCopy& c : p.load_back)
+      b += static_cast<int64_t>(c.pages.size()) * cfg.model.layers * page_layer;
   }
   return b;
 }
 
-TEST_CASE("host backend executes plans of the shipped traces at cp_size 1, 2 and 4 and covers every op") {
+TEST_CASE(
+    "host backend executes plans of the shipped traces at cp_size 1, 2 and 4 and covers every op") {
   const std::vector<Case> cases = {
-      {"traces/mooncake_excerpt.jsonl", 1,
-       {"cache.device_pages_per_lane=2400", "cache.host_pages_per_lane=6000", "gather.method=packed", "backup.schedule=per-layer"}, 120},
-      {"traces/mooncake_excerpt.jsonl", 2,
+      {"traces/mooncake_excerpt.jsonl",
+       1,
+       {"cache.device_pages_per_lane=2400", "cache.host_pages_per_lane=6000",
+        "gather.method=packed", "backup.schedule=per-layer"},
+       120},
+      {"traces/mooncake_excerpt.jsonl",
+       2,
        {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000", "gather.method=dense",
-        "cache.write_policy=write_back", "backup.schedule=tail"}, 120},
-      {"traces/mooncake_excerpt.jsonl", 4,
-       {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=1500", "gather.method=p2p", "backup.schedule=per-layer"}, 120},
-      {"traces/kvtester_trace_0034.json", 1,
-       {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000", "gather.method=zigzag-gated", "backup.schedule=tail"}, 40},
-      {"traces/kvtester_trace_0034.json", 2,
-       {"cache.device_pages_per_lane=1500", "cache.host_pages_per_lane=3000", "gather.method=zigzag-gated",
-        "cache.placement=zigzag"}, 40},
-      {"traces/kvtester_trace_0034.json", 4,
+        "cache.write_policy=write_back", "backup.schedule=tail"},
+       120},
+      {"traces/mooncake_excerpt.jsonl",
+       4,
+       {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=1500", "gather.method=p2p",
+        "backup.schedule=per-layer"},
+       120},
+      {"traces/kvtester_trace_0034.json",
+       1,
+       {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000",
+        "gather.method=zigzag-gated", "backup.schedule=tail"},
+       40},
+      {"traces/kvtester_trace_0034.json",
+       2,
+       {"cache.device_pages_per_lane=1500", "cache.host_pages_per_lane=3000",
+        "gather.method=zigzag-gated", "cache.placement=zigzag"},
+       40},
+      {"traces/kvtester_trace_0034.json",
+       4,
        {"cache.device_pages_per_lane=700", "cache.host_pages_per_lane=1500", "gather.method=packed",
-        "cache.placement=interleave", "backup.schedule=tail", "cache.write_policy=write_back"}, 40},
+        "cache.placement=interleave", "backup.schedule=tail", "cache.write_policy=write_back"},
+       40},
   };
   std::map<std::string, int64_t> kinds, methods;
   std::vector<Case> all = cases;
-  all.push_back({"(synthetic aligned prefix)", 4, {"gather.method=zigzag-gated", "cache.placement=zigzag"}, 6});
+  all.push_back({"(synthetic aligned prefix)",
+                 4,
+                 {"gather.method=zigzag-gated", "cache.placement=zigzag"},
+                 6});
   for (const Case& c : all) {
     CAPTURE(c.trace);
     CAPTURE(c.cp);
     const ReplayConfig cfg = SmallConfig(c.cp, c.sets);
-    const PlanFile pf = c.trace[0] == '(' ? ReplayTrace(AlignedPrefixTrace(5), cfg) : ReplayPlan(c.trace, cfg, c.requests);
+    const PlanFile pf = c.trace[0] == '(' ? ReplayTrace(AlignedPrefixTrace(5), cfg)
+                                          : ReplayPlan(c.trace, cfg, c.requests);
     const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
     TempDir dir;
     RunOptions o = HostOptions(dir, 60);
@@ -76,7 +97,8 @@ TEST_CASE("host backend executes plans of the shipped traces at cp_size 1, 2 and
       CHECK(op["seconds"].get<double>() >= 0);
       CHECK(op["end_s"].get<double>() >= op["start_s"].get<double>());
       const bool fresh = got.insert({op["id"].get<std::string>(), op["rank"].get<int>()}).second;
-      CHECK_MESSAGE(fresh, "op ", op["id"].get<std::string>(), " measured twice on rank ", op["rank"].get<int>());
+      CHECK_MESSAGE(fresh, "op ", op["id"].get<std::string>(), " measured twice on rank ",
+                    op["rank"].get<int>());
       ++kinds[op["kind"].get<std::string>()];
       if (op["kind"] == "gather") ++methods[op["method"].get<std::string>()];
     }
@@ -85,7 +107,8 @@ TEST_CASE("host backend executes plans of the shipped traces at cp_size 1, 2 and
     CHECK(m["verified_bytes"].get<int64_t>() == ExpectedVerifiedBytes(pf, cfg));
     CHECK(m["context"]["backend"] == "host");
     CHECK(m["context"]["config_hash"].get<std::string>().size() == 16);
-    CHECK(m["context"]["gate"]["expired"].get<int64_t>() == 0);  // the host backend has no gate to expire
+    CHECK(m["context"]["gate"]["expired"].get<int64_t>() ==
+          0);  // the host backend has no gate to expire
     for (const auto& r : m["requests"]) CHECK(r["host_enqueue_s"].get<double>() >= 0);
     const nlohmann::json t = ReadJson(o.timeline);
     CHECK(t["traceEvents"].size() == m["ops"].size() + static_cast<size_t>(c.cp));
@@ -105,9 +128,11 @@ TEST_CASE("host backend executes plans of the shipped traces at cp_size 1, 2 and
 
 namespace kvlanes::exec::testing {
 
-TEST_CASE("load-back, gather and forward take turns layer by layer, as the cost model schedules them") {
-  const ReplayConfig cfg = SmallConfig(1, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=6000",
-                                           "gather.method=packed", "backup.schedule=per-layer"});
+TEST_CASE(
+    "load-back, gather and forward take turns layer by layer, as the cost model schedules them") {
+  const ReplayConfig cfg =
+      SmallConfig(1, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=6000",
+                      "gather.method=packed", "backup.schedule=per-layer"});
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
   TempDir dir;
   const RunOptions o = HostOptions(dir, 60);
@@ -131,7 +156,8 @@ TEST_CASE("load-back, gather and forward take turns layer by layer, as the cost 
     CHECK(c["seconds"].get<double>() < c["end_s"].get<double>() - c["start_s"].get<double>());
     ++checked;
   }
-  CHECK_MESSAGE(checked > 0, "the case has requests that load back and gather; ops: ", by_id.size());
+  CHECK_MESSAGE(checked > 0,
+                "the case has requests that load back and gather; ops: ", by_id.size());
 }
 
 }  // namespace kvlanes::exec::testing
@@ -141,7 +167,8 @@ namespace kvlanes::exec::testing {
 // The measured report's request rows: a request spans its ops over all ranks, less the time all
 // ranks spent paused behind a second gate (p2p), and carries the longest host enqueue.
 TEST_CASE("request seconds leave out the time every rank was held behind a second gate") {
-  const ReplayConfig cfg = SmallConfig(2, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=600"});
+  const ReplayConfig cfg =
+      SmallConfig(2, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=600"});
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 2);
   const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
   auto op = [](int rank, double a, double b) {
@@ -191,14 +218,22 @@ namespace kvlanes::exec::testing {
 namespace {
 
 // |a - b| within `rel` of the larger (and a hair absolute, for spans of zero length).
-bool Close(double a, double b, double rel = 1e-6) { return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b)) + 1e-9; }
+bool Close(double a, double b, double rel = 1e-6) {
+  return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b)) + 1e-9;
+}
 
 // The phases of one gather layer (docs/executor.md, "Span trace"), by method and rank count.
 std::vector<std::string> ExpectedPhases(const std::string& method, int ranks) {
   const bool many = ranks > 1;
-  if (method == "packed") return many ? std::vector<std::string>{"pack", "all-gather", "unpack"} : std::vector<std::string>{"pack", "unpack"};
-  if (method == "zigzag") return many ? std::vector<std::string>{"pack", "all-gather", "zigzag"} : std::vector<std::string>{"pack", "zigzag"};
-  if (method == "dense") return many ? std::vector<std::string>{"scatter", "all-reduce"} : std::vector<std::string>{"scatter"};
+  if (method == "packed")
+    return many ? std::vector<std::string>{"pack", "all-gather", "unpack"}
+                : std::vector<std::string>{"pack", "unpack"};
+  if (method == "zigzag")
+    return many ? std::vector<std::string>{"pack", "all-gather", "zigzag"}
+                : std::vector<std::string>{"pack", "zigzag"};
+  if (method == "dense")
+    return many ? std::vector<std::string>{"scatter", "all-reduce"}
+                : std::vector<std::string>{"scatter"};
   if (method == "p2p") return {"peer_gather"};
   return {"(unknown method " + method + ")"};
 }
@@ -210,20 +245,27 @@ std::vector<std::string> ExpectedPhases(const std::string& method, int ranks) {
 // per-layer parts (load-back copies, gather and forward layers, per-layer backups) name their
 // layer; evictions and write-backs are one span each. Each gather layer is also split into its
 // phases (gather_phase events, not part of the op's seconds), which tile the layer's span.
-TEST_CASE("the span trace holds every timed span of every op and rank, adding up to the measured seconds") {
+TEST_CASE(
+    "the span trace holds every timed span of every op and rank, adding up to the measured "
+    "seconds") {
   struct SpanCase {
     int cp;
     std::vector<std::string> sets;
     const char* trace = "traces/mooncake_excerpt.jsonl";  // "(synthetic ...)": AlignedPrefixTrace
   };
   const std::vector<SpanCase> cases = {
-      {2, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=3000", "gather.method=packed",
-           "backup.schedule=per-layer", "model.layers=3"}},
-      {2, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=3000", "gather.method=p2p",
-           "backup.schedule=tail"}},
-      {4, {"cache.device_pages_per_lane=300", "cache.host_pages_per_lane=1500", "gather.method=dense",
-           "cache.write_policy=write_back"}},
-      {1, {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000", "gather.method=packed"},
+      {2,
+       {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=3000", "gather.method=packed",
+        "backup.schedule=per-layer", "model.layers=3"}},
+      {2,
+       {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=3000", "gather.method=p2p",
+        "backup.schedule=tail"}},
+      {4,
+       {"cache.device_pages_per_lane=300", "cache.host_pages_per_lane=1500", "gather.method=dense",
+        "cache.write_policy=write_back"}},
+      {1,
+       {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000",
+        "gather.method=packed"},
        "traces/kvtester_trace_0034.json"},
       {4, {"gather.method=zigzag-gated", "cache.placement=zigzag"}, "(synthetic aligned prefix)"},
   };
@@ -234,7 +276,8 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
     CAPTURE(c.sets.back());
     const ReplayConfig cfg = SmallConfig(c.cp, c.sets);
     const int64_t L = cfg.model.layers;
-    const PlanFile pf = c.trace[0] == '(' ? ReplayTrace(AlignedPrefixTrace(5), cfg) : ReplayPlan(c.trace, cfg, 60);
+    const PlanFile pf =
+        c.trace[0] == '(' ? ReplayTrace(AlignedPrefixTrace(5), cfg) : ReplayPlan(c.trace, cfg, 60);
     TempDir dir;
     RunOptions o = HostOptions(dir, 60);
     o.span_trace = dir.File("spans.json");
@@ -278,7 +321,8 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
       double ts, dur;
     };
     std::map<std::pair<std::string, int>, Spans> by_op;
-    std::map<std::tuple<std::string, int, int64_t>, std::pair<double, double>> gather_layers;  // ts, dur
+    std::map<std::tuple<std::string, int, int64_t>, std::pair<double, double>>
+        gather_layers;  // ts, dur
     std::map<std::tuple<std::string, int, int64_t>, std::vector<Phase>> phases;
     std::tuple<double, int, std::string> prev{-1e300, -1, ""};
     for (; i < ev.size(); ++i) {
@@ -286,7 +330,8 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
       REQUIRE(e["ph"] == "X");
       const std::string op = e["args"]["op"];
       const int pid = e["pid"];
-      const std::tuple<double, int, std::string> key{e["ts"].get<double>(), pid, e["tid"].get<std::string>()};
+      const std::tuple<double, int, std::string> key{e["ts"].get<double>(), pid,
+                                                     e["tid"].get<std::string>()};
       CHECK_MESSAGE(prev <= key, "event ", i, " (", op, ") is out of order");
       prev = key;
       CHECK(e["dur"].get<double>() >= 0);
@@ -307,7 +352,8 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
       CHECK(e["name"] == op);
       CHECK_FALSE(e["args"].contains("phase"));
       if (e["cat"] == "gather")
-        gather_layers[{op, pid, e["args"]["layer"].get<int64_t>()}] = {e["ts"].get<double>(), e["dur"].get<double>()};
+        gather_layers[{op, pid, e["args"]["layer"].get<int64_t>()}] = {e["ts"].get<double>(),
+                                                                       e["dur"].get<double>()};
       const double a = e["ts"].get<double>(), b = a + e["dur"].get<double>();
       auto [it, fresh] = by_op.try_emplace({op, pid});
       Spans& s = it->second;
@@ -328,7 +374,8 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
       const std::string id = op["id"], kind = op["kind"];
       CAPTURE(id);
       const auto it = by_op.find({id, op["rank"].get<int>()});
-      REQUIRE_MESSAGE(it != by_op.end(), "op ", id, " of rank ", op["rank"].get<int>(), " is not in the span trace");
+      REQUIRE_MESSAGE(it != by_op.end(), "op ", id, " of rank ", op["rank"].get<int>(),
+                      " is not in the span trace");
       Spans s = it->second;
       ++kinds[kind];
       CHECK(s.cat == kind);
@@ -358,8 +405,11 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
     constexpr double kTolUs = 1e-3;
     std::map<std::pair<std::string, int>, std::string> method_of;
     for (const auto& op : m["ops"])
-      if (op["kind"] == "gather") method_of[{op["id"].get<std::string>(), op["rank"].get<int>()}] = op["method"];
-    for (const auto& [key, phs] : phases) CHECK_MESSAGE(gather_layers.count(key), "phases of ", std::get<0>(key), " but no gather layer span");
+      if (op["kind"] == "gather")
+        method_of[{op["id"].get<std::string>(), op["rank"].get<int>()}] = op["method"];
+    for (const auto& [key, phs] : phases)
+      CHECK_MESSAGE(gather_layers.count(key), "phases of ", std::get<0>(key),
+                    " but no gather layer span");
     for (const auto& [key, g] : gather_layers) {
       const auto& [op, pid, layer] = key;
       CAPTURE(op);
@@ -378,8 +428,10 @@ TEST_CASE("the span trace holds every timed span of every op and rank, adding up
         CHECK(ph[k].tid == "collective");
         CHECK(ph[k].ts >= g.first);  // inside the layer's span
         CHECK(ph[k].ts + ph[k].dur <= g.first + g.second + kTolUs);
-        if (k == 0) CHECK(ph[k].ts == g.first);  // the same mark, the same number
-        else CHECK(std::abs(ph[k].ts - (ph[k - 1].ts + ph[k - 1].dur)) <= kTolUs);
+        if (k == 0)
+          CHECK(ph[k].ts == g.first);  // the same mark, the same number
+        else
+          CHECK(std::abs(ph[k].ts - (ph[k - 1].ts + ph[k - 1].dur)) <= kTolUs);
       }
       CHECK(names == ExpectedPhases(method, c.cp));
       CHECK(std::abs(ph.back().ts + ph.back().dur - (g.first + g.second)) <= kTolUs);
@@ -415,7 +467,8 @@ TEST_CASE("the span trace of hand-made ranks is sorted by ts, pid and tid, metad
   ranks[1].rank = 1;
   ranks[0].ops = {op("3/gather", "gather", "collective"), op("3/evict/0", "evict", "host")};
   // Seconds whose microseconds are exact; the last two spans of rank 0 tie on ts, pid and tid.
-  ranks[0].spans = {{0, 2.0, 3.0, 1, 3}, {0, 1.0, 2.0, 0, 3}, {1, 1.0, 1.5, -1, 3}, {0, 2.0, 2.0, 2, 3}};
+  ranks[0].spans = {
+      {0, 2.0, 3.0, 1, 3}, {0, 1.0, 2.0, 0, 3}, {1, 1.0, 1.5, -1, 3}, {0, 2.0, 2.0, 2, 3}};
   ranks[1].ops = {op("3/gather", "gather", "collective")};
   ranks[1].spans = {{0, 1.0, 2.5, 0, 3}};
   const nlohmann::ordered_json t = MeasuredSpanTrace(ranks);
@@ -424,18 +477,22 @@ TEST_CASE("the span trace of hand-made ranks is sorted by ts, pid and tid, metad
   std::vector<std::string> heads;
   for (size_t i = 0; i < 5; ++i) {
     CHECK(ev[i]["ph"] == "M");
-    heads.push_back(ev[i]["name"].get<std::string>() + " " + std::to_string(ev[i]["pid"].get<int>()) +
+    heads.push_back(ev[i]["name"].get<std::string>() + " " +
+                    std::to_string(ev[i]["pid"].get<int>()) +
                     (ev[i].contains("tid") ? " " + ev[i]["tid"].get<std::string>() : ""));
   }
-  CHECK(heads == std::vector<std::string>{"process_name 0", "thread_name 0 collective", "thread_name 0 host",
-                                          "process_name 1", "thread_name 1 collective"});
+  CHECK(heads == std::vector<std::string>{"process_name 0", "thread_name 0 collective",
+                                          "thread_name 0 host", "process_name 1",
+                                          "thread_name 1 collective"});
   std::vector<std::tuple<double, int, std::string, int64_t>> spans;
   for (size_t i = 5; i < ev.size(); ++i)
-    spans.emplace_back(ev[i]["ts"].get<double>(), ev[i]["pid"].get<int>(), ev[i]["tid"].get<std::string>(),
-                       ev[i]["args"].contains("layer") ? ev[i]["args"]["layer"].get<int64_t>() : -1);
+    spans.emplace_back(
+        ev[i]["ts"].get<double>(), ev[i]["pid"].get<int>(), ev[i]["tid"].get<std::string>(),
+        ev[i]["args"].contains("layer") ? ev[i]["args"]["layer"].get<int64_t>() : -1);
   using S = std::tuple<double, int, std::string, int64_t>;
-  CHECK(spans == std::vector<S>{S{1e6, 0, "collective", 0}, S{1e6, 0, "host", -1}, S{1e6, 1, "collective", 0},
-                                S{2e6, 0, "collective", 1}, S{2e6, 0, "collective", 2}});
+  CHECK(spans == std::vector<S>{S{1e6, 0, "collective", 0}, S{1e6, 0, "host", -1},
+                                S{1e6, 1, "collective", 0}, S{2e6, 0, "collective", 1},
+                                S{2e6, 0, "collective", 2}});
   CHECK(ev[5]["dur"].get<double>() == 1e6);
   CHECK(ev[5]["cat"] == "gather");
   CHECK(ev[5]["args"]["request"] == 3);
@@ -457,15 +514,22 @@ TEST_CASE("gather phases tile each gather layer exactly and are no part of the o
     std::vector<std::string> sets;
   };
   const std::vector<PhaseCase> cases = {
-      {"packed", {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000", "gather.method=packed"}},
-      {"dense", {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000", "gather.method=dense"}},
-      {"p2p", {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000", "gather.method=p2p"}},
+      {"packed",
+       {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000",
+        "gather.method=packed"}},
+      {"dense",
+       {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000",
+        "gather.method=dense"}},
+      {"p2p",
+       {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000", "gather.method=p2p"}},
       {"zigzag", {"gather.method=zigzag-gated", "cache.placement=zigzag"}},
   };
   for (const PhaseCase& c : cases) {
     CAPTURE(c.method);
     const ReplayConfig cfg = SmallConfig(1, c.sets);
-    const PlanFile pf = c.method == "zigzag" ? ReplayTrace(AlignedPrefixTrace(5), cfg) : ReplayPlan("traces/kvtester_trace_0034.json", cfg, 40);
+    const PlanFile pf = c.method == "zigzag"
+                            ? ReplayTrace(AlignedPrefixTrace(5), cfg)
+                            : ReplayPlan("traces/kvtester_trace_0034.json", cfg, 40);
     const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
     auto run = [&](bool keep) {
       const std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(plan.geo);
@@ -546,14 +610,17 @@ TEST_CASE("gather phases tile each gather layer exactly and are no part of the o
 
 // A phase span's event: "op:phase" of category gather_phase on the gather's stream, args op,
 // layer, request and phase, after its layer's event when both start together.
-TEST_CASE("a gather phase span is an event of its own, named op:phase, inside its gather layer's event") {
+TEST_CASE(
+    "a gather phase span is an event of its own, named op:phase, inside its gather layer's event") {
   std::vector<RankResult> ranks(1);
   MeasuredOp g;
   g.id = "7/gather";
   g.kind = "gather";
   g.stream = "collective";
   ranks[0].ops = {g};
-  ranks[0].spans = {{0, 1.0, 2.0, 0, 7}, {0, 1.0, 1.25, 0, 7, "pack"}, {0, 1.25, 1.5, 0, 7, "all-gather"},
+  ranks[0].spans = {{0, 1.0, 2.0, 0, 7},
+                    {0, 1.0, 1.25, 0, 7, "pack"},
+                    {0, 1.25, 1.5, 0, 7, "all-gather"},
                     {0, 1.5, 2.0, 0, 7, "unpack"}};
   const nlohmann::ordered_json t = MeasuredSpanTrace(ranks);
   const auto& ev = t["traceEvents"];
@@ -573,7 +640,10 @@ TEST_CASE("a gather phase span is an event of its own, named op:phase, inside it
     CHECK(e["pid"] == 0);
     CHECK(e["ts"].get<double>() == ts[k]);
     CHECK(e["dur"].get<double>() == dur[k]);
-    CHECK(e["args"].dump() == nlohmann::ordered_json{{"op", "7/gather"}, {"layer", 0}, {"request", 7}, {"phase", names[k]}}.dump());
+    CHECK(e["args"].dump() ==
+          nlohmann::ordered_json{
+              {"op", "7/gather"}, {"layer", 0}, {"request", 7}, {"phase", names[k]}}
+              .dump());
   }
 }
 

@@ -22,8 +22,11 @@ GetEnvFn Env(std::map<std::string, std::string> vars) {
 }
 
 TEST_CASE("rank and world size come from mpirun, Slurm or torchrun variables, in that order") {
-  RankEnv e = ParseRankEnv(Env({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-                                {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"RANK", "0"}, {"WORLD_SIZE", "1"}}));
+  RankEnv e = ParseRankEnv(Env({{"OMPI_COMM_WORLD_RANK", "3"},
+                                {"OMPI_COMM_WORLD_SIZE", "8"},
+                                {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                {"RANK", "0"},
+                                {"WORLD_SIZE", "1"}}));
   CHECK(e.rank == 3);
   CHECK(e.ranks == 8);
   CHECK(e.local_rank == 1);
@@ -35,16 +38,19 @@ TEST_CASE("rank and world size come from mpirun, Slurm or torchrun variables, in
   e = ParseRankEnv(Env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}}));
   CHECK(e.rank == 1);
   CHECK(e.local_rank == 1);
-  CHECK_THROWS_WITH_AS(ParseRankEnv(Env({{"SLURM_PROCID", "0"}})), doctest::Contains("SLURM_NTASKS: not set, but SLURM_PROCID is"),
-                       InputError);
+  CHECK_THROWS_WITH_AS(ParseRankEnv(Env({{"SLURM_PROCID", "0"}})),
+                       doctest::Contains("SLURM_NTASKS: not set, but SLURM_PROCID is"), InputError);
   CHECK_THROWS_WITH_AS(ParseRankEnv(Env({{"RANK", "two"}, {"WORLD_SIZE", "4"}})),
-                       doctest::Contains("RANK: expected a non-negative integer, got 'two'"), InputError);
-  CHECK_THROWS_WITH_AS(ParseRankEnv(Env({{"RANK", "4"}, {"WORLD_SIZE", "4"}})), doctest::Contains("is not below WORLD_SIZE=4"),
+                       doctest::Contains("RANK: expected a non-negative integer, got 'two'"),
                        InputError);
-  CHECK_THROWS_WITH_AS(ParseRankEnv(Env({})), doctest::Contains("no rank in the environment"), InputError);
+  CHECK_THROWS_WITH_AS(ParseRankEnv(Env({{"RANK", "4"}, {"WORLD_SIZE", "4"}})),
+                       doctest::Contains("is not below WORLD_SIZE=4"), InputError);
+  CHECK_THROWS_WITH_AS(ParseRankEnv(Env({})), doctest::Contains("no rank in the environment"),
+                       InputError);
 }
 
-TEST_CASE("rendezvous specs are file:DIR or tcp:HOST:PORT, with torchrun's variables as a default") {
+TEST_CASE(
+    "rendezvous specs are file:DIR or tcp:HOST:PORT, with torchrun's variables as a default") {
   RendezvousSpec s = ParseRendezvous("file:/shared/run1");
   CHECK(s.kind == RendezvousSpec::Kind::kFile);
   CHECK(s.path == "/shared/run1");
@@ -52,16 +58,21 @@ TEST_CASE("rendezvous specs are file:DIR or tcp:HOST:PORT, with torchrun's varia
   CHECK(s.kind == RendezvousSpec::Kind::kTcp);
   CHECK(s.host == "node01");
   CHECK(s.port == 29500);
-  CHECK_THROWS_WITH_AS(ParseRendezvous("tcp:node01"), doctest::Contains("--rendezvous: 'tcp:node01': missing HOST:PORT"), InputError);
-  CHECK_THROWS_WITH_AS(ParseRendezvous("tcp:h:99999"), doctest::Contains("port out of range"), InputError);
+  CHECK_THROWS_WITH_AS(ParseRendezvous("tcp:node01"),
+                       doctest::Contains("--rendezvous: 'tcp:node01': missing HOST:PORT"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(ParseRendezvous("tcp:h:99999"), doctest::Contains("port out of range"),
+                       InputError);
   CHECK_THROWS_WITH_AS(ParseRendezvous("udp:h:1"), doctest::Contains("unknown kind"), InputError);
   CHECK_THROWS_WITH_AS(ParseRendezvous("file:"), doctest::Contains("empty directory"), InputError);
   s = DefaultRendezvous(Env({{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29400"}}));
   CHECK(s.host == "10.0.0.1");
   CHECK(s.port == 29400);
-  s = DefaultRendezvous(Env({{"KVLANES_RENDEZVOUS", "file:/x"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}));
+  s = DefaultRendezvous(
+      Env({{"KVLANES_RENDEZVOUS", "file:/x"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}));
   CHECK(s.path == "/x");
-  CHECK_THROWS_WITH_AS(DefaultRendezvous(Env({})), doctest::Contains("--launch env needs a rendezvous"), InputError);
+  CHECK_THROWS_WITH_AS(DefaultRendezvous(Env({})),
+                       doctest::Contains("--launch env needs a rendezvous"), InputError);
 }
 
 // Three ranks as threads exchange two rounds of bytes; every rank sees every rank's bytes.
@@ -75,7 +86,8 @@ void ExchangeThreeRanks(const RendezvousSpec& spec) {
       try {
         auto rv = OpenRendezvous(spec, r, N, 10);
         seen[r].push_back(rv->AllGather("round0 from " + std::to_string(r)));
-        seen[r].push_back(rv->AllGather(std::string(static_cast<size_t>(1000 * r), static_cast<char>('a' + r))));
+        seen[r].push_back(
+            rv->AllGather(std::string(static_cast<size_t>(1000 * r), static_cast<char>('a' + r))));
       } catch (const std::exception& e) {
         errors[r] = e.what();
       }
@@ -87,17 +99,21 @@ void ExchangeThreeRanks(const RendezvousSpec& spec) {
     REQUIRE(seen[r].size() == 2);
     for (int q = 0; q < N; ++q) {
       CHECK(seen[r][0][q] == "round0 from " + std::to_string(q));
-      CHECK(seen[r][1][q] == std::string(static_cast<size_t>(1000 * q), static_cast<char>('a' + q)));
+      CHECK(seen[r][1][q] ==
+            std::string(static_cast<size_t>(1000 * q), static_cast<char>('a' + q)));
     }
   }
 }
 
-TEST_CASE("the file rendezvous exchanges bytes between ranks and names a missing rank after its timeout") {
+TEST_CASE(
+    "the file rendezvous exchanges bytes between ranks and names a missing rank after its "
+    "timeout") {
   TempDir dir;
   ExchangeThreeRanks(ParseRendezvous("file:" + dir.path()));
   TempDir lonely;
   auto rv = OpenRendezvous(ParseRendezvous("file:" + lonely.path()), 0, 2, 0.2);
-  CHECK_THROWS_WITH_AS(rv->AllGather("x"), doctest::Contains("no answer from rank(s) 1"), ExecError);
+  CHECK_THROWS_WITH_AS(rv->AllGather("x"), doctest::Contains("no answer from rank(s) 1"),
+                       ExecError);
   CHECK_THROWS_WITH_AS(OpenRendezvous(ParseRendezvous("file:" + dir.File("missing")), 0, 2, 1),
                        doctest::Contains("does not exist"), ExecError);
 }
@@ -106,8 +122,9 @@ TEST_CASE("the TCP rendezvous exchanges bytes over loopback and times out when r
   // A port from the ephemeral range derived from the pid, so parallel test runs rarely collide.
   const int port = 20000 + static_cast<int>(getpid() % 20000);
   ExchangeThreeRanks(ParseRendezvous("tcp:127.0.0.1:" + std::to_string(port)));
-  CHECK_THROWS_WITH_AS(OpenRendezvous(ParseRendezvous("tcp:127.0.0.1:" + std::to_string(port + 1)), 1, 2, 0.3),
-                       doctest::Contains("cannot connect to rendezvous"), ExecError);
+  CHECK_THROWS_WITH_AS(
+      OpenRendezvous(ParseRendezvous("tcp:127.0.0.1:" + std::to_string(port + 1)), 1, 2, 0.3),
+      doctest::Contains("cannot connect to rendezvous"), ExecError);
 }
 
 }  // namespace

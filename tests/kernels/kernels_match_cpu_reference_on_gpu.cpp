@@ -388,7 +388,7 @@ TEST_CASE("zigzag_reorder equals the CPU reference and the explicit-index unpack
 // benchmark's variants (kernels/bench/scatter_variants_cuda.h) at its default launch shape.
 struct ScatterLaunch {
   bool product = true;
-  k::ScatterVariant variant = k::ScatterVariant::kFused;  // when !product
+  k::ScatterVariant variant = k::ScatterVariant::kFused;   // when !product
   k::PiecesZeroPass zero_pass = k::PiecesZeroPass::kAuto;  // kPieces only
   bool with_list = false;  // pass the owned-page list (owned_pages/owned_slots)
 
@@ -401,8 +401,8 @@ struct ScatterLaunch {
   }
   cudaError_t Run(const k::ScatterDenseArgs& a, const k::LaunchTuning* tuning) const {
     if (product) return tuning ? k::ScatterDense(a, nullptr, *tuning) : k::ScatterDense(a, nullptr);
-    return k::ScatterDenseVariant(a, variant, nullptr, tuning ? *tuning : k::DefaultScatterTuning(variant),
-                                  zero_pass);
+    return k::ScatterDenseVariant(a, variant, nullptr,
+                                  tuning ? *tuning : k::DefaultScatterTuning(variant), zero_pass);
   }
 };
 
@@ -449,17 +449,19 @@ void CheckScatterOwnedShares(const std::vector<ScatterLaunch>& launches) {
                 const std::vector<k::PoolRef> dev_pools = pools.refs(true);
                 const std::vector<k::DenseRef> dev_dense = dense.refs(true);
                 const bool with_list = launch.with_list;
-                RequireCuda(launch.Run({.pools = dev_pools,
-                                        .layers = layers,
-                                        .owner_slot = owner_index.side(true),
-                                        .num_dense_pages = pages,
-                                        .dense = dev_dense,
-                                        .zero_fill = zero_fill,
-                                        .owned_pages = with_list ? owned_page_index.side(true) : nullptr,
-                                        .owned_slots = with_list ? owned_slot_index.side(true) : nullptr,
-                                        .num_owned = with_list ? static_cast<int64_t>(owned_pages.size()) : -1},
-                                       nullptr),
-                            "ScatterDense");
+                RequireCuda(
+                    launch.Run(
+                        {.pools = dev_pools,
+                         .layers = layers,
+                         .owner_slot = owner_index.side(true),
+                         .num_dense_pages = pages,
+                         .dense = dev_dense,
+                         .zero_fill = zero_fill,
+                         .owned_pages = with_list ? owned_page_index.side(true) : nullptr,
+                         .owned_slots = with_list ? owned_slot_index.side(true) : nullptr,
+                         .num_owned = with_list ? static_cast<int64_t>(owned_pages.size()) : -1},
+                        nullptr),
+                    "ScatterDense");
                 Sync("ScatterDense");
                 const std::vector<k::PoolRef> host_pools = pools.refs(false);
                 const std::vector<k::DenseRef> host_dense = dense.refs(false);
@@ -516,16 +518,17 @@ void CheckScatterSmallTiles(const std::vector<ScatterLaunch>& launches) {
             DenseSet dense = MakeDense(elems, pt, pages + spare, kLayers, rng, offset);
             const std::vector<k::PoolRef> dev_pools = pools.refs(true);
             const std::vector<k::DenseRef> dev_dense = dense.refs(true);
-            RequireCuda(launch.Run({.pools = dev_pools,
-                                    .layers = layers,
-                                    .owner_slot = owner_index.side(true),
-                                    .num_dense_pages = pages,
-                                    .dense = dev_dense,
-                                    .owned_pages = with_list ? owned_page_index.side(true) : nullptr,
-                                    .owned_slots = with_list ? owned_slot_index.side(true) : nullptr,
-                                    .num_owned = with_list ? static_cast<int64_t>(owned_pages.size()) : -1},
-                                   &tuning),
-                        "ScatterDense");
+            RequireCuda(
+                launch.Run({.pools = dev_pools,
+                            .layers = layers,
+                            .owner_slot = owner_index.side(true),
+                            .num_dense_pages = pages,
+                            .dense = dev_dense,
+                            .owned_pages = with_list ? owned_page_index.side(true) : nullptr,
+                            .owned_slots = with_list ? owned_slot_index.side(true) : nullptr,
+                            .num_owned = with_list ? static_cast<int64_t>(owned_pages.size()) : -1},
+                           &tuning),
+                "ScatterDense");
             Sync("ScatterDense");
             const std::vector<k::PoolRef> host_pools = pools.refs(false);
             const std::vector<k::DenseRef> host_dense = dense.refs(false);
@@ -547,11 +550,13 @@ void CheckScatterSmallTiles(const std::vector<ScatterLaunch>& launches) {
 std::vector<ScatterLaunch> BenchScatterLaunches(bool every_zero_pass) {
   using V = k::ScatterVariant;
   std::vector<ScatterLaunch> out;
-  const auto passes = every_zero_pass ? std::vector<k::PiecesZeroPass>{k::PiecesZeroPass::kAuto,
-                                                                      k::PiecesZeroPass::kSeparatePass,
-                                                                      k::PiecesZeroPass::kSamePass}
-                                      : std::vector<k::PiecesZeroPass>{};
-  for (k::PiecesZeroPass zp : passes) out.push_back({.product = false, .variant = V::kPieces, .zero_pass = zp});
+  const auto passes = every_zero_pass
+                          ? std::vector<k::PiecesZeroPass>{k::PiecesZeroPass::kAuto,
+                                                           k::PiecesZeroPass::kSeparatePass,
+                                                           k::PiecesZeroPass::kSamePass}
+                          : std::vector<k::PiecesZeroPass>{};
+  for (k::PiecesZeroPass zp : passes)
+    out.push_back({.product = false, .variant = V::kPieces, .zero_pass = zp});
   for (V v : {V::kTiles, V::kWarpSpans, V::kWarpSpansStreaming, V::kSplit}) {
     out.push_back({.product = false, .variant = v, .with_list = k::ScatterTakesOwnedList(v)});
   }
@@ -560,18 +565,24 @@ std::vector<ScatterLaunch> BenchScatterLaunches(bool every_zero_pass) {
 }
 
 TEST_CASE("scatter_dense equals the CPU reference with none, some and all pages owned") {
-  CheckScatterOwnedShares({{.product = true, .with_list = false}, {.product = true, .with_list = true}});
+  CheckScatterOwnedShares(
+      {{.product = true, .with_list = false}, {.product = true, .with_list = true}});
 }
 
 TEST_CASE("scatter_dense equals the CPU reference with small tiles and unaligned bases") {
-  CheckScatterSmallTiles({{.product = true, .with_list = false}, {.product = true, .with_list = true}});
+  CheckScatterSmallTiles(
+      {{.product = true, .with_list = false}, {.product = true, .with_list = true}});
 }
 
-TEST_CASE("the benchmark's scatter_dense variants equal the CPU reference with none, some and all pages owned") {
+TEST_CASE(
+    "the benchmark's scatter_dense variants equal the CPU reference with none, some and all pages "
+    "owned") {
   CheckScatterOwnedShares(BenchScatterLaunches(/*every_zero_pass=*/true));
 }
 
-TEST_CASE("the benchmark's scatter_dense variants equal the CPU reference with small tiles and unaligned bases") {
+TEST_CASE(
+    "the benchmark's scatter_dense variants equal the CPU reference with small tiles and unaligned "
+    "bases") {
   CheckScatterSmallTiles(BenchScatterLaunches(/*every_zero_pass=*/false));
 }
 
@@ -640,7 +651,8 @@ TEST_CASE("tier copies equal the CPU reference in every layout, direction and st
       for (k::TierDirection dir :
            {k::TierDirection::kDeviceToHost, k::TierDirection::kHostToDevice}) {
         for (int list = 0; list < 4; ++list) {  // empty, one page, scattered, runs
-          for (Strategy strategy : {Strategy::kKernel, Strategy::kMemcpy2D, Strategy::kMemcpy1D, Strategy::kBatch}) {
+          for (Strategy strategy :
+               {Strategy::kKernel, Strategy::kMemcpy2D, Strategy::kMemcpy1D, Strategy::kBatch}) {
             uint64_t seed = 0;
             std::mt19937_64 rng = FreshRng(&seed);
             const int64_t dev_slots = 12;

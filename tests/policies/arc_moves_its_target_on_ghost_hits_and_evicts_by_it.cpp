@@ -15,7 +15,8 @@ TEST_CASE("arc moves its T1 target on ghost hits and evicts from the list it say
   CHECK_FALSE(s.Cached(3));
   s.Run({6});  // T1 = {4, 5}: 4 -> B1
   CHECK_FALSE(s.Cached(4));
-  s.Run({3});  // miss; T1 = {5, 6}: 5 -> B1. The new 3 is a B1 ghost hit: p = 0 + max(1, 0/3) = 1, 3 in T2
+  s.Run({3});  // miss; T1 = {5, 6}: 5 -> B1. The new 3 is a B1 ghost hit: p = 0 + max(1, 0/3) = 1,
+               // 3 in T2
   CHECK_FALSE(s.Cached(5));
   // 7: |T1| = |{6}| = 1, not > p = 1: T2's LRU, 1, goes to B2 (LRU would evict 6).
   s.Run({7});

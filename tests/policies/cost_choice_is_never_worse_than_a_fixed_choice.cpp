@@ -14,7 +14,8 @@ std::string ProfileFor(const ReplayConfig& cfg) {
                                 : KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml";
 }
 
-nlohmann::ordered_json Predicted(const ReplayCase& c, const std::string& gather, const std::string& backup) {
+nlohmann::ordered_json Predicted(const ReplayCase& c, const std::string& gather,
+                                 const std::string& backup) {
   ReplayConfig cfg = CaseConfig(c, "lanes");
   cfg.hardware.profile = ProfileFor(cfg);
   cfg.gather.method = gather;
@@ -42,7 +43,8 @@ TEST_CASE("cost gather and backup choices are never predicted worse than a fixed
     const auto both = Predicted(c, "cost", "cost");
     for (const char* backup : {"per-layer", "tail"}) {
       const auto other = Predicted(c, "cost", backup);
-      CHECK(both["predicted"]["total_s"].get<double>() <= other["predicted"]["total_s"].get<double>() * (1 + 1e-12));
+      CHECK(both["predicted"]["total_s"].get<double>() <=
+            other["predicted"]["total_s"].get<double>() * (1 + 1e-12));
     }
   }
 }

@@ -17,21 +17,36 @@ namespace kvlanes::test {
 namespace {
 
 const char* const kGoldenPath = KVLANES_SOURCE_DIR "/tests/policies/golden/replay_metrics.json";
-const char* const kPredictedGoldenPath = KVLANES_SOURCE_DIR "/tests/policies/golden/predicted_metrics.json";
+const char* const kPredictedGoldenPath =
+    KVLANES_SOURCE_DIR "/tests/policies/golden/predicted_metrics.json";
 
 // The metrics that are pinned, as JSON pointers into the report.
-const char* const kFields[] = {
-    "/requests", "/input_tokens", "/device_hit_tokens", "/host_hit_tokens", "/host_match_tokens",
-    "/computed_tokens", "/token_hit_ratio", "/uncached_requests", "/lane_deficit_failures",
-    "/ancestor_unlocks", "/evicted_pages/device", "/evicted_pages/host", "/load_back/pages",
-    "/load_back/failed", "/host_writes/pages", "/host_writes/refused", "/inserted_pages",
-    "/duplicate_pages", "/gather/method_counts"};
+const char* const kFields[] = {"/requests",
+                               "/input_tokens",
+                               "/device_hit_tokens",
+                               "/host_hit_tokens",
+                               "/host_match_tokens",
+                               "/computed_tokens",
+                               "/token_hit_ratio",
+                               "/uncached_requests",
+                               "/lane_deficit_failures",
+                               "/ancestor_unlocks",
+                               "/evicted_pages/device",
+                               "/evicted_pages/host",
+                               "/load_back/pages",
+                               "/load_back/failed",
+                               "/host_writes/pages",
+                               "/host_writes/refused",
+                               "/inserted_pages",
+                               "/duplicate_pages",
+                               "/gather/method_counts"};
 
 nlohmann::ordered_json Metrics(const nlohmann::ordered_json& report) {
   nlohmann::ordered_json m;
   for (const char* f : kFields) m[f] = report.at(nlohmann::ordered_json::json_pointer(f));
   nlohmann::ordered_json peaks = nlohmann::ordered_json::array();
-  for (const auto& l : report["lanes"]) peaks.push_back({l["device_peak_pages"], l["host_peak_pages"]});
+  for (const auto& l : report["lanes"])
+    peaks.push_back({l["device_peak_pages"], l["host_peak_pages"]});
   m["/lanes/peak_pages"] = peaks;
   return m;
 }
@@ -64,7 +79,8 @@ void CompareWithGolden(const nlohmann::ordered_json& now, const char* path) {
     for (const auto& [field, value] : metrics.items()) {
       CAPTURE(field);
       const auto& want = golden[run][field];
-      CHECK_MESSAGE(Close(value, want), field << ": now " << value.dump() << ", golden " << want.dump());
+      CHECK_MESSAGE(Close(value, want),
+                    field << ": now " << value.dump() << ", golden " << want.dump());
     }
   }
   CHECK(golden.size() == now.size());
@@ -78,7 +94,8 @@ TEST_CASE("golden predicted metrics match on every replay case") {
   for (const ReplayCase& c : ReplayCases()) {
     ReplayConfig cfg = CaseConfig(c, "lanes");
     cfg.hardware.profile = cfg.cache.cp_size == 1 ? KVLANES_SOURCE_DIR "/config/profiles/h200.yaml"
-                                                  : KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml";
+                                                  : KVLANES_SOURCE_DIR
+                               "/config/profiles/8xh200_nccl_model.yaml";
     cfg.gather.method = "cost";
     cfg.backup.schedule = "cost";
     const Trace trace = CaseTrace(c, cfg);

@@ -29,7 +29,9 @@ inline bool Cached(const RadixTree& tree, uint64_t first) {
 // Owns a policy by name and an engine over it; device capacity `pages` on one lane.
 struct HandRun {
   HandRun(const std::string& policy, int64_t pages)
-      : cfg(TinyConfig(1, pages)), trace(EmptyTrace()), p(MakePolicy(policy, cfg, trace)),
+      : cfg(TinyConfig(1, pages)),
+        trace(EmptyTrace()),
+        p(MakePolicy(policy, cfg, trace)),
         engine(cfg, *p, 1) {}
   void Run(std::vector<uint64_t> ids) {
     engine.Process(Doc(std::move(ids)));

@@ -1,7 +1,8 @@
-// The published sanity figures (Mooncake FAST'25, synthetic trace, LRU; docs/reference_semantics.md, "Trace formats"):
-// token hit ratio about 0.15 at 1e6 cached tokens, 0.30 at 3e6 and 0.59 at 1e7. Replaying the
-// same trace with cp_size 1, lru, 64-token pages and no host tier must land within 0.03 of each.
-// Our numbers are recorded beside the paper's in docs/policies.md.
+// The published sanity figures (Mooncake FAST'25, synthetic trace, LRU;
+// docs/reference_semantics.md, "Trace formats"): token hit ratio about 0.15 at 1e6 cached tokens,
+// 0.30 at 3e6 and 0.59 at 1e7. Replaying the same trace with cp_size 1, lru, 64-token pages and no
+// host tier must land within 0.03 of each. Our numbers are recorded beside the paper's in
+// docs/policies.md.
 #include <doctest/doctest.h>
 
 #include <cmath>

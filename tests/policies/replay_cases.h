@@ -13,7 +13,7 @@ namespace kvlanes::test {
 
 struct ReplayCase {
   std::string name;
-  std::string trace;  // path
+  std::string trace;              // path
   std::vector<std::string> sets;  // --set assignments
 };
 
@@ -25,25 +25,33 @@ inline std::vector<ReplayCase> ReplayCases() {
   const std::string kv169 = src + "/traces/kvtester/trace_0169.json";
   return {
       {"mooncake_cp1_device_only", mc, {"cache.cp_size=1", "cache.device_pages_per_lane=40000"}},
-      {"mooncake_cp1_host_write_through", mc,
+      {"mooncake_cp1_host_write_through",
+       mc,
        {"cache.cp_size=1", "cache.device_pages_per_lane=20000", "cache.host_pages_per_lane=40000"}},
-      {"mooncake_cp4_zigzag_host", mc,
+      {"mooncake_cp4_zigzag_host",
+       mc,
        {"cache.cp_size=4", "cache.device_pages_per_lane=6000", "cache.host_pages_per_lane=10000"}},
-      {"mooncake_cp4_interleave_selective", mc,
+      {"mooncake_cp4_interleave_selective",
+       mc,
        {"cache.cp_size=4", "cache.placement=interleave", "cache.device_pages_per_lane=6000",
         "cache.host_pages_per_lane=10000", "cache.write_policy=write_through_selective"}},
-      {"mooncake_cp4_slot_modulo_write_back", mc,
+      {"mooncake_cp4_slot_modulo_write_back",
+       mc,
        {"cache.cp_size=4", "cache.placement=slot-modulo", "cache.device_pages_per_lane=6000",
         "cache.host_pages_per_lane=10000", "cache.write_policy=write_back"}},
-      {"mooncake_cp8_zigzag_lfu", mc,
+      {"mooncake_cp8_zigzag_lfu",
+       mc,
        {"cache.cp_size=8", "cache.device_pages_per_lane=3000", "cache.eviction=lfu"}},
-      {"kvtester34_cp2_page16", kv34,
+      {"kvtester34_cp2_page16",
+       kv34,
        {"cache.cp_size=2", "cache.page_tokens=16", "cache.device_pages_per_lane=8000",
         "cache.host_pages_per_lane=4000"}},
-      {"kvtester73_cp8_fifo_host", kv73,
+      {"kvtester73_cp8_fifo_host",
+       kv73,
        {"cache.cp_size=8", "cache.device_pages_per_lane=400", "cache.host_pages_per_lane=800",
         "cache.eviction=fifo"}},
-      {"kvtester169_cp4_slru_write_back", kv169,
+      {"kvtester169_cp4_slru_write_back",
+       kv169,
        {"cache.cp_size=4", "cache.device_pages_per_lane=700", "cache.host_pages_per_lane=700",
         "cache.eviction=slru", "cache.write_policy=write_back"}},
   };

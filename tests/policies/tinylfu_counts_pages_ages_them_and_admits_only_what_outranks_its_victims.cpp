@@ -25,7 +25,8 @@ TEST_CASE("the sketch counts additions per key, saturates at 15 and halves every
   CHECK(big.Estimate(a) == CountMinSketch::kMax);
 }
 
-TEST_CASE("lru+tinylfu refuses a page seen less often than its victim and admits it once it is not") {
+TEST_CASE(
+    "lru+tinylfu refuses a page seen less often than its victim and admits it once it is not") {
   // One-page documents, 6 device pages: 4 documents cached, and every miss must displace one.
   HandRun s("lru+tinylfu", 6);
   for (uint64_t d : {1, 2, 3, 4}) s.Run({d});  // fit without eviction
@@ -50,7 +51,8 @@ TEST_CASE("NAME+tinylfu composes any registered policy but the oracle and a comp
     CHECK(MakePolicy(name, cfg, trace)->Name() == name);
   }
   CHECK(MakePolicy("fifo+tinylfu", cfg, trace)->Order() == EvictionOrder::kFifo);
-  for (const char* name : {"oracle+tinylfu", "lru+tinylfu+tinylfu", "nope+tinylfu", "+tinylfu", "tinylfu"})
+  for (const char* name :
+       {"oracle+tinylfu", "lru+tinylfu+tinylfu", "nope+tinylfu", "+tinylfu", "tinylfu"})
     CHECK_THROWS_AS(CheckPolicyName(name), InputError);
 }
 

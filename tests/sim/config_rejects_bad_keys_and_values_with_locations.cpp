@@ -29,9 +29,10 @@ std::string ErrorOf(const std::function<void()>& f) {
 }  // namespace
 
 TEST_CASE("a YAML file sets nested keys over the defaults") {
-  const std::string p = WriteTemp("ok.yaml",
-                                  "policy: scalar\ncache:\n  cp_size: 8\n  page_tokens: 32\n"
-                                  "model:\n  layers: 3\n  pools:\n    - {name: kv, bytes_per_token_layer: 1152}\n");
+  const std::string p =
+      WriteTemp("ok.yaml",
+                "policy: scalar\ncache:\n  cp_size: 8\n  page_tokens: 32\n"
+                "model:\n  layers: 3\n  pools:\n    - {name: kv, bytes_per_token_layer: 1152}\n");
   ReplayConfig c;
   LoadConfigFile(p, c);
   CHECK(c.policy == "scalar");
@@ -53,13 +54,16 @@ TEST_CASE("unknown keys name the file, line and key and list the valid keys") {
 
 TEST_CASE("bad values are errors naming the key") {
   ReplayConfig c;
-  CHECK(ErrorOf([&] { ApplyConfigSetting("cache.eviction=mru", c); }).find("valid: lru, lfu, fifo, slru") !=
-        std::string::npos);
+  CHECK(ErrorOf([&] {
+          ApplyConfigSetting("cache.eviction=mru", c);
+        }).find("valid: lru, lfu, fifo, slru") != std::string::npos);
   CHECK(ErrorOf([&] { ApplyConfigSetting("cache.cp_size=two", c); }).find("--set cache.cp_size") !=
         std::string::npos);
-  CHECK(ErrorOf([&] { ApplyConfigSetting("cache.placement=random", c); }).find("zigzag, interleave") !=
+  CHECK(ErrorOf([&] {
+          ApplyConfigSetting("cache.placement=random", c);
+        }).find("zigzag, interleave") != std::string::npos);
+  CHECK(ErrorOf([&] { ApplyConfigSetting("nokey", c); }).find("expected key=value") !=
         std::string::npos);
-  CHECK(ErrorOf([&] { ApplyConfigSetting("nokey", c); }).find("expected key=value") != std::string::npos);
   const std::string p = WriteTemp("syntax.yaml", "cache: [1, 2\n");
   CHECK(ErrorOf([&] { LoadConfigFile(p, c); }).find("YAML syntax error") != std::string::npos);
 }

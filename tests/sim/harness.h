@@ -19,7 +19,8 @@ class ScriptedPolicy final : public ConfiguredPolicy {
   ScriptedPolicy(const ReplayConfig& cfg, PlanScope scope) : ConfiguredPolicy(cfg), scope_(scope) {}
   std::string_view Name() const override { return "scripted"; }
   void Script(std::vector<uint16_t> owners) { script_.push_back(std::move(owners)); }
-  void PlaceExtent(const CacheView& view, int64_t first_page, std::span<uint16_t> owners) const override {
+  void PlaceExtent(const CacheView& view, int64_t first_page,
+                   std::span<uint16_t> owners) const override {
     if (script_.empty()) return ConfiguredPolicy::PlaceExtent(view, first_page, owners);
     const auto& s = script_.front();
     for (size_t i = 0; i < owners.size(); ++i) owners[i] = s[std::min(i, s.size() - 1)];

@@ -8,8 +8,8 @@ namespace kvlanes {
 namespace {
 
 enum class Color { kRed, kGreen, kBlue };
-constexpr NameTable<Color, 3> kColors{{{{Color::kRed, "red"}, {Color::kGreen, "green"}, {Color::kBlue, "blue"}}},
-                                      "color"};
+constexpr NameTable<Color, 3> kColors{
+    {{{Color::kRed, "red"}, {Color::kGreen, "green"}, {Color::kBlue, "blue"}}}, "color"};
 
 std::string ParseError(std::string_view name) {
   try {
@@ -31,9 +31,11 @@ TEST_CASE("a name table parses, names and lists every value") {
 
 TEST_CASE("an unknown name is an error with its location, the valid names and a suggestion") {
   CHECK(ParseError("gren") ==
-        "cfg.yaml:7: paint.color: unknown color 'gren' (valid: red, green, blue); did you mean 'green'?");
+        "cfg.yaml:7: paint.color: unknown color 'gren' (valid: red, green, blue); did you mean "
+        "'green'?");
   // Nothing close: no suggestion.
-  CHECK(ParseError("ultraviolet") == "cfg.yaml:7: paint.color: unknown color 'ultraviolet' (valid: red, green, blue)");
+  CHECK(ParseError("ultraviolet") ==
+        "cfg.yaml:7: paint.color: unknown color 'ultraviolet' (valid: red, green, blue)");
 }
 
 TEST_CASE("edit distance counts insertions, deletions and substitutions") {

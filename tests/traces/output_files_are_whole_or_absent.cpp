@@ -1,5 +1,4 @@
 #include <doctest/doctest.h>
-
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -98,7 +98,8 @@ TEST_CASE("the Mooncake reader loads the shipped synthetic trace exactly as writ
 }
 
 TEST_CASE("format detection recognises each shipped example") {
-  CHECK(DetectTraceFormat(ShippedTrace("mooncake/synthetic_trace.jsonl")) == TraceFormat::kMooncake);
+  CHECK(DetectTraceFormat(ShippedTrace("mooncake/synthetic_trace.jsonl")) ==
+        TraceFormat::kMooncake);
   CHECK(DetectTraceFormat(ShippedTrace("mooncake_excerpt.jsonl")) == TraceFormat::kMooncake);
   CHECK(DetectTraceFormat(ShippedTrace("kvtester/trace_0092.json")) == TraceFormat::kKvTester);
   CHECK(DetectTraceFormat(ShippedTrace("kvtester_trace_0034.json")) == TraceFormat::kKvTester);

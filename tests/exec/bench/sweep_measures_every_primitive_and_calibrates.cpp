@@ -53,9 +53,11 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
       if (s["direction"] == "h2d" && s["chunk_bytes"] == kv_chunk) {
         const int64_t b = s["bytes"];
         CHECK(b % kv_chunk == 0);
-        if (b / kv_chunk <= 32 && s["label"].get<std::string>().find("1 layer(s)") != std::string::npos)
+        if (b / kv_chunk <= 32 &&
+            s["label"].get<std::string>().find("1 layer(s)") != std::string::npos)
           h2d_one_layer_kv.insert(b / kv_chunk);
-        if (s["label"].get<std::string>().find("3 layer(s)") != std::string::npos) all_layer_bytes.insert(b / kv_chunk / 3);
+        if (s["label"].get<std::string>().find("3 layer(s)") != std::string::npos)
+          all_layer_bytes.insert(b / kv_chunk / 3);
       }
     } else if (kind == "device_copy") {
       CHECK(s["kernels"] == 2);
@@ -70,7 +72,8 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
       CHECK(s["layers"] == 3);
       const int64_t chunk = s["pool"] == "kv" ? kv_chunk : 16 * 132;
       CHECK(s["bytes"].get<int64_t>() == s["pages"].get<int64_t>() * 3 * chunk);
-      backups.insert({tail, s["pool"].get<std::string>(), s["pages"].get<int64_t>(), s["gather_pages"].get<int64_t>()});
+      backups.insert({tail, s["pool"].get<std::string>(), s["pages"].get<int64_t>(),
+                      s["gather_pages"].get<int64_t>()});
     } else {
       FAIL("unexpected kind " << kind);
     }
@@ -98,7 +101,8 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
   base.layer_base_s = 1e-5;
   base.layer_token_s = 1e-6;
   base.layer_attn_pair_s = 1e-10;
-  CHECK_THROWS_WITH(Calibrate(m, &base, CalibrateOptions{}), doctest::Contains("choose one with --backup-gather-pages"));
+  CHECK_THROWS_WITH(Calibrate(m, &base, CalibrateOptions{}),
+                    doctest::Contains("choose one with --backup-gather-pages"));
   CalibrateOptions opt;
   opt.backup_gather_pages = 32;
   const CalibrationResult r = Calibrate(m, &base, opt);
@@ -111,7 +115,9 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
   CHECK(r.profile.layer_token_s == doctest::Approx(1e-6));  // no forward samples: from the base
 }
 
-TEST_CASE("sweep: several ranks measure the collectives and peer reads, and calibrate keeps the base's copies") {
+TEST_CASE(
+    "sweep: several ranks measure the collectives and peer reads, and calibrate keeps the base's "
+    "copies") {
   SweepOptions o = SmallSweep();
   o.ranks = 3;
   const nlohmann::ordered_json doc = RunSweep(o);
@@ -165,7 +171,8 @@ TEST_CASE("sweep: several ranks measure the collectives and peer reads, and cali
   base.kernel_launch_s = 4e-6;
   base.device_copy_gbps = 3000;
   base.device_copy_bands.bands = {CostBand{1e6, 5e-6, 200}, CostBand{0, 4e-6, 3000}};
-  const CalibrationResult r = Calibrate(ParseMeasurements(synthetic.dump(1), "sweep3.json"), &base, CalibrateOptions{});
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(synthetic.dump(1), "sweep3.json"), &base, CalibrateOptions{});
   const CollectiveModel* c = r.profile.Collectives(3);
   REQUIRE(c != nullptr);
   CHECK(!c->all_gather.bands.empty());
@@ -177,7 +184,8 @@ TEST_CASE("sweep: several ranks measure the collectives and peer reads, and cali
     if (kind == "peer_read") continue;  // split between the bands and peer_setup_s
     const double bytes = s["bytes"].get<double>();
     const CostBand& band = (kind == "all_gather" ? c->all_gather : c->all_reduce).For(bytes);
-    CHECK(band.latency_s + bytes / (band.gbps * 1e9) == doctest::Approx(s["median_s"].get<double>()).epsilon(0.01));
+    CHECK(band.latency_s + bytes / (band.gbps * 1e9) ==
+          doctest::Approx(s["median_s"].get<double>()).epsilon(0.01));
   }
   CHECK(r.profile.h2d_gbps == 40);
   CHECK(r.profile.latency_per_chunk);

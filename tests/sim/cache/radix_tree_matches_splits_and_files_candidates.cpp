@@ -58,8 +58,8 @@ TEST_CASE("only unlocked device nodes without device children are device candida
 }
 
 TEST_CASE("candidates follow the eviction order with node id as tie-break") {
-  for (EvictionOrder order : {EvictionOrder::kLru, EvictionOrder::kLfu, EvictionOrder::kFifo,
-                              EvictionOrder::kSlru}) {
+  for (EvictionOrder order :
+       {EvictionOrder::kLru, EvictionOrder::kLfu, EvictionOrder::kFifo, EvictionOrder::kSlru}) {
     RadixTree t(order);
     const NodeId a = Leaf(t, kRootId, Keys({1}), 3);
     const NodeId b = Leaf(t, kRootId, Keys({2}), 3);
@@ -69,10 +69,18 @@ TEST_CASE("candidates follow the eviction order with node id as tie-break") {
     std::vector<NodeId> got;
     for (const auto& p : t.candidates(Tier::kDevice)) got.push_back(p.id);
     switch (order) {
-      case EvictionOrder::kLru: CHECK(got == std::vector<NodeId>{c, a, b}); break;
-      case EvictionOrder::kLfu: CHECK(got == std::vector<NodeId>{c, b, a}); break;
-      case EvictionOrder::kFifo: CHECK(got == std::vector<NodeId>{a, b, c}); break;
-      case EvictionOrder::kSlru: CHECK(got == std::vector<NodeId>{c, b, a}); break;
+      case EvictionOrder::kLru:
+        CHECK(got == std::vector<NodeId>{c, a, b});
+        break;
+      case EvictionOrder::kLfu:
+        CHECK(got == std::vector<NodeId>{c, b, a});
+        break;
+      case EvictionOrder::kFifo:
+        CHECK(got == std::vector<NodeId>{a, b, c});
+        break;
+      case EvictionOrder::kSlru:
+        CHECK(got == std::vector<NodeId>{c, b, a});
+        break;
     }
   }
 }

@@ -10,8 +10,8 @@
 
 #include "policies/registry.h"
 #include "sim/compare/check_stats.h"
-#include "sim/predict/cost_model.h"
 #include "sim/compare/op_predictions.h"
+#include "sim/predict/cost_model.h"
 #include "sim/report/report.h"
 #include "traces/trace_reader.h"
 
@@ -87,7 +87,8 @@ TEST_CASE(
   // A gather op is its layers; the replay's gather cost also has the once-per-request index upload.
   double once = 0;
   for (const RequestPlan& r : plan.requests)
-    if (r.prefix_pages > 0) once += model.Gather(r.gather_method, r.shard_pages, r.prefix_pages).once_s;
+    if (r.prefix_pages > 0)
+      once += model.Gather(r.gather_method, r.shard_pages, r.prefix_pages).once_s;
   CHECK(per_kind["gather"] == doctest::Approx(rep.gather_s - once).epsilon(1e-9));
   // The case exercises load-backs and backups (host tier), gathers and compute.
   for (const char* k : {"load_back", "backup", "gather", "compute"}) CHECK(count[k] > 0);

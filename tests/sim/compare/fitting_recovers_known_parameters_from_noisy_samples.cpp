@@ -7,10 +7,10 @@
 
 #include "sim/compare/calibrate.h"
 #include "sim/compare/fit.h"
+#include "sim/compare/op_predictions.h"
 #include "sim/compare/profile_writer.h"
 #include "sim/config.h"
 #include "sim/predict/cost_model.h"
-#include "sim/compare/op_predictions.h"
 #include "tests/sim/compare/synthetic.h"
 
 namespace kvlanes::test {
@@ -28,7 +28,8 @@ std::string TempPath(const std::string& name) {
 
 // r's profile written to `path` as calibrate writes it (measurements named `source`) and loaded
 // back; the file is removed.
-HardwareProfile RoundTrip(const CalibrationResult& r, const std::string& path, const std::string& source) {
+HardwareProfile RoundTrip(const CalibrationResult& r, const std::string& path,
+                          const std::string& source) {
   std::ofstream(path) << ProfileToYaml(r, source);
   HardwareProfile back = LoadHardwareProfile(path);
   std::remove(path.c_str());
@@ -243,20 +244,39 @@ TEST_CASE("device copies that bend get size bands, which load back and drive the
     return payload <= (1 << 20) ? 8e-6 + 2 * payload / 200e9 : 3e-6 + 2 * payload / 3500e9;
   };
   Noise noise(11, 0.01);
-  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
   for (int i = 0; i < 14; ++i) {
     const double payload = 16384.0 * std::pow(2.0, i);  // 16 KiB .. 128 MiB per kernel
-    doc["samples"].push_back({{"kind", "device_copy"}, {"bytes", 2 * payload}, {"op", "copy"}, {"kernels", 2},
-                              {"repeats", 5}, {"median_s", 2 * truth(payload) * noise()}});
+    doc["samples"].push_back({{"kind", "device_copy"},
+                              {"bytes", 2 * payload},
+                              {"op", "copy"},
+                              {"kernels", 2},
+                              {"repeats", 5},
+                              {"median_s", 2 * truth(payload) * noise()}});
   }
-  doc["samples"].push_back({{"kind", "host_copy"}, {"direction", "h2d"}, {"bytes", 1 << 20}, {"copies", 1},
-                            {"repeats", 5}, {"median_s", 3e-5}});
-  doc["samples"].push_back({{"kind", "host_copy"}, {"direction", "d2h"}, {"bytes", 1 << 24}, {"copies", 1},
-                            {"repeats", 5}, {"median_s", 4e-4}});
-  doc["samples"].push_back({{"kind", "host_copy"}, {"direction", "h2d"}, {"bytes", 1 << 26}, {"copies", 2},
-                            {"repeats", 5}, {"median_s", 1.4e-3}});
+  doc["samples"].push_back({{"kind", "host_copy"},
+                            {"direction", "h2d"},
+                            {"bytes", 1 << 20},
+                            {"copies", 1},
+                            {"repeats", 5},
+                            {"median_s", 3e-5}});
+  doc["samples"].push_back({{"kind", "host_copy"},
+                            {"direction", "d2h"},
+                            {"bytes", 1 << 24},
+                            {"copies", 1},
+                            {"repeats", 5},
+                            {"median_s", 4e-4}});
+  doc["samples"].push_back({{"kind", "host_copy"},
+                            {"direction", "h2d"},
+                            {"bytes", 1 << 26},
+                            {"copies", 2},
+                            {"repeats", 5},
+                            {"median_s", 1.4e-3}});
   HardwareProfile base = TruthProfile();
-  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "bent.json"), &base, CalibrateOptions{});
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(doc.dump(1), "bent.json"), &base, CalibrateOptions{});
   const BandedCost& bands = r.profile.device_copy_bands;
   REQUIRE(bands.bands.size() >= 2);
   CHECK(bands.bands.front().max_bytes >= (1 << 20));
@@ -278,7 +298,8 @@ TEST_CASE("device copies that bend get size bands, which load back and drive the
   HardwareProfile flat = back;
   flat.device_copy_bands.bands.clear();
   const CostModel plain(flat, cfg, path);
-  CHECK(plain.KernelCopyS(1e6) == doctest::Approx(flat.kernel_launch_s + 2e6 / (flat.device_copy_gbps * 1e9)));
+  CHECK(plain.KernelCopyS(1e6) ==
+        doctest::Approx(flat.kernel_launch_s + 2e6 / (flat.device_copy_gbps * 1e9)));
 }
 
 }  // namespace kvlanes::test
@@ -288,18 +309,26 @@ namespace kvlanes::test {
 TEST_CASE("batch-mode copies keep the fixed cost (per chunk or per call) that fits better") {
   // Truth: every chunk costs 0.9 us on the copy engines beyond bytes at 50 GB/s.
   const double lat = 0.9e-6, gbps = 50, chunk = 41984;
-  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
   Noise noise(5, 0.01);
   for (const char* dir : {"h2d", "d2h"})
     for (int i = 0; i < 10; ++i) {
       const int64_t chunks = int64_t{1} << i;
       const double bytes = static_cast<double>(chunks) * chunk * (i % 2 ? 1.0 : 0.25);
-      doc["samples"].push_back({{"kind", "host_copy"}, {"direction", dir}, {"bytes", bytes}, {"copies", chunks},
-                                {"mode", "batch"}, {"layout", "layer_first"}, {"repeats", 5},
+      doc["samples"].push_back({{"kind", "host_copy"},
+                                {"direction", dir},
+                                {"bytes", bytes},
+                                {"copies", chunks},
+                                {"mode", "batch"},
+                                {"layout", "layer_first"},
+                                {"repeats", 5},
                                 {"median_s", (chunks * lat + bytes / (gbps * 1e9)) * noise()}});
     }
   HardwareProfile base = TruthProfile();
-  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "batch.json"), &base, CalibrateOptions{});
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(doc.dump(1), "batch.json"), &base, CalibrateOptions{});
   CHECK(r.profile.latency_per_chunk);
   CHECK(Near(r.profile.copy_latency_s, lat, 0.05));
   CHECK(Near(r.profile.h2d_gbps, gbps, 0.05));
@@ -313,12 +342,14 @@ TEST_CASE("batch-mode copies keep the fixed cost (per chunk or per call) that fi
   CHECK(per_chunk.CopiesLatencyS(10, 61) == doctest::Approx(2 * 10 * 61 * back.copy_latency_s));
   HardwareProfile calls = back;
   calls.latency_per_chunk = false;
-  CHECK(CostModel(calls, cfg, path).CopiesLatencyS(10, 61) == doctest::Approx(2 * back.copy_latency_s));
+  CHECK(CostModel(calls, cfg, path).CopiesLatencyS(10, 61) ==
+        doctest::Approx(2 * back.copy_latency_s));
 
   // The same batch samples timed as one fixed cost per call: the per-call fit is kept.
   for (auto& x : doc["samples"])
     x["median_s"] = (6e-6 + x["bytes"].get<double>() / (gbps * 1e9)) * noise();
-  const CalibrationResult c = Calibrate(ParseMeasurements(doc.dump(1), "batch.json"), &base, CalibrateOptions{});
+  const CalibrationResult c =
+      Calibrate(ParseMeasurements(doc.dump(1), "batch.json"), &base, CalibrateOptions{});
   CHECK_FALSE(c.profile.latency_per_chunk);
   CHECK(Near(c.profile.copy_latency_s, 6e-6, 0.05));
   CHECK(c.fits.front().note.find("kept copy_unit call") != std::string::npos);
@@ -327,7 +358,9 @@ TEST_CASE("batch-mode copies keep the fixed cost (per chunk or per call) that fi
 TEST_CASE("host copies of several slot run lengths need --run-pages, which keeps one set") {
   // Scattered pages (run 1) pay 0.5 us per entry on top of 40 GB/s; runs of 32 pages: one call of
   // 8 us plus bytes at 55 GB/s. Each set fits its own model once selected.
-  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
   Noise noise(9, 0.01);
   for (const int64_t run : {1, 32})
     for (const char* dir : {"h2d", "d2h"})
@@ -336,13 +369,20 @@ TEST_CASE("host copies of several slot run lengths need --run-pages, which keeps
         const double bytes = static_cast<double>(pages) * 8448 * (i % 2 ? 1.0 : 5.0);
         const int64_t entries = (pages + run - 1) / run;
         const double t = run == 1 ? entries * 0.5e-6 + bytes / 40e9 : 8e-6 + bytes / 55e9;
-        doc["samples"].push_back({{"kind", "host_copy"}, {"direction", dir}, {"bytes", bytes}, {"copies", entries},
-                                  {"mode", "batch"}, {"layout", "layer_first"}, {"run_pages", run}, {"repeats", 5},
+        doc["samples"].push_back({{"kind", "host_copy"},
+                                  {"direction", dir},
+                                  {"bytes", bytes},
+                                  {"copies", entries},
+                                  {"mode", "batch"},
+                                  {"layout", "layer_first"},
+                                  {"run_pages", run},
+                                  {"repeats", 5},
                                   {"median_s", t * noise()}});
       }
   HardwareProfile base = TruthProfile();
   const Measurements m = ParseMeasurements(doc.dump(1), "runs.json");
-  CHECK_THROWS_WITH(Calibrate(m, &base, CalibrateOptions{}), doctest::Contains("choose one with --run-pages"));
+  CHECK_THROWS_WITH(Calibrate(m, &base, CalibrateOptions{}),
+                    doctest::Contains("choose one with --run-pages"));
   CalibrateOptions want32;
   want32.run_pages = 32;
   const CalibrationResult r = Calibrate(m, &base, want32);
@@ -357,25 +397,37 @@ TEST_CASE("host copies of several slot run lengths need --run-pages, which keeps
   CHECK(Near(s1.profile.h2d_gbps, 40, 0.03));
   CalibrateOptions absent;
   absent.run_pages = 4;
-  CHECK_THROWS_WITH(Calibrate(m, &base, absent), doctest::Contains("no host_copy samples with run_pages '4'"));
+  CHECK_THROWS_WITH(Calibrate(m, &base, absent),
+                    doctest::Contains("no host_copy samples with run_pages '4'"));
 }
 
 TEST_CASE("backups over a forward pass get their own fit per schedule, which the cost model uses") {
   // Truth: per-layer copies 12 us + bytes at 45 GB/s; tail copies 40 us + bytes at 50 GB/s.
-  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
   Noise noise(11, 0.01);
   const int64_t L = 61;
   for (const bool tail : {false, true})
     for (const int64_t pages : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
       const double bytes = static_cast<double>(pages * L * 41984);
       const double t = tail ? 40e-6 + bytes / 50e9 : L * 12e-6 + bytes / 45e9;
-      doc["samples"].push_back({{"kind", "backup"}, {"schedule", tail ? "tail" : "per-layer"}, {"bytes", bytes},
-                                {"copies", tail ? 1 : L}, {"pages", pages}, {"layers", L}, {"pool", "kv"},
-                                {"run_pages", 4}, {"gather_pages", 1024}, {"forward_s", 5e-5}, {"repeats", 5},
+      doc["samples"].push_back({{"kind", "backup"},
+                                {"schedule", tail ? "tail" : "per-layer"},
+                                {"bytes", bytes},
+                                {"copies", tail ? 1 : L},
+                                {"pages", pages},
+                                {"layers", L},
+                                {"pool", "kv"},
+                                {"run_pages", 4},
+                                {"gather_pages", 1024},
+                                {"forward_s", 5e-5},
+                                {"repeats", 5},
                                 {"median_s", t * noise()}});
     }
   HardwareProfile base = TruthProfile();
-  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "backup.json"), &base, CalibrateOptions{});
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(doc.dump(1), "backup.json"), &base, CalibrateOptions{});
   CHECK(Near(r.profile.backup_per_layer.latency_s, 12e-6, 0.05));
   CHECK(Near(r.profile.backup_per_layer.gbps, 45, 0.03));
   CHECK(Near(r.profile.backup_tail.latency_s, 40e-6, 0.1));
@@ -410,10 +462,14 @@ TEST_CASE("backups over a forward pass get their own fit per schedule, which the
         doctest::Approx(generic.CopyLatencyS(10, 61) + b / (plain.d2h_gbps * 1e9)));
 }
 
-TEST_CASE("tail backups with a cost per copy entry: fitted, selected by --backup-fit, priced from slot runs") {
+TEST_CASE(
+    "tail backups with a cost per copy entry: fitted, selected by --backup-fit, priced from slot "
+    "runs") {
   // Truth (tail): 6 us + 0.35 us per entry (runs of 4 pages, per layer) + bytes at 54 GB/s, for a
   // kv-like and an indexer-like pool (different bytes per entry, so entries and bytes separate).
-  nlohmann::json doc = {{"kvlanes_measurements", 1}, {"context", {{"gpu", "synthetic"}}}, {"samples", nlohmann::json::array()}};
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
   Noise noise(13, 0.01);
   const int64_t L = 61;
   for (const auto& [pool, chunk] : {std::pair{"kv", 41984}, std::pair{"indexer", 8448}})
@@ -421,15 +477,24 @@ TEST_CASE("tail backups with a cost per copy entry: fitted, selected by --backup
       const double bytes = static_cast<double>(pages * L * chunk);
       const double entries = static_cast<double>((pages + 3) / 4 * L);
       for (const bool tail : {false, true})
-        doc["samples"].push_back({{"kind", "backup"}, {"schedule", tail ? "tail" : "per-layer"}, {"bytes", bytes},
-                                  {"copies", tail ? 1 : L}, {"pages", pages}, {"layers", L}, {"pool", pool},
-                                  {"run_pages", 4}, {"gather_pages", 0}, {"repeats", 5},
-                                  {"median_s", (6e-6 * (tail ? 1 : L) + 0.35e-6 * entries + bytes / 54e9) * noise()}});
+        doc["samples"].push_back(
+            {{"kind", "backup"},
+             {"schedule", tail ? "tail" : "per-layer"},
+             {"bytes", bytes},
+             {"copies", tail ? 1 : L},
+             {"pages", pages},
+             {"layers", L},
+             {"pool", pool},
+             {"run_pages", 4},
+             {"gather_pages", 0},
+             {"repeats", 5},
+             {"median_s", (6e-6 * (tail ? 1 : L) + 0.35e-6 * entries + bytes / 54e9) * noise()}});
     }
   HardwareProfile base = TruthProfile();
   CalibrateOptions tail_only;
   tail_only.fit_backup_per_layer = false;
-  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "entries.json"), &base, tail_only);
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(doc.dump(1), "entries.json"), &base, tail_only);
   CHECK(r.profile.backup_per_layer.gbps == 0);  // not fitted: the generic copy model
   CHECK(Near(r.profile.backup_tail.entry_s, 0.35e-6, 0.05));
   CHECK(Near(r.profile.backup_tail.gbps, 54, 0.03));
@@ -452,7 +517,8 @@ TEST_CASE("tail backups with a cost per copy entry: fitted, selected by --backup
   p.backup_schedule = BackupSchedule::kTail;
   LaneCopy c;
   c.lane = 0;
-  c.pages = {{{10, 100}}, {{11, 101}}, {{12, 102}}, {{20, 200}}, {{21, 201}}, {{30, 300}}, {{31, 301}}, {{32, 302}}};
+  c.pages = {{{10, 100}}, {{11, 101}}, {{12, 102}}, {{20, 200}},
+             {{21, 201}}, {{30, 300}}, {{31, 301}}, {{32, 302}}};
   p.backup = {c};
   CHECK(SlotRuns(c) == 3);
   int found = 0;
@@ -460,8 +526,9 @@ TEST_CASE("tail backups with a cost per copy entry: fitted, selected by --backup
     if (op.kind != "backup") continue;
     const double elem = op.id.ends_with("/kv") ? 656 : 132;
     const double bytes = 8 * 64 * elem * L;
-    CHECK(op.seconds == doctest::Approx(back.backup_tail.latency_s + 3 * L * back.backup_tail.entry_s +
-                                        bytes / (back.backup_tail.gbps * 1e9)));
+    CHECK(op.seconds ==
+          doctest::Approx(back.backup_tail.latency_s + 3 * L * back.backup_tail.entry_s +
+                          bytes / (back.backup_tail.gbps * 1e9)));
     ++found;
   }
   CHECK(found == 2);
@@ -483,14 +550,16 @@ static std::string ProfileYaml(const std::string& host_device_tail) {
 TEST_CASE("a profile's backup terms are checked like the others") {
   const std::string path = TempPath("bad_backup.yaml");
   std::ofstream(path) << ProfileYaml(",\n  backup_tail: {latency_s: 1e-5, gbps: 0}");
-  CHECK_THROWS_WITH(LoadHardwareProfile(path), doctest::Contains("host_device.backup_tail.gbps: must be > 0"));
+  CHECK_THROWS_WITH(LoadHardwareProfile(path),
+                    doctest::Contains("host_device.backup_tail.gbps: must be > 0"));
   std::remove(path.c_str());
 }
 
 TEST_CASE("a profile's copy_unit must be call or chunk") {
   const std::string path = TempPath("bad_unit.yaml");
   std::ofstream(path) << ProfileYaml(", copy_unit: page");
-  CHECK_THROWS_WITH(LoadHardwareProfile(path), doctest::Contains("host_device.copy_unit: expected call or chunk, got 'page'"));
+  CHECK_THROWS_WITH(LoadHardwareProfile(path),
+                    doctest::Contains("host_device.copy_unit: expected call or chunk, got 'page'"));
   std::remove(path.c_str());
 }
 

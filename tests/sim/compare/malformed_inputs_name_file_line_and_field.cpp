@@ -5,8 +5,8 @@
 #include <functional>
 
 #include "sim/compare/calibrate.h"
-#include "sim/compare/measurements.h"
 #include "sim/compare/check_stats.h"
+#include "sim/compare/measurements.h"
 #include "sim/compare/op_predictions.h"
 #include "tests/sim/compare/synthetic.h"
 #include "traces/input_error.h"

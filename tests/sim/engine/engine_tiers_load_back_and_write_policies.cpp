@@ -9,13 +9,13 @@ TEST_CASE("load-back returns host-only pages to their owner lanes") {
   ScriptedPolicy p(cfg, PlanScope::kLanes);
   p.Script({0, 1, 0, 1});
   Harness h(cfg, p);
-  h.Run({1, 2, 3, 4});      // X on lanes 0,1,0,1; write_through backs it up
+  h.Run({1, 2, 3, 4});  // X on lanes 0,1,0,1; write_through backs it up
   CHECK(h.c().host_write_pages == 4);
   h.Run({10, 11, 12, 13});  // needs lane 0 room: X is demoted to host-only
   CHECK(h.c().evicted_device_pages == 4);
   CHECK(h.dev(0).used() == 2);
   CHECK(h.host(0).used() == 4);
-  h.Run({1, 2, 3, 4, 5});   // host hit on X: load it back, compute page 5
+  h.Run({1, 2, 3, 4, 5});  // host hit on X: load it back, compute page 5
   CHECK(h.c().load_back_count == 1);
   CHECK(h.c().load_back_pages == 4);
   CHECK(h.c().host_hit_tokens == 4);
@@ -83,11 +83,11 @@ TEST_CASE("write_back copies at device eviction and host eviction cascades to an
   h.Run({1, 2});     // A = [1,2]
   h.Run({1, 2, 3});  // B = [3] under A
   CHECK(h.c().host_write_pages == 0);
-  h.Run({7, 8});     // evicts B then (cascade) A, both written back
+  h.Run({7, 8});  // evicts B then (cascade) A, both written back
   CHECK(h.c().host_write_pages == 3);
   CHECK(h.c().evicted_device_pages == 3);
   CHECK(h.c().ancestor_unlocks == 1);
-  h.Run({9, 10});    // evicting C=[7,8] needs 2 host pages: host evicts B, then A by cascade
+  h.Run({9, 10});  // evicting C=[7,8] needs 2 host pages: host evicts B, then A by cascade
   CHECK(h.c().evicted_host_pages == 3);
   CHECK(h.c().host_write_pages == 5);
   CHECK(h.c().ancestor_unlocks == 2);

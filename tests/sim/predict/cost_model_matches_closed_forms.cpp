@@ -58,7 +58,8 @@ TEST_CASE("device, tier and collective primitives follow latency plus bytes over
   CHECK(m.AllReduceS(8e6) == doctest::Approx(6 * 15e-6 + 1.5 * 8e6 / 200e9));
   CHECK(m.PeerReadS(1e6, 3) == doctest::Approx(3 * 1e-6 + 4e-6 + 1e6 / 400e9));
   // Compute: base + (token * n + pair * n * (p + n/2)) / N.
-  CHECK(m.ComputeLayerS(1000, 3000) == doctest::Approx(1e-5 + (2e-6 * 1000 + 1e-10 * 1000 * 3500) / 4));
+  CHECK(m.ComputeLayerS(1000, 3000) ==
+        doctest::Approx(1e-5 + (2e-6 * 1000 + 1e-10 * 1000 * 3500) / 4));
 }
 
 TEST_CASE("gather methods cost what docs/cost_model.md says, with padding to the largest shard") {
@@ -66,11 +67,12 @@ TEST_CASE("gather methods cost what docs/cost_model.md says, with padding to the
   const std::vector<int64_t> shards = {40, 10, 10, 20};  // unbalanced: largest shard 40
   const double P = 80, S = 40, L = 5e-6;
   const GatherCost dense = m.Gather(GatherMethod::kDense, shards, 80);
-  CHECK(dense.per_layer_s == doctest::Approx(2 * L + P * kB / 4000e9 + 2 * S * kB / 4000e9 + m.AllReduceS(P * kB)));
+  CHECK(dense.per_layer_s ==
+        doctest::Approx(2 * L + P * kB / 4000e9 + 2 * S * kB / 4000e9 + m.AllReduceS(P * kB)));
   CHECK(dense.once_s == 0);
   const GatherCost packed = m.Gather(GatherMethod::kPacked, shards, 80);
-  CHECK(packed.per_layer_s ==
-        doctest::Approx(2 * L + 2 * S * kB / 4000e9 + m.AllGatherS(4 * S * kB) + 2 * P * kB / 4000e9));
+  CHECK(packed.per_layer_s == doctest::Approx(2 * L + 2 * S * kB / 4000e9 +
+                                              m.AllGatherS(4 * S * kB) + 2 * P * kB / 4000e9));
   CHECK(packed.once_s == doctest::Approx(3e-6 + 2e-6 + P * 8 / 50e9));  // index to the device
   CHECK(packed.total_s == doctest::Approx(packed.once_s + 10 * packed.per_layer_s));
   const GatherCost zig = m.Gather(GatherMethod::kZigzag, shards, 80);
@@ -127,14 +129,16 @@ TEST_CASE("a profile without the CP group's collectives is an error naming the f
   } catch (const InputError& e) {
     err = e.what();
   }
-  CHECK(err.find("prof.yaml: collectives: profile 'test' has no collective model for 8 ranks") != std::string::npos);
+  CHECK(err.find("prof.yaml: collectives: profile 'test' has no collective model for 8 ranks") !=
+        std::string::npos);
 }
 
 TEST_CASE("hardware profile YAML errors name file, line and key") {
   const std::string path = "/tmp/kvlanes_bad_profile.yaml";
-  std::ofstream(path) << "name: x\nhost_device:\n  h2d_gbps: -1\n  d2h_gbps: 1\n  copy_latency_s: 0\n"
-                         "  copy_submit_s: 0\ndevice: {copy_gbps: 1, kernel_launch_s: 0}\n"
-                         "compute: {layer_base_s: 0, layer_token_s: 0, layer_attn_pair_s: 0}\n";
+  std::ofstream(path)
+      << "name: x\nhost_device:\n  h2d_gbps: -1\n  d2h_gbps: 1\n  copy_latency_s: 0\n"
+         "  copy_submit_s: 0\ndevice: {copy_gbps: 1, kernel_launch_s: 0}\n"
+         "compute: {layer_base_s: 0, layer_token_s: 0, layer_attn_pair_s: 0}\n";
   std::string err;
   try {
     LoadHardwareProfile(path);
@@ -142,7 +146,8 @@ TEST_CASE("hardware profile YAML errors name file, line and key") {
     err = e.what();
   }
   CHECK(err == path + ":3: host_device.h2d_gbps: must be > 0");
-  const HardwareProfile shipped = LoadHardwareProfile(KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml");
+  const HardwareProfile shipped =
+      LoadHardwareProfile(KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml");
   CHECK(shipped.Collectives(8) != nullptr);
   CHECK_FALSE(shipped.measured);
 }

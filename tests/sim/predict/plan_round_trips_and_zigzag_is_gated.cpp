@@ -18,7 +18,8 @@ TEST_CASE("the plan stream round-trips: write, read, equal") {
   ApplyConfigSetting("cache.host_pages_per_lane=3000", cfg);
   ApplyConfigSetting("cache.write_policy=write_back", cfg);
   TraceOptions opt;
-  const Trace trace = LoadTrace({KVLANES_SOURCE_DIR "/traces/mooncake_excerpt.jsonl"}, std::nullopt, opt);
+  const Trace trace =
+      LoadTrace({KVLANES_SOURCE_DIR "/traces/mooncake_excerpt.jsonl"}, std::nullopt, opt);
   auto policy = MakePolicy("lanes", cfg, trace);
   std::vector<RequestPlan> recorded;
   std::stringstream stream;
@@ -32,7 +33,8 @@ TEST_CASE("the plan stream round-trips: write, read, equal") {
   size_t i = 0, with_ops[4] = {0, 0, 0, 0};
   while (std::getline(stream, line)) {
     REQUIRE(i < recorded.size());
-    const RequestPlan back = PlanFromJson(nlohmann::json::parse(line), "mem", static_cast<int64_t>(i + 2));
+    const RequestPlan back =
+        PlanFromJson(nlohmann::json::parse(line), "mem", static_cast<int64_t>(i + 2));
     CHECK(back == recorded[i]);
     with_ops[0] += !back.evictions.empty();
     with_ops[1] += !back.load_back.empty();
@@ -76,11 +78,13 @@ TEST_CASE("zigzag is proven only for one whole zigzag extent") {
   CHECK(one.proven_zigzag);
   CHECK(one.gather_method == GatherMethod::kZigzag);  // the default gather.method is zigzag-gated
   // Interleaved owners are never a zigzag run.
-  const RequestPlan inter = Second("interleave", {{1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 3, 4, 5, 6, 7, 8, 9}});
+  const RequestPlan inter =
+      Second("interleave", {{1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 3, 4, 5, 6, 7, 8, 9}});
   CHECK_FALSE(inter.proven_zigzag);
   CHECK(inter.gather_method == GatherMethod::kPacked);
   // Two extents (8 pages, then 2 more) are a multi-extent prefix.
-  const RequestPlan multi = Second("zigzag", {{1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
+  const RequestPlan multi = Second("zigzag", {{1, 2, 3, 4, 5, 6, 7, 8},
+                                              {1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
                                               {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}});
   CHECK(multi.prefix_pages == 10);
   CHECK(multi.runs.size() == 2);
