@@ -1,6 +1,7 @@
-// Materializing a KV prefix on every rank (DOMAIN.md section 5): the copies around the
-// collectives. One argument struct per operation, shared by the CPU reference (this header) and
-// the CUDA launchers (materialize_cuda.h), so both have the same semantics by construction.
+// Materializing a KV prefix on every rank (docs/reference_semantics.md, "Gather methods"): the
+// copies around the collectives. One argument struct per operation, shared by the CPU reference
+// (this header) and the CUDA launchers (materialize_cuda.h), so both have the same semantics by
+// construction.
 //
 // Every operation is a gather into its destination: each destination page-layer chunk is written
 // exactly once (or deliberately left alone), so there are no write races and no ordering.

@@ -1,6 +1,6 @@
 // Tier copies: a scattered list of pages between the device pool (layer-first) and a pinned host
-// pool in one of the HostLayout layouts (page_layout.h), in either direction (DOMAIN.md
-// section 6: backup and restore).
+// pool in one of the HostLayout layouts (page_layout.h), in either direction
+// (docs/reference_semantics.md, "Backup schedules and host layouts": backup and restore).
 //
 // Two GPU strategies share these arguments (tier_copy_cuda.h):
 //   kernel  one launch of a copy kernel that reads/writes mapped pinned host memory directly;
