@@ -2,6 +2,7 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -43,6 +44,40 @@ inline std::vector<int> ParseDevices(const std::string& s) {
     d.push_back(std::stoi(item));
   }
   return d;
+}
+
+// Longest wait any timeout option may ask for: a week. A wait longer than that (or an infinite
+// or NaN one) would never time a hung rank out, so it is bad input, not a setting.
+inline constexpr double kMaxTimeoutS = 7 * 24 * 3600.0;
+
+// A number as the user would write it ("1e+300", "nan", "-1"), for messages.
+inline std::string OptionNumber(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+// The value of a timeout option in seconds: finite, > 0 and at most kMaxTimeoutS; 0 too when
+// `zero_means_never` (the option's documented "no limit").
+inline double TimeoutOption(const boost::program_options::variables_map& vm,
+                            const std::string& name, bool zero_means_never = false) {
+  const double t = vm[name].as<double>();
+  if (zero_means_never && t == 0) return t;
+  if (!std::isfinite(t) || !(t > 0) || t > kMaxTimeoutS)
+    throw InputError("", 0, "--" + name,
+                     "must be a finite number of seconds in (0, " +
+                         std::to_string(static_cast<int64_t>(kMaxTimeoutS)) + "]" +
+                         (zero_means_never ? " or 0 (no limit)" : "") + ", got " + OptionNumber(t));
+  return t;
+}
+
+// A scale factor option: finite and >= 0.
+inline double ScaleOption(const boost::program_options::variables_map& vm,
+                          const std::string& name) {
+  const double x = vm[name].as<double>();
+  if (!std::isfinite(x) || x < 0)
+    throw InputError("", 0, "--" + name, "must be a finite number >= 0, got " + OptionNumber(x));
+  return x;
 }
 
 }  // namespace kvlanes::cli

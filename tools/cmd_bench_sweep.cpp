@@ -161,7 +161,7 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       }
       if (o.slot_runs.empty()) throw InputError("", 0, "--slot-runs", "empty list");
     }
-    o.timeout_s = vm["timeout-s"].as<double>();
+    o.timeout_s = TimeoutOption(vm, "timeout-s");
     const bool quiet = vm["quiet"].as<bool>();
     if (!quiet)
       o.progress = [](const std::string& s) { std::fprintf(stderr, "sweep: %s\n", s.c_str()); };

@@ -104,9 +104,13 @@ int CmdExec(int argc, const char* const* argv) {
                          "only for --launch env (local runs make their own)");
       o.rendezvous = exec::ParseRendezvous(vm["rendezvous"].as<std::string>());
     }
-    o.timeout_s = vm["timeout-s"].as<double>();
-    if (o.timeout_s <= 0) throw InputError("", 0, "--timeout-s", "must be positive");
-    o.run_timeout_s = vm["run-timeout-s"].as<double>();
+    o.timeout_s = TimeoutOption(vm, "timeout-s");
+    const int64_t max_requests = vm["max-requests"].as<int64_t>();
+    if (max_requests < -1)
+      throw InputError("", 0, "--max-requests",
+                       "must be -1 (every request) or >= 0, got " + std::to_string(max_requests));
+    const double scale = ScaleOption(vm, "compute-scale");
+    o.run_timeout_s = TimeoutOption(vm, "run-timeout-s", /*zero_means_never=*/true);
     o.exec.warmup = vm["warmup"].as<int>();
     if (o.exec.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
     if (vm.count("devices")) o.devices = ParseDevices(vm["devices"].as<std::string>());
@@ -121,9 +125,7 @@ int CmdExec(int argc, const char* const* argv) {
     if (gate != "on" && gate != "off")
       throw InputError("", 0, "--gate", "expected on or off, got '" + gate + "'");
     o.exec.gate = gate == "on";
-    o.exec.gate_timeout_s = vm["gate-timeout-s"].as<double>();
-    if (!(o.exec.gate_timeout_s > 0))
-      throw InputError("", 0, "--gate-timeout-s", "must be positive");
+    o.exec.gate_timeout_s = TimeoutOption(vm, "gate-timeout-s");
     if (vm.count("fault"))
       for (const auto& f : vm["fault"].as<std::vector<std::string>>())
         o.exec.faults.push_back(exec::ParseFault(f));
@@ -149,10 +151,7 @@ int CmdExec(int argc, const char* const* argv) {
       source += ")";
       if (profile.empty()) profile = in.config.hardware.profile;
     }
-    exec::ExecPlan plan =
-        exec::MakeExecPlan(std::move(pf), source, profile, vm["max-requests"].as<int64_t>());
-    const double scale = vm["compute-scale"].as<double>();
-    if (scale < 0) throw InputError("", 0, "--compute-scale", "must be >= 0");
+    exec::ExecPlan plan = exec::MakeExecPlan(std::move(pf), source, profile, max_requests);
     exec::ScaleCompute(plan, scale);
     if (launch == "env")
       return exec::RunEnvRank(plan, o, [](const char* k) { return std::getenv(k); });
