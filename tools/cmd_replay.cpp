@@ -7,6 +7,7 @@
 #include "policies/registry.h"
 #include "sim/predict/cost_model.h"
 #include "sim/report/report.h"
+#include "sim/report/request_table.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
@@ -83,8 +84,11 @@ int CmdReplay(int argc, const char* const* argv) {
       "write the plan stream (JSON Lines, docs/plan.md) to this file")(
       "timeline", po::value<std::string>(),
       "write the predicted schedule as Chrome trace-event JSON (open in Perfetto); needs a "
-      "profile")("check-invariants", po::bool_switch(),
-                 "recompute ledger and tree after every request; abort on a mismatch")(
+      "profile")("requests-csv", po::value<std::string>(),
+                 "write one CSV row per request: hits per tier, evictions, load-back, gather "
+                 "method; with a profile also service, queue and TTFT seconds (docs/replay.md)")(
+      "check-invariants", po::bool_switch(),
+      "recompute ledger and tree after every request; abort on a mismatch")(
       "quiet,q", po::bool_switch(), "no progress, no console summary")("help,h", "this help");
   po::positional_options_description pos;
   pos.add("trace", -1);
@@ -118,12 +122,18 @@ int CmdReplay(int argc, const char* const* argv) {
     }
     nlohmann::ordered_json timeline;
     if (vm.count("timeline")) sinks.timeline = &timeline;
+    std::unique_ptr<RequestTable> requests;
+    if (vm.count("requests-csv")) {
+      requests = std::make_unique<RequestTable>(in.config, !in.config.hardware.profile.empty());
+      sinks.on_request = [&](const RequestPlan& p, const RequestCost* c) { requests->Add(p, c); };
+    }
     nlohmann::ordered_json report = RunReplay(
         in.config, *policy, in.trace, opts, [&](size_t d, size_t) { progress.Update(d); }, sinks);
     progress.Finish();
     if (plan_file) plan_file->Commit();
     if (vm.count("timeline"))
       WriteFileAtomically(vm["timeline"].as<std::string>(), timeline.dump() + "\n");
+    if (requests) WriteFileAtomically(vm["requests-csv"].as<std::string>(), requests->ToCsv());
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), report.dump(2) + "\n");
     if (!quiet) PrintSummary(report);
     return 0;

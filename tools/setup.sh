@@ -19,6 +19,8 @@ esac
 
 packages=(cmake g++ make python3 libeigen3-dev libyaml-cpp-dev libboost-program-options-dev
           doctest-dev nlohmann-json3-dev python3-matplotlib)
+# The Python module and its test (python/, docs/python.md) are built by the test command.
+if [[ $mode == test ]]; then packages+=(pybind11-dev python3-dev); fi
 if [[ $mode == format ]]; then packages=(clang-format); fi
 missing=()
 for p in "${packages[@]}"; do

@@ -38,6 +38,10 @@ struct RequestCost {
   double service_s = 0;             // write_back + forward + backup beyond forward
   std::vector<double> layer_end_s;  // forward end of each layer, from service start + write_back
   std::vector<double> load_end_s;   // load-back copy end of each layer
+  // Set by the Predictor's schedule, not by CostModel::Request: the wait for the prefill
+  // instance and arrival to the end of the forward pass (TTFT).
+  double queue_s = 0;
+  double ttft_s = 0;
 };
 
 // What the cost of one request's forward pass and backups depends on.

@@ -17,8 +17,10 @@ const RequestCost& Predictor::Add(const RequestPlan& p) {
   const double start = std::max(arrival, free_at_s_);
   const double finish = start + last_.service_s;
   free_at_s_ = finish;
-  queue_s_ += start - arrival;
-  ttft_s_.push_back(finish - arrival);
+  last_.queue_s = start - arrival;
+  last_.ttft_s = finish - arrival;
+  queue_s_ += last_.queue_s;
+  ttft_s_.push_back(last_.ttft_s);
   total_s_ += last_.service_s;
   compute_s_ += last_.compute_s;
   load_back_s_ += last_.load_back_exposed_s;
