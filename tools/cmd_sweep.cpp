@@ -136,7 +136,8 @@ int CmdSweep(int argc, const char* const* argv) {
   desc.add_options()("policies", po::value<std::string>(),
                      "policies, comma-separated (default: the config's policy)")(
       "vary", po::value<std::vector<std::string>>()->composing(),
-      "KEY=V1,V2,...: a config key and its values (repeatable; the grid is every combination)")(
+      "KEY=V1,V2,...: a config key and its values (repeatable; the grid is every combination); "
+      "an item may be a range START:END:STEP or START:END:xFACTOR (END included)")(
       "shard", po::value<std::string>(),
       "I/N: run only grid runs i with i mod N == I (0 <= I < N); "
       "join the N JSON files with `kvlanes sweep merge`")("jobs,j", po::value<int>(),

@@ -1,12 +1,14 @@
 #include "tools/run_grid.h"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdio>
 #include <exception>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -65,11 +67,86 @@ std::vector<std::string> SplitList(const std::string& list, const std::string& o
   return out;
 }
 
+namespace {
+
+// A number as written in a range: an integer (digits with an optional sign) or a decimal.
+std::optional<double> RangeNumber(const std::string& s, bool* integer) {
+  if (s.empty()) return std::nullopt;
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != s.size() || !std::isfinite(v)) return std::nullopt;
+  *integer = s.find_first_of(".eE") == std::string::npos;
+  return v;
+}
+
+std::string RangeValue(double v, bool integer) {
+  if (integer) return std::to_string(static_cast<long long>(std::llround(v)));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+constexpr size_t kMaxRangeValues = 100000;
+
+// "a:b:step" (a, a+step, ... up to b) or "a:b:xF" (a, a*F, ... up to b); nullopt when `item`
+// is not written as a range (then it is a plain value).
+std::optional<std::vector<std::string>> ExpandRange(const std::string& item,
+                                                    const std::string& field) {
+  const auto c1 = item.find(':');
+  if (c1 == std::string::npos) return std::nullopt;
+  const auto c2 = item.find(':', c1 + 1);
+  if (c2 == std::string::npos || item.find(':', c2 + 1) != std::string::npos) return std::nullopt;
+  bool ia = false, ib = false, is = false;
+  const auto a = RangeNumber(item.substr(0, c1), &ia);
+  const auto b = RangeNumber(item.substr(c1 + 1, c2 - c1 - 1), &ib);
+  std::string step = item.substr(c2 + 1);
+  const bool geometric = !step.empty() && step[0] == 'x';
+  if (geometric) step.erase(0, 1);
+  const auto st = RangeNumber(step, &is);
+  if (!a || !b || !st) return std::nullopt;
+  const auto bad = [&](const std::string& why) {
+    return InputError("", 0, field, "range '" + item + "': " + why);
+  };
+  if (*a > *b) throw bad("the start is above the end");
+  if (!geometric && *st <= 0) throw bad("the step must be positive");
+  if (geometric && *st <= 1) throw bad("the factor must be above 1");
+  if (geometric && *a <= 0) throw bad("a geometric range must start above 0");
+  const bool integer = ia && ib && (geometric || is);
+  std::vector<std::string> out;
+  const double end = *b * (1 + 1e-12) + 1e-12;  // b itself is included despite rounding
+  for (size_t k = 0;; ++k) {
+    const double v = geometric ? *a * std::pow(*st, static_cast<double>(k))
+                               : *a + *st * static_cast<double>(k);
+    if (v > end) break;
+    if (out.size() >= kMaxRangeValues)
+      throw bad("more than " + std::to_string(kMaxRangeValues) + " values");
+    std::string text = RangeValue(v, integer);
+    if (out.empty() || out.back() != text) out.push_back(std::move(text));
+  }
+  return out;
+}
+
+}  // namespace
+
 VaryAxis ParseVary(const std::string& arg) {
   const auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw InputError("", 0, "--vary", "expected key=v1,v2,..., got '" + arg + "'");
-  VaryAxis a{arg.substr(0, eq), SplitList(arg.substr(eq + 1), "--vary " + arg.substr(0, eq))};
+    throw InputError("", 0, "--vary",
+                     "expected key=v1,v2,... or key=start:end:step or key=start:end:xfactor, got '" +
+                         arg + "'");
+  VaryAxis a{arg.substr(0, eq), {}};
+  const std::string field = "--vary " + a.key;
+  for (std::string& item : SplitList(arg.substr(eq + 1), field)) {
+    if (auto range = ExpandRange(item, field))
+      a.values.insert(a.values.end(), range->begin(), range->end());
+    else
+      a.values.push_back(std::move(item));
+  }
   if (a.key == "policy")
     throw InputError("", 0, "--vary policy", "list policies with --policies instead");
   return a;

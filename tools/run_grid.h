@@ -38,7 +38,9 @@ struct VaryAxis {
   std::string key;
   std::vector<std::string> values;
 };
-// Parses "key=v1,v2,..." (throws InputError naming --vary).
+// Parses "key=v1,v2,...", where an item may be a range: "start:end:step" (arithmetic) or
+// "start:end:xF" (geometric, factor F > 1), end included when reached; integers stay integers.
+// Throws InputError naming --vary.
 VaryAxis ParseVary(const std::string& arg);
 
 // The grid: every policy x every combination of axis values. Run i is policy-major, then the

@@ -63,6 +63,21 @@ TEST_CASE("a grid expands policy-major with the first --vary axis outermost") {
   CHECK(cfg.cache.device_pages_per_lane == 20);
 }
 
+TEST_CASE("--vary ranges expand arithmetically and geometrically, end included") {
+  using V = std::vector<std::string>;
+  CHECK(ParseVary("cache.device_pages_per_lane=1000:4000:1000").values ==
+        V{"1000", "2000", "3000", "4000"});
+  CHECK(ParseVary("cache.device_pages_per_lane=1000:9000:x2").values ==
+        V{"1000", "2000", "4000", "8000"});
+  CHECK(ParseVary("cache.device_pages_per_lane=100,1000:8000:x2.5").values ==
+        V{"100", "1000", "2500", "6250"});
+  CHECK(ParseVary("trace.rate_scale=0.5:1.5:0.25").values == V{"0.5", "0.75", "1", "1.25", "1.5"});
+  CHECK(ParseVary("cache.cp_size=1:8:x2").values == V{"1", "2", "4", "8"});
+  CHECK(ParseVary("x=3:3:1").values == V{"3"});
+  // Not written as a range: kept as one value (a later config check judges it).
+  CHECK(ParseVary("hardware.profile=a:b:c").values == V{"a:b:c"});
+}
+
 TEST_CASE("bad --vary and --shard values are refused naming the option") {
   const auto message = [](auto fn) {
     try {
@@ -75,6 +90,16 @@ TEST_CASE("bad --vary and --shard values are refused naming the option") {
   CHECK(message([] { ParseVary("cache.cp_size"); }).rfind("--vary", 0) == 0);
   CHECK(message([] { ParseVary("cache.cp_size=1,,2"); }).find("empty item") != std::string::npos);
   CHECK(message([] { ParseVary("policy=lru"); }).find("--policies") != std::string::npos);
+  CHECK(message([] { ParseVary("cache.cp_size=8:1:1"); }) ==
+        "--vary cache.cp_size: range '8:1:1': the start is above the end");
+  CHECK(message([] { ParseVary("cache.cp_size=1:8:0"); }).find("step must be positive") !=
+        std::string::npos);
+  CHECK(message([] { ParseVary("cache.cp_size=1:8:x1"); }).find("factor must be above 1") !=
+        std::string::npos);
+  CHECK(message([] { ParseVary("cache.cp_size=0:8:x2"); }).find("start above 0") !=
+        std::string::npos);
+  CHECK(message([] { ParseVary("cache.cp_size=1:1e9:1"); }).find("more than 100000 values") !=
+        std::string::npos);
   Grid g;
   g.policies = {"lru"};
   g.axes = {ParseVary("cache.device_pages_per_lane=10,ten")};
