@@ -67,8 +67,7 @@ std::vector<std::string> Paths(const py::object& trace) {
   return trace.cast<std::vector<std::string>>();
 }
 
-Trace LoadFor(const ReplayConfig& cfg, const std::vector<std::string>& paths,
-              bool allow_unsorted) {
+Trace LoadFor(const ReplayConfig& cfg, const std::vector<std::string>& paths, bool allow_unsorted) {
   TraceOptions opt;
   opt.page_tokens = cfg.cache.page_tokens;
   opt.block_tokens = cfg.trace.block_tokens;
@@ -81,9 +80,7 @@ Trace LoadFor(const ReplayConfig& cfg, const std::vector<std::string>& paths,
   return t;
 }
 
-py::object ToPython(const J& j) {
-  return py::module_::import("json").attr("loads")(j.dump());
-}
+py::object ToPython(const J& j) { return py::module_::import("json").attr("loads")(j.dump()); }
 
 py::dict Columns(const RequestTable& t) {
   py::dict d;
@@ -101,7 +98,8 @@ py::dict Columns(const RequestTable& t) {
 int Threads(int threads, size_t jobs) {
   if (threads < 0) throw InputError("", 0, "threads", "must be >= 0 (0 = hardware threads)");
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), std::max<size_t>(1, jobs)));
+  return static_cast<int>(
+      std::min<size_t>(static_cast<size_t>(threads), std::max<size_t>(1, jobs)));
 }
 
 py::dict Replay(const py::object& trace, const py::object& config,
@@ -144,9 +142,8 @@ py::object Compare(const py::object& trace, const std::vector<std::string>& poli
     }
     const auto reports = cli::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
     doc["compare_version"] = 1;
-    doc["context"] = {{"trace", t.sources},
-                      {"requests", t.requests.size()},
-                      {"config", ConfigToJson(base)}};
+    doc["context"] = {
+        {"trace", t.sources}, {"requests", t.requests.size()}, {"config", ConfigToJson(base)}};
     doc["runs"] = J::array();
     for (const auto& r : reports) doc["runs"].push_back(r);
   }
@@ -235,14 +232,12 @@ PYBIND11_MODULE(kvlanes, m) {
         "Raises kvlanes.InputError (a ValueError) on bad input, naming file, line and field.");
   m.def("compare", &kp::Compare, py::arg("trace"), py::kw_only(), py::arg("policies"),
         py::arg("config") = py::none(), py::arg("set") = py::none(),
-        py::arg("profile") = py::none(), py::arg("threads") = 0,
-        py::arg("allow_unsorted") = false,
+        py::arg("profile") = py::none(), py::arg("threads") = 0, py::arg("allow_unsorted") = false,
         "Replays one trace through several policies (parallel threads; same results as\n"
         "sequential runs). Returns what `kvlanes compare --json` writes: {context, runs}.");
-  m.def("sweep", &kp::Sweep, py::arg("trace"), py::kw_only(), py::arg("policies"),
-        py::arg("vary"), py::arg("config") = py::none(), py::arg("set") = py::none(),
-        py::arg("profile") = py::none(), py::arg("threads") = 0,
-        py::arg("allow_unsorted") = false,
+  m.def("sweep", &kp::Sweep, py::arg("trace"), py::kw_only(), py::arg("policies"), py::arg("vary"),
+        py::arg("config") = py::none(), py::arg("set") = py::none(),
+        py::arg("profile") = py::none(), py::arg("threads") = 0, py::arg("allow_unsorted") = false,
         "A grid of replays: every policy x every combination of vary values\n"
         "(vary={'cache.device_pages_per_lane': [1000, 2000]}). Returns {grid, runs} as\n"
         "`kvlanes sweep --json` writes (without shards).");

@@ -1,8 +1,8 @@
 #include "tools/run_grid.h"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -120,8 +120,8 @@ std::optional<std::vector<std::string>> ExpandRange(const std::string& item,
   std::vector<std::string> out;
   const double end = *b * (1 + 1e-12) + 1e-12;  // b itself is included despite rounding
   for (size_t k = 0;; ++k) {
-    const double v = geometric ? *a * std::pow(*st, static_cast<double>(k))
-                               : *a + *st * static_cast<double>(k);
+    const double v =
+        geometric ? *a * std::pow(*st, static_cast<double>(k)) : *a + *st * static_cast<double>(k);
     if (v > end) break;
     if (out.size() >= kMaxRangeValues)
       throw bad("more than " + std::to_string(kMaxRangeValues) + " values");
@@ -136,9 +136,9 @@ std::optional<std::vector<std::string>> ExpandRange(const std::string& item,
 VaryAxis ParseVary(const std::string& arg) {
   const auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw InputError("", 0, "--vary",
-                     "expected key=v1,v2,... or key=start:end:step or key=start:end:xfactor, got '" +
-                         arg + "'");
+    throw InputError(
+        "", 0, "--vary",
+        "expected key=v1,v2,... or key=start:end:step or key=start:end:xfactor, got '" + arg + "'");
   VaryAxis a{arg.substr(0, eq), {}};
   const std::string field = "--vary " + a.key;
   for (std::string& item : SplitList(arg.substr(eq + 1), field)) {

@@ -45,11 +45,12 @@ void RequestTable::Add(const RequestPlan& p, const RequestCost* cost) {
   write_back_pages_.push_back(Pages(p.write_back));
   backup_pages_.push_back(Pages(p.backup));
   prefix_runs_.push_back(static_cast<int64_t>(p.runs.size()));
-  gather_method_.push_back(p.prefix_pages > 0 ? std::string(kGatherMethodNames.Name(p.gather_method))
-                                              : std::string("none"));
-  backup_schedule_.push_back(p.backup.empty() ? std::string("none")
-                                              : std::string(kBackupScheduleNames.Name(
-                                                    p.backup_schedule)));
+  gather_method_.push_back(p.prefix_pages > 0
+                               ? std::string(kGatherMethodNames.Name(p.gather_method))
+                               : std::string("none"));
+  backup_schedule_.push_back(p.backup.empty()
+                                 ? std::string("none")
+                                 : std::string(kBackupScheduleNames.Name(p.backup_schedule)));
   if (cost) {
     service_s_.push_back(cost->service_s);
     queue_s_.push_back(cost->queue_s);
@@ -58,11 +59,10 @@ void RequestTable::Add(const RequestPlan& p, const RequestCost* cost) {
 }
 
 std::vector<std::string> RequestTable::Columns() const {
-  std::vector<std::string> c = {"request",           "arrival_s",       "input_tokens",
-                                "device_hit_tokens", "host_hit_tokens", "computed_tokens",
-                                "cached",            "evicted_pages",   "load_back_pages",
-                                "write_back_pages",  "backup_pages",    "prefix_runs",
-                                "gather_method",     "backup_schedule"};
+  std::vector<std::string> c = {
+      "request",         "arrival_s",   "input_tokens",  "device_hit_tokens", "host_hit_tokens",
+      "computed_tokens", "cached",      "evicted_pages", "load_back_pages",   "write_back_pages",
+      "backup_pages",    "prefix_runs", "gather_method", "backup_schedule"};
   if (predicted_) c.insert(c.end(), {"service_s", "queue_s", "ttft_s"});
   return c;
 }

@@ -38,8 +38,8 @@ class RequestTable {
   int64_t page_tokens_;
   bool predicted_;
   std::vector<int64_t> request_, input_tokens_, device_hit_tokens_, host_hit_tokens_,
-      computed_tokens_, cached_, evicted_pages_, load_back_pages_, write_back_pages_,
-      backup_pages_, prefix_runs_;
+      computed_tokens_, cached_, evicted_pages_, load_back_pages_, write_back_pages_, backup_pages_,
+      prefix_runs_;
   std::vector<double> arrival_s_, service_s_, queue_s_, ttft_s_;
   std::vector<std::string> gather_method_, backup_schedule_;
 };
