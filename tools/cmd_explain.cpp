@@ -13,106 +13,201 @@
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 
 namespace kvlanes::cli {
 namespace {
 
-std::string PerLane(const std::vector<int64_t>& v) {
+using J = nlohmann::ordered_json;
+
+std::string PerLane(const J& v) {
   std::string s;
-  for (size_t r = 0; r < v.size(); ++r) s += (r ? " " : "") + std::to_string(v[r]);
+  for (size_t r = 0; r < v.size(); ++r) s += (r ? " " : "") + std::to_string(v[r].get<int64_t>());
   return "[" + s + "]";
 }
 
-void Explain(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cost,
-             const RequestCost* c) {
+// One request's decisions, alternatives and (with a profile) predicted costs: the document
+// `--json` writes and the text view prints (fields: docs/cost_model.md "explain").
+J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cost,
+              const RequestCost* c) {
   const int ranks = static_cast<int>(cfg.cache.cp_size);
   const int64_t P = cfg.cache.page_tokens;
-  std::printf("request %lld: arrival %.6f s, %lld input tokens (%lld pages)\n",
-              static_cast<long long>(p.request), p.arrival_ns * 1e-9,
-              static_cast<long long>(p.input_tokens),
-              static_cast<long long>((p.input_tokens + P - 1) / P));
-  std::printf("match      device %lld pages, host-only %lld pages\n",
-              static_cast<long long>(p.device_hit_pages),
-              static_cast<long long>(p.host_match_pages));
-  if (p.host_match_pages > 0)
-    std::printf("load-back  %s: %lld pages per lane %s\n",
-                p.loaded_pages > 0 ? "loaded" : "not loaded (recomputed)",
-                static_cast<long long>(p.loaded_pages),
-                PerLane(PagesPerLane(p.load_back, ranks)).c_str());
+  J j;
+  j["explain_version"] = 1;
+  j["policy"] = cfg.policy;
+  j["cp_size"] = cfg.cache.cp_size;
+  j["gather_config"] = cfg.gather.method;
+  j["backup_config"] = cfg.backup.schedule;
+  j["request"] = p.request;
+  j["arrival_s"] = static_cast<double>(p.arrival_ns) * 1e-9;
+  j["input_tokens"] = p.input_tokens;
+  j["input_pages"] = (p.input_tokens + P - 1) / P;
+  j["match"] = J{{"device_pages", p.device_hit_pages}, {"host_only_pages", p.host_match_pages}};
+  j["load_back"] = J{{"loaded", p.loaded_pages > 0},
+                     {"pages", p.loaded_pages},
+                     {"pages_per_lane", PagesPerLane(p.load_back, ranks)}};
+  j["evictions"] = J::array();
   for (const SlotFree& e : p.evictions) {
     std::vector<int64_t> per(ranks, 0);
-    for (const auto& s : e.slots) ++per[s[0]];
-    std::printf("evict      %s: %zu pages, per lane %s\n",
-                e.tier == Tier::kDevice ? "device" : "host", e.slots.size(), PerLane(per).c_str());
+    for (const auto& sl : e.slots) ++per[sl[0]];
+    j["evictions"].push_back(J{{"tier", e.tier == Tier::kDevice ? "device" : "host"},
+                               {"pages", e.slots.size()},
+                               {"pages_per_lane", per}});
   }
-  if (!p.write_back.empty())
-    std::printf("write-back %s pages per lane at eviction\n",
-                PerLane(PagesPerLane(p.write_back, ranks)).c_str());
+  j["write_back_pages_per_lane"] = PagesPerLane(p.write_back, ranks);
   std::vector<int64_t> placed(ranks, 0);
   for (const NewPage& q : p.new_pages) ++placed[q.owner];
+  j["compute"] = J{{"new_tokens", p.computed_tokens},
+                   {"prefix_tokens", p.prefix_pages * P},
+                   {"cached", p.cached},
+                   {"cached_pages_per_lane", placed}};
+  J g;
+  g["prefix_pages"] = p.prefix_pages;
+  g["shard_pages"] = p.shard_pages;
+  g["proven_zigzag"] = p.proven_zigzag;
+  g["runs"] = J::array();
+  for (size_t i = 0; i < p.runs.size(); ++i)
+    g["runs"].push_back(J{{"first_page", p.runs[i].first_page},
+                          {"pages", p.runs[i].pages},
+                          {"extent_request", p.run_extents[i].request},
+                          {"extent_placement", p.run_extents[i].placement},
+                          {"extent_pages", p.run_extents[i].pages}});
+  g["chosen"] = kGatherMethodNames.CName(p.gather_method);
+  g["alternatives"] = J::array();
+  J b;
+  b["pages_per_lane"] = J::array();
+  b["chosen"] = p.backup.empty() ? "none" : kBackupScheduleNames.CName(p.backup_schedule);
+  b["alternatives"] = J::array();
+  if (cost) {
+    PlanShape plan_shape(p, ranks, P);
+    ForwardShape& f = plan_shape.shape;
+    if (p.prefix_pages > 0) {
+      for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kPacked, GatherMethod::kDense,
+                             GatherMethod::kP2p}) {
+        J a{{"method", kGatherMethodNames.CName(m)}};
+        if (m == GatherMethod::kZigzag && !p.proven_zigzag) {
+          a["allowed"] = false;
+          a["why_not"] = "no descriptor proves a single zigzag run";
+          g["alternatives"].push_back(a);
+          continue;
+        }
+        const GatherCost gc = cost->Gather(m, p.shard_pages, p.prefix_pages);
+        f.gather = m;
+        a["allowed"] = true;
+        a["per_layer_s"] = gc.per_layer_s;
+        a["total_s"] = gc.total_s;
+        a["fabric_bytes_per_rank"] = gc.bytes_per_rank;
+        a["service_s"] = cost->Evaluate(f).service_s;
+        g["alternatives"].push_back(a);
+      }
+    }
+    f.gather = p.gather_method;
+    if (!p.backup.empty()) {
+      b["pages_per_lane"] = plan_shape.backup_pages;
+      for (BackupSchedule sc : {BackupSchedule::kPerLayer, BackupSchedule::kTail}) {
+        f.backup = sc;
+        const RequestCost rc = cost->Evaluate(f);
+        b["alternatives"].push_back(J{{"schedule", kBackupScheduleNames.CName(sc)},
+                                      {"total_s", rc.backup.total_s},
+                                      {"beyond_forward_s", rc.backup.beyond_forward_s},
+                                      {"submit_s", rc.backup.submit_s}});
+      }
+    }
+    j["predicted"] = J{
+        {"profile", cost->hw().name},      {"compute_s", c->compute_s},
+        {"gather_s", c->gather_s},         {"load_back_stall_s", c->load_back_exposed_s},
+        {"write_back_s", c->write_back_s}, {"backup_beyond_forward_s", c->backup.beyond_forward_s},
+        {"service_s", c->service_s}};
+  } else if (!p.backup.empty()) {
+    b["pages_per_lane"] = PagesPerLane(p.backup, ranks);
+  }
+  j["gather"] = g;
+  j["backup"] = b;
+  return j;
+}
+
+void PrintExplain(const J& j) {
+  auto i = [](const J& v) { return static_cast<long long>(v.get<int64_t>()); };
+  std::printf("policy %s, cp_size %lld, gather.method %s, backup.schedule %s\n",
+              j["policy"].get<std::string>().c_str(), i(j["cp_size"]),
+              j["gather_config"].get<std::string>().c_str(),
+              j["backup_config"].get<std::string>().c_str());
+  std::printf("request %lld: arrival %.6f s, %lld input tokens (%lld pages)\n", i(j["request"]),
+              j["arrival_s"].get<double>(), i(j["input_tokens"]), i(j["input_pages"]));
+  std::printf("match      device %lld pages, host-only %lld pages\n", i(j["match"]["device_pages"]),
+              i(j["match"]["host_only_pages"]));
+  if (j["match"]["host_only_pages"].get<int64_t>() > 0)
+    std::printf("load-back  %s: %lld pages per lane %s\n",
+                j["load_back"]["loaded"].get<bool>() ? "loaded" : "not loaded (recomputed)",
+                i(j["load_back"]["pages"]), PerLane(j["load_back"]["pages_per_lane"]).c_str());
+  for (const J& e : j["evictions"])
+    std::printf("evict      %s: %lld pages, per lane %s\n", e["tier"].get<std::string>().c_str(),
+                i(e["pages"]), PerLane(e["pages_per_lane"]).c_str());
+  bool any_write_back = false;
+  for (const J& v : j["write_back_pages_per_lane"]) any_write_back |= v.get<int64_t>() > 0;
+  if (any_write_back)
+    std::printf("write-back %s pages per lane at eviction\n",
+                PerLane(j["write_back_pages_per_lane"]).c_str());
+  const J& cm = j["compute"];
   std::printf("compute    %lld new tokens over a %lld-token prefix; %s; cached pages per lane %s\n",
-              static_cast<long long>(p.computed_tokens), static_cast<long long>(p.prefix_pages * P),
-              p.cached ? "new pages cached" : "NOT cached (no room on a lane)",
-              PerLane(placed).c_str());
-  if (p.prefix_pages > 0) {
+              i(cm["new_tokens"]), i(cm["prefix_tokens"]),
+              cm["cached"].get<bool>() ? "new pages cached" : "NOT cached (no room on a lane)",
+              PerLane(cm["cached_pages_per_lane"]).c_str());
+  const J& g = j["gather"];
+  if (g["prefix_pages"].get<int64_t>() > 0) {
     std::printf(
         "gather     prefix %lld pages in %zu extent run(s), shards per rank %s, zigzag %s\n",
-        static_cast<long long>(p.prefix_pages), p.runs.size(), PerLane(p.shard_pages).c_str(),
-        p.proven_zigzag ? "proven by the run descriptor" : "not proven");
-    for (size_t i = 0; i < p.runs.size() && i < 8; ++i)
+        i(g["prefix_pages"]), g["runs"].size(), PerLane(g["shard_pages"]).c_str(),
+        g["proven_zigzag"].get<bool>() ? "proven by the run descriptor" : "not proven");
+    for (size_t r = 0; r < g["runs"].size() && r < 8; ++r) {
+      const J& run = g["runs"][r];
       std::printf(
           "             run %zu: pages [%lld, %lld) from request %lld's %s extent of %lld pages\n",
-          i, static_cast<long long>(p.runs[i].first_page),
-          static_cast<long long>(p.runs[i].first_page + p.runs[i].pages),
-          static_cast<long long>(p.run_extents[i].request), p.run_extents[i].placement,
-          static_cast<long long>(p.run_extents[i].pages));
-    if (p.runs.size() > 8) std::printf("             ... %zu more runs\n", p.runs.size() - 8);
+          r, i(run["first_page"]), i(run["first_page"]) + i(run["pages"]), i(run["extent_request"]),
+          run["extent_placement"].get<std::string>().c_str(), i(run["extent_pages"]));
+    }
+    if (g["runs"].size() > 8) std::printf("             ... %zu more runs\n", g["runs"].size() - 8);
   }
-  if (!cost) {
+  if (!j.contains("predicted")) {
     std::printf("gather     chosen %s (no hardware profile: no predicted costs)\n",
-                kGatherMethodNames.CName(p.gather_method));
+                g["chosen"].get<std::string>().c_str());
     return;
   }
-  PlanShape plan_shape(p, ranks, P);
-  ForwardShape& f = plan_shape.shape;
-  if (p.prefix_pages > 0) {
+  if (!g["alternatives"].empty())
     std::printf("           %-8s %12s %12s %14s %14s\n", "method", "per layer", "all layers",
                 "fabric B/rank", "service");
-    for (GatherMethod m :
-         {GatherMethod::kZigzag, GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p}) {
-      if (m == GatherMethod::kZigzag && !p.proven_zigzag) {
-        std::printf(
-            "           %-8s %12s (not allowed: no descriptor proves a single zigzag run)\n",
-            "zigzag", "-");
-        continue;
-      }
-      const GatherCost g = cost->Gather(m, p.shard_pages, p.prefix_pages);
-      f.gather = m;
-      std::printf("           %-8s %10.1f us %10.3f ms %14.0f %11.3f ms%s\n",
-                  kGatherMethodNames.CName(m), g.per_layer_s * 1e6, g.total_s * 1e3,
-                  g.bytes_per_rank, cost->Evaluate(f).service_s * 1e3,
-                  m == p.gather_method ? "  <- chosen" : "");
+  for (const J& a : g["alternatives"]) {
+    const std::string m = a["method"].get<std::string>();
+    if (!a["allowed"].get<bool>()) {
+      std::printf("           %-8s %12s (not allowed: %s)\n", m.c_str(), "-",
+                  a["why_not"].get<std::string>().c_str());
+      continue;
     }
+    std::printf("           %-8s %10.1f us %10.3f ms %14.0f %11.3f ms%s\n", m.c_str(),
+                a["per_layer_s"].get<double>() * 1e6, a["total_s"].get<double>() * 1e3,
+                a["fabric_bytes_per_rank"].get<double>(), a["service_s"].get<double>() * 1e3,
+                m == g["chosen"].get<std::string>() ? "  <- chosen" : "");
   }
-  f.gather = p.gather_method;
-  if (!p.backup.empty()) {
-    std::printf("backup     %s pages per lane to host\n", PerLane(plan_shape.backup_pages).c_str());
-    for (BackupSchedule s : {BackupSchedule::kPerLayer, BackupSchedule::kTail}) {
-      f.backup = s;
-      const RequestCost rc = cost->Evaluate(f);
+  const J& b = j["backup"];
+  if (!b["alternatives"].empty()) {
+    std::printf("backup     %s pages per lane to host\n", PerLane(b["pages_per_lane"]).c_str());
+    for (const J& a : b["alternatives"]) {
+      const std::string sc = a["schedule"].get<std::string>();
       std::printf("           %-9s total %.3f ms, beyond forward %.3f ms, submit %.3f ms%s\n",
-                  kBackupScheduleNames.CName(s), rc.backup.total_s * 1e3,
-                  rc.backup.beyond_forward_s * 1e3, rc.backup.submit_s * 1e3,
-                  s == p.backup_schedule ? "  <- chosen" : "");
+                  sc.c_str(), a["total_s"].get<double>() * 1e3,
+                  a["beyond_forward_s"].get<double>() * 1e3, a["submit_s"].get<double>() * 1e3,
+                  sc == b["chosen"].get<std::string>() ? "  <- chosen" : "");
     }
   }
+  const J& pr = j["predicted"];
   std::printf(
       "predicted  compute %.3f ms, gather %.3f ms, load-back stall %.3f ms, write-back %.3f ms, "
       "backup beyond forward %.3f ms: service %.3f ms\n",
-      c->compute_s * 1e3, c->gather_s * 1e3, c->load_back_exposed_s * 1e3, c->write_back_s * 1e3,
-      c->backup.beyond_forward_s * 1e3, c->service_s * 1e3);
+      pr["compute_s"].get<double>() * 1e3, pr["gather_s"].get<double>() * 1e3,
+      pr["load_back_stall_s"].get<double>() * 1e3, pr["write_back_s"].get<double>() * 1e3,
+      pr["backup_beyond_forward_s"].get<double>() * 1e3, pr["service_s"].get<double>() * 1e3);
 }
 
 }  // namespace
@@ -121,8 +216,10 @@ int CmdExplain(int argc, const char* const* argv) {
   po::options_description desc("options");
   AddReplayOptions(desc);
   desc.add_options()("request", po::value<int64_t>(),
-                     "index of the request to explain (0-based, replay order)")("help,h",
-                                                                                "this help");
+                     "index of the request to explain (0-based, replay order)")(
+      "json", po::value<std::string>(),
+      "write the explanation as JSON to this file ('-' = standard output, then no text)")(
+      "help,h", "this help");
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
@@ -130,7 +227,11 @@ int CmdExplain(int argc, const char* const* argv) {
         << "usage: " << argv[0] << " --trace FILE --request N [options]\n\n"
         << "Replays requests 0..N-1, then prints request N's decisions with the alternatives\n"
         << "and, with a hardware profile, their predicted costs.\n\n"
-        << desc;
+        << desc << "\nexamples:\n"
+        << "  kvlanes explain --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+           "--request 120\n"
+        << "  kvlanes explain --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+           "--request 120 --json - | python3 -m json.tool\n";
     return 0;
   }
   try {
@@ -156,10 +257,10 @@ int CmdExplain(int argc, const char* const* argv) {
                      (predictor || i == target) ? &plan : nullptr);
       const RequestCost* c = predictor ? &predictor->Add(plan) : nullptr;
       if (i == target) {
-        std::printf("policy %s, cp_size %lld, gather.method %s, backup.schedule %s\n",
-                    in.config.policy.c_str(), static_cast<long long>(in.config.cache.cp_size),
-                    in.config.gather.method.c_str(), in.config.backup.schedule.c_str());
-        Explain(in.config, plan, cost.get(), c);
+        const J doc = ExplainJson(in.config, plan, cost.get(), c);
+        const std::string out = vm.count("json") ? vm["json"].as<std::string>() : "";
+        if (!out.empty()) WriteFileAtomically(out, doc.dump(2) + "\n");
+        if (out != "-") PrintExplain(doc);
       }
     }
     return 0;

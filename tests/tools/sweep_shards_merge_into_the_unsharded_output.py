@@ -52,6 +52,23 @@ check(doc["grid"]["runs"] == 8 and [r["grid_index"] for r in doc["runs"]] == lis
 check([r["placement"] for r in doc["runs"][:2]] == ["zigzag", "lane-balance"], "--vary cache.placement reaches the engine")
 check(not any(f.endswith(".tmp") for f in os.listdir(work)), "no temporary files are left behind")
 
+# a --vary range expands to the listed values (the same grid, the same runs)
+subprocess.check_call(base[:-4] + ["--vary", "cache.device_pages_per_lane=4000:12000:8000", "--vary",
+                                   "cache.placement=zigzag,lane-balance", "--json", path("range.json")])
+check(json.load(open(path("range.json")))["runs"] == doc["runs"], "--vary 4000:12000:8000 equals --vary 4000,12000")
+
+# explain --json: the text view and the JSON document hold the same decisions
+cfg = [kvlanes, "explain", "--trace", trace, "--config", os.path.join(src, "config/default.yaml"), "--request", "300"]
+text = subprocess.run(cfg, capture_output=True, text=True, check=True).stdout
+ex = json.loads(subprocess.run(cfg + ["--json", "-"], capture_output=True, text=True, check=True).stdout)
+check(ex["explain_version"] == 1 and ex["request"] == 300, "explain --json - writes the document to stdout")
+allowed = [a["method"] for a in ex["gather"]["alternatives"] if a["allowed"]]
+check(ex["gather"]["prefix_pages"] == 0 or ex["gather"]["chosen"] in allowed, "the chosen gather method is an allowed alternative")
+chosen = [ln for ln in text.splitlines() if "<- chosen" in ln]
+check(any(ex["backup"]["chosen"] in ln for ln in chosen) or ex["backup"]["chosen"] == "none",
+      "the text marks the JSON's chosen backup schedule")
+check(f"service {ex['predicted']['service_s'] * 1e3:.3f} ms" in text, "text and JSON give the same predicted service time")
+
 # refusals
 r = subprocess.run([kvlanes, "sweep", "merge", path("part0.json"), path("part0.json"), path("part1.json"),
                     path("part2.json")], capture_output=True, text=True)
