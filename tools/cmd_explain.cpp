@@ -25,9 +25,19 @@ std::string PerLane(const std::vector<int64_t>& v) {
   return "[" + s + "]";
 }
 
+// The plan's evidence that the prefix is owner-major: every run's descriptor, then the owners.
+bool OwnerMajorProven(const RequestPlan& p, int ranks) {
+  for (const Extent& e : p.run_extents)
+    if (!ExtentIsOwnerMajor(e, ranks)) return false;
+  std::vector<uint16_t> owners;
+  for (const PrefixPage& q : p.prefix) owners.push_back(q.owner);
+  return OwnersCyclic(owners, ranks);
+}
+
 void Explain(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cost,
              const RequestCost* c) {
   const int ranks = static_cast<int>(cfg.cache.cp_size);
+  const bool owner_major = OwnerMajorProven(p, ranks);
   const int64_t P = cfg.cache.page_tokens;
   std::printf("request %lld: arrival %.6f s, %lld input tokens (%lld pages)\n",
               static_cast<long long>(p.request), p.arrival_ns * 1e-9,
@@ -58,9 +68,11 @@ void Explain(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cos
               PerLane(placed).c_str());
   if (p.prefix_pages > 0) {
     std::printf(
-        "gather     prefix %lld pages in %zu extent run(s), shards per rank %s, zigzag %s\n",
+        "gather     prefix %lld pages in %zu extent run(s), shards per rank %s, zigzag %s, "
+        "owner-major %s\n",
         static_cast<long long>(p.prefix_pages), p.runs.size(), PerLane(p.shard_pages).c_str(),
-        p.proven_zigzag ? "proven by the run descriptor" : "not proven");
+        p.proven_zigzag ? "proven by the run descriptor" : "not proven",
+        owner_major ? "proven by the run descriptors (owners cyclic)" : "not proven");
     for (size_t i = 0; i < p.runs.size() && i < 8; ++i)
       std::printf(
           "             run %zu: pages [%lld, %lld) from request %lld's %s extent of %lld pages\n",
@@ -78,19 +90,24 @@ void Explain(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cos
   PlanShape plan_shape(p, ranks, P);
   ForwardShape& f = plan_shape.shape;
   if (p.prefix_pages > 0) {
-    std::printf("           %-8s %12s %12s %14s %14s\n", "method", "per layer", "all layers",
+    std::printf("           %-11s %12s %12s %14s %14s\n", "method", "per layer", "all layers",
                 "fabric B/rank", "service");
-    for (GatherMethod m :
-         {GatherMethod::kZigzag, GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p}) {
+    for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kOwnerMajor, GatherMethod::kPacked,
+                           GatherMethod::kDense, GatherMethod::kP2p}) {
       if (m == GatherMethod::kZigzag && !p.proven_zigzag) {
         std::printf(
-            "           %-8s %12s (not allowed: no descriptor proves a single zigzag run)\n",
+            "           %-11s %12s (not allowed: no descriptor proves a single zigzag run)\n",
             "zigzag", "-");
+        continue;
+      }
+      if (m == GatherMethod::kOwnerMajor && !owner_major) {
+        std::printf("           %-11s %12s (not allowed: the prefix is not proven owner-major)\n",
+                    "owner_major", "-");
         continue;
       }
       const GatherCost g = cost->Gather(m, p.shard_pages, p.prefix_pages);
       f.gather = m;
-      std::printf("           %-8s %10.1f us %10.3f ms %14.0f %11.3f ms%s\n",
+      std::printf("           %-11s %10.1f us %10.3f ms %14.0f %11.3f ms%s\n",
                   kGatherMethodNames.CName(m), g.per_layer_s * 1e6, g.total_s * 1e3,
                   g.bytes_per_rank, cost->Evaluate(f).service_s * 1e3,
                   m == p.gather_method ? "  <- chosen" : "");
