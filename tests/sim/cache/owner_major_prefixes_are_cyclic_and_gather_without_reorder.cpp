@@ -68,15 +68,16 @@ TEST_CASE("owner_major continues the owner cycle from the extent's first logical
   CHECK(FindPlacementRule("owner_major") != nullptr);
 }
 
-TEST_CASE("random multi-extent prefixes from owner_major placement are owner-major without reorder") {
+TEST_CASE(
+    "random multi-extent prefixes from owner_major placement are owner-major without reorder") {
   int64_t multi_extent = 0, gathers = 0, evicted = 0;
   for (const int cp : {2, 3, 4, 8}) {
     for (const uint32_t seed : {1u, 2u, 3u}) {
       CAPTURE(cp);
       CAPTURE(seed);
       // Small lanes: eviction cuts prefixes, so later requests extend partial paths.
-      const auto plans = Plans(cp, "owner_major", "owner_major", RandomConversations(seed, 6, 12),
-                               60 / cp + 8);
+      const auto plans =
+          Plans(cp, "owner_major", "owner_major", RandomConversations(seed, 6, 12), 60 / cp + 8);
       for (const RequestPlan& p : plans) {
         for (const SlotFree& e : p.evictions) evicted += static_cast<int64_t>(e.slots.size());
         if (p.prefix_pages == 0) continue;
@@ -119,7 +120,7 @@ TEST_CASE("owner_major is chosen only where the run descriptors prove the prefix
   CHECK(inter[1].prefix_pages == 5);
   CHECK(inter[1].gather_method == GatherMethod::kOwnerMajor);
   REQUIRE(inter[3].prefix_pages == 8);
-  CHECK(inter[3].runs.size() == 3);  // extents at pages 0, 5 and 6
+  CHECK(inter[3].runs.size() == 3);      // extents at pages 0, 5 and 6
   CHECK(inter[3].prefix[5].owner == 0);  // page 5 is its extent's first page: rank 0, not 1
   CHECK(inter[3].gather_method == GatherMethod::kPacked);
   // The same requests under owner_major stay cyclic across the extent boundary.
