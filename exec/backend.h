@@ -128,6 +128,10 @@ struct GatherIndex {
   int64_t shard_pages = 0;
   std::vector<int32_t> unpack_index;  // packed: per logical page, its record in the output
   kernels::ZigzagRun zigzag;          // zigzag: the proven run
+  // owner_major: per logical page p, its record in the all-gather output, (p mod N) *
+  // shard_pages + p / N: the page table attention reads through. No kernel of the gather reads
+  // it (there is no reorder); only the verification does.
+  std::vector<int32_t> page_records;
   // p2p: per logical page, the owner rank and its slot there
   std::vector<int32_t> src_rank;
   std::vector<int32_t> src_slot;
@@ -158,6 +162,7 @@ enum class RecordBuffer { kSend, kRecv };
 // when the plan has several ranks):
 //   packed  pack, all-gather, unpack      zigzag  pack, all-gather, zigzag
 //   dense   scatter, all-reduce           p2p     peer_gather
+//   owner_major  pack, all-gather
 using GatherPhases = std::vector<std::pair<std::string, int>>;
 
 class RankBackend {
@@ -225,6 +230,10 @@ class RankBackend {
   // Compares the dense buffer (current gather, one layer) with the pattern of index.tags.
   // Items are logical pages. Returns a handle for VerifyResultOf().
   virtual int VerifyDense(Stream s, int64_t layer) = 0;
+  // owner_major: compares the records of `from` (the all-gather output of one layer, which is
+  // the gather's result) with the pattern: logical page p must be record index.page_records[p].
+  // Items are logical pages; padding records are not compared.
+  virtual int VerifyRecords(Stream s, int64_t layer, RecordBuffer from) = 0;
   // Compares device pages `slots` of one pool, every layer, with the pattern of `tags`.
   virtual int VerifyPages(Stream s, int pool, std::span<const int32_t> slots,
                           std::span<const PageTag> tags) = 0;

@@ -365,6 +365,7 @@ class CudaBackend : public RankBackend {
     }
     d_pack_slots_ = put(g.pack_slots);
     d_unpack_ = put(g.unpack_index);
+    d_page_records_ = put(g.page_records);
     d_src_rank_ = put(g.src_rank);
     d_src_slot_ = put(g.src_slot);
     d_tags_ =
@@ -475,6 +476,26 @@ class CudaBackend : public RankBackend {
                                 geo_.chunk_bytes(k), k};
     set.num_segments = geo_.num_pools();
     set.tags = d_tags_;
+    set.num_items = gi_->prefix_pages;
+    set.layer_begin = layer;
+    set.layer_end = layer + 1;
+    set.layer_offset = layer;
+    return Verify(s, set, gi_->prefix_pages * geo_.page_layer_bytes());
+  }
+
+  int VerifyRecords(Stream s, int64_t layer, RecordBuffer from) override {
+    if (static_cast<int64_t>(gi_->page_records.size()) != gi_->prefix_pages)
+      throw ExecError("owner_major verification without a record per page");
+    ChunkSet set;
+    int64_t off = 0;
+    for (int k = 0; k < geo_.num_pools(); ++k) {
+      set.seg[k] = ChunkSegment{const_cast<char*>(Records(from)) + off, 0, geo_.chunk_bytes(k), k,
+                                geo_.page_layer_bytes()};
+      off += geo_.chunk_bytes(k);
+    }
+    set.num_segments = geo_.num_pools();
+    set.tags = d_tags_;
+    set.pages = d_page_records_;
     set.num_items = gi_->prefix_pages;
     set.layer_begin = layer;
     set.layer_end = layer + 1;
@@ -847,8 +868,8 @@ class CudaBackend : public RankBackend {
   std::vector<std::pair<VerifyOut*, int64_t>> results_;
   const GatherIndex* gi_ = nullptr;
   const int32_t *d_owner_slot_ = nullptr, *d_pack_slots_ = nullptr, *d_unpack_ = nullptr,
-                *d_src_rank_ = nullptr, *d_src_slot_ = nullptr, *d_owned_pages_ = nullptr,
-                *d_owned_slots_ = nullptr;
+                *d_page_records_ = nullptr, *d_src_rank_ = nullptr, *d_src_slot_ = nullptr,
+                *d_owned_pages_ = nullptr, *d_owned_slots_ = nullptr;
   std::vector<int32_t> owned_pages_, owned_slots_;  // dense gathers: this rank's pages and slots
   int64_t num_owned_ = 0;
   const PageTag* d_tags_ = nullptr;

@@ -14,8 +14,8 @@ __device__ __forceinline__ uint64_t GlobalTimerNs() {
 __device__ __forceinline__ char* ChunkAddress(const ChunkSet& s, int k, int64_t item,
                                               int64_t layer) {
   const int64_t page = s.pages ? s.pages[item] : item;
-  return s.seg[k].base + (layer - s.layer_offset) * s.seg[k].layer_stride +
-         page * s.seg[k].chunk_bytes;
+  const int64_t stride = s.seg[k].page_stride > 0 ? s.seg[k].page_stride : s.seg[k].chunk_bytes;
+  return s.seg[k].base + (layer - s.layer_offset) * s.seg[k].layer_stride + page * stride;
 }
 
 // Work unit: one (item, layer) pair per block step; threads stride over segments and words.

@@ -16,12 +16,15 @@
 
 namespace kvlanes::exec {
 
-// One pool's chunks: chunk (layer l, page p) starts at base + l * layer_stride + p * chunk_bytes.
+// One pool's chunks: chunk (layer l, page p) starts at base + l * layer_stride + p * page_stride,
+// page_stride 0 meaning chunk_bytes (chunks back to back; packed records hold every pool's chunk
+// of a page, so their page stride is the record size).
 struct ChunkSegment {
   char* base = nullptr;
   int64_t layer_stride = 0;
   int64_t chunk_bytes = 0;
   int pool = 0;  // the pool index the pattern seed uses
+  int64_t page_stride = 0;
 };
 
 struct ChunkSet {

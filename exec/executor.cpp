@@ -472,6 +472,15 @@ class RankRun {
         for (int64_t p : kernels::ZigzagShardLogicalPages(g.zigzag, me_))
           g.pack_slots.push_back(static_cast<int32_t>(prefix[static_cast<size_t>(p)].device_slot));
         break;
+      case GatherMethod::kOwnerMajor:
+        // Owner-major (checked by BeginGather): rank r holds pages r, r + N, ... in that order,
+        // so its shard is its pack order and page p is record (p mod N) * S + p / N.
+        g.shard_pages = (P + N - 1) / N;
+        for (int64_t p = me_; p < P; p += N)
+          g.pack_slots.push_back(static_cast<int32_t>(prefix[static_cast<size_t>(p)].device_slot));
+        for (int64_t p = 0; p < P; ++p)
+          g.page_records.push_back(static_cast<int32_t>((p % N) * g.shard_pages + p / N));
+        break;
       case GatherMethod::kP2p:
         for (const PrefixPage& q : prefix) {
           g.src_rank.push_back(q.owner);
@@ -728,7 +737,14 @@ class RankRun {
       spans_.push_back({q.gop, phase_begin, end, l, std::move(name)});
       phase_begin = end;
     }
-    if (geo_.dense_layers == 1) {  // the buffer is reused by the next layer: check it now
+    if (q.gather->method == GatherMethod::kOwnerMajor) {
+      // The result is the all-gather's output, which the next layer overwrites: check it now.
+      verifies_.push_back(PendingVerify{
+          b_.VerifyRecords(Stream::kComm, l,
+                           geo_.ranks > 1 ? RecordBuffer::kRecv : RecordBuffer::kSend),
+          q.pre + "gather", "layer " + std::to_string(l) + " (owner-major records)"});
+      dense_verify_prefix_.push_back(q.p);
+    } else if (geo_.dense_layers == 1) {  // the buffer is reused by the next layer: check it now
       verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather",
                                         "layer " + std::to_string(l)});
       dense_verify_prefix_.push_back(q.p);
@@ -759,7 +775,7 @@ class RankRun {
           b_.VerifyPages(Stream::kComm, chk.pool, {chk.dev, chk.n}, {chk.tags, chk.n}), chk.op_id,
           chk.what, chk.dev, chk.host, chk.tags});
     load_checks_.clear();
-    if (q.gathers && geo_.dense_layers > 1)
+    if (q.gathers && geo_.dense_layers > 1 && q.gather->method != GatherMethod::kOwnerMajor)
       for (int64_t l = 0; l < geo_.layers; ++l) {
         verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather",
                                           "layer " + std::to_string(l)});
@@ -808,6 +824,22 @@ class RankRun {
         covered[static_cast<size_t>(q)] = true;
         tags[static_cast<size_t>(q)] = PageTag{r.extent, 0, q};
       }
+    if (p.gather_method == GatherMethod::kOwnerMajor) {
+      // The proof is the placement's invariant, named by every run's descriptor; the owners are
+      // checked too, since a wrong order would go unnoticed by the all-gather.
+      for (size_t i = 0; i < p.runs.size(); ++i)
+        if (i >= p.run_extents.size() || !ExtentIsOwnerMajor(p.run_extents[i], N))
+          PlanFail(ri, id,
+                   "owner_major: run " + std::to_string(i) + "'s extent descriptor (" +
+                       (i < p.run_extents.size() ? p.run_extents[i].placement : "missing") +
+                       ") does not prove owner-major owners");
+      for (int64_t q = 0; q < P; ++q)
+        if (p.prefix[static_cast<size_t>(q)].owner != q % N)
+          PlanFail(ri, id,
+                   "owner_major: logical page " + std::to_string(q) + " is owned by rank " +
+                       std::to_string(p.prefix[static_cast<size_t>(q)].owner) +
+                       ", owner-major order needs rank " + std::to_string(q % N));
+    }
     std::vector<int64_t> shard(static_cast<size_t>(N), 0);
     for (int64_t q = 0; q < P; ++q) {
       if (!covered[static_cast<size_t>(q)])

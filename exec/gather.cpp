@@ -20,7 +20,8 @@ void GatherDense(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer,
   }
 }
 
-// Packed and zigzag: the same shard exchange, then each its own reorder into the dense buffer.
+// Packed, zigzag and owner_major: the same shard exchange, then packed and zigzag reorder into the
+// dense buffer, each its own way; owner_major does not reorder.
 void GatherShards(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer,
                   GatherPhases* phases) {
   b.PackShard(s, layer);
@@ -31,6 +32,7 @@ void GatherShards(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer,
     EndPhase(b, s, phases, "all-gather");
     records = RecordBuffer::kRecv;
   }
+  if (g.method == GatherMethod::kOwnerMajor) return;  // the records are the result
   if (g.method == GatherMethod::kPacked) {
     b.Unpack(s, layer, records);
     EndPhase(b, s, phases, "unpack");
@@ -50,6 +52,7 @@ void GatherLayer(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer,
       break;
     case GatherMethod::kPacked:
     case GatherMethod::kZigzag:
+    case GatherMethod::kOwnerMajor:
       GatherShards(b, g, s, layer, phases);
       break;
     case GatherMethod::kP2p:

@@ -5,6 +5,8 @@
 //   packed  pack, all-gather, unpack
 //   zigzag  pack, all-gather, zigzag reorder
 //   p2p     peer gather (reads of the owners' pools)
+//   owner_major  pack, all-gather: the rank-major output of an owner-major prefix is already in
+//           owner-major order, which attention reads through its page table (no reorder)
 // The collectives run only when the plan has several ranks: with one, the packed shard is the
 // whole all-gather output and the dense buffer is already the sum (as the cost model has it).
 #pragma once

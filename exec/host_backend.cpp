@@ -306,6 +306,30 @@ class HostBackend : public RankBackend {
     return static_cast<int>(results_.size()) - 1;
   }
 
+  int VerifyRecords(Stream, int64_t layer, RecordBuffer from) override {
+    const uint8_t* records = Records(from);
+    const int64_t rec_bytes = geo_.page_layer_bytes();
+    const int64_t num_records = gi_->shard_pages * (from == RecordBuffer::kRecv ? geo_.ranks : 1);
+    KV_CHECK(static_cast<int64_t>(gi_->page_records.size()) == gi_->prefix_pages,
+             "owner_major verification without a record per page");
+    VerifyResult r;
+    for (int64_t p = 0; p < gi_->prefix_pages; ++p) {
+      const int64_t rec = gi_->page_records[static_cast<size_t>(p)];
+      KV_CHECK(rec >= 0 && rec < num_records, "page " << p << " maps to record " << rec);
+      const PageTag& t = gi_->tags[static_cast<size_t>(p)];
+      int64_t off = rec * rec_bytes;
+      for (int k = 0; k < geo_.num_pools(); ++k) {
+        const int64_t c = geo_.chunk_bytes(k);
+        const int64_t bad =
+            CountPatternMismatches(records + off, c, PatternSeed(t.extent, t.page, k, layer));
+        Account(r, p, c, bad);
+        off += c;
+      }
+    }
+    results_.push_back(r);
+    return static_cast<int>(results_.size()) - 1;
+  }
+
   int VerifyPages(Stream, int pool, std::span<const int32_t> slots,
                   std::span<const PageTag> tags) override {
     VerifyResult r;

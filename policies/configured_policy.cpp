@@ -27,10 +27,10 @@ void ConfiguredPolicy::FixPlacement(const char* rule) {
   KV_CHECK(placement_ != nullptr, "unknown placement " << rule);
 }
 
-void ConfiguredPolicy::PlaceExtent(const CacheView& view, int64_t,
+void ConfiguredPolicy::PlaceExtent(const CacheView& view, int64_t first_page,
                                    std::span<uint16_t> owners) const {
   if (placement_->assign != nullptr) {
-    placement_->assign(ranks_, owners);
+    placement_->assign(ranks_, first_page, owners);
     return;
   }
   // The one rule that needs the cache state.
@@ -53,6 +53,8 @@ GatherMethod ConfiguredPolicy::ChooseGather(const CacheView&, const GatherContex
       return GatherMethod::kP2p;
     case GatherChoice::kZigzagGated:
       return ctx.proven_zigzag ? GatherMethod::kZigzag : GatherMethod::kPacked;
+    case GatherChoice::kOwnerMajor:
+      return ctx.proven_owner_major ? GatherMethod::kOwnerMajor : GatherMethod::kPacked;
     case GatherChoice::kCost:
       break;
   }
@@ -62,9 +64,10 @@ GatherMethod ConfiguredPolicy::ChooseGather(const CacheView&, const GatherContex
   GatherMethod best = GatherMethod::kPacked;
   double best_s = 0;
   bool first = true;
-  for (GatherMethod m :
-       {GatherMethod::kZigzag, GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p}) {
+  for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kOwnerMajor, GatherMethod::kPacked,
+                         GatherMethod::kDense, GatherMethod::kP2p}) {
     if (m == GatherMethod::kZigzag && !ctx.proven_zigzag) continue;
+    if (m == GatherMethod::kOwnerMajor && !ctx.proven_owner_major) continue;
     double t;
     if (backup_ == BackupChoice::kCost) {
       t = std::min(PredictedServiceS(ctx, m, BackupSchedule::kPerLayer),

@@ -153,10 +153,13 @@ const std::vector<KeySpec>& Keys() {
               a.push_back({{"name", p.name}, {"bytes_per_token_layer", p.bytes_per_token_layer}});
             return a;
           }},
-      KV_NAMED_KEY("gather.method", gather.method,
-                   "prefix materialization: dense | packed | p2p | zigzag-gated (zigzag when a run "
-                   "descriptor proves it, else packed) | cost (cheapest predicted)",
-                   kGatherChoiceNames),
+      KV_NAMED_KEY(
+          "gather.method", gather.method,
+          "prefix materialization: dense | packed | p2p | zigzag-gated (zigzag when a run "
+          "descriptor proves it, else packed) | owner_major (padded all-gather in owner-major "
+          "order where the prefix is proven owner-major, else packed) | cost (cheapest "
+          "predicted)",
+          kGatherChoiceNames),
       KV_NAMED_KEY("backup.schedule", backup.schedule,
                    "host backup schedule: per-layer | tail | cost (cheapest predicted)",
                    kBackupChoiceNames),

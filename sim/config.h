@@ -24,14 +24,15 @@ inline constexpr NameTable<WritePolicy, 3> kWritePolicyNames{
       {WritePolicy::kWriteBack, "write_back"}}},
     "write policy"};
 
-// gather.method: a fixed GatherMethod, zigzag where a run descriptor proves it (else packed), or
-// the cheapest predicted.
-enum class GatherChoice { kDense, kPacked, kP2p, kZigzagGated, kCost };
-inline constexpr NameTable<GatherChoice, 5> kGatherChoiceNames{
+// gather.method: a fixed GatherMethod, zigzag where a run descriptor proves it (else packed),
+// owner_major where the prefix is proven owner-major (else packed), or the cheapest predicted.
+enum class GatherChoice { kDense, kPacked, kP2p, kZigzagGated, kOwnerMajor, kCost };
+inline constexpr NameTable<GatherChoice, 6> kGatherChoiceNames{
     {{{GatherChoice::kDense, "dense"},
       {GatherChoice::kPacked, "packed"},
       {GatherChoice::kP2p, "p2p"},
       {GatherChoice::kZigzagGated, "zigzag-gated"},
+      {GatherChoice::kOwnerMajor, "owner_major"},
       {GatherChoice::kCost, "cost"}}},
     "gather method"};
 

@@ -28,6 +28,15 @@ std::string PerLane(const J& v) {
   return "[" + s + "]";
 }
 
+// The plan's evidence that the prefix is owner-major: every run's descriptor, then the owners.
+bool OwnerMajorProven(const RequestPlan& p, int ranks) {
+  for (const Extent& e : p.run_extents)
+    if (!ExtentIsOwnerMajor(e, ranks)) return false;
+  std::vector<uint16_t> owners;
+  for (const PrefixPage& q : p.prefix) owners.push_back(q.owner);
+  return OwnersCyclic(owners, ranks);
+}
+
 // One request's decisions, alternatives and (with a profile) predicted costs: the document
 // `--json` writes and the text view prints (fields: docs/cost_model.md "explain").
 J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cost,
@@ -67,6 +76,8 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
   g["prefix_pages"] = p.prefix_pages;
   g["shard_pages"] = p.shard_pages;
   g["proven_zigzag"] = p.proven_zigzag;
+  const bool owner_major = OwnerMajorProven(p, ranks);
+  g["proven_owner_major"] = owner_major;
   g["runs"] = J::array();
   for (size_t i = 0; i < p.runs.size(); ++i)
     g["runs"].push_back(J{{"first_page", p.runs[i].first_page},
@@ -84,12 +95,18 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
     PlanShape plan_shape(p, ranks, P);
     ForwardShape& f = plan_shape.shape;
     if (p.prefix_pages > 0) {
-      for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kPacked, GatherMethod::kDense,
-                             GatherMethod::kP2p}) {
+      for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kOwnerMajor,
+                             GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p}) {
         J a{{"method", kGatherMethodNames.CName(m)}};
         if (m == GatherMethod::kZigzag && !p.proven_zigzag) {
           a["allowed"] = false;
           a["why_not"] = "no descriptor proves a single zigzag run";
+          g["alternatives"].push_back(a);
+          continue;
+        }
+        if (m == GatherMethod::kOwnerMajor && !owner_major) {
+          a["allowed"] = false;
+          a["why_not"] = "the prefix is not proven owner-major";
           g["alternatives"].push_back(a);
           continue;
         }
@@ -158,9 +175,12 @@ void PrintExplain(const J& j) {
   const J& g = j["gather"];
   if (g["prefix_pages"].get<int64_t>() > 0) {
     std::printf(
-        "gather     prefix %lld pages in %zu extent run(s), shards per rank %s, zigzag %s\n",
+        "gather     prefix %lld pages in %zu extent run(s), shards per rank %s, zigzag %s, "
+        "owner-major %s\n",
         i(g["prefix_pages"]), g["runs"].size(), PerLane(g["shard_pages"]).c_str(),
-        g["proven_zigzag"].get<bool>() ? "proven by the run descriptor" : "not proven");
+        g["proven_zigzag"].get<bool>() ? "proven by the run descriptor" : "not proven",
+        g["proven_owner_major"].get<bool>() ? "proven by the run descriptors (owners cyclic)"
+                                            : "not proven");
     for (size_t r = 0; r < g["runs"].size() && r < 8; ++r) {
       const J& run = g["runs"][r];
       std::printf(
@@ -176,16 +196,16 @@ void PrintExplain(const J& j) {
     return;
   }
   if (!g["alternatives"].empty())
-    std::printf("           %-8s %12s %12s %14s %14s\n", "method", "per layer", "all layers",
+    std::printf("           %-11s %12s %12s %14s %14s\n", "method", "per layer", "all layers",
                 "fabric B/rank", "service");
   for (const J& a : g["alternatives"]) {
     const std::string m = a["method"].get<std::string>();
     if (!a["allowed"].get<bool>()) {
-      std::printf("           %-8s %12s (not allowed: %s)\n", m.c_str(), "-",
+      std::printf("           %-11s %12s (not allowed: %s)\n", m.c_str(), "-",
                   a["why_not"].get<std::string>().c_str());
       continue;
     }
-    std::printf("           %-8s %10.1f us %10.3f ms %14.0f %11.3f ms%s\n", m.c_str(),
+    std::printf("           %-11s %10.1f us %10.3f ms %14.0f %11.3f ms%s\n", m.c_str(),
                 a["per_layer_s"].get<double>() * 1e6, a["total_s"].get<double>() * 1e3,
                 a["fabric_bytes_per_rank"].get<double>(), a["service_s"].get<double>() * 1e3,
                 m == g["chosen"].get<std::string>() ? "  <- chosen" : "");

@@ -7,14 +7,17 @@
 
 namespace kvlanes {
 
-// How every rank materializes the prefix for attention.
-enum class GatherMethod { kDense, kPacked, kP2p, kZigzag };
+// How every rank materializes the prefix for attention. kOwnerMajor: padded all-gather whose
+// rank-major output is the owner-major order attention reads through its page table, with no
+// reorder pass; only where the prefix is proven owner-major (GatherContext::proven_owner_major).
+enum class GatherMethod { kDense, kPacked, kP2p, kZigzag, kOwnerMajor };
 
-inline constexpr NameTable<GatherMethod, 4> kGatherMethodNames{
+inline constexpr NameTable<GatherMethod, 5> kGatherMethodNames{
     {{{GatherMethod::kDense, "dense"},
       {GatherMethod::kPacked, "packed"},
       {GatherMethod::kP2p, "p2p"},
-      {GatherMethod::kZigzag, "zigzag"}}},
+      {GatherMethod::kZigzag, "zigzag"},
+      {GatherMethod::kOwnerMajor, "owner_major"}}},
     "gather method"};
 
 // When a request's host backups are copied: layer by layer during the forward pass, or after it.

@@ -29,11 +29,37 @@ void AssignInterleave(int ranks, std::span<uint16_t> owners) {
     owners[i] = static_cast<uint16_t>(i % static_cast<size_t>(ranks));
 }
 
+void AssignOwnerMajor(int ranks, int64_t first_page, std::span<uint16_t> owners) {
+  KV_CHECK(ranks > 0 && first_page >= 0, "owner_major on " << ranks << " ranks at " << first_page);
+  const int64_t n = ranks;
+  for (size_t i = 0; i < owners.size(); ++i)
+    owners[i] = static_cast<uint16_t>((first_page + static_cast<int64_t>(i)) % n);
+}
+
+bool OwnersCyclic(std::span<const uint16_t> owners, int ranks) {
+  for (size_t p = 0; p < owners.size(); ++p)
+    if (owners[p] != p % static_cast<size_t>(ranks)) return false;
+  return true;
+}
+
+int64_t OwnerMajorShardPages(int64_t pages, int ranks, int rank) {
+  return pages / ranks + (rank < pages % ranks ? 1 : 0);
+}
+
 namespace {
+void ZigzagRule(int ranks, int64_t, std::span<uint16_t> owners) { AssignZigzag(ranks, owners); }
+void InterleaveRule(int ranks, int64_t, std::span<uint16_t> owners) {
+  AssignInterleave(ranks, owners);
+}
+
 const PlacementRule kRules[] = {
     {"zigzag", "2N balanced chunks, rank r owns chunks r and 2N-1-r (causal balance)", false,
-     &AssignZigzag},
-    {"interleave", "page i of an extent goes to rank i mod N", false, &AssignInterleave},
+     &ZigzagRule},
+    {"interleave", "page i of an extent goes to rank i mod N", false, &InterleaveRule},
+    {"owner_major",
+     "logical page p goes to rank p mod N: new pages continue the owner cycle of the cached path "
+     "(SGLang KV-cache sharding), so every prefix is owner-major",
+     false, &AssignOwnerMajor},
     {"slot-modulo", "owner = physical page slot mod N (ownership follows the allocator)", true,
      nullptr},
     {"lane-balance",

@@ -93,6 +93,15 @@ struct Extent {
            std::string_view(a.placement) == b.placement && a.ranks == b.ranks;
   }
 };
+// Whether an extent's descriptor proves its pages owner-major on `ranks` ranks (owner of
+// logical page p is p mod ranks): placed by owner_major, or by interleave from a first page that
+// is a multiple of ranks (interleave restarts the cycle at rank 0 at its first page).
+inline bool ExtentIsOwnerMajor(const Extent& e, int ranks) {
+  const std::string_view rule = e.placement;
+  return e.ranks == ranks &&
+         (rule == "owner_major" || (rule == "interleave" && e.first_page % ranks == 0));
+}
+
 // What a request's materialization and backups depend on; decided once the request's cache
 // work is known (the choices do not change cache state).
 struct GatherContext {
@@ -102,6 +111,9 @@ struct GatherContext {
   int64_t prefix_pages = 0;
   // True when a run descriptor proves the prefix is exactly one whole zigzag run.
   bool proven_zigzag = false;
+  // True when the run descriptors prove the prefix owner-major (ExtentIsOwnerMajor for every
+  // run) and its owners were checked to be cyclic (OwnersCyclic).
+  bool proven_owner_major = false;
   int64_t new_tokens = 0;                    // tokens computed by the forward pass
   int64_t prefix_tokens = 0;                 // tokens of the materialized prefix
   std::span<const int64_t> load_back_pages;  // per lane, loaded before the forward pass
@@ -150,7 +162,7 @@ class CachePolicy {
   virtual bool AdmitLoadBack(const CacheView& view, int64_t pages) const = 0;
 
   // How every rank materializes the prefix (only called when prefix_pages > 0). Must not
-  // choose kZigzag unless ctx.proven_zigzag.
+  // choose kZigzag unless ctx.proven_zigzag, nor kOwnerMajor unless ctx.proven_owner_major.
   virtual GatherMethod ChooseGather(const CacheView& view, const GatherContext& ctx) const = 0;
   // When this request's host backups (ctx.backup_pages) are copied: during the forward pass
   // layer by layer, or after it. `gather` is the method chosen for the request.

@@ -30,6 +30,7 @@ struct ReplayEngine::RequestWork {
   uint32_t extent_id = 0;
   LaneDemand need{};  // device pages the computed pages need, per lane (or any lane)
   bool proven_zigzag = false;
+  bool proven_owner_major = false;
 
   int64_t NewTokens(int64_t page_tokens) const { return input_tokens - start * page_tokens; }
   std::span<uint16_t> ExtentOwners() {
@@ -322,6 +323,8 @@ void ReplayEngine::CollectPrefix(RequestWork& w) {
   runs.clear();
   w.s.shard_pages.assign(static_cast<size_t>(ranks_), 0);
   w.proven_zigzag = false;
+  w.proven_owner_major = false;
+  w.s.prefix_owners.clear();
   if (prefix_pages == 0) return;
   std::vector<NodeId>& chain = w.s.chain;
   chain.clear();
@@ -333,6 +336,7 @@ void ReplayEngine::CollectPrefix(RequestWork& w) {
     const Node& n = tree_.node(*it);
     for (size_t j = 0; j < n.pages.size() && seen < prefix_pages; ++j, ++seen) {
       ++w.s.shard_pages[n.pages[j].owner];
+      w.s.prefix_owners.push_back(n.pages[j].owner);
       if (w.rec) w.rec->prefix.push_back(PrefixPage{n.pages[j].owner, n.device_slot[j]});
       const uint32_t e = n.pages[j].extent;
       if (!runs.empty() && runs.back().extent == e) {
@@ -348,6 +352,15 @@ void ReplayEngine::CollectPrefix(RequestWork& w) {
     const Extent& e = extents_[runs[0].extent];
     w.proven_zigzag = std::strcmp(e.placement, "zigzag") == 0 && e.first_page == 0 &&
                       runs[0].first_page == 0 && e.pages == prefix_pages;
+  }
+  // Owner-major: proven by the descriptors (the placement's invariant), then checked page by
+  // page; descriptors that claim it for owners that are not cyclic are a bug.
+  bool by_descriptors = true;
+  for (const PrefixRun& r : runs) by_descriptors &= ExtentIsOwnerMajor(extents_[r.extent], ranks_);
+  if (by_descriptors) {
+    KV_CHECK(OwnersCyclic(w.s.prefix_owners, ranks_),
+             "run descriptors prove the prefix owner-major but its owners are not cyclic");
+    w.proven_owner_major = true;
   }
 }
 
@@ -565,6 +578,7 @@ void ReplayEngine::DecideMaterialization(RequestWork& w) {
                     w.s.shard_pages,
                     prefix_pages,
                     w.proven_zigzag,
+                    w.proven_owner_major,
                     w.NewTokens(page_tokens_),
                     prefix_pages * page_tokens_,
                     w.s.load_lane_pages,
@@ -574,6 +588,9 @@ void ReplayEngine::DecideMaterialization(RequestWork& w) {
     g = policy_.ChooseGather(View(), ctx);
     KV_CHECK(g != GatherMethod::kZigzag || w.proven_zigzag,
              "policy '" << policy_.Name() << "' chose zigzag for a prefix no descriptor proves");
+    KV_CHECK(
+        g != GatherMethod::kOwnerMajor || w.proven_owner_major,
+        "policy '" << policy_.Name() << "' chose owner_major for a prefix not proven owner-major");
     ++c_.gather_method_counts[kGatherMethodNames.CName(g)];
     c_.gather_prefix_pages += prefix_pages;
     c_.gather_runs += static_cast<int64_t>(w.s.runs.size());

@@ -92,6 +92,7 @@ class ReplayEngine {
     std::vector<NodeId> path;          // nodes the insert passed, top-down (the backup candidates)
     std::vector<PrefixRun> runs;       // the prefix's extent runs
     std::vector<int64_t> shard_pages;  // prefix pages owned per lane
+    std::vector<uint16_t> prefix_owners;     // owner of each prefix page, in logical order
     std::vector<int64_t> backup_lane_pages;  // pages backed up per lane
     std::vector<int64_t> load_lane_pages;    // pages loaded back per lane
   };

@@ -170,6 +170,13 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
       if (m == GatherMethod::kPacked)
         c.once_s = hw_.copy_submit_s + TierCopyS(P * hw_.index_bytes_per_page, true);
       break;
+    case GatherMethod::kOwnerMajor:
+      // pack owned pages (shards differ by at most one page in an owner-major prefix), padded
+      // all-gather; its rank-major output is the owner-major order attention reads through its
+      // page table: no reorder pass and no index.
+      c.per_layer_s = KernelCopyS(S * b) + AllGatherS(N * S * b);
+      c.bytes_per_rank = (N - 1) / N * N * S * b;
+      break;
     case GatherMethod::kP2p: {
       // each rank copies its own pages locally and reads every peer's pages into place, in one
       // kernel whose HBM copy and NVLink reads run side by side: the slower of the two.

@@ -80,6 +80,45 @@ TEST_CASE("a plan that contradicts itself fails with exit code 2 naming the op")
   CHECK(NoChildrenLeft());
 }
 
+TEST_CASE("an owner_major gather over owners that are not cyclic is refused naming the page") {
+  const ReplayConfig cfg =
+      SmallConfig(2, {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000",
+                      "cache.placement=owner_major", "gather.method=owner_major"});
+  const PlanFile good = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
+  {
+    TempDir dir;
+    const RunOutcome out =
+        RunLocal(MakeExecPlan(good, "p.jsonl", "", -1), HostOptions(dir, kTimeoutS));
+    REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+  }
+  // The same plan with the first gather of at least two pages claiming another placement, and
+  // then with its descriptors intact but the owners of two pages swapped.
+  for (const bool swap_owners : {false, true}) {
+    CAPTURE(swap_owners);
+    PlanFile pf = good;
+    std::string id;
+    for (RequestPlan& p : pf.requests) {
+      if (p.gather_method != GatherMethod::kOwnerMajor || p.prefix_pages < 2) continue;
+      id = std::to_string(p.request) + "/gather";
+      if (swap_owners) {
+        std::swap(p.prefix[0], p.prefix[1]);
+      } else {
+        p.run_extents[0].placement = "zigzag";
+      }
+      break;
+    }
+    REQUIRE(!id.empty());
+    TempDir dir;
+    const RunOutcome out =
+        RunLocal(MakeExecPlan(pf, "p.jsonl", "", -1), HostOptions(dir, kTimeoutS));
+    CHECK(out.exit_code == 2);
+    CHECK(out.message.find(id) != std::string::npos);
+    CHECK(out.message.find(swap_owners ? "owner-major order needs rank"
+                                       : "does not prove owner-major owners") != std::string::npos);
+    CHECK(NoChildrenLeft());
+  }
+}
+
 TEST_CASE(
     "an output file in a directory that does not exist is refused before any rank starts, leaving "
     "no file") {
@@ -123,10 +162,11 @@ TEST_CASE("a byte flipped before a gather is reported with op, rank and page on 
   // Both places the dense result is checked: after the request (the buffer holds every layer)
   // and right after each layer (a buffer of one layer, reused).
   for (const bool one_layer_buffer : {false, true})
-    for (const char* method : {"dense", "packed", "p2p"}) {
+    for (const char* method : {"dense", "packed", "p2p", "owner_major"}) {
       CAPTURE(method);
       CAPTURE(one_layer_buffer);
-      const ReplayConfig cfg = TwoRankConfig(method);
+      ReplayConfig cfg = TwoRankConfig(method);
+      if (std::string(method) == "owner_major") cfg.cache.placement = "owner_major";
       const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
       const auto [id, unused] = FirstOp(pf, cfg, "gather");
       (void)unused;

@@ -123,6 +123,51 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "host backend runs owner_major gathers of the shipped traces at cp_size 2, 3 and 4 and checks "
+    "every byte of the owner-major records") {
+  struct OmCase {
+    const char* trace;
+    int cp;
+    size_t requests;
+  };
+  int64_t gathers = 0, multi_extent = 0;
+  for (const OmCase& c : {OmCase{"traces/mooncake_excerpt.jsonl", 4, 120},
+                          OmCase{"traces/kvtester_trace_0034.json", 4, 40},
+                          OmCase{"traces/kvtester_trace_0034.json", 3, 40},
+                          OmCase{"traces/mooncake_excerpt.jsonl", 2, 60}}) {
+    CAPTURE(c.trace);
+    CAPTURE(c.cp);
+    const ReplayConfig cfg =
+        SmallConfig(c.cp, {"cache.device_pages_per_lane=" + std::to_string(2400 / c.cp),
+                           "cache.host_pages_per_lane=" + std::to_string(6000 / c.cp),
+                           "cache.placement=owner_major", "gather.method=owner_major"});
+    const PlanFile pf = ReplayPlan(c.trace, cfg, c.requests);
+    for (const RequestPlan& p : pf.requests) {
+      if (p.prefix_pages == 0) continue;
+      CHECK(p.gather_method == GatherMethod::kOwnerMajor);
+      ++gathers;
+      multi_extent += p.runs.size() > 1;
+    }
+    TempDir dir;
+    RunOptions o = HostOptions(dir, 60);
+    const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
+    REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+    const nlohmann::json m = ReadJson(o.out);
+    CHECK(m["verified_bytes"].get<int64_t>() == ExpectedVerifiedBytes(pf, cfg));
+    int64_t om_ops = 0;
+    for (const auto& op : m["ops"])
+      if (op["kind"] == "gather") {
+        CHECK(op["method"] == "owner_major");
+        ++om_ops;
+      }
+    CHECK(om_ops > 0);
+    CHECK(NoChildrenLeft());
+  }
+  CHECK(gathers > 0);
+  CHECK(multi_extent > 0);
+}
+
 }  // namespace
 }  // namespace kvlanes::exec::testing
 

@@ -85,6 +85,21 @@ TEST_CASE("gather methods cost what docs/cost_model.md says, with padding to the
   CHECK(m.Gather(GatherMethod::kPacked, shards, 0).total_s == 0);
 }
 
+TEST_CASE("owner_major costs the packed gather without its unpack pass and its index") {
+  const CostModel m(Profile(), Config(4));
+  // An owner-major prefix of 10 pages on 4 ranks: shards 3, 3, 2, 2, padded to 3.
+  const std::vector<int64_t> shards = {3, 3, 2, 2};
+  const double P = 10, S = 3, L = 5e-6;
+  const GatherCost om = m.Gather(GatherMethod::kOwnerMajor, shards, 10);
+  CHECK(om.per_layer_s == doctest::Approx(L + 2 * S * kB / 4000e9 + m.AllGatherS(4 * S * kB)));
+  CHECK(om.once_s == 0);
+  CHECK(om.total_s == doctest::Approx(10 * om.per_layer_s));
+  CHECK(om.bytes_per_rank == doctest::Approx(3.0 / 4 * 4 * S * kB));
+  const GatherCost packed = m.Gather(GatherMethod::kPacked, shards, 10);
+  CHECK(packed.per_layer_s - om.per_layer_s == doctest::Approx(L + 2 * P * kB / 4000e9));
+  CHECK(m.Gather(GatherMethod::kOwnerMajor, shards, 0).total_s == 0);
+}
+
 TEST_CASE("backup schedules: per-layer overlaps the forward pass, tail follows it") {
   const CostModel m(Profile(), Config(4));
   const std::vector<int64_t> pages = {100, 50, 0, 0};
