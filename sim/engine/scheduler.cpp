@@ -52,8 +52,8 @@ struct ServingReplay::Running {
 struct ServingReplay::Replica {
   const CachePolicy* policy = nullptr;
   std::unique_ptr<ReplayEngine> engine;
-  std::deque<size_t> waiting;    // routed here, not admitted; arrival order
-  std::vector<Running> running;  // admission order
+  std::deque<size_t> waiting;                    // routed here, not admitted; arrival order
+  std::vector<Running> running;                  // admission order
   std::vector<std::pair<size_t, int64_t>> pass;  // (request, tokens) of the pass under way
   bool busy = false;
   int64_t load_tokens = 0;  // waiting inputs + running remainders

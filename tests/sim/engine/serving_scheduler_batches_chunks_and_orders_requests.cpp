@@ -121,12 +121,11 @@ TEST_CASE("a partly prefilled request goes first and new ones fill the rest of t
 TEST_CASE("lpm admits the waiting request with the longest cached prefix first; fcfs by arrival") {
   // r0 caches 1..20 and keeps the replica busy; r1 (no shared prefix) and r2 (shares 1..20)
   // wait behind it.
-  const Trace t = TraceOf(
-      {At(0, Ids(1, 20)), At(1000, Ids(100, 5)), At(2000, [] {
-         auto v = Ids(1, 20);
-         v.push_back(999);
-         return v;
-       }())});
+  const Trace t = TraceOf({At(0, Ids(1, 20)), At(1000, Ids(100, 5)), At(2000, [] {
+                             auto v = Ids(1, 20);
+                             v.push_back(999);
+                             return v;
+                           }())});
   ReplayConfig cfg = Tiny(1000);
   cfg.serving.schedule = "lpm";
   Served lpm(cfg, t);
@@ -140,8 +139,8 @@ TEST_CASE("lpm admits the waiting request with the longest cached prefix first; 
 TEST_CASE("a request in decode keeps its pages locked, so eviction takes another node") {
   // Capacity 7: A (held 1000 s by its decode) and B fill 6; C needs 3 + 1 reserved page.
   // Sequential order evicts the LRU node, A; serving must evict B because A is locked.
-  const Trace t2 = TraceOf({At(0, {1, 2, 3}, 1000), At(1000 * kMs, {4, 5, 6}),
-                            At(2000 * kMs, {7, 8, 9})});
+  const Trace t2 =
+      TraceOf({At(0, {1, 2, 3}, 1000), At(1000 * kMs, {4, 5, 6}), At(2000 * kMs, {7, 8, 9})});
   ReplayConfig cfg = Tiny(7);
   cfg.serving.decode_tokens_per_s = 0.5;  // A holds for 2000 s
   Served held(cfg, t2);
@@ -269,10 +268,10 @@ TEST_CASE("serving replays are deterministic and sequential reports keep no serv
   cfg.cache.cp_size = 4;
   cfg.cache.device_pages_per_lane = 2000;
   cfg.cache.host_pages_per_lane = 4000;
-  cfg.hardware.profile = std::string(KVLANES_SOURCE_DIR) + "/config/profiles/8xh200_nccl_model.yaml";
-  const Trace t =
-      LoadTrace({std::string(KVLANES_SOURCE_DIR) + "/traces/mooncake_excerpt.jsonl"},
-                std::nullopt, TraceOptions{});
+  cfg.hardware.profile =
+      std::string(KVLANES_SOURCE_DIR) + "/config/profiles/8xh200_nccl_model.yaml";
+  const Trace t = LoadTrace({std::string(KVLANES_SOURCE_DIR) + "/traces/mooncake_excerpt.jsonl"},
+                            std::nullopt, TraceOptions{});
   const std::string seq = ConfigToJson(cfg).dump();
   CHECK(seq.find("\"serving.") == std::string::npos);
   CHECK(seq.find("rate_scale") == std::string::npos);
@@ -303,10 +302,11 @@ TEST_CASE("one replica without batching matches sequential hits on the Mooncake 
   cfg.cache.cp_size = 4;
   cfg.cache.device_pages_per_lane = 4000;
   cfg.cache.host_pages_per_lane = 8000;
-  cfg.hardware.profile = std::string(KVLANES_SOURCE_DIR) + "/config/profiles/8xh200_nccl_model.yaml";
-  const Trace t = LoadTrace(
-      {std::string(KVLANES_SOURCE_DIR) + "/traces/mooncake/conversation_trace.jsonl"},
-      std::nullopt, TraceOptions{});
+  cfg.hardware.profile =
+      std::string(KVLANES_SOURCE_DIR) + "/config/profiles/8xh200_nccl_model.yaml";
+  const Trace t =
+      LoadTrace({std::string(KVLANES_SOURCE_DIR) + "/traces/mooncake/conversation_trace.jsonl"},
+                std::nullopt, TraceOptions{});
   auto p1 = MakePolicy("lanes", cfg, t);
   const auto seq = RunReplay(cfg, *p1, t, {}, nullptr);
   cfg.serving.mode = "serving";
@@ -322,6 +322,24 @@ TEST_CASE("one replica without batching matches sequential hits on the Mooncake 
   // One request per pass: the busy time is the predictor's sum of service times.
   CHECK(srv["serving"]["total"]["busy_s"].get<double>() ==
         doctest::Approx(seq["predicted"]["total_s"].get<double>()).epsilon(1e-6));
+}
+
+}  // namespace kvlanes
+
+namespace kvlanes {
+
+TEST_CASE("plan records carry the replica in serving mode only, and read back") {
+  ReplayConfig cfg = test::TinyConfig(1, 10);
+  RequestPlan p;
+  p.request = 4;
+  p.input_tokens = 3;
+  p.computed_tokens = 3;
+  CHECK_FALSE(PlanToJson(p, cfg).contains("replica"));
+  p.replica = 2;
+  const auto j = PlanToJson(p, cfg);
+  REQUIRE(j.contains("replica"));
+  CHECK(j["replica"].get<int64_t>() == 2);
+  CHECK(PlanFromJson(nlohmann::json::parse(j.dump()), "p.jsonl", 2) == p);
 }
 
 }  // namespace kvlanes
