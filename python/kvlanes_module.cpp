@@ -85,12 +85,17 @@ py::object ToPython(const J& j) { return py::module_::import("json").attr("loads
 py::dict Columns(const RequestTable& t) {
   py::dict d;
   for (const std::string& c : t.Columns()) {
-    if (t.IsText(c))
-      d[py::str(c)] = py::cast(t.Texts(c));
-    else if (t.IsReal(c))
-      d[py::str(c)] = py::cast(t.Reals(c));
-    else
-      d[py::str(c)] = py::cast(t.Integers(c));
+    switch (t.ColumnKind(c)) {
+      case RequestTable::Kind::kText:
+        d[py::str(c)] = py::cast(t.Texts(c));
+        break;
+      case RequestTable::Kind::kReal:
+        d[py::str(c)] = py::cast(t.Reals(c));
+        break;
+      case RequestTable::Kind::kInteger:
+        d[py::str(c)] = py::cast(t.Integers(c));
+        break;
+    }
   }
   return d;
 }
@@ -108,13 +113,14 @@ py::dict Replay(const py::object& trace, const py::object& config,
   const ReplayConfig cfg = MakeConfig(config, policy, profile, set);
   const std::vector<std::string> paths = Paths(trace);
   J report;
-  RequestTable table(cfg, !cfg.hardware.profile.empty());
+  RequestTable table(cfg);
   {
     py::gil_scoped_release release;
     const Trace t = LoadFor(cfg, paths, allow_unsorted);
     auto pol = MakePolicy(cfg.policy, cfg, t);
     ReplaySinks sinks;
-    sinks.on_request = [&](const RequestPlan& p, const RequestCost* c) { table.Add(p, c); };
+    sinks.replica_policy = [&] { return MakePolicy(cfg.policy, cfg, t); };
+    table.Attach(sinks);
     report = RunReplay(cfg, *pol, t, EngineOptions{}, {}, sinks);
   }
   py::dict out;

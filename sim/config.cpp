@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <functional>
 #include <sstream>
 #include <string_view>
@@ -40,6 +41,20 @@ int64_t AsInt(const YAML::Node& n, const Where& w) {
     return v;
   } catch (...) {
     w.Fail("expected an integer, got '" + s + "'");
+  }
+}
+
+// A finite number (serving rates and times).
+double AsDouble(const YAML::Node& n, const Where& w) {
+  if (!n.IsScalar()) w.Fail("expected a number");
+  const std::string s = n.Scalar();
+  try {
+    size_t pos = 0;
+    const double d = std::stod(s, &pos);
+    if (pos != s.size() || !std::isfinite(d)) throw 0;
+    return d;
+  } catch (...) {
+    w.Fail("expected a finite number, got '" + s + "'");
   }
 }
 
@@ -82,6 +97,9 @@ struct KeySpec {
   const char* help;
   std::function<void(ReplayConfig&, const YAML::Node&, const Where&)> set;
   std::function<nlohmann::ordered_json(const ReplayConfig&)> get;
+  // Read only in serving mode: reports and plan headers list the key only then, so that
+  // sequential outputs stay byte-identical to those written before serving mode existed.
+  bool serving_only = false;
 };
 
 #define KV_INT_KEY(path, field, help_text)                                                   \
@@ -101,6 +119,37 @@ struct KeySpec {
         },                                                                    \
         [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); } \
   }
+
+// A number at least `lo` (above `lo` when `strict`), checked where it is read so that the
+// error names the file and line.
+#define KV_DOUBLE_KEY(path, field, help_text, lo, strict)                      \
+  KeySpec {                                                                    \
+    path, help_text,                                                           \
+        [](ReplayConfig& c, const YAML::Node& n, const Where& w) {             \
+          const double v = AsDouble(n, w);                                     \
+          if ((strict) ? !(v > (lo)) : !(v >= (lo)))                           \
+            w.Fail(std::string("must be ") + ((strict) ? "> " : ">= ") + #lo); \
+          c.field = v;                                                         \
+        },                                                                     \
+        [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); }  \
+  }
+// An integer in [lo, hi], checked where it is read.
+#define KV_INT_RANGE_KEY(path, field, help_text, lo, hi)                                      \
+  KeySpec {                                                                                   \
+    path, help_text,                                                                          \
+        [](ReplayConfig& c, const YAML::Node& n, const Where& w) {                            \
+          const int64_t v = AsInt(n, w);                                                      \
+          if (v < (lo) || v > (hi)) w.Fail("must be in " #lo ".." #hi ", got " + n.Scalar()); \
+          c.field = v;                                                                        \
+        },                                                                                    \
+        [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); }                 \
+  }
+// Marks a key as read only in serving mode (KeySpec::serving_only).
+KeySpec ServingKey(KeySpec k) {
+  k.serving_only = true;
+  return k;
+}
+#define KV_SERVING_KEY(spec) ServingKey(spec)
 
 const std::vector<KeySpec>& Keys() {
   static const std::vector<KeySpec> keys = {
@@ -175,6 +224,44 @@ const std::vector<KeySpec>& Keys() {
               [](const ReplayConfig& c) { return nlohmann::ordered_json(c.hardware.profile); }},
       KV_INT_KEY("admission.host_write_min_hits", admission.host_write_min_hits,
                  "policy admit-hits: hit count at which a node may be written to host"),
+      // Serving mode (docs/serving.md); listed in outputs only when serving.mode is serving.
+      KV_SERVING_KEY(KV_NAMED_KEY("serving.mode", serving.mode,
+                                  "sequential (requests one at a time, the reference semantics) | "
+                                  "serving (queue, batched prefill, replicas, router)",
+                                  kServingModeNames)),
+      KV_SERVING_KEY(KV_INT_RANGE_KEY("serving.replicas", serving.replicas,
+                                      "serving: data-parallel CP groups, each with its own cache",
+                                      1, 4096)),
+      KV_SERVING_KEY(KV_NAMED_KEY(
+          "serving.router", serving.router,
+          "serving: round_robin | least_load (fewest queued tokens) | prefix (longest cached "
+          "prefix, ties by load)",
+          kRouterNames)),
+      KV_SERVING_KEY(KV_NAMED_KEY("serving.schedule", serving.schedule,
+                                  "serving: admission order, fcfs | lpm (longest prefix match "
+                                  "first)",
+                                  kScheduleNames)),
+      KV_SERVING_KEY(KV_INT_RANGE_KEY("serving.max_batch_tokens", serving.max_batch_tokens,
+                                      "serving: token budget of one forward pass; 0 = batching "
+                                      "off (one whole request per pass)",
+                                      0, 1000000000000)),
+      KV_SERVING_KEY(KV_INT_RANGE_KEY("serving.chunk_tokens", serving.chunk_tokens,
+                                      "serving: most tokens of one request in one pass (chunked "
+                                      "prefill); 0 = no chunking",
+                                      0, 1000000000000)),
+      KV_SERVING_KEY(KV_DOUBLE_KEY("serving.decode_tokens_per_s", serving.decode_tokens_per_s,
+                                   "serving: decode speed; a request holds its pages for "
+                                   "output_length / this after its prefill; 0 = release at "
+                                   "prefill end",
+                                   0, false)),
+      KV_SERVING_KEY(KV_DOUBLE_KEY("serving.warmup_s", serving.warmup_s,
+                                   "serving: requests arriving within this many seconds of the "
+                                   "first are left out of the serving metrics (cold cache)",
+                                   0, false)),
+      KV_SERVING_KEY(KV_DOUBLE_KEY("trace.rate_scale", trace.rate_scale,
+                                   "serving: arrival times are divided by this (2 = twice the "
+                                   "request rate)",
+                                   0, true)),
   };
   return keys;
 }
@@ -265,6 +352,19 @@ void ValidateConfig(const ReplayConfig& c) {
        "'cost' needs a hardware profile (hardware.profile)");
   need(c.hardware.profile.empty() ? c.backup.schedule != "cost" : true, "backup.schedule",
        "'cost' needs a hardware profile (hardware.profile)");
+  // Serving keys (docs/serving.md).
+  need(c.serving.replicas >= 1 && c.serving.replicas <= 4096, "serving.replicas",
+       "must be in 1..4096");
+  need(c.serving.max_batch_tokens >= 0, "serving.max_batch_tokens", "must be >= 0");
+  need(c.serving.chunk_tokens >= 0, "serving.chunk_tokens", "must be >= 0");
+  need(c.serving.chunk_tokens == 0 || c.serving.max_batch_tokens > 0, "serving.chunk_tokens",
+       "chunked prefill needs batching (serving.max_batch_tokens > 0)");
+  need(c.serving.decode_tokens_per_s >= 0, "serving.decode_tokens_per_s", "must be >= 0");
+  need(c.serving.warmup_s >= 0, "serving.warmup_s", "must be >= 0");
+  need(c.trace.rate_scale > 0, "trace.rate_scale", "must be > 0");
+  need(!c.serving.Enabled() || !c.hardware.profile.empty(), "serving.mode",
+       "'serving' times forward passes with the cost model and needs a hardware profile "
+       "(hardware.profile)");
   if (c.trace.block_tokens > 0)
     need(c.trace.block_tokens % c.cache.page_tokens == 0, "cache.page_tokens",
          "page size " + std::to_string(c.cache.page_tokens) +
@@ -274,7 +374,8 @@ void ValidateConfig(const ReplayConfig& c) {
 
 nlohmann::ordered_json ConfigToJson(const ReplayConfig& cfg) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (const auto& k : Keys()) j[k.key] = k.get(cfg);
+  for (const auto& k : Keys())
+    if (!k.serving_only || cfg.serving.Enabled()) j[k.key] = k.get(cfg);
   return j;
 }
 

@@ -80,6 +80,9 @@ struct CacheConfig {
 struct TraceConfig {
   std::string format = "auto";  // auto | mooncake | kvtester | tokens
   int64_t block_tokens = 0;     // 0 = the format's own
+  // Serving mode: arrival times are divided by this (2 = twice the request rate). Sequential
+  // mode has no clock and ignores it.
+  double rate_scale = 1.0;
 };
 
 struct GatherConfig {
@@ -102,6 +105,40 @@ struct AdmissionConfig {
   int64_t host_write_min_hits = 2;  // admit-hits: back a node up once its hit count reaches this
 };
 
+// serving.mode: requests one at a time in trace order (the reference semantics), or an
+// event-driven engine with a queue, batched and chunked prefill and replicas (docs/serving.md).
+enum class ServingMode { kSequential, kServing };
+inline constexpr NameTable<ServingMode, 2> kServingModeNames{
+    {{{ServingMode::kSequential, "sequential"}, {ServingMode::kServing, "serving"}}},
+    "serving mode"};
+
+// serving.router: which replica a request goes to (docs/serving.md#routing).
+enum class RouterKind { kRoundRobin, kLeastLoad, kPrefix };
+inline constexpr NameTable<RouterKind, 3> kRouterNames{{{{RouterKind::kRoundRobin, "round_robin"},
+                                                         {RouterKind::kLeastLoad, "least_load"},
+                                                         {RouterKind::kPrefix, "prefix"}}},
+                                                       "router"};
+
+// serving.schedule: the order in which a replica admits waiting requests.
+enum class ScheduleKind { kFcfs, kLpm };
+inline constexpr NameTable<ScheduleKind, 2> kScheduleNames{
+    {{{ScheduleKind::kFcfs, "fcfs"}, {ScheduleKind::kLpm, "lpm"}}}, "schedule"};
+
+// The serving engine (sim/engine/serving_replay.h). Only read when mode is "serving"; the
+// report and the plan header list these keys only then, so sequential outputs are unchanged.
+struct ServingConfig {
+  std::string mode = "sequential";     // sequential | serving
+  int64_t replicas = 1;                // data-parallel CP groups, each with its own cache
+  std::string router = "round_robin";  // round_robin | least_load | prefix
+  std::string schedule = "fcfs";       // fcfs | lpm
+  int64_t max_batch_tokens = 0;        // tokens per forward pass; 0 = one request per pass
+  int64_t chunk_tokens = 0;            // most tokens of one request per pass; 0 = no chunking
+  double decode_tokens_per_s = 0;      // output tokens per second holding the pages; 0 = none
+  double warmup_s = 0;                 // requests arriving this soon after the first are not
+                                       // counted in the serving metrics
+  bool Enabled() const { return mode == "serving"; }
+};
+
 struct ReplayConfig {
   std::string policy = "lanes";  // a name from the policy registry (policies/registry.h)
   CacheConfig cache;
@@ -111,6 +148,7 @@ struct ReplayConfig {
   BackupConfig backup;
   HardwareConfig hardware;
   AdmissionConfig admission;
+  ServingConfig serving;
 };
 
 // Loads a YAML file over the defaults. Throws InputError naming file, line and key.

@@ -19,6 +19,27 @@
 namespace po = boost::program_options;
 
 namespace kvlanes::cli {
+namespace {
+
+// Keeps replica `n`'s requests of a serving-mode plan: each replica is its own CP group with its
+// own slots, so its records alone are a complete plan (their request numbers count within it).
+void SelectReplica(PlanFile& pf, int64_t n, const std::string& source) {
+  if (n < 0) throw InputError("", 0, "--replica", "must be >= 0, got " + std::to_string(n));
+  bool any_replica = false;
+  std::vector<RequestPlan> kept;
+  for (RequestPlan& p : pf.requests) {
+    any_replica |= p.replica >= 0;
+    if (p.replica == n) kept.push_back(std::move(p));
+  }
+  if (!any_replica)
+    throw InputError(source, 0, "--replica",
+                     "the plan has no replica fields (written in sequential mode)");
+  if (kept.empty())
+    throw InputError(source, 0, "--replica", "no request of replica " + std::to_string(n));
+  pf.requests = std::move(kept);
+}
+
+}  // namespace
 
 int CmdExec(int argc, const char* const* argv) {
   po::options_description desc("options");
@@ -39,8 +60,10 @@ int CmdExec(int argc, const char* const* argv) {
       "write-backs, evictions) of every rank as Chrome trace events (Perfetto, chrome://tracing)")(
       "max-requests", po::value<int64_t>()->default_value(-1),
       "execute only the plan's first N requests")(
-      "timeout-s", po::value<double>()->default_value(300),
-      "longest any wait may take (collective, barrier, GPU)")(
+      "replica", po::value<int64_t>(),
+      "serving-mode plan: execute only replica N's requests (one CP group's plan, "
+      "docs/serving.md)")("timeout-s", po::value<double>()->default_value(300),
+                          "longest any wait may take (collective, barrier, GPU)")(
       "run-timeout-s", po::value<double>()->default_value(0),
       "--launch local: kill every rank after this (0 = never)")(
       "warmup", po::value<int>()->default_value(2),
@@ -144,6 +167,8 @@ int CmdExec(int argc, const char* const* argv) {
       sinks.on_request = [&](const RequestPlan& p, const RequestCost*) {
         pf.requests.push_back(p);
       };
+      sinks.on_admit = [&](const RequestPlan& p) { pf.requests.push_back(p); };
+      sinks.replica_policy = [&in] { return MakePolicy(in.config.policy, in.config, in.trace); };
       RunReplay(in.config, *policy, in.trace, EngineOptions{}, {}, sinks);
       pf.header = PlanHeader(in.config);
       source = "(in memory, replayed from";
@@ -151,6 +176,7 @@ int CmdExec(int argc, const char* const* argv) {
       source += ")";
       if (profile.empty()) profile = in.config.hardware.profile;
     }
+    if (vm.count("replica")) SelectReplica(pf, vm["replica"].as<int64_t>(), source);
     exec::ExecPlan plan = exec::MakeExecPlan(std::move(pf), source, profile, max_requests);
     exec::ScaleCompute(plan, scale);
     if (launch == "env")

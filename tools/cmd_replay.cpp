@@ -1,8 +1,10 @@
 // kvlanes replay: one trace through one policy; console summary and a JSON report.
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include "policies/registry.h"
 #include "sim/predict/cost_model.h"
@@ -18,6 +20,43 @@ namespace po = boost::program_options;
 
 namespace kvlanes::cli {
 namespace {
+
+// Serving mode's lines (docs/serving.md#metrics): load, TTFT in seconds, per replica.
+void PrintServing(const nlohmann::ordered_json& s) {
+  const auto& t = s["total"];
+  std::printf(
+      "\n  serving                %lld replica(s), router %s, schedule %s, batch %lld "
+      "tokens, chunk %lld, decode %g tok/s\n",
+      static_cast<long long>(s["replicas"].get<int64_t>()), s["router"].get<std::string>().c_str(),
+      s["schedule"].get<std::string>().c_str(),
+      static_cast<long long>(s["max_batch_tokens"].get<int64_t>()),
+      static_cast<long long>(s["chunk_tokens"].get<int64_t>()),
+      s["decode_tokens_per_s"].get<double>());
+  std::printf(
+      "    compute terms %s (profile %s)\n",
+      s["compute_assumed"].get<bool>() ? "ASSUMED: the profile is not measured" : "measured",
+      s["profile"].get<std::string>().c_str());
+  std::printf("    load %.2f of capacity: busy %.1f s over a %.1f s trace span x %lld replica(s)\n",
+              t["offered_load"].get<double>(), t["busy_s"].get<double>(), s["span_s"].get<double>(),
+              static_cast<long long>(s["replicas"].get<int64_t>()));
+  std::printf(
+      "    TTFT p50 %.3f s, p90 %.3f s, p99 %.3f s; queueing mean %.3f s, p99 %.3f s "
+      "(%lld requests, %lld in warm-up)\n",
+      t["ttft_p50_s"].get<double>(), t["ttft_p90_s"].get<double>(), t["ttft_p99_s"].get<double>(),
+      t["queue_mean_s"].get<double>(), t["queue_p99_s"].get<double>(),
+      static_cast<long long>(t["requests"].get<int64_t>()),
+      static_cast<long long>(s["warmup_requests"].get<int64_t>()));
+  std::printf("    replica  requests  hit ratio  load   TTFT p50 s  p99 s     peak queue\n");
+  for (const auto& x : s["per_replica"])
+    std::printf("    %7lld  %8lld  %9.4f  %5.2f  %10.3f  %8.3f  %10lld\n",
+                static_cast<long long>(x["replica"].get<int64_t>()),
+                static_cast<long long>(x["requests"].get<int64_t>()),
+                x["token_hit_ratio"].get<double>(), x["offered_load"].get<double>(),
+                x["ttft_p50_s"].get<double>(), x["ttft_p99_s"].get<double>(),
+                static_cast<long long>(x["peak_queue"].get<int64_t>()));
+  if (!s["warning"].is_null())
+    std::printf("  WARNING: %s\n", s["warning"].get<std::string>().c_str());
+}
 
 void PrintSummary(const nlohmann::ordered_json& r) {
   auto i = [&](const char* k) { return r[k].get<int64_t>(); };
@@ -64,10 +103,14 @@ void PrintSummary(const nlohmann::ordered_json& r) {
                 p["ttft_p50_s"].get<double>(), p["ttft_p99_s"].get<double>(),
                 p["queue_s"].get<double>());
   }
+  if (r.contains("serving")) PrintServing(r["serving"]);
   std::printf("\n  lanes (pages)          rank  device cap/peak      host cap/peak\n");
   for (const auto& l : r["lanes"])
-    std::printf("                         %4lld  %8lld/%-8lld  %8lld/%-8lld\n",
-                static_cast<long long>(l["rank"].get<int64_t>()),
+    std::printf("                         %4s  %8lld/%-8lld  %8lld/%-8lld\n",
+                (l.contains("replica") ? std::to_string(l["replica"].get<int64_t>()) + "/" +
+                                             std::to_string(l["rank"].get<int64_t>())
+                                       : std::to_string(l["rank"].get<int64_t>()))
+                    .c_str(),
                 static_cast<long long>(l["device_capacity_pages"].get<int64_t>()),
                 static_cast<long long>(l["device_peak_pages"].get<int64_t>()),
                 static_cast<long long>(l["host_capacity_pages"].get<int64_t>()),
@@ -89,7 +132,10 @@ int CmdReplay(int argc, const char* const* argv) {
                  "method; with a profile also service, queue and TTFT seconds (docs/replay.md)")(
       "check-invariants", po::bool_switch(),
       "recompute ledger and tree after every request; abort on a mismatch")(
-      "quiet,q", po::bool_switch(), "no progress, no console summary")("help,h", "this help");
+      "quiet,q", po::bool_switch(), "no progress, no console summary")(
+      "warmup-s", po::value<double>(),
+      "serving mode: leave requests arriving in the first SECONDS out of the serving metrics "
+      "(the same as --set serving.warmup_s=SECONDS)")("help,h", "this help");
   po::positional_options_description pos;
   pos.add("trace", -1);
   po::variables_map vm;
@@ -106,6 +152,12 @@ int CmdReplay(int argc, const char* const* argv) {
   }
   try {
     ReplayInputs in = LoadReplayInputs(vm);
+    if (vm.count("warmup-s")) {
+      const double w = vm["warmup-s"].as<double>();
+      if (!std::isfinite(w) || w < 0)
+        throw InputError("", 0, "--warmup-s", "must be a finite number >= 0");
+      in.config.serving.warmup_s = w;
+    }
     auto policy = MakePolicy(in.config.policy, in.config, in.trace);
     const bool quiet = vm["quiet"].as<bool>();
     Progress progress("replay", in.trace.requests.size(), !quiet);
@@ -115,6 +167,7 @@ int CmdReplay(int argc, const char* const* argv) {
       throw InputError("", 0, "--timeline",
                        "needs a hardware profile (--profile or hardware.profile)");
     ReplaySinks sinks;
+    sinks.replica_policy = [&in] { return MakePolicy(in.config.policy, in.config, in.trace); };
     std::unique_ptr<StreamingFile> plan_file;
     if (vm.count("plan")) {
       plan_file = std::make_unique<StreamingFile>(vm["plan"].as<std::string>());
@@ -124,8 +177,8 @@ int CmdReplay(int argc, const char* const* argv) {
     if (vm.count("timeline")) sinks.timeline = &timeline;
     std::unique_ptr<RequestTable> requests;
     if (vm.count("requests-csv")) {
-      requests = std::make_unique<RequestTable>(in.config, !in.config.hardware.profile.empty());
-      sinks.on_request = [&](const RequestPlan& p, const RequestCost* c) { requests->Add(p, c); };
+      requests = std::make_unique<RequestTable>(in.config);
+      requests->Attach(sinks);
     }
     nlohmann::ordered_json report = RunReplay(
         in.config, *policy, in.trace, opts, [&](size_t d, size_t) { progress.Update(d); }, sinks);

@@ -33,7 +33,9 @@ std::vector<J> RunReplayJobs(const std::vector<ReplayJob>& jobs, int threads,
       try {
         const ReplayJob& job = jobs[i];
         auto policy = MakePolicy(job.policy, job.config, *job.trace);
-        J report = RunReplay(job.config, *policy, *job.trace, {}, nullptr);
+        ReplaySinks sinks;
+        sinks.replica_policy = [&job] { return MakePolicy(job.policy, job.config, *job.trace); };
+        J report = RunReplay(job.config, *policy, *job.trace, {}, nullptr, sinks);
         std::lock_guard<std::mutex> lock(mu);
         results[i] = std::move(report);
         if (on_done) on_done(i, results[i]);
@@ -263,8 +265,14 @@ std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) 
           "/load_back/pages", "/load_back/bytes", "/host_writes/pages", "/host_writes/bytes",
           "/host_writes/refused"})
       os << "," << I(r, p);
-    // Predicted TTFT percentiles when the run had a hardware profile, else empty fields.
-    if (r.contains("predicted")) {
+    // Predicted TTFT percentiles when the run had a hardware profile (serving mode: those of
+    // its schedule, docs/serving.md), else empty fields.
+    if (r.contains("serving")) {
+      std::snprintf(buf, sizeof buf, ",%.9g,%.9g",
+                    r["serving"]["total"]["ttft_p50_s"].get<double>(),
+                    r["serving"]["total"]["ttft_p99_s"].get<double>());
+      os << buf;
+    } else if (r.contains("predicted")) {
       std::snprintf(buf, sizeof buf, ",%.9g,%.9g", r["predicted"]["ttft_p50_s"].get<double>(),
                     r["predicted"]["ttft_p99_s"].get<double>());
       os << buf;

@@ -31,6 +31,7 @@ struct ReplayEngine::RequestWork {
   LaneDemand need{};  // device pages the computed pages need, per lane (or any lane)
   bool proven_zigzag = false;
   bool proven_owner_major = false;
+  NodeId inserted_node = kRootId;  // deepest node holding the inserted pages (root: none)
 
   int64_t NewTokens(int64_t page_tokens) const { return input_tokens - start * page_tokens; }
   std::span<uint16_t> ExtentOwners() {
@@ -255,6 +256,11 @@ int64_t ReplayEngine::LoadBack(RequestWork& w) {
 
 void ReplayEngine::Process(const Request& req, RequestPlan* plan) {
   RequestWork w{scratch_, plan};
+  ProcessCacheWork(req, w);
+  FinishRequest(w);
+}
+
+void ReplayEngine::ProcessCacheWork(const Request& req, RequestWork& w) {
   BeginRequest(req, w);
   MatchAndLoadBack(w);
   CollectPrefix(w);
@@ -265,7 +271,72 @@ void ReplayEngine::Process(const Request& req, RequestPlan* plan) {
     InsertComputedPages(w);
     BackUpPath(w);
   }
-  FinishRequest(w);
+}
+
+Admission ReplayEngine::Admit(const Request& req, RequestPlan* plan) {
+  RequestWork w{scratch_, plan};
+  const int64_t hits_before = c_.device_hit_tokens + c_.host_hit_tokens;
+  const int64_t uncached_before = c_.uncached_requests;
+  ProcessCacheWork(req, w);
+  DecideMaterialization(w);
+  Admission a;
+  a.match_node = w.match.last_node;
+  // The inserted pages stay locked as the engine holds a running request's KV (SGLang locks the
+  // node of each finished chunk, cache_unfinished_req, until the request ends).
+  a.held_node = w.inserted_node;
+  LockPath(a.held_node, +1);
+  a.hit_tokens = c_.device_hit_tokens + c_.host_hit_tokens - hits_before;
+  a.prefix_tokens = w.start * page_tokens_;
+  a.computed_tokens = w.NewTokens(page_tokens_);
+  a.cached = c_.uncached_requests == uncached_before;
+  if (opts_.check_invariants) CheckInvariants();
+  return a;
+}
+
+void ReplayEngine::Release(const Admission& a) {
+  LockPath(a.held_node, -1);
+  LockPath(a.match_node, -1);
+  if (opts_.check_invariants) CheckInvariants();
+}
+
+MatchPeek ReplayEngine::Peek(const Request& req) const {
+  const int64_t P = page_tokens_;
+  const int64_t cap = KeyedPages(req, req.input_tokens - 1, P, block_tokens_);
+  MatchPeek m;
+  NodeId node = kRootId;
+  int64_t pos = 0;
+  bool device = true;  // still inside the device-resident part of the path
+  while (pos < cap) {
+    const NodeId child = tree_.Child(node, PageKeyAt(req, pos, pages_per_block_));
+    if (child == kNoNode) break;
+    const Node& n = tree_.node(child);
+    int64_t j = 0;
+    const int64_t len = static_cast<int64_t>(n.keys.size());
+    while (j < len && pos + j < cap &&
+           n.keys[static_cast<size_t>(j)] == PageKeyAt(req, pos + j, pages_per_block_))
+      ++j;
+    if (device && n.on_device()) {
+      m.device_pages += j;
+    } else {
+      device = false;
+      m.host_pages += j;
+    }
+    pos += j;
+    if (j < len) break;
+    node = child;
+  }
+  return m;
+}
+
+bool ReplayEngine::CouldAllocate(const Request& req) const {
+  const int64_t P = page_tokens_;
+  const int64_t need = (req.input_tokens + P - 1) / P - Peek(req).device_pages + 1;
+  int64_t room = 0;
+  for (int r = 0; r < ranks_; ++r) {
+    const LaneAccount& d = ledger_.at(Tier::kDevice, r);
+    room += d.free() + d.evictable();
+  }
+  return need <= room;
 }
 
 // Counts the request, sizes it in pages and keys its full pages.
@@ -466,6 +537,7 @@ void ReplayEngine::InsertComputedPages(RequestWork& w) {
   const RadixTree::InsertWalk walk = tree_.WalkForInsert(
       std::span<const PageKey>(w.s.keys.data(), static_cast<size_t>(w.keyed_c)), w.epoch,
       [this, &w](NodeId id, int64_t first) { InsertIntoNode(w, id, first); });
+  w.inserted_node = walk.node;
   if (walk.consumed < w.keyed_c) AddComputedLeaf(w, walk);
   for (int64_t pos = std::max(w.keyed_c, w.start); pos < w.end; ++pos) ReleaseComputed(w, pos);
   for (size_t k = 0; k < w.s.slots.size(); ++k)
@@ -549,6 +621,7 @@ void ReplayEngine::AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& 
   ledger_.OnResidency(tree_.node(leaf), Tier::kDevice, +1);
   c_.inserted_pages += w.keyed_c - walk.consumed;
   w.s.path.push_back(leaf);
+  w.inserted_node = leaf;
 }
 
 // write_through(_selective): backs up the nodes on the insert path whose hit count reached the

@@ -60,6 +60,23 @@ struct ReplayCounters {
   }
 };
 
+// A request admitted by ReplayEngine::Admit (serving mode): what it matched and computes, and
+// the locks it holds until ReplayEngine::Release.
+struct Admission {
+  NodeId match_node = kRootId;  // deepest matched node, locked to the root
+  NodeId held_node = kRootId;   // deepest node holding its inserted pages, locked to the root
+  int64_t hit_tokens = 0;       // device hit + loaded back
+  int64_t prefix_tokens = 0;    // tokens materialized from the cache
+  int64_t computed_tokens = 0;  // tokens the prefill computes
+  bool cached = true;           // false: computed uncached
+};
+
+// What a match would find now, without touching the tree (routing, lpm order, waiting).
+struct MatchPeek {
+  int64_t device_pages = 0;
+  int64_t host_pages = 0;  // host-only pages below the device match
+};
+
 struct EngineOptions {
   bool check_invariants = false;  // recompute the ledger and tree structure after every request
 };
@@ -74,6 +91,18 @@ class ReplayEngine {
   // Processes the next request. When `plan` is given, it is filled with everything the request
   // did (the plan of docs/plan.md); recording costs time, so replays without plans skip it.
   void Process(const Request& req, RequestPlan* plan = nullptr);
+  // Serving mode: the cache work of Process at the request's schedule time, with the matched path
+  // and the inserted pages kept locked (so eviction sees the request in flight) until Release.
+  // With Release right after, it changes the cache exactly as Process does.
+  Admission Admit(const Request& req, RequestPlan* plan = nullptr);
+  // REQUIRES: `a` from Admit of this engine, released once.
+  void Release(const Admission& a);
+  // The match of `req` now (capped as Process caps it); no side effects.
+  MatchPeek Peek(const Request& req) const;
+  // Whether the device pages `req` needs (its pages less the peeked device match, plus the page
+  // the engine reserves) are free or held by unlocked nodes, summed over lanes. An estimate:
+  // the lane split is not known before placement.
+  bool CouldAllocate(const Request& req) const;
   const ReplayCounters& counters() const { return c_; }
   const Ledger& ledger() const { return ledger_; }
   const RadixTree& tree() const { return tree_; }
@@ -112,6 +141,8 @@ class ReplayEngine {
   void InsertComputedPages(RequestWork& w);
   void BackUpPath(RequestWork& w);
   void FinishRequest(RequestWork& w);
+  // The phases of Process up to the insert and the materialization choice (Process and Admit).
+  void ProcessCacheWork(const Request& req, RequestWork& w);
 
   int64_t LoadBack(RequestWork& w);
   // Insert steps: a node the insert walk passed, the leaf of the keys no node holds yet.

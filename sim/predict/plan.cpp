@@ -9,7 +9,7 @@
 namespace kvlanes {
 
 bool operator==(const RequestPlan& a, const RequestPlan& b) {
-  return a.request == b.request && a.arrival_ns == b.arrival_ns &&
+  return a.request == b.request && a.replica == b.replica && a.arrival_ns == b.arrival_ns &&
          a.input_tokens == b.input_tokens && a.device_hit_pages == b.device_hit_pages &&
          a.host_match_pages == b.host_match_pages && a.loaded_pages == b.loaded_pages &&
          a.prefix_pages == b.prefix_pages && a.computed_tokens == b.computed_tokens &&
@@ -115,6 +115,7 @@ nlohmann::ordered_json PlanHeader(const ReplayConfig& cfg) {
 nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg) {
   J j;
   j["request"] = p.request;
+  if (p.replica >= 0) j["replica"] = p.replica;  // serving mode only: sequential plans unchanged
   j["arrival_ns"] = p.arrival_ns;
   j["input_tokens"] = p.input_tokens;
   j["device_hit_pages"] = p.device_hit_pages;
@@ -180,6 +181,10 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
   const Field f{file, line};
   RequestPlan p;
   p.request = f.Int(j, "request");
+  if (j.contains("replica")) {
+    p.replica = f.Int(j, "replica");
+    if (p.replica < 0) f.Fail("replica", "must be >= 0");
+  }
   p.arrival_ns = f.Int(j, "arrival_ns");
   p.input_tokens = f.Int(j, "input_tokens");
   p.device_hit_pages = f.Int(j, "device_hit_pages");

@@ -5,20 +5,28 @@
 #include <string>
 
 #include "sim/cache/eviction_order.h"
+#include "sim/engine/scheduler.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
 #include "sim/predict/predictor.h"
+#include "traces/input_error.h"
+#include "traces/percentile.h"
 
 namespace kvlanes {
 
-nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& policy,
-                                    const Trace& trace, const ReplayEngine& engine) {
-  using J = nlohmann::ordered_json;
-  const ReplayCounters& c = engine.counters();
+namespace {
+
+using J = nlohmann::ordered_json;
+
+// The report's body from counters and the lanes of every ledger (one per replica; `replica`
+// fields only when there are several engines, i.e. in serving mode).
+J ReportBody(const ReplayConfig& cfg, const CachePolicy& policy, const Trace& trace,
+             const ReplayCounters& c, EvictionOrder order,
+             const std::vector<const Ledger*>& ledgers, bool serving) {
   J j;
   j["report_version"] = 1;
   j["policy"] = std::string(policy.Name());
-  j["eviction_order"] = kEvictionOrderNames.CName(engine.tree().order());
+  j["eviction_order"] = kEvictionOrderNames.CName(order);
   j["placement"] = policy.Placement().name;
   J tr;
   tr["sources"] = trace.sources;
@@ -60,21 +68,26 @@ nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& 
   for (const auto& [name, n] : c.backup_schedule_counts) schedules[name] = n;
   j["backup"] = J{{"schedule_counts", schedules}};
   J lanes = J::array();
-  const Ledger& l = engine.ledger();
-  for (int r = 0; r < l.lanes(); ++r) {
-    const LaneAccount& d = l.at(Tier::kDevice, r);
-    const LaneAccount& h = l.at(Tier::kHost, r);
-    lanes.push_back(J{{"rank", r},
-                      {"device_capacity_pages", d.capacity},
-                      {"device_used_pages", d.used()},
-                      {"device_peak_pages", d.peak},
-                      {"device_evictable_pages", d.evictable()},
-                      {"device_protected_pages", d.protected_pages()},
-                      {"host_capacity_pages", h.capacity},
-                      {"host_used_pages", h.used()},
-                      {"host_peak_pages", h.peak},
-                      {"host_evictable_pages", h.evictable()},
-                      {"host_protected_pages", h.protected_pages()}});
+  for (size_t rep = 0; rep < ledgers.size(); ++rep) {
+    const Ledger& l = *ledgers[rep];
+    for (int r = 0; r < l.lanes(); ++r) {
+      const LaneAccount& d = l.at(Tier::kDevice, r);
+      const LaneAccount& h = l.at(Tier::kHost, r);
+      J lane;
+      if (serving) lane["replica"] = rep;
+      lane["rank"] = r;
+      lane.update(J{{"device_capacity_pages", d.capacity},
+                    {"device_used_pages", d.used()},
+                    {"device_peak_pages", d.peak},
+                    {"device_evictable_pages", d.evictable()},
+                    {"device_protected_pages", d.protected_pages()},
+                    {"host_capacity_pages", h.capacity},
+                    {"host_used_pages", h.used()},
+                    {"host_peak_pages", h.peak},
+                    {"host_evictable_pages", h.evictable()},
+                    {"host_protected_pages", h.protected_pages()}});
+      lanes.push_back(std::move(lane));
+    }
   }
   j["lanes"] = lanes;
   // Every page has one slot in each pool: a lane's bytes in pool k are its pages times these.
@@ -86,10 +99,229 @@ nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& 
   return j;
 }
 
+}  // namespace
+
+nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& policy,
+                                    const Trace& trace, const ReplayEngine& engine) {
+  return ReportBody(cfg, policy, trace, engine.counters(), engine.tree().order(),
+                    {&engine.ledger()}, false);
+}
+
+namespace {
+
+// The counters of several engines added up.
+ReplayCounters SumCounters(const ServingReplay& s) {
+  ReplayCounters t;
+  for (size_t r = 0; r < s.replicas(); ++r) {
+    const ReplayCounters& c = s.engine(r).counters();
+    t.requests += c.requests;
+    t.input_tokens += c.input_tokens;
+    t.device_hit_tokens += c.device_hit_tokens;
+    t.host_hit_tokens += c.host_hit_tokens;
+    t.host_match_tokens += c.host_match_tokens;
+    t.computed_tokens += c.computed_tokens;
+    t.uncached_requests += c.uncached_requests;
+    t.lane_deficit_failures += c.lane_deficit_failures;
+    t.ancestor_unlocks += c.ancestor_unlocks;
+    t.evicted_device_pages += c.evicted_device_pages;
+    t.evicted_host_pages += c.evicted_host_pages;
+    t.load_back_pages += c.load_back_pages;
+    t.load_back_bytes += c.load_back_bytes;
+    t.load_back_count += c.load_back_count;
+    t.load_back_skipped += c.load_back_skipped;
+    t.load_back_failed += c.load_back_failed;
+    t.host_write_pages += c.host_write_pages;
+    t.host_write_bytes += c.host_write_bytes;
+    t.host_write_refused += c.host_write_refused;
+    t.allocated_pages += c.allocated_pages;
+    t.bypassed_pages += c.bypassed_pages;
+    t.tail_evictions += c.tail_evictions;
+    t.inserted_pages += c.inserted_pages;
+    t.duplicate_pages += c.duplicate_pages;
+    for (const auto& [k, v] : c.gather_method_counts) t.gather_method_counts[k] += v;
+    for (const auto& [k, v] : c.backup_schedule_counts) t.backup_schedule_counts[k] += v;
+    t.gather_prefix_pages += c.gather_prefix_pages;
+    t.gather_runs += c.gather_runs;
+  }
+  return t;
+}
+
+// Metrics of a set of served requests (docs/serving.md#metrics): the counted ones only.
+J RequestMetrics(const std::vector<const ServedRequest*>& reqs) {
+  int64_t in = 0, hit = 0, computed = 0;
+  std::vector<double> ttft, queue;
+  for (const ServedRequest* q : reqs) {
+    in += q->input_tokens;
+    hit += q->hit_tokens;
+    computed += q->computed_tokens;
+    ttft.push_back(static_cast<double>(q->first_token_ns - q->arrival_ns) / 1e9);
+    queue.push_back(static_cast<double>(q->admit_ns - q->arrival_ns) / 1e9);
+  }
+  J j;
+  j["requests"] = static_cast<int64_t>(reqs.size());
+  j["input_tokens"] = in;
+  j["hit_tokens"] = hit;
+  j["computed_tokens"] = computed;
+  j["token_hit_ratio"] = in > 0 ? static_cast<double>(hit) / static_cast<double>(in) : 0.0;
+  const auto pct = [](std::vector<double> v, double q) {
+    return v.empty() ? 0.0 : Percentile(std::move(v), q);
+  };
+  double qsum = 0;
+  for (double x : queue) qsum += x;
+  j["ttft_p50_s"] = pct(ttft, 0.5);
+  j["ttft_p90_s"] = pct(ttft, 0.9);
+  j["ttft_p99_s"] = pct(ttft, 0.99);
+  j["queue_mean_s"] = queue.empty() ? 0.0 : qsum / static_cast<double>(queue.size());
+  j["queue_p99_s"] = pct(queue, 0.99);
+  return j;
+}
+
+}  // namespace
+
+nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResult& res,
+                                     bool profile_measured) {
+  const ServingConfig& sc = cfg.serving;
+  const int64_t warm_from = res.first_arrival_ns + std::llround(sc.warmup_s * 1e9);
+  const int64_t span_ns = res.last_arrival_ns - res.first_arrival_ns;
+  const double span_s = static_cast<double>(span_ns) / 1e9;
+  std::vector<std::vector<const ServedRequest*>> per(res.replicas.size());
+  std::vector<const ServedRequest*> all;
+  int64_t warmup_requests = 0;
+  for (const ServedRequest& q : res.requests) {
+    if (q.arrival_ns < warm_from) {
+      ++warmup_requests;
+      continue;
+    }
+    per[static_cast<size_t>(q.replica)].push_back(&q);
+    all.push_back(&q);
+  }
+  J j;
+  j["mode"] = sc.mode;
+  j["replicas"] = sc.replicas;
+  j["router"] = sc.router;
+  j["schedule"] = sc.schedule;
+  j["max_batch_tokens"] = sc.max_batch_tokens;
+  j["chunk_tokens"] = sc.chunk_tokens;
+  j["decode_tokens_per_s"] = sc.decode_tokens_per_s;
+  j["rate_scale"] = cfg.trace.rate_scale;
+  j["profile"] = cfg.hardware.profile;
+  j["compute_assumed"] = !profile_measured;
+  j["warmup_s"] = sc.warmup_s;
+  j["warmup_requests"] = warmup_requests;
+  j["span_s"] = span_s;
+  j["end_s"] = static_cast<double>(res.end_ns - res.first_arrival_ns) / 1e9;
+  int64_t busy_ns = 0, passes = 0, pass_tokens = 0, page_waits = 0;
+  double peak_load = 0;
+  size_t peak_replica = 0;
+  J reps = J::array();
+  for (size_t r = 0; r < res.replicas.size(); ++r) {
+    const ReplicaStats& st = res.replicas[r];
+    busy_ns += st.busy_ns;
+    passes += st.passes;
+    pass_tokens += st.pass_tokens;
+    page_waits += st.page_waits;
+    J x;
+    x["replica"] = static_cast<int64_t>(r);
+    x.update(RequestMetrics(per[r]));
+    x["busy_s"] = static_cast<double>(st.busy_ns) / 1e9;
+    const double load = span_ns > 0 ? static_cast<double>(st.busy_ns) / span_ns : 0.0;
+    x["offered_load"] = load;
+    x["passes"] = st.passes;
+    x["mean_pass_tokens"] =
+        st.passes > 0 ? static_cast<double>(st.pass_tokens) / static_cast<double>(st.passes) : 0.0;
+    x["peak_queue"] = st.peak_queue;
+    x["page_waits"] = st.page_waits;
+    if (load > peak_load || r == 0) {
+      peak_load = load;
+      peak_replica = r;
+    }
+    reps.push_back(std::move(x));
+  }
+  J total = RequestMetrics(all);
+  total["busy_s"] = static_cast<double>(busy_ns) / 1e9;
+  const double offered =
+      span_ns > 0 ? static_cast<double>(busy_ns) / (static_cast<double>(span_ns) * sc.replicas)
+                  : 0.0;
+  total["offered_load"] = offered;
+  total["passes"] = passes;
+  total["mean_pass_tokens"] =
+      passes > 0 ? static_cast<double>(pass_tokens) / static_cast<double>(passes) : 0.0;
+  total["page_waits"] = page_waits;
+  j["total"] = total;
+  j["per_replica"] = reps;
+  // Overloaded when a replica is busy longer than the trace lasts: its queue grows without
+  // bound and TTFT measures the backlog, not the engine. The replica count that would serve it
+  // is the total busy time over the span, rounded up (perfect balance: a lower bound).
+  if (peak_load > 1.0) {
+    const int64_t need = static_cast<int64_t>(std::ceil(static_cast<double>(busy_ns) / span_ns));
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "overloaded: replica %zu is offered %.2fx its capacity (busy %.1f s over a "
+                  "%.1f s trace span); at least %lld replicas would serve this load",
+                  peak_replica, peak_load,
+                  static_cast<double>(res.replicas[peak_replica].busy_ns) / 1e9, span_s,
+                  static_cast<long long>(need));
+    j["warning"] = buf;
+  } else {
+    j["warning"] = nullptr;
+  }
+  return j;
+}
+
+namespace {
+
+nlohmann::ordered_json RunServing(const ReplayConfig& cfg, const CachePolicy& policy,
+                                  const Trace& trace, EngineOptions opts,
+                                  const std::function<void(size_t, size_t)>& progress,
+                                  const ReplaySinks& sinks) {
+  if (cfg.hardware.profile.empty())
+    throw InputError("", 0, "serving.mode",
+                     "'serving' needs a hardware profile (hardware.profile)");
+  if (policy.Name() == "oracle")
+    throw InputError("", 0, "policy",
+                     "'oracle' knows the future of one in-order replay; use serving.mode "
+                     "sequential");
+  if (sinks.timeline)
+    throw InputError("", 0, "--timeline", "the timeline is written in sequential mode only");
+  std::vector<std::unique_ptr<CachePolicy>> owned;
+  std::vector<const CachePolicy*> policies{&policy};
+  for (int64_t r = 1; r < cfg.serving.replicas; ++r) {
+    if (!sinks.replica_policy)
+      throw InputError("", 0, "serving.replicas",
+                       "more than one replica needs a policy per replica (internal: no factory)");
+    owned.push_back(sinks.replica_policy());
+    policies.push_back(owned.back().get());
+  }
+  const HardwareProfile hw = LoadHardwareProfile(cfg.hardware.profile);
+  const bool measured = hw.measured;
+  const CostModel cost(hw, cfg, cfg.hardware.profile);
+  const CostModelForward forward(cost);
+  ServingReplay serving(cfg, policies, trace.block_tokens, forward, opts);
+  if (sinks.plan) *sinks.plan << PlanHeader(cfg).dump() << "\n";
+  std::function<void(const RequestPlan&, int, size_t)> on_admit;
+  if (sinks.plan || sinks.on_admit || sinks.on_admit_at)
+    on_admit = [&](const RequestPlan& p, int, size_t i) {
+      if (sinks.plan) *sinks.plan << PlanToJson(p, cfg).dump() << "\n";
+      if (sinks.on_admit) sinks.on_admit(p);
+      if (sinks.on_admit_at) sinks.on_admit_at(i, p);
+    };
+  const ServingResult& res = serving.Run(trace, on_admit, progress);
+  if (sinks.on_served) sinks.on_served(res);
+  std::vector<const Ledger*> ledgers;
+  for (size_t r = 0; r < serving.replicas(); ++r) ledgers.push_back(&serving.engine(r).ledger());
+  J report = ReportBody(cfg, policy, trace, SumCounters(serving), serving.engine(0).tree().order(),
+                        ledgers, true);
+  report["serving"] = ServingToJson(cfg, res, measured);
+  return report;
+}
+
+}  // namespace
+
 nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& policy,
                                  const Trace& trace, EngineOptions opts,
                                  const std::function<void(size_t, size_t)>& progress,
                                  const ReplaySinks& sinks) {
+  if (cfg.serving.Enabled()) return RunServing(cfg, policy, trace, opts, progress, sinks);
   ReplayEngine engine(cfg, policy, trace.block_tokens, opts);
   std::unique_ptr<CostModel> cost;
   std::unique_ptr<Predictor> predictor;

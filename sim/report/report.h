@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -17,6 +18,7 @@
 namespace kvlanes {
 
 struct RequestCost;
+struct ServingResult;
 
 // Optional outputs of a replay.
 struct ReplaySinks {
@@ -24,6 +26,17 @@ struct ReplaySinks {
   nlohmann::ordered_json* timeline = nullptr;  // predicted Chrome trace (needs a profile)
   // Called after each request with its plan and, with a profile, its predicted cost.
   std::function<void(const RequestPlan&, const RequestCost*)> on_request;
+  // In serving mode, the plan of each request at its admission (plan.replica set), with no
+  // cost. Serving mode calls this instead of on_request.
+  std::function<void(const RequestPlan&)> on_admit;
+  // Serving mode: the same with the request's index in the trace; then, once the trace is
+  // served, what happened to every request (admission, first token, replica).
+  std::function<void(size_t, const RequestPlan&)> on_admit_at;
+  std::function<void(const ServingResult&)> on_served;
+  // Serving mode with serving.replicas > 1: makes the policy of each further replica (the one
+  // passed to RunReplay serves replica 0). Policies keep state per cache, so each replica has
+  // its own.
+  std::function<std::unique_ptr<CachePolicy>()> replica_policy;
 };
 
 // Replays the whole trace and returns the JSON report (deterministic; no wall-clock fields).
@@ -33,6 +46,19 @@ nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& pol
                                  const Trace& trace, EngineOptions opts,
                                  const std::function<void(size_t, size_t)>& progress,
                                  const ReplaySinks& sinks = {});
+
+// Serving mode (cfg.serving.mode "serving"; docs/serving.md) is run by RunReplay: the report
+// then holds the totals of every replica at the top level, each replica's lanes, and the
+// `serving` block (ServingToJson) instead of `predicted`. Throws InputError when serving mode
+// cannot run (no profile, a policy that needs the sequential order, replicas without
+// sinks.replica_policy).
+
+struct ServingResult;
+// The report's `serving` block (docs/serving.md#metrics): per replica and in total the hit
+// ratio, TTFT and queueing percentiles of the requests past serving.warmup_s, busy time, offered
+// load (busy time over the trace span) and, when a replica's exceeds 1, a warning line.
+nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResult& res,
+                                     bool profile_measured);
 
 // The report of `engine` after it replayed `trace` (without `predicted`).
 nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& policy,

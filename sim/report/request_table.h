@@ -1,6 +1,7 @@
 // The per-request table of a replay (`kvlanes replay --requests-csv`, the Python module's
 // `requests` columns): one row per request, in trace order, from its plan and, with a hardware
-// profile, its predicted cost. Column meanings: docs/replay.md "Per-request table".
+// profile, its predicted cost (sequential mode) or what the serving scheduler did with it
+// (serving mode). Column meanings: docs/replay.md "Per-request table".
 #pragma once
 
 #include <cstdint>
@@ -13,35 +14,45 @@
 
 namespace kvlanes {
 
+struct ReplaySinks;
+struct ServingResult;
+
 class RequestTable {
  public:
-  RequestTable(const ReplayConfig& cfg, bool predicted);
+  explicit RequestTable(const ReplayConfig& cfg);
 
-  // Appends the row of one replayed request; `cost` is null without a profile.
-  void Add(const RequestPlan& p, const RequestCost* cost);
+  // Points the replay's sinks at this table (either mode); keep the table alive during it.
+  void Attach(ReplaySinks& sinks);
 
-  size_t rows() const { return request_.size(); }
-  bool predicted() const { return predicted_; }
-  // Column names in output order (the predicted ones only with a profile).
+  size_t rows() const { return rows_.size(); }
+  // Column names in output order (the timing ones only where the replay predicts them).
   std::vector<std::string> Columns() const;
-  // Integer and text columns by name; the timing columns are doubles (IsReal).
-  bool IsReal(const std::string& column) const;
-  bool IsText(const std::string& column) const;
-  const std::vector<int64_t>& Integers(const std::string& column) const;
-  const std::vector<double>& Reals(const std::string& column) const;
-  const std::vector<std::string>& Texts(const std::string& column) const;
+  enum class Kind { kInteger, kReal, kText };
+  Kind ColumnKind(const std::string& column) const;
+  std::vector<int64_t> Integers(const std::string& column) const;
+  std::vector<double> Reals(const std::string& column) const;
+  std::vector<std::string> Texts(const std::string& column) const;
 
   // One header line, then one line per request; reals with 9 significant digits.
   std::string ToCsv() const;
 
  private:
+  struct Row {
+    int64_t request = 0, input_tokens = 0, device_hit_tokens = 0, host_hit_tokens = 0,
+            computed_tokens = 0, cached = 0, evicted_pages = 0, load_back_pages = 0,
+            write_back_pages = 0, backup_pages = 0, prefix_runs = 0, replica = 0;
+    double arrival_s = 0, service_s = 0, queue_s = 0, ttft_s = 0;
+    std::string gather_method, backup_schedule;
+  };
+  Row FromPlan(const RequestPlan& p) const;
+  void Add(const RequestPlan& p, const RequestCost* cost);  // sequential mode, in order
+  void AddAt(size_t index, const RequestPlan& p);           // serving mode, at admission
+  void Served(const ServingResult& res);                    // serving mode, at the end
+
   int64_t page_tokens_;
-  bool predicted_;
-  std::vector<int64_t> request_, input_tokens_, device_hit_tokens_, host_hit_tokens_,
-      computed_tokens_, cached_, evicted_pages_, load_back_pages_, write_back_pages_, backup_pages_,
-      prefix_runs_;
-  std::vector<double> arrival_s_, service_s_, queue_s_, ttft_s_;
-  std::vector<std::string> gather_method_, backup_schedule_;
+  bool serving_;
+  bool timed_ = false;  // service, queue and TTFT columns present
+  std::vector<Row> rows_;
 };
 
 }  // namespace kvlanes

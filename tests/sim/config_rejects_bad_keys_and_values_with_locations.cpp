@@ -81,4 +81,35 @@ TEST_CASE("validation rejects out-of-range values and a page that does not divid
   CHECK(e.cache.device_pages_per_lane == 1000000);
 }
 
+TEST_CASE(
+    "serving keys name file, line and key for an unknown router, negative rates, zero "
+    "replicas") {
+  ReplayConfig c;
+  const std::string router =
+      WriteTemp("router.yaml", "serving:\n  mode: serving\n  router: shortest\n");
+  const std::string e1 = ErrorOf([&] { LoadConfigFile(router, c); });
+  CHECK(e1.find(router + ":3") != std::string::npos);
+  CHECK(e1.find("serving.router") != std::string::npos);
+  CHECK(e1.find("round_robin, least_load, prefix") != std::string::npos);
+  const std::string rate = WriteTemp("rate.yaml", "serving:\n  decode_tokens_per_s: -5\n");
+  const std::string e2 = ErrorOf([&] { LoadConfigFile(rate, c); });
+  CHECK(e2.find(rate + ":2") != std::string::npos);
+  CHECK(e2.find("serving.decode_tokens_per_s") != std::string::npos);
+  CHECK(e2.find("must be >= 0") != std::string::npos);
+  const std::string zero = WriteTemp("zero.yaml", "serving:\n  replicas: 0\n");
+  const std::string e3 = ErrorOf([&] { LoadConfigFile(zero, c); });
+  CHECK(e3.find(zero + ":2") != std::string::npos);
+  CHECK(e3.find("serving.replicas") != std::string::npos);
+  CHECK(ErrorOf([&] { ApplyConfigSetting("trace.rate_scale=0", c); }).find("must be > 0") !=
+        std::string::npos);
+  CHECK(ErrorOf([&] { ApplyConfigSetting("serving.warmup_s=inf", c); }).find("finite") !=
+        std::string::npos);
+  ReplayConfig d;
+  ApplyConfigSetting("serving.mode=serving", d);
+  CHECK(ErrorOf([&] { ValidateConfig(d); }).find("needs a hardware profile") != std::string::npos);
+  ReplayConfig e;
+  ApplyConfigSetting("serving.chunk_tokens=512", e);
+  CHECK(ErrorOf([&] { ValidateConfig(e); }).find("needs batching") != std::string::npos);
+}
+
 }  // namespace kvlanes

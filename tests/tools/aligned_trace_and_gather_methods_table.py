@@ -28,6 +28,7 @@ subprocess.check_call([sys.executable, os.path.join(src, "tools/make_aligned_tra
 subprocess.check_call([kvlanes, "replay", "--trace", path("z.jsonl"), "--config", os.path.join(src, "config/default.yaml"),
                        "--set", "cache.cp_size=2", "--set", "cache.device_pages_per_lane=2000",
                        "--set", "cache.host_pages_per_lane=0", "--set", "gather.method=zigzag-gated",
+                       "--set", "serving.mode=sequential",
                        "--plan", path("z_plan.jsonl"), "-q"])
 gathers = []
 with open(path("z_plan.jsonl")) as f:

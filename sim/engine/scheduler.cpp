@@ -1,0 +1,304 @@
+#include "sim/engine/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+
+#include "sim/check.h"
+
+namespace kvlanes {
+
+double CostModelForward::PassBaseS() const {
+  return m_.hw().layer_base_s * static_cast<double>(m_.layers());
+}
+
+double CostModelForward::ChunkS(int64_t new_tokens, int64_t context_tokens) const {
+  return (m_.ComputeLayerS(new_tokens, context_tokens) - m_.hw().layer_base_s) *
+         static_cast<double>(m_.layers());
+}
+
+double CostModelForward::RequestExtraS(const RequestPlan& plan) const {
+  const RequestCost c = m_.Request(plan);
+  return std::max(0.0, c.service_s - c.compute_s);
+}
+
+namespace {
+
+constexpr int kRelease = 0;  // at one time: locks go first, so a pass formed then sees them gone
+constexpr int kPassEnd = 1;
+constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
+
+// SGLang's scheduler computes the longest-prefix order only for short queues and falls back
+// to first come first served above 128 waiting requests (its cost grows with the queue); so do
+// we, which also bounds the replay's cost.
+constexpr size_t kLpmMaxQueue = 128;
+
+int64_t ScaledNs(int64_t ns, double scale) {
+  return scale == 1.0 ? ns : std::llround(static_cast<double>(ns) / scale);
+}
+
+}  // namespace
+
+// An admitted request whose prefill has not finished.
+struct ServingReplay::Running {
+  size_t request = 0;
+  int64_t remaining = 0;  // tokens still to compute
+  int64_t context = 0;    // tokens before its next chunk
+  double extra_s = 0;     // RequestExtraS, charged with its first chunk
+  bool started = false;
+};
+
+struct ServingReplay::Replica {
+  const CachePolicy* policy = nullptr;
+  std::unique_ptr<ReplayEngine> engine;
+  std::deque<size_t> waiting;                    // routed here, not admitted; arrival order
+  std::vector<Running> running;                  // admission order
+  std::vector<std::pair<size_t, int64_t>> pass;  // (request, tokens) of the pass under way
+  bool busy = false;
+  int64_t load_tokens = 0;  // waiting inputs + running remainders
+  int64_t in_flight = 0;    // admitted, not released
+  ReplicaStats stats;
+};
+
+ServingReplay::ServingReplay(const ReplayConfig& cfg, std::vector<const CachePolicy*> policies,
+                             int64_t block_tokens, const ForwardCost& cost, EngineOptions opts)
+    : cfg_(cfg), cost_(cost), router_(MakeRouter(cfg.serving)) {
+  KV_CHECK(static_cast<int64_t>(policies.size()) == cfg.serving.replicas,
+           policies.size() << " policies for " << cfg.serving.replicas << " replicas");
+  for (const CachePolicy* p : policies) {
+    auto r = std::make_unique<Replica>();
+    r->policy = p;
+    r->engine = std::make_unique<ReplayEngine>(cfg, *p, block_tokens, opts);
+    replicas_.push_back(std::move(r));
+  }
+}
+
+ServingReplay::~ServingReplay() = default;
+
+const ReplayEngine& ServingReplay::engine(size_t r) const { return *replicas_[r]->engine; }
+
+void ServingReplay::Push(int64_t t, int kind, size_t replica, size_t request) {
+  heap_.push_back(Event{t, kind, seq_++, replica, request});
+  std::push_heap(heap_.begin(), heap_.end(), [](const Event& a, const Event& b) {
+    return std::tie(a.t, a.kind, a.seq) > std::tie(b.t, b.kind, b.seq);
+  });
+}
+
+const ServingResult& ServingReplay::Run(
+    const Trace& trace, const std::function<void(const RequestPlan&, int, size_t)>& on_admit,
+    const std::function<void(size_t, size_t)>& progress) {
+  trace_ = &trace;
+  on_admit_ = on_admit;
+  const size_t n = trace.requests.size();
+  result_ = ServingResult{};
+  result_.requests.resize(n);
+  result_.replicas.assign(replicas_.size(), ReplicaStats{});
+  admissions_.assign(n, Admission{});
+  heap_.clear();
+  admitted_ = 0;
+  const double scale = cfg_.trace.rate_scale;
+  for (size_t i = 0; i < n; ++i) {
+    ServedRequest& s = result_.requests[i];
+    s.arrival_ns = ScaledNs(trace.requests[i].arrival_ns, scale);
+    s.input_tokens = trace.requests[i].input_tokens;
+  }
+  if (n > 0) {
+    result_.first_arrival_ns = result_.requests.front().arrival_ns;
+    result_.last_arrival_ns = result_.requests.back().arrival_ns;
+  }
+  const auto later = [](const Event& a, const Event& b) {
+    return std::tie(a.t, a.kind, a.seq) > std::tie(b.t, b.kind, b.seq);
+  };
+  const size_t step = std::max<size_t>(1, n / 100);
+  size_t next = 0, reported = 0;
+  std::vector<char> dirty(replicas_.size(), 0);
+  while (next < n || !heap_.empty()) {
+    int64_t now = next < n ? result_.requests[next].arrival_ns : kUnlimited;
+    if (!heap_.empty()) now = std::min(now, heap_.front().t);
+    // Every event of this instant first, then the arrivals, then the idle replicas schedule:
+    // requests arriving together can share a pass.
+    while (!heap_.empty() && heap_.front().t == now) {
+      std::pop_heap(heap_.begin(), heap_.end(), later);
+      const Event e = heap_.back();
+      heap_.pop_back();
+      if (e.kind == kRelease) {
+        ReleaseRequest(e.replica, e.request, now);
+      } else {
+        EndPass(e.replica, now);
+      }
+      dirty[e.replica] = 1;
+    }
+    while (next < n && result_.requests[next].arrival_ns == now) {
+      Arrive(next, now);
+      dirty[static_cast<size_t>(result_.requests[next].replica)] = 1;
+      ++next;
+    }
+    for (size_t r = 0; r < replicas_.size(); ++r) {
+      if (!dirty[r]) continue;
+      dirty[r] = 0;
+      TrySchedule(r, now);
+    }
+    result_.end_ns = now;
+    if (progress && admitted_ / step != reported) {
+      reported = admitted_ / step;
+      progress(admitted_, n);
+    }
+  }
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    const Replica& rep = *replicas_[r];
+    KV_CHECK(rep.waiting.empty() && rep.running.empty() && rep.in_flight == 0 && !rep.busy,
+             "replica " << r << " left work after the last event");
+    result_.replicas[r] = rep.stats;
+  }
+  if (progress) progress(n, n);
+  return result_;
+}
+
+void ServingReplay::Arrive(size_t i, int64_t now) {
+  (void)now;
+  std::vector<ReplicaView> views;
+  views.reserve(replicas_.size());
+  for (const auto& r : replicas_) views.push_back(ReplicaView{r->engine.get(), r->load_tokens});
+  const Request& req = trace_->requests[i];
+  const size_t r = replicas_.size() == 1 ? 0 : router_->Route(req, views);
+  KV_CHECK(r < replicas_.size(), "router '" << router_->Name() << "' chose replica " << r);
+  Replica& rep = *replicas_[r];
+  result_.requests[i].replica = static_cast<int32_t>(r);
+  rep.waiting.push_back(i);
+  rep.load_tokens += req.input_tokens;
+  rep.stats.peak_queue = std::max<int64_t>(rep.stats.peak_queue, rep.waiting.size());
+}
+
+void ServingReplay::TrySchedule(size_t r, int64_t now) {
+  Replica& rep = *replicas_[r];
+  if (rep.busy) return;
+  const ServingConfig& sc = cfg_.serving;
+  const bool batching = sc.max_batch_tokens > 0;
+  const int64_t budget = batching ? sc.max_batch_tokens : kUnlimited;
+  const int64_t chunk = sc.chunk_tokens > 0 ? sc.chunk_tokens : kUnlimited;
+  const int64_t P = cfg_.cache.page_tokens;
+  int64_t left = budget;
+  rep.pass.clear();
+  // A request partly prefilled goes on first (SGLang schedules its chunked request before new
+  // ones), so a chunked prefill is never starved.
+  for (const Running& run : rep.running) {
+    if (left <= 0) break;
+    const int64_t take = std::min({run.remaining, chunk, left});
+    rep.pass.emplace_back(run.request, take);
+    left -= take;
+  }
+  // Then new requests, in the schedule's order.
+  std::vector<size_t> order(rep.waiting.begin(), rep.waiting.end());
+  std::vector<int64_t> peeked(order.size(), -1);
+  if (sc.schedule == "lpm" && order.size() > 1 && order.size() <= kLpmMaxQueue) {
+    std::vector<std::pair<int64_t, size_t>> keyed;
+    keyed.reserve(order.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      const MatchPeek m = rep.engine->Peek(trace_->requests[order[k]]);
+      keyed.emplace_back(-(m.device_pages + m.host_pages), k);
+    }
+    std::stable_sort(keyed.begin(), keyed.end());  // longest first; ties by arrival
+    std::vector<size_t> sorted;
+    for (const auto& [neg, k] : keyed) sorted.push_back(order[k]);
+    order = std::move(sorted);
+  }
+  std::vector<size_t> taken;
+  for (size_t i : order) {
+    if (left <= 0) break;
+    if (!batching && !rep.pass.empty()) break;
+    const Request& req = trace_->requests[i];
+    if (batching && sc.chunk_tokens == 0 && !rep.pass.empty()) {
+      // Without chunking a request goes whole: it must fit what is left of the budget (its
+      // tokens less the cached prefix it would match now), unless it is alone in the pass.
+      const MatchPeek m = rep.engine->Peek(req);
+      if (req.input_tokens - (m.device_pages + m.host_pages) * P > left) break;
+    }
+    // A request that cannot find its pages while others hold theirs waits for them, as SGLang's
+    // scheduler stops adding requests when its allocator runs out; with nothing in flight it
+    // goes on and, if its pages still cannot be found, is computed uncached (docs/serving.md).
+    if (rep.in_flight > 0 && !rep.engine->CouldAllocate(req)) {
+      if (!result_.requests[i].waited_for_pages) ++rep.stats.page_waits;
+      result_.requests[i].waited_for_pages = true;
+      break;
+    }
+    const bool record = on_admit_ || cost_.NeedsPlan();
+    const Admission a = rep.engine->Admit(req, record ? &plan_ : nullptr);
+    admissions_[i] = a;
+    ++admitted_;
+    ++rep.in_flight;
+    ServedRequest& s = result_.requests[i];
+    s.admit_ns = now;
+    s.hit_tokens = a.hit_tokens;
+    s.computed_tokens = a.computed_tokens;
+    s.cached = a.cached;
+    if (record) plan_.replica = static_cast<int64_t>(r);
+    if (on_admit_) on_admit_(plan_, static_cast<int>(r), i);
+    Running run{i, a.computed_tokens, a.prefix_tokens,
+                cost_.NeedsPlan() ? cost_.RequestExtraS(plan_) : 0.0, false};
+    rep.load_tokens += a.computed_tokens - req.input_tokens;
+    const int64_t take =
+        batching && sc.chunk_tokens > 0 ? std::min({run.remaining, chunk, left}) : run.remaining;
+    rep.pass.emplace_back(i, take);
+    left -= take;
+    rep.running.push_back(run);
+    taken.push_back(i);
+  }
+  for (size_t i : taken) rep.waiting.erase(std::find(rep.waiting.begin(), rep.waiting.end(), i));
+  if (rep.pass.empty()) return;
+  double pass_s = cost_.PassBaseS();
+  int64_t tokens = 0;
+  for (const auto& [i, take] : rep.pass) {
+    Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
+                                 [i = i](const Running& x) { return x.request == i; });
+    pass_s += cost_.ChunkS(take, run.context);
+    if (!run.started) pass_s += run.extra_s;
+    run.started = true;
+    tokens += take;
+  }
+  const int64_t pass_ns = std::max<int64_t>(1, std::llround(pass_s * 1e9));
+  rep.busy = true;
+  rep.stats.busy_ns += pass_ns;
+  ++rep.stats.passes;
+  rep.stats.pass_tokens += tokens;
+  Push(now + pass_ns, kPassEnd, r, 0);
+}
+
+void ServingReplay::EndPass(size_t r, int64_t now) {
+  Replica& rep = *replicas_[r];
+  KV_CHECK(rep.busy, "pass end on idle replica " << r);
+  rep.busy = false;
+  std::vector<size_t> done;
+  for (const auto& [i, take] : rep.pass) {
+    Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
+                                 [i = i](const Running& x) { return x.request == i; });
+    run.context += take;
+    run.remaining -= take;
+    rep.load_tokens -= take;
+    KV_CHECK(run.remaining >= 0, "request " << i << " computed past its input");
+    if (run.remaining == 0) done.push_back(i);
+  }
+  rep.pass.clear();
+  std::erase_if(rep.running, [](const Running& x) { return x.remaining == 0; });
+  const double rate = cfg_.serving.decode_tokens_per_s;
+  for (size_t i : done) {
+    result_.requests[i].first_token_ns = now;
+    const int64_t out = trace_->requests[i].output_tokens;
+    const int64_t hold_ns =
+        rate > 0 && out > 0 ? std::llround(static_cast<double>(out) / rate * 1e9) : 0;
+    if (hold_ns == 0) {
+      ReleaseRequest(r, i, now);
+    } else {
+      Push(now + hold_ns, kRelease, r, i);
+    }
+  }
+}
+
+void ServingReplay::ReleaseRequest(size_t r, size_t i, int64_t now) {
+  Replica& rep = *replicas_[r];
+  rep.engine->Release(admissions_[i]);
+  --rep.in_flight;
+  result_.requests[i].release_ns = now;
+}
+
+}  // namespace kvlanes

@@ -1,0 +1,139 @@
+// Serving mode (docs/serving.md): an event-driven model of R data-parallel replicas of one CP
+// group, each with its own cache (a ReplayEngine), behind a router. Requests arrive at their
+// trace times (divided by trace.rate_scale), wait in their replica's queue, are matched when
+// admitted, and are prefilled in forward passes under a token budget (serving.max_batch_tokens)
+// with chunked prefill (serving.chunk_tokens). An admitted request keeps its matched prefix and
+// its inserted pages locked until its prefill ends plus the modelled decode time
+// (output_tokens / serving.decode_tokens_per_s). Simulated time is integer nanoseconds; events
+// are ordered by (time, kind, sequence), so the same inputs give the same schedule.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "sim/cache/policy.h"
+#include "sim/config.h"
+#include "sim/engine/replay_engine.h"
+#include "sim/engine/router.h"
+#include "sim/predict/cost_model.h"
+#include "sim/predict/plan.h"
+#include "traces/trace.h"
+
+namespace kvlanes {
+
+// The time of a forward pass, the seam between the scheduler and the cost model. A pass takes
+// PassBaseS() + the ChunkS of each chunk in it + the RequestExtraS of each request whose first
+// chunk it runs (docs/serving.md#pass-time).
+class ForwardCost {
+ public:
+  virtual ~ForwardCost() = default;
+  // Fixed cost of one forward pass, all layers (paid once per pass: what batching amortizes).
+  virtual double PassBaseS() const = 0;
+  // Compute a chunk of `new_tokens` adds after `context_tokens` of its request, all layers.
+  virtual double ChunkS(int64_t new_tokens, int64_t context_tokens) const = 0;
+  // A request's cost beyond its compute (gather, load-back stalls, backups beyond the forward
+  // pass, write-back at eviction), from its plan.
+  virtual double RequestExtraS(const RequestPlan& plan) const = 0;
+  // Whether RequestExtraS reads the plan (the scheduler records plans only then or for a sink).
+  virtual bool NeedsPlan() const = 0;
+};
+
+// ForwardCost from the cost model's terms (docs/cost_model.md): the pass base is layers x
+// layer_base_s; a chunk adds layers x (ComputeLayerS(n, context) - layer_base_s); the extra is
+// service_s - compute_s of CostModel::Request. One request alone in one pass takes exactly its
+// CostModel::Request service time.
+class CostModelForward final : public ForwardCost {
+ public:
+  explicit CostModelForward(const CostModel& m) : m_(m) {}
+  double PassBaseS() const override;
+  double ChunkS(int64_t new_tokens, int64_t context_tokens) const override;
+  double RequestExtraS(const RequestPlan& plan) const override;
+  bool NeedsPlan() const override { return true; }
+
+ private:
+  const CostModel& m_;
+};
+
+// One request's life in serving mode (times in simulated ns from the trace's time origin,
+// after trace.rate_scale).
+struct ServedRequest {
+  int32_t replica = -1;
+  int64_t arrival_ns = 0;
+  int64_t admit_ns = -1;        // matched and given its pages
+  int64_t first_token_ns = -1;  // end of the pass that computed its last chunk
+  int64_t release_ns = -1;      // its locks released (after the modelled decode)
+  int64_t input_tokens = 0;
+  int64_t hit_tokens = 0;  // device hit + loaded back
+  int64_t computed_tokens = 0;
+  bool cached = true;
+  bool waited_for_pages = false;  // could not get pages at its turn while others were in flight
+};
+
+struct ReplicaStats {
+  int64_t busy_ns = 0;  // sum of its forward passes
+  int64_t passes = 0;
+  int64_t pass_tokens = 0;  // tokens computed in its passes
+  int64_t peak_queue = 0;   // most requests waiting at once
+  int64_t page_waits = 0;   // times admission stopped because pages could not be found
+};
+
+struct ServingResult {
+  std::vector<ServedRequest> requests;  // trace order
+  std::vector<ReplicaStats> replicas;
+  int64_t first_arrival_ns = 0;
+  int64_t last_arrival_ns = 0;
+  int64_t end_ns = 0;  // last event
+};
+
+class ServingReplay {
+ public:
+  // REQUIRES: cfg validated; policies.size() == cfg.serving.replicas, one policy object per
+  // replica (policies may keep state per cache); `cost` outlives the replay.
+  ServingReplay(const ReplayConfig& cfg, std::vector<const CachePolicy*> policies,
+                int64_t block_tokens, const ForwardCost& cost, EngineOptions opts = {});
+  ~ServingReplay();
+
+  // Serves the whole trace. on_admit(plan, replica, trace index), when set, is called at each admission with
+  // the request's plan (plan.replica set). progress(done, total) now and then (may be empty).
+  const ServingResult& Run(const Trace& trace,
+                           const std::function<void(const RequestPlan&, int, size_t)>& on_admit,
+                           const std::function<void(size_t, size_t)>& progress);
+
+  size_t replicas() const { return replicas_.size(); }
+  const ReplayEngine& engine(size_t r) const;
+  const ServingResult& result() const { return result_; }
+
+ private:
+  struct Replica;
+  struct Running;
+  void Arrive(size_t i, int64_t now);
+  void TrySchedule(size_t r, int64_t now);
+  void EndPass(size_t r, int64_t now);
+  void ReleaseRequest(size_t r, size_t i, int64_t now);
+  // Pushes an event; kinds order events of one time: releases, then pass ends.
+  void Push(int64_t t, int kind, size_t replica, size_t request);
+
+  ReplayConfig cfg_;
+  const ForwardCost& cost_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::unique_ptr<Router> router_;
+  const Trace* trace_ = nullptr;
+  std::function<void(const RequestPlan&, int, size_t)> on_admit_;
+  std::vector<Admission> admissions_;  // per trace index
+  ServingResult result_;
+  struct Event {
+    int64_t t;
+    int kind;
+    uint64_t seq;
+    size_t replica;
+    size_t request;
+  };
+  std::vector<Event> heap_;
+  uint64_t seq_ = 0;
+  size_t admitted_ = 0;
+  RequestPlan plan_;
+};
+
+}  // namespace kvlanes
