@@ -31,7 +31,7 @@ std::vector<J> RunReplayJobs(const std::vector<ReplayJob>& jobs, int threads,
       try {
         const ReplayJob& job = jobs[i];
         auto policy = MakePolicy(job.policy, job.config, *job.trace);
-        J report = RunReplay(job.config, *policy, *job.trace, {}, nullptr);
+        J report = RunReplay(job.config, *policy, *job.trace, job.engine, nullptr);
         std::lock_guard<std::mutex> lock(mu);
         results[i] = std::move(report);
         if (on_done) on_done(i, results[i]);
