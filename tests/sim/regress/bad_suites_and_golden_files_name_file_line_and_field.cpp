@@ -34,19 +34,20 @@ TEST_CASE("a good suite loads and resolves its paths against its own folder") {
   std::filesystem::copy_file(ExcerptTrace(), TempDir() + "/sub/t.jsonl",
                              std::filesystem::copy_options::overwrite_existing);
   std::ofstream(TempDir() + "/sub/cfg.yaml") << "cache:\n  cp_size: 2\n";
-  const regress::Suite s = regress::LoadSuite(
-      WriteSuite("sub/good.yaml", "metrics: {token_hit_ratio: {abs: 0.001}}\n"
-                                  "policies: all\n"
-                                  "cases:\n"
-                                  "  - name: a\n"
-                                  "    traces: t.jsonl\n"
-                                  "    config: cfg.yaml\n"
-                                  "    set: {cache.device_pages_per_lane: 6000}\n"
-                                  "  - name: b\n"
-                                  "    traces: [t.jsonl]\n"
-                                  "    policies: [beta]\n"
-                                  "    metrics: {evicted_pages: {}, host_writes.pages: {}}\n"),
-      TwoPolicies());
+  const regress::Suite s =
+      regress::LoadSuite(WriteSuite("sub/good.yaml",
+                                    "metrics: {token_hit_ratio: {abs: 0.001}}\n"
+                                    "policies: all\n"
+                                    "cases:\n"
+                                    "  - name: a\n"
+                                    "    traces: t.jsonl\n"
+                                    "    config: cfg.yaml\n"
+                                    "    set: {cache.device_pages_per_lane: 6000}\n"
+                                    "  - name: b\n"
+                                    "    traces: [t.jsonl]\n"
+                                    "    policies: [beta]\n"
+                                    "    metrics: {evicted_pages: {}, host_writes.pages: {}}\n"),
+                         TwoPolicies());
   REQUIRE(s.cases.size() == 2);
   CHECK(s.cases[0].traces[0] == TempDir() + "/sub/t.jsonl");
   CHECK(s.cases[0].config.cache.cp_size == 2);

@@ -12,14 +12,17 @@ using regress::Json;
 namespace {
 
 regress::Suite HandSuite() {
-  return regress::LoadSuite(WriteSuite("hand.yaml", "cases:\n"
-                                                    "  - name: c\n"
-                                                    "    traces: [" + ExcerptTrace() + "]\n"
-                                                    "    policies: [alpha, beta]\n"
-                                                    "    metrics:\n"
-                                                    "      token_hit_ratio: {abs: 0.001}\n"
-                                                    "      evicted_pages: {}\n"
-                                                    "      gather.method_counts: {}\n"),
+  return regress::LoadSuite(WriteSuite("hand.yaml",
+                                       "cases:\n"
+                                       "  - name: c\n"
+                                       "    traces: [" +
+                                           ExcerptTrace() +
+                                           "]\n"
+                                           "    policies: [alpha, beta]\n"
+                                           "    metrics:\n"
+                                           "      token_hit_ratio: {abs: 0.001}\n"
+                                           "      evicted_pages: {}\n"
+                                           "      gather.method_counts: {}\n"),
                             TwoPolicies());
 }
 
@@ -135,20 +138,23 @@ TEST_CASE("a run without a baseline moves; golden entries the suite dropped are 
 TEST_CASE("a tolerance loosened in the suite applies without a new baseline") {
   const regress::Suite s = HandSuite();
   const auto runs = regress::SuiteRuns(s);
-  const regress::Golden golden = AsGolden(
-      regress::GoldenJson(s, runs, {Leaves(0.5, 10, 0, {}), Leaves(0.4, 12, 1, {})}));
+  const regress::Golden golden =
+      AsGolden(regress::GoldenJson(s, runs, {Leaves(0.5, 10, 0, {}), Leaves(0.4, 12, 1, {})}));
   const std::vector<Json> now = {Leaves(0.502, 10, 0, {}), Leaves(0.4, 12, 1, {})};
   CHECK(regress::Compare(s, runs, now, golden).moved.size() == 1);
-  const regress::Suite loose = regress::LoadSuite(
-      WriteSuite("loose.yaml", "cases:\n"
-                               "  - name: c\n"
-                               "    traces: [" + ExcerptTrace() + "]\n"
-                               "    policies: [alpha, beta]\n"
-                               "    metrics:\n"
-                               "      token_hit_ratio: {rel: 0.01}\n"
-                               "      evicted_pages: {}\n"
-                               "      gather.method_counts: {}\n"),
-      TwoPolicies());
+  const regress::Suite loose =
+      regress::LoadSuite(WriteSuite("loose.yaml",
+                                    "cases:\n"
+                                    "  - name: c\n"
+                                    "    traces: [" +
+                                        ExcerptTrace() +
+                                        "]\n"
+                                        "    policies: [alpha, beta]\n"
+                                        "    metrics:\n"
+                                        "      token_hit_ratio: {rel: 0.01}\n"
+                                        "      evicted_pages: {}\n"
+                                        "      gather.method_counts: {}\n"),
+                         TwoPolicies());
   CHECK(loose.hash != s.hash);
   CHECK(regress::Compare(loose, runs, now, golden).moved.empty());
 }

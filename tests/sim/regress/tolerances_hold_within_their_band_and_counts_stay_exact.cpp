@@ -55,8 +55,8 @@ TEST_CASE("a relative tolerance scales with the baseline's magnitude") {
 
 TEST_CASE("with both, the wider band wins") {
   const Tolerance t{1.0, 0.01};
-  CHECK(t.Band(50.0) == 1.0);                          // abs wider than 0.5
-  CHECK(t.Band(500.0) == doctest::Approx(5.0));        // rel wider than 1
+  CHECK(t.Band(50.0) == 1.0);                    // abs wider than 0.5
+  CHECK(t.Band(500.0) == doctest::Approx(5.0));  // rel wider than 1
   CHECK(t.Holds(J(50.0), J(51.0)));
   CHECK_FALSE(t.Holds(J(50.0), J(51.5)));
   CHECK(t.Holds(J(500.0), J(504.0)));
