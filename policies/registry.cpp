@@ -1,11 +1,18 @@
 #include "policies/registry.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
 #include "traces/input_error.h"
 
 namespace kvlanes {
 
-const std::vector<PolicyInfo>& RegisteredPolicies() {
-  static const std::vector<PolicyInfo> table = {
+namespace {
+
+// The table RegisteredPolicies returns; RegisterPolicy appends to it before any replay starts.
+std::vector<PolicyInfo>& Table() {
+  static std::vector<PolicyInfo> table = {
       {"lanes",
        "owner-lane aware eviction per deficit lane, counting ancestors the cascade unlocks",
        &MakeLanesPolicy},
@@ -43,6 +50,34 @@ const std::vector<PolicyInfo>& RegisteredPolicies() {
        [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("arc", c, t); }},
   };
   return table;
+}
+
+bool ValidPolicyName(std::string_view name) {
+  if (name.empty()) return false;
+  for (char ch : name)
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ||
+          ch == '+'))
+      return false;
+  return true;
+}
+
+}  // namespace
+
+const std::vector<PolicyInfo>& RegisteredPolicies() { return Table(); }
+
+void RegisterPolicy(const PolicyInfo& info) {
+  const std::string_view name = info.name ? info.name : "";
+  const char* why = nullptr;
+  if (!ValidPolicyName(name)) why = "a policy name is lower case letters, digits, '_', '-', '+'";
+  if (!info.make) why = "no factory";
+  for (const auto& p : Table())
+    if (name == p.name) why = "the name is taken";
+  if (why) {
+    std::fprintf(stderr, "kvlanes: cannot register policy '%s': %s\n", info.name ? info.name : "",
+                 why);
+    std::abort();
+  }
+  Table().push_back(PolicyInfo{info.name, info.help ? info.help : "", info.make});
 }
 
 std::string PolicyNames() {

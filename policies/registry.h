@@ -23,7 +23,22 @@ struct PolicyInfo {
   PolicyFactory make;
 };
 
+// The built-in table followed by the policies added with RegisterPolicy, in registration order.
 const std::vector<PolicyInfo>& RegisteredPolicies();
+// Adds a policy defined outside this repository (docs/policies.md, "Out-of-tree policies"), so
+// every command, `policies: all` in a regress suite and the help list it like a built-in one.
+// REQUIRES: called before any replay starts (a static PolicyRegistrar, or main before
+// kvlanes::cli::Main); `info.name` follows the naming rule of docs/architecture.md and is not
+// taken (aborts otherwise: two policies of one name would make every result ambiguous); the
+// strings have static storage.
+void RegisterPolicy(const PolicyInfo& info);
+// Registers a policy at static initialization: `const kvlanes::PolicyRegistrar r{"name", "help",
+// &MakeMyPolicy};` at namespace scope in a file of the executable.
+struct PolicyRegistrar {
+  PolicyRegistrar(const char* name, const char* help, PolicyFactory make) {
+    RegisterPolicy(PolicyInfo{name, help, make});
+  }
+};
 // Besides the table, any `NAME+tinylfu` is a policy, NAME a table name that is neither a
 // composite nor `oracle` (the oracle decides its own admission); the table lists the
 // combinations that the conformance and golden tests pin.

@@ -20,5 +20,12 @@ int CmdExec(int argc, const char* const* argv);          // tools/cmd_exec.cpp
 int CmdCalibrate(int argc, const char* const* argv);     // tools/cmd_calibrate.cpp
 int CmdCheck(int argc, const char* const* argv);         // tools/cmd_check.cpp
 int CmdBenchSweep(int argc, const char* const* argv);    // tools/cmd_bench_sweep.cpp
+int CmdRegRecord(int argc, const char* const* argv);     // tools/cmd_regress.cpp
+int CmdRegCheck(int argc, const char* const* argv);      // tools/cmd_regress.cpp
+int CmdRegConform(int argc, const char* const* argv);    // tools/cmd_regress.cpp
+
+// The whole `kvlanes` command line (tools/kvlanes_main.cpp): what `main` calls, and what a binary
+// built outside this repository calls after registering its policies (docs/policies.md).
+int Main(int argc, char** argv);
 
 }  // namespace kvlanes::cli

@@ -38,6 +38,11 @@ const Entry kCommands[] = {
      "GPU: measure every operation kind over a grid of sizes"},
     {"bench replay", &kvlanes::cli::CmdBenchReplay,
      "replay speed: requests/s, page operations/s, peak memory"},
+    {"regress record", &kvlanes::cli::CmdRegRecord, "run a regress suite, write its golden file"},
+    {"regress check", &kvlanes::cli::CmdRegCheck,
+     "rerun a regress suite: which pinned metrics moved"},
+    {"regress conform", &kvlanes::cli::CmdRegConform,
+     "every run of a suite keeps the policy invariants"},
     {"bench kernels", &kvlanes::cli::CmdBenchKernels,
      "GPU: bandwidth of the materialization and tier-copy kernels vs plain copies"},
 };
@@ -129,7 +134,7 @@ int Dispatch(int argc, const char* const* argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int kvlanes::cli::Main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       (!std::strcmp(argv[1], "help") && argc == 2)) {
     Usage(argc < 2 ? stderr : stdout);

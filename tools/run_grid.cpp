@@ -35,7 +35,7 @@ std::vector<J> RunReplayJobs(const std::vector<ReplayJob>& jobs, int threads,
         auto policy = MakePolicy(job.policy, job.config, *job.trace);
         ReplaySinks sinks;
         sinks.replica_policy = [&job] { return MakePolicy(job.policy, job.config, *job.trace); };
-        J report = RunReplay(job.config, *policy, *job.trace, {}, nullptr, sinks);
+        J report = RunReplay(job.config, *policy, *job.trace, job.engine, nullptr, sinks);
         std::lock_guard<std::mutex> lock(mu);
         results[i] = std::move(report);
         if (on_done) on_done(i, results[i]);

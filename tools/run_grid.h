@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/config.h"
+#include "sim/engine/replay_engine.h"
 #include "traces/trace.h"
 
 namespace kvlanes::cli {
@@ -21,6 +22,7 @@ struct ReplayJob {
   std::string policy;
   ReplayConfig config;
   const Trace* trace = nullptr;  // not owned; outlives the run
+  EngineOptions engine = {};     // e.g. check_invariants for conformance runs
 };
 
 // Runs every job on up to `threads` threads and returns the reports in job order. on_done(i,
