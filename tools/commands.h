@@ -20,5 +20,6 @@ int CmdExec(int argc, const char* const* argv);          // tools/cmd_exec.cpp
 int CmdCalibrate(int argc, const char* const* argv);     // tools/cmd_calibrate.cpp
 int CmdCheck(int argc, const char* const* argv);         // tools/cmd_check.cpp
 int CmdBenchSweep(int argc, const char* const* argv);    // tools/cmd_bench_sweep.cpp
+int CmdBenchRead(int argc, const char* const* argv);     // tools/cmd_bench_read.cpp
 
 }  // namespace kvlanes::cli

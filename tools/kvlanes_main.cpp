@@ -38,6 +38,8 @@ const Entry kCommands[] = {
      "GPU: measure every operation kind over a grid of sizes"},
     {"bench replay", &kvlanes::cli::CmdBenchReplay,
      "replay speed: requests/s, page operations/s, peak memory"},
+    {"bench read", &kvlanes::cli::CmdBenchRead,
+     "trace loading speed: read (the ceiling), parse and load, GB/s"},
     {"bench kernels", &kvlanes::cli::CmdBenchKernels,
      "GPU: bandwidth of the materialization and tier-copy kernels vs plain copies"},
 };

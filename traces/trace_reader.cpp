@@ -66,7 +66,7 @@ std::string ReadFileText(const std::string& path, int64_t max_bytes) {
       std::fclose(f);
       TooLarge(path, std::to_string(st.st_size) + " bytes", max_bytes);
     }
-    data.reserve(static_cast<size_t>(st.st_size));
+    data.reserve(static_cast<size_t>(st.st_size) + (size_t{1} << 20) + 1);
   }
   // Read in chunks, whatever the file is: a FIFO or a device has no size, and one that never ends
   // stops at the limit; binary data stops at its first control byte.
