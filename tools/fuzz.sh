@@ -23,9 +23,10 @@ done
 ((${#readers[@]})) || readers=(mooncake kvtester tokens)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang)" >&2; exit 2; }
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+mkdir -p "$build"
 cmake -S . -B "$build" "${gen[@]}" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKVLANES_FUZZ=ON -DKVLANES_CUDA=OFF >"$build.configure.log" 2>&1 || {
-  cat "$build.configure.log" >&2; exit 1; }
+  -DKVLANES_FUZZ=ON -DKVLANES_CUDA=OFF >"$build/configure.log" 2>&1 || {
+  cat "$build/configure.log" >&2; exit 1; }
 targets=(); for r in "${readers[@]}"; do targets+=("fuzz_$r"); done
 cmake --build "$build" --target "${targets[@]}" -j "$(nproc)"
 status=0

@@ -123,8 +123,9 @@ class TextScanner {
 
 // One field a JSONL reader wants from each record.
 struct RecordField {
-  explicit RecordField(const char* n, bool list = false) : name(n), int_list(list) {}
+  explicit RecordField(const char* n, bool list = false) : name(n), key(n), int_list(list) {}
   const char* name;
+  std::string_view key;  // == name
   // Read as an array of integers on the fly: `list` gets one entry per element (the value of a
   // plain non-negative integer literal below 2^64, else 0 and the first such element is `bad`).
   bool int_list;
