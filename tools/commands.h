@@ -20,6 +20,7 @@ int CmdExec(int argc, const char* const* argv);          // tools/cmd_exec.cpp
 int CmdCalibrate(int argc, const char* const* argv);     // tools/cmd_calibrate.cpp
 int CmdCheck(int argc, const char* const* argv);         // tools/cmd_check.cpp
 int CmdBenchSweep(int argc, const char* const* argv);    // tools/cmd_bench_sweep.cpp
+int CmdBenchRead(int argc, const char* const* argv);     // tools/cmd_bench_read.cpp
 int CmdRegRecord(int argc, const char* const* argv);     // tools/cmd_regress.cpp
 int CmdRegCheck(int argc, const char* const* argv);      // tools/cmd_regress.cpp
 int CmdRegConform(int argc, const char* const* argv);    // tools/cmd_regress.cpp

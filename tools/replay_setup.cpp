@@ -23,7 +23,11 @@ void AddReplayOptions(po::options_description& desc) {
       "hardware profile YAML for predictions (sets hardware.profile)")(
       "set", po::value<std::vector<std::string>>()->composing(),
       "override one config key: --set cache.cp_size=8 (repeatable)")(
-      "allow-unsorted", po::bool_switch(), "accept timestamps going backwards (stable-sorts them)");
+      "allow-unsorted", po::bool_switch(), "accept timestamps going backwards (stable-sorts them)")(
+      "max-file-bytes", po::value<int64_t>()->default_value(TraceOptions::kDefaultMaxFileBytes),
+      "largest trace file read (a FIFO or device stops there)")(
+      "max-line-bytes", po::value<int64_t>()->default_value(TraceOptions::kDefaultMaxLineBytes),
+      "longest JSONL record line read");
 }
 
 ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
@@ -46,6 +50,8 @@ Trace LoadTraceFor(const ReplayConfig& cfg, const po::variables_map& vm) {
   opt.page_tokens = cfg.cache.page_tokens;
   opt.block_tokens = cfg.trace.block_tokens;
   opt.allow_unsorted = vm.count("allow-unsorted") && vm["allow-unsorted"].as<bool>();
+  if (vm.count("max-file-bytes")) opt.max_file_bytes = vm["max-file-bytes"].as<int64_t>();
+  if (vm.count("max-line-bytes")) opt.max_line_bytes = vm["max-line-bytes"].as<int64_t>();
   std::optional<TraceFormat> fmt;
   if (cfg.trace.format != "auto") fmt = ParseTraceFormat(cfg.trace.format);
   Trace trace = LoadTrace(vm["trace"].as<std::vector<std::string>>(), fmt, opt);

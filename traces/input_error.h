@@ -18,11 +18,14 @@ class InputError : public std::runtime_error {
       : std::runtime_error(Format(file, line, field, message)),
         file_(std::move(file)),
         line_(line),
-        field_(std::move(field)) {}
+        field_(std::move(field)),
+        message_(std::move(message)) {}
 
   const std::string& file() const { return file_; }
   int64_t line() const { return line_; }
   const std::string& field() const { return field_; }
+  // The message without the location prefix.
+  const std::string& message() const { return message_; }
 
  private:
   static std::string Format(const std::string& file, int64_t line, const std::string& field,
@@ -41,6 +44,7 @@ class InputError : public std::runtime_error {
   std::string file_;
   int64_t line_;
   std::string field_;
+  std::string message_;
 };
 
 }  // namespace kvlanes

@@ -1,51 +1,36 @@
 // kv-cache-tester JSON: one conversation a file, one JSON object whose `requests` list may nest
 // sub-agent groups; they are flattened into one list in time order. Errors name the line where
-// the offending request object starts (json_location.h finds it).
+// the offending request object starts. The document is parsed once into a flat node array
+// (json_scan.h); nesting is walked with an explicit stack, never by recursion, so the depth of the
+// input cannot exhaust the call stack (the parser's depth limit bounds it anyway).
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "traces/format_readers.h"
-#include "traces/json_location.h"
+#include "traces/json_scan.h"
 #include "traces/record_fields.h"
 
 namespace kvlanes::reader {
 
 namespace {
 
-using json = nlohmann::json;
-
 constexpr int64_t kNsPerSecond = 1'000'000'000;
-
-json ParseDocument(const std::string& path, const std::string& data) {
-  try {
-    return json::parse(data);
-  } catch (const json::parse_error& err) {
-    // err.byte is the 1-based offset of the offending character.
-    Fail(Where{path, LineOfByte(data, err.byte)}, "",
-         "malformed JSON: " + ParseErrorReason(err.what()));
-  }
-}
-
-bool IsSubagentGroup(const json& item) {
-  const auto type = item.find("type");
-  return type != item.end() && type->is_string() &&
-         type->get_ref<const std::string&>() == "subagent";
-}
 
 class KvTesterReader {
  public:
   KvTesterReader(const std::string& path, const std::string& data, const TraceOptions& opt,
                  FileTrace* out)
-      : path_(path), data_(data), opt_(opt), out_(out) {}
+      : path_(path), tree_(data, path), opt_(opt), out_(out) {}
 
   void Read() {
-    const json root = ParseDocument(path_, data_);
-    const Where w{path_, root.is_object() ? JsonLineOf(data_, {}) : 1};
-    if (!root.is_object()) {
-      Fail(w, "", "a kv-cache-tester trace must be one JSON object, got " + Describe(root));
+    const JsonNode& root = tree_.root();
+    const Where w{path_, root.line};
+    if (root.kind != JsonKind::kObject) {
+      Fail(w, "", "a kv-cache-tester trace must be one JSON object, got " + Describe(root.raw()));
     }
-    ReadHeader(root, w);
-    Flatten(Field(root, "requests", w), {std::string("requests")}, /*base_ns=*/0, w.line);
+    ReadHeader(w);
+    Flatten(Member(0, "requests"), w.line, w);
     // Sub-agent requests interleave with the parent's: put the flat list in time order. Stable,
     // so simultaneous requests keep document order.
     std::stable_sort(
@@ -54,58 +39,105 @@ class KvTesterReader {
   }
 
  private:
+  // The member `key` of the object node `obj` as a RawValue, or null when absent.
+  const RawValue* Member(size_t obj, const char* key) {
+    const size_t i = tree_.Member(obj, key);
+    if (i == 0) return nullptr;
+    scratch_.push_back(tree_.node(i).raw());
+    return &scratch_.back();
+  }
+  size_t MemberIndex(size_t obj, const char* key) const { return tree_.Member(obj, key); }
+
   // block_size (checked against a requested block_tokens) and hash_id_scope.
-  void ReadHeader(const json& root, const Where& w) {
-    block_ = PositiveIntField(root, "block_size", w);
+  void ReadHeader(const Where& w) {
+    block_ = PositiveIntField(Member(0, "block_size"), "block_size", w);
     if (opt_.block_tokens > 0 && opt_.block_tokens != block_) {
       Fail(w, "block_size",
            "the file's block size is " + std::to_string(block_) + " tokens but block_tokens " +
                std::to_string(opt_.block_tokens) +
                " was requested; kv-cache-tester ids cover block_size tokens each");
     }
-    if (const auto it = root.find("hash_id_scope"); it != root.end() && !it->is_string()) {
-      Fail(w, "hash_id_scope", "must be a string, got " + Describe(*it));
+    if (const RawValue* scope = Member(0, "hash_id_scope");
+        scope != nullptr && scope->kind != JsonKind::kString) {
+      Fail(w, "hash_id_scope", "must be a string, got " + Describe(*scope));
     }
     out_->block_tokens = block_;
   }
 
-  // Appends the requests of one list (the conversation's, or a sub-agent's whose times are
-  // relative to base_ns) and, recursively, of the sub-agent groups it contains. `at` is the
-  // list's path in the document; `list_line` the line of the object that holds it.
-  void Flatten(const json& list, const std::vector<JsonStep>& at, int64_t base_ns,
-               int64_t list_line) {
-    if (!list.is_array()) {
-      Fail(Where{path_, list_line}, "requests", "must be an array, got " + Describe(list));
-    }
-    const std::vector<int64_t> lines = JsonElementLines(data_, at);
-    OrderCheck order(opt_.allow_unsorted, "t", "s", kNsPerSecond);
-    for (size_t i = 0; i < list.size(); ++i) {
-      const json& item = list[i];
-      const bool located = item.is_object() && i < lines.size();
-      const Where w{path_, located ? lines[i] : list_line};
-      if (!item.is_object())
-        Fail(w, "requests", "each request must be an object, got " + Describe(item));
-      const int64_t t_ns = SecondsTimestampField(item, "t", w);
-      order.Next(t_ns, w);
+  bool IsSubagentGroup(size_t item) const {
+    const size_t type = tree_.Member(item, "type");
+    return type != 0 && tree_.node(type).kind == JsonKind::kString &&
+           tree_.StringValue(type) == "subagent";
+  }
+
+  // One list being walked: the conversation's, or a sub-agent's whose times count from base_ns.
+  struct Frame {
+    size_t list;       // the array node
+    size_t next;       // the next element's node
+    int64_t base_ns;   // the list's time origin
+    int64_t line;      // line of the object that holds the list (for errors about the list)
+    OrderCheck order;  // times must not go backwards within one list
+  };
+
+  // Appends the requests of the conversation's list and, in document order (depth first), of the
+  // sub-agent groups it contains. `list` is the value of the root's `requests` (null: missing).
+  void Flatten(const RawValue* list, int64_t list_line, const Where& w) {
+    const RawValue& l = Field(list, "requests", w);
+    std::vector<Frame> stack;
+    Push(&stack, MemberIndex(0, "requests"), l, 0, list_line);
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      if (f.next >= tree_.node(f.list).end) {
+        stack.pop_back();
+        continue;
+      }
+      const size_t item = f.next;
+      f.next = tree_.node(item).end;
+      const JsonNode& n = tree_.node(item);
+      const bool is_object = n.kind == JsonKind::kObject;
+      const Where iw{path_, is_object ? n.line : f.line};
+      if (!is_object) {
+        Fail(iw, "requests", "each request must be an object, got " + Describe(n.raw()));
+      }
+      scratch_.clear();
+      const int64_t t_ns = SecondsTimestampField(Member(item, "t"), "t", iw);
+      f.order.Next(t_ns, iw);
+      const int64_t at_ns = f.base_ns + t_ns;
       if (IsSubagentGroup(item)) {
         // A sub-agent group: `t` is its spawn time in the enclosing list's clock; its own
         // `requests` count time from the sub-agent's first request.
-        std::vector<JsonStep> inner = at;
-        inner.emplace_back(i);
-        inner.emplace_back(std::string("requests"));
-        Flatten(Field(item, "requests", w), inner, base_ns + t_ns, w.line);
+        const RawValue& inner = Field(Member(item, "requests"), "requests", iw);
+        Push(&stack, MemberIndex(item, "requests"), inner, at_ns, iw.line);  // may move `f`
         continue;
       }
-      out_->requests.push_back(ReadRequest(item, base_ns + t_ns, w));
+      out_->requests.push_back(ReadRequest(item, at_ns, iw));
     }
   }
 
-  Request ReadRequest(const json& item, int64_t arrival_ns, const Where& w) const {
+  void Push(std::vector<Frame>* stack, size_t list, const RawValue& v, int64_t base_ns,
+            int64_t line) {
+    if (v.kind != JsonKind::kArray) {
+      Fail(Where{path_, line}, "requests", "must be an array, got " + Describe(v));
+    }
+    stack->push_back(Frame{list, JsonTree::FirstChild(list), base_ns, line,
+                           OrderCheck(opt_.allow_unsorted, "t", "s", kNsPerSecond)});
+  }
+
+  Request ReadRequest(size_t item, int64_t arrival_ns, const Where& w) {
     Request r;
     r.arrival_ns = arrival_ns;
-    r.input_tokens = PositiveIntField(item, "in", w);
-    r.output_tokens = NonNegativeIntField(item, "out", w);
-    r.block_ids = HashIdsField(item, w);
+    r.input_tokens = PositiveIntField(Member(item, "in"), "in", w);
+    r.output_tokens = NonNegativeIntField(Member(item, "out"), "out", w);
+    const size_t ids = MemberIndex(item, "hash_ids");
+    if (ids == 0) Fail(w, "hash_ids", "missing field");
+    const JsonNode& a = tree_.node(ids);
+    if (a.kind != JsonKind::kArray) {
+      Fail(w, "hash_ids", "must be an array of integers, got " + Describe(a.raw()));
+    }
+    size_t k = 0;
+    for (size_t e = JsonTree::FirstChild(ids); e < a.end; e = tree_.node(e).end, ++k) {
+      r.block_ids.push_back(HashIdElement(tree_.node(e).raw(), k, w));
+    }
     r.line = w.line;
     // The upstream builder keeps full blocks only (floor); some shipped rows also carry the
     // partial last block (ceil). Both are consistent with the length; nothing else is.
@@ -123,10 +155,11 @@ class KvTesterReader {
   }
 
   const std::string& path_;
-  const std::string& data_;
+  JsonTree tree_;
   const TraceOptions& opt_;
   FileTrace* out_;
   int64_t block_ = 0;
+  std::deque<RawValue> scratch_;  // values handed out by Member (stable addresses)
 };
 
 }  // namespace

@@ -7,103 +7,98 @@
 
 namespace kvlanes::reader {
 
-using json = nlohmann::json;
-
-void Fail(const Where& w, std::string field, std::string message) {
-  throw InputError(w.file, w.line, std::move(field), std::move(message));
+const RawValue& Field(const RawValue* v, const char* key, const Where& w) {
+  if (v == nullptr) Fail(w, key, "missing field");
+  return *v;
 }
 
-std::string Describe(const json& v) {
-  if (v.is_number_float()) return "the number " + v.dump();
-  if (v.is_number()) return "the integer " + v.dump();
-  if (v.is_string()) return "the string " + v.dump();
-  return std::string("a") + (v.is_array() || v.is_object() ? "n " : " ") + v.type_name();
-}
-
-std::string ParseErrorReason(const std::string& what) {
-  const size_t colon = what.find(": ", what.find("parse error"));
-  return colon == std::string::npos ? what : what.substr(colon + 2);
-}
-
-const json& Field(const json& obj, const char* key, const Where& w) {
-  const auto it = obj.find(key);
-  if (it == obj.end()) Fail(w, key, "missing field");
-  return *it;
-}
-
-int64_t IntField(const json& obj, const char* key, const Where& w) {
-  const json& v = Field(obj, key, w);
-  if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      Fail(w, key, "integer " + v.dump() + " is too large");
+int64_t IntField(const RawValue* p, const char* key, const Where& w) {
+  const RawValue& v = Field(p, key, w);
+  if (v.kind != JsonKind::kNumber) Fail(w, key, "must be an integer, got " + Describe(v));
+  const std::string_view t = v.text;
+  if (IsIntegerLiteral(t)) {
+    const bool negative = t[0] == '-';
+    uint64_t u = 0;
+    const bool fits = ParseUnsigned(negative ? t.substr(1) : t, &u);
+    const uint64_t max = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    if (!fits || u > max + (negative ? 1 : 0)) {
+      Fail(w, key, "integer " + std::string(t) + " is too large (beyond 64 bits)");
     }
-    return static_cast<int64_t>(u);
+    if (!negative) return static_cast<int64_t>(u);
+    return u == max + 1 ? std::numeric_limits<int64_t>::min() : -static_cast<int64_t>(u);
   }
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) {
-      return static_cast<int64_t>(d);
-    }
-  }
+  double d = 0;
+  if (!ParseDouble(t, &d)) Fail(w, key, "number " + std::string(t) + " overflows a double");
+  if (d == std::floor(d) && std::fabs(d) < 9.0e18) return static_cast<int64_t>(d);
   Fail(w, key, "must be an integer, got " + Describe(v));
 }
 
-int64_t NonNegativeIntField(const json& obj, const char* key, const Where& w) {
-  const int64_t v = IntField(obj, key, w);
+int64_t NonNegativeIntField(const RawValue* p, const char* key, const Where& w) {
+  const int64_t v = IntField(p, key, w);
   if (v < 0) Fail(w, key, "must not be negative, got " + std::to_string(v));
   return v;
 }
 
-int64_t PositiveIntField(const json& obj, const char* key, const Where& w) {
-  const int64_t v = NonNegativeIntField(obj, key, w);
+int64_t PositiveIntField(const RawValue* p, const char* key, const Where& w) {
+  const int64_t v = NonNegativeIntField(p, key, w);
   if (v == 0) Fail(w, key, "must be positive, got 0");
   return v;
 }
 
-int64_t MsTimestampField(const json& obj, const char* key, const Where& w) {
-  const int64_t ms = NonNegativeIntField(obj, key, w);
+int64_t MsTimestampField(const RawValue* p, const char* key, const Where& w) {
+  const int64_t ms = NonNegativeIntField(p, key, w);
   if (ms > std::numeric_limits<int64_t>::max() / kNsPerMs) {
     Fail(w, key, "timestamp " + std::to_string(ms) + " ms is too large");
   }
   return ms * kNsPerMs;
 }
 
-int64_t SecondsTimestampField(const json& obj, const char* key, const Where& w) {
-  const json& v = Field(obj, key, w);
-  if (!v.is_number()) Fail(w, key, "must be a number of seconds, got " + Describe(v));
-  const double t = v.get<double>();
-  if (!std::isfinite(t) || t < 0)
-    Fail(w, key, "must be a non-negative number of seconds, got " + v.dump());
-  if (t > 9.0e9) Fail(w, key, "timestamp " + v.dump() + " s is too large");
+int64_t SecondsTimestampField(const RawValue* p, const char* key, const Where& w) {
+  const RawValue& v = Field(p, key, w);
+  if (v.kind != JsonKind::kNumber) {
+    Fail(w, key, "must be a number of seconds, got " + Describe(v));
+  }
+  double t = 0;
+  if (!ParseDouble(v.text, &t)) {
+    Fail(w, key, "number " + std::string(v.text) + " overflows a double");
+  }
+  if (t < 0) {
+    Fail(w, key, "must be a non-negative number of seconds, got " + std::string(v.text));
+  }
+  if (t > 9.0e9) Fail(w, key, "timestamp " + std::string(v.text) + " s is too large");
   return std::llround(t * 1e9);
 }
 
-std::vector<uint64_t> HashIdsField(const json& obj, const Where& w) {
-  const json& v = Field(obj, "hash_ids", w);
-  if (!v.is_array()) Fail(w, "hash_ids", "must be an array of integers, got " + Describe(v));
-  std::vector<uint64_t> ids;
-  ids.reserve(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const json& e = v[i];
-    uint64_t id;
-    if (e.is_number_unsigned()) {
-      id = e.get<uint64_t>();
-    } else if (e.is_number_integer()) {  // signed storage means negative here
-      Fail(w, "hash_ids", "element " + std::to_string(i) + " is negative (" + e.dump() + ")");
-    } else {
+uint64_t HashIdElement(const RawValue& e, size_t i, const Where& w) {
+  const std::string at = "element " + std::to_string(i);
+  if (e.kind != JsonKind::kNumber || !IsIntegerLiteral(e.text)) {
+    Fail(w, "hash_ids", at + " must be a non-negative integer, got " + Describe(e));
+  }
+  if (e.text[0] == '-') Fail(w, "hash_ids", at + " is negative (" + std::string(e.text) + ")");
+  uint64_t id = 0;
+  if (!ParseUnsigned(e.text, &id) || id >= kIdLimit) {
+    Fail(w, "hash_ids",
+         at + " is " + std::string(e.text) +
+             "; ids must be below 2^40 (the bits above hold the file index)");
+  }
+  return id;
+}
+
+std::vector<uint64_t> HashIdsField(const RecordField& f, const Where& w) {
+  const RawValue& v = Field(f.present ? &f.value : nullptr, "hash_ids", w);
+  if (v.kind != JsonKind::kArray) {
+    Fail(w, "hash_ids", "must be an array of integers, got " + Describe(v));
+  }
+  const size_t n = f.list.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (static_cast<int64_t>(i) == f.bad_index) HashIdElement(f.bad, i, w);  // fails
+    if (f.list[i] >= kIdLimit) {
       Fail(w, "hash_ids",
-           "element " + std::to_string(i) + " must be a non-negative integer, got " + Describe(e));
-    }
-    if (id >= kIdLimit) {
-      Fail(w, "hash_ids",
-           "element " + std::to_string(i) + " is " + std::to_string(id) +
+           "element " + std::to_string(i) + " is " + std::to_string(f.list[i]) +
                "; ids must be below 2^40 (the bits above hold the file index)");
     }
-    ids.push_back(id);
   }
-  return ids;
+  return f.list;
 }
 
 void OrderCheck::Next(int64_t arrival_ns, const Where& w) {
@@ -125,15 +120,11 @@ std::string OrderCheck::Format(int64_t ns) const {
   return buf;
 }
 
-json ParseJsonLine(const char* b, const char* e, const Where& w) {
-  json obj;
-  try {
-    obj = json::parse(b, e);
-  } catch (const json::parse_error& err) {
-    Fail(w, "", "malformed JSON: " + ParseErrorReason(err.what()));
-  }
-  if (!obj.is_object()) Fail(w, "", "a record must be a JSON object, got " + Describe(obj));
-  return obj;
+void LineTooLong(const std::string& path, int64_t line, size_t bytes, int64_t max_line_bytes) {
+  throw InputError(path, line, "",
+                   "line is " + std::to_string(bytes) + " bytes, over the limit of " +
+                       std::to_string(max_line_bytes) +
+                       " bytes for one record (raise it with --max-line-bytes)");
 }
 
 }  // namespace kvlanes::reader

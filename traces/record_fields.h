@@ -1,16 +1,15 @@
-// What the three trace readers share: where a record came from, located reads of its fields
-// (every failure is an InputError "file:line: field: message"), the timestamp order check, and
-// the line-by-line walk of the JSONL formats. Internal to traces/: the public entry points are
-// in trace_reader.h.
+// What the three trace readers share: located reads of a record's fields (every failure is an
+// InputError "file:line: field: message"), the timestamp order check, the line-by-line walk of the
+// JSONL formats with its line limit. Values come from the readers' JSON scanner (json_scan.h) as
+// the text writes them. Internal to traces/: the public entry points are in trace_reader.h.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
-#include <nlohmann/json.hpp>
+#include <cstring>
 #include <string>
 #include <vector>
 
-#include "traces/input_error.h"
+#include "traces/json_scan.h"
 
 namespace kvlanes::reader {
 
@@ -19,34 +18,22 @@ inline constexpr int kIdBits = 40;
 inline constexpr uint64_t kIdLimit = uint64_t{1} << kIdBits;
 inline constexpr int64_t kNsPerMs = 1'000'000;
 
-// Where a record came from; every error names it.
-struct Where {
-  const std::string& file;
-  int64_t line;
-};
+// ---- fields of one record; `v` is null when the record lacks the key; each fails naming `key` --
 
-[[noreturn]] void Fail(const Where& w, std::string field, std::string message);
-
-// "the integer 12", "the string \"x\"", "an array": the value as an error message names it.
-std::string Describe(const nlohmann::json& v);
-
-// "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..." -> the
-// part after nlohmann's location, which is what a user can act on (the InputError names the line).
-std::string ParseErrorReason(const std::string& what);
-
-// ---- fields of one record; each fails naming `key` ------------------------------------------
-
-const nlohmann::json& Field(const nlohmann::json& obj, const char* key, const Where& w);
-// Integral floats (12.0) are accepted because they lose nothing; anything else is a type error.
-int64_t IntField(const nlohmann::json& obj, const char* key, const Where& w);
-int64_t NonNegativeIntField(const nlohmann::json& obj, const char* key, const Where& w);
-int64_t PositiveIntField(const nlohmann::json& obj, const char* key, const Where& w);
+const RawValue& Field(const RawValue* v, const char* key, const Where& w);  // "missing field"
+// Integral floats (12.0, 1e3) are accepted because they lose nothing; anything else is a type
+// error, and an integer beyond int64 or a number beyond a double is refused as too large.
+int64_t IntField(const RawValue* v, const char* key, const Where& w);
+int64_t NonNegativeIntField(const RawValue* v, const char* key, const Where& w);
+int64_t PositiveIntField(const RawValue* v, const char* key, const Where& w);
 // A millisecond timestamp, returned in ns.
-int64_t MsTimestampField(const nlohmann::json& obj, const char* key, const Where& w);
+int64_t MsTimestampField(const RawValue* v, const char* key, const Where& w);
 // A timestamp in seconds (integer or float), returned as llround(t * 1e9) ns.
-int64_t SecondsTimestampField(const nlohmann::json& obj, const char* key, const Where& w);
-// `hash_ids` as given in the file (not yet namespaced): non-negative integers below 2^40.
-std::vector<uint64_t> HashIdsField(const nlohmann::json& obj, const Where& w);
+int64_t SecondsTimestampField(const RawValue* v, const char* key, const Where& w);
+// Element i of `hash_ids`: a non-negative integer below 2^40 (fails otherwise).
+uint64_t HashIdElement(const RawValue& e, size_t i, const Where& w);
+// `hash_ids` read by a RecordScanner (an int_list field), as given in the file.
+std::vector<uint64_t> HashIdsField(const RecordField& f, const Where& w);
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -73,24 +60,29 @@ class OrderCheck {
 
 // ---- JSONL: one record a line ---------------------------------------------------------------
 
-// Calls fn(begin, end, line_number) for every line that is not blank.
+// A line longer than `max_line_bytes`: fails naming the line and the limit.
+[[noreturn]] void LineTooLong(const std::string& path, int64_t line, size_t bytes,
+                              int64_t max_line_bytes);
+
+// Calls fn(begin, end, line_number) for every line that is not blank (spaces, tabs, CR). A line
+// longer than max_line_bytes fails before it is parsed.
 template <typename Fn>
-void ForEachLine(const std::string& data, Fn&& fn) {
+void ForEachLine(const std::string& path, const std::string& data, int64_t max_line_bytes,
+                 Fn&& fn) {
   int64_t line_no = 0;
-  size_t pos = 0;
-  while (pos < data.size()) {
-    size_t end = data.find('\n', pos);
-    if (end == std::string::npos) end = data.size();
+  const char* p = data.data();
+  const char* const end = p + data.size();
+  while (p < end) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    const char* e = nl == nullptr ? end : nl;
     ++line_no;
-    const char* b = data.data() + pos;
-    const char* e = data.data() + end;
-    const bool blank = std::all_of(b, e, [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
-    if (!blank) fn(b, e, line_no);
-    pos = end + 1;
+    if (e - p > max_line_bytes)
+      LineTooLong(path, line_no, static_cast<size_t>(e - p), max_line_bytes);
+    const char* q = p;
+    while (q < e && (*q == ' ' || *q == '\t' || *q == '\r')) ++q;
+    if (q < e) fn(p, e, line_no);
+    p = e + 1;
   }
 }
-
-// One JSONL record: must be a JSON object.
-nlohmann::json ParseJsonLine(const char* b, const char* e, const Where& w);
 
 }  // namespace kvlanes::reader

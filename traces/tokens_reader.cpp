@@ -1,5 +1,6 @@
 // Tokens JSONL (hand-made tests): one request a line with its token ids; block ids are interned
 // from the token content, so they are exact.
+#include <limits>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -11,21 +12,27 @@ namespace kvlanes::reader {
 
 namespace {
 
-using json = nlohmann::json;
+enum : size_t { kTimestamp, kTokens, kOutputLength };
 
-// The `tokens` field: a non-empty array of non-negative token ids.
-std::vector<int64_t> TokenIds(const json& obj, const Where& w) {
-  const json& toks = Field(obj, "tokens", w);
-  if (!toks.is_array()) Fail(w, "tokens", "must be an array of token ids, got " + Describe(toks));
-  if (toks.empty()) Fail(w, "tokens", "must be non-empty (input length 0)");
-  std::vector<int64_t> ids(toks.size());
-  for (size_t i = 0; i < toks.size(); ++i) {
-    if (!toks[i].is_number_integer() || toks[i].get<int64_t>() < 0) {
+// The `tokens` field: a non-empty array of token ids in [0, 2^63).
+std::vector<int64_t> TokenIds(const RecordField& f, const Where& w) {
+  const RawValue& v = Field(f.present ? &f.value : nullptr, "tokens", w);
+  if (v.kind != JsonKind::kArray) {
+    Fail(w, "tokens", "must be an array of token ids, got " + Describe(v));
+  }
+  if (f.list.empty()) Fail(w, "tokens", "must be non-empty (input length 0)");
+  std::vector<int64_t> ids(f.list.size());
+  const uint64_t max = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  for (size_t i = 0; i < f.list.size(); ++i) {
+    if (static_cast<int64_t>(i) == f.bad_index || f.list[i] > max) {
+      const std::string got = static_cast<int64_t>(i) == f.bad_index
+                                  ? Describe(f.bad)
+                                  : "the integer " + std::to_string(f.list[i]);
       Fail(w, "tokens",
-           "element " + std::to_string(i) + " must be a non-negative integer, got " +
-               Describe(toks[i]));
+           "element " + std::to_string(i) + " must be a non-negative integer below 2^63, got " +
+               got);
     }
-    ids[i] = toks[i].get<int64_t>();
+    ids[i] = static_cast<int64_t>(f.list[i]);
   }
   return ids;
 }
@@ -68,14 +75,20 @@ void ReadTokens(const std::string& path, const std::string& data, const TraceOpt
   out->block_tokens = block;
   OrderCheck order(opt.allow_unsorted, "timestamp", "ms", kNsPerMs);
   BlockInterner interner(block);
-  ForEachLine(data, [&](const char* b, const char* e, int64_t line) {
+  RecordScanner scan({RecordField("timestamp"), RecordField("tokens", /*list=*/true),
+                      RecordField("output_length")});
+  const auto value = [&](size_t i) {
+    const RecordField& f = scan.field(i);
+    return f.present ? &f.value : nullptr;
+  };
+  ForEachLine(path, data, opt.max_line_bytes, [&](const char* b, const char* e, int64_t line) {
     const Where w{path, line};
-    const json obj = ParseJsonLine(b, e, w);
+    scan.Scan(b, e, w);
     Request r;
-    r.arrival_ns = MsTimestampField(obj, "timestamp", w);
-    const std::vector<int64_t> tokens = TokenIds(obj, w);
+    r.arrival_ns = MsTimestampField(value(kTimestamp), "timestamp", w);
+    const std::vector<int64_t> tokens = TokenIds(scan.field(kTokens), w);
     r.input_tokens = static_cast<int64_t>(tokens.size());
-    r.output_tokens = NonNegativeIntField(obj, "output_length", w);
+    r.output_tokens = NonNegativeIntField(value(kOutputLength), "output_length", w);
     r.line = line;
     r.block_ids = interner.Ids(tokens, w);
     order.Next(r.arrival_ns, w);

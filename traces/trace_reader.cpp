@@ -2,37 +2,98 @@
 // merge of several files into one Trace.
 #include "traces/trace_reader.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iterator>
-#include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 #include <utility>
 
 #include "traces/format_readers.h"
 #include "traces/json_location.h"
+#include "traces/json_scan.h"
 #include "traces/record_fields.h"
 
 namespace kvlanes {
 namespace {
 
-using json = nlohmann::json;
 using reader::Fail;
 using reader::FileTrace;
 using reader::kIdBits;
 using reader::Where;
 
-std::string ReadFile(const std::string& path) {
+// A control byte (below 0x20 other than tab, LF, CR) is never valid in JSON text, inside strings
+// or out: its first occurrence in [b, e), or e.
+const char* FirstControlByte(const char* b, const char* e) {
+  // Cheap to vectorise: a flag over 64-byte blocks, then the exact byte in the block that has it.
+  while (e - b >= 64) {
+    unsigned bad = 0;
+    for (int i = 0; i < 64; ++i) {
+      const unsigned char c = static_cast<unsigned char>(b[i]);
+      bad |= static_cast<unsigned>(c < 0x20) & static_cast<unsigned>(c != '\t') &
+             static_cast<unsigned>(c != '\n') & static_cast<unsigned>(c != '\r');
+    }
+    if (bad != 0) break;
+    b += 64;
+  }
+  for (; b < e; ++b) {
+    const unsigned char c = static_cast<unsigned char>(*b);
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return b;
+  }
+  return e;
+}
+
+[[noreturn]] void TooLarge(const std::string& path, const std::string& size, int64_t limit) {
+  throw InputError(path, 0, "",
+                   "file is " + size + ", over the limit of " + std::to_string(limit) +
+                       " bytes for one trace file (raise it with --max-file-bytes)");
+}
+
+std::string ReadFileText(const std::string& path, int64_t max_bytes) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     throw InputError(path, 0, "", std::string("cannot read file: ") + std::strerror(errno));
   }
   std::string data;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+    if (st.st_size > max_bytes) {
+      std::fclose(f);
+      TooLarge(path, std::to_string(st.st_size) + " bytes", max_bytes);
+    }
+    data.reserve(static_cast<size_t>(st.st_size) + (size_t{1} << 20) + 1);
+  }
+  // Read in chunks, whatever the file is: a FIFO or a device has no size, and one that never ends
+  // stops at the limit; binary data stops at its first control byte.
+  constexpr size_t kChunk = size_t{1} << 20;
+  size_t checked = 0;
+  for (;;) {
+    const size_t old = data.size();
+    data.resize(old + kChunk);
+    const size_t n = std::fread(data.data() + old, 1, kChunk, f);
+    data.resize(old + n);
+    const char* bad = FirstControlByte(data.data() + checked, data.data() + data.size());
+    if (bad != data.data() + data.size()) {
+      std::fclose(f);
+      char what[64];
+      std::snprintf(what, sizeof what, "byte 0x%02X", static_cast<unsigned char>(*bad));
+      const size_t at = static_cast<size_t>(bad - data.data());
+      throw InputError(path, LineOfByte(data, at + 1), "",
+                       std::string("malformed JSON: control ") + what +
+                           " is not allowed anywhere in JSON text (is this a binary file?)");
+    }
+    checked = data.size();
+    if (static_cast<int64_t>(data.size()) > max_bytes) {
+      std::fclose(f);
+      TooLarge(path, "more than " + std::to_string(max_bytes) + " bytes", max_bytes);
+    }
+    if (n < kChunk) break;
+  }
   const bool failed = std::ferror(f) != 0;
   const int err = errno;
   std::fclose(f);
@@ -40,62 +101,56 @@ std::string ReadFile(const std::string& path) {
   return data;
 }
 
+// A UTF-8 byte order mark at the start of the text is dropped (editors on Windows write one);
+// anywhere else the scanner refuses it, saying so.
+void DropByteOrderMark(std::string* data) {
+  if (data->size() >= 3 && data->compare(0, 3, "\xEF\xBB\xBF") == 0) data->erase(0, 3);
+}
+
 // ---- format detection -----------------------------------------------------------------------
 
-// SAX handler that records the keys of the first top-level object and stops as soon as they
-// decide the format (kvtester files are large: no need to read past "requests").
-class FirstRecordKeys final : public nlohmann::json_sax<json> {
- public:
+// The keys of the first top-level object, up to the first that decides the format.
+struct FirstRecord {
   std::vector<std::string> keys;
-  bool decided = false;
-  bool syntax_error = false;
-  size_t error_byte = 0;
-  std::string error_reason;
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override {
-    ++depth_;
-    return true;
-  }
-  bool key(string_t& k) override {
-    if (depth_ == 1) {
-      keys.push_back(k);
-      if (k == "requests" || k == "tokens" || k == "hash_ids") {
-        decided = true;
-        return false;
-      }
-    }
-    return true;
-  }
-  bool end_object() override {
-    --depth_;
-    return depth_ > 0;  // stop after the first record
-  }
-  bool start_array(std::size_t) override {
-    ++depth_;
-    return true;
-  }
-  bool end_array() override {
-    --depth_;
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception& ex) override {
-    syntax_error = true;
-    error_byte = position;
-    error_reason = ex.what();
-    return false;
-  }
-
- private:
-  int depth_ = 0;
+  std::optional<InputError> syntax_error;  // where the scan stopped, if it did not end normally
 };
+
+FirstRecord ScanFirstRecord(const std::string& path, const std::string& data, size_t first) {
+  FirstRecord fr;
+  reader::TextScanner s(std::string_view(data).substr(first), path, LineOfByte(data, first + 1));
+  try {
+    s.Advance();  // '{'
+    s.Ws();
+    if (s.At('}')) return fr;
+    std::string decoded;
+    for (;;) {
+      if (!s.At('"')) s.Unexpected("a key string");
+      const std::string k(s.String(&decoded));
+      fr.keys.push_back(k);
+      if (k == "requests" || k == "tokens" || k == "hash_ids") return fr;
+      s.Ws();
+      s.Expect(':', "':' after a key");
+      s.Value(1);
+      s.Ws();
+      if (s.At('}')) return fr;
+      s.Expect(',', "',' or '}'");
+      s.Ws();
+    }
+  } catch (const InputError& e) {
+    fr.syntax_error = e;
+  }
+  return fr;
+}
+
+std::optional<TraceFormat> FormatOfKeys(const std::vector<std::string>& keys) {
+  const auto has = [&](const char* k) {
+    return std::find(keys.begin(), keys.end(), k) != keys.end();
+  };
+  if (has("requests")) return TraceFormat::kKvTester;
+  if (has("tokens")) return TraceFormat::kTokens;
+  if (has("hash_ids") || has("input_length")) return TraceFormat::kMooncake;
+  return std::nullopt;
+}
 
 TraceFormat DetectFromData(const std::string& path, const std::string& data) {
   const size_t first = data.find_first_not_of(" \t\r\n");
@@ -106,26 +161,27 @@ TraceFormat DetectFromData(const std::string& path, const std::string& data) {
     Fail(w, "",
          "cannot detect the trace format: the first record is not a JSON object (use --format)");
   }
-  FirstRecordKeys sax;
-  json::sax_parse(data.begin() + static_cast<std::ptrdiff_t>(first), data.end(), &sax,
-                  json::input_format_t::json, /*strict=*/false);
-  const auto has = [&](const char* k) {
-    return std::find(sax.keys.begin(), sax.keys.end(), k) != sax.keys.end();
-  };
-  if (has("requests")) return TraceFormat::kKvTester;
-  if (has("tokens")) return TraceFormat::kTokens;
-  if (has("hash_ids") || has("input_length")) return TraceFormat::kMooncake;
-  if (sax.syntax_error) {
-    const size_t at = first + (sax.error_byte > 0 ? sax.error_byte - 1 : 0);
-    Fail(Where{path, LineOfByte(data, at + 1)}, "",
-         "malformed JSON: " + reader::ParseErrorReason(sax.error_reason));
-  }
+  const FirstRecord fr = ScanFirstRecord(path, data, first);
+  if (const std::optional<TraceFormat> f = FormatOfKeys(fr.keys)) return *f;
+  if (fr.syntax_error) throw *fr.syntax_error;
   std::string found;
-  for (const std::string& k : sax.keys) found += (found.empty() ? "" : ", ") + k;
+  for (const std::string& k : fr.keys) found += (found.empty() ? "" : ", ") + k;
   Fail(w, "",
        "cannot detect the trace format: the first record has none of the keys requests "
        "(kvtester), tokens (tokens), hash_ids/input_length (mooncake); it has {" +
            found + "} (use --format)");
+}
+
+const char* FormatLooks(TraceFormat f) {
+  switch (f) {
+    case TraceFormat::kMooncake:
+      return "Mooncake JSONL (its first record has hash_ids/input_length)";
+    case TraceFormat::kKvTester:
+      return "kv-cache-tester JSON (its first record has requests)";
+    case TraceFormat::kTokens:
+      return "tokens JSONL (its first record has tokens)";
+  }
+  return "";
 }
 
 // ---- loading --------------------------------------------------------------------------------
@@ -166,25 +222,72 @@ void CheckOptions(const TraceOptions& opt) {
                      "must not be negative, got " + std::to_string(opt.block_tokens) +
                          " (0 means the format's default)");
   }
+  if (opt.max_file_bytes <= 0) {
+    throw InputError("", 0, "max_file_bytes",
+                     "must be positive, got " + std::to_string(opt.max_file_bytes));
+  }
+  if (opt.max_line_bytes <= 0) {
+    throw InputError("", 0, "max_line_bytes",
+                     "must be positive, got " + std::to_string(opt.max_line_bytes));
+  }
 }
 
-// One file through the reader of its format (`fmt`, or detected), with the checks every format
-// shares: it holds requests, its block is whole pages, and (if allowed) unsorted times are sorted.
-FileTrace ReadOneFile(const std::string& path, std::optional<TraceFormat> fmt,
-                      const TraceOptions& opt) {
-  const std::string data = ReadFile(path);
+}  // namespace
+
+TraceFormat ParseTraceFormat(std::string_view name) {
+  return kTraceFormatNames.Parse(name, "format");
+}
+
+const char* TraceFormatName(TraceFormat fmt) { return kTraceFormatNames.CName(fmt); }
+
+TraceFormat DetectTraceFormat(const std::string& path) {
+  return DetectFromData(path, ReadTraceFile(path, TraceOptions{}));
+}
+
+std::string ReadTraceFile(const std::string& path, const TraceOptions& opt) {
+  std::string data = ReadFileText(path, opt.max_file_bytes);
+  DropByteOrderMark(&data);
+  return data;
+}
+
+namespace reader {
+
+std::optional<TraceFormat> GuessTraceFormat(const std::string& path, const std::string& data) {
+  const size_t first = data.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || data[first] != '{') return std::nullopt;
+  return FormatOfKeys(ScanFirstRecord(path, data, first).keys);
+}
+
+FileTrace ParseTraceText(const std::string& path, const std::string& text,
+                         std::optional<TraceFormat> fmt, const TraceOptions& opt) {
+  std::string owned;
+  const std::string* data = &text;
+  if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) {
+    owned = text.substr(3);
+    data = &owned;
+  }
   FileTrace ft;
-  ft.format = fmt ? *fmt : DetectFromData(path, data);
-  switch (ft.format) {
-    case TraceFormat::kMooncake:
-      reader::ReadMooncake(path, data, opt, &ft);
-      break;
-    case TraceFormat::kKvTester:
-      reader::ReadKvTester(path, data, opt, &ft);
-      break;
-    case TraceFormat::kTokens:
-      reader::ReadTokens(path, data, opt, &ft);
-      break;
+  ft.format = fmt ? *fmt : DetectFromData(path, *data);
+  try {
+    switch (ft.format) {
+      case TraceFormat::kMooncake:
+        ReadMooncake(path, *data, opt, &ft);
+        break;
+      case TraceFormat::kKvTester:
+        ReadKvTester(path, *data, opt, &ft);
+        break;
+      case TraceFormat::kTokens:
+        ReadTokens(path, *data, opt, &ft);
+        break;
+    }
+  } catch (const InputError& e) {
+    // A format given by the user that the file does not have: say what it looks like.
+    const std::optional<TraceFormat> looks = fmt ? GuessTraceFormat(path, *data) : std::nullopt;
+    if (!looks || *looks == ft.format) throw;
+    throw InputError(e.file(), e.line(), e.field(),
+                     e.message() + "; the file looks like " + FormatLooks(*looks) + ", not " +
+                         TraceFormatName(ft.format) + ": pass --format " + TraceFormatName(*looks) +
+                         " or leave --format out");
   }
   if (ft.requests.empty()) throw InputError(path, 0, "", "file holds no requests");
   if (ft.block_tokens % opt.page_tokens != 0) {
@@ -204,17 +307,7 @@ FileTrace ReadOneFile(const std::string& path, std::optional<TraceFormat> fmt,
   return ft;
 }
 
-}  // namespace
-
-TraceFormat ParseTraceFormat(std::string_view name) {
-  return kTraceFormatNames.Parse(name, "format");
-}
-
-const char* TraceFormatName(TraceFormat fmt) { return kTraceFormatNames.CName(fmt); }
-
-TraceFormat DetectTraceFormat(const std::string& path) {
-  return DetectFromData(path, ReadFile(path));
-}
+}  // namespace reader
 
 Trace LoadTrace(const std::vector<std::string>& paths, std::optional<TraceFormat> fmt,
                 const TraceOptions& opt) {
@@ -228,7 +321,7 @@ Trace LoadTrace(const std::vector<std::string>& paths, std::optional<TraceFormat
   Trace trace;
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string& path = files[i];
-    FileTrace ft = ReadOneFile(path, fmt, opt);
+    FileTrace ft = reader::ParseTraceText(path, ReadTraceFile(path, opt), fmt, opt);
     if (i == 0) {
       trace.format = ft.format;
       trace.block_tokens = ft.block_tokens;

@@ -43,7 +43,20 @@ struct TraceOptions {
   // Timestamps that go backwards inside a file are an error unless set; then each file is
   // stable-sorted by arrival (ties keep file order).
   bool allow_unsorted = false;
+  // Size limits (traces/README.md, "Limits"): a file, FIFO or device that yields more than
+  // max_file_bytes is refused as soon as that many bytes are read (a path that never ends stops
+  // there); a JSONL record line longer than max_line_bytes is refused before it is parsed. Both
+  // must be positive (--max-file-bytes, --max-line-bytes).
+  int64_t max_file_bytes = kDefaultMaxFileBytes;
+  int64_t max_line_bytes = kDefaultMaxLineBytes;
+  static constexpr int64_t kDefaultMaxFileBytes = int64_t{1} << 30;   // 1 GiB
+  static constexpr int64_t kDefaultMaxLineBytes = int64_t{64} << 20;  // 64 MiB
 };
+
+// The whole text of one trace file, read under opt.max_file_bytes (a UTF-8 byte order mark at its
+// start is dropped). Throws InputError: unreadable, too large, or holding a control byte that
+// JSON never allows (binary data such as /dev/urandom stops at its first chunk).
+std::string ReadTraceFile(const std::string& path, const TraceOptions& opt);
 
 // Loads and merges trace files. `paths`: files or directories (a directory stands for its *.json
 // and *.jsonl files, sorted by name). `fmt`: std::nullopt detects the format per file.

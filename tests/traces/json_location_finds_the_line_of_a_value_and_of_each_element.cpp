@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "traces/input_error.h"
 #include "traces/json_location.h"
 
 namespace kvlanes {
@@ -30,6 +31,17 @@ TEST_CASE("the lines of every element of an array, in one scan") {
   CHECK(JsonElementLines("[]", {}).empty());
   CHECK(JsonElementLines(kText, {std::string("name")}).empty());     // not an array
   CHECK(JsonElementLines(kText, {std::string("missing")}).empty());  // no such key
+}
+
+TEST_CASE("a JSON input with a number beyond a double is an input error at its line") {
+  try {
+    JsonInput("m.json", "{\"name\": \"1e400 in a string\",\n \"bytes\": [1,\n 2e400]}");
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    CHECK(e.file() == "m.json");
+    CHECK(e.line() == 3);
+    CHECK(std::string(e.what()).find("number 2e400 overflows a double") != std::string::npos);
+  }
 }
 
 }  // namespace

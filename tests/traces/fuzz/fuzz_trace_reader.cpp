@@ -1,0 +1,36 @@
+// libFuzzer target of one trace reader (KVLANES_FUZZ_FORMAT: 0 mooncake, 1 kvtester, 2 tokens):
+// the input is a trace file's text; it goes through the reader of that format and through
+// format detection. An InputError is the expected answer to bad input; any other exception
+// escapes and libFuzzer reports it, as it reports crashes and sanitizer findings. Built only with
+// -DKVLANES_FUZZ=ON and clang (tools/fuzz.sh).
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "traces/format_readers.h"
+#include "traces/input_error.h"
+#include "traces/trace_reader.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  static const std::string kPath = "fuzz-input";
+  constexpr kvlanes::TraceFormat kFormats[] = {kvlanes::TraceFormat::kMooncake,
+                                               kvlanes::TraceFormat::kKvTester,
+                                               kvlanes::TraceFormat::kTokens};
+  const kvlanes::TraceFormat fmt = kFormats[KVLANES_FUZZ_FORMAT];
+  kvlanes::TraceOptions opt;
+  opt.page_tokens = fmt == kvlanes::TraceFormat::kTokens ? 4 : 64;
+  for (const bool unsorted : {false, true}) {
+    opt.allow_unsorted = unsorted;
+    try {
+      kvlanes::reader::ParseTraceText(kPath, text, fmt, opt);
+    } catch (const kvlanes::InputError&) {
+    }
+  }
+  try {
+    kvlanes::reader::ParseTraceText(kPath, text, std::nullopt, opt);
+  } catch (const kvlanes::InputError&) {
+  }
+  return 0;
+}
