@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <optional>
 #include <queue>
+#include <set>
 #include <unordered_map>
 
 #include "policies/cascade_planner.h"
@@ -88,10 +89,69 @@ class FutureUses {
   std::vector<int64_t> keyed_;  // keyed pages per request
 };
 
+// The candidates of both tiers of the tree an engine replays, ordered by the next use of their
+// last page (farthest first), kept as the replay advances (CandidateObserver). A candidate's last
+// page never changes while it is one (a split keeps the tail in the old node), so its next use
+// changes only when a request uses that page; the entry is then stale: its stored use is not
+// after the current epoch. Stale entries have the smallest keys, so Update re-keys them from
+// the front of the set before every decision, and the set is then exactly the order a fresh
+// evaluation of every candidate would give. Each re-key follows a use of the page, so the cost
+// is O(log n) amortized per decision and use, instead of a walk over every candidate.
+class NextUseIndex final : public CandidateObserver {
+ public:
+  using Set = std::set<std::pair<uint64_t, NodeId>>;  // (next use, node), ascending
+  explicit NextUseIndex(const FutureUses& future) : future_(future) {}
+
+  void Attach(const RadixTree& tree) override {
+    tree_ = &tree;
+    for (int t = 0; t < 2; ++t) {
+      set_[t].clear();
+      key_[t].clear();
+    }
+  }
+  void OnCandidate(const Node& n, Tier tier, bool entered) override {
+    const int t = static_cast<int>(tier);
+    if (!entered) {
+      const auto it = key_[t].find(n.id);
+      KV_CHECK(it != key_[t].end(), "oracle: index misses leaving candidate " << n.id);
+      set_[t].erase({it->second, n.id});
+      key_[t].erase(it);
+      return;
+    }
+    const uint64_t u = future_.Next(n.keys.back(), tree_->epoch());
+    KV_CHECK(key_[t].emplace(n.id, u).second, "oracle: candidate " << n.id << " entered twice");
+    set_[t].insert({u, n.id});
+  }
+
+  bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
+  // Re-keys the entries whose next use is not after `epoch` (see above). REQUIRES: Follows.
+  const Set& Update(Tier tier, uint64_t epoch) {
+    const int t = static_cast<int>(tier);
+    Set& set = set_[t];
+    while (!set.empty() && set.begin()->first <= epoch) {
+      const NodeId id = set.begin()->second;
+      set.erase(set.begin());
+      const uint64_t u = future_.Next(tree_->node(id).keys.back(), epoch);
+      key_[t][id] = u;
+      set.insert({u, id});
+    }
+    return set;
+  }
+
+ private:
+  const FutureUses& future_;
+  const RadixTree* tree_ = nullptr;
+  Set set_[2];
+  std::unordered_map<NodeId, uint64_t> key_[2];
+};
+
 // The evictable pages of one tier in eviction order (farthest next use first), walked lazily
 // without touching the tree: Peek the next page, then Take it (trimmed; the node's new tail or,
 // once the node is empty, a parent that becomes a candidate takes its place) or Drop its node
-// (abandoned with the pages it still has; it unlocks nothing).
+// (abandoned with the pages it still has; it unlocks nothing). The candidates come from the
+// NextUseIndex in its order; the nodes the walk has trimmed or unlocked wait in a heap of their
+// own, and Peek takes the farther of the two. Without an index (a tree no engine attached the
+// policy to) every candidate is evaluated into the heap.
 class BeladyWalk {
  public:
   struct Step {
@@ -102,22 +162,28 @@ class BeladyWalk {
     bool cascade = false;  // the node became a candidate through the cascade
   };
 
-  BeladyWalk(const CacheView& view, Tier tier, const FutureUses& future)
+  BeladyWalk(const CacheView& view, Tier tier, const FutureUses& future, NextUseIndex& index)
       : tree_(view.tree), tier_(tier), epoch_(view.epoch), future_(future) {
-    for (const EvictionPriority& p : tree_.candidates(tier)) Push(p.id, false);
+    if (index.Follows(tree_)) {
+      const NextUseIndex::Set& set = index.Update(tier, epoch_);
+      it_ = set.rbegin();
+      end_ = set.rend();
+    } else {
+      for (const EvictionPriority& p : tree_.candidates(tier)) Push(p.id, false);
+    }
   }
 
   std::optional<Step> Peek() const {
-    if (heap_.empty()) return std::nullopt;
-    const Entry& e = heap_.top();
-    const int64_t index = Remaining(e.id) - 1;
-    return Step{e.id, index, e.next_use, tree_.node(e.id).pages[static_cast<size_t>(index)].owner,
-                e.cascade};
+    const std::optional<Entry> e = Top();
+    if (!e) return std::nullopt;
+    const int64_t index = Remaining(e->id) - 1;
+    return Step{e->id, index, e->next_use,
+                tree_.node(e->id).pages[static_cast<size_t>(index)].owner, e->cascade};
   }
 
   void Take() {
-    const Entry e = heap_.top();
-    heap_.pop();
+    const Entry e = *Top();
+    Pop();
     const int64_t left = Remaining(e.id) - 1;
     remaining_[e.id] = left;
     if (left > 0) {
@@ -130,7 +196,7 @@ class BeladyWalk {
     if (CandidateAfterRemoving(tree_.node(parent), tier_, removed)) Push(parent, true);
   }
 
-  void Drop() { heap_.pop(); }
+  void Drop() { Pop(); }
 
  private:
   struct Entry {
@@ -141,6 +207,25 @@ class BeladyWalk {
       return next_use != o.next_use ? next_use < o.next_use : id < o.id;
     }
   };
+  // The farther of the index's next candidate and the heap's top. The two never hold the same
+  // node: the heap holds nodes already passed in the index or not candidates of the tree.
+  bool FromIndex() const {
+    if (it_ == end_) return false;
+    if (heap_.empty()) return true;
+    return heap_.top() < Entry{it_->first, it_->second, false};
+  }
+  std::optional<Entry> Top() const {
+    if (FromIndex()) return Entry{it_->first, it_->second, false};
+    if (heap_.empty()) return std::nullopt;
+    return heap_.top();
+  }
+  void Pop() {
+    if (FromIndex()) {
+      ++it_;
+    } else {
+      heap_.pop();
+    }
+  }
   int64_t Remaining(NodeId id) const {
     const auto it = remaining_.find(id);
     return it != remaining_.end() ? it->second : static_cast<int64_t>(tree_.node(id).pages.size());
@@ -155,6 +240,7 @@ class BeladyWalk {
   Tier tier_;
   uint64_t epoch_;
   const FutureUses& future_;
+  NextUseIndex::Set::const_reverse_iterator it_{}, end_{};
   std::priority_queue<Entry> heap_;
   std::unordered_map<NodeId, int64_t> remaining_;
   std::unordered_map<NodeId, uint32_t> removed_children_;
@@ -163,8 +249,9 @@ class BeladyWalk {
 class OraclePolicy final : public ConfiguredPolicy {
  public:
   OraclePolicy(const ReplayConfig& cfg, const Trace& trace)
-      : ConfiguredPolicy(cfg), future_(trace, cfg.cache.page_tokens) {}
+      : ConfiguredPolicy(cfg), future_(trace, cfg.cache.page_tokens), index_(future_) {}
   std::string_view Name() const override { return "oracle"; }
+  CandidateObserver* Observer() const override { return &index_; }
 
   EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const override {
     const Tier tier = demand.tier;
@@ -201,7 +288,7 @@ class OraclePolicy final : public ConfiguredPolicy {
 
     EvictionPlan plan;
     std::unordered_map<NodeId, size_t> entry;  // victim -> its index in the plan
-    BeladyWalk walk(view, tier, future_);
+    BeladyWalk walk(view, tier, future_, index_);
     while (total_short() > 0 || lanes_short > 0) {
       const std::optional<BeladyWalk::Step> s = walk.Peek();
       if (!s) break;
@@ -249,7 +336,7 @@ class OraclePolicy final : public ConfiguredPolicy {
         --r;
         continue;
       }
-      if (!walk) walk.emplace(view, Tier::kDevice, future_);
+      if (!walk) walk.emplace(view, Tier::kDevice, future_, index_);
       const std::optional<BeladyWalk::Step> s = walk->Peek();
       if (!s || s->next_use <= u) return j;
       walk->Take();
@@ -259,6 +346,7 @@ class OraclePolicy final : public ConfiguredPolicy {
 
  private:
   FutureUses future_;
+  mutable NextUseIndex index_;  // the policy's own state, kept as the replay advances
 };
 
 }  // namespace

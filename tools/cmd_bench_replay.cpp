@@ -1,16 +1,23 @@
-// kvlanes bench replay: replay speed on a real trace, with a floor measured in the same run.
-// The floor is the key build: expanding every request's block ids into its page keys, the first
-// step of every replay (no replay can take less time). Formulas: docs/replay.md.
+// kvlanes bench replay: the stages of a replay, each against a floor measured in the same run.
+// The floor is the least any replay of the trace must do: read the file, parse the fields the
+// replay uses (input_length and hash_ids) with a minimal scanner, and build the page keys.
+// `--scale K` replays K concatenated copies of the trace (block ids and arrivals offset per copy,
+// so no copy shares a prefix with another) to show how time and memory grow. Formulas:
+// docs/replay.md, "Speed".
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "policies/registry.h"
 #include "sim/engine/replay_engine.h"
+#include "sim/report/report.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
@@ -33,6 +40,148 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Highest resident set of the process so far, bytes.
+int64_t PeakRssBytes() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;
+}
+
+// Resident set now, bytes (/proc/self/statm, second field, in pages).
+int64_t RssBytes() {
+  std::ifstream f("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  f >> size >> resident;
+  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// K copies of `t` one after another: copy c has every block id + c * (max id + 1) and every
+// arrival + c * (last arrival + 1 ns), so copies share no prefix and arrivals stay sorted.
+Trace ScaleTrace(const Trace& t, int k) {
+  if (k == 1) return t;
+  uint64_t max_id = 0;
+  int64_t last_ns = 0;
+  for (const Request& r : t.requests) {
+    for (uint64_t b : r.block_ids) max_id = std::max(max_id, b);
+    last_ns = std::max(last_ns, r.arrival_ns);
+  }
+  KV_CHECK(max_id < ~uint64_t{0} / static_cast<uint64_t>(k), "block ids too large to offset");
+  Trace out;
+  out.format = t.format;
+  out.block_tokens = t.block_tokens;
+  out.sources = t.sources;
+  out.requests.reserve(t.requests.size() * static_cast<size_t>(k));
+  for (int c = 0; c < k; ++c) {
+    const uint64_t id_off = static_cast<uint64_t>(c) * (max_id + 1);
+    const int64_t ns_off = static_cast<int64_t>(c) * (last_ns + 1);
+    for (const Request& r : t.requests) {
+      Request s = r;
+      for (uint64_t& b : s.block_ids) b += id_off;
+      s.arrival_ns += ns_off;
+      out.requests.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+// The floor's minimal parse of a Mooncake JSONL file: per line, the integer after
+// "input_length" and the integers of "hash_ids". No validation: it is a speed reference only.
+struct MinimalTrace {
+  std::vector<int64_t> input_tokens;
+  std::vector<size_t> first_id;  // index into ids of each request's first block id
+  std::vector<uint64_t> ids;
+};
+
+const char* SkipTo(const char* p, const char* end, char c) {
+  while (p < end && *p != c) ++p;
+  return p;
+}
+
+uint64_t ScanUint(const char*& p, const char* end) {
+  while (p < end && (*p < '0' || *p > '9')) ++p;
+  uint64_t v = 0;
+  while (p < end && *p >= '0' && *p <= '9') v = v * 10 + static_cast<uint64_t>(*p++ - '0');
+  return v;
+}
+
+void MinimalParse(const std::string& text, MinimalTrace& out) {
+  out.input_tokens.clear();
+  out.first_id.clear();
+  out.ids.clear();
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  static constexpr std::string_view kInput = "\"input_length\"", kIds = "\"hash_ids\"";
+  while (p < end) {
+    const char* eol = SkipTo(p, end, '\n');
+    const std::string_view line(p, static_cast<size_t>(eol - p));
+    const size_t in = line.find(kInput), ids = line.find(kIds);
+    if (in != std::string_view::npos && ids != std::string_view::npos) {
+      const char* q = p + in + kInput.size();
+      out.input_tokens.push_back(static_cast<int64_t>(ScanUint(q, eol)));
+      out.first_id.push_back(out.ids.size());
+      q = SkipTo(p + ids + kIds.size(), eol, '[') + 1;
+      const char* close = SkipTo(q, eol, ']');
+      while (q < close) {
+        while (q < close && (*q == ' ' || *q == ',')) ++q;
+        if (q < close) out.ids.push_back(ScanUint(q, close));
+      }
+    }
+    p = eol + 1;
+  }
+  out.first_id.push_back(out.ids.size());
+}
+
+struct FloorTimes {
+  double read = 0, parse = 0, keys = 0;
+  int64_t page_keys = 0;
+  double total() const { return read + parse + keys; }
+};
+
+// Reads, parses and keys `k` copies of a Mooncake file (the copies' ids offset as ScaleTrace
+// does); keys every full page below the last block id, as the replay keys its requests.
+FloorTimes MeasureFloor(const std::string& path, int k, int64_t page_tokens, int64_t block_tokens) {
+  FloorTimes f;
+  const int64_t ppb = block_tokens / page_tokens;
+  std::vector<PageKey> buf;
+  MinimalTrace mt;
+  uint64_t sink = 0;
+  for (int c = 0; c < k; ++c) {
+    auto a = Clock::now();
+    std::ifstream in(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto b = Clock::now();
+    MinimalParse(text, mt);
+    auto d = Clock::now();
+    uint64_t max_id = 0;
+    for (uint64_t id : mt.ids) max_id = std::max(max_id, id);
+    const uint64_t off = static_cast<uint64_t>(c) * (max_id + 1);
+    for (size_t r = 0; r + 1 < mt.first_id.size(); ++r) {
+      const int64_t blocks = static_cast<int64_t>(mt.first_id[r + 1] - mt.first_id[r]);
+      const int64_t n = std::min(mt.input_tokens[r] / page_tokens, blocks * ppb);
+      buf.clear();
+      for (int64_t i = 0; i < n; ++i)
+        buf.push_back(PageKey{mt.ids[mt.first_id[r] + static_cast<size_t>(i / ppb)] + off,
+                              static_cast<uint32_t>(i % ppb)});
+      f.page_keys += n;
+      sink += buf.empty() ? 0 : buf.back().block;
+    }
+    auto e = Clock::now();
+    f.read += Seconds(a, b);
+    f.parse += Seconds(b, d);
+    f.keys += Seconds(d, e);
+  }
+  volatile uint64_t keep = sink;  // the keys must be built
+  (void)keep;
+  return f;
+}
+
+// Pages held by the cache at the end of a replay, both tiers, all lanes.
+int64_t CachedPages(const Ledger& l) {
+  int64_t t = 0;
+  for (int r = 0; r < l.lanes(); ++r) t += l.at(Tier::kDevice, r).tree + l.at(Tier::kHost, r).tree;
+  return t;
+}
+
 }  // namespace
 
 int CmdBenchReplay(int argc, const char* const* argv) {
@@ -40,6 +189,10 @@ int CmdBenchReplay(int argc, const char* const* argv) {
   AddReplayOptions(desc);
   desc.add_options()("repeat", po::value<int>()->default_value(5),
                      "timed repetitions (median reported)")(
+      "scale", po::value<int>()->default_value(1),
+      "replay K concatenated copies of the trace (ids and arrivals offset per copy)")(
+      "out-dir", po::value<std::string>()->default_value("/tmp"),
+      "where the plan and timeline written by the output stages go (removed afterwards)")(
       "json", po::value<std::string>(), "write the results as JSON")("help,h", "this help");
   po::positional_options_description pos;
   pos.add("trace", -1);
@@ -48,81 +201,222 @@ int CmdBenchReplay(int argc, const char* const* argv) {
   if (vm.count("help")) {
     std::cout
         << "usage: " << argv[0] << " --trace FILE [options]\n\n"
-        << "Times trace loading, the page-key build (the floor, same run) and the replay itself;\n"
-        << "prints requests/s, page operations/s and peak resident memory.\n\n"
+        << "Times the floor (read the file, minimal parse, page-key build), then trace load,\n"
+        << "replay, report, plan and timeline writing, each as a ratio of the floor, and the\n"
+        << "replay's peak memory per cached page and per request (docs/replay.md).\n\n"
         << desc;
     return 0;
   }
   try {
+    const int scale = vm["scale"].as<int>();
+    if (scale < 1 || scale > 4096) throw InputError("", 0, "--scale", "must be in [1, 4096]");
+    const int repeat = std::max(1, vm["repeat"].as<int>());
+    const int64_t rss_start = RssBytes();
+
+    // Load (and scale) first, so that the first replay's peak memory is not hidden by the
+    // floor's buffers.
     const auto t0 = Clock::now();
     ReplayInputs in = LoadReplayInputs(vm);
+    in.trace = ScaleTrace(in.trace, scale);
     const double load_s = Seconds(t0, Clock::now());
     const Trace& trace = in.trace;
-    const int repeat = std::max(1, vm["repeat"].as<int>());
-    const int64_t P = in.config.cache.page_tokens;
-    const int64_t ppb = trace.block_tokens / P;
+    const ReplayConfig& cfg = in.config;
+    const int64_t P = cfg.cache.page_tokens;
+    const int64_t rss_loaded = RssBytes();
 
-    std::vector<double> scan_s, replay_s;
-    int64_t keys = 0, page_ops = 0, nodes = 0;
+    std::vector<double> replay_s;
+    int64_t page_ops = 0, nodes = 0, cached = 0, replay_peak = 0, storage_slots = 0;
     for (int rep = 0; rep < repeat; ++rep) {
-      const auto a = Clock::now();
-      std::vector<PageKey> buf;
-      keys = 0;
-      uint64_t sink = 0;
-      for (const Request& r : trace.requests) {
-        const int64_t n = KeyedPages(r, r.input_tokens, P, trace.block_tokens);
-        buf.clear();
-        for (int64_t i = 0; i < n; ++i) buf.push_back(PageKeyAt(r, i, ppb));
-        keys += n;
-        sink += buf.empty() ? 0 : buf.back().block;
-      }
-      volatile uint64_t keep = sink;  // the compiler must build the keys
-      (void)keep;
-      scan_s.push_back(Seconds(a, Clock::now()));
-
-      auto policy = MakePolicy(in.config.policy, in.config, in.trace);
+      auto policy = MakePolicy(cfg.policy, cfg, trace);
+      const int64_t before = RssBytes();
       const auto b = Clock::now();
-      ReplayEngine engine(in.config, *policy, trace.block_tokens);
-      for (const Request& r : trace.requests) engine.Process(r);
+      ReplayEngine engine(cfg, *policy, trace.block_tokens);
+      // The first repetition samples the resident set every 256 requests (the process-wide peak
+      // may have been set by the trace load); the others run untouched.
+      int64_t highest = before;
+      for (size_t i = 0; i < trace.requests.size(); ++i) {
+        engine.Process(trace.requests[i]);
+        if (rep == 0 && (i % 256 == 255 || i + 1 == trace.requests.size()))
+          highest = std::max(highest, RssBytes());
+      }
       replay_s.push_back(Seconds(b, Clock::now()));
+      if (rep == 0) replay_peak = highest - before;
       page_ops = engine.counters().PageOps(P);
       nodes = static_cast<int64_t>(engine.tree().alive_nodes());
+      storage_slots = static_cast<int64_t>(engine.tree().storage_slots());
+      cached = CachedPages(engine.ledger());
     }
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    const double peak_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;
+    const int64_t peak_after_replay = PeakRssBytes();
+
+    const std::vector<std::string> files = vm["trace"].as<std::vector<std::string>>();
+    const bool floor_ok = trace.format == TraceFormat::kMooncake && files.size() == 1;
+    std::vector<FloorTimes> floors;
+    if (floor_ok)
+      for (int rep = 0; rep < repeat; ++rep)
+        floors.push_back(MeasureFloor(files[0], scale, P, trace.block_tokens));
+
+    // Report: the JSON report of one replay, built and serialized.
+    std::vector<double> report_s;
+    {
+      auto policy = MakePolicy(cfg.policy, cfg, trace);
+      ReplayEngine engine(cfg, *policy, trace.block_tokens);
+      for (const Request& r : trace.requests) engine.Process(r);
+      for (int rep = 0; rep < repeat; ++rep) {
+        const auto a = Clock::now();
+        const std::string s = ReportToJson(cfg, *policy, trace, engine).dump(2);
+        report_s.push_back(Seconds(a, Clock::now()));
+        volatile size_t keep = s.size();
+        (void)keep;
+      }
+    }
+
+    // Plan and timeline: the whole driver (RunReplay, with predictions when a profile is set)
+    // without outputs, with the plan stream written to a file, and with the timeline written.
+    // Each output's cost is its run minus the run without outputs (medians).
+    const std::string dir = vm["out-dir"].as<std::string>();
+    const bool has_profile = !cfg.hardware.profile.empty();
+    std::vector<double> driver_s, plan_s, timeline_s;
+    int64_t plan_bytes = 0, timeline_bytes = 0, peak_plan = 0, peak_timeline = 0;
+    const auto run_driver = [&](const ReplaySinks& sinks) {
+      auto policy = MakePolicy(cfg.policy, cfg, trace);
+      const auto a = Clock::now();
+      RunReplay(cfg, *policy, trace, EngineOptions{}, {}, sinks);
+      return Seconds(a, Clock::now());
+    };
+    for (int rep = 0; rep < repeat; ++rep) driver_s.push_back(run_driver({}));
+    const std::string plan_path = dir + "/kvlanes_bench_replay_plan.jsonl";
+    for (int rep = 0; rep < repeat; ++rep) {
+      const auto a = Clock::now();
+      {
+        std::ofstream out(plan_path, std::ios::binary);
+        ReplaySinks sinks;
+        sinks.plan = &out;
+        run_driver(sinks);
+        plan_bytes = static_cast<int64_t>(out.tellp());
+      }
+      plan_s.push_back(Seconds(a, Clock::now()));
+    }
+    std::remove(plan_path.c_str());
+    peak_plan = PeakRssBytes();
+    if (has_profile) {
+      const std::string tl_path = dir + "/kvlanes_bench_replay_timeline.json";
+      for (int rep = 0; rep < repeat; ++rep) {
+        const auto a = Clock::now();
+        {
+          nlohmann::ordered_json timeline;
+          ReplaySinks sinks;
+          sinks.timeline = &timeline;
+          run_driver(sinks);
+          std::ofstream out(tl_path, std::ios::binary);
+          out << timeline.dump() << "\n";
+          timeline_bytes = static_cast<int64_t>(out.tellp());
+        }
+        timeline_s.push_back(Seconds(a, Clock::now()));
+      }
+      std::remove(tl_path.c_str());
+      peak_timeline = PeakRssBytes();
+    }
+
     const double n = static_cast<double>(trace.requests.size());
-    const double scan = Median(scan_s), replay = Median(replay_s);
+    const double replay = Median(replay_s), report = Median(report_s), driver = Median(driver_s);
+    FloorTimes fl;
+    if (floor_ok) {
+      std::vector<double> r, p, k, tot;
+      for (const FloorTimes& f : floors) {
+        r.push_back(f.read);
+        p.push_back(f.parse);
+        k.push_back(f.keys);
+        tot.push_back(f.total());
+      }
+      fl.read = Median(r);
+      fl.parse = Median(p);
+      fl.keys = Median(k);
+      fl.page_keys = floors[0].page_keys;
+    }
+    const double floor_s = floor_ok ? fl.read + fl.parse + fl.keys : 0.0;
+    const auto ratio = [&](double s, char* out) {
+      if (floor_s > 0) {
+        std::snprintf(out, 16, "%.2f", s / floor_s);
+      } else {
+        std::snprintf(out, 16, "-");
+      }
+    };
     std::printf(
-        "kvlanes bench replay: %zu requests, policy %s, cp_size %lld, page_tokens %lld, %d reps\n",
-        trace.requests.size(), in.config.policy.c_str(),
-        static_cast<long long>(in.config.cache.cp_size), static_cast<long long>(P), repeat);
-    std::printf("%-22s %10s %14s %16s %12s\n", "stage", "seconds", "requests/s", "pages/s",
-                "x key build");
-    std::printf("%-22s %10.4f %14.0f %16s %12s\n", "trace load", load_s, n / load_s, "-", "-");
-    std::printf("%-22s %10.4f %14.0f %16.0f %12s\n", "key build (floor)", scan, n / scan,
-                keys / scan, "1.0");
-    std::printf("%-22s %10.4f %14.0f %16.0f %12.1f\n", "replay (page ops)", replay, n / replay,
-                page_ops / replay, replay / scan);
+        "kvlanes bench replay: %zu requests (scale %d), policy %s, cp_size %lld, page_tokens "
+        "%lld, %d reps (medians)\n",
+        trace.requests.size(), scale, cfg.policy.c_str(), static_cast<long long>(cfg.cache.cp_size),
+        static_cast<long long>(P), repeat);
+    std::printf("%-34s %10s %14s %10s\n", "stage", "seconds", "requests/s", "x floor");
+    char buf[16];
+    const auto row = [&](const char* name, double s) {
+      ratio(s, buf);
+      std::printf("%-34s %10.4f %14.0f %10s\n", name, s, s > 0 ? n / s : 0.0, buf);
+    };
+    if (floor_ok) {
+      row("floor: read file", fl.read);
+      row("floor: minimal parse", fl.parse);
+      row("floor: page-key build", fl.keys);
+      row("floor (sum)", floor_s);
+    } else {
+      std::printf("floor: not measured (one Mooncake JSONL file only)\n");
+    }
+    row(scale > 1 ? "trace load (1 file + copies)" : "trace load", load_s);
+    row("replay (engine loop)", replay);
+    row("report (build + serialize)", report);
+    row("load + replay + report", load_s + replay + report);
+    row(has_profile ? "driver with predictions" : "driver (RunReplay)", driver);
+    row("plan writing (extra)", Median(plan_s) - driver);
+    if (has_profile) {
+      row("timeline writing (extra)", Median(timeline_s) - driver);
+    } else {
+      std::printf("%-34s %10s (needs a hardware profile)\n", "timeline writing (extra)", "-");
+    }
+    char timeline_mib[32] = "-";
+    if (has_profile)
+      std::snprintf(timeline_mib, sizeof timeline_mib, "%.1f", peak_timeline / 1048576.0);
+    const double per_page = cached > 0 ? static_cast<double>(replay_peak) / cached : 0.0;
     std::printf(
-        "page ops %lld, page keys %lld, tree nodes at end %lld, peak resident memory %.1f MiB\n",
-        static_cast<long long>(page_ops), static_cast<long long>(keys),
-        static_cast<long long>(nodes), peak_mib);
+        "memory: start %.1f MiB, trace loaded %.1f MiB, replay's own peak %.1f MiB (first rep, "
+        "resident set sampled every 256 requests, above the loaded trace), peak after replays %.1f "
+        "MiB, with plan %.1f MiB, with timeline "
+        "%s MiB\n",
+        rss_start / 1048576.0, rss_loaded / 1048576.0, replay_peak / 1048576.0,
+        peak_after_replay / 1048576.0, peak_plan / 1048576.0, timeline_mib);
+    std::printf(
+        "cached pages at end %lld: replay's own peak %.1f B per cached page, %.1f B per request; "
+        "tree nodes alive %lld, node storage slots %lld; page ops %lld; plan %lld B, timeline "
+        "%lld B\n",
+        static_cast<long long>(cached), per_page, static_cast<double>(replay_peak) / n,
+        static_cast<long long>(nodes), static_cast<long long>(storage_slots),
+        static_cast<long long>(page_ops), static_cast<long long>(plan_bytes),
+        static_cast<long long>(timeline_bytes));
     if (vm.count("json")) {
       nlohmann::ordered_json j;
       j["requests"] = trace.requests.size();
-      j["policy"] = in.config.policy;
-      j["config"] = ConfigToJson(in.config);
+      j["scale"] = scale;
+      j["policy"] = cfg.policy;
+      j["config"] = ConfigToJson(cfg);
       j["repeat"] = repeat;
+      if (floor_ok) {
+        j["floor_read_s"] = fl.read;
+        j["floor_parse_s"] = fl.parse;
+        j["floor_key_build_s"] = fl.keys;
+        j["floor_s"] = floor_s;
+        j["page_keys"] = fl.page_keys;
+      }
       j["trace_load_s"] = load_s;
-      j["key_build_s"] = scan;
-      j["page_keys"] = keys;
       j["replay_s"] = replay;
+      j["report_s"] = report;
+      j["driver_s"] = driver;
+      j["plan_extra_s"] = Median(plan_s) - driver;
+      if (has_profile) j["timeline_extra_s"] = Median(timeline_s) - driver;
       j["page_ops"] = page_ops;
-      j["requests_per_s"] = n / replay;
-      j["page_ops_per_s"] = page_ops / replay;
-      j["key_build_pages_per_s"] = keys / scan;
-      j["peak_rss_mib"] = peak_mib;
+      j["cached_pages"] = cached;
+      j["replay_peak_bytes"] = replay_peak;
+      j["replay_peak_bytes_per_cached_page"] = per_page;
+      j["rss_loaded_bytes"] = rss_loaded;
+      j["peak_rss_bytes"] = peak_after_replay;
+      j["plan_bytes"] = plan_bytes;
       WriteFileAtomically(vm["json"].as<std::string>(), j.dump(2) + "\n");
     }
     return 0;

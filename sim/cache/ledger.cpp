@@ -20,15 +20,36 @@ void Ledger::Bump(LaneAccount& a, int64_t tree_delta, int64_t locked_delta) {
   if (a.used() > a.peak) a.peak = a.used();
 }
 
+// The per-node updates count the node's pages per owner lane first and move each lane once: all
+// pages of one update move a lane's counts the same way, so the checks and the peak see the
+// same final state (and the same maximum) as page-by-page updates would.
+const std::vector<int64_t>& Ledger::PagesPerLane(const Node& n) {
+  lane_pages_.assign(device_.size(), 0);
+  if (device_.size() == 1) {
+    lane_pages_[0] = static_cast<int64_t>(n.pages.size());
+  } else {
+    for (const PageInfo& p : n.pages) ++lane_pages_[p.owner];
+  }
+  return lane_pages_;
+}
+
 void Ledger::OnResidency(const Node& n, Tier tier, int sign) {
-  for (const PageInfo& p : n.pages) Bump(mut(tier, p.owner), sign, n.lock > 0 ? sign : 0);
+  const std::vector<int64_t>& per_lane = PagesPerLane(n);
+  for (size_t r = 0; r < per_lane.size(); ++r) {
+    if (per_lane[r] == 0) continue;
+    const int64_t d = sign * per_lane[r];
+    Bump(mut(tier, static_cast<int>(r)), d, n.lock > 0 ? d : 0);
+  }
 }
 
 void Ledger::OnLock(const Node& n, bool locked) {
-  const int sign = locked ? 1 : -1;
-  for (const PageInfo& p : n.pages) {
-    if (n.on_device()) Bump(device_[p.owner], 0, sign);
-    if (n.on_host()) Bump(host_[p.owner], 0, sign);
+  if (!n.on_device() && !n.on_host()) return;
+  const std::vector<int64_t>& per_lane = PagesPerLane(n);
+  for (size_t r = 0; r < per_lane.size(); ++r) {
+    if (per_lane[r] == 0) continue;
+    const int64_t d = locked ? per_lane[r] : -per_lane[r];
+    if (n.on_device()) Bump(device_[r], 0, d);
+    if (n.on_host()) Bump(host_[r], 0, d);
   }
 }
 

@@ -40,7 +40,8 @@ class Ledger {
     return tier == Tier::kDevice ? device_[lane] : host_[lane];
   }
 
-  // A node gained (+1) or lost (-1) residency on `tier`.
+  // A node gained (+1) or lost (-1) residency on `tier`. Cost: one pass over the node's owners
+  // (none with one lane), one update per lane.
   void OnResidency(const Node& n, Tier tier, int sign);
   // A node's lock count moved between 0 and > 0.
   void OnLock(const Node& n, bool locked);
@@ -57,9 +58,12 @@ class Ledger {
     return tier == Tier::kDevice ? device_[lane] : host_[lane];
   }
   void Bump(LaneAccount& a, int64_t tree_delta, int64_t locked_delta);
+  // The pages of `n` per owner lane, in lane_pages_ (reused between calls).
+  const std::vector<int64_t>& PagesPerLane(const Node& n);
 
   std::vector<LaneAccount> device_;
   std::vector<LaneAccount> host_;
+  std::vector<int64_t> lane_pages_;
 };
 
 }  // namespace kvlanes

@@ -168,6 +168,11 @@ class CachePolicy {
   // layer by layer, or after it. `gather` is the method chosen for the request.
   virtual BackupSchedule ChooseBackup(const CacheView& view, const GatherContext& ctx,
                                       GatherMethod gather) const = 0;
+
+  // An index the policy keeps over the eviction candidates, which the engine attaches to its
+  // tree for the replay (RadixTree::SetObserver), or nullptr (the default). The index is the
+  // policy's own state, not cache state; one engine at a time may use a policy that has one.
+  virtual CandidateObserver* Observer() const { return nullptr; }
 };
 
 }  // namespace kvlanes

@@ -7,16 +7,26 @@
 namespace kvlanes {
 
 RadixTree::RadixTree(EvictionOrder order) : order_(order) {
+  store_.emplace_back();  // the dead placeholder: alive false, id kNoNode
   NodeId root = NewNode();
   KV_CHECK(root == kRootId, "root must be node 0");
 }
 
 NodeId RadixTree::NewNode() {
-  NodeId id = static_cast<NodeId>(nodes_.size());
+  const NodeId id = static_cast<NodeId>(slot_of_.size());
   KV_CHECK(id != kNoNode, "node id space exhausted");
-  nodes_.emplace_back();
-  nodes_.back().id = id;
-  nodes_.back().alive = true;
+  uint32_t slot;
+  if (free_slots_.empty()) {
+    slot = static_cast<uint32_t>(store_.size());
+    store_.emplace_back();  // may reallocate store_: callers take references after this
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  slot_of_.push_back(slot);
+  Node& n = store_[slot];
+  n.id = id;
+  n.alive = true;
   ++alive_;
   return id;
 }
@@ -47,10 +57,11 @@ bool RadixTree::IsCandidate(const Node& n, Tier tier) const {
 }
 
 void RadixTree::Refresh(NodeId id) {
-  Node& n = nodes_[id];
+  Node& n = mutable_node(id);
   const EvictionPriority key = Priority(n);
   auto refile = [&](Tier tier, CandidateSet& set, bool& in_set, EvictionPriority& stored) {
     const bool want = IsCandidate(n, tier);
+    const bool was = in_set;
     if (in_set && (!want || stored != key)) {
       set.erase(stored);
       in_set = false;
@@ -60,18 +71,29 @@ void RadixTree::Refresh(NodeId id) {
       stored = key;
       in_set = true;
     }
+    if (observer_ != nullptr && was != want) observer_->OnCandidate(n, tier, want);
   };
   refile(Tier::kDevice, device_set_, n.in_device_set, n.device_key);
   refile(Tier::kHost, host_set_, n.in_host_set, n.host_key);
 }
 
+void RadixTree::SetObserver(CandidateObserver* observer) {
+  observer_ = observer;
+  if (observer_ == nullptr) return;
+  observer_->Attach(*this);
+  for (Tier tier : {Tier::kDevice, Tier::kHost})
+    for (const EvictionPriority& p : candidates(tier))
+      observer_->OnCandidate(node(p.id), tier, true);
+}
+
 void RadixTree::Touch(NodeId id, uint64_t epoch) {
-  nodes_[id].last_access = epoch;
+  epoch_ = std::max(epoch_, epoch);
+  mutable_node(id).last_access = epoch;
   Refresh(id);
 }
 
 void RadixTree::AdjustParentCounts(NodeId parent, int children_delta, int device_children_delta) {
-  Node& p = nodes_[parent];
+  Node& p = mutable_node(parent);
   KV_CHECK(static_cast<int64_t>(p.num_children) + children_delta >= 0, "child count underflow");
   KV_CHECK(static_cast<int64_t>(p.device_children) + device_children_delta >= 0,
            "device child count underflow");
@@ -81,15 +103,17 @@ void RadixTree::AdjustParentCounts(NodeId parent, int children_delta, int device
 }
 
 NodeId RadixTree::Split(NodeId id, int64_t m, uint64_t epoch) {
-  NodeId up_id = NewNode();  // may reallocate nodes_: take references after this
-  Node& c = nodes_[id];
-  Node& up = nodes_[up_id];
+  NodeId up_id = NewNode();  // may reallocate store_: take references after this
+  Node& c = mutable_node(id);
+  Node& up = mutable_node(up_id);
   KV_CHECK(m > 0 && m < static_cast<int64_t>(c.keys.size()), "split point out of range");
+  // Both parts get lists of their exact size, so a split never keeps the whole node's capacity.
   const auto cut = [m](auto& v) {
     using V = std::remove_reference_t<decltype(v)>;
     if (v.empty()) return V{};
     V upper(v.begin(), v.begin() + m);
-    v.erase(v.begin(), v.begin() + m);
+    V lower(v.begin() + m, v.end());
+    v.swap(lower);
     return upper;
   };
   up.parent = c.parent;
@@ -122,7 +146,7 @@ int64_t RadixTree::Walk(std::span<const PageKey> keys, uint64_t epoch, NodeId* l
     const NodeId c = Child(node, keys[i]);
     if (c == kNoNode) break;
     Touch(c, epoch);
-    const Node& cn = nodes_[c];
+    const Node& cn = mutable_node(c);
     const int64_t len = static_cast<int64_t>(cn.keys.size());
     const int64_t lim = std::min(len, n - i);
     int64_t m = 0;
@@ -140,8 +164,8 @@ int64_t RadixTree::Walk(std::span<const PageKey> keys, uint64_t epoch, NodeId* l
 MatchResult RadixTree::Match(std::span<const PageKey> keys, uint64_t epoch) {
   MatchResult r;
   const int64_t matched = Walk(keys, epoch, &r.last_node, [&](NodeId id, int64_t first) {
-    if (nodes_[id].on_device()) {
-      r.device_pages = first + static_cast<int64_t>(nodes_[id].keys.size());
+    if (mutable_node(id).on_device()) {
+      r.device_pages = first + static_cast<int64_t>(mutable_node(id).keys.size());
       r.device_node = id;
     }
   });
@@ -153,7 +177,7 @@ RadixTree::InsertWalk RadixTree::WalkForInsert(std::span<const PageKey> keys, ui
                                                const std::function<void(NodeId, int64_t)>& visit) {
   InsertWalk w;
   w.consumed = Walk(keys, epoch, &w.node, [&](NodeId id, int64_t first) {
-    ++nodes_[id].hit_count;
+    ++mutable_node(id).hit_count;
     Refresh(id);
     visit(id, first);
   });
@@ -166,8 +190,8 @@ NodeId RadixTree::AddLeaf(NodeId parent, std::vector<PageKey> keys, std::vector<
            "AddLeaf needs equal, non-empty key/page/slot lists");
   KV_CHECK(Child(parent, keys.front()) == kNoNode, "AddLeaf over an existing child");
   NodeId id = NewNode();
-  Node& leaf = nodes_[id];
-  const Node& p = nodes_[parent];
+  Node& leaf = mutable_node(id);
+  const Node& p = mutable_node(parent);
   leaf.parent = parent;
   leaf.first_page = parent == kRootId ? 0 : p.first_page + static_cast<int64_t>(p.keys.size());
   leaf.keys = std::move(keys);
@@ -182,7 +206,7 @@ NodeId RadixTree::AddLeaf(NodeId parent, std::vector<PageKey> keys, std::vector<
 }
 
 void RadixTree::SetDeviceSlots(NodeId id, std::vector<uint32_t> slots) {
-  Node& n = nodes_[id];
+  Node& n = mutable_node(id);
   KV_CHECK(slots.empty() || slots.size() == n.keys.size(), "device slot count != page count");
   const bool was = n.on_device();
   n.device_slot = std::move(slots);
@@ -192,14 +216,14 @@ void RadixTree::SetDeviceSlots(NodeId id, std::vector<uint32_t> slots) {
 }
 
 void RadixTree::SetHostSlots(NodeId id, std::vector<uint32_t> slots) {
-  Node& n = nodes_[id];
+  Node& n = mutable_node(id);
   KV_CHECK(slots.empty() || slots.size() == n.keys.size(), "host slot count != page count");
   n.host_slot = std::move(slots);
   Refresh(id);
 }
 
 void RadixTree::Remove(NodeId id) {
-  Node& n = nodes_[id];
+  Node& n = mutable_node(id);
   KV_CHECK(id != kRootId && n.alive, "cannot remove root or a dead node");
   KV_CHECK(n.num_children == 0 && n.lock == 0 && !n.on_device() && !n.on_host(),
            "removing node " << id << " that has children, a lock or residency");
@@ -208,15 +232,19 @@ void RadixTree::Remove(NodeId id) {
   --alive_;
   Refresh(id);  // leaves both candidate sets
   const NodeId parent = n.parent;
-  n.keys = {};
-  n.pages = {};
+  // Release the node's storage (assigning {} would keep the lists' capacity) and hand its slot
+  // to the next new node; the id now reads as the dead placeholder.
+  const uint32_t slot = slot_of_[id];
+  store_[slot] = Node{};
+  free_slots_.push_back(slot);
+  slot_of_[id] = 0;
   AdjustParentCounts(parent, -1, 0);
 }
 
 void RadixTree::Lock(NodeId id, int delta,
                      const std::function<void(const Node&, bool)>& on_transition) {
-  for (NodeId n = id; n != kRootId; n = nodes_[n].parent) {
-    Node& node = nodes_[n];
+  for (NodeId n = id; n != kRootId; n = mutable_node(n).parent) {
+    Node& node = mutable_node(n);
     const bool before = node.lock > 0;
     node.lock += delta;
     KV_CHECK(node.lock >= 0, "lock count of node " << n << " went negative");
@@ -229,13 +257,18 @@ void RadixTree::Lock(NodeId id, int delta,
 }
 
 void RadixTree::CheckStructure() const {
-  std::vector<uint32_t> kids(nodes_.size(), 0), dev_kids(nodes_.size(), 0);
+  std::vector<uint32_t> kids(node_slots(), 0), dev_kids(node_slots(), 0);
   size_t alive = 0;
-  for (const Node& n : nodes_) {
+  KV_CHECK(!store_[0].alive && store_[0].keys.empty() && store_[0].id == kNoNode,
+           "the dead placeholder node was written to");
+  KV_CHECK(store_.size() == 1 + alive_ + free_slots_.size(), "node storage slots leak");
+  for (NodeId id = 0; id < node_slots(); ++id) {
+    const Node& n = node(id);
     if (!n.alive) continue;
+    KV_CHECK(n.id == id, "node slot of id " << id << " holds node " << n.id);
     ++alive;
     if (n.id == kRootId) continue;
-    KV_CHECK(nodes_[n.parent].alive, "node " << n.id << " has a dead parent");
+    KV_CHECK(node(n.parent).alive, "node " << n.id << " has a dead parent");
     KV_CHECK(!n.keys.empty() && n.keys.size() == n.pages.size(), "node " << n.id << " keys/pages");
     KV_CHECK(n.on_device() || n.on_host(), "node " << n.id << " is resident nowhere");
     auto it = children_.find(ChildKey{n.parent, n.keys.front()});
@@ -243,10 +276,10 @@ void RadixTree::CheckStructure() const {
     ++kids[n.parent];
     if (n.on_device()) {
       ++dev_kids[n.parent];
-      KV_CHECK(n.parent == kRootId || nodes_[n.parent].on_device(),
+      KV_CHECK(n.parent == kRootId || node(n.parent).on_device(),
                "device node " << n.id << " under a node not on device");
     }
-    const Node& p = nodes_[n.parent];
+    const Node& p = node(n.parent);
     const int64_t expect_first =
         n.parent == kRootId ? 0 : p.first_page + static_cast<int64_t>(p.keys.size());
     KV_CHECK(n.first_page == expect_first, "node " << n.id << " first_page");
@@ -254,11 +287,9 @@ void RadixTree::CheckStructure() const {
   KV_CHECK(alive == alive_, "alive node count");
   KV_CHECK(children_.size() + 1 == alive_, "child map size " << children_.size());
   size_t dev_cands = 0, host_cands = 0;
-  for (const Node& n : nodes_) {
-    if (!n.alive) {
-      KV_CHECK(!n.in_device_set && !n.in_host_set, "dead node " << n.id << " still a candidate");
-      continue;
-    }
+  for (NodeId id = 0; id < node_slots(); ++id) {
+    const Node& n = node(id);
+    if (!n.alive) continue;  // removed: its slot is the placeholder or another node's
     KV_CHECK(n.num_children == kids[n.id], "node " << n.id << " child count");
     KV_CHECK(n.device_children == dev_kids[n.id], "node " << n.id << " device child count");
     const EvictionPriority key = Priority(n);

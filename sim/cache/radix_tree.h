@@ -30,7 +30,7 @@ struct PageInfo {
 };
 
 struct Node {
-  NodeId id = kNoNode;  // creation order; never reused
+  NodeId id = kNoNode;  // creation order; never reused (the storage slot behind it is)
   NodeId parent = kNoNode;
   int64_t first_page = 0;  // logical page position of keys[0] in every request through it
   std::vector<PageKey> keys;
@@ -54,6 +54,22 @@ struct Node {
 
 enum class Tier { kDevice = 0, kHost = 1 };
 
+class RadixTree;
+
+// Follows the candidate sets of a tree: told of every node that enters or leaves the device or
+// host candidate set, as it happens, so that an index of its own (a policy's order over the
+// candidates) stays current without scanning the sets. Must not mutate the tree.
+class CandidateObserver {
+ public:
+  virtual ~CandidateObserver() = default;
+  // `tree` is now the one followed; everything learned before is to be forgotten. The tree's
+  // current candidates are reported (entered) right after.
+  virtual void Attach(const RadixTree& tree) = 0;
+  // `n` entered (true) or left (false) the candidate set of `tier`. On leaving because it is
+  // removed, `n` still holds its keys and pages during the call.
+  virtual void OnCandidate(const Node& n, Tier tier, bool entered) = 0;
+};
+
 struct MatchResult {
   int64_t device_pages = 0;      // pages matched on device (prefix)
   int64_t host_pages = 0;        // host-only pages matched below the deepest device node
@@ -66,10 +82,16 @@ class RadixTree {
   explicit RadixTree(EvictionOrder order);
 
   EvictionOrder order() const { return order_; }
-  const Node& node(NodeId id) const { return nodes_[id]; }
-  Node& mutable_node(NodeId id) { return nodes_[id]; }
-  size_t node_slots() const { return nodes_.size(); }  // alive or not; ids < node_slots()
+  // Node `id`. A removed node reads as a dead placeholder (alive false, id kNoNode, no pages):
+  // its storage has been reused, so nothing of it is kept. REQUIRES: id < node_slots().
+  const Node& node(NodeId id) const { return store_[slot_of_[id]]; }
+  Node& mutable_node(NodeId id) { return store_[slot_of_[id]]; }
+  // Ids created so far, alive or not: every id < node_slots() is valid for node().
+  size_t node_slots() const { return slot_of_.size(); }
   size_t alive_nodes() const { return alive_; }
+  // Node storage slots allocated (alive nodes plus reusable free ones): memory follows this,
+  // not node_slots().
+  size_t storage_slots() const { return store_.size() - 1; }
 
   // Child of `parent` whose first key is `first`, or kNoNode.
   NodeId Child(NodeId parent, const PageKey& first) const;
@@ -101,7 +123,7 @@ class RadixTree {
   // Splits `id` after its first `m` pages for a partial (tail) eviction: the head becomes a new
   // node (returned) in id's place with id's last_access, hit count and lock; `id` keeps the tail
   // pages and its children. REQUIRES: 0 < m < pages of id.
-  NodeId SplitHead(NodeId id, int64_t m) { return Split(id, m, nodes_[id].last_access); }
+  NodeId SplitHead(NodeId id, int64_t m) { return Split(id, m, node(id).last_access); }
   // Removes a node that is resident nowhere any more. REQUIRES: no children, unlocked.
   void Remove(NodeId id);
 
@@ -122,6 +144,13 @@ class RadixTree {
 
   // Re-files `id` in the candidate sets after any change of its fields.
   void Refresh(NodeId id);
+
+  // Reports candidate set changes to `observer` from now on (nullptr: to nobody); the observer
+  // is attached and told of the current candidates first. It must outlive the tree or be
+  // detached.
+  void SetObserver(CandidateObserver* observer);
+  // The latest access epoch the tree was given (Match, WalkForInsert, Touch); 0 before any.
+  uint64_t epoch() const { return epoch_; }
 
   // Recomputes child counts and candidate sets from scratch and aborts on any difference.
   void CheckStructure() const;
@@ -149,11 +178,18 @@ class RadixTree {
   void AdjustParentCounts(NodeId parent, int children_delta, int device_children_delta);
 
   EvictionOrder order_;
-  std::vector<Node> nodes_;
+  // Node storage: store_[0] is the dead placeholder every removed id maps to; the other slots
+  // hold alive nodes or wait in free_slots_ for reuse, so storage is bounded by the most nodes
+  // alive at once. slot_of_ maps each id ever created to its slot (4 bytes per created node).
+  std::vector<Node> store_;
+  std::vector<uint32_t> slot_of_;
+  std::vector<uint32_t> free_slots_;
   size_t alive_ = 0;
   std::unordered_map<ChildKey, NodeId, ChildKeyHash> children_;
   CandidateSet device_set_;
   CandidateSet host_set_;
+  CandidateObserver* observer_ = nullptr;
+  uint64_t epoch_ = 0;
 };
 
 }  // namespace kvlanes

@@ -77,6 +77,7 @@ ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, i
       host_slots_(ranks_, cfg.cache.host_pages_per_lane, false) {
   KV_CHECK(block_tokens > 0 && block_tokens % page_tokens_ == 0,
            "block of " << block_tokens << " tokens is not a multiple of the page");
+  tree_.SetObserver(policy.Observer());
 }
 
 CacheView ReplayEngine::View() const {
@@ -358,6 +359,7 @@ void ReplayEngine::BeginRequest(const Request& req, RequestWork& w) {
   for (int64_t i = 0; i < w.keyed; ++i) w.s.keys.push_back(PageKeyAt(req, i, pages_per_block_));
   w.s.load_lane_pages.assign(static_cast<size_t>(ranks_), 0);
   w.s.backup_lane_pages.assign(static_cast<size_t>(ranks_), 0);
+  w.s.in_flight_pages.assign(static_cast<size_t>(ranks_), 0);
   ++c_.requests;
   c_.input_tokens += L;
 }
@@ -508,6 +510,7 @@ void ReplayEngine::AllocateComputedPages(RequestWork& w) {
   std::vector<uint32_t>& slots = w.s.slots;
   slots.assign(static_cast<size_t>(n_alloc), kNoSlot);
   c_.allocated_pages += n_alloc;
+  std::vector<int64_t>& per_lane = w.s.in_flight_pages;
   for (int64_t i = 0; i < n_alloc; ++i) {
     const size_t k = static_cast<size_t>(i);
     if (placement_->from_allocator && w.start + i >= w.ext_start) {
@@ -517,16 +520,29 @@ void ReplayEngine::AllocateComputedPages(RequestWork& w) {
     } else {
       slots[k] = device_slots_.Alloc(owners[k]);
     }
-    ledger_.AddInFlight(Tier::kDevice, owners[k], 1);
+    ++per_lane[owners[k]];
+  }
+  ApplyInFlight(w, +1);
+}
+
+void ReplayEngine::ApplyInFlight(RequestWork& w, int sign) {
+  std::vector<int64_t>& per_lane = w.s.in_flight_pages;
+  for (size_t r = 0; r < per_lane.size(); ++r) {
+    if (per_lane[r] == 0) continue;
+    ledger_.AddInFlight(Tier::kDevice, static_cast<int>(r), sign * per_lane[r]);
+    per_lane[r] = 0;
   }
 }
 
-void ReplayEngine::ReleaseComputed(RequestWork& w, int64_t pos) {
-  const size_t k = static_cast<size_t>(pos - w.start);
-  KV_CHECK(w.s.slots[k] != kNoSlot, "page " << pos << " released twice");
-  device_slots_.Free(w.s.owners[k], w.s.slots[k]);
-  ledger_.AddInFlight(Tier::kDevice, w.s.owners[k], -1);
-  w.s.slots[k] = kNoSlot;
+void ReplayEngine::ReleaseComputed(RequestWork& w, int64_t from, int64_t to) {
+  for (int64_t pos = from; pos < to; ++pos) {
+    const size_t k = static_cast<size_t>(pos - w.start);
+    KV_CHECK(w.s.slots[k] != kNoSlot, "page " << pos << " released twice");
+    device_slots_.Free(w.s.owners[k], w.s.slots[k]);
+    ++w.s.in_flight_pages[w.s.owners[k]];
+    w.s.slots[k] = kNoSlot;
+  }
+  ApplyInFlight(w, -1);
 }
 
 // Inserts all full keyed pages that are cached. Existing host-only nodes on the path are
@@ -539,7 +555,7 @@ void ReplayEngine::InsertComputedPages(RequestWork& w) {
       [this, &w](NodeId id, int64_t first) { InsertIntoNode(w, id, first); });
   w.inserted_node = walk.node;
   if (walk.consumed < w.keyed_c) AddComputedLeaf(w, walk);
-  for (int64_t pos = std::max(w.keyed_c, w.start); pos < w.end; ++pos) ReleaseComputed(w, pos);
+  ReleaseComputed(w, std::max(w.keyed_c, w.start), w.end);
   for (size_t k = 0; k < w.s.slots.size(); ++k)
     KV_CHECK(w.s.slots[k] == kNoSlot,
              "computed page " << w.start + static_cast<int64_t>(k) << " leaked");
@@ -553,7 +569,7 @@ void ReplayEngine::InsertIntoNode(RequestWork& w, NodeId id, int64_t first) {
   if (first + len <= w.start) return;
   KV_CHECK(first >= w.start, "node " << id << " straddles the first computed page");
   if (tree_.node(id).on_device()) {
-    for (int64_t p = first; p < first + len; ++p) ReleaseComputed(w, p);
+    ReleaseComputed(w, first, first + len);
     c_.duplicate_pages += len;
     return;
   }
@@ -566,9 +582,10 @@ void ReplayEngine::InsertIntoNode(RequestWork& w, NodeId id, int64_t first) {
       w.rec->new_pages.push_back(NewPage{first + j, info.owner, w.s.slots[k], info.extent});
     }
     dev[static_cast<size_t>(j)] = w.s.slots[k];
-    ledger_.AddInFlight(Tier::kDevice, w.s.owners[k], -1);
+    ++w.s.in_flight_pages[w.s.owners[k]];
     w.s.slots[k] = kNoSlot;
   }
+  ApplyInFlight(w, -1);
   tree_.SetDeviceSlots(id, std::move(dev));
   ledger_.OnResidency(tree_.node(id), Tier::kDevice, +1);
   c_.inserted_pages += len;
@@ -612,9 +629,10 @@ void ReplayEngine::AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& 
     if (w.rec)
       w.rec->new_pages.push_back(
           NewPage{w.start + static_cast<int64_t>(k), owner, w.s.slots[k], w.extent_id});
-    ledger_.AddInFlight(Tier::kDevice, owner, -1);
+    ++w.s.in_flight_pages[owner];
     w.s.slots[k] = kNoSlot;
   }
+  ApplyInFlight(w, -1);
   // A new leaf counts its own insert as a hit (write_through backs it up at once).
   const NodeId leaf =
       tree_.AddLeaf(walk.node, std::move(keys), std::move(pages), std::move(dev), w.epoch, 1);

@@ -124,6 +124,7 @@ class ReplayEngine {
     std::vector<uint16_t> prefix_owners;     // owner of each prefix page, in logical order
     std::vector<int64_t> backup_lane_pages;  // pages backed up per lane
     std::vector<int64_t> load_lane_pages;    // pages loaded back per lane
+    std::vector<int64_t> in_flight_pages;    // in-flight pages to add or drop per lane, batched
   };
   // One request's state, carried through the phases of Process (replay_engine.cpp).
   struct RequestWork;
@@ -149,8 +150,11 @@ class ReplayEngine {
   void InsertIntoNode(RequestWork& w, NodeId id, int64_t first);
   void DropMovedHostCopy(RequestWork& w, NodeId id, int64_t first);
   void AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& walk);
-  // Frees the in-flight device slot of computed page `pos`.
-  void ReleaseComputed(RequestWork& w, int64_t pos);
+  // Frees the in-flight device slots of computed pages [from, to).
+  void ReleaseComputed(RequestWork& w, int64_t from, int64_t to);
+  // Moves the ledger's device in-flight count of every lane by sign * s.in_flight_pages[lane]
+  // (one update per lane instead of one per page) and clears the counts.
+  void ApplyInFlight(RequestWork& w, int sign);
   // Asks the policy for the gather method and backup schedule once the request's cache work
   // is known, counts and records them.
   void DecideMaterialization(RequestWork& w);
