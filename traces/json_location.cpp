@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "traces/input_error.h"
+#include "traces/json_strict.h"
 #include "traces/name_table.h"
 
 namespace kvlanes {
@@ -177,12 +178,7 @@ JsonInput JsonInput::Load(const std::string& path, const std::string& what) {
 
 JsonInput::JsonInput(std::string file, std::string text)
     : file_(std::move(file)), text_(std::move(text)) {
-  try {
-    root_ = nlohmann::json::parse(text_);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(file_, LineOfByte(text_, e.byte), "",
-                     std::string("malformed JSON: ") + e.what());
-  }
+  root_ = ParseJsonStrict(text_, file_);
 }
 
 void JsonInput::Fail(const std::vector<JsonStep>& path, const std::string& msg) const {
