@@ -367,6 +367,30 @@ std::string MakeRendezvousDir(const std::string& prefix) {
   return templ;
 }
 
+namespace {
+
+// The host segment of this run: named after rank 0's live claim, so a segment a dead run left in
+// the directory is never mapped. Waits (bounded) for rank 0 to claim.
+std::string HostSegmentName(const std::string& dir, int rank, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    const std::string token = LiveClaimToken(dir, 0);
+    if (!token.empty()) {
+      uint64_t h = 1469598103934665603ull;  // FNV-1a
+      for (unsigned char c : token) h = (h ^ c) * 1099511628211ull;
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "host_segment.%016llx", static_cast<unsigned long long>(h));
+      return buf;
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      throw ExecError("rank " + std::to_string(rank) + ": rank 0 did not claim the rendezvous " +
+                      dir + " within " + std::to_string(timeout_s) + " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
 int RunEnvRank(const ExecPlan& plan, const RunOptions& o, const GetEnvFn& getenv) {
   CheckBackendAvailable(o.backend);
   const RankEnv env = ParseRankEnv(getenv);
@@ -377,12 +401,15 @@ int RunEnvRank(const ExecPlan& plan, const RunOptions& o, const GetEnvFn& getenv
   if (env.rank == 0) CheckOutputPaths(o);  // only rank 0 writes (its node's paths)
   const RendezvousSpec spec = o.rendezvous ? *o.rendezvous : DefaultRendezvous(getenv);
   std::unique_ptr<HostSegment> seg;
+  std::unique_ptr<RendezvousClaim> claim;  // held until the rank is done
   if (o.backend == "host") {
     if (spec.kind != RendezvousSpec::Kind::kFile)
       throw InputError(
           "", 0, "--rendezvous",
           "the host backend shares memory between the ranks of one node: it needs file:DIR");
-    seg = HostSegment::OpenFile(spec.path + "/host_segment", plan.geo, env.rank, o.timeout_s);
+    claim = RendezvousClaim::Take(spec.path, env.rank, std::min(o.timeout_s, 1.0));
+    seg = HostSegment::OpenFile(spec.path + "/" + HostSegmentName(spec.path, env.rank, o.timeout_s),
+                                plan.geo, env.rank, o.timeout_s);
   }
   std::string error;
   const int code = RankBody(plan, o, env.rank, env.local_rank, seg.get(), spec, -1, &error);
