@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -97,8 +97,12 @@ class FileRendezvous : public Rendezvous {
         std::string text = ss.str();
         const size_t nl = text.find('\n');
         // A file of another (dead) run, or one whose rank has not claimed yet: not this round's.
-        const std::string live = LiveClaimToken(dir_, r);
-        if (nl == std::string::npos || live.empty() || text.compare(0, nl, live) != 0) continue;
+        // A rank's token is learnt once, while its claim is live (round 0: it cannot leave before
+        // every rank has written round 0), so a rank that finished its last round and let its
+        // claim go is still recognized.
+        std::string& token = tokens_[static_cast<size_t>(r)];
+        if (token.empty()) token = LiveClaimToken(dir_, r);
+        if (nl == std::string::npos || token.empty() || text.compare(0, nl, token) != 0) continue;
         all[static_cast<size_t>(r)] = text.substr(nl + 1);
         have[static_cast<size_t>(r)] = true;
         --missing;
@@ -122,6 +126,7 @@ class FileRendezvous : public Rendezvous {
   double timeout_s_;
   int round_ = 0;
   std::unique_ptr<RendezvousClaim> claim_;
+  std::vector<std::string> tokens_ = std::vector<std::string>(static_cast<size_t>(ranks_));
 };
 
 // --- TCP rendezvous: rank 0 listens; every other rank connects once and says its rank. Each
@@ -337,9 +342,14 @@ std::unique_ptr<RendezvousClaim> RendezvousClaim::Take(const std::string& dir, i
   const bool stale = !ReadFd(fd).empty();
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
+  // Unique per claim (a process may claim the same rank twice in turn, as tests do).
+  static std::atomic<int64_t> claims{0};
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
   const std::string token = "pid " + std::to_string(getpid()) + " on host " + host + " (started " +
-                            std::to_string(std::time(nullptr)) + ", rank " + std::to_string(rank) +
-                            ")";
+                            std::to_string(ns) + " ns, claim " + std::to_string(claims++) +
+                            ", rank " + std::to_string(rank) + ")";
   const std::string line = token + "\n";
   if (ftruncate(fd, 0) != 0 ||
       pwrite(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
