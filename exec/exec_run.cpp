@@ -117,7 +117,10 @@ int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank
       for (const std::string& s : all)
         results.push_back(RankResultFromJson(nlohmann::json::parse(s)));
       const nlohmann::ordered_json report = MeasuredReport(plan, results, o);
-      WriteFileAtomically(o.out, report.dump(1) + "\n");
+      if (o.out_file)
+        o.out_file->Write(report.dump(1) + "\n");
+      else
+        WriteFileAtomically(o.out, report.dump(1) + "\n");
       if (!o.timeline.empty())
         WriteFileAtomically(o.timeline, MeasuredTimeline(results).dump() + "\n");
       if (!o.span_trace.empty())
@@ -330,6 +333,7 @@ RunOutcome SuperviseRanks(int N, HostSegment* seg, double timeout_s, double run_
 RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
   CheckBackendAvailable(o.backend);
   CheckOutputPaths(o);
+  OutputFile out_file(o.out);  // refused here when another run is writing the same --out
   const int N = plan.geo.ranks;
   if (!o.devices.empty() && static_cast<int>(o.devices.size()) != N)
     throw InputError(
@@ -351,12 +355,17 @@ RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
       if (!d.empty()) std::filesystem::remove_all(d, ec);
     }
   } cleanup{tmpdir};
-  return SuperviseRanks(N, seg.get(), o.timeout_s, o.run_timeout_s, [&](int r, std::string* error) {
-    const int device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
-    const int code = RankBody(plan, o, r, r, seg.get(), rv, device, error);
-    if (!error->empty()) std::fprintf(stderr, "kvlanes exec: %s\n", error->c_str());
-    return code;
-  });
+  RunOptions ro = o;
+  ro.out_file = &out_file;
+  const RunOutcome outcome =
+      SuperviseRanks(N, seg.get(), o.timeout_s, o.run_timeout_s, [&](int r, std::string* error) {
+        const int device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
+        const int code = RankBody(plan, ro, r, r, seg.get(), rv, device, error);
+        if (!error->empty()) std::fprintf(stderr, "kvlanes exec: %s\n", error->c_str());
+        return code;
+      });
+  if (outcome.exit_code == 0) out_file.Commit();  // rank 0 wrote the report into it
+  return outcome;
 }
 
 std::string MakeRendezvousDir(const std::string& prefix) {
@@ -412,8 +421,15 @@ int RunEnvRank(const ExecPlan& plan, const RunOptions& o, const GetEnvFn& getenv
                                 plan.geo, env.rank, o.timeout_s);
   }
   std::string error;
-  const int code = RankBody(plan, o, env.rank, env.local_rank, seg.get(), spec, -1, &error);
+  RunOptions ro = o;
+  std::optional<OutputFile> out_file;  // rank 0 holds --out (locked) for the whole run
+  if (env.rank == 0) {
+    out_file.emplace(o.out);
+    ro.out_file = &*out_file;
+  }
+  const int code = RankBody(plan, ro, env.rank, env.local_rank, seg.get(), spec, -1, &error);
   if (!error.empty()) std::fprintf(stderr, "kvlanes exec: %s\n", error.c_str());
+  if (out_file && code == 0) out_file->Commit();
   if (seg && env.rank == 0 && code == 0) seg->Unlink();
   return code;
 }

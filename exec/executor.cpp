@@ -78,6 +78,7 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
   ExecPlan e;
   e.source = source;
   const nlohmann::json& h = plan.header;
+  ValidatePlanHeader(h, source);  // again: a PlanFile may come from memory, not ReadPlanFile
   auto field = [&](const char* key) -> const nlohmann::json& {
     if (!h.contains(key)) throw InputError(source, 1, key, "missing from the plan header");
     return h[key];

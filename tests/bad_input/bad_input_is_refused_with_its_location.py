@@ -255,13 +255,27 @@ rv = path("rv")
 os.makedirs(rv)
 claim = open(os.path.join(rv, "claim.rank0"), "w")
 fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
-claim.write(f"pid {os.getpid()} on host test (started 0, rank 0)\n")
+claim.write(f"pid {os.getpid()} on host test (started 0 ns, claim 0, rank 0)\n")
 claim.flush()
 out = path("out.json")
 expect_refused("exec rendezvous directory in use by another run",
                [kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--launch", "env", "--rendezvous", "file:" + rv,
                 "--timeout-s", "5", "--out", out], out, "in use by another run", f"pid {os.getpid()}",
                env={"RANK": "0", "WORLD_SIZE": "2"})
+# Another run is writing the same --out (holds its .tmp locked): refused before any rank starts,
+# and the other run's file is left alone.
+busy = path("busy.json")
+other = open(busy + ".tmp", "w")
+fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+r = subprocess.run([kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--timeout-s", "20", "--out", busy],
+                   capture_output=True, text=True, timeout=60)
+ok = r.returncode == 2 and "is being written by another run" in r.stderr and os.path.exists(busy + ".tmp") \
+    and not os.path.exists(busy)
+print(("ok   " if ok else "FAIL ") + "exec --out being written by another run: " + r.stderr.strip()[-200:])
+if not ok:
+    failures.append("--out in use")
+other.close()
+os.remove(busy + ".tmp")
 claim.close()  # the claim is now stale (its holder let go): a new run takes it over
 r = subprocess.run([kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--launch", "local", "--timeout-s", "20",
                     "--out", out], capture_output=True, text=True, timeout=60)
