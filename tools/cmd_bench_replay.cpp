@@ -58,7 +58,9 @@ int CmdBenchReplay(int argc, const char* const* argv) {
     ReplayInputs in = LoadReplayInputs(vm);
     const double load_s = Seconds(t0, Clock::now());
     const Trace& trace = in.trace;
-    const int repeat = std::max(1, vm["repeat"].as<int>());
+    const int repeat = vm["repeat"].as<int>();
+    if (repeat < 1 || repeat > 1000000)
+      throw InputError("", 0, "--repeat", "must be in 1..1000000, got " + std::to_string(repeat));
     const int64_t P = in.config.cache.page_tokens;
     const int64_t ppb = trace.block_tokens / P;
 
