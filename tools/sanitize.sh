@@ -3,16 +3,19 @@
 # the test that hit it) in build-asan and runs the CPU test suite (GPU-labelled tests excluded).
 #   tools/sanitize.sh                 # clang when present, else gcc; -j2
 #   tools/sanitize.sh -j 8 -R exec    # more jobs; only tests matching a ctest regex
+#   tools/sanitize.sh -t "kvlanes kvlanes_sim_tests" -R "sim_unit|bad_input"  # some targets only
 #   CC=gcc CXX=g++ tools/sanitize.sh  # another compiler
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=2
 regex=""
+targets=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -j) jobs="$2"; shift 2 ;;
     -R) regex="$2"; shift 2 ;;
-    *) echo "usage: tools/sanitize.sh [-j N] [-R ctest-regex]" >&2; exit 2 ;;
+    -t) targets="$2"; shift 2 ;;
+    *) echo "usage: tools/sanitize.sh [-j N] [-R ctest-regex] [-t \"targets\"]" >&2; exit 2 ;;
   esac
 done
 if [[ -z "${CXX:-}" ]]; then
@@ -25,7 +28,8 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DKVLANES_CUDA=OFF
-ninja -C build-asan -j "$jobs"
+# shellcheck disable=SC2086  # targets is a list
+ninja -C build-asan -j "$jobs" $targets
 built=$(date +%s)
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

@@ -93,8 +93,9 @@ TEST_CASE("a key given twice in one YAML map is refused naming the key and its s
   const std::string p = WriteTemp("dup.yaml", "cache:\n  page_tokens: 64\n  page_tokens: 32\n");
   CHECK(ErrorOf([&] { LoadConfigFile(p, c); }) ==
         p + ":3: cache.page_tokens: key 'page_tokens' given twice");
-  CHECK(ErrorOf([&] { ApplyConfigSetting("model.pools=[{name: a, name: b}]", c); })
-            .find("--set model.pools[0].name: key 'name' given twice") != std::string::npos);
+  CHECK(ErrorOf([&] {
+          ApplyConfigSetting("model.pools=[{name: a, name: b}]", c);
+        }).find("--set model.pools[0].name: key 'name' given twice") != std::string::npos);
 }
 
 TEST_CASE("pool sizes are checked products: 2e9 layers or a wrapping page size are refused") {
