@@ -117,7 +117,10 @@ int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank
       for (const std::string& s : all)
         results.push_back(RankResultFromJson(nlohmann::json::parse(s)));
       const nlohmann::ordered_json report = MeasuredReport(plan, results, o);
-      WriteFileAtomically(o.out, report.dump(1) + "\n");
+      if (o.out_file)
+        o.out_file->Write(report.dump(1) + "\n");
+      else
+        WriteFileAtomically(o.out, report.dump(1) + "\n");
       if (!o.timeline.empty())
         WriteFileAtomically(o.timeline, MeasuredTimeline(results).dump() + "\n");
       if (!o.span_trace.empty())
@@ -330,6 +333,7 @@ RunOutcome SuperviseRanks(int N, HostSegment* seg, double timeout_s, double run_
 RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
   CheckBackendAvailable(o.backend);
   CheckOutputPaths(o);
+  OutputFile out_file(o.out);  // refused here when another run is writing the same --out
   const int N = plan.geo.ranks;
   if (!o.devices.empty() && static_cast<int>(o.devices.size()) != N)
     throw InputError(
@@ -351,12 +355,17 @@ RunOutcome RunLocal(const ExecPlan& plan, const RunOptions& o) {
       if (!d.empty()) std::filesystem::remove_all(d, ec);
     }
   } cleanup{tmpdir};
-  return SuperviseRanks(N, seg.get(), o.timeout_s, o.run_timeout_s, [&](int r, std::string* error) {
-    const int device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
-    const int code = RankBody(plan, o, r, r, seg.get(), rv, device, error);
-    if (!error->empty()) std::fprintf(stderr, "kvlanes exec: %s\n", error->c_str());
-    return code;
-  });
+  RunOptions ro = o;
+  ro.out_file = &out_file;
+  const RunOutcome outcome =
+      SuperviseRanks(N, seg.get(), o.timeout_s, o.run_timeout_s, [&](int r, std::string* error) {
+        const int device = o.devices.empty() ? -1 : o.devices[static_cast<size_t>(r)];
+        const int code = RankBody(plan, ro, r, r, seg.get(), rv, device, error);
+        if (!error->empty()) std::fprintf(stderr, "kvlanes exec: %s\n", error->c_str());
+        return code;
+      });
+  if (outcome.exit_code == 0) out_file.Commit();  // rank 0 wrote the report into it
+  return outcome;
 }
 
 std::string MakeRendezvousDir(const std::string& prefix) {
@@ -366,6 +375,30 @@ std::string MakeRendezvousDir(const std::string& prefix) {
     throw ExecError("cannot create a rendezvous directory under " + templ);
   return templ;
 }
+
+namespace {
+
+// The host segment of this run: named after rank 0's live claim, so a segment a dead run left in
+// the directory is never mapped. Waits (bounded) for rank 0 to claim.
+std::string HostSegmentName(const std::string& dir, int rank, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    const std::string token = LiveClaimToken(dir, 0);
+    if (!token.empty()) {
+      uint64_t h = 1469598103934665603ull;  // FNV-1a
+      for (unsigned char c : token) h = (h ^ c) * 1099511628211ull;
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "host_segment.%016llx", static_cast<unsigned long long>(h));
+      return buf;
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      throw ExecError("rank " + std::to_string(rank) + ": rank 0 did not claim the rendezvous " +
+                      dir + " within " + std::to_string(timeout_s) + " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
 
 int RunEnvRank(const ExecPlan& plan, const RunOptions& o, const GetEnvFn& getenv) {
   CheckBackendAvailable(o.backend);
@@ -377,16 +410,26 @@ int RunEnvRank(const ExecPlan& plan, const RunOptions& o, const GetEnvFn& getenv
   if (env.rank == 0) CheckOutputPaths(o);  // only rank 0 writes (its node's paths)
   const RendezvousSpec spec = o.rendezvous ? *o.rendezvous : DefaultRendezvous(getenv);
   std::unique_ptr<HostSegment> seg;
+  std::unique_ptr<RendezvousClaim> claim;  // held until the rank is done
   if (o.backend == "host") {
     if (spec.kind != RendezvousSpec::Kind::kFile)
       throw InputError(
           "", 0, "--rendezvous",
           "the host backend shares memory between the ranks of one node: it needs file:DIR");
-    seg = HostSegment::OpenFile(spec.path + "/host_segment", plan.geo, env.rank, o.timeout_s);
+    claim = RendezvousClaim::Take(spec.path, env.rank, std::min(o.timeout_s, 1.0));
+    seg = HostSegment::OpenFile(spec.path + "/" + HostSegmentName(spec.path, env.rank, o.timeout_s),
+                                plan.geo, env.rank, o.timeout_s);
   }
   std::string error;
-  const int code = RankBody(plan, o, env.rank, env.local_rank, seg.get(), spec, -1, &error);
+  RunOptions ro = o;
+  std::optional<OutputFile> out_file;  // rank 0 holds --out (locked) for the whole run
+  if (env.rank == 0) {
+    out_file.emplace(o.out);
+    ro.out_file = &*out_file;
+  }
+  const int code = RankBody(plan, ro, env.rank, env.local_rank, seg.get(), spec, -1, &error);
   if (!error.empty()) std::fprintf(stderr, "kvlanes exec: %s\n", error.c_str());
+  if (out_file && code == 0) out_file->Commit();
   if (seg && env.rank == 0 && code == 0) seg->Unlink();
   return code;
 }

@@ -17,12 +17,17 @@
 
 #include "exec/executor.h"
 #include "exec/launch.h"
+#include "traces/output_file.h"
 
 namespace kvlanes::exec {
 
 struct RunOptions {
-  std::string backend = "cuda";              // cuda | host
-  std::string out;                           // measured JSON (written by rank 0)
+  std::string backend = "cuda";  // cuda | host
+  std::string out;               // measured JSON (written by rank 0)
+  // --out opened (its .tmp locked) before any rank starts, so a second run with the same --out
+  // is refused at once instead of the two replacing each other; rank 0 writes into it and the
+  // process that opened it commits it when the run succeeds. nullptr: rank 0 opens --out itself.
+  OutputFile* out_file = nullptr;
   std::string timeline;                      // Chrome trace events ("" = none)
   std::string span_trace;                    // Chrome trace events of every timed span ("" = none)
   std::optional<RendezvousSpec> rendezvous;  // --launch env (local runs make their own)

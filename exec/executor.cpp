@@ -46,6 +46,29 @@ HardwareProfile DefaultComputeProfile() {
   return hw;
 }
 
+// The request fields the executor sizes buffers and compute times from: a prefix lives in the
+// ranks' device pools, so it holds at most ranks x device_slots pages, and each rank's shard at
+// most device_slots. Checked before any buffer is sized from them. (Slots and owners are
+// checked where they are used.)
+void CheckRequestSizes(const RequestPlan& r, const ExecGeometry& g, const std::string& source) {
+  const auto fail = [&](const char* field, const std::string& msg) {
+    throw InputError(source, 0, field, "request " + std::to_string(r.request) + ": " + msg);
+  };
+  const int64_t max_prefix = g.ranks * g.device_slots;
+  if (r.prefix_pages < 0 || r.prefix_pages > max_prefix)
+    fail("prefix_pages", std::to_string(r.prefix_pages) + " is outside 0.." +
+                             std::to_string(max_prefix) + " (ranks x device_pages_per_lane)");
+  for (int64_t s : r.shard_pages)
+    if (s < 0 || s > g.device_slots)
+      fail("shard_pages", std::to_string(s) + " is outside 0.." + std::to_string(g.device_slots));
+  // Tokens: far beyond any context length, small enough for the compute model's products.
+  constexpr int64_t kMaxTokens = int64_t{1} << 40;
+  if (r.computed_tokens < 0 || r.computed_tokens > kMaxTokens)
+    fail("computed_tokens", std::to_string(r.computed_tokens) + " is outside 0..2^40");
+  if (r.input_tokens < 0 || r.input_tokens > kMaxTokens)
+    fail("input_tokens", std::to_string(r.input_tokens) + " is outside 0..2^40");
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ plan
@@ -55,6 +78,7 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
   ExecPlan e;
   e.source = source;
   const nlohmann::json& h = plan.header;
+  ValidatePlanHeader(h, source);  // again: a PlanFile may come from memory, not ReadPlanFile
   auto field = [&](const char* key) -> const nlohmann::json& {
     if (!h.contains(key)) throw InputError(source, 1, key, "missing from the plan header");
     return h[key];
@@ -93,6 +117,7 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
   if (max_requests >= 0 && static_cast<int64_t>(plan.requests.size()) > max_requests)
     plan.requests.resize(static_cast<size_t>(max_requests));
   e.requests = std::move(plan.requests);
+  for (const RequestPlan& r : e.requests) CheckRequestSizes(r, g, source);
   for (const RequestPlan& r : e.requests) {
     if (r.prefix_pages == 0) continue;
     g.max_prefix_pages = std::max(g.max_prefix_pages, r.prefix_pages);

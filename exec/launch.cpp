@@ -6,10 +6,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -36,8 +39,27 @@ Clock::time_point Deadline(double timeout_s) {
   return Clock::now() + std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6));
 }
 
+std::string ClaimPath(const std::string& dir, int rank) {
+  return dir + "/claim.rank" + std::to_string(rank);
+}
+
+std::string ReadFd(int fd) {
+  std::string out;
+  char buf[512];
+  off_t at = 0;
+  while (true) {
+    const ssize_t n = pread(fd, buf, sizeof(buf), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+    at += n;
+    if (out.size() > 4096) return out;  // a claim is one short line
+  }
+}
+
 // --- file rendezvous: round k, rank r writes DIR/round<k>.rank<r> (complete files only: written
-// to a temporary name and renamed), then reads every rank's file of round k. ---
+// to a temporary name and renamed), its first line the token of rank r's claim, then reads every
+// rank's file of round k whose token matches that rank's live claim. ---
 class FileRendezvous : public Rendezvous {
  public:
   FileRendezvous(std::string dir, int rank, int ranks, double timeout_s)
@@ -46,6 +68,7 @@ class FileRendezvous : public Rendezvous {
     if (stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
       throw ExecError("rendezvous directory " + dir_ +
                       " does not exist (create it, empty, before the run)");
+    claim_ = RendezvousClaim::Take(dir_, rank_, std::min(timeout_s_, 1.0));
   }
 
   std::vector<std::string> AllGather(const std::string& mine) override {
@@ -54,7 +77,7 @@ class FileRendezvous : public Rendezvous {
     {
       const std::string tmp = stem + std::to_string(rank_) + ".tmp";
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << mine;
+      out << claim_->token() << '\n' << mine;
       out.close();
       if (!out || std::rename(tmp.c_str(), (stem + std::to_string(rank_)).c_str()) != 0)
         throw ExecError("rank " + std::to_string(rank_) + ": cannot write rendezvous file " + stem +
@@ -71,7 +94,16 @@ class FileRendezvous : public Rendezvous {
         if (!in) continue;
         std::stringstream ss;
         ss << in.rdbuf();
-        all[static_cast<size_t>(r)] = ss.str();
+        std::string text = ss.str();
+        const size_t nl = text.find('\n');
+        // A file of another (dead) run, or one whose rank has not claimed yet: not this round's.
+        // A rank's token is learnt once, while its claim is live (round 0: it cannot leave before
+        // every rank has written round 0), so a rank that finished its last round and let its
+        // claim go is still recognized.
+        std::string& token = tokens_[static_cast<size_t>(r)];
+        if (token.empty()) token = LiveClaimToken(dir_, r);
+        if (nl == std::string::npos || token.empty() || text.compare(0, nl, token) != 0) continue;
+        all[static_cast<size_t>(r)] = text.substr(nl + 1);
         have[static_cast<size_t>(r)] = true;
         --missing;
       }
@@ -93,6 +125,8 @@ class FileRendezvous : public Rendezvous {
   int rank_, ranks_;
   double timeout_s_;
   int round_ = 0;
+  std::unique_ptr<RendezvousClaim> claim_;
+  std::vector<std::string> tokens_ = std::vector<std::string>(static_cast<size_t>(ranks_));
 };
 
 // --- TCP rendezvous: rank 0 listens; every other rank connects once and says its rank. Each
@@ -277,6 +311,72 @@ RankEnv ParseRankEnv(const GetEnvFn& getenv) {
       "", 0, "--launch env",
       "no rank in the environment (set OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/SLURM_NTASKS or "
       "RANK/WORLD_SIZE, or use --launch local)");
+}
+
+std::unique_ptr<RendezvousClaim> RendezvousClaim::Take(const std::string& dir, int rank,
+                                                       double wait_s) {
+  const std::string path = ClaimPath(dir, rank);
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw InputError("", 0, "--rendezvous",
+                     "cannot create the claim " + path + ": " + std::strerror(errno));
+  const auto deadline = Deadline(wait_s);
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      const std::string why = std::strerror(errno);
+      close(fd);
+      throw InputError("", 0, "--rendezvous", "cannot lock the claim " + path + ": " + why);
+    }
+    if (Clock::now() > deadline) {
+      std::string holder = ReadFd(fd);
+      while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+      close(fd);
+      throw InputError("", 0, "--rendezvous",
+                       "directory " + dir + " is in use by another run: rank " +
+                           std::to_string(rank) + " is claimed by " +
+                           (holder.empty() ? "a live process" : holder) + " (" + path +
+                           " is locked); give each run its own directory");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const bool stale = !ReadFd(fd).empty();
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  // Unique per claim (a process may claim the same rank twice in turn, as tests do).
+  static std::atomic<int64_t> claims{0};
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  const std::string token = "pid " + std::to_string(getpid()) + " on host " + host + " (started " +
+                            std::to_string(ns) + " ns, claim " + std::to_string(claims++) +
+                            ", rank " + std::to_string(rank) + ")";
+  const std::string line = token + "\n";
+  if (ftruncate(fd, 0) != 0 ||
+      pwrite(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
+    const std::string why = std::strerror(errno);
+    close(fd);
+    throw InputError("", 0, "--rendezvous", "cannot write the claim " + path + ": " + why);
+  }
+  return std::unique_ptr<RendezvousClaim>(new RendezvousClaim(fd, token, stale));
+}
+
+RendezvousClaim::~RendezvousClaim() {
+  if (fd_ >= 0) close(fd_);  // drops the lock; the file stays (a stale claim for the next run)
+}
+
+std::string LiveClaimToken(const std::string& dir, int rank) {
+  const int fd = open(ClaimPath(dir, rank).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  // Lockable means nobody holds it: stale or not yet taken. (Our probe lock is released at once;
+  // a claimant that meets it retries within its wait.)
+  if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    close(fd);
+    return "";
+  }
+  std::string text = ReadFd(fd);
+  close(fd);
+  const size_t nl = text.find('\n');
+  return nl == std::string::npos ? "" : text.substr(0, nl);  // "" while being written
 }
 
 RendezvousSpec ParseRendezvous(std::string_view text) {

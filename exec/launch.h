@@ -53,6 +53,33 @@ RendezvousSpec ParseRendezvous(std::string_view text);
 // InputError when neither is set.
 RendezvousSpec DefaultRendezvous(const GetEnvFn& getenv);
 
+// One rank's claim on a `file:` rendezvous directory: DIR/claim.rank<r>, locked (flock) for as
+// long as the claiming process lives and holding "pid P on host H (started T)". A directory
+// whose rank r is claimed by a live process belongs to another run and is refused; a claim
+// whose process died (the lock went with it) is stale and is taken over.
+class RendezvousClaim {
+ public:
+  // Throws InputError(field "--rendezvous") naming the run that holds the claim when it is
+  // still held after `wait_s` seconds (a reader's momentary probe holds it for microseconds).
+  static std::unique_ptr<RendezvousClaim> Take(const std::string& dir, int rank, double wait_s);
+  ~RendezvousClaim();
+  RendezvousClaim(const RendezvousClaim&) = delete;
+  RendezvousClaim& operator=(const RendezvousClaim&) = delete;
+  const std::string& token() const { return token_; }
+  bool took_stale() const { return took_stale_; }  // a dead run's claim was taken over
+
+ private:
+  RendezvousClaim(int fd, std::string token, bool stale)
+      : fd_(fd), token_(std::move(token)), took_stale_(stale) {}
+  int fd_;
+  std::string token_;
+  bool took_stale_;
+};
+
+// The token of the live claim on rank `rank` of `dir`; "" when there is none, or when it is
+// stale or still being written.
+std::string LiveClaimToken(const std::string& dir, int rank);
+
 // A small all-to-all exchange of bytes between the ranks, before any communicator exists.
 class Rendezvous {
  public:
@@ -62,7 +89,9 @@ class Rendezvous {
   virtual std::vector<std::string> AllGather(const std::string& mine) = 0;
 };
 
-// Throws ExecError when the rendezvous cannot be reached within timeout_s.
+// Throws ExecError when the rendezvous cannot be reached within timeout_s. A file rendezvous
+// claims rank `rank` of the directory (RendezvousClaim) and reads only the round files written
+// under the live claims of this run, never those a dead run left.
 std::unique_ptr<Rendezvous> OpenRendezvous(const RendezvousSpec& spec, int rank, int ranks,
                                            double timeout_s);
 

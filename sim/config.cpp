@@ -4,13 +4,16 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kernels/page_layout.h"
 #include "sim/cache/eviction_order.h"
 #include "sim/cache/placement.h"
+#include "sim/yaml_input.h"
 #include "traces/input_error.h"
 #include "traces/name_table.h"
 #include "traces/trace.h"
@@ -86,6 +89,8 @@ std::vector<PoolSpec> AsPools(const YAML::Node& n, const Where& w) {
       }
     }
     if (p.name.empty()) iw.Fail("pool needs a name");
+    for (const PoolSpec& q : pools)
+      if (q.name == p.name) iw.Fail("two pools are named '" + p.name + "' (op ids would repeat)");
     if (p.bytes_per_token_layer <= 0) iw.Fail("pool '" + p.name + "' needs bytes_per_token_layer");
     pools.push_back(p);
   }
@@ -286,6 +291,7 @@ void ApplyNode(const std::string& prefix, const YAML::Node& node, const std::str
     Where w{file, kv.first.Mark().line >= 0 ? kv.first.Mark().line + 1 : 0, key};
     if (const KeySpec* spec = FindKey(key)) {
       spec->set(cfg, kv.second, w);
+      cfg.origins[key] = ConfigOrigin{file, w.line, key};
     } else if (kv.second.IsMap()) {
       bool is_section = false;
       for (const auto& k : Keys())
@@ -301,17 +307,14 @@ void ApplyNode(const std::string& prefix, const YAML::Node& node, const std::str
 }  // namespace
 
 void LoadConfigFile(const std::string& path, ReplayConfig& cfg) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw InputError(path, 0, "", "cannot open config file");
-  } catch (const YAML::ParserException& e) {
-    throw InputError(path, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
-  }
+  const YAML::Node root = LoadYamlFile(path, "config file");
   if (root.IsNull()) return;
   if (!root.IsMap()) throw InputError(path, 1, "", "a config file is a YAML map of sections");
-  ApplyNode("", root, path, cfg);
+  try {
+    ApplyNode("", root, path, cfg);
+  } catch (const YAML::Exception& e) {
+    throw InputError(path, YamlLine(root), "", "YAML error: " + e.msg);
+  }
 }
 
 void ApplyConfigSetting(const std::string& assignment, ReplayConfig& cfg) {
@@ -323,18 +326,56 @@ void ApplyConfigSetting(const std::string& assignment, ReplayConfig& cfg) {
   const KeySpec* spec = FindKey(key);
   Where w{"", 0, "--set " + key};
   if (!spec) w.Fail("unknown key " + ValidNamesNote(key, KeyNames()));
-  YAML::Node node;
+  const YAML::Node node = LoadYamlText(value, w.key);
   try {
-    node = YAML::Load(value);
-  } catch (const YAML::ParserException& e) {
-    w.Fail("cannot parse value '" + value + "': " + e.msg);
+    spec->set(cfg, node, w);
+  } catch (const YAML::Exception& e) {
+    w.Fail("cannot read value '" + value + "': " + e.msg);
   }
-  spec->set(cfg, node, w);
+  cfg.origins[key] = ConfigOrigin{"", 0, w.key};
 }
 
+namespace {
+
+// The error for `key`, located where the key was set (file and line, or the --set option).
+[[noreturn]] void FailAt(const ReplayConfig& c, const std::string& key, const std::string& msg) {
+  const auto it = c.origins.find(key);
+  if (it == c.origins.end()) throw InputError("", 0, key, msg);
+  throw InputError(it->second.file, it->second.line, it->second.field, msg);
+}
+
+// Every pool of every tier must fit in kMaxPoolBytes; the product is computed checked, so a
+// value that would wrap is refused with the factors named.
+void ValidatePoolSizes(const ReplayConfig& c) {
+  // The factor set last in a file locates the error; the field names the whole product.
+  auto fail = [&](const std::string& msg) {
+    for (const char* k : {"model.layers", "model.pools", "cache.page_tokens",
+                          "cache.device_pages_per_lane", "cache.host_pages_per_lane"})
+      if (c.origins.count(k)) FailAt(c, k, msg);
+    throw InputError("", 0, "model.layers", msg);
+  };
+  for (const PoolSpec& p : c.model.pools) {
+    for (const auto& [what, pages] :
+         {std::pair{"device_pages_per_lane", c.cache.device_pages_per_lane},
+          std::pair{"host_pages_per_lane", c.cache.host_pages_per_lane}}) {
+      const std::optional<int64_t> bytes =
+          CheckedProduct({p.bytes_per_token_layer, c.cache.page_tokens, c.model.layers, pages});
+      if (!bytes || *bytes > kMaxPoolBytes)
+        fail("pool '" + p.name + "': bytes_per_token_layer " +
+             std::to_string(p.bytes_per_token_layer) + " x cache.page_tokens " +
+             std::to_string(c.cache.page_tokens) + " x model.layers " +
+             std::to_string(c.model.layers) + " x cache." + what + " " + std::to_string(pages) +
+             (bytes ? " = " + std::to_string(*bytes) + " bytes" : " overflows 64 bits") +
+             ", more than the 2^48 bytes one pool may hold");
+    }
+  }
+}
+
+}  // namespace
+
 void ValidateConfig(const ReplayConfig& c) {
-  auto need = [](bool ok, const char* key, const std::string& msg) {
-    if (!ok) throw InputError("", 0, key, msg);
+  auto need = [&c](bool ok, const char* key, const std::string& msg) {
+    if (!ok) FailAt(c, key, msg);
   };
   need(c.cache.page_tokens > 0, "cache.page_tokens", "must be > 0");
   need(c.cache.cp_size >= 1 && c.cache.cp_size <= 4096, "cache.cp_size", "must be in 1..4096");
@@ -365,6 +406,7 @@ void ValidateConfig(const ReplayConfig& c) {
   need(!c.serving.Enabled() || !c.hardware.profile.empty(), "serving.mode",
        "'serving' times forward passes with the cost model and needs a hardware profile "
        "(hardware.profile)");
+  ValidatePoolSizes(c);
   if (c.trace.block_tokens > 0)
     need(c.trace.block_tokens % c.cache.page_tokens == 0, "cache.page_tokens",
          "page size " + std::to_string(c.cache.page_tokens) +

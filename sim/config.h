@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "sim/checked_math.h"
 #include "traces/name_table.h"
 
 namespace kvlanes {
@@ -53,9 +55,11 @@ struct ModelConfig {
   int64_t layers = 61;  // DeepSeek-V3.2
   // MLA latent KV in FP8 with scales and the sparse-attention indexer keys (DeepSeek-V3.2).
   std::vector<PoolSpec> pools = {{"kv", 656}, {"indexer", 132}};
-  // Bytes one page occupies in one pool / in all pools, all layers.
+  // Bytes one page occupies in one pool / in all pools, all layers. REQUIRES: a validated
+  // config (ValidateConfig bounds every pool; an overflow aborts).
   int64_t PoolPageBytes(size_t pool, int64_t page_tokens) const {
-    return pools[pool].bytes_per_token_layer * page_tokens * layers;
+    return ProductOrDie({pools[pool].bytes_per_token_layer, page_tokens, layers},
+                        "bytes_per_token_layer x page_tokens x layers");
   }
   int64_t PageBytes(int64_t page_tokens) const {
     int64_t b = 0;
@@ -139,6 +143,13 @@ struct ServingConfig {
   bool Enabled() const { return mode == "serving"; }
 };
 
+// Where a key's value came from, so a range error found later names the file and line.
+struct ConfigOrigin {
+  std::string file;  // "" for --set
+  int64_t line = 0;
+  std::string field;  // the key as the user wrote it ("cache.page_tokens", "--set cache.cp_size")
+};
+
 struct ReplayConfig {
   std::string policy = "lanes";  // a name from the policy registry (policies/registry.h)
   CacheConfig cache;
@@ -149,13 +160,18 @@ struct ReplayConfig {
   HardwareConfig hardware;
   AdmissionConfig admission;
   ServingConfig serving;
+  // Key -> where it was last set (keys left at their defaults are absent). Not configuration:
+  // only error messages read it.
+  std::map<std::string, ConfigOrigin> origins;
 };
 
 // Loads a YAML file over the defaults. Throws InputError naming file, line and key.
 void LoadConfigFile(const std::string& path, ReplayConfig& cfg);
 // Applies one "key=value" (value in YAML syntax). Throws InputError naming the option.
 void ApplyConfigSetting(const std::string& assignment, ReplayConfig& cfg);
-// Checks ranges and cross-field rules; throws InputError naming the key.
+// Checks ranges, cross-field rules and that every pool of every tier fits in kMaxPoolBytes
+// (checked products); throws InputError naming the key and, when it came from a file, the file
+// and line where it was set.
 void ValidateConfig(const ReplayConfig& cfg);
 // The effective configuration, every key, in table order.
 nlohmann::ordered_json ConfigToJson(const ReplayConfig& cfg);

@@ -210,7 +210,9 @@ int CmdBenchReplay(int argc, const char* const* argv) {
   try {
     const int scale = vm["scale"].as<int>();
     if (scale < 1 || scale > 4096) throw InputError("", 0, "--scale", "must be in [1, 4096]");
-    const int repeat = std::max(1, vm["repeat"].as<int>());
+    const int repeat = vm["repeat"].as<int>();
+    if (repeat < 1 || repeat > 1000000)
+      throw InputError("", 0, "--repeat", "must be in 1..1000000, got " + std::to_string(repeat));
     const int64_t rss_start = RssBytes();
 
     // Load (and scale) first, so that the first replay's peak memory is not hidden by the

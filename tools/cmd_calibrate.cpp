@@ -1,6 +1,7 @@
 // kvlanes calibrate: fits a hardware profile to the measurements of `kvlanes bench sweep`
 // (format, method and formulas: docs/calibration.md) and writes it as a profile YAML.
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -83,7 +84,8 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
   if (opt.bands.min_sizes_per_band < 2) throw InputError("", 0, "--min-band-sizes", "must be >= 2");
   if (!(opt.bands.min_gain > 0 && opt.bands.min_gain < 1))
     throw InputError("", 0, "--band-gain", "must be in (0, 1)");
-  if (!(opt.bands.floor_rms >= 0)) throw InputError("", 0, "--band-floor", "must be >= 0");
+  if (!(opt.bands.floor_rms >= 0) || !std::isfinite(opt.bands.floor_rms))
+    throw InputError("", 0, "--band-floor", "must be a finite number >= 0");
   return opt;
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -111,7 +112,8 @@ CheckOptions CheckOptionsFrom(const po::variables_map& vm) {
   opt.allow_missing = vm["allow-missing"].as<bool>();
   opt.worst = vm["worst"].as<size_t>();
   for (const char* k : {"max-median", "max-p95", "max-total"})
-    if (!(vm[k].as<double>() >= 0)) throw InputError("", 0, std::string("--") + k, "must be >= 0");
+    if (!(vm[k].as<double>() >= 0) || !std::isfinite(vm[k].as<double>()))
+      throw InputError("", 0, std::string("--") + k, "must be a finite percentage >= 0");
   return opt;
 }
 
@@ -203,7 +205,8 @@ int CmdCheck(int argc, const char* const* argv) {
                                                      : "--compute-scale",
                        "only with --plan");
     const double compute_scale = vm["compute-scale"].as<double>();
-    if (!(compute_scale >= 0)) throw InputError("", 0, "--compute-scale", "must be >= 0");
+    if (!(compute_scale >= 0) || !std::isfinite(compute_scale))
+      throw InputError("", 0, "--compute-scale", "must be a finite number >= 0");
     const CheckOptions opt = CheckOptionsFrom(vm);
     Plotter plotter;
     if (vm.count("plot")) plotter = CheckPlotting(vm["plot"].as<std::string>());

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "traces/input_error.h"
-#include "traces/json_scan.h"
+#include "traces/json_strict.h"
 #include "traces/name_table.h"
 
 namespace kvlanes {
@@ -177,45 +177,9 @@ JsonInput JsonInput::Load(const std::string& path, const std::string& what) {
   return JsonInput(path, s.str());
 }
 
-namespace {
-
-// The first number of a (syntactically valid) JSON text that overflows a double, with its line;
-// nlohmann reports one (out_of_range.406) without a position.
-std::pair<std::string, int64_t> FirstOverflowingNumber(std::string_view t) {
-  int64_t line = 1;
-  for (size_t i = 0; i < t.size(); ++i) {
-    const char c = t[i];
-    if (c == '\n') {
-      ++line;
-    } else if (c == '"') {
-      for (++i; i < t.size() && t[i] != '"'; ++i) i += t[i] == '\\';
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      size_t j = i;
-      while (j < t.size() && std::strchr("0123456789+-.eE", t[j]) != nullptr && t[j] != '\0') ++j;
-      double d = 0;
-      if (!reader::ParseDouble(t.substr(i, j - i), &d))
-        return {std::string(t.substr(i, j - i)), line};
-      i = j - 1;
-    }
-  }
-  return {"", 0};
-}
-
-}  // namespace
-
 JsonInput::JsonInput(std::string file, std::string text)
     : file_(std::move(file)), text_(std::move(text)) {
-  try {
-    root_ = nlohmann::json::parse(text_);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(file_, LineOfByte(text_, e.byte), "",
-                     std::string("malformed JSON: ") + e.what());
-  } catch (const nlohmann::json::exception& e) {
-    // out_of_range.406: a number beyond a double. Name it and its line.
-    const auto [num, line] = FirstOverflowingNumber(text_);
-    if (line > 0) throw InputError(file_, line, "", "number " + num + " overflows a double");
-    throw InputError(file_, 0, "", std::string("cannot read JSON: ") + e.what());
-  }
+  root_ = ParseJsonStrict(text_, file_);
 }
 
 void JsonInput::Fail(const std::vector<JsonStep>& path, const std::string& msg) const {

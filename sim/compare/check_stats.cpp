@@ -26,6 +26,7 @@ Measured ParseMeasured(const std::string& text, const std::string& file) {
   }
   const JsonCursor ops = root.Key("ops");
   ops.ExpectArray();
+  if (ops.Size() == 0) ops.Fail("holds no ops (nothing was measured)");
   std::unordered_map<std::string, size_t> index;
   std::set<std::pair<std::string, int64_t>> id_rank;
   for (size_t i = 0; i < ops.Size(); ++i) {

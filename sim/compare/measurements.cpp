@@ -129,6 +129,11 @@ Sample ParseSample(const JsonCursor& s) {
       break;
   }
   x.median_s = s.Key("median_s").NumAtLeast(0, true);
+  // One sample times one copy, collective or forward step: an hour is far beyond any of them,
+  // and a value like 1e308 s would dominate (or overflow) the fit.
+  if (x.median_s > kMaxSampleSeconds)
+    s.Key("median_s")
+        .Fail("must be at most " + std::to_string(kMaxSampleSeconds) + " s for one sample");
   x.repeats = s.Key("repeats").IntAtLeast(1);
   return x;
 }

@@ -12,6 +12,8 @@
 namespace kvlanes {
 
 inline constexpr int kMeasurementsVersion = 1;
+// Largest median_s one sample may hold (seconds); larger values are refused as bad input.
+inline constexpr double kMaxSampleSeconds = 3600;
 
 enum class SampleKind {
   kHostCopy,    // host <-> device copies: copies * latency + bytes / h2d (or d2h)

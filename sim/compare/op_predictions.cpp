@@ -145,6 +145,7 @@ Predictions ParsePredictions(const std::string& text, const std::string& file) {
   }
   const JsonCursor ops = root.Key("ops");
   ops.ExpectArray();
+  if (ops.Size() == 0) ops.Fail("holds no ops (nothing was predicted)");
   std::map<std::string, size_t> seen;
   for (size_t i = 0; i < ops.Size(); ++i) {
     const JsonCursor o = ops.Index(i);

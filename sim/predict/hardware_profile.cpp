@@ -3,9 +3,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 #include <vector>
 
+#include "sim/yaml_input.h"
 #include "traces/input_error.h"
 #include "traces/name_table.h"
 
@@ -41,6 +43,7 @@ struct Reader {
     } catch (const YAML::Exception&) {
       Fail(v, path + key, "expected a number");
     }
+    if (!std::isfinite(d)) Fail(v, path + key, "must be a finite number");
     if (positive ? !(d > 0) : !(d >= 0))
       Fail(v, path + key, positive ? "must be > 0" : "must be >= 0");
     return d;
@@ -80,15 +83,9 @@ struct Reader {
 
 }  // namespace
 
-HardwareProfile LoadHardwareProfile(const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw InputError(path, 0, "", "cannot open hardware profile");
-  } catch (const YAML::ParserException& e) {
-    throw InputError(path, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
-  }
+namespace {
+
+HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   Reader r{path};
   r.OnlyKeys(root, "",
              {"name", "source", "measured", "host_device", "device", "collectives", "compute"});
@@ -138,7 +135,10 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
       const std::string pre = "collectives[" + std::to_string(i) + "].";
       r.OnlyKeys(c, pre, {"ranks", "all_gather", "all_reduce", "peer_read", "peer_setup_s"});
       CollectiveModel m;
-      m.ranks = static_cast<int>(r.Num(c, "ranks", pre, true));
+      const double ranks = r.Num(c, "ranks", pre, true);
+      if (ranks > 4096 || ranks != std::floor(ranks))
+        r.Fail(c["ranks"], pre + "ranks", "expected a whole number in 1..4096");
+      m.ranks = static_cast<int>(ranks);
       m.all_gather = r.Bands(c["all_gather"], pre + "all_gather");
       m.all_reduce = r.Bands(c["all_reduce"], pre + "all_reduce");
       m.peer_read = r.Bands(c["peer_read"], pre + "peer_read");
@@ -154,6 +154,17 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
   p.layer_token_s = r.Num(cp, "layer_token_s", "compute.", false);
   p.layer_attn_pair_s = r.Num(cp, "layer_attn_pair_s", "compute.", false);
   return p;
+}
+
+}  // namespace
+
+HardwareProfile LoadHardwareProfile(const std::string& path) {
+  const YAML::Node root = LoadYamlFile(path, "hardware profile");
+  try {
+    return ReadProfile(root, path);
+  } catch (const YAML::Exception& e) {  // e.g. measured: maybe (not a bool)
+    throw InputError(path, e.mark.line >= 0 ? e.mark.line + 1 : 0, "", "YAML error: " + e.msg);
+  }
 }
 
 }  // namespace kvlanes

@@ -3,8 +3,11 @@
 #include <cstring>
 #include <fstream>
 
+#include "kernels/page_layout.h"
 #include "sim/cache/placement.h"
+#include "sim/checked_math.h"
 #include "traces/input_error.h"
+#include "traces/json_strict.h"
 
 namespace kvlanes {
 
@@ -34,7 +37,9 @@ J Pairs(const std::vector<std::array<uint32_t, 2>>& v) {
 }
 
 int64_t PoolBytes(const ReplayConfig& cfg, size_t pool, size_t pages) {
-  return cfg.model.PoolPageBytes(pool, cfg.cache.page_tokens) * static_cast<int64_t>(pages);
+  return ProductOrDie(
+      {cfg.model.PoolPageBytes(pool, cfg.cache.page_tokens), static_cast<int64_t>(pages)},
+      "pool page bytes x pages");
 }
 
 // One op per lane and pool: pools share slots, so the page list repeats per pool.
@@ -85,15 +90,126 @@ struct Field {
     out.reserve(v.size());
     for (const auto& p : v) {
       if (!p.is_array() || p.size() != 2 || !p[0].is_number_unsigned() ||
-          !p[1].is_number_unsigned())
-        Fail(key, "expected [a, b] pairs of non-negative integers");
+          !p[1].is_number_unsigned() || p[0].get<uint64_t>() > UINT32_MAX ||
+          p[1].get<uint64_t>() > UINT32_MAX)
+        Fail(key, "expected [a, b] pairs of integers in 0..2^32-1");
       out.push_back({p[0].get<uint32_t>(), p[1].get<uint32_t>()});
     }
     return out;
   }
 };
 
+// A copy op of a pool other than the first: the same lane and pages as the first pool's op of
+// that kind and lane, which must come before it.
+void CheckRepeatedPoolOp(const Field& f, const std::vector<LaneCopy>& first_pool_ops,
+                         const LaneCopy& c, const std::string& kind, const std::string& pool,
+                         const std::string& first_pool) {
+  for (const LaneCopy& have : first_pool_ops) {
+    if (have.lane != c.lane) continue;
+    if (have.pages != c.pages)
+      f.Fail("pages", kind + " op of pool '" + pool + "' on lane " + std::to_string(c.lane) +
+                          " lists other pages than pool '" + first_pool + "'s op");
+    return;
+  }
+  f.Fail("pool", kind + " op of pool '" + pool + "' on lane " + std::to_string(c.lane) +
+                     " has no op of pool '" + first_pool + "' before it");
+}
+
+// ---- header validation: every field the executor sizes its buffers from, before anything is
+// allocated. Limits: docs/input_limits.md.
+
+int64_t HeaderInt(const nlohmann::json& h, const std::string& file, const char* key, int64_t lo,
+                  int64_t hi) {
+  if (!h.contains(key)) throw InputError(file, 1, key, "missing from the plan header");
+  const nlohmann::json& v = h[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)))
+    throw InputError(file, 1, key,
+                     "expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
+                         ", got " + v.dump());
+  return v.get<int64_t>();
+}
+
+// Pools: 1..kMaxPools entries {name, bytes_per_token_layer}, names unique (op ids carry them).
+std::vector<PoolSpec> HeaderPools(const nlohmann::json& h, const std::string& file) {
+  if (!h.contains("pools")) throw InputError(file, 1, "pools", "missing from the plan header");
+  const nlohmann::json& pools = h["pools"];
+  if (!pools.is_array() || pools.empty() || pools.size() > size_t{kernels::kMaxPools})
+    throw InputError(file, 1, "pools",
+                     "expected a list of 1.." + std::to_string(kernels::kMaxPools) + " pools");
+  std::vector<PoolSpec> out;
+  for (size_t i = 0; i < pools.size(); ++i) {
+    const std::string field = "pools[" + std::to_string(i) + "]";
+    const nlohmann::json& p = pools[i];
+    if (!p.is_object() || !p.contains("name") || !p["name"].is_string() ||
+        p["name"].get<std::string>().empty())
+      throw InputError(file, 1, field + ".name", "expected a non-empty string");
+    const std::string name = p["name"].get<std::string>();
+    for (const PoolSpec& q : out)
+      if (q.name == name)
+        throw InputError(file, 1, field + ".name", "two pools named '" + name + "'");
+    const int64_t b = HeaderInt(p, file, "bytes_per_token_layer", 1, kMaxPoolBytes);
+    out.push_back(PoolSpec{name, b});
+  }
+  return out;
+}
+
+// Each pool of each tier, pages x layers x tokens x bytes, fits in kMaxPoolBytes.
+void CheckHeaderSizes(const ReplayConfig& g, const std::string& file) {
+  for (const PoolSpec& p : g.model.pools) {
+    for (const auto& [key, pages] :
+         {std::pair{"device_pages_per_lane", g.cache.device_pages_per_lane},
+          std::pair{"host_pages_per_lane", g.cache.host_pages_per_lane}}) {
+      const std::optional<int64_t> bytes =
+          CheckedProduct({p.bytes_per_token_layer, g.cache.page_tokens, g.model.layers, pages});
+      if (!bytes || *bytes > kMaxPoolBytes)
+        throw InputError(
+            file, 1, std::string("pools.") + p.name,
+            "bytes_per_token_layer " + std::to_string(p.bytes_per_token_layer) + " x page_tokens " +
+                std::to_string(g.cache.page_tokens) + " x layers " +
+                std::to_string(g.model.layers) + " x " + key + " " + std::to_string(pages) +
+                (bytes ? " = " + std::to_string(*bytes) + " bytes" : " overflows 64 bits") +
+                ", more than the 2^48 bytes one pool may hold");
+    }
+  }
+}
+
+// The header's config block repeats the sizing fields; a plan whose two copies disagree was
+// edited by hand or damaged, and which one the executor would use is not obvious.
+void CheckHeaderConfigAgrees(const nlohmann::json& h, const std::string& file) {
+  if (!h.contains("config")) return;
+  const nlohmann::json& c = h["config"];
+  if (!c.is_object()) throw InputError(file, 1, "config", "expected an object");
+  for (const auto& [field, key] :
+       {std::pair{"cp_size", "cache.cp_size"}, std::pair{"page_tokens", "cache.page_tokens"},
+        std::pair{"layers", "model.layers"},
+        std::pair{"device_pages_per_lane", "cache.device_pages_per_lane"},
+        std::pair{"host_pages_per_lane", "cache.host_pages_per_lane"},
+        std::pair{"host_layout", "cache.host_layout"}, std::pair{"pools", "model.pools"}}) {
+    if (c.contains(key) && c[key] != h[field])
+      throw InputError(
+          file, 1, std::string("config.") + key,
+          c[key].dump() + " disagrees with the header's " + field + " " + h[field].dump());
+  }
+}
+
 }  // namespace
+
+void ValidatePlanHeader(const nlohmann::json& h, const std::string& file) {
+  if (!h.is_object()) throw InputError(file, 1, "", "the plan header is not a JSON object");
+  ReplayConfig g;
+  g.cache.cp_size = HeaderInt(h, file, "cp_size", 1, 4096);
+  g.cache.page_tokens = HeaderInt(h, file, "page_tokens", 1, kMaxPoolBytes);
+  g.model.layers = HeaderInt(h, file, "layers", 1, kMaxPoolBytes);
+  g.cache.device_pages_per_lane = HeaderInt(h, file, "device_pages_per_lane", 1, int64_t{1} << 31);
+  g.cache.host_pages_per_lane = HeaderInt(h, file, "host_pages_per_lane", 0, int64_t{1} << 31);
+  g.model.pools = HeaderPools(h, file);
+  if (!h.contains("host_layout") || !h["host_layout"].is_string() ||
+      !kernels::ParseHostLayout(h["host_layout"].get<std::string>()))
+    throw InputError(file, 1, "host_layout", "expected one of " + kernels::HostLayoutNames());
+  CheckHeaderSizes(g, file);
+  CheckHeaderConfigAgrees(h, file);
+}
 
 nlohmann::ordered_json PlanHeader(const ReplayConfig& cfg) {
   J h;
@@ -196,6 +312,7 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
   p.cached = j["cached"].get<bool>();
   const auto& ops = f.At(j, "ops");
   if (!ops.is_array()) f.Fail("ops", "expected a list");
+  if (ops.empty()) f.Fail("ops", "empty (every request has at least its compute op)");
   std::string first_pool;
   for (const auto& op : ops) {
     const std::string kind = f.Str(op, "kind");
@@ -205,13 +322,20 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
       p.evictions.push_back(
           SlotFree{tier == "device" ? Tier::kDevice : Tier::kHost, f.PairList(op, "slots")});
     } else if (kind == "write_back" || kind == "load_back" || kind == "backup") {
-      // Ops repeat per pool; the first pool's op carries the lane's pages.
+      // Ops repeat per pool; the first pool's op carries the lane's pages, and every other
+      // pool's op must repeat them (the executor moves every pool by the first one's list).
       const std::string pool = f.Str(op, "pool");
       if (first_pool.empty()) first_pool = pool;
-      if (pool != first_pool) continue;
       const int64_t lane = f.Int(op, "lane");
       if (lane < 0 || lane > 65535) f.Fail("lane", "out of range");
       LaneCopy c{static_cast<uint16_t>(lane), f.PairList(op, "pages")};
+      std::vector<LaneCopy>& list = kind == "write_back"  ? p.write_back
+                                    : kind == "load_back" ? p.load_back
+                                                          : p.backup;
+      if (pool != first_pool) {
+        CheckRepeatedPoolOp(f, list, c, kind, pool, first_pool);
+        continue;
+      }
       if (kind == "write_back") p.write_back.push_back(std::move(c));
       if (kind == "load_back") p.load_back.push_back(std::move(c));
       if (kind == "backup") {
@@ -226,7 +350,9 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
         if (!q.is_array() || q.size() != 4)
           f.Fail("pages", "expected [pos, owner, slot, extent] entries");
         for (const auto& x : q)
-          if (!x.is_number_unsigned()) f.Fail("pages", "expected non-negative integers");
+          if (!x.is_number_unsigned() || x.get<uint64_t>() > UINT32_MAX)
+            f.Fail("pages", "expected integers in 0..2^32-1");
+        if (q[1].get<uint64_t>() > 65535) f.Fail("pages", "owner rank beyond 65535");
         p.new_pages.push_back(NewPage{q[0].get<int64_t>(), q[1].get<uint16_t>(),
                                       q[2].get<uint32_t>(), q[3].get<uint32_t>()});
       }
@@ -249,8 +375,10 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
         if (!s.is_number_integer()) f.Fail("shard_pages", "expected integers");
         p.shard_pages.push_back(s.get<int64_t>());
       }
-      for (const auto& [owner, slot] : f.PairList(op, "pages"))
+      for (const auto& [owner, slot] : f.PairList(op, "pages")) {
+        if (owner > 65535) f.Fail("pages", "owner rank beyond 65535");
         p.prefix.push_back(PrefixPage{static_cast<uint16_t>(owner), slot});
+      }
       if (static_cast<int64_t>(p.prefix.size()) != p.prefix_pages)
         f.Fail("pages", "holds " + std::to_string(p.prefix.size()) + " pages, prefix_pages says " +
                             std::to_string(p.prefix_pages));
@@ -270,12 +398,7 @@ PlanFile ReadPlanFile(const std::string& path) {
   while (std::getline(in, line)) {
     ++n;
     if (line.empty()) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw InputError(path, n, "", std::string("malformed JSON: ") + e.what());
-    }
+    nlohmann::json j = ParseJsonStrict(line, path, n);
     if (n == 1) {
       if (!j.contains("kvlanes_plan"))
         throw InputError(path, 1, "kvlanes_plan", "not a kvlanes plan (header missing)");
@@ -283,12 +406,15 @@ PlanFile ReadPlanFile(const std::string& path) {
         throw InputError(path, 1, "kvlanes_plan",
                          "plan version " + j["kvlanes_plan"].dump() +
                              ", this build reads version " + std::to_string(kPlanVersion));
+      ValidatePlanHeader(j, path);
       out.header = std::move(j);
       continue;
     }
     out.requests.push_back(PlanFromJson(j, path, n));
   }
   if (n == 0) throw InputError(path, 0, "", "empty plan file");
+  if (out.requests.empty())
+    throw InputError(path, n, "", "the plan holds a header and no requests (cut short?)");
   return out;
 }
 

@@ -90,7 +90,12 @@ struct PlanFile {
   nlohmann::json header;
   std::vector<RequestPlan> requests;
 };
-// Reads a whole plan file, checking the version. Throws InputError.
+// Checks the header fields the executor sizes its buffers from: types, ranges, unique pool
+// names, every pool of every tier within kMaxPoolBytes (checked products), and the config
+// block agreeing with them. Throws InputError(file, 1, field).
+void ValidatePlanHeader(const nlohmann::json& header, const std::string& file);
+// Reads a whole plan file, checking the version and the header (ValidatePlanHeader); a plan
+// with no request lines is refused. Throws InputError.
 PlanFile ReadPlanFile(const std::string& path);
 
 }  // namespace kvlanes

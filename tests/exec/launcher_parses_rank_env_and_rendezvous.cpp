@@ -2,9 +2,12 @@
 // specs parse or are refused with the option named; the file and TCP rendezvous really exchange
 // bytes between ranks (threads here, loopback only) and time out naming the missing rank.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "exec/exec_error.h"
 #include "exec/launch.h"
@@ -116,6 +119,42 @@ TEST_CASE(
                        ExecError);
   CHECK_THROWS_WITH_AS(OpenRendezvous(ParseRendezvous("file:" + dir.File("missing")), 0, 2, 1),
                        doctest::Contains("does not exist"), ExecError);
+}
+
+TEST_CASE(
+    "a file rendezvous rank claimed by a live run is refused naming it; a released claim is "
+    "taken over and the dead run's round files are not read") {
+  TempDir dir;
+  const RendezvousSpec spec = ParseRendezvous("file:" + dir.path());
+  {
+    auto holder = OpenRendezvous(spec, 0, 2, 5);
+    const std::string held_by =
+        "is in use by another run: rank 0 is claimed by pid " + std::to_string(getpid());
+    CHECK_THROWS_WITH_AS(OpenRendezvous(spec, 0, 2, 5), doctest::Contains(held_by.c_str()),
+                         InputError);
+    // The holder leaves a round-0 file behind, then dies (goes out of scope).
+    auto peer = std::thread([&] {
+      try {
+        OpenRendezvous(spec, 1, 2, 0.2)->AllGather("old 1");
+      } catch (const ExecError&) {
+      }
+    });
+    try {
+      holder->AllGather("old 0");
+    } catch (const ExecError&) {
+    }
+    peer.join();
+  }
+  // A new run in the same directory: rank 1 of the old run wrote round0.rank1, but its claim is
+  // stale, so the new rank 0 waits for the new rank 1 and sees only the new bytes.
+  auto r0 = OpenRendezvous(spec, 0, 2, 5);
+  std::vector<std::string> got;
+  std::thread t([&] { got = r0->AllGather("new 0"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto r1 = OpenRendezvous(spec, 1, 2, 5);
+  CHECK(r1->AllGather("new 1") == std::vector<std::string>{"new 0", "new 1"});
+  t.join();
+  CHECK(got == std::vector<std::string>{"new 0", "new 1"});
 }
 
 TEST_CASE("the TCP rendezvous exchanges bytes over loopback and times out when rank 0 is absent") {

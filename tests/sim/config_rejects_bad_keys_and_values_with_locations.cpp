@@ -112,4 +112,44 @@ TEST_CASE(
   CHECK(ErrorOf([&] { ValidateConfig(e); }).find("needs batching") != std::string::npos);
 }
 
+TEST_CASE("a range error found at validation names the file and line the key was set at") {
+  ReplayConfig c;
+  LoadConfigFile(WriteTemp("range.yaml", "cache:\n  page_tokens: 64\n  cp_size: 0\n"), c);
+  CHECK(ErrorOf([&] { ValidateConfig(c); }) ==
+        "/tmp/kvlanes_cfg_test_range.yaml:3: cache.cp_size: must be in 1..4096");
+}
+
+TEST_CASE("a key given twice in one YAML map is refused naming the key and its second line") {
+  ReplayConfig c;
+  const std::string p = WriteTemp("dup.yaml", "cache:\n  page_tokens: 64\n  page_tokens: 32\n");
+  CHECK(ErrorOf([&] { LoadConfigFile(p, c); }) ==
+        p + ":3: cache.page_tokens: key 'page_tokens' given twice");
+  CHECK(ErrorOf([&] {
+          ApplyConfigSetting("model.pools=[{name: a, name: b}]", c);
+        }).find("--set model.pools[0].name: key 'name' given twice") != std::string::npos);
+}
+
+TEST_CASE("pool sizes are checked products: 2e9 layers or a wrapping page size are refused") {
+  ReplayConfig c;
+  ApplyConfigSetting("model.layers=2000000000", c);
+  const std::string big = ErrorOf([&] { ValidateConfig(c); });
+  CHECK(big.find("--set model.layers: pool 'kv'") == 0);
+  CHECK(big.find("= 1375731712000000000 bytes, more than the 2^48 bytes") != std::string::npos);
+  ReplayConfig d;
+  ApplyConfigSetting("cache.page_tokens=4611686018427387904", d);
+  CHECK(ErrorOf([&] { ValidateConfig(d); }).find("overflows 64 bits") != std::string::npos);
+  ReplayConfig ok;  // the defaults (DeepSeek-V3.2, 16384 pages) are far inside the limit
+  CHECK(ErrorOf([&] { ValidateConfig(ok); }).empty());
+}
+
+TEST_CASE("two pools with one name are refused") {
+  ReplayConfig c;
+  CHECK(ErrorOf([&] {
+          ApplyConfigSetting(
+              "model.pools=[{name: kv, bytes_per_token_layer: 4}, {name: kv, "
+              "bytes_per_token_layer: 8}]",
+              c);
+        }).find("two pools are named 'kv'") != std::string::npos);
+}
+
 }  // namespace kvlanes

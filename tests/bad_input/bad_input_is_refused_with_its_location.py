@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""The standing bad-input suite (non-trace readers): every case runs the kvlanes binary on one
+malformed input and asserts exit code 2, a message naming the file, the line where there is one
+and the field, and that no output file (nor its .tmp) is left.
+
+usage: bad_input_is_refused_with_its_location.py KVLANES SOURCE_DIR WORK_DIR
+"""
+import fcntl, json, os, shutil, subprocess, sys
+
+kvlanes, src, work = sys.argv[1:4]
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+failures = []
+
+
+def path(name):
+    return os.path.join(work, name)
+
+
+def write(name, text):
+    with open(path(name), "w") as f:
+        f.write(text)
+    return path(name)
+
+
+# A small valid plan: 30 Mooncake requests, 2 lanes, 2 layers, tiny pools (runs in well under a
+# second on the host backend).
+trace = write("t.jsonl", "".join(open(os.path.join(src, "traces/mooncake_excerpt.jsonl")).readlines()[:30]))
+SMALL = ["--set", "cache.cp_size=2", "--set", "cache.device_pages_per_lane=64",
+         "--set", "cache.host_pages_per_lane=128", "--set", "model.layers=2",
+         "--set", "model.pools=[{name: kv, bytes_per_token_layer: 16}, {name: idx, bytes_per_token_layer: 4}]"]
+subprocess.check_call([kvlanes, "replay", trace, "-q", "--plan", path("plan.jsonl")] + SMALL)
+plan_lines = open(path("plan.jsonl")).read().splitlines()
+header = json.loads(plan_lines[0])
+subprocess.check_call([kvlanes, "exec", "--plan", path("plan.jsonl"), "--backend", "host", "-q",
+                       "--timeout-s", "20", "--out", path("measured.json")])
+
+
+def plan_with(name, header_fn=None, line_fn=None, raw=None):
+    """A copy of the valid plan with its header (a dict) and/or its request lines changed."""
+    if raw is not None:
+        return write(name, raw)
+    h = json.loads(plan_lines[0])
+    if header_fn:
+        header_fn(h)
+    lines = [json.dumps(h)] + plan_lines[1:]
+    if line_fn:
+        lines = line_fn(lines)
+    return write(name, "\n".join(lines) + "\n")
+
+
+def expect_refused(what, argv, out, *needles, env=None):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, **(env or {})))
+    msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "(no message)"
+    problems = []
+    if r.returncode != 2:
+        problems.append(f"exit {r.returncode}, not 2")
+    for n in needles:
+        if n not in r.stderr:
+            problems.append(f"message lacks '{n}'")
+    for p in (out, out + ".tmp"):
+        if os.path.exists(p):
+            problems.append(f"left {p}")
+            os.remove(p)
+    ok = not problems
+    print(("ok   " if ok else "FAIL ") + what + ": " + msg + ("" if ok else "  [" + "; ".join(problems) + "]"))
+    if not ok:
+        failures.append(what)
+
+
+def exec_plan(p, out=None):
+    out = out or path("out.json")
+    return [kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--timeout-s", "20", "--out", out], out
+
+
+# ---- plans (kvlanes exec --plan)
+def set_key(k, v):
+    return lambda h: h.__setitem__(k, v)
+
+
+for what, fn, needles in [
+    ("plan header page_tokens near 2^62", set_key("page_tokens", 2**62), [":1:", "page_tokens"]),
+    ("plan header layers 2e10 (pool bytes beyond 2^48)",
+     lambda h: (h.__setitem__("layers", 20000000000), h["config"].__setitem__("model.layers", 20000000000)),
+     [":1:", "pools.kv", "2^48"]),
+    ("plan header device pages x bytes overflow 64 bits",
+     lambda h: (h["pools"][0].__setitem__("bytes_per_token_layer", 2**47), h.__setitem__("page_tokens", 2**47),
+                h["config"].__setitem__("cache.page_tokens", 2**47),
+                h["config"].__setitem__("model.pools", h["pools"])), [":1:", "pools.kv", "overflows 64 bits"]),
+    ("plan header two pools with one name",
+     lambda h: (h["pools"][1].__setitem__("name", "kv"), h["config"].__setitem__("model.pools", h["pools"])),
+     [":1:", "pools[1].name", "two pools named 'kv'"]),
+    ("plan header cp_size 0", set_key("cp_size", 0), [":1:", "cp_size"]),
+    ("plan header cp_size a string", set_key("cp_size", "2"), [":1:", "cp_size"]),
+    ("plan header host_layout unknown", set_key("host_layout", "diagonal"), [":1:", "host_layout"]),
+    ("plan header config disagrees with page_tokens",
+     lambda h: h["config"].__setitem__("cache.page_tokens", 32), [":1:", "config.cache.page_tokens", "disagrees"]),
+    ("plan header device_pages_per_lane beyond 2^31", set_key("device_pages_per_lane", 2**33),
+     [":1:", "device_pages_per_lane"]),
+]:
+    p, out = exec_plan(plan_with("plan_case.jsonl", header_fn=fn))
+    expect_refused(what, p, out, "plan_case.jsonl", *needles)
+
+dup_header = plan_lines[0].replace('"cp_size":2,', '"cp_size":2,"cp_size":1,', 1)
+p, out = exec_plan(plan_with("dup.jsonl", raw="\n".join([dup_header] + plan_lines[1:]) + "\n"))
+expect_refused("plan header with a duplicate key", p, out, "dup.jsonl:1:", "cp_size", "given twice")
+
+huge = plan_lines[1].replace('"arrival_ns":', '"arrival_ns":1e400,"x":', 1)
+p, out = exec_plan(plan_with("huge.jsonl", raw="\n".join([plan_lines[0], huge] + plan_lines[2:]) + "\n"))
+expect_refused("plan number 1e400 (double overflow)", p, out, "huge.jsonl:2:", "number out of range")
+
+p, out = exec_plan(plan_with("header_only.jsonl", raw=plan_lines[0] + "\n"))
+expect_refused("header-only plan (zero requests)", p, out, "header_only.jsonl", "no requests")
+
+
+def edit_request(pred, fn):
+    def apply(lines):
+        out = [lines[0]]
+        done = False
+        for l in lines[1:]:
+            r = json.loads(l)
+            if not done and pred(r):
+                fn(r)
+                done = True
+            out.append(json.dumps(r))
+        assert done, "no request to mutate"
+        return out
+    return apply
+
+
+def second_pool_pages(r):
+    for op in r["ops"]:
+        if op.get("pool") == "idx" and op["pages"]:
+            op["pages"][0][0] += 1
+            return
+
+
+has_copy = lambda r: any(op.get("pool") == "idx" and op["pages"] for op in r["ops"])
+for what, pred, fn, needles in [
+    ("plan request with an empty ops list", lambda r: True, lambda r: r.__setitem__("ops", []), ["ops", "empty"]),
+    ("plan second pool's pages disagree with the first's", has_copy, second_pool_pages, ["pages", "pool 'idx'"]),
+    ("plan compute page owner beyond 65535", lambda r: any(op["kind"] == "compute" and op["pages"] for op in r["ops"]),
+     lambda r: [op["pages"][0].__setitem__(1, 70000) for op in r["ops"] if op["kind"] == "compute" and op["pages"]],
+     ["pages", "owner"]),
+    ("plan prefix_pages beyond the device pools",
+     lambda r: r["prefix_pages"] == 0, lambda r: r.__setitem__("prefix_pages", 2**62), ["prefix_pages"]),
+]:
+    p, out = exec_plan(plan_with("req_case.jsonl", line_fn=edit_request(pred, fn)))
+    expect_refused(what, p, out, "req_case.jsonl", *needles)
+
+# ---- config files and --set (kvlanes replay --config / --set)
+def replay(extra, out=None):
+    out = out or path("report.json")
+    return [kvlanes, "replay", trace, "-q", "--json", out] + extra, out
+
+
+for what, text, needles in [
+    ("config duplicate key", "cache:\n  page_tokens: 64\n  page_tokens: 32\n", [":3:", "cache.page_tokens", "given twice"]),
+    ("config model.layers 2e9 (pool bytes beyond 2^48)", "model:\n  layers: 2000000000\n", [":2:", "model.layers", "2^48"]),
+    ("config range error names file and line", "cache:\n  page_tokens: 64\n  cp_size: 0\n", [":3:", "cache.cp_size", "1..4096"]),
+    ("config two pools with one name",
+     "model:\n  pools:\n    - {name: kv, bytes_per_token_layer: 8}\n    - {name: kv, bytes_per_token_layer: 4}\n",
+     [":4:", "model.pools", "two pools are named 'kv'"]),
+    ("config YAML syntax error", "cache:\n  page_tokens: [64\n", ["YAML syntax error"]),
+    ("config integer beyond int64", "cache:\n  device_pages_per_lane: 99999999999999999999\n", [":2:", "cache.device_pages_per_lane"]),
+]:
+    cfg = write("case.yaml", text)
+    argv, out = replay(["--config", cfg])
+    expect_refused(what, argv, out, "case.yaml", *needles)
+
+for what, setting, needles in [
+    ("--set model.layers=2e9 overflows a pool", "model.layers=2000000000", ["--set model.layers", "2^48"]),
+    ("--set page_tokens x layers x bytes wraps 64 bits", "cache.page_tokens=4611686018427387904",
+     ["--set cache.page_tokens", "overflows 64 bits"]),
+    ("--set with a duplicate YAML key", "model.pools=[{name: kv, name: x, bytes_per_token_layer: 4}]",
+     ["--set model.pools", "given twice"]),
+    ("--set with a YAML syntax error", "cache.page_tokens=[64", ["--set cache.page_tokens", "cannot parse"]),
+]:
+    argv, out = replay(["--set", setting])
+    expect_refused(what, argv, out, *needles)
+
+# ---- hardware profiles (hardware.profile)
+good_profile = open(os.path.join(src, "config/profiles/h200.yaml")).read()
+
+
+def profile_case(what, old, new, needles):
+    assert old in good_profile, old
+    prof = write("prof.yaml", good_profile.replace(old, new, 1))
+    argv, out = replay(["--set", "hardware.profile=" + prof])
+    expect_refused(what, argv, out, "prof.yaml", *needles)
+
+
+import re
+h2d = re.search(r"h2d_gbps: *[^\n]*", good_profile).group(0)
+line_of_h2d = str(good_profile[:good_profile.index(h2d)].count("\n") + 1)
+profile_case("profile infinite bandwidth", h2d, "h2d_gbps: .inf", [":" + line_of_h2d + ":", "host_device.h2d_gbps", "finite"])
+profile_case("profile zero bandwidth", h2d, "h2d_gbps: 0", [":" + line_of_h2d + ":", "host_device.h2d_gbps", "> 0"])
+profile_case("profile negative bandwidth", h2d, "h2d_gbps: -5", ["host_device.h2d_gbps", "> 0"])
+profile_case("profile duplicate key", h2d, h2d + "\n  " + h2d.strip(), ["host_device.h2d_gbps", "given twice"])
+profile_case("profile NaN bandwidth", h2d, "h2d_gbps: .nan", ["host_device.h2d_gbps"])
+
+# ---- calibrate's measurement files
+sweep_src = os.path.join(src, "docs/measurements/sweep_h200_batch_2026-11-29.json")
+sweep = json.load(open(sweep_src))
+
+
+def calibrate_case(what, mutate, needles, raw=None):
+    doc = json.loads(json.dumps(sweep))
+    text = raw if raw is not None else json.dumps(mutate(doc) or doc, indent=1)
+    m = write("sweep.json", text)
+    out = path("fitted.yaml")
+    expect_refused(what, [kvlanes, "calibrate", "--measurements", m, "--out", out], out, "sweep.json", *needles)
+
+
+calibrate_case("measurement sample of 1e308 s", lambda d: d["samples"][0].__setitem__("median_s", 1e308),
+               [":", "samples[0].median_s", "at most 3600"])
+calibrate_case("measurement number 1e400", None, ["number out of range"],
+               raw=json.dumps(sweep, indent=1).replace('"median_s": ', '"median_s": 1e400, "x": ', 1))
+calibrate_case("measurement duplicate key", None, ["samples[0]", "given twice"],
+               raw=json.dumps(sweep, indent=1).replace('"median_s": ', '"median_s": 1, "median_s": ', 1))
+
+# ---- check's measured and predicted files
+measured = json.load(open(path("measured.json")))
+prof = os.path.join(src, "config/profiles/2xh200_measured_runs4.yaml")
+
+
+def check_case(what, text, needles):
+    m = write("measured_case.json", text)
+    out = path("check.json")
+    expect_refused(what, [kvlanes, "check", "--plan", path("plan.jsonl"), "--measured", m, "--profile", prof,
+                          "--json", out], out, "measured_case.json", *needles)
+
+
+empty = dict(measured)
+empty["ops"] = []
+check_case("measured file with an empty ops list", json.dumps(empty, indent=1), ["ops", "holds no ops"])
+check_case("measured number 1e400", json.dumps(measured, indent=1).replace('"seconds": ', '"seconds": 1e400, "y": ', 1),
+           ["number out of range"])
+check_case("measured duplicate key", json.dumps(measured, indent=1).replace('"seconds": ', '"seconds": 1, "seconds": ', 1),
+           [".seconds", "given twice"])
+
+# ---- exec options and the rendezvous
+p = path("plan.jsonl")
+for what, extra, needles in [
+    ("exec --compute-scale inf", ["--compute-scale", "inf"], ["--compute-scale"]),
+    ("exec --timeout-s nan", ["--timeout-s", "nan"], ["--timeout-s"]),
+    ("exec --max-requests -5", ["--max-requests", "-5"], ["--max-requests"]),
+]:
+    out = path("out.json")
+    expect_refused(what, [kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--out", out] + extra, out, *needles)
+
+# A live run holds rank 0 of the directory (this process takes the claim as kvlanes would).
+rv = path("rv")
+os.makedirs(rv)
+claim = open(os.path.join(rv, "claim.rank0"), "w")
+fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+claim.write(f"pid {os.getpid()} on host test (started 0 ns, claim 0, rank 0)\n")
+claim.flush()
+out = path("out.json")
+expect_refused("exec rendezvous directory in use by another run",
+               [kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--launch", "env", "--rendezvous", "file:" + rv,
+                "--timeout-s", "5", "--out", out], out, "in use by another run", f"pid {os.getpid()}",
+               env={"RANK": "0", "WORLD_SIZE": "2"})
+# Another run is writing the same --out (holds its .tmp locked): refused before any rank starts,
+# and the other run's file is left alone.
+busy = path("busy.json")
+other = open(busy + ".tmp", "w")
+fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+r = subprocess.run([kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--timeout-s", "20", "--out", busy],
+                   capture_output=True, text=True, timeout=60)
+ok = r.returncode == 2 and "is being written by another run" in r.stderr and os.path.exists(busy + ".tmp") \
+    and not os.path.exists(busy)
+print(("ok   " if ok else "FAIL ") + "exec --out being written by another run: " + r.stderr.strip()[-200:])
+if not ok:
+    failures.append("--out in use")
+other.close()
+os.remove(busy + ".tmp")
+claim.close()  # the claim is now stale (its holder let go): a new run takes it over
+r = subprocess.run([kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--launch", "local", "--timeout-s", "20",
+                    "--out", out], capture_output=True, text=True, timeout=60)
+ok = r.returncode == 0 and os.path.exists(out)
+print(("ok   " if ok else "FAIL ") + "the valid plan still runs after the refusals")
+if not ok:
+    failures.append("valid plan")
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
