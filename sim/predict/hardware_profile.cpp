@@ -1,8 +1,11 @@
 #include "sim/predict/hardware_profile.h"
 
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -80,12 +83,25 @@ struct Reader {
 
 }  // namespace
 
+std::string ReadHardwareProfileText(const std::string& path) {
+  struct stat st {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in || ::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode))
+    throw InputError(path, 0, "", "cannot open hardware profile");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError(path, 0, "", "cannot read hardware profile");
+  return text.str();
+}
+
 HardwareProfile LoadHardwareProfile(const std::string& path) {
+  return ParseHardwareProfile(ReadHardwareProfileText(path), path);
+}
+
+HardwareProfile ParseHardwareProfile(const std::string& yaml, const std::string& path) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw InputError(path, 0, "", "cannot open hardware profile");
+    root = YAML::Load(yaml);
   } catch (const YAML::ParserException& e) {
     throw InputError(path, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
   }
