@@ -1,5 +1,6 @@
 #include "sim/predict/plan.h"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <ostream>
@@ -136,17 +137,33 @@ namespace {
 
 namespace ja = json_append;
 
-void AppendPairs(std::string& o, const std::vector<std::array<uint32_t, 2>>& v) {
-  o.push_back('[');
+// Lists of small integer tuples are most of a plan's bytes: they are written through a pointer
+// into room reserved for the longest spelling (20 characters per value), then trimmed.
+template <size_t N, typename Tuple, typename Get>
+void AppendTuples(std::string& o, const std::vector<Tuple>& v, Get get) {
+  const size_t at = o.size();
+  o.resize(at + 2 + v.size() * (N * 21 + 3));
+  char* p = o.data() + at;
+  char* const end = o.data() + o.size();
+  *p++ = '[';
   for (size_t i = 0; i < v.size(); ++i) {
-    if (i) o.push_back(',');
-    o.push_back('[');
-    ja::Int(o, v[i][0]);
-    o.push_back(',');
-    ja::Int(o, v[i][1]);
-    o.push_back(']');
+    if (i) *p++ = ',';
+    *p++ = '[';
+    const std::array<int64_t, N> values = get(v[i]);
+    for (size_t k = 0; k < N; ++k) {
+      if (k) *p++ = ',';
+      p = std::to_chars(p, end, values[k]).ptr;
+    }
+    *p++ = ']';
   }
-  o.push_back(']');
+  *p++ = ']';
+  o.resize(static_cast<size_t>(p - o.data()));
+}
+
+void AppendPairs(std::string& o, const std::vector<std::array<uint32_t, 2>>& v) {
+  AppendTuples<2>(o, v, [](const std::array<uint32_t, 2>& x) {
+    return std::array<int64_t, 2>{x[0], x[1]};
+  });
 }
 
 // As CopyOps, appended; returns the ops written.
@@ -241,21 +258,11 @@ size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string
   ja::Int(o, p.computed_tokens);
   o.append(",\"prefix_tokens\":");
   ja::Int(o, p.prefix_pages * cfg.cache.page_tokens);
-  o.append(",\"pages\":[");
-  for (size_t i = 0; i < p.new_pages.size(); ++i) {
-    const NewPage& q = p.new_pages[i];
-    if (i) o.push_back(',');
-    o.push_back('[');
-    ja::Int(o, q.pos);
-    o.push_back(',');
-    ja::Int(o, q.owner);
-    o.push_back(',');
-    ja::Int(o, q.device_slot);
-    o.push_back(',');
-    ja::Int(o, q.extent);
-    o.push_back(']');
-  }
-  o.append("]}");
+  o.append(",\"pages\":");
+  AppendTuples<4>(o, p.new_pages, [](const NewPage& q) {
+    return std::array<int64_t, 4>{q.pos, q.owner, q.device_slot, q.extent};
+  });
+  o.push_back('}');
   first = false;
   ++ops;
   if (p.prefix_pages > 0) {
@@ -297,16 +304,11 @@ size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string
       if (i) o.push_back(',');
       ja::Int(o, p.shard_pages[i]);
     }
-    o.append("],\"pages\":[");
-    for (size_t i = 0; i < p.prefix.size(); ++i) {
-      if (i) o.push_back(',');
-      o.push_back('[');
-      ja::Int(o, p.prefix[i].owner);
-      o.push_back(',');
-      ja::Int(o, p.prefix[i].device_slot);
-      o.push_back(']');
-    }
-    o.append("]}");
+    o.append("],\"pages\":");
+    AppendTuples<2>(o, p.prefix, [](const PrefixPage& q) {
+      return std::array<int64_t, 2>{q.owner, q.device_slot};
+    });
+    o.push_back('}');
     ++ops;
   }
   ops += AppendCopyOps(o, first, p.backup, cfg, pre, "backup", "d2h", "schedule",
