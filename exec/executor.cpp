@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -130,11 +131,14 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
   if (g.dense_layer_bytes() * g.layers <= kDenseAllLayersMaxBytes) g.dense_layers = g.layers;
 
   // Compute durations: the cost model's ComputeLayerS with the chosen profile.
+  // The profile given, else the one the plan stores (docs/plan.md), else the default.
   std::string profile = profile_path;
-  if (profile.empty() && h.contains("config") && h["config"].contains("hardware.profile") &&
-      h["config"]["hardware.profile"].is_string())
-    profile = h["config"]["hardware.profile"].get<std::string>();
-  HardwareProfile hw = profile.empty() ? DefaultComputeProfile() : LoadHardwareProfile(profile);
+  std::optional<PlanProfile> stored;
+  if (profile.empty()) stored = PlanHeaderProfile(h, source);
+  if (stored) profile = stored->path;
+  HardwareProfile hw = stored            ? stored->profile
+                       : profile.empty() ? DefaultComputeProfile()
+                                         : LoadHardwareProfile(profile);
   // Only ComputeLayerS is used; the collective terms are not, so a profile without a model for
   // this rank count is accepted (an empty model satisfies the constructor).
   if (g.ranks > 1 && !hw.Collectives(g.ranks))

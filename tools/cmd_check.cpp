@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,12 +90,15 @@ Predictions PredictFromPlan(const std::string& plan_path, std::string profile_pa
                             double compute_scale) {
   const PlanFile plan = ReadPlanFile(plan_path);
   ReplayConfig cfg = ConfigFromPlanHeader(plan.header, plan_path);
-  if (profile_path.empty()) profile_path = cfg.hardware.profile;
+  // The profile given, else the one the plan stores (docs/plan.md).
+  std::optional<PlanProfile> stored;
+  if (profile_path.empty()) stored = PlanHeaderProfile(plan.header, plan_path);
+  if (stored) profile_path = stored->path;
   if (profile_path.empty())
     throw InputError("", 0, "--profile",
-                     "needed with --plan (the plan's config names no hardware.profile)");
+                     "needed with --plan (the plan stores no hardware profile)");
   cfg.hardware.profile = profile_path;
-  HardwareProfile hw = LoadHardwareProfile(profile_path);
+  HardwareProfile hw = stored ? stored->profile : LoadHardwareProfile(profile_path);
   // As `kvlanes exec --compute-scale`: the synthetic forward pass ran for this share of the model.
   hw.layer_base_s *= compute_scale;
   hw.layer_token_s *= compute_scale;

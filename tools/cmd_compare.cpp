@@ -84,8 +84,7 @@ int CmdCompare(int argc, const char* const* argv) {
     out["runs"] = nlohmann::ordered_json::array();
     for (const auto& r : reports) out["runs"].push_back(r);
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), out.dump(2) + "\n");
-    if (vm.count("csv"))
-      WriteFileAtomically(vm["csv"].as<std::string>(), RunsToCsv(out["runs"], {}));
+    if (vm.count("csv")) WriteRunsCsv(vm["csv"].as<std::string>(), out["runs"], {});
     if (!quiet) {
       std::printf(
           "%zu requests, cp_size %lld, %lld device + %lld host pages per lane, page %lld tokens\n",

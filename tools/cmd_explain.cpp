@@ -269,7 +269,7 @@ int CmdExplain(int argc, const char* const* argv) {
     if (!in.config.hardware.profile.empty()) {
       cost = std::make_unique<CostModel>(LoadHardwareProfile(in.config.hardware.profile), in.config,
                                          in.config.hardware.profile);
-      predictor = std::make_unique<Predictor>(*cost, false);
+      predictor = std::make_unique<Predictor>(*cost, nullptr);
     }
     RequestPlan plan;
     for (int64_t i = 0; i <= target; ++i) {

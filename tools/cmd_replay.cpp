@@ -173,8 +173,11 @@ int CmdReplay(int argc, const char* const* argv) {
       plan_file = std::make_unique<StreamingFile>(vm["plan"].as<std::string>());
       sinks.plan = &plan_file->stream();
     }
-    nlohmann::ordered_json timeline;
-    if (vm.count("timeline")) sinks.timeline = &timeline;
+    std::unique_ptr<StreamingFile> timeline_file;
+    if (vm.count("timeline")) {
+      timeline_file = std::make_unique<StreamingFile>(vm["timeline"].as<std::string>());
+      sinks.timeline = &timeline_file->stream();
+    }
     std::unique_ptr<RequestTable> requests;
     if (vm.count("requests-csv")) {
       requests = std::make_unique<RequestTable>(in.config);
@@ -184,8 +187,7 @@ int CmdReplay(int argc, const char* const* argv) {
         in.config, *policy, in.trace, opts, [&](size_t d, size_t) { progress.Update(d); }, sinks);
     progress.Finish();
     if (plan_file) plan_file->Commit();
-    if (vm.count("timeline"))
-      WriteFileAtomically(vm["timeline"].as<std::string>(), timeline.dump() + "\n");
+    if (timeline_file) timeline_file->Commit();
     if (requests) WriteFileAtomically(vm["requests-csv"].as<std::string>(), requests->ToCsv());
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), report.dump(2) + "\n");
     if (!quiet) PrintSummary(report);

@@ -79,8 +79,7 @@ void Plot(const std::string& sweep_json, const std::string& plot) {
 void WriteOutputs(const J& doc, const po::variables_map& vm, bool quiet) {
   const std::vector<std::string> keys = VaryKeys(doc["grid"]);
   if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), doc.dump(2) + "\n");
-  if (vm.count("csv"))
-    WriteFileAtomically(vm["csv"].as<std::string>(), RunsToCsv(doc["runs"], keys));
+  if (vm.count("csv")) WriteRunsCsv(vm["csv"].as<std::string>(), doc["runs"], keys);
   if (vm.count("plot")) {
     std::string src;
     std::string tmp;

@@ -25,6 +25,8 @@ def load_plan(path):
         header = json.loads(f.readline())
         for n, line in enumerate(f, start=2):
             r = json.loads(line)
+            if "kvlanes_plan_end" in r:  # the trailer (docs/plan.md)
+                break
             for op in r["ops"]:
                 if op["kind"] == "gather":
                     sh = op["shard_pages"]

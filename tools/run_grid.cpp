@@ -1,5 +1,7 @@
 #include "tools/run_grid.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "policies/registry.h"
 #include "sim/report/report.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 
 namespace kvlanes::cli {
 
@@ -282,6 +285,34 @@ std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) 
     os << "\n";
   }
   return os.str();
+}
+
+J RunsCsvContext(const J& runs) {
+  J rows = J::array();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const J& r = runs[i];
+    rows.push_back(J{{"row", i + 1},
+                     {"context", r.contains("context") ? r["context"] : J(nullptr)},
+                     {"config", r.contains("config") ? r["config"] : J(nullptr)}});
+  }
+  J doc;
+  doc["kvlanes_csv_context"] = 1;
+  doc["rows"] = std::move(rows);
+  return doc;
+}
+
+void WriteRunsCsv(const std::string& path, const J& runs,
+                  const std::vector<std::string>& vary_keys) {
+  const std::string csv = RunsToCsv(runs, vary_keys);
+  const std::string context = RunsCsvContext(runs).dump(1) + "\n";
+  struct stat st {};
+  if (path == "-" || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
+    // Standard output or a device/FIFO: the table only (a sidecar has nowhere to go).
+    WriteFileAtomically(path, csv);
+    return;
+  }
+  WriteFileAtomically(path + ".context.json", context);
+  WriteFileAtomically(path, csv);
 }
 
 void PrintRunsTable(const J& runs, const std::vector<std::string>& vary_keys) {

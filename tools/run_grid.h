@@ -65,6 +65,12 @@ std::pair<size_t, size_t> ParseShard(const std::string& arg);
 // the vary keys of `grid` (if any) come first. Formulas of derived columns: docs/policies.md.
 std::string RunsToCsv(const nlohmann::ordered_json& runs,
                       const std::vector<std::string>& vary_keys);
+// The CSV's sidecar (written as CSV_FILE.context.json, docs/replay.md "Context"): per data row
+// (1-based, after the header line) the run's context block and effective config.
+nlohmann::ordered_json RunsCsvContext(const nlohmann::ordered_json& runs);
+// Writes RunsToCsv to `path` and RunsCsvContext to `path`.context.json (each whole or absent).
+void WriteRunsCsv(const std::string& path, const nlohmann::ordered_json& runs,
+                  const std::vector<std::string>& vary_keys);
 // The console table of the same runs.
 void PrintRunsTable(const nlohmann::ordered_json& runs, const std::vector<std::string>& vary_keys);
 

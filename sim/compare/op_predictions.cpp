@@ -71,7 +71,7 @@ Predictions PredictPlan(const CostModel& m, const ReplayConfig& cfg,
   Predictions out;
   out.profile = m.hw().name;
   out.profile_measured = m.hw().measured;
-  Predictor pred(m, false);
+  Predictor pred(m, nullptr);
   double free_at = 0;
   for (const RequestPlan& p : requests) {
     for (OpPrediction& op : PredictOps(m, cfg, p)) out.ops.push_back(std::move(op));

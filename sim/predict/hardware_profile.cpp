@@ -1,9 +1,12 @@
 #include "sim/predict/hardware_profile.h"
 
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -158,8 +161,29 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
 
 }  // namespace
 
+std::string ReadHardwareProfileText(const std::string& path) {
+  struct stat st {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in || ::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode))
+    throw InputError(path, 0, "", "cannot open hardware profile");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError(path, 0, "", "cannot read hardware profile");
+  return text.str();
+}
+
 HardwareProfile LoadHardwareProfile(const std::string& path) {
-  const YAML::Node root = LoadYamlFile(path, "hardware profile");
+  return ParseHardwareProfile(ReadHardwareProfileText(path), path);
+}
+
+HardwareProfile ParseHardwareProfile(const std::string& yaml, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    throw InputError(path, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
+  }
+  CheckYamlKeys(root, path, "");
   try {
     return ReadProfile(root, path);
   } catch (const YAML::Exception& e) {  // e.g. measured: maybe (not a bool)

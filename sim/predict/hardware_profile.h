@@ -76,5 +76,10 @@ struct HardwareProfile {
 
 // Throws InputError naming the file, line and key.
 HardwareProfile LoadHardwareProfile(const std::string& path);
+// The same from the profile's YAML text; `path` names it in errors (a file, or where the text was
+// stored: a plan header embeds the profile it was priced with, docs/plan.md).
+HardwareProfile ParseHardwareProfile(const std::string& yaml, const std::string& path);
+// The bytes of a profile file. Throws InputError(path) when it cannot be read.
+std::string ReadHardwareProfileText(const std::string& path);
 
 }  // namespace kvlanes

@@ -1,11 +1,15 @@
 #include "sim/predict/plan.h"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
+#include <ostream>
 
 #include "kernels/page_layout.h"
 #include "sim/cache/placement.h"
 #include "sim/checked_math.h"
+#include "sim/predict/content_hash.h"
+#include "sim/predict/json_append.h"
 #include "traces/input_error.h"
 #include "traces/json_strict.h"
 
@@ -225,7 +229,236 @@ nlohmann::ordered_json PlanHeader(const ReplayConfig& cfg) {
   h["host_pages_per_lane"] = cfg.cache.host_pages_per_lane;
   h["host_layout"] = cfg.cache.host_layout;
   h["config"] = ConfigToJson(cfg);
+  if (!cfg.hardware.profile.empty()) {
+    const std::string& path = cfg.hardware.profile;
+    std::string yaml = ReadHardwareProfileText(path);
+    const HardwareProfile hw = ParseHardwareProfile(yaml, path);
+    J prof;
+    prof["path"] = path;
+    prof["name"] = hw.name;
+    prof["fnv1a64"] = Fnv1a64Hex(yaml);
+    prof["yaml"] = std::move(yaml);
+    h["hardware_profile"] = std::move(prof);
+  }
   return h;
+}
+
+nlohmann::ordered_json PlanTrailer(int64_t requests, int64_t ops) {
+  J t;
+  t["kvlanes_plan_end"] = J{{"requests", requests}, {"ops", ops}};
+  return t;
+}
+
+namespace {
+
+namespace ja = json_append;
+
+// Lists of small integer tuples are most of a plan's bytes: they are written through a pointer
+// into room reserved for the longest spelling (20 characters per value), then trimmed.
+template <size_t N, typename Tuple, typename Get>
+void AppendTuples(std::string& o, const std::vector<Tuple>& v, Get get) {
+  const size_t at = o.size();
+  o.resize(at + 2 + v.size() * (N * 21 + 3));
+  char* p = o.data() + at;
+  char* const end = o.data() + o.size();
+  *p++ = '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) *p++ = ',';
+    *p++ = '[';
+    const std::array<int64_t, N> values = get(v[i]);
+    for (size_t k = 0; k < N; ++k) {
+      if (k) *p++ = ',';
+      p = std::to_chars(p, end, values[k]).ptr;
+    }
+    *p++ = ']';
+  }
+  *p++ = ']';
+  o.resize(static_cast<size_t>(p - o.data()));
+}
+
+void AppendPairs(std::string& o, const std::vector<std::array<uint32_t, 2>>& v) {
+  AppendTuples<2>(o, v, [](const std::array<uint32_t, 2>& x) {
+    return std::array<int64_t, 2>{x[0], x[1]};
+  });
+}
+
+// As CopyOps, appended; returns the ops written.
+size_t AppendCopyOps(std::string& o, bool& first, const std::vector<LaneCopy>& copies,
+                     const ReplayConfig& cfg, const std::string& prefix, const char* kind,
+                     const char* direction, const char* extra_key, const char* extra_value) {
+  size_t n = 0;
+  for (const LaneCopy& c : copies) {
+    for (size_t k = 0; k < cfg.model.pools.size(); ++k) {
+      const std::string& pool = cfg.model.pools[k].name;
+      if (!first) o.push_back(',');
+      first = false;
+      o.append("{\"id\":");
+      ja::Str(o, prefix + kind + "/l" + std::to_string(c.lane) + "/" + pool);
+      o.push_back(',');
+      ja::Key(o, "kind");
+      ja::Str(o, kind);
+      o.push_back(',');
+      ja::Key(o, "direction");
+      ja::Str(o, direction);
+      if (extra_key) {
+        o.push_back(',');
+        ja::Key(o, extra_key);
+        ja::Str(o, extra_value);
+      }
+      o.push_back(',');
+      ja::Key(o, "lane");
+      ja::Int(o, c.lane);
+      o.push_back(',');
+      ja::Key(o, "pool");
+      ja::Str(o, pool);
+      o.push_back(',');
+      ja::Key(o, "layout");
+      ja::Str(o, cfg.cache.host_layout);
+      o.push_back(',');
+      ja::Key(o, "bytes");
+      ja::Int(o, PoolBytes(cfg, k, c.pages.size()));
+      o.push_back(',');
+      ja::Key(o, "pages");
+      AppendPairs(o, c.pages);
+      o.push_back('}');
+      ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string& o) {
+  o.append("{\"request\":");
+  ja::Int(o, p.request);
+  o.append(",\"arrival_ns\":");
+  ja::Int(o, p.arrival_ns);
+  o.append(",\"input_tokens\":");
+  ja::Int(o, p.input_tokens);
+  o.append(",\"device_hit_pages\":");
+  ja::Int(o, p.device_hit_pages);
+  o.append(",\"host_match_pages\":");
+  ja::Int(o, p.host_match_pages);
+  o.append(",\"loaded_pages\":");
+  ja::Int(o, p.loaded_pages);
+  o.append(",\"prefix_pages\":");
+  ja::Int(o, p.prefix_pages);
+  o.append(",\"computed_tokens\":");
+  ja::Int(o, p.computed_tokens);
+  o.append(",\"cached\":");
+  ja::Bool(o, p.cached);
+  o.append(",\"ops\":[");
+  const std::string pre = std::to_string(p.request) + "/";
+  bool first = true;
+  size_t ops = 0;
+  for (size_t i = 0; i < p.evictions.size(); ++i) {
+    const SlotFree& e = p.evictions[i];
+    if (!first) o.push_back(',');
+    first = false;
+    o.append("{\"id\":");
+    ja::Str(o, pre + "evict/" + std::to_string(i));
+    o.append(",\"kind\":\"evict\",\"tier\":");
+    ja::Str(o, TierName(e.tier));
+    o.append(",\"slots\":");
+    AppendPairs(o, e.slots);
+    o.push_back('}');
+    ++ops;
+  }
+  ops += AppendCopyOps(o, first, p.write_back, cfg, pre, "write_back", "d2h", nullptr, nullptr);
+  ops += AppendCopyOps(o, first, p.load_back, cfg, pre, "load_back", "h2d", nullptr, nullptr);
+  if (!first) o.push_back(',');
+  o.append("{\"id\":");
+  ja::Str(o, pre + "compute");
+  o.append(",\"kind\":\"compute\",\"new_tokens\":");
+  ja::Int(o, p.computed_tokens);
+  o.append(",\"prefix_tokens\":");
+  ja::Int(o, p.prefix_pages * cfg.cache.page_tokens);
+  o.append(",\"pages\":");
+  AppendTuples<4>(o, p.new_pages, [](const NewPage& q) {
+    return std::array<int64_t, 4>{q.pos, q.owner, q.device_slot, q.extent};
+  });
+  o.push_back('}');
+  first = false;
+  ++ops;
+  if (p.prefix_pages > 0) {
+    o.append(",{\"id\":");
+    ja::Str(o, pre + "gather");
+    o.append(",\"kind\":\"gather\",\"method\":");
+    ja::Str(o, kGatherMethodNames.CName(p.gather_method));
+    o.append(",\"proven_zigzag\":");
+    ja::Bool(o, p.proven_zigzag);
+    o.append(",\"prefix_pages\":");
+    ja::Int(o, p.prefix_pages);
+    o.append(",\"bytes\":");
+    ja::Int(o, p.prefix_pages * cfg.model.PageBytes(cfg.cache.page_tokens));
+    o.append(",\"runs\":[");
+    for (size_t i = 0; i < p.runs.size(); ++i) {
+      const PrefixRun& r = p.runs[i];
+      const Extent& e = p.run_extents[i];
+      if (i) o.push_back(',');
+      o.append("{\"extent\":");
+      ja::Int(o, r.extent);
+      o.append(",\"first_page\":");
+      ja::Int(o, r.first_page);
+      o.append(",\"pages\":");
+      ja::Int(o, r.pages);
+      o.append(",\"extent_request\":");
+      ja::Int(o, e.request);
+      o.append(",\"extent_first_page\":");
+      ja::Int(o, e.first_page);
+      o.append(",\"extent_pages\":");
+      ja::Int(o, e.pages);
+      o.append(",\"placement\":");
+      ja::Str(o, e.placement);
+      o.append(",\"ranks\":");
+      ja::Int(o, e.ranks);
+      o.push_back('}');
+    }
+    o.append("],\"shard_pages\":[");
+    for (size_t i = 0; i < p.shard_pages.size(); ++i) {
+      if (i) o.push_back(',');
+      ja::Int(o, p.shard_pages[i]);
+    }
+    o.append("],\"pages\":");
+    AppendTuples<2>(o, p.prefix, [](const PrefixPage& q) {
+      return std::array<int64_t, 2>{q.owner, q.device_slot};
+    });
+    o.push_back('}');
+    ++ops;
+  }
+  ops += AppendCopyOps(o, first, p.backup, cfg, pre, "backup", "d2h", "schedule",
+                       kBackupScheduleNames.CName(p.backup_schedule));
+  o.append("]}\n");
+  return ops;
+}
+
+namespace {
+constexpr size_t kPlanBufferBytes = size_t{1} << 20;
+}  // namespace
+
+PlanWriter::PlanWriter(std::ostream& out, const ReplayConfig& cfg) : out_(out), cfg_(cfg) {
+  buf_.reserve(kPlanBufferBytes + (kPlanBufferBytes >> 2));
+  buf_ = PlanHeader(cfg).dump();
+  buf_.push_back('\n');
+}
+
+void PlanWriter::Add(const RequestPlan& p) {
+  ops_ += static_cast<int64_t>(AppendPlanLine(p, cfg_, buf_));
+  ++requests_;
+  if (buf_.size() >= kPlanBufferBytes) Drain();
+}
+
+void PlanWriter::Finish() {
+  buf_ += PlanTrailer(requests_, ops_).dump();
+  buf_.push_back('\n');
+  Drain();
+  out_.flush();
+}
+
+void PlanWriter::Drain() {
+  out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+  buf_.clear();
 }
 
 nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg) {
@@ -394,27 +627,69 @@ PlanFile ReadPlanFile(const std::string& path) {
   if (!in) throw InputError(path, 0, "", "cannot open plan file");
   PlanFile out;
   std::string line;
-  int64_t n = 0;
+  int64_t n = 0, ops = 0, trailer_line = 0;
   while (std::getline(in, line)) {
     ++n;
     if (line.empty()) continue;
+    if (trailer_line > 0)
+      throw InputError(path, n, "",
+                       "a line after the trailer (line " + std::to_string(trailer_line) + ")");
     nlohmann::json j = ParseJsonStrict(line, path, n);
     if (n == 1) {
-      if (!j.contains("kvlanes_plan"))
+      if (!j.is_object() || !j.contains("kvlanes_plan"))
         throw InputError(path, 1, "kvlanes_plan", "not a kvlanes plan (header missing)");
       if (j["kvlanes_plan"] != kPlanVersion)
         throw InputError(path, 1, "kvlanes_plan",
                          "plan version " + j["kvlanes_plan"].dump() +
-                             ", this build reads version " + std::to_string(kPlanVersion));
+                             ", this build reads version " + std::to_string(kPlanVersion) +
+                             (j["kvlanes_plan"] == 1
+                                  ? " (version 1 plans carry no trailer: replay the trace again)"
+                                  : ""));
       ValidatePlanHeader(j, path);
       out.header = std::move(j);
       continue;
     }
+    if (j.is_object() && j.contains("kvlanes_plan_end")) {
+      const Field f{path, n};
+      const nlohmann::json& t = j["kvlanes_plan_end"];
+      const int64_t want_requests = f.Int(t, "requests"), want_ops = f.Int(t, "ops");
+      if (want_requests != static_cast<int64_t>(out.requests.size()))
+        f.Fail("kvlanes_plan_end.requests", "the trailer counts " + std::to_string(want_requests) +
+                                                " requests, the plan holds " +
+                                                std::to_string(out.requests.size()));
+      if (want_ops != ops)
+        f.Fail("kvlanes_plan_end.ops", "the trailer counts " + std::to_string(want_ops) +
+                                           " ops, the plan holds " + std::to_string(ops));
+      trailer_line = n;
+      continue;
+    }
     out.requests.push_back(PlanFromJson(j, path, n));
+    ops += static_cast<int64_t>(j["ops"].size());
   }
+  if (in.bad()) throw InputError(path, n, "", "read error");
   if (n == 0) throw InputError(path, 0, "", "empty plan file");
+  if (trailer_line == 0)
+    throw InputError(path, n, "kvlanes_plan_end",
+                     "the plan ends at line " + std::to_string(n) +
+                         " without its trailer: it was cut short (or is still being written)");
   if (out.requests.empty())
     throw InputError(path, n, "", "the plan holds a header and no requests (cut short?)");
+  return out;
+}
+
+std::optional<PlanProfile> PlanHeaderProfile(const nlohmann::json& header,
+                                             const std::string& file) {
+  if (!header.is_object() || !header.contains("hardware_profile")) return std::nullopt;
+  const Field f{file, 1};
+  const nlohmann::json& h = header["hardware_profile"];
+  PlanProfile out;
+  out.path = f.Str(h, "path");
+  const std::string yaml = f.Str(h, "yaml");
+  const std::string hash = f.Str(h, "fnv1a64");
+  if (Fnv1a64Hex(yaml) != hash)
+    f.Fail("hardware_profile.fnv1a64",
+           "is " + hash + ", the stored yaml hashes to " + Fnv1a64Hex(yaml) + " (edited?)");
+  out.profile = ParseHardwareProfile(yaml, file + " (hardware_profile from " + out.path + ")");
   return out;
 }
 

@@ -2,21 +2,28 @@
 // holding everything the executor needs to repeat the decisions (slots, owners, logical
 // positions) without re-running any policy. The cost model predicts it; the executor measures
 // it; `kvlanes check` joins the two on op ids. File format (versioned JSON Lines): docs/plan.md.
+// A plan file is a header line, one line per request and a trailer line with the counts, so a
+// reader can tell a whole plan from one cut short; the header stores the hardware profile the
+// plan was priced with, so a plan is read the same from any directory.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/cache/policy.h"
 #include "sim/config.h"
+#include "sim/predict/hardware_profile.h"
 
 namespace kvlanes {
 
-inline constexpr int kPlanVersion = 1;
+// Version 2 added the trailer line and the header's hardware_profile; version 1 files (no
+// trailer, so no proof that they are whole) are refused.
+inline constexpr int kPlanVersion = 2;
 
 // Pages copied between the tiers of one lane: {device slot, host slot} per page, in order.
 struct LaneCopy {
@@ -79,12 +86,38 @@ struct RequestPlan {
   friend bool operator==(const RequestPlan& a, const RequestPlan& b);
 };
 
-// Header line: format version and the facts the executor sizes its pools from.
+// Header line: format version, the facts the executor sizes its pools from, the effective config
+// and, when cfg.hardware.profile is set, that profile's path, name, hash and YAML text (read from
+// the file now). Throws InputError when the profile cannot be read.
 nlohmann::ordered_json PlanHeader(const ReplayConfig& cfg);
 // One request as one JSON object (ops with ids "<request>/<kind>[/l<lane>][/<pool>]").
 nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg);
+// Appends PlanToJson(p, cfg).dump() and "\n" to `out`, byte for byte, without building the JSON
+// object; returns the number of ops in the line.
+size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string& out);
+// Last line: {"kvlanes_plan_end": {"requests": R, "ops": O}}.
+nlohmann::ordered_json PlanTrailer(int64_t requests, int64_t ops);
 // Inverse of PlanToJson. Throws InputError(file, line, field) on malformed input.
 RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64_t line);
+
+// Writes a plan stream to `out` through a bounded buffer: the header at construction, one line
+// per Add(), the trailer at Finish(). Nothing but the buffer (about 1 MiB) is held.
+class PlanWriter {
+ public:
+  PlanWriter(std::ostream& out, const ReplayConfig& cfg);
+  PlanWriter(const PlanWriter&) = delete;
+  PlanWriter& operator=(const PlanWriter&) = delete;
+  void Add(const RequestPlan& p);
+  // REQUIRES: called once, after the last Add(). Writes the trailer and flushes.
+  void Finish();
+
+ private:
+  void Drain();
+  std::ostream& out_;
+  const ReplayConfig& cfg_;
+  std::string buf_;
+  int64_t requests_ = 0, ops_ = 0;
+};
 
 struct PlanFile {
   nlohmann::json header;
@@ -94,8 +127,17 @@ struct PlanFile {
 // names, every pool of every tier within kMaxPoolBytes (checked products), and the config
 // block agreeing with them. Throws InputError(file, 1, field).
 void ValidatePlanHeader(const nlohmann::json& header, const std::string& file);
-// Reads a whole plan file, checking the version and the header (ValidatePlanHeader); a plan
-// with no request lines is refused. Throws InputError.
+// Reads a whole plan file, checking the version, the header (ValidatePlanHeader) and that the
+// trailer's counts match what was read (a plan without its trailer was cut short); a plan with
+// no request lines is refused. Throws InputError naming the file and line.
 PlanFile ReadPlanFile(const std::string& path);
+
+// The hardware profile stored in a plan header (nullopt when the plan was written without one),
+// its text checked against its hash. `file` names the plan in errors. Throws InputError.
+struct PlanProfile {
+  std::string path;  // where it was read from when the plan was written (a record, not used)
+  HardwareProfile profile;
+};
+std::optional<PlanProfile> PlanHeaderProfile(const nlohmann::json& header, const std::string& file);
 
 }  // namespace kvlanes

@@ -8,7 +8,8 @@
 
 namespace kvlanes {
 
-Predictor::Predictor(const CostModel& model, bool timeline) : model_(model), timeline_(timeline) {}
+Predictor::Predictor(const CostModel& model, TimelineWriter* timeline)
+    : model_(model), timeline_(timeline) {}
 
 const RequestCost& Predictor::Add(const RequestPlan& p) {
   last_ = model_.Request(p);
@@ -16,6 +17,7 @@ const RequestCost& Predictor::Add(const RequestPlan& p) {
   if (first_arrival_s_ < 0) first_arrival_s_ = arrival;
   const double start = std::max(arrival, free_at_s_);
   const double finish = start + last_.service_s;
+  last_start_s_ = start;
   free_at_s_ = finish;
   last_.queue_s = start - arrival;
   last_.ttft_s = finish - arrival;
@@ -58,61 +60,44 @@ nlohmann::ordered_json Predictor::Summary() const {
 }
 
 void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double start_s) {
-  // Spans per request (not per layer, to keep files small): durations in microseconds.
-  auto span = [&](int rank, const char* stream, const std::string& name, double t0, double dur,
-                  nlohmann::ordered_json args) {
-    if (dur <= 0) return;
-    events_.push_back({{"name", name},
-                       {"cat", stream},
-                       {"ph", "X"},
-                       {"pid", rank},
-                       {"tid", stream},
-                       {"ts", t0 * 1e6},
-                       {"dur", dur * 1e6},
-                       {"args", std::move(args)}});
-  };
-  const std::string r = "r" + std::to_string(p.request);
+  // Spans per request (not per layer, to keep files small); the request id is in every event's
+  // args. Track layout: docs/replay.md, "Timeline".
+  using T = TimelineWriter;
+  T& w = *timeline_;
+  const double arrival = static_cast<double>(p.arrival_ns) * 1e-9;
+  w.RequestInstant(T::RequestTrack::kArrivals, "arrival", arrival, p.request,
+                   {T::Int("input_tokens", p.input_tokens)});
+  w.RequestSpan(T::RequestTrack::kQueue, "queued", arrival, start_s - arrival, p.request, {});
   const double fwd0 = start_s + c.write_back_s;
   const std::vector<int64_t> wb = PagesPerLane(p.write_back, model_.ranks());
   const std::vector<int64_t> lb = PagesPerLane(p.load_back, model_.ranks());
   const std::vector<int64_t> bk = PagesPerLane(p.backup, model_.ranks());
+  const std::string gather = std::string("gather ") + kGatherMethodNames.CName(p.gather_method);
+  const std::string backup = std::string("backup ") + kBackupScheduleNames.CName(p.backup_schedule);
   for (int rank = 0; rank < model_.ranks(); ++rank) {
     const double pl = model_.page_layer_bytes() * static_cast<double>(model_.layers());
     if (wb[rank] > 0)
-      span(rank, "copy d2h", r + " write-back", start_s, model_.TierCopyS(wb[rank] * pl, false),
-           {{"pages", wb[rank]}});
+      w.Span(rank, T::Track::kCopyD2H, "write-back", start_s,
+             model_.TierCopyS(wb[rank] * pl, false), p.request, {T::Int("pages", wb[rank])});
     if (lb[rank] > 0)
-      span(rank, "copy h2d", r + " load-back", fwd0, model_.TierCopyS(lb[rank] * pl, true),
-           {{"pages", lb[rank]}});
-    span(rank, "compute", r + " forward", fwd0, c.forward_s,
-         {{"new_tokens", p.computed_tokens},
-          {"prefix_pages", p.prefix_pages},
-          {"compute_s", c.compute_s},
-          {"load_back_exposed_s", c.load_back_exposed_s}});
+      w.Span(rank, T::Track::kCopyH2D, "load-back", fwd0, model_.TierCopyS(lb[rank] * pl, true),
+             p.request, {T::Int("pages", lb[rank])});
+    w.Span(
+        rank, T::Track::kCompute, "forward", fwd0, c.forward_s, p.request,
+        {T::Int("new_tokens", p.computed_tokens), T::Int("prefix_pages", p.prefix_pages),
+         T::Num("compute_s", c.compute_s), T::Num("load_back_exposed_s", c.load_back_exposed_s)});
     if (p.prefix_pages > 0)
-      span(
-          rank, "collective", r + " gather " + kGatherMethodNames.CName(p.gather_method), fwd0,
-          c.gather_s,
-          {{"prefix_pages", p.prefix_pages}, {"runs", p.runs.size()}, {"layers", model_.layers()}});
+      w.Span(
+          rank, T::Track::kCollective, gather, fwd0, c.gather_s, p.request,
+          {T::Int("prefix_pages", p.prefix_pages),
+           T::Int("runs", static_cast<int64_t>(p.runs.size())), T::Int("layers", model_.layers())});
     if (bk[rank] > 0) {
       const double t0 =
           p.backup_schedule == BackupSchedule::kTail ? fwd0 + c.forward_s : fwd0 + c.layer_end_s[0];
-      span(rank, "copy d2h", r + " backup " + kBackupScheduleNames.CName(p.backup_schedule), t0,
-           fwd0 + c.backup.total_s - t0, {{"pages", bk[rank]}});
+      w.Span(rank, T::Track::kCopyD2H, backup, t0, fwd0 + c.backup.total_s - t0, p.request,
+             {T::Int("pages", bk[rank])});
     }
   }
-}
-
-nlohmann::ordered_json Predictor::Timeline() const {
-  nlohmann::ordered_json meta = nlohmann::ordered_json::array();
-  for (int rank = 0; rank < model_.ranks(); ++rank)
-    meta.push_back({{"name", "process_name"},
-                    {"ph", "M"},
-                    {"pid", rank},
-                    {"args", {{"name", "rank " + std::to_string(rank)}}}});
-  nlohmann::ordered_json all = meta;
-  for (const auto& e : events_) all.push_back(e);
-  return {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
 }
 
 }  // namespace kvlanes

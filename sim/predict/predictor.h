@@ -1,6 +1,7 @@
 // Predicted schedule of a replay: one prefill instance serves requests in arrival order, each
 // taking its predicted service time (cost_model.h); queueing delay counts in TTFT. Produces the
-// report's `predicted` block and, on request, a Chrome trace-event timeline (Perfetto).
+// report's `predicted` block and, on request, streams a Chrome trace-event timeline (Perfetto)
+// through a TimelineWriter (timeline.h).
 #pragma once
 
 #include <cstdint>
@@ -9,31 +10,33 @@
 
 #include "sim/predict/cost_model.h"
 #include "sim/predict/plan.h"
+#include "sim/predict/timeline.h"
 
 namespace kvlanes {
 
 class Predictor {
  public:
-  Predictor(const CostModel& model, bool timeline);
+  // timeline: where each request's events go (nullptr: none); must outlive the predictor.
+  Predictor(const CostModel& model, TimelineWriter* timeline);
 
   // REQUIRES: requests in arrival order.
   const RequestCost& Add(const RequestPlan& p);
   nlohmann::ordered_json Summary() const;
-  // {"traceEvents": [...], "displayTimeUnit": "ms"}; one process per rank, one thread per stream.
-  nlohmann::ordered_json Timeline() const;
+  // When the last added request started (s, on the trace's clock).
+  double last_start_s() const { return last_start_s_; }
 
  private:
   void AddEvents(const RequestPlan& p, const RequestCost& c, double start_s);
 
   const CostModel& model_;
-  bool timeline_;
+  TimelineWriter* timeline_;
+  double last_start_s_ = 0;
   RequestCost last_;
   double free_at_s_ = 0;
   double first_arrival_s_ = -1;
   double total_s_ = 0, compute_s_ = 0, load_back_s_ = 0, load_back_copy_s_ = 0, gather_s_ = 0;
   double backup_exposed_s_ = 0, backup_submit_s_ = 0, write_back_s_ = 0, queue_s_ = 0;
   std::vector<double> ttft_s_;
-  nlohmann::ordered_json events_ = nlohmann::ordered_json::array();
 };
 
 }  // namespace kvlanes

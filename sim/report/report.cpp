@@ -11,6 +11,8 @@
 #include "sim/predict/predictor.h"
 #include "traces/input_error.h"
 #include "traces/percentile.h"
+#include "sim/predict/timeline.h"
+#include "sim/report/provenance.h"
 
 namespace kvlanes {
 
@@ -25,6 +27,7 @@ J ReportBody(const ReplayConfig& cfg, const CachePolicy& policy, const Trace& tr
              const std::vector<const Ledger*>& ledgers, bool serving) {
   J j;
   j["report_version"] = 1;
+  j["context"] = ReplayContext(cfg, trace.sources);
   j["policy"] = std::string(policy.Name());
   j["eviction_order"] = kEvictionOrderNames.CName(order);
   j["placement"] = policy.Placement().name;
@@ -325,27 +328,39 @@ nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& pol
   ReplayEngine engine(cfg, policy, trace.block_tokens, opts);
   std::unique_ptr<CostModel> cost;
   std::unique_ptr<Predictor> predictor;
+  std::unique_ptr<TimelineWriter> timeline;
   if (!cfg.hardware.profile.empty()) {
     cost = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg,
                                        cfg.hardware.profile);
-    predictor = std::make_unique<Predictor>(*cost, sinks.timeline != nullptr);
+    if (sinks.timeline) timeline = std::make_unique<TimelineWriter>(*sinks.timeline, cost->ranks());
+    predictor = std::make_unique<Predictor>(*cost, timeline.get());
   }
   const bool record = sinks.plan || predictor || sinks.on_request;
-  if (sinks.plan) *sinks.plan << PlanHeader(cfg).dump() << "\n";
+  std::unique_ptr<PlanWriter> plan_writer;
+  if (sinks.plan) plan_writer = std::make_unique<PlanWriter>(*sinks.plan, cfg);
   RequestPlan plan;
   const size_t n = trace.requests.size();
   const size_t step = std::max<size_t>(1, n / 100);
+  const Ledger& ledger = engine.ledger();
   for (size_t i = 0; i < n; ++i) {
     engine.Process(trace.requests[i], record ? &plan : nullptr);
     const RequestCost* c = predictor ? &predictor->Add(plan) : nullptr;
-    if (sinks.plan) *sinks.plan << PlanToJson(plan, cfg).dump() << "\n";
+    if (timeline) {
+      // Occupancy after the request's cache decisions, from the time its work starts.
+      for (int r = 0; r < ledger.lanes(); ++r)
+        timeline->Counter(r, "pages used", predictor->last_start_s(),
+                          {TimelineWriter::Int("device", ledger.at(Tier::kDevice, r).used()),
+                           TimelineWriter::Int("host", ledger.at(Tier::kHost, r).used())});
+    }
+    if (plan_writer) plan_writer->Add(plan);
     if (sinks.on_request) sinks.on_request(plan, c);
     if (progress && ((i + 1) % step == 0 || i + 1 == n)) progress(i + 1, n);
   }
+  if (plan_writer) plan_writer->Finish();
+  if (timeline) timeline->Finish();
   nlohmann::ordered_json report = ReportToJson(cfg, policy, trace, engine);
   if (predictor) {
     report["predicted"] = predictor->Summary();
-    if (sinks.timeline) *sinks.timeline = predictor->Timeline();
   }
   return report;
 }

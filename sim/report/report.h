@@ -22,8 +22,8 @@ struct ServingResult;
 
 // Optional outputs of a replay.
 struct ReplaySinks {
-  std::ostream* plan = nullptr;                // the plan stream (docs/plan.md)
-  nlohmann::ordered_json* timeline = nullptr;  // predicted Chrome trace (needs a profile)
+  std::ostream* plan = nullptr;      // the plan stream (docs/plan.md), trailer included
+  std::ostream* timeline = nullptr;  // predicted Chrome trace events (needs a profile)
   // Called after each request with its plan and, with a profile, its predicted cost.
   std::function<void(const RequestPlan&, const RequestCost*)> on_request;
   // In serving mode, the plan of each request at its admission (plan.replica set), with no

@@ -37,6 +37,15 @@ rows = list(csv.DictReader(open(path("c.csv"))))
 check([r["policy"] for r in rows] == ["lru", "fifo", "oracle"] and
       all(int(r["device_hit_tokens"]) == j["device_hit_tokens"] for r, j in zip(rows, c["runs"])),
       "compare CSV rows match the JSON runs")
+side = json.load(open(path("c.csv.context.json")))
+check(side["kvlanes_csv_context"] == 1 and [x["row"] for x in side["rows"]] == [1, 2, 3] and
+      all(x["context"] == j["context"] and x["config"] == j["config"] for x, j in zip(side["rows"], c["runs"])),
+      "the CSV's sidecar holds each row's context and config, as the JSON runs do")
+ctx = c["runs"][0]["context"]
+check(ctx["traces"][0]["path"] == trace and ctx["traces"][0]["bytes"] == os.path.getsize(trace) and
+      len(ctx["traces"][0]["fnv1a64"]) == 16 and len(ctx["config_fnv1a64"]) == 16 and
+      ctx["kvlanes"]["version"] and ctx["kvlanes"]["commit"],
+      "a run's context names the build, the trace file with its size and hash, and the config hash")
 
 # sweep: unsharded vs 3 shards merged
 subprocess.check_call(base + ["--json", path("all.json"), "--csv", path("all.csv")])
@@ -46,6 +55,8 @@ subprocess.check_call([kvlanes, "sweep", "merge", "-q", path("part2.json"), path
                        "--json", path("merged.json"), "--csv", path("merged.csv")])
 check(open(path("all.json")).read() == open(path("merged.json")).read(), "merged shards equal the unsharded JSON")
 check(open(path("all.csv")).read() == open(path("merged.csv")).read(), "merged shards equal the unsharded CSV")
+check(open(path("all.csv.context.json")).read() == open(path("merged.csv.context.json")).read(),
+      "merged shards equal the unsharded CSV's context sidecar")
 doc = json.load(open(path("all.json")))
 check(doc["grid"]["runs"] == 8 and [r["grid_index"] for r in doc["runs"]] == list(range(8)),
       "the 2 x 2 x 2 grid has 8 runs in grid order")

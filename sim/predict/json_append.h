@@ -1,0 +1,57 @@
+// Appending JSON values to a string, for the writers that stream many small records (the plan,
+// the timeline) without building a document. The output is what nlohmann::json's compact dump()
+// writes for the same values: integers and booleans as they are, strings with its escapes (a
+// string with any byte outside printable ASCII goes through nlohmann itself, so the two never
+// differ). Doubles are written in the shortest form that reads back to the same value
+// (std::to_chars), which is valid JSON but not nlohmann's spelling (it adds ".0" to whole
+// numbers); only the timeline writes doubles.
+#pragma once
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace kvlanes::json_append {
+
+inline void Int(std::string& out, int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, r.ptr);
+}
+
+inline void Bool(std::string& out, bool v) { out.append(v ? "true" : "false"); }
+
+inline void Double(std::string& out, double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  if (r.ec != std::errc() || !std::isfinite(v)) {
+    out.append("null");  // as nlohmann writes a NaN or an infinity
+    return;
+  }
+  out.append(buf, r.ptr);
+}
+
+inline void Str(std::string& out, std::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      out.append(nlohmann::json(std::string(s)).dump());
+      return;
+    }
+  }
+  out.push_back('"');
+  out.append(s);
+  out.push_back('"');
+}
+
+// `"key":` (keys are literals of the writers: printable ASCII without quotes).
+inline void Key(std::string& out, std::string_view key) {
+  out.push_back('"');
+  out.append(key);
+  out.append("\":");
+}
+
+}  // namespace kvlanes::json_append

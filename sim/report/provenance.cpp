@@ -1,0 +1,114 @@
+#include "sim/report/provenance.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <tuple>
+
+#include "sim/predict/content_hash.h"
+#include "sim/predict/hardware_profile.h"
+#include "traces/build_info.h"
+
+namespace kvlanes {
+namespace {
+
+using J = nlohmann::ordered_json;
+
+struct FileDigest {
+  int64_t bytes = 0;
+  std::string fnv1a64;
+};
+
+// Size and hash of a regular file, memoized: sweeps replay one trace many times.
+std::optional<FileDigest> DigestFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  using Key = std::tuple<std::string, int64_t, int64_t, int64_t>;
+  static std::mutex mu;
+  static std::map<Key, FileDigest> memo;
+  const Key key{path, static_cast<int64_t>(st.st_size), static_cast<int64_t>(st.st_mtim.tv_sec),
+                static_cast<int64_t>(st.st_mtim.tv_nsec)};
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  Fnv1a64 h;
+  std::string buf(size_t{1} << 20, '\0');
+  int64_t bytes = 0;
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const std::streamsize n = in.gcount();
+    if (n <= 0) break;
+    h.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
+    bytes += n;
+  }
+  if (in.bad()) return std::nullopt;
+  const FileDigest d{bytes, h.Hex()};
+  const std::lock_guard<std::mutex> lock(mu);
+  memo[key] = d;
+  return d;
+}
+
+}  // namespace
+
+nlohmann::ordered_json BuildContext() {
+  J b;
+  b["version"] = BuildVersion();
+  b["commit"] = BuildCommit();
+  b["build_type"] = BuildType();
+  // Reproducible builds' convention: a date only when the caller fixes it.
+  if (const char* epoch = std::getenv("SOURCE_DATE_EPOCH"); epoch && *epoch) {
+    char* end = nullptr;
+    errno = 0;
+    const long long t = std::strtoll(epoch, &end, 10);
+    if (errno == 0 && end && *end == '\0' && t >= 0) {
+      const std::time_t tt = static_cast<std::time_t>(t);
+      std::tm tm{};
+      gmtime_r(&tt, &tm);
+      char buf[32];
+      std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+      b["date"] = buf;
+    }
+  }
+  return b;
+}
+
+nlohmann::ordered_json ReplayContext(const ReplayConfig& cfg,
+                                     const std::vector<std::string>& trace_files) {
+  J c;
+  c["kvlanes"] = BuildContext();
+  c["config_fnv1a64"] = Fnv1a64Hex(ConfigToJson(cfg).dump());
+  J traces = J::array();
+  for (const std::string& path : trace_files) {
+    J t;
+    t["path"] = path;
+    if (const auto d = DigestFile(path)) {
+      t["bytes"] = d->bytes;
+      t["fnv1a64"] = d->fnv1a64;
+    } else {
+      t["bytes"] = nullptr;
+      t["fnv1a64"] = nullptr;
+    }
+    traces.push_back(std::move(t));
+  }
+  c["traces"] = std::move(traces);
+  if (cfg.hardware.profile.empty()) {
+    c["hardware_profile"] = nullptr;
+  } else {
+    const std::string yaml = ReadHardwareProfileText(cfg.hardware.profile);
+    c["hardware_profile"] = J{{"path", cfg.hardware.profile},
+                              {"name", ParseHardwareProfile(yaml, cfg.hardware.profile).name},
+                              {"fnv1a64", Fnv1a64Hex(yaml)}};
+  }
+  return c;
+}
+
+}  // namespace kvlanes

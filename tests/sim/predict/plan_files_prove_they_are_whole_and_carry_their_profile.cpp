@@ -1,0 +1,225 @@
+// The plan writer streams lines equal to PlanToJson's, byte for byte; a plan file ends with a
+// trailer whose counts the reader checks, so a plan cut short or padded is refused with its file
+// and line; the header stores the hardware profile, so a plan is read the same from anywhere.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "policies/registry.h"
+#include "sim/predict/content_hash.h"
+#include "sim/predict/plan.h"
+#include "sim/report/report.h"
+#include "traces/input_error.h"
+#include "traces/trace_reader.h"
+
+namespace kvlanes::test {
+namespace {
+
+constexpr const char* kProfile = KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml";
+
+// A replay with a host tier and write-back, so evictions, write-backs, load-backs, gathers and
+// backups all appear, on two pools.
+ReplayConfig RichConfig(bool with_profile) {
+  ReplayConfig cfg;
+  for (const char* s : {"cache.cp_size=4", "cache.device_pages_per_lane=2000",
+                        "cache.host_pages_per_lane=3000", "cache.write_policy=write_back"})
+    ApplyConfigSetting(s, cfg);
+  if (with_profile) ApplyConfigSetting(std::string("hardware.profile=") + kProfile, cfg);
+  ValidateConfig(cfg);
+  return cfg;
+}
+
+const Trace& Excerpt() {
+  static const Trace t =
+      LoadTrace({KVLANES_SOURCE_DIR "/traces/mooncake_excerpt.jsonl"}, std::nullopt, {});
+  return t;
+}
+
+// The plan file text of a replay, and the plans it recorded.
+std::string ReplayPlanText(const ReplayConfig& cfg, std::vector<RequestPlan>* recorded) {
+  auto policy = MakePolicy("lanes", cfg, Excerpt());
+  std::ostringstream out;
+  ReplaySinks sinks;
+  sinks.plan = &out;
+  if (recorded)
+    sinks.on_request = [&](const RequestPlan& p, const RequestCost*) { recorded->push_back(p); };
+  RunReplay(cfg, *policy, Excerpt(), {}, nullptr, sinks);
+  return out.str();
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content) {
+    std::string t = (std::filesystem::temp_directory_path() / "kvlanes-plan-test-XXXXXX").string();
+    const int fd = mkstemp(t.data());
+    REQUIRE(fd >= 0);
+    ::close(fd);
+    path_ = t;
+    std::ofstream(path_, std::ios::binary) << content;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string Join(const std::vector<std::string>& lines, size_t from, size_t to) {
+  std::string s;
+  for (size_t i = from; i < to; ++i) s += lines[i] + "\n";
+  return s;
+}
+
+std::string ReadError(const std::string& content) {
+  TempFile f(content);
+  try {
+    ReadPlanFile(f.path());
+  } catch (const InputError& e) {
+    std::string msg = e.what();
+    // The temp file's name varies; report it as PLAN.
+    if (const size_t at = msg.find(f.path()); at != std::string::npos)
+      msg.replace(at, f.path().size(), "PLAN");
+    return msg;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the streamed plan lines are PlanToJson's dump byte for byte, ops counted") {
+  std::set<std::string> kinds;
+  for (const char* write_policy : {"write_back", "write_through"}) {
+    ReplayConfig cfg = RichConfig(false);
+    ApplyConfigSetting(std::string("cache.write_policy=") + write_policy, cfg);
+    std::vector<RequestPlan> recorded;
+    const std::vector<std::string> lines = Lines(ReplayPlanText(cfg, &recorded));
+    REQUIRE(lines.size() == recorded.size() + 2);
+    CHECK(lines[0] == PlanHeader(cfg).dump());
+    size_t ops = 0;
+    for (size_t i = 0; i < recorded.size(); ++i) {
+      const nlohmann::ordered_json j = PlanToJson(recorded[i], cfg);
+      REQUIRE(lines[i + 1] == j.dump());
+      std::string one;
+      CHECK(AppendPlanLine(recorded[i], cfg, one) == j["ops"].size());
+      CHECK(one == lines[i + 1] + "\n");
+      ops += j["ops"].size();
+      for (const auto& op : j["ops"]) kinds.insert(op["kind"].get<std::string>());
+    }
+    CHECK(lines.back() ==
+          PlanTrailer(static_cast<int64_t>(recorded.size()), static_cast<int64_t>(ops)).dump());
+  }
+  CHECK(kinds ==
+        std::set<std::string>{"evict", "write_back", "load_back", "compute", "gather", "backup"});
+}
+
+TEST_CASE("a pool name that needs JSON escapes is written as nlohmann writes it") {
+  ReplayConfig cfg = RichConfig(false);
+  cfg.model.pools = {{"kv \"main\"\\\t\xc3\xa9", 64}, {"idx", 8}};
+  std::vector<RequestPlan> recorded;
+  const std::vector<std::string> lines = Lines(ReplayPlanText(cfg, &recorded));
+  REQUIRE(lines.size() == recorded.size() + 2);
+  size_t copies = 0;
+  for (size_t i = 0; i < recorded.size(); ++i) {
+    REQUIRE(lines[i + 1] == PlanToJson(recorded[i], cfg).dump());
+    copies += recorded[i].load_back.size() + recorded[i].backup.size();
+  }
+  CHECK(copies > 0);  // the escaped name was written
+}
+
+TEST_CASE("a whole plan reads back; cut, padded or miscounted plans are refused at their line") {
+  std::vector<RequestPlan> recorded;
+  const ReplayConfig cfg = RichConfig(false);
+  const std::string text = ReplayPlanText(cfg, &recorded);
+  const std::vector<std::string> lines = Lines(text);
+  const size_t n = lines.size();  // header, requests, trailer
+  {
+    TempFile f(text);
+    const PlanFile pf = ReadPlanFile(f.path());
+    REQUIRE(pf.requests.size() == recorded.size());
+    CHECK(pf.requests.front() == recorded.front());
+    CHECK(pf.requests.back() == recorded.back());
+  }
+  // Cut at a line boundary: the trailer (or more) is missing.
+  CHECK(ReadError(Join(lines, 0, n - 1)) ==
+        "PLAN:" + std::to_string(n - 1) + ": kvlanes_plan_end: the plan ends at line " +
+            std::to_string(n - 1) +
+            " without its trailer: it was cut short (or is still being "
+            "written)");
+  CHECK(ReadError(Join(lines, 0, n / 2))
+            .find("PLAN:" + std::to_string(n / 2) + ": kvlanes_plan_end: the plan ends at line") ==
+        0);
+  CHECK(ReadError(Join(lines, 0, 1)).find("PLAN:1: kvlanes_plan_end:") == 0);
+  // A request line lost in the middle: the trailer's counts disagree.
+  std::vector<std::string> dropped = lines;
+  dropped.erase(dropped.begin() + 5);
+  CHECK(ReadError(Join(dropped, 0, dropped.size())) ==
+        "PLAN:" + std::to_string(n - 1) + ": kvlanes_plan_end.requests: the trailer counts " +
+            std::to_string(recorded.size()) + " requests, the plan holds " +
+            std::to_string(recorded.size() - 1));
+  // One op lost from a line: the op count disagrees.
+  std::vector<std::string> fewer = lines;
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(fewer[3]);
+  REQUIRE(j["ops"].size() >= 1);
+  j["ops"].erase(j["ops"].size() - 1);
+  fewer[3] = j.dump();
+  CHECK(ReadError(Join(fewer, 0, n))
+            .find("PLAN:" + std::to_string(n) + ": kvlanes_plan_end.ops: the trailer counts") == 0);
+  // Anything after the trailer.
+  CHECK(ReadError(text + lines[1] + "\n") == "PLAN:" + std::to_string(n + 1) +
+                                                 ": a line after the trailer (line " +
+                                                 std::to_string(n) + ")");
+  // A version 1 plan is refused with the reason.
+  nlohmann::ordered_json v1 = nlohmann::ordered_json::parse(lines[0]);
+  v1["kvlanes_plan"] = 1;
+  CHECK(ReadError(v1.dump() + "\n" + Join(lines, 1, n - 1))
+            .find("PLAN:1: kvlanes_plan: plan version 1, this build reads version 2 (version 1 "
+                  "plans carry no trailer") == 0);
+}
+
+TEST_CASE("the header stores the hardware profile; it is read back from anywhere, hash checked") {
+  const ReplayConfig cfg = RichConfig(true);
+  const nlohmann::ordered_json h = PlanHeader(cfg);
+  REQUIRE(h.contains("hardware_profile"));
+  std::ifstream in(kProfile, std::ios::binary);
+  const std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(h["hardware_profile"]["yaml"] == yaml);
+  CHECK(h["hardware_profile"]["fnv1a64"] == Fnv1a64Hex(yaml));
+  CHECK(h["hardware_profile"]["path"] == kProfile);
+  CHECK(h["hardware_profile"]["name"] == LoadHardwareProfile(kProfile).name);
+
+  // Read from another directory, with the path no longer valid: the stored text is used.
+  nlohmann::json moved = nlohmann::json::parse(h.dump());
+  moved["hardware_profile"]["path"] = "config/../no/such/profile.yaml";
+  const std::optional<PlanProfile> p = PlanHeaderProfile(moved, "p.jsonl");
+  REQUIRE(p.has_value());
+  CHECK(p->path == "config/../no/such/profile.yaml");
+  const HardwareProfile direct = LoadHardwareProfile(kProfile);
+  CHECK(p->profile.name == direct.name);
+  CHECK(p->profile.h2d_gbps == direct.h2d_gbps);
+  CHECK(p->profile.layer_token_s == direct.layer_token_s);
+  CHECK(p->profile.collectives.size() == direct.collectives.size());
+
+  // An edited profile text no longer matches its hash.
+  moved["hardware_profile"]["yaml"] = yaml + "\n# edited\n";
+  CHECK_THROWS_WITH_AS(PlanHeaderProfile(moved, "p.jsonl"),
+                       doctest::Contains("p.jsonl:1: hardware_profile.fnv1a64: is "), InputError);
+  // A plan written without a profile stores none.
+  CHECK_FALSE(
+      PlanHeaderProfile(nlohmann::json::parse(PlanHeader(RichConfig(false)).dump()), "p.jsonl")
+          .has_value());
+}
+
+}  // namespace kvlanes::test
