@@ -25,16 +25,21 @@ const std::vector<ModelShapeField>& ModelShapeIntFields() {
       {"model.heads", "query heads", &ModelShape::heads},
       {"model.kv_heads", "gqa: key/value heads", &ModelShape::kv_heads},
       {"model.head_dim", "gqa: head dimension", &ModelShape::head_dim},
-      {"model.q_lora_rank", "mla: query latent rank (0 = no query latent)", &ModelShape::q_lora_rank},
+      {"model.q_lora_rank", "mla: query latent rank (0 = no query latent)",
+       &ModelShape::q_lora_rank},
       {"model.kv_lora_rank", "mla: KV latent rank", &ModelShape::kv_lora_rank},
       {"model.qk_rope_dim", "mla: rope key dimension", &ModelShape::qk_rope_dim},
       {"model.qk_nope_dim", "mla: non-rope query/key dimension per head", &ModelShape::qk_nope_dim},
       {"model.v_head_dim", "mla: value dimension per head", &ModelShape::v_head_dim},
-      {"model.index_heads", "sparse-attention indexer heads (0 = no indexer)", &ModelShape::index_heads},
-      {"model.index_head_dim", "sparse-attention indexer key dimension", &ModelShape::index_head_dim},
-      {"model.dense_layers", "leading layers with a dense MLP (the rest MoE)", &ModelShape::dense_layers},
+      {"model.index_heads", "sparse-attention indexer heads (0 = no indexer)",
+       &ModelShape::index_heads},
+      {"model.index_head_dim", "sparse-attention indexer key dimension",
+       &ModelShape::index_head_dim},
+      {"model.dense_layers", "leading layers with a dense MLP (the rest MoE)",
+       &ModelShape::dense_layers},
       {"model.intermediate", "dense MLP intermediate size", &ModelShape::intermediate},
-      {"model.experts", "routed experts per MoE layer (0 = every layer dense)", &ModelShape::experts},
+      {"model.experts", "routed experts per MoE layer (0 = every layer dense)",
+       &ModelShape::experts},
       {"model.experts_active", "routed experts per token", &ModelShape::experts_active},
       {"model.shared_experts", "shared experts per MoE layer", &ModelShape::shared_experts},
       {"model.moe_intermediate", "expert intermediate size", &ModelShape::moe_intermediate},
@@ -125,9 +130,9 @@ std::vector<ModelPoolSpec> ImpliedPools(const ModelShape& s) {
   const bool fp8 = s.kv_dtype == "fp8";
   std::vector<ModelPoolSpec> pools;
   if (s.is_mla()) {
-    pools.push_back({"kv", fp8 ? s.kv_lora_rank + 4 * ((s.kv_lora_rank + 127) / 128) +
-                                     2 * s.qk_rope_dim
-                               : 2 * (s.kv_lora_rank + s.qk_rope_dim)});
+    pools.push_back(
+        {"kv", fp8 ? s.kv_lora_rank + 4 * ((s.kv_lora_rank + 127) / 128) + 2 * s.qk_rope_dim
+                   : 2 * (s.kv_lora_rank + s.qk_rope_dim)});
   } else {
     pools.push_back({"kv", 2 * s.kv_heads * s.head_dim * (fp8 ? 1 : 2)});
   }
@@ -238,8 +243,8 @@ double LayerBytes(const ModelShape& s, LayerKind kind, int64_t new_tokens, int64
                   int64_t kv_bytes_per_token) {
   double b = static_cast<double>(kv_bytes_per_token) * static_cast<double>(prefix + new_tokens);
   for (const GemmShape& g : LayerGemms(s, kind, new_tokens))
-    b += 2.0 * static_cast<double>(g.batch) *
-         static_cast<double>(g.k * g.n + g.m * g.k + g.m * g.n);
+    b +=
+        2.0 * static_cast<double>(g.batch) * static_cast<double>(g.k * g.n + g.m * g.k + g.m * g.n);
   return b;
 }
 

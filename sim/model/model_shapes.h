@@ -74,7 +74,8 @@ struct ModelShape {
 struct ModelShapeField {
   const char* key;
   const char* help;
-  int64_t ModelShape::*member;
+  using Member = int64_t ModelShape::*;
+  Member member;
 };
 const std::vector<ModelShapeField>& ModelShapeIntFields();
 

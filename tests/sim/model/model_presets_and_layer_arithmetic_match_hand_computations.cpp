@@ -150,10 +150,10 @@ TEST_CASE("a Llama-3-70B layer's FLOPs and bytes follow the GQA shapes") {
   CHECK(LayerFlops(s, LayerKind::kDense, 512, 1000) == doctest::Approx(897253900288.0));
   // Bytes for one token, no prefix: every weight (bf16) once plus each GEMM's A and C row, plus
   // one token's KV (4096 B).
-  const double weights = 2.0 * (8192.0 * 8192 + 8192.0 * 2048 + 8192.0 * 8192 + 8192.0 * 57344 +
-                                28672.0 * 8192);
-  const double rows = 2.0 * ((8192 + 8192) + (8192 + 2048) + (8192 + 8192) + (8192 + 57344) +
-                             (28672 + 8192));
+  const double weights =
+      2.0 * (8192.0 * 8192 + 8192.0 * 2048 + 8192.0 * 8192 + 8192.0 * 57344 + 28672.0 * 8192);
+  const double rows =
+      2.0 * ((8192 + 8192) + (8192 + 2048) + (8192 + 8192) + (8192 + 57344) + (28672 + 8192));
   CHECK(LayerBytes(s, LayerKind::kDense, 1, 0, 4096) == doctest::Approx(weights + rows + 4096));
   CHECK(LayerWeightBytes(s, LayerKind::kDense) == static_cast<int64_t>(weights));
 }
@@ -189,8 +189,8 @@ TEST_CASE("model.preset replaces layers, pools and shapes; later keys override i
   CHECK(j["model.kv_heads"] == 4);
 
   // In a file the preset applies first, whatever the order of the keys beside it.
-  const std::string p = WriteTemp(
-      "order.yaml", "model:\n  hidden: 1024\n  preset: deepseek-v3\n  layers: 2\n");
+  const std::string p =
+      WriteTemp("order.yaml", "model:\n  hidden: 1024\n  preset: deepseek-v3\n  layers: 2\n");
   ReplayConfig f;
   LoadConfigFile(p, f);
   CHECK(f.model.preset == "deepseek-v3");
@@ -212,7 +212,8 @@ TEST_CASE("bad model keys name the file, line and key and list the valid presets
   const std::string bad = ErrorOf([&] { LoadConfigFile(p, f); });
   CHECK(bad.find(p + ":3: model.heads: expected an integer") != std::string::npos);
 
-  const std::string q = WriteTemp("badpreset.yaml", "cache:\n  cp_size: 2\nmodel:\n  preset: glm5\n");
+  const std::string q =
+      WriteTemp("badpreset.yaml", "cache:\n  cp_size: 2\nmodel:\n  preset: glm5\n");
   const std::string bp = ErrorOf([&] { LoadConfigFile(q, f); });
   CHECK(bp.find(q + ":4: model.preset: unknown model preset 'glm5'") != std::string::npos);
   CHECK(bp.find("did you mean 'glm-5'") != std::string::npos);
@@ -223,11 +224,13 @@ TEST_CASE("bad model keys name the file, line and key and list the valid presets
         std::string::npos);
   ApplyConfigSetting("model.kv_heads=3", g);
   ApplyConfigSetting("model.head_dim=64", g);
-  CHECK(ErrorOf([&] { ValidateConfig(g); })
-            .find("model.heads: 128 query heads are not a multiple of 3 kv_heads") !=
+  CHECK(ErrorOf([&] {
+          ValidateConfig(g);
+        }).find("model.heads: 128 query heads are not a multiple of 3 kv_heads") !=
         std::string::npos);
-  CHECK(ErrorOf([&] { ApplyConfigSetting("model.attention=mha", g); })
-            .find("unknown attention kind 'mha'") != std::string::npos);
+  CHECK(ErrorOf([&] {
+          ApplyConfigSetting("model.attention=mha", g);
+        }).find("unknown attention kind 'mha'") != std::string::npos);
   ReplayConfig h;
   ApplyConfigSetting("model.experts_active=300", h);
   CHECK(ErrorOf([&] { ValidateConfig(h); }).find("model.experts_active: must be in 1..experts") !=
