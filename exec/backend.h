@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "exec/exec_error.h"
 #include "exec/pattern.h"
 #include "kernels/materialize.h"
 #include "kernels/page_layout.h"
@@ -143,6 +144,15 @@ struct PageWrite {
   PageTag tag;
 };
 
+// The forward-pass proxy's work of one request on this rank (--forward model,
+// exec/forward_model.h): the gathered prefix, the group's new tokens and this rank's query
+// positions (absolute, ascending).
+struct ForwardWork {
+  int64_t prefix_pages = 0;
+  int64_t new_tokens = 0;
+  std::vector<int32_t> positions;
+};
+
 // A verification enqueued now and read after Sync(): bytes compared, bytes wrong and the first
 // wrong page (index into the list that was checked).
 struct VerifyResult {
@@ -201,6 +211,19 @@ class RankBackend {
   // and keeps the device busy for at least busy_s (the host backend only writes).
   virtual void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages,
                             double busy_s) = 0;
+  // The forward-pass proxy (--forward model): PrepareForward once per request, then
+  // ModelForwardLayer per layer instead of ForwardLayer: the proxy's layer over the layer's kv
+  // region of the dense buffer (a gather of work.prefix_pages pages), then the pattern of
+  // `pages` as ForwardLayer writes it. `work` stays valid until the next Sync(). Backends
+  // without a proxy refuse (ExecError).
+  virtual void PrepareForward(const ForwardWork& work) {
+    (void)work;
+    throw ExecError("backend " + std::string(Name()) + " has no model forward pass");
+  }
+  virtual void ModelForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages) {
+    (void)s, (void)layer, (void)pages;
+    throw ExecError("backend " + std::string(Name()) + " has no model forward pass");
+  }
   // Tier copy of one pool, layers [layers.begin, layers.end).
   virtual void TierCopy(Stream s, int pool, kernels::TierDirection dir,
                         std::span<const int32_t> device_slots, std::span<const int32_t> host_slots,

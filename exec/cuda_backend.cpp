@@ -14,6 +14,7 @@
 
 #include "exec/exec_error.h"
 #include "exec/exec_kernels_cuda.h"
+#include "exec/forward_model_cuda.h"
 #include "kernels/materialize_cuda.h"
 #include "kernels/tier_copy_cuda.h"
 
@@ -141,6 +142,10 @@ class CudaBackend : public RankBackend {
         }
 
     Allocate();
+    if (o.forward)
+      forward_ =
+          std::make_unique<ForwardModelCuda>(o.forward->shape, geo_.layers, o.forward->kv_row_bytes,
+                                             o.forward->max_tokens, o.forward->max_keys);
     for (int s = 0; s < kNumStreams; ++s)
       Check(cudaStreamCreateWithFlags(&streams_[s], cudaStreamNonBlocking), "cudaStreamCreate");
     Check(cudaEventCreate(&epoch_), "cudaEventCreate");
@@ -318,6 +323,23 @@ class CudaBackend : public RankBackend {
     Check(SyntheticForward(set, static_cast<uint64_t>(std::max(0.0, busy_s) * 1e9),
                            prop_.multiProcessorCount, S(s)),
           "synthetic forward launch");
+  }
+
+  void PrepareForward(const ForwardWork& w) override {
+    if (!forward_) throw ExecError("rank " + std::to_string(rank_) + ": no model forward pass");
+    forward_work_ = &w;
+    forward_->SetRequest(w.prefix_pages * geo_.page_tokens, w.new_tokens, w.positions,
+                         S(Stream::kCompute));
+  }
+
+  void ModelForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages) override {
+    if (!forward_ || !forward_work_)
+      throw ExecError("rank " + std::to_string(rank_) +
+                      ": ModelForwardLayer before PrepareForward");
+    const std::vector<kernels::DenseRef> refs =
+        geo_.dense_refs(dense_, layer, forward_work_->prefix_pages);
+    forward_->Layer(layer, refs[static_cast<size_t>(o_.forward->kv_pool)].data, S(s));
+    ForwardLayer(s, layer, pages, 0.0);  // the new pages' pattern (what later ops verify)
   }
 
   void TierCopy(Stream s, int pool, kernels::TierDirection dir, std::span<const int32_t> dev,
@@ -877,6 +899,8 @@ class CudaBackend : public RankBackend {
   std::pair<const void*, size_t> forward_key_{nullptr, 0};
   const PageTag* forward_tags_ = nullptr;
   const int32_t* forward_slots_ = nullptr;
+  std::unique_ptr<ForwardModelCuda> forward_;
+  const ForwardWork* forward_work_ = nullptr;
 };
 
 }  // namespace

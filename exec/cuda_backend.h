@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "exec/backend.h"
+#include "exec/forward_model.h"
 #include "exec/launch.h"
 
 namespace kvlanes::exec {
@@ -23,6 +24,9 @@ struct CudaBackendOptions {
   // ranks share a GPU (p2p-only plans), no communicator is made and barriers use the rendezvous.
   bool needs_nccl = true;
   bool needs_p2p = false;  // open the peers' pools through CUDA IPC
+  // --forward model: the proxy's plan (exec/forward_model.h), made after the pools are allocated
+  // (refused with its sizes when it does not fit beside them); nullptr = synthetic only.
+  const ForwardPlan* forward = nullptr;
 };
 
 // Picks the GPU, checks that no two ranks share one when NCCL is needed (a clear error before

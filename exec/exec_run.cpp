@@ -100,6 +100,7 @@ int RankBody(const ExecPlan& plan, const RunOptions& o, int rank, int local_rank
       c.timeout_s = o.timeout_s;
       c.needs_nccl = NeedsNccl(plan);
       c.needs_p2p = NeedsP2p(plan);
+      if (plan.forward == ForwardMode::kModel) c.forward = &plan.forward_plan;
       b = MakeCudaBackend(plan.geo, rank, local_rank, *rv, c);
 #else
       (void)local_rank;

@@ -144,6 +144,10 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
   if (g.ranks > 1 && !hw.Collectives(g.ranks))
     hw.collectives.push_back(CollectiveModel{g.ranks, {}, {}, {}, 0});
   ReplayConfig cfg;
+  // A profile with measured compute terms names its preset (CostModel checks it).
+  if (h.contains("config") && h["config"].contains("model.preset") &&
+      h["config"]["model.preset"].is_string())
+    cfg.model.preset = h["config"]["model.preset"].get<std::string>();
   cfg.cache.cp_size = g.ranks;
   cfg.cache.page_tokens = g.page_tokens;
   cfg.model.layers = g.layers;
@@ -164,6 +168,16 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
   e.config_hash = Fnv1a64Hex(h.contains("config") ? h["config"].dump() : h.dump());
   e.header = std::move(plan.header);
   return e;
+}
+
+void UseModelForward(ExecPlan& plan) {
+  plan.forward_plan = MakeForwardPlan(plan.header, plan.requests, plan.geo.page_tokens,
+                                      plan.geo.pool_names, plan.geo.elem_bytes, plan.source);
+  plan.forward = ForwardMode::kModel;
+  plan.compute_model = {{"forward", "model"},
+                        {"model_preset", plan.forward_plan.preset},
+                        {"max_tokens", plan.forward_plan.max_tokens},
+                        {"max_keys", plan.forward_plan.max_keys}};
 }
 
 void ScaleCompute(ExecPlan& plan, double scale) {
@@ -326,7 +340,8 @@ struct RequestRun {
   const GatherIndex* gather = nullptr;
   size_t cop = 0;  // the compute op
   const std::vector<PageWrite>* writes = nullptr;
-  int last_mark = -1;  // the latest forward layer's end
+  ForwardWork forward;  // --forward model: this rank's share of the request
+  int last_mark = -1;   // the latest forward layer's end
 };
 
 class RankRun {
@@ -425,7 +440,20 @@ class RankRun {
         std::min<int64_t>({geo_.device_slots, std::max<int64_t>(geo_.host_slots, 1), 8});
     std::vector<int32_t> slots(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    // The proxy: one small request's first and last layer (both layer kinds), so cuBLAS has
+    // picked its kernels before the epoch.
+    ForwardWork warm;
+    if (plan_.forward == ForwardMode::kModel) {
+      warm.new_tokens = std::min<int64_t>(64, std::max<int64_t>(plan_.forward_plan.max_tokens, 1));
+      for (int32_t t = 0; t < warm.new_tokens; ++t) warm.positions.push_back(t);
+    }
     for (int it = 0; it < opts_.warmup; ++it) {
+      if (plan_.forward == ForwardMode::kModel) {
+        b_.PrepareForward(warm);
+        b_.ModelForwardLayer(Stream::kCompute, 0, {});
+        b_.ModelForwardLayer(Stream::kCompute, geo_.layers - 1, {});
+        b_.Sync();
+      }
       b_.ForwardLayer(Stream::kCompute, 0, {}, 1e-5);
       if (has_host)
         for (int k = 0; k < geo_.num_pools(); ++k) {
@@ -698,8 +726,15 @@ class RankRun {
                   static_cast<int64_t>(q.writes->size()));
     ops_[q.cop].extra = {{"new_tokens", p.computed_tokens},
                          {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
-                         {"layers", L},
-                         {"target_layer_s", plan_.layer_busy_s[q.ri]}};
+                         {"layers", L}};
+    if (plan_.forward == ForwardMode::kModel) {
+      q.forward = ForwardWork{p.prefix_pages, p.computed_tokens,
+                              RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_)};
+      ops_[q.cop].extra["forward"] = "model";
+      ops_[q.cop].extra["rank_tokens"] = q.forward.positions.size();
+    } else {
+      ops_[q.cop].extra["target_layer_s"] = plan_.layer_busy_s[q.ri];
+    }
   }
 
   // Backup ops of this rank (one per pool), their slots and the shadow update.
@@ -743,7 +778,12 @@ class RankRun {
     const int ready = q.gathers ? GatherOneLayer(q, l, loaded) : loaded;
     b_.Wait(Stream::kCompute, ready);
     const int m0 = b_.Mark(Stream::kCompute);
-    b_.ForwardLayer(Stream::kCompute, l, *q.writes, plan_.layer_busy_s[q.ri]);
+    if (plan_.forward == ForwardMode::kModel) {
+      if (l == 0) b_.PrepareForward(q.forward);
+      b_.ModelForwardLayer(Stream::kCompute, l, *q.writes);
+    } else {
+      b_.ForwardLayer(Stream::kCompute, l, *q.writes, plan_.layer_busy_s[q.ri]);
+    }
     q.last_mark = b_.Mark(Stream::kCompute);
     spans_.push_back({q.cop, m0, q.last_mark, l});
     if (q.p->backup_schedule == BackupSchedule::kPerLayer) BackUp(q, LayerRange{l, l + 1}, l);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "exec/backend.h"
+#include "exec/forward_model.h"
 #include "sim/predict/plan.h"
 
 namespace kvlanes::exec {
@@ -27,6 +28,9 @@ struct ExecPlan {
   std::string source;                    // plan file, or the trace it was replayed from
   std::string config_hash;               // FNV-1a 64 of the header's config, hex
   nlohmann::ordered_json compute_model;  // where layer_busy_s comes from
+  // --forward model: the proxy's shape and sizes (UseModelForward), else unused.
+  ForwardMode forward = ForwardMode::kSynthetic;
+  ForwardPlan forward_plan;
 };
 
 // Checks the header (line 1 of `source`) and sizes the memory. profile_path: hardware profile
@@ -34,6 +38,10 @@ struct ExecPlan {
 // docs/executor.md). max_requests < 0: all. Throws InputError naming file, line and field.
 ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::string& profile_path,
                       int64_t max_requests);
+
+// Makes the plan's forward pass the proxy (exec/forward_model.h) of the header's model shape;
+// compute_model then names it. Throws InputError when the shape does not fit the pools.
+void UseModelForward(ExecPlan& plan);
 
 // Multiplies every layer_busy_s by `scale` (>= 0) and records it in compute_model.scale.
 void ScaleCompute(ExecPlan& plan, double scale);

@@ -156,7 +156,7 @@ KeySpec ServingKey(KeySpec k) {
 }
 #define KV_SERVING_KEY(spec) ServingKey(spec)
 
-const std::vector<KeySpec>& Keys() {
+const std::vector<KeySpec>& BaseKeys() {
   static const std::vector<KeySpec> keys = {
       KeySpec{
           "policy", "cache policy by name (kvlanes replay --help lists them)",
@@ -271,6 +271,62 @@ const std::vector<KeySpec>& Keys() {
   return keys;
 }
 
+// The model shape keys (sim/model/model_shapes.h): model.preset, model.attention,
+// model.kv_dtype and one per integer field, inserted after model.pools.
+void ApplyModelPreset(ReplayConfig& c, const std::string& name, const Where& w) {
+  const ModelPreset& p = FindModelPreset(name, w.key, w.file, w.line);
+  c.model.preset = name;
+  c.model.layers = p.layers;
+  c.model.shape = p.shape;
+  c.model.pools.clear();
+  for (const ModelPoolSpec& s : ImpliedPools(p.shape))
+    c.model.pools.push_back(PoolSpec{s.name, s.bytes_per_token_layer});
+}
+
+std::vector<KeySpec> ModelShapeKeys() {
+  std::vector<KeySpec> k = {
+      KeySpec{"model.preset",
+              "model shapes preset, replacing layers, pools and shapes ("
+              " = none)",
+              [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
+                const std::string v = n.IsNull() ? "" : AsString(n, w);
+                if (v.empty()) {
+                  c.model.preset.clear();
+                } else {
+                  ApplyModelPreset(c, v, w);
+                }
+              },
+              [](const ReplayConfig& c) { return nlohmann::ordered_json(c.model.preset); }},
+      KV_NAMED_KEY("model.attention", model.shape.attention, "attention kind: mla | gqa",
+                   kAttentionKindNames),
+      KV_NAMED_KEY("model.kv_dtype", model.shape.kv_dtype, "cached KV element type: fp8 | bf16",
+                   kKvDtypeNames),
+  };
+  for (const ModelShapeField& f : ModelShapeIntFields()) {
+    auto member = f.member;
+    k.push_back(KeySpec{
+        f.key, f.help,
+        [member](ReplayConfig& c, const YAML::Node& n, const Where& w) {
+          c.model.shape.*member = AsInt(n, w);
+        },
+        [member](const ReplayConfig& c) { return nlohmann::ordered_json(c.model.shape.*member); }});
+  }
+  return k;
+}
+
+const std::vector<KeySpec>& Keys() {
+  static const std::vector<KeySpec> keys = [] {
+    std::vector<KeySpec> all = BaseKeys();
+    auto at = all.begin();
+    while (at != all.end() && std::string_view(at->key) != "model.pools") ++at;
+    if (at != all.end()) ++at;
+    const std::vector<KeySpec> model = ModelShapeKeys();
+    all.insert(at, model.begin(), model.end());
+    return all;
+  }();
+  return keys;
+}
+
 const KeySpec* FindKey(const std::string& key) {
   for (const auto& k : Keys())
     if (key == k.key) return &k;
@@ -285,9 +341,16 @@ std::vector<std::string_view> KeyNames() {
 
 void ApplyNode(const std::string& prefix, const YAML::Node& node, const std::string& file,
                ReplayConfig& cfg) {
+  // model.preset first: it replaces every model field, the keys beside it override it.
+  if (prefix == "model" && node["preset"]) {
+    const YAML::Node p = node["preset"];
+    FindKey("model.preset")
+        ->set(cfg, p, Where{file, p.Mark().line >= 0 ? p.Mark().line + 1 : 0, "model.preset"});
+  }
   for (const auto& kv : node) {
     const std::string name = kv.first.Scalar();
     const std::string key = prefix.empty() ? name : prefix + "." + name;
+    if (key == "model.preset") continue;
     Where w{file, kv.first.Mark().line >= 0 ? kv.first.Mark().line + 1 : 0, key};
     if (const KeySpec* spec = FindKey(key)) {
       spec->set(cfg, kv.second, w);
@@ -389,6 +452,7 @@ void ValidateConfig(const ReplayConfig& c) {
   need(c.model.layers > 0, "model.layers", "must be > 0");
   need(c.admission.host_write_min_hits >= 1, "admission.host_write_min_hits", "must be >= 1");
   need(!c.model.pools.empty(), "model.pools", "needs at least one pool");
+  ValidateModelShape(c.model.shape, c.model.layers);
   need(c.hardware.profile.empty() ? c.gather.method != "cost" : true, "gather.method",
        "'cost' needs a hardware profile (hardware.profile)");
   need(c.hardware.profile.empty() ? c.backup.schedule != "cost" : true, "backup.schedule",

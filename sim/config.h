@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/checked_math.h"
+#include "sim/model/model_shapes.h"
 #include "traces/name_table.h"
 
 namespace kvlanes {
@@ -52,6 +53,10 @@ struct PoolSpec {
 };
 
 struct ModelConfig {
+  // A preset of sim/model/model_shapes.h ("" = none: the DeepSeek-V3.2 shape and pools below).
+  // Setting model.preset replaces layers, pools and shape; keys set after it override them.
+  std::string preset;
+  ModelShape shape;     // per-layer attention and MLP/MoE shapes (the forward-pass proxy's)
   int64_t layers = 61;  // DeepSeek-V3.2
   // MLA latent KV in FP8 with scales and the sparse-attention indexer keys (DeepSeek-V3.2).
   std::vector<PoolSpec> pools = {{"kv", 656}, {"indexer", 132}};

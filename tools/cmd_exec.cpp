@@ -68,6 +68,10 @@ int CmdExec(int argc, const char* const* argv) {
       "--launch local: kill every rank after this (0 = never)")(
       "warmup", po::value<int>()->default_value(2),
       "untimed rounds of every primitive before timing")(
+      "forward", po::value<std::string>(),
+      "the forward pass: model (the proxy of the plan's model shape: attention over the gathered "
+      "prefix, cuBLAS GEMMs; default on --backend cuda) | synthetic (a spin kernel of the "
+      "profile's compute time; default on --backend host, the only one there)")(
       "compute-scale", po::value<double>()->default_value(1.0),
       "multiply the forward pass's modelled per-layer duration (0: measure data movement only)")(
       "devices", po::value<std::string>(),
@@ -178,7 +182,18 @@ int CmdExec(int argc, const char* const* argv) {
     }
     if (vm.count("replica")) SelectReplica(pf, vm["replica"].as<int64_t>(), source);
     exec::ExecPlan plan = exec::MakeExecPlan(std::move(pf), source, profile, max_requests);
-    exec::ScaleCompute(plan, scale);
+    const std::string forward = vm.count("forward") ? vm["forward"].as<std::string>()
+                                                    : (o.backend == "cuda" ? "model" : "synthetic");
+    if (exec::kForwardModeNames.Parse(forward, "--forward") == exec::ForwardMode::kModel) {
+      if (o.backend != "cuda")
+        throw InputError("", 0, "--forward", "model needs --backend cuda (use synthetic)");
+      if (vm["compute-scale"].as<double>() != 1.0)
+        throw InputError("", 0, "--compute-scale",
+                         "scales the synthetic forward pass only (add --forward synthetic)");
+      exec::UseModelForward(plan);
+    } else {
+      exec::ScaleCompute(plan, scale);
+    }
     if (launch == "env")
       return exec::RunEnvRank(plan, o, [](const char* k) { return std::getenv(k); });
     const exec::RunOutcome out = exec::RunLocal(plan, o);

@@ -11,11 +11,12 @@ OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
 # The tests were built with KVLANES_SOURCE_DIR=/work/main; point it at this checkout.
 [ -e /work/main ] || { mkdir -p /work && ln -s "$ROOT" /work/main; }
-export LD_LIBRARY_PATH=$ROOT/build-dev/lib:${LD_LIBRARY_PATH:-}
+# cuBLAS (the forward-pass proxy) comes from the machine's CUDA toolkit: too large to carry.
+export LD_LIBRARY_PATH=$ROOT/build-dev/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0   # never NVLink multicast on shared machines
 B=$ROOT/build-dev/bin
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-for t in ${TESTS-kernels exec}; do
+for t in ${TESTS-kernels exec forward}; do
   echo "== $t GPU tests"; SECONDS=0
   timeout 300 "$B/kvlanes_${t}_gpu_tests" 2>&1 | tee "$OUT/${t}_gpu_tests.log" | tail -3
   echo "rc=${PIPESTATUS[0]} wall ${SECONDS}s"

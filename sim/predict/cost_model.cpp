@@ -62,6 +62,12 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
       page_tokens_(cfg.cache.page_tokens),
       page_layer_bytes_(static_cast<double>(cfg.model.PageBytes(cfg.cache.page_tokens)) /
                         static_cast<double>(cfg.model.layers)) {
+  if (hw_.compute_measured && hw_.compute_model_preset != cfg.model.preset)
+    throw InputError(
+        profile_path, 0, "compute.model_preset",
+        "profile '" + hw_.name + "' has compute terms measured for model preset '" +
+            hw_.compute_model_preset + "', but this run uses model.preset '" + cfg.model.preset +
+            "': calibrate a profile for it or set model.preset=" + hw_.compute_model_preset);
   if (ranks_ > 1) {
     coll_ = hw_.Collectives(ranks_);
     if (!coll_)

@@ -152,7 +152,12 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   }
   const YAML::Node cp = root["compute"];
   if (!cp) r.Fail(root, "compute", "missing");
-  r.OnlyKeys(cp, "compute.", {"layer_base_s", "layer_token_s", "layer_attn_pair_s"});
+  r.OnlyKeys(cp, "compute.",
+             {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "measured", "model_preset"});
+  p.compute_measured = cp["measured"] && cp["measured"].as<bool>();
+  p.compute_model_preset = cp["model_preset"] ? cp["model_preset"].Scalar() : "";
+  if (p.compute_measured && p.compute_model_preset.empty())
+    r.Fail(cp, "compute.model_preset", "measured compute terms need the model preset they fit");
   p.layer_base_s = r.Num(cp, "layer_base_s", "compute.", false);
   p.layer_token_s = r.Num(cp, "layer_token_s", "compute.", false);
   p.layer_attn_pair_s = r.Num(cp, "layer_attn_pair_s", "compute.", false);

@@ -69,6 +69,11 @@ struct HardwareProfile {
   double layer_base_s = 0;
   double layer_token_s = 0;
   double layer_attn_pair_s = 0;
+  // YAML compute.measured / compute.model_preset: the compute terms were fitted to the
+  // forward-pass proxy of that model preset (docs/forward_pass.md); a replay of another preset
+  // with such a profile is refused (CostModel's constructor).
+  bool compute_measured = false;
+  std::string compute_model_preset;
 
   // The collective model for `ranks` ranks, or nullptr.
   const CollectiveModel* Collectives(int ranks) const;

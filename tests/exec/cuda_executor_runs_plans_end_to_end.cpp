@@ -70,6 +70,38 @@ TEST_CASE("cp_size 1 runs end to end with NCCL, every op measured and every byte
   }
 }
 
+TEST_CASE("--forward model runs a DeepSeek-V3.2 plan end to end with real compute ops") {
+  // 4 layers of the real shape: 3 dense, 1 MoE (all 256 experts' weights), the fp8 latent and
+  // indexer pools the preset implies.
+  const ReplayConfig cfg = SmallConfig(
+      1, {"model.preset=deepseek-v3.2", "model.layers=4", "cache.device_pages_per_lane=2400",
+          "cache.host_pages_per_lane=6000", "gather.method=packed", "backup.schedule=per-layer"});
+  const PlanFile pf = ReplayPlan("traces/kvtester_trace_0034.json", cfg, 12);
+  ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  UseModelForward(plan);
+  CHECK(plan.forward_plan.preset == "deepseek-v3.2");
+  TempDir dir;
+  const RunOptions o = CudaOptions(dir);
+  const RunOutcome out = RunLocal(plan, o);
+  REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+  CheckCoverage(pf, cfg, o);
+  const nlohmann::json m = ReadJson(o.out);
+  int64_t computes = 0, with_prefix = 0;
+  for (const auto& op : m["ops"]) {
+    if (op["kind"] != "compute") continue;
+    ++computes;
+    CHECK(op["forward"] == "model");
+    CHECK(op["seconds"].get<double>() > 0);
+    if (op["prefix_tokens"].get<int64_t>() > 0) ++with_prefix;
+    MESSAGE(op["id"].get<std::string>(), ": ", op["new_tokens"].get<int64_t>(), " new over ",
+            op["prefix_tokens"].get<int64_t>(), " prefix tokens, ",
+            op["seconds"].get<double>() * 1e3, " ms for 4 layers");
+  }
+  CHECK(computes > 0);
+  CHECK(with_prefix > 0);  // the attention read a gathered prefix
+  CHECK(NoChildrenLeft());
+}
+
 TEST_CASE("CUDA IPC peer reads work between two processes on the same GPU") {
   // A multi-turn conversation, so later requests gather a prefix (the first requests of the
   // Mooncake excerpt share none, and would never exercise the peer reads).

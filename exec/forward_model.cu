@@ -1,0 +1,360 @@
+// The forward-pass proxy's kernels and cuBLAS calls (exec/forward_model_cuda.h). Row-major
+// matrices throughout; cuBLAS is column-major, so C[m][n] = A[m][k] B[k][n] is issued as
+// C^T = B^T A^T (the first cuBLAS operand is B).
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "exec/exec_error.h"
+#include "exec/forward_model_cuda.h"
+
+namespace kvlanes::exec {
+namespace {
+
+void CudaCheck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw ExecError(std::string("forward model: ") + what + ": " + cudaGetErrorString(e));
+}
+void BlasCheck(cublasStatus_t st, const std::string& what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw ExecError("forward model: cuBLAS " + what + " failed (status " +
+                    std::to_string(static_cast<int>(st)) + ")");
+}
+
+__global__ void FillUniformKernel(__nv_bfloat16* p, int64_t n, float a, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t h = PatternMix(seed + static_cast<uint64_t>(i));
+    const float u = static_cast<float>(h >> 40) / static_cast<float>(1 << 24);  // [0, 1)
+    p[i] = __float2bfloat16_rn((2.0f * u - 1.0f) * a);
+  }
+}
+
+// Keys (and GQA values) of every key row: prefix rows decoded from the dense buffer, then the
+// new tokens' rows. K: [kv_heads][S][key_dim]; V (GQA): [kv_heads][S][value_dim].
+__global__ void BuildKvKernel(KvDecode d, const uint8_t* dense, int64_t prefix, int64_t keys,
+                              const __nv_bfloat16* new_kv, __nv_bfloat16* k, __nv_bfloat16* v) {
+  const int64_t s = blockIdx.x;
+  const int64_t g = blockIdx.y;
+  if (s >= keys) return;
+  const uint8_t* row = s < prefix ? dense + s * d.row_bytes : nullptr;
+  const __nv_bfloat16* nrow = s < prefix ? nullptr : new_kv + (s - prefix) * d.new_row();
+  for (int64_t e = threadIdx.x; e < d.key_dim; e += blockDim.x) {
+    const __nv_bfloat16 x =
+        row ? __float2bfloat16_rn(DecodeKey(d, row, g, e)) : nrow[d.mla ? e : g * d.key_dim + e];
+    k[(g * keys + s) * d.key_dim + e] = x;
+  }
+  if (d.mla) return;
+  for (int64_t e = threadIdx.x; e < d.value_dim; e += blockDim.x) {
+    const __nv_bfloat16 x = row ? __float2bfloat16_rn(DecodeValue(d, row, g, e))
+                                : nrow[d.kv_heads * d.key_dim + g * d.value_dim + e];
+    v[(g * keys + s) * d.value_dim + e] = x;
+  }
+}
+
+// The rank's KV projection rows into the new-token rows at their positions.
+__global__ void ScatterRowsKernel(const __nv_bfloat16* src, int64_t row, const int32_t* pos,
+                                  int64_t n, int64_t prefix, __nv_bfloat16* dst) {
+  const int64_t i = blockIdx.x;
+  if (i >= n) return;
+  const int64_t at = pos[i] - prefix;
+  for (int64_t e = threadIdx.x; e < row; e += blockDim.x) dst[at * row + e] = src[i * row + e];
+}
+
+// Row r of batch g: query token t0 + (r / group); keys s <= its position are kept. Scores (fp32,
+// already scaled) -> probabilities (bf16), 0 past the limit.
+__global__ void CausalSoftmaxKernel(const float* scores, __nv_bfloat16* probs, int64_t rows,
+                                    int64_t keys, int64_t group, const int32_t* pos, int64_t t0) {
+  const int64_t r = blockIdx.x;  // over kv_heads * rows
+  const float* x = scores + r * keys;
+  __nv_bfloat16* p = probs + r * keys;
+  const int64_t limit = min(keys, static_cast<int64_t>(pos[t0 + (r % rows) / group]) + 1);
+  __shared__ float red[32];
+  float mx = -INFINITY;
+  for (int64_t s = threadIdx.x; s < limit; s += blockDim.x) mx = fmaxf(mx, x[s]);
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = mx;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float m = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : -INFINITY;
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (threadIdx.x == 0) red[0] = m;
+  }
+  __syncthreads();
+  mx = red[0];
+  __syncthreads();
+  float sum = 0;
+  for (int64_t s = threadIdx.x; s < limit; s += blockDim.x) sum += __expf(x[s] - mx);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float m = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) m += __shfl_xor_sync(0xffffffffu, m, o);
+    if (threadIdx.x == 0) red[0] = m;
+  }
+  __syncthreads();
+  const float inv = 1.0f / red[0];
+  for (int64_t s = threadIdx.x; s < keys; s += blockDim.x)
+    p[s] = __float2bfloat16_rn(s < limit ? __expf(x[s] - mx) * inv : 0.0f);
+}
+
+int Blocks(int64_t n, int threads) {
+  return static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 4096));
+}
+
+}  // namespace
+
+struct ForwardModelCuda::Impl {
+  ModelShape shape;
+  int64_t layers = 0, max_tokens = 0, max_keys = 0;
+  KvDecode kv;
+  ForwardMemory mem;
+  cublasHandle_t blas = nullptr;
+  std::vector<void*> allocations;
+  std::map<std::string, __nv_bfloat16*> weights;
+  __nv_bfloat16 *hidden = nullptr, *act[2] = {nullptr, nullptr}, *q = nullptr, *out = nullptr,
+                *new_kv = nullptr, *k = nullptr, *v = nullptr, *probs = nullptr;
+  float* scores = nullptr;
+  int64_t score_elems = 0;
+  int32_t* pos = nullptr;
+  int32_t* pos_host = nullptr;  // pinned staging of the positions
+  int64_t prefix = 0, new_tokens = 0, queries = 0;
+
+  template <typename T>
+  T* Alloc(int64_t bytes, const char* what) {
+    void* p = nullptr;
+    if (bytes <= 0) return nullptr;
+    const cudaError_t e = cudaMalloc(&p, static_cast<size_t>(bytes));
+    if (e != cudaSuccess)
+      throw ExecError(std::string("forward model: out of device memory allocating ") + what + " (" +
+                      std::to_string(bytes) + " B); it needs " + std::to_string(mem.total()) +
+                      " B = " + mem.Describe());
+    allocations.push_back(p);
+    return static_cast<T*>(p);
+  }
+
+  // C[b][m][n] = A[b][m][k] * B[b][k][n] (row-major, bf16, fp32 accumulate).
+  void Gemm(const GemmShape& g, const __nv_bfloat16* a, int64_t stride_a, const __nv_bfloat16* b,
+            __nv_bfloat16* c, cudaStream_t s) {
+    const float one = 1.0f, zero = 0.0f;
+    BlasCheck(cublasSetStream(blas, s), "cublasSetStream");
+    BlasCheck(cublasGemmStridedBatchedEx(
+                  blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(g.n), static_cast<int>(g.m),
+                  static_cast<int>(g.k), &one, b, CUDA_R_16BF, static_cast<int>(g.n), g.k * g.n, a,
+                  CUDA_R_16BF, static_cast<int>(g.k), stride_a, &zero, c, CUDA_R_16BF,
+                  static_cast<int>(g.n), g.m * g.n, static_cast<int>(g.batch), CUBLAS_COMPUTE_32F,
+                  CUBLAS_GEMM_DEFAULT),
+              "GEMM " + g.name);
+  }
+};
+
+ForwardModelCuda::ForwardModelCuda(const ModelShape& shape, int64_t layers, int64_t kv_row_bytes,
+                                   int64_t max_tokens, int64_t max_keys, uint64_t seed)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.shape = shape;
+  m.layers = layers;
+  m.max_tokens = std::max<int64_t>(max_tokens, 1);
+  m.max_keys = std::max<int64_t>(max_keys, 1);
+  m.kv = MakeKvDecode(shape, kv_row_bytes);
+  m.mem = PlanForwardMemory(shape, layers, m.max_tokens, m.max_keys);
+  size_t free_b = 0, total_b = 0;
+  CudaCheck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  if (m.mem.total() > static_cast<int64_t>(free_b))
+    throw ExecError("forward model: out of device memory: the proxy needs " +
+                    std::to_string(m.mem.total()) + " B = " + m.mem.Describe() + "; " +
+                    std::to_string(free_b) + " B free beside the KV pools");
+  BlasCheck(cublasCreate(&m.blas), "cublasCreate");
+  // Weights: one buffer per GEMM name, uniform in +-sqrt(3 / k) (variance 1 / k).
+  std::vector<LayerKind> kinds = {LayerKind::kDense, LayerKind::kMoe};
+  int64_t act = 0;
+  for (LayerKind kind : kinds) {
+    bool used = false;
+    for (int64_t l = 0; l < layers; ++l) used |= LayerKindOf(shape, l) == kind;
+    if (!used) continue;
+    for (const GemmShape& g : LayerGemms(shape, kind, 1)) {
+      if (m.weights.count(g.name)) continue;
+      const bool expert = g.name == "expert_gate_up" || g.name == "expert_down";
+      const int64_t n = (expert ? shape.experts : g.batch) * g.k * g.n;
+      __nv_bfloat16* w = m.Alloc<__nv_bfloat16>(2 * n, "weights");
+      FillUniformKernel<<<Blocks(n, 256), 256>>>(w, n, std::sqrt(3.0f / static_cast<float>(g.k)),
+                                                 seed * 1000003u + m.weights.size());
+      m.weights[g.name] = w;
+    }
+    for (const GemmShape& g : LayerGemms(shape, kind, m.max_tokens)) {
+      const bool expert = g.name == "expert_gate_up" || g.name == "expert_down";
+      act = std::max({act, (expert ? 1 : g.batch) * g.m * g.k, g.batch * g.m * g.n});
+    }
+  }
+  const int64_t T = m.max_tokens, kvh = m.kv.kv_heads, dk = m.kv.key_dim, dv = m.kv.value_dim;
+  m.hidden = m.Alloc<__nv_bfloat16>(2 * T * shape.hidden, "hidden states");
+  FillUniformKernel<<<Blocks(T * shape.hidden, 256), 256>>>(m.hidden, T * shape.hidden, 1.7f,
+                                                            seed * 7919u + 17u);
+  m.act[0] = m.Alloc<__nv_bfloat16>(2 * act, "GEMM scratch");
+  m.act[1] = m.Alloc<__nv_bfloat16>(2 * act, "GEMM scratch");
+  m.q = m.Alloc<__nv_bfloat16>(2 * T * shape.heads * dk, "queries");
+  m.out = m.Alloc<__nv_bfloat16>(2 * T * shape.heads * std::max(dv, shape.v_head_dim),
+                                 "attention output");
+  m.new_kv = m.Alloc<__nv_bfloat16>(2 * T * m.kv.new_row(), "new-token KV");
+  m.k = m.Alloc<__nv_bfloat16>(2 * kvh * m.max_keys * dk, "decoded keys");
+  if (!m.kv.mla) m.v = m.Alloc<__nv_bfloat16>(2 * kvh * m.max_keys * dv, "decoded values");
+  const int64_t per_token = kvh * (shape.heads / kvh) * m.max_keys;
+  m.score_elems = std::max(std::min<int64_t>(kScoreChunkElems, per_token * T), per_token);
+  m.scores = m.Alloc<float>(4 * m.score_elems, "scores chunk");
+  m.probs = m.Alloc<__nv_bfloat16>(2 * m.score_elems, "scores chunk");
+  m.pos = m.Alloc<int32_t>(4 * T, "token positions");
+  CudaCheck(cudaHostAlloc(reinterpret_cast<void**>(&m.pos_host), static_cast<size_t>(4 * T),
+                          cudaHostAllocDefault),
+            "cudaHostAlloc (positions)");
+  CudaCheck(cudaMemset(m.new_kv, 0, static_cast<size_t>(2 * T * m.kv.new_row())), "cudaMemset");
+  CudaCheck(cudaMemset(m.q, 0, static_cast<size_t>(2 * T * shape.heads * dk)), "cudaMemset");
+  CudaCheck(cudaGetLastError(), "fill launch");
+  CudaCheck(cudaDeviceSynchronize(), "initialisation");
+}
+
+ForwardModelCuda::~ForwardModelCuda() {
+  if (impl_->blas) cublasDestroy(impl_->blas);
+  for (void* p : impl_->allocations) cudaFree(p);
+  if (impl_->pos_host) cudaFreeHost(impl_->pos_host);
+}
+
+void ForwardModelCuda::SetRequest(int64_t prefix, int64_t new_tokens,
+                                  std::span<const int32_t> positions, cudaStream_t s) {
+  Impl& m = *impl_;
+  if (static_cast<int64_t>(positions.size()) > m.max_tokens || prefix + new_tokens > m.max_keys)
+    throw ExecError("forward model: request of " + std::to_string(positions.size()) +
+                    " queries over " + std::to_string(prefix + new_tokens) +
+                    " keys exceeds the sizes it was made for (" + std::to_string(m.max_tokens) +
+                    ", " + std::to_string(m.max_keys) + ")");
+  for (int32_t p : positions)
+    if (p < prefix || p >= prefix + new_tokens)
+      throw ExecError("forward model: query position " + std::to_string(p) + " outside [" +
+                      std::to_string(prefix) + ", " + std::to_string(prefix + new_tokens) + ")");
+  m.prefix = prefix;
+  m.new_tokens = new_tokens;
+  m.queries = static_cast<int64_t>(positions.size());
+  if (positions.empty()) return;
+  std::copy(positions.begin(), positions.end(), m.pos_host);
+  CudaCheck(cudaMemcpyAsync(m.pos, m.pos_host, positions.size_bytes(), cudaMemcpyHostToDevice, s),
+            "positions upload");
+}
+
+void ForwardModelCuda::Attention(const void* kv_dense, cudaStream_t s) {
+  Impl& m = *impl_;
+  const KvDecode& d = m.kv;
+  const int64_t S = m.prefix + m.new_tokens;
+  if (m.queries == 0 || S == 0) return;
+  const int64_t kvh = d.kv_heads, dk = d.key_dim, dv = d.value_dim;
+  const int64_t group = m.shape.heads / kvh, rows = m.queries * group;
+  BuildKvKernel<<<dim3(static_cast<unsigned>(S), static_cast<unsigned>(kvh)), 128, 0, s>>>(
+      d, static_cast<const uint8_t*>(kv_dense), m.prefix, S, m.new_kv, m.k, m.v);
+  CudaCheck(cudaGetLastError(), "BuildKv launch");
+  const __nv_bfloat16* v = d.mla ? m.k : m.v;
+  const int64_t ldv = d.mla ? dk : dv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(m.shape.softmax_dim()));
+  const float one = 1.0f, zero = 0.0f;
+  BlasCheck(cublasSetStream(m.blas, s), "cublasSetStream");
+  const int64_t per_token = kvh * group * S;
+  const int64_t chunk = std::max<int64_t>(1, m.score_elems / per_token);
+  for (int64_t t0 = 0; t0 < m.queries; t0 += chunk) {
+    const int64_t ct = std::min(chunk, m.queries - t0), cr = ct * group;
+    // scores[g][cr][S] = Q_g[t0 rows] K_g^T * scale
+    BlasCheck(cublasGemmStridedBatchedEx(
+                  m.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(S), static_cast<int>(cr),
+                  static_cast<int>(dk), &scale, m.k, CUDA_R_16BF, static_cast<int>(dk), S * dk,
+                  m.q + t0 * group * dk, CUDA_R_16BF, static_cast<int>(dk), rows * dk, &zero,
+                  m.scores, CUDA_R_32F, static_cast<int>(S), cr * S, static_cast<int>(kvh),
+                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "attention scores");
+    CausalSoftmaxKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(m.scores, m.probs, cr, S,
+                                                                        group, m.pos, t0);
+    CudaCheck(cudaGetLastError(), "softmax launch");
+    // out_g[t0 rows] = P_g V_g
+    BlasCheck(cublasGemmStridedBatchedEx(
+                  m.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(dv), static_cast<int>(cr),
+                  static_cast<int>(S), &one, v, CUDA_R_16BF, static_cast<int>(ldv), S * ldv,
+                  m.probs, CUDA_R_16BF, static_cast<int>(S), cr * S, &zero, m.out + t0 * group * dv,
+                  CUDA_R_16BF, static_cast<int>(dv), rows * dv, static_cast<int>(kvh),
+                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "attention values");
+  }
+}
+
+void ForwardModelCuda::Layer(int64_t layer, const void* kv_dense, cudaStream_t s) {
+  Impl& m = *impl_;
+  const int64_t T = m.queries;
+  if (T == 0) return;
+  const LayerKind kind = LayerKindOf(m.shape, layer);
+  // Where each GEMM reads and writes (docs/forward_pass.md, "The proxy's layer").
+  __nv_bfloat16 *X = m.hidden, *A = m.act[0], *B = m.act[1];
+  bool attended = false;
+  for (const GemmShape& g : LayerGemms(m.shape, kind, T)) {
+    const std::string& n = g.name;
+    const bool after = n == "v_absorb" || n == "o";
+    if (after && !attended) {
+      Attention(kv_dense, s);
+      attended = true;
+    }
+    const __nv_bfloat16* in = X;
+    __nv_bfloat16* out = A;
+    int64_t stride_a = g.m * g.k;
+    if (n == "q_a") {
+      out = A;
+    } else if (n == "q_b") {
+      in = m.shape.q_lora_rank > 0 ? A : X;
+      out = B;
+    } else if (n == "q_absorb") {
+      in = B;
+      out = m.q;
+    } else if (n == "index_q") {
+      in = m.shape.q_lora_rank > 0 ? A : X;
+      out = B;
+    } else if (n == "q") {
+      out = m.q;
+    } else if (n == "kv_a" || n == "kv") {
+      out = A;
+    } else if (n == "index_k" || n == "index_w") {
+      out = B;
+    } else if (n == "v_absorb") {
+      in = m.out;
+      out = A;
+    } else if (n == "o") {
+      in = m.kv.mla ? A : m.out;
+      out = X;
+    } else if (n == "gate_up" || n == "shared_gate_up" || n == "router") {
+      out = A;
+    } else if (n == "down" || n == "shared_down") {
+      in = A;
+      out = X;
+    } else if (n == "expert_gate_up") {
+      stride_a = 0;  // every expert reads the first rows of the hidden states
+      out = A;
+    } else if (n == "expert_down") {
+      in = A;
+      out = B;
+    }
+    m.Gemm(g, in, stride_a, m.weights.at(n), out, s);
+    if (n == "kv_a" || n == "kv") {
+      ScatterRowsKernel<<<static_cast<unsigned>(T), 128, 0, s>>>(A, m.kv.new_row(), m.pos, T,
+                                                                 m.prefix, m.new_kv);
+      CudaCheck(cudaGetLastError(), "scatter launch");
+    }
+    // The router's reads of the hidden states must precede the shared expert's writes to A.
+  }
+  if (!attended) Attention(kv_dense, s);
+}
+
+void* ForwardModelCuda::queries() const { return impl_->q; }
+void* ForwardModelCuda::new_kv() const { return impl_->new_kv; }
+void* ForwardModelCuda::output() const { return impl_->out; }
+const KvDecode& ForwardModelCuda::decode() const { return impl_->kv; }
+const ForwardMemory& ForwardModelCuda::memory() const { return impl_->mem; }
+
+}  // namespace kvlanes::exec

@@ -1,0 +1,58 @@
+// The forward-pass proxy on one GPU (docs/forward_pass.md): cuBLAS bf16 GEMMs of the model's
+// shapes on random weights, and the attention of the rank's new tokens over the gathered dense
+// prefix (decoded from its bytes, exec/forward_model.h KvDecode) plus the new tokens' KV rows,
+// causal, as strided-batched cuBLAS GEMMs with a softmax kernel between them. Include only from
+// the executor's CUDA files and the GPU tests.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "exec/forward_model.h"
+
+namespace kvlanes::exec {
+
+class ForwardModelCuda {
+ public:
+  // Allocates PlanForwardMemory(shape, layers, max_tokens, max_keys) on the current device,
+  // fills weights and hidden states with seeded uniform values (variance 1 / k per GEMM) and
+  // creates a cuBLAS handle. Throws ExecError (with the sizes) when it does not fit, InputError
+  // when the kv pool is smaller than the shape reads. `kv_row_bytes`: the kv pool's bytes per
+  // token and layer.
+  ForwardModelCuda(const ModelShape& shape, int64_t layers, int64_t kv_row_bytes,
+                   int64_t max_tokens, int64_t max_keys, uint64_t seed = 1);
+  ~ForwardModelCuda();
+  ForwardModelCuda(const ForwardModelCuda&) = delete;
+  ForwardModelCuda& operator=(const ForwardModelCuda&) = delete;
+
+  // The next request: `prefix` gathered tokens, `new_tokens` computed by the whole group, this
+  // rank's query positions (absolute, ascending; at most max_tokens). Uploads them on `s`
+  // through one pinned staging buffer: REQUIRES the previous request's work to have completed
+  // (the executor syncs between requests).
+  void SetRequest(int64_t prefix, int64_t new_tokens, std::span<const int32_t> positions,
+                  cudaStream_t s);
+  // One layer: query/KV projections, the new tokens' KV rows into place, attention over
+  // `kv_dense` (the layer's kv pool region of the dense buffer: prefix x kv_row_bytes bytes),
+  // output projections and the MLP or MoE GEMMs. Throws ExecError on a CUDA or cuBLAS error.
+  void Layer(int64_t layer, const void* kv_dense, cudaStream_t s);
+  // The attention alone, on the current queries and new-token rows (tests).
+  void Attention(const void* kv_dense, cudaStream_t s);
+
+  // Device buffers of the attention (bf16): queries [kv_heads][queries * group][key_dim],
+  // new-token rows [new_tokens][KvDecode::new_row()], output [kv_heads][queries *
+  // group][value_dim].
+  void* queries() const;
+  void* new_kv() const;
+  void* output() const;
+  const KvDecode& decode() const;
+  const ForwardMemory& memory() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvlanes::exec

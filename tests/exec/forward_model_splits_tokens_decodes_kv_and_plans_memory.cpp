@@ -1,0 +1,130 @@
+// The forward-pass proxy's plain C++ parts (exec/forward_model.h): each computed token goes to
+// exactly one rank, the KV decode reads the cache layout's bytes, the CPU reference attention
+// matches a hand computation, and plans whose pools do not hold the shape's KV are refused.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <set>
+
+#include "exec/forward_model.h"
+#include "traces/input_error.h"
+
+namespace kvlanes::exec {
+
+TEST_CASE("every computed token goes to exactly one rank: owned new pages, the rest zigzag") {
+  RequestPlan p;
+  p.prefix_pages = 2;      // tokens [0, 8) with 4-token pages
+  p.computed_tokens = 13;  // [8, 21): pages 2, 3, 4 whole, 1 tail token
+  p.new_pages = {NewPage{2, 1, 0, 0}, NewPage{3, 0, 0, 0}, NewPage{4, 1, 0, 0}};
+  const std::vector<int32_t> r0 = RankTokenPositions(p, 4, 2, 0);
+  const std::vector<int32_t> r1 = RankTokenPositions(p, 4, 2, 1);
+  // Rank 0 owns page 3 (tokens 12..15); the tail token 20 has computed index 12, in chunk 3 of
+  // 4 (sizes 4, 3, 3, 3: chunk 3 = indices 10..12), which rank 0 owns.
+  CHECK(r0 == std::vector<int32_t>{12, 13, 14, 15, 20});
+  CHECK(r1 == std::vector<int32_t>{8, 9, 10, 11, 16, 17, 18, 19});
+  // Without new pages (an uncached request) the zigzag chunks decide alone.
+  RequestPlan u;
+  u.prefix_pages = 0;
+  u.computed_tokens = 10;
+  std::set<int32_t> all;
+  const std::vector<int32_t> u0 = RankTokenPositions(u, 4, 2, 0);
+  CHECK(u0 == std::vector<int32_t>{0, 1, 2, 8, 9});  // chunks of 3, 3, 2, 2: chunks 0 and 3
+  for (int r = 0; r < 2; ++r)
+    for (int32_t t : RankTokenPositions(u, 4, 2, r)) CHECK(all.insert(t).second);
+  CHECK(all.size() == 10);
+}
+
+TEST_CASE("the KV decode reads the latent, the rope part and GQA heads where the layout has them") {
+  ModelShape mla;  // DeepSeek-V3.2: 656 B rows, rope bf16 after 512 latent bytes and 16 B scales
+  const KvDecode d = MakeKvDecode(mla, 656);
+  CHECK(d.mla);
+  CHECK(d.key_dim == 576);
+  CHECK(d.value_dim == 512);
+  CHECK(d.rope_off == 528);
+  std::vector<uint8_t> row(656, 0);
+  row[5] = 0xC0;        // int8 -64 -> -1.0
+  row[528 + 2] = 0x00;  // rope element 1: int16 0x1000 = 4096 -> 0.5
+  row[528 + 3] = 0x10;
+  CHECK(DecodeKey(d, row.data(), 0, 5) == -1.0f);
+  CHECK(DecodeValue(d, row.data(), 0, 5) == -1.0f);
+  CHECK(DecodeKey(d, row.data(), 0, 513) == 0.5f);
+  CHECK_THROWS_WITH_AS(MakeKvDecode(mla, 600), doctest::Contains("reads 656 B"), InputError);
+
+  const ModelShape llama = FindModelPreset("llama-3-70b", "t").shape;
+  const KvDecode g = MakeKvDecode(llama, 4096);
+  CHECK(g.kv_heads == 8);
+  CHECK(g.v_off == 2048);
+  std::vector<uint8_t> r2(4096, 0);
+  r2[2048 + (3 * 128 + 7) * 2 + 1] = 0x20;  // value of head 3, element 7: 0x2000 = 8192 -> 1.0
+  CHECK(DecodeValue(g, r2.data(), 3, 7) == 1.0f);
+  CHECK(DecodeKey(g, r2.data(), 3, 7) == 0.0f);
+}
+
+TEST_CASE("the CPU reference attention matches a hand computation of a causal softmax") {
+  // GQA, one KV head, one query head, key_dim = value_dim = 1 (bf16, 2 B per element): one
+  // prefix token (key 0.5, value 1.0) and two new tokens; the query at position 1 sees keys 0, 1.
+  ModelShape s;
+  s.attention = "gqa";
+  s.kv_dtype = "bf16";
+  s.heads = 1;
+  s.kv_heads = 1;
+  s.head_dim = 1;
+  AttentionProblem a;
+  a.kv = MakeKvDecode(s, 4);
+  a.group = 1;
+  a.scale = 1.0f;
+  a.prefix = 1;
+  a.new_tokens = 2;
+  const std::vector<uint8_t> dense = {0x00, 0x10, 0x00, 0x20};  // key 4096/8192, value 1.0
+  a.dense = dense.data();
+  a.new_kv = {1.0f, -1.0f, 3.0f, 5.0f};  // token 1: key 1, value -1; token 2: key 3, value 5
+  a.q = {2.0f};
+  a.positions = {1};
+  const std::vector<float> out = AttentionReference(a);
+  REQUIRE(out.size() == 1);
+  // scores 2 x 0.5 = 1 and 2 x 1 = 2; p = softmax(1, 2) rounded to bf16.
+  const float e1 = std::exp(1.0f - 2.0f), sum = e1 + 1.0f;
+  const float want = RoundBf16(e1 / sum) * 1.0f + RoundBf16(1.0f / sum) * -1.0f;
+  CHECK(out[0] == doctest::Approx(want).epsilon(1e-6));
+  CHECK(RoundBf16(1.0f + 1.0f / 256) == 1.0f);               // a tie (half of 1/128): to even
+  CHECK(RoundBf16(1.0f + 3.0f / 256) == 1.0f + 4.0f / 256);  // a tie: to even, upwards
+  CHECK(RoundBf16(1.0f + 3.0f / 512) == 1.0f + 4.0f / 512);  // nearest
+}
+
+TEST_CASE("the proxy's memory plan names its parts and grows with the tokens") {
+  const ModelShape s = FindModelPreset("deepseek-v3", "t").shape;
+  const ForwardMemory small = PlanForwardMemory(s, 61, 1024, 8192);
+  const ForwardMemory big = PlanForwardMemory(s, 61, 8192, 65536);
+  CHECK(big.total() > small.total());
+  // The weight sets: attention once, the dense MLP (3 x 7168 x 18432 x 2 B) and 256 experts.
+  bool dense = false, moe = false;
+  for (const auto& [name, b] : small.parts) {
+    if (name == "weights (dense MLP)") dense = b == 3ll * 7168 * 18432 * 2;
+    if (name == "weights (MoE)")
+      // router 7168 x 256, shared expert 7168 x 4096 + 2048 x 7168, 256 routed experts.
+      moe = b == 2ll * (7168 * 256 + 3ll * 7168 * 2048 + 256ll * 3 * 7168 * 2048);
+  }
+  CHECK(dense);
+  CHECK(moe);
+  CHECK(small.Describe().find("weights (attention)") != std::string::npos);
+}
+
+TEST_CASE("a plan whose pools cannot hold the shape's KV is refused for the model forward") {
+  nlohmann::json header = {{"config", {{"model.preset", "llama-3-70b"}}}};
+  std::vector<RequestPlan> reqs(1);
+  reqs[0].computed_tokens = 100;
+  reqs[0].prefix_pages = 2;
+  const ForwardPlan f = MakeForwardPlan(header, reqs, 64, {"kv"}, {4096}, "p.jsonl");
+  CHECK(f.preset == "llama-3-70b");
+  CHECK(f.max_tokens == 100);
+  CHECK(f.max_keys == 228);
+  CHECK_THROWS_WITH_AS(MakeForwardPlan(header, reqs, 64, {"kv"}, {1152}, "p.jsonl"),
+                       doctest::Contains("p.jsonl:1: pools:"), InputError);
+  CHECK_THROWS_WITH_AS(MakeForwardPlan(header, reqs, 64, {"latent"}, {4096}, "p.jsonl"),
+                       doctest::Contains("reads the pool named 'kv'"), InputError);
+  nlohmann::json bad = {{"config", {{"model.preset", "llama-4"}}}};
+  CHECK_THROWS_WITH_AS(MakeForwardPlan(bad, reqs, 64, {"kv"}, {4096}, "p.jsonl"),
+                       doctest::Contains("unknown model preset 'llama-4'"), InputError);
+}
+
+}  // namespace kvlanes::exec
