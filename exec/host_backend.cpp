@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -29,6 +30,47 @@ constexpr int64_t kMinExchangeBytes = 1 << 16;  // for AllGatherBytes chunks
 
 size_t AlignUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
+std::string GB(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f GB", bytes / 1e9);
+  return b;
+}
+
+// MemAvailable of /proc/meminfo in bytes; -1 where it cannot be read (then nothing is checked).
+double AvailableHostBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024.0;
+  return -1;
+}
+
+// Refuses, before anything is mapped, a plan whose ranks together need more memory than the
+// host has available, naming the parts and the settings that shrink them.
+void CheckHostMemory(const ExecGeometry& geo, size_t segment_bytes) {
+  const double ranks = geo.ranks;
+  const double device = static_cast<double>(geo.device_pool_bytes()) * ranks;
+  const double host = static_cast<double>(geo.host_pool_bytes()) * ranks;
+  const double buffers = static_cast<double>(geo.dense_bytes() + geo.send_bytes() +
+                                             geo.recv_bytes()) * ranks;
+  // The shared segment holds every rank's device pools and exchange area.
+  const double need = static_cast<double>(segment_bytes) + host + buffers;
+  const double avail = AvailableHostBytes();
+  if (avail < 0 || need <= avail) return;
+  throw ExecError(
+      "host backend: the plan needs " + GB(need) + " of host memory for " +
+      std::to_string(geo.ranks) + " rank(s): device pools " + GB(device) + " (" +
+      std::to_string(geo.device_slots) + " slots x " + std::to_string(geo.layers) + " layers x " +
+      std::to_string(geo.page_layer_bytes()) + " B per page-layer per rank), host pools " +
+      GB(host) + " (" + std::to_string(geo.host_slots) + " slots per rank), gather buffers " +
+      GB(buffers) + "; this machine has " + GB(avail) +
+      " available (MemAvailable). Replay the plan smaller: cache.device_pages_per_lane and "
+      "cache.host_pages_per_lane (slots), model.layers, or fewer requests with long prefixes "
+      "(the gather buffers hold the longest prefix)");
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- segment
@@ -42,6 +84,7 @@ HostSegment::HostSegment(const ExecGeometry& geo) {
   exchange_offset_ = AlignUp(static_cast<size_t>(geo.device_pool_bytes()));
   rank_stride_ = exchange_offset_ + AlignUp(static_cast<size_t>(exchange_bytes_));
   bytes_ = pools_offset_ + rank_stride_ * static_cast<size_t>(geo.ranks);
+  CheckHostMemory(geo, bytes_);
 }
 
 HostSegment::~HostSegment() {

@@ -305,12 +305,10 @@ int CmdBenchReplay(int argc, const char* const* argv) {
       for (int rep = 0; rep < repeat; ++rep) {
         const auto a = Clock::now();
         {
-          nlohmann::ordered_json timeline;
-          ReplaySinks sinks;
-          sinks.timeline = &timeline;
-          run_driver(sinks);
           std::ofstream out(tl_path, std::ios::binary);
-          out << timeline.dump() << "\n";
+          ReplaySinks sinks;
+          sinks.timeline = &out;  // streamed as `kvlanes replay --timeline` writes it
+          run_driver(sinks);
           timeline_bytes = static_cast<int64_t>(out.tellp());
         }
         timeline_s.push_back(Seconds(a, Clock::now()));
