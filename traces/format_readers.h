@@ -28,6 +28,10 @@ void ReadKvTester(const std::string& path, const std::string& data, const TraceO
                   FileTrace* out);
 void ReadTokens(const std::string& path, const std::string& data, const TraceOptions& opt,
                 FileTrace* out);
+void ReadBailian(const std::string& path, const std::string& data, const TraceOptions& opt,
+                 FileTrace* out);
+void ReadCsv(const std::string& path, const std::string& data, const TraceOptions& opt,
+             FileTrace* out);
 
 // One file's text (as ReadTraceFile returns it) through the reader of `fmt` (or the detected
 // format), with the checks every format shares. `path` names the file in errors. What LoadTrace
