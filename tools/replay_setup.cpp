@@ -16,7 +16,7 @@ void AddReplayOptions(po::options_description& desc) {
   desc.add_options()("trace", po::value<std::vector<std::string>>()->composing(),
                      "trace file or directory (repeatable; several are merged by arrival time)")(
       "format", po::value<std::string>(),
-      "trace format: auto|mooncake|kvtester|tokens (overrides trace.format)")(
+      "trace format: auto|mooncake|kvtester|tokens|bailian|csv (overrides trace.format)")(
       "config", po::value<std::string>(), "YAML config file (see config/default.yaml)")(
       "policy", po::value<std::string>(), "cache policy (overrides `policy:` in the config)")(
       "profile", po::value<std::string>(),

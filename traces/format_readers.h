@@ -28,11 +28,15 @@ void ReadKvTester(const std::string& path, const std::string& data, const TraceO
                   FileTrace* out);
 void ReadTokens(const std::string& path, const std::string& data, const TraceOptions& opt,
                 FileTrace* out);
+void ReadBailian(const std::string& path, const std::string& data, const TraceOptions& opt,
+                 FileTrace* out);
+void ReadCsv(const std::string& path, const std::string& data, const TraceOptions& opt,
+             FileTrace* out);
 
 // One file's text (as ReadTraceFile returns it) through the reader of `fmt` (or the detected
 // format), with the checks every format shares. `path` names the file in errors. What LoadTrace
 // does per file; the benchmark and the fuzz targets call it on text in memory. Throws InputError.
-FileTrace ParseTraceText(const std::string& path, const std::string& data,
+FileTrace ParseTraceText(const std::string& path, const std::string& text,
                          std::optional<TraceFormat> fmt, const TraceOptions& opt);
 
 // The format the keys of the first record name, or nullopt when they name none (or the text is

@@ -35,7 +35,8 @@ uint64_t HashIdElement(const RawValue& e, size_t i, const Where& w);
 // `hash_ids` read by a RecordScanner (an int_list field), as given in the file.
 std::vector<uint64_t> HashIdsField(const RecordField& f, const Where& w);
 
-inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// a >= 0, b > 0; no overflow near INT64_MAX.
+inline int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 // Refuses a timestamp earlier than the previous record of the same list, unless allowed.
 class OrderCheck {

@@ -12,12 +12,14 @@
 
 namespace kvlanes {
 
-enum class TraceFormat { kMooncake, kKvTester, kTokens };
+enum class TraceFormat { kMooncake, kKvTester, kTokens, kBailian, kCsv };
 
 // The names `--format`, `trace.format` and reports use.
-inline constexpr NameTable<TraceFormat, 3> kTraceFormatNames{{{{TraceFormat::kMooncake, "mooncake"},
+inline constexpr NameTable<TraceFormat, 5> kTraceFormatNames{{{{TraceFormat::kMooncake, "mooncake"},
                                                                {TraceFormat::kKvTester, "kvtester"},
-                                                               {TraceFormat::kTokens, "tokens"}}},
+                                                               {TraceFormat::kTokens, "tokens"},
+                                                               {TraceFormat::kBailian, "bailian"},
+                                                               {TraceFormat::kCsv, "csv"}}},
                                                              "trace format"};
 
 struct Request {

@@ -127,7 +127,10 @@ FirstRecord ScanFirstRecord(const std::string& path, const std::string& data, si
       if (!s.At('"')) s.Unexpected("a key string");
       const std::string k(s.String(&decoded));
       fr.keys.push_back(k);
-      if (k == "requests" || k == "tokens" || k == "hash_ids") return fr;
+      // A kv-cache-tester document is one record: stop before its request list. The JSONL
+      // formats are scanned to the end of the first record, since a Bailian record may name
+      // hash_ids before chat_id.
+      if (k == "requests") return fr;
       s.Ws();
       s.Expect(':', "':' after a key");
       s.Value(1);
@@ -148,8 +151,35 @@ std::optional<TraceFormat> FormatOfKeys(const std::vector<std::string>& keys) {
   };
   if (has("requests")) return TraceFormat::kKvTester;
   if (has("tokens")) return TraceFormat::kTokens;
-  if (has("hash_ids") || has("input_length")) return TraceFormat::kMooncake;
+  if (has("hash_ids") || has("input_length")) {
+    return has("chat_id") && has("parent_chat_id") ? TraceFormat::kBailian : TraceFormat::kMooncake;
+  }
   return std::nullopt;
+}
+
+// The first line as a CSV header: true when its comma-separated names include every column the
+// csv reader needs (no JSON text starts that way).
+bool IsCsvHeader(const std::string& data, size_t first) {
+  const size_t nl = data.find('\n', first);
+  const std::string_view line = std::string_view(data).substr(
+      first, nl == std::string::npos ? std::string::npos : nl - first);
+  std::vector<std::string_view> names;
+  size_t p = 0;
+  for (;;) {
+    const size_t c = line.find(',', p);
+    std::string_view n =
+        line.substr(p, c == std::string_view::npos ? std::string_view::npos : c - p);
+    while (!n.empty() && (n.front() == ' ' || n.front() == '\t')) n.remove_prefix(1);
+    while (!n.empty() && (n.back() == ' ' || n.back() == '\t' || n.back() == '\r'))
+      n.remove_suffix(1);
+    names.push_back(n);
+    if (c == std::string_view::npos) break;
+    p = c + 1;
+  }
+  for (const char* k : {"timestamp_ms", "input_length", "output_length", "hash_ids"}) {
+    if (std::find(names.begin(), names.end(), k) == names.end()) return false;
+  }
+  return true;
 }
 
 TraceFormat DetectFromData(const std::string& path, const std::string& data) {
@@ -158,8 +188,10 @@ TraceFormat DetectFromData(const std::string& path, const std::string& data) {
   // LineOfByte takes 1-based offsets.
   const Where w{path, LineOfByte(data, first + 1)};
   if (data[first] != '{') {
+    if (IsCsvHeader(data, first)) return TraceFormat::kCsv;
     Fail(w, "",
-         "cannot detect the trace format: the first record is not a JSON object (use --format)");
+         "cannot detect the trace format: the first record is not a JSON object, nor a CSV "
+         "header naming timestamp_ms,input_length,output_length,hash_ids (use --format)");
   }
   const FirstRecord fr = ScanFirstRecord(path, data, first);
   if (const std::optional<TraceFormat> f = FormatOfKeys(fr.keys)) return *f;
@@ -168,7 +200,8 @@ TraceFormat DetectFromData(const std::string& path, const std::string& data) {
   for (const std::string& k : fr.keys) found += (found.empty() ? "" : ", ") + k;
   Fail(w, "",
        "cannot detect the trace format: the first record has none of the keys requests "
-       "(kvtester), tokens (tokens), hash_ids/input_length (mooncake); it has {" +
+       "(kvtester), tokens (tokens), hash_ids/input_length (mooncake; bailian with chat_id and "
+       "parent_chat_id); it has {" +
            found + "} (use --format)");
 }
 
@@ -180,6 +213,12 @@ const char* FormatLooks(TraceFormat f) {
       return "kv-cache-tester JSON (its first record has requests)";
     case TraceFormat::kTokens:
       return "tokens JSONL (its first record has tokens)";
+    case TraceFormat::kBailian:
+      return "Qwen-Bailian JSONL (its first record has hash_ids/input_length with chat_id and "
+             "parent_chat_id)";
+    case TraceFormat::kCsv:
+      return "CSV (its first line is a header naming timestamp_ms,input_length,output_length,"
+             "hash_ids)";
   }
   return "";
 }
@@ -200,12 +239,13 @@ std::vector<std::string> ExpandPaths(const std::vector<std::string>& paths) {
     std::vector<std::string> names;
     for (const fs::directory_entry& e : fs::directory_iterator(p, ec)) {
       const std::string ext = e.path().extension().string();
-      if ((ext == ".json" || ext == ".jsonl") && !e.is_directory()) {
+      if ((ext == ".json" || ext == ".jsonl" || ext == ".csv") && !e.is_directory()) {
         names.push_back(e.path().filename().string());
       }
     }
     if (ec) throw InputError(p, 0, "", "cannot list directory: " + ec.message());
-    if (names.empty()) throw InputError(p, 0, "", "directory holds no *.json or *.jsonl files");
+    if (names.empty())
+      throw InputError(p, 0, "", "directory holds no *.json, *.jsonl or *.csv files");
     std::sort(names.begin(), names.end());
     for (const std::string& n : names) files.push_back((fs::path(p) / n).string());
   }
@@ -254,7 +294,10 @@ namespace reader {
 
 std::optional<TraceFormat> GuessTraceFormat(const std::string& path, const std::string& data) {
   const size_t first = data.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos || data[first] != '{') return std::nullopt;
+  if (first == std::string::npos) return std::nullopt;
+  if (data[first] != '{') {
+    return IsCsvHeader(data, first) ? std::optional<TraceFormat>(TraceFormat::kCsv) : std::nullopt;
+  }
   return FormatOfKeys(ScanFirstRecord(path, data, first).keys);
 }
 
@@ -278,6 +321,12 @@ FileTrace ParseTraceText(const std::string& path, const std::string& text,
         break;
       case TraceFormat::kTokens:
         ReadTokens(path, *data, opt, &ft);
+        break;
+      case TraceFormat::kBailian:
+        ReadBailian(path, *data, opt, &ft);
+        break;
+      case TraceFormat::kCsv:
+        ReadCsv(path, *data, opt, &ft);
         break;
     }
   } catch (const InputError& e) {

@@ -1,4 +1,4 @@
-// Readers that turn request-trace files into the in-memory Trace (trace.h). Three formats, all
+// Readers that turn request-trace files into the in-memory Trace (trace.h). Five formats, all
 // described with their exact rules in traces/README.md:
 //   mooncake  JSONL, one request a line: timestamp (ms), input_length, output_length, hash_ids
 //             (one id per block incl. the partial last block).
@@ -7,9 +7,14 @@
 //             sub-agent groups that are flattened into the request list in time order.
 //   tokens    JSONL for hand-made tests: timestamp (ms), tokens (the token ids), output_length;
 //             block ids are interned from the token content, so they are exact.
+//   bailian   Alibaba Qwen-Bailian usage traces (JSONL): chat_id, parent_chat_id, timestamp (s),
+//             input_length, output_length, type, turn, hash_ids (16-token blocks).
+//   csv       a header line, then timestamp_ms,input_length,output_length,hash_ids rows (ids
+//             separated by spaces or ';'); other columns ignored.
 // Every error in the input is an InputError naming file, 1-based line and field; a load either
 // returns the whole trace or throws: nothing is half-read. Each format has its own reader
-// (mooncake_reader.cpp, kvtester_reader.cpp, tokens_reader.cpp); this header is their one entry.
+// (mooncake_reader.cpp, kvtester_reader.cpp, tokens_reader.cpp, bailian_reader.cpp,
+// csv_reader.cpp); this header is their one entry.
 #pragma once
 
 #include <cstdint>
@@ -23,20 +28,21 @@
 
 namespace kvlanes {
 
-// "mooncake" | "kvtester" | "tokens" (kTraceFormatNames in trace.h). Unknown names throw
-// InputError on field "format" listing the valid names and the closest one.
+// "mooncake" | "kvtester" | "tokens" | "bailian" | "csv" (kTraceFormatNames in trace.h). Unknown
+// names throw InputError on field "format" listing the valid names and the closest one.
 TraceFormat ParseTraceFormat(std::string_view name);
 // The name ParseTraceFormat accepts for `fmt`.
 const char* TraceFormatName(TraceFormat fmt);
 
 // Decides the format of one file from the keys of its first record: `requests` -> kvtester,
-// `tokens` -> tokens, `hash_ids`/`input_length` -> mooncake. Throws InputError when the file is
-// unreadable, not JSON, or its first record has none of those keys.
+// `tokens` -> tokens, `hash_ids`/`input_length` with chat_id and parent_chat_id -> bailian,
+// otherwise -> mooncake; a first line that is a CSV header naming the csv columns -> csv. Throws
+// InputError when the file is unreadable, neither, or its first record has none of those keys.
 TraceFormat DetectTraceFormat(const std::string& path);
 
 struct TraceOptions {
   // Tokens per block id. 0 = the format's default: mooncake 512, kvtester the file's block_size
-  // (a non-zero value must then equal it), tokens page_tokens.
+  // (a non-zero value must then equal it), tokens page_tokens, bailian 16, csv 512.
   int64_t block_tokens = 0;
   // Tokens per KV page. Must divide the block size, so that a block is a whole number of pages.
   int64_t page_tokens = 64;
@@ -63,7 +69,7 @@ std::string ReadTraceFile(const std::string& path, const TraceOptions& opt);
 // Source i (in Trace::sources order) has its block ids namespaced as (i << 40) | id, so two files
 // never share a prefix; an id >= 2^40 is an error. Requests are merged by arrival time; ties are
 // broken by source order, then by order inside the file (line order). Timestamps become integer
-// ns: ms * 1e6 (mooncake, tokens) or llround(t * 1e9) (kvtester seconds).
+// ns: ms * 1e6 (mooncake, tokens, csv) or llround(t * 1e9) (kvtester and bailian seconds).
 // All files must agree on one block size (Trace::block_tokens).
 // Throws InputError.
 Trace LoadTrace(const std::vector<std::string>& paths, std::optional<TraceFormat> fmt,

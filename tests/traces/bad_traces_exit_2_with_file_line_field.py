@@ -12,6 +12,9 @@ import tempfile
 
 KVLANES, SRC = sys.argv[1], sys.argv[2]
 GOOD = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}\n'
+BAILIAN = ('{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 40, '
+           '"output_length": 3, "type": "text", "turn": 1, "hash_ids": [7, 8, 9]}\n')
+CSV_HEAD = "timestamp_ms,input_length,output_length,hash_ids\n0,600,5,1 2\n"
 
 # (name, file text, extra arguments, expected message start after the path, fragment)
 CASES = [
@@ -36,6 +39,12 @@ CASES = [
      ":2: input_length: ", "missing field"),
     ("malformed.jsonl", GOOD + '{"timestamp": 1, "input_length": 6\n', [], ":2: ",
      "malformed JSON"),
+    ("bailian_missing_turn.jsonl",
+     BAILIAN + '{"chat_id": 2, "parent_chat_id": 1, "timestamp": 1, "input_length": 40, '
+     '"output_length": 3, "hash_ids": [7, 8, 9]}\n', [], ":2: turn: ", "missing field"),
+    ("bailian_page.jsonl", BAILIAN, [], ": page_tokens: ", "does not divide"),
+    ("csv_bad_id.csv", CSV_HEAD + "1,600,5,1 x\n", [], ":3: hash_ids: ", "column 4: element 1"),
+    ("csv_short_row.csv", CSV_HEAD + "1,600,5\n", [], ":3: ", "row has 3 columns"),
     ("control_byte.jsonl", GOOD + '{"timestamp": 1,\x01 "input_length": 6}\n', [], ":2: ",
      "control byte 0x01"),
 ]

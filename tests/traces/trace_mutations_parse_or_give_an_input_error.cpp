@@ -1,4 +1,4 @@
-// Seeded mutation fuzzer over the three trace readers: every mutated input either parses or gives
+// Seeded mutation fuzzer over the trace readers: every mutated input either parses or gives
 // an InputError naming the file; never a crash, never another exception. It also checks the
 // readers' JSON grammar against nlohmann-json (the library the readers used before): a line (or
 // document) the readers call "malformed JSON" must be one nlohmann rejects too, and an input the
@@ -78,6 +78,9 @@ const std::vector<std::string>& Tokens() {
                                              "\"timestamp\": 0",
                                              "\"tokens\": [1, 2]",
                                              "\"requests\": []",
+                                             "\"chat_id\": 1",
+                                             "\"parent_chat_id\": -1",
+                                             ";",
                                              "\"type\": \"subagent\"",
                                              "\"requests\": [{\"t\": 0, \"type\": \"subagent\"}]",
                                              std::string(300, '['),
@@ -168,15 +171,17 @@ struct Result {
 // is well, else what went wrong.
 std::string Check(const std::string& path, const std::string& text, TraceFormat fmt, bool* parsed) {
   TraceOptions opt;
-  opt.page_tokens = fmt == TraceFormat::kTokens ? 4 : 64;
+  opt.page_tokens = fmt == TraceFormat::kTokens || fmt == TraceFormat::kBailian ? 4 : 64;
   opt.allow_unsorted = true;
   const bool jsonl = fmt != TraceFormat::kKvTester;
+  // CSV is not JSON: only "parses or gives an InputError naming the file" applies.
+  const bool csv = fmt == TraceFormat::kCsv;
   for (const std::optional<TraceFormat> f :
        {std::optional<TraceFormat>(fmt), std::optional<TraceFormat>()}) {
     try {
       kvlanes::reader::ParseTraceText(path, text, f, opt);
       if (f) *parsed = true;
-      if (!f) continue;
+      if (!f || csv) continue;
       // Accepted: nlohmann must parse it as well (each line, or the document).
       std::string body = text;
       if (body.compare(0, 3, "\xEF\xBB\xBF") == 0) body.erase(0, 3);
@@ -197,7 +202,7 @@ std::string Check(const std::string& path, const std::string& text, TraceFormat 
       if (e.file() != path && e.file() != "")
         return std::string("error names another file: ") + e.what();
       if (e.message().empty()) return "empty error message";
-      if (e.message().rfind("malformed JSON", 0) != 0) continue;
+      if (csv || e.message().rfind("malformed JSON", 0) != 0) continue;
       // The readers call it malformed: nlohmann must reject it as well.
       std::string body = text;
       if (body.compare(0, 3, "\xEF\xBB\xBF") == 0) body.erase(0, 3);
@@ -269,6 +274,8 @@ int main(int argc, char** argv) {
         "{\"timestamp\": 1, \"tokens\": [1,2,3,4, 5,6,7,8, 10,11,12,13], \"output_length\": 0}\n"
         "{\"timestamp\": 2, \"tokens\": [1,2,3,4, 6,6,7,8], \"output_length\": 0, \"x\": {}}\n"
         "{\"timestamp\": 4, \"tokens\": [1,2,3], \"output_length\": 0}\n"}},
+      {TraceFormat::kBailian, "bailian", {FirstLines(Slurp(src + "bailian/sample.jsonl"), 12)}},
+      {TraceFormat::kCsv, "csv", {Slurp(src + "csv/sample.csv")}},
   };
   int failures = 0;
   for (size_t s = 0; s < seeds.size(); ++s) {
