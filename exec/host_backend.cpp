@@ -53,8 +53,8 @@ void CheckHostMemory(const ExecGeometry& geo, size_t segment_bytes) {
   const double ranks = geo.ranks;
   const double device = static_cast<double>(geo.device_pool_bytes()) * ranks;
   const double host = static_cast<double>(geo.host_pool_bytes()) * ranks;
-  const double buffers = static_cast<double>(geo.dense_bytes() + geo.send_bytes() +
-                                             geo.recv_bytes()) * ranks;
+  const double buffers =
+      static_cast<double>(geo.dense_bytes() + geo.send_bytes() + geo.recv_bytes()) * ranks;
   // The shared segment holds every rank's device pools and exchange area.
   const double need = static_cast<double>(segment_bytes) + host + buffers;
   const double avail = AvailableHostBytes();

@@ -95,8 +95,9 @@ class ServingReplay {
                 int64_t block_tokens, const ForwardCost& cost, EngineOptions opts = {});
   ~ServingReplay();
 
-  // Serves the whole trace. on_admit(plan, replica, trace index), when set, is called at each admission with
-  // the request's plan (plan.replica set). progress(done, total) now and then (may be empty).
+  // Serves the whole trace. on_admit(plan, replica, trace index), when set, is called at each
+  // admission with the request's plan (plan.replica set). progress(done, total) now and then (may
+  // be empty).
   const ServingResult& Run(const Trace& trace,
                            const std::function<void(const RequestPlan&, int, size_t)>& on_admit,
                            const std::function<void(size_t, size_t)>& progress);

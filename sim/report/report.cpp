@@ -9,10 +9,10 @@
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
 #include "sim/predict/predictor.h"
-#include "traces/input_error.h"
-#include "traces/percentile.h"
 #include "sim/predict/timeline.h"
 #include "sim/report/provenance.h"
+#include "traces/input_error.h"
+#include "traces/percentile.h"
 
 namespace kvlanes {
 

@@ -25,9 +25,9 @@ std::string CsvField(const std::string& s) {
 }
 
 const std::vector<std::string> kIntegerColumns = {
-    "request",         "replica",         "input_tokens",     "device_hit_tokens",
-    "host_hit_tokens", "computed_tokens", "cached",           "evicted_pages",
-    "load_back_pages", "write_back_pages", "backup_pages",    "prefix_runs"};
+    "request",         "replica",          "input_tokens", "device_hit_tokens",
+    "host_hit_tokens", "computed_tokens",  "cached",       "evicted_pages",
+    "load_back_pages", "write_back_pages", "backup_pages", "prefix_runs"};
 
 }  // namespace
 
@@ -102,10 +102,10 @@ void RequestTable::Served(const ServingResult& res) {
 std::vector<std::string> RequestTable::Columns() const {
   std::vector<std::string> c = {"request"};
   if (serving_) c.push_back("replica");
-  c.insert(c.end(), {"arrival_s", "input_tokens", "device_hit_tokens", "host_hit_tokens",
-                     "computed_tokens", "cached", "evicted_pages", "load_back_pages",
-                     "write_back_pages", "backup_pages", "prefix_runs", "gather_method",
-                     "backup_schedule"});
+  c.insert(c.end(),
+           {"arrival_s", "input_tokens", "device_hit_tokens", "host_hit_tokens", "computed_tokens",
+            "cached", "evicted_pages", "load_back_pages", "write_back_pages", "backup_pages",
+            "prefix_runs", "gather_method", "backup_schedule"});
   if (timed_) c.insert(c.end(), {"service_s", "queue_s", "ttft_s"});
   return c;
 }
