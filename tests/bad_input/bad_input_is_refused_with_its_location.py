@@ -110,8 +110,13 @@ huge = plan_lines[1].replace('"arrival_ns":', '"arrival_ns":1e400,"x":', 1)
 p, out = exec_plan(plan_with("huge.jsonl", raw="\n".join([plan_lines[0], huge] + plan_lines[2:]) + "\n"))
 expect_refused("plan number 1e400 (double overflow)", p, out, "huge.jsonl:2:", "number out of range")
 
-p, out = exec_plan(plan_with("header_only.jsonl", raw=plan_lines[0] + "\n"))
+# A header and a trailer counting zero requests: whole, and empty.
+p, out = exec_plan(plan_with("header_only.jsonl",
+                             raw=plan_lines[0] + "\n" + '{"kvlanes_plan_end":{"requests":0,"ops":0}}\n'))
 expect_refused("header-only plan (zero requests)", p, out, "header_only.jsonl", "no requests")
+# The header alone: cut short.
+p, out = exec_plan(plan_with("header_cut.jsonl", raw=plan_lines[0] + "\n"))
+expect_refused("header without its trailer", p, out, "header_cut.jsonl:1: kvlanes_plan_end", "cut short")
 
 
 def edit_request(pred, fn):

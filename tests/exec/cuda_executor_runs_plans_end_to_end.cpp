@@ -188,12 +188,15 @@ TEST_CASE("two ranks on one GPU with an NCCL gather fail before any work with a 
 TEST_CASE("a plan larger than the GPU fails with the sizes it asked for") {
   const ReplayConfig cfg = SmallConfig(1, {"cache.device_pages_per_lane=1200"});
   PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 10);
-  pf.header["device_pages_per_lane"] = int64_t{4} << 30;  // 4 Gi slots x 2 layers x 768 B = 6 TiB
+  // 2 Gi slots (the most a plan header may hold) x 2 layers x 768 B = 3 TiB; the header's config
+  // block repeats the field and must agree.
+  pf.header["device_pages_per_lane"] = int64_t{2} << 30;
+  pf.header["config"]["cache.device_pages_per_lane"] = int64_t{2} << 30;
   TempDir dir;
   const RunOutcome out = RunLocal(GpuPlan(pf), CudaOptions(dir));
   CHECK(out.exit_code == 1);
   CHECK(out.message.find("out of device memory: the plan needs") != std::string::npos);
-  CHECK(out.message.find("device pools 6144.000 GiB") != std::string::npos);
+  CHECK(out.message.find("device pools 3072.000 GiB") != std::string::npos);
   CHECK(NoChildrenLeft());
 }
 

@@ -107,7 +107,7 @@ TEST_CASE("bad suites name the line and the field") {
         doctest::Contains("bad.yaml:5: cases[0] (c).set.cache.cp_size: expected an integer"));
   CHECK(SuiteError(Case("    set: {cache.cp_size: 0}\n    policies: [alpha]\n"
                         "    metrics: {requests: {}}\n")) ==
-        doctest::Contains("bad.yaml:2: cases[0] (c): cache.cp_size: must be in 1..4096"));
+        doctest::Contains("bad.yaml:2: cases[0] (c): --set cache.cp_size: must be in 1..4096"));
   // A metric pinned twice (through its group), and two cases of one name.
   CHECK(SuiteError(Case("    policies: [alpha]\n    metrics: {evicted_pages: {}, "
                         "evicted_pages.host: {abs: 1}}\n")) ==
