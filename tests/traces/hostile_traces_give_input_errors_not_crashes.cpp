@@ -1,4 +1,4 @@
-// The standing bad-input suite of the trace readers (issue 18): every hostile input gives an
+// The standing bad-input suite of the trace readers: every hostile input gives an
 // InputError naming file, line and field, never a crash, a hang or another exception type. The
 // command-line half (exit code 2, the message, no output file) is
 // bad_traces_exit_2_with_file_line_field.py.
