@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/replay_setup.h"
 #include "traces/build_info.h"
 #include "traces/format_readers.h"
 #include "traces/input_error.h"
@@ -92,11 +93,8 @@ int CmdBenchRead(int argc, const char* const* argv) {
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
       "format", po::value(&format), "mooncake | kvtester | tokens (default: detected per file)")(
-      "reps", po::value(&reps)->default_value(5), "runs per measurement (the median is shown)")(
-      "max-file-bytes", po::value(&opt.max_file_bytes)->default_value(opt.max_file_bytes),
-      "largest trace file accepted")(
-      "max-line-bytes", po::value(&opt.max_line_bytes)->default_value(opt.max_line_bytes),
-      "longest JSONL record line accepted");
+      "reps", po::value(&reps)->default_value(5), "runs per measurement (the median is shown)");
+  AddTraceLimitOptions(visible, &opt);
   po::options_description hidden;
   hidden.add_options()("file", po::value(&files)->composing(), "trace file");
   po::options_description all;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/replay_setup.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
 #include "traces/trace_reader.h"
@@ -34,11 +35,8 @@ int CmdTraceStats(int argc, const char* const* argv) {
       "tokens per KV page; must divide the block size")(
       "allow-unsorted", po::bool_switch(&opt.allow_unsorted),
       "sort each file by time instead of refusing timestamps that go backwards")(
-      "json", po::value(&json_path), "also write the statistics as a JSON object to this file")(
-      "max-file-bytes", po::value(&opt.max_file_bytes)->default_value(opt.max_file_bytes),
-      "largest trace file read (a FIFO or device stops there)")(
-      "max-line-bytes", po::value(&opt.max_line_bytes)->default_value(opt.max_line_bytes),
-      "longest JSONL record line read");
+      "json", po::value(&json_path), "also write the statistics as a JSON object to this file");
+  AddTraceLimitOptions(visible, &opt);
   po::options_description hidden;
   hidden.add_options()("file", po::value(&files)->composing(), "trace file or directory");
   po::options_description all;

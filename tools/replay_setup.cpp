@@ -23,10 +23,18 @@ void AddReplayOptions(po::options_description& desc) {
       "hardware profile YAML for predictions (sets hardware.profile)")(
       "set", po::value<std::vector<std::string>>()->composing(),
       "override one config key: --set cache.cp_size=8 (repeatable)")(
-      "allow-unsorted", po::bool_switch(), "accept timestamps going backwards (stable-sorts them)")(
-      "max-file-bytes", po::value<int64_t>()->default_value(TraceOptions::kDefaultMaxFileBytes),
-      "largest trace file read (a FIFO or device stops there)")(
-      "max-line-bytes", po::value<int64_t>()->default_value(TraceOptions::kDefaultMaxLineBytes),
+      "allow-unsorted", po::bool_switch(), "accept timestamps going backwards (stable-sorts them)");
+  AddTraceLimitOptions(desc);
+}
+
+void AddTraceLimitOptions(po::options_description& desc, TraceOptions* bind) {
+  auto value = [&](int64_t TraceOptions::*field, int64_t def) {
+    return (bind ? po::value<int64_t>(&(bind->*field)) : po::value<int64_t>())->default_value(def);
+  };
+  desc.add_options()("max-file-bytes",
+                     value(&TraceOptions::max_file_bytes, TraceOptions::kDefaultMaxFileBytes),
+                     "largest trace file read (a FIFO or device stops there)")(
+      "max-line-bytes", value(&TraceOptions::max_line_bytes, TraceOptions::kDefaultMaxLineBytes),
       "longest JSONL record line read");
 }
 

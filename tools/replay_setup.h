@@ -9,10 +9,15 @@
 
 #include "sim/config.h"
 #include "traces/trace.h"
+#include "traces/trace_reader.h"
 
 namespace kvlanes::cli {
 
 void AddReplayOptions(boost::program_options::options_description& desc);
+// --max-file-bytes and --max-line-bytes (docs/input_limits.md): stored into *bind when given,
+// else read from the variables map (LoadTraceFor does).
+void AddTraceLimitOptions(boost::program_options::options_description& desc,
+                          TraceOptions* bind = nullptr);
 
 struct ReplayInputs {
   ReplayConfig config;
