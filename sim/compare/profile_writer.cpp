@@ -115,6 +115,12 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  layer_base_s: " + Num(p.layer_base_s) + "\n";
   y += "  layer_token_s: " + Num(p.layer_token_s) + "\n";
   y += "  layer_attn_pair_s: " + Num(p.layer_attn_pair_s) + "\n";
+  if (!p.overlap.empty()) {
+    y += "\noverlap:\n" + FitComment(r, "overlap", "  ");
+    for (const auto& o : p.overlap)
+      y +=
+          "  - {victim: " + o.victim + ", beside: " + o.beside + ", share: " + Num(o.share) + "}\n";
+  }
   return y;
 }
 

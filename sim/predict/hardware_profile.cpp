@@ -86,12 +86,24 @@ struct Reader {
 
 }  // namespace
 
+const std::vector<std::string>& OverlapKindNames() {
+  static const std::vector<std::string> kinds = {"h2d", "d2h", "gather", "forward", "device_copy"};
+  return kinds;
+}
+
+double HardwareProfile::OverlapShareOf(const std::string& victim, const std::string& beside) const {
+  for (const auto& o : overlap)
+    if (o.victim == victim && o.beside == beside) return o.share;
+  return 1;
+}
+
 namespace {
 
 HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   Reader r{path};
-  r.OnlyKeys(root, "",
-             {"name", "source", "measured", "host_device", "device", "collectives", "compute"});
+  r.OnlyKeys(
+      root, "",
+      {"name", "source", "measured", "host_device", "device", "collectives", "compute", "overlap"});
   HardwareProfile p;
   if (!root["name"]) r.Fail(root, "name", "missing");
   p.name = root["name"].Scalar();
@@ -161,6 +173,32 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   p.layer_base_s = r.Num(cp, "layer_base_s", "compute.", false);
   p.layer_token_s = r.Num(cp, "layer_token_s", "compute.", false);
   p.layer_attn_pair_s = r.Num(cp, "layer_attn_pair_s", "compute.", false);
+  if (const YAML::Node ov = root["overlap"]) {
+    if (!ov.IsSequence()) r.Fail(ov, "overlap", "expected a list of {victim, beside, share}");
+    for (size_t i = 0; i < ov.size(); ++i) {
+      const YAML::Node o = ov[i];
+      const std::string pre = "overlap[" + std::to_string(i) + "].";
+      r.OnlyKeys(o, pre, {"victim", "beside", "share"});
+      HardwareProfile::OverlapShare s;
+      for (const auto& [key, field] :
+           {std::pair{"victim", &HardwareProfile::OverlapShare::victim},
+            std::pair{"beside", &HardwareProfile::OverlapShare::beside}}) {
+        if (!o[key]) r.Fail(o, pre + key, "missing");
+        s.*field = o[key].Scalar();
+        const auto& kinds = OverlapKindNames();
+        if (std::find(kinds.begin(), kinds.end(), s.*field) == kinds.end())
+          r.Fail(o[key], pre + key,
+                 "unknown kind '" + s.*field + "' (known: h2d, d2h, gather, " +
+                     "forward, device_copy)");
+      }
+      s.share = r.Num(o, "share", pre, true);
+      if (s.share > 1) r.Fail(o["share"], pre + "share", "expected 0 < share <= 1");
+      for (const auto& e : p.overlap)
+        if (e.victim == s.victim && e.beside == s.beside)
+          r.Fail(o, pre + "victim", "duplicate pair " + s.victim + " beside " + s.beside);
+      p.overlap.push_back(std::move(s));
+    }
+  }
   return p;
 }
 

@@ -30,6 +30,11 @@ struct CollectiveModel {
   double peer_setup_s = 0;  // fixed cost per peer read from (one copy or kernel per peer)
 };
 
+// The operation kinds an overlap share names: "h2d" and "d2h" (tier copies), "gather"
+// (materialization kernels and collectives), "forward" (the forward pass), "device_copy"
+// (pack, unpack, scatter kernels).
+const std::vector<std::string>& OverlapKindNames();
+
 struct HardwareProfile {
   std::string name;
   std::string source;     // where the numbers come from
@@ -74,6 +79,20 @@ struct HardwareProfile {
   // with such a profile is refused (CostModel's constructor).
   bool compute_measured = false;
   std::string compute_model_preset;
+  // Optional (YAML overlap: list of {victim, beside, share}): while an operation of kind
+  // `victim` runs at the same time as one of kind `beside` (on another stream), it proceeds at
+  // `share` (0 < share <= 1) of the rate it has alone. Kinds: OverlapKindNames(). A pair not
+  // listed shares nothing (share 1), except two copies in one direction, which use one copy
+  // engine and serialize. Fitted by `kvlanes calibrate` from `bench sweep` pair samples; the
+  // rules that use them are in docs/cost_model.md.
+  struct OverlapShare {
+    std::string victim;
+    std::string beside;
+    double share = 1;
+  };
+  std::vector<OverlapShare> overlap;
+  // The share of `victim` beside `beside` (1 when not listed).
+  double OverlapShareOf(const std::string& victim, const std::string& beside) const;
 
   // The collective model for `ranks` ranks, or nullptr.
   const CollectiveModel* Collectives(int ranks) const;

@@ -167,4 +167,32 @@ TEST_CASE("hardware profile YAML errors name file, line and key") {
   CHECK_FALSE(shipped.measured);
 }
 
+TEST_CASE(
+    "overlap shares parse, default to 1 and refuse unknown kinds, duplicates and shares > 1") {
+  const std::string base =
+      "name: x\nhost_device: {h2d_gbps: 1, d2h_gbps: 1, copy_latency_s: 0, copy_submit_s: 0}\n"
+      "device: {copy_gbps: 1, kernel_launch_s: 0}\n"
+      "compute: {layer_base_s: 0, layer_token_s: 0, layer_attn_pair_s: 0}\n";
+  const HardwareProfile p = ParseHardwareProfile(
+      base + "overlap:\n  - {victim: d2h, beside: gather, share: 0.75}\n", "p.yaml");
+  CHECK(p.OverlapShareOf("d2h", "gather") == 0.75);
+  CHECK(p.OverlapShareOf("gather", "d2h") == 1);
+  auto error = [&](const std::string& overlap) {
+    try {
+      ParseHardwareProfile(base + overlap, "p.yaml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error("overlap:\n  - {victim: d2h, beside: gpu, share: 0.5}\n") ==
+        "p.yaml:6: overlap[0].beside: unknown kind 'gpu' (known: h2d, d2h, gather, forward, "
+        "device_copy)");
+  CHECK(error("overlap:\n  - {victim: d2h, beside: h2d, share: 1.5}\n") ==
+        "p.yaml:6: overlap[0].share: expected 0 < share <= 1");
+  CHECK(error("overlap:\n  - {victim: d2h, beside: h2d, share: 0.5}\n"
+              "  - {victim: d2h, beside: h2d, share: 0.6}\n")
+            .find("overlap[1].victim: duplicate pair d2h beside h2d") != std::string::npos);
+}
+
 }  // namespace kvlanes
