@@ -14,6 +14,7 @@
 #include "exec/gather.h"
 #include "kernels/materialize.h"
 #include "sim/check.h"
+#include "sim/predict/content_hash.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
 #include "traces/input_error.h"
@@ -24,17 +25,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using kernels::LayerRange;
 using kernels::TierDirection;
-
-std::string Fnv1a64Hex(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
 
 // The compute model when no hardware profile is given: the assumed DeepSeek-V3.2-like figures
 // of config/profiles/h200.yaml (docs/executor.md), so a plan runs the same with or without one.

@@ -85,7 +85,9 @@ nlohmann::ordered_json ReplayContext(const ReplayConfig& cfg,
                                      const std::vector<std::string>& trace_files) {
   J c;
   c["kvlanes"] = BuildContext();
-  c["config_fnv1a64"] = Fnv1a64Hex(ConfigToJson(cfg).dump());
+  // Keys sorted (a plain nlohmann::json), as the executor hashes the plan header's config, so
+  // a measurement's config_hash equals the report's config_fnv1a64 for the same config.
+  c["config_fnv1a64"] = Fnv1a64Hex(nlohmann::json::parse(ConfigToJson(cfg).dump()).dump());
   J traces = J::array();
   for (const std::string& path : trace_files) {
     J t;
