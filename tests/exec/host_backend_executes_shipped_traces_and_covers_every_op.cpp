@@ -10,8 +10,8 @@
 #include <map>
 
 #include "exec/host_backend.h"
-#include "sim/report/provenance.h"
 #include "exec_cases.h"
+#include "sim/report/provenance.h"
 
 namespace kvlanes::exec::testing {
 namespace {
