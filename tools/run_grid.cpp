@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -363,7 +364,17 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
   size_t shards = 0;
   std::map<size_t, std::string> shard_file;  // shard index -> file
   std::map<size_t, J> runs;                  // grid index -> run
+  size_t skipped = 0;
   for (const auto& path : paths) {
+    // A glob like sweep.*.json also matches a CSV's context sidecar (FILE.csv.context.json).
+    const std::string_view sidecar = ".csv.context.json";
+    if (path.size() >= sidecar.size() &&
+        path.compare(path.size() - sidecar.size(), sidecar.size(), sidecar) == 0) {
+      std::fprintf(stderr, "kvlanes sweep merge: skipping %s (a CSV's context sidecar)\n",
+                   path.c_str());
+      ++skipped;
+      continue;
+    }
     std::ifstream in(path);
     if (!in) throw InputError(path, 0, "", "cannot open");
     J doc;
@@ -410,6 +421,10 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
            "run " + std::to_string(gi) + " given twice");
     }
   }
+  if (shard_file.empty())
+    throw InputError("", 0, "sweep merge",
+                     "no shard files given (" + std::to_string(skipped) +
+                         " CSV context sidecars skipped)");
   std::string missing;
   for (size_t s = 0; s < shards; ++s)
     if (!shard_file.count(s)) missing += (missing.empty() ? "" : ", ") + std::to_string(s);

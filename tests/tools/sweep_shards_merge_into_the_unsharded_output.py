@@ -54,6 +54,16 @@ for i in range(3):
 subprocess.check_call([kvlanes, "sweep", "merge", "-q", path("part2.json"), path("part0.json"), path("part1.json"),
                        "--json", path("merged.json"), "--csv", path("merged.csv")])
 check(open(path("all.json")).read() == open(path("merged.json")).read(), "merged shards equal the unsharded JSON")
+# a glob over shards that also matches a CSV's context sidecar (sweep.*.json) merges the same
+import shutil
+for i in range(3):
+    shutil.copy(path(f"part{i}.json"), path(f"sweep.p{i}.json"))
+shutil.copy(path("all.csv.context.json"), path("sweep.csv.context.json"))
+globbed = subprocess.run([kvlanes, "sweep", "merge", "-q"] + sorted(path(f) for f in os.listdir(work) if f.startswith("sweep.") and f.endswith(".json")) +
+                         ["--json", path("globbed.json")], capture_output=True, text=True)
+check(globbed.returncode == 0 and "skipping" in globbed.stderr and
+      open(path("globbed.json")).read() == open(path("all.json")).read(),
+      "merge skips a CSV context sidecar its glob matched, and says so")
 check(open(path("all.csv")).read() == open(path("merged.csv")).read(), "merged shards equal the unsharded CSV")
 check(open(path("all.csv.context.json")).read() == open(path("merged.csv.context.json")).read(),
       "merged shards equal the unsharded CSV's context sidecar")
