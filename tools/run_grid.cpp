@@ -10,9 +10,9 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <string_view>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "policies/registry.h"
@@ -422,9 +422,9 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
     }
   }
   if (shard_file.empty())
-    throw InputError("", 0, "sweep merge",
-                     "no shard files given (" + std::to_string(skipped) +
-                         " CSV context sidecars skipped)");
+    throw InputError(
+        "", 0, "sweep merge",
+        "no shard files given (" + std::to_string(skipped) + " CSV context sidecars skipped)");
   std::string missing;
   for (size_t s = 0; s < shards; ++s)
     if (!shard_file.count(s)) missing += (missing.empty() ? "" : ", ") + std::to_string(s);
