@@ -55,10 +55,9 @@ const CublasApi& Api() {
       tried += std::string(tried.empty() ? "" : "; ") + (err ? err : n);
     }
     if (lib == nullptr)
-      throw ExecError(
-          "forward model: cannot load cuBLAS (" + tried +
-          "): --forward model needs libcublas; put its directory on LD_LIBRARY_PATH "
-          "(docs/gpu_runs.md) or run with --forward synthetic");
+      throw ExecError("forward model: cannot load cuBLAS (" + tried +
+                      "): --forward model needs libcublas; put its directory on LD_LIBRARY_PATH "
+                      "(docs/gpu_runs.md) or run with --forward synthetic");
     Bind(lib, used, "cublasCreate_v2", &api.create);
     Bind(lib, used, "cublasDestroy_v2", &api.destroy);
     Bind(lib, used, "cublasSetStream_v2", &api.set_stream);

@@ -503,17 +503,7 @@ void RecordScanner::Scan(const char* b, const char* e, const Where& w) {
         if (!fresh) Fail(w, k, "duplicate key \"" + Cut(k) + "\": a record gives each key once");
         s.Value(1);
       }
-      s.Ws();
-      if (s.At(',')) {
-        s.Advance();
-        s.Ws();
-        continue;
-      }
-      if (s.At('}')) {
-        s.Advance();
-        break;
-      }
-      s.Unexpected("',' or '}'");
+      if (!s.ListGoesOn('}', "',' or '}'")) break;
     }
   }
   s.Ws();
@@ -541,17 +531,7 @@ void RecordScanner::IntList(TextScanner& s, RecordField& f) {
         }
         f.list.push_back(0);
       }
-      s.Ws();
-      if (s.At(',')) {
-        s.Advance();
-        s.Ws();
-        continue;
-      }
-      if (s.At(']')) {
-        s.Advance();
-        break;
-      }
-      s.Unexpected("',' or ']'");
+      if (!s.ListGoesOn(']', "',' or ']'")) break;
     }
   }
   f.value.text = std::string_view(start, static_cast<size_t>(s.pos() - start));

@@ -92,6 +92,20 @@ class TextScanner {
     if (!At(c)) Unexpected(expected);
     ++p_;
   }
+  // After a member or element: skips white space, then a ',' (and the white space after it) says
+  // the list goes on (true), `close` ends it (false, moved past); anything else is an error
+  // naming `expected`.
+  bool ListGoesOn(char close, const char* expected) {
+    Ws();
+    if (At(',')) {
+      Advance();
+      Ws();
+      return true;
+    }
+    if (!At(close)) Unexpected(expected);
+    Advance();
+    return false;
+  }
 
   // At '"': checks the string and moves past it. Returns its content: a view into the text when it
   // has no escapes, else the decoded content in *decoded.
