@@ -243,6 +243,10 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     }
     o.forward = vm["forward"].as<std::string>();
     exec::kForwardModeNames.Parse(o.forward, "--forward");
+    if (o.forward == "model" && (o.backend != "cuda" || o.ranks > 1))
+      throw InputError("", 0, "--forward",
+                       "model runs the proxy on one GPU: it needs --backend cuda and --ranks 1 "
+                       "(the host backend has no model forward pass; use --forward synthetic)");
     if (vm.count("only")) {
       o.copies = o.backups = o.forward_grid = o.pairs = false;
       std::stringstream ss(vm["only"].as<std::string>());
