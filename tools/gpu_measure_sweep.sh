@@ -8,6 +8,7 @@
 #   forward_PRESET.json    the forward grid of the other presets (the TFLOP/s and GB/s tables)
 #   h200_measured_model.yaml, h200_overlap_synthetic.yaml   the calibrated profiles
 #   *.log                  progress, tables and the fits' residuals
+# all packed into $OUT/results.tgz at the end (the device tool returns at most 8 files).
 set -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
@@ -40,3 +41,6 @@ step calibrate_model 30 "$K" calibrate --measurements "$OUT/sweep_model.json" --
   --name h200-measured-model --out "$OUT/h200_measured_model.yaml"
 step calibrate_synthetic 30 "$K" calibrate --measurements "$OUT/sweep_synthetic.json" \
   --base "$BASE" --name h200-overlap-synthetic --out "$OUT/h200_overlap_synthetic.yaml"
+tar -czf /tmp/kvlanes-measure-results.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete &&
+  mv /tmp/kvlanes-measure-results.tgz "$OUT/results.tgz"
+ls -l "$OUT"
