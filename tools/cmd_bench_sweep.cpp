@@ -6,9 +6,12 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "exec/bench/sweep.h"
 #include "exec/exec_error.h"
+#include "exec/forward_model.h"
 #include "sim/config.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
@@ -18,6 +21,57 @@
 namespace po = boost::program_options;
 
 namespace kvlanes::cli {
+namespace {
+
+// A comma list of integers >= min for option `flag`.
+std::vector<int64_t> IntList(const std::string& text, const char* flag, int64_t min) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < min)
+      throw InputError("", 0, flag, "'" + item + "' is not an integer >= " + std::to_string(min));
+    out.push_back(v);
+  }
+  if (out.empty()) throw InputError("", 0, flag, "empty list");
+  return out;
+}
+
+// The forward grid as a table: achieved TFLOP/s and HBM GB/s per shape against the H200's peaks.
+constexpr double kPeakTflops = 989, kPeakGbps = 4800;
+void PrintForwardTable(const nlohmann::ordered_json& doc) {
+  bool any = false;
+  for (const auto& s : doc["samples"]) {
+    if (s["kind"] != "forward") continue;
+    if (!any)
+      std::printf("%-14s %-6s %8s %8s %10s %9s %6s %9s %6s\n", "preset", "layer", "new", "prefix",
+                  "ms/layer", "TFLOP/s", "%peak", "GB/s", "%peak");
+    any = true;
+    auto row = [&](const std::string& kind, const nlohmann::ordered_json& x) {
+      const double t = x["median_s"].get<double>();
+      const double tf = x["tflops"].get<double>(), gb = x["gbps"].get<double>();
+      std::printf("%-14s %-6s %8lld %8lld %10.4f %9.1f %5.1f%% %9.0f %5.1f%%\n",
+                  s["preset"].get<std::string>().c_str(), kind.c_str(),
+                  static_cast<long long>(s["new_tokens"].get<int64_t>()),
+                  static_cast<long long>(s["prefix_tokens"].get<int64_t>()), 1e3 * t, tf,
+                  100 * tf / kPeakTflops, gb, 100 * gb / kPeakGbps);
+    };
+    for (const auto& k : s["per_kind"]) row(k["layer_kind"].get<std::string>(), k);
+    if (s["per_kind"].size() > 1) row("mean", s);
+  }
+  if (any)
+    std::printf("(peaks: %.0f TFLOP/s dense bf16, %.1f TB/s HBM3e; one H200 SXM)\n", kPeakTflops,
+                kPeakGbps / 1000);
+}
+
+}  // namespace
 
 int CmdBenchSweep(int argc, const char* const* argv) {
   po::options_description desc("options");
@@ -45,6 +99,17 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       ("slot-runs", po::value<std::string>()->default_value("1"),
        "host copies: comma-separated run lengths R; for each, the copy grid with slots in runs of R "
        "adjacent pages (1: every page on its own random slot)")
+      ("set", po::value<std::vector<std::string>>()->composing(),
+       "KEY=VALUE config setting after --config (repeatable), e.g. model.preset=glm-5")
+      ("forward", po::value<std::string>()->default_value("synthetic"),
+       "the forward pass of the forward grid and the pairs: synthetic (spin kernel; no forward grid) | "
+       "model (the proxy of the config's model shape; cuda)")
+      ("only", po::value<std::string>(),
+       "comma list of groups to run: copies (tier copies, submission, packed gathers), backups, "
+       "forward (the forward grid), pairs (overlap); default: all")
+      ("forward-tokens", po::value<std::string>(), "forward grid: new-token counts (comma list)")
+      ("forward-prefix", po::value<std::string>(), "forward grid: prefix token counts (comma list)")
+      ("pair-pages", po::value<std::string>(), "pairs: page counts of the copies and gathers (comma list)")
       ("no-backups", po::bool_switch(), "leave out the backups over a forward pass (per-layer and tail, beside a gather)")
       ("backup-gate", po::value<std::string>()->default_value("on"),
        "backups over a forward pass: on = each pass enqueued behind the request gate, off = as the host goes")
@@ -71,16 +136,31 @@ int CmdBenchSweep(int argc, const char* const* argv) {
         << "taking part, the NCCL all-gather and all-reduce of the gathers and CUDA IPC peer "
            "reads\n"
         << "over the same page counts; calibrate those with --base set to the one-rank profile.\n"
-        << "The forward pass is synthetic and never measured.\n\n"
+        << "With --forward model (cuda) it also times the executor's forward-pass proxy per layer "
+           "over\n"
+        << "a grid of new tokens x prefix tokens (--set model.preset=NAME) and prints its TFLOP/s "
+           "and\n"
+        << "GB/s. With either forward pass it times pairs of ops on separate streams (copies "
+           "beside a\n"
+        << "gather, a forward layer, or another copy; a gather beside a forward layer), each "
+           "also alone,\n"
+        << "for the overlap shares calibrate fits.\n\n"
         << desc;
     return 0;
   }
   try {
     if (!vm.count("out")) throw InputError("", 0, "--out", "required (the measurement JSON)");
     exec::SweepOptions o;
-    if (vm.count("config")) {
+    if (vm.count("config") || vm.count("set")) {
       ReplayConfig cfg;
-      LoadConfigFile(vm["config"].as<std::string>(), cfg);
+      if (vm.count("config")) LoadConfigFile(vm["config"].as<std::string>(), cfg);
+      if (vm.count("set")) {
+        for (const std::string& a : vm["set"].as<std::vector<std::string>>())
+          ApplyConfigSetting(a, cfg);
+        ValidateConfig(cfg);
+      }
+      o.model_shape = cfg.model.shape;
+      o.model_preset = cfg.model.preset;
       o.page_tokens = cfg.cache.page_tokens;
       o.layers = cfg.model.layers;
       o.pool_names.clear();
@@ -91,8 +171,8 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       }
       const auto l = kernels::ParseHostLayout(cfg.cache.host_layout);
       if (!l)
-        throw InputError(vm["config"].as<std::string>(), 0, "cache.host_layout",
-                         "expected one of " + kernels::HostLayoutNames());
+        throw InputError(vm.count("config") ? vm["config"].as<std::string>() : "--set", 0,
+                         "cache.host_layout", "expected one of " + kernels::HostLayoutNames());
       o.host_layout = *l;
     }
     if (vm.count("host-layout")) {
@@ -136,7 +216,7 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     if (o.repeats < 1) throw InputError("", 0, "--repeats", "must be >= 1");
     if (o.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
     o.seed = vm["seed"].as<uint64_t>();
-    o.backups = !vm["no-backups"].as<bool>();
+    if (!vm.count("only")) o.backups = !vm["no-backups"].as<bool>();
     const std::string bg = vm["backup-gate"].as<std::string>();
     if (bg != "on" && bg != "off")
       throw InputError("", 0, "--backup-gate", "expected on or off, got '" + bg + "'");
@@ -161,6 +241,48 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       }
       if (o.slot_runs.empty()) throw InputError("", 0, "--slot-runs", "empty list");
     }
+    o.forward = vm["forward"].as<std::string>();
+    exec::kForwardModeNames.Parse(o.forward, "--forward");
+    if (o.forward == "model" && (o.backend != "cuda" || o.ranks > 1))
+      throw InputError("", 0, "--forward",
+                       "model runs the proxy on one GPU: it needs --backend cuda and --ranks 1 "
+                       "(the host backend has no model forward pass; use --forward synthetic)");
+    if (vm.count("only")) {
+      o.copies = o.backups = o.forward_grid = o.pairs = false;
+      std::stringstream ss(vm["only"].as<std::string>());
+      std::string g;
+      while (std::getline(ss, g, ',')) {
+        if (g == "copies")
+          o.copies = true;
+        else if (g == "backups")
+          o.backups = true;
+        else if (g == "forward" && o.forward != "model")
+          throw InputError("", 0, "--only",
+                           "the forward grid times the model proxy: it needs --forward model");
+        else if (g == "forward")
+          o.forward_grid = true;
+        else if (g == "pairs")
+          o.pairs = true;
+        else
+          throw InputError("", 0, "--only",
+                           "unknown group '" + g + "' (valid: copies, backups, forward, pairs)");
+      }
+      if (vm["no-backups"].as<bool>()) o.backups = false;
+    }
+    if (vm.count("forward-tokens"))
+      o.forward_new_tokens = IntList(vm["forward-tokens"].as<std::string>(), "--forward-tokens", 1);
+    if (vm.count("forward-prefix"))
+      o.forward_prefix_tokens =
+          IntList(vm["forward-prefix"].as<std::string>(), "--forward-prefix", 0);
+    if (vm.count("pair-pages"))
+      o.pair_pages = IntList(vm["pair-pages"].as<std::string>(), "--pair-pages", 1);
+    if (vm["quick"].as<bool>()) {  // a small pair and forward grid too
+      if (!vm.count("pair-pages")) o.pair_pages = {4, 32};
+      if (!vm.count("forward-tokens")) o.forward_new_tokens = {16, 64, 256};
+      if (!vm.count("forward-prefix")) o.forward_prefix_tokens = {0, 1024, 4096};
+      o.pair_forward_s = {1e-4};
+      o.pair_forward_shapes = {{128, 1024}};
+    }
     o.timeout_s = TimeoutOption(vm, "timeout-s");
     const bool quiet = vm["quiet"].as<bool>();
     if (!quiet)
@@ -179,6 +301,7 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       for (const auto& s : doc["samples"]) ++by_kind[s["kind"].get<std::string>()];
       std::printf("%-12s %8s\n", "kind", "samples");
       for (const auto& [k, n] : by_kind) std::printf("%-12s %8d\n", k.c_str(), n);
+      PrintForwardTable(doc);
       std::printf("wrote %s\n", out.c_str());
     }
     return 0;

@@ -76,6 +76,13 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
     opt.run_pages = vm["run-pages"].as<int64_t>();
     if (opt.run_pages < 1) throw InputError("", 0, "--run-pages", "must be >= 1");
   }
+  if (vm.count("model-preset")) opt.model_preset = vm["model-preset"].as<std::string>();
+  if (vm.count("overlap-forward")) {
+    opt.overlap_forward = vm["overlap-forward"].as<std::string>();
+    if (opt.overlap_forward != "model" && opt.overlap_forward != "synthetic")
+      throw InputError("", 0, "--overlap-forward",
+                       "expected model or synthetic, got '" + opt.overlap_forward + "'");
+  }
   opt.bands.max_bands = vm["max-bands"].as<int>();
   opt.bands.min_sizes_per_band = vm["min-band-sizes"].as<int>();
   opt.bands.min_gain = vm["band-gain"].as<double>();
@@ -111,6 +118,10 @@ int CmdCalibrate(int argc, const char* const* argv) {
        "none: leave every backup sample out)")
       ("run-pages", po::value<int64_t>(), "host copies: fit the samples whose slots form runs of this many pages "
                                           "(bench sweep --slot-runs)")
+      ("model-preset", po::value<std::string>(),
+       "forward samples: fit the compute terms to the samples of this model preset")
+      ("overlap-forward", po::value<std::string>(),
+       "overlap samples: fit the shares to the pairs timed beside this forward pass (model | synthetic)")
       ("max-bands", po::value<int>()->default_value(d.bands.max_bands),
        "collectives: most size bands per curve")
       ("min-band-sizes", po::value<int>()->default_value(d.bands.min_sizes_per_band),

@@ -1,7 +1,9 @@
 #include "exec/bench/sweep.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -77,7 +79,27 @@ nlohmann::ordered_json GeometryJson(const ExecGeometry& g, const std::string& la
 }
 
 constexpr const char* kForwardNotMeasured =
-    "forward: the executor's forward pass is synthetic; compute terms come from the base profile";
+    "forward: the sweep's forward pass is synthetic (--forward model times the proxy); compute "
+    "terms come from the base profile";
+// Pairs: the request gate holds the streams while both ops are enqueued; it opens by itself after
+// this long (a pair whose enqueue takes longer would start early: counted in the context).
+constexpr double kPairGateTimeoutS = 2.0;
+
+// One op of a pair (PairSamples): its overlap kind, the stream it runs on, its bytes (copies and
+// gathers; 0 for forward layers), a description, and what prepares one run (untimed) and returns
+// what enqueues it.
+struct PairOp {
+  std::string kind;
+  Stream stream = Stream::kCompute;
+  double bytes = 0;
+  std::string what;
+  std::function<std::function<void()>()> make;
+};
+
+// Per repeat of a pair run: each op's span and the time both ran at once.
+struct PairTimes {
+  std::vector<double> a, b, both;
+};
 
 // The measurement file: the backend's context, what every sweep records (date, tool, backend,
 // warm-up, repeats), then `ctx`'s entries, and the samples.
@@ -108,16 +130,28 @@ class Sweeper {
     const std::string mode =
         o_.backend == "host" ? "memcpy" : (o_.tier_copy == "memcpy" ? "memcpy2d" : o_.tier_copy);
     const std::string layout(kernels::HostLayoutName(geo_.host_layout));
-    TierCopySamples(layout, mode);
-    SubmitSamples(layout, mode);
-    PackedGatherSamples();
+    if (o_.copies) {
+      TierCopySamples(layout, mode);
+      SubmitSamples(layout, mode);
+      PackedGatherSamples();
+    }
     if (o_.backups) BackupPassSamples(layout, mode);
+    const bool model = o_.forward == "model";
+    if (model && o_.forward_grid) ForwardGridSamples();
+    const int64_t expired0 = b_.GatesExpired();
+    if (o_.pairs) PairSamples();
 
     nlohmann::ordered_json ctx;
     ctx["geometry"] = GeometryJson(geo_, layout, mode);
     ctx["buffer_bytes"] = geo_.device_pool_bytes();
-    ctx["not_measured"] = {"collectives and peer reads: run the sweep with --ranks N",
-                           kForwardNotMeasured};
+    ctx["forward"] = o_.forward;
+    if (model) ctx["model_preset"] = o_.model_preset;
+    if (o_.pairs) ctx["pair_gates_expired"] = b_.GatesExpired() - expired0;
+    if (!skipped_.empty()) ctx["left_out"] = skipped_;
+    nlohmann::ordered_json not_measured = {
+        "collectives and peer reads: run the sweep with --ranks N"};
+    if (!model) not_measured.push_back(kForwardNotMeasured);
+    ctx["not_measured"] = std::move(not_measured);
     return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
   }
 
@@ -245,6 +279,264 @@ class Sweeper {
                  ", gather of " + std::to_string(gp) + " pages beside it");
         for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
           BackupSamples(n, gp, tail, layout, mode);
+      }
+  }
+
+  // The layer kinds of the geometry's layers under the model shape: kind, first layer, count.
+  struct KindLayers {
+    LayerKind kind;
+    int64_t first = 0, count = 0;
+  };
+  std::vector<KindLayers> ModelLayerKinds() const {
+    std::vector<KindLayers> k;
+    for (int64_t l = 0; l < geo_.layers; ++l) {
+      const LayerKind lk = LayerKindOf(o_.model_shape, l);
+      auto it = std::find_if(k.begin(), k.end(), [&](const KindLayers& x) { return x.kind == lk; });
+      if (it == k.end()) {
+        k.push_back({lk, l, 1});
+      } else {
+        ++it->count;
+      }
+    }
+    return k;
+  }
+
+  // The proxy's work of one request at one rank: every new token, over a prefix of whole pages.
+  ForwardWork& Work(int64_t new_tokens, int64_t prefix_tokens) {
+    ForwardWork& w = work_[work_next_++ % work_.size()];
+    w.prefix_pages = prefix_tokens / geo_.page_tokens;
+    w.new_tokens = new_tokens;
+    w.positions.resize(static_cast<size_t>(new_tokens));
+    const int64_t first = w.prefix_pages * geo_.page_tokens;
+    std::iota(w.positions.begin(), w.positions.end(), static_cast<int32_t>(first));
+    return w;
+  }
+
+  // The largest prefix the dense buffer holds (tokens).
+  int64_t MaxPrefixTokens() const { return geo_.max_prefix_pages * geo_.page_tokens; }
+
+  // forward "model": one layer of the proxy per layer kind, on the compute stream, per (new
+  // tokens, prefix) of the grid. The sample's time is the per-layer mean over the model's layers
+  // (each kind's median weighted by its layer count, per repeat), so `layers` is 1.
+  void ForwardGridSamples() {
+    Progress("forward (the model proxy, per layer)");
+    const ModelShape& ms = o_.model_shape;
+    const std::vector<KindLayers> kinds = ModelLayerKinds();
+    int64_t kv_bytes = 0;  // all pools of one layer, per token
+    for (const int64_t e : geo_.elem_bytes) kv_bytes += e;
+    for (const int64_t n : o_.forward_new_tokens)
+      for (const int64_t p_asked : o_.forward_prefix_tokens) {
+        if (p_asked > MaxPrefixTokens()) {
+          skipped_.push_back("forward prefix " + std::to_string(p_asked) +
+                             " tokens: above the dense buffer's " +
+                             std::to_string(MaxPrefixTokens()) + " (raise --max-pages)");
+          continue;
+        }
+        const int64_t p = p_asked / geo_.page_tokens * geo_.page_tokens;
+        std::vector<double> mix(static_cast<size_t>(o_.repeats), 0.0);
+        double flops = 0, bytes = 0;
+        nlohmann::ordered_json per_kind = nlohmann::ordered_json::array();
+        for (const KindLayers& k : kinds) {
+          const std::vector<double> t = Time(Stream::kCompute, [&] {
+            b_.PrepareForward(Work(n, p));
+            const int64_t l = k.first;
+            return [this, l] { b_.ModelForwardLayer(Stream::kCompute, l, {}); };
+          });
+          const double w = static_cast<double>(k.count) / static_cast<double>(geo_.layers);
+          for (size_t i = 0; i < t.size(); ++i) mix[i] += w * t[i];
+          const double kf = LayerFlops(ms, k.kind, n, p),
+                       kb = LayerBytes(ms, k.kind, n, p, kv_bytes);
+          flops += w * kf;
+          bytes += w * kb;
+          nlohmann::ordered_json x = Stats("forward", t);
+          x.erase("kind");
+          x["layer_kind"] = k.kind == LayerKind::kMoe ? "moe" : "dense";
+          x["layers"] = k.count;
+          x["flops"] = kf;
+          x["hbm_bytes"] = kb;
+          x["tflops"] = kf / x["median_s"].get<double>() / 1e12;
+          x["gbps"] = kb / x["median_s"].get<double>() / 1e9;
+          per_kind.push_back(std::move(x));
+        }
+        nlohmann::ordered_json x = Stats("forward", mix);
+        x["forward"] = "model";
+        x["preset"] = o_.model_preset;
+        x["new_tokens"] = n;
+        x["prefix_tokens"] = p;
+        x["ranks"] = 1;
+        x["layers"] = 1;
+        x["flops"] = flops;
+        x["hbm_bytes"] = bytes;
+        x["tflops"] = flops / x["median_s"].get<double>() / 1e12;
+        x["gbps"] = bytes / x["median_s"].get<double>() / 1e9;
+        x["per_kind"] = std::move(per_kind);
+        x["label"] = "proxy layer (mean over the model's layers), " + std::to_string(n) +
+                     " new tokens over " + std::to_string(p) + " prefix tokens";
+        samples_.push_back(std::move(x));
+      }
+  }
+
+  // The ops of the pairs.
+  PairOp CopyOp(TierDirection dir, Stream s, int64_t n) {
+    const bool h2d = dir == TierDirection::kHostToDevice;
+    PairOp op{h2d ? "h2d" : "d2h",
+              s,
+              static_cast<double>(n * geo_.page_layer_bytes()),
+              std::string(h2d ? "h2d" : "d2h") + " copy of " + std::to_string(n) +
+                  " pages, one layer, every pool",
+              {}};
+    op.make = [this, dir, s, n]() -> std::function<void()> {
+      const auto [d, h] = Slots(n);
+      const int64_t l = RandomLayer();
+      return [this, dir, s, d, h, l] {
+        for (int k = 0; k < geo_.num_pools(); ++k)
+          b_.TierCopy(s, k, dir, d, h, LayerRange{l, l + 1});
+      };
+    };
+    return op;
+  }
+  PairOp GatherOp(int64_t n) {
+    PairOp op{"gather",
+              Stream::kComm,
+              static_cast<double>(2 * n * geo_.page_layer_bytes()),
+              "packed gather layer of " + std::to_string(n) + " pages",
+              {}};
+    op.make = [this, n]() -> std::function<void()> {
+      const auto [d, h] = Slots(n);
+      (void)h;
+      auto g = std::make_shared<GatherIndex>();
+      g->method = GatherMethod::kPacked;
+      g->prefix_pages = n;
+      g->tags.assign(static_cast<size_t>(n), PageTag{});
+      g->pack_slots = d;
+      g->shard_pages = n;
+      g->unpack_index.resize(static_cast<size_t>(n));
+      std::iota(g->unpack_index.begin(), g->unpack_index.end(), 0);
+      b_.PrepareGather(*g);
+      const int64_t l = RandomLayer();
+      return [this, g, l] { GatherLayer(b_, *g, Stream::kComm, l); };
+    };
+    return op;
+  }
+  PairOp SyntheticForwardOp(double busy_s) {
+    char what[64];
+    std::snprintf(what, sizeof what, "synthetic forward layer of %g s", busy_s);
+    PairOp op{"forward", Stream::kCompute, 0, what, {}};
+    op.make = [this, busy_s]() -> std::function<void()> {
+      const int64_t l = RandomLayer();
+      return [this, l, busy_s] { b_.ForwardLayer(Stream::kCompute, l, {}, busy_s); };
+    };
+    return op;
+  }
+  PairOp ModelForwardOp(int64_t n, int64_t p, const KindLayers& k) {
+    PairOp op{"forward",
+              Stream::kCompute,
+              0,
+              std::string("proxy ") + (k.kind == LayerKind::kMoe ? "moe" : "dense") + " layer, " +
+                  std::to_string(n) + " new tokens over " + std::to_string(p) + " prefix tokens",
+              {}};
+    op.make = [this, n, p, k]() -> std::function<void()> {
+      b_.PrepareForward(Work(n, p));
+      const int64_t l = k.first;
+      return [this, l] { b_.ModelForwardLayer(Stream::kCompute, l, {}); };
+    };
+    return op;
+  }
+
+  // Runs `ops` (one or two) released together by the request gate, warm-up runs first: per
+  // repeat the first op's span, the second's and the time both ran at once.
+  PairTimes TimeTogether(const std::vector<const PairOp*>& ops) {
+    PairTimes t;
+    for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
+      std::vector<std::function<void()>> runs;
+      for (const PairOp* op : ops) runs.push_back(op->make());
+      b_.HoldStreams(kPairGateTimeoutS);
+      std::vector<std::pair<int, int>> marks;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const int m0 = b_.Mark(ops[i]->stream);
+        runs[i]();
+        marks.push_back({m0, b_.Mark(ops[i]->stream)});
+      }
+      b_.OpenGate();
+      b_.Sync();
+      std::vector<std::pair<double, double>> span;
+      for (const auto& [m0, m1] : marks) span.push_back({b_.MarkSeconds(m0), b_.MarkSeconds(m1)});
+      b_.ReleaseMarks();
+      if (rep < 0) continue;
+      t.a.push_back(std::max(span[0].second - span[0].first, 1e-9));
+      if (ops.size() > 1) {
+        t.b.push_back(std::max(span[1].second - span[1].first, 1e-9));
+        t.both.push_back(std::max(0.0, std::min(span[0].second, span[1].second) -
+                                           std::max(span[0].first, span[1].first)));
+      }
+    }
+    return t;
+  }
+
+  // One pair: each op alone, then both; one overlap sample per op (victim).
+  void Pair(const PairOp& a, const PairOp& b) {
+    const PairTimes alone_a = TimeTogether({&a});
+    const PairTimes alone_b = TimeTogether({&b});
+    const PairTimes both = TimeTogether({&a, &b});
+    const std::string pair = a.what + " | " + b.what;
+    for (const bool first : {true, false}) {
+      const PairOp& v = first ? a : b;
+      const PairOp& w = first ? b : a;
+      nlohmann::ordered_json x = Stats("overlap", first ? both.a : both.b);
+      x["victim"] = v.kind;
+      x["beside"] = w.kind;
+      x["alone_s"] = Percentile(first ? alone_a.a : alone_b.a, 0.5);
+      x["overlap_s"] = Percentile(both.both, 0.5);
+      x["beside_s"] = Percentile(first ? both.b : both.a, 0.5);
+      x["beside_alone_s"] = Percentile(first ? alone_b.a : alone_a.a, 0.5);
+      x["victim_bytes"] = v.bytes;
+      x["beside_bytes"] = w.bytes;
+      x["victim_stream"] = kStreamNames.CName(v.stream);
+      x["beside_stream"] = kStreamNames.CName(w.stream);
+      x["forward"] = o_.forward;
+      x["pair"] = pair;
+      x["label"] = v.what + ", beside " + w.what;
+      samples_.push_back(std::move(x));
+    }
+  }
+
+  // The pairs over sizes: copies beside a gather, beside a forward layer, beside a copy of the
+  // other direction and of the same one (another stream: one copy engine per direction), and a
+  // gather beside a forward layer.
+  void PairSamples() {
+    std::set<int64_t> pages;
+    for (const int64_t n : o_.pair_pages) pages.insert(std::min<int64_t>(n, o_.max_pages));
+    const TierDirection h2d = TierDirection::kHostToDevice, d2h = TierDirection::kDeviceToHost;
+    Progress("overlap: copies beside a gather and beside copies");
+    for (const int64_t n : pages) {
+      Pair(CopyOp(h2d, Stream::kH2D, n), GatherOp(n));
+      Pair(CopyOp(d2h, Stream::kD2H, n), GatherOp(n));
+      Pair(CopyOp(h2d, Stream::kH2D, n), CopyOp(d2h, Stream::kD2H, n));
+      Pair(CopyOp(h2d, Stream::kH2D, n), CopyOp(h2d, Stream::kD2H, n));
+      Pair(CopyOp(d2h, Stream::kD2H, n), CopyOp(d2h, Stream::kH2D, n));
+    }
+    Progress("overlap: copies and gathers beside a " + o_.forward + " forward layer");
+    std::vector<PairOp> forwards;
+    if (o_.forward == "model") {
+      std::vector<KindLayers> kinds = ModelLayerKinds();
+      const KindLayers k = kinds.back();  // the most common kind last in the presets (MoE)
+      for (const auto& [n, p] : o_.pair_forward_shapes) {
+        if (p > MaxPrefixTokens()) {
+          skipped_.push_back("pair forward prefix " + std::to_string(p) +
+                             " tokens: above the dense buffer's " +
+                             std::to_string(MaxPrefixTokens()) + " (raise --max-pages)");
+          continue;
+        }
+        forwards.push_back(ModelForwardOp(n, p / geo_.page_tokens * geo_.page_tokens, k));
+      }
+    } else {
+      for (const double f : o_.pair_forward_s) forwards.push_back(SyntheticForwardOp(f));
+    }
+    for (const PairOp& f : forwards)
+      for (const int64_t n : pages) {
+        Pair(CopyOp(h2d, Stream::kH2D, n), f);
+        Pair(CopyOp(d2h, Stream::kD2H, n), f);
+        Pair(GatherOp(n), f);
       }
   }
 
@@ -408,6 +700,10 @@ class Sweeper {
   std::mt19937_64 rng_;
   int64_t runs_ = 0;  // of the slots drawn for the current host copy
   nlohmann::ordered_json samples_ = nlohmann::ordered_json::array();
+  // The proxy's work (the backend keeps a pointer until the next Sync): a few in turn.
+  std::array<ForwardWork, 4> work_;
+  size_t work_next_ = 0;
+  std::vector<std::string> skipped_;  // grid points left out, with why
 };
 
 // Several ranks: the bare collectives and peer reads of the gathers, every rank taking part.
@@ -574,10 +870,53 @@ void Validate(const SweepOptions& o) {
         "per pool, "
         "at least one pool and one submit batch are required");
 }
+
+void ValidateForward(const SweepOptions& o) {
+  if (o.forward != "synthetic" && o.forward != "model")
+    throw ExecError("sweep: forward must be synthetic or model, got '" + o.forward + "'");
+  for (const int64_t n : o.forward_new_tokens)
+    if (n < 1) throw ExecError("sweep: forward new tokens must be >= 1");
+  for (const int64_t p : o.forward_prefix_tokens)
+    if (p < 0) throw ExecError("sweep: forward prefix tokens must be >= 0");
+  for (const int64_t n : o.pair_pages)
+    if (n < 1) throw ExecError("sweep: pair page counts must be >= 1");
+  for (const double f : o.pair_forward_s)
+    if (!(f > 0 && f < 10)) throw ExecError("sweep: pair forward seconds must be in (0, 10)");
+  for (const auto& [n, p] : o.pair_forward_shapes)
+    if (n < 1 || p < 0)
+      throw ExecError("sweep: pair forward shapes need new tokens >= 1, prefix >= 0");
+}
 }  // namespace
+
+ForwardPlan SweepForwardPlan(const SweepOptions& o) {
+  const ExecGeometry geo = SweepGeometry(o);
+  ForwardPlan f;
+  f.shape = o.model_shape;
+  f.preset = o.model_preset;
+  const auto kv = std::find(o.pool_names.begin(), o.pool_names.end(), "kv");
+  if (kv == o.pool_names.end())
+    throw ExecError("sweep: --forward model reads the pool named 'kv'; the geometry has none");
+  f.kv_pool = static_cast<int>(kv - o.pool_names.begin());
+  f.kv_row_bytes = o.elem_bytes[static_cast<size_t>(f.kv_pool)];
+  const int64_t cap = geo.max_prefix_pages * geo.page_tokens;
+  auto fit = [&](int64_t n, int64_t p) {
+    if (p > cap) return;
+    f.max_tokens = std::max(f.max_tokens, n);
+    f.max_keys = std::max(f.max_keys, p / geo.page_tokens * geo.page_tokens + n);
+  };
+  if (o.forward_grid)
+    for (const int64_t n : o.forward_new_tokens)
+      for (const int64_t p : o.forward_prefix_tokens) fit(n, p);
+  if (o.pairs)
+    for (const auto& [n, p] : o.pair_forward_shapes) fit(n, p);
+  f.max_tokens = std::max<int64_t>(f.max_tokens, 1);
+  f.max_keys = std::max<int64_t>(f.max_keys, 1);
+  return f;
+}
 
 nlohmann::ordered_json RunSweep(const SweepOptions& o, RankBackend& backend) {
   Validate(o);
+  ValidateForward(o);
   if (backend.ranks() != o.ranks)
     throw ExecError("sweep: the backend has " + std::to_string(backend.ranks()) +
                     " ranks, the options " + std::to_string(o.ranks));
@@ -662,6 +1001,11 @@ nlohmann::ordered_json RunRanks(const SweepOptions& o) {
 
 nlohmann::ordered_json RunSweep(const SweepOptions& o) {
   Validate(o);
+  ValidateForward(o);
+  if (o.forward == "model" && (o.backend != "cuda" || o.ranks > 1))
+    throw ExecError(
+        "sweep: --forward model runs the proxy on one GPU: it needs --backend cuda and --ranks 1 "
+        "(the host backend has no model forward pass; use --forward synthetic)");
   if (o.ranks > 1) return RunRanks(o);
   const ExecGeometry geo = SweepGeometry(o);
   if (o.backend == "host") {
@@ -693,6 +1037,11 @@ nlohmann::ordered_json RunSweep(const SweepOptions& o) {
   c.timeout_s = o.timeout_s;
   c.needs_nccl = false;  // one rank: no collective runs
   c.needs_p2p = false;
+  ForwardPlan fplan;
+  if (o.forward == "model") {
+    fplan = SweepForwardPlan(o);
+    c.forward = &fplan;
+  }
   std::unique_ptr<RankBackend> b = MakeCudaBackend(geo, 0, 0, *rv, c);
   return RunSweep(o, *b);
 #else

@@ -11,9 +11,17 @@
 // With --ranks N > 1 the sweep forks N rank processes and measures, every rank taking part, the
 // bare NCCL all-gather and all-reduce the gathers use and peer reads (the p2p gather with every
 // page on a peer), one layer of 1..max_pages pages; the tier and device copies come from a
-// --ranks 1 sweep (calibrate --base takes that profile). Never measured: the forward pass (the
-// executor's forward pass is synthetic, so its time calibrates nothing; compute terms come from the
-// base profile).
+// --ranks 1 sweep (calibrate --base takes that profile).
+// With forward "model" (the executor's proxy, exec/forward_model.h; cuda) the sweep also times
+//   forward      one layer of the proxy per layer kind over a grid of (new tokens, prefix tokens),
+//                one sample per point: the per-layer time of the model's mix of layer kinds, with
+//                its FLOPs, HBM bytes, TFLOP/s and GB/s (and each kind's own)
+// and with either forward pass the pairs (docs/calibration.md, "Overlap"):
+//   overlap      two ops on separate streams released together by the request gate, each also
+//                timed alone: h2d or d2h copies (one layer, every pool) beside a packed gather
+//                layer, beside a forward layer, beside a copy of the other direction and of the
+//                same one (on another stream); a gather layer beside a forward layer. One sample
+//                per op of the pair (victim), with both ops' times in the pair run.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +31,8 @@
 #include <vector>
 
 #include "exec/backend.h"
+#include "exec/forward_model.h"
+#include "sim/model/model_shapes.h"
 
 namespace kvlanes::exec {
 
@@ -61,6 +71,26 @@ struct SweepOptions {
       0, 1024, 2048};       // gather beside the forward pass (capped at max_pages)
   bool backup_gate = true;  // enqueue each pass behind the request gate (false: as the host goes,
                             // as `exec --gate off`)
+  // The groups of the one-rank sweep: tier copies, copy submission and packed gathers (`copies`),
+  // backups (above), the forward grid (forward "model" only) and the pairs.
+  bool copies = true;
+  bool forward_grid = true;
+  bool pairs = true;
+  // The forward pass of the forward grid and the pairs: "synthetic" (the spin kernel) or "model"
+  // (the proxy of model_shape; the cuda backend, or a backend given to RunSweep that has one).
+  std::string forward = "synthetic";
+  ModelShape model_shape;
+  std::string model_preset;  // the config's model.preset (what calibrate writes into the profile)
+  // Forward grid: every new-token count beside every prefix (rounded down to whole pages; prefixes
+  // above the dense buffer, max_pages pages, are left out).
+  std::vector<int64_t> forward_new_tokens = {128, 512, 2048, 8192};
+  std::vector<int64_t> forward_prefix_tokens = {0, 8192, 32768};
+  // Pairs: the copies' and gathers' page counts (one layer, capped at max_pages), and the forward
+  // layer beside them: synthetic spins of these seconds, or proxy layers of these (new tokens,
+  // prefix tokens).
+  std::vector<int64_t> pair_pages = {16, 256, 2048};
+  std::vector<double> pair_forward_s = {1e-4, 1e-3};
+  std::vector<std::pair<int64_t, int64_t>> pair_forward_shapes = {{512, 0}, {2048, 16384}};
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;  // one line per group (may be empty)
 };
@@ -76,6 +106,10 @@ ExecGeometry SweepGeometry(const SweepOptions& o);
 // {"kvlanes_measurements": 1, "context": ..., "samples": [...]}. Throws ExecError on a backend
 // failure.
 nlohmann::ordered_json RunSweep(const SweepOptions& o, RankBackend& backend);
+
+// forward "model": the proxy's plan the backend needs (shape, kv pool, the largest sizes the grid
+// and the pairs use). Throws ExecError when the geometry has no pool named kv.
+ForwardPlan SweepForwardPlan(const SweepOptions& o);
 
 // Makes the backend o.backend names and runs the sweep on it.
 nlohmann::ordered_json RunSweep(const SweepOptions& o);

@@ -113,7 +113,11 @@ std::string PickOne(const Measurements& m, SampleKind kind, const std::set<std::
   if (present.size() > 1)
     throw InputError(m.file, 0, std::string(kname) + "." + field,
                      "samples hold several " + std::string(field) + "s (" + Distinct(present) +
-                         "); the profile has one copy model: choose one with " + flag);
+                         "); the profile has one " +
+                         (kind == SampleKind::kForward   ? "compute model"
+                          : kind == SampleKind::kOverlap ? "set of overlap shares"
+                                                         : "copy model") +
+                         ": choose one with " + flag);
   return *present.begin();
 }
 
@@ -548,16 +552,44 @@ void FitCollectives(Calibration& c) {
 
 // ---------------------------------------------------------------- forward pass
 
-// Forward pass per layer: base + (token * n + pair * n * (p + n/2)) / N.
+// Forward pass per layer: base + (token * n + pair * n * (p + n/2)) / N. Samples of the spin
+// kernel (forward "synthetic") time a duration the sweep chose, so they calibrate nothing and are
+// left out; samples of several presets need --model-preset.
 void FitForward(Calibration& c) {
   HardwareProfile& p = c.profile();
-  const std::vector<const Sample*> s = OfKind(c.m, SampleKind::kForward);
+  std::vector<const Sample*> s;
+  std::set<std::string> presets;
+  size_t synthetic = 0;
+  for (const Sample* x : OfKind(c.m, SampleKind::kForward)) {
+    if (x->forward == "synthetic") {
+      ++synthetic;
+      continue;
+    }
+    s.push_back(x);
+    presets.insert(x->preset);
+  }
+  if (synthetic > 0)
+    c.out.notes.push_back(std::to_string(synthetic) +
+                          " forward samples of the synthetic forward pass left out (they time a "
+                          "chosen duration)");
   if (s.empty()) {
     c.Keep("compute.layer_base_s", &HardwareProfile::layer_base_s);
     c.Keep("compute.layer_token_s", &HardwareProfile::layer_token_s);
     c.Keep("compute.layer_attn_pair_s", &HardwareProfile::layer_attn_pair_s);
+    if (c.base) {
+      p.compute_measured = c.base->compute_measured;
+      p.compute_model_preset = c.base->compute_model_preset;
+    }
     return;
   }
+  const std::string preset =
+      PickOne(c.m, SampleKind::kForward, presets, c.opt.model_preset, "preset", "--model-preset");
+  const size_t all = s.size();
+  std::erase_if(s, [&](const Sample* x) { return x->preset != preset; });
+  if (s.size() < all)
+    c.out.notes.push_back(std::to_string(all - s.size()) +
+                          " forward samples of other model presets left out (kept '" + preset +
+                          "')");
   Eigen::MatrixXd a(static_cast<Eigen::Index>(s.size()), 3);
   Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
   for (size_t i = 0; i < s.size(); ++i) {
@@ -577,10 +609,93 @@ void FitForward(Calibration& c) {
   p.layer_base_s = f.x[0];
   p.layer_token_s = f.x[1];
   p.layer_attn_pair_s = f.x[2];
+  // Measured on the proxy of a named preset: the profile says so (a replay of another preset is
+  // refused). Samples without a preset (older files) leave the terms unlabelled.
+  p.compute_measured = !preset.empty();
+  p.compute_model_preset = preset;
+  if (!preset.empty()) r.note = "model preset " + preset;
   r.params = {{"layer_base_s", p.layer_base_s},
               {"layer_token_s", p.layer_token_s},
               {"layer_attn_pair_s", p.layer_attn_pair_s}};
   c.out.fits.push_back(std::move(r));
+}
+
+// ---------------------------------------------------------------- overlap shares
+
+// One pair of kinds: while the victim runs beside the other op for `o` seconds it proceeds at
+// share s of its rate alone, so its time in the pair is T = A + (1 - s) o (A: its time alone).
+// Fitted by least squares on relative error over the samples with overlap: x = 1 - s minimizes
+// sum ((A_i + x o_i - T_i) / T_i)^2, x = sum(u_i v_i) / sum(u_i^2) with u = o / T, v = (T - A) / T;
+// s = 1 - x, kept in [kMinShare, 1]. Two copies of one direction (one copy engine) are reported
+// but not written: the stream schedule serializes them.
+constexpr double kMinShare = 0.01;
+constexpr double kMinOverlapFraction = 0.05;  // of the victim's pair time; less tells nothing
+
+void FitOverlap(Calibration& c) {
+  std::vector<const Sample*> all = OfKind(c.m, SampleKind::kOverlap);
+  if (all.empty()) {
+    if (c.base) {
+      c.profile().overlap = c.base->overlap;
+      if (!c.base->overlap.empty()) c.out.kept_from_base.push_back("overlap");
+    }
+    return;
+  }
+  // The forward pass beside which the samples were timed: one per profile.
+  std::set<std::string> modes;
+  for (const Sample* x : all) modes.insert(x->forward);
+  const std::string mode = PickOne(c.m, SampleKind::kOverlap, modes, c.opt.overlap_forward,
+                                   "forward", "--overlap-forward");
+  const size_t n_all = all.size();
+  std::erase_if(all, [&](const Sample* x) { return x->forward != mode; });
+  if (all.size() < n_all)
+    c.out.notes.push_back(std::to_string(n_all - all.size()) +
+                          " overlap samples beside another forward pass left out (kept '" + mode +
+                          "')");
+  // Pairs in the order OverlapKindNames lists them.
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const std::string& v : OverlapKindNames())
+    for (const std::string& b : OverlapKindNames())
+      for (const Sample* x : all)
+        if (x->victim == v && x->beside == b) {
+          pairs.push_back({v, b});
+          break;
+        }
+  for (const auto& [v, b] : pairs) {
+    std::vector<const Sample*> used;
+    size_t no_overlap = 0;
+    double uv = 0, uu = 0;
+    for (const Sample* x : all) {
+      if (x->victim != v || x->beside != b) continue;
+      if (!(x->overlap_s > kMinOverlapFraction * x->median_s)) {
+        ++no_overlap;
+        continue;
+      }
+      const double u = x->overlap_s / x->median_s, w = (x->median_s - x->alone_s) / x->median_s;
+      uv += u * w;
+      uu += u * u;
+      used.push_back(x);
+    }
+    const std::string group = "overlap." + v + "/" + b;
+    if (no_overlap > 0)
+      c.out.notes.push_back(group + ": " + std::to_string(no_overlap) +
+                            " samples left out (the two ops ran at once for less than " +
+                            std::to_string(static_cast<int>(100 * kMinOverlapFraction)) +
+                            "% of the victim's time)");
+    if (used.empty()) continue;
+    const double share = std::clamp(1 - uv / uu, kMinShare, 1.0);
+    std::vector<double> rel;
+    for (const Sample* x : used)
+      rel.push_back((x->alone_s + (1 - share) * x->overlap_s - x->median_s) / x->median_s);
+    FitReport r = Report(group, used, rel);
+    r.params = {{"share", share}};
+    const bool same_engine = v == b && (v == "h2d" || v == "d2h");
+    if (same_engine) {
+      r.note = "one copy engine: serialized by the schedule, not written";
+    } else {
+      c.profile().overlap.push_back({v, b, share});
+    }
+    c.out.fits.push_back(std::move(r));
+  }
 }
 
 // ---------------------------------------------------------------- the whole profile
@@ -619,6 +734,7 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
   FitDeviceCopies(c);
   FitCollectives(c);
   FitForward(c);
+  FitOverlap(c);
   RequireNoneMissing(c);
   out.profile.source = SourceOf(m, base, out);
   return out;

@@ -26,6 +26,11 @@ struct CalibrateOptions {
   // out and backups keep the generic copy model.
   bool fit_backup_per_layer = true;
   bool fit_backup_tail = true;
+  // Forward samples: keep those of this model preset ("" = the only one present).
+  std::string model_preset;
+  // Overlap samples: keep those timed beside this forward pass, model or synthetic ("" = the
+  // only one present).
+  std::string overlap_forward;
   std::string name = "calibrated";
 };
 

@@ -1,8 +1,11 @@
 #include "sim/compare/measurements.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
+#include "sim/predict/hardware_profile.h"
 #include "traces/input_error.h"
 #include "traces/json_location.h"
 
@@ -74,12 +77,46 @@ void ParseCollective(const JsonCursor& s, Sample& x) {
   x.variant = OptStr(s, "variant");
 }
 
+// "forward" of forward and overlap samples: model or synthetic.
+std::string ParseForwardMode(const JsonCursor& s) {
+  if (!s.Has("forward")) return "";
+  const std::string f = s.Key("forward").Str();
+  if (f != "model" && f != "synthetic")
+    s.Key("forward").Fail("expected model or synthetic, got '" + f + "'");
+  return f;
+}
+
 void ParseForward(const JsonCursor& s, Sample& x) {
-  s.OnlyKeys({KV_COMMON, "new_tokens", "prefix_tokens", "ranks", "layers"});
+  s.OnlyKeys({KV_COMMON, "new_tokens", "prefix_tokens", "ranks", "layers", "forward", "preset",
+              "per_kind", "flops", "hbm_bytes", "tflops", "gbps"});
   x.new_tokens = s.Key("new_tokens").IntAtLeast(1);
   x.prefix_tokens = s.Key("prefix_tokens").IntAtLeast(0);
   if (s.Has("ranks")) x.ranks = s.Key("ranks").IntAtLeast(1);
   if (s.Has("layers")) x.layers = s.Key("layers").IntAtLeast(1);
+  x.forward = ParseForwardMode(s);
+  x.preset = OptStr(s, "preset");
+}
+
+void ParseOverlap(const JsonCursor& s, Sample& x) {
+  s.OnlyKeys({KV_COMMON, "victim", "beside", "alone_s", "overlap_s", "beside_s", "beside_alone_s",
+              "victim_bytes", "beside_bytes", "victim_stream", "beside_stream", "forward",
+              "forward_shape", "pair"});
+  const auto& kinds = OverlapKindNames();
+  for (const auto& [key, field] :
+       {std::pair{"victim", &Sample::victim}, std::pair{"beside", &Sample::beside}}) {
+    x.*field = s.Key(key).Str();
+    if (std::find(kinds.begin(), kinds.end(), x.*field) == kinds.end())
+      s.Key(key).Fail("unknown op kind '" + x.*field +
+                      "' (known: h2d, d2h, gather, forward, device_copy)");
+  }
+  x.alone_s = s.Key("alone_s").NumAtLeast(0, true);
+  x.overlap_s = s.Key("overlap_s").NumAtLeast(0, false);
+  x.beside_s = s.Key("beside_s").NumAtLeast(0, true);
+  for (const char* k : {"alone_s", "overlap_s", "beside_s"})
+    if (s.Key(k).Num() > kMaxSampleSeconds)
+      s.Key(k).Fail("must be at most " + std::to_string(kMaxSampleSeconds) + " s for one sample");
+  if (s.Has("victim_bytes")) x.bytes = s.Key("victim_bytes").NumAtLeast(0, false);
+  x.forward = ParseForwardMode(s);
 }
 
 void ParseBackup(const JsonCursor& s, Sample& x) {
@@ -126,6 +163,9 @@ Sample ParseSample(const JsonCursor& s) {
       break;
     case SampleKind::kBackup:
       ParseBackup(s, x);
+      break;
+    case SampleKind::kOverlap:
+      ParseOverlap(s, x);
       break;
   }
   x.median_s = s.Key("median_s").NumAtLeast(0, true);

@@ -24,10 +24,12 @@ enum class SampleKind {
   kPeerRead,    // peers * setup + alpha + bytes / B, banded, per rank count
   kForward,     // layers * (base + (token n + pair n (p + n/2)) / N)
   kBackup,      // backup copies over a forward pass: copies * latency + bytes / d2h, per schedule
+  kOverlap,     // one op (victim) timed beside another on its own stream: alone + (1 - share) *
+                // overlap
 };
 
 // The `kind` values of the measurement file; calibrate's fit groups are named with them too.
-inline constexpr NameTable<SampleKind, 8> kSampleKindNames{
+inline constexpr NameTable<SampleKind, 9> kSampleKindNames{
     {{{SampleKind::kHostCopy, "host_copy"},
       {SampleKind::kCopySubmit, "copy_submit"},
       {SampleKind::kDeviceCopy, "device_copy"},
@@ -35,7 +37,8 @@ inline constexpr NameTable<SampleKind, 8> kSampleKindNames{
       {SampleKind::kAllReduce, "all_reduce"},
       {SampleKind::kPeerRead, "peer_read"},
       {SampleKind::kForward, "forward"},
-      {SampleKind::kBackup, "backup"}}},
+      {SampleKind::kBackup, "backup"},
+      {SampleKind::kOverlap, "overlap"}}},
     "sample kind"};
 
 // One measured point: the median of `repeats` timed runs of one configuration.
@@ -58,7 +61,15 @@ struct Sample {
   int64_t peers = 0;         // peer_read
   int64_t new_tokens = 0;    // forward
   int64_t prefix_tokens = 0;
-  int64_t layers = 1;                 // forward: the time covers this many layers
+  int64_t layers = 1;  // forward: the time covers this many layers
+  // forward, overlap: the sweep's forward pass ("model": the proxy, "synthetic": the spin kernel;
+  // "" = not given, read as measured on the proxy); forward: the model preset measured.
+  std::string forward, preset;
+  // overlap: the victim's and the other op's kinds (OverlapKindNames), the victim's median time
+  // alone, the median time both ran at once, and the other op's median time in the pair run.
+  // median_s is the victim's time in the pair run.
+  std::string victim, beside;
+  double alone_s = 0, overlap_s = 0, beside_s = 0;
   std::string layout, mode, variant;  // descriptive; layout and mode select host copies
 };
 

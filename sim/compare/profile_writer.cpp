@@ -116,11 +116,16 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  layer_token_s: " + Num(p.layer_token_s) + "\n";
   y += "  layer_attn_pair_s: " + Num(p.layer_attn_pair_s) + "\n";
   if (!p.overlap.empty()) {
-    y += "\noverlap:\n" + FitComment(r, "overlap", "  ");
+    y += "\noverlap:\n";
     for (const auto& o : p.overlap)
-      y +=
-          "  - {victim: " + o.victim + ", beside: " + o.beside + ", share: " + Num(o.share) + "}\n";
+      y += FitComment(r, "overlap." + o.victim + "/" + o.beside, "  ") +
+           "  - {victim: " + o.victim + ", beside: " + o.beside + ", share: " + Num(o.share) +
+           "}\n";
   }
+  // Fitted pairs the list leaves out (two copies of one direction): their share as a comment.
+  for (const FitReport& f : r.fits)
+    if (f.group.rfind("overlap.", 0) == 0 && !f.note.empty() && !f.params.empty())
+      y += "# " + f.group + " share " + Num(f.params[0].second) + " (" + f.note + ")\n";
   return y;
 }
 

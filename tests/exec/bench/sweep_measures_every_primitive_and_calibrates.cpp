@@ -23,6 +23,7 @@ SweepOptions SmallSweep() {
   o.repeats = 3;
   o.warmup = 1;
   o.submit_batches = {1, 4, 16};
+  o.pairs = false;  // the pairs: sweep_times_pairs_and_the_forward_grid.cpp
   return o;
 }
 

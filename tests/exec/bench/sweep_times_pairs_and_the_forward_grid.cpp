@@ -1,0 +1,280 @@
+// `kvlanes bench sweep`'s pairs and forward grid on the host backend: every pair is there over
+// its sizes with both ops' times, the forward grid writes one sample per shape with its FLOPs and
+// bytes (through a host backend given a stand-in for the proxy), the file reads back as a
+// measurement file and calibrate takes it. Host timings are not GPU timings: the code path and
+// the schema are what is checked here; the GPU run is tests/exec/bench/gpu_sweep_and_calibrate.sh.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "exec/bench/sweep.h"
+#include "exec/host_backend.h"
+#include "sim/compare/calibrate.h"
+#include "sim/compare/measurements.h"
+#include "sim/config.h"
+#include "sim/predict/hardware_profile.h"
+
+namespace kvlanes::exec {
+namespace {
+
+SweepOptions PairSweep() {
+  SweepOptions o;
+  o.backend = "host";
+  o.page_tokens = 16;
+  o.layers = 3;
+  o.max_pages = 32;
+  o.repeats = 3;
+  o.warmup = 1;
+  o.copies = false;
+  o.backups = false;
+  o.pair_pages = {4, 16, 1000};  // 1000 is capped at max pages
+  o.pair_forward_s = {1e-4, 2e-4};
+  return o;
+}
+
+// The host backend with a stand-in for the proxy: PrepareForward and ModelForwardLayer record
+// what the sweep asked for (and write the pages, as the proxy's layer does), so the forward grid's
+// code path runs where there is no GPU.
+class ProxyStandIn : public RankBackend {
+ public:
+  explicit ProxyStandIn(std::unique_ptr<RankBackend> b) : b_(std::move(b)) {}
+  std::vector<std::tuple<int64_t, int64_t, size_t>> prepared;  // prefix pages, new, positions
+  std::map<int64_t, int> layers;                               // layer -> calls
+
+  void PrepareForward(const ForwardWork& w) override {
+    prepared.push_back({w.prefix_pages, w.new_tokens, w.positions.size()});
+  }
+  void ModelForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages) override {
+    ++layers[layer];
+    b_->ForwardLayer(s, layer, pages, 0);
+  }
+
+  std::string_view Name() const override { return "host+stand-in"; }
+  int rank() const override { return b_->rank(); }
+  int ranks() const override { return b_->ranks(); }
+  const ExecGeometry& geometry() const override { return b_->geometry(); }
+  nlohmann::ordered_json Context() const override { return b_->Context(); }
+  int Mark(Stream s) override { return b_->Mark(s); }
+  void Wait(Stream w, int m) override { b_->Wait(w, m); }
+  void Sync() override { b_->Sync(); }
+  void StartEpoch() override { b_->StartEpoch(); }
+  double MarkSeconds(int m) const override { return b_->MarkSeconds(m); }
+  void ReleaseMarks() override { b_->ReleaseMarks(); }
+  int HoldStreams(double t) override { return b_->HoldStreams(t); }
+  void OpenGate() override { b_->OpenGate(); }
+  int64_t GatesExpired() override { return b_->GatesExpired(); }
+  void ForwardLayer(Stream s, int64_t l, std::span<const PageWrite> p, double busy) override {
+    b_->ForwardLayer(s, l, p, busy);
+  }
+  void TierCopy(Stream s, int pool, kernels::TierDirection d, std::span<const int32_t> dev,
+                std::span<const int32_t> host, kernels::LayerRange l) override {
+    b_->TierCopy(s, pool, d, dev, host, l);
+  }
+  void PrepareGather(const GatherIndex& g) override { b_->PrepareGather(g); }
+  void ScatterDense(Stream s, int64_t l) override { b_->ScatterDense(s, l); }
+  void PackShard(Stream s, int64_t l) override { b_->PackShard(s, l); }
+  void Unpack(Stream s, int64_t l, RecordBuffer f) override { b_->Unpack(s, l, f); }
+  void ZigzagReorder(Stream s, int64_t l, RecordBuffer f) override { b_->ZigzagReorder(s, l, f); }
+  void PeerGather(Stream s, int64_t l) override { b_->PeerGather(s, l); }
+  void AllGather(Stream s, int64_t b) override { b_->AllGather(s, b); }
+  void AllReduce(Stream s, int64_t o, int64_t b) override { b_->AllReduce(s, o, b); }
+  int VerifyDense(Stream s, int64_t l) override { return b_->VerifyDense(s, l); }
+  int VerifyRecords(Stream s, int64_t l, RecordBuffer f) override {
+    return b_->VerifyRecords(s, l, f);
+  }
+  int VerifyPages(Stream s, int pool, std::span<const int32_t> slots,
+                  std::span<const PageTag> tags) override {
+    return b_->VerifyPages(s, pool, slots, tags);
+  }
+  VerifyResult VerifyResultOf(int h) const override { return b_->VerifyResultOf(h); }
+  void Barrier() override { b_->Barrier(); }
+  std::vector<std::string> AllGatherBytes(const std::string& m) override {
+    return b_->AllGatherBytes(m);
+  }
+  void Abort(const std::string& r) noexcept override { b_->Abort(r); }
+  void CorruptDevicePage(int pool, int32_t slot, int64_t l) override {
+    b_->CorruptDevicePage(pool, slot, l);
+  }
+  void CorruptHostPage(int pool, int32_t slot, int64_t l) override {
+    b_->CorruptHostPage(pool, slot, l);
+  }
+
+ private:
+  std::unique_ptr<RankBackend> b_;
+};
+
+HardwareProfile Base() {
+  HardwareProfile base;
+  base.h2d_gbps = 40;
+  base.d2h_gbps = 41;
+  base.copy_latency_s = 2e-6;
+  base.copy_submit_s = 3e-6;
+  base.kernel_launch_s = 4e-6;
+  base.device_copy_gbps = 3000;
+  base.layer_base_s = 1e-5;
+  base.layer_token_s = 1e-6;
+  base.layer_attn_pair_s = 1e-10;
+  return base;
+}
+
+}  // namespace
+
+TEST_CASE("sweep pairs: every pair over its sizes, both ops timed alone and together") {
+  const SweepOptions o = PairSweep();
+  const nlohmann::ordered_json doc = RunSweep(o);
+  CHECK(doc["context"]["forward"] == "synthetic");
+  CHECK(doc["context"]["pair_gates_expired"] == 0);
+  // (victim, beside, victim bytes or 0) -> samples
+  std::map<std::tuple<std::string, std::string, double>, int> seen;
+  const double page_layer = 16.0 * (656 + 132);
+  for (const auto& s : doc["samples"]) {
+    REQUIRE(s["kind"] == "overlap");
+    CHECK(s["median_s"].get<double>() > 0);
+    CHECK(s["alone_s"].get<double>() > 0);
+    CHECK(s["beside_s"].get<double>() > 0);
+    CHECK(s["beside_alone_s"].get<double>() > 0);
+    // Both spans come from one run: the time both ran at once is within each of them.
+    CHECK(s["overlap_s"].get<double>() >= 0);
+    CHECK(s["overlap_s"].get<double>() <= s["median_s"].get<double>());
+    CHECK(s["forward"] == "synthetic");
+    CHECK(s["repeats"] == 3);
+    const std::string v = s["victim"], b = s["beside"];
+    if (v == "gather") CHECK(s["victim_stream"] == "collective");
+    if (v == "forward") CHECK(s["victim_stream"] == "compute");
+    if (v == "h2d" && b == "h2d") CHECK(s["victim_stream"] != s["beside_stream"]);
+    ++seen[{v, b, s["victim_bytes"].get<double>()}];
+  }
+  for (const double n : {4.0, 16.0, 32.0}) {
+    CAPTURE(n);
+    const double copy = n * page_layer, gather = 2 * n * page_layer;
+    CHECK(seen[{"h2d", "gather", copy}] == 1);
+    CHECK(seen[{"gather", "h2d", gather}] == 1);
+    CHECK(seen[{"d2h", "gather", copy}] == 1);
+    CHECK(seen[{"gather", "d2h", gather}] == 1);
+    CHECK(seen[{"h2d", "d2h", copy}] == 1);
+    CHECK(seen[{"d2h", "h2d", copy}] == 1);
+    CHECK(seen[{"h2d", "h2d", copy}] == 2);  // both ops of the pair
+    CHECK(seen[{"d2h", "d2h", copy}] == 2);
+    CHECK(seen[{"h2d", "forward", copy}] == 2);  // two forward layers beside it
+    CHECK(seen[{"d2h", "forward", copy}] == 2);
+    CHECK(seen[{"gather", "forward", gather}] == 2);
+  }
+  CHECK(seen[{"forward", "h2d", 0}] == 6);  // 2 forward sizes x 3 page counts
+  CHECK(seen[{"forward", "gather", 0}] == 6);
+  CHECK(doc["samples"].size() == 3 * 5 * 2 + 2 * 3 * 3 * 2);
+
+  // The schema is the one calibrate reads; on the host the ops run one after the other, so the
+  // pairs hardly overlap and calibrate says why it fits no share rather than inventing one.
+  const Measurements m = ParseMeasurements(doc.dump(1), "pairs.json");
+  REQUIRE(m.samples.size() == doc["samples"].size());
+  CHECK(m.samples[0].kind == SampleKind::kOverlap);
+  CHECK(m.samples[0].alone_s == doc["samples"][0]["alone_s"].get<double>());
+  const HardwareProfile base = Base();
+  const CalibrationResult r = Calibrate(m, &base, CalibrateOptions{});
+  for (const FitReport& f : r.fits) {
+    CAPTURE(f.group);
+    CHECK(f.group.rfind("overlap.", 0) == 0);
+    REQUIRE(!f.params.empty());
+    CHECK(f.params[0].second > 0);
+    CHECK(f.params[0].second <= 1);
+  }
+  CHECK(r.profile.overlap.size() <= 9);  // the non-same-engine pairs at most
+}
+
+TEST_CASE("sweep forward grid: one sample per shape with FLOPs and bytes, the preset named") {
+  SweepOptions o = PairSweep();
+  o.pairs = true;
+  o.forward = "model";
+  ReplayConfig cfg;
+  ApplyConfigSetting("model.preset=deepseek-v3.2", cfg);
+  o.model_shape = cfg.model.shape;
+  o.model_preset = cfg.model.preset;
+  o.layers = 5;  // 3 dense then MoE layers in the preset
+  o.forward_new_tokens = {16, 64, 128};
+  o.forward_prefix_tokens = {0, 100, 512, 4096};  // 100: rounded down to 96; 4096 > 32 * 16
+  o.pair_pages = {4};
+  o.pair_forward_shapes = {{32, 64}, {32, 100000}};  // the second does not fit the dense buffer
+  const ExecGeometry geo = SweepGeometry(o);
+  std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(geo);
+  ProxyStandIn b(MakeHostBackend(geo, *seg, 0, 60));
+  const nlohmann::ordered_json doc = RunSweep(o, b);
+  CHECK(doc["context"]["forward"] == "model");
+  CHECK(doc["context"]["model_preset"] == "deepseek-v3.2");
+  CHECK(doc["context"]["left_out"].size() == 4);  // 3 grid points, 1 pair shape
+
+  std::set<std::pair<int64_t, int64_t>> shapes;
+  int pairs = 0;
+  for (const auto& s : doc["samples"]) {
+    if (s["kind"] == "overlap") {
+      ++pairs;
+      CHECK(s["forward"] == "model");
+      continue;
+    }
+    REQUIRE(s["kind"] == "forward");
+    CHECK(s["forward"] == "model");
+    CHECK(s["preset"] == "deepseek-v3.2");
+    CHECK(s["layers"] == 1);
+    const int64_t n = s["new_tokens"], p = s["prefix_tokens"];
+    shapes.insert({n, p});
+    REQUIRE(s["per_kind"].size() == 2);
+    const auto& dense = s["per_kind"][0];
+    const auto& moe = s["per_kind"][1];
+    CHECK(dense["layer_kind"] == "dense");
+    CHECK(dense["layers"] == 3);
+    CHECK(moe["layer_kind"] == "moe");
+    CHECK(moe["layers"] == 2);
+    CHECK(dense["flops"].get<double>() == LayerFlops(o.model_shape, LayerKind::kDense, n, p));
+    CHECK(moe["flops"].get<double>() == LayerFlops(o.model_shape, LayerKind::kMoe, n, p));
+    // The sample is the model's mean layer: 3/5 dense, 2/5 MoE.
+    CHECK(s["flops"].get<double>() ==
+          doctest::Approx(0.6 * dense["flops"].get<double>() + 0.4 * moe["flops"].get<double>()));
+    CHECK(s["hbm_bytes"].get<double>() == doctest::Approx(0.6 * dense["hbm_bytes"].get<double>() +
+                                                          0.4 * moe["hbm_bytes"].get<double>()));
+    CHECK(s["tflops"].get<double>() ==
+          doctest::Approx(s["flops"].get<double>() / s["median_s"].get<double>() / 1e12));
+  }
+  CHECK(shapes == std::set<std::pair<int64_t, int64_t>>{{16, 0},
+                                                        {16, 96},
+                                                        {16, 512},
+                                                        {64, 0},
+                                                        {64, 96},
+                                                        {64, 512},
+                                                        {128, 0},
+                                                        {128, 96},
+                                                        {128, 512}});
+  // One page count: 5 copy and gather pairs and 3 beside the one forward shape, 2 victims each.
+  CHECK(pairs == 16);
+  // The proxy was asked for the grid's shapes on the first dense and the first MoE layer.
+  CHECK(b.layers.size() == 2);
+  CHECK(b.layers.count(0) == 1);
+  CHECK(b.layers.count(3) == 1);
+  bool asked = false;
+  for (const auto& [pp, n, pos] : b.prepared) asked |= pp == 6 && n == 128 && pos == 128;
+  CHECK(asked);
+
+  // The schema round-trips; calibrate fits compute terms named for the preset (host times).
+  const Measurements m = ParseMeasurements(doc.dump(1), "fwd.json");
+  CHECK(m.samples.size() == doc["samples"].size());
+  for (const Sample& x : m.samples)
+    if (x.kind == SampleKind::kForward) CHECK(x.preset == "deepseek-v3.2");
+}
+
+TEST_CASE("sweep: --forward model needs the cuda backend, bad grids are refused") {
+  SweepOptions o = PairSweep();
+  o.forward = "model";
+  CHECK_THROWS_WITH(RunSweep(o), doctest::Contains("needs --backend cuda"));
+  o = PairSweep();
+  o.forward = "spin";
+  CHECK_THROWS_WITH(RunSweep(o), doctest::Contains("forward must be synthetic or model"));
+  o = PairSweep();
+  o.pair_pages = {0};
+  CHECK_THROWS_WITH(RunSweep(o), doctest::Contains("pair page counts must be >= 1"));
+  o = PairSweep();
+  o.pool_names = {"a", "b"};
+  CHECK_THROWS_WITH(SweepForwardPlan(o), doctest::Contains("the pool named 'kv'"));
+}
+
+}  // namespace kvlanes::exec

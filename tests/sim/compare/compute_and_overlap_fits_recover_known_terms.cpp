@@ -1,0 +1,212 @@
+// The compute terms and the overlap shares are recovered from synthetic forward and pair samples
+// with seeded noise; the profile names the preset it was measured for, leaves the spin kernel's
+// samples out, and writes an overlap section that loads back.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+
+#include "sim/compare/calibrate.h"
+#include "sim/compare/measurements.h"
+#include "sim/compare/profile_writer.h"
+#include "tests/sim/compare/synthetic.h"
+
+namespace kvlanes::test {
+namespace {
+
+bool Near(double fitted, double truth, double tol) { return std::fabs(fitted / truth - 1) <= tol; }
+
+// Forward samples of the proxy of `preset` from `t`'s compute terms (the per-layer mean, as the
+// sweep writes it), noise `amp`.
+nlohmann::json ForwardSamples(const HardwareProfile& t, const std::string& preset, Noise& noise,
+                              const std::string& forward = "model") {
+  nlohmann::json s = nlohmann::json::array();
+  for (int64_t n : {128, 512, 2048, 8192})
+    for (int64_t p : {0, 8192, 32768, 65536}) {
+      const double nd = static_cast<double>(n), pd = static_cast<double>(p);
+      const double layer =
+          t.layer_base_s + t.layer_token_s * nd + t.layer_attn_pair_s * nd * (pd + nd / 2);
+      s.push_back({{"kind", "forward"},
+                   {"forward", forward},
+                   {"preset", preset},
+                   {"new_tokens", n},
+                   {"prefix_tokens", p},
+                   {"ranks", 1},
+                   {"layers", 1},
+                   {"flops", 1e12},
+                   {"hbm_bytes", 1e9},
+                   {"tflops", 100},
+                   {"gbps", 1000},
+                   {"per_kind", nlohmann::json::array()},
+                   {"median_s", layer * noise()},
+                   {"repeats", 11}});
+    }
+  return s;
+}
+
+// A pair sample: the victim alone takes `alone`, the two ran at once for `frac` of the victim's
+// time in the pair; the victim proceeded at `share` meanwhile: T = alone + (1 - share) o with
+// o = frac T, so T = alone / (1 - (1 - share) frac). Noise on the pair time.
+nlohmann::json PairSample(const std::string& victim, const std::string& beside, double alone,
+                          double frac, double share, double noise, const std::string& forward) {
+  const double t = alone / (1 - (1 - share) * frac) * noise;
+  return {{"kind", "overlap"},
+          {"victim", victim},
+          {"beside", beside},
+          {"alone_s", alone},
+          {"median_s", t},
+          {"overlap_s", frac * t},
+          {"beside_s", frac * t},
+          {"beside_alone_s", frac * t},
+          {"victim_bytes", 1e6},
+          {"beside_bytes", 0},
+          {"victim_stream", "copy h2d"},
+          {"beside_stream", "compute"},
+          {"forward", forward},
+          {"pair", victim + " | " + beside},
+          {"repeats", 11}};
+}
+
+nlohmann::json Doc(nlohmann::json samples) {
+  return {{"kvlanes_measurements", 1},
+          {"context", {{"generator", "tests/sim/compare"}}},
+          {"samples", std::move(samples)}};
+}
+
+const std::map<std::pair<std::string, std::string>, double> kShares = {
+    {{"h2d", "gather"}, 0.8},   {{"gather", "h2d"}, 0.9},     {{"h2d", "forward"}, 0.6},
+    {{"forward", "h2d"}, 0.97}, {{"gather", "forward"}, 0.3}, {{"d2h", "h2d"}, 0.85},
+    {{"h2d", "h2d"}, 0.5}};
+
+nlohmann::json PairSamples(Noise& noise, const std::string& forward) {
+  nlohmann::json s = nlohmann::json::array();
+  for (const auto& [pair, share] : kShares)
+    for (double alone : {2e-5, 3e-4, 4e-3})
+      for (double frac : {0.3, 0.7, 1.0})
+        s.push_back(PairSample(pair.first, pair.second, alone, frac, share, noise(), forward));
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("compute terms: recovered from the proxy's forward samples, named for the preset") {
+  HardwareProfile truth = TruthProfile();
+  truth.layer_base_s = 2e-4;  // a third of the smallest sample: the fit can see it
+  Noise noise(7, 0.02);
+  nlohmann::json samples = ForwardSamples(truth, "deepseek-v3.2", noise);
+  // The spin kernel's samples time a chosen duration: left out, whatever they hold.
+  HardwareProfile wrong = truth;
+  wrong.layer_token_s *= 10;
+  for (auto& x : ForwardSamples(wrong, "deepseek-v3.2", noise, "synthetic")) samples.push_back(x);
+  const Measurements m = ParseMeasurements(Doc(samples).dump(1), "fwd.json");
+  const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
+  CHECK(Near(r.profile.layer_base_s, truth.layer_base_s, 0.10));
+  CHECK(Near(r.profile.layer_token_s, truth.layer_token_s, 0.03));
+  CHECK(Near(r.profile.layer_attn_pair_s, truth.layer_attn_pair_s, 0.03));
+  CHECK(r.profile.compute_measured);
+  CHECK(r.profile.compute_model_preset == "deepseek-v3.2");
+  bool noted = false;
+  for (const auto& n : r.notes) noted |= n.find("16 forward samples of the synthetic") == 0;
+  CHECK(noted);
+  const FitReport* fit = nullptr;
+  for (const FitReport& f : r.fits)
+    if (f.group == "compute") fit = &f;
+  REQUIRE(fit != nullptr);
+  CHECK(fit->samples == 16);
+  CHECK(fit->median_rel_err <= 0.02);
+  CHECK(fit->median_rel_err > 0);  // the noise shows in the residuals
+
+  const HardwareProfile back =
+      ParseHardwareProfile(ProfileToYaml(r, "fwd.json"), "calibrated.yaml");
+  CHECK(back.compute_measured);
+  CHECK(back.compute_model_preset == "deepseek-v3.2");
+  CHECK(back.layer_token_s == r.profile.layer_token_s);
+}
+
+TEST_CASE("compute terms: samples of two presets need --model-preset") {
+  const HardwareProfile truth = TruthProfile();
+  Noise noise(8, 0.01);
+  nlohmann::json samples = ForwardSamples(truth, "glm-5", noise);
+  HardwareProfile other = truth;
+  other.layer_token_s *= 3;
+  for (auto& x : ForwardSamples(other, "llama-3-70b", noise)) samples.push_back(x);
+  const Measurements m = ParseMeasurements(Doc(samples).dump(1), "two.json");
+  CHECK_THROWS_WITH(Calibrate(m, &truth, CalibrateOptions{}),
+                    doctest::Contains("choose one with --model-preset"));
+  CalibrateOptions opt;
+  opt.model_preset = "llama-3-70b";
+  const CalibrationResult r = Calibrate(m, &truth, opt);
+  CHECK(r.profile.compute_model_preset == "llama-3-70b");
+  CHECK(Near(r.profile.layer_token_s, other.layer_token_s, 0.03));
+  opt.model_preset = "deepseek-v3";
+  CHECK_THROWS_WITH(Calibrate(m, &truth, opt), doctest::Contains("no forward samples with preset"));
+}
+
+TEST_CASE("overlap shares: recovered per pair from noisy pair samples, written and read back") {
+  const HardwareProfile truth = TruthProfile();
+  Noise noise(9, 0.02);
+  nlohmann::json samples = PairSamples(noise, "model");
+  // Pairs that hardly ran at once say nothing about sharing: left out with a note.
+  samples.push_back(PairSample("d2h", "gather", 1e-3, 0.01, 0.2, 1.0, "model"));
+  const Measurements m = ParseMeasurements(Doc(samples).dump(1), "pairs.json");
+  const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
+  for (const auto& [pair, share] : kShares) {
+    CAPTURE(pair.first);
+    CAPTURE(pair.second);
+    const double fitted = r.profile.OverlapShareOf(pair.first, pair.second);
+    if (pair.first == pair.second) {
+      CHECK(fitted == 1);  // one copy engine: reported, not written (the schedule serializes)
+    } else {
+      CHECK(fitted == doctest::Approx(share).epsilon(0.02));
+    }
+    const FitReport* fit = nullptr;
+    for (const FitReport& f : r.fits)
+      if (f.group == "overlap." + pair.first + "/" + pair.second) fit = &f;
+    REQUIRE(fit != nullptr);
+    CHECK(fit->samples == 9);
+    CHECK(fit->params.at(0).second == doctest::Approx(share).epsilon(0.02));
+    CHECK(fit->max_rel_err < 0.05);
+  }
+  CHECK(r.profile.OverlapShareOf("d2h", "gather") == 1);  // its one sample had no overlap
+  bool noted = false;
+  for (const auto& n : r.notes) noted |= n.find("overlap.d2h/gather: 1 samples left out") == 0;
+  CHECK(noted);
+
+  const std::string yaml = ProfileToYaml(r, "pairs.json");
+  CHECK(yaml.find("# overlap.h2d/h2d share") != std::string::npos);
+  const HardwareProfile back = ParseHardwareProfile(yaml, "calibrated.yaml");
+  REQUIRE(back.overlap.size() == r.profile.overlap.size());
+  CHECK(back.overlap.size() == kShares.size() - 1);
+  for (const auto& o : r.profile.overlap) CHECK(back.OverlapShareOf(o.victim, o.beside) == o.share);
+}
+
+TEST_CASE("overlap shares: pairs beside two forward passes need --overlap-forward") {
+  const HardwareProfile truth = TruthProfile();
+  Noise noise(10, 0.01);
+  nlohmann::json samples = PairSamples(noise, "model");
+  for (auto& x : PairSamples(noise, "synthetic")) {
+    x["alone_s"] = x["alone_s"].get<double>() * 0.5;  // a different machine state, say
+    samples.push_back(x);
+  }
+  const Measurements m = ParseMeasurements(Doc(samples).dump(1), "both.json");
+  CHECK_THROWS_WITH(Calibrate(m, &truth, CalibrateOptions{}),
+                    doctest::Contains("choose one with --overlap-forward"));
+  CalibrateOptions opt;
+  opt.overlap_forward = "model";
+  const CalibrationResult r = Calibrate(m, &truth, opt);
+  CHECK(r.profile.OverlapShareOf("gather", "forward") == doctest::Approx(0.3).epsilon(0.02));
+}
+
+TEST_CASE("overlap samples: bad kinds and missing times name the line and field") {
+  nlohmann::json s = PairSample("h2d", "gpu", 1e-3, 0.5, 0.5, 1, "model");
+  CHECK_THROWS_WITH(ParseMeasurements(Doc({s}).dump(1), "bad.json"),
+                    doctest::Contains("samples[0].beside: unknown op kind 'gpu'"));
+  s = PairSample("h2d", "gather", 1e-3, 0.5, 0.5, 1, "model");
+  s.erase("alone_s");
+  CHECK_THROWS_WITH(ParseMeasurements(Doc({s}).dump(1), "bad.json"), doctest::Contains("alone_s"));
+  s = PairSample("h2d", "gather", 1e-3, 0.5, 0.5, 1, "spin");
+  CHECK_THROWS_WITH(ParseMeasurements(Doc({s}).dump(1), "bad.json"),
+                    doctest::Contains("samples[0].forward: expected model or synthetic"));
+}
+
+}  // namespace kvlanes::test

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repository root, with build-dev/ staged by tools/gpu_stage.sh:
+# the calibration sweep with the forward-pass proxy and the pairs (one H200, about 6 minutes),
+# then calibrate on it. Writes under $OUT (or ./gpu-out):
+#   sweep_model.json       copies, backups, the proxy's forward grid (DeepSeek-V3.2) and the pairs
+#                          beside the proxy (--tier-copy batch --slot-runs 4)
+#   sweep_synthetic.json   the pairs beside the synthetic (spin) forward pass
+#   forward_PRESET.json    the forward grid of the other presets (the TFLOP/s and GB/s tables)
+#   h200_measured_model.yaml, h200_overlap_synthetic.yaml   the calibrated profiles
+#   *.log                  progress, tables and the fits' residuals
+# all packed into $OUT/results.tgz at the end (the device tool returns at most 8 files).
+set -o pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$ROOT/build-dev/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0
+K=$ROOT/build-dev/bin/kvlanes
+BASE=$ROOT/config/profiles/h200_measured_batch_runs4_tail.yaml
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+step() {  # name, timeout, command...
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name: $*"
+  SECONDS=0
+  timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log" | tail -40
+  echo "rc=${PIPESTATUS[0]} wall ${SECONDS}s"
+}
+step sweep_model 280 "$K" bench sweep --tier-copy batch --slot-runs 4 --forward model \
+  --set model.preset=deepseek-v3.2 --out "$OUT/sweep_model.json"
+step sweep_synthetic 60 "$K" bench sweep --tier-copy batch --only pairs --forward synthetic \
+  --out "$OUT/sweep_synthetic.json"
+for p in deepseek-v3 glm-5 llama-3-70b; do
+  # 512 pages: pools small enough for every preset (Llama-3-70B's bf16 GQA rows are 4 KiB),
+  # prefixes up to 32,768 tokens.
+  step "forward_$p" 60 "$K" bench sweep --only forward --forward model --set model.preset=$p \
+    --max-pages 512 --repeats 3 --warmup 1 --out "$OUT/forward_$p.json"
+done
+step calibrate_model 30 "$K" calibrate --measurements "$OUT/sweep_model.json" --base "$BASE" \
+  --layout layer_first --mode batch --run-pages 4 --backup-gather-pages 0 --backup-fit tail \
+  --name h200-measured-model --out "$OUT/h200_measured_model.yaml"
+step calibrate_synthetic 30 "$K" calibrate --measurements "$OUT/sweep_synthetic.json" \
+  --base "$BASE" --name h200-overlap-synthetic --out "$OUT/h200_overlap_synthetic.yaml"
+tar -czf /tmp/kvlanes-measure-results.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete &&
+  mv /tmp/kvlanes-measure-results.tgz "$OUT/results.tgz"
+ls -l "$OUT"
