@@ -2,9 +2,10 @@
 // for device admission: do not cache a page that will be displaced before its next use.
 //
 // Both sides of that comparison are estimated from what the replay has shown so far:
-// - the displacement horizon: how long a page survives on device without a hit, taken as the
-//   mean age (epoch minus last access) of the pages NAME's plans evict, a moving average over
-//   about a device's worth of evicted pages (the characteristic time of Che's approximation);
+// - the displacement horizon: how long a page survives in the cache without a hit, taken as the
+//   mean age (epoch minus last access) of the pages NAME's plans evict from the last tier a page
+//   passes (the host tier when there is one, else the device), a moving average over about that
+//   tier's capacity of evicted pages (the characteristic time of Che's approximation);
 // - the next use: a block seen before is predicted to return (on the Mooncake traces a block
 //   seen before is reused far more often than a new one, and its last interval says little
 //   about the next: docs/policies.md); a block never seen (or forgotten by the history) is
@@ -14,7 +15,8 @@
 // The new extent's pages are offered in order: those fitting in free pages (less the page the
 // engine reserves on a receiving lane and the extent's unkeyed tail page) are cached; each
 // further page is cached only if it is predicted to return within the horizon; the first refused
-// page and every page after it are bypassed. Before the first eviction every page is cached.
+// page and every page after it are bypassed. Before that tier's first eviction every page is
+// cached.
 //
 // Sightings are per block (the trace's hash unit; its pages arrive together), kept in a
 // direct-mapped table of (block, last sighting) entries: a colliding block overwrites the entry,
@@ -47,7 +49,11 @@ class BypassComposite final : public CachePolicy {
   BypassComposite(std::string name, std::unique_ptr<CachePolicy> base, const ReplayConfig& cfg)
       : name_(std::move(name)),
         base_(std::move(base)),
-        capacity_(std::max<int64_t>(1, DeviceCapacityPages(cfg))) {
+        horizon_tier_(cfg.cache.host_pages_per_lane > 0 ? Tier::kHost : Tier::kDevice),
+        capacity_(std::max<int64_t>(
+            1, horizon_tier_ == Tier::kHost
+                   ? cfg.cache.host_pages_per_lane * static_cast<int64_t>(cfg.cache.cp_size)
+                   : DeviceCapacityPages(cfg))) {
     uint64_t w = 4096;
     while (w < static_cast<uint64_t>(kHistoryPerPage * capacity_)) w <<= 1;
     history_.assign(static_cast<size_t>(w), Entry{});
@@ -63,7 +69,7 @@ class BypassComposite final : public CachePolicy {
   }
   EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const override {
     EvictionPlan plan = base_->PlanEviction(view, demand);
-    if (demand.tier == Tier::kDevice) LearnHorizon(view, plan);
+    if (demand.tier == horizon_tier_) LearnHorizon(view, plan);
     return plan;
   }
   int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override;
@@ -124,7 +130,7 @@ class BypassComposite final : public CachePolicy {
       if (static_cast<double>((uint64_t{2} << b) - 1) <= horizon_) in += hist_[b];
     return hist_total_ > 0 ? in / hist_total_ : 0;
   }
-  // Folds the ages of a device plan's victims into the horizon's moving average.
+  // Folds the ages of a plan's victims (of the horizon's tier) into its moving average.
   void LearnHorizon(const CacheView& view, const EvictionPlan& plan) const {
     for (size_t i = 0; i < plan.victims.size(); ++i) {
       const Node& n = view.tree.node(plan.victims[i]);
@@ -139,10 +145,13 @@ class BypassComposite final : public CachePolicy {
 
   std::string name_;
   std::unique_ptr<CachePolicy> base_;
-  int64_t capacity_;
+  // The tier whose evictions end a page's stay in the cache: the host tier when there is one
+  // (a page the device evicts stays there, written through or written back), else the device.
+  Tier horizon_tier_;
+  int64_t capacity_;  // pages of that tier in the group
   uint64_t mask_ = 0;
   mutable std::vector<Entry> history_;
-  mutable double horizon_ = -1;  // requests; < 0 until the first device eviction
+  mutable double horizon_ = -1;  // requests; < 0 until the tier's first eviction
   mutable double hist_[64] = {};
   mutable double hist_total_ = 0;
 };
