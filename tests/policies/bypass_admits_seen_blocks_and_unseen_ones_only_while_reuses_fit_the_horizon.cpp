@@ -59,6 +59,26 @@ TEST_CASE("lru+bypass caches like lru while nothing has to be evicted") {
   CHECK(a.engine.counters().device_hit_tokens > 0);
 }
 
+TEST_CASE("with a host tier the horizon waits for host evictions, so device evictions bypass none") {
+  // 6 device pages and 100 host pages: unseen documents keep displacing device pages, which stay
+  // on host; without a host tier the same replay bypasses.
+  ReplayConfig with_host = TinyConfig(1, 6, 100), without = TinyConfig(1, 6);
+  const Trace trace = HandRun::EmptyTrace();
+  for (ReplayConfig* cfg : {&with_host, &without}) {
+    const auto p = MakePolicy("lru+bypass", *cfg, trace);
+    ReplayEngine engine(*cfg, *p, 1);
+    for (uint64_t d = 1; d <= 20; ++d) engine.Process(Doc({d}));
+    engine.CheckInvariants();
+    CHECK(engine.counters().evicted_host_pages == 0);
+    if (cfg == &with_host) {
+      CHECK(engine.counters().evicted_device_pages > 0);
+      CHECK(engine.counters().bypassed_pages == 0);
+    } else {
+      CHECK(engine.counters().bypassed_pages > 0);
+    }
+  }
+}
+
 TEST_CASE("NAME+bypass composes a policy or its tinylfu composite, never the oracle") {
   const ReplayConfig cfg = TinyConfig(1, 6);
   const Trace trace = HandRun::EmptyTrace();
