@@ -18,12 +18,14 @@
 // page and every page after it are bypassed. Before that tier's first eviction every page is
 // cached.
 //
-// Sightings are per block (the trace's hash unit; its pages arrive together), kept in a
-// direct-mapped table of (block, last sighting) entries: a colliding block overwrites the entry,
-// so the history is a bounded ghost. Every request that offers a new extent records all its
-// blocks (prefix included) after its own decision. The interval histogram has log2 buckets and
-// is halved whenever it holds more than 4 x capacity (pages) intervals, so it follows the
-// recent trace.
+// Sightings are per block (the trace's hash unit; its pages arrive together), kept in a 4-way
+// set-associative table of (block, last sighting) entries: a new block replaces the least
+// recently seen entry of its set, so the history is a bounded ghost. (Direct-mapped, two blocks
+// of one conversation that shared an entry evicted each other on every turn, and the one lost
+// stopped the admission of the whole extent behind it.) Every request that offers a new extent
+// records all its blocks (prefix included) after its own decision. The interval histogram has log2
+// buckets and is halved whenever it holds more than 4 x capacity (pages) intervals, so it follows
+// the recent trace.
 //
 // With a base that has its own admission (`NAME+tinylfu+bypass`) both run and the shorter
 // admitted prefix wins.
@@ -37,8 +39,12 @@
 namespace kvlanes {
 namespace {
 
-// History entries per device page of capacity (rounded up to a power of two; at least 4096).
+// History entries per page of capacity (rounded up to a power of two), and at least kMinHistory
+// (16 MiB): a cache smaller than its requests still needs the blocks of the last few requests
+// (on a kv-cache-tester trace at 1e5 tokens, 4096 entries forgot the previous turn's blocks).
 constexpr int64_t kHistoryPerPage = 4;
+constexpr uint64_t kMinHistory = uint64_t{1} << 20;
+constexpr size_t kWays = 4;  // entries per set of the history
 // Unseen blocks are admitted while at least this fraction of recent reuse intervals is within
 // the horizon. On the Mooncake synthetic trace at cp_size 1, 0.3 and 0.5 measured lower at 1e6
 // and 3e6 cached tokens than 0.7; never admitting unseen blocks lost 0.023 to lru at 1e7.
@@ -54,10 +60,10 @@ class BypassComposite final : public CachePolicy {
             1, horizon_tier_ == Tier::kHost
                    ? cfg.cache.host_pages_per_lane * static_cast<int64_t>(cfg.cache.cp_size)
                    : DeviceCapacityPages(cfg))) {
-    uint64_t w = 4096;
+    uint64_t w = kMinHistory;
     while (w < static_cast<uint64_t>(kHistoryPerPage * capacity_)) w <<= 1;
     history_.assign(static_cast<size_t>(w), Entry{});
-    mask_ = w - 1;
+    mask_ = w / kWays - 1;
   }
 
   std::string_view Name() const override { return name_; }
@@ -94,20 +100,28 @@ class BypassComposite final : public CachePolicy {
     uint64_t last = 0;  // epoch of the latest sighting; 0 = empty
   };
 
-  size_t Slot(uint64_t block) const {
-    uint64_t x = block * 0x9E3779B97F4A7C15ull;
-    x ^= x >> 29;
-    return static_cast<size_t>(x & mask_);
+  // The first entry of the block's set of kWays entries.
+  size_t Set(uint64_t block) const {
+    uint64_t x = block;
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    return static_cast<size_t>(x & mask_) * kWays;
   }
-  bool Seen(uint64_t block) const {
-    const Entry& e = history_[Slot(block)];
-    return e.last != 0 && e.block == block;
+  // The block's entry, or nullptr when the history does not hold it.
+  Entry* Find(uint64_t block) const {
+    const size_t set = Set(block);
+    for (size_t i = set; i < set + kWays; ++i)
+      if (history_[i].last != 0 && history_[i].block == block) return &history_[i];
+    return nullptr;
   }
+  bool Seen(uint64_t block) const { return Find(block) != nullptr; }
   void Record(uint64_t block, uint64_t epoch) const {
-    Entry& e = history_[Slot(block)];
-    if (e.last != 0 && e.block == block) {
-      if (epoch > e.last) {
-        const uint64_t interval = epoch - e.last;
+    if (Entry* e = Find(block)) {
+      if (epoch > e->last) {
+        const uint64_t interval = epoch - e->last;
         int b = 0;  // bucket b holds intervals in [2^b, 2^(b+1))
         while (b < 62 && (uint64_t{2} << b) <= interval) ++b;
         hist_[b] += 1;
@@ -117,10 +131,16 @@ class BypassComposite final : public CachePolicy {
           hist_total_ *= 0.5;
         }
       }
-      e.last = epoch;
+      e->last = epoch;
       return;
     }
-    e = Entry{block, epoch};
+    // A new block replaces the set's least recently seen entry (an empty one first; ties: the
+    // first).
+    const size_t set = Set(block);
+    size_t victim = set;
+    for (size_t i = set + 1; i < set + kWays; ++i)
+      if (history_[i].last < history_[victim].last) victim = i;
+    history_[victim] = Entry{block, epoch};
   }
   // Fraction of recent reuse intervals within the horizon (whole buckets: a bucket counts when
   // its largest interval is).
