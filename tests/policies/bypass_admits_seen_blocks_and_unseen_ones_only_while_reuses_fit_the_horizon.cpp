@@ -59,7 +59,8 @@ TEST_CASE("lru+bypass caches like lru while nothing has to be evicted") {
   CHECK(a.engine.counters().device_hit_tokens > 0);
 }
 
-TEST_CASE("with a host tier the horizon waits for host evictions, so device evictions bypass none") {
+TEST_CASE(
+    "with a host tier the horizon waits for host evictions, so device evictions bypass none") {
   // 6 device pages and 100 host pages: unseen documents keep displacing device pages, which stay
   // on host; without a host tier the same replay bypasses.
   ReplayConfig with_host = TinyConfig(1, 6, 100), without = TinyConfig(1, 6);
