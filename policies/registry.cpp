@@ -48,6 +48,10 @@ std::vector<PolicyInfo>& Table() {
        [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("sieve", c, t); }},
       {"arc+tinylfu", "arc with TinyLFU admission",
        [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("arc", c, t); }},
+      {"lru+bypass",
+       "lru, bypassing new pages whose last reuse interval exceeds the eviction age (any "
+       "NAME+bypass works)",
+       [](const ReplayConfig& c, const Trace& t) { return MakeBypassComposite("lru", c, t); }},
   };
   return table;
 }
@@ -102,6 +106,7 @@ std::string PoliciesHelp() {
 namespace {
 
 constexpr std::string_view kTinyLfuSuffix = "+tinylfu";
+constexpr std::string_view kBypassSuffix = "+bypass";
 
 const PolicyInfo* FindInTable(std::string_view name) {
   for (const auto& p : RegisteredPolicies())
@@ -109,29 +114,43 @@ const PolicyInfo* FindInTable(std::string_view name) {
   return nullptr;
 }
 
-// The base of a `NAME+tinylfu` composite not in the table, or "" when `name` is none.
-std::string_view TinyLfuBase(std::string_view name) {
-  if (name.size() <= kTinyLfuSuffix.size() || !name.ends_with(kTinyLfuSuffix)) return {};
-  const std::string_view base = name.substr(0, name.size() - kTinyLfuSuffix.size());
-  if (base == "oracle" || base.find('+') != std::string_view::npos || FindInTable(base) == nullptr)
-    return {};
-  return base;
+// What `name` strips to when it is a composite built from its suffix: `NAME+tinylfu` (NAME a
+// table name that is neither a composite nor `oracle`) or `NAME+bypass` (NAME such a table name
+// or its `+tinylfu` composite); "" when `name` is neither.
+std::string_view CompositeBase(std::string_view name, std::string_view* suffix) {
+  for (std::string_view s : {kBypassSuffix, kTinyLfuSuffix}) {
+    if (name.size() <= s.size() || !name.ends_with(s)) continue;
+    const std::string_view base = name.substr(0, name.size() - s.size());
+    *suffix = s;
+    if (base == "oracle") return {};
+    if (base.find('+') == std::string_view::npos) return FindInTable(base) ? base : "";
+    // Only bypass wraps a composite, and only a TinyLFU one.
+    if (s != kBypassSuffix || !base.ends_with(kTinyLfuSuffix)) return {};
+    std::string_view inner;
+    return CompositeBase(base, &inner).empty() ? "" : base;
+  }
+  return {};
 }
 
 }  // namespace
 
 void CheckPolicyName(const std::string& name, const std::string& field) {
-  if (FindInTable(name) != nullptr || !TinyLfuBase(name).empty()) return;
+  std::string_view suffix;
+  if (FindInTable(name) != nullptr || !CompositeBase(name, &suffix).empty()) return;
   throw InputError("", 0, field,
                    "unknown policy '" + name + "' (valid: " + PolicyNames() +
-                       ", or NAME+tinylfu for NAME other than oracle)");
+                       ", or NAME+tinylfu, NAME+bypass, NAME+tinylfu+bypass for NAME other "
+                       "than oracle)");
 }
 
 std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg,
                                         const Trace& trace) {
   if (const PolicyInfo* p = FindInTable(name)) return p->make(cfg, trace);
   CheckPolicyName(name);
-  return MakeTinyLfuComposite(std::string(TinyLfuBase(name)), cfg, trace);
+  std::string_view suffix;
+  const std::string base(CompositeBase(name, &suffix));
+  if (suffix == kBypassSuffix) return MakeBypassComposite(base, cfg, trace);
+  return MakeTinyLfuComposite(base, cfg, trace);
 }
 
 }  // namespace kvlanes

@@ -68,5 +68,10 @@ std::unique_ptr<CachePolicy> MakeArcPolicy(const ReplayConfig& cfg, const Trace&
 // REQUIRES: `base` names a registered policy that is neither a composite nor `oracle`.
 std::unique_ptr<CachePolicy> MakeTinyLfuComposite(const std::string& base, const ReplayConfig& cfg,
                                                   const Trace& trace);
+// `base+bypass`: policy `base` with the online bypass rule (bypass_policy.cpp).
+// REQUIRES: `base` names a registered policy other than `oracle`, not a composite, or such a
+// policy's `+tinylfu` composite.
+std::unique_ptr<CachePolicy> MakeBypassComposite(const std::string& base, const ReplayConfig& cfg,
+                                                 const Trace& trace);
 
 }  // namespace kvlanes

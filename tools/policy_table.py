@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Regenerates the policy table of docs/policies.md ("The policy table").
+
+For every shipped trace, cp_size 1 (no host tier) and cp_size 4 (a host tier of twice the
+device pages per lane), and three device capacities per trace, runs one `kvlanes compare` in
+sequential mode (the oracle needs it) and prints a Markdown table: token hit ratio, the
+fraction of the LRU-to-oracle gap each policy closes, device evictions, host-write pages,
+bypassed pages, and from the config's hardware profile the predicted busy time (sum of the
+requests' service times) and TTFT p50 (queueing included: one group replays the whole trace).
+
+  tools/policy_table.py [--kvlanes build/kvlanes] [--jobs 2] [--out DIR] [--policies a,b]
+                        [--traces LABEL,...] [--reuse]
+
+Each compare command is printed (to stderr) before it runs, and its JSON is kept in --out.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (label, path, device capacities in tokens of the whole group)
+TRACES = [
+    ("mooncake synthetic", "traces/mooncake/synthetic_trace.jsonl", [1_000_000, 3_000_000, 10_000_000]),
+    ("mooncake conversation", "traces/mooncake/conversation_trace.jsonl",
+     [1_000_000, 3_000_000, 10_000_000]),
+    ("mooncake excerpt", "traces/mooncake_excerpt.jsonl", [1_000_000, 3_000_000, 10_000_000]),
+    ("kvtester 0169", "traces/kvtester/trace_0169.json", [50_000, 100_000, 200_000]),
+]
+CP_SIZES = [1, 4]
+PAGE_TOKENS = 64
+# Below this LRU-to-oracle gap (in token hit ratio) the fraction closed is not shown: it would
+# divide by almost nothing.
+MIN_GAP = 0.005
+DEFAULT_POLICIES = ("lru,oracle,s3fifo,sieve,arc,lru+tinylfu,lru+bypass,s3fifo+bypass,"
+                    "arc+bypass,lru+tinylfu+bypass")
+
+
+def compare_command(kvlanes, trace, cp, tokens, policies, jobs, out):
+    pages = tokens // PAGE_TOKENS // cp
+    host = 2 * pages if cp > 1 else 0
+    return [kvlanes, "compare", "--trace", trace, "--config", "config/default.yaml",
+            "--set", "serving.mode=sequential", "--set", f"cache.cp_size={cp}",
+            "--set", f"cache.device_pages_per_lane={pages}",
+            "--set", f"cache.host_pages_per_lane={host}",
+            "--policies", policies, "--jobs", str(jobs), "-q", "--json", out]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kvlanes", default=os.path.join(ROOT, "build", "kvlanes"))
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", default="policy_table")
+    ap.add_argument("--policies", default=DEFAULT_POLICIES)
+    ap.add_argument("--traces", default="", help="comma-separated labels (default: all)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="print from the JSON files already in --out instead of replaying")
+    args = ap.parse_args()
+    args.out = os.path.abspath(args.out)
+    args.kvlanes = os.path.abspath(args.kvlanes)
+    os.makedirs(args.out, exist_ok=True)
+    wanted = [t for t in args.traces.split(",") if t]
+    print("| trace | cp | device tokens | policy | token hit ratio | gap closed | evicted pages "
+          "(device) | host writes (pages) | bypassed pages | predicted busy (s) | predicted TTFT p50 (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for label, path, capacities in TRACES:
+        if wanted and label not in wanted:
+            continue
+        for cp in CP_SIZES:
+            for tokens in capacities:
+                out = os.path.join(args.out, f"{os.path.basename(path)}.cp{cp}.{tokens}.json")
+                cmd = compare_command(args.kvlanes, path, cp, tokens, args.policies, args.jobs,
+                                      out)
+                print(" ".join(cmd), file=sys.stderr)
+                if not (args.reuse and os.path.exists(out)):
+                    subprocess.run(cmd, cwd=ROOT, check=True)
+                with open(out) as f:
+                    runs = {r["policy"]: r for r in json.load(f)["runs"]}
+                lru = runs["lru"]["token_hit_ratio"] if "lru" in runs else None
+                orc = runs["oracle"]["token_hit_ratio"] if "oracle" in runs else None
+                for name, r in runs.items():
+                    ratio = r["token_hit_ratio"]
+                    gap = "-"
+                    if lru is not None and orc is not None and orc - lru >= MIN_GAP:
+                        gap = f"{(ratio - lru) / (orc - lru):+.1%}"
+                    ttft = r.get("predicted", {}).get("ttft_p50_s")
+                    busy = r.get("predicted", {}).get("total_s")
+                    print(f"| {label} | {cp} | {tokens:,} | `{name}` | {ratio:.4f} | {gap} | "
+                          f"{r['evicted_pages']['device']:,} | {r['host_writes']['pages']:,} | "
+                          f"{r['bypassed_pages']:,} | "
+                          f"{'-' if busy is None else f'{busy:,.0f}'} | "
+                          f"{'-' if ttft is None else f'{ttft:,.0f}'} |")
+                sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
