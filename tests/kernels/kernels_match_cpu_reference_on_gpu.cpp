@@ -862,10 +862,14 @@ TEST_CASE("the partial_merge kernel equals the CPU log-sum-exp merge") {
     }
     const k::PartialOutput want = k::MergePartials(parts, rows, dv);
     float *d_out = nullptr, *d_lse = nullptr, *d_m = nullptr, *d_ml = nullptr;
-    RequireCuda(cudaMalloc(&d_out, flat_out.size() * sizeof(float)), "cudaMalloc");
-    RequireCuda(cudaMalloc(&d_lse, flat_lse.size() * sizeof(float)), "cudaMalloc");
-    RequireCuda(cudaMalloc(&d_m, want.out.size() * sizeof(float)), "cudaMalloc");
-    RequireCuda(cudaMalloc(&d_ml, want.lse.size() * sizeof(float)), "cudaMalloc");
+    RequireCuda(cudaMalloc(reinterpret_cast<void**>(&d_out), flat_out.size() * sizeof(float)),
+                "cudaMalloc");
+    RequireCuda(cudaMalloc(reinterpret_cast<void**>(&d_lse), flat_lse.size() * sizeof(float)),
+                "cudaMalloc");
+    RequireCuda(cudaMalloc(reinterpret_cast<void**>(&d_m), want.out.size() * sizeof(float)),
+                "cudaMalloc");
+    RequireCuda(cudaMalloc(reinterpret_cast<void**>(&d_ml), want.lse.size() * sizeof(float)),
+                "cudaMalloc");
     RequireCuda(
         cudaMemcpy(d_out, flat_out.data(), flat_out.size() * sizeof(float), cudaMemcpyHostToDevice),
         "upload");
