@@ -54,6 +54,11 @@ struct ExecGeometry {
   kernels::HostLayout host_layout = kernels::HostLayout::kLayerFirst;
   int64_t max_prefix_pages = 0;  // largest gather of the plan
   int64_t max_shard_pages = 0;   // largest padded shard of a packed/zigzag gather
+  // layer_split plans (config cache.placement): lane 0 keeps every page; the executor stores
+  // lane 0's pages on every rank, every layer, and each layer's owner broadcasts that layer of
+  // the prefix (the layout's memory saving is not reproduced, its data movement is). The slot
+  // counts are then the layout's (LayerSplitCapacityPages).
+  bool layer_split = false;
   // Layers the dense buffer holds: every layer (each gather layer keeps its own region, checked
   // after the request's timed work) or 1 (reused per layer, checked inline). SetDenseLayers().
   int64_t dense_layers = 1;
@@ -129,7 +134,7 @@ struct GatherIndex {
   int64_t shard_pages = 0;
   std::vector<int32_t> unpack_index;  // packed: per logical page, its record in the output
   kernels::ZigzagRun zigzag;          // zigzag: the proven run
-  // owner_major: per logical page p, its record in the all-gather output, (p mod N) *
+  // owner_major and broadcast: per logical page p, its record in the all-gather output, (p mod N) *
   // shard_pages + p / N: the page table attention reads through. No kernel of the gather reads
   // it (there is no reorder); only the verification does.
   std::vector<int32_t> page_records;
@@ -172,7 +177,7 @@ enum class RecordBuffer { kSend, kRecv };
 // when the plan has several ranks):
 //   packed  pack, all-gather, unpack      zigzag  pack, all-gather, zigzag
 //   dense   scatter, all-reduce           p2p     peer_gather
-//   owner_major  pack, all-gather
+//   owner_major  pack, all-gather          broadcast  pack (the layer's owner), broadcast
 using GatherPhases = std::vector<std::pair<std::string, int>>;
 
 class RankBackend {
@@ -249,6 +254,9 @@ class RankBackend {
   // within the geometry's send_bytes() / dense_bytes().
   virtual void AllGather(Stream s, int64_t bytes) = 0;
   virtual void AllReduce(Stream s, int64_t offset, int64_t bytes) = 0;
+  // Broadcast: `bytes` from rank `root`'s send buffer into every rank's receive buffer (the root's
+  // too), at its start. Collective, as above.
+  virtual void Broadcast(Stream s, int root, int64_t bytes) = 0;
 
   // Compares the dense buffer (current gather, one layer) with the pattern of index.tags.
   // Items are logical pages. Returns a handle for VerifyResultOf().

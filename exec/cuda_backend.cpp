@@ -480,6 +480,14 @@ class CudaBackend : public RankBackend {
          "ncclAllGather");
   }
 
+  void Broadcast(Stream s, int root, int64_t bytes) override {
+    RequireCollective();
+    if (bytes > geo_.send_bytes())
+      throw ExecError("broadcast of " + std::to_string(bytes) + " bytes exceeds the send buffer");
+    Nccl(ncclBroadcast(send_, recv_, static_cast<size_t>(bytes), ncclUint8, root, comm_, S(s)),
+         "ncclBroadcast");
+  }
+
   void AllReduce(Stream s, int64_t offset, int64_t bytes) override {
     RequireCollective();
     if (offset < 0 || offset + bytes > geo_.dense_bytes())

@@ -13,6 +13,7 @@
 #include "exec/exec_error.h"
 #include "exec/gather.h"
 #include "kernels/materialize.h"
+#include "sim/cache/placement.h"
 #include "sim/check.h"
 #include "sim/predict/content_hash.h"
 #include "sim/predict/cost_model.h"
@@ -86,6 +87,13 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
   g.layers = integer("layers", 1);
   g.device_slots = integer("device_pages_per_lane", 1);
   g.host_slots = integer("host_pages_per_lane", 0);
+  if (h.contains("config") && h["config"].is_object() && h["config"].contains("cache.placement") &&
+      h["config"]["cache.placement"] == "layer_split") {
+    // Lane 0 holds the pages of a layer block on every rank: the layout's slot counts.
+    g.layer_split = true;
+    g.device_slots = LayerSplitCapacityPages(g.device_slots, g.layers, g.ranks);
+    g.host_slots = LayerSplitCapacityPages(g.host_slots, g.layers, g.ranks);
+  }
   const nlohmann::json& pools = field("pools");
   if (!pools.is_array() || pools.empty() || pools.size() > static_cast<size_t>(kernels::kMaxPools))
     throw InputError(source, 1, "pools",
@@ -361,6 +369,12 @@ class RankRun {
 
  private:
   // ---- plan consistency: the plan contradicts itself (or the executor's reading of it).
+  // Whether this rank holds the pages of `lane`: its own lane, or under layer_split lane 0 (every
+  // rank holds every page; ExecGeometry::layer_split).
+  bool MyLane(uint32_t lane) const {
+    return geo_.layer_split ? lane == 0 : lane == static_cast<uint32_t>(me_);
+  }
+
   [[noreturn]] void PlanFail(size_t req, const std::string& op_id, const std::string& msg) const {
     throw InputError(plan_.source, static_cast<int64_t>(req) + 2, op_id,
                      "rank " + std::to_string(me_) + ": " + msg);
@@ -534,6 +548,15 @@ class RankRun {
           g.src_slot.push_back(static_cast<int32_t>(q.device_slot));
         }
         break;
+      case GatherMethod::kBroadcast:
+        // Every rank holds lane 0's pages (layer_split); the layer's owner packs all of them in
+        // logical order, so page p is record p of the broadcast.
+        g.shard_pages = P;
+        for (int64_t p = 0; p < P; ++p) {
+          g.pack_slots.push_back(static_cast<int32_t>(prefix[static_cast<size_t>(p)].device_slot));
+          g.page_records.push_back(static_cast<int32_t>(p));
+        }
+        break;
     }
     return g;
   }
@@ -581,7 +604,7 @@ class RankRun {
       const auto t0 = Clock::now();
       int64_t mine = 0;
       for (const auto& [lane, slot] : e.slots) {
-        if (lane != static_cast<uint32_t>(me_)) continue;
+        if (!MyLane(lane)) continue;
         SlotState& s = e.tier == Tier::kDevice ? Dev(q.ri, id, slot) : Host(q.ri, id, slot);
         if (!s.used)
           PlanFail(q.ri, id,
@@ -604,7 +627,7 @@ class RankRun {
   int WriteBack(RequestRun& q) {
     const int64_t L = geo_.layers;
     for (const LaneCopy& c : q.p->write_back) {
-      if (c.lane != me_) continue;
+      if (!MyLane(c.lane)) continue;
       std::vector<int32_t> d, h;
       for (const auto& [ds, hs] : c.pages) {
         const std::string id = q.pre + "write_back/l" + std::to_string(c.lane);
@@ -645,7 +668,7 @@ class RankRun {
   void PlanLoadBacks(RequestRun& q) {
     const int64_t L = geo_.layers;
     for (const LaneCopy& c : q.p->load_back) {
-      if (c.lane != me_) continue;
+      if (!MyLane(c.lane)) continue;
       std::vector<int32_t> d, h;
       std::vector<PageTag> tags;
       const std::string lane_id = q.pre + "load_back/l" + std::to_string(c.lane);
@@ -700,7 +723,7 @@ class RankRun {
     ApplyFaults(cid, nullptr);
     std::vector<PageWrite> writes;
     for (const NewPage& n : p.new_pages) {
-      if (n.owner != me_) continue;
+      if (!MyLane(n.owner)) continue;
       SlotState& s = Dev(q.ri, cid, n.device_slot);
       if (s.used)
         PlanFail(q.ri, cid,
@@ -731,7 +754,7 @@ class RankRun {
   void PlanBackups(RequestRun& q) {
     const int64_t L = geo_.layers;
     for (const LaneCopy& c : q.p->backup) {
-      if (c.lane != me_) continue;
+      if (!MyLane(c.lane)) continue;
       const std::string lane_id = q.pre + "backup/l" + std::to_string(c.lane);
       std::vector<int32_t> d, h;
       for (const auto& [ds, hs] : c.pages) {
@@ -796,7 +819,8 @@ class RankRun {
       spans_.push_back({q.gop, phase_begin, end, l, std::move(name)});
       phase_begin = end;
     }
-    if (q.gather->method == GatherMethod::kOwnerMajor) {
+    if (q.gather->method == GatherMethod::kOwnerMajor ||
+        q.gather->method == GatherMethod::kBroadcast) {
       // The result is the all-gather's output, which the next layer overwrites: check it now.
       verifies_.push_back(PendingVerify{
           b_.VerifyRecords(Stream::kComm, l,
@@ -834,7 +858,8 @@ class RankRun {
           b_.VerifyPages(Stream::kComm, chk.pool, {chk.dev, chk.n}, {chk.tags, chk.n}), chk.op_id,
           chk.what, chk.dev, chk.host, chk.tags});
     load_checks_.clear();
-    if (q.gathers && geo_.dense_layers > 1 && q.gather->method != GatherMethod::kOwnerMajor)
+    if (q.gathers && geo_.dense_layers > 1 && q.gather->method != GatherMethod::kOwnerMajor &&
+        q.gather->method != GatherMethod::kBroadcast)
       for (int64_t l = 0; l < geo_.layers; ++l) {
         verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather",
                                           "layer " + std::to_string(l)});
@@ -883,6 +908,18 @@ class RankRun {
         covered[static_cast<size_t>(q)] = true;
         tags[static_cast<size_t>(q)] = PageTag{r.extent, 0, q};
       }
+    if ((p.gather_method == GatherMethod::kBroadcast) != geo_.layer_split)
+      PlanFail(ri, id,
+               geo_.layer_split ? "a layer_split plan materializes by broadcast, not " +
+                                      std::string(kGatherMethodNames.CName(p.gather_method))
+                                : "broadcast needs a layer_split plan (cache.placement)");
+    if (geo_.layer_split)
+      for (int64_t q = 0; q < P; ++q)
+        if (p.prefix[static_cast<size_t>(q)].owner != 0)
+          PlanFail(ri, id,
+                   "layer_split: logical page " + std::to_string(q) + " is on lane " +
+                       std::to_string(p.prefix[static_cast<size_t>(q)].owner) +
+                       ", every page is on lane 0");
     if (p.gather_method == GatherMethod::kOwnerMajor) {
       // The proof is the placement's invariant, named by every run's descriptor; the owners are
       // checked too, since a wrong order would go unnoticed by the all-gather.
@@ -911,7 +948,7 @@ class RankRun {
       if (pp.device_slot >= geo_.device_slots)
         PlanFail(ri, id, "logical page " + std::to_string(q) + ": slot out of range");
       ++shard[pp.owner];
-      if (pp.owner != me_) continue;
+      if (!MyLane(pp.owner)) continue;
       const SlotState& s = dev_[pp.device_slot];
       if (!s.used || !(s.tag == tags[static_cast<size_t>(q)]))
         PlanFail(ri, id,
@@ -943,7 +980,7 @@ class RankRun {
     const GatherIndex& g = gathers_.back();
     ApplyFaults(id, [&] {
       for (int64_t q = 0; q < P; ++q)
-        if (p.prefix[static_cast<size_t>(q)].owner == me_) {
+        if (MyLane(p.prefix[static_cast<size_t>(q)].owner)) {
           b_.CorruptDevicePage(
               0, static_cast<int32_t>(p.prefix[static_cast<size_t>(q)].device_slot), 0);
           return;

@@ -1,5 +1,7 @@
 #include "exec/gather.h"
 
+#include "sim/cache/placement.h"
+
 namespace kvlanes::exec {
 namespace {
 
@@ -59,6 +61,18 @@ void GatherLayer(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer,
       b.PeerGather(s, layer);
       EndPhase(b, s, phases, "peer_gather");
       break;
+    case GatherMethod::kBroadcast: {
+      // layer_split: the layer's owner packs the layer of the prefix and broadcasts it; the
+      // records, in logical order, are the result (as owner_major's, verified in place).
+      const int root = LayerOwner(b.geometry().layers, b.ranks(), layer);
+      if (b.rank() == root) b.PackShard(s, layer);
+      EndPhase(b, s, phases, "pack");
+      if (b.ranks() > 1) {
+        b.Broadcast(s, root, g.prefix_pages * b.geometry().page_layer_bytes());
+        EndPhase(b, s, phases, "broadcast");
+      }
+      break;
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 //   p2p     peer gather (reads of the owners' pools)
 //   owner_major  pack, all-gather: the rank-major output of an owner-major prefix is already in
 //           owner-major order, which attention reads through its page table (no reorder)
+//   broadcast  pack (by the layer's owner, layer_split), broadcast: the records in logical order
 // The collectives run only when the plan has several ranks: with one, the packed shard is the
 // whole all-gather output and the dense buffer is already the sum (as the cost model has it).
 #pragma once

@@ -332,6 +332,17 @@ class HostBackend : public RankBackend {
     AllReduceSumBytes(dense_.data() + offset, bytes);
   }
 
+  void Broadcast(Stream, int root, int64_t bytes) override {
+    KV_CHECK(geo_.ranks > 1, "a broadcast needs several ranks");
+    KV_CHECK(root >= 0 && root < geo_.ranks, "broadcast from rank " << root);
+    KV_CHECK(bytes <= geo_.send_bytes() && bytes <= seg_.exchange_bytes(),
+             "broadcast of " << bytes << " bytes exceeds the send buffer");
+    if (rank_ == root) std::memcpy(seg_.exchange(rank_), send_.data(), static_cast<size_t>(bytes));
+    Barrier();
+    std::memcpy(recv_.data(), seg_.exchange(root), static_cast<size_t>(bytes));
+    Barrier();
+  }
+
   int VerifyDense(Stream, int64_t layer) override {
     const std::vector<kernels::DenseRef> dense = DenseRefs(layer);
     VerifyResult r;

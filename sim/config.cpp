@@ -105,6 +105,9 @@ struct KeySpec {
   // Read only in serving mode: reports and plan headers list the key only then, so that
   // sequential outputs stay byte-identical to those written before serving mode existed.
   bool serving_only = false;
+  // Listed in reports and plan headers only when set to something other than its default, so
+  // that outputs written before the key existed stay byte-identical.
+  bool listed_when_set = false;
 };
 
 #define KV_INT_KEY(path, field, help_text)                                                   \
@@ -155,6 +158,11 @@ KeySpec ServingKey(KeySpec k) {
   return k;
 }
 #define KV_SERVING_KEY(spec) ServingKey(spec)
+// Marks a key as listed only when set (KeySpec::listed_when_set).
+KeySpec ListedWhenSet(KeySpec k) {
+  k.listed_when_set = true;
+  return k;
+}
 
 const std::vector<KeySpec>& BaseKeys() {
   static const std::vector<KeySpec> keys = {
@@ -182,6 +190,12 @@ const std::vector<KeySpec>& BaseKeys() {
                  "host hits shorter than this many tokens are recomputed, not loaded back"),
       KV_NAMED_KEY("cache.host_layout", cache.host_layout, "host pool layout",
                    kernels::kHostLayoutNames),
+      ListedWhenSet(KV_NAMED_KEY(
+          "cache.cp_hit_agreement", cache.cp_hit_agreement,
+          "how the CP ranks agree on a host hit: owner (each page by its owner lane) | min "
+          "(all-reduce of the minimum of what each rank holds, one collective per request with a "
+          "host match)",
+          kHitAgreementNames)),
       KeySpec{"trace.format", "trace format",
               [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
                 std::string v = AsString(n, w);
@@ -481,7 +495,9 @@ void ValidateConfig(const ReplayConfig& c) {
 nlohmann::ordered_json ConfigToJson(const ReplayConfig& cfg) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (const auto& k : Keys())
-    if (!k.serving_only || cfg.serving.Enabled()) j[k.key] = k.get(cfg);
+    if ((!k.serving_only || cfg.serving.Enabled()) &&
+        (!k.listed_when_set || k.get(cfg) != k.get(ReplayConfig{})))
+      j[k.key] = k.get(cfg);
   return j;
 }
 

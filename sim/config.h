@@ -39,6 +39,15 @@ inline constexpr NameTable<GatherChoice, 6> kGatherChoiceNames{
       {GatherChoice::kCost, "cost"}}},
     "gather method"};
 
+// cache.cp_hit_agreement: how the ranks of a CP group agree on a request's host hit. kOwner: each
+// page counts where its owner lane holds it (the group shares one view of the tree, no
+// collective). kMin: each rank reports the host pages it vouches for and the group takes the
+// minimum by an all-reduce (HiCache with context parallelism), one collective per request with a
+// host match; a rank whose copy is short cuts the hit for every rank.
+enum class HitAgreement { kOwner, kMin };
+inline constexpr NameTable<HitAgreement, 2> kHitAgreementNames{
+    {{{HitAgreement::kOwner, "owner"}, {HitAgreement::kMin, "min"}}}, "hit agreement"};
+
 // backup.schedule: a fixed BackupSchedule or the cheapest predicted.
 enum class BackupChoice { kPerLayer, kTail, kCost };
 inline constexpr NameTable<BackupChoice, 3> kBackupChoiceNames{
@@ -84,6 +93,7 @@ struct CacheConfig {
   std::string placement = "zigzag";         // see sim/cache/placement.h
   int64_t load_back_min_tokens = 10;        // host hits shorter than this are recomputed
   std::string host_layout = "layer_first";  // layer_first | page_first | page_first_direct
+  std::string cp_hit_agreement = "owner";   // owner | min (kHitAgreementNames)
 };
 
 struct TraceConfig {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "policies/registry.h"
+#include "sim/cache/placement.h"
 #include "sim/engine/replay_engine.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/predictor.h"
@@ -57,6 +58,12 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
   j["load_back"] = J{{"loaded", p.loaded_pages > 0},
                      {"pages", p.loaded_pages},
                      {"pages_per_lane", PagesPerLane(p.load_back, ranks)}};
+  if (cfg.cache.cp_hit_agreement != ReplayConfig{}.cache.cp_hit_agreement) {
+    // min: the group agrees on the host hit by one all-reduce before the load-back.
+    const bool allreduce = p.host_match_pages > 0 && ranks > 1;
+    j["hit_agreement"] = J{{"rule", cfg.cache.cp_hit_agreement}, {"allreduce", allreduce}};
+    if (cost) j["hit_agreement"]["allreduce_s"] = cost->HitAgreementS(p.host_match_pages);
+  }
   j["evictions"] = J::array();
   for (const SlotFree& e : p.evictions) {
     std::vector<int64_t> per(ranks, 0);
@@ -78,6 +85,17 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
   g["proven_zigzag"] = p.proven_zigzag;
   const bool owner_major = OwnerMajorProven(p, ranks);
   g["proven_owner_major"] = owner_major;
+  // The engine broadcasts exactly the prefixes of a cache split by layer.
+  const bool layer_split = p.prefix_pages > 0 && p.gather_method == GatherMethod::kBroadcast;
+  if (layer_split) {
+    J blocks = J::array();
+    for (int r = 0; r < ranks; ++r) {
+      int64_t b, e;
+      LayerBlock(cfg.model.layers, ranks, r, &b, &e);
+      blocks.push_back(J::array({b, e}));
+    }
+    g["layer_blocks"] = blocks;
+  }
   g["runs"] = J::array();
   for (size_t i = 0; i < p.runs.size(); ++i)
     g["runs"].push_back(J{{"first_page", p.runs[i].first_page},
@@ -95,9 +113,18 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
     PlanShape plan_shape(p, ranks, P);
     ForwardShape& f = plan_shape.shape;
     if (p.prefix_pages > 0) {
-      for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kOwnerMajor,
-                             GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p}) {
+      for (GatherMethod m :
+           {GatherMethod::kZigzag, GatherMethod::kOwnerMajor, GatherMethod::kPacked,
+            GatherMethod::kDense, GatherMethod::kP2p, GatherMethod::kBroadcast}) {
         J a{{"method", kGatherMethodNames.CName(m)}};
+        // layer_split: every rank holds its layers of every page; only broadcast applies.
+        if (layer_split != (m == GatherMethod::kBroadcast)) {
+          a["allowed"] = false;
+          a["why_not"] = layer_split ? "the cache is split by layer: the layout broadcasts"
+                                     : "only a cache split by layer (layer_split) broadcasts";
+          g["alternatives"].push_back(a);
+          continue;
+        }
         if (m == GatherMethod::kZigzag && !p.proven_zigzag) {
           a["allowed"] = false;
           a["why_not"] = "no descriptor proves a single zigzag run";
@@ -119,6 +146,13 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
         a["service_s"] = cost->Evaluate(f).service_s;
         g["alternatives"].push_back(a);
       }
+    }
+    if (p.prefix_pages > 0) {
+      // partial_merge: predicted only (no placement of the replay interleaves KV by token).
+      const GatherCost pm = cost->PartialMerge(p.computed_tokens);
+      g["partial_merge_predicted"] = J{{"per_layer_s", pm.per_layer_s},
+                                       {"total_s", pm.total_s},
+                                       {"fabric_bytes_per_rank", pm.bytes_per_rank}};
     }
     f.gather = p.gather_method;
     if (!p.backup.empty()) {
@@ -159,6 +193,14 @@ void PrintExplain(const J& j) {
     std::printf("load-back  %s: %lld pages per lane %s\n",
                 j["load_back"]["loaded"].get<bool>() ? "loaded" : "not loaded (recomputed)",
                 i(j["load_back"]["pages"]), PerLane(j["load_back"]["pages_per_lane"]).c_str());
+  if (j.contains("hit_agreement")) {
+    const J& h = j["hit_agreement"];
+    std::printf("agreement %s: %s", h["rule"].get<std::string>().c_str(),
+                h["allreduce"].get<bool>() ? "one all-reduce (minimum) of the host hit"
+                                           : "no collective (no host match or one rank)");
+    if (h.contains("allreduce_s")) std::printf(", %.1f us", h["allreduce_s"].get<double>() * 1e6);
+    std::printf("\n");
+  }
   for (const J& e : j["evictions"])
     std::printf("evict      %s: %lld pages, per lane %s\n", e["tier"].get<std::string>().c_str(),
                 i(e["pages"]), PerLane(e["pages_per_lane"]).c_str());
@@ -181,6 +223,15 @@ void PrintExplain(const J& j) {
         g["proven_zigzag"].get<bool>() ? "proven by the run descriptor" : "not proven",
         g["proven_owner_major"].get<bool>() ? "proven by the run descriptors (owners cyclic)"
                                             : "not proven");
+    if (g.contains("layer_blocks")) {
+      std::string blocks;
+      for (size_t r = 0; r < g["layer_blocks"].size(); ++r)
+        blocks += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " [" +
+                  std::to_string(i(g["layer_blocks"][r][0])) + ", " +
+                  std::to_string(i(g["layer_blocks"][r][1])) + ")";
+      std::printf("           layer_split: every rank holds every page for its layers: %s\n",
+                  blocks.c_str());
+    }
     for (size_t r = 0; r < g["runs"].size() && r < 8; ++r) {
       const J& run = g["runs"][r];
       std::printf(
@@ -209,6 +260,14 @@ void PrintExplain(const J& j) {
                 a["per_layer_s"].get<double>() * 1e6, a["total_s"].get<double>() * 1e3,
                 a["fabric_bytes_per_rank"].get<double>(), a["service_s"].get<double>() * 1e3,
                 m == g["chosen"].get<std::string>() ? "  <- chosen" : "");
+  }
+  if (g.contains("partial_merge_predicted")) {
+    const J& pm = g["partial_merge_predicted"];
+    std::printf(
+        "           %-11s %10.1f us %10.3f ms %14.0f (predicted only: KV interleaved by token, "
+        "queries and partial outputs move instead of the prefix)\n",
+        "partial_merge", pm["per_layer_s"].get<double>() * 1e6, pm["total_s"].get<double>() * 1e3,
+        pm["fabric_bytes_per_rank"].get<double>());
   }
   const J& b = j["backup"];
   if (!b["alternatives"].empty()) {

@@ -10,14 +10,18 @@ namespace kvlanes {
 // How every rank materializes the prefix for attention. kOwnerMajor: padded all-gather whose
 // rank-major output is the owner-major order attention reads through its page table, with no
 // reorder pass; only where the prefix is proven owner-major (GatherContext::proven_owner_major).
-enum class GatherMethod { kDense, kPacked, kP2p, kZigzag, kOwnerMajor };
+// kBroadcast: per layer, the rank owning the layer (layer_split) packs that layer of the prefix
+// and broadcasts it into every rank's scratch; the only method of a layer_split cache, which the
+// layout decides, not the policy.
+enum class GatherMethod { kDense, kPacked, kP2p, kZigzag, kOwnerMajor, kBroadcast };
 
-inline constexpr NameTable<GatherMethod, 5> kGatherMethodNames{
+inline constexpr NameTable<GatherMethod, 6> kGatherMethodNames{
     {{{GatherMethod::kDense, "dense"},
       {GatherMethod::kPacked, "packed"},
       {GatherMethod::kP2p, "p2p"},
       {GatherMethod::kZigzag, "zigzag"},
-      {GatherMethod::kOwnerMajor, "owner_major"}}},
+      {GatherMethod::kOwnerMajor, "owner_major"},
+      {GatherMethod::kBroadcast, "broadcast"}}},
     "gather method"};
 
 // When a request's host backups are copied: layer by layer during the forward pass, or after it.

@@ -1,8 +1,10 @@
 #include "sim/cache/placement.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "sim/check.h"
+#include "sim/checked_math.h"
 #include "traces/name_table.h"
 
 namespace kvlanes {
@@ -46,25 +48,87 @@ int64_t OwnerMajorShardPages(int64_t pages, int ranks, int rank) {
   return pages / ranks + (rank < pages % ranks ? 1 : 0);
 }
 
+void LayerBlock(int64_t layers, int ranks, int rank, int64_t* begin, int64_t* end) {
+  KV_CHECK(ranks > 0 && rank >= 0 && rank < ranks && layers >= 0,
+           "layer block " << rank << " of " << ranks << " over " << layers << " layers");
+  const int64_t q = layers / ranks, rem = layers % ranks;
+  *begin = rank * q + std::min<int64_t>(rank, rem);
+  *end = *begin + q + (rank < rem ? 1 : 0);
+}
+
+int LayerOwner(int64_t layers, int ranks, int64_t layer) {
+  KV_CHECK(layer >= 0 && layer < layers, "layer " << layer << " of " << layers);
+  for (int r = 0; r < ranks; ++r) {
+    int64_t b, e;
+    LayerBlock(layers, ranks, r, &b, &e);
+    if (layer < e) return r;
+  }
+  KV_CHECK(false, "layer " << layer << " in no block");
+  return 0;
+}
+
+int64_t LayerSplitCapacityPages(int64_t pages_per_lane, int64_t layers, int ranks) {
+  KV_CHECK(layers > 0 && ranks > 0 && pages_per_lane >= 0,
+           "layer_split capacity of " << pages_per_lane << " pages, " << layers << " layers, "
+                                      << ranks << " ranks");
+  const int64_t largest = (layers + ranks - 1) / ranks;
+  // pages_per_lane x layers fits: ValidateConfig bounds every lane's bytes.
+  return ProductOrDie({pages_per_lane, layers}, "device_pages_per_lane x layers") / largest;
+}
+
+int64_t OwnerTruthHitPages(std::span<const uint8_t> held) {
+  for (size_t p = 0; p < held.size(); ++p)
+    if (!held[p]) return static_cast<int64_t>(p);
+  return static_cast<int64_t>(held.size());
+}
+
+void LaneHitReports(std::span<const uint16_t> owners, std::span<const uint8_t> held,
+                    std::span<int64_t> reports) {
+  KV_CHECK(owners.size() == held.size(),
+           "hit reports: " << owners.size() << " owners for " << held.size() << " pages");
+  for (int64_t& r : reports) r = static_cast<int64_t>(owners.size());
+  for (size_t p = owners.size(); p-- > 0;) {
+    KV_CHECK(owners[p] < reports.size(),
+             "hit reports: owner " << owners[p] << " of " << reports.size() << " ranks");
+    if (!held[p]) reports[owners[p]] = static_cast<int64_t>(p);
+  }
+}
+
+int64_t MinAgreedHitPages(std::span<const int64_t> reports) {
+  if (reports.empty()) return 0;
+  int64_t m = reports[0];
+  for (int64_t r : reports) m = std::min(m, r);
+  return m;
+}
+
 namespace {
 void ZigzagRule(int ranks, int64_t, std::span<uint16_t> owners) { AssignZigzag(ranks, owners); }
 void InterleaveRule(int ranks, int64_t, std::span<uint16_t> owners) {
   AssignInterleave(ranks, owners);
 }
 
+// layer_split: every page is on every lane (for its layers); the lane of record is 0.
+void LayerSplitRule(int, int64_t, std::span<uint16_t> owners) {
+  for (uint16_t& o : owners) o = 0;
+}
+
 const PlacementRule kRules[] = {
     {"zigzag", "2N balanced chunks, rank r owns chunks r and 2N-1-r (causal balance)", false,
-     &ZigzagRule},
-    {"interleave", "page i of an extent goes to rank i mod N", false, &InterleaveRule},
+     &ZigzagRule, false},
+    {"interleave", "page i of an extent goes to rank i mod N", false, &InterleaveRule, false},
     {"owner_major",
      "logical page p goes to rank p mod N: new pages continue the owner cycle of the cached path "
      "(SGLang KV-cache sharding), so every prefix is owner-major",
-     false, &AssignOwnerMajor},
+     false, &AssignOwnerMajor, false},
+    {"layer_split",
+     "rank r stores every page for its block of layers (SGLang LayerSplit); the prefix is "
+     "broadcast layer by layer by the layer's owner",
+     false, &LayerSplitRule, true},
     {"slot-modulo", "owner = physical page slot mod N (ownership follows the allocator)", true,
-     nullptr},
+     nullptr, false},
     {"lane-balance",
      "new pages to the lanes with the most free device pages, one contiguous run per rank", false,
-     nullptr},
+     nullptr, false},
 };
 }  // namespace
 

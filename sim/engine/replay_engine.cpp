@@ -55,6 +55,14 @@ int WriteThreshold(WritePolicy p) {
   return 0;
 }
 
+// The page slots of one lane: the configured count, or under layer_split the pages of a
+// layer block that fit (every lane holds every page for its layers; lane 0 keeps the account).
+int64_t LanePages(const ReplayConfig& cfg, const PlacementRule& rule, int64_t pages_per_lane) {
+  if (!rule.by_layer) return pages_per_lane;
+  return LayerSplitCapacityPages(pages_per_lane, cfg.model.layers,
+                                 static_cast<int>(cfg.cache.cp_size));
+}
+
 }  // namespace
 
 ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, int64_t block_tokens,
@@ -67,14 +75,17 @@ ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, i
       pages_per_block_(block_tokens / cfg.cache.page_tokens),
       page_bytes_(cfg.model.PageBytes(cfg.cache.page_tokens)),
       ranks_(static_cast<int>(cfg.cache.cp_size)),
+      hit_agreement_(
+          kHitAgreementNames.Parse(cfg.cache.cp_hit_agreement, "cache.cp_hit_agreement")),
       write_threshold_(
           WriteThreshold(kWritePolicyNames.Parse(cfg.cache.write_policy, "cache.write_policy"))),
       opts_(opts),
       tree_(policy.Order()),
-      ledger_(ranks_, cfg.cache.device_pages_per_lane, cfg.cache.host_pages_per_lane),
-      device_slots_(ranks_, cfg.cache.device_pages_per_lane,
+      ledger_(ranks_, LanePages(cfg, *placement_, cfg.cache.device_pages_per_lane),
+              LanePages(cfg, *placement_, cfg.cache.host_pages_per_lane)),
+      device_slots_(ranks_, LanePages(cfg, *placement_, cfg.cache.device_pages_per_lane),
                     placement_ != nullptr && placement_->from_allocator),
-      host_slots_(ranks_, cfg.cache.host_pages_per_lane, false) {
+      host_slots_(ranks_, LanePages(cfg, *placement_, cfg.cache.host_pages_per_lane), false) {
   KV_CHECK(block_tokens > 0 && block_tokens % page_tokens_ == 0,
            "block of " << block_tokens << " tokens is not a multiple of the page");
   tree_.SetObserver(policy.Observer());
@@ -208,7 +219,9 @@ bool ReplayEngine::WriteToHost(RequestWork& w, NodeId id, std::vector<LaneCopy>*
 
 void ReplayEngine::CountLaneDeficit(int64_t pages) {
   int64_t free_total = 0;
-  for (int r = 0; r < ranks_; ++r) free_total += ledger_.at(Tier::kDevice, r).free();
+  // layer_split: the lane of record is the group (the other lanes hold nothing): no lane deficit.
+  for (int r = 0; r < (placement_->by_layer ? 1 : ranks_); ++r)
+    free_total += ledger_.at(Tier::kDevice, r).free();
   if (free_total >= pages) ++c_.lane_deficit_failures;
 }
 
@@ -216,8 +229,41 @@ void ReplayEngine::LockPath(NodeId id, int delta) {
   tree_.Lock(id, delta, [this](const Node& n, bool locked) { ledger_.OnLock(n, locked); });
 }
 
+int64_t ReplayEngine::AgreedHostPages(RequestWork& w) {
+  const MatchResult& m = w.match;
+  if (hit_agreement_ == HitAgreement::kOwner || ranks_ == 1 || m.host_pages == 0)
+    return m.host_pages;
+  // Every rank checks the host copies of the chain pages it owns (the owner is the backup
+  // writer); the group takes the minimum of the reports.
+  w.s.chain_owners.clear();
+  w.s.chain_held.clear();
+  std::vector<NodeId>& chain = w.s.chain;
+  chain.clear();
+  for (NodeId n = m.last_node; n != m.device_node; n = tree_.node(n).parent) chain.push_back(n);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const Node& n = tree_.node(*it);
+    for (const PageInfo& p : n.pages) {
+      w.s.chain_owners.push_back(p.owner);
+      w.s.chain_held.push_back(n.on_host() ? 1 : 0);
+    }
+  }
+  KV_CHECK(
+      static_cast<int64_t>(w.s.chain_owners.size()) == m.host_pages,
+      "host chain of " << w.s.chain_owners.size() << " pages for a host match of " << m.host_pages);
+  w.s.hit_reports.assign(static_cast<size_t>(ranks_), 0);
+  LaneHitReports(w.s.chain_owners, w.s.chain_held, w.s.hit_reports);
+  ++c_.hit_agreement_allreduces;
+  return MinAgreedHitPages(w.s.hit_reports);
+}
+
 int64_t ReplayEngine::LoadBack(RequestWork& w) {
   const MatchResult& m = w.match;
+  // The ranks agree on the hit before anything else (the collective runs for every host match);
+  // load-back is all or nothing over the chain, so an agreed hit short of it loads nothing.
+  if (const int64_t agreed = AgreedHostPages(w); agreed < m.host_pages) {
+    c_.hit_agreement_lost_pages += m.host_pages;
+    return 0;
+  }
   if (m.host_pages * page_tokens_ < cfg_.cache.load_back_min_tokens ||
       !policy_.AdmitLoadBack(View(), m.host_pages)) {
     ++c_.load_back_skipped;
@@ -333,7 +379,8 @@ bool ReplayEngine::CouldAllocate(const Request& req) const {
   const int64_t P = page_tokens_;
   const int64_t need = (req.input_tokens + P - 1) / P - Peek(req).device_pages + 1;
   int64_t room = 0;
-  for (int r = 0; r < ranks_; ++r) {
+  // layer_split: only the lane of record holds pages; the others' slots are never used.
+  for (int r = 0; r < (placement_->by_layer ? 1 : ranks_); ++r) {
     const LaneAccount& d = ledger_.at(Tier::kDevice, r);
     room += d.free() + d.evictable();
   }
@@ -676,7 +723,18 @@ void ReplayEngine::DecideMaterialization(RequestWork& w) {
                     w.s.backup_lane_pages};
   GatherMethod g = GatherMethod::kPacked;
   if (prefix_pages > 0) {
-    g = policy_.ChooseGather(View(), ctx);
+    if (placement_->by_layer) {
+      // layer_split: the layout decides; every rank holds its layers of every page, so each
+      // layer's owner broadcasts that layer of the prefix.
+      for (const PrefixRun& r : w.s.runs)
+        KV_CHECK(std::strcmp(extents_[r.extent].placement, placement_->name) == 0,
+                 "a layer_split prefix holds an extent placed by " << extents_[r.extent].placement);
+      g = GatherMethod::kBroadcast;
+    } else {
+      g = policy_.ChooseGather(View(), ctx);
+    }
+    KV_CHECK(g != GatherMethod::kBroadcast || placement_->by_layer,
+             "policy '" << policy_.Name() << "' chose broadcast for a cache not split by layer");
     KV_CHECK(g != GatherMethod::kZigzag || w.proven_zigzag,
              "policy '" << policy_.Name() << "' chose zigzag for a prefix no descriptor proves");
     KV_CHECK(

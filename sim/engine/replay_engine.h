@@ -50,6 +50,11 @@ struct ReplayCounters {
   std::map<std::string, int64_t> backup_schedule_counts;  // requests that backed pages up
   int64_t gather_prefix_pages = 0;
   int64_t gather_runs = 0;
+  // cache.cp_hit_agreement min: all-reduces run to agree on a host hit (requests with a host
+  // match on several ranks), and host-matched pages the agreed minimum did not load back that
+  // owner-lane truth would have (docs/reference_semantics.md, "Host-hit agreement").
+  int64_t hit_agreement_allreduces = 0;
+  int64_t hit_agreement_lost_pages = 0;
 
   // Page operations of the replay, the unit of its speed (docs/replay.md): pages matched,
   // allocated, inserted, freed as duplicates, evicted from either tier, loaded back, written.
@@ -125,6 +130,9 @@ class ReplayEngine {
     std::vector<int64_t> backup_lane_pages;  // pages backed up per lane
     std::vector<int64_t> load_lane_pages;    // pages loaded back per lane
     std::vector<int64_t> in_flight_pages;    // in-flight pages to add or drop per lane, batched
+    std::vector<uint16_t> chain_owners;      // host chain: owner of each page, logical order
+    std::vector<uint8_t> chain_held;         // host chain: whether its owner holds its copy
+    std::vector<int64_t> hit_reports;        // host chain: each rank's reported hit pages
   };
   // One request's state, carried through the phases of Process (replay_engine.cpp).
   struct RequestWork;
@@ -146,6 +154,9 @@ class ReplayEngine {
   void ProcessCacheWork(const Request& req, RequestWork& w);
 
   int64_t LoadBack(RequestWork& w);
+  // cache.cp_hit_agreement min: the host pages the ranks agree on by the minimum all-reduce
+  // (counts the collective); owner: every host-matched page.
+  int64_t AgreedHostPages(RequestWork& w);
   // Insert steps: a node the insert walk passed, the leaf of the keys no node holds yet.
   void InsertIntoNode(RequestWork& w, NodeId id, int64_t first);
   void DropMovedHostCopy(RequestWork& w, NodeId id, int64_t first);
@@ -181,6 +192,7 @@ class ReplayEngine {
   int64_t pages_per_block_;
   int64_t page_bytes_;
   int ranks_;
+  HitAgreement hit_agreement_;
   int write_threshold_;  // hit count at which write_through(_selective) backs up; 0 = write_back
   EngineOptions opts_;
 

@@ -61,7 +61,13 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
       pools_(static_cast<int64_t>(cfg.model.pools.size())),
       page_tokens_(cfg.cache.page_tokens),
       page_layer_bytes_(static_cast<double>(cfg.model.PageBytes(cfg.cache.page_tokens)) /
-                        static_cast<double>(cfg.model.layers)) {
+                        static_cast<double>(cfg.model.layers)),
+      hit_agreement_min_(cfg.cache.cp_hit_agreement ==
+                         kHitAgreementNames.CName(HitAgreement::kMin)),
+      query_row_bytes_(2.0 * static_cast<double>(cfg.model.shape.heads) *
+                       static_cast<double>(cfg.model.shape.attn_key_dim())),
+      partial_row_bytes_(static_cast<double>(cfg.model.shape.heads) *
+                         (2.0 * static_cast<double>(cfg.model.shape.attn_value_dim()) + 4.0)) {
   if (hw_.compute_measured && hw_.compute_model_preset != cfg.model.preset)
     throw InputError(
         profile_path, 0, "compute.model_preset",
@@ -147,10 +153,23 @@ double CostModel::AllReduceS(double bytes) const {
   return 2 * (n - 1) * b.latency_s + 2 * (n - 1) / n * bytes / (b.gbps * 1e9);
 }
 
+double CostModel::BroadcastS(double bytes) const {
+  if (ranks_ == 1) return 0;
+  // No broadcast band is measured: the all-gather band of the same size stands in, with the
+  // latency paid once per hop of the ring (N-1) and busbw equal to algbw (nccl-tests).
+  const CostBand& b = coll_->all_gather.For(bytes);
+  return (ranks_ - 1) * b.latency_s + bytes / (b.gbps * 1e9);
+}
+
 double CostModel::PeerReadS(double bytes, int peers) const {
   if (peers == 0) return 0;
   const CostBand& b = coll_->peer_read.For(bytes);
   return peers * coll_->peer_setup_s + b.latency_s + bytes / (b.gbps * 1e9);
+}
+
+double CostModel::HitAgreementS(int64_t host_match_pages) const {
+  if (!hit_agreement_min_ || host_match_pages == 0) return 0;
+  return AllReduceS(8);
 }
 
 GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_pages,
@@ -183,6 +202,12 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
       c.per_layer_s = KernelCopyS(S * b) + AllGatherS(N * S * b);
       c.bytes_per_rank = (N - 1) / N * N * S * b;
       break;
+    case GatherMethod::kBroadcast:
+      // layer_split: the layer's owner packs the layer's prefix pages in logical order, then
+      // broadcasts them; every other rank receives the whole prefix of that layer.
+      c.per_layer_s = KernelCopyS(P * b) + BroadcastS(P * b);
+      c.bytes_per_rank = ranks_ > 1 ? P * b : 0;
+      break;
     case GatherMethod::kP2p: {
       // each rank copies its own pages locally and reads every peer's pages into place, in one
       // kernel whose HBM copy and NVLink reads run side by side: the slower of the two.
@@ -203,6 +228,18 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
     }
   }
   c.total_s = c.once_s + static_cast<double>(layers_) * c.per_layer_s;
+  return c;
+}
+
+GatherCost CostModel::PartialMerge(int64_t new_tokens) const {
+  GatherCost c;
+  if (new_tokens == 0) return c;
+  const double n = static_cast<double>(new_tokens), N = ranks_;
+  const double queries = n * query_row_bytes_, partials = n * partial_row_bytes_;
+  c.per_layer_s =
+      AllGatherS(queries) + AllGatherS(partials) + (ranks_ > 1 ? KernelCopyS(partials) : 0.0);
+  c.bytes_per_rank = (N - 1) / N * (queries + partials);
+  c.total_s = static_cast<double>(layers_) * c.per_layer_s;
   return c;
 }
 
@@ -304,7 +341,8 @@ RequestCost CostModel::Request(const RequestPlan& p) const {
   const PlanShape f(p, ranks_, page_tokens_);
   RequestCost c = Evaluate(f.shape);
   c.write_back_s = write_back;
-  c.service_s = write_back + c.backup.total_s;
+  c.hit_agreement_s = HitAgreementS(p.host_match_pages);
+  c.service_s = write_back + c.hit_agreement_s + c.backup.total_s;
   return c;
 }
 

@@ -29,6 +29,7 @@ struct BackupCost {
 
 struct RequestCost {
   double write_back_s = 0;          // device -> host copies at eviction, before the forward pass
+  double hit_agreement_s = 0;       // cache.cp_hit_agreement min: the all-reduce, before load-back
   double load_back_copy_s = 0;      // host -> device copy stream, all layers
   double load_back_exposed_s = 0;   // forward pass delay caused by waiting for load-back
   double compute_s = 0;             // forward compute, all layers
@@ -93,9 +94,22 @@ class CostModel {
   double AllGatherS(double total_bytes) const;
   double AllReduceS(double bytes) const;
   double PeerReadS(double bytes, int peers) const;
+  // One broadcast of `bytes` from one rank to the others (layer_split's gather): (N-1) x
+  // latency + bytes / busbw, in the all-gather band of `bytes` (no broadcast band is measured).
+  double BroadcastS(double bytes) const;
+  // cache.cp_hit_agreement min: one all-reduce (minimum) of one 8-byte hit length over the group,
+  // for a request with a host match; 0 under owner or on one rank.
+  double HitAgreementS(int64_t host_match_pages) const;
 
   GatherCost Gather(GatherMethod m, std::span<const int64_t> shard_pages,
                     int64_t prefix_pages) const;
+  // partial_merge (KV interleaved by token; no KV moves), per layer for `new_tokens` query tokens
+  // of the group: all-gather of the bf16 queries (new_tokens x heads x key_dim x 2 B), then the
+  // partial outputs and their lse (new_tokens x heads x (2 value_dim + 4) B) exchanged as an
+  // all-gather of that size, then one merge kernel reading them. The partial attention itself is
+  // the forward pass's attention split over the ranks (ComputeLayerS). A predicted term only:
+  // the replay has no interleave_tokens placement that would choose it.
+  GatherCost PartialMerge(int64_t new_tokens) const;
   // One layer's tier copy for the slowest lane: one copy per pool (latency each) + bytes.
   double LayerTierCopyS(std::span<const int64_t> pages_per_lane, bool to_device) const;
   // Backups of `pages_per_lane` given each layer's forward end (layer_end_s, seconds from the
@@ -118,6 +132,9 @@ class CostModel {
   int64_t pools_;
   int64_t page_tokens_;
   double page_layer_bytes_;
+  bool hit_agreement_min_ = false;
+  double query_row_bytes_ = 0;    // one token's bf16 queries, all heads
+  double partial_row_bytes_ = 0;  // one token's partial outputs (bf16) and lse (fp32), all heads
 };
 
 // Pages per lane of a set of lane copies.

@@ -68,7 +68,7 @@ void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double sta
   w.RequestInstant(T::RequestTrack::kArrivals, "arrival", arrival, p.request,
                    {T::Int("input_tokens", p.input_tokens)});
   w.RequestSpan(T::RequestTrack::kQueue, "queued", arrival, start_s - arrival, p.request, {});
-  const double fwd0 = start_s + c.write_back_s;
+  const double fwd0 = start_s + c.write_back_s + c.hit_agreement_s;
   const std::vector<int64_t> wb = PagesPerLane(p.write_back, model_.ranks());
   const std::vector<int64_t> lb = PagesPerLane(p.load_back, model_.ranks());
   const std::vector<int64_t> bk = PagesPerLane(p.backup, model_.ranks());

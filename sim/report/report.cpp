@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sim/cache/eviction_order.h"
+#include "sim/cache/placement.h"
 #include "sim/engine/scheduler.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
@@ -57,6 +58,11 @@ J ReportBody(const ReplayConfig& cfg, const CachePolicy& policy, const Trace& tr
   j["host_writes"] = J{{"pages", c.host_write_pages},
                        {"bytes", c.host_write_bytes},
                        {"refused", c.host_write_refused}};
+  if (cfg.cache.cp_hit_agreement != ReplayConfig{}.cache.cp_hit_agreement)
+    j["hit_agreement"] = J{{"rule", cfg.cache.cp_hit_agreement},
+                           {"allreduces", c.hit_agreement_allreduces},
+                           {"lost_pages", c.hit_agreement_lost_pages},
+                           {"lost_tokens", c.hit_agreement_lost_pages * cfg.cache.page_tokens}};
   j["bypassed_pages"] = c.bypassed_pages;
   j["tail_evictions"] = c.tail_evictions;
   j["inserted_pages"] = c.inserted_pages;
@@ -93,6 +99,29 @@ J ReportBody(const ReplayConfig& cfg, const CachePolicy& policy, const Trace& tr
     }
   }
   j["lanes"] = lanes;
+  if (policy.Placement().by_layer) {
+    // layer_split: lane 0 keeps the account of every page; rank r stores them for its layers.
+    J split = J::array();
+    const int ranks = static_cast<int>(cfg.cache.cp_size);
+    for (size_t rep = 0; rep < ledgers.size(); ++rep)
+      for (int r = 0; r < ranks; ++r) {
+        int64_t b, e;
+        LayerBlock(cfg.model.layers, ranks, r, &b, &e);
+        const LaneAccount& d = ledgers[rep]->at(Tier::kDevice, 0);
+        const LaneAccount& h = ledgers[rep]->at(Tier::kHost, 0);
+        J x;
+        if (serving) x["replica"] = rep;
+        x.update(
+            J{{"rank", r},
+              {"layers", J::array({b, e})},
+              {"device_used_page_layers", d.used() * (e - b)},
+              {"device_capacity_page_layers", cfg.cache.device_pages_per_lane * cfg.model.layers},
+              {"host_used_page_layers", h.used() * (e - b)},
+              {"host_capacity_page_layers", cfg.cache.host_pages_per_lane * cfg.model.layers}});
+        split.push_back(std::move(x));
+      }
+    j["layer_split"] = split;
+  }
   // Every page has one slot in each pool: a lane's bytes in pool k are its pages times these.
   J pools = J::array();
   for (size_t k = 0; k < cfg.model.pools.size(); ++k)
@@ -145,6 +174,8 @@ ReplayCounters SumCounters(const ServingReplay& s) {
     for (const auto& [k, v] : c.backup_schedule_counts) t.backup_schedule_counts[k] += v;
     t.gather_prefix_pages += c.gather_prefix_pages;
     t.gather_runs += c.gather_runs;
+    t.hit_agreement_allreduces += c.hit_agreement_allreduces;
+    t.hit_agreement_lost_pages += c.hit_agreement_lost_pages;
   }
   return t;
 }

@@ -129,6 +129,38 @@ TEST_CASE("CUDA IPC peer reads work between two processes on the same GPU") {
   }
 }
 
+TEST_CASE("layer_split plans broadcast each layer from its owner, verified on the GPU") {
+  // cp_size 1 on one GPU (NCCL with one rank: the pack is the result), cp_size 2 on two GPUs.
+  for (int cp : {1, 2}) {
+    CAPTURE(cp);
+    if (cp > g_gpu_count) {
+      MESSAGE("skipped cp_size ", cp, ": ", g_gpu_count, " GPU(s) visible");
+      continue;
+    }
+    const ReplayConfig cfg =
+        SmallConfig(cp, {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000",
+                         "cache.placement=layer_split", "model.layers=3"});
+    const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
+    int64_t prefix = 0, loaded = 0;
+    for (const RequestPlan& p : pf.requests) {
+      prefix += p.prefix_pages;
+      for (const LaneCopy& c : p.load_back) loaded += static_cast<int64_t>(c.pages.size());
+    }
+    REQUIRE(prefix > 0);
+    TempDir dir;
+    RunOptions o = CudaOptions(dir);
+    if (cp == 2) o.devices = {0, 1};
+    const RunOutcome out = RunLocal(GpuPlan(pf), o);
+    REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+    const nlohmann::json m = ReadJson(o.out);
+    const int64_t page_layer = cfg.model.PageBytes(cfg.cache.page_tokens) / cfg.model.layers;
+    CHECK(m["verified_bytes"].get<int64_t>() == cp * (prefix + loaded) * 3 * page_layer);
+    for (const auto& op : m["ops"])
+      if (op["kind"] == "gather") CHECK(op["method"] == "broadcast");
+    CHECK(NoChildrenLeft());
+  }
+}
+
 TEST_CASE("two GPUs: every gather method at cp_size 2, every rank's dense result verified") {
   if (g_gpu_count < 2) {
     MESSAGE("skipped: ", g_gpu_count, " GPU(s) visible, NCCL needs one per rank");

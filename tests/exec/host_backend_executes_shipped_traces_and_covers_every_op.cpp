@@ -170,6 +170,45 @@ TEST_CASE(
   CHECK(multi_extent > 0);
 }
 
+TEST_CASE(
+    "host backend runs layer_split plans at cp_size 1 and 4: each layer's owner broadcasts it and "
+    "every rank checks every byte of the broadcast records") {
+  int64_t gathers = 0;
+  for (int cp : {1, 4}) {
+    CAPTURE(cp);
+    // 5 layers on 4 ranks: blocks of 2, 1, 1, 1 layers, so rank 0 broadcasts two layers.
+    const ReplayConfig cfg =
+        SmallConfig(cp, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=1500",
+                         "cache.placement=layer_split", "model.layers=5"});
+    const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
+    int64_t loaded = 0, prefix = 0;
+    for (const RequestPlan& p : pf.requests) {
+      for (const LaneCopy& c : p.load_back) loaded += static_cast<int64_t>(c.pages.size());
+      if (p.prefix_pages == 0) continue;
+      CHECK(p.gather_method == GatherMethod::kBroadcast);
+      prefix += p.prefix_pages;
+      ++gathers;
+    }
+    TempDir dir;
+    RunOptions o = HostOptions(dir, 60);
+    const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
+    REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+    const nlohmann::json m = ReadJson(o.out);
+    // Every rank holds lane 0's pages: each checks every broadcast record and every loaded page.
+    const int64_t page_layer = cfg.model.PageBytes(cfg.cache.page_tokens) / cfg.model.layers;
+    CHECK(m["verified_bytes"].get<int64_t>() == cp * (prefix + loaded) * 5 * page_layer);
+    int64_t ops = 0;
+    for (const auto& op : m["ops"])
+      if (op["kind"] == "gather") {
+        CHECK(op["method"] == "broadcast");
+        ++ops;
+      }
+    CHECK(ops > 0);
+    CHECK(NoChildrenLeft());
+  }
+  CHECK(gathers > 0);
+}
+
 }  // namespace
 }  // namespace kvlanes::exec::testing
 

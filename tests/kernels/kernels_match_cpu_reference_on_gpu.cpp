@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +21,8 @@
 #include "kernels/bench/scatter_variants_cuda.h"
 #include "kernels/materialize.h"
 #include "kernels/materialize_cuda.h"
+#include "kernels/partial_merge.h"
+#include "kernels/partial_merge_cuda.h"
 #include "kernels/tier_copy.h"
 #include "kernels/tier_copy_cuda.h"
 
@@ -836,6 +839,62 @@ TEST_CASE("launchers refuse inconsistent arguments and launch nothing for empty 
                      nullptr) == cudaSuccess);
   Sync("empty pack");
   CHECK(send.Download() == before);
+}
+
+TEST_CASE("the partial_merge kernel equals the CPU log-sum-exp merge") {
+  uint64_t seed = 0;
+  std::mt19937_64 rng = FreshRng(&seed);
+  CAPTURE(seed);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int ranks : {1, 2, 4, 8}) {
+    const int64_t rows = 37, dv = 24;
+    std::vector<k::PartialOutput> parts(static_cast<size_t>(ranks));
+    std::vector<float> flat_out, flat_lse;
+    for (int r = 0; r < ranks; ++r) {
+      k::PartialOutput& p = parts[static_cast<size_t>(r)];
+      p.out.resize(static_cast<size_t>(rows * dv));
+      p.lse.resize(static_cast<size_t>(rows));
+      for (float& x : p.out) x = nd(rng);
+      for (int64_t i = 0; i < rows; ++i)  // some rows unseen by some ranks, row 0 by every rank
+        p.lse[static_cast<size_t>(i)] = (i == 0 || rng() % 5 == 0) ? -INFINITY : nd(rng);
+      flat_out.insert(flat_out.end(), p.out.begin(), p.out.end());
+      flat_lse.insert(flat_lse.end(), p.lse.begin(), p.lse.end());
+    }
+    const k::PartialOutput want = k::MergePartials(parts, rows, dv);
+    float *d_out = nullptr, *d_lse = nullptr, *d_m = nullptr, *d_ml = nullptr;
+    RequireCuda(cudaMalloc(reinterpret_cast<void**>(&d_out), flat_out.size() * sizeof(float)),
+                "cudaMalloc");
+    RequireCuda(cudaMalloc(reinterpret_cast<void**>(&d_lse), flat_lse.size() * sizeof(float)),
+                "cudaMalloc");
+    RequireCuda(cudaMalloc(reinterpret_cast<void**>(&d_m), want.out.size() * sizeof(float)),
+                "cudaMalloc");
+    RequireCuda(cudaMalloc(reinterpret_cast<void**>(&d_ml), want.lse.size() * sizeof(float)),
+                "cudaMalloc");
+    RequireCuda(
+        cudaMemcpy(d_out, flat_out.data(), flat_out.size() * sizeof(float), cudaMemcpyHostToDevice),
+        "upload");
+    RequireCuda(
+        cudaMemcpy(d_lse, flat_lse.data(), flat_lse.size() * sizeof(float), cudaMemcpyHostToDevice),
+        "upload");
+    RequireCuda(k::MergePartialsKernel(d_out, d_lse, ranks, rows, dv, d_m, d_ml, nullptr),
+                "MergePartialsKernel");
+    std::vector<float> got(want.out.size()), got_lse(want.lse.size());
+    RequireCuda(cudaMemcpy(got.data(), d_m, got.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                "download");
+    RequireCuda(
+        cudaMemcpy(got_lse.data(), d_ml, got_lse.size() * sizeof(float), cudaMemcpyDeviceToHost),
+        "download");
+    for (float* d : {d_out, d_lse, d_m, d_ml}) cudaFree(d);
+    for (size_t e = 0; e < got.size(); ++e)
+      REQUIRE(got[e] == doctest::Approx(want.out[e]).epsilon(1e-6));
+    for (size_t i = 0; i < got_lse.size(); ++i) {
+      if (std::isinf(want.lse[i])) {
+        REQUIRE(std::isinf(got_lse[i]));
+      } else {
+        REQUIRE(got_lse[i] == doctest::Approx(want.lse[i]).epsilon(1e-6));
+      }
+    }
+  }
 }
 
 int main(int argc, char** argv) {

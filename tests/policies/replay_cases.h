@@ -58,6 +58,10 @@ inline std::vector<ReplayCase> ReplayCases() {
        kv169,
        {"cache.cp_size=4", "cache.device_pages_per_lane=700", "cache.host_pages_per_lane=700",
         "cache.eviction=slru", "cache.write_policy=write_back"}},
+      {"mooncake_cp4_layer_split_host_min_agreement",
+       mc,
+       {"cache.cp_size=4", "cache.placement=layer_split", "cache.device_pages_per_lane=1500",
+        "cache.host_pages_per_lane=2500", "cache.cp_hit_agreement=min"}},
   };
 }
 

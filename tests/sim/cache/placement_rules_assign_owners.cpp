@@ -29,7 +29,8 @@ TEST_CASE("placement names are looked up in one table") {
   CHECK(FindPlacementRule("zigzag") != nullptr);
   CHECK(FindPlacementRule("slot-modulo")->from_allocator);
   CHECK(FindPlacementRule("nope") == nullptr);
-  CHECK(PlacementRuleNames() == "zigzag, interleave, owner_major, slot-modulo, lane-balance");
+  CHECK(PlacementRuleNames() ==
+        "zigzag, interleave, owner_major, layer_split, slot-modulo, lane-balance");
 }
 
 }  // namespace kvlanes

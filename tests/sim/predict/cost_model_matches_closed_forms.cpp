@@ -196,3 +196,23 @@ TEST_CASE(
 }
 
 }  // namespace kvlanes
+
+namespace kvlanes {
+
+TEST_CASE("partial_merge moves queries and partial outputs, not the prefix") {
+  // Default shape: MLA, 128 heads, key 512 + 64 elements, value 512: a token's bf16 queries are
+  // 2 x 128 x 576 B, its partials 128 x (2 x 512 + 4) B.
+  const CostModel m(Profile(), Config(4));
+  const double q = 100 * 2.0 * 128 * 576, o = 100 * 128.0 * (2 * 512 + 4);
+  const GatherCost g = m.PartialMerge(100);
+  // Both exchanges fall in the > 1 MB all-gather band (20 us, 300 GB/s).
+  CHECK(g.per_layer_s == doctest::Approx((3 * 20e-6 + 0.75 * q / 300e9) +
+                                         (3 * 20e-6 + 0.75 * o / 300e9) + m.KernelCopyS(o)));
+  CHECK(g.total_s == doctest::Approx(10 * g.per_layer_s));
+  CHECK(g.bytes_per_rank == doctest::Approx(0.75 * (q + o)));
+  CHECK(m.PartialMerge(0).total_s == 0);
+  const CostModel one(Profile(), Config(1));
+  CHECK(one.PartialMerge(100).total_s == 0);
+}
+
+}  // namespace kvlanes
