@@ -19,7 +19,7 @@ namespace kvlanes::cli {
 
 int CmdCompare(int argc, const char* const* argv) {
   po::options_description desc("options");
-  AddReplayOptions(desc);
+  AddReplayOptions(desc, false);
   desc.add_options()("policies", po::value<std::string>(),
                      "policies to compare, comma-separated (e.g. lru,lfu,oracle)")(
       "json", po::value<std::string>(),
@@ -31,7 +31,11 @@ int CmdCompare(int argc, const char* const* argv) {
   pos.add("trace", -1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    po::options_description hidden;  // --policy only to point at --policies
+    hidden.add_options()("policy", po::value<std::string>(), "");
+    po::options_description all;
+    all.add(desc).add(hidden);
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);

@@ -132,7 +132,7 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
 
 int CmdSweep(int argc, const char* const* argv) {
   po::options_description desc("options");
-  AddReplayOptions(desc);
+  AddReplayOptions(desc, false);
   desc.add_options()("policies", po::value<std::string>(),
                      "policies, comma-separated (default: the config's policy)")(
       "vary", po::value<std::vector<std::string>>()->composing(),
@@ -146,7 +146,11 @@ int CmdSweep(int argc, const char* const* argv) {
   po::positional_options_description pos;
   pos.add("trace", -1);
   po::variables_map vm;
-  if (!Parse(argc, argv, desc, pos, vm)) return 2;
+  po::options_description hidden;  // --policy only to point at --policies
+  hidden.add_options()("policy", po::value<std::string>(), "");
+  po::options_description all;
+  all.add(desc).add(hidden);
+  if (!Parse(argc, argv, all, pos, vm)) return 2;
   if (vm.count("help")) {
     PrintHelp(
         std::cout,

@@ -49,6 +49,11 @@ for c in commands:
         for word in e.split():
             if re.match(r"^(traces|config|tests)/", word) and "*" not in word:
                 check(os.path.exists(os.path.join(src, word)), f"kvlanes help {c}: {word} exists")
+for c in ("compare", "sweep"):
+    h = run(c, "--help")
+    check("--policy " not in h.stdout and "--policies" in h.stdout, f"{c} --help lists --policies, not --policy")
+    r = run(c, "--trace", "traces/mooncake_excerpt.jsonl", "--policy", "lru")
+    check(r.returncode == 2 and "--policies" in r.stderr, f"{c} --policy points at --policies")
 for group in ("trace", "bench", "regress"):
     g = run(group)
     check(g.returncode == 2 and f"usage: kvlanes {group} SUBCOMMAND" in g.stderr,
