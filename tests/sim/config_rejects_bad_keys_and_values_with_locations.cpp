@@ -187,9 +187,11 @@ TEST_CASE("capacities in tokens or bytes become pages with the model geometry, i
   CHECK(e.cache.device_pages_per_lane == 1500000000 / ((656 + 132) * 64 * 61));
 }
 
-TEST_CASE("capacity units conflict in one file, a page that does not fit and bad units are refused") {
-  const std::string p = WriteTemp(
-      "units_conflict.yaml", "cache:\n  device_pages_per_lane: 10\n  device_tokens_per_lane: 640\n");
+TEST_CASE(
+    "capacity units conflict in one file, a page that does not fit and bad units are refused") {
+  const std::string p =
+      WriteTemp("units_conflict.yaml",
+                "cache:\n  device_pages_per_lane: 10\n  device_tokens_per_lane: 640\n");
   ReplayConfig c;
   const std::string conflict = ErrorOf([&] { LoadConfigFile(p, c); });
   CHECK(conflict.find("units_conflict.yaml:3") != std::string::npos);
@@ -199,8 +201,9 @@ TEST_CASE("capacity units conflict in one file, a page that does not fit and bad
   ApplyConfigSetting("cache.device_bytes_per_lane=1KiB", d);
   CHECK(ErrorOf([&] { ValidateConfig(d); }).find("holds no whole page") != std::string::npos);
   ReplayConfig e;
-  CHECK(ErrorOf([&] { ApplyConfigSetting("cache.device_bytes_per_lane=80 GiBs", e); })
-            .find("KiB, MiB, GiB or TiB") != std::string::npos);
+  CHECK(ErrorOf([&] {
+          ApplyConfigSetting("cache.device_bytes_per_lane=80 GiBs", e);
+        }).find("KiB, MiB, GiB or TiB") != std::string::npos);
   CHECK(ErrorOf([&] { ApplyConfigSetting("cache.host_tokens_per_lane=-5", e); }).find(">= 0") !=
         std::string::npos);
   // Zero host tokens: no host tier.
