@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -61,6 +62,48 @@ double AsDouble(const YAML::Node& n, const Where& w) {
   }
 }
 
+// A byte count: an integer or decimal number with an optional unit, B, kB/KB, MB, GB, TB
+// (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024): "80GiB", "1.5e9", "40 GB".
+int64_t AsBytes(const YAML::Node& n, const Where& w) {
+  if (!n.IsScalar()) w.Fail("expected a byte count such as 80GiB");
+  const std::string s = n.Scalar();
+  size_t end = 0;
+  while (end < s.size() && (std::isdigit(static_cast<unsigned char>(s[end])) || s[end] == '.' ||
+                            s[end] == 'e' || s[end] == 'E' || s[end] == '+'))
+    ++end;
+  // "e" may start no unit, so a trailing exponent marker with no digits belongs to the number.
+  std::string num = s.substr(0, end), unit = s.substr(end);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"B", 1},
+                                                          {"kB", 1e3},
+                                                          {"KB", 1e3},
+                                                          {"MB", 1e6},
+                                                          {"GB", 1e9},
+                                                          {"TB", 1e12},
+                                                          {"KiB", 1024.0},
+                                                          {"MiB", 1048576.0},
+                                                          {"GiB", 1073741824.0},
+                                                          {"TiB", 1099511627776.0}};
+  double mult = -1;
+  for (const auto& [name, m] : kUnits)
+    if (unit == name) mult = m;
+  double v = -1;
+  try {
+    size_t pos = 0;
+    v = num.empty() ? -1 : std::stod(num, &pos);
+    if (pos != num.size()) v = -1;
+  } catch (...) {
+    v = -1;
+  }
+  if (mult < 0 || !(v >= 0) || !std::isfinite(v * mult) || v * mult > 9.0e18)
+    w.Fail(
+        "expected a byte count: a number >= 0 with an optional unit B, kB, MB, GB, TB, KiB, "
+        "MiB, GiB or TiB (e.g. 80GiB), got '" +
+        s + "'");
+  return static_cast<int64_t>(std::floor(v * mult));
+}
+
 std::string AsString(const YAML::Node& n, const Where& w) {
   if (!n.IsScalar()) w.Fail("expected a string");
   return n.Scalar();
@@ -106,7 +149,8 @@ struct KeySpec {
   // sequential outputs stay byte-identical to those written before serving mode existed.
   bool serving_only = false;
   // Listed in reports and plan headers only when set to something other than its default, so
-  // that outputs written before the key existed stay byte-identical.
+  // that outputs written before the key existed stay byte-identical (the capacities in tokens
+  // or bytes, resolved into pages, are null = not given by default).
   bool listed_when_set = false;
 };
 
@@ -152,6 +196,57 @@ struct KeySpec {
         },                                                                                    \
         [](const ReplayConfig& c) { return nlohmann::ordered_json(c.field); }                 \
   }
+// One tier's capacity: given in pages, tokens or bytes per lane (CacheConfig).
+struct CapacityKeys {
+  const char* tier;
+  const char* pages;
+  const char* tokens;
+  const char* bytes;
+  int64_t CacheConfig::*pages_field;
+  int64_t CacheConfig::*tokens_field;
+  int64_t CacheConfig::*bytes_field;
+};
+constexpr CapacityKeys kCapacityKeys[] = {
+    {"device", "cache.device_pages_per_lane", "cache.device_tokens_per_lane",
+     "cache.device_bytes_per_lane", &CacheConfig::device_pages_per_lane,
+     &CacheConfig::device_tokens_per_lane, &CacheConfig::device_bytes_per_lane},
+    {"host", "cache.host_pages_per_lane", "cache.host_tokens_per_lane", "cache.host_bytes_per_lane",
+     &CacheConfig::host_pages_per_lane, &CacheConfig::host_tokens_per_lane,
+     &CacheConfig::host_bytes_per_lane},
+};
+
+// A capacity key of tier `k` in a unit other than pages (1 tokens, 2 bytes). Setting one unit
+// of a tier clears the others (pages included: it is set when resolved), so the last one set
+// holds; the report lists it only while it is given, so outputs carry the pages it became.
+KeySpec CapacityKey(const CapacityKeys& k, int unit, const char* help) {
+  return KeySpec{unit == 1 ? k.tokens : k.bytes,
+                 help,
+                 [&k, unit](ReplayConfig& c, const YAML::Node& n, const Where& w) {
+                   const int64_t v = unit == 1 ? AsInt(n, w) : AsBytes(n, w);
+                   if (v < 0) w.Fail("must be >= 0");
+                   c.cache.*k.tokens_field = unit == 1 ? v : -1;
+                   c.cache.*k.bytes_field = unit == 2 ? v : -1;
+                 },
+                 [&k, unit](const ReplayConfig& c) {
+                   const int64_t v = unit == 1 ? c.cache.*k.tokens_field : c.cache.*k.bytes_field;
+                   return v < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
+                 },
+                 false,
+                 true};
+}
+
+// A capacity in pages: clears the tier's other units (the last unit set holds).
+KeySpec PagesKey(const CapacityKeys& k, const char* help) {
+  return KeySpec{
+      k.pages, help,
+      [&k](ReplayConfig& c, const YAML::Node& n, const Where& w) {
+        c.cache.*k.pages_field = AsInt(n, w);
+        c.cache.*k.tokens_field = -1;
+        c.cache.*k.bytes_field = -1;
+      },
+      [&k](const ReplayConfig& c) { return nlohmann::ordered_json(c.cache.*k.pages_field); }};
+}
+
 // Marks a key as read only in serving mode (KeySpec::serving_only).
 KeySpec ServingKey(KeySpec k) {
   k.serving_only = true;
@@ -172,10 +267,17 @@ const std::vector<KeySpec>& BaseKeys() {
           [](const ReplayConfig& c) { return nlohmann::ordered_json(c.policy); }},
       KV_INT_KEY("cache.page_tokens", cache.page_tokens, "tokens per KV page"),
       KV_INT_KEY("cache.cp_size", cache.cp_size, "ranks in the context-parallel group (lanes)"),
-      KV_INT_KEY("cache.device_pages_per_lane", cache.device_pages_per_lane,
-                 "device (GPU) page slots per lane"),
-      KV_INT_KEY("cache.host_pages_per_lane", cache.host_pages_per_lane,
-                 "host page slots per lane; 0 = no host tier"),
+      PagesKey(kCapacityKeys[0], "device (GPU) page slots per lane"),
+      PagesKey(kCapacityKeys[1], "host page slots per lane; 0 = no host tier"),
+      CapacityKey(kCapacityKeys[0], 1,
+                  "device capacity per lane in tokens, instead of pages (/ cache.page_tokens, "
+                  "rounded down)"),
+      CapacityKey(kCapacityKeys[0], 2,
+                  "device KV memory per lane in bytes (80GiB, 40GB, ...), instead of pages (/ "
+                  "the bytes of one page in all pools and layers, rounded down)"),
+      CapacityKey(kCapacityKeys[1], 1, "host capacity per lane in tokens, instead of pages"),
+      CapacityKey(kCapacityKeys[1], 2,
+                  "host KV memory per lane in bytes (e.g. 512GiB), instead of pages"),
       KV_NAMED_KEY("cache.eviction", cache.eviction, "eviction order", kEvictionOrderNames),
       KV_NAMED_KEY("cache.write_policy", cache.write_policy, "host write policy",
                    kWritePolicyNames),
@@ -381,6 +483,70 @@ void ApplyNode(const std::string& prefix, const YAML::Node& node, const std::str
   }
 }
 
+// The capacities given in tokens or bytes, as pages (ValidateConfig's mutating overload). The
+// setters keep at most one unit per tier (the last one set), so only that one is resolved.
+void ResolveCapacities(ReplayConfig& c) {
+  CacheConfig& cc = c.cache;
+  for (const CapacityKeys& k : kCapacityKeys) {
+    const int64_t tokens = cc.*k.tokens_field, bytes = cc.*k.bytes_field;
+    if (tokens < 0 && bytes < 0) continue;
+    const char* key = tokens >= 0 ? k.tokens : k.bytes;
+    const auto it = c.origins.find(key);
+    const ConfigOrigin where = it != c.origins.end() ? it->second : ConfigOrigin{"", 0, key};
+    cc.*k.tokens_field = -1;
+    cc.*k.bytes_field = -1;
+    if (cc.page_tokens <= 0)
+      throw InputError(where.file, where.line, where.field, "needs cache.page_tokens > 0");
+    int64_t pages = 0;
+    std::string how;
+    if (tokens >= 0) {
+      pages = tokens / cc.page_tokens;
+      how = std::to_string(tokens) + " tokens / " + std::to_string(cc.page_tokens) +
+            " tokens per page";
+    } else {
+      int64_t page_bytes = 0;
+      for (const PoolSpec& p : c.model.pools) {
+        const std::optional<int64_t> b =
+            CheckedProduct({p.bytes_per_token_layer, cc.page_tokens, c.model.layers});
+        if (!b || *b <= 0 || *b > kMaxPoolBytes)
+          throw InputError(where.file, where.line, where.field,
+                           "the model's page size is out of range (model.pools, model.layers, "
+                           "cache.page_tokens)");
+        page_bytes += *b;
+      }
+      if (page_bytes <= 0)
+        throw InputError(where.file, where.line, where.field, "the model has no pools");
+      pages = bytes / page_bytes;
+      how = std::to_string(bytes) + " bytes / " + std::to_string(page_bytes) +
+            " bytes per page (model.pools x model.layers x cache.page_tokens)";
+    }
+    if (pages < 1 && std::string_view(k.tier) == "device")
+      throw InputError(where.file, where.line, where.field,
+                       "holds no whole page: " + how + " = 0 pages");
+    cc.*k.pages_field = pages;
+    // Range errors found on the pages later name the key the user wrote.
+    c.origins[k.pages] = where;
+    c.origins.erase(key);
+  }
+}
+
+// Two units of one tier's capacity in one config file are a conflict (a later --set overrides).
+void CheckCapacityUnits(const ReplayConfig& c, const std::string& file) {
+  for (const CapacityKeys& k : kCapacityKeys) {
+    const ConfigOrigin* first = nullptr;
+    for (const char* key : {k.pages, k.tokens, k.bytes}) {
+      const auto it = c.origins.find(key);
+      if (it == c.origins.end() || it->second.file != file) continue;
+      if (first)
+        throw InputError(file, it->second.line, it->second.field,
+                         "conflicts with " + first->field + " at line " +
+                             std::to_string(first->line) + ": give the " + k.tier +
+                             " capacity once, in pages, tokens or bytes per lane");
+      first = &it->second;
+    }
+  }
+}
+
 }  // namespace
 
 void LoadConfigFile(const std::string& path, ReplayConfig& cfg) {
@@ -389,6 +555,7 @@ void LoadConfigFile(const std::string& path, ReplayConfig& cfg) {
   if (!root.IsMap()) throw InputError(path, 1, "", "a config file is a YAML map of sections");
   try {
     ApplyNode("", root, path, cfg);
+    CheckCapacityUnits(cfg, path);
   } catch (const YAML::Exception& e) {
     throw InputError(path, YamlLine(root), "", "YAML error: " + e.msg);
   }
@@ -450,10 +617,19 @@ void ValidatePoolSizes(const ReplayConfig& c) {
 
 }  // namespace
 
+void ValidateConfig(ReplayConfig& c) {
+  ResolveCapacities(c);
+  ValidateConfig(static_cast<const ReplayConfig&>(c));
+}
+
 void ValidateConfig(const ReplayConfig& c) {
   auto need = [&c](bool ok, const char* key, const std::string& msg) {
     if (!ok) FailAt(c, key, msg);
   };
+  for (const CapacityKeys& k : kCapacityKeys)
+    need(c.cache.*k.tokens_field < 0 && c.cache.*k.bytes_field < 0, k.tokens,
+         "a capacity given in tokens or bytes is turned into pages by ValidateConfig on a "
+         "mutable config (internal: the const overload was called first)");
   need(c.cache.page_tokens > 0, "cache.page_tokens", "must be > 0");
   need(c.cache.cp_size >= 1 && c.cache.cp_size <= 4096, "cache.cp_size", "must be in 1..4096");
   need(c.cache.device_pages_per_lane > 0, "cache.device_pages_per_lane", "must be > 0");

@@ -94,6 +94,13 @@ struct CacheConfig {
   int64_t load_back_min_tokens = 10;        // host hits shorter than this are recomputed
   std::string host_layout = "layer_first";  // layer_first | page_first | page_first_direct
   std::string cp_hit_agreement = "owner";   // owner | min (kHitAgreementNames)
+  // The capacities in other units, as given (-1 = not given): cache.{device,host}_{tokens,
+  // bytes}_per_lane. ValidateConfig turns them into the *_pages_per_lane above with the model
+  // geometry and clears them, so everything after it (engine, reports, plans) sees pages only.
+  int64_t device_tokens_per_lane = -1;
+  int64_t device_bytes_per_lane = -1;
+  int64_t host_tokens_per_lane = -1;
+  int64_t host_bytes_per_lane = -1;
 };
 
 struct TraceConfig {
@@ -186,8 +193,15 @@ void LoadConfigFile(const std::string& path, ReplayConfig& cfg);
 void ApplyConfigSetting(const std::string& assignment, ReplayConfig& cfg);
 // Checks ranges, cross-field rules and that every pool of every tier fits in kMaxPoolBytes
 // (checked products); throws InputError naming the key and, when it came from a file, the file
-// and line where it was set.
+// and line where it was set. A config whose capacities were given in tokens or bytes must go
+// through the overload below first (this one refuses them).
 void ValidateConfig(const ReplayConfig& cfg);
+// Resolves the capacities given in tokens or bytes per lane into pages per lane (tokens /
+// cache.page_tokens, bytes / the bytes of one page in all pools and layers, both rounded down),
+// clears them, then validates as above. Two units for one tier set in the same place (one file,
+// or the command line) are a conflict; a later place overrides an earlier one (--set over the
+// file). Throws InputError naming the keys.
+void ValidateConfig(ReplayConfig& cfg);
 // The effective configuration, every key, in table order.
 nlohmann::ordered_json ConfigToJson(const ReplayConfig& cfg);
 // "key: help (default ...)" lines for --help.

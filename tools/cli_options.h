@@ -1,13 +1,17 @@
 // Command-line parsing shared by the subcommands.
 #pragma once
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "sim/predict/plan.h"
 #include "traces/input_error.h"
 
 namespace kvlanes::cli {
@@ -30,6 +34,47 @@ inline bool ParseArgs(int argc, const char* const* argv,
     std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
     return false;
   }
+}
+
+// The one layout of every command's --help: "usage:" line(s), what the command does, its
+// options, then "examples:" (commands that run as written from the repository root), then
+// `after` (lists of policies or config keys). `usage` and `about` end without a newline.
+inline void PrintHelp(std::ostream& out, const std::string& usage, const std::string& about,
+                      const boost::program_options::options_description& desc,
+                      std::initializer_list<const char*> examples, const std::string& after = "") {
+  out << "usage: " << usage << "\n\n" << about << "\n\n" << desc << "\nexamples:\n";
+  for (const char* e : examples) out << "  " << e << "\n";
+  if (!after.empty()) out << "\n" << after;
+}
+
+// Keeps replica `n`'s requests of a serving-mode plan (option --replica of exec and check): each
+// replica is its own CP group with its own slots, so its records alone are a complete plan
+// (their request numbers count within it). Throws InputError naming --replica.
+inline void SelectReplica(std::vector<RequestPlan>& requests, int64_t n,
+                          const std::string& source) {
+  if (n < 0) throw InputError("", 0, "--replica", "must be >= 0, got " + std::to_string(n));
+  bool any_replica = false;
+  std::vector<RequestPlan> kept;
+  for (RequestPlan& p : requests) {
+    any_replica |= p.replica >= 0;
+    if (p.replica == n) kept.push_back(std::move(p));
+  }
+  if (!any_replica)
+    throw InputError(source, 0, "--replica",
+                     "the plan has no replica fields (written in sequential mode)");
+  if (kept.empty())
+    throw InputError(source, 0, "--replica", "no request of replica " + std::to_string(n));
+  requests = std::move(kept);
+}
+
+// The replicas a plan's records name, ascending (empty for a sequential-mode plan).
+inline std::vector<int64_t> PlanReplicas(const std::vector<RequestPlan>& requests) {
+  std::vector<int64_t> r;
+  for (const RequestPlan& p : requests)
+    if (p.replica >= 0 && std::find(r.begin(), r.end(), p.replica) == r.end())
+      r.push_back(p.replica);
+  std::sort(r.begin(), r.end());
+  return r;
 }
 
 // "0,1,3" -> {0, 1, 3} (option --devices). Throws InputError naming --devices otherwise.

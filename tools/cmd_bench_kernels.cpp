@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/bench/bench_kernels.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
@@ -266,7 +267,7 @@ int CmdBenchKernels(int argc, const char* const* argv) {
   std::string parts = "materialize,tier";
   std::string scatter_variants;
 
-  po::options_description visible("Options");
+  po::options_description visible("options");
   visible.add_options()("help,h", "print this help")(
       "sizes", po::value(&sizes)->default_value(sizes),
       "materialization payloads (logical-dense bytes, rounded down to whole pages), comma list "
@@ -301,13 +302,15 @@ int CmdBenchKernels(int argc, const char* const* argv) {
       "json", po::value(&json_path), "also write the full report as JSON to this file");
 
   const auto usage = [&](std::ostream& out) {
-    out << "Usage: " << name << " [options]\n"
-        << "GPU benchmark of kernels/: pack, unpack, zigzag_reorder, scatter_dense and "
-           "peer_gather against a device-to-device cudaMemcpyAsync of the same bytes, and the "
-           "tier copies (kernel and cudaMemcpyAsync-runs strategies, every host layout, both "
-           "directions) against a contiguous pinned copy. Medians of CUDA-event timings; "
-           "formulas in docs/kernels.md.\n\n"
-        << visible;
+    PrintHelp(
+        out, name + " [options]",
+        "GPU benchmark of kernels/: pack, unpack, zigzag_reorder, scatter_dense and\n"
+        "peer_gather against a device-to-device cudaMemcpyAsync of the same bytes, and the\n"
+        "tier copies (kernel and cudaMemcpyAsync-runs strategies, every host layout, both\n"
+        "directions) against a contiguous pinned copy. Medians of CUDA-event timings;\n"
+        "formulas in docs/kernels.md.",
+        visible,
+        {"kvlanes bench kernels", "kvlanes bench kernels --sizes 16M,64M,256M,1G --pools 656,132"});
   };
 
   po::variables_map vm;

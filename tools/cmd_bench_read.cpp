@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
 #include "traces/build_info.h"
@@ -90,7 +91,7 @@ int CmdBenchRead(int argc, const char* const* argv) {
   std::string format;
   int reps = 5;
   TraceOptions opt;
-  po::options_description visible("Options");
+  po::options_description visible("options");
   visible.add_options()("help,h", "print this help")(
       "format", po::value(&format), "mooncake | kvtester | tokens (default: detected per file)")(
       "reps", po::value(&reps)->default_value(5), "runs per measurement (the median is shown)");
@@ -102,11 +103,14 @@ int CmdBenchRead(int argc, const char* const* argv) {
   po::positional_options_description positional;
   positional.add("file", -1);
   const auto usage = [&](std::ostream& out) {
-    out << "Usage: " << name << " FILE... [options]\n"
-        << "Trace loading speed per file: bytes, read (the ceiling: the file into memory), scan "
-           "(a minimal integer scan of the text, a reference), parse (the reader on text in "
-           "memory), load (LoadTrace), as times and GB/s.\n\n"
-        << visible;
+    PrintHelp(
+        out, name + " FILE... [options]",
+        "Trace loading speed per file: bytes, read (the ceiling: the file into memory), scan\n"
+        "(a minimal integer scan of the text, a reference), parse (the reader on text in\n"
+        "memory), load (LoadTrace), as times and GB/s.",
+        visible,
+        {"kvlanes bench read traces/mooncake_excerpt.jsonl",
+         "kvlanes bench read traces/mooncake/conversation_trace.jsonl --reps 3"});
   };
   po::variables_map vm;
   try {

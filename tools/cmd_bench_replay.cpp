@@ -223,12 +223,14 @@ int CmdBenchReplay(int argc, const char* const* argv) {
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, &pos, vm)) return 2;
   if (vm.count("help")) {
-    std::cout
-        << "usage: " << argv[0] << " --trace FILE [options]\n\n"
-        << "Times the floor (read the file, minimal parse, page-key build), then trace load,\n"
-        << "replay, report, plan and timeline writing, each as a ratio of the floor, and the\n"
-        << "replay's peak memory per cached page and per request (docs/replay.md).\n\n"
-        << desc;
+    PrintHelp(std::cout, std::string(argv[0]) + " --trace FILE [options]",
+              "Times the floor (read the file, minimal parse, page-key build), then trace load,\n"
+              "replay, report, plan and timeline writing, each as a ratio of the floor, and the\n"
+              "replay's peak memory per cached page and per request (docs/replay.md).",
+              desc,
+              {"kvlanes bench replay --trace traces/mooncake_excerpt.jsonl",
+               "kvlanes bench replay --trace traces/mooncake/conversation_trace.jsonl --config "
+               "config/default.yaml --json bench.json"});
     return 0;
   }
   try {

@@ -121,31 +121,29 @@ int CmdBenchSweep(int argc, const char* const* argv) {
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
-    std::cout
-        << "usage: " << argv[0] << " --out M.json [--config C.yaml] [options]\n\n"
-        << "Times the executor's primitives on this machine's GPU (or host memory): tier copies "
-           "of\n"
-        << "one pool (one layer and all layers, both directions) over page counts 1, 2, 4, ...,\n"
-        << "the host time of submitting copies, one layer of a packed gather (pack + unpack), and\n"
-        << "backups over a forward pass (per-layer and tail, beside a gather, as the executor runs "
-           "them).\n"
-        << "Each sample is the median of --repeats runs on fresh random slots after warm-up.\n"
-        << "Feed the file to `kvlanes calibrate` (docs/calibration.md).\n"
-        << "With --ranks N (N > 1; one GPU per rank for NCCL) it measures instead, with every "
-           "rank\n"
-        << "taking part, the NCCL all-gather and all-reduce of the gathers and CUDA IPC peer "
-           "reads\n"
-        << "over the same page counts; calibrate those with --base set to the one-rank profile.\n"
-        << "With --forward model (cuda) it also times the executor's forward-pass proxy per layer "
-           "over\n"
-        << "a grid of new tokens x prefix tokens (--set model.preset=NAME) and prints its TFLOP/s "
-           "and\n"
-        << "GB/s. With either forward pass it times pairs of ops on separate streams (copies "
-           "beside a\n"
-        << "gather, a forward layer, or another copy; a gather beside a forward layer), each "
-           "also alone,\n"
-        << "for the overlap shares calibrate fits.\n\n"
-        << desc;
+    PrintHelp(
+        std::cout, std::string(argv[0]) + " --out M.json [--config C.yaml] [options]",
+        "Times the executor's primitives on this machine's GPU (or host memory): tier copies\n"
+        "of one pool (one layer and all layers, both directions) over page counts 1, 2, 4,\n"
+        "..., the host time of submitting copies, one layer of a packed gather (pack +\n"
+        "unpack), and backups over a forward pass (per-layer and tail, beside a gather, as\n"
+        "the executor runs them). Each sample is the median of --repeats runs on fresh\n"
+        "random slots after warm-up. Feed the file to `kvlanes calibrate`\n"
+        "(docs/calibration.md). With --ranks N (N > 1; one GPU per rank for NCCL) it\n"
+        "measures instead, with every rank taking part, the NCCL all-gather and all-reduce\n"
+        "of the gathers and CUDA IPC peer reads over the same page counts; calibrate those\n"
+        "with --base set to the one-rank profile. With --forward model (cuda) it also times\n"
+        "the executor's forward-pass proxy per layer over a grid of new tokens x prefix\n"
+        "tokens (--set model.preset=NAME) and prints its TFLOP/s and GB/s. With either\n"
+        "forward pass it times pairs of ops on separate streams (copies beside a gather, a\n"
+        "forward layer or another copy; a gather beside a forward layer), each also alone,\n"
+        "for the overlap shares calibrate fits.",
+        desc,
+        {"kvlanes bench sweep --out M.json",
+         "kvlanes bench sweep --tier-copy batch --slot-runs 1,4,32 --out M.json",
+         "kvlanes bench sweep --forward model --set model.preset=deepseek-v3.2 --out M.json",
+         "kvlanes bench sweep --only pairs --forward synthetic --out PAIRS.json",
+         "kvlanes bench sweep --ranks 2 --out RANKS2.json"});
     return 0;
   }
   try {

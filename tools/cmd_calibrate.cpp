@@ -136,14 +136,18 @@ int CmdCalibrate(int argc, const char* const* argv) {
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
-    std::cout
-        << "usage: " << argv[0]
-        << " --measurements M.json --out profile.yaml [--base profile.yaml]\n\n"
-        << "Fits the hardware profile's parameters (docs/cost_model.md) to benchmark measurements "
-           "by\n"
-        << "non-negative, relative-error-weighted least squares, with size bands for collectives\n"
-        << "(docs/calibration.md). Prints each fit's residuals and writes them into the YAML.\n\n"
-        << desc;
+    PrintHelp(
+        std::cout,
+        std::string(argv[0]) + " --measurements M.json --out profile.yaml [--base profile.yaml]",
+        "Fits the hardware profile's parameters (docs/cost_model.md) to benchmark measurements\n"
+        "by non-negative, relative-error-weighted least squares, with size bands for\n"
+        "collectives (docs/calibration.md). Prints each fit's residuals and writes them into\n"
+        "the YAML.",
+        desc,
+        {"kvlanes calibrate --measurements M.json --base config/profiles/h200.yaml --out "
+         "h200_measured.yaml",
+         "kvlanes calibrate --measurements RANKS2.json --base h200_measured.yaml --out "
+         "2xh200_measured.yaml"});
     return 0;
   }
   try {

@@ -86,9 +86,22 @@ Plotter CheckPlotting(const std::string& out) {
   return p;
 }
 
+// A serving-mode plan of several replicas is checked one replica at a time: each replica's
+// records are one CP group's plan, and their op ids (request numbers counting within the
+// replica) repeat across replicas.
 Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path,
-                            double compute_scale) {
-  const PlanFile plan = ReadPlanFile(plan_path);
+                            double compute_scale, std::optional<int64_t> replica) {
+  PlanFile plan = ReadPlanFile(plan_path);
+  if (replica) {
+    SelectReplica(plan.requests, *replica, plan_path);
+  } else if (const std::vector<int64_t> r = PlanReplicas(plan.requests); r.size() > 1) {
+    throw InputError(plan_path, 0, "--replica",
+                     "the plan holds " + std::to_string(r.size()) +
+                         " replicas (serving mode), whose op ids repeat: check one at a time "
+                         "with --replica N (0.." +
+                         std::to_string(r.back()) +
+                         ") against the measured file of `kvlanes exec --replica N`");
+  }
   ReplayConfig cfg = ConfigFromPlanHeader(plan.header, plan_path);
   // The profile given, else the one the plan stores (docs/plan.md).
   std::optional<PlanProfile> stored;
@@ -124,9 +137,11 @@ CheckOptions CheckOptionsFrom(const po::variables_map& vm) {
 // From --plan (predicted here, optionally written out) or from --predicted.
 Predictions LoadPredictions(const po::variables_map& vm, double compute_scale) {
   if (!vm.count("plan")) return ReadPredictions(vm["predicted"].as<std::string>());
-  Predictions pred =
-      PredictFromPlan(vm["plan"].as<std::string>(),
-                      vm.count("profile") ? vm["profile"].as<std::string>() : "", compute_scale);
+  std::optional<int64_t> replica;
+  if (vm.count("replica")) replica = vm["replica"].as<int64_t>();
+  Predictions pred = PredictFromPlan(vm["plan"].as<std::string>(),
+                                     vm.count("profile") ? vm["profile"].as<std::string>() : "",
+                                     compute_scale, replica);
   if (vm.count("write-predicted"))
     WriteFileAtomically(vm["write-predicted"].as<std::string>(),
                         PredictionsToJson(pred).dump(1) + "\n");
@@ -167,6 +182,9 @@ int CmdCheck(int argc, const char* const* argv) {
       ("profile", po::value<std::string>(),
        "with --plan: hardware profile YAML (default: the plan's hardware.profile)")
       ("write-predicted", po::value<std::string>(), "with --plan: also write the predictions file")
+      ("replica", po::value<int64_t>(),
+       "with --plan of serving mode: check replica N's requests (as `kvlanes exec --replica N` ran "
+       "them); required when the plan holds several replicas")
       ("compute-scale", po::value<double>()->default_value(1.0),
        "with --plan: multiply the profile's compute terms, as `kvlanes exec --compute-scale` did")
       ("measured", po::value<std::string>(), "measured file of `kvlanes exec` (docs/calibration.md)")
@@ -188,24 +206,33 @@ int CmdCheck(int argc, const char* const* argv) {
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
-    std::cout
-        << "usage: " << argv[0]
-        << " (--predicted P.json | --plan PLAN [--profile H.yaml]) --measured M.json\n\n"
-        << "Joins predicted and measured seconds on plan op ids; prints per op kind, per request\n"
-        << "(service time) and for the whole replay the median and p95 absolute percentage error,\n"
-        << "the worst operations and a verdict. Exit 0 pass, 1 fail, 2 bad input.\n\n"
-        << desc;
+    PrintHelp(
+        std::cout,
+        std::string(argv[0]) +
+            " (--predicted P.json | --plan PLAN [--profile H.yaml] [--replica N]) "
+            "--measured M.json",
+        "Joins predicted and measured seconds on plan op ids; prints per op kind, per request\n"
+        "(service time) and for the whole replay the median and p95 absolute percentage error,\n"
+        "the worst operations and a verdict. A serving-mode plan of several replicas is\n"
+        "checked one replica at a time (--replica N, against `kvlanes exec --replica N`).\n"
+        "Exit 0 pass, 1 fail, 2 bad input.",
+        desc,
+        {"kvlanes check --plan plan.jsonl --measured measured.json --json check.json",
+         "kvlanes check --plan plan.jsonl --profile docs/measurements/profiles/h200_measured.yaml "
+         "--measured measured.json --plot check.png",
+         "kvlanes check --plan serving_plan.jsonl --replica 1 --measured measured_r1.json"});
     return 0;
   }
   try {
     if (vm.count("predicted") == vm.count("plan"))
       throw InputError("", 0, "--predicted", "give either --predicted or --plan (exactly one)");
     if (!vm.count("measured")) throw InputError("", 0, "--measured", "a measured file is required");
-    if (vm.count("plan") == 0 &&
-        (vm.count("profile") || vm.count("write-predicted") || !vm["compute-scale"].defaulted()))
+    if (vm.count("plan") == 0 && (vm.count("profile") || vm.count("write-predicted") ||
+                                  vm.count("replica") || !vm["compute-scale"].defaulted()))
       throw InputError("", 0,
                        vm.count("profile")           ? "--profile"
                        : vm.count("write-predicted") ? "--write-predicted"
+                       : vm.count("replica")         ? "--replica"
                                                      : "--compute-scale",
                        "only with --plan");
     const double compute_scale = vm["compute-scale"].as<double>();
@@ -218,9 +245,16 @@ int CmdCheck(int argc, const char* const* argv) {
     const Predictions pred = LoadPredictions(vm, compute_scale);
     const Measured meas = ReadMeasured(vm["measured"].as<std::string>());
     const CheckReport report = RunCheck(pred, meas, opt);
-    const std::string json = CheckReportToJson(report).dump(1) + "\n";
+    auto doc = CheckReportToJson(report);
+    if (vm.count("replica")) doc["replica"] = vm["replica"].as<int64_t>();
+    const std::string json = doc.dump(1) + "\n";
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), json);
-    if (!vm["quiet"].as<bool>()) std::fputs(FormatCheckReport(report).c_str(), stdout);
+    if (!vm["quiet"].as<bool>()) {
+      if (vm.count("replica"))
+        std::printf("replica %lld of the plan\n",
+                    static_cast<long long>(vm["replica"].as<int64_t>()));
+      std::fputs(FormatCheckReport(report).c_str(), stdout);
+    }
     if (vm.count("plot")) DrawPlot(vm, plotter, json);
     return report.pass ? 0 : 1;
   } catch (const InputError& e) {

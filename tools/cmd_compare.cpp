@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "policies/registry.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
 #include "tools/run_grid.h"
@@ -18,7 +19,7 @@ namespace kvlanes::cli {
 
 int CmdCompare(int argc, const char* const* argv) {
   po::options_description desc("options");
-  AddReplayOptions(desc);
+  AddReplayOptions(desc, false);
   desc.add_options()("policies", po::value<std::string>(),
                      "policies to compare, comma-separated (e.g. lru,lfu,oracle)")(
       "json", po::value<std::string>(),
@@ -30,23 +31,31 @@ int CmdCompare(int argc, const char* const* argv) {
   pos.add("trace", -1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    po::options_description hidden;  // --policy only to point at --policies
+    hidden.add_options()("policy", po::value<std::string>(), "");
+    po::options_description all;
+    all.add(desc).add(hidden);
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
     return 2;
   }
   if (vm.count("help")) {
-    std::cout
-        << "usage: " << argv[0] << " --trace FILE [--config FILE] --policies a,b,c [options]\n\n"
-        << "Replays one trace through several policies with the same config and prints one\n"
-        << "table: token hit ratio by tier, evicted pages, lane deficit failures, uncached\n"
-        << "requests, load-back and host write volume. Policies run in parallel threads; every\n"
-        << "run is independent, so the results equal sequential runs. Column formulas:\n"
-        << "docs/policies.md.\n\n"
-        << desc << "\npolicies:\n"
-        << PoliciesHelp() << "\nconfig keys (YAML or --set):\n"
-        << ConfigKeysHelp();
+    PrintHelp(
+        std::cout,
+        std::string(argv[0]) + " --trace FILE [--config FILE] --policies a,b,c [options]",
+        "Replays one trace through several policies with the same config and prints one\n"
+        "table: token hit ratio by tier, evicted pages, lane deficit failures, uncached\n"
+        "requests, load-back and host write volume. Policies run in parallel threads; every\n"
+        "run is independent, so the results equal sequential runs. Column formulas:\n"
+        "docs/policies.md.",
+        desc,
+        {"kvlanes compare --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+         "--policies lanes,lru,lfu",
+         "kvlanes compare --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+         "--set serving.mode=sequential --policies lru,oracle --csv compare.csv"},
+        "policies:\n" + PoliciesHelp() + "\nconfig keys (YAML or --set):\n" + ConfigKeysHelp());
     return 0;
   }
   try {

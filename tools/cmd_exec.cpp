@@ -19,27 +19,7 @@
 namespace po = boost::program_options;
 
 namespace kvlanes::cli {
-namespace {
-
-// Keeps replica `n`'s requests of a serving-mode plan: each replica is its own CP group with its
-// own slots, so its records alone are a complete plan (their request numbers count within it).
-void SelectReplica(PlanFile& pf, int64_t n, const std::string& source) {
-  if (n < 0) throw InputError("", 0, "--replica", "must be >= 0, got " + std::to_string(n));
-  bool any_replica = false;
-  std::vector<RequestPlan> kept;
-  for (RequestPlan& p : pf.requests) {
-    any_replica |= p.replica >= 0;
-    if (p.replica == n) kept.push_back(std::move(p));
-  }
-  if (!any_replica)
-    throw InputError(source, 0, "--replica",
-                     "the plan has no replica fields (written in sequential mode)");
-  if (kept.empty())
-    throw InputError(source, 0, "--replica", "no request of replica " + std::to_string(n));
-  pf.requests = std::move(kept);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 int CmdExec(int argc, const char* const* argv) {
   po::options_description desc("options");
@@ -100,15 +80,19 @@ int CmdExec(int argc, const char* const* argv) {
     return 2;
   }
   if (vm.count("help")) {
-    std::cout
-        << "usage: " << argv[0]
-        << " (--plan FILE | --trace FILE [replay options]) --out FILE [options]\n\n"
-        << "Repeats a replay's decisions on real hardware: device pools, pinned host pools, NCCL\n"
-        << "collectives, CUDA IPC peer reads, host<->device copies and a synthetic forward pass; "
-           "checks\n"
-        << "every gathered and loaded byte against a deterministic page pattern; measures every "
-           "op.\n\n"
-        << desc;
+    PrintHelp(
+        std::cout,
+        std::string(argv[0]) +
+            " (--plan FILE | --trace FILE [replay options]) --out FILE [options]",
+        "Repeats a replay's decisions on real hardware: device pools, pinned host pools, NCCL\n"
+        "collectives, CUDA IPC peer reads, host<->device copies and a synthetic forward pass;\n"
+        "checks every gathered and loaded byte against a deterministic page pattern; measures\n"
+        "every op.",
+        desc,
+        {"kvlanes exec --plan plan.jsonl --out measured.json --timeline measured_timeline.json",
+         "kvlanes exec --plan small_plan.jsonl --backend host --max-requests 200 --out "
+         "host_measured.json",
+         "kvlanes exec --plan serving_plan.jsonl --replica 1 --out measured_r1.json"});
     return 0;
   }
   try {
@@ -180,7 +164,7 @@ int CmdExec(int argc, const char* const* argv) {
       source += ")";
       if (profile.empty()) profile = in.config.hardware.profile;
     }
-    if (vm.count("replica")) SelectReplica(pf, vm["replica"].as<int64_t>(), source);
+    if (vm.count("replica")) SelectReplica(pf.requests, vm["replica"].as<int64_t>(), source);
     exec::ExecPlan plan = exec::MakeExecPlan(std::move(pf), source, profile, max_requests);
     const std::string forward = vm.count("forward") ? vm["forward"].as<std::string>()
                                                     : (o.backend == "cuda" ? "model" : "synthetic");

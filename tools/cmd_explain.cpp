@@ -302,15 +302,14 @@ int CmdExplain(int argc, const char* const* argv) {
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
-    std::cout
-        << "usage: " << argv[0] << " --trace FILE --request N [options]\n\n"
-        << "Replays requests 0..N-1, then prints request N's decisions with the alternatives\n"
-        << "and, with a hardware profile, their predicted costs.\n\n"
-        << desc << "\nexamples:\n"
-        << "  kvlanes explain --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
-           "--request 120\n"
-        << "  kvlanes explain --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
-           "--request 120 --json - | python3 -m json.tool\n";
+    PrintHelp(std::cout, std::string(argv[0]) + " --trace FILE --request N [options]",
+              "Replays requests 0..N-1, then prints request N's decisions with the alternatives\n"
+              "and, with a hardware profile, their predicted costs.",
+              desc,
+              {"kvlanes explain --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+               "--request 120",
+               "kvlanes explain --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+               "--request 120 --json - | python3 -m json.tool"});
     return 0;
   }
   try {

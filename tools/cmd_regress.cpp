@@ -46,14 +46,16 @@ const char* const kSuiteHelp =
 
 // Parses argv; on --help prints `usage` and the options. Returns -1 to go on, else the exit code.
 int Parse(int argc, const char* const* argv, po::options_description& desc, const char* usage,
-          po::variables_map& vm) {
+          std::initializer_list<const char*> examples, po::variables_map& vm) {
   po::positional_options_description pos;
   pos.add("suite", 1);
   if (!ParseArgs(argc, argv, desc, &pos, vm)) return 2;
   if (vm.count("help")) {
-    std::cout << "usage: " << argv[0] << " " << usage << "\n\n" << kSuiteHelp << "\nmetrics:";
-    for (const std::string& m : regress::MetricNames()) std::cout << " " << m;
-    std::cout << "\n\n" << desc << "\npolicies:\n" << PoliciesHelp();
+    std::string about = kSuiteHelp;
+    about += "metrics:";
+    for (const std::string& m : regress::MetricNames()) about += " " + m;
+    PrintHelp(std::cout, std::string(argv[0]) + " " + usage, about, desc, examples,
+              "policies:\n" + PoliciesHelp());
     return 0;
   }
   if (!vm.count("suite")) {
@@ -87,7 +89,11 @@ int CmdRegRecord(int argc, const char* const* argv) {
   AddCommonOptions(desc);
   desc.add_options()("out,o", po::value<std::string>(), "the golden file to write (JSON)");
   po::variables_map vm;
-  if (const int rc = Parse(argc, argv, desc, "SUITE --out GOLDEN [-j N]", vm); rc >= 0) return rc;
+  if (const int rc =
+          Parse(argc, argv, desc, "SUITE --out GOLDEN [-j N]",
+                {"kvlanes regress record tests/policies/golden_suite.yaml --out golden.json"}, vm);
+      rc >= 0)
+    return rc;
   try {
     if (!vm.count("out")) throw InputError("", 0, "--out", "required: the golden file to write");
     const regress::Suite suite =
@@ -119,7 +125,12 @@ int CmdRegCheck(int argc, const char* const* argv) {
       "exit 0");
   po::variables_map vm;
   if (const int rc =
-          Parse(argc, argv, desc, "SUITE --golden GOLDEN [--junit FILE] [--update] [-j N]", vm);
+          Parse(argc, argv, desc, "SUITE --golden GOLDEN [--junit FILE] [--update] [-j N]",
+                {"kvlanes regress check tests/policies/golden_suite.yaml --golden "
+                 "tests/policies/golden/golden_metrics.json",
+                 "kvlanes regress check tests/policies/golden_suite.yaml --golden "
+                 "tests/policies/golden/golden_metrics.json --junit regress.xml"},
+                vm);
       rc >= 0)
     return rc;
   try {
@@ -188,7 +199,12 @@ int CmdRegConform(int argc, const char* const* argv) {
   desc.add_options()("policies", po::value<std::string>(),
                      "check these policies on every case (default: each case's own)");
   po::variables_map vm;
-  if (const int rc = Parse(argc, argv, desc, "SUITE [--policies a,b] [-j N]", vm); rc >= 0)
+  if (const int rc = Parse(argc, argv, desc, "SUITE [--policies a,b] [-j N]",
+                           {"kvlanes regress conform tests/policies/golden_suite.yaml",
+                            "kvlanes regress conform tests/policies/golden_suite.yaml --policies "
+                            "lanes,lru"},
+                           vm);
+      rc >= 0)
     return rc;
   try {
     regress::Suite suite = regress::LoadSuite(vm["suite"].as<std::string>(), RegistryCatalog());

@@ -104,12 +104,12 @@ void PrintSummary(const nlohmann::ordered_json& r) {
                 p["queue_s"].get<double>());
   }
   if (r.contains("serving")) PrintServing(r["serving"]);
-  std::printf("\n  lanes (pages)          rank  device cap/peak      host cap/peak\n");
+  // Replica/rank in both modes (sequential mode is replica 0), so the tables line up.
+  std::printf("\n  lanes (pages)  replica/rank  device cap/peak      host cap/peak\n");
   for (const auto& l : r["lanes"])
-    std::printf("                         %4s  %8lld/%-8lld  %8lld/%-8lld\n",
-                (l.contains("replica") ? std::to_string(l["replica"].get<int64_t>()) + "/" +
-                                             std::to_string(l["rank"].get<int64_t>())
-                                       : std::to_string(l["rank"].get<int64_t>()))
+    std::printf("                 %12s  %8lld/%-8lld  %8lld/%-8lld\n",
+                ((l.contains("replica") ? std::to_string(l["replica"].get<int64_t>()) : "0") + "/" +
+                 std::to_string(l["rank"].get<int64_t>()))
                     .c_str(),
                 static_cast<long long>(l["device_capacity_pages"].get<int64_t>()),
                 static_cast<long long>(l["device_peak_pages"].get<int64_t>()),
@@ -141,13 +141,18 @@ int CmdReplay(int argc, const char* const* argv) {
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, &pos, vm)) return 2;
   if (vm.count("help")) {
-    std::cout
-        << "usage: " << argv[0] << " --trace FILE [options]\n\n"
-        << "Replays a request trace in order through the radix KV cache of a context-parallel\n"
-        << "group and reports hits, evictions, lane deficits, load-backs and host writes.\n\n"
-        << desc << "\npolicies:\n"
-        << PoliciesHelp() << "\nconfig keys (YAML or --set):\n"
-        << ConfigKeysHelp();
+    PrintHelp(
+        std::cout, std::string(argv[0]) + " --trace FILE [options]",
+        "Replays a request trace through the radix KV cache of a context-parallel group\n"
+        "(in trace order, or served by replicas: docs/serving.md) and reports hits,\n"
+        "evictions, lane deficits, load-backs, host writes and, with a profile, times.",
+        desc,
+        {"kvlanes replay --trace traces/mooncake_excerpt.jsonl --config config/default.yaml",
+         "kvlanes replay --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+         "--set serving.replicas=2 --plan plan.jsonl --timeline timeline.json",
+         "kvlanes replay --trace traces/mooncake_excerpt.jsonl --set serving.mode=sequential "
+         "--policy lru --set cache.device_tokens_per_lane=64000 --json - -q"},
+        "policies:\n" + PoliciesHelp() + "\nconfig keys (YAML or --set):\n" + ConfigKeysHelp());
     return 0;
   }
   try {

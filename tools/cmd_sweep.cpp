@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "policies/registry.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
 #include "tools/run_grid.h"
@@ -131,7 +132,7 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
 
 int CmdSweep(int argc, const char* const* argv) {
   po::options_description desc("options");
-  AddReplayOptions(desc);
+  AddReplayOptions(desc, false);
   desc.add_options()("policies", po::value<std::string>(),
                      "policies, comma-separated (default: the config's policy)")(
       "vary", po::value<std::vector<std::string>>()->composing(),
@@ -145,23 +146,34 @@ int CmdSweep(int argc, const char* const* argv) {
   po::positional_options_description pos;
   pos.add("trace", -1);
   po::variables_map vm;
-  if (!Parse(argc, argv, desc, pos, vm)) return 2;
+  po::options_description hidden;  // --policy only to point at --policies
+  hidden.add_options()("policy", po::value<std::string>(), "");
+  po::options_description all;
+  all.add(desc).add(hidden);
+  if (!Parse(argc, argv, all, pos, vm)) return 2;
   if (vm.count("help")) {
-    std::cout
-        << "usage: " << argv[0] << " --trace FILE [--config FILE] --policies a,b \\\n"
-        << "         --vary cache.device_pages_per_lane=1000,4000,16000 [--vary KEY=LIST] "
-           "[options]\n"
-        << "       kvlanes sweep merge SHARD.json... [--json F] [--csv F] [--plot F]\n\n"
-        << "Replays the trace for every policy and every combination of --vary values (run i is\n"
-        << "policy-major, the first --vary outermost), on parallel threads, with progress on\n"
-        << "stderr. Large grids: run shard I of N on each machine (--shard I/N --json "
-           "part.I.json,\n"
-        << "e.g. from a Slurm job array or mpirun; recipe in docs/policies.md), then\n"
-        << "`kvlanes sweep merge part.*.json --json all.json` gives what one unsharded run "
-           "gives.\n\n"
-        << desc << "\npolicies:\n"
-        << PoliciesHelp() << "\nconfig keys (YAML, --set or --vary):\n"
-        << ConfigKeysHelp();
+    PrintHelp(
+        std::cout,
+        std::string(argv[0]) +
+            " --trace FILE [--config FILE] --policies a,b \\\n"
+            "         --vary cache.device_pages_per_lane=1000,4000,16000 [--vary KEY=LIST] "
+            "[options]\n"
+            "       kvlanes sweep merge SHARD.json... [--json F] [--csv F] [--plot F]",
+        "Replays the trace for every policy and every combination of --vary values (run i is\n"
+        "policy-major, the first --vary outermost), on parallel threads, with progress on\n"
+        "stderr. A --vary LIST is a,b,c, a range a:b:step or a geometric range a:b:xF.\n"
+        "Large grids: run shard I of N on each machine (--shard I/N --json part.I.json,\n"
+        "e.g. from a Slurm job array or mpirun; recipe in docs/policies.md), then\n"
+        "`kvlanes sweep merge part.*.json --json all.json` gives what one unsharded run "
+        "gives.",
+        desc,
+        {"kvlanes sweep --trace traces/mooncake/synthetic_trace.jsonl --set cache.cp_size=1 "
+         "--policies lru,oracle --vary cache.device_pages_per_lane=15625:156250:x2 "
+         "--csv sweep.csv --plot sweep.png",
+         "kvlanes sweep --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+         "--vary serving.replicas=1,2,4 --vary serving.router=round_robin,prefix"},
+        "policies:\n" + PoliciesHelp() + "\nconfig keys (YAML, --set or --vary):\n" +
+            ConfigKeysHelp());
     return 0;
   }
   try {
@@ -265,11 +277,12 @@ int CmdSweepMerge(int argc, const char* const* argv) {
   po::variables_map vm;
   if (!Parse(argc, argv, desc, pos, vm)) return 2;
   if (vm.count("help")) {
-    std::cout
-        << "usage: " << argv[0] << " SHARD.json... [--json FILE] [--csv FILE] [--plot FILE]\n\n"
-        << "Joins the JSON files of all N shards of one sweep into what the unsharded sweep\n"
-        << "writes. Refuses files of different grids, a shard given twice and missing shards.\n\n"
-        << desc;
+    PrintHelp(
+        std::cout, std::string(argv[0]) + " SHARD.json... [--json FILE] [--csv FILE] [--plot FILE]",
+        "Joins the JSON files of all N shards of one sweep into what the unsharded sweep\n"
+        "writes. Refuses files of different grids, a shard given twice and missing shards.",
+        desc,
+        {"kvlanes sweep merge part.*.json --json sweep.json --csv sweep.csv --plot sweep.png"});
     return 0;
   }
   try {

@@ -1,5 +1,6 @@
 // `kvlanes trace stats FILE...`: loads a trace (any format, merged if several files) and prints
 // its summary statistics (traces/trace_stats.h), optionally also as JSON.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/config.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
 #include "traces/input_error.h"
@@ -23,8 +26,9 @@ int CmdTraceStats(int argc, const char* const* argv) {
   std::string format;
   std::string json_path;
   std::vector<std::string> files;
+  std::vector<std::string> sets;
 
-  po::options_description visible("Options");
+  po::options_description visible("options");
   visible.add_options()("help,h", "print this help")(
       "format", po::value(&format),
       "trace format: mooncake | kvtester | tokens (default: detected per file from its first "
@@ -35,7 +39,10 @@ int CmdTraceStats(int argc, const char* const* argv) {
       "tokens per KV page; must divide the block size")(
       "allow-unsorted", po::bool_switch(&opt.allow_unsorted),
       "sort each file by time instead of refusing timestamps that go backwards")(
-      "json", po::value(&json_path), "also write the statistics as a JSON object to this file");
+      "json", po::value(&json_path), "also write the statistics as a JSON object to this file")(
+      "set", po::value(&sets)->composing(),
+      "KEY=VALUE, as replay takes it: cache.page_tokens, trace.block_tokens or trace.format "
+      "(the same as --page-tokens, --block-tokens, --format)");
   AddTraceLimitOptions(visible, &opt);
   po::options_description hidden;
   hidden.add_options()("file", po::value(&files)->composing(), "trace file or directory");
@@ -45,13 +52,14 @@ int CmdTraceStats(int argc, const char* const* argv) {
   positional.add("file", -1);
 
   const auto usage = [&](std::ostream& out) {
-    out << "Usage: " << name << " FILE... [options]\n"
-        << "Summary statistics of a request trace: requests, time span, input length mean/p50/"
-           "p99/max, distinct block ids and the infinite-cache token hit ratio (formulas in "
-           "traces/README.md).\n"
-        << "FILE: a trace file, or a directory of *.json/*.jsonl files; several files are merged "
-           "in arrival order, each with its own block-id namespace.\n\n"
-        << visible;
+    PrintHelp(out, name + " FILE... [options]",
+              "Summary statistics of a request trace: requests, time span, input length mean/p50/\n"
+              "p99/max, distinct block ids and the infinite-cache token hit ratio (formulas in\n"
+              "traces/README.md). FILE: a trace file, or a directory of *.json/*.jsonl files;\n"
+              "several files are merged in arrival order, each with its own block-id namespace.",
+              visible,
+              {"kvlanes trace stats traces/mooncake_excerpt.jsonl",
+               "kvlanes trace stats traces/kvtester --json stats.json"});
   };
 
   po::variables_map vm;
@@ -74,6 +82,19 @@ int CmdTraceStats(int argc, const char* const* argv) {
   }
 
   try {
+    // --set with replay's key names for the keys that shape a trace's pages.
+    for (const std::string& s : sets) {
+      const std::string key = s.substr(0, s.find('='));
+      static const std::vector<std::string_view> kKeys = {"cache.page_tokens", "trace.block_tokens",
+                                                          "trace.format"};
+      if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end())
+        ThrowUnknownName("trace stats key", key, kKeys, "--set", "", 0);
+      ReplayConfig c;
+      ApplyConfigSetting(s, c);
+      if (key == "cache.page_tokens") opt.page_tokens = c.cache.page_tokens;
+      if (key == "trace.block_tokens") opt.block_tokens = c.trace.block_tokens;
+      if (key == "trace.format") format = c.trace.format == "auto" ? "" : c.trace.format;
+    }
     std::optional<TraceFormat> fmt;
     if (!format.empty()) fmt = ParseTraceFormat(format);
     const Trace trace = LoadTrace(files, fmt, opt);

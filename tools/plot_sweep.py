@@ -4,9 +4,12 @@ the swept capacity, one line per policy (and per combination of the other --vary
 
 usage: plot_sweep.py SWEEP.json OUT.(png|pdf|svg) [--x KEY]
 
-The x axis is --x KEY, else cache.device_pages_per_lane when it was varied, else the first
---vary key; numeric values are plotted to scale, others as categories. The image is written to
-OUT.tmp and renamed into place, so a failed run never leaves a partial file.
+The x axis is --x KEY, else the device capacity when it was varied (in pages, tokens or bytes
+per lane), else the first --vary key; numeric values are plotted to scale (log scale when they
+span 20x or more), others as categories. A device capacity is drawn in tokens per lane, from
+each run's resolved config (pages x cache.page_tokens), with GB per lane on the top axis
+(pages x the bytes of one page in all pools and layers / 1e9). The image is written to OUT.tmp
+and renamed into place, so a failed run never leaves a partial file.
 """
 import argparse, json, os, sys
 
@@ -33,20 +36,39 @@ def main():
     keys = [v["key"] for v in doc["grid"]["vary"]]
     if not keys:
         sys.exit(f"{a.sweep_json}: the sweep has no --vary key to plot against")
-    x = a.x or ("cache.device_pages_per_lane" if "cache.device_pages_per_lane" in keys else keys[0])
+    capacity_keys = ["cache.device_pages_per_lane", "cache.device_tokens_per_lane",
+                     "cache.device_bytes_per_lane"]
+    x = a.x or next((k for k in capacity_keys if k in keys), keys[0])
     if x not in keys:
         sys.exit(f"--x {x}: not a --vary key of this sweep (valid: {', '.join(keys)})")
     others = [k for k in keys if k != x]
+    # A device capacity: tokens per lane from the run's config (every unit resolves to pages).
+    capacity = x in capacity_keys and all("config" in r for r in doc["runs"])
+    gb_per_token = None
+
+    def x_value(r):
+        nonlocal gb_per_token
+        if not capacity:
+            return r["vary"][x]
+        c = r["config"]
+        pages, page_tokens = c["cache.device_pages_per_lane"], c["cache.page_tokens"]
+        page_bytes = sum(p["bytes_per_token_layer"] for p in c["model.pools"]) * \
+            page_tokens * c["model.layers"]
+        gb_per_token = page_bytes / page_tokens / 1e9
+        return str(pages * page_tokens)
+
     lines = {}
     for r in doc["runs"]:
         label = r["policy"] + "".join(f" {k}={r['vary'][k]}" for k in others)
         pred = r.get("predicted")
-        lines.setdefault(label, []).append((r["vary"][x], r["token_hit_ratio"],
+        lines.setdefault(label, []).append((x_value(r), r["token_hit_ratio"],
                                             r["device_hit_tokens"] / max(1, r["input_tokens"]),
                                             pred["ttft_p50_s"] if pred else None,
                                             pred["ttft_p99_s"] if pred else None))
     with_ttft = any(p[3] is not None for pts in lines.values() for p in pts)
     values = [v for v in doc["grid"]["vary"] if v["key"] == x][0]["values"]
+    if capacity:
+        values = sorted({p[0] for pts in lines.values() for p in pts}, key=float)
     numeric = all(number(v) is not None for v in values)
     if with_ttft:
         fig, (ax, tax) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -69,8 +91,12 @@ def main():
                 a_.set_xscale("log")
         else:
             a_.set_xticks(range(len(values)), values)
-        a_.set_xlabel(x)
+        a_.set_xlabel("device tokens per lane (" + x + ")" if capacity else x)
         a_.grid(True, alpha=0.3)
+        if capacity and gb_per_token and numeric:
+            g = gb_per_token
+            top = a_.secondary_xaxis("top", functions=(lambda t: t * g, lambda b: b / g))
+            top.set_xlabel("device GB per lane")
     if tax is not None:
         tax.set_ylabel("predicted TTFT, s (solid p50, dotted p99)")
         tax.set_ylim(bottom=0)

@@ -12,18 +12,20 @@ namespace po = boost::program_options;
 
 namespace kvlanes::cli {
 
-void AddReplayOptions(po::options_description& desc) {
+void AddReplayOptions(po::options_description& desc, bool policy) {
   desc.add_options()("trace", po::value<std::vector<std::string>>()->composing(),
                      "trace file or directory (repeatable; several are merged by arrival time)")(
       "format", po::value<std::string>(),
       "trace format: auto|mooncake|kvtester|tokens|bailian|csv (overrides trace.format)")(
       "config", po::value<std::string>(), "YAML config file (see config/default.yaml)")(
-      "policy", po::value<std::string>(), "cache policy (overrides `policy:` in the config)")(
       "profile", po::value<std::string>(),
       "hardware profile YAML for predictions (sets hardware.profile)")(
       "set", po::value<std::vector<std::string>>()->composing(),
       "override one config key: --set cache.cp_size=8 (repeatable)")(
       "allow-unsorted", po::bool_switch(), "accept timestamps going backwards (stable-sorts them)");
+  if (policy)
+    desc.add_options()("policy", po::value<std::string>(),
+                       "cache policy (overrides `policy:` in the config)");
   AddTraceLimitOptions(desc);
 }
 

@@ -13,7 +13,9 @@
 
 namespace kvlanes::cli {
 
-void AddReplayOptions(boost::program_options::options_description& desc);
+// `policy`: whether to list --policy (compare and sweep take --policies and leave it out of
+// their help; they parse it hidden only to say so).
+void AddReplayOptions(boost::program_options::options_description& desc, bool policy = true);
 // --max-file-bytes and --max-line-bytes (docs/input_limits.md): stored into *bind when given,
 // else read from the variables map (LoadTraceFor does).
 void AddTraceLimitOptions(boost::program_options::options_description& desc,

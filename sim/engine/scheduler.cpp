@@ -232,7 +232,10 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
     s.hit_tokens = a.hit_tokens;
     s.computed_tokens = a.computed_tokens;
     s.cached = a.cached;
-    if (record) plan_.replica = static_cast<int64_t>(r);
+    if (record) {
+      plan_.replica = static_cast<int64_t>(r);
+      plan_.trace_request = static_cast<int64_t>(i);
+    }
     if (on_admit_) on_admit_(plan_, static_cast<int>(r), i);
     Running run{i, a.computed_tokens, a.prefix_tokens,
                 cost_.NeedsPlan() ? cost_.RequestExtraS(plan_) : 0.0, false};
@@ -248,9 +251,11 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
   if (rep.pass.empty()) return;
   double pass_s = cost_.PassBaseS();
   int64_t tokens = 0;
+  chunks_.clear();
   for (const auto& [i, take] : rep.pass) {
     Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
                                  [i = i](const Running& x) { return x.request == i; });
+    if (on_pass_) chunks_.push_back(PassChunk{i, take, run.context});
     pass_s += cost_.ChunkS(take, run.context);
     if (!run.started) pass_s += run.extra_s;
     run.started = true;
@@ -261,6 +266,7 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
   rep.stats.busy_ns += pass_ns;
   ++rep.stats.passes;
   rep.stats.pass_tokens += tokens;
+  if (on_pass_) on_pass_(r, now, pass_ns, chunks_);
   Push(now + pass_ns, kPassEnd, r, 0);
 }
 

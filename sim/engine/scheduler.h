@@ -79,6 +79,13 @@ struct ReplicaStats {
   int64_t page_waits = 0;   // times admission stopped because pages could not be found
 };
 
+// One request's share of a forward pass.
+struct PassChunk {
+  size_t request = 0;   // trace index
+  int64_t tokens = 0;   // computed in this pass
+  int64_t context = 0;  // tokens of the request before this chunk (cached prefix + chunks)
+};
+
 struct ServingResult {
   std::vector<ServedRequest> requests;  // trace order
   std::vector<ReplicaStats> replicas;
@@ -102,6 +109,11 @@ class ServingReplay {
                            const std::function<void(const RequestPlan&, int, size_t)>& on_admit,
                            const std::function<void(size_t, size_t)>& progress);
 
+  // Called as each forward pass starts: (replica, start ns, duration ns, its chunks in pass order).
+  // Set before Run; the timeline's seam (sim/report/serving_timeline.h).
+  using PassObserver = std::function<void(size_t, int64_t, int64_t, const std::vector<PassChunk>&)>;
+  void set_pass_observer(PassObserver f) { on_pass_ = std::move(f); }
+
   size_t replicas() const { return replicas_.size(); }
   const ReplayEngine& engine(size_t r) const;
   const ServingResult& result() const { return result_; }
@@ -122,6 +134,8 @@ class ServingReplay {
   std::unique_ptr<Router> router_;
   const Trace* trace_ = nullptr;
   std::function<void(const RequestPlan&, int, size_t)> on_admit_;
+  PassObserver on_pass_;
+  std::vector<PassChunk> chunks_;      // the pass given to on_pass_
   std::vector<Admission> admissions_;  // per trace index
   ServingResult result_;
   struct Event {

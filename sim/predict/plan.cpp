@@ -332,6 +332,14 @@ size_t AppendCopyOps(std::string& o, bool& first, const std::vector<LaneCopy>& c
 size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string& o) {
   o.append("{\"request\":");
   ja::Int(o, p.request);
+  if (p.replica >= 0) {  // serving mode only, as PlanToJson writes them
+    o.append(",\"replica\":");
+    ja::Int(o, p.replica);
+  }
+  if (p.trace_request >= 0) {
+    o.append(",\"trace_request\":");
+    ja::Int(o, p.trace_request);
+  }
   o.append(",\"arrival_ns\":");
   ja::Int(o, p.arrival_ns);
   o.append(",\"input_tokens\":");
@@ -465,6 +473,7 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
   J j;
   j["request"] = p.request;
   if (p.replica >= 0) j["replica"] = p.replica;  // serving mode only: sequential plans unchanged
+  if (p.trace_request >= 0) j["trace_request"] = p.trace_request;
   j["arrival_ns"] = p.arrival_ns;
   j["input_tokens"] = p.input_tokens;
   j["device_hit_pages"] = p.device_hit_pages;
@@ -533,6 +542,10 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
   if (j.contains("replica")) {
     p.replica = f.Int(j, "replica");
     if (p.replica < 0) f.Fail("replica", "must be >= 0");
+  }
+  if (j.contains("trace_request")) {
+    p.trace_request = f.Int(j, "trace_request");
+    if (p.trace_request < 0) f.Fail("trace_request", "must be >= 0");
   }
   p.arrival_ns = f.Int(j, "arrival_ns");
   p.input_tokens = f.Int(j, "input_tokens");

@@ -58,8 +58,10 @@ struct NewPage {
 struct RequestPlan {
   int64_t request = 0;
   // Serving mode: the replica (CP group) that served it; -1 (not written) in sequential mode.
-  // The request number then counts within the replica.
+  // The request number then counts within the replica (op ids and extents use it), and
+  // trace_request is the request's index in the trace (its line among the trace's requests).
   int64_t replica = -1;
+  int64_t trace_request = -1;
   int64_t arrival_ns = 0;
   int64_t input_tokens = 0;
   int64_t device_hit_pages = 0;

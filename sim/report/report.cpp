@@ -12,6 +12,7 @@
 #include "sim/predict/predictor.h"
 #include "sim/predict/timeline.h"
 #include "sim/report/provenance.h"
+#include "sim/report/serving_timeline.h"
 #include "traces/input_error.h"
 #include "traces/percentile.h"
 
@@ -313,10 +314,9 @@ nlohmann::ordered_json RunServing(const ReplayConfig& cfg, const CachePolicy& po
                      "'serving' needs a hardware profile (hardware.profile)");
   if (policy.Name() == "oracle")
     throw InputError("", 0, "policy",
-                     "'oracle' knows the future of one in-order replay; use serving.mode "
-                     "sequential");
-  if (sinks.timeline)
-    throw InputError("", 0, "--timeline", "the timeline is written in sequential mode only");
+                     "'oracle' needs the order in which each cache will see the requests before "
+                     "the replay, and in serving mode that order follows from the cache's own "
+                     "decisions (docs/serving.md, \"The oracle\"); use serving.mode sequential");
   std::vector<std::unique_ptr<CachePolicy>> owned;
   std::vector<const CachePolicy*> policies{&policy};
   for (int64_t r = 1; r < cfg.serving.replicas; ++r) {
@@ -331,15 +331,30 @@ nlohmann::ordered_json RunServing(const ReplayConfig& cfg, const CachePolicy& po
   const CostModel cost(hw, cfg, cfg.hardware.profile);
   const CostModelForward forward(cost);
   ServingReplay serving(cfg, policies, trace.block_tokens, forward, opts);
-  if (sinks.plan) *sinks.plan << PlanHeader(cfg).dump() << "\n";
+  // The same streamed writer as sequential mode, so the plan ends with its trailer and readers
+  // can tell it is whole.
+  std::unique_ptr<PlanWriter> plan_writer;
+  if (sinks.plan) plan_writer = std::make_unique<PlanWriter>(*sinks.plan, cfg);
+  std::unique_ptr<ServingTimelineWriter> timeline;
+  if (sinks.timeline) {
+    timeline = std::make_unique<ServingTimelineWriter>(
+        *sinks.timeline, static_cast<int>(cfg.serving.replicas), trace.requests.size());
+    serving.set_pass_observer(
+        [&](size_t r, int64_t t0, int64_t dur, const std::vector<PassChunk>& chunks) {
+          timeline->Pass(r, t0, dur, chunks, serving.result());
+        });
+  }
   std::function<void(const RequestPlan&, int, size_t)> on_admit;
-  if (sinks.plan || sinks.on_admit || sinks.on_admit_at)
+  if (sinks.plan || sinks.on_admit || sinks.on_admit_at || timeline)
     on_admit = [&](const RequestPlan& p, int, size_t i) {
-      if (sinks.plan) *sinks.plan << PlanToJson(p, cfg).dump() << "\n";
+      if (timeline) timeline->Admit(i, p.request);
+      if (plan_writer) plan_writer->Add(p);
       if (sinks.on_admit) sinks.on_admit(p);
       if (sinks.on_admit_at) sinks.on_admit_at(i, p);
     };
   const ServingResult& res = serving.Run(trace, on_admit, progress);
+  if (plan_writer) plan_writer->Finish();
+  if (timeline) timeline->Finish(res);
   if (sinks.on_served) sinks.on_served(res);
   std::vector<const Ledger*> ledgers;
   for (size_t r = 0; r < serving.replicas(); ++r) ledgers.push_back(&serving.engine(r).ledger());

@@ -100,8 +100,8 @@ void RequestTable::Served(const ServingResult& res) {
 }
 
 std::vector<std::string> RequestTable::Columns() const {
-  std::vector<std::string> c = {"request"};
-  if (serving_) c.push_back("replica");
+  // `replica` in both modes (0 in sequential mode), so tables of the two modes line up.
+  std::vector<std::string> c = {"request", "replica"};
   c.insert(c.end(),
            {"arrival_s", "input_tokens", "device_hit_tokens", "host_hit_tokens", "computed_tokens",
             "cached", "evicted_pages", "load_back_pages", "write_back_pages", "backup_pages",

@@ -153,3 +153,63 @@ TEST_CASE("two pools with one name are refused") {
 }
 
 }  // namespace kvlanes
+
+namespace kvlanes {
+
+TEST_CASE("capacities in tokens or bytes become pages with the model geometry, in any key order") {
+  // The model keys after the capacity: the conversion waits for every key.
+  const std::string p = WriteTemp("units.yaml",
+                                  "cache:\n  page_tokens: 32\n  device_bytes_per_lane: 1MiB\n"
+                                  "  host_tokens_per_lane: 3200\n"
+                                  "model:\n  layers: 4\n  pools:\n"
+                                  "    - {name: kv, bytes_per_token_layer: 100}\n"
+                                  "    - {name: idx, bytes_per_token_layer: 28}\n");
+  ReplayConfig c;
+  LoadConfigFile(p, c);
+  ValidateConfig(c);
+  // One page: (100 + 28) bytes x 32 tokens x 4 layers = 16384 bytes; 1 MiB holds 64 of them.
+  CHECK(c.cache.device_pages_per_lane == 64);
+  CHECK(c.cache.host_pages_per_lane == 100);
+  CHECK(ConfigToJson(c).count("cache.device_bytes_per_lane") == 0);
+  CHECK(ConfigToJson(c)["cache.device_pages_per_lane"] == 64);
+  // Validating again (a sweep re-validates a copy) keeps the pages.
+  ValidateConfig(c);
+  CHECK(c.cache.device_pages_per_lane == 64);
+  // A later --set of another unit replaces the file's.
+  ReplayConfig d;
+  LoadConfigFile(p, d);
+  ApplyConfigSetting("cache.device_pages_per_lane=7", d);
+  ValidateConfig(d);
+  CHECK(d.cache.device_pages_per_lane == 7);
+  ReplayConfig e;
+  ApplyConfigSetting("cache.device_bytes_per_lane=1.5 GB", e);
+  ValidateConfig(e);
+  CHECK(e.cache.device_pages_per_lane == 1500000000 / ((656 + 132) * 64 * 61));
+}
+
+TEST_CASE(
+    "capacity units conflict in one file, a page that does not fit and bad units are refused") {
+  const std::string p =
+      WriteTemp("units_conflict.yaml",
+                "cache:\n  device_pages_per_lane: 10\n  device_tokens_per_lane: 640\n");
+  ReplayConfig c;
+  const std::string conflict = ErrorOf([&] { LoadConfigFile(p, c); });
+  CHECK(conflict.find("units_conflict.yaml:3") != std::string::npos);
+  CHECK(conflict.find("cache.device_tokens_per_lane") != std::string::npos);
+  CHECK(conflict.find("line 2") != std::string::npos);
+  ReplayConfig d;
+  ApplyConfigSetting("cache.device_bytes_per_lane=1KiB", d);
+  CHECK(ErrorOf([&] { ValidateConfig(d); }).find("holds no whole page") != std::string::npos);
+  ReplayConfig e;
+  CHECK(ErrorOf([&] {
+          ApplyConfigSetting("cache.device_bytes_per_lane=80 GiBs", e);
+        }).find("KiB, MiB, GiB or TiB") != std::string::npos);
+  CHECK(ErrorOf([&] { ApplyConfigSetting("cache.host_tokens_per_lane=-5", e); }).find(">= 0") !=
+        std::string::npos);
+  // Zero host tokens: no host tier.
+  ApplyConfigSetting("cache.host_tokens_per_lane=0", e);
+  ValidateConfig(e);
+  CHECK(e.cache.host_pages_per_lane == 0);
+}
+
+}  // namespace kvlanes
