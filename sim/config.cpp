@@ -105,6 +105,8 @@ struct KeySpec {
   // Read only in serving mode: reports and plan headers list the key only then, so that
   // sequential outputs stay byte-identical to those written before serving mode existed.
   bool serving_only = false;
+  // Listed only when it differs from the default, for the same reason.
+  bool only_when_set = false;
 };
 
 #define KV_INT_KEY(path, field, help_text)                                                   \
@@ -155,6 +157,10 @@ KeySpec ServingKey(KeySpec k) {
   return k;
 }
 #define KV_SERVING_KEY(spec) ServingKey(spec)
+KeySpec WhenSetKey(KeySpec k) {
+  k.only_when_set = true;
+  return k;
+}
 
 const std::vector<KeySpec>& BaseKeys() {
   static const std::vector<KeySpec> keys = {
@@ -214,6 +220,11 @@ const std::vector<KeySpec>& BaseKeys() {
           "order where the prefix is proven owner-major, else packed) | cost (cheapest "
           "predicted)",
           kGatherChoiceNames),
+      WhenSetKey(KV_INT_RANGE_KEY("gather.prefetch_layers", gather.prefetch_layers,
+                                  "layers gathered ahead of the forward pass on the collective "
+                                  "stream, into prefetch_layers + 1 gather buffers (0 = gather "
+                                  "and forward take turns)",
+                                  0, 2)),
       KV_NAMED_KEY("backup.schedule", backup.schedule,
                    "host backup schedule: per-layer | tail | cost (cheapest predicted)",
                    kBackupChoiceNames),
@@ -481,7 +492,9 @@ void ValidateConfig(const ReplayConfig& c) {
 nlohmann::ordered_json ConfigToJson(const ReplayConfig& cfg) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (const auto& k : Keys())
-    if (!k.serving_only || cfg.serving.Enabled()) j[k.key] = k.get(cfg);
+    if ((!k.serving_only || cfg.serving.Enabled()) &&
+        (!k.only_when_set || k.get(cfg) != k.get(ReplayConfig{})))
+      j[k.key] = k.get(cfg);
   return j;
 }
 
