@@ -8,8 +8,7 @@
 namespace kvlanes {
 
 const char* OpKindName(OpKind k) {
-  static const char* const kNames[kNumOpKinds] = {"h2d", "d2h", "gather", "forward",
-                                                  "device_copy"};
+  static const char* const kNames[kNumOpKinds] = {"h2d", "d2h", "gather", "forward", "device_copy"};
   return kNames[static_cast<int>(k)];
 }
 

@@ -39,7 +39,7 @@ struct SchedOp {
   // Ops (indices, all earlier) that must end before it starts: the events the executor waits
   // on (its stream predecessor is implied).
   std::array<int, 3> deps = {-1, -1, -1};
-  int64_t layer = -1;     // the layer it covers, -1 when it covers all or none
+  int64_t layer = -1;  // the layer it covers, -1 when it covers all or none
 };
 
 // Overlap shares as a kind x kind table: share[victim][beside] (1 = unaffected).

@@ -28,9 +28,9 @@ TEST_CASE("host backend gathers layers ahead into a ring of dense layers and che
       CAPTURE(method);
       CAPTURE(k);
       const ReplayConfig cfg = SmallConfig(
-          2, {"model.layers=5", "cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000",
-              std::string("gather.method=") + method, "backup.schedule=per-layer",
-              "gather.prefetch_layers=" + std::to_string(k)});
+          2, {"model.layers=5", "cache.device_pages_per_lane=1200",
+              "cache.host_pages_per_lane=3000", std::string("gather.method=") + method,
+              "backup.schedule=per-layer", "gather.prefetch_layers=" + std::to_string(k)});
       const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
       // The plan records the choice (only when it is not the default).
       CHECK(pf.header["config"].contains("gather.prefetch_layers") == (k > 0));

@@ -134,9 +134,8 @@ TEST_CASE("the request schedule matches the closed form of the forward pass with
     CHECK(c.load_end_s[static_cast<size_t>(l)] == load_end);
   }
   CHECK(c.forward_s == fwd);
-  CHECK(c.backup.total_s == m.Backup(BackupSchedule::kPerLayer, std::vector<int64_t>{300},
-                                     c.layer_end_s)
-                                .total_s);
+  CHECK(c.backup.total_s ==
+        m.Backup(BackupSchedule::kPerLayer, std::vector<int64_t>{300}, c.layer_end_s).total_s);
 }
 
 }  // namespace kvlanes

@@ -123,8 +123,8 @@ TEST_CASE("the schedule is deterministic and exact where no rate changes") {
   Schedule s;
   int prev = -1;
   for (int l = 0; l < 20; ++l) {
-    SchedOp ld = Op("load", OpKind::kH2D, SchedStream::kH2D, 1.1e-4 * (l % 3 + 1),
-                    Engine::kCopyH2D);
+    SchedOp ld =
+        Op("load", OpKind::kH2D, SchedStream::kH2D, 1.1e-4 * (l % 3 + 1), Engine::kCopyH2D);
     const int load = s.Add(ld);
     SchedOp g = Op("gather", OpKind::kGather, SchedStream::kComm, 0.7e-4);
     g.deps = {load, prev, -1};
