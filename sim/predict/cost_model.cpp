@@ -307,7 +307,6 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   // so it is not placed on the h2d engine).
   if (gathers && g.once_s > 0)
     s.Add(op("gather_index", OpKind::kH2D, SchedStream::kComm, Engine::kNone, g.once_s, -1));
-  const bool p2p_all_loads_first = gathers && f.gather == GatherMethod::kP2p;
   std::vector<int> load(L, -1), compute(L, -1);
   if (loaded > 0)
     for (size_t l = 0; l < L; ++l)
@@ -324,7 +323,9 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
             layer_copy, BackupCopiesS(BackupSchedule::kPerLayer, pages, 1,
                                       static_cast<double>(pages) * page_layer_bytes_, runs(lane)));
   for (size_t l = 0; l < L; ++l) {
-    const int loaded_dep = loaded == 0 ? -1 : (p2p_all_loads_first ? load[L - 1] : load[l]);
+    // (A p2p gather's load-backs run all layers first in the executor; the schedule keeps them
+    // layer by layer, as for the other methods: docs/cost_model.md, "Known simplifications".)
+    const int loaded_dep = loaded == 0 ? -1 : load[l];
     int ready = loaded_dep;
     if (gathers) {
       SchedOp go = op("gather", OpKind::kGather, SchedStream::kComm, Engine::kNone, g.per_layer_s,
