@@ -60,7 +60,8 @@ struct ExecGeometry {
   // counts are then the layout's (LayerSplitCapacityPages).
   bool layer_split = false;
   // Layers the dense buffer holds: every layer (each gather layer keeps its own region, checked
-  // after the request's timed work) or 1 (reused per layer, checked inline). SetDenseLayers().
+  // after the request's timed work) or a ring of gather.prefetch_layers + 1 (layer l in region
+  // l mod dense_layers, checked inline).
   int64_t dense_layers = 1;
 
   int num_pools() const { return static_cast<int>(elem_bytes.size()); }
@@ -91,7 +92,7 @@ struct ExecGeometry {
   int64_t dense_bytes() const { return dense_layer_bytes() * dense_layers; }
   // Where the region of `layer` of a gather of `prefix_pages` pages starts in the dense buffer.
   int64_t dense_layer_offset(int64_t layer, int64_t prefix_pages) const {
-    return dense_layers > 1 ? layer * prefix_pages * page_layer_bytes() : 0;
+    return (layer % dense_layers) * prefix_pages * page_layer_bytes();
   }
   // The dense regions (one per pool) of `layer` of a gather of `prefix_pages` pages, in the dense
   // buffer at `base`: each layer has its own region when the buffer holds every layer.

@@ -124,9 +124,21 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
     const kernels::ZigzagRun z{r.prefix_pages, g.ranks};
     g.max_shard_pages = std::max(g.max_shard_pages, z.MaxShardPages());
   }
+  // Layers gathered ahead (the plan's config records it; absent = 0).
+  if (h.contains("config") && h["config"].is_object() &&
+      h["config"].contains("gather.prefetch_layers")) {
+    const nlohmann::json& v = h["config"]["gather.prefetch_layers"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 2)
+      throw InputError(source, 1, "config.gather.prefetch_layers", "expected 0, 1 or 2");
+    e.prefetch_layers = v.get<int64_t>();
+  }
   // Every gather layer keeps its own dense region when all layers fit in kDenseAllLayersMaxBytes,
-  // so the dense result is checked after the request's timed work instead of between layers.
-  if (g.dense_layer_bytes() * g.layers <= kDenseAllLayersMaxBytes) g.dense_layers = g.layers;
+  // so the dense result is checked after the request's timed work instead of between layers;
+  // else a ring of prefetch_layers + 1 layers (one layer without prefetch), checked inline.
+  if (g.dense_layer_bytes() * g.layers <= kDenseAllLayersMaxBytes)
+    g.dense_layers = g.layers;
+  else
+    g.dense_layers = std::min<int64_t>(g.layers, e.prefetch_layers + 1);
 
   // Compute durations: the cost model's ComputeLayerS with the chosen profile.
   // The profile given, else the one the plan stores (docs/plan.md), else the default.
@@ -338,8 +350,9 @@ struct RequestRun {
   const GatherIndex* gather = nullptr;
   size_t cop = 0;  // the compute op
   const std::vector<PageWrite>* writes = nullptr;
-  ForwardWork forward;  // --forward model: this rank's share of the request
-  int last_mark = -1;   // the latest forward layer's end
+  ForwardWork forward;           // --forward model: this rank's share of the request
+  int last_mark = -1;            // the latest forward layer's end
+  std::vector<int> layer_marks;  // each forward layer's end, as they are enqueued
 };
 
 class RankRun {
@@ -378,6 +391,11 @@ class RankRun {
   [[noreturn]] void PlanFail(size_t req, const std::string& op_id, const std::string& msg) const {
     throw InputError(plan_.source, static_cast<int64_t>(req) + 2, op_id,
                      "rank " + std::to_string(me_) + ": " + msg);
+  }
+
+  // Each gather layer has its own dense region (checked after the timed work), not a ring.
+  bool DenseHoldsEveryLayer() const {
+    return geo_.dense_layers > 1 && geo_.dense_layers == geo_.layers;
   }
 
   SlotState& Dev(size_t req, const std::string& id, uint32_t slot) {
@@ -798,15 +816,19 @@ class RankRun {
       b_.ForwardLayer(Stream::kCompute, l, *q.writes, plan_.layer_busy_s[q.ri]);
     }
     q.last_mark = b_.Mark(Stream::kCompute);
+    q.layer_marks.push_back(q.last_mark);
     spans_.push_back({q.cop, m0, q.last_mark, l});
     if (q.p->backup_schedule == BackupSchedule::kPerLayer) BackUp(q, LayerRange{l, l + 1}, l);
   }
 
-  // One gather layer after its load-back (`loaded`) and the previous forward layer; returns the
-  // mark where it is done.
+  // One gather layer after its load-back (`loaded`) and the forward layer that last read the
+  // buffer it fills: layer l - 1 (the gather and the forward pass take turns), or with
+  // prefetch_layers k layer l - 1 - k, so the gather of the next layers runs beside this
+  // layer's forward pass. Returns the mark where it is done.
   int GatherOneLayer(RequestRun& q, int64_t l, int loaded) {
     b_.Wait(Stream::kComm, loaded);
-    if (q.last_mark >= 0) b_.Wait(Stream::kComm, q.last_mark);
+    const int64_t reuse = l - 1 - plan_.prefetch_layers;
+    if (reuse >= 0) b_.Wait(Stream::kComm, q.layer_marks[static_cast<size_t>(reuse)]);
     const int g0 = b_.Mark(Stream::kComm);
     // Span trace: the recipe marks the end of each phase of the layer; the last phase's mark is
     // the layer's end (nothing is enqueued between them), so the phases tile it.
@@ -827,7 +849,7 @@ class RankRun {
                            geo_.ranks > 1 ? RecordBuffer::kRecv : RecordBuffer::kSend),
           q.pre + "gather", "layer " + std::to_string(l) + " (owner-major records)"});
       dense_verify_prefix_.push_back(q.p);
-    } else if (geo_.dense_layers == 1) {  // the buffer is reused by the next layer: check it now
+    } else if (!DenseHoldsEveryLayer()) {  // a later layer reuses the buffer: check it now
       verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather",
                                         "layer " + std::to_string(l)});
       dense_verify_prefix_.push_back(q.p);
@@ -858,7 +880,7 @@ class RankRun {
           b_.VerifyPages(Stream::kComm, chk.pool, {chk.dev, chk.n}, {chk.tags, chk.n}), chk.op_id,
           chk.what, chk.dev, chk.host, chk.tags});
     load_checks_.clear();
-    if (q.gathers && geo_.dense_layers > 1 && q.gather->method != GatherMethod::kOwnerMajor &&
+    if (q.gathers && DenseHoldsEveryLayer() && q.gather->method != GatherMethod::kOwnerMajor &&
         q.gather->method != GatherMethod::kBroadcast)
       for (int64_t l = 0; l < geo_.layers; ++l) {
         verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather",

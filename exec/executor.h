@@ -31,6 +31,9 @@ struct ExecPlan {
   // --forward model: the proxy's shape and sizes (UseModelForward), else unused.
   ForwardMode forward = ForwardMode::kSynthetic;
   ForwardPlan forward_plan;
+  // The header's config gather.prefetch_layers (0 when absent): layer l + k's gather may run on
+  // the collective stream while layer l computes, into a ring of k + 1 gather buffer layers.
+  int64_t prefetch_layers = 0;
 };
 
 // Checks the header (line 1 of `source`) and sizes the memory. profile_path: hardware profile

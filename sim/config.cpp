@@ -330,6 +330,11 @@ const std::vector<KeySpec>& BaseKeys() {
           "order where the prefix is proven owner-major, else packed) | cost (cheapest "
           "predicted)",
           kGatherChoiceNames),
+      ListedWhenSet(KV_INT_RANGE_KEY("gather.prefetch_layers", gather.prefetch_layers,
+                                  "layers gathered ahead of the forward pass on the collective "
+                                  "stream, into prefetch_layers + 1 gather buffers (0 = gather "
+                                  "and forward take turns)",
+                                  0, 2)),
       KV_NAMED_KEY("backup.schedule", backup.schedule,
                    "host backup schedule: per-layer | tail | cost (cheapest predicted)",
                    kBackupChoiceNames),

@@ -113,6 +113,9 @@ struct TraceConfig {
 
 struct GatherConfig {
   std::string method = "zigzag-gated";  // dense | packed | p2p | zigzag-gated | cost
+  // Layers gathered ahead of the forward pass (0, 1 or 2): layer l + k's gather runs on the
+  // collective stream while layer l computes, into k + 1 gather buffers (docs/cost_model.md).
+  int64_t prefetch_layers = 0;
 };
 
 struct BackupConfig {

@@ -110,7 +110,7 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
   b["chosen"] = p.backup.empty() ? "none" : kBackupScheduleNames.CName(p.backup_schedule);
   b["alternatives"] = J::array();
   if (cost) {
-    PlanShape plan_shape(p, ranks, P);
+    PlanShape plan_shape(p, ranks, P, cost->prefetch_layers());
     ForwardShape& f = plan_shape.shape;
     if (p.prefix_pages > 0) {
       for (GatherMethod m :
@@ -171,6 +171,41 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
         {"gather_s", c->gather_s},         {"load_back_stall_s", c->load_back_exposed_s},
         {"write_back_s", c->write_back_s}, {"backup_beyond_forward_s", c->backup.beyond_forward_s},
         {"service_s", c->service_s}};
+    // The request schedule (docs/cost_model.md "The request schedule"): its ops per stream, and
+    // the service time each prefetch depth would give this request.
+    f.backup = p.backup_schedule;
+    J sched;
+    sched["prefetch_layers"] = cost->prefetch_layers();
+    sched["overlap_shares"] = static_cast<int64_t>(cost->hw().overlap.size());
+    sched["prefetch_alternatives"] = J::array();
+    if (p.prefix_pages > 0)
+      for (int64_t k = 0; k <= 2; ++k) {
+        f.prefetch_layers = k;
+        sched["prefetch_alternatives"].push_back(
+            J{{"prefetch_layers", k}, {"service_s", cost->Evaluate(f).service_s}});
+      }
+    sched["streams"] = J::array();
+    for (int st = 0; st < kNumSchedStreams; ++st) {
+      J ops = J::array();
+      double busy = 0, alone = 0;
+      for (size_t i = 0; i < c->ops.size(); ++i) {
+        const SchedOp& o = c->ops[i];
+        if (static_cast<int>(o.stream) != st) continue;
+        const ScheduledOp& t = c->times[i];
+        busy += t.end_s - t.start_s;
+        alone += o.work_s;
+        ops.push_back(J{{"op", o.name},
+                        {"layer", o.layer},
+                        {"start_s", t.start_s},
+                        {"end_s", t.end_s},
+                        {"alone_s", o.work_s}});
+      }
+      sched["streams"].push_back(J{{"stream", SchedStreamName(static_cast<SchedStream>(st))},
+                                   {"busy_s", busy},
+                                   {"alone_s", alone},
+                                   {"ops", ops}});
+    }
+    j["schedule"] = sched;
   } else if (!p.backup.empty()) {
     b["pages_per_lane"] = PagesPerLane(p.backup, ranks);
   }
@@ -280,6 +315,35 @@ void PrintExplain(const J& j) {
                   sc == b["chosen"].get<std::string>() ? "  <- chosen" : "");
     }
   }
+  const J& sc = j["schedule"];
+  std::printf(
+      "schedule   prefetch_layers %lld, %lld overlap share(s) in the profile; from the "
+      "forward start, per stream:\n",
+      i(sc["prefetch_layers"]), i(sc["overlap_shares"]));
+  for (const J& st : sc["streams"]) {
+    const J& ops = st["ops"];
+    if (ops.empty()) continue;
+    std::printf("           %-10s %3zu ops, %8.3f .. %8.3f ms, busy %.3f ms (alone %.3f ms)\n",
+                st["stream"].get<std::string>().c_str(), ops.size(),
+                ops.front()["start_s"].get<double>() * 1e3, ops.back()["end_s"].get<double>() * 1e3,
+                st["busy_s"].get<double>() * 1e3, st["alone_s"].get<double>() * 1e3);
+    // The first layers' ops show how the streams interleave.
+    std::string first;
+    int shown = 0;
+    for (const J& o : ops) {
+      if (o["layer"].get<int64_t>() > 1) break;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s%s l%lld %.1f-%.1f us", shown++ ? ", " : "",
+                    o["op"].get<std::string>().c_str(), i(o["layer"]),
+                    o["start_s"].get<double>() * 1e6, o["end_s"].get<double>() * 1e6);
+      first += buf;
+    }
+    if (!first.empty()) std::printf("             %s\n", first.c_str());
+  }
+  for (const J& a : sc["prefetch_alternatives"])
+    std::printf("           prefetch_layers %lld: service %.3f ms%s\n", i(a["prefetch_layers"]),
+                a["service_s"].get<double>() * 1e3,
+                i(a["prefetch_layers"]) == i(sc["prefetch_layers"]) ? "  <- configured" : "");
   const J& pr = j["predicted"];
   std::printf(
       "predicted  compute %.3f ms, gather %.3f ms, load-back stall %.3f ms, write-back %.3f ms, "

@@ -30,7 +30,7 @@ void CopyOps(std::vector<OpPrediction>& out, const std::vector<LaneCopy>& copies
 }  // namespace
 
 std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg,
-                                     const RequestPlan& p) {
+                                     const RequestPlan& p, const RequestCost* scheduled) {
   const HardwareProfile& hw = m.hw();
   const double layers = static_cast<double>(m.layers());
   const std::string pre = std::to_string(p.request) + "/";
@@ -39,28 +39,39 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
   // (copy_submit_s) runs ahead of the device and is not part of them; the request schedule
   // (CostModel::Request) still charges it.
   const auto lat = [&](double pages, double nl) { return m.CopyLatencyS(pages, nl); };
+  // Each kind's stretch from the request schedule: 1 (untouched) where nothing overlapped.
+  const auto by = [&](double RequestCost::*stretch) {
+    return [scheduled, stretch](double s) {
+      return scheduled && scheduled->*stretch != 1 ? s * (scheduled->*stretch) : s;
+    };
+  };
+  const auto load_x = by(&RequestCost::load_back_stretch);
+  const auto gather_x = by(&RequestCost::gather_stretch);
+  const auto compute_x = by(&RequestCost::compute_stretch);
+  const auto backup_x = by(&RequestCost::backup_stretch);
   // Write-back at eviction: one copy of all layers per pool (latency + bytes / d2h).
   CopyOps(out, p.write_back, cfg, pre, "write_back", [&](double b, double pages) {
     return lat(pages, layers) + b * layers / (hw.d2h_gbps * 1e9);
   });
   // Load-back: one copy per layer per pool, each latency + bytes / h2d.
   CopyOps(out, p.load_back, cfg, pre, "load_back", [&](double b, double pages) {
-    return layers * (lat(pages, 1) + b / (hw.h2d_gbps * 1e9));
+    return load_x(layers * (lat(pages, 1) + b / (hw.h2d_gbps * 1e9)));
   });
-  out.push_back(
-      {pre + "compute", "compute",
-       layers * m.ComputeLayerS(p.computed_tokens, p.prefix_pages * cfg.cache.page_tokens)});
+  out.push_back({pre + "compute", "compute",
+                 compute_x(layers * m.ComputeLayerS(p.computed_tokens,
+                                                    p.prefix_pages * cfg.cache.page_tokens))});
   if (p.prefix_pages > 0)
-    out.push_back({pre + "gather", "gather",  // the layers; the index upload (once_s) is set-up
-                   layers * m.Gather(p.gather_method, p.shard_pages, p.prefix_pages).per_layer_s});
+    out.push_back(
+        {pre + "gather", "gather",  // the layers; the index upload (once_s) is set-up
+         gather_x(layers * m.Gather(p.gather_method, p.shard_pages, p.prefix_pages).per_layer_s)});
   // Backup: per-layer = one copy per layer per pool; tail = one copy of all layers per pool; each
   // pool's copy has as many entries per layer as the lane's slots have runs.
   for (const LaneCopy& c : p.backup) {
     const double runs = static_cast<double>(SlotRuns(c));
     CopyOps(out, {c}, cfg, pre, "backup", [&](double b, double pages) {
       if (p.backup_schedule == BackupSchedule::kPerLayer)
-        return layers * m.BackupCopyS(BackupSchedule::kPerLayer, pages, 1, b, runs);
-      return m.BackupCopyS(BackupSchedule::kTail, pages, layers, b * layers, runs);
+        return backup_x(layers * m.BackupCopyS(BackupSchedule::kPerLayer, pages, 1, b, runs));
+      return backup_x(m.BackupCopyS(BackupSchedule::kTail, pages, layers, b * layers, runs));
     });
   }
   return out;
@@ -74,8 +85,8 @@ Predictions PredictPlan(const CostModel& m, const ReplayConfig& cfg,
   Predictor pred(m, nullptr);
   double free_at = 0;
   for (const RequestPlan& p : requests) {
-    for (OpPrediction& op : PredictOps(m, cfg, p)) out.ops.push_back(std::move(op));
     const RequestCost& c = pred.Add(p);
+    for (OpPrediction& op : PredictOps(m, cfg, p, &c)) out.ops.push_back(std::move(op));
     // The same schedule as the Predictor's: start = max(arrival, previous finish).
     const double arrival = static_cast<double>(p.arrival_ns) * 1e-9;
     free_at = std::max(arrival, free_at) + c.service_s;

@@ -38,9 +38,11 @@ struct Predictions {
 };
 
 // The ops of one request that the cost model has a term for, in plan order (evict ops, which are
-// free-list updates, have none and are left out). REQUIRES: `m` built from `cfg`.
+// free-list updates, have none and are left out). `scheduled`: the request's cost, whose
+// schedule stretches each op kind by what overlapping ops cost it (none: each op alone).
+// REQUIRES: `m` built from `cfg`.
 std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg,
-                                     const RequestPlan& p);
+                                     const RequestPlan& p, const RequestCost* scheduled = nullptr);
 
 // Every request of a plan, in order. REQUIRES: requests in arrival order.
 Predictions PredictPlan(const CostModel& m, const ReplayConfig& cfg,

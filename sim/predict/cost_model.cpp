@@ -39,7 +39,7 @@ ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedu
   return f;
 }
 
-PlanShape::PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens)
+PlanShape::PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens, int64_t prefetch_layers)
     : load_back_pages(PagesPerLane(p.load_back, ranks)),
       backup_pages(PagesPerLane(p.backup, ranks)),
       backup_runs(RunsPerLane(p.backup, ranks)) {
@@ -52,6 +52,7 @@ PlanShape::PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens)
   shape.backup_runs = backup_runs;
   shape.gather = p.gather_method;
   shape.backup = p.backup_schedule;
+  shape.prefetch_layers = prefetch_layers;
 }
 
 CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::string& profile_path)
@@ -67,7 +68,9 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
       query_row_bytes_(2.0 * static_cast<double>(cfg.model.shape.heads) *
                        static_cast<double>(cfg.model.shape.attn_key_dim())),
       partial_row_bytes_(static_cast<double>(cfg.model.shape.heads) *
-                         (2.0 * static_cast<double>(cfg.model.shape.attn_value_dim()) + 4.0)) {
+                         (2.0 * static_cast<double>(cfg.model.shape.attn_value_dim()) + 4.0)),
+      prefetch_layers_(cfg.gather.prefetch_layers),
+      overlap_(OverlapTable::Of(hw_)) {
   if (hw_.compute_measured && hw_.compute_model_preset != cfg.model.preset)
     throw InputError(
         profile_path, 0, "compute.model_preset",
@@ -308,24 +311,146 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   const double load_layer = LayerTierCopyS(f.load_back_pages, true) +
                             (loaded > 0 ? static_cast<double>(pools_) * hw_.copy_submit_s : 0);
   const GatherCost g = Gather(f.gather, f.shard_pages, f.prefix_pages);
+  const bool gathers = f.prefix_pages > 0;
   const double comp_layer = ComputeLayerS(f.new_tokens, f.prefix_tokens);
+  const size_t L = static_cast<size_t>(layers_);
+  const auto runs = [&](size_t lane) {
+    return lane < f.backup_runs.size()
+               ? static_cast<double>(std::max<int64_t>(1, f.backup_runs[lane]))
+               : 1.0;
+  };
+  int64_t backed = 0;
+  for (int64_t x : f.backup_pages) backed += x;
+
+  // The request's ops as the executor enqueues them (exec/executor.cpp, RankRun::Request), on
+  // the slowest lane's times. Layer l loads on the h2d stream (all layers back to back); its
+  // gather waits for that load and for the forward layer whose buffer it reuses; its forward
+  // waits for the gather (or the load); its per-layer backup waits for the forward layer.
+  Schedule s;
+  s.Reserve(4 * L + 2);
+  const auto op = [](const char* name, OpKind k, SchedStream st, Engine e, double work,
+                     int64_t layer) {
+    SchedOp o;
+    o.name = name;
+    o.kind = k;
+    o.stream = st;
+    o.engine = e;
+    o.work_s = work;
+    o.layer = layer;
+    return o;
+  };
+  // The index upload of a packed gather, before the first gather layer on its stream (the
+  // executor uploads it while setting the gather up; it does not wait for the load-back copies,
+  // so it is not placed on the h2d engine).
+  if (gathers && g.once_s > 0)
+    s.Add(op("gather_index", OpKind::kH2D, SchedStream::kComm, Engine::kNone, g.once_s, -1));
+  std::vector<int> load(L, -1), compute(L, -1);
+  if (loaded > 0)
+    for (size_t l = 0; l < L; ++l)
+      load[l] = s.Add(op("load_back", OpKind::kH2D, SchedStream::kH2D, Engine::kCopyH2D, load_layer,
+                         static_cast<int64_t>(l)));
+  const int64_t ahead = f.prefetch_layers < 0 ? prefetch_layers_ : f.prefetch_layers;
+  std::vector<int> gather(L, -1);
+  std::vector<int> backup;
+  double layer_copy = 0;
+  if (backed > 0 && f.backup == BackupSchedule::kPerLayer)
+    for (size_t lane = 0; lane < f.backup_pages.size(); ++lane)
+      if (const int64_t pages = f.backup_pages[lane]; pages > 0)
+        layer_copy = std::max(
+            layer_copy, BackupCopiesS(BackupSchedule::kPerLayer, pages, 1,
+                                      static_cast<double>(pages) * page_layer_bytes_, runs(lane)));
+  for (size_t l = 0; l < L; ++l) {
+    // (A p2p gather's load-backs run all layers first in the executor; the schedule keeps them
+    // layer by layer, as for the other methods: docs/cost_model.md, "Known simplifications".)
+    const int loaded_dep = loaded == 0 ? -1 : load[l];
+    int ready = loaded_dep;
+    if (gathers) {
+      SchedOp go = op("gather", OpKind::kGather, SchedStream::kComm, Engine::kNone, g.per_layer_s,
+                      static_cast<int64_t>(l));
+      go.deps[0] = loaded_dep;
+      // The buffer layer l fills was read by forward layer l - 1 - ahead.
+      const int64_t reuse = static_cast<int64_t>(l) - 1 - ahead;
+      go.deps[1] = reuse >= 0 ? compute[static_cast<size_t>(reuse)] : -1;
+      ready = gather[l] = s.Add(go);
+    }
+    SchedOp co = op("compute", OpKind::kForward, SchedStream::kCompute, Engine::kNone, comp_layer,
+                    static_cast<int64_t>(l));
+    co.deps[0] = ready;
+    compute[l] = s.Add(co);
+    if (backed > 0 && f.backup == BackupSchedule::kPerLayer) {
+      SchedOp bo = op("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H, layer_copy,
+                      static_cast<int64_t>(l));
+      bo.deps[0] = compute[l];
+      backup.push_back(s.Add(bo));
+    }
+  }
+  if (backed > 0 && f.backup == BackupSchedule::kTail) {
+    // One copy per pool of all layers after the forward pass, submitted when it ends.
+    double worst = 0;
+    for (size_t lane = 0; lane < f.backup_pages.size(); ++lane) {
+      const int64_t pages = f.backup_pages[lane];
+      const double bytes =
+          static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers_);
+      if (pages > 0)
+        worst = std::max(worst,
+                         BackupCopiesS(BackupSchedule::kTail, pages, layers_, bytes, runs(lane)));
+    }
+    SchedOp bo = op("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H, worst, -1);
+    bo.deps[0] = compute[L - 1];
+    bo.delay_s = static_cast<double>(pools_) * hw_.copy_submit_s;
+    backup.push_back(s.Add(bo));
+  }
+  std::vector<ScheduledOp> t = s.Run(overlap_);
+
+  // Closed forms of the ops alone; what overlap added is the spans beyond them.
   c.compute_s = comp_layer * static_cast<double>(layers_);
   c.gather_s = g.total_s;
   c.load_back_copy_s = load_layer * static_cast<double>(layers_);
-  // Layer l+1 loads while layer l computes; each layer gathers its prefix, then computes.
-  double load_end = 0, fwd_end = g.once_s;
-  c.layer_end_s.resize(static_cast<size_t>(layers_));
-  c.load_end_s.resize(static_cast<size_t>(layers_));
-  for (int64_t l = 0; l < layers_; ++l) {
-    load_end += load_layer;
-    fwd_end = std::max(fwd_end, load_end) + g.per_layer_s + comp_layer;
-    c.load_end_s[static_cast<size_t>(l)] = load_end;
-    c.layer_end_s[static_cast<size_t>(l)] = fwd_end;
+  double extra_load = 0, extra_gather = 0, extra_compute = 0, extra_backup = 0, backup_alone = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const SchedOp& o = s.ops()[i];
+    const double span = t[i].end_s - t[i].start_s;
+    const double extra = t[i].slowed ? span - o.work_s : 0;
+    if (o.stream == SchedStream::kH2D) extra_load += extra;
+    if (o.stream == SchedStream::kComm) extra_gather += extra;
+    if (o.stream == SchedStream::kCompute) extra_compute += extra;
+    if (o.stream == SchedStream::kD2H) extra_backup += extra, backup_alone += o.work_s;
   }
-  c.forward_s = fwd_end;
+  const auto stretch = [](double extra, double alone) {
+    return extra == 0 || alone <= 0 ? 1.0 : (alone + extra) / alone;
+  };
+  c.load_back_stretch = stretch(extra_load, c.load_back_copy_s);
+  c.gather_stretch = stretch(extra_gather, c.gather_s);
+  c.compute_stretch = stretch(extra_compute, c.compute_s);
+  c.backup_stretch = stretch(extra_backup, backup_alone);
+  c.load_back_copy_s += extra_load;
+  c.gather_s += extra_gather;
+  c.compute_s += extra_compute;
+  c.layer_end_s.resize(L);
+  c.load_end_s.assign(L, 0);
+  for (size_t l = 0; l < L; ++l) {
+    c.layer_end_s[l] = t[static_cast<size_t>(compute[l])].end_s;
+    if (load[l] >= 0) c.load_end_s[l] = t[static_cast<size_t>(load[l])].end_s;
+  }
+  c.forward_s = c.layer_end_s.back();
+  // Exposed load-back: the forward pass beyond its gather and compute spans. With layers
+  // gathered ahead, gather time hidden under compute makes this smaller, never below 0.
   c.load_back_exposed_s = std::max(0.0, c.forward_s - c.compute_s - c.gather_s);
-  c.backup = Backup(f.backup, f.backup_pages, c.layer_end_s, f.backup_runs);
-  c.service_s = c.backup.total_s;
+  BackupCost& b = c.backup;
+  b.forward_s = c.forward_s;
+  if (backup.empty()) {
+    b.total_s = c.forward_s;
+  } else if (f.backup == BackupSchedule::kPerLayer) {
+    b.submit_s = static_cast<double>(layers_ * pools_) * hw_.copy_submit_s;
+    b.total_s = std::max(c.forward_s, t[static_cast<size_t>(backup.back())].end_s) + b.submit_s;
+  } else {
+    b.submit_s = static_cast<double>(pools_) * hw_.copy_submit_s;
+    b.total_s = t[static_cast<size_t>(backup.back())].end_s;
+  }
+  b.beyond_forward_s = b.total_s - b.forward_s;
+  c.service_s = b.total_s;
+  c.ops = s.Release();
+  c.times = std::move(t);
   return c;
 }
 
@@ -338,7 +463,7 @@ RequestCost CostModel::Request(const RequestPlan& p) const {
           std::max(write_back, pools_ * hw_.copy_submit_s + CopiesLatencyS(pages, layers_) +
                                    static_cast<double>(pages) * page_layer_bytes_ *
                                        static_cast<double>(layers_) / (hw_.d2h_gbps * 1e9));
-  const PlanShape f(p, ranks_, page_tokens_);
+  const PlanShape f(p, ranks_, page_tokens_, prefetch_layers_);
   RequestCost c = Evaluate(f.shape);
   c.write_back_s = write_back;
   c.hit_agreement_s = HitAgreementS(p.host_match_pages);

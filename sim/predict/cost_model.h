@@ -10,6 +10,7 @@
 #include "sim/config.h"
 #include "sim/predict/hardware_profile.h"
 #include "sim/predict/plan.h"
+#include "sim/predict/schedule.h"
 
 namespace kvlanes {
 
@@ -39,6 +40,13 @@ struct RequestCost {
   double service_s = 0;             // write_back + forward + backup beyond forward
   std::vector<double> layer_end_s;  // forward end of each layer, from service start + write_back
   std::vector<double> load_end_s;   // load-back copy end of each layer
+  // The request's schedule from the forward start (schedule.h): every op on its stream, and
+  // when it ran. Per-op seconds above are its spans; alone they are the closed forms.
+  std::vector<SchedOp> ops;
+  std::vector<ScheduledOp> times;
+  // Scheduled over alone seconds of each op kind (1 where nothing slowed it): what an op's
+  // predicted seconds in `check` are multiplied by.
+  double load_back_stretch = 1, gather_stretch = 1, compute_stretch = 1, backup_stretch = 1;
   // Set by the Predictor's schedule, not by CostModel::Request: the wait for the prefill
   // instance and arrival to the end of the forward pass (TTFT).
   double queue_s = 0;
@@ -56,6 +64,7 @@ struct ForwardShape {
   std::span<const int64_t> backup_runs;      // per lane: runs of adjacent slots (empty: 1 each)
   GatherMethod gather = GatherMethod::kPacked;
   BackupSchedule backup = BackupSchedule::kPerLayer;
+  int64_t prefetch_layers = -1;  // gather.prefetch_layers; -1: the cost model's (its config's)
 };
 
 class CostModel {
@@ -119,8 +128,10 @@ class CostModel {
   BackupCost Backup(BackupSchedule s, std::span<const int64_t> pages_per_lane,
                     std::span<const double> layer_end_s,
                     std::span<const int64_t> runs_per_lane = {}) const;
-  // Forward pass (load-back overlapped per layer, gather + compute per layer) and backups.
+  // Forward pass (load-back overlapped per layer, gather + compute per layer) and backups, timed
+  // by the request schedule (schedule.h, docs/cost_model.md "The request schedule").
   RequestCost Evaluate(const ForwardShape& shape) const;
+  int64_t prefetch_layers() const { return prefetch_layers_; }
   // A whole plan: write-back at eviction + Evaluate of its shape.
   RequestCost Request(const RequestPlan& p) const;
 
@@ -135,6 +146,8 @@ class CostModel {
   bool hit_agreement_min_ = false;
   double query_row_bytes_ = 0;    // one token's bf16 queries, all heads
   double partial_row_bytes_ = 0;  // one token's partial outputs (bf16) and lse (fp32), all heads
+  int64_t prefetch_layers_;
+  OverlapTable overlap_;
 };
 
 // Pages per lane of a set of lane copies.
@@ -154,7 +167,7 @@ struct PlanShape {
   std::vector<int64_t> backup_pages;
   std::vector<int64_t> backup_runs;
   ForwardShape shape;
-  PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens);
+  PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens, int64_t prefetch_layers = -1);
   PlanShape(const PlanShape&) = delete;
   PlanShape& operator=(const PlanShape&) = delete;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 
 #include "traces/percentile.h"
 
@@ -59,9 +60,35 @@ nlohmann::ordered_json Predictor::Summary() const {
   return j;
 }
 
+namespace {
+
+// The extent of a request's ops on one stream in its schedule (seconds from the forward start):
+// first start, last end, and the sum of the op spans (busy).
+struct StreamExtent {
+  double begin = 0, end = 0, busy = 0;
+  int64_t ops = 0;
+};
+
+StreamExtent ExtentOf(const RequestCost& c, SchedStream s, const char* name) {
+  StreamExtent e;
+  for (size_t i = 0; i < c.ops.size(); ++i) {
+    if (c.ops[i].stream != s || std::string_view(c.ops[i].name) != name) continue;
+    if (e.ops == 0) e.begin = c.times[i].start_s;
+    e.begin = std::min(e.begin, c.times[i].start_s);
+    e.end = std::max(e.end, c.times[i].end_s);
+    e.busy += c.times[i].end_s - c.times[i].start_s;
+    ++e.ops;
+  }
+  return e;
+}
+
+}  // namespace
+
 void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double start_s) {
-  // Spans per request (not per layer, to keep files small); the request id is in every event's
-  // args. Track layout: docs/replay.md, "Timeline".
+  // Spans per request and stream (not per layer, to keep files small): each covers the
+  // request's ops of that kind on that stream in the request schedule, from the first start to
+  // the last end, with their summed spans as busy_s; the request id is in every event's args.
+  // Track layout: docs/replay.md, "Timeline".
   using T = TimelineWriter;
   T& w = *timeline_;
   const double arrival = static_cast<double>(p.arrival_ns) * 1e-9;
@@ -74,29 +101,33 @@ void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double sta
   const std::vector<int64_t> bk = PagesPerLane(p.backup, model_.ranks());
   const std::string gather = std::string("gather ") + kGatherMethodNames.CName(p.gather_method);
   const std::string backup = std::string("backup ") + kBackupScheduleNames.CName(p.backup_schedule);
+  const StreamExtent load = ExtentOf(c, SchedStream::kH2D, "load_back");
+  StreamExtent gath = ExtentOf(c, SchedStream::kComm, "gather");
+  const StreamExtent index = ExtentOf(c, SchedStream::kComm, "gather_index");
+  if (index.ops > 0) gath.begin = index.begin, gath.busy += index.busy;
+  const StreamExtent back = ExtentOf(c, SchedStream::kD2H, "backup");
+  const StreamExtent comp = ExtentOf(c, SchedStream::kCompute, "compute");
   for (int rank = 0; rank < model_.ranks(); ++rank) {
     const double pl = model_.page_layer_bytes() * static_cast<double>(model_.layers());
     if (wb[rank] > 0)
       w.Span(rank, T::Track::kCopyD2H, "write-back", start_s,
              model_.TierCopyS(wb[rank] * pl, false), p.request, {T::Int("pages", wb[rank])});
-    if (lb[rank] > 0)
-      w.Span(rank, T::Track::kCopyH2D, "load-back", fwd0, model_.TierCopyS(lb[rank] * pl, true),
-             p.request, {T::Int("pages", lb[rank])});
-    w.Span(
-        rank, T::Track::kCompute, "forward", fwd0, c.forward_s, p.request,
-        {T::Int("new_tokens", p.computed_tokens), T::Int("prefix_pages", p.prefix_pages),
-         T::Num("compute_s", c.compute_s), T::Num("load_back_exposed_s", c.load_back_exposed_s)});
-    if (p.prefix_pages > 0)
+    if (lb[rank] > 0 && load.ops > 0)
+      w.Span(rank, T::Track::kCopyH2D, "load-back", fwd0 + load.begin, load.end - load.begin,
+             p.request, {T::Int("pages", lb[rank]), T::Num("busy_s", load.busy)});
+    w.Span(rank, T::Track::kCompute, "forward", fwd0, c.forward_s, p.request,
+           {T::Int("new_tokens", p.computed_tokens), T::Int("prefix_pages", p.prefix_pages),
+            T::Num("compute_s", c.compute_s), T::Num("load_back_exposed_s", c.load_back_exposed_s),
+            T::Num("busy_s", comp.busy)});
+    if (p.prefix_pages > 0 && gath.ops > 0)
       w.Span(
-          rank, T::Track::kCollective, gather, fwd0, c.gather_s, p.request,
+          rank, T::Track::kCollective, gather, fwd0 + gath.begin, gath.end - gath.begin, p.request,
           {T::Int("prefix_pages", p.prefix_pages),
-           T::Int("runs", static_cast<int64_t>(p.runs.size())), T::Int("layers", model_.layers())});
-    if (bk[rank] > 0) {
-      const double t0 =
-          p.backup_schedule == BackupSchedule::kTail ? fwd0 + c.forward_s : fwd0 + c.layer_end_s[0];
-      w.Span(rank, T::Track::kCopyD2H, backup, t0, fwd0 + c.backup.total_s - t0, p.request,
-             {T::Int("pages", bk[rank])});
-    }
+           T::Int("runs", static_cast<int64_t>(p.runs.size())), T::Int("layers", model_.layers()),
+           T::Int("prefetch_layers", model_.prefetch_layers()), T::Num("busy_s", gath.busy)});
+    if (bk[rank] > 0 && back.ops > 0)
+      w.Span(rank, T::Track::kCopyD2H, backup, fwd0 + back.begin, c.backup.total_s - back.begin,
+             p.request, {T::Int("pages", bk[rank]), T::Num("busy_s", back.busy)});
   }
 }
 
