@@ -9,6 +9,7 @@
 #   tools/fuzz.sh --seconds 3600       an hour each
 #   tools/fuzz.sh --seconds 30 mooncake plan
 #   tools/fuzz.sh --build-only         build the targets, run none
+#   tools/fuzz.sh --parallel           every reader at once (each still for --seconds)
 # A finding (crash, sanitizer report, an exception other than InputError) stops that reader's run
 # with its input saved as build-fuzz/fuzz-out/<reader>/crash-*; the script then exits 1.
 set -euo pipefail
@@ -17,13 +18,15 @@ seconds=60
 build=build-fuzz
 readers=()
 build_only=0
+parallel=0
 while (($#)); do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --build-only) build_only=1; shift ;;
+    --parallel) parallel=1; shift ;;
     mooncake|kvtester|tokens|bailian|csv|plan|config|profile) readers+=("$1"); shift ;;
-    *) echo "usage: tools/fuzz.sh [--seconds N] [--build DIR] [--build-only]" \
+    *) echo "usage: tools/fuzz.sh [--seconds N] [--build DIR] [--build-only] [--parallel]" \
             "[mooncake|kvtester|tokens|bailian|csv|plan|config|profile]..." >&2; exit 2 ;;
   esac
 done
@@ -38,20 +41,28 @@ cmake -S . -B "$build" "${gen[@]}" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TY
 targets=(); for r in "${readers[@]}"; do targets+=("fuzz_$r"); done
 cmake --build "$build" --target "${targets[@]}" -j "$(nproc)"
 ((build_only)) && exit 0
-status=0
-for r in "${readers[@]}"; do
-  corpus="$build/fuzz-corpus/$r"; out="$build/fuzz-out/$r"
+# One reader's run; its verdict line goes to $out/verdict.
+fuzz_one() {
+  local r=$1 corpus="$build/fuzz-corpus/$1" out="$build/fuzz-out/$1" bin dict=()
   mkdir -p "$corpus" "$out"
   cp -n tests/traces/fuzz/corpus/"$r"/* "$corpus"/ 2>/dev/null || true
   bin=$(find "$build" -name "fuzz_$r" -type f -perm -u+x | head -1)
-  dict=(); case "$r" in csv|config|profile) ;; *) dict=(-dict=tests/traces/fuzz/json.dict) ;; esac
+  case "$r" in csv|config|profile) ;; *) dict=(-dict=tests/traces/fuzz/json.dict) ;; esac
   echo "fuzz: $r for $seconds s" >&2
   if "$bin" -max_total_time="$seconds" -print_final_stats=1 "${dict[@]}" \
        -max_len=262144 -artifact_prefix="$out/" "$corpus" >"$out/log" 2>&1; then
-    echo "fuzz: $r: $(grep -m1 'stat::number_of_executed_units' "$out/log" | awk '{print $2}') executions, no finding ($out/log)"
+    echo "fuzz: $r: $(grep -m1 'stat::number_of_executed_units' "$out/log" | awk '{print $2}') executions, no finding ($out/log)" >"$out/verdict"
   else
-    status=1
-    echo "fuzz: $r: FINDING (see $out/log and $out/crash-*)"; tail -30 "$out/log" >&2
+    echo "fuzz: $r: FINDING (see $out/log and $out/crash-*)" >"$out/verdict"; tail -30 "$out/log" >&2
+    return 1
   fi
-done
+}
+status=0
+if ((parallel)); then
+  pids=(); for r in "${readers[@]}"; do fuzz_one "$r" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+else
+  for r in "${readers[@]}"; do fuzz_one "$r" || status=1; done
+fi
+for r in "${readers[@]}"; do cat "$build/fuzz-out/$r/verdict"; done
 exit $status
