@@ -160,6 +160,9 @@ DEEP = "[" * 100000 + "]" * 100000
 p, out = exec_plan(plan_with("deep_header.jsonl", raw="\n".join([plan_lines[0][:-1] + ', "x": ' + DEEP + "}"] +
                                                                 plan_lines[1:]) + "\n"))
 expect_refused("plan header nested 100,000 deep", p, out, "deep_header.jsonl:1:", "x[0]", "deeper than 256")
+# A version of 1,000,000 nested arrays: printing it in the version error recursed until SIGSEGV.
+p, out = exec_plan(plan_with("deep_version.jsonl", raw='{"kvlanes_plan": ' + "[" * 1000000 + "]" * 1000000 + "}\n"))
+expect_refused("plan version nested 1,000,000 deep", p, out, "deep_version.jsonl:1:", "kvlanes_plan[0]", "deeper than 256")
 p, out = exec_plan(plan_with("deep_request.jsonl", raw="\n".join(plan_lines[:2] + ['{"x": ' + DEEP + "}"] +
                                                                  plan_lines[2:]) + "\n"))
 expect_refused("plan request line nested 100,000 deep", p, out, "deep_request.jsonl:3:", "deeper than 256")
