@@ -14,10 +14,9 @@ namespace kvlanes {
 std::string ReadInputFile(const std::string& path, const std::string& what, int64_t max_bytes) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw InputError(path, 0, "", "cannot open " + what + ": is a directory");
+    throw InputError(path, 0, "", "cannot open " + what);
   std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr)
-    throw InputError(path, 0, "", "cannot open " + what + ": " + std::strerror(errno));
+  if (f == nullptr) throw InputError(path, 0, "", "cannot open " + what);
   std::string text;
   constexpr size_t kChunk = size_t{1} << 20;
   for (;;) {
