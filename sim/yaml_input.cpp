@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 
 namespace kvlanes {
 
@@ -37,9 +38,7 @@ void CheckYamlKeys(const YAML::Node& root, const std::string& file, const std::s
 YAML::Node LoadYamlFile(const std::string& path, const std::string& what) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw InputError(path, 0, "", "cannot open " + what);
+    root = YAML::Load(ReadInputFile(path, what));
   } catch (const YAML::ParserException& e) {
     throw InputError(path, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
   } catch (const YAML::Exception& e) {

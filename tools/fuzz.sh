@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of the trace readers (clang, -fsanitize=fuzzer,address,undefined;
+# Builds the libFuzzer targets of the readers (clang, -fsanitize=fuzzer,address,undefined;
 # tests/traces/fuzz) in build-fuzz/ and runs each for a given time from the seed corpus of
-# tests/traces/fuzz/corpus (the shipped traces' first records), printing the executions.
-#   tools/fuzz.sh                      60 s per reader, all three readers
+# tests/traces/fuzz/corpus (the shipped traces' first records, a small plan, the shipped config
+# and profiles), printing the executions. Readers: the five trace formats (mooncake, kvtester,
+# tokens, bailian, csv), plan (ReadPlanFile and what the executor derives from a plan), config
+# (a YAML config file, and --set lines) and profile (a hardware profile).
+#   tools/fuzz.sh                      60 s per reader, every reader
 #   tools/fuzz.sh --seconds 3600       an hour each
-#   tools/fuzz.sh --seconds 30 mooncake
+#   tools/fuzz.sh --seconds 30 mooncake plan
+#   tools/fuzz.sh --build-only         build the targets, run none
+#   tools/fuzz.sh --parallel           every reader at once (each still for --seconds)
 # A finding (crash, sanitizer report, an exception other than InputError) stops that reader's run
 # with its input saved as build-fuzz/fuzz-out/<reader>/crash-*; the script then exits 1.
 set -euo pipefail
@@ -12,36 +17,52 @@ cd "$(dirname "$0")/.."
 seconds=60
 build=build-fuzz
 readers=()
+build_only=0
+parallel=0
 while (($#)); do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    mooncake|kvtester|tokens) readers+=("$1"); shift ;;
-    *) echo "usage: tools/fuzz.sh [--seconds N] [--build DIR] [mooncake|kvtester|tokens]..." >&2; exit 2 ;;
+    --build-only) build_only=1; shift ;;
+    --parallel) parallel=1; shift ;;
+    mooncake|kvtester|tokens|bailian|csv|plan|config|profile) readers+=("$1"); shift ;;
+    *) echo "usage: tools/fuzz.sh [--seconds N] [--build DIR] [--build-only] [--parallel]" \
+            "[mooncake|kvtester|tokens|bailian|csv|plan|config|profile]..." >&2; exit 2 ;;
   esac
 done
-((${#readers[@]})) || readers=(mooncake kvtester tokens)
+((${#readers[@]})) || readers=(mooncake kvtester tokens bailian csv plan config profile)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang)" >&2; exit 2; }
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 mkdir -p "$build"
 cmake -S . -B "$build" "${gen[@]}" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
   -DKVLANES_FUZZ=ON -DKVLANES_CUDA=OFF >"$build/configure.log" 2>&1 || {
   cat "$build/configure.log" >&2; exit 1; }
 targets=(); for r in "${readers[@]}"; do targets+=("fuzz_$r"); done
 cmake --build "$build" --target "${targets[@]}" -j "$(nproc)"
-status=0
-for r in "${readers[@]}"; do
-  corpus="$build/fuzz-corpus/$r"; out="$build/fuzz-out/$r"
+((build_only)) && exit 0
+# One reader's run; its verdict line goes to $out/verdict.
+fuzz_one() {
+  local r=$1 corpus="$build/fuzz-corpus/$1" out="$build/fuzz-out/$1" bin dict=()
   mkdir -p "$corpus" "$out"
   cp -n tests/traces/fuzz/corpus/"$r"/* "$corpus"/ 2>/dev/null || true
   bin=$(find "$build" -name "fuzz_$r" -type f -perm -u+x | head -1)
+  case "$r" in csv|config|profile) ;; *) dict=(-dict=tests/traces/fuzz/json.dict) ;; esac
   echo "fuzz: $r for $seconds s" >&2
-  if "$bin" -max_total_time="$seconds" -print_final_stats=1 -dict=tests/traces/fuzz/json.dict \
+  if "$bin" -max_total_time="$seconds" -print_final_stats=1 "${dict[@]}" \
        -max_len=262144 -artifact_prefix="$out/" "$corpus" >"$out/log" 2>&1; then
-    echo "fuzz: $r: $(grep -m1 'stat::number_of_executed_units' "$out/log" | awk '{print $2}') executions, no finding ($out/log)"
+    echo "fuzz: $r: $(grep -m1 'stat::number_of_executed_units' "$out/log" | awk '{print $2}') executions, no finding ($out/log)" >"$out/verdict"
   else
-    status=1
-    echo "fuzz: $r: FINDING (see $out/log and $out/crash-*)"; tail -30 "$out/log" >&2
+    echo "fuzz: $r: FINDING (see $out/log and $out/crash-*)" >"$out/verdict"; tail -30 "$out/log" >&2
+    return 1
   fi
-done
+}
+status=0
+if ((parallel)); then
+  pids=(); for r in "${readers[@]}"; do fuzz_one "$r" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+else
+  for r in "${readers[@]}"; do fuzz_one "$r" || status=1; done
+fi
+for r in "${readers[@]}"; do cat "$build/fuzz-out/$r/verdict"; done
 exit $status

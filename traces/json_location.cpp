@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/json_strict.h"
 #include "traces/name_table.h"
 
@@ -170,11 +171,7 @@ int64_t LineOfByte(std::string_view text, size_t byte) {
 }
 
 JsonInput JsonInput::Load(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, "", "cannot open " + what);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return JsonInput(path, s.str());
+  return JsonInput(path, ReadInputFile(path, what));
 }
 
 JsonInput::JsonInput(std::string file, std::string text)

@@ -1,11 +1,14 @@
 #include "traces/json_strict.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <set>
 #include <variant>
 #include <vector>
 
 #include "traces/input_error.h"
 #include "traces/json_location.h"
+#include "traces/json_scan.h"
 
 namespace kvlanes {
 namespace {
@@ -17,16 +20,22 @@ struct DuplicateKey {
   std::vector<JsonStep> path;  // to the key
 };
 
+// Thrown out of the parser callback when arrays and objects nest deeper than kMaxJsonDepth: the
+// parser itself is iterative, but copying, comparing and printing a value recurse, so a deep
+// document would exhaust the stack wherever a reader touched it.
+struct TooDeep {
+  std::vector<JsonStep> path;  // to the container that went past the limit
+};
+
 // Tracks the path of the value being parsed, so a duplicate key is named with its full path.
 class KeyTracker {
  public:
   bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
     switch (event) {
       case Json::parse_event_t::object_start:
-        frames_.push_back(Frame{true, {}, {}, 0});
-        break;
       case Json::parse_event_t::array_start:
-        frames_.push_back(Frame{false, {}, {}, 0});
+        if (frames_.size() >= static_cast<size_t>(reader::kMaxJsonDepth)) throw TooDeep{Path()};
+        frames_.push_back(Frame{event == Json::parse_event_t::object_start, {}, {}, 0});
         break;
       case Json::parse_event_t::key: {
         Frame& f = frames_.back();
@@ -81,6 +90,28 @@ int64_t LineOfQuotedToken(std::string_view text, const std::string& what) {
   return at == std::string_view::npos ? 1 : LineOfByte(text, at + 1);
 }
 
+// 1-based line of the first bracket that opens nesting level `depth + 1` (strings skipped).
+int64_t LineOfDepth(std::string_view text, int depth) {
+  int level = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++level > depth) return LineOfByte(text, i + 1);
+    } else if (c == ']' || c == '}') {
+      --level;
+    }
+  }
+  return 1;
+}
+
 }  // namespace
 
 Json ParseJsonStrict(std::string_view text, const std::string& file, int64_t first_line) {
@@ -92,6 +123,16 @@ Json ParseJsonStrict(std::string_view text, const std::string& file, int64_t fir
     const std::string key = std::get<std::string>(d.path.back());
     throw InputError(file, base + line, JsonPathName(d.path),
                      "key '" + key + "' given twice in one object");
+  } catch (const TooDeep& d) {
+    // The path to the container past the limit, its first steps only (it has 256).
+    constexpr size_t kShown = 8;
+    const std::vector<JsonStep> head(
+        d.path.begin(),
+        d.path.begin() + static_cast<std::ptrdiff_t>(std::min(d.path.size(), kShown)));
+    const std::string field = JsonPathName(head) + (d.path.size() > kShown ? "..." : "");
+    throw InputError(
+        file, base + LineOfDepth(text, reader::kMaxJsonDepth), field,
+        "arrays and objects nest deeper than " + std::to_string(reader::kMaxJsonDepth) + " levels");
   } catch (const Json::parse_error& e) {
     throw InputError(file, base + LineOfByte(text, e.byte), "",
                      std::string("malformed JSON: ") + e.what());

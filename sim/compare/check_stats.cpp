@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/json_location.h"
 #include "traces/percentile.h"
 
@@ -68,11 +69,7 @@ Measured ParseMeasured(const std::string& text, const std::string& file) {
 }
 
 Measured ReadMeasured(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, "", "cannot open measured file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseMeasured(text.str(), path);
+  return ParseMeasured(ReadInputFile(path, "measured file"), path);
 }
 
 ErrorStats SummarizeErrors(const std::vector<double>& ape) {

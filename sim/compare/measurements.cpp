@@ -7,6 +7,7 @@
 
 #include "sim/predict/hardware_profile.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/json_location.h"
 
 namespace kvlanes {
@@ -207,11 +208,7 @@ Measurements ParseMeasurements(const std::string& text, const std::string& file)
 }
 
 Measurements ReadMeasurements(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, "", "cannot open measurement file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseMeasurements(text.str(), path);
+  return ParseMeasurements(ReadInputFile(path, "measurement file"), path);
 }
 
 }  // namespace kvlanes

@@ -6,6 +6,7 @@
 
 #include "sim/predict/predictor.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/json_location.h"
 
 namespace kvlanes {
@@ -171,11 +172,7 @@ Predictions ParsePredictions(const std::string& text, const std::string& file) {
 }
 
 Predictions ReadPredictions(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, "", "cannot open predictions file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParsePredictions(text.str(), path);
+  return ParsePredictions(ReadInputFile(path, "predictions file"), path);
 }
 
 }  // namespace kvlanes

@@ -12,6 +12,7 @@
 
 #include "sim/yaml_input.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/name_table.h"
 
 namespace kvlanes {
@@ -205,14 +206,7 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
 }  // namespace
 
 std::string ReadHardwareProfileText(const std::string& path) {
-  struct stat st {};
-  std::ifstream in(path, std::ios::binary);
-  if (!in || ::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode))
-    throw InputError(path, 0, "", "cannot open hardware profile");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path, 0, "", "cannot read hardware profile");
-  return text.str();
+  return ReadInputFile(path, "hardware profile");
 }
 
 HardwareProfile LoadHardwareProfile(const std::string& path) {

@@ -635,13 +635,39 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
   return p;
 }
 
+namespace {
+
+// The longest plan line ReadPlanFile reads (64 MiB, as for a trace line): a longer one is refused
+// as soon as that many bytes are read.
+constexpr int64_t kMaxPlanLineBytes = int64_t{64} << 20;
+
+// std::getline, but a line longer than kMaxPlanLineBytes is refused as soon as that many bytes are
+// read: a path that never ends a line (/dev/zero) stops there instead of filling memory.
+bool GetPlanLine(std::istream& in, std::string& line, const std::string& path, int64_t n) {
+  line.clear();
+  std::streambuf* sb = in.rdbuf();
+  bool any = false;
+  for (int c = sb->sbumpc(); c != std::char_traits<char>::eof(); c = sb->sbumpc()) {
+    any = true;
+    if (c == '\n') return true;
+    if (line.size() >= static_cast<size_t>(kMaxPlanLineBytes))
+      throw InputError(path, n, "",
+                       "line longer than " + std::to_string(kMaxPlanLineBytes) +
+                           " bytes (kMaxPlanLineBytes): not a plan line");
+    line.push_back(static_cast<char>(c));
+  }
+  return any;
+}
+
+}  // namespace
+
 PlanFile ReadPlanFile(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, 0, "", "cannot open plan file");
   PlanFile out;
   std::string line;
   int64_t n = 0, ops = 0, trailer_line = 0;
-  while (std::getline(in, line)) {
+  while (GetPlanLine(in, line, path, n + 1)) {
     ++n;
     if (line.empty()) continue;
     if (trailer_line > 0)

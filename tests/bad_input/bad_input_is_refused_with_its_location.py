@@ -154,6 +154,19 @@ for what, pred, fn, needles in [
     p, out = exec_plan(plan_with("req_case.jsonl", line_fn=edit_request(pred, fn)))
     expect_refused(what, p, out, "req_case.jsonl", *needles)
 
+# Arrays nested 100,000 deep (the parser is iterative; copying or printing such a value recursed
+# until the stack overflowed): refused at parse time with the line of the bracket past the limit.
+DEEP = "[" * 100000 + "]" * 100000
+p, out = exec_plan(plan_with("deep_header.jsonl", raw="\n".join([plan_lines[0][:-1] + ', "x": ' + DEEP + "}"] +
+                                                                plan_lines[1:]) + "\n"))
+expect_refused("plan header nested 100,000 deep", p, out, "deep_header.jsonl:1:", "x[0]", "deeper than 256")
+# A version of 1,000,000 nested arrays: printing it in the version error recursed until SIGSEGV.
+p, out = exec_plan(plan_with("deep_version.jsonl", raw='{"kvlanes_plan": ' + "[" * 1000000 + "]" * 1000000 + "}\n"))
+expect_refused("plan version nested 1,000,000 deep", p, out, "deep_version.jsonl:1:", "kvlanes_plan[0]", "deeper than 256")
+p, out = exec_plan(plan_with("deep_request.jsonl", raw="\n".join(plan_lines[:2] + ['{"x": ' + DEEP + "}"] +
+                                                                 plan_lines[2:]) + "\n"))
+expect_refused("plan request line nested 100,000 deep", p, out, "deep_request.jsonl:3:", "deeper than 256")
+
 # ---- config files and --set (kvlanes replay --config / --set)
 def replay(extra, out=None):
     out = out or path("report.json")
@@ -244,12 +257,31 @@ check_case("measured number 1e400", json.dumps(measured, indent=1).replace('"sec
            ["number out of range"])
 check_case("measured duplicate key", json.dumps(measured, indent=1).replace('"seconds": ', '"seconds": 1, "seconds": ', 1),
            [".seconds", "given twice"])
+check_case("measured file nested 100,000 deep", '{"ops": [], "deep":\n' + DEEP + "}", [":2:", "deeper than 256"])
+
+# ---- paths that never end (/dev/zero): refused at the first chunk or at the line limit, not read
+# until memory runs out
+if os.path.exists("/dev/zero"):
+    p, out = exec_plan("/dev/zero")
+    expect_refused("plan /dev/zero (a line that never ends)", p, out, "/dev/zero:1:", "longer than 67108864 bytes")
+    out = path("check.json")
+    expect_refused("measured file /dev/zero", [kvlanes, "check", "--plan", path("plan.jsonl"), "--measured", "/dev/zero",
+                                               "--profile", prof, "--json", out], out, "/dev/zero:1:", "control byte 0x00")
+    out = path("fitted.yaml")
+    expect_refused("measurement file /dev/zero", [kvlanes, "calibrate", "--measurements", "/dev/zero", "--out", out], out,
+                   "/dev/zero:1:", "control byte 0x00")
+    argv, out = replay(["--config", "/dev/zero"])
+    expect_refused("config file /dev/zero", argv, out, "/dev/zero:1:", "control byte 0x00")
+    argv, out = replay(["--set", "hardware.profile=/dev/zero"])
+    expect_refused("hardware profile /dev/zero", argv, out, "/dev/zero:1:", "control byte 0x00")
 
 # ---- exec options and the rendezvous
 p = path("plan.jsonl")
 for what, extra, needles in [
     ("exec --compute-scale inf", ["--compute-scale", "inf"], ["--compute-scale"]),
     ("exec --timeout-s nan", ["--timeout-s", "nan"], ["--timeout-s"]),
+    ("exec --timeout-s inf", ["--timeout-s", "inf"], ["--timeout-s"]),
+    ("exec --timeout-s 1e300", ["--timeout-s", "1e300"], ["--timeout-s"]),
     ("exec --max-requests -5", ["--max-requests", "-5"], ["--max-requests"]),
 ]:
     out = path("out.json")

@@ -1,4 +1,5 @@
-// libFuzzer target of one trace reader (KVLANES_FUZZ_FORMAT: 0 mooncake, 1 kvtester, 2 tokens):
+// libFuzzer target of one trace reader (KVLANES_FUZZ_FORMAT: 0 mooncake, 1 kvtester, 2 tokens,
+// 3 bailian, 4 csv):
 // the input is a trace file's text; it goes through the reader of that format and through
 // format detection. An InputError is the expected answer to bad input; any other exception
 // escapes and libFuzzer reports it, as it reports crashes and sanitizer findings. Built only with
@@ -15,12 +16,19 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   static const std::string kPath = "fuzz-input";
-  constexpr kvlanes::TraceFormat kFormats[] = {kvlanes::TraceFormat::kMooncake,
-                                               kvlanes::TraceFormat::kKvTester,
-                                               kvlanes::TraceFormat::kTokens};
-  const kvlanes::TraceFormat fmt = kFormats[KVLANES_FUZZ_FORMAT];
+  // The page size each format's default block size divides (tokens: the shipped examples').
+  struct FormatPages {
+    kvlanes::TraceFormat format;
+    int64_t page_tokens;
+  };
+  constexpr FormatPages kFormats[] = {{kvlanes::TraceFormat::kMooncake, 64},
+                                      {kvlanes::TraceFormat::kKvTester, 64},
+                                      {kvlanes::TraceFormat::kTokens, 4},
+                                      {kvlanes::TraceFormat::kBailian, 16},
+                                      {kvlanes::TraceFormat::kCsv, 64}};
+  const kvlanes::TraceFormat fmt = kFormats[KVLANES_FUZZ_FORMAT].format;
   kvlanes::TraceOptions opt;
-  opt.page_tokens = fmt == kvlanes::TraceFormat::kTokens ? 4 : 64;
+  opt.page_tokens = kFormats[KVLANES_FUZZ_FORMAT].page_tokens;
   for (const bool unsorted : {false, true}) {
     opt.allow_unsorted = unsorted;
     try {
