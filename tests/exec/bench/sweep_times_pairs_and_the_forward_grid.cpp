@@ -81,6 +81,7 @@ class ProxyStandIn : public RankBackend {
   void PeerGather(Stream s, int64_t l) override { b_->PeerGather(s, l); }
   void AllGather(Stream s, int64_t b) override { b_->AllGather(s, b); }
   void AllReduce(Stream s, int64_t o, int64_t b) override { b_->AllReduce(s, o, b); }
+  void Broadcast(Stream s, int root, int64_t b) override { b_->Broadcast(s, root, b); }
   int VerifyDense(Stream s, int64_t l) override { return b_->VerifyDense(s, l); }
   int VerifyRecords(Stream s, int64_t l, RecordBuffer f) override {
     return b_->VerifyRecords(s, l, f);
