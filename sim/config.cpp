@@ -331,10 +331,10 @@ const std::vector<KeySpec>& BaseKeys() {
           "predicted)",
           kGatherChoiceNames),
       ListedWhenSet(KV_INT_RANGE_KEY("gather.prefetch_layers", gather.prefetch_layers,
-                                  "layers gathered ahead of the forward pass on the collective "
-                                  "stream, into prefetch_layers + 1 gather buffers (0 = gather "
-                                  "and forward take turns)",
-                                  0, 2)),
+                                     "layers gathered ahead of the forward pass on the collective "
+                                     "stream, into prefetch_layers + 1 gather buffers (0 = gather "
+                                     "and forward take turns)",
+                                     0, 2)),
       KV_NAMED_KEY("backup.schedule", backup.schedule,
                    "host backup schedule: per-layer | tail | cost (cheapest predicted)",
                    kBackupChoiceNames),
