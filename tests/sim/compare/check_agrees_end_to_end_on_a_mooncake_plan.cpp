@@ -173,4 +173,20 @@ TEST_CASE(
   CHECK(reasons.count("1 predicted ids not measured, 1 measured ids not predicted"));
 }
 
+TEST_CASE(
+    "a plan header's config gives back the replay's layers when a preset stands beside them") {
+  // The header's keys come sorted (model.layers before model.preset); the preset must not undo
+  // the layer count the replay ran with.
+  ReplayConfig cfg;
+  ApplyConfigSetting("model.preset=deepseek-v3.2", cfg);
+  ApplyConfigSetting("model.layers=4", cfg);
+  REQUIRE(cfg.model.layers == 4);
+  nlohmann::json header;
+  header["config"] = nlohmann::json::parse(ConfigToJson(cfg).dump());
+  const ReplayConfig back = ConfigFromPlanHeader(header, "plan.jsonl");
+  CHECK(back.model.layers == 4);
+  CHECK(back.model.preset == "deepseek-v3.2");
+  CHECK(ConfigToJson(back).dump() == ConfigToJson(cfg).dump());
+}
+
 }  // namespace kvlanes::test
