@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/name_table.h"
 
 namespace kvlanes::regress {
@@ -28,16 +29,14 @@ class SuiteReader {
       : path_(std::move(path)), policies_(policies) {}
 
   Suite Read() {
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) throw InputError(path_, 0, "", "cannot open suite file");
-    std::stringstream text;
-    text << in.rdbuf();
+    // Bounded: a suite path that never ends (/dev/zero, a FIFO) stops at the limit.
+    const std::string text = ReadInputFile(path_, "suite file");
     Suite suite;
     suite.path = path_;
-    suite.hash = Fnv1a64Hex(text.str());
+    suite.hash = Fnv1a64Hex(text);
     YAML::Node root;
     try {
-      root = YAML::Load(text.str());
+      root = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
       throw InputError(path_, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
     }

@@ -274,6 +274,9 @@ if os.path.exists("/dev/zero"):
     expect_refused("config file /dev/zero", argv, out, "/dev/zero:1:", "control byte 0x00")
     argv, out = replay(["--set", "hardware.profile=/dev/zero"])
     expect_refused("hardware profile /dev/zero", argv, out, "/dev/zero:1:", "control byte 0x00")
+    out = path("junit.xml")
+    expect_refused("regress suite /dev/zero", [kvlanes, "regress", "check", "/dev/zero", "--golden", path("golden.json"),
+                                               "--junit", out], out, "/dev/zero:1:", "control byte 0x00")
 
 # ---- exec options and the rendezvous
 p = path("plan.jsonl")
