@@ -54,4 +54,26 @@ inline void Key(std::string& out, std::string_view key) {
   out.append("\":");
 }
 
+// One trace-event metadata record (ph "M": process_name, thread_name, *_sort_index), as the
+// Perfetto-style timelines write them: args {"sort_index": N} when sort_index >= 0, else
+// {"name": name}. No separator before it.
+inline void MetaEvent(std::string& out, int pid, int tid, std::string_view kind,
+                      std::string_view name, int sort_index) {
+  out.append("{\"name\":");
+  Str(out, kind);
+  out.append(",\"ph\":\"M\",\"pid\":");
+  Int(out, pid);
+  out.append(",\"tid\":");
+  Int(out, tid);
+  out.append(",\"args\":{");
+  if (sort_index >= 0) {
+    out.append("\"sort_index\":");
+    Int(out, sort_index);
+  } else {
+    out.append("\"name\":");
+    Str(out, name);
+  }
+  out.append("}}");
+}
+
 }  // namespace kvlanes::json_append

@@ -45,21 +45,7 @@ void TimelineWriter::Meta(int pid, int tid, const char* kind, std::string_view n
                           int sort_index) {
   if (!first_) buf_.append(",\n");
   first_ = false;
-  buf_.append("{\"name\":");
-  ja::Str(buf_, kind);
-  buf_.append(",\"ph\":\"M\",\"pid\":");
-  ja::Int(buf_, pid);
-  buf_.append(",\"tid\":");
-  ja::Int(buf_, tid);
-  buf_.append(",\"args\":{");
-  if (sort_index >= 0) {
-    buf_.append("\"sort_index\":");
-    ja::Int(buf_, sort_index);
-  } else {
-    buf_.append("\"name\":");
-    ja::Str(buf_, name);
-  }
-  buf_.append("}}");
+  ja::MetaEvent(buf_, pid, tid, kind, name, sort_index);
 }
 
 void TimelineWriter::Begin(int pid, int tid, std::string_view ph, std::string_view name,

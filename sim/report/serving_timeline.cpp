@@ -41,21 +41,7 @@ void ServingTimelineWriter::Sep() {
 void ServingTimelineWriter::Meta(int pid, int tid, const char* kind, const std::string& name,
                                  int sort_index) {
   Sep();
-  buf_.append("{\"name\":");
-  ja::Str(buf_, kind);
-  buf_.append(",\"ph\":\"M\",\"pid\":");
-  ja::Int(buf_, pid);
-  buf_.append(",\"tid\":");
-  ja::Int(buf_, tid);
-  buf_.append(",\"args\":{");
-  if (sort_index >= 0) {
-    buf_.append("\"sort_index\":");
-    ja::Int(buf_, sort_index);
-  } else {
-    buf_.append("\"name\":");
-    ja::Str(buf_, name);
-  }
-  buf_.append("}}");
+  ja::MetaEvent(buf_, pid, tid, kind, name, sort_index);
 }
 
 void ServingTimelineWriter::Flush(bool force) {
