@@ -192,11 +192,12 @@ ForwardMemory PlanForwardMemory(const ModelShape& s, int64_t layers, int64_t max
   m.parts.push_back({"attention output", 2 * t * s.heads * std::max(dv, s.v_head_dim)});
   const int64_t new_row = s.is_mla() ? dk : 2 * kvh * dk;
   m.parts.push_back({"new-token KV", 2 * t * new_row});
-  m.parts.push_back({"decoded keys and values",
-                     2 * kvh * max_keys * dk + (s.is_mla() ? 0 : 2 * kvh * max_keys * dv)});
-  const int64_t score_elems = std::min<int64_t>(
-      kScoreChunkElems, std::max<int64_t>(kvh * s.attn_group() * max_keys, 1) * t);
-  m.parts.push_back({"scores chunk", 6 * std::max(score_elems, kvh * s.attn_group() * max_keys)});
+  const int64_t keys = PaddedKeys(max_keys);
+  m.parts.push_back(
+      {"decoded keys and values", 2 * kvh * keys * dk + (s.is_mla() ? 0 : 2 * kvh * keys * dv)});
+  const int64_t score_elems =
+      std::min<int64_t>(kScoreChunkElems, std::max<int64_t>(kvh * s.attn_group() * keys, 1) * t);
+  m.parts.push_back({"scores chunk", 6 * std::max(score_elems, kvh * s.attn_group() * keys)});
   m.parts.push_back({"token positions", 4 * t});
   return m;
 }

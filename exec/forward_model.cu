@@ -37,24 +37,30 @@ __global__ void FillUniformKernel(__nv_bfloat16* p, int64_t n, float a, uint64_t
 }
 
 // Keys (and GQA values) of every key row: prefix rows decoded from the dense buffer, then the
-// new tokens' rows. K: [kv_heads][S][key_dim]; V (GQA): [kv_heads][S][value_dim].
+// new tokens' rows, then zero rows up to `padded` (PaddedKeys(keys)).
+// K: [kv_heads][padded][key_dim]; V (GQA): [kv_heads][padded][value_dim].
 __global__ void BuildKvKernel(KvDecode d, const uint8_t* dense, int64_t prefix, int64_t keys,
-                              const __nv_bfloat16* new_kv, __nv_bfloat16* k, __nv_bfloat16* v) {
+                              int64_t padded, const __nv_bfloat16* new_kv, __nv_bfloat16* k,
+                              __nv_bfloat16* v) {
   const int64_t s = blockIdx.x;
   const int64_t g = blockIdx.y;
-  if (s >= keys) return;
-  const uint8_t* row = s < prefix ? dense + s * d.row_bytes : nullptr;
-  const __nv_bfloat16* nrow = s < prefix ? nullptr : new_kv + (s - prefix) * d.new_row();
+  if (s >= padded) return;
+  const bool pad = s >= keys;
+  const uint8_t* row = !pad && s < prefix ? dense + s * d.row_bytes : nullptr;
+  const __nv_bfloat16* nrow = pad || s < prefix ? nullptr : new_kv + (s - prefix) * d.new_row();
+  const __nv_bfloat16 zero = __float2bfloat16_rn(0.0f);
   for (int64_t e = threadIdx.x; e < d.key_dim; e += blockDim.x) {
-    const __nv_bfloat16 x =
-        row ? __float2bfloat16_rn(DecodeKey(d, row, g, e)) : nrow[d.mla ? e : g * d.key_dim + e];
-    k[(g * keys + s) * d.key_dim + e] = x;
+    const __nv_bfloat16 x = row    ? __float2bfloat16_rn(DecodeKey(d, row, g, e))
+                            : nrow ? nrow[d.mla ? e : g * d.key_dim + e]
+                                   : zero;
+    k[(g * padded + s) * d.key_dim + e] = x;
   }
   if (d.mla) return;
   for (int64_t e = threadIdx.x; e < d.value_dim; e += blockDim.x) {
-    const __nv_bfloat16 x = row ? __float2bfloat16_rn(DecodeValue(d, row, g, e))
-                                : nrow[d.kv_heads * d.key_dim + g * d.value_dim + e];
-    v[(g * keys + s) * d.value_dim + e] = x;
+    const __nv_bfloat16 x = row    ? __float2bfloat16_rn(DecodeValue(d, row, g, e))
+                            : nrow ? nrow[d.kv_heads * d.key_dim + g * d.value_dim + e]
+                                   : zero;
+    v[(g * padded + s) * d.value_dim + e] = x;
   }
 }
 
@@ -156,7 +162,8 @@ struct ForwardModelCuda::Impl {
 };
 
 ForwardModelCuda::ForwardModelCuda(const ModelShape& shape, int64_t layers, int64_t kv_row_bytes,
-                                   int64_t max_tokens, int64_t max_keys, uint64_t seed)
+                                   int64_t max_tokens, int64_t max_keys, uint64_t seed,
+                                   int64_t score_chunk_elems)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.shape = shape;
@@ -203,10 +210,11 @@ ForwardModelCuda::ForwardModelCuda(const ModelShape& shape, int64_t layers, int6
   m.out = m.Alloc<__nv_bfloat16>(2 * T * shape.heads * std::max(dv, shape.v_head_dim),
                                  "attention output");
   m.new_kv = m.Alloc<__nv_bfloat16>(2 * T * m.kv.new_row(), "new-token KV");
-  m.k = m.Alloc<__nv_bfloat16>(2 * kvh * m.max_keys * dk, "decoded keys");
-  if (!m.kv.mla) m.v = m.Alloc<__nv_bfloat16>(2 * kvh * m.max_keys * dv, "decoded values");
-  const int64_t per_token = kvh * (shape.heads / kvh) * m.max_keys;
-  m.score_elems = std::max(std::min<int64_t>(kScoreChunkElems, per_token * T), per_token);
+  const int64_t keys = PaddedKeys(m.max_keys);
+  m.k = m.Alloc<__nv_bfloat16>(2 * kvh * keys * dk, "decoded keys");
+  if (!m.kv.mla) m.v = m.Alloc<__nv_bfloat16>(2 * kvh * keys * dv, "decoded values");
+  const int64_t per_token = kvh * (shape.heads / kvh) * keys;
+  m.score_elems = std::max(std::min<int64_t>(score_chunk_elems, per_token * T), per_token);
   m.scores = m.Alloc<float>(4 * m.score_elems, "scores chunk");
   m.probs = m.Alloc<__nv_bfloat16>(2 * m.score_elems, "scores chunk");
   m.pos = m.Alloc<int32_t>(4 * T, "token positions");
@@ -253,36 +261,42 @@ void ForwardModelCuda::Attention(const void* kv_dense, cudaStream_t s) {
   if (m.queries == 0 || S == 0) return;
   const int64_t kvh = d.kv_heads, dk = d.key_dim, dv = d.value_dim;
   const int64_t group = m.shape.heads / kvh, rows = m.queries * group;
-  BuildKvKernel<<<dim3(static_cast<unsigned>(S), static_cast<unsigned>(kvh)), 128, 0, s>>>(
-      d, static_cast<const uint8_t*>(kv_dense), m.prefix, S, m.new_kv, m.k, m.v);
+  const int64_t Sp = PaddedKeys(S);
+  BuildKvKernel<<<dim3(static_cast<unsigned>(Sp), static_cast<unsigned>(kvh)), 128, 0, s>>>(
+      d, static_cast<const uint8_t*>(kv_dense), m.prefix, S, Sp, m.new_kv, m.k, m.v);
   CudaCheck(cudaGetLastError(), "BuildKv launch");
   const __nv_bfloat16* v = d.mla ? m.k : m.v;
   const int64_t ldv = d.mla ? dk : dv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.shape.softmax_dim()));
   const float one = 1.0f, zero = 0.0f;
   BlasCheck(cublasSetStream(m.blas, s), "cublasSetStream");
-  const int64_t per_token = kvh * group * S;
+  const int64_t per_token = kvh * group * Sp;
   const int64_t chunk = std::max<int64_t>(1, m.score_elems / per_token);
   for (int64_t t0 = 0; t0 < m.queries; t0 += chunk) {
     const int64_t ct = std::min(chunk, m.queries - t0), cr = ct * group;
-    // scores[g][cr][S] = Q_g[t0 rows] K_g^T * scale
+    // The chunk's key count: up to its latest query's position, padded (the causal skip; the
+    // rows past S are zero keys and values, the rows in between get probability 0).
+    int32_t last = 0;
+    for (int64_t i = t0; i < t0 + ct; ++i) last = std::max(last, m.pos_host[i]);
+    const int64_t kc = std::min(Sp, PaddedKeys(static_cast<int64_t>(last) + 1));
+    // scores[g][cr][kc] = Q_g[t0 rows] K_g[:kc]^T * scale
     BlasCheck(cublasGemmStridedBatchedEx(
-                  m.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(S), static_cast<int>(cr),
-                  static_cast<int>(dk), &scale, m.k, CUDA_R_16BF, static_cast<int>(dk), S * dk,
+                  m.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(kc), static_cast<int>(cr),
+                  static_cast<int>(dk), &scale, m.k, CUDA_R_16BF, static_cast<int>(dk), Sp * dk,
                   m.q + t0 * group * dk, CUDA_R_16BF, static_cast<int>(dk), rows * dk, &zero,
-                  m.scores, CUDA_R_32F, static_cast<int>(S), cr * S, static_cast<int>(kvh),
+                  m.scores, CUDA_R_32F, static_cast<int>(kc), cr * kc, static_cast<int>(kvh),
                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "attention scores");
-    CausalSoftmaxKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(m.scores, m.probs, cr, S,
+    CausalSoftmaxKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(m.scores, m.probs, cr, kc,
                                                                         group, m.pos, t0);
     CudaCheck(cudaGetLastError(), "softmax launch");
-    // out_g[t0 rows] = P_g V_g
+    // out_g[t0 rows] = P_g V_g[:kc]
     BlasCheck(cublasGemmStridedBatchedEx(
                   m.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(dv), static_cast<int>(cr),
-                  static_cast<int>(S), &one, v, CUDA_R_16BF, static_cast<int>(ldv), S * ldv,
-                  m.probs, CUDA_R_16BF, static_cast<int>(S), cr * S, &zero, m.out + t0 * group * dv,
-                  CUDA_R_16BF, static_cast<int>(dv), rows * dv, static_cast<int>(kvh),
-                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                  static_cast<int>(kc), &one, v, CUDA_R_16BF, static_cast<int>(ldv), Sp * ldv,
+                  m.probs, CUDA_R_16BF, static_cast<int>(kc), cr * kc, &zero,
+                  m.out + t0 * group * dv, CUDA_R_16BF, static_cast<int>(dv), rows * dv,
+                  static_cast<int>(kvh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "attention values");
   }
 }

@@ -102,6 +102,13 @@ ForwardMemory PlanForwardMemory(const ModelShape& s, int64_t layers, int64_t max
                                 int64_t max_keys);
 // Scores of one attention chunk: at most this many fp32 elements (the chunk size of queries).
 inline constexpr int64_t kScoreChunkElems = int64_t{1} << 28;  // 1 GiB fp32 + 0.5 GiB bf16
+// The proxy's attention keeps its key rows, score rows and probability rows at a multiple of
+// kKeyPad keys, the padding zero: cuBLAS picks its tensor-core kernels only for leading dimensions
+// aligned to 16 bytes, and a key count such as 13,899 ran the attention at a quarter of the speed
+// of 8,192 (docs/forward_pass.md). A chunk of queries also stops at the padded key count its
+// latest query needs (the causal skip).
+inline constexpr int64_t kKeyPad = 64;
+inline int64_t PaddedKeys(int64_t keys) { return (keys + kKeyPad - 1) / kKeyPad * kKeyPad; }
 
 // What the proxy needs of a plan: the shape, the preset's name, which pool holds the KV and its
 // bytes per token, and the sizes to allocate for (the most new tokens of a request, the most

@@ -21,9 +21,11 @@ class ForwardModelCuda {
   // fills weights and hidden states with seeded uniform values (variance 1 / k per GEMM) and
   // creates a cuBLAS handle. Throws ExecError (with the sizes) when it does not fit, InputError
   // when the kv pool is smaller than the shape reads. `kv_row_bytes`: the kv pool's bytes per
-  // token and layer.
+  // token and layer. `score_chunk_elems`: the most fp32 scores of one chunk of queries (tests
+  // make it small so that the attention runs in many chunks, each stopping at its own keys).
   ForwardModelCuda(const ModelShape& shape, int64_t layers, int64_t kv_row_bytes,
-                   int64_t max_tokens, int64_t max_keys, uint64_t seed = 1);
+                   int64_t max_tokens, int64_t max_keys, uint64_t seed = 1,
+                   int64_t score_chunk_elems = kScoreChunkElems);
   ~ForwardModelCuda();
   ForwardModelCuda(const ForwardModelCuda&) = delete;
   ForwardModelCuda& operator=(const ForwardModelCuda&) = delete;

@@ -82,9 +82,12 @@ std::vector<int32_t> Rank0Positions(int64_t prefix, int64_t n) {
   return RankTokenPositions(p, kPageTokens, 2, 0);
 }
 
-void CheckShape(const ModelShape& s, int64_t row_bytes, int64_t prefix_pages, int64_t n) {
+// chunk_elems: the proxy's score chunk (1: one query per chunk, each chunk stopping at the
+// padded key count its query needs).
+void CheckShape(const ModelShape& s, int64_t row_bytes, int64_t prefix_pages, int64_t n,
+                int64_t chunk_elems = kScoreChunkElems) {
   const int64_t prefix = prefix_pages * kPageTokens;
-  ForwardModelCuda f(s, 2, row_bytes, n, prefix + n);
+  ForwardModelCuda f(s, 2, row_bytes, n, prefix + n, 1, chunk_elems);
   AttentionProblem a;
   a.kv = f.decode();
   a.group = s.attn_group();
@@ -156,7 +159,7 @@ TEST_CASE("MLA attention over a bf16 latent prefix matches the CPU reference") {
   CheckShape(s, ImpliedPools(s)[0].bytes_per_token_layer, 4, 33);
 }
 
-TEST_CASE("GQA attention over a bf16 K/V prefix matches the CPU reference") {
+ModelShape SmallGqa() {
   ModelShape s;
   s.attention = "gqa";
   s.kv_dtype = "bf16";
@@ -168,7 +171,19 @@ TEST_CASE("GQA attention over a bf16 K/V prefix matches the CPU reference") {
   s.dense_layers = 2;
   s.intermediate = 128;
   s.experts = 0;
+  return s;
+}
+
+TEST_CASE("GQA attention over a bf16 K/V prefix matches the CPU reference") {
+  const ModelShape s = SmallGqa();
   CheckShape(s, ImpliedPools(s)[0].bytes_per_token_layer, 5, 24);
+}
+
+TEST_CASE("attention in one-query chunks (the causal skip over padded keys) matches") {
+  // 9 pages of 16 + 57 new tokens = 201 keys: padded to 256, and the zigzag queries' chunks
+  // stop at 64, 128, 192 or 256 keys.
+  const ModelShape s = SmallGqa();
+  CheckShape(s, ImpliedPools(s)[0].bytes_per_token_layer, 9, 57, 1);
 }
 
 TEST_CASE("a whole proxy layer of each kind runs and leaves finite attention outputs") {
