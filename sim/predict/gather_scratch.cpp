@@ -48,13 +48,13 @@ Buffers BuffersOf(const ReplayConfig& cfg, bool by_layer) {
 int64_t GatherScratchPageLayers(const ReplayConfig& cfg, bool by_layer, int64_t cache_pages) {
   const Buffers b = BuffersOf(cfg, by_layer);
   const int64_t ring = cfg.gather.prefetch_layers + 1, N = cfg.cache.cp_size;
-  const int64_t prefix = by_layer ? LayerSplitCapacityPages(cache_pages, cfg.model.layers,
-                                                            static_cast<int>(N))
-                                  : N * cache_pages;
+  const int64_t prefix =
+      by_layer ? LayerSplitCapacityPages(cache_pages, cfg.model.layers, static_cast<int>(N))
+               : N * cache_pages;
   const int64_t shard = cache_pages;
   int64_t u = 0;
   if (b.dense_ring) u += ring * prefix;
-  if (b.pack || b.recv_ring) u += shard;                   // send
+  if (b.pack || b.recv_ring) u += shard;                                 // send
   if (b.pack || b.recv_ring) u += (b.recv_ring ? ring : 1) * N * shard;  // receive
   return u;
 }
@@ -69,7 +69,9 @@ GatherScratch GatherScratchOf(const ReplayConfig& cfg, bool by_layer) {
   KV_CHECK(C > 0 && L > 0, "gather scratch of " << C << " pages x " << L << " layers");
   // The cache keeps c pages per lane, the scratch for a prefix as large as c pages allow takes
   // ceil(u(c) / L) more: the largest c with c + ceil(u(c) / L) <= C (u grows with c).
-  const auto lost = [&](int64_t c) { return (GatherScratchPageLayers(cfg, by_layer, c) + L - 1) / L; };
+  const auto lost = [&](int64_t c) {
+    return (GatherScratchPageLayers(cfg, by_layer, c) + L - 1) / L;
+  };
   int64_t c = C;
   if (s.counted) {
     int64_t lo = 0, hi = C;  // lo fits (0 + 0 <= C); find the largest that fits
@@ -98,9 +100,8 @@ GatherScratch GatherScratchOf(const ReplayConfig& cfg, bool by_layer) {
   s.page_layers = GatherScratchPageLayers(cfg, by_layer, c);
   s.bytes_per_lane = s.page_layers * (cfg.model.PageBytes(cfg.cache.page_tokens) / L);
   s.pages_lost = s.counted ? C - c : 0;
-  s.max_prefix_pages =
-      by_layer ? LayerSplitCapacityPages(c, L, static_cast<int>(cfg.cache.cp_size))
-               : cfg.cache.cp_size * c;
+  s.max_prefix_pages = by_layer ? LayerSplitCapacityPages(c, L, static_cast<int>(cfg.cache.cp_size))
+                                : cfg.cache.cp_size * c;
   s.max_shard_pages = by_layer ? 0 : c;
   return s;
 }
