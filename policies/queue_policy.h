@@ -19,6 +19,7 @@
 
 #include "policies/cascade_planner.h"
 #include "policies/configured_policy.h"
+#include "sim/predict/gather_scratch.h"
 
 namespace kvlanes {
 
@@ -39,9 +40,10 @@ class QueuePolicy : public ConfiguredPolicy {
   virtual EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const = 0;
 };
 
-// Device pages of the whole group: the capacity the queue targets are fractions of.
+// Device pages of the whole group: the capacity the queue targets are fractions of (what the
+// gather's buffers leave, gather.scratch).
 inline int64_t DeviceCapacityPages(const ReplayConfig& cfg) {
-  return cfg.cache.device_pages_per_lane * static_cast<int64_t>(cfg.cache.cp_size);
+  return GatherScratchOf(cfg).cache_pages * static_cast<int64_t>(cfg.cache.cp_size);
 }
 
 // The device-resident nodes a policy has classified, learned incrementally from the view.

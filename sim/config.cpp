@@ -14,6 +14,7 @@
 #include "kernels/page_layout.h"
 #include "sim/cache/eviction_order.h"
 #include "sim/cache/placement.h"
+#include "sim/predict/gather_scratch.h"
 #include "sim/yaml_input.h"
 #include "traces/input_error.h"
 #include "traces/name_table.h"
@@ -335,6 +336,12 @@ const std::vector<KeySpec>& BaseKeys() {
                                      "stream, into prefetch_layers + 1 gather buffers (0 = gather "
                                      "and forward take turns)",
                                      0, 2)),
+      ListedWhenSet(KV_NAMED_KEY(
+          "gather.scratch", gather.scratch,
+          "gather buffers and device capacity: outside (not counted) | counted (the ring of "
+          "prefetch_layers + 1 layers of the largest prefix and the pack buffers take device "
+          "pages from the cache)",
+          kGatherScratchNames)),
       KV_NAMED_KEY("backup.schedule", backup.schedule,
                    "host backup schedule: per-layer | tail | cost (cheapest predicted)",
                    kBackupChoiceNames),
@@ -666,6 +673,7 @@ void ValidateConfig(const ReplayConfig& c) {
        "'serving' times forward passes with the cost model and needs a hardware profile "
        "(hardware.profile)");
   ValidatePoolSizes(c);
+  GatherScratchOf(c);  // throws at gather.scratch when the ring leaves the cache no page
   if (c.trace.block_tokens > 0)
     need(c.trace.block_tokens % c.cache.page_tokens == 0, "cache.page_tokens",
          "page size " + std::to_string(c.cache.page_tokens) +

@@ -111,11 +111,21 @@ struct TraceConfig {
   double rate_scale = 1.0;
 };
 
+// gather.scratch: whether the gather's buffers (the ring of gather.prefetch_layers + 1 layer
+// buffers and the pack buffers) take device pages from the cache (sim/predict/gather_scratch.h).
+enum class GatherScratchBudget { kOutside, kCounted };
+inline constexpr NameTable<GatherScratchBudget, 2> kGatherScratchNames{
+    {{{GatherScratchBudget::kOutside, "outside"}, {GatherScratchBudget::kCounted, "counted"}}},
+    "gather scratch budget"};
+
 struct GatherConfig {
   std::string method = "zigzag-gated";  // dense | packed | p2p | zigzag-gated | cost
   // Layers gathered ahead of the forward pass (0, 1 or 2): layer l + k's gather runs on the
   // collective stream while layer l computes, into k + 1 gather buffers (docs/cost_model.md).
   int64_t prefetch_layers = 0;
+  // outside: the buffers are not part of cache.device_pages_per_lane; counted: they are, and the
+  // cache keeps what they leave (docs/cost_model.md, "Gather scratch and device capacity").
+  std::string scratch = "outside";
 };
 
 struct BackupConfig {

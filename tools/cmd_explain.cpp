@@ -1,5 +1,6 @@
 // kvlanes explain: replays a trace up to one request and prints, for that request, each
 // decision, the alternatives considered and their predicted costs.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include "sim/cache/placement.h"
 #include "sim/engine/replay_engine.h"
 #include "sim/predict/cost_model.h"
+#include "sim/predict/gather_scratch.h"
 #include "sim/predict/predictor.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
@@ -49,6 +51,8 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
   j["policy"] = cfg.policy;
   j["cp_size"] = cfg.cache.cp_size;
   j["gather_config"] = cfg.gather.method;
+  // The device pages the gather's buffers take from the cache (gather.scratch).
+  j["gather_scratch"] = GatherScratchJson(GatherScratchOf(cfg), cfg.cache.device_pages_per_lane);
   j["backup_config"] = cfg.backup.schedule;
   j["request"] = p.request;
   j["arrival_s"] = static_cast<double>(p.arrival_ns) * 1e-9;
@@ -181,30 +185,53 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
     if (p.prefix_pages > 0)
       for (int64_t k = 0; k <= 2; ++k) {
         f.prefetch_layers = k;
+        ReplayConfig ck = cfg;
+        ck.gather.prefetch_layers = k;
+        // The cache pages that depth would leave (gather.scratch: counted; the replay itself
+        // ran with the configured depth, so the request's plan is that run's).
         sched["prefetch_alternatives"].push_back(
-            J{{"prefetch_layers", k}, {"service_s", cost->Evaluate(f).service_s}});
+            J{{"prefetch_layers", k},
+              {"service_s", cost->Evaluate(f).service_s},
+              {"cache_pages_per_lane", GatherScratchOf(ck).cache_pages}});
       }
-    sched["streams"] = J::array();
-    for (int st = 0; st < kNumSchedStreams; ++st) {
-      J ops = J::array();
-      double busy = 0, alone = 0;
-      for (size_t i = 0; i < c->ops.size(); ++i) {
-        const SchedOp& o = c->ops[i];
-        if (static_cast<int>(o.stream) != st) continue;
-        const ScheduledOp& t = c->times[i];
-        busy += t.end_s - t.start_s;
-        alone += o.work_s;
-        ops.push_back(J{{"op", o.name},
-                        {"layer", o.layer},
-                        {"start_s", t.start_s},
-                        {"end_s", t.end_s},
-                        {"alone_s", o.work_s}});
+    // One entry per schedule rank (lanes with the same copies share one), each with its
+    // streams' ops; critical_rank is the one whose last op ends last.
+    sched["ranks"] = J::array();
+    int64_t critical = 0;
+    double latest = -1;
+    const int R =
+        c->lane_rank.empty() ? 1 : *std::max_element(c->lane_rank.begin(), c->lane_rank.end()) + 1;
+    for (int q = 0; q < R; ++q) {
+      J lanes = J::array();
+      for (size_t r = 0; r < c->lane_rank.size(); ++r)
+        if (c->lane_rank[r] == q) lanes.push_back(r);
+      J streams = J::array();
+      double rank_end = 0;
+      for (int st = 0; st < kNumSchedStreams; ++st) {
+        J ops = J::array();
+        double busy = 0, alone = 0;
+        for (size_t i = 0; i < c->ops.size(); ++i) {
+          const SchedOp& o = c->ops[i];
+          if (o.rank != q || static_cast<int>(o.stream) != st) continue;
+          const ScheduledOp& t = c->times[i];
+          busy += t.end_s - t.start_s;
+          alone += o.work_s;
+          rank_end = std::max(rank_end, t.end_s);
+          ops.push_back(J{{"op", o.name},
+                          {"layer", o.layer},
+                          {"start_s", t.start_s},
+                          {"end_s", t.end_s},
+                          {"alone_s", o.work_s}});
+        }
+        streams.push_back(J{{"stream", SchedStreamName(static_cast<SchedStream>(st))},
+                            {"busy_s", busy},
+                            {"alone_s", alone},
+                            {"ops", ops}});
       }
-      sched["streams"].push_back(J{{"stream", SchedStreamName(static_cast<SchedStream>(st))},
-                                   {"busy_s", busy},
-                                   {"alone_s", alone},
-                                   {"ops", ops}});
+      if (rank_end > latest) latest = rank_end, critical = q;
+      sched["ranks"].push_back(J{{"lanes", lanes}, {"end_s", rank_end}, {"streams", streams}});
     }
+    sched["critical_rank"] = critical;
     j["schedule"] = sched;
   } else if (!p.backup.empty()) {
     b["pages_per_lane"] = PagesPerLane(p.backup, ranks);
@@ -222,6 +249,14 @@ void PrintExplain(const J& j) {
               j["backup_config"].get<std::string>().c_str());
   std::printf("request %lld: arrival %.6f s, %lld input tokens (%lld pages)\n", i(j["request"]),
               j["arrival_s"].get<double>(), i(j["input_tokens"]), i(j["input_pages"]));
+  if (const J& gs = j["gather_scratch"]; gs["scratch"].get<std::string>() == "counted")
+    std::printf(
+        "capacity   gather.scratch counted: a ring of %lld layer(s) of the largest prefix (%lld "
+        "pages)%s takes %lld of %lld device pages per lane (%lld B); the cache keeps %lld\n",
+        i(gs["ring_layers"]), i(gs["largest_prefix_pages"]),
+        gs["pack_buffers"].get<bool>() ? " and the pack buffers" : "",
+        i(gs["device_pages_lost_per_lane"]), i(gs["device_pages_per_lane"]),
+        i(gs["bytes_per_lane"]), i(gs["cache_pages_per_lane"]));
   std::printf("match      device %lld pages, host-only %lld pages\n", i(j["match"]["device_pages"]),
               i(j["match"]["host_only_pages"]));
   if (j["match"]["host_only_pages"].get<int64_t>() > 0)
@@ -318,31 +353,42 @@ void PrintExplain(const J& j) {
   const J& sc = j["schedule"];
   std::printf(
       "schedule   prefetch_layers %lld, %lld overlap share(s) in the profile; from the "
-      "forward start, per stream:\n",
+      "forward start, per schedule rank (lanes with the same copies share one) and stream:\n",
       i(sc["prefetch_layers"]), i(sc["overlap_shares"]));
-  for (const J& st : sc["streams"]) {
-    const J& ops = st["ops"];
-    if (ops.empty()) continue;
-    std::printf("           %-10s %3zu ops, %8.3f .. %8.3f ms, busy %.3f ms (alone %.3f ms)\n",
-                st["stream"].get<std::string>().c_str(), ops.size(),
-                ops.front()["start_s"].get<double>() * 1e3, ops.back()["end_s"].get<double>() * 1e3,
-                st["busy_s"].get<double>() * 1e3, st["alone_s"].get<double>() * 1e3);
-    // The first layers' ops show how the streams interleave.
-    std::string first;
-    int shown = 0;
-    for (const J& o : ops) {
-      if (o["layer"].get<int64_t>() > 1) break;
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "%s%s l%lld %.1f-%.1f us", shown++ ? ", " : "",
-                    o["op"].get<std::string>().c_str(), i(o["layer"]),
-                    o["start_s"].get<double>() * 1e6, o["end_s"].get<double>() * 1e6);
-      first += buf;
+  for (const J& rk : sc["ranks"]) {
+    std::string lanes;
+    for (const J& l : rk["lanes"]) lanes += (lanes.empty() ? "" : " ") + std::to_string(i(l));
+    std::printf("           lanes [%s]: ends at %.3f ms%s\n", lanes.c_str(),
+                rk["end_s"].get<double>() * 1e3,
+                &rk == &sc["ranks"][static_cast<size_t>(i(sc["critical_rank"]))]
+                    ? " (the last: the request's span)"
+                    : "");
+    for (const J& st : rk["streams"]) {
+      const J& ops = st["ops"];
+      if (ops.empty()) continue;
+      std::printf("           %-10s %3zu ops, %8.3f .. %8.3f ms, busy %.3f ms (alone %.3f ms)\n",
+                  st["stream"].get<std::string>().c_str(), ops.size(),
+                  ops.front()["start_s"].get<double>() * 1e3,
+                  ops.back()["end_s"].get<double>() * 1e3, st["busy_s"].get<double>() * 1e3,
+                  st["alone_s"].get<double>() * 1e3);
+      // The first layers' ops show how the streams interleave.
+      std::string first;
+      int shown = 0;
+      for (const J& o : ops) {
+        if (o["layer"].get<int64_t>() > 1) break;
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s%s l%lld %.1f-%.1f us", shown++ ? ", " : "",
+                      o["op"].get<std::string>().c_str(), i(o["layer"]),
+                      o["start_s"].get<double>() * 1e6, o["end_s"].get<double>() * 1e6);
+        first += buf;
+      }
+      if (!first.empty()) std::printf("             %s\n", first.c_str());
     }
-    if (!first.empty()) std::printf("             %s\n", first.c_str());
   }
   for (const J& a : sc["prefetch_alternatives"])
-    std::printf("           prefetch_layers %lld: service %.3f ms%s\n", i(a["prefetch_layers"]),
-                a["service_s"].get<double>() * 1e3,
+    std::printf("           prefetch_layers %lld: service %.3f ms, cache %lld pages per lane%s\n",
+                i(a["prefetch_layers"]), a["service_s"].get<double>() * 1e3,
+                i(a["cache_pages_per_lane"]),
                 i(a["prefetch_layers"]) == i(sc["prefetch_layers"]) ? "  <- configured" : "");
   const J& pr = j["predicted"];
   std::printf(

@@ -127,9 +127,12 @@ int CmdReplay(int argc, const char* const* argv) {
       "write the plan stream (JSON Lines, docs/plan.md) to this file")(
       "timeline", po::value<std::string>(),
       "write the predicted schedule as Chrome trace-event JSON (open in Perfetto); needs a "
-      "profile")("requests-csv", po::value<std::string>(),
-                 "write one CSV row per request: hits per tier, evictions, load-back, gather "
-                 "method; with a profile also service, queue and TTFT seconds (docs/replay.md)")(
+      "profile")("timeline-layers", po::bool_switch(),
+                 "with --timeline: every op of each request's schedule (each layer's load-back, "
+                 "gather, forward and backup) as a slice inside its request's span")(
+      "requests-csv", po::value<std::string>(),
+      "write one CSV row per request: hits per tier, evictions, load-back, gather "
+      "method; with a profile also service, queue and TTFT seconds (docs/replay.md)")(
       "check-invariants", po::bool_switch(),
       "recompute ledger and tree after every request; abort on a mismatch")(
       "quiet,q", po::bool_switch(), "no progress, no console summary")(
@@ -182,6 +185,7 @@ int CmdReplay(int argc, const char* const* argv) {
     if (vm.count("timeline")) {
       timeline_file = std::make_unique<StreamingFile>(vm["timeline"].as<std::string>());
       sinks.timeline = &timeline_file->stream();
+      sinks.timeline_layers = vm["timeline-layers"].as<bool>();
     }
     std::unique_ptr<RequestTable> requests;
     if (vm.count("requests-csv")) {

@@ -5,6 +5,7 @@
 
 #include "sim/cache/placement.h"
 #include "sim/check.h"
+#include "sim/predict/gather_scratch.h"
 
 namespace kvlanes {
 
@@ -63,6 +64,12 @@ int64_t LanePages(const ReplayConfig& cfg, const PlacementRule& rule, int64_t pa
                                  static_cast<int>(cfg.cache.cp_size));
 }
 
+// The device pages per lane the cache keeps once the gather's buffers have taken theirs
+// (gather.scratch: counted; else every page).
+int64_t CacheDevicePages(const ReplayConfig& cfg, const PlacementRule& rule) {
+  return LanePages(cfg, rule, GatherScratchOf(cfg, rule.by_layer).cache_pages);
+}
+
 }  // namespace
 
 ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, int64_t block_tokens,
@@ -81,9 +88,9 @@ ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, i
           WriteThreshold(kWritePolicyNames.Parse(cfg.cache.write_policy, "cache.write_policy"))),
       opts_(opts),
       tree_(policy.Order()),
-      ledger_(ranks_, LanePages(cfg, *placement_, cfg.cache.device_pages_per_lane),
+      ledger_(ranks_, CacheDevicePages(cfg, *placement_),
               LanePages(cfg, *placement_, cfg.cache.host_pages_per_lane)),
-      device_slots_(ranks_, LanePages(cfg, *placement_, cfg.cache.device_pages_per_lane),
+      device_slots_(ranks_, CacheDevicePages(cfg, *placement_),
                     placement_ != nullptr && placement_->from_allocator),
       host_slots_(ranks_, LanePages(cfg, *placement_, cfg.cache.host_pages_per_lane), false) {
   KV_CHECK(block_tokens > 0 && block_tokens % page_tokens_ == 0,

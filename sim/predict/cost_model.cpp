@@ -1,6 +1,7 @@
 #include "sim/predict/cost_model.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "sim/check.h"
 #include "traces/input_error.h"
@@ -306,30 +307,82 @@ BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_pe
 
 RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   RequestCost c;
-  int64_t loaded = 0;
+  const size_t L = static_cast<size_t>(layers_);
+  const size_t lanes =
+      std::max({static_cast<size_t>(ranks_), f.load_back_pages.size(), f.backup_pages.size()});
+  const auto at = [](std::span<const int64_t> v, size_t i) { return i < v.size() ? v[i] : 0; };
+  const auto runs = [&](size_t lane) {
+    return static_cast<double>(std::max<int64_t>(1, at(f.backup_runs, lane)));
+  };
+  int64_t loaded = 0, backed = 0;
   for (int64_t x : f.load_back_pages) loaded += x;
-  const double load_layer = LayerTierCopyS(f.load_back_pages, true) +
-                            (loaded > 0 ? static_cast<double>(pools_) * hw_.copy_submit_s : 0);
+  for (int64_t x : f.backup_pages) backed += x;
   const GatherCost g = Gather(f.gather, f.shard_pages, f.prefix_pages);
   const bool gathers = f.prefix_pages > 0;
+  // A p2p gather reads peers' pools, which no event orders: the executor loads every layer of
+  // the load-backs first, one copy per pool, and every gather layer waits for that.
+  const bool load_all_first = gathers && f.gather == GatherMethod::kP2p;
   const double comp_layer = ComputeLayerS(f.new_tokens, f.prefix_tokens);
-  const size_t L = static_cast<size_t>(layers_);
-  const auto runs = [&](size_t lane) {
-    return lane < f.backup_runs.size()
-               ? static_cast<double>(std::max<int64_t>(1, f.backup_runs[lane]))
-               : 1.0;
+  const double h2d = hw_.h2d_gbps * 1e9;
+  // One lane's copies: load-back per layer (or of all layers at once), backup per layer, tail.
+  struct LaneWork {
+    int64_t load_pages = 0, backup_pages = 0, backup_runs = 1;
+    double load = 0, backup_layer = 0, backup_tail = 0;
+    bool operator<(const LaneWork& o) const {
+      return std::tie(load_pages, backup_pages, backup_runs) <
+             std::tie(o.load_pages, o.backup_pages, o.backup_runs);
+    }
+    bool operator==(const LaneWork& o) const {
+      return load_pages == o.load_pages && backup_pages == o.backup_pages &&
+             backup_runs == o.backup_runs;
+    }
   };
-  int64_t backed = 0;
-  for (int64_t x : f.backup_pages) backed += x;
+  std::vector<LaneWork> work(lanes);
+  for (size_t r = 0; r < lanes; ++r) {
+    LaneWork& w = work[r];
+    w.load_pages = at(f.load_back_pages, r);
+    w.backup_pages = at(f.backup_pages, r);
+    w.backup_runs = std::max<int64_t>(1, at(f.backup_runs, r));
+    if (w.load_pages > 0) {
+      const double pages = static_cast<double>(w.load_pages);
+      const int64_t layers = load_all_first ? layers_ : 1;
+      w.load = CopiesLatencyS(w.load_pages, layers) +
+               pages * page_layer_bytes_ * static_cast<double>(layers) / h2d +
+               static_cast<double>(pools_) * hw_.copy_submit_s;
+    }
+    if (w.backup_pages > 0) {
+      const double bytes = static_cast<double>(w.backup_pages) * page_layer_bytes_;
+      w.backup_layer = BackupCopiesS(BackupSchedule::kPerLayer, w.backup_pages, 1, bytes, runs(r));
+      w.backup_tail = BackupCopiesS(BackupSchedule::kTail, w.backup_pages, layers_,
+                                    bytes * static_cast<double>(layers_), runs(r));
+    }
+  }
+  // Lanes with the same copies have the same schedule: one schedule rank stands for them all
+  // (in lane order of their first member, so the result does not depend on a sort's ties).
+  std::vector<LaneWork> classes;
+  c.lane_rank.assign(lanes, 0);
+  std::vector<int64_t> members;
+  for (size_t r = 0; r < lanes; ++r) {
+    size_t k = 0;
+    while (k < classes.size() && !(classes[k] == work[r])) ++k;
+    if (k == classes.size()) {
+      classes.push_back(work[r]);
+      members.push_back(0);
+    }
+    c.lane_rank[r] = static_cast<int>(k);
+    ++members[k];
+  }
+  const int R = static_cast<int>(classes.size());
 
   // The request's ops as the executor enqueues them (exec/executor.cpp, RankRun::Request), on
-  // the slowest lane's times. Layer l loads on the h2d stream (all layers back to back); its
-  // gather waits for that load and for the forward layer whose buffer it reuses; its forward
-  // waits for the gather (or the load); its per-layer backup waits for the forward layer.
+  // each schedule rank. Layer l loads on the h2d stream (all layers back to back); its gather
+  // waits for that load and for the forward layer whose buffer it reuses, and is one
+  // collective over the ranks; its forward waits for the gather (or the load); its per-layer
+  // backup waits for the forward layer.
   Schedule s;
-  s.Reserve(4 * L + 2);
+  s.Reserve(static_cast<size_t>(R) * (4 * L + 3));
   const auto op = [](const char* name, OpKind k, SchedStream st, Engine e, double work,
-                     int64_t layer) {
+                     int64_t layer, int rank) {
     SchedOp o;
     o.name = name;
     o.kind = k;
@@ -337,100 +390,120 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
     o.engine = e;
     o.work_s = work;
     o.layer = layer;
+    o.rank = rank;
     return o;
   };
-  // The index upload of a packed gather, before the first gather layer on its stream (the
-  // executor uploads it while setting the gather up; it does not wait for the load-back copies,
-  // so it is not placed on the h2d engine).
-  if (gathers && g.once_s > 0)
-    s.Add(op("gather_index", OpKind::kH2D, SchedStream::kComm, Engine::kNone, g.once_s, -1));
-  std::vector<int> load(L, -1), compute(L, -1);
-  if (loaded > 0)
-    for (size_t l = 0; l < L; ++l)
-      load[l] = s.Add(op("load_back", OpKind::kH2D, SchedStream::kH2D, Engine::kCopyH2D, load_layer,
-                         static_cast<int64_t>(l)));
   const int64_t ahead = f.prefetch_layers < 0 ? prefetch_layers_ : f.prefetch_layers;
-  std::vector<int> gather(L, -1);
-  std::vector<int> backup;
-  double layer_copy = 0;
-  if (backed > 0 && f.backup == BackupSchedule::kPerLayer)
-    for (size_t lane = 0; lane < f.backup_pages.size(); ++lane)
-      if (const int64_t pages = f.backup_pages[lane]; pages > 0)
-        layer_copy = std::max(
-            layer_copy, BackupCopiesS(BackupSchedule::kPerLayer, pages, 1,
-                                      static_cast<double>(pages) * page_layer_bytes_, runs(lane)));
-  for (size_t l = 0; l < L; ++l) {
-    // (A p2p gather's load-backs run all layers first in the executor; the schedule keeps them
-    // layer by layer, as for the other methods: docs/cost_model.md, "Known simplifications".)
-    const int loaded_dep = loaded == 0 ? -1 : load[l];
-    int ready = loaded_dep;
-    if (gathers) {
-      SchedOp go = op("gather", OpKind::kGather, SchedStream::kComm, Engine::kNone, g.per_layer_s,
-                      static_cast<int64_t>(l));
-      go.deps[0] = loaded_dep;
-      // The buffer layer l fills was read by forward layer l - 1 - ahead.
-      const int64_t reuse = static_cast<int64_t>(l) - 1 - ahead;
-      go.deps[1] = reuse >= 0 ? compute[static_cast<size_t>(reuse)] : -1;
-      ready = gather[l] = s.Add(go);
-    }
-    SchedOp co = op("compute", OpKind::kForward, SchedStream::kCompute, Engine::kNone, comp_layer,
-                    static_cast<int64_t>(l));
-    co.deps[0] = ready;
-    compute[l] = s.Add(co);
-    if (backed > 0 && f.backup == BackupSchedule::kPerLayer) {
-      SchedOp bo = op("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H, layer_copy,
-                      static_cast<int64_t>(l));
-      bo.deps[0] = compute[l];
-      backup.push_back(s.Add(bo));
+  std::vector<std::vector<int>> load(static_cast<size_t>(R)), compute(static_cast<size_t>(R)),
+      gather(static_cast<size_t>(R)), backup(static_cast<size_t>(R));
+  for (int q = 0; q < R; ++q) {
+    const LaneWork& w = classes[static_cast<size_t>(q)];
+    const size_t qu = static_cast<size_t>(q);
+    // The index upload of a packed gather, before the first gather layer on its stream (the
+    // executor uploads it while setting the gather up; it does not wait for the load-back
+    // copies, so it is not placed on the h2d engine).
+    if (gathers && g.once_s > 0)
+      s.Add(op("gather_index", OpKind::kH2D, SchedStream::kComm, Engine::kNone, g.once_s, -1, q));
+    load[qu].assign(L, -1);
+    compute[qu].assign(L, -1);
+    gather[qu].assign(L, -1);
+    if (w.load_pages > 0) {
+      if (load_all_first) {
+        const int all = s.Add(
+            op("load_back", OpKind::kH2D, SchedStream::kH2D, Engine::kCopyH2D, w.load, -1, q));
+        load[qu].assign(L, all);
+      } else {
+        for (size_t l = 0; l < L; ++l)
+          load[qu][l] = s.Add(op("load_back", OpKind::kH2D, SchedStream::kH2D, Engine::kCopyH2D,
+                                 w.load, static_cast<int64_t>(l), q));
+      }
     }
   }
-  if (backed > 0 && f.backup == BackupSchedule::kTail) {
-    // One copy per pool of all layers after the forward pass, submitted when it ends.
-    double worst = 0;
-    for (size_t lane = 0; lane < f.backup_pages.size(); ++lane) {
-      const int64_t pages = f.backup_pages[lane];
-      const double bytes =
-          static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers_);
-      if (pages > 0)
-        worst = std::max(worst,
-                         BackupCopiesS(BackupSchedule::kTail, pages, layers_, bytes, runs(lane)));
+  for (size_t l = 0; l < L; ++l) {
+    for (int q = 0; q < R; ++q) {
+      const LaneWork& w = classes[static_cast<size_t>(q)];
+      const size_t qu = static_cast<size_t>(q);
+      const int loaded_dep = load[qu][l];
+      int ready = loaded_dep;
+      if (gathers) {
+        SchedOp go = op("gather", OpKind::kGather, SchedStream::kComm, Engine::kNone, g.per_layer_s,
+                        static_cast<int64_t>(l), q);
+        go.deps[0] = loaded_dep;
+        // The buffer layer l fills was read by forward layer l - 1 - ahead.
+        const int64_t reuse = static_cast<int64_t>(l) - 1 - ahead;
+        go.deps[1] = reuse >= 0 ? compute[qu][static_cast<size_t>(reuse)] : -1;
+        if (R > 1) go.group = static_cast<int>(l);
+        ready = gather[qu][l] = s.Add(go);
+      }
+      SchedOp co = op("compute", OpKind::kForward, SchedStream::kCompute, Engine::kNone, comp_layer,
+                      static_cast<int64_t>(l), q);
+      co.deps[0] = ready;
+      compute[qu][l] = s.Add(co);
+      if (w.backup_pages > 0 && f.backup == BackupSchedule::kPerLayer) {
+        SchedOp bo = op("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H, w.backup_layer,
+                        static_cast<int64_t>(l), q);
+        bo.deps[0] = compute[qu][l];
+        backup[qu].push_back(s.Add(bo));
+      }
     }
-    SchedOp bo = op("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H, worst, -1);
-    bo.deps[0] = compute[L - 1];
+  }
+  for (int q = 0; q < R; ++q) {
+    const LaneWork& w = classes[static_cast<size_t>(q)];
+    if (w.backup_pages == 0 || f.backup != BackupSchedule::kTail) continue;
+    // One copy per pool of all layers after the forward pass, submitted when it ends.
+    SchedOp bo =
+        op("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H, w.backup_tail, -1, q);
+    bo.deps[0] = compute[static_cast<size_t>(q)][L - 1];
     bo.delay_s = static_cast<double>(pools_) * hw_.copy_submit_s;
-    backup.push_back(s.Add(bo));
+    backup[static_cast<size_t>(q)].push_back(s.Add(bo));
   }
   std::vector<ScheduledOp> t = s.Run(overlap_);
 
-  // Closed forms of the ops alone; what overlap added is the spans beyond them.
+  // Closed forms of the ops alone on the slowest lane; what overlap added is the most any
+  // schedule rank's spans grew beyond them. Stretches weigh every lane's ops.
+  double load_slowest = 0;
+  for (const LaneWork& w : classes) load_slowest = std::max(load_slowest, w.load);
   c.compute_s = comp_layer * static_cast<double>(layers_);
   c.gather_s = g.total_s;
-  c.load_back_copy_s = load_layer * static_cast<double>(layers_);
-  double extra_load = 0, extra_gather = 0, extra_compute = 0, extra_backup = 0, backup_alone = 0;
+  c.load_back_copy_s = load_slowest * (load_all_first ? 1.0 : static_cast<double>(layers_));
+  std::vector<double> extra_load(static_cast<size_t>(R)), extra_gather(static_cast<size_t>(R)),
+      extra_compute(static_cast<size_t>(R));
+  double sum[4] = {}, sum_alone[4] = {};  // per stream, weighed by lanes
   for (size_t i = 0; i < t.size(); ++i) {
     const SchedOp& o = s.ops()[i];
     const double span = t[i].end_s - t[i].start_s;
     const double extra = t[i].slowed ? span - o.work_s : 0;
-    if (o.stream == SchedStream::kH2D) extra_load += extra;
-    if (o.stream == SchedStream::kComm) extra_gather += extra;
-    if (o.stream == SchedStream::kCompute) extra_compute += extra;
-    if (o.stream == SchedStream::kD2H) extra_backup += extra, backup_alone += o.work_s;
+    const size_t q = static_cast<size_t>(o.rank);
+    const int st = static_cast<int>(o.stream);
+    const double m = static_cast<double>(members[q]);
+    if (o.stream == SchedStream::kH2D) extra_load[q] += extra;
+    if (o.stream == SchedStream::kComm) extra_gather[q] += extra;
+    if (o.stream == SchedStream::kCompute) extra_compute[q] += extra;
+    sum[st] += m * extra;
+    sum_alone[st] += m * o.work_s;
   }
-  const auto stretch = [](double extra, double alone) {
-    return extra == 0 || alone <= 0 ? 1.0 : (alone + extra) / alone;
+  const auto stretch = [&](SchedStream st) {
+    const int k = static_cast<int>(st);
+    return sum[k] == 0 || sum_alone[k] <= 0 ? 1.0 : (sum_alone[k] + sum[k]) / sum_alone[k];
   };
-  c.load_back_stretch = stretch(extra_load, c.load_back_copy_s);
-  c.gather_stretch = stretch(extra_gather, c.gather_s);
-  c.compute_stretch = stretch(extra_compute, c.compute_s);
-  c.backup_stretch = stretch(extra_backup, backup_alone);
-  c.load_back_copy_s += extra_load;
-  c.gather_s += extra_gather;
-  c.compute_s += extra_compute;
-  c.layer_end_s.resize(L);
+  c.load_back_stretch = stretch(SchedStream::kH2D);
+  c.gather_stretch = stretch(SchedStream::kComm);
+  c.compute_stretch = stretch(SchedStream::kCompute);
+  c.backup_stretch = stretch(SchedStream::kD2H);
+  c.load_back_copy_s += *std::max_element(extra_load.begin(), extra_load.end());
+  c.gather_s += *std::max_element(extra_gather.begin(), extra_gather.end());
+  c.compute_s += *std::max_element(extra_compute.begin(), extra_compute.end());
+  c.layer_end_s.assign(L, 0);
   c.load_end_s.assign(L, 0);
-  for (size_t l = 0; l < L; ++l) {
-    c.layer_end_s[l] = t[static_cast<size_t>(compute[l])].end_s;
-    if (load[l] >= 0) c.load_end_s[l] = t[static_cast<size_t>(load[l])].end_s;
+  double backup_end = 0;
+  for (size_t q = 0; q < static_cast<size_t>(R); ++q) {
+    for (size_t l = 0; l < L; ++l) {
+      c.layer_end_s[l] = std::max(c.layer_end_s[l], t[static_cast<size_t>(compute[q][l])].end_s);
+      if (load[q][l] >= 0)
+        c.load_end_s[l] = std::max(c.load_end_s[l], t[static_cast<size_t>(load[q][l])].end_s);
+    }
+    if (!backup[q].empty())
+      backup_end = std::max(backup_end, t[static_cast<size_t>(backup[q].back())].end_s);
   }
   c.forward_s = c.layer_end_s.back();
   // Exposed load-back: the forward pass beyond its gather and compute spans. With layers
@@ -438,19 +511,20 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   c.load_back_exposed_s = std::max(0.0, c.forward_s - c.compute_s - c.gather_s);
   BackupCost& b = c.backup;
   b.forward_s = c.forward_s;
-  if (backup.empty()) {
+  if (backed == 0) {
     b.total_s = c.forward_s;
   } else if (f.backup == BackupSchedule::kPerLayer) {
     b.submit_s = static_cast<double>(layers_ * pools_) * hw_.copy_submit_s;
-    b.total_s = std::max(c.forward_s, t[static_cast<size_t>(backup.back())].end_s) + b.submit_s;
+    b.total_s = std::max(c.forward_s, backup_end) + b.submit_s;
   } else {
     b.submit_s = static_cast<double>(pools_) * hw_.copy_submit_s;
-    b.total_s = t[static_cast<size_t>(backup.back())].end_s;
+    b.total_s = std::max(c.forward_s, backup_end);
   }
   b.beyond_forward_s = b.total_s - b.forward_s;
   c.service_s = b.total_s;
   c.ops = s.Release();
   c.times = std::move(t);
+  (void)loaded;
   return c;
 }
 

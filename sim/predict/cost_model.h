@@ -44,6 +44,9 @@ struct RequestCost {
   // when it ran. Per-op seconds above are its spans; alone they are the closed forms.
   std::vector<SchedOp> ops;
   std::vector<ScheduledOp> times;
+  // Lanes with the same copies share one schedule rank: lane r's ops are those whose rank is
+  // lane_rank[r] (ranks in the order of their first lane).
+  std::vector<int> lane_rank;
   // Scheduled over alone seconds of each op kind (1 where nothing slowed it): what an op's
   // predicted seconds in `check` are multiplied by.
   double load_back_stretch = 1, gather_stretch = 1, compute_stretch = 1, backup_stretch = 1;

@@ -9,8 +9,8 @@
 
 namespace kvlanes {
 
-Predictor::Predictor(const CostModel& model, TimelineWriter* timeline)
-    : model_(model), timeline_(timeline) {}
+Predictor::Predictor(const CostModel& model, TimelineWriter* timeline, bool layer_slices)
+    : model_(model), timeline_(timeline), layer_slices_(layer_slices) {}
 
 const RequestCost& Predictor::Add(const RequestPlan& p) {
   last_ = model_.Request(p);
@@ -69,10 +69,11 @@ struct StreamExtent {
   int64_t ops = 0;
 };
 
-StreamExtent ExtentOf(const RequestCost& c, SchedStream s, const char* name) {
+StreamExtent ExtentOf(const RequestCost& c, int rank, SchedStream s, const char* name) {
   StreamExtent e;
   for (size_t i = 0; i < c.ops.size(); ++i) {
-    if (c.ops[i].stream != s || std::string_view(c.ops[i].name) != name) continue;
+    if (c.ops[i].rank != rank || c.ops[i].stream != s || std::string_view(c.ops[i].name) != name)
+      continue;
     if (e.ops == 0) e.begin = c.times[i].start_s;
     e.begin = std::min(e.begin, c.times[i].start_s);
     e.end = std::max(e.end, c.times[i].end_s);
@@ -82,13 +83,27 @@ StreamExtent ExtentOf(const RequestCost& c, SchedStream s, const char* name) {
   return e;
 }
 
+TimelineWriter::Track TrackOf(SchedStream s) {
+  switch (s) {
+    case SchedStream::kCompute:
+      return TimelineWriter::Track::kCompute;
+    case SchedStream::kComm:
+      return TimelineWriter::Track::kCollective;
+    case SchedStream::kH2D:
+      return TimelineWriter::Track::kCopyH2D;
+    case SchedStream::kD2H:
+      break;
+  }
+  return TimelineWriter::Track::kCopyD2H;
+}
+
 }  // namespace
 
 void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double start_s) {
-  // Spans per request and stream (not per layer, to keep files small): each covers the
-  // request's ops of that kind on that stream in the request schedule, from the first start to
-  // the last end, with their summed spans as busy_s; the request id is in every event's args.
-  // Track layout: docs/replay.md, "Timeline".
+  // Spans per request and stream on each rank: each covers the request's ops of that kind on
+  // that stream in the rank's schedule, from the first start to the last end, with their summed
+  // spans as busy_s; with layer slices each op is a slice inside its request's span. The
+  // request id is in every event's args. Track layout: docs/replay.md, "Timeline".
   using T = TimelineWriter;
   T& w = *timeline_;
   const double arrival = static_cast<double>(p.arrival_ns) * 1e-9;
@@ -101,13 +116,15 @@ void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double sta
   const std::vector<int64_t> bk = PagesPerLane(p.backup, model_.ranks());
   const std::string gather = std::string("gather ") + kGatherMethodNames.CName(p.gather_method);
   const std::string backup = std::string("backup ") + kBackupScheduleNames.CName(p.backup_schedule);
-  const StreamExtent load = ExtentOf(c, SchedStream::kH2D, "load_back");
-  StreamExtent gath = ExtentOf(c, SchedStream::kComm, "gather");
-  const StreamExtent index = ExtentOf(c, SchedStream::kComm, "gather_index");
-  if (index.ops > 0) gath.begin = index.begin, gath.busy += index.busy;
-  const StreamExtent back = ExtentOf(c, SchedStream::kD2H, "backup");
-  const StreamExtent comp = ExtentOf(c, SchedStream::kCompute, "compute");
   for (int rank = 0; rank < model_.ranks(); ++rank) {
+    const int q =
+        static_cast<size_t>(rank) < c.lane_rank.size() ? c.lane_rank[static_cast<size_t>(rank)] : 0;
+    const StreamExtent load = ExtentOf(c, q, SchedStream::kH2D, "load_back");
+    StreamExtent gath = ExtentOf(c, q, SchedStream::kComm, "gather");
+    const StreamExtent index = ExtentOf(c, q, SchedStream::kComm, "gather_index");
+    if (index.ops > 0) gath.begin = index.begin, gath.busy += index.busy;
+    const StreamExtent back = ExtentOf(c, q, SchedStream::kD2H, "backup");
+    const StreamExtent comp = ExtentOf(c, q, SchedStream::kCompute, "compute");
     const double pl = model_.page_layer_bytes() * static_cast<double>(model_.layers());
     if (wb[rank] > 0)
       w.Span(rank, T::Track::kCopyD2H, "write-back", start_s,
@@ -115,7 +132,7 @@ void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double sta
     if (lb[rank] > 0 && load.ops > 0)
       w.Span(rank, T::Track::kCopyH2D, "load-back", fwd0 + load.begin, load.end - load.begin,
              p.request, {T::Int("pages", lb[rank]), T::Num("busy_s", load.busy)});
-    w.Span(rank, T::Track::kCompute, "forward", fwd0, c.forward_s, p.request,
+    w.Span(rank, T::Track::kCompute, "forward", fwd0, comp.end, p.request,
            {T::Int("new_tokens", p.computed_tokens), T::Int("prefix_pages", p.prefix_pages),
             T::Num("compute_s", c.compute_s), T::Num("load_back_exposed_s", c.load_back_exposed_s),
             T::Num("busy_s", comp.busy)});
@@ -126,8 +143,21 @@ void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double sta
            T::Int("runs", static_cast<int64_t>(p.runs.size())), T::Int("layers", model_.layers()),
            T::Int("prefetch_layers", model_.prefetch_layers()), T::Num("busy_s", gath.busy)});
     if (bk[rank] > 0 && back.ops > 0)
-      w.Span(rank, T::Track::kCopyD2H, backup, fwd0 + back.begin, c.backup.total_s - back.begin,
+      w.Span(rank, T::Track::kCopyD2H, backup, fwd0 + back.begin,
+             (p.backup_schedule == BackupSchedule::kPerLayer
+                  ? std::max(comp.end, back.end) + c.backup.submit_s
+                  : back.end) -
+                 back.begin,
              p.request, {T::Int("pages", bk[rank]), T::Num("busy_s", back.busy)});
+    if (!layer_slices_) continue;
+    // Each op of this rank's schedule, inside the request span of its stream.
+    for (size_t i = 0; i < c.ops.size(); ++i) {
+      const SchedOp& o = c.ops[i];
+      if (o.rank != q) continue;
+      w.Span(rank, TrackOf(o.stream), o.name, fwd0 + c.times[i].start_s,
+             c.times[i].end_s - c.times[i].start_s, p.request,
+             {T::Int("layer", o.layer), T::Num("alone_s", o.work_s)});
+    }
   }
 }
 

@@ -17,7 +17,9 @@ namespace kvlanes {
 class Predictor {
  public:
   // timeline: where each request's events go (nullptr: none); must outlive the predictor.
-  Predictor(const CostModel& model, TimelineWriter* timeline);
+  // layer_slices: also write every op of the request schedule (each layer's load-back, gather,
+  // forward and backup) as a slice inside its request's span.
+  Predictor(const CostModel& model, TimelineWriter* timeline, bool layer_slices = false);
 
   // REQUIRES: requests in arrival order.
   const RequestCost& Add(const RequestPlan& p);
@@ -30,6 +32,7 @@ class Predictor {
 
   const CostModel& model_;
   TimelineWriter* timeline_;
+  bool layer_slices_ = false;
   double last_start_s_ = 0;
   RequestCost last_;
   double free_at_s_ = 0;

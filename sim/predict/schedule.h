@@ -40,6 +40,12 @@ struct SchedOp {
   // on (its stream predecessor is implied).
   std::array<int, 3> deps = {-1, -1, -1};
   int64_t layer = -1;  // the layer it covers, -1 when it covers all or none
+  // The rank (GPU) whose streams and copy engines it uses; ops share rates only with ops of
+  // their own rank. Ranks are numbered from 0 without gaps.
+  int rank = 0;
+  // Ops of one group (>= 0) are one collective's part on each rank: none starts before every
+  // one of them is ready, then all start together (a collective waits for its slowest peer).
+  int group = -1;
 };
 
 // Overlap shares as a kind x kind table: share[victim][beside] (1 = unaffected).
@@ -66,16 +72,19 @@ class Schedule {
   // Hands the ops over, leaving the schedule empty.
   std::vector<SchedOp> Release() { return std::move(ops_); }
 
-  // Times every op. Ops on one stream run in the order they were added (as a CUDA stream runs
-  // its work); an op starts at max(its deps' ends, its stream predecessor's end) + delay_s,
-  // later while its engine is held (granted by ready time, then index). While ops run side by
-  // side each proceeds at the product, over the kinds of the other running ops, of
-  // share[its kind][their kind]; rates are constant between events, so every end is exact
+  // Times every op. Each rank has its own streams and engines. Ops on one stream run in the
+  // order they were added (as a CUDA stream runs its work); an op starts at max(its deps' ends,
+  // its stream predecessor's end) + delay_s, later while its engine is held (granted by ready
+  // time, then index) and, in a group, until every member is ready. While ops of one rank run
+  // side by side each proceeds at the product, over the kinds of that rank's other running ops,
+  // of share[its kind][their kind]; rates are constant between events, so every end is exact
   // (an op whose rate never changes ends at start + work_s, bit for bit).
   std::vector<ScheduledOp> Run(const OverlapTable& overlap) const;
 
  private:
   std::vector<SchedOp> ops_;
+  int ranks_ = 1;
+  int groups_ = 0;
 };
 
 }  // namespace kvlanes

@@ -8,6 +8,7 @@
 #include "sim/cache/placement.h"
 #include "sim/engine/scheduler.h"
 #include "sim/predict/cost_model.h"
+#include "sim/predict/gather_scratch.h"
 #include "sim/predict/hardware_profile.h"
 #include "sim/predict/predictor.h"
 #include "sim/predict/timeline.h"
@@ -74,6 +75,8 @@ J ReportBody(const ReplayConfig& cfg, const CachePolicy& policy, const Trace& tr
                   {"prefix_pages", c.gather_prefix_pages},
                   {"prefix_runs", c.gather_runs},
                   {"bytes", c.gather_prefix_pages * cfg.model.PageBytes(cfg.cache.page_tokens)}};
+  if (const GatherScratch gs = GatherScratchOf(cfg, policy.Placement().by_layer); gs.counted)
+    j["gather"]["scratch"] = GatherScratchJson(gs, cfg.cache.device_pages_per_lane);
   J schedules = J::object();
   for (const auto& [name, n] : c.backup_schedule_counts) schedules[name] = n;
   j["backup"] = J{{"schedule_counts", schedules}};
@@ -379,7 +382,7 @@ nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& pol
     cost = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg,
                                        cfg.hardware.profile);
     if (sinks.timeline) timeline = std::make_unique<TimelineWriter>(*sinks.timeline, cost->ranks());
-    predictor = std::make_unique<Predictor>(*cost, timeline.get());
+    predictor = std::make_unique<Predictor>(*cost, timeline.get(), sinks.timeline_layers);
   }
   const bool record = sinks.plan || predictor || sinks.on_request;
   std::unique_ptr<PlanWriter> plan_writer;

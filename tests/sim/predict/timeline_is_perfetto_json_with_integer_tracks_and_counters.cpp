@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "policies/registry.h"
 #include "sim/report/report.h"
@@ -23,7 +24,7 @@ struct Run {
   std::vector<int64_t> arrival_ns;
 };
 
-Run Replay() {
+Run Replay(bool layers = false) {
   ReplayConfig cfg;
   for (const std::string& s : std::vector<std::string>{
            "cache.cp_size=4", "cache.device_pages_per_lane=2000", "cache.host_pages_per_lane=3000",
@@ -36,6 +37,7 @@ Run Replay() {
   std::ostringstream out;
   ReplaySinks sinks;
   sinks.timeline = &out;
+  sinks.timeline_layers = layers;
   Run r;
   sinks.on_request = [&](const RequestPlan& p, const RequestCost*) {
     r.arrival_ns.push_back(p.arrival_ns);
@@ -122,6 +124,47 @@ TEST_CASE("the same replay writes the same timeline bytes") {
   const Run a = Replay(), b = Replay();
   CHECK(a.timeline.size() > 1000);
   CHECK(a.timeline == b.timeline);
+}
+
+TEST_CASE("layer slices: every op of each rank's schedule inside its request's span") {
+  const Run run = Replay(true);
+  const nlohmann::json doc = nlohmann::json::parse(run.timeline);
+  const int64_t layers = ReplayConfig{}.model.layers;
+  // Request spans and slices by (pid, tid, request): a slice has args.layer, a span has not.
+  using Key = std::tuple<int, int, int64_t>;
+  std::map<Key, std::pair<double, double>> span;
+  std::map<Key, std::vector<std::pair<double, double>>> slices;
+  std::map<std::pair<int64_t, int>, double> load_span;  // (request, rank) -> load-back span
+  int64_t compute_slices = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || e["pid"].get<int>() >= 4) continue;
+    const Key k{e["pid"].get<int>(), e["tid"].get<int>(), e["args"]["request"].get<int64_t>()};
+    const double t0 = e["ts"], t1 = t0 + e["dur"].get<double>();
+    if (e["args"].contains("layer")) {
+      slices[k].push_back({t0, t1});
+      if (e["name"] == "compute") ++compute_slices;
+    } else if (e["name"] != "write-back") {
+      span[k] = {t0, t1};
+      if (e["name"] == "load-back")
+        load_span[{std::get<2>(k), std::get<0>(k)}] = e["dur"].get<double>();
+    }
+  }
+  CHECK(compute_slices == static_cast<int64_t>(run.arrival_ns.size()) * 4 * layers);
+  for (const auto& [k, list] : slices) {
+    REQUIRE(span.count(k));
+    for (const auto& [t0, t1] : list) {
+      CHECK(t0 >= span[k].first - 1e-6);
+      CHECK(t1 <= span[k].second + 1e-6);
+    }
+  }
+  // Lanes are scheduled with their own copies: some request's load-back spans differ by rank.
+  bool differ = false;
+  for (const auto& [k, d] : load_span)
+    for (int r = 0; r < 4; ++r)
+      if (load_span.count({k.first, r}) && load_span[{k.first, r}] != d) differ = true;
+  CHECK(differ);
+  CHECK(Replay(true).timeline == run.timeline);
+  CHECK(Replay(false).timeline.size() < run.timeline.size());
 }
 
 }  // namespace kvlanes::test
