@@ -211,6 +211,9 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
       c.per_layer_s = KernelCopyS(P * b) + BroadcastS(P * b);
       c.bytes_per_rank = ranks_ > 1 ? P * b : 0;
       break;
+    case GatherMethod::kPartialMerge:
+      // No KV moves: PartialMerge prices its queries and partial outputs (Evaluate calls it).
+      break;
     case GatherMethod::kP2p: {
       // each rank copies its own pages locally and reads every peer's pages into place, in one
       // kernel whose HBM copy and NVLink reads run side by side: the slower of the two.
@@ -310,7 +313,10 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   for (int64_t x : f.load_back_pages) loaded += x;
   const double load_layer = LayerTierCopyS(f.load_back_pages, true) +
                             (loaded > 0 ? static_cast<double>(pools_) * hw_.copy_submit_s : 0);
-  const GatherCost g = Gather(f.gather, f.shard_pages, f.prefix_pages);
+  // partial_merge moves queries and partial outputs, not the prefix.
+  const GatherCost g = f.gather == GatherMethod::kPartialMerge && f.prefix_pages > 0
+                           ? PartialMerge(f.new_tokens)
+                           : Gather(f.gather, f.shard_pages, f.prefix_pages);
   const bool gathers = f.prefix_pages > 0;
   const double comp_layer = ComputeLayerS(f.new_tokens, f.prefix_tokens);
   const size_t L = static_cast<size_t>(layers_);
@@ -349,7 +355,10 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
     for (size_t l = 0; l < L; ++l)
       load[l] = s.Add(op("load_back", OpKind::kH2D, SchedStream::kH2D, Engine::kCopyH2D, load_layer,
                          static_cast<int64_t>(l)));
-  const int64_t ahead = f.prefetch_layers < 0 ? prefetch_layers_ : f.prefetch_layers;
+  // partial_merge exchanges a layer's own queries and outputs: nothing can run a layer ahead.
+  const int64_t ahead = f.gather == GatherMethod::kPartialMerge ? 0
+                        : f.prefetch_layers < 0                 ? prefetch_layers_
+                                                                : f.prefetch_layers;
   std::vector<int> gather(L, -1);
   std::vector<int> backup;
   double layer_copy = 0;
