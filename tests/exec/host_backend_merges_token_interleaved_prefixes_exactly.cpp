@@ -84,5 +84,32 @@ TEST_CASE("the merge check's token positions deal runs of the interleave over th
   for (int64_t t = 0; t < 8; ++t) CHECK(kernels::InterleaveOwner(t, 2, 2) == ((t / 2) % 2));
 }
 
+TEST_CASE("the merge check passes the exact merge and fails a merge missing one rank") {
+  PartialMergeShape s;
+  s.page_tokens = 8;
+  s.interleave = 1;
+  s.prefix_tokens = 3 * 4 * 8;  // 3 units of 4 pages
+  s.record_bytes = 8;
+  s.token_bytes = 8;
+  std::vector<PageTag> tags;
+  for (int64_t p = 0; p < 12; ++p) tags.push_back(PageTag{7, 0, p});
+  std::vector<std::string> shares;
+  for (int r = 0; r < 4; ++r) {
+    const std::vector<float> mine = s.QueryRows(5, r, 4);
+    shares.emplace_back(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(float));
+  }
+  const std::vector<float> queries = s.AssembleQueries(shares, 4);
+  REQUIRE(queries.size() == static_cast<size_t>(s.rows * s.key_dim));
+  std::vector<kernels::PartialOutput> parts;
+  for (int r = 0; r < 4; ++r) parts.push_back(s.RankPartial(queries, tags, r, 4));
+  const kernels::PartialOutput full = s.FullAttention(queries, tags, 4);
+  const MergeError ok = CompareMerged(kernels::MergePartials(parts, s.rows, s.value_dim), full);
+  CHECK(ok.max_rel <= kPartialMergeTolerance);
+  parts.pop_back();  // rank 3's tokens are missing from the merge
+  const MergeError bad = CompareMerged(kernels::MergePartials(parts, s.rows, s.value_dim), full);
+  CHECK(bad.max_rel > 1e-3);
+  CHECK(bad.row >= 0);
+}
+
 }  // namespace
 }  // namespace kvlanes::exec::testing
