@@ -970,7 +970,7 @@ class RankRun {
       load_checks_.push_back(PendingCheck{id, "prefix pages of pool " + geo_.pool_names[0], 0, dp,
                                           hp, tag_store_.back().data(), n});
     }
-    const size_t op = AddOp(id, "partial_merge", Stream::kCompute,
+    const size_t op = AddOp(id, "gather", Stream::kCompute,
                             static_cast<int64_t>(queries.size() * sizeof(float)) +
                                 static_cast<int64_t>(geo_.ranks) * PartialBytes(shape),
                             p.prefix_pages);
