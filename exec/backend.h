@@ -59,6 +59,9 @@ struct ExecGeometry {
   // the prefix (the layout's memory saving is not reproduced, its data movement is). The slot
   // counts are then the layout's (LayerSplitCapacityPages).
   bool layer_split = false;
+  // Plans of KV interleaved by token (config cache.interleave_tokens > 0): every prefix is merged
+  // (partial_merge), not gathered; logical page p of the prefix is on rank p mod ranks.
+  int64_t interleave_tokens = 0;
   // Layers the dense buffer holds: every layer (each gather layer keeps its own region, checked
   // after the request's timed work) or a ring of gather.prefetch_layers + 1 (layer l in region
   // l mod dense_layers, checked inline).

@@ -33,7 +33,10 @@ using Clock = std::chrono::steady_clock;
 
 bool NeedsNccl(const ExecPlan& plan) {
   for (const RequestPlan& r : plan.requests)
-    if (r.prefix_pages > 0 && r.gather_method != GatherMethod::kP2p) return true;
+    // p2p reads through CUDA IPC; partial_merge exchanges through the rendezvous.
+    if (r.prefix_pages > 0 && r.gather_method != GatherMethod::kP2p &&
+        r.gather_method != GatherMethod::kPartialMerge)
+      return true;
   return false;
 }
 bool NeedsP2p(const ExecPlan& plan) {

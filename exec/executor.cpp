@@ -12,6 +12,7 @@
 
 #include "exec/exec_error.h"
 #include "exec/gather.h"
+#include "exec/partial_merge_check.h"
 #include "kernels/materialize.h"
 #include "sim/cache/placement.h"
 #include "sim/check.h"
@@ -93,6 +94,15 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
     g.layer_split = true;
     g.device_slots = LayerSplitCapacityPages(g.device_slots, g.layers, g.ranks);
     g.host_slots = LayerSplitCapacityPages(g.host_slots, g.layers, g.ranks);
+  }
+  if (h.contains("config") && h["config"].is_object() &&
+      h["config"].contains("cache.interleave_tokens")) {
+    const nlohmann::json& v = h["config"]["cache.interleave_tokens"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+        (v.get<int64_t>() > 0 && g.page_tokens % v.get<int64_t>() != 0))
+      throw InputError(source, 1, "config.cache.interleave_tokens",
+                       "expected 0 or a divisor of page_tokens");
+    g.interleave_tokens = v.get<int64_t>();
   }
   const nlohmann::json& pools = field("pools");
   if (!pools.is_array() || pools.empty() || pools.size() > static_cast<size_t>(kernels::kMaxPools))
@@ -455,7 +465,7 @@ class RankRun {
     bool has_host = geo_.host_slots > 0;
     std::vector<GatherMethod> methods;
     for (const RequestPlan& r : plan_.requests)
-      if (r.prefix_pages > 0 &&
+      if (r.prefix_pages > 0 && r.gather_method != GatherMethod::kPartialMerge &&
           std::find(methods.begin(), methods.end(), r.gather_method) == methods.end())
         methods.push_back(r.gather_method);
     const int64_t n =
@@ -566,6 +576,8 @@ class RankRun {
           g.src_slot.push_back(static_cast<int32_t>(q.device_slot));
         }
         break;
+      case GatherMethod::kPartialMerge:
+        break;  // refused by the plan check (nothing to gather)
       case GatherMethod::kBroadcast:
         // Every rank holds lane 0's pages (layer_split); the layer's owner packs all of them in
         // logical order, so page p is record p of the broadcast.
@@ -598,9 +610,12 @@ class RankRun {
     PlanLoadBacks(q);
     // Gather set-up. A p2p gather reads peers' pools, which no event orders: every rank loads
     // all layers first, then the ranks synchronise (so peers' pages are in place).
-    q.gathers = q.p->prefix_pages > 0;
+    // partial_merge gathers nothing: BeginGather checks the prefix and merges (PartialMerge).
+    const bool merges = q.p->prefix_pages > 0 && q.p->gather_method == GatherMethod::kPartialMerge;
+    q.gathers = q.p->prefix_pages > 0 && !merges;
     q.p2p = q.gathers && q.p->gather_method == GatherMethod::kP2p;
     if (q.p2p) q.all_loaded = LoadLayers(q, LayerRange{0, geo_.layers}, -1);
+    if (merges) q.host_timed.push_back(BeginGather(ri, *q.p, q.pre));
     if (q.gathers) {
       q.gop = BeginGather(ri, *q.p, q.pre);
       q.gather = &gathers_.back();
@@ -912,6 +927,62 @@ class RankRun {
     gathers_.clear();
   }
 
+  // partial_merge on the host, over the values this rank's pages hold (exec/partial_merge_check.h):
+  // the query rows are all-gathered, this rank attends over its own tokens of the prefix, the
+  // partials are all-gathered and merged, and the result is compared with the attention over the
+  // whole prefix. The pages' bytes are verified against their pattern after the timed work, so
+  // the values attended over are the ones the pool holds. Returns the op's index.
+  size_t PartialMerge(size_t ri, const RequestPlan& p, const std::vector<PageTag>& tags,
+                      const std::string& id) {
+    const auto t0 = Clock::now();
+    const PartialMergeShape shape = PartialMergeShape::For(geo_, p);
+    std::vector<int32_t> slots;
+    std::vector<PageTag> mine;
+    for (int64_t q = 0; q < p.prefix_pages; ++q)
+      if (p.prefix[static_cast<size_t>(q)].owner == me_) {
+        slots.push_back(static_cast<int32_t>(p.prefix[static_cast<size_t>(q)].device_slot));
+        mine.push_back(tags[static_cast<size_t>(q)]);
+      }
+    // Query rows: rank r makes rows r, r + N, ...; the all-gather gives every rank all of them.
+    const std::vector<float> q_mine = shape.QueryRows(p.request, me_, geo_.ranks);
+    std::vector<std::string> got = b_.AllGatherBytes(
+        std::string(reinterpret_cast<const char*>(q_mine.data()), q_mine.size() * sizeof(float)));
+    const std::vector<float> queries = shape.AssembleQueries(got, geo_.ranks);
+    const kernels::PartialOutput part = shape.RankPartial(queries, tags, me_, geo_.ranks);
+    got = b_.AllGatherBytes(SerializePartial(part));
+    std::vector<kernels::PartialOutput> parts;
+    for (const std::string& g : got) parts.push_back(DeserializePartial(g, shape));
+    const kernels::PartialOutput merged =
+        kernels::MergePartials(parts, shape.rows, shape.value_dim);
+    const kernels::PartialOutput full = shape.FullAttention(queries, tags, geo_.ranks);
+    const MergeError e = CompareMerged(merged, full);
+    if (!(e.max_rel <= kPartialMergeTolerance))
+      throw ExecError("verification failed in request " + std::to_string(p.request) + ": op " + id +
+                      ", rank " + std::to_string(me_) + ": merged partial attention differs from " +
+                      "the attention over the whole prefix at row " + std::to_string(e.row) +
+                      " (relative difference " + std::to_string(e.max_rel) + " > " +
+                      std::to_string(kPartialMergeTolerance) + ")");
+    if (!slots.empty()) {
+      const size_t n = slots.size();
+      const int32_t* dp = Stash(std::move(slots));
+      const int32_t* hp = Stash(std::vector<int32_t>(n, -1));
+      tag_store_.push_back(std::move(mine));
+      load_checks_.push_back(PendingCheck{id, "prefix pages of pool " + geo_.pool_names[0], 0, dp,
+                                          hp, tag_store_.back().data(), n});
+    }
+    const size_t op = AddOp(id, "gather", Stream::kCompute,
+                            static_cast<int64_t>(queries.size() * sizeof(float)) +
+                                static_cast<int64_t>(geo_.ranks) * PartialBytes(shape),
+                            p.prefix_pages);
+    ops_[op].stream = "host";
+    ops_[op].seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    ops_[op].extra = {{"method", "partial_merge"},
+                      {"rows", shape.rows},
+                      {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
+                      {"max_relative_difference", e.max_rel}};
+    return op;
+  }
+
   // Checks the plan's gather against the slot bookkeeping, builds and uploads its index, and
   // adds the op. Returns the op's index; the layers run in Request().
   size_t BeginGather(size_t ri, const RequestPlan& p, const std::string& pre) {
@@ -930,6 +1001,26 @@ class RankRun {
         covered[static_cast<size_t>(q)] = true;
         tags[static_cast<size_t>(q)] = PageTag{r.extent, 0, q};
       }
+    if ((p.gather_method == GatherMethod::kPartialMerge) != (geo_.interleave_tokens > 0))
+      PlanFail(
+          ri, id,
+          geo_.interleave_tokens > 0
+              ? "KV interleaved by token (cache.interleave_tokens) is merged, not gathered "
+                "by " +
+                    std::string(kGatherMethodNames.CName(p.gather_method))
+              : "partial_merge needs KV interleaved by token (config cache.interleave_tokens)");
+    if (p.gather_method == GatherMethod::kPartialMerge) {
+      if (P % N != 0)
+        PlanFail(ri, id,
+                 "partial_merge: a prefix of " + std::to_string(P) +
+                     " pages is not whole cache units of " + std::to_string(N));
+      for (int64_t q = 0; q < P; ++q)
+        if (p.prefix[static_cast<size_t>(q)].owner != q % N)
+          PlanFail(ri, id,
+                   "partial_merge: logical page " + std::to_string(q) + " is on rank " +
+                       std::to_string(p.prefix[static_cast<size_t>(q)].owner) +
+                       ", a cache unit has page p on rank p mod " + std::to_string(N));
+    }
     if ((p.gather_method == GatherMethod::kBroadcast) != geo_.layer_split)
       PlanFail(ri, id,
                geo_.layer_split ? "a layer_split plan materializes by broadcast, not " +
@@ -983,6 +1074,7 @@ class RankRun {
     }
     if (!p.shard_pages.empty() && p.shard_pages != shard)
       PlanFail(ri, id, "shard_pages disagrees with the owners of the prefix pages");
+    if (p.gather_method == GatherMethod::kPartialMerge) return PartialMerge(ri, p, tags, id);
     if (p.gather_method == GatherMethod::kZigzag) {
       if (!p.proven_zigzag) PlanFail(ri, id, "method zigzag without proven_zigzag");
       const kernels::ZigzagRun z{P, N};

@@ -1,6 +1,7 @@
 #include "exec/gather.h"
 
 #include "sim/cache/placement.h"
+#include "sim/check.h"
 
 namespace kvlanes::exec {
 namespace {
@@ -60,6 +61,9 @@ void GatherLayer(RankBackend& b, const GatherIndex& g, Stream s, int64_t layer,
     case GatherMethod::kP2p:
       b.PeerGather(s, layer);
       EndPhase(b, s, phases, "peer_gather");
+      break;
+    case GatherMethod::kPartialMerge:
+      KV_CHECK(false, "partial_merge gathers nothing: the plan check refuses it here");
       break;
     case GatherMethod::kBroadcast: {
       // layer_split: the layer's owner packs the layer of the prefix and broadcasts it; the

@@ -30,6 +30,7 @@
 #include "policies/cascade_planner.h"
 #include "policies/configured_policy.h"
 #include "policies/registry.h"
+#include "sim/cache/cache_unit.h"
 #include "sim/check.h"
 
 namespace kvlanes {
@@ -41,7 +42,8 @@ constexpr uint64_t kNever = ~uint64_t{0};
 // whose matchable prefix reaches into the block, and how many of its pages they reach.
 class FutureUses {
  public:
-  FutureUses(const Trace& trace, int64_t page_tokens)
+  // unit_pages: the cache unit (sim/cache/cache_unit.h); the keys are the engine's.
+  FutureUses(const Trace& trace, int64_t page_tokens, int64_t unit_pages)
       : pages_per_block_(trace.block_tokens / page_tokens) {
     KV_CHECK(pages_per_block_ > 0 && trace.block_tokens % page_tokens == 0,
              "oracle: block of " << trace.block_tokens << " tokens is not whole pages of "
@@ -49,8 +51,24 @@ class FutureUses {
     keyed_.reserve(trace.requests.size());
     for (size_t i = 0; i < trace.requests.size(); ++i) {
       const Request& r = trace.requests[i];
-      keyed_.push_back(KeyedPages(r, r.input_tokens, page_tokens, trace.block_tokens));
-      const int64_t cap = KeyedPages(r, r.input_tokens - 1, page_tokens, trace.block_tokens);
+      keyed_.push_back(
+          UnitKeyedPages(r, r.input_tokens, page_tokens, trace.block_tokens, unit_pages));
+      const int64_t cap =
+          UnitKeyedPages(r, r.input_tokens - 1, page_tokens, trace.block_tokens, unit_pages);
+      if (unit_pages > 1) {
+        // Runs of pages sharing a key id (a unit spanning blocks, or a block of whole units).
+        for (int64_t p = 0; p < cap;) {
+          const uint64_t id = UnitPageKey(r, p, pages_per_block_, unit_pages).block;
+          uint32_t pages = 0;
+          for (; p < cap; ++p) {
+            const PageKey k = UnitPageKey(r, p, pages_per_block_, unit_pages);
+            if (k.block != id) break;
+            pages = std::max(pages, k.sub + 1);
+          }
+          uses_[id].push_back(Use{static_cast<uint32_t>(i + 1), pages});
+        }
+        continue;
+      }
       for (int64_t b = 0; b * pages_per_block_ < cap; ++b) {
         const int64_t pages = std::min(pages_per_block_, cap - b * pages_per_block_);
         uses_[r.block_ids[static_cast<size_t>(b)]].push_back(
@@ -249,7 +267,9 @@ class BeladyWalk {
 class OraclePolicy final : public ConfiguredPolicy {
  public:
   OraclePolicy(const ReplayConfig& cfg, const Trace& trace)
-      : ConfiguredPolicy(cfg), future_(trace, cfg.cache.page_tokens), index_(future_) {}
+      : ConfiguredPolicy(cfg),
+        future_(trace, cfg.cache.page_tokens, cfg.cache.UnitPages()),
+        index_(future_) {}
   std::string_view Name() const override { return "oracle"; }
   CandidateObserver* Observer() const override { return &index_; }
 

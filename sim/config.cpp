@@ -299,6 +299,11 @@ const std::vector<KeySpec>& BaseKeys() {
           "(all-reduce of the minimum of what each rank holds, one collective per request with a "
           "host match)",
           kHitAgreementNames)),
+      ListedWhenSet(KV_INT_KEY(
+          "cache.interleave_tokens", cache.interleave_tokens,
+          "placement interleave: 0 deals whole pages; k > 0 interleaves KV by runs of k tokens "
+          "over the ranks (decode CP; must divide cache.page_tokens), the cache unit becomes "
+          "page_tokens x cp_size and the prefix is merged, not gathered (partial_merge)")),
       KeySpec{"trace.format", "trace format",
               [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
                 std::string v = AsString(n, w);
@@ -673,6 +678,16 @@ void ValidateConfig(const ReplayConfig& c) {
        "'serving' times forward passes with the cost model and needs a hardware profile "
        "(hardware.profile)");
   ValidatePoolSizes(c);
+  need(c.cache.interleave_tokens >= 0, "cache.interleave_tokens", "must be >= 0");
+  if (c.cache.interleave_tokens > 0) {
+    need(c.cache.placement == "interleave", "cache.interleave_tokens",
+         "token interleave needs cache.placement interleave (it is '" + c.cache.placement + "')");
+    // vLLM's rule for cp_kv_cache_interleave_size: the block size is a multiple of it.
+    need(c.cache.page_tokens % c.cache.interleave_tokens == 0, "cache.interleave_tokens",
+         std::to_string(c.cache.interleave_tokens) + " does not divide cache.page_tokens " +
+             std::to_string(c.cache.page_tokens) +
+             " (a rank's page holds whole runs of interleaved tokens)");
+  }
   GatherScratchOf(c);  // throws at gather.scratch when the ring leaves the cache no page
   if (c.trace.block_tokens > 0)
     need(c.trace.block_tokens % c.cache.page_tokens == 0, "cache.page_tokens",

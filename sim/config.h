@@ -94,6 +94,14 @@ struct CacheConfig {
   int64_t load_back_min_tokens = 10;        // host hits shorter than this are recomputed
   std::string host_layout = "layer_first";  // layer_first | page_first | page_first_direct
   std::string cp_hit_agreement = "owner";   // owner | min (kHitAgreementNames)
+  // Placement interleave only: 0 deals whole pages of an extent over the ranks; k > 0
+  // interleaves KV by token in runs of k (the decode-CP layout, vLLM
+  // cp_kv_cache_interleave_size): the cache unit is page_tokens x cp_size tokens, one page on
+  // every lane, and the prefix is never gathered (partial_merge). docs/reference_semantics.md.
+  int64_t interleave_tokens = 0;
+  // Pages of one cache unit (the unit hits, inserts and evictions count in): 1, or cp_size under
+  // interleave_tokens.
+  int64_t UnitPages() const { return interleave_tokens > 0 ? cp_size : 1; }
   // The capacities in other units, as given (-1 = not given): cache.{device,host}_{tokens,
   // bytes}_per_lane. ValidateConfig turns them into the *_pages_per_lane above with the model
   // geometry and clears them, so everything after it (engine, reports, plans) sees pages only.

@@ -91,6 +91,9 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
   g["proven_owner_major"] = owner_major;
   // The engine broadcasts exactly the prefixes of a cache split by layer.
   const bool layer_split = p.prefix_pages > 0 && p.gather_method == GatherMethod::kBroadcast;
+  // ...and merges partial attention over exactly the prefixes of KV interleaved by token.
+  const bool token_interleave =
+      p.prefix_pages > 0 && p.gather_method == GatherMethod::kPartialMerge;
   if (layer_split) {
     J blocks = J::array();
     for (int r = 0; r < ranks; ++r) {
@@ -117,10 +120,20 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
     PlanShape plan_shape(p, ranks, P, cost->prefetch_layers());
     ForwardShape& f = plan_shape.shape;
     if (p.prefix_pages > 0) {
-      for (GatherMethod m :
-           {GatherMethod::kZigzag, GatherMethod::kOwnerMajor, GatherMethod::kPacked,
-            GatherMethod::kDense, GatherMethod::kP2p, GatherMethod::kBroadcast}) {
+      for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kOwnerMajor,
+                             GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p,
+                             GatherMethod::kBroadcast, GatherMethod::kPartialMerge}) {
         J a{{"method", kGatherMethodNames.CName(m)}};
+        // Token interleave: no rank holds a page of contiguous tokens; only the merge applies.
+        if (token_interleave != (m == GatherMethod::kPartialMerge)) {
+          a["allowed"] = false;
+          a["why_not"] = token_interleave
+                             ? "KV is interleaved by token (cache.interleave_tokens): the layout "
+                               "merges partial attention"
+                             : "only KV interleaved by token (cache.interleave_tokens) merges";
+          g["alternatives"].push_back(a);
+          continue;
+        }
         // layer_split: every rank holds its layers of every page; only broadcast applies.
         if (layer_split != (m == GatherMethod::kBroadcast)) {
           a["allowed"] = false;
@@ -141,7 +154,9 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
           g["alternatives"].push_back(a);
           continue;
         }
-        const GatherCost gc = cost->Gather(m, p.shard_pages, p.prefix_pages);
+        const GatherCost gc = m == GatherMethod::kPartialMerge
+                                  ? cost->PartialMerge(p.computed_tokens)
+                                  : cost->Gather(m, p.shard_pages, p.prefix_pages);
         f.gather = m;
         a["allowed"] = true;
         a["per_layer_s"] = gc.per_layer_s;
@@ -151,8 +166,8 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
         g["alternatives"].push_back(a);
       }
     }
-    if (p.prefix_pages > 0) {
-      // partial_merge: predicted only (no placement of the replay interleaves KV by token).
+    if (p.prefix_pages > 0 && !token_interleave) {
+      // partial_merge: what the merge would cost had the KV been interleaved by token.
       const GatherCost pm = cost->PartialMerge(p.computed_tokens);
       g["partial_merge_predicted"] = J{{"per_layer_s", pm.per_layer_s},
                                        {"total_s", pm.total_s},
@@ -334,8 +349,8 @@ void PrintExplain(const J& j) {
   if (g.contains("partial_merge_predicted")) {
     const J& pm = g["partial_merge_predicted"];
     std::printf(
-        "           %-11s %10.1f us %10.3f ms %14.0f (predicted only: KV interleaved by token, "
-        "queries and partial outputs move instead of the prefix)\n",
+        "           %-11s %10.1f us %10.3f ms %14.0f (were KV interleaved by token: "
+        "cache.interleave_tokens; queries and partial outputs move, not the prefix)\n",
         "partial_merge", pm["per_layer_s"].get<double>() * 1e6, pm["total_s"].get<double>() * 1e3,
         pm["fabric_bytes_per_rank"].get<double>());
   }

@@ -12,16 +12,20 @@ namespace kvlanes {
 // reorder pass; only where the prefix is proven owner-major (GatherContext::proven_owner_major).
 // kBroadcast: per layer, the rank owning the layer (layer_split) packs that layer of the prefix
 // and broadcasts it into every rank's scratch; the only method of a layer_split cache, which the
-// layout decides, not the policy.
-enum class GatherMethod { kDense, kPacked, kP2p, kZigzag, kOwnerMajor, kBroadcast };
+// layout decides, not the policy. kPartialMerge: nothing is gathered; queries are all-gathered,
+// every rank attends over its own KV and the partial outputs are merged exactly by their
+// log-sum-exp; the only method of KV interleaved by token (cache.interleave_tokens), which the
+// layout decides.
+enum class GatherMethod { kDense, kPacked, kP2p, kZigzag, kOwnerMajor, kBroadcast, kPartialMerge };
 
-inline constexpr NameTable<GatherMethod, 6> kGatherMethodNames{
+inline constexpr NameTable<GatherMethod, 7> kGatherMethodNames{
     {{{GatherMethod::kDense, "dense"},
       {GatherMethod::kPacked, "packed"},
       {GatherMethod::kP2p, "p2p"},
       {GatherMethod::kZigzag, "zigzag"},
       {GatherMethod::kOwnerMajor, "owner_major"},
-      {GatherMethod::kBroadcast, "broadcast"}}},
+      {GatherMethod::kBroadcast, "broadcast"},
+      {GatherMethod::kPartialMerge, "partial_merge"}}},
     "gather method"};
 
 // When a request's host backups are copied: layer by layer during the forward pass, or after it.

@@ -115,7 +115,10 @@ void LayerSplitRule(int, int64_t, std::span<uint16_t> owners) {
 const PlacementRule kRules[] = {
     {"zigzag", "2N balanced chunks, rank r owns chunks r and 2N-1-r (causal balance)", false,
      &ZigzagRule, false},
-    {"interleave", "page i of an extent goes to rank i mod N", false, &InterleaveRule, false},
+    {"interleave",
+     "page i of an extent goes to rank i mod N; with cache.interleave_tokens k, runs of k tokens "
+     "go round robin (decode CP) in cache units of one page per rank",
+     false, &InterleaveRule, false},
     {"owner_major",
      "logical page p goes to rank p mod N: new pages continue the owner cycle of the cached path "
      "(SGLang KV-cache sharding), so every prefix is owner-major",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "sim/cache/cache_unit.h"
 #include "sim/cache/placement.h"
 #include "sim/check.h"
 #include "sim/predict/gather_scratch.h"
@@ -80,6 +81,7 @@ ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, i
       page_tokens_(cfg.cache.page_tokens),
       block_tokens_(block_tokens),
       pages_per_block_(block_tokens / cfg.cache.page_tokens),
+      unit_pages_(cfg.cache.UnitPages()),
       page_bytes_(cfg.model.PageBytes(cfg.cache.page_tokens)),
       ranks_(static_cast<int>(cfg.cache.cp_size)),
       hit_agreement_(
@@ -139,7 +141,9 @@ void ReplayEngine::ApplyEviction(RequestWork& w, Tier tier, const EvictionPlan& 
                         << " which is not an eviction candidate at its turn");
     // Partial eviction: split off the head, which stays; v keeps the tail and is evicted whole.
     const int64_t size = static_cast<int64_t>(tree_.node(v).pages.size());
-    const int64_t tail = plan.tail_pages.empty() ? 0 : plan.tail_pages[i];
+    int64_t tail = plan.tail_pages.empty() ? 0 : plan.tail_pages[i];
+    // Nodes hold whole cache units: a partial eviction takes whole units (rounded up).
+    if (tail % unit_pages_ != 0) tail = std::min(size, tail + unit_pages_ - tail % unit_pages_);
     KV_CHECK(tail >= 0 && tail <= size, "policy '" << policy_.Name() << "' planned " << tail
                                                    << " tail pages of node " << v << " of "
                                                    << size);
@@ -355,19 +359,20 @@ void ReplayEngine::Release(const Admission& a) {
 
 MatchPeek ReplayEngine::Peek(const Request& req) const {
   const int64_t P = page_tokens_;
-  const int64_t cap = KeyedPages(req, req.input_tokens - 1, P, block_tokens_);
+  const int64_t cap = UnitKeyedPages(req, req.input_tokens - 1, P, block_tokens_, unit_pages_);
   MatchPeek m;
   NodeId node = kRootId;
   int64_t pos = 0;
   bool device = true;  // still inside the device-resident part of the path
   while (pos < cap) {
-    const NodeId child = tree_.Child(node, PageKeyAt(req, pos, pages_per_block_));
+    const NodeId child = tree_.Child(node, UnitPageKey(req, pos, pages_per_block_, unit_pages_));
     if (child == kNoNode) break;
     const Node& n = tree_.node(child);
     int64_t j = 0;
     const int64_t len = static_cast<int64_t>(n.keys.size());
     while (j < len && pos + j < cap &&
-           n.keys[static_cast<size_t>(j)] == PageKeyAt(req, pos + j, pages_per_block_))
+           n.keys[static_cast<size_t>(j)] ==
+               UnitPageKey(req, pos + j, pages_per_block_, unit_pages_))
       ++j;
     if (device && n.on_device()) {
       m.device_pages += j;
@@ -406,11 +411,12 @@ void ReplayEngine::BeginRequest(const Request& req, RequestWork& w) {
   const int64_t P = page_tokens_, L = req.input_tokens;
   KV_CHECK(L > 0, "request with no input tokens reached the engine");
   w.input_tokens = L;
-  w.keyed = KeyedPages(req, L, P, block_tokens_);
-  w.cap = KeyedPages(req, L - 1, P, block_tokens_);
+  w.keyed = UnitKeyedPages(req, L, P, block_tokens_, unit_pages_);
+  w.cap = UnitKeyedPages(req, L - 1, P, block_tokens_, unit_pages_);
   w.total = (L + P - 1) / P;
   w.s.keys.clear();
-  for (int64_t i = 0; i < w.keyed; ++i) w.s.keys.push_back(PageKeyAt(req, i, pages_per_block_));
+  for (int64_t i = 0; i < w.keyed; ++i)
+    w.s.keys.push_back(UnitPageKey(req, i, pages_per_block_, unit_pages_));
   w.s.load_lane_pages.assign(static_cast<size_t>(ranks_), 0);
   w.s.backup_lane_pages.assign(static_cast<size_t>(ranks_), 0);
   w.s.in_flight_pages.assign(static_cast<size_t>(ranks_), 0);
@@ -425,6 +431,9 @@ void ReplayEngine::MatchAndLoadBack(RequestWork& w) {
   w.match =
       tree_.Match(std::span<const PageKey>(w.s.keys.data(), static_cast<size_t>(w.cap)), w.epoch);
   const MatchResult& m = w.match;
+  KV_CHECK(m.device_pages % unit_pages_ == 0 && m.host_pages % unit_pages_ == 0,
+           "match of " << m.device_pages << " device and " << m.host_pages
+                       << " host pages is not in whole cache units of " << unit_pages_);
   LockPath(m.last_node, +1);
   c_.device_hit_tokens += m.device_pages * P;
   c_.host_match_tokens += m.host_pages * P;
@@ -522,6 +531,8 @@ void ReplayEngine::AdmitNewExtent(RequestWork& w) {
                           w.n_ext, placement_->from_allocator ? std::span<const uint16_t>() : ext,
                           &w.need};
   w.end = w.ext_start + (w.n_ext > 0 ? policy_.AdmitDevicePages(View(), offer) : 0);
+  // Admission in whole cache units (a unit's pages are cached together or not at all).
+  if (w.end < w.total) w.end -= (w.end - w.ext_start) % unit_pages_;
   KV_CHECK(w.end >= w.ext_start && w.end <= w.total, "policy '" << policy_.Name() << "' admitted "
                                                                 << w.end - w.ext_start << " of "
                                                                 << w.n_ext << " pages");
@@ -730,7 +741,11 @@ void ReplayEngine::DecideMaterialization(RequestWork& w) {
                     w.s.backup_lane_pages};
   GatherMethod g = GatherMethod::kPacked;
   if (prefix_pages > 0) {
-    if (placement_->by_layer) {
+    if (cfg_.cache.interleave_tokens > 0) {
+      // Token interleave: no rank holds a page of contiguous tokens, so nothing is gathered;
+      // every rank attends over its own KV and the partial outputs are merged.
+      g = GatherMethod::kPartialMerge;
+    } else if (placement_->by_layer) {
       // layer_split: the layout decides; every rank holds its layers of every page, so each
       // layer's owner broadcasts that layer of the prefix.
       for (const PrefixRun& r : w.s.runs)
@@ -740,6 +755,9 @@ void ReplayEngine::DecideMaterialization(RequestWork& w) {
     } else {
       g = policy_.ChooseGather(View(), ctx);
     }
+    KV_CHECK(
+        g != GatherMethod::kPartialMerge || cfg_.cache.interleave_tokens > 0,
+        "policy '" << policy_.Name() << "' chose partial_merge for KV not interleaved by token");
     KV_CHECK(g != GatherMethod::kBroadcast || placement_->by_layer,
              "policy '" << policy_.Name() << "' chose broadcast for a cache not split by layer");
     KV_CHECK(g != GatherMethod::kZigzag || w.proven_zigzag,

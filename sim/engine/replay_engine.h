@@ -190,6 +190,7 @@ class ReplayEngine {
   int64_t page_tokens_;
   int64_t block_tokens_;
   int64_t pages_per_block_;
+  int64_t unit_pages_;  // pages of a cache unit (sim/cache/cache_unit.h)
   int64_t page_bytes_;
   int ranks_;
   HitAgreement hit_agreement_;

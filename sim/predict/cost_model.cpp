@@ -212,6 +212,9 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
       c.per_layer_s = KernelCopyS(P * b) + BroadcastS(P * b);
       c.bytes_per_rank = ranks_ > 1 ? P * b : 0;
       break;
+    case GatherMethod::kPartialMerge:
+      // No KV moves: PartialMerge prices its queries and partial outputs (Evaluate calls it).
+      break;
     case GatherMethod::kP2p: {
       // each rank copies its own pages locally and reads every peer's pages into place, in one
       // kernel whose HBM copy and NVLink reads run side by side: the slower of the two.
@@ -317,7 +320,10 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   int64_t loaded = 0, backed = 0;
   for (int64_t x : f.load_back_pages) loaded += x;
   for (int64_t x : f.backup_pages) backed += x;
-  const GatherCost g = Gather(f.gather, f.shard_pages, f.prefix_pages);
+  // partial_merge moves queries and partial outputs, not the prefix.
+  const GatherCost g = f.gather == GatherMethod::kPartialMerge && f.prefix_pages > 0
+                           ? PartialMerge(f.new_tokens)
+                           : Gather(f.gather, f.shard_pages, f.prefix_pages);
   const bool gathers = f.prefix_pages > 0;
   // A p2p gather reads peers' pools, which no event orders: the executor loads every layer of
   // the load-backs first, one copy per pool, and every gather layer waits for that.
@@ -393,7 +399,10 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
     o.rank = rank;
     return o;
   };
-  const int64_t ahead = f.prefetch_layers < 0 ? prefetch_layers_ : f.prefetch_layers;
+  // partial_merge exchanges a layer's own queries and outputs: nothing can run a layer ahead.
+  const int64_t ahead = f.gather == GatherMethod::kPartialMerge ? 0
+                        : f.prefetch_layers < 0                 ? prefetch_layers_
+                                                                : f.prefetch_layers;
   std::vector<std::vector<int>> load(static_cast<size_t>(R)), compute(static_cast<size_t>(R)),
       gather(static_cast<size_t>(R)), backup(static_cast<size_t>(R));
   for (int q = 0; q < R; ++q) {

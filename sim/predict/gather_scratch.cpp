@@ -19,6 +19,9 @@ struct Buffers {
 
 Buffers BuffersOf(const ReplayConfig& cfg, bool by_layer) {
   Buffers b;
+  // Token interleave materializes nothing: partial_merge moves queries and partial outputs,
+  // whose buffers are not kept in pages.
+  if (cfg.cache.interleave_tokens > 0) return b;
   if (by_layer) {  // layer_split: broadcast into the dense layer buffer
     b.dense_ring = true;
     return b;

@@ -126,6 +126,13 @@ J ReportBody(const ReplayConfig& cfg, const CachePolicy& policy, const Trace& tr
       }
     j["layer_split"] = split;
   }
+  if (cfg.cache.interleave_tokens > 0) {
+    // Token interleave: hits, inserts and evictions count in units of one page on every lane.
+    const int64_t unit = cfg.cache.UnitPages();
+    j["token_interleave"] = J{{"interleave_tokens", cfg.cache.interleave_tokens},
+                              {"unit_pages", unit},
+                              {"unit_tokens", unit * cfg.cache.page_tokens}};
+  }
   // Every page has one slot in each pool: a lane's bytes in pool k are its pages times these.
   J pools = J::array();
   for (size_t k = 0; k < cfg.model.pools.size(); ++k)

@@ -161,6 +161,37 @@ TEST_CASE("layer_split plans broadcast each layer from its owner, verified on th
   }
 }
 
+TEST_CASE(
+    "token-interleaved plans merge partial attention; the pool bytes are checked on the GPU") {
+  // cp_size 1, and cp_size 4 as four processes on one GPU (no NCCL: nothing is gathered, the
+  // merge's exchanges go through the rendezvous); the merge runs on the host over the values
+  // the rank's pages hold, whose bytes the GPU verification checks.
+  for (int cp : {1, 4}) {
+    CAPTURE(cp);
+    const ReplayConfig cfg =
+        SmallConfig(cp, {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000",
+                         "cache.placement=interleave", "cache.interleave_tokens=1"});
+    const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
+    int64_t merges = 0;
+    for (const RequestPlan& p : pf.requests) merges += p.prefix_pages > 0 ? 1 : 0;
+    REQUIRE(merges > 0);
+    TempDir dir;
+    RunOptions o = CudaOptions(dir);
+    o.devices = std::vector<int>(static_cast<size_t>(cp), 0);
+    const RunOutcome out = RunLocal(GpuPlan(pf), o);
+    REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+    const nlohmann::json m = ReadJson(o.out);
+    int64_t ops = 0;
+    for (const auto& op : m["ops"]) {
+      if (op["kind"] != "gather") continue;
+      CHECK(op["method"] == "partial_merge");
+      ++ops;
+    }
+    CHECK(ops == cp * merges);
+    CHECK(NoChildrenLeft());
+  }
+}
+
 TEST_CASE("two GPUs: every gather method at cp_size 2, every rank's dense result verified") {
   if (g_gpu_count < 2) {
     MESSAGE("skipped: ", g_gpu_count, " GPU(s) visible, NCCL needs one per rank");

@@ -62,6 +62,17 @@ inline std::vector<ReplayCase> ReplayCases() {
        mc,
        {"cache.cp_size=4", "cache.placement=layer_split", "cache.device_pages_per_lane=1500",
         "cache.host_pages_per_lane=2500", "cache.cp_hit_agreement=min"}},
+      // Token interleave: units of page_tokens x cp_size inside one block (mooncake's 512-token
+      // blocks) and spanning four 64-token blocks (kv-cache-tester).
+      {"mooncake_cp4_token_interleave_host",
+       mc,
+       {"cache.cp_size=4", "cache.placement=interleave", "cache.interleave_tokens=1",
+        "cache.device_pages_per_lane=1500", "cache.host_pages_per_lane=2500"}},
+      {"kvtester169_cp4_block_interleave_write_back",
+       kv169,
+       {"cache.cp_size=4", "cache.placement=interleave", "cache.interleave_tokens=64",
+        "cache.device_pages_per_lane=700", "cache.host_pages_per_lane=700",
+        "cache.write_policy=write_back"}},
   };
 }
 
