@@ -1,5 +1,7 @@
 #include "exec/bench/sweep.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -19,6 +21,7 @@
 #include "exec/gather.h"
 #include "exec/host_backend.h"
 #include "exec/launch.h"
+#include "traces/input_file.h"
 #include "traces/percentile.h"
 #if KVLANES_WITH_CUDA
 #include "exec/cuda_backend.h"
@@ -991,13 +994,22 @@ nlohmann::ordered_json RunRanks(const SweepOptions& o) {
         }
       });
   if (out.exit_code != 0) throw ExecError("sweep: " + out.message);
-  std::ifstream f(result);
-  std::stringstream text;
-  text << f.rdbuf();
-  if (!f) throw ExecError("sweep: rank 0 wrote no result (" + result + ")");
-  return nlohmann::ordered_json::parse(text.str());
+  return ReadSweepRankResult(result);
 }
 }  // namespace
+
+nlohmann::ordered_json ReadSweepRankResult(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw ExecError("sweep: rank 0 wrote no result (" + path + ")");
+  // Bounded by kMaxInputFileBytes; /dev/zero or binary data in its place stops at the first chunk.
+  const std::string text = ReadInputFile(path, "sweep result");
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw ExecError("sweep: rank 0's result " + path + " is not JSON: " + e.what());
+  }
+}
 
 nlohmann::ordered_json RunSweep(const SweepOptions& o) {
   Validate(o);
