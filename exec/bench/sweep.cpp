@@ -177,7 +177,10 @@ class Sweeper {
             for (const int64_t n : all ? all_counts : counts) {
               const int64_t nl = all ? geo_.layers : 1;
               const std::vector<double> t = Time(s, [&] {
-                const auto [d, h] = run > 1 ? RunSlots(n, run) : Slots(n);
+                // Named members, not a structured binding: clang 14 cannot capture one.
+                const auto slots = run > 1 ? RunSlots(n, run) : Slots(n);
+                const std::vector<int32_t>& d = slots.first;
+                const std::vector<int32_t>& h = slots.second;
                 runs_ = Runs(d, h);
                 const int64_t l0 = all ? 0 : RandomLayer();
                 return [this, s, k, dir, d, h, l0, nl] {
@@ -389,7 +392,9 @@ class Sweeper {
                   " pages, one layer, every pool",
               {}};
     op.make = [this, dir, s, n]() -> std::function<void()> {
-      const auto [d, h] = Slots(n);
+      const auto slots = Slots(n);  // not a structured binding: clang 14 cannot capture one
+      const std::vector<int32_t>& d = slots.first;
+      const std::vector<int32_t>& h = slots.second;
       const int64_t l = RandomLayer();
       return [this, dir, s, d, h, l] {
         for (int k = 0; k < geo_.num_pools(); ++k)

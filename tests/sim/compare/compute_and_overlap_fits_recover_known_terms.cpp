@@ -150,7 +150,9 @@ TEST_CASE("overlap shares: recovered per pair from noisy pair samples, written a
   samples.push_back(PairSample("d2h", "gather", 1e-3, 0.01, 0.2, 1.0, "model"));
   const Measurements m = ParseMeasurements(Doc(samples).dump(1), "pairs.json");
   const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
-  for (const auto& [pair, share] : kShares) {
+  for (const auto& entry : kShares) {
+    const auto& pair = entry.first;  // not a structured binding: CAPTURE's lambda captures it
+    const auto& share = entry.second;
     CAPTURE(pair.first);
     CAPTURE(pair.second);
     const double fitted = r.profile.OverlapShareOf(pair.first, pair.second);
