@@ -200,14 +200,17 @@ TEST_CASE("overlap shares: pairs beside two forward passes need --overlap-forwar
 }
 
 TEST_CASE("overlap samples: bad kinds and missing times name the line and field") {
+  // json::array({s}), not {s}: a one-element brace list is the array under gcc but a copy of s
+  // under clang.
   nlohmann::json s = PairSample("h2d", "gpu", 1e-3, 0.5, 0.5, 1, "model");
-  CHECK_THROWS_WITH(ParseMeasurements(Doc({s}).dump(1), "bad.json"),
+  CHECK_THROWS_WITH(ParseMeasurements(Doc(nlohmann::json::array({s})).dump(1), "bad.json"),
                     doctest::Contains("samples[0].beside: unknown op kind 'gpu'"));
   s = PairSample("h2d", "gather", 1e-3, 0.5, 0.5, 1, "model");
   s.erase("alone_s");
-  CHECK_THROWS_WITH(ParseMeasurements(Doc({s}).dump(1), "bad.json"), doctest::Contains("alone_s"));
+  CHECK_THROWS_WITH(ParseMeasurements(Doc(nlohmann::json::array({s})).dump(1), "bad.json"),
+                    doctest::Contains("alone_s"));
   s = PairSample("h2d", "gather", 1e-3, 0.5, 0.5, 1, "spin");
-  CHECK_THROWS_WITH(ParseMeasurements(Doc({s}).dump(1), "bad.json"),
+  CHECK_THROWS_WITH(ParseMeasurements(Doc(nlohmann::json::array({s})).dump(1), "bad.json"),
                     doctest::Contains("samples[0].forward: expected model or synthetic"));
 }
 
