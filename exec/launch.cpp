@@ -17,7 +17,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <optional>
 #include <thread>
 
 #include "exec/exec_error.h"
@@ -57,6 +57,45 @@ std::string ReadFd(int fd) {
   }
 }
 
+// A claim token is one short line (ReadFd reads at most 4 KiB of it).
+constexpr uint64_t kMaxTokenLineBytes = 4096;
+
+// The text of the round file `path`, or nullopt while it does not exist. Opened non-blocking and
+// checked to be a regular file before it is read (the ranks only rename regular files into place:
+// a FIFO there would block the open, /dev/zero would never end); read up to the stated limit.
+std::optional<std::string> ReadRoundFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    throw InputError(path, 0, "--rendezvous",
+                     "rendezvous round file is not a regular file (a FIFO, a device or a "
+                     "directory): the ranks write regular files only; give the run an empty "
+                     "directory");
+  }
+  const uint64_t limit = kMaxRendezvousMessageBytes + kMaxTokenLineBytes;
+  if (static_cast<uint64_t>(st.st_size) > limit) {
+    close(fd);
+    throw InputError(path, 0, "--rendezvous",
+                     "rendezvous round file of " + std::to_string(st.st_size) +
+                         " bytes, more than the limit of " + std::to_string(limit) +
+                         " (one rank's message of at most " +
+                         std::to_string(kMaxRendezvousMessageBytes) + " bytes and its token)");
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t at = 0;
+  while (at < text.size()) {
+    const ssize_t n = pread(fd, text.data() + at, text.size() - at, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // shorter than its size said: read as it is (a token check follows)
+    at += static_cast<size_t>(n);
+  }
+  close(fd);
+  text.resize(at);
+  return text;
+}
+
 // --- file rendezvous: round k, rank r writes DIR/round<k>.rank<r> (complete files only: written
 // to a temporary name and renamed), its first line the token of rank r's claim, then reads every
 // rank's file of round k whose token matches that rank's live claim. ---
@@ -74,6 +113,10 @@ class FileRendezvous : public Rendezvous {
   std::vector<std::string> AllGather(const std::string& mine) override {
     const int round = round_++;
     const std::string stem = dir_ + "/round" + std::to_string(round) + ".rank";
+    if (mine.size() > kMaxRendezvousMessageBytes)
+      throw ExecError("rank " + std::to_string(rank_) + ": rendezvous message of " +
+                      std::to_string(mine.size()) + " bytes, more than the limit of " +
+                      std::to_string(kMaxRendezvousMessageBytes));
     {
       const std::string tmp = stem + std::to_string(rank_) + ".tmp";
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -90,11 +133,9 @@ class FileRendezvous : public Rendezvous {
     while (true) {
       for (int r = 0; r < ranks_; ++r) {
         if (have[static_cast<size_t>(r)]) continue;
-        std::ifstream in(stem + std::to_string(r), std::ios::binary);
-        if (!in) continue;
-        std::stringstream ss;
-        ss << in.rdbuf();
-        std::string text = ss.str();
+        const std::optional<std::string> file = ReadRoundFile(stem + std::to_string(r));
+        if (!file) continue;
+        const std::string& text = *file;
         const size_t nl = text.find('\n');
         // A file of another (dead) run, or one whose rank has not claimed yet: not this round's.
         // A rank's token is learnt once, while its claim is live (round 0: it cannot leave before
@@ -259,8 +300,10 @@ class TcpRendezvous : public Rendezvous {
   std::string RecvMsg(int fd, Clock::time_point deadline) const {
     uint64_t n = 0;
     RecvAll(fd, &n, sizeof(n), deadline);
-    if (n > (1ull << 32))
-      throw ExecError("rendezvous tcp:" + where_ + ": message of " + std::to_string(n) + " bytes");
+    if (n > kMaxRendezvousMessageBytes)
+      throw ExecError("rendezvous tcp:" + where_ + ": message of " + std::to_string(n) +
+                      " bytes, more than the limit of " +
+                      std::to_string(kMaxRendezvousMessageBytes));
     std::string s(n, '\0');
     RecvAll(fd, s.data(), n, deadline);
     return s;
@@ -365,8 +408,15 @@ RendezvousClaim::~RendezvousClaim() {
 }
 
 std::string LiveClaimToken(const std::string& dir, int rank) {
-  const int fd = open(ClaimPath(dir, rank).c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: a FIFO in the claim's place must not block the open; only a regular file is
+  // a claim.
+  const int fd = open(ClaimPath(dir, rank).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return "";
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return "";
+  }
   // Lockable means nobody holds it: stale or not yet taken. (Our probe lock is released at once;
   // a claimant that meets it retries within its wait.)
   if (flock(fd, LOCK_SH | LOCK_NB) == 0) {

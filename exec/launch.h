@@ -6,6 +6,7 @@
 // rank uses, CUDA IPC handles): a shared directory, or a TCP address that rank 0 listens on.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -79,6 +80,12 @@ class RendezvousClaim {
 // The token of the live claim on rank `rank` of `dir`; "" when there is none, or when it is
 // stale or still being written.
 std::string LiveClaimToken(const std::string& dir, int rank);
+
+// The most bytes one rank may exchange in one rendezvous round (4 GiB), over TCP and through a
+// `file:` directory alike: a longer message, or a round file longer than it plus its token line,
+// is refused. A round file must be a regular file (a FIFO or a device put in its place is refused
+// without being opened for a blocking read).
+inline constexpr uint64_t kMaxRendezvousMessageBytes = uint64_t{1} << 32;
 
 // A small all-to-all exchange of bytes between the ranks, before any communicator exists.
 class Rendezvous {

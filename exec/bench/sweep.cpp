@@ -1,5 +1,7 @@
 #include "exec/bench/sweep.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -19,6 +21,7 @@
 #include "exec/gather.h"
 #include "exec/host_backend.h"
 #include "exec/launch.h"
+#include "traces/input_file.h"
 #include "traces/percentile.h"
 #if KVLANES_WITH_CUDA
 #include "exec/cuda_backend.h"
@@ -174,7 +177,10 @@ class Sweeper {
             for (const int64_t n : all ? all_counts : counts) {
               const int64_t nl = all ? geo_.layers : 1;
               const std::vector<double> t = Time(s, [&] {
-                const auto [d, h] = run > 1 ? RunSlots(n, run) : Slots(n);
+                // Named members, not a structured binding: clang 14 cannot capture one.
+                const auto slots = run > 1 ? RunSlots(n, run) : Slots(n);
+                const std::vector<int32_t>& d = slots.first;
+                const std::vector<int32_t>& h = slots.second;
                 runs_ = Runs(d, h);
                 const int64_t l0 = all ? 0 : RandomLayer();
                 return [this, s, k, dir, d, h, l0, nl] {
@@ -386,7 +392,9 @@ class Sweeper {
                   " pages, one layer, every pool",
               {}};
     op.make = [this, dir, s, n]() -> std::function<void()> {
-      const auto [d, h] = Slots(n);
+      const auto slots = Slots(n);  // not a structured binding: clang 14 cannot capture one
+      const std::vector<int32_t>& d = slots.first;
+      const std::vector<int32_t>& h = slots.second;
       const int64_t l = RandomLayer();
       return [this, dir, s, d, h, l] {
         for (int k = 0; k < geo_.num_pools(); ++k)
@@ -991,13 +999,22 @@ nlohmann::ordered_json RunRanks(const SweepOptions& o) {
         }
       });
   if (out.exit_code != 0) throw ExecError("sweep: " + out.message);
-  std::ifstream f(result);
-  std::stringstream text;
-  text << f.rdbuf();
-  if (!f) throw ExecError("sweep: rank 0 wrote no result (" + result + ")");
-  return nlohmann::ordered_json::parse(text.str());
+  return ReadSweepRankResult(result);
 }
 }  // namespace
+
+nlohmann::ordered_json ReadSweepRankResult(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw ExecError("sweep: rank 0 wrote no result (" + path + ")");
+  // Bounded by kMaxInputFileBytes; /dev/zero or binary data in its place stops at the first chunk.
+  const std::string text = ReadInputFile(path, "sweep result");
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw ExecError("sweep: rank 0's result " + path + " is not JSON: " + e.what());
+  }
+}
 
 nlohmann::ordered_json RunSweep(const SweepOptions& o) {
   Validate(o);

@@ -114,4 +114,9 @@ ForwardPlan SweepForwardPlan(const SweepOptions& o);
 // Makes the backend o.backend names and runs the sweep on it.
 nlohmann::ordered_json RunSweep(const SweepOptions& o);
 
+// The result file rank 0 of a multi-rank sweep writes, as the parent reads it back: through
+// ReadInputFile (bounded; InputError naming the file when it is too long, binary or a device).
+// Throws ExecError when it is missing or is not JSON.
+nlohmann::ordered_json ReadSweepRankResult(const std::string& path);
+
 }  // namespace kvlanes::exec

@@ -259,6 +259,30 @@ check_case("measured duplicate key", json.dumps(measured, indent=1).replace('"se
            [".seconds", "given twice"])
 check_case("measured file nested 100,000 deep", '{"ops": [], "deep":\n' + DEEP + "}", [":2:", "deeper than 256"])
 
+# ---- check's predicted file (check --predicted): written once from the valid plan, then broken
+r = subprocess.run([kvlanes, "check", "--plan", path("plan.jsonl"), "--measured", path("measured.json"), "--profile",
+                    prof, "--allow-missing", "--write-predicted", path("predicted.json")], capture_output=True, text=True)
+assert os.path.exists(path("predicted.json")), r.stderr
+predicted = json.load(open(path("predicted.json")))
+
+
+def predicted_case(what, text, needles):
+    pr = write("predicted_case.json", text)
+    out = path("check.json")
+    expect_refused(what, [kvlanes, "check", "--predicted", pr, "--measured", path("measured.json"), "--json", out],
+                   out, "predicted_case.json", *needles)
+
+
+empty = dict(predicted)
+empty["ops"] = []
+predicted_case("predicted file with an empty ops list", json.dumps(empty, indent=1), ["ops", "holds no ops"])
+predicted_case("predicted number 1e400",
+               json.dumps(predicted, indent=1).replace('"seconds": ', '"seconds": 1e400, "y": ', 1),
+               ["number out of range"])
+predicted_case("predicted duplicate key",
+               json.dumps(predicted, indent=1).replace('"seconds": ', '"seconds": 1, "seconds": ', 1),
+               [".seconds", "given twice"])
+
 # ---- paths that never end (/dev/zero): refused at the first chunk or at the line limit, not read
 # until memory runs out
 if os.path.exists("/dev/zero"):
@@ -274,6 +298,10 @@ if os.path.exists("/dev/zero"):
     expect_refused("config file /dev/zero", argv, out, "/dev/zero:1:", "control byte 0x00")
     argv, out = replay(["--set", "hardware.profile=/dev/zero"])
     expect_refused("hardware profile /dev/zero", argv, out, "/dev/zero:1:", "control byte 0x00")
+    out = path("check.json")
+    expect_refused("predicted file /dev/zero", [kvlanes, "check", "--predicted", "/dev/zero", "--measured",
+                                                path("measured.json"), "--json", out], out, "/dev/zero:1:",
+                   "control byte 0x00")
     out = path("junit.xml")
     expect_refused("regress suite /dev/zero", [kvlanes, "regress", "check", "/dev/zero", "--golden", path("golden.json"),
                                                "--junit", out], out, "/dev/zero:1:", "control byte 0x00")
@@ -286,9 +314,16 @@ for what, extra, needles in [
     ("exec --timeout-s inf", ["--timeout-s", "inf"], ["--timeout-s"]),
     ("exec --timeout-s 1e300", ["--timeout-s", "1e300"], ["--timeout-s"]),
     ("exec --max-requests -5", ["--max-requests", "-5"], ["--max-requests"]),
+    ("exec --run-timeout-s nan", ["--run-timeout-s", "nan"], ["--run-timeout-s"]),
 ]:
     out = path("out.json")
     expect_refused(what, [kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--out", out] + extra, out, *needles)
+# The sweep's waits have the same bound (a hung rank would otherwise never time out).
+for value in ["nan", "inf", "1e300"]:
+    out = path("sweep_out.json")  # not sweep.json: calibrate's cases above write that
+    expect_refused("bench sweep --timeout-s " + value,
+                   [kvlanes, "bench", "sweep", "--backend", "host", "-q", "--timeout-s", value, "--out", out], out,
+                   "--timeout-s")
 
 # A live run holds rank 0 of the directory (this process takes the claim as kvlanes would).
 rv = path("rv")

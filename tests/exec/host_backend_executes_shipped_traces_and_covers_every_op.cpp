@@ -108,7 +108,8 @@ TEST_CASE(
     CHECK(m["verified_bytes"].get<int64_t>() == ExpectedVerifiedBytes(pf, cfg));
     CHECK(m["context"]["backend"] == "host");
     // The same hash as the replay report's context (sorted keys on both sides).
-    CHECK(m["context"]["config_hash"] == ReplayContext(cfg, {})["config_fnv1a64"]);
+    CHECK(m["context"]["config_hash"].get<std::string>() ==
+          ReplayContext(cfg, {})["config_fnv1a64"].get<std::string>());
     CHECK(m["context"]["gate"]["expired"].get<int64_t>() ==
           0);  // the host backend has no gate to expire
     for (const auto& r : m["requests"]) CHECK(r["host_enqueue_s"].get<double>() >= 0);
@@ -493,11 +494,17 @@ TEST_CASE(
     for (const auto& op : m["ops"])
       if (op["kind"] == "gather")
         method_of[{op["id"].get<std::string>(), op["rank"].get<int>()}] = op["method"];
-    for (const auto& [key, phs] : phases)
-      CHECK_MESSAGE(gather_layers.count(key), "phases of ", std::get<0>(key),
+    // Named members, not structured bindings, where a doctest macro's lambda captures them
+    // (clang 14 cannot capture a structured binding).
+    for (const auto& entry : phases)
+      CHECK_MESSAGE(gather_layers.count(entry.first), "phases of ", std::get<0>(entry.first),
                     " but no gather layer span");
-    for (const auto& [key, g] : gather_layers) {
-      const auto& [op, pid, layer] = key;
+    for (const auto& entry : gather_layers) {
+      const auto& key = entry.first;
+      const auto& g = entry.second;
+      const std::string& op = std::get<0>(key);
+      const int pid = std::get<1>(key);
+      const int64_t layer = std::get<2>(key);
       CAPTURE(op);
       CAPTURE(pid);
       CAPTURE(layer);
@@ -660,7 +667,9 @@ TEST_CASE("gather phases tile each gather layer exactly and are no part of the o
     }
     REQUIRE_FALSE(layer_span.empty());
     CHECK(phases.size() == layer_span.size());
-    for (const auto& [key, g] : layer_span) {
+    for (const auto& entry : layer_span) {
+      const auto& key = entry.first;  // not a structured binding: CAPTURE's lambda captures it
+      const auto& g = entry.second;
       CAPTURE(r.ops[key.first].id);
       CAPTURE(key.second);
       const std::vector<const MeasuredSpan*>& ph = phases[key];

@@ -2,9 +2,12 @@
 // specs parse or are refused with the option named; the file and TCP rendezvous really exchange
 // bytes between ranks (threads here, loopback only) and time out naming the missing rank.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <thread>
 #include <vector>
@@ -155,6 +158,38 @@ TEST_CASE(
   CHECK(r1->AllGather("new 1") == std::vector<std::string>{"new 0", "new 1"});
   t.join();
   CHECK(got == std::vector<std::string>{"new 0", "new 1"});
+}
+
+// A round file replaced by a FIFO (whose open would block forever), by a link to /dev/zero
+// (which never ends) or by a file past the stated limit is refused at once, naming the file.
+TEST_CASE(
+    "a file rendezvous refuses a round file that is a FIFO, a device or longer than the limit, "
+    "without blocking on it or reading it") {
+  const auto refused = [](const std::function<void(const std::string&)>& plant, const char* why) {
+    CAPTURE(why);
+    TempDir dir;
+    const RendezvousSpec spec = ParseRendezvous("file:" + dir.path());
+    auto r1 = OpenRendezvous(spec, 1, 2, 5);  // holds rank 1's claim; never writes
+    auto r0 = OpenRendezvous(spec, 0, 2, 5);
+    plant(dir.File("round0.rank1"));
+    const std::string want = dir.File("round0.rank1") + ": --rendezvous: " + why;
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH_AS(r0->AllGather("x"), doctest::Contains(want.c_str()), InputError);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(4));  // not the timeout
+  };
+  refused([](const std::string& p) { REQUIRE(mkfifo(p.c_str(), 0644) == 0); },
+          "rendezvous round file is not a regular file");
+  refused([](const std::string& p) { REQUIRE(symlink("/dev/zero", p.c_str()) == 0); },
+          "rendezvous round file is not a regular file");
+  refused(
+      [](const std::string& p) {
+        const int fd = open(p.c_str(), O_WRONLY | O_CREAT, 0644);
+        REQUIRE(fd >= 0);
+        // Sparse: no disk is used and nothing is read (the size is checked first).
+        CHECK(ftruncate(fd, static_cast<off_t>(kMaxRendezvousMessageBytes + 4097)) == 0);
+        close(fd);
+      },
+      "rendezvous round file of 4294971393 bytes, more than the limit of 4294971392");
 }
 
 TEST_CASE("the TCP rendezvous exchanges bytes over loopback and times out when rank 0 is absent") {

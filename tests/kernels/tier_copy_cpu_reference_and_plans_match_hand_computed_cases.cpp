@@ -53,7 +53,10 @@ TEST_CASE("a device-to-host copy of two swapped pages lands in each host layout"
       {k::HostLayout::kPageFirst, {2, 6, 3, 7, 0, 4, 1, 5}},
       {k::HostLayout::kPageFirstDirect, {2, 3, 6, 7, 0, 1, 4, 5}},
   };
-  for (const auto& [layout, host_expected] : expected) {
+  for (const auto& entry : expected) {
+    // Not a structured binding: clang 14 cannot capture one in CAPTURE's lambda.
+    const k::HostLayout layout = entry.first;
+    const Bytes& host_expected = entry.second;
     CAPTURE(k::HostLayoutName(layout));
     Bytes dev = Iota(8);
     Bytes host(8, 0xEE);

@@ -77,6 +77,20 @@ def main():
                           f"  wanted '{want}' and '{fragment}' in:\n  {err.strip()}")
                 else:
                     print(f"ok   {label} {name}")
+        # Paths that never end: binary data stops at its first chunk, not when memory runs out.
+        for dev in ["/dev/urandom", "/dev/zero"]:
+            if not os.path.exists(dev):
+                continue
+            for label, args in [("trace stats", ["trace", "stats", dev]), ("replay", ["replay", "--trace", dev])]:
+                out = os.path.join(d, "dev." + label.replace(" ", "_") + ".out")
+                rc, err, exists = run(args + ["--json", out], out)
+                ok = rc == 2 and dev + ":" in err and "is not allowed anywhere in JSON text" in err \
+                    and not exists
+                if not ok:
+                    failures += 1
+                    print(f"FAIL {label} {dev}: rc={rc} output_exists={exists}\n  {err.strip()}")
+                else:
+                    print(f"ok   {label} {dev}")
     print(f"{failures} failures")
     return 1 if failures else 0
 

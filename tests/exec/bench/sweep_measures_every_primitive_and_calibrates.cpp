@@ -1,14 +1,20 @@
 // `kvlanes bench sweep` on the host backend: every sample kind the sweep promises is there with
 // the sizes of the geometry, the file reads back as a measurement file, and calibrate fits it.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <tuple>
 
 #include "exec/bench/sweep.h"
+#include "exec/exec_error.h"
 #include "sim/compare/calibrate.h"
 #include "sim/compare/measurements.h"
 #include "sim/predict/hardware_profile.h"
+#include "traces/input_error.h"
 
 namespace kvlanes::exec {
 namespace {
@@ -208,6 +214,28 @@ TEST_CASE("sweep: bad options are refused before any allocation") {
   o.devices.clear();
   o.backend = "tpu";
   CHECK_THROWS_WITH(RunSweep(o), doctest::Contains("unknown backend 'tpu'"));
+}
+
+// The parent reads rank 0's result back bounded: /dev/zero in its place (which never ends) is
+// refused at its first byte, a missing or non-JSON result is an ExecError naming the file.
+TEST_CASE("sweep: rank 0's result is read back bounded and refused when not JSON") {
+  CHECK_THROWS_WITH_AS(ReadSweepRankResult("/dev/zero"),
+                       doctest::Contains("/dev/zero:1: control byte 0x00 is not allowed in a "
+                                         "sweep result"),
+                       InputError);
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  const std::string missing = dir + "/kvlanes-sweep-no-such-result.json";
+  CHECK_THROWS_WITH_AS(ReadSweepRankResult(missing),
+                       doctest::Contains(("rank 0 wrote no result (" + missing + ")").c_str()),
+                       ExecError);
+  const std::string cut = dir + "/kvlanes-sweep-cut-result-" + std::to_string(getpid()) + ".json";
+  std::ofstream(cut) << "{\"kvlanes_measurements\": 1, \"samples\": [";
+  CHECK_THROWS_WITH_AS(ReadSweepRankResult(cut),
+                       doctest::Contains(("rank 0's result " + cut + " is not JSON").c_str()),
+                       ExecError);
+  std::ofstream(cut) << "{\"kvlanes_measurements\": 1}";
+  CHECK(ReadSweepRankResult(cut)["kvlanes_measurements"] == 1);
+  std::remove(cut.c_str());
 }
 
 }  // namespace
