@@ -57,6 +57,7 @@ class TinyLfuComposite final : public CachePolicy {
                               GatherMethod gather) const override {
     return base_->ChooseBackup(view, ctx, gather);
   }
+  CandidateObserver* Observer() const override { return base_->Observer(); }
 
  private:
   // TinyLFU's own admission of the offer (the base's is taken with it).

@@ -25,11 +25,11 @@ TEST_CASE("seen_lru credits a block seen twice with 1000 epochs of recency") {
 TEST_CASE("seen_lru evicts the unseen tail of a node and keeps its head seen before") {
   HandRun s("seen_lru", 6), l("lru", 6);
   for (HandRun* r : {&s, &l}) {
-    r->Run({10, 11});    // e1: [10 11] (sightings 1 1)
-    r->Run({1, 2, 3});   // e2: 4 pages fit in the 4 free ones: nothing evicted
-    r->Run({4});         // e3: 1 free, 3 wanted: [10 11] (key 1) goes before [1 2 3] (key 2)
+    r->Run({10, 11});      // e1: [10 11] (sightings 1 1)
+    r->Run({1, 2, 3});     // e2: 4 pages fit in the 4 free ones: nothing evicted
+    r->Run({4});           // e3: 1 free, 3 wanted: [10 11] (key 1) goes before [1 2 3] (key 2)
     r->Run({10, 11, 12});  // e4: sightings 2 2 1; 2 free, 5 wanted: [1 2 3] goes
-    r->Run({5});         // e5: 2 free, 3 wanted: [4] (key 3) goes
+    r->Run({5});           // e5: 2 free, 3 wanted: [4] (key 3) goes
   }
   CHECK(s.engine.counters().evicted_device_pages == 6);
   CHECK(l.engine.counters().evicted_device_pages == 6);
