@@ -35,10 +35,16 @@ constexpr uint64_t kMaxSightings = 3;    // sightings beyond this earn nothing m
 constexpr int64_t kHistoryPerBlock = 16;
 constexpr uint64_t kMinHistory = uint64_t{1} << 15;
 constexpr size_t kWays = 4;
+// seen_lru_host writes a node to host from this many sightings on: under write_through the
+// engine asks on a node's first hit, when it has been seen twice, so 3 waits for a second reuse
+// (or a reuse of a prefix the cache had lost); under write_back it keeps pages seen once or
+// twice out of the host tier.
+constexpr uint64_t kHostMinSightings = 3;
 
 class SeenLruPolicy final : public QueuePolicy {
  public:
-  SeenLruPolicy(const ReplayConfig& cfg, const Trace& trace) : QueuePolicy(cfg) {
+  SeenLruPolicy(const ReplayConfig& cfg, const Trace& trace, bool host_admission)
+      : QueuePolicy(cfg), host_admission_(host_admission) {
     FixOrder(EvictionOrder::kLru);
     uint64_t w = kMinHistory;
     const int64_t pages_per_block =
@@ -48,7 +54,13 @@ class SeenLruPolicy final : public QueuePolicy {
     history_.assign(static_cast<size_t>(w), Entry{});
     mask_ = w / kWays - 1;
   }
-  std::string_view Name() const override { return "seen_lru"; }
+  std::string_view Name() const override { return host_admission_ ? "seen_lru_host" : "seen_lru"; }
+  // seen_lru_host: a node goes to host only once its last page's block has been seen in
+  // kHostMinSightings requests (the current one included).
+  bool AdmitHostWrite(const CacheView& view, NodeId id) const override {
+    if (!host_admission_) return QueuePolicy::AdmitHostWrite(view, id);
+    return Sightings(view.tree.node(id).keys.back().block) >= kHostMinSightings;
+  }
   CandidateObserver* Observer() const override { return &index_; }
 
   int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override {
@@ -169,6 +181,7 @@ class SeenLruPolicy final : public QueuePolicy {
   // by filing every candidate.
   EvictionPlan PlanIndexed(const CacheView& view, const LaneDemand& demand) const;
 
+  bool host_admission_;
   uint64_t mask_ = 0;
   mutable std::vector<Entry> history_;
   mutable std::vector<uint64_t> blocks_;  // scratch: the offer's blocks
@@ -305,7 +318,11 @@ EvictionPlan SeenLruPolicy::PlanIndexed(const CacheView& view, const LaneDemand&
 }  // namespace
 
 std::unique_ptr<CachePolicy> MakeSeenLruPolicy(const ReplayConfig& cfg, const Trace& trace) {
-  return std::make_unique<SeenLruPolicy>(cfg, trace);
+  return std::make_unique<SeenLruPolicy>(cfg, trace, false);
+}
+
+std::unique_ptr<CachePolicy> MakeSeenLruHostPolicy(const ReplayConfig& cfg, const Trace& trace) {
+  return std::make_unique<SeenLruPolicy>(cfg, trace, true);
 }
 
 }  // namespace kvlanes

@@ -77,3 +77,33 @@ TEST_CASE("seen_lru+tinylfu and seen_lru+bypass build and keep the base's name")
 }
 
 }  // namespace kvlanes::test
+
+namespace kvlanes::test {
+
+TEST_CASE("seen_lru_host writes a node to host only once three requests have contained it") {
+  // write_through: the engine asks to write a node on its path once it has been hit. Device 8
+  // pages, host 8 pages, one lane.
+  std::vector<int64_t> writes;
+  for (const char* name : {"seen_lru", "seen_lru_host"}) {
+    ReplayConfig cfg = TinyConfig(1, 8, 8);
+    cfg.cache.write_policy = "write_through";
+    const Trace none = HandRun::EmptyTrace();
+    auto p = MakePolicy(name, cfg, none);
+    CHECK(p->Name() == name);
+    ReplayEngine e(cfg, *p, 1);
+    e.Process(Doc({1, 2}));  // sightings 1: not hit, not asked
+    e.Process(Doc({1, 2}));  // first hit, sightings 2: seen_lru writes, seen_lru_host refuses
+    const int64_t after_two = e.counters().host_write_pages;
+    e.Process(Doc({1, 2}));  // sightings 3: both have it on host
+    e.CheckInvariants();
+    writes.push_back(after_two);
+    writes.push_back(e.counters().host_write_pages);
+    if (std::string(name) == "seen_lru_host") CHECK(e.counters().host_write_refused >= 1);
+  }
+  CHECK(writes[0] == 2);  // seen_lru: [1 2] written on its first hit
+  CHECK(writes[1] == 2);
+  CHECK(writes[2] == 0);  // seen_lru_host: refused at sightings 2
+  CHECK(writes[3] == 2);  // written at sightings 3
+}
+
+}  // namespace kvlanes::test
