@@ -50,8 +50,11 @@ bool DemandTracker::Useful(const Node& n) const {
   return false;
 }
 
-void DemandTracker::Count(const Node& n) {
-  for (const PageInfo& p : n.pages) {
+void DemandTracker::Count(const Node& n) { Count(n, 0, static_cast<int64_t>(n.pages.size())); }
+
+void DemandTracker::Count(const Node& n, int64_t first, int64_t end) {
+  for (int64_t j = first; j < end; ++j) {
+    const PageInfo& p = n.pages[static_cast<size_t>(j)];
     ++free_total_;
     if (short_by_[p.owner] > 0 && --short_by_[p.owner] == 0) --lanes_short_;
   }

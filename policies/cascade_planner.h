@@ -40,6 +40,8 @@ class DemandTracker {
   // ancestor that holds some.
   bool Useful(const Node& n) const;
   void Count(const Node& n);  // n's pages are planned away
+  // Only n's pages [first, end) are planned away (a tail eviction).
+  void Count(const Node& n, int64_t first, int64_t end);
 
  private:
   bool FreesNeeded(const Node& n) const;

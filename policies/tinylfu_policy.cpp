@@ -57,8 +57,11 @@ class TinyLfuComposite final : public CachePolicy {
                               GatherMethod gather) const override {
     return base_->ChooseBackup(view, ctx, gather);
   }
+  CandidateObserver* Observer() const override { return base_->Observer(); }
 
  private:
+  // TinyLFU's own admission of the offer (the base's is taken with it).
+  int64_t SketchAdmits(const CacheView& view, const DeviceOffer& offer) const;
   // The base policy's device plan for `demand`, without committing a stateful policy's moves.
   EvictionPlan Preview(const CacheView& view, const LaneDemand& demand) const {
     return preview_ != nullptr ? preview_->PreviewEviction(view, demand)
@@ -94,6 +97,13 @@ std::vector<uint32_t> TinyLfuComposite::VictimFrequencies(const CacheView& view,
 }
 
 int64_t TinyLfuComposite::AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const {
+  // The base is asked too (a base that learns from the offers, such as seen_lru, sees every
+  // request); the shorter admitted prefix wins.
+  const int64_t base_admits = base_->AdmitDevicePages(view, offer);
+  return std::min(base_admits, SketchAdmits(view, offer));
+}
+
+int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer& offer) const {
   for (const PageKey& k : offer.keys) sketch_.Add(k);
   const int64_t keyed_new = std::clamp<int64_t>(
       static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);

@@ -1,0 +1,328 @@
+// `seen_lru`: LRU in which a node is kept longer the more requests have contained its blocks,
+// counted in a history that outlives eviction (a ghost of sightings, not of cache hits).
+//
+// Priority of a device candidate (smallest evicted first): last_access + kBonusEpochs x
+// (min(s, kMaxSightings) - 1), ties by node id, where s is the number of requests that
+// contained the block of the node's last page (the deepest one: a request that reaches it
+// passes the node's other blocks). Every request that offers a new extent records each of its
+// blocks once, after its own admission decision, in a 4-way set-associative table of
+// (block, sightings, last sighting) entries: a new block replaces the least recently seen entry
+// of its set, so a forgotten block counts as seen once. Everything else (admission, host tier,
+// placement, gather) is the configured behaviour; device victims are planned with the cascade
+// (CascadeWalk) as `arc` does, the host tier by the lanes planner.
+//
+// Why sightings and not hit_count: on the Mooncake traces a prefix is first reused hundreds of
+// requests after its first use, long after LRU evicted it, so its hit count restarts at every
+// re-insertion; the sightings survive that. A node seen twice or more is worth kBonusEpochs
+// requests of recency per sighting, up to two; the cap and the finite bonus keep the order
+// close to LRU where the cache is large (a strict frequency order lost to LRU there).
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <unordered_map>
+
+#include "policies/queue_policy.h"
+#include "policies/registry.h"
+
+namespace kvlanes {
+namespace {
+
+constexpr uint64_t kBonusEpochs = 1000;  // recency credited per sighting beyond the first
+constexpr uint64_t kMaxSightings = 3;    // sightings beyond this earn nothing more
+// History entries per block of device capacity (rounded up to a power of two), at least
+// kMinHistory: a block is first reused some hundreds of requests after its first use on the
+// Mooncake traces, several times the cache's turnover, so the history outlasts the cache.
+constexpr int64_t kHistoryPerBlock = 16;
+constexpr uint64_t kMinHistory = uint64_t{1} << 15;
+constexpr size_t kWays = 4;
+// seen_lru_host writes a node to host from this many sightings on: under write_through the
+// engine asks on a node's first hit, when it has been seen twice, so 3 waits for a second reuse
+// (or a reuse of a prefix the cache had lost); under write_back it keeps pages seen once or
+// twice out of the host tier.
+constexpr uint64_t kHostMinSightings = 3;
+
+class SeenLruPolicy final : public QueuePolicy {
+ public:
+  SeenLruPolicy(const ReplayConfig& cfg, const Trace& trace, bool host_admission)
+      : QueuePolicy(cfg), host_admission_(host_admission) {
+    FixOrder(EvictionOrder::kLru);
+    uint64_t w = kMinHistory;
+    const int64_t pages_per_block =
+        std::max<int64_t>(1, trace.block_tokens / std::max<int64_t>(1, cfg.cache.page_tokens));
+    const int64_t blocks = std::max<int64_t>(1, DeviceCapacityPages(cfg) / pages_per_block);
+    while (w < static_cast<uint64_t>(kHistoryPerBlock * blocks)) w <<= 1;
+    history_.assign(static_cast<size_t>(w), Entry{});
+    mask_ = w / kWays - 1;
+  }
+  std::string_view Name() const override { return host_admission_ ? "seen_lru_host" : "seen_lru"; }
+  // seen_lru_host: a node goes to host only once its last page's block has been seen in
+  // kHostMinSightings requests (the current one included).
+  bool AdmitHostWrite(const CacheView& view, NodeId id) const override {
+    if (!host_admission_) return QueuePolicy::AdmitHostWrite(view, id);
+    return Sightings(view.tree.node(id).keys.back().block) >= kHostMinSightings;
+  }
+  CandidateObserver* Observer() const override { return &index_; }
+
+  int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override {
+    // The request's blocks, their sets fetched ahead (the table is larger than the caches).
+    blocks_.clear();
+    for (size_t i = 0; i < offer.keys.size(); ++i)
+      if (i == 0 || offer.keys[i].block != blocks_.back()) {
+        blocks_.push_back(offer.keys[i].block);
+        __builtin_prefetch(&history_[Set(blocks_.back())], 1);
+      }
+    for (uint64_t b : blocks_) Record(b, view.epoch);
+    return offer.pages;
+  }
+
+  // Requests that have contained `block` (0 when the history does not hold it).
+  uint64_t Sightings(uint64_t block) const {
+    const size_t set = Set(block);
+    for (size_t i = set; i < set + kWays; ++i)
+      if (history_[i].last != 0 && history_[i].block == block) return history_[i].count;
+    return 0;
+  }
+
+ protected:
+  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override;
+
+ private:
+  struct Entry {
+    uint64_t block = 0;
+    uint32_t last = 0;  // epoch of the latest sighting (saturating); 0 = empty
+    uint32_t count = 0;
+  };
+  size_t Set(uint64_t block) const {
+    uint64_t x = block;
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    return static_cast<size_t>(x & mask_) * kWays;
+  }
+  void Record(uint64_t block, uint64_t at) const {
+    const uint32_t epoch = static_cast<uint32_t>(std::min<uint64_t>(at, UINT32_MAX));
+    const size_t set = Set(block);
+    size_t victim = set;
+    for (size_t i = set; i < set + kWays; ++i) {
+      Entry& e = history_[i];
+      if (e.last != 0 && e.block == block) {
+        if (epoch > e.last) {
+          e.last = epoch;
+          ++e.count;
+        }
+        return;
+      }
+      if (e.last < history_[victim].last) victim = i;
+    }
+    history_[victim] = Entry{block, epoch, 1};
+  }
+  // The class of the node's page j: its block's sightings, within [1, kMaxSightings].
+  uint64_t Class(const Node& n, int64_t j) const {
+    return std::clamp<uint64_t>(Sightings(n.keys[static_cast<size_t>(j)].block), 1, kMaxSightings);
+  }
+  // Priority of the node's first `pages` pages: that of their last page.
+  EvictionPriority Key(const Node& n, int64_t pages) const {
+    return {n.last_access + kBonusEpochs * (Class(n, pages - 1) - 1), 0, n.id};
+  }
+  // Pages at the end of the node's first `pages` pages that share the last one's class: all of
+  // them when the first page has that class too (a deeper block is never seen more often than
+  // the blocks above it, unless the history forgot one), else back to the last page of another
+  // class.
+  int64_t TailRun(const Node& n, int64_t pages) const {
+    const uint64_t c = Class(n, pages - 1);
+    if (Class(n, 0) == c) return pages;
+    int64_t j = pages - 1;
+    uint64_t block = n.keys[static_cast<size_t>(j)].block;
+    while (j > 0) {
+      const uint64_t b = n.keys[static_cast<size_t>(j - 1)].block;
+      if (b != block) {
+        if (Class(n, j - 1) != c) break;
+        block = b;
+      }
+      --j;
+    }
+    return pages - j;
+  }
+
+  // The device candidates ordered by Key, kept as the tree reports them (a candidate's key is
+  // taken when it enters: a node on a request's path is locked, so it leaves the set while its
+  // last access and sightings change, and enters again with both current).
+  class Index final : public CandidateObserver {
+   public:
+    explicit Index(const SeenLruPolicy& policy) : policy_(policy) {}
+    void Attach(const RadixTree& tree) override {
+      tree_ = &tree;
+      set_.clear();
+      key_.clear();
+    }
+    void OnCandidate(const Node& n, Tier tier, bool entered) override {
+      if (tier != Tier::kDevice) return;
+      if (key_.size() <= n.id) key_.resize(n.id + 1);
+      if (entered) {
+        key_[n.id] = policy_.Key(n, static_cast<int64_t>(n.pages.size()));
+        set_.insert(key_[n.id]);
+      } else {
+        set_.erase(key_[n.id]);
+      }
+    }
+    bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
+    const std::set<EvictionPriority>& set() const { return set_; }
+
+   private:
+    const SeenLruPolicy& policy_;
+    const RadixTree* tree_ = nullptr;
+    std::set<EvictionPriority> set_;
+    std::vector<EvictionPriority> key_;  // per node id: the key it was filed under
+  };
+
+  // Plans from the index (the engine attached it) or, for a caller that did not attach it,
+  // by filing every candidate.
+  EvictionPlan PlanIndexed(const CacheView& view, const LaneDemand& demand) const;
+
+  bool host_admission_;
+  uint64_t mask_ = 0;
+  mutable std::vector<Entry> history_;
+  mutable std::vector<uint64_t> blocks_;  // scratch: the offer's blocks
+  mutable Index index_{*this};
+};
+
+EvictionPlan SeenLruPolicy::Plan(const CacheView& view, const LaneDemand& demand,
+                                 bool commit) const {
+  (void)commit;  // planning changes no state of the policy
+  if (index_.Follows(view.tree)) return PlanIndexed(view, demand);
+  const RadixTree& tree = view.tree;
+  DemandTracker need(view, demand, PlanScope::kLanes);
+  CascadeWalk walk(tree, Tier::kDevice, 1);
+  const auto whole = [&](const Node& n) { return static_cast<int64_t>(n.pages.size()); };
+  for (const EvictionPriority& c : tree.candidates(Tier::kDevice)) {
+    const Node& n = tree.node(c.id);
+    walk.Push(0, Key(n, whole(n)));
+  }
+  EvictionPlan plan;
+  std::unordered_map<NodeId, size_t> planned;  // victim -> its index in the plan (lookups only)
+  const auto entry = [&](const Node& n) -> size_t {
+    const auto [it, added] = planned.emplace(n.id, plan.victims.size());
+    if (added) {
+      AddVictim(plan, n, walk.ViaCascade(n.id));
+      plan.tail_pages.push_back(0);
+    }
+    return it->second;
+  };
+  while (!need.Done() && !walk.Empty(0)) {
+    const Node& n = tree.node(walk.Top(0).id);
+    if (!need.Useful(n)) {
+      walk.Pop(0);
+      continue;
+    }
+    const auto it = planned.find(n.id);
+    const int64_t left = whole(n) - (it == planned.end() ? 0 : plan.tail_pages[it->second]);
+    const int64_t run = TailRun(n, left);
+    if (run < left) {  // evict the tail of the lowest class; the head waits under its own key
+      walk.Pop(0);
+      plan.tail_pages[entry(n)] += run;
+      need.Count(n, left - run, left);
+      walk.Push(0, Key(n, left - run));
+      continue;
+    }
+    const size_t i = entry(n);
+    plan.tail_pages[i] = 0;  // the whole node goes
+    need.Count(n, 0, left);
+    const NodeId parent = walk.Take(0);
+    if (parent != kNoNode) {
+      const Node& p = tree.node(parent);
+      walk.Push(0, Key(p, whole(p)));
+    }
+  }
+  bool partial = false;
+  for (int64_t t : plan.tail_pages) partial |= t != 0;
+  if (!partial) plan.tail_pages.clear();
+  return plan;
+}
+
+// The same walk as Plan's filing path, over the index: the set's candidates in order, merged
+// with a heap of what the plan itself makes candidates (parents unlocked by the cascade, heads
+// left by a tail eviction), each under its key.
+EvictionPlan SeenLruPolicy::PlanIndexed(const CacheView& view, const LaneDemand& demand) const {
+  const RadixTree& tree = view.tree;
+  DemandTracker need(view, demand, PlanScope::kLanes);
+  const auto whole = [&](const Node& n) { return static_cast<int64_t>(n.pages.size()); };
+  std::vector<EvictionPriority> heap;  // min-heap
+  const auto push = [&](const EvictionPriority& k) {
+    heap.push_back(k);
+    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  };
+  // A plan has few victims: its bookkeeping is searched linearly. Victim i is plan.victims[i].
+  std::vector<std::pair<NodeId, uint32_t>> removed;  // planned-away children per parent
+  std::vector<NodeId> cascaded;                      // candidates only through this plan
+  EvictionPlan plan;
+  const auto find = [&](NodeId id) -> int64_t {
+    for (size_t i = 0; i < plan.victims.size(); ++i)
+      if (plan.victims[i] == id) return static_cast<int64_t>(i);
+    return -1;
+  };
+  const auto entry = [&](const Node& n) -> size_t {
+    const int64_t i = find(n.id);
+    if (i >= 0) return static_cast<size_t>(i);
+    AddVictim(plan, n, std::find(cascaded.begin(), cascaded.end(), n.id) != cascaded.end());
+    plan.tail_pages.push_back(0);
+    return plan.victims.size() - 1;
+  };
+  const auto remove_child = [&](NodeId parent) -> uint32_t {
+    for (auto& [id, k] : removed)
+      if (id == parent) return ++k;
+    removed.emplace_back(parent, 1);
+    return 1;
+  };
+  auto next = index_.set().begin();
+  const auto end = index_.set().end();
+  while (!need.Done() && (next != end || !heap.empty())) {
+    const bool from_heap = next == end || (!heap.empty() && heap.front() < *next);
+    const EvictionPriority at = from_heap ? heap.front() : *next;
+    if (from_heap) {
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+      heap.pop_back();
+    } else {
+      ++next;
+    }
+    const Node& n = tree.node(at.id);
+    const int64_t known = find(n.id);
+    if (!from_heap && known >= 0) continue;  // met again under its new key
+    if (!need.Useful(n)) continue;
+    const int64_t left = whole(n) - (known < 0 ? 0 : plan.tail_pages[static_cast<size_t>(known)]);
+    const int64_t run = TailRun(n, left);
+    if (run < left) {
+      plan.tail_pages[entry(n)] += run;
+      need.Count(n, left - run, left);
+      push(Key(n, left - run));
+      continue;
+    }
+    const size_t i = entry(n);
+    plan.tail_pages[i] = 0;
+    need.Count(n, 0, left);
+    if (n.parent != kRootId && n.parent != kNoNode) {
+      const Node& p = tree.node(n.parent);
+      if (CandidateAfterRemoving(p, Tier::kDevice, remove_child(p.id))) {
+        cascaded.push_back(p.id);
+        push(Key(p, whole(p)));
+      }
+    }
+  }
+  bool partial = false;
+  for (int64_t t : plan.tail_pages) partial |= t != 0;
+  if (!partial) plan.tail_pages.clear();
+  return plan;
+}
+
+}  // namespace
+
+std::unique_ptr<CachePolicy> MakeSeenLruPolicy(const ReplayConfig& cfg, const Trace& trace) {
+  return std::make_unique<SeenLruPolicy>(cfg, trace, false);
+}
+
+std::unique_ptr<CachePolicy> MakeSeenLruHostPolicy(const ReplayConfig& cfg, const Trace& trace) {
+  return std::make_unique<SeenLruPolicy>(cfg, trace, true);
+}
+
+}  // namespace kvlanes
