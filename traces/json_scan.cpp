@@ -531,6 +531,7 @@ void RecordScanner::IntList(TextScanner& s, RecordField& f) {
         }
         f.list.push_back(0);
       }
+      if (s.PlainIntSeparator()) continue;
       if (!s.ListGoesOn(']', "',' or ']'")) break;
     }
   }

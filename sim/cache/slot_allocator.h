@@ -23,8 +23,12 @@ class SlotAllocator {
         global_free_.push_back(static_cast<uint64_t>(g));
     } else {
       per_lane_free_.resize(lanes);
-      for (auto& q : per_lane_free_)
-        for (int64_t s = 0; s < per_lane; ++s) q.push_back(static_cast<uint32_t>(s));
+      for (auto& q : per_lane_free_) {
+        q.slots.resize(static_cast<size_t>(per_lane));
+        for (int64_t s = 0; s < per_lane; ++s)
+          q.slots[static_cast<size_t>(s)] = static_cast<uint32_t>(s);
+        q.count = static_cast<size_t>(per_lane);
+      }
     }
   }
 
@@ -57,9 +61,7 @@ class SlotAllocator {
       }
       KV_CHECK(false, "free count of lane " << lane << " disagrees with the free list");
     }
-    uint32_t s = per_lane_free_[lane].front();
-    per_lane_free_[lane].pop_front();
-    return s;
+    return per_lane_free_[lane].PopFront();
   }
   // Next free slot of the global list as (lane, lane-local slot). REQUIRES: global_modulo().
   std::pair<int, uint32_t> AllocAny() {
@@ -80,14 +82,14 @@ class SlotAllocator {
     return out;
   }
   void Free(int lane, uint32_t slot) {
+    KV_CHECK(free_count_[lane] < per_lane_, "lane " << lane << " freed more slots than it has");
     if (global_) {
       global_free_.push_back(uint64_t{slot} * static_cast<uint64_t>(lanes_) +
                              static_cast<uint64_t>(lane));
     } else {
-      per_lane_free_[lane].push_back(slot);
+      per_lane_free_[lane].PushBack(slot);
     }
     ++free_count_[lane];
-    KV_CHECK(free_count_[lane] <= per_lane_, "lane " << lane << " freed more slots than it has");
   }
 
  private:
@@ -95,7 +97,26 @@ class SlotAllocator {
   int64_t per_lane_;
   bool global_;
   std::vector<int64_t> free_count_;
-  std::vector<std::deque<uint32_t>> per_lane_free_;
+  // A lane's free slots in FIFO order: a ring over a buffer of the lane's capacity (a lane never
+  // holds more free slots than it has), so freeing and allocating a slot touch no allocator.
+  struct FreeRing {
+    std::vector<uint32_t> slots;
+    size_t head = 0;   // index of the oldest free slot
+    size_t count = 0;  // free slots held
+    uint32_t PopFront() {
+      const uint32_t s = slots[head];
+      if (++head == slots.size()) head = 0;
+      --count;
+      return s;
+    }
+    void PushBack(uint32_t s) {
+      size_t tail = head + count;
+      if (tail >= slots.size()) tail -= slots.size();
+      slots[tail] = s;
+      ++count;
+    }
+  };
+  std::vector<FreeRing> per_lane_free_;
   std::deque<uint64_t> global_free_;
 };
 
