@@ -719,15 +719,19 @@ void ReplayEngine::AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& 
   std::vector<PageInfo> pages(b - a);
   std::vector<uint32_t> dev(w.s.slots.begin() + static_cast<ptrdiff_t>(a),
                             w.s.slots.begin() + static_cast<ptrdiff_t>(b));
+  const uint16_t* owners = w.s.owners.data();
+  int64_t* in_flight = w.s.in_flight_pages.data();
+  PageInfo* info = pages.data();
   for (size_t k = a; k < b; ++k) {
-    const uint16_t owner = w.s.owners[k];
-    pages[k - a] = PageInfo{owner, w.extent_id};
-    if (w.rec)
-      w.rec->new_pages.push_back(
-          NewPage{w.start + static_cast<int64_t>(k), owner, w.s.slots[k], w.extent_id});
-    ++w.s.in_flight_pages[owner];
-    w.s.slots[k] = kNoSlot;
+    info[k - a] = PageInfo{owners[k], w.extent_id};
+    ++in_flight[owners[k]];
   }
+  if (w.rec)
+    for (size_t k = a; k < b; ++k)
+      w.rec->new_pages.push_back(
+          NewPage{w.start + static_cast<int64_t>(k), owners[k], w.s.slots[k], w.extent_id});
+  std::fill(w.s.slots.begin() + static_cast<ptrdiff_t>(a),
+            w.s.slots.begin() + static_cast<ptrdiff_t>(b), kNoSlot);
   ApplyInFlight(w, -1);
   // A new leaf counts its own insert as a hit (write_through backs it up at once).
   const NodeId leaf =
