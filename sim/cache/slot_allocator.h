@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <utility>
 #include <vector>
@@ -48,19 +49,13 @@ class SlotAllocator {
   // A free slot on `lane`. In global_modulo mode this is the first free global slot of that
   // lane (a scan; used only for pages whose owner is already fixed, e.g. load-back).
   // REQUIRES: free_pages(lane) > 0.
+  // Alloc and Free run once per page: their checks fail out of line (CheckFailed), so that the
+  // calls stay small enough to inline.
   uint32_t Alloc(int lane) {
-    KV_CHECK(free_count_[lane] > 0, "Alloc on lane " << lane << " with no free slot");
+    if (free_count_[lane] <= 0) [[unlikely]]
+      CheckFailed(lane, "Alloc on lane ", " with no free slot");
     --free_count_[lane];
-    if (global_) {
-      for (auto it = global_free_.begin(); it != global_free_.end(); ++it) {
-        if (static_cast<int>(*it % static_cast<uint64_t>(lanes_)) == lane) {
-          const uint64_t g = *it;
-          global_free_.erase(it);
-          return static_cast<uint32_t>(g / static_cast<uint64_t>(lanes_));
-        }
-      }
-      KV_CHECK(false, "free count of lane " << lane << " disagrees with the free list");
-    }
+    if (global_) return AllocGlobal(lane);
     return per_lane_free_[lane].PopFront();
   }
   // Next free slot of the global list as (lane, lane-local slot). REQUIRES: global_modulo().
@@ -82,7 +77,8 @@ class SlotAllocator {
     return out;
   }
   void Free(int lane, uint32_t slot) {
-    KV_CHECK(free_count_[lane] < per_lane_, "lane " << lane << " freed more slots than it has");
+    if (free_count_[lane] >= per_lane_) [[unlikely]]
+      CheckFailed(lane, "lane ", " freed more slots than it has");
     if (global_) {
       global_free_.push_back(uint64_t{slot} * static_cast<uint64_t>(lanes_) +
                              static_cast<uint64_t>(lane));
@@ -93,6 +89,25 @@ class SlotAllocator {
   }
 
  private:
+  // Aborts with "<before><lane><after>" as a failed KV_CHECK does.
+  [[noreturn, gnu::noinline, gnu::cold]] static void CheckFailed(int lane, const char* before,
+                                                                 const char* after) {
+    KV_CHECK(false, before << lane << after);
+    std::abort();
+  }
+  // global_modulo: the first free global slot of `lane` (a scan of the list).
+  [[gnu::noinline]] uint32_t AllocGlobal(int lane) {
+    for (auto it = global_free_.begin(); it != global_free_.end(); ++it) {
+      if (static_cast<int>(*it % static_cast<uint64_t>(lanes_)) == lane) {
+        const uint64_t g = *it;
+        global_free_.erase(it);
+        return static_cast<uint32_t>(g / static_cast<uint64_t>(lanes_));
+      }
+    }
+    KV_CHECK(false, "free count of lane " << lane << " disagrees with the free list");
+    std::abort();
+  }
+
   int lanes_;
   int64_t per_lane_;
   bool global_;

@@ -722,9 +722,14 @@ void ReplayEngine::AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& 
   const uint16_t* owners = w.s.owners.data();
   int64_t* in_flight = w.s.in_flight_pages.data();
   PageInfo* info = pages.data();
-  for (size_t k = a; k < b; ++k) {
-    info[k - a] = PageInfo{owners[k], w.extent_id};
-    ++in_flight[owners[k]];
+  if (ranks_ == 1) {  // every owner is 0 (checked at placement): one count, no per-page chain
+    for (size_t k = a; k < b; ++k) info[k - a] = PageInfo{owners[k], w.extent_id};
+    in_flight[0] += static_cast<int64_t>(b - a);
+  } else {
+    for (size_t k = a; k < b; ++k) {
+      info[k - a] = PageInfo{owners[k], w.extent_id};
+      ++in_flight[owners[k]];
+    }
   }
   if (w.rec)
     for (size_t k = a; k < b; ++k)
