@@ -313,49 +313,6 @@ std::string_view TextScanner::String(std::string* decoded) {
   Syntax("unterminated string");
 }
 
-bool TextScanner::FastUnsigned(uint64_t* out) {
-  const char* p = p_;
-  if (p >= e_ || static_cast<unsigned char>(*p - '0') > 9) return false;
-  uint64_t v = 0;
-  if (e_ - p >= 8) {
-    // Eight bytes at once (SWAR): the digits are the bytes below the first one whose value minus
-    // '0' is not 0..9 (a borrow or carry only reaches bytes after that one, which are not used).
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    const uint64_t x = w - 0x3030303030303030ull;
-    const uint64_t non_digit = (x | (x + 0x0606060606060606ull)) & 0xF0F0F0F0F0F0F0F0ull;
-    const int len = non_digit == 0 ? 8 : __builtin_ctzll(non_digit) / 8;
-    if (len > 1 && *p == '0') return false;  // a leading zero: the full scanner reports it
-    // The digits, most significant first in memory, moved to the top bytes (the bytes below
-    // become leading zeros), then combined pairwise: 2 digits, 4, 8.
-    uint64_t y = len == 8 ? x : x << (8 * (8 - len));
-    y = ((y & 0x0F0F0F0F0F0F0F0Full) * 2561) >> 8;
-    y = ((y & 0x00FF00FF00FF00FFull) * 6553601) >> 16;
-    v = ((y & 0x0000FFFF0000FFFFull) * 42949672960001ull) >> 32;
-    p += len;
-    if (len == 8) {
-      // Longer numbers (rare: ids are below 2^40): digit by digit, up to 20 in all.
-      int n = 8;
-      while (p < e_ && static_cast<unsigned char>(*p - '0') <= 9) {
-        const uint64_t d = static_cast<uint64_t>(*p - '0');
-        if (++n > 20 || v > (std::numeric_limits<uint64_t>::max() - d) / 10) return false;
-        v = v * 10 + d;
-        ++p;
-      }
-    }
-  } else {
-    if (*p == '0' && p + 1 < e_ && static_cast<unsigned char>(p[1] - '0') <= 9) return false;
-    while (p < e_ && static_cast<unsigned char>(*p - '0') <= 9) {
-      v = v * 10 + static_cast<uint64_t>(*p - '0');  // at most 7 digits here: no overflow
-      ++p;
-    }
-  }
-  if (p < e_ && (*p == '.' || *p == 'e' || *p == 'E')) return false;
-  *out = v;
-  p_ = p;
-  return true;
-}
-
 RawValue TextScanner::Value(int depth) {
   Ws();
   RawValue v;
@@ -531,6 +488,7 @@ void RecordScanner::IntList(TextScanner& s, RecordField& f) {
         }
         f.list.push_back(0);
       }
+      if (s.PlainIntSeparator()) continue;
       if (!s.ListGoesOn(']', "',' or ']'")) break;
     }
   }

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
+#include <limits>
 #include <set>
 #include <string>
 #include <string_view>
@@ -120,6 +122,21 @@ class TextScanner {
   // At a digit: reads a plain non-negative integer literal below 2^64 (no fraction, exponent or
   // leading zero) and moves past it; false (cursor unchanged) for anything else.
   bool FastUnsigned(uint64_t* out);
+  // After an array element: a ',' (with one space after it, or none) before a digit, the usual
+  // separator of an integer list, moved past (true); anything else leaves the cursor for
+  // ListGoesOn (false). Accepts only what ListGoesOn accepts, with the same result.
+  bool PlainIntSeparator() {
+    if (e_ - p_ < 3 || p_[0] != ',') return false;
+    if (static_cast<unsigned char>(p_[1] - '0') <= 9) {
+      p_ += 1;
+      return true;
+    }
+    if (p_[1] == ' ' && static_cast<unsigned char>(p_[2] - '0') <= 9) {
+      p_ += 2;
+      return true;
+    }
+    return false;
+  }
 
  private:
   // Inside a container, at a member: reads the key (objects) and a scalar value; true when the
@@ -134,6 +151,50 @@ class TextScanner {
   const std::string& file_;
   int64_t line_;
 };
+
+// Inline: it runs once per integer of every hash_ids list, the reader's innermost loop.
+inline bool TextScanner::FastUnsigned(uint64_t* out) {
+  const char* p = p_;
+  if (p >= e_ || static_cast<unsigned char>(*p - '0') > 9) return false;
+  uint64_t v = 0;
+  if (e_ - p >= 8) {
+    // Eight bytes at once (SWAR): the digits are the bytes below the first one whose value minus
+    // '0' is not 0..9 (a borrow or carry only reaches bytes after that one, which are not used).
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    const uint64_t x = w - 0x3030303030303030ull;
+    const uint64_t non_digit = (x | (x + 0x0606060606060606ull)) & 0xF0F0F0F0F0F0F0F0ull;
+    const int len = non_digit == 0 ? 8 : __builtin_ctzll(non_digit) / 8;
+    if (len > 1 && *p == '0') return false;  // a leading zero: the full scanner reports it
+    // The digits, most significant first in memory, moved to the top bytes (the bytes below
+    // become leading zeros), then combined pairwise: 2 digits, 4, 8.
+    uint64_t y = len == 8 ? x : x << (8 * (8 - len));
+    y = ((y & 0x0F0F0F0F0F0F0F0Full) * 2561) >> 8;
+    y = ((y & 0x00FF00FF00FF00FFull) * 6553601) >> 16;
+    v = ((y & 0x0000FFFF0000FFFFull) * 42949672960001ull) >> 32;
+    p += len;
+    if (len == 8) {
+      // Longer numbers (rare: ids are below 2^40): digit by digit, up to 20 in all.
+      int n = 8;
+      while (p < e_ && static_cast<unsigned char>(*p - '0') <= 9) {
+        const uint64_t d = static_cast<uint64_t>(*p - '0');
+        if (++n > 20 || v > (std::numeric_limits<uint64_t>::max() - d) / 10) return false;
+        v = v * 10 + d;
+        ++p;
+      }
+    }
+  } else {
+    if (*p == '0' && p + 1 < e_ && static_cast<unsigned char>(p[1] - '0') <= 9) return false;
+    while (p < e_ && static_cast<unsigned char>(*p - '0') <= 9) {
+      v = v * 10 + static_cast<uint64_t>(*p - '0');  // at most 7 digits here: no overflow
+      ++p;
+    }
+  }
+  if (p < e_ && (*p == '.' || *p == 'e' || *p == 'E')) return false;
+  *out = v;
+  p_ = p;
+  return true;
+}
 
 // One field a JSONL reader wants from each record.
 struct RecordField {

@@ -383,16 +383,25 @@ Trace LoadTrace(const std::vector<std::string>& paths, std::optional<TraceFormat
     const uint64_t ns = static_cast<uint64_t>(i) << kIdBits;
     for (Request& r : ft.requests) {
       r.source = static_cast<uint32_t>(i);
-      for (uint64_t& id : r.block_ids) id |= ns;
+      if (ns != 0)  // the first file's namespace is 0: its ids stay as they are
+        for (uint64_t& id : r.block_ids) id |= ns;
     }
     trace.sources.push_back(path);
-    trace.requests.insert(trace.requests.end(), std::make_move_iterator(ft.requests.begin()),
-                          std::make_move_iterator(ft.requests.end()));
+    if (trace.requests.empty()) {
+      trace.requests = std::move(ft.requests);
+    } else {
+      trace.requests.insert(trace.requests.end(), std::make_move_iterator(ft.requests.begin()),
+                            std::make_move_iterator(ft.requests.end()));
+    }
   }
   // Each file's list is in time order; a stable sort by time over the concatenation (in file
-  // order) breaks ties by source, then by position inside the file.
-  std::stable_sort(trace.requests.begin(), trace.requests.end(),
-                   [](const Request& a, const Request& b) { return a.arrival_ns < b.arrival_ns; });
+  // order) breaks ties by source, then by position inside the file. A list already in order (one
+  // file, or files one after another in time) is left as it is: the sort would not move it.
+  const auto by_time = [](const Request& a, const Request& b) {
+    return a.arrival_ns < b.arrival_ns;
+  };
+  if (!std::is_sorted(trace.requests.begin(), trace.requests.end(), by_time))
+    std::stable_sort(trace.requests.begin(), trace.requests.end(), by_time);
   return trace;
 }
 

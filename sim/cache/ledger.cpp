@@ -34,6 +34,12 @@ const std::vector<int64_t>& Ledger::PagesPerLane(const Node& n) {
 }
 
 void Ledger::OnResidency(const Node& n, Tier tier, int sign) {
+  if (device_.size() == 1) {  // one lane: every page is its own
+    if (n.pages.empty()) return;
+    const int64_t d = sign * static_cast<int64_t>(n.pages.size());
+    Bump(mut(tier, 0), d, n.lock > 0 ? d : 0);
+    return;
+  }
   const std::vector<int64_t>& per_lane = PagesPerLane(n);
   for (size_t r = 0; r < per_lane.size(); ++r) {
     if (per_lane[r] == 0) continue;
@@ -44,6 +50,14 @@ void Ledger::OnResidency(const Node& n, Tier tier, int sign) {
 
 void Ledger::OnLock(const Node& n, bool locked) {
   if (!n.on_device() && !n.on_host()) return;
+  if (device_.size() == 1) {  // one lane: every page is its own
+    if (n.pages.empty()) return;
+    const int64_t d =
+        locked ? static_cast<int64_t>(n.pages.size()) : -static_cast<int64_t>(n.pages.size());
+    if (n.on_device()) Bump(device_[0], 0, d);
+    if (n.on_host()) Bump(host_[0], 0, d);
+    return;
+  }
   const std::vector<int64_t>& per_lane = PagesPerLane(n);
   for (size_t r = 0; r < per_lane.size(); ++r) {
     if (per_lane[r] == 0) continue;

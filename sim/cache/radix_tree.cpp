@@ -32,8 +32,7 @@ NodeId RadixTree::NewNode() {
 }
 
 NodeId RadixTree::Child(NodeId parent, const PageKey& first) const {
-  auto it = children_.find(ChildKey{parent, first});
-  return it == children_.end() ? kNoNode : it->second;
+  return children_.Find(parent, first);
 }
 
 EvictionPriority RadixTree::Priority(const Node& n) const {
@@ -129,19 +128,30 @@ NodeId RadixTree::Split(NodeId id, int64_t m, uint64_t epoch) {
   up.device_children = c.on_device() ? 1 : 0;
   c.first_page += m;
   c.parent = up_id;
-  children_[ChildKey{up.parent, up.keys.front()}] = up_id;
-  children_.emplace(ChildKey{up_id, c.keys.front()}, id);
+  children_.Set(up.parent, up.keys.front(), up_id);
+  children_.Set(up_id, c.keys.front(), id);
   Refresh(up_id);
   Refresh(id);
   return up_id;
 }
 
+template <class OnNode>
 int64_t RadixTree::Walk(std::span<const PageKey> keys, uint64_t epoch, NodeId* last,
-                        const std::function<void(NodeId, int64_t)>& on_node) {
+                        OnNode&& on_node, std::span<const PathStep> resume) {
   NodeId node = kRootId;
   Touch(kRootId, epoch);
   int64_t i = 0;
   const int64_t n = static_cast<int64_t>(keys.size());
+  for (const PathStep& st : resume) {
+    const Node& sn = this->node(st.node);
+    KV_CHECK(sn.alive && sn.parent == node && st.first == i &&
+                 i + static_cast<int64_t>(sn.keys.size()) <= n,
+             "resumed walk: node " << st.node << " is not the next wholly matched node");
+    Touch(st.node, epoch);
+    i += static_cast<int64_t>(sn.keys.size());
+    on_node(st.node, st.first);
+    node = st.node;
+  }
   while (i < n) {
     const NodeId c = Child(node, keys[i]);
     if (c == kNoNode) break;
@@ -161,26 +171,34 @@ int64_t RadixTree::Walk(std::span<const PageKey> keys, uint64_t epoch, NodeId* l
   return i;
 }
 
-MatchResult RadixTree::Match(std::span<const PageKey> keys, uint64_t epoch) {
+MatchResult RadixTree::Match(std::span<const PageKey> keys, uint64_t epoch,
+                             std::vector<PathStep>* path) {
   MatchResult r;
+  if (path) path->clear();
   const int64_t matched = Walk(keys, epoch, &r.last_node, [&](NodeId id, int64_t first) {
-    if (mutable_node(id).on_device()) {
-      r.device_pages = first + static_cast<int64_t>(mutable_node(id).keys.size());
+    const Node& n = node(id);
+    if (n.on_device()) {
+      r.device_pages = first + static_cast<int64_t>(n.keys.size());
       r.device_node = id;
     }
+    if (path) path->push_back(PathStep{id, first});
   });
   r.host_pages = matched - r.device_pages;
   return r;
 }
 
 RadixTree::InsertWalk RadixTree::WalkForInsert(std::span<const PageKey> keys, uint64_t epoch,
-                                               const std::function<void(NodeId, int64_t)>& visit) {
+                                               const std::function<void(NodeId, int64_t)>& visit,
+                                               std::span<const PathStep> matched) {
   InsertWalk w;
-  w.consumed = Walk(keys, epoch, &w.node, [&](NodeId id, int64_t first) {
-    ++mutable_node(id).hit_count;
-    Refresh(id);
-    visit(id, first);
-  });
+  w.consumed = Walk(
+      keys, epoch, &w.node,
+      [&](NodeId id, int64_t first) {
+        ++mutable_node(id).hit_count;
+        Refresh(id);
+        visit(id, first);
+      },
+      matched);
   return w;
 }
 
@@ -199,7 +217,7 @@ NodeId RadixTree::AddLeaf(NodeId parent, std::vector<PageKey> keys, std::vector<
   leaf.device_slot = std::move(device_slots);
   leaf.last_access = epoch;
   leaf.hit_count = hit_count;
-  children_.emplace(ChildKey{parent, leaf.keys.front()}, id);
+  children_.Set(parent, leaf.keys.front(), id);
   AdjustParentCounts(parent, +1, +1);
   Refresh(id);
   return id;
@@ -227,7 +245,7 @@ void RadixTree::Remove(NodeId id) {
   KV_CHECK(id != kRootId && n.alive, "cannot remove root or a dead node");
   KV_CHECK(n.num_children == 0 && n.lock == 0 && !n.on_device() && !n.on_host(),
            "removing node " << id << " that has children, a lock or residency");
-  children_.erase(ChildKey{n.parent, n.keys.front()});
+  KV_CHECK(children_.Erase(n.parent, n.keys.front()), "child index misses node " << id);
   n.alive = false;
   --alive_;
   Refresh(id);  // leaves both candidate sets
@@ -271,8 +289,7 @@ void RadixTree::CheckStructure() const {
     KV_CHECK(node(n.parent).alive, "node " << n.id << " has a dead parent");
     KV_CHECK(!n.keys.empty() && n.keys.size() == n.pages.size(), "node " << n.id << " keys/pages");
     KV_CHECK(n.on_device() || n.on_host(), "node " << n.id << " is resident nowhere");
-    auto it = children_.find(ChildKey{n.parent, n.keys.front()});
-    KV_CHECK(it != children_.end() && it->second == n.id, "child map misses node " << n.id);
+    KV_CHECK(children_.Find(n.parent, n.keys.front()) == n.id, "child map misses node " << n.id);
     ++kids[n.parent];
     if (n.on_device()) {
       ++dev_kids[n.parent];

@@ -10,9 +10,9 @@
 #include <functional>
 #include <set>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
+#include "sim/cache/child_index.h"
 #include "sim/cache/eviction_order.h"
 #include "traces/trace.h"
 
@@ -96,10 +96,18 @@ class RadixTree {
   // Child of `parent` whose first key is `first`, or kNoNode.
   NodeId Child(NodeId parent, const PageKey& first) const;
 
+  // A node a walk passed, with the index in the walked keys of its first key.
+  struct PathStep {
+    NodeId node = kNoNode;
+    int64_t first = 0;
+  };
+
   // Longest matched prefix of `keys`. Refreshes last_access of every node visited (and the
   // root) to `epoch`; splits a node on a partial match (the upper part gets the lock count,
   // hit count, residency of the child, and last_access = epoch). Hit counts do not change.
-  MatchResult Match(std::span<const PageKey> keys, uint64_t epoch);
+  // When `path` is given it receives the nodes passed, top-down (each wholly matched).
+  MatchResult Match(std::span<const PageKey> keys, uint64_t epoch,
+                    std::vector<PathStep>* path = nullptr);
 
   // Walks `keys` from the root exactly as Match does (refresh, split), incrementing hit_count of
   // each existing node passed, and calls `visit(node_id, first_page_index_in_keys)` for each
@@ -109,8 +117,12 @@ class RadixTree {
     NodeId node = kRootId;
     int64_t consumed = 0;
   };
+  // `matched`: the path a Match of a prefix of `keys` recorded, when no node on it has changed
+  // structure since (locked nodes do not: only candidates are evicted or split). Those nodes are
+  // taken as they are, without looking their keys up again; the result is the same as walking.
   InsertWalk WalkForInsert(std::span<const PageKey> keys, uint64_t epoch,
-                           const std::function<void(NodeId, int64_t)>& visit);
+                           const std::function<void(NodeId, int64_t)>& visit,
+                           std::span<const PathStep> matched = {});
 
   // Adds a device-resident leaf under `parent` holding `keys`/`pages`/`device_slots`.
   // REQUIRES: no child of parent starts with keys[0]; sizes equal and > 0.
@@ -156,22 +168,15 @@ class RadixTree {
   void CheckStructure() const;
 
  private:
-  struct ChildKey {
-    NodeId parent;
-    PageKey first;
-    friend bool operator==(const ChildKey&, const ChildKey&) = default;
-  };
-  struct ChildKeyHash {
-    size_t operator()(const ChildKey& k) const {
-      return PageKeyHash{}(k.first) ^ (uint64_t{k.parent} * 0x9E3779B97F4A7C15ull);
-    }
-  };
-
   // The walk shared by Match and WalkForInsert (refsim's _walk): from the root, refresh each
   // node reached, split on a partial match, call on_node(node passed, its first key index).
   // Returns the keys consumed; *last = the deepest node passed (root if none).
-  int64_t Walk(std::span<const PageKey> keys, uint64_t epoch, NodeId* last,
-               const std::function<void(NodeId, int64_t)>& on_node);
+  // A template over the callback (defined and instantiated in radix_tree.cpp only): the walk
+  // runs for every request, and a std::function call per node costs an indirect call each.
+  // `resume`: nodes known to match (WalkForInsert's `matched`), taken before the lookups begin.
+  template <class OnNode>
+  int64_t Walk(std::span<const PageKey> keys, uint64_t epoch, NodeId* last, OnNode&& on_node,
+               std::span<const PathStep> resume = {});
   NodeId NewNode();
   // Splits `id` after `m` pages; returns the new upper node (which takes id's place).
   NodeId Split(NodeId id, int64_t m, uint64_t epoch);
@@ -185,7 +190,7 @@ class RadixTree {
   std::vector<uint32_t> slot_of_;
   std::vector<uint32_t> free_slots_;
   size_t alive_ = 0;
-  std::unordered_map<ChildKey, NodeId, ChildKeyHash> children_;
+  ChildIndex children_;  // (parent, first key) -> child
   CandidateSet device_set_;
   CandidateSet host_set_;
   CandidateObserver* observer_ = nullptr;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <utility>
 #include <vector>
@@ -23,8 +24,12 @@ class SlotAllocator {
         global_free_.push_back(static_cast<uint64_t>(g));
     } else {
       per_lane_free_.resize(lanes);
-      for (auto& q : per_lane_free_)
-        for (int64_t s = 0; s < per_lane; ++s) q.push_back(static_cast<uint32_t>(s));
+      for (auto& q : per_lane_free_) {
+        q.slots.resize(static_cast<size_t>(per_lane));
+        for (int64_t s = 0; s < per_lane; ++s)
+          q.slots[static_cast<size_t>(s)] = static_cast<uint32_t>(s);
+        q.count = static_cast<size_t>(per_lane);
+      }
     }
   }
 
@@ -44,22 +49,14 @@ class SlotAllocator {
   // A free slot on `lane`. In global_modulo mode this is the first free global slot of that
   // lane (a scan; used only for pages whose owner is already fixed, e.g. load-back).
   // REQUIRES: free_pages(lane) > 0.
+  // Alloc and Free run once per page: their checks fail out of line (CheckFailed), so that the
+  // calls stay small enough to inline.
   uint32_t Alloc(int lane) {
-    KV_CHECK(free_count_[lane] > 0, "Alloc on lane " << lane << " with no free slot");
+    if (free_count_[lane] <= 0) [[unlikely]]
+      CheckFailed(lane, "Alloc on lane ", " with no free slot");
     --free_count_[lane];
-    if (global_) {
-      for (auto it = global_free_.begin(); it != global_free_.end(); ++it) {
-        if (static_cast<int>(*it % static_cast<uint64_t>(lanes_)) == lane) {
-          const uint64_t g = *it;
-          global_free_.erase(it);
-          return static_cast<uint32_t>(g / static_cast<uint64_t>(lanes_));
-        }
-      }
-      KV_CHECK(false, "free count of lane " << lane << " disagrees with the free list");
-    }
-    uint32_t s = per_lane_free_[lane].front();
-    per_lane_free_[lane].pop_front();
-    return s;
+    if (global_) return AllocGlobal(lane);
+    return per_lane_free_[lane].PopFront();
   }
   // Next free slot of the global list as (lane, lane-local slot). REQUIRES: global_modulo().
   std::pair<int, uint32_t> AllocAny() {
@@ -80,22 +77,61 @@ class SlotAllocator {
     return out;
   }
   void Free(int lane, uint32_t slot) {
+    if (free_count_[lane] >= per_lane_) [[unlikely]]
+      CheckFailed(lane, "lane ", " freed more slots than it has");
     if (global_) {
       global_free_.push_back(uint64_t{slot} * static_cast<uint64_t>(lanes_) +
                              static_cast<uint64_t>(lane));
     } else {
-      per_lane_free_[lane].push_back(slot);
+      per_lane_free_[lane].PushBack(slot);
     }
     ++free_count_[lane];
-    KV_CHECK(free_count_[lane] <= per_lane_, "lane " << lane << " freed more slots than it has");
   }
 
  private:
+  // Aborts with "<before><lane><after>" as a failed KV_CHECK does.
+  [[noreturn, gnu::noinline, gnu::cold]] static void CheckFailed(int lane, const char* before,
+                                                                 const char* after) {
+    KV_CHECK(false, before << lane << after);
+    std::abort();
+  }
+  // global_modulo: the first free global slot of `lane` (a scan of the list).
+  [[gnu::noinline]] uint32_t AllocGlobal(int lane) {
+    for (auto it = global_free_.begin(); it != global_free_.end(); ++it) {
+      if (static_cast<int>(*it % static_cast<uint64_t>(lanes_)) == lane) {
+        const uint64_t g = *it;
+        global_free_.erase(it);
+        return static_cast<uint32_t>(g / static_cast<uint64_t>(lanes_));
+      }
+    }
+    KV_CHECK(false, "free count of lane " << lane << " disagrees with the free list");
+    std::abort();
+  }
+
   int lanes_;
   int64_t per_lane_;
   bool global_;
   std::vector<int64_t> free_count_;
-  std::vector<std::deque<uint32_t>> per_lane_free_;
+  // A lane's free slots in FIFO order: a ring over a buffer of the lane's capacity (a lane never
+  // holds more free slots than it has), so freeing and allocating a slot touch no allocator.
+  struct FreeRing {
+    std::vector<uint32_t> slots;
+    size_t head = 0;   // index of the oldest free slot
+    size_t count = 0;  // free slots held
+    uint32_t PopFront() {
+      const uint32_t s = slots[head];
+      if (++head == slots.size()) head = 0;
+      --count;
+      return s;
+    }
+    void PushBack(uint32_t s) {
+      size_t tail = head + count;
+      if (tail >= slots.size()) tail -= slots.size();
+      slots[tail] = s;
+      ++count;
+    }
+  };
+  std::vector<FreeRing> per_lane_free_;
   std::deque<uint64_t> global_free_;
 };
 

@@ -30,7 +30,7 @@ struct ReplayEngine::RequestWork {
   int64_t end = 0;        // first bypassed page
   int64_t keyed_c = 0;    // keyed pages inserted
   uint32_t extent_id = 0;
-  LaneDemand need{};  // device pages the computed pages need, per lane (or any lane)
+  LaneDemand& need = s.need;  // device pages the computed pages need, per lane (or any lane)
   bool proven_zigzag = false;
   bool proven_owner_major = false;
   NodeId inserted_node = kRootId;  // deepest node holding the inserted pages (root: none)
@@ -169,7 +169,7 @@ void ReplayEngine::EvictFromDevice(RequestWork& w, NodeId id) {
   ledger_.OnResidency(n, Tier::kDevice, -1);
   for (size_t j = 0; j < n.pages.size(); ++j) {
     device_slots_.Free(n.pages[j].owner, n.device_slot[j]);
-    RecordFree(w, Tier::kDevice, n.pages[j].owner, n.device_slot[j]);
+    if (w.rec) RecordFree(w, Tier::kDevice, n.pages[j].owner, n.device_slot[j]);
   }
   c_.evicted_device_pages += static_cast<int64_t>(n.pages.size());
   tree_.SetDeviceSlots(id, {});
@@ -197,7 +197,7 @@ void ReplayEngine::EvictFromHost(RequestWork& w, NodeId id) {
   ledger_.OnResidency(n, Tier::kHost, -1);
   for (size_t j = 0; j < n.pages.size(); ++j) {
     host_slots_.Free(n.pages[j].owner, n.host_slot[j]);
-    RecordFree(w, Tier::kHost, n.pages[j].owner, n.host_slot[j]);
+    if (w.rec) RecordFree(w, Tier::kHost, n.pages[j].owner, n.host_slot[j]);
   }
   c_.evicted_host_pages += static_cast<int64_t>(n.pages.size());
   tree_.SetHostSlots(id, {});
@@ -364,16 +364,30 @@ MatchPeek ReplayEngine::Peek(const Request& req) const {
   NodeId node = kRootId;
   int64_t pos = 0;
   bool device = true;  // still inside the device-resident part of the path
+  // The key of page `pos` as (block index, page in block), advanced page by page, where a page's
+  // key is its block's (plain); a hashed cache-unit key otherwise (sim/cache/cache_unit.h).
+  const bool plain = unit_pages_ == 1 || pages_per_block_ % unit_pages_ == 0;
+  const uint32_t ppb = static_cast<uint32_t>(pages_per_block_);
+  size_t block = 0;
+  uint32_t sub = 0;
   while (pos < cap) {
-    const NodeId child = tree_.Child(node, UnitPageKey(req, pos, pages_per_block_, unit_pages_));
+    const NodeId child =
+        tree_.Child(node, plain ? PageKey{req.block_ids[block], sub}
+                                : UnitPageKey(req, pos, pages_per_block_, unit_pages_));
     if (child == kNoNode) break;
     const Node& n = tree_.node(child);
     int64_t j = 0;
     const int64_t len = static_cast<int64_t>(n.keys.size());
     while (j < len && pos + j < cap &&
            n.keys[static_cast<size_t>(j)] ==
-               UnitPageKey(req, pos + j, pages_per_block_, unit_pages_))
+               (plain ? PageKey{req.block_ids[block], sub}
+                      : UnitPageKey(req, pos + j, pages_per_block_, unit_pages_))) {
       ++j;
+      if (++sub == ppb) {
+        sub = 0;
+        ++block;
+      }
+    }
     if (device && n.on_device()) {
       m.device_pages += j;
     } else {
@@ -414,9 +428,20 @@ void ReplayEngine::BeginRequest(const Request& req, RequestWork& w) {
   w.keyed = UnitKeyedPages(req, L, P, block_tokens_, unit_pages_);
   w.cap = UnitKeyedPages(req, L - 1, P, block_tokens_, unit_pages_);
   w.total = (L + P - 1) / P;
-  w.s.keys.clear();
-  for (int64_t i = 0; i < w.keyed; ++i)
-    w.s.keys.push_back(UnitPageKey(req, i, pages_per_block_, unit_pages_));
+  // The keys of pages [0, keyed), block by block where a page's key is its block's (PageKeyAt's
+  // division per page is the costly part of a per-page loop); hashed unit keys otherwise.
+  w.s.keys.resize(static_cast<size_t>(w.keyed));
+  PageKey* key = w.s.keys.data();
+  if (unit_pages_ == 1 || pages_per_block_ % unit_pages_ == 0) {
+    const uint32_t ppb = static_cast<uint32_t>(pages_per_block_);
+    for (int64_t i = 0, b = 0; i < w.keyed; ++b) {
+      const uint64_t block = req.block_ids[static_cast<size_t>(b)];
+      for (uint32_t sub = 0; sub < ppb && i < w.keyed; ++sub, ++i) *key++ = PageKey{block, sub};
+    }
+  } else {
+    for (int64_t i = 0; i < w.keyed; ++i)
+      *key++ = UnitPageKey(req, i, pages_per_block_, unit_pages_);
+  }
   w.s.load_lane_pages.assign(static_cast<size_t>(ranks_), 0);
   w.s.backup_lane_pages.assign(static_cast<size_t>(ranks_), 0);
   w.s.in_flight_pages.assign(static_cast<size_t>(ranks_), 0);
@@ -428,8 +453,8 @@ void ReplayEngine::BeginRequest(const Request& req, RequestWork& w) {
 // part of the match back when the policy admits it; this fixes the pages to compute.
 void ReplayEngine::MatchAndLoadBack(RequestWork& w) {
   const int64_t P = page_tokens_;
-  w.match =
-      tree_.Match(std::span<const PageKey>(w.s.keys.data(), static_cast<size_t>(w.cap)), w.epoch);
+  w.match = tree_.Match(std::span<const PageKey>(w.s.keys.data(), static_cast<size_t>(w.cap)),
+                        w.epoch, &w.s.matched);
   const MatchResult& m = w.match;
   KV_CHECK(m.device_pages % unit_pages_ == 0 && m.host_pages % unit_pages_ == 0,
            "match of " << m.device_pages << " device and " << m.host_pages
@@ -467,20 +492,43 @@ void ReplayEngine::CollectPrefix(RequestWork& w) {
   const NodeId deepest = w.loaded > 0 ? w.match.last_node : w.match.device_node;
   for (NodeId n = deepest; n != kRootId; n = tree_.node(n).parent) chain.push_back(n);
   if (w.rec) w.rec->prefix.reserve(static_cast<size_t>(prefix_pages));
+  w.s.prefix_owners.resize(static_cast<size_t>(prefix_pages));
+  uint16_t* owner_out = w.s.prefix_owners.data();
+  int64_t* shard = w.s.shard_pages.data();
   int64_t seen = 0;
   for (auto it = chain.rbegin(); it != chain.rend() && seen < prefix_pages; ++it) {
     const Node& n = tree_.node(*it);
-    for (size_t j = 0; j < n.pages.size() && seen < prefix_pages; ++j, ++seen) {
-      ++w.s.shard_pages[n.pages[j].owner];
-      w.s.prefix_owners.push_back(n.pages[j].owner);
-      if (w.rec) w.rec->prefix.push_back(PrefixPage{n.pages[j].owner, n.device_slot[j]});
-      const uint32_t e = n.pages[j].extent;
+    const size_t take = static_cast<size_t>(
+        std::min<int64_t>(static_cast<int64_t>(n.pages.size()), prefix_pages - seen));
+    const PageInfo* pages = n.pages.data();
+    // Extent runs: a run goes on while the extent stays the same (pages of one extent are
+    // consecutive in a node, so this is usually one comparison a page and one run a node).
+    for (size_t j = 0; j < take;) {
+      const uint32_t e = pages[j].extent;
+      size_t k = j + 1;
+      while (k < take && pages[k].extent == e) ++k;
       if (!runs.empty() && runs.back().extent == e) {
-        ++runs.back().pages;
+        runs.back().pages += static_cast<int64_t>(k - j);
       } else {
-        runs.push_back(PrefixRun{e, n.first_page + static_cast<int64_t>(j), 1});
+        runs.push_back(
+            PrefixRun{e, n.first_page + static_cast<int64_t>(j), static_cast<int64_t>(k - j)});
+      }
+      j = k;
+    }
+    if (ranks_ == 1) {
+      shard[0] += static_cast<int64_t>(take);
+      std::fill(owner_out, owner_out + take, uint16_t{0});
+    } else {
+      for (size_t j = 0; j < take; ++j) {
+        ++shard[pages[j].owner];
+        owner_out[j] = pages[j].owner;
       }
     }
+    owner_out += take;
+    if (w.rec)
+      for (size_t j = 0; j < take; ++j)
+        w.rec->prefix.push_back(PrefixPage{pages[j].owner, n.device_slot[j]});
+    seen += static_cast<int64_t>(take);
   }
   KV_CHECK(seen == prefix_pages,
            "prefix path holds " << seen << " pages, expected " << prefix_pages);
@@ -505,7 +553,9 @@ void ReplayEngine::CollectPrefix(RequestWork& w) {
 void ReplayEngine::PlaceComputedPages(RequestWork& w) {
   const int64_t start = w.start;
   w.s.owners.assign(static_cast<size_t>(w.total - start), 0);
-  w.need = LaneDemand{Tier::kDevice, std::vector<int64_t>(ranks_, 0), 0};
+  w.need.tier = Tier::kDevice;
+  w.need.target.assign(static_cast<size_t>(ranks_), 0);
+  w.need.any_lane = 0;
   for (NodeId n = w.match.last_node; n != w.match.device_node && w.ext_start > start;
        n = tree_.node(n).parent) {
     const Node& node = tree_.node(n);
@@ -539,8 +589,11 @@ void ReplayEngine::AdmitNewExtent(RequestWork& w) {
   c_.bypassed_pages += w.total - w.end;
   if (placement_->from_allocator) {
     w.need.any_lane = w.end - w.ext_start;
+  } else if (ranks_ == 1) {
+    w.need.target[0] += w.end - w.ext_start;  // every owner is 0 (checked at placement)
   } else {
-    for (int64_t i = 0; i < w.end - w.ext_start; ++i) ++w.need.target[ext[static_cast<size_t>(i)]];
+    int64_t* target = w.need.target.data();
+    for (int64_t i = 0; i < w.end - w.ext_start; ++i) ++target[ext[static_cast<size_t>(i)]];
   }
   w.keyed_c = std::min(w.keyed, w.end);
 }
@@ -549,7 +602,10 @@ void ReplayEngine::AdmitNewExtent(RequestWork& w) {
 bool ReplayEngine::ReserveDevicePages(RequestWork& w) {
   // When it must evict, the engine asks for one page more than it needs on each receiving lane
   // (one in total for any-lane pages), as the reference engine reserves a page per request.
-  LaneDemand want = w.need;
+  LaneDemand& want = w.s.want;
+  want.tier = w.need.tier;
+  want.target.assign(w.need.target.begin(), w.need.target.end());
+  want.any_lane = w.need.any_lane;
   if (want.any_lane > 0) {
     ++want.any_lane;
   } else {
@@ -617,7 +673,9 @@ void ReplayEngine::InsertComputedPages(RequestWork& w) {
   w.s.path.clear();
   const RadixTree::InsertWalk walk = tree_.WalkForInsert(
       std::span<const PageKey>(w.s.keys.data(), static_cast<size_t>(w.keyed_c)), w.epoch,
-      [this, &w](NodeId id, int64_t first) { InsertIntoNode(w, id, first); });
+      [this, &w](NodeId id, int64_t first) { InsertIntoNode(w, id, first); },
+      // The matched path has stayed locked since the match: the insert takes it as it is.
+      std::span<const RadixTree::PathStep>(w.s.matched));
   w.inserted_node = walk.node;
   if (walk.consumed < w.keyed_c) AddComputedLeaf(w, walk);
   ReleaseComputed(w, std::max(w.keyed_c, w.start), w.end);
@@ -688,15 +746,24 @@ void ReplayEngine::AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& 
   std::vector<PageInfo> pages(b - a);
   std::vector<uint32_t> dev(w.s.slots.begin() + static_cast<ptrdiff_t>(a),
                             w.s.slots.begin() + static_cast<ptrdiff_t>(b));
-  for (size_t k = a; k < b; ++k) {
-    const uint16_t owner = w.s.owners[k];
-    pages[k - a] = PageInfo{owner, w.extent_id};
-    if (w.rec)
-      w.rec->new_pages.push_back(
-          NewPage{w.start + static_cast<int64_t>(k), owner, w.s.slots[k], w.extent_id});
-    ++w.s.in_flight_pages[owner];
-    w.s.slots[k] = kNoSlot;
+  const uint16_t* owners = w.s.owners.data();
+  int64_t* in_flight = w.s.in_flight_pages.data();
+  PageInfo* info = pages.data();
+  if (ranks_ == 1) {  // every owner is 0 (checked at placement): one count, no per-page chain
+    for (size_t k = a; k < b; ++k) info[k - a] = PageInfo{owners[k], w.extent_id};
+    in_flight[0] += static_cast<int64_t>(b - a);
+  } else {
+    for (size_t k = a; k < b; ++k) {
+      info[k - a] = PageInfo{owners[k], w.extent_id};
+      ++in_flight[owners[k]];
+    }
   }
+  if (w.rec)
+    for (size_t k = a; k < b; ++k)
+      w.rec->new_pages.push_back(
+          NewPage{w.start + static_cast<int64_t>(k), owners[k], w.s.slots[k], w.extent_id});
+  std::fill(w.s.slots.begin() + static_cast<ptrdiff_t>(a),
+            w.s.slots.begin() + static_cast<ptrdiff_t>(b), kNoSlot);
   ApplyInFlight(w, -1);
   // A new leaf counts its own insert as a hit (write_through backs it up at once).
   const NodeId leaf =

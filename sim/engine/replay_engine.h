@@ -126,13 +126,16 @@ class ReplayEngine {
     std::vector<NodeId> path;          // nodes the insert passed, top-down (the backup candidates)
     std::vector<PrefixRun> runs;       // the prefix's extent runs
     std::vector<int64_t> shard_pages;  // prefix pages owned per lane
-    std::vector<uint16_t> prefix_owners;     // owner of each prefix page, in logical order
-    std::vector<int64_t> backup_lane_pages;  // pages backed up per lane
-    std::vector<int64_t> load_lane_pages;    // pages loaded back per lane
-    std::vector<int64_t> in_flight_pages;    // in-flight pages to add or drop per lane, batched
-    std::vector<uint16_t> chain_owners;      // host chain: owner of each page, logical order
-    std::vector<uint8_t> chain_held;         // host chain: whether its owner holds its copy
-    std::vector<int64_t> hit_reports;        // host chain: each rank's reported hit pages
+    std::vector<uint16_t> prefix_owners;       // owner of each prefix page, in logical order
+    std::vector<int64_t> backup_lane_pages;    // pages backed up per lane
+    std::vector<int64_t> load_lane_pages;      // pages loaded back per lane
+    std::vector<int64_t> in_flight_pages;      // in-flight pages to add or drop per lane, batched
+    std::vector<uint16_t> chain_owners;        // host chain: owner of each page, logical order
+    std::vector<uint8_t> chain_held;           // host chain: whether its owner holds its copy
+    std::vector<int64_t> hit_reports;          // host chain: each rank's reported hit pages
+    std::vector<RadixTree::PathStep> matched;  // the nodes the match passed (the insert resumes)
+    LaneDemand need;                           // RequestWork::need's storage
+    LaneDemand want;                           // need plus the reserved page (ReserveDevicePages)
   };
   // One request's state, carried through the phases of Process (replay_engine.cpp).
   struct RequestWork;
