@@ -932,7 +932,7 @@ class RankRun {
   // partials are all-gathered and merged, and the result is compared with the attention over the
   // whole prefix. The pages' bytes are verified against their pattern after the timed work, so
   // the values attended over are the ones the pool holds. Returns the op's index.
-  size_t PartialMerge(size_t ri, const RequestPlan& p, const std::vector<PageTag>& tags,
+  size_t PartialMerge(const RequestPlan& p, const std::vector<PageTag>& tags,
                       const std::string& id) {
     const auto t0 = Clock::now();
     const PartialMergeShape shape = PartialMergeShape::For(geo_, p);
@@ -1074,7 +1074,7 @@ class RankRun {
     }
     if (!p.shard_pages.empty() && p.shard_pages != shard)
       PlanFail(ri, id, "shard_pages disagrees with the owners of the prefix pages");
-    if (p.gather_method == GatherMethod::kPartialMerge) return PartialMerge(ri, p, tags, id);
+    if (p.gather_method == GatherMethod::kPartialMerge) return PartialMerge(p, tags, id);
     if (p.gather_method == GatherMethod::kZigzag) {
       if (!p.proven_zigzag) PlanFail(ri, id, "method zigzag without proven_zigzag");
       const kernels::ZigzagRun z{P, N};
