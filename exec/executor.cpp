@@ -985,8 +985,9 @@ class RankRun {
 
   // Checks the plan's gather against the slot bookkeeping, builds and uploads its index, and
   // adds the op. Returns the op's index; the layers run in Request().
-  size_t BeginGather(size_t ri, const RequestPlan& p, const std::string& pre) {
-    const std::string id = pre + "gather";
+  // The plan's prefix checked against the method, the layout and this rank's device slots;
+  // returns the expected content (extent, position) of every logical page.
+  std::vector<PageTag> CheckPrefix(size_t ri, const RequestPlan& p, const std::string& id) {
     const int N = geo_.ranks;
     const int64_t P = p.prefix_pages;
     if (static_cast<int64_t>(p.prefix.size()) != P)
@@ -1074,6 +1075,14 @@ class RankRun {
     }
     if (!p.shard_pages.empty() && p.shard_pages != shard)
       PlanFail(ri, id, "shard_pages disagrees with the owners of the prefix pages");
+    return tags;
+  }
+
+  size_t BeginGather(size_t ri, const RequestPlan& p, const std::string& pre) {
+    const std::string id = pre + "gather";
+    const int N = geo_.ranks;
+    const int64_t P = p.prefix_pages;
+    const std::vector<PageTag> tags = CheckPrefix(ri, p, id);
     if (p.gather_method == GatherMethod::kPartialMerge) return PartialMerge(p, tags, id);
     if (p.gather_method == GatherMethod::kZigzag) {
       if (!p.proven_zigzag) PlanFail(ri, id, "method zigzag without proven_zigzag");
