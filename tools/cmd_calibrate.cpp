@@ -21,7 +21,7 @@ namespace po = boost::program_options;
 namespace kvlanes::cli {
 namespace {
 
-void PrintFits(const CalibrationResult& r) {
+void PrintFits(const CalibrationResult& r, bool several_files) {
   std::printf("%-36s %7s %9s %9s %9s  %s\n", "group", "samples", "median", "max", "max@line",
               "parameters");
   for (const FitReport& f : r.fits) {
@@ -34,6 +34,8 @@ void PrintFits(const CalibrationResult& r) {
     std::printf("%-36s %7lld %8.2f%% %8.2f%% %9lld  %s\n", f.group.c_str(),
                 static_cast<long long>(f.samples), 100 * f.median_rel_err, 100 * f.max_rel_err,
                 static_cast<long long>(f.max_line), params.c_str());
+    if (several_files && !f.max_file.empty())
+      std::printf("%-36s max@line is in %s\n", "", f.max_file.c_str());
     if (!f.note.empty()) std::printf("%-36s note: %s\n", "", f.note.c_str());
   }
   if (!r.kept_from_base.empty()) {
@@ -77,6 +79,10 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
     if (opt.run_pages < 1) throw InputError("", 0, "--run-pages", "must be >= 1");
   }
   if (vm.count("model-preset")) opt.model_preset = vm["model-preset"].as<std::string>();
+  const std::string form = vm["compute-form"].as<std::string>();
+  if (form != "table" && form != "linear")
+    throw InputError("", 0, "--compute-form", "expected table or linear, got '" + form + "'");
+  opt.compute_table = form == "table";
   if (vm.count("overlap-forward")) {
     opt.overlap_forward = vm["overlap-forward"].as<std::string>();
     if (opt.overlap_forward != "model" && opt.overlap_forward != "synthetic")
@@ -103,8 +109,9 @@ int CmdCalibrate(int argc, const char* const* argv) {
   const CalibrateOptions d;
   // clang-format off
   desc.add_options()
-      ("measurements", po::value<std::string>(),
-       "measurement file of `kvlanes bench sweep` (docs/calibration.md)")
+      ("measurements", po::value<std::vector<std::string>>()->composing(),
+       "measurement file of `kvlanes bench sweep` (docs/calibration.md); repeat it to fit the "
+       "samples of several files together")
       ("out", po::value<std::string>(), "write the fitted profile YAML here")
       ("base", po::value<std::string>(), "profile YAML giving the parameters that have no samples")
       ("name", po::value<std::string>()->default_value(d.name), "name of the fitted profile")
@@ -122,6 +129,9 @@ int CmdCalibrate(int argc, const char* const* argv) {
        "forward samples: fit the compute terms to the samples of this model preset")
       ("overlap-forward", po::value<std::string>(),
        "overlap samples: fit the shares to the pairs timed beside this forward pass (model | synthetic)")
+      ("compute-form", po::value<std::string>()->default_value("table"),
+       "forward samples: table (the linear terms and the measured points as compute.table, "
+       "interpolated between them) | linear (the linear terms alone)")
       ("max-bands", po::value<int>()->default_value(d.bands.max_bands),
        "collectives: most size bands per curve")
       ("min-band-sizes", po::value<int>()->default_value(d.bands.min_sizes_per_band),
@@ -147,7 +157,9 @@ int CmdCalibrate(int argc, const char* const* argv) {
         {"kvlanes calibrate --measurements M.json --base config/profiles/h200.yaml --out "
          "h200_measured.yaml",
          "kvlanes calibrate --measurements RANKS2.json --base h200_measured.yaml --out "
-         "2xh200_measured.yaml"});
+         "2xh200_measured.yaml",
+         "kvlanes calibrate --measurements FWD_SMALL.json --measurements FWD_LARGE.json --base "
+         "h200_measured.yaml --model-preset deepseek-v3.2 --out h200_model.yaml"});
     return 0;
   }
   try {
@@ -155,8 +167,11 @@ int CmdCalibrate(int argc, const char* const* argv) {
       throw InputError("", 0, "--measurements", "a measurement file is required");
     if (!vm.count("out")) throw InputError("", 0, "--out", "an output file is required");
     const CalibrateOptions opt = CalibrateOptionsFrom(vm);
-    const std::string mfile = vm["measurements"].as<std::string>();
-    const Measurements m = ReadMeasurements(mfile);
+    std::vector<Measurements> parts;
+    for (const std::string& f : vm["measurements"].as<std::vector<std::string>>())
+      parts.push_back(ReadMeasurements(f));
+    const Measurements m = MergeMeasurements(std::move(parts));
+    const std::string& mfile = m.file;
     HardwareProfile base;
     if (vm.count("base")) base = LoadHardwareProfile(vm["base"].as<std::string>());
     const CalibrationResult r = Calibrate(m, vm.count("base") ? &base : nullptr, opt);
@@ -170,7 +185,7 @@ int CmdCalibrate(int argc, const char* const* argv) {
       std::abort();
     }
     if (!vm["quiet"].as<bool>()) {
-      PrintFits(r);
+      PrintFits(r, vm["measurements"].as<std::vector<std::string>>().size() > 1);
       std::printf("wrote %s\n", out.c_str());
     }
     return 0;

@@ -44,6 +44,7 @@ FitReport Report(std::string group, const std::vector<const Sample*>& used,
   r.median_rel_err = s.median;
   r.max_rel_err = s.max;
   r.max_line = used.empty() ? 0 : used[s.argmax]->line;
+  r.max_file = used.empty() ? "" : used[s.argmax]->file;
   return r;
 }
 
@@ -552,6 +553,78 @@ void FitCollectives(Calibration& c) {
 
 // ---------------------------------------------------------------- forward pass
 
+// One measured point of the compute table: per-layer seconds at (new tokens per rank, prefix).
+struct ComputePoint {
+  double n = 0, p = 0, t = 0;
+  const Sample* s = nullptr;
+};
+
+// The rows of compute.table from points sorted by (n, p) (HardwareProfile::ComputeRow).
+std::vector<HardwareProfile::ComputeRow> TableOf(const std::vector<ComputePoint>& pts) {
+  std::vector<HardwareProfile::ComputeRow> rows;
+  for (const ComputePoint& x : pts) {
+    if (rows.empty() || rows.back().new_tokens != x.n) rows.push_back({x.n, {}, {}});
+    rows.back().prefix_tokens.push_back(x.p);
+    rows.back().layer_s.push_back(x.t);
+  }
+  return rows;
+}
+
+// compute.table from the forward samples (after the linear fit, whose terms the ratios use):
+// every (new tokens, prefix) point, repeated points averaged. Its residuals are leave-one-out:
+// each point predicted from the table without it, so they say how well the table interpolates
+// (at its own points it is exact).
+void FitComputeTable(Calibration& c, const std::vector<const Sample*>& s) {
+  HardwareProfile& p = c.profile();
+  std::vector<ComputePoint> pts;
+  for (const Sample* x : s)
+    pts.push_back({static_cast<double>(x->new_tokens) / static_cast<double>(x->ranks),
+                   static_cast<double>(x->prefix_tokens),
+                   x->median_s / static_cast<double>(x->layers), x});
+  std::stable_sort(pts.begin(), pts.end(), [](const ComputePoint& a, const ComputePoint& b) {
+    return a.n != b.n ? a.n < b.n : a.p < b.p;
+  });
+  std::vector<ComputePoint> merged;
+  std::vector<int> count;
+  size_t repeated = 0;
+  for (const ComputePoint& x : pts) {
+    if (!merged.empty() && merged.back().n == x.n && merged.back().p == x.p) {
+      merged.back().t += x.t;
+      ++count.back();
+      ++repeated;
+      continue;
+    }
+    merged.push_back(x);
+    count.push_back(1);
+  }
+  for (size_t i = 0; i < merged.size(); ++i) merged[i].t /= count[i];
+  if (repeated > 0)
+    c.out.notes.push_back(std::to_string(repeated) +
+                          " forward samples repeat a (new tokens, prefix) point: averaged into "
+                          "compute.table");
+  for (const ComputePoint& x : merged)
+    if (!(p.LinearLayerS(x.n, x.p, 1) > 0))
+      throw InputError(c.m.file, x.s->line, "forward",
+                       "the fitted linear compute terms are 0 at a measured point, so the table "
+                       "cannot be written (add samples or use --compute-form linear)");
+  std::vector<double> rel;
+  std::vector<const Sample*> used;
+  HardwareProfile loo = p;
+  for (size_t i = 0; i < merged.size() && merged.size() > 1; ++i) {
+    std::vector<ComputePoint> rest = merged;
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
+    loo.compute_table = TableOf(rest);
+    const ComputePoint& x = merged[i];
+    rel.push_back((loo.ComputeLayerS(x.n, x.p, 1) - x.t) / x.t);
+    used.push_back(x.s);
+  }
+  p.compute_table = TableOf(merged);
+  FitReport r = Report("compute.table", used, rel);
+  r.samples = static_cast<int64_t>(merged.size());
+  r.note = std::to_string(p.compute_table.size()) + " rows; residuals leave one point out";
+  c.out.fits.push_back(std::move(r));
+}
+
 // Forward pass per layer: base + (token * n + pair * n * (p + n/2)) / N. Samples of the spin
 // kernel (forward "synthetic") time a duration the sweep chose, so they calibrate nothing and are
 // left out; samples of several presets need --model-preset.
@@ -579,6 +652,8 @@ void FitForward(Calibration& c) {
     if (c.base) {
       p.compute_measured = c.base->compute_measured;
       p.compute_model_preset = c.base->compute_model_preset;
+      p.compute_table = c.base->compute_table;
+      if (!p.compute_table.empty()) c.out.kept_from_base.push_back("compute.table");
     }
     return;
   }
@@ -618,6 +693,8 @@ void FitForward(Calibration& c) {
               {"layer_token_s", p.layer_token_s},
               {"layer_attn_pair_s", p.layer_attn_pair_s}};
   c.out.fits.push_back(std::move(r));
+  p.compute_table.clear();
+  if (c.opt.compute_table) FitComputeTable(c, s);
 }
 
 // ---------------------------------------------------------------- overlap shares
@@ -711,7 +788,14 @@ void RequireNoneMissing(const Calibration& c) {
 // Where the profile came from: the measurements and their context, and what the base gave.
 std::string SourceOf(const Measurements& m, const HardwareProfile* base,
                      const CalibrationResult& out) {
-  std::string source = "kvlanes calibrate on " + m.file + "; context " + m.context.dump();
+  // Several files (MergeMeasurements): the first file's context stands for them (a sweep split
+  // into runs on one machine); their names are in m.file.
+  const bool several =
+      m.context.contains("files") && m.context["files"].is_array() && !m.context["files"].empty();
+  std::string source = "kvlanes calibrate on " + m.file + "; context " +
+                       (several ? m.context["files"][0]["context"].dump() + " (of the first of " +
+                                      std::to_string(m.context["files"].size()) + " files)"
+                                : m.context.dump());
   if (!out.kept_from_base.empty()) {
     source += "; from base profile '" + base->name + "' (no samples):";
     for (const auto& x : out.kept_from_base) source += " " + x;

@@ -28,6 +28,9 @@ struct CalibrateOptions {
   bool fit_backup_tail = true;
   // Forward samples: keep those of this model preset ("" = the only one present).
   std::string model_preset;
+  // Forward samples: also write the measured points as compute.table (the linear terms corrected
+  // between them, docs/cost_model.md); false: the linear terms alone.
+  bool compute_table = true;
   // Overlap samples: keep those timed beside this forward pass, model or synthetic ("" = the
   // only one present).
   std::string overlap_forward;
@@ -41,6 +44,7 @@ struct FitReport {
   double median_rel_err = 0;  // of |predicted - measured| / measured over the group's samples
   double max_rel_err = 0;
   int64_t max_line = 0;                                // the sample with the largest error
+  std::string max_file;                                // and its measurement file
   std::vector<std::pair<std::string, double>> params;  // fitted values, in profile units
   std::string note;
 };

@@ -202,7 +202,20 @@ Measurements ParseMeasurements(const std::string& text, const std::string& file)
     const JsonCursor s = samples.Index(i);
     Sample x = ParseSample(s);
     x.line = JsonLineOf(text, s.path());
+    x.file = file;
     m.samples.push_back(std::move(x));
+  }
+  return m;
+}
+
+Measurements MergeMeasurements(std::vector<Measurements> parts) {
+  if (parts.size() == 1) return std::move(parts.front());
+  Measurements m;
+  m.context = {{"files", nlohmann::json::array()}};
+  for (Measurements& x : parts) {
+    m.file += (m.file.empty() ? "" : " + ") + x.file;
+    m.context["files"].push_back({{"file", x.file}, {"context", std::move(x.context)}});
+    for (Sample& s : x.samples) m.samples.push_back(std::move(s));
   }
   return m;
 }

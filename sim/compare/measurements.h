@@ -45,6 +45,7 @@ inline constexpr NameTable<SampleKind, 9> kSampleKindNames{
 struct Sample {
   SampleKind kind = SampleKind::kHostCopy;
   int64_t line = 0;  // where in the measurement file (for messages)
+  std::string file;  // which measurement file
   double median_s = 0;
   int64_t repeats = 0;
   double bytes = 0;          // host_copy (all copies), device_copy (payload), collectives
@@ -82,5 +83,9 @@ struct Measurements {
 // Throws InputError naming file, line and field (e.g. "M.json:57: samples[12].bytes: ...").
 Measurements ReadMeasurements(const std::string& path);
 Measurements ParseMeasurements(const std::string& text, const std::string& file);
+// Several files as one (calibrate --measurements A --measurements B): the samples in file order,
+// `file` naming every file, the context the first's for one file, else {"files": [{file,
+// context}, ...]}.
+Measurements MergeMeasurements(std::vector<Measurements> parts);
 
 }  // namespace kvlanes

@@ -52,7 +52,8 @@ std::string HeaderComments(const CalibrationResult& r, const std::string& measur
   for (const FitReport& f : r.fits)
     y += "#   " + f.group + ": " + std::to_string(f.samples) + " samples, median " +
          Pct(f.median_rel_err) + ", max " + Pct(f.max_rel_err) + " (line " +
-         std::to_string(f.max_line) + ")\n";
+         std::to_string(f.max_line) +
+         (f.max_file.empty() || f.max_file == measurements_file ? "" : " of " + f.max_file) + ")\n";
   if (!r.kept_from_base.empty()) {
     y += "# Kept from the base profile (no samples):";
     for (const auto& k : r.kept_from_base) y += " " + k;
@@ -115,6 +116,20 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  layer_base_s: " + Num(p.layer_base_s) + "\n";
   y += "  layer_token_s: " + Num(p.layer_token_s) + "\n";
   y += "  layer_attn_pair_s: " + Num(p.layer_attn_pair_s) + "\n";
+  if (!p.compute_table.empty()) {
+    y += FitComment(r, "compute.table", "  ");
+    y += "  # per-layer seconds measured at (new_tokens, prefix_tokens); between and beyond the\n"
+         "  # points the linear terms above times the interpolated measured / linear ratio\n";
+    y += "  table:\n";
+    for (const HardwareProfile::ComputeRow& row : p.compute_table) {
+      y += "    - {new_tokens: " + Num(row.new_tokens) + ", prefix_tokens: [";
+      for (size_t i = 0; i < row.prefix_tokens.size(); ++i)
+        y += (i ? ", " : "") + Num(row.prefix_tokens[i]);
+      y += "], layer_s: [";
+      for (size_t i = 0; i < row.layer_s.size(); ++i) y += (i ? ", " : "") + Num(row.layer_s[i]);
+      y += "]}\n";
+    }
+  }
   if (!p.overlap.empty()) {
     y += "\noverlap:\n";
     for (const auto& o : p.overlap)

@@ -88,9 +88,8 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
 }
 
 double CostModel::ComputeLayerS(int64_t new_tokens, int64_t prefix_tokens) const {
-  const double n = static_cast<double>(new_tokens), p = static_cast<double>(prefix_tokens);
-  return hw_.layer_base_s +
-         (hw_.layer_token_s * n + hw_.layer_attn_pair_s * n * (p + n / 2)) / ranks_;
+  return hw_.ComputeLayerS(static_cast<double>(new_tokens), static_cast<double>(prefix_tokens),
+                           ranks_);
 }
 
 double CostModel::DeviceCopyS(double payload_bytes) const {

@@ -31,6 +31,8 @@ const CollectiveModel* HardwareProfile::Collectives(int ranks) const {
 
 namespace {
 
+constexpr double kMaxLayerSeconds = 3600;  // compute.table: more than this is not a layer
+
 struct Reader {
   std::string file;
   [[noreturn]] void Fail(const YAML::Node& at, const std::string& key,
@@ -41,15 +43,18 @@ struct Reader {
              bool positive) const {
     const YAML::Node v = map[key];
     if (!v) Fail(map, path + key, "missing");
+    return Value(v, path + key, positive);
+  }
+  // One finite number >= 0 (> 0 when `positive`); `field` names it in errors.
+  double Value(const YAML::Node& v, const std::string& field, bool positive) const {
     double d;
     try {
       d = v.as<double>();
     } catch (const YAML::Exception&) {
-      Fail(v, path + key, "expected a number");
+      Fail(v, field, "expected a number");
     }
-    if (!std::isfinite(d)) Fail(v, path + key, "must be a finite number");
-    if (positive ? !(d > 0) : !(d >= 0))
-      Fail(v, path + key, positive ? "must be > 0" : "must be >= 0");
+    if (!std::isfinite(d)) Fail(v, field, "must be a finite number");
+    if (positive ? !(d > 0) : !(d >= 0)) Fail(v, field, positive ? "must be > 0" : "must be >= 0");
     return d;
   }
   void OnlyKeys(const YAML::Node& map, const std::string& path,
@@ -83,9 +88,105 @@ struct Reader {
     }
     return c;
   }
+
+  // compute.table: rows {new_tokens, prefix_tokens: [...], layer_s: [...]}, checked against the
+  // linear terms already read (the ratio at each point needs them > 0 there).
+  std::vector<HardwareProfile::ComputeRow> ComputeTable(const YAML::Node& node,
+                                                        const HardwareProfile& p) const {
+    const std::string path = "compute.table";
+    if (!node.IsSequence() || node.size() == 0)
+      Fail(node, path, "expected a list of rows {new_tokens, prefix_tokens, layer_s}");
+    std::vector<HardwareProfile::ComputeRow> rows;
+    for (size_t i = 0; i < node.size(); ++i) {
+      const YAML::Node row = node[i];
+      const std::string pre = path + "[" + std::to_string(i) + "].";
+      OnlyKeys(row, pre, {"new_tokens", "prefix_tokens", "layer_s"});
+      HardwareProfile::ComputeRow c;
+      c.new_tokens = Num(row, "new_tokens", pre, true);
+      if (!rows.empty() && c.new_tokens <= rows.back().new_tokens)
+        Fail(row["new_tokens"], pre + "new_tokens", "rows must be in growing new_tokens");
+      c.prefix_tokens = List(row, "prefix_tokens", pre, false);
+      c.layer_s = List(row, "layer_s", pre, true);
+      if (c.layer_s.size() != c.prefix_tokens.size())
+        Fail(row["layer_s"], pre + "layer_s",
+             "expected one value per prefix_tokens entry (" +
+                 std::to_string(c.prefix_tokens.size()) + "), got " +
+                 std::to_string(c.layer_s.size()));
+      for (size_t j = 0; j < c.prefix_tokens.size(); ++j) {
+        if (j > 0 && c.prefix_tokens[j] <= c.prefix_tokens[j - 1])
+          Fail(row["prefix_tokens"], pre + "prefix_tokens", "must grow");
+        if (!(c.layer_s[j] <= kMaxLayerSeconds))
+          Fail(row["layer_s"], pre + "layer_s", "a layer of more than an hour");
+        if (!(p.LinearLayerS(c.new_tokens, c.prefix_tokens[j], 1) > 0))
+          Fail(row, pre + "new_tokens",
+               "the linear compute terms are 0 here, so the table's ratio is undefined");
+      }
+      rows.push_back(std::move(c));
+    }
+    return rows;
+  }
+
+  // A non-empty list of finite numbers >= 0 (> 0 when `positive`).
+  std::vector<double> List(const YAML::Node& map, const std::string& key, const std::string& path,
+                           bool positive) const {
+    const YAML::Node v = map[key];
+    if (!v) Fail(map, path + key, "missing");
+    if (!v.IsSequence() || v.size() == 0) Fail(v, path + key, "expected a non-empty list");
+    std::vector<double> out;
+    for (size_t i = 0; i < v.size(); ++i)
+      out.push_back(Value(v[i], path + key + "[" + std::to_string(i) + "]", positive));
+    return out;
+  }
 };
 
 }  // namespace
+
+double HardwareProfile::LinearLayerS(double n, double p, double ranks) const {
+  return layer_base_s + (layer_token_s * n + layer_attn_pair_s * n * (p + n / 2)) / ranks;
+}
+
+namespace {
+
+// The table's measured / linear ratio along one row at prefix p: linear between the row's points,
+// the end point's ratio beyond them.
+double RowRatio(const HardwareProfile& h, const HardwareProfile::ComputeRow& r, double p) {
+  const auto at = [&](size_t i) {
+    return r.layer_s[i] / h.LinearLayerS(r.new_tokens, r.prefix_tokens[i], 1);
+  };
+  const std::vector<double>& x = r.prefix_tokens;
+  if (p <= x.front()) return at(0);
+  if (p >= x.back()) return at(x.size() - 1);
+  const size_t j = static_cast<size_t>(std::upper_bound(x.begin(), x.end(), p) - x.begin());
+  const double w = (p - x[j - 1]) / (x[j] - x[j - 1]);
+  return (1 - w) * at(j - 1) + w * at(j);
+}
+
+}  // namespace
+
+double HardwareProfile::ComputeLayerS(double n, double p, double ranks) const {
+  const double linear = LinearLayerS(n, p, ranks);
+  if (compute_table.empty() || !(n > 0)) return linear;
+  // Between rows: linear in log(new tokens) (the GEMMs' efficiency steps are about ratios of
+  // sizes); the first or last row's ratio beyond them.
+  const double q = n / ranks;
+  const auto& t = compute_table;
+  if (q <= t.front().new_tokens) return linear * RowRatio(*this, t.front(), p);
+  if (q >= t.back().new_tokens) return linear * RowRatio(*this, t.back(), p);
+  size_t j = 1;
+  while (t[j].new_tokens < q) ++j;
+  const double w =
+      std::log(q / t[j - 1].new_tokens) / std::log(t[j].new_tokens / t[j - 1].new_tokens);
+  return linear * ((1 - w) * RowRatio(*this, t[j - 1], p) + w * RowRatio(*this, t[j], p));
+}
+
+void HardwareProfile::ScaleCompute(double k) {
+  if (k == 0) compute_table.clear();  // every term 0: no ratio to take
+  layer_base_s *= k;
+  layer_token_s *= k;
+  layer_attn_pair_s *= k;
+  for (ComputeRow& r : compute_table)
+    for (double& s : r.layer_s) s *= k;
+}
 
 const std::vector<std::string>& OverlapKindNames() {
   static const std::vector<std::string> kinds = {"h2d", "d2h", "gather", "forward", "device_copy"};
@@ -165,8 +266,9 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   }
   const YAML::Node cp = root["compute"];
   if (!cp) r.Fail(root, "compute", "missing");
-  r.OnlyKeys(cp, "compute.",
-             {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "measured", "model_preset"});
+  r.OnlyKeys(
+      cp, "compute.",
+      {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "measured", "model_preset", "table"});
   p.compute_measured = cp["measured"] && cp["measured"].as<bool>();
   p.compute_model_preset = cp["model_preset"] ? cp["model_preset"].Scalar() : "";
   if (p.compute_measured && p.compute_model_preset.empty())
@@ -174,6 +276,7 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   p.layer_base_s = r.Num(cp, "layer_base_s", "compute.", false);
   p.layer_token_s = r.Num(cp, "layer_token_s", "compute.", false);
   p.layer_attn_pair_s = r.Num(cp, "layer_attn_pair_s", "compute.", false);
+  if (const YAML::Node t = cp["table"]) p.compute_table = r.ComputeTable(t, p);
   if (const YAML::Node ov = root["overlap"]) {
     if (!ov.IsSequence()) r.Fail(ov, "overlap", "expected a list of {victim, beside, share}");
     for (size_t i = 0; i < ov.size(); ++i) {

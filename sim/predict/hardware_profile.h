@@ -79,6 +79,24 @@ struct HardwareProfile {
   // with such a profile is refused (CostModel's constructor).
   bool compute_measured = false;
   std::string compute_model_preset;
+  // Optional (YAML compute.table): per-layer seconds measured on one GPU at points (new tokens,
+  // prefix tokens), one row per new-token count, rows by growing new tokens and each row's
+  // prefixes growing. With a table, ComputeLayerS scales the linear terms by measured / linear,
+  // interpolated between the points (docs/cost_model.md, "Compute"): exact at the points, the
+  // linear form's shape between them and beyond the last.
+  struct ComputeRow {
+    double new_tokens = 0;
+    std::vector<double> prefix_tokens;
+    std::vector<double> layer_s;
+  };
+  std::vector<ComputeRow> compute_table;
+  // base + (token_s n + attn_pair_s n (p + n / 2)) / ranks: the linear terms alone.
+  double LinearLayerS(double new_tokens, double prefix_tokens, double ranks) const;
+  // One layer's forward pass on each of `ranks` ranks: LinearLayerS times the table's ratio at
+  // (new_tokens / ranks, prefix_tokens), the ratio 1 without a table.
+  double ComputeLayerS(double new_tokens, double prefix_tokens, double ranks) const;
+  // Every compute time times `k` (the linear terms and the table; --compute-scale).
+  void ScaleCompute(double k);
   // Optional (YAML overlap: list of {victim, beside, share}): while an operation of kind
   // `victim` runs at the same time as one of kind `beside` (on another stream), it proceeds at
   // `share` (0 < share <= 1) of the rate it has alone. Kinds: OverlapKindNames(). A pair not

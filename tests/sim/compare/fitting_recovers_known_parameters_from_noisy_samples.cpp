@@ -179,11 +179,13 @@ TEST_CASE("calibrate recovers every parameter of a known profile from a noisy sy
   CHECK(Near(c.peer_read.bands[0].gbps, 350, 0.05));
   CHECK(Near(c.peer_setup_s, 2e-6, 0.15));
   CHECK(Near(c.peer_read.bands[0].latency_s, 5e-6, 0.15));
-  // Residuals are reported per group and are within the noise.
-  CHECK(r.fits.size() == 7);
+  // Residuals are reported per group and are within the noise (compute.table's are leave-one-out:
+  // a point predicted from noisy neighbours carries their noise and its own).
+  CHECK(r.fits.size() == 8);
   for (const FitReport& f : r.fits) {
+    CAPTURE(f.group);
     CHECK(f.samples > 0);
-    CHECK(f.max_rel_err < 0.04);
+    CHECK(f.max_rel_err < (f.group == "compute.table" ? 0.08 : 0.04));
     CHECK(f.median_rel_err <= f.max_rel_err);
   }
 }
