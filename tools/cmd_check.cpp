@@ -113,9 +113,7 @@ Predictions PredictFromPlan(const std::string& plan_path, std::string profile_pa
   cfg.hardware.profile = profile_path;
   HardwareProfile hw = stored ? stored->profile : LoadHardwareProfile(profile_path);
   // As `kvlanes exec --compute-scale`: the synthetic forward pass ran for this share of the model.
-  hw.layer_base_s *= compute_scale;
-  hw.layer_token_s *= compute_scale;
-  hw.layer_attn_pair_s *= compute_scale;
+  hw.ScaleCompute(compute_scale);
   const CostModel model(hw, cfg, profile_path);
   return PredictPlan(model, cfg, plan.requests);
 }
@@ -242,8 +240,12 @@ int CmdCheck(int argc, const char* const* argv) {
     Plotter plotter;
     if (vm.count("plot")) plotter = CheckPlotting(vm["plot"].as<std::string>());
 
-    const Predictions pred = LoadPredictions(vm, compute_scale);
+    Predictions pred = LoadPredictions(vm, compute_scale);
     const Measured meas = ReadMeasured(vm["measured"].as<std::string>());
+    const size_t not_run = KeepExecutedRequests(pred, meas);
+    if (not_run > 0 && !vm["quiet"].as<bool>())
+      std::printf("the run executed the first %lld requests: %zu later ones left out\n",
+                  static_cast<long long>(*meas.requests_executed), not_run);
     const CheckReport report = RunCheck(pred, meas, opt);
     auto doc = CheckReportToJson(report);
     if (vm.count("replica")) doc["replica"] = vm["replica"].as<int64_t>();

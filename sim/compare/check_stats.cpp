@@ -65,7 +65,28 @@ Measured ParseMeasured(const std::string& text, const std::string& file) {
     }
   }
   if (root.Has("total_s")) m.total_s = root.Key("total_s").NumAtLeast(0, true);
+  if (root.Has("requests_executed"))
+    m.requests_executed = root.Key("requests_executed").IntAtLeast(0);
   return m;
+}
+
+size_t KeepExecutedRequests(Predictions& pred, const Measured& meas) {
+  if (!meas.requests_executed ||
+      *meas.requests_executed >= static_cast<int64_t>(pred.requests.size()))
+    return 0;
+  const auto n = static_cast<size_t>(*meas.requests_executed);
+  std::set<std::string> kept;  // "R/" prefixes of the executed requests
+  pred.total_s = 0;
+  for (size_t i = 0; i < n; ++i) {
+    kept.insert(std::to_string(pred.requests[i].request) + "/");
+    pred.total_s += pred.requests[i].service_s;
+  }
+  const size_t dropped = pred.requests.size() - n;
+  pred.requests.resize(n);
+  std::erase_if(pred.ops, [&](const OpPrediction& o) {
+    return !kept.count(o.id.substr(0, o.id.find('/') + 1));
+  });
+  return dropped;
 }
 
 Measured ReadMeasured(const std::string& path) {

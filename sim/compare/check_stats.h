@@ -29,7 +29,13 @@ struct Measured {
   std::vector<MeasuredOp> ops;          // in order of first appearance
   std::map<int64_t, double> request_s;  // per request: max over ranks of its seconds
   std::optional<double> total_s;        // whole replay, when the file gives it
+  // How many of the plan's first requests ran (`kvlanes exec --max-requests`), when given.
+  std::optional<int64_t> requests_executed;
 };
+// A run of a plan's first N requests (Measured::requests_executed): the predictions of the
+// others left out, so per-op and whole-replay figures compare the same requests. Returns how
+// many predicted requests were left out.
+size_t KeepExecutedRequests(Predictions& pred, const Measured& meas);
 // Throws InputError naming file, line and field.
 Measured ParseMeasured(const std::string& text, const std::string& file);
 Measured ReadMeasured(const std::string& path);

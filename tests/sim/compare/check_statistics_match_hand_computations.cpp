@@ -173,4 +173,33 @@ TEST_CASE("without a measured total the whole-replay criterion fails and says wh
   CHECK(j["points"].size() == 1);
 }
 
+TEST_CASE("a run of the plan's first requests is compared with those requests only") {
+  // The executor ran request 0 only (--max-requests 1): request 1's ops and service time leave
+  // the predictions; the whole replay compares 2.0 predicted with 2.0 measured.
+  Predictions p = HandPredictions();
+  const std::string measured = R"({"requests_executed": 1, "total_s": 2.0, "ops": [
+    {"id": "0/load_back/l0/kv", "kind": "load_back", "rank": 0, "seconds": 1.0},
+    {"id": "0/load_back/l1/kv", "kind": "load_back", "rank": 0, "seconds": 1.0},
+    {"id": "0/compute", "kind": "compute", "rank": 0, "seconds": 1.0}],
+    "requests": [{"request": 0, "seconds": 2.0}]})";
+  const Measured m = ParseMeasured(measured, "m.json");
+  REQUIRE(m.requests_executed);
+  CHECK(*m.requests_executed == 1);
+  CHECK(KeepExecutedRequests(p, m) == 1);
+  CHECK(p.requests.size() == 1);
+  CHECK(p.ops.size() == 3);  // 0/load_back x2 and 0/compute
+  CHECK(p.total_s == doctest::Approx(2.0));
+  const CheckReport r = RunCheck(p, m, CheckOptions{});
+  CHECK(r.predicted_only.count == 0);
+  CHECK(r.total_predicted_s == doctest::Approx(2.0));
+  // A run of every request leaves the predictions as they are.
+  Predictions all = HandPredictions();
+  const Measured full = ParseMeasured(R"({"requests_executed": 2, "ops": [
+    {"id": "0/compute", "kind": "compute", "rank": 0, "seconds": 1.0}]})",
+                                      "m2.json");
+  CHECK(KeepExecutedRequests(all, full) == 0);
+  CHECK(all.requests.size() == 2);
+  CHECK(all.ops.size() == 5);
+}
+
 }  // namespace kvlanes::test
