@@ -79,7 +79,11 @@ std::string Describe(const RawValue& v) {
 }
 
 bool IsIntegerLiteral(std::string_view num) {
-  return num.find_first_of(".eE") == std::string_view::npos;
+  // A plain loop: numbers are short, and find_first_of costs a library call per character class.
+  for (const char c : num) {
+    if (c == '.' || c == 'e' || c == 'E') return false;
+  }
+  return true;
 }
 
 bool ParseUnsigned(std::string_view num, uint64_t* out) {
@@ -408,6 +412,7 @@ void RecordScanner::Scan(const char* b, const char* e, const Where& w) {
     f.present = false;
     f.bad_index = -1;
     f.list.clear();
+    f.list_or = 0;
   }
   other_keys_.clear();
   other_set_.clear();
@@ -425,40 +430,48 @@ void RecordScanner::Scan(const char* b, const char* e, const Where& w) {
   } else {
     for (;;) {
       if (!s.At('"')) s.Unexpected("a key string");
-      const std::string_view key = s.String(&decoded_);
+      // The usual case first: the key's bytes are one of the fields' names followed by the closing
+      // quote. Those names hold no escapes, quotes or bytes that need a check, so equal bytes are
+      // an equal key and the string needs no scan.
+      RecordField* f = s.KeyAmong(fields_);
+      if (f == nullptr) {
+        const std::string_view key = s.String(&decoded_);
+        for (RecordField& c : fields_) {
+          if (key == c.key) {
+            f = &c;
+            break;
+          }
+        }
+        if (f == nullptr) {
+          s.Ws();
+          s.Expect(':', "':' after a key");
+          s.Ws();
+          OtherKey(key, w);
+          s.Value(1);
+          if (!s.ListGoesOn('}', "',' or '}'")) break;
+          continue;
+        }
+      }
       s.Ws();
       s.Expect(':', "':' after a key");
       s.Ws();
-      RecordField* f = nullptr;
-      for (RecordField& c : fields_) {
-        if (key == c.key) {
-          f = &c;
-          break;
-        }
+      if (f->present) {
+        Fail(w, f->name,
+             std::string("duplicate key \"") + f->name + "\": a record gives each key once");
       }
-      if (f != nullptr) {
-        if (f->present) {
-          Fail(w, f->name,
-               std::string("duplicate key \"") + f->name + "\": a record gives each key once");
-        }
-        f->present = true;
-        if (f->int_list && s.At('[')) {
-          IntList(s, *f);
-        } else {
-          f->value = s.Value(1);
-        }
+      f->present = true;
+      uint64_t u = 0;
+      const char* start = s.pos();
+      if (f->int_list && s.At('[')) {
+        IntList(s, *f);
+      } else if (s.FastUnsigned(&u)) {
+        f->value.kind = JsonKind::kNumber;
+        f->value.text = std::string_view(start, static_cast<size_t>(s.pos() - start));
+        f->value.line = s.line();
+        f->value.plain_unsigned = true;
+        f->value.unsigned_value = u;
       } else {
-        const std::string k(key);
-        bool fresh;
-        if (other_keys_.size() < 64) {
-          fresh = std::find(other_keys_.begin(), other_keys_.end(), k) == other_keys_.end();
-          if (fresh) other_keys_.push_back(k);
-          if (other_keys_.size() == 64) other_set_.insert(other_keys_.begin(), other_keys_.end());
-        } else {
-          fresh = other_set_.insert(k).second;
-        }
-        if (!fresh) Fail(w, k, "duplicate key \"" + Cut(k) + "\": a record gives each key once");
-        s.Value(1);
+        f->value = s.Value(1);
       }
       if (!s.ListGoesOn('}', "',' or '}'")) break;
     }
@@ -467,9 +480,23 @@ void RecordScanner::Scan(const char* b, const char* e, const Where& w) {
   if (!s.AtEnd()) s.Unexpected("the end of the line after the record");
 }
 
+void RecordScanner::OtherKey(std::string_view key, const Where& w) {
+  const std::string k(key);
+  bool fresh;
+  if (other_keys_.size() < 64) {
+    fresh = std::find(other_keys_.begin(), other_keys_.end(), k) == other_keys_.end();
+    if (fresh) other_keys_.push_back(k);
+    if (other_keys_.size() == 64) other_set_.insert(other_keys_.begin(), other_keys_.end());
+  } else {
+    fresh = other_set_.insert(k).second;
+  }
+  if (!fresh) Fail(w, k, "duplicate key \"" + Cut(k) + "\": a record gives each key once");
+}
+
 void RecordScanner::IntList(TextScanner& s, RecordField& f) {
   f.value.kind = JsonKind::kArray;
   f.value.line = s.line();
+  f.value.plain_unsigned = false;
   const char* start = s.pos();
   s.Advance();
   s.Ws();
@@ -480,6 +507,7 @@ void RecordScanner::IntList(TextScanner& s, RecordField& f) {
       uint64_t u = 0;
       if (s.FastUnsigned(&u)) {
         f.list.push_back(u);
+        f.list_or |= u;
       } else {
         const RawValue v = s.Value(2);
         if (f.bad_index < 0) {

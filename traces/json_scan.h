@@ -43,6 +43,10 @@ struct RawValue {
   JsonKind kind = JsonKind::kNull;
   std::string_view text;
   int64_t line = 0;
+  // Set by RecordScanner for a plain non-negative integer literal below 2^64 (no sign, fraction,
+  // exponent or leading zero): its value, so the field readers need not parse the text again.
+  bool plain_unsigned = false;
+  uint64_t unsigned_value = 0;
 };
 
 // "the integer 12", "the number 2.5", "the string \"x\"", "an array", "a boolean": the value as an
@@ -125,6 +129,22 @@ class TextScanner {
   // After an array element: a ',' (with one space after it, or none) before a digit, the usual
   // separator of an integer list, moved past (true); anything else leaves the cursor for
   // ListGoesOn (false). Accepts only what ListGoesOn accepts, with the same result.
+  // At '"' (a key): when the bytes up to the next '"' are the name of one of `fields` (names
+  // hold no escapes or special bytes), moves past the closing quote and returns that field; else
+  // nullptr with the cursor unchanged (the key then needs String()).
+  template <typename Field>
+  Field* KeyAmong(std::vector<Field>& fields) {
+    const char* k = p_ + 1;
+    const size_t left = static_cast<size_t>(e_ - k);
+    for (Field& f : fields) {
+      const size_t n = f.key.size();
+      if (n < left && k[n] == '"' && std::memcmp(k, f.key.data(), n) == 0) {
+        p_ = k + n + 1;
+        return &f;
+      }
+    }
+    return nullptr;
+  }
   bool PlainIntSeparator() {
     if (e_ - p_ < 3 || p_[0] != ',') return false;
     if (static_cast<unsigned char>(p_[1] - '0') <= 9) {
@@ -209,6 +229,7 @@ struct RecordField {
   bool present = false;
   RawValue value;  // the whole value (for an int_list that is not an array, what it is instead)
   std::vector<uint64_t> list;
+  uint64_t list_or = 0;  // the bitwise or of `list` (one test tells that every id is in range)
   int64_t bad_index = -1;
   RawValue bad;
 };
@@ -224,6 +245,8 @@ class RecordScanner {
 
  private:
   void IntList(TextScanner& s, RecordField& f);
+  // A key that names none of the fields: refused when the record gave it already.
+  void OtherKey(std::string_view key, const Where& w);
 
   std::vector<RecordField> fields_;
   // Keys the reader does not use, for the duplicate check: a list for the usual handful, a set

@@ -14,6 +14,9 @@ const RawValue& Field(const RawValue* v, const char* key, const Where& w) {
 
 int64_t IntField(const RawValue* p, const char* key, const Where& w) {
   const RawValue& v = Field(p, key, w);
+  if (v.plain_unsigned &&
+      v.unsigned_value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return static_cast<int64_t>(v.unsigned_value);
   if (v.kind != JsonKind::kNumber) Fail(w, key, "must be an integer, got " + Describe(v));
   const std::string_view t = v.text;
   if (IsIntegerLiteral(t)) {
@@ -90,6 +93,8 @@ std::vector<uint64_t> HashIdsField(const RecordField& f, const Where& w) {
     Fail(w, "hash_ids", "must be an array of integers, got " + Describe(v));
   }
   const size_t n = f.list.size();
+  // Every id below the limit and every element a plain integer: nothing to report.
+  if (f.bad_index < 0 && f.list_or < kIdLimit) return f.list;
   for (size_t i = 0; i < n; ++i) {
     if (static_cast<int64_t>(i) == f.bad_index) HashIdElement(f.bad, i, w);  // fails
     if (f.list[i] >= kIdLimit) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "sim/cache/cache_unit.h"
 #include "sim/cache/placement.h"
@@ -413,10 +414,32 @@ bool ReplayEngine::CouldAllocate(const Request& req) const {
   return need <= room;
 }
 
+// A fresh plan for the next request that keeps the lists' capacity: a plan is recorded for
+// every request when an output or the predictor wants one, and new lists cost an allocation each.
+namespace {
+void ResetPlan(RequestPlan& p) {
+  RequestPlan next;
+  const auto reuse = [](auto& to, auto& from) {
+    from.clear();
+    to.swap(from);
+  };
+  reuse(next.evictions, p.evictions);
+  reuse(next.write_back, p.write_back);
+  reuse(next.load_back, p.load_back);
+  reuse(next.new_pages, p.new_pages);
+  reuse(next.runs, p.runs);
+  reuse(next.run_extents, p.run_extents);
+  reuse(next.prefix, p.prefix);
+  reuse(next.shard_pages, p.shard_pages);
+  reuse(next.backup, p.backup);
+  p = std::move(next);
+}
+}  // namespace
+
 // Counts the request, sizes it in pages and keys its full pages.
 void ReplayEngine::BeginRequest(const Request& req, RequestWork& w) {
   if (w.rec) {
-    *w.rec = RequestPlan{};
+    ResetPlan(*w.rec);
     w.rec->request = c_.requests;
     w.rec->arrival_ns = req.arrival_ns;
     w.rec->input_tokens = req.input_tokens;

@@ -273,6 +273,50 @@ TEST_CASE("ids of 2^40 or more are refused") {
       "hash_ids", "negative");
 }
 
+TEST_CASE("escaped keys and every integral spelling read as their plain forms") {
+  ScratchDir dir;
+  // The reader takes keys spelled exactly as a field's name without decoding them; a key with
+  // escapes, integral floats and a list in odd spacing must read the same as the plain record.
+  const std::string p = dir.Write(
+      "m.jsonl",
+      std::string(kGoodLine) + "\n" +
+          R"({"time\u0073tamp": 1e3, "input_length": 600.0, "output_length" : 0, "hash_ids": [ 3 ,4 ]})" +
+          "\n" +
+          R"({"hash_ids":[5,6],"output_length":7,"input_length":1024,"timestamp":2000,"x":"y"})");
+  const Trace t = LoadTrace({p}, std::nullopt, {});
+  REQUIRE(t.requests.size() == 3);
+  CHECK(t.requests[1].arrival_ns == 1000 * 1'000'000);
+  CHECK(t.requests[1].input_tokens == 600);
+  CHECK(t.requests[1].output_tokens == 0);
+  CHECK(t.requests[1].block_ids == std::vector<uint64_t>{3, 4});
+  CHECK(t.requests[2].arrival_ns == int64_t{2000} * 1'000'000);
+  CHECK(t.requests[2].input_tokens == 1024);
+  CHECK(t.requests[2].output_tokens == 7);
+  CHECK(t.requests[2].block_ids == std::vector<uint64_t>{5, 6});
+
+  // A key given twice is refused whether or not one spelling has escapes.
+  ExpectMooncakeError(
+      R"({"timestamp": 0, "time\u0073tamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})",
+      1, "timestamp", "duplicate key");
+  ExpectMooncakeError(
+      R"({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2], "x": 1, "x": 2})",
+      1, "x", "duplicate key");
+  // Integers at the edges of int64: the largest is read (and is too large as milliseconds), one
+  // more is beyond 64 bits, and a leading zero is malformed JSON.
+  ExpectMooncakeError(
+      R"({"timestamp": 9223372036854775807, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})",
+      1, "timestamp", "ms is too large");
+  ExpectMooncakeError(
+      R"({"timestamp": 0, "input_length": 600, "output_length": 9223372036854775808, "hash_ids": [1, 2]})",
+      1, "output_length", "beyond 64 bits");
+  ExpectMooncakeError(
+      R"({"timestamp": 01, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})", 1, "",
+      "malformed JSON");
+  ExpectMooncakeError(
+      R"({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 02]})", 1, "",
+      "malformed JSON");
+}
+
 TEST_CASE("a block expands to whole pages and a page size that does not divide it is refused") {
   ScratchDir dir;
   const std::string p = dir.Write(
