@@ -79,13 +79,14 @@ float RoundBf16(float x) {
   return r;
 }
 
-std::vector<float> AttentionReference(const AttentionProblem& a) {
+std::vector<float> AttentionReference(const AttentionProblem& a, std::vector<float>* lse) {
   const KvDecode& d = a.kv;
   const int64_t S = a.prefix + a.new_tokens, dk = d.key_dim, dv = d.value_dim;
   const int64_t rows = a.queries() * a.group;
   std::vector<float> out(static_cast<size_t>(d.kv_heads * rows * dv), 0.0f);
   std::vector<float> k(static_cast<size_t>(S * dk)), v(static_cast<size_t>(S * dv));
   std::vector<float> sc(static_cast<size_t>(S));
+  if (lse) lse->assign(static_cast<size_t>(d.kv_heads * rows), -INFINITY);
   for (int64_t g = 0; g < d.kv_heads; ++g) {
     for (int64_t s = 0; s < S; ++s) {
       for (int64_t e = 0; e < dk; ++e) {
@@ -121,6 +122,8 @@ std::vector<float> AttentionReference(const AttentionProblem& a) {
       }
       double sum = 0;
       for (int64_t s = 0; s < limit; ++s) sum += std::exp(sc[static_cast<size_t>(s)] - mx);
+      if (lse && limit > 0)
+        (*lse)[static_cast<size_t>(g * rows + r)] = static_cast<float>(mx + std::log(sum));
       float* o = &out[static_cast<size_t>((g * rows + r) * dv)];
       for (int64_t s = 0; s < limit; ++s) {
         const float p =

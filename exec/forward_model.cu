@@ -64,6 +64,35 @@ __global__ void BuildKvKernel(KvDecode d, const uint8_t* dense, int64_t prefix, 
   }
 }
 
+// partial_merge's keys of one rank: its `shard_rows` prefix rows decoded from `shard` (packed,
+// position order), then the new-token rows new_at[i] (indices into new_kv), then zero rows up to
+// `padded`. Layout as BuildKvKernel's.
+__global__ void BuildShardKvKernel(KvDecode d, const uint8_t* shard, int64_t shard_rows,
+                                   const int32_t* new_at, int64_t keys, int64_t padded,
+                                   const __nv_bfloat16* new_kv, __nv_bfloat16* k,
+                                   __nv_bfloat16* v) {
+  const int64_t s = blockIdx.x;
+  const int64_t g = blockIdx.y;
+  if (s >= padded) return;
+  const uint8_t* row = s < shard_rows ? shard + s * d.row_bytes : nullptr;
+  const __nv_bfloat16* nrow =
+      s >= shard_rows && s < keys ? new_kv + new_at[s - shard_rows] * d.new_row() : nullptr;
+  const __nv_bfloat16 zero = __float2bfloat16_rn(0.0f);
+  for (int64_t e = threadIdx.x; e < d.key_dim; e += blockDim.x) {
+    const __nv_bfloat16 x = row    ? __float2bfloat16_rn(DecodeKey(d, row, g, e))
+                            : nrow ? nrow[d.mla ? e : g * d.key_dim + e]
+                                   : zero;
+    k[(g * padded + s) * d.key_dim + e] = x;
+  }
+  if (d.mla) return;
+  for (int64_t e = threadIdx.x; e < d.value_dim; e += blockDim.x) {
+    const __nv_bfloat16 x = row    ? __float2bfloat16_rn(DecodeValue(d, row, g, e))
+                            : nrow ? nrow[d.kv_heads * d.key_dim + g * d.value_dim + e]
+                                   : zero;
+    v[(g * padded + s) * d.value_dim + e] = x;
+  }
+}
+
 // The rank's KV projection rows into the new-token rows at their positions.
 __global__ void ScatterRowsKernel(const __nv_bfloat16* src, int64_t row, const int32_t* pos,
                                   int64_t n, int64_t prefix, __nv_bfloat16* dst) {
@@ -111,6 +140,72 @@ __global__ void CausalSoftmaxKernel(const float* scores, __nv_bfloat16* probs, i
     p[s] = __float2bfloat16_rn(s < limit ? __expf(x[s] - mx) * inv : 0.0f);
 }
 
+// A block-wide max (is_max) or sum of one value per thread; `red` holds 32 floats. Every thread
+// gets the result.
+__device__ float BlockReduce(float x, bool is_max, float* red) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = is_max ? fmaxf(x, y) : x + y;
+  }
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = x;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const float none = is_max ? -INFINITY : 0.0f;
+    float m = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : none;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float y = __shfl_xor_sync(0xffffffffu, m, o);
+      m = is_max ? fmaxf(m, y) : m + y;
+    }
+    if (threadIdx.x == 0) red[0] = m;
+  }
+  __syncthreads();
+  const float r = red[0];
+  __syncthreads();
+  return r;
+}
+
+// partial_merge's softmax: row r of batch g is query token t0 + (r / group) at position q; key s
+// (of `keys` real ones, sorted by position) is visible when key_pos[s] <= q. Scores (fp32, scaled)
+// -> probabilities (bf16) normalized over the visible keys, 0 elsewhere, and the row's
+// log-sum-exp into lse[g * lse_rows + t0 * group + r] (-inf, probabilities 0, with no visible
+// key).
+__global__ void MaskedSoftmaxLseKernel(const float* scores, __nv_bfloat16* probs, int64_t rows,
+                                       int64_t cols, int64_t group, const int32_t* pos, int64_t t0,
+                                       const int32_t* key_pos, int64_t keys, float* lse,
+                                       int64_t lse_rows) {
+  const int64_t b = blockIdx.x;  // over kv_heads * rows
+  const int64_t g = b / rows, r = b % rows;
+  const float* x = scores + b * cols;
+  __nv_bfloat16* p = probs + b * cols;
+  const int32_t q = pos[t0 + r / group];
+  const int64_t n = min(keys, cols);
+  __shared__ float red[32];
+  float mx = -INFINITY;
+  for (int64_t s = threadIdx.x; s < n; s += blockDim.x)
+    if (key_pos[s] <= q) mx = fmaxf(mx, x[s]);
+  mx = BlockReduce(mx, true, red);
+  float* l = lse + g * lse_rows + t0 * group + r;
+  if (mx == -INFINITY) {
+    for (int64_t s = threadIdx.x; s < cols; s += blockDim.x) p[s] = __float2bfloat16_rn(0.0f);
+    if (threadIdx.x == 0) *l = -INFINITY;
+    return;
+  }
+  float sum = 0;
+  for (int64_t s = threadIdx.x; s < n; s += blockDim.x)
+    if (key_pos[s] <= q) sum += __expf(x[s] - mx);
+  sum = BlockReduce(sum, false, red);
+  const float inv = 1.0f / sum;
+  for (int64_t s = threadIdx.x; s < cols; s += blockDim.x)
+    p[s] = __float2bfloat16_rn(s < n && key_pos[s] <= q ? __expf(x[s] - mx) * inv : 0.0f);
+  if (threadIdx.x == 0) *l = mx + logf(sum);
+}
+
+__global__ void FillFloatKernel(float* p, int64_t n, float value) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    p[i] = value;
+}
+
 int Blocks(int64_t n, int threads) {
   return static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 4096));
 }
@@ -132,6 +227,10 @@ struct ForwardModelCuda::Impl {
   int32_t* pos = nullptr;
   int32_t* pos_host = nullptr;  // pinned staging of the positions
   int64_t prefix = 0, new_tokens = 0, queries = 0;
+  // partial_merge's key positions then new-token row indices (2 x max_keys each side), made on
+  // its first call.
+  int32_t* part_idx = nullptr;
+  int32_t* part_idx_host = nullptr;
 
   template <typename T>
   T* Alloc(int64_t bytes, const char* what) {
@@ -231,6 +330,7 @@ ForwardModelCuda::~ForwardModelCuda() {
   if (impl_->blas) cublasDestroy(impl_->blas);
   for (void* p : impl_->allocations) cudaFree(p);
   if (impl_->pos_host) cudaFreeHost(impl_->pos_host);
+  if (impl_->part_idx_host) cudaFreeHost(impl_->part_idx_host);
 }
 
 void ForwardModelCuda::SetRequest(int64_t prefix, int64_t new_tokens,
@@ -298,6 +398,93 @@ void ForwardModelCuda::Attention(const void* kv_dense, cudaStream_t s) {
                   m.out + t0 * group * dv, CUDA_R_16BF, static_cast<int>(dv), rows * dv,
                   static_cast<int>(kvh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "attention values");
+  }
+}
+
+void ForwardModelCuda::PartialAttention(const void* kv_shard, std::span<const int32_t> shard_pos,
+                                        std::span<const int32_t> new_pos, float* out, float* lse,
+                                        cudaStream_t s) {
+  Impl& m = *impl_;
+  const KvDecode& d = m.kv;
+  const int64_t kvh = d.kv_heads, dk = d.key_dim, dv = d.value_dim;
+  const int64_t group = m.shape.heads / kvh, rows = m.queries * group;
+  if (m.queries == 0) return;
+  const int64_t nshard = static_cast<int64_t>(shard_pos.size());
+  const int64_t nnew = static_cast<int64_t>(new_pos.size());
+  const int64_t keys = nshard + nnew;
+  if (keys > m.max_keys)
+    throw ExecError("forward model: partial attention over " + std::to_string(keys) +
+                    " keys exceeds the " + std::to_string(m.max_keys) + " it was made for");
+  auto check = [&](std::span<const int32_t> ps, int64_t lo, int64_t hi, const char* what) {
+    for (size_t i = 0; i < ps.size(); ++i)
+      if (ps[i] < lo || ps[i] >= hi || (i > 0 && ps[i] <= ps[i - 1]))
+        throw ExecError("forward model: partial attention " + std::string(what) + " position " +
+                        std::to_string(ps[i]) + " at " + std::to_string(i) +
+                        " is out of order or outside [" + std::to_string(lo) + ", " +
+                        std::to_string(hi) + ")");
+  };
+  check(shard_pos, 0, m.prefix, "prefix key");
+  check(new_pos, m.prefix, m.prefix + m.new_tokens, "new key");
+  if (keys == 0) {  // the rank holds no key of the request: every row's lse is -inf
+    CudaCheck(cudaMemsetAsync(out, 0, static_cast<size_t>(4 * kvh * rows * dv), s), "memset");
+    FillFloatKernel<<<Blocks(kvh * rows, 256), 256, 0, s>>>(lse, kvh * rows, -INFINITY);
+    CudaCheck(cudaGetLastError(), "fill launch");
+    return;
+  }
+  if (!m.part_idx) {
+    m.part_idx = m.Alloc<int32_t>(8 * m.max_keys, "partial attention positions");
+    CudaCheck(cudaHostAlloc(reinterpret_cast<void**>(&m.part_idx_host),
+                            static_cast<size_t>(8 * m.max_keys), cudaHostAllocDefault),
+              "cudaHostAlloc (partial attention positions)");
+  }
+  CudaCheck(cudaStreamSynchronize(s), "partial attention: previous work");
+  int32_t* key_pos = m.part_idx_host;
+  int32_t* new_at = m.part_idx_host + m.max_keys;
+  std::copy(shard_pos.begin(), shard_pos.end(), key_pos);
+  std::copy(new_pos.begin(), new_pos.end(), key_pos + nshard);
+  for (int64_t i = 0; i < nnew; ++i)
+    new_at[i] = static_cast<int32_t>(new_pos[static_cast<size_t>(i)] - m.prefix);
+  CudaCheck(cudaMemcpyAsync(m.part_idx, m.part_idx_host, static_cast<size_t>(8 * m.max_keys),
+                            cudaMemcpyHostToDevice, s),
+            "partial attention positions upload");
+  const int64_t Sp = PaddedKeys(keys);
+  BuildShardKvKernel<<<dim3(static_cast<unsigned>(Sp), static_cast<unsigned>(kvh)), 128, 0, s>>>(
+      d, static_cast<const uint8_t*>(kv_shard), nshard, m.part_idx + m.max_keys, keys, Sp, m.new_kv,
+      m.k, m.v);
+  CudaCheck(cudaGetLastError(), "BuildShardKv launch");
+  const __nv_bfloat16* v = d.mla ? m.k : m.v;
+  const int64_t ldv = d.mla ? dk : dv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(m.shape.softmax_dim()));
+  const float one = 1.0f, zero = 0.0f;
+  BlasCheck(cublasSetStream(m.blas, s), "cublasSetStream");
+  const int64_t per_token = kvh * group * Sp;
+  const int64_t chunk = std::max<int64_t>(1, m.score_elems / per_token);
+  for (int64_t t0 = 0; t0 < m.queries; t0 += chunk) {
+    const int64_t ct = std::min(chunk, m.queries - t0), cr = ct * group;
+    // The chunk's keys: those up to its latest query's position (keys are sorted), padded, at
+    // least one pad's worth so that no GEMM is empty (the softmax masks the rest).
+    int32_t last = 0;
+    for (int64_t i = t0; i < t0 + ct; ++i) last = std::max(last, m.pos_host[i]);
+    const int64_t seen = std::upper_bound(key_pos, key_pos + keys, last) - key_pos;
+    const int64_t kc = std::min(Sp, PaddedKeys(std::max<int64_t>(seen, 1)));
+    BlasCheck(cublasGemmStridedBatchedEx(
+                  m.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(kc), static_cast<int>(cr),
+                  static_cast<int>(dk), &scale, m.k, CUDA_R_16BF, static_cast<int>(dk), Sp * dk,
+                  m.q + t0 * group * dk, CUDA_R_16BF, static_cast<int>(dk), rows * dk, &zero,
+                  m.scores, CUDA_R_32F, static_cast<int>(kc), cr * kc, static_cast<int>(kvh),
+                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "partial attention scores");
+    MaskedSoftmaxLseKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(
+        m.scores, m.probs, cr, kc, group, m.pos, t0, m.part_idx, keys, lse, rows);
+    CudaCheck(cudaGetLastError(), "masked softmax launch");
+    // out_g[t0 rows] = P_g V_g[:kc], fp32
+    BlasCheck(cublasGemmStridedBatchedEx(
+                  m.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(dv), static_cast<int>(cr),
+                  static_cast<int>(kc), &one, v, CUDA_R_16BF, static_cast<int>(ldv), Sp * ldv,
+                  m.probs, CUDA_R_16BF, static_cast<int>(kc), cr * kc, &zero, out + t0 * group * dv,
+                  CUDA_R_32F, static_cast<int>(dv), rows * dv, static_cast<int>(kvh),
+                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "partial attention values");
   }
 }
 

@@ -86,8 +86,17 @@ struct AttentionProblem {
   int64_t queries() const { return static_cast<int64_t>(positions.size()); }
 };
 // The CPU reference: keys and values rounded to bf16, scores in fp32, probabilities rounded to
-// bf16 (as the GPU's P), outputs in fp32.
-std::vector<float> AttentionReference(const AttentionProblem& a);
+// bf16 (as the GPU's P), outputs in fp32. With `lse`: also each row's natural log-sum-exp of its
+// scaled scores, [kv_heads][queries * group] (double sums).
+std::vector<float> AttentionReference(const AttentionProblem& a, std::vector<float>* lse = nullptr);
+
+// partial_merge on the GPU (ForwardModelCuda::PartialAttention, then
+// kernels::MergePartialsKernel) against the full attention of the same queries over the gathered
+// prefix: the largest |merged - full| allowed over the outputs. The full attention rounds each
+// probability to bf16 once over all keys, each rank's partial over its own keys, so the two
+// differ by bf16 rounding of P (relative 2^-9 per probability) times the values (|v| <= 4 for
+// the proxy's codes), the bound the proxy's attention keeps to its CPU reference.
+inline constexpr double kPartialAttentionTolerance = 0.03;
 
 // The proxy's device memory for a plan (bytes), each part named, so a plan that does not fit is
 // refused with the sizes before any work.

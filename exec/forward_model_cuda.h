@@ -42,6 +42,19 @@ class ForwardModelCuda {
   void Layer(int64_t layer, const void* kv_dense, cudaStream_t s);
   // The attention alone, on the current queries and new-token rows (tests).
   void Attention(const void* kv_dense, cudaStream_t s);
+  // partial_merge's per-rank step (docs/forward_pass.md, "Partial attention"): the attention of
+  // every current query (the all-gathered queries of the request) over one rank's keys only:
+  // `shard_pos.size()` prefix rows of `kv_shard` (kv_row_bytes each: the rank's tokens of the
+  // prefix in position order, as its pages hold them) at absolute positions `shard_pos`, then the
+  // new-token rows at positions `new_pos` (the new tokens the rank stores), both ascending, every
+  // prefix position < the request's prefix <= every new position. A query at position t sees the
+  // keys at positions <= t. Writes fp32 outputs out[kv_heads][queries * group][value_dim], still
+  // normalized over the rank's keys, and the natural log-sum-exp of each row's scaled scores
+  // lse[kv_heads][queries * group] (-inf, output 0, for a row that sees none of the rank's keys),
+  // which kernels::MergePartialsKernel merges. Synchronizes `s` before it stages the positions.
+  // Throws ExecError on positions out of order or range, or a CUDA or cuBLAS error.
+  void PartialAttention(const void* kv_shard, std::span<const int32_t> shard_pos,
+                        std::span<const int32_t> new_pos, float* out, float* lse, cudaStream_t s);
 
   // Device buffers of the attention (bf16): queries [kv_heads][queries * group][key_dim],
   // new-token rows [new_tokens][KvDecode::new_row()], output [kv_heads][queries *

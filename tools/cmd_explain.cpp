@@ -40,6 +40,34 @@ bool OwnerMajorProven(const RequestPlan& p, int ranks) {
   return OwnersCyclic(owners, ranks);
 }
 
+// What the prefix's layout proves about its gather, in words (explain's gather.layout.proof). KV
+// interleaved by token: no page holds contiguous tokens, so no gather order is proven; the owners
+// are cache units of N pages, merged. Otherwise the placement of every run's extent names the
+// proof of the order a gather may rely on.
+std::string LayoutProof(const ReplayConfig& cfg, const RequestPlan& p, int ranks, bool owner_major,
+                        bool layer_split) {
+  const std::string n = std::to_string(ranks);
+  if (cfg.cache.interleave_tokens > 0)
+    return "KV interleaved every " + std::to_string(cfg.cache.interleave_tokens) +
+           " token(s) in cache units of " + n + " pages (page p on rank p mod " + n +
+           "): no page holds contiguous tokens, so no gather order is proven; partial attention "
+           "is merged";
+  if (layer_split)
+    return "split by layer: every page on lane 0, each rank holding its layer block; broadcast";
+  std::vector<std::string> rules;
+  for (const Extent& e : p.run_extents)
+    if (std::find(rules.begin(), rules.end(), e.placement) == rules.end())
+      rules.push_back(e.placement);
+  std::string names;
+  for (const std::string& r : rules) names += (names.empty() ? "" : ", ") + r;
+  if (owner_major)
+    return "owner-major proven by the run descriptors (" + names + ": page i of each extent on " +
+           "rank i mod " + n + ") and the owners checked cyclic";
+  if (p.proven_zigzag) return "one whole zigzag extent from page 0, proven by its descriptor";
+  return "no gather order proven (placement " + (names.empty() ? std::string("none") : names) +
+         "): the gather packs by owner and unpacks, or reads peers";
+}
+
 // One request's decisions, alternatives and (with a profile) predicted costs: the document
 // `--json` writes and the text view prints (fields: docs/cost_model.md "explain").
 J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cost,
@@ -87,13 +115,17 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
   g["prefix_pages"] = p.prefix_pages;
   g["shard_pages"] = p.shard_pages;
   g["proven_zigzag"] = p.proven_zigzag;
-  const bool owner_major = OwnerMajorProven(p, ranks);
-  g["proven_owner_major"] = owner_major;
   // The engine broadcasts exactly the prefixes of a cache split by layer.
   const bool layer_split = p.prefix_pages > 0 && p.gather_method == GatherMethod::kBroadcast;
   // ...and merges partial attention over exactly the prefixes of KV interleaved by token.
   const bool token_interleave =
       p.prefix_pages > 0 && p.gather_method == GatherMethod::kPartialMerge;
+  // Cyclic owners of KV interleaved by token are cache units, not an owner-major gather order.
+  const bool owner_major = cfg.cache.interleave_tokens == 0 && OwnerMajorProven(p, ranks);
+  g["proven_owner_major"] = owner_major;
+  g["layout"] = J{{"placement", cfg.cache.placement},
+                  {"interleave_tokens", cfg.cache.interleave_tokens},
+                  {"proof", LayoutProof(cfg, p, ranks, owner_major, layer_split)}};
   if (layer_split) {
     J blocks = J::array();
     for (int r = 0; r < ranks; ++r) {
@@ -301,13 +333,10 @@ void PrintExplain(const J& j) {
               PerLane(cm["cached_pages_per_lane"]).c_str());
   const J& g = j["gather"];
   if (g["prefix_pages"].get<int64_t>() > 0) {
-    std::printf(
-        "gather     prefix %lld pages in %zu extent run(s), shards per rank %s, zigzag %s, "
-        "owner-major %s\n",
-        i(g["prefix_pages"]), g["runs"].size(), PerLane(g["shard_pages"]).c_str(),
-        g["proven_zigzag"].get<bool>() ? "proven by the run descriptor" : "not proven",
-        g["proven_owner_major"].get<bool>() ? "proven by the run descriptors (owners cyclic)"
-                                            : "not proven");
+    std::printf("gather     prefix %lld pages in %zu extent run(s), shards per rank %s\n",
+                i(g["prefix_pages"]), g["runs"].size(), PerLane(g["shard_pages"]).c_str());
+    std::printf("           layout %s: %s\n", g["layout"]["placement"].get<std::string>().c_str(),
+                g["layout"]["proof"].get<std::string>().c_str());
     if (g.contains("layer_blocks")) {
       std::string blocks;
       for (size_t r = 0; r < g["layer_blocks"].size(); ++r)

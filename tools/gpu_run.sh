@@ -16,7 +16,7 @@ export LD_LIBRARY_PATH=$ROOT/build-dev/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PA
 export NCCL_NVLS_ENABLE=0   # never NVLink multicast on shared machines
 B=$ROOT/build-dev/bin
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-for t in ${TESTS-kernels exec forward}; do
+for t in ${TESTS-kernels exec forward partial_merge}; do
   echo "== $t GPU tests"; SECONDS=0
   timeout 300 "$B/kvlanes_${t}_gpu_tests" 2>&1 | tee "$OUT/${t}_gpu_tests.log" | tail -3
   echo "rc=${PIPESTATUS[0]} wall ${SECONDS}s"

@@ -9,7 +9,11 @@ cache.interleave_tokens=1 (partial_merge). Each replay gets PAGES / cp device pa
 same bytes per lane). A request's time is the `busy_s` of its gather span on the collective
 track (the method's own ops, all layers; the slowest rank), grouped by prefix pages; per group the
 median of each layout and the requests behind it (layouts that change the cache, layer_split and
-token interleave, have their own prefixes). Also each replay's token hit ratio and predicted total.
+token interleave, have their own prefixes). Also each replay's token hit ratio and predicted total,
+and a shard table: per layout, over the requests with a prefix, the max / mean of the per-rank
+prefix shard (the plan's gather `shard_pages`; for layer_split, where every rank holds every page
+for its block of layers, the per-rank pages x layers of its block, LayerBlock's split), median and
+largest, and the extent runs per prefix, median and largest.
 """
 import argparse
 import json
@@ -30,10 +34,33 @@ LAYOUTS = [
 BUCKETS = [(0, 64, "<64"), (64, 256, "64-255"), (256, 1024, "256-1023"), (1024, 1 << 62, ">=1024")]
 
 
+def layer_blocks(layers, cp):
+    # sim/cache/placement.cpp LayerBlock: the first layers % cp ranks hold one layer more.
+    q, rem = divmod(layers, cp)
+    return [q + (1 if r < rem else 0) for r in range(cp)]
+
+
+def shards(plan_path, cp, layer_split):
+    # Per request with a prefix: (max / mean of the per-rank shard, extent runs).
+    out = []
+    with open(plan_path) as f:
+        header = json.loads(f.readline())
+        blocks = layer_blocks(header["layers"], cp)
+        for line in f:
+            d = json.loads(line)
+            for o in d.get("ops", []):
+                if o.get("kind") != "gather" or o["prefix_pages"] == 0:
+                    continue
+                sh = [o["prefix_pages"] * b for b in blocks] if layer_split else o["shard_pages"]
+                out.append((max(sh) / (sum(sh) / cp), len(o["runs"])))
+    return out
+
+
 def replay(kvlanes, profile, trace, cp, pages, sets, tmp):
     rep, tl = os.path.join(tmp, "r.json"), os.path.join(tmp, "t.json")
+    plan = os.path.join(tmp, "p.jsonl")
     cmd = [kvlanes, "replay", "--trace", trace, "--profile", profile, "-q", "--json", rep, "--timeline", tl,
-           "--set", f"cache.cp_size={cp}", "--set", f"cache.device_pages_per_lane={pages // cp}"]
+           "--plan", plan, "--set", f"cache.cp_size={cp}", "--set", f"cache.device_pages_per_lane={pages // cp}"]
     for s in sets:
         cmd += ["--set", s]
     subprocess.run(cmd, check=True)
@@ -49,7 +76,7 @@ def replay(kvlanes, profile, trace, cp, pages, sets, tmp):
             busy = a["busy_s"]
             if q not in per or busy > per[q][1]:
                 per[q] = (a["prefix_pages"], busy)
-    return r, per
+    return r, per, shards(plan, cp, "cache.placement=layer_split" in sets)
 
 
 def main():
@@ -64,14 +91,20 @@ def main():
     lines = ["| trace | cp | prefix pages | " + " | ".join(f"{n} ms (n)" for n, _ in LAYOUTS) + " |",
              "|---|---|---|" + "---|" * len(LAYOUTS)]
     totals = []
+    shard_lines = ["| trace | cp | " + " | ".join(f"{n}: max/mean median, max (runs median, max)" for n, _ in LAYOUTS) +
+                   " |", "|---|---|" + "---|" * len(LAYOUTS)]
     with tempfile.TemporaryDirectory() as tmp:
         for trace in a.traces:
             name = os.path.basename(trace).split(".")[0]
             for cp in [int(x) for x in a.cp.split(",")]:
                 groups = defaultdict(dict)
                 summary = []
+                shard_cells = []
                 for lname, sets in LAYOUTS:
-                    r, per = replay(a.kvlanes, a.profile, trace, cp, a.pages, sets, tmp)
+                    r, per, sh = replay(a.kvlanes, a.profile, trace, cp, a.pages, sets, tmp)
+                    ratios, runs = [x for x, _ in sh], [n for _, n in sh]
+                    shard_cells.append(f"{statistics.median(ratios):.3f}, {max(ratios):.3f} "
+                                       f"({statistics.median(runs):g}, {max(runs)})" if sh else "-")
                     by = defaultdict(list)
                     for pp, busy in per.values():
                         for lo, hi, label in BUCKETS:
@@ -88,8 +121,9 @@ def main():
                         m = groups[label].get(lname)
                         cells.append(f"{m[0] * 1e3:.3f} ({m[1]})" if m else "-")
                     lines.append(f"| {name} | {cp} | {label} | " + " | ".join(cells) + " |")
+                shard_lines.append(f"| {name} | {cp} | " + " | ".join(shard_cells) + " |")
                 totals.append(f"- {name}, cp {cp}: token hit ratio / predicted total: " + "; ".join(summary))
-    out = "\n".join(lines + [""] + totals) + "\n"
+    out = "\n".join(lines + [""] + totals + [""] + shard_lines) + "\n"
     if a.md:
         with open(a.md, "w") as f:
             f.write(out)

@@ -857,6 +857,10 @@ void ReplayEngine::DecideMaterialization(RequestWork& w) {
         "policy '" << policy_.Name() << "' chose owner_major for a prefix not proven owner-major");
     ++c_.gather_method_counts[kGatherMethodNames.CName(g)];
     c_.gather_prefix_pages += prefix_pages;
+    if (g == GatherMethod::kPartialMerge) {
+      c_.gather_merged_prefix_pages += prefix_pages;
+      c_.gather_merged_new_tokens += ctx.new_tokens;
+    }
     c_.gather_runs += static_cast<int64_t>(w.s.runs.size());
   }
   int64_t backed_up = 0;

@@ -50,6 +50,9 @@ struct ReplayCounters {
   std::map<std::string, int64_t> backup_schedule_counts;  // requests that backed pages up
   int64_t gather_prefix_pages = 0;
   int64_t gather_runs = 0;
+  // Of those, the prefixes merged (partial_merge), and the new tokens of their requests.
+  int64_t gather_merged_prefix_pages = 0;
+  int64_t gather_merged_new_tokens = 0;
   // cache.cp_hit_agreement min: all-reduces run to agree on a host hit (requests with a host
   // match on several ranks), and host-matched pages the agreed minimum did not load back that
   // owner-lane truth would have (docs/reference_semantics.md, "Host-hit agreement").

@@ -14,6 +14,18 @@ std::vector<int64_t> PagesPerLane(const std::vector<LaneCopy>& copies, int ranks
   return n;
 }
 
+double PartialMergeQueryRowBytes(const ModelShape& s) {
+  return 2.0 * static_cast<double>(s.heads) * static_cast<double>(s.attn_key_dim());
+}
+double PartialMergePartialRowBytes(const ModelShape& s) {
+  return static_cast<double>(s.heads) * (2.0 * static_cast<double>(s.attn_value_dim()) + 4.0);
+}
+int64_t PartialMergeBytes(const ReplayConfig& cfg, int64_t new_tokens) {
+  const ModelShape& s = cfg.model.shape;
+  return cfg.model.layers * new_tokens *
+         static_cast<int64_t>(PartialMergeQueryRowBytes(s) + PartialMergePartialRowBytes(s));
+}
+
 int64_t SlotRuns(const LaneCopy& c) {
   int64_t runs = c.pages.empty() ? 0 : 1;
   for (size_t i = 1; i < c.pages.size(); ++i)
@@ -66,10 +78,8 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
                         static_cast<double>(cfg.model.layers)),
       hit_agreement_min_(cfg.cache.cp_hit_agreement ==
                          kHitAgreementNames.CName(HitAgreement::kMin)),
-      query_row_bytes_(2.0 * static_cast<double>(cfg.model.shape.heads) *
-                       static_cast<double>(cfg.model.shape.attn_key_dim())),
-      partial_row_bytes_(static_cast<double>(cfg.model.shape.heads) *
-                         (2.0 * static_cast<double>(cfg.model.shape.attn_value_dim()) + 4.0)),
+      query_row_bytes_(PartialMergeQueryRowBytes(cfg.model.shape)),
+      partial_row_bytes_(PartialMergePartialRowBytes(cfg.model.shape)),
       prefetch_layers_(cfg.gather.prefetch_layers),
       overlap_(OverlapTable::Of(hw_)) {
   if (hw_.compute_measured && hw_.compute_model_preset != cfg.model.preset)

@@ -153,6 +153,16 @@ class CostModel {
   OverlapTable overlap_;
 };
 
+// One new token's data that partial_merge moves per layer (docs/cost_model.md): its bf16 queries
+// of every head (2 h dk bytes), and its partial outputs (bf16) and log-sum-exp (fp32) of every
+// head (h (2 dv + 4) bytes).
+double PartialMergeQueryRowBytes(const ModelShape& s);
+double PartialMergePartialRowBytes(const ModelShape& s);
+// The report's gather.bytes of a merged prefix: model.layers x n x (query row + partial row),
+// for the group's n new tokens; what a gathered prefix counts as its KV bytes, a merged one
+// counts as the queries and partials that replace them.
+int64_t PartialMergeBytes(const ReplayConfig& cfg, int64_t new_tokens);
+
 // Pages per lane of a set of lane copies.
 std::vector<int64_t> PagesPerLane(const std::vector<LaneCopy>& copies, int ranks);
 // Runs of pages adjacent on both sides (device and host slot both +1) in one lane copy: the

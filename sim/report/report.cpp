@@ -74,7 +74,10 @@ J ReportBody(const ReplayConfig& cfg, const CachePolicy& policy, const Trace& tr
   j["gather"] = J{{"method_counts", counts},
                   {"prefix_pages", c.gather_prefix_pages},
                   {"prefix_runs", c.gather_runs},
-                  {"bytes", c.gather_prefix_pages * cfg.model.PageBytes(cfg.cache.page_tokens)}};
+                  {"merged_prefix_pages", c.gather_merged_prefix_pages},
+                  {"bytes", (c.gather_prefix_pages - c.gather_merged_prefix_pages) *
+                                    cfg.model.PageBytes(cfg.cache.page_tokens) +
+                                PartialMergeBytes(cfg, c.gather_merged_new_tokens)}};
   if (const GatherScratch gs = GatherScratchOf(cfg, policy.Placement().by_layer); gs.counted)
     j["gather"]["scratch"] = GatherScratchJson(gs, cfg.cache.device_pages_per_lane);
   J schedules = J::object();
@@ -185,6 +188,8 @@ ReplayCounters SumCounters(const ServingReplay& s) {
     for (const auto& [k, v] : c.backup_schedule_counts) t.backup_schedule_counts[k] += v;
     t.gather_prefix_pages += c.gather_prefix_pages;
     t.gather_runs += c.gather_runs;
+    t.gather_merged_prefix_pages += c.gather_merged_prefix_pages;
+    t.gather_merged_new_tokens += c.gather_merged_new_tokens;
     t.hit_agreement_allreduces += c.hit_agreement_allreduces;
     t.hit_agreement_lost_pages += c.hit_agreement_lost_pages;
   }

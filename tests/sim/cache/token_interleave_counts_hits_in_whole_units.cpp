@@ -7,6 +7,7 @@
 #include "sim/cache/cache_unit.h"
 #include "sim/config.h"
 #include "sim/predict/cost_model.h"
+#include "sim/report/report.h"
 #include "tests/sim/harness.h"
 #include "traces/input_error.h"
 
@@ -146,6 +147,44 @@ TEST_CASE("a merged prefix costs the partial_merge term per layer and is never p
   CHECK(r0.service_s == doctest::Approx(r0.gather_s + r0.compute_s));
   f.prefetch_layers = 2;  // a layer's queries exist only once the layer runs: no prefetch
   CHECK(m.Evaluate(f).service_s == doctest::Approx(r0.service_s));
+}
+
+TEST_CASE("gather.bytes counts a merged prefix as the queries and partials it moves") {
+  // cp 2, token interleave, 2 layers, one 8-byte pool: a page is 1 token x 2 layers x 8 B = 16 B.
+  // GQA, 4 query heads of dim 8: per token and layer the bf16 queries are 2 x 4 x 8 = 64 B and
+  // the partials (bf16 outputs, fp32 lse) 4 x (2 x 8 + 4) = 80 B: 144 B.
+  ReplayConfig cfg = Interleaved(2, 10, 1);
+  cfg.model.shape.attention = "gqa";
+  cfg.model.shape.heads = 4;
+  cfg.model.shape.kv_heads = 2;
+  cfg.model.shape.head_dim = 8;
+  CHECK(PartialMergeQueryRowBytes(cfg.model.shape) == 64);
+  CHECK(PartialMergePartialRowBytes(cfg.model.shape) == 80);
+  CHECK(PartialMergeBytes(cfg, 5) == 2 * 5 * 144);
+  const test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
+  test::Harness h(cfg, policy);
+  h.Run({1, 2, 3, 4, 5});         // no prefix
+  h.Run({1, 2, 3, 7, 8, 9, 10});  // a 2-page prefix merged, 5 tokens computed
+  h.Run({1, 2, 3, 4, 5});         // a 4-page prefix merged, 1 token computed
+  CHECK(h.c().gather_prefix_pages == 6);
+  CHECK(h.c().gather_merged_prefix_pages == 6);
+  CHECK(h.c().gather_merged_new_tokens == 5 + 1);
+  const nlohmann::ordered_json r = ReportToJson(cfg, policy, Trace{}, h.engine);
+  CHECK(r["gather"]["merged_prefix_pages"].get<int64_t>() == 6);
+  // 2 layers x 6 tokens x 144 B, not the 6 pages x 16 B a gather would move.
+  CHECK(r["gather"]["bytes"].get<int64_t>() == 1728);
+
+  // Page interleave, same inputs: the prefixes are gathered, their bytes are the pages'.
+  const ReplayConfig pcfg = Interleaved(2, 10, 0);
+  const test::ScriptedPolicy ppolicy(pcfg, PlanScope::kLanes);
+  test::Harness ph(pcfg, ppolicy);
+  ph.Run({1, 2, 3, 4, 5});
+  ph.Run({1, 2, 3, 7, 8, 9, 10});
+  ph.Run({1, 2, 3, 4, 5});
+  CHECK(ph.c().gather_merged_prefix_pages == 0);
+  const nlohmann::ordered_json pr = ReportToJson(pcfg, ppolicy, Trace{}, ph.engine);
+  CHECK(pr["gather"]["prefix_pages"].get<int64_t>() == 3 + 4);  // pages 1-3, then 1-4
+  CHECK(pr["gather"]["bytes"].get<int64_t>() == 7 * 16);
 }
 
 TEST_CASE("interleave_tokens needs the interleave placement and must divide the page") {
