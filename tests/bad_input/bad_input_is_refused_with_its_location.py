@@ -5,7 +5,7 @@ and the field, and that no output file (nor its .tmp) is left.
 
 usage: bad_input_is_refused_with_its_location.py KVLANES SOURCE_DIR WORK_DIR
 """
-import fcntl, json, os, shutil, subprocess, sys
+import fcntl, json, os, shutil, subprocess, sys, threading, time
 
 kvlanes, src, work = sys.argv[1:4]
 shutil.rmtree(work, ignore_errors=True)
@@ -305,6 +305,65 @@ if os.path.exists("/dev/zero"):
     out = path("junit.xml")
     expect_refused("regress suite /dev/zero", [kvlanes, "regress", "check", "/dev/zero", "--golden", path("golden.json"),
                                                "--junit", out], out, "/dev/zero:1:", "control byte 0x00")
+
+# ---- FIFOs that no process writes: opened without blocking, refused once a read has waited
+# kInputWaitSeconds (10 s) for data, instead of blocking the open forever; a FIFO that is written
+# reads as a file does
+def fifo(name):
+    p = path(name)
+    if os.path.exists(p):
+        os.remove(p)
+    os.mkfifo(p)
+    return p
+
+
+def timed_refusal(what, argv, out, *needles):
+    t = time.time()
+    expect_refused(what, argv, out, *needles)
+    if time.time() - t > 30:
+        print(f"FAIL {what}: took {time.time() - t:.0f} s, more than 30")
+        failures.append(what)
+
+
+if hasattr(os, "mkfifo"):
+    waited = "no data for 10 s"
+    argv, out = replay(["--config", fifo("fifo_config.yaml")])
+    timed_refusal("config file a FIFO with no writer", argv, out, "fifo_config.yaml: ", waited)
+    argv, out = replay(["--set", "hardware.profile=" + fifo("fifo_profile.yaml")])
+    timed_refusal("hardware profile a FIFO with no writer", argv, out, "fifo_profile.yaml: ", waited)
+    p, out = exec_plan(fifo("fifo_plan.jsonl"))
+    timed_refusal("plan a FIFO with no writer", p, out, "fifo_plan.jsonl: ", waited)
+    out = path("report.json")
+    timed_refusal("trace a FIFO with no writer", [kvlanes, "replay", fifo("fifo_trace.jsonl"), "-q", "--json", out],
+                  out, "fifo_trace.jsonl: ", waited)
+
+    def written(name, text):
+        p = fifo(name)
+
+        def write_it():
+            with open(p, "w") as f:  # blocks until the kvlanes process opens the FIFO
+                f.write(text)
+        threading.Thread(target=write_it, daemon=True).start()
+        return p
+
+    for what, argv_fn, out in [
+        ("config file a FIFO with a writer",
+         lambda: replay(["--config", written("fifo_config_w.yaml", "cache:\n  cp_size: 2\n")])[0], path("report.json")),
+        ("plan a FIFO with a writer",
+         lambda: exec_plan(written("fifo_plan_w.jsonl", "\n".join(plan_lines) + "\n"))[0], path("out.json")),
+        ("trace a FIFO with a writer",
+         lambda: [kvlanes, "replay", written("fifo_trace_w.jsonl", open(trace).read()), "-q", "--json", path("report.json")],
+         path("report.json")),
+    ]:
+        if os.path.exists(out):
+            os.remove(out)
+        r = subprocess.run(argv_fn(), capture_output=True, text=True, timeout=60)
+        ok = r.returncode == 0 and os.path.exists(out)
+        print(("ok   " if ok else "FAIL ") + what + ("" if ok else f": exit {r.returncode}: {r.stderr.strip()[-300:]}"))
+        if not ok:
+            failures.append(what)
+        if os.path.exists(out):
+            os.remove(out)
 
 # ---- exec options and the rendezvous
 p = path("plan.jsonl")
