@@ -35,7 +35,9 @@ struct Reader {
   std::string file;
   [[noreturn]] void Fail(const YAML::Node& at, const std::string& key,
                          const std::string& msg) const {
-    throw InputError(file, at.Mark().line >= 0 ? at.Mark().line + 1 : 0, key, msg);
+    // A missing key's node is invalid and has no mark (Mark() would throw): the key names it.
+    const int line = at.IsDefined() ? at.Mark().line : -1;
+    throw InputError(file, line >= 0 ? line + 1 : 0, key, msg);
   }
   double Num(const YAML::Node& map, const std::string& key, const std::string& path,
              bool positive) const {
@@ -102,6 +104,7 @@ namespace {
 
 HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   Reader r{path};
+  if (root.IsNull()) throw InputError(path, 0, "", "the hardware profile is empty (no keys)");
   r.OnlyKeys(
       root, "",
       {"name", "source", "measured", "host_device", "device", "collectives", "compute", "overlap"});

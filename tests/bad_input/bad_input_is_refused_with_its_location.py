@@ -217,6 +217,29 @@ profile_case("profile zero bandwidth", h2d, "h2d_gbps: 0", [":" + line_of_h2d + 
 profile_case("profile negative bandwidth", h2d, "h2d_gbps: -5", ["host_device.h2d_gbps", "> 0"])
 profile_case("profile duplicate key", h2d, h2d + "\n  " + h2d.strip(), ["host_device.h2d_gbps", "given twice"])
 profile_case("profile NaN bandwidth", h2d, "h2d_gbps: .nan", ["host_device.h2d_gbps"])
+# Found by the config and profile mutation fuzzer: a missing key of a collective threw yaml-cpp's
+# InvalidNode (no line, no field); an empty profile said only "expected a map"; a config file's
+# unknown policy or missing profile named neither the config file nor its line.
+nccl_profile = open(os.path.join(src, "config/profiles/8xh200_nccl_model.yaml")).read()
+prof = write("prof.yaml", re.sub(r"\n *peer_read:[^\n]*", "", nccl_profile, count=1))
+argv, out = replay(["--set", "hardware.profile=" + prof, "--set", "cache.cp_size=8"])
+expect_refused("profile collective without peer_read", argv, out, "prof.yaml", "collectives[0].peer_read", "missing")
+prof = write("prof.yaml", "# only a comment\n")
+argv, out = replay(["--set", "hardware.profile=" + prof])
+expect_refused("profile with no keys", argv, out, "prof.yaml", "is empty")
+for what, text, needles in [
+    ("config unknown policy names file and line", "cache:\n  cp_size: 2\npolicy: lanes x\n",
+     ["case.yaml:3:", "policy", "unknown policy 'lanes x'"]),
+    ("config hardware profile missing names file and line", "hardware:\n  profile: no_such_profile.yaml\n",
+     ["case.yaml:2:", "hardware.profile", "cannot open hardware profile", "no_such_profile.yaml"]),
+    ("config hardware profile a directory names file and line", "hardware:\n  profile: .\n",
+     ["case.yaml:2:", "hardware.profile", "is a directory"]),
+]:
+    cfg = write("case.yaml", text)
+    argv, out = replay(["--config", cfg])
+    expect_refused(what, argv, out, *needles)
+argv, out = replay(["--policy", "lanes x"])
+expect_refused("--policy unknown names the option", argv, out, "--policy: unknown policy 'lanes x'")
 
 # ---- calibrate's measurement files
 sweep_src = os.path.join(src, "docs/measurements/sweep_h200_batch_2026-11-29.json")

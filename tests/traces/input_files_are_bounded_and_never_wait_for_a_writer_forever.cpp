@@ -75,7 +75,8 @@ TEST_CASE("a FIFO with a writer reads whole, whether the writer comes early or l
   for (const int delay_ms : {0, 300}) {
     CAPTURE(delay_ms);
     std::string want;
-    for (int i = 0; i < 100000; ++i) want += "key" + std::to_string(i) + ": " + std::to_string(i) + "\n";
+    for (int i = 0; i < 100000; ++i)
+      want += "key" + std::to_string(i) + ": " + std::to_string(i) + "\n";
     bool wrote = false;
     std::thread writer([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
