@@ -60,10 +60,17 @@ class InputStreambuf : public std::streambuf {
   char buf_[1 << 16];
 };
 
+// Throws InputError naming `path` and the line of the first byte of `text` that does not begin a
+// well-formed UTF-8 sequence (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF).
+// JSON and YAML text is UTF-8; a name read from it is later written into JSON reports, where an
+// invalid byte would fail at the end of a run instead of at its input.
+void CheckUtf8(const std::string& text, const std::string& path, const std::string& what);
+
 // The whole text of `path`; `what` names the kind of file in errors ("measured file"). Throws
 // InputError naming the file: cannot open (or a directory), more than `max_bytes` bytes, a read
-// error, no data within `wait_seconds` (a FIFO with no writer), or a control byte (below 0x20
-// other than tab, LF, CR: never valid in JSON or YAML text) with its line.
+// error, no data within `wait_seconds` (a FIFO with no writer), a control byte (below 0x20
+// other than tab, LF, CR: never valid in JSON or YAML text) or a byte that is not UTF-8, with its
+// line.
 std::string ReadInputFile(const std::string& path, const std::string& what,
                           int64_t max_bytes = kMaxInputFileBytes,
                           int wait_seconds = kInputWaitSeconds);

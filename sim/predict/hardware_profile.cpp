@@ -31,6 +31,11 @@ const CollectiveModel* HardwareProfile::Collectives(int ranks) const {
 
 namespace {
 
+// The largest seconds term and the smallest rate a profile may give: far beyond any real machine,
+// and every product with a plan's counts (below 2^63 bytes, 2^40 tokens) stays finite.
+constexpr double kMaxProfileSeconds = 3600;
+constexpr double kMinProfileGbps = 1e-9;
+
 struct Reader {
   std::string file;
   [[noreturn]] void Fail(const YAML::Node& at, const std::string& key,
@@ -52,6 +57,11 @@ struct Reader {
     if (!std::isfinite(d)) Fail(v, path + key, "must be a finite number");
     if (positive ? !(d > 0) : !(d >= 0))
       Fail(v, path + key, positive ? "must be > 0" : "must be >= 0");
+    // Bounds that keep every predicted time finite (a term of 1e300 s overflowed to inf).
+    if (key.ends_with("_s") && d > kMaxProfileSeconds)
+      Fail(v, path + key, "must be at most 3600 s (kMaxProfileSeconds)");
+    if (key.find("gbps") != std::string::npos && d < kMinProfileGbps)
+      Fail(v, path + key, "must be at least 1e-9 GB/s, 1 byte/s (kMinProfileGbps)");
     return d;
   }
   void OnlyKeys(const YAML::Node& map, const std::string& path,
@@ -217,6 +227,7 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
 }
 
 HardwareProfile ParseHardwareProfile(const std::string& yaml, const std::string& path) {
+  CheckUtf8(yaml, path, "hardware profile");
   YAML::Node root;
   try {
     root = YAML::Load(yaml);

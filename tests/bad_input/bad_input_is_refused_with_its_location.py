@@ -238,6 +238,25 @@ for what, text, needles in [
     cfg = write("case.yaml", text)
     argv, out = replay(["--config", cfg])
     expect_refused(what, argv, out, *needles)
+# Bytes that are not UTF-8 in a name aborted the run when the report was written (nlohmann's
+# type_error.316); a seconds term of 1e300 made a predicted time infinite and the schedule
+# aborted ("schedule deadlock").
+with open(path("case.yaml"), "wb") as f:
+    f.write(b"cache:\n  cp_size: 2\nmodel:\n  pools: [{name: k\xc3v, bytes_per_token_layer: 8}]\n")
+argv, out = replay(["--config", path("case.yaml")])
+expect_refused("config name with a byte that is not UTF-8", argv, out, "case.yaml:4:", "byte 0xC3 is not UTF-8")
+argv, out = replay(["--set", "model.pools=[{name: k\udcc3v, bytes_per_token_layer: 8}]"])
+expect_refused("--set value with a byte that is not UTF-8", argv, out, "--set model.pools", "byte 0xC3 is not UTF-8")
+with open(path("prof.yaml"), "wb") as f:
+    f.write(good_profile.replace("name: h200-reference", "name: h200\udcff", 1).encode("utf-8", "surrogateescape"))
+argv, out = replay(["--set", "hardware.profile=" + path("prof.yaml")])
+expect_refused("profile name with a byte that is not UTF-8", argv, out, "prof.yaml:4:", "byte 0xFF is not UTF-8")
+pair = re.search(r"layer_attn_pair_s: *[^\n]*", good_profile).group(0)
+line_of_pair = str(good_profile[:good_profile.index(pair)].count("\n") + 1)
+profile_case("profile seconds term 1e300", pair, "layer_attn_pair_s: 1e300",
+             [":" + line_of_pair + ":", "compute.layer_attn_pair_s", "at most 3600 s"])
+profile_case("profile rate 1e-300 GB/s", h2d, "h2d_gbps: 1e-300",
+             [":" + line_of_h2d + ":", "host_device.h2d_gbps", "at least 1e-9 GB/s"])
 argv, out = replay(["--policy", "lanes x"])
 expect_refused("--policy unknown names the option", argv, out, "--policy: unknown policy 'lanes x'")
 

@@ -103,13 +103,17 @@ def run(kind, n, text, argv_for, mutated_path):
         if os.path.exists(out) or os.path.exists(out + ".tmp"):
             return "refused", "refused but left an output file"
         name = os.path.basename(mutated_path)
-        # The error line naming the mutated file: "PATH:LINE: ..." or "PATH: FIELD: ...".
-        located = [ln for ln in err.splitlines() if name + ":" in ln]
+        # The error names the mutated file, or the other input a mutated value was checked
+        # against (the trace, for trace.block_tokens; the profile, for cache.cp_size), as
+        # "PATH:LINE: ..." or "PATH: FIELD: ...": a line or a field, or a fault of the whole file
+        # that has neither (an empty profile).
+        files = [name, os.path.basename(trace)] + [n for n, _ in profile_texts]
+        located = [ln for ln in err.splitlines() if any(f + ":" in ln for f in files)]
         if not located:
-            return "refused", "the error does not name " + name + ": " + err[-300:]
-        # A line or a field, or a fault of the whole file that has neither (an empty profile).
-        if not any(re.search(re.escape(name) + r":(\d+: |\s*[\w.\[\]-]+: )", ln) or
-                   re.search(re.escape(name) + r": the [\w ]+ is empty", ln) for ln in located):
+            return "refused", "the error names no input file: " + err[-300:]
+        if not any(re.search(re.escape(f) + r":(\d+: |\s*[\w.\[\]-]+: )", ln) or
+                   re.search(re.escape(f) + r": the [\w ]+ is empty", ln)
+                   for ln in located for f in files):
             return "refused", "the error names neither a line nor a field: " + located[0][-300:]
         return "refused", None
     return "other", f"exit {r.returncode}: {r.stderr.strip()[-300:]}"
