@@ -49,6 +49,11 @@ YAML::Node LoadYamlFile(const std::string& path, const std::string& what) {
 }
 
 YAML::Node LoadYamlText(const std::string& text, const std::string& field) {
+  try {
+    CheckUtf8(text, "", "value");
+  } catch (const InputError& e) {
+    throw InputError("", 0, field, e.message());
+  }
   YAML::Node node;
   try {
     node = YAML::Load(text);

@@ -1,9 +1,13 @@
 #include "tools/replay_setup.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
+#include "policies/registry.h"
 #include "sim/cache/placement.h"
 #include "traces/input_error.h"
 #include "traces/trace_reader.h"
@@ -40,16 +44,50 @@ void AddTraceLimitOptions(po::options_description& desc, TraceOptions* bind) {
       "longest JSONL record line read");
 }
 
+namespace {
+
+// The checks ValidateConfig cannot make (sim/ knows no policy and opens no file), located where
+// the key was set, so a config file's typo names its file and line: the policy name, and a
+// hardware profile that cannot be opened (otherwise refused later, naming only the missing path).
+void CheckNamedInputs(const ReplayConfig& c) {
+  auto fail_at = [&c](const std::string& key, const std::string& msg) {
+    const auto it = c.origins.find(key);
+    if (it == c.origins.end()) throw InputError("", 0, key, msg);
+    throw InputError(it->second.file, it->second.line, it->second.field, msg);
+  };
+  try {
+    CheckPolicyName(c.policy);
+  } catch (const InputError& e) {
+    fail_at("policy", e.message());
+  }
+  const std::string& p = c.hardware.profile;
+  struct stat st {};
+  if (!p.empty() && ::stat(p.c_str(), &st) != 0)
+    fail_at("hardware.profile",
+            "cannot open hardware profile '" + p + "': " + std::strerror(errno));
+  if (!p.empty() && S_ISDIR(st.st_mode))
+    fail_at("hardware.profile", "hardware profile '" + p + "' is a directory");
+}
+
+}  // namespace
+
 ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
   ReplayInputs in;
   if (vm.count("config")) LoadConfigFile(vm["config"].as<std::string>(), in.config);
-  if (vm.count("policy")) in.config.policy = vm["policy"].as<std::string>();
-  if (vm.count("profile")) in.config.hardware.profile = vm["profile"].as<std::string>();
+  if (vm.count("policy")) {
+    in.config.policy = vm["policy"].as<std::string>();
+    in.config.origins["policy"] = ConfigOrigin{"", 0, "--policy"};
+  }
+  if (vm.count("profile")) {
+    in.config.hardware.profile = vm["profile"].as<std::string>();
+    in.config.origins["hardware.profile"] = ConfigOrigin{"", 0, "--profile"};
+  }
   if (vm.count("format"))
     ApplyConfigSetting("trace.format=" + vm["format"].as<std::string>(), in.config);
   if (vm.count("set"))
     for (const auto& s : vm["set"].as<std::vector<std::string>>()) ApplyConfigSetting(s, in.config);
   ValidateConfig(in.config);
+  CheckNamedInputs(in.config);
   in.trace = LoadTraceFor(in.config, vm);
   return in;
 }

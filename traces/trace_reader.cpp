@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "traces/format_readers.h"
+#include "traces/input_file.h"
 #include "traces/json_location.h"
 #include "traces/json_scan.h"
 #include "traces/record_fields.h"
@@ -55,19 +56,15 @@ const char* FirstControlByte(const char* b, const char* e) {
 }
 
 std::string ReadFileText(const std::string& path, int64_t max_bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    throw InputError(path, 0, "", std::string("cannot read file: ") + std::strerror(errno));
-  }
-  std::string data;
   struct stat st {};
-  if (::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
-    if (st.st_size > max_bytes) {
-      std::fclose(f);
-      TooLarge(path, std::to_string(st.st_size) + " bytes", max_bytes);
-    }
-    data.reserve(static_cast<size_t>(st.st_size) + (size_t{1} << 20) + 1);
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    if (st.st_size > max_bytes) TooLarge(path, std::to_string(st.st_size) + " bytes", max_bytes);
   }
+  // Opened without blocking, each read waiting at most kInputWaitSeconds: a FIFO that no process
+  // writes is refused instead of blocking the open.
+  InputFd f(path, "trace file");
+  std::string data;
+  if (S_ISREG(st.st_mode)) data.reserve(static_cast<size_t>(st.st_size) + (size_t{1} << 20) + 1);
   // Read in chunks, whatever the file is: a FIFO or a device has no size, and one that never ends
   // stops at the limit; binary data stops at its first control byte.
   constexpr size_t kChunk = size_t{1} << 20;
@@ -75,11 +72,15 @@ std::string ReadFileText(const std::string& path, int64_t max_bytes) {
   for (;;) {
     const size_t old = data.size();
     data.resize(old + kChunk);
-    const size_t n = std::fread(data.data() + old, 1, kChunk, f);
+    size_t n = 0;
+    while (n < kChunk) {
+      const size_t got = f.Read(data.data() + old + n, kChunk - n);
+      if (got == 0) break;
+      n += got;
+    }
     data.resize(old + n);
     const char* bad = FirstControlByte(data.data() + checked, data.data() + data.size());
     if (bad != data.data() + data.size()) {
-      std::fclose(f);
       char what[64];
       std::snprintf(what, sizeof what, "byte 0x%02X", static_cast<unsigned char>(*bad));
       const size_t at = static_cast<size_t>(bad - data.data());
@@ -88,16 +89,10 @@ std::string ReadFileText(const std::string& path, int64_t max_bytes) {
                            " is not allowed anywhere in JSON text (is this a binary file?)");
     }
     checked = data.size();
-    if (static_cast<int64_t>(data.size()) > max_bytes) {
-      std::fclose(f);
+    if (static_cast<int64_t>(data.size()) > max_bytes)
       TooLarge(path, "more than " + std::to_string(max_bytes) + " bytes", max_bytes);
-    }
     if (n < kChunk) break;
   }
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) throw InputError(path, 0, "", std::string("cannot read file: ") + std::strerror(err));
   return data;
 }
 

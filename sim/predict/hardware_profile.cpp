@@ -31,13 +31,18 @@ const CollectiveModel* HardwareProfile::Collectives(int ranks) const {
 
 namespace {
 
-constexpr double kMaxLayerSeconds = 3600;  // compute.table: more than this is not a layer
+// The largest seconds term and the smallest rate a profile may give: far beyond any real machine,
+// and every product with a plan's counts (below 2^63 bytes, 2^40 tokens) stays finite.
+constexpr double kMaxProfileSeconds = 3600;
+constexpr double kMinProfileGbps = 1e-9;
 
 struct Reader {
   std::string file;
   [[noreturn]] void Fail(const YAML::Node& at, const std::string& key,
                          const std::string& msg) const {
-    throw InputError(file, at.Mark().line >= 0 ? at.Mark().line + 1 : 0, key, msg);
+    // A missing key's node is invalid and has no mark (Mark() would throw): the key names it.
+    const int line = at.IsDefined() ? at.Mark().line : -1;
+    throw InputError(file, line >= 0 ? line + 1 : 0, key, msg);
   }
   double Num(const YAML::Node& map, const std::string& key, const std::string& path,
              bool positive) const {
@@ -55,6 +60,11 @@ struct Reader {
     }
     if (!std::isfinite(d)) Fail(v, field, "must be a finite number");
     if (positive ? !(d > 0) : !(d >= 0)) Fail(v, field, positive ? "must be > 0" : "must be >= 0");
+    // Bounds that keep every predicted time finite (a term of 1e300 s overflowed to inf).
+    if (field.ends_with("_s") && d > kMaxProfileSeconds)
+      Fail(v, field, "must be at most 3600 s (kMaxProfileSeconds)");
+    if (field.find("gbps") != std::string::npos && d < kMinProfileGbps)
+      Fail(v, field, "must be at least 1e-9 GB/s, 1 byte/s (kMinProfileGbps)");
     return d;
   }
   void OnlyKeys(const YAML::Node& map, const std::string& path,
@@ -115,8 +125,8 @@ struct Reader {
       for (size_t j = 0; j < c.prefix_tokens.size(); ++j) {
         if (j > 0 && c.prefix_tokens[j] <= c.prefix_tokens[j - 1])
           Fail(row["prefix_tokens"], pre + "prefix_tokens", "must grow");
-        if (!(c.layer_s[j] <= kMaxLayerSeconds))
-          Fail(row["layer_s"], pre + "layer_s", "a layer of more than an hour");
+        if (!(c.layer_s[j] <= kMaxProfileSeconds))
+          Fail(row["layer_s"], pre + "layer_s", "must be at most 3600 s (kMaxProfileSeconds)");
         if (!(p.LinearLayerS(c.new_tokens, c.prefix_tokens[j], 1) > 0))
           Fail(row, pre + "new_tokens",
                "the linear compute terms are 0 here, so the table's ratio is undefined");
@@ -203,6 +213,7 @@ namespace {
 
 HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   Reader r{path};
+  if (root.IsNull()) throw InputError(path, 0, "", "the hardware profile is empty (no keys)");
   r.OnlyKeys(
       root, "",
       {"name", "source", "measured", "host_device", "device", "collectives", "compute", "overlap"});
@@ -317,6 +328,7 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
 }
 
 HardwareProfile ParseHardwareProfile(const std::string& yaml, const std::string& path) {
+  CheckUtf8(yaml, path, "hardware profile");
   YAML::Node root;
   try {
     root = YAML::Load(yaml);

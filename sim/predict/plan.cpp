@@ -2,7 +2,7 @@
 
 #include <charconv>
 #include <cstring>
-#include <fstream>
+#include <istream>
 #include <ostream>
 
 #include "kernels/page_layout.h"
@@ -11,6 +11,7 @@
 #include "sim/predict/content_hash.h"
 #include "sim/predict/json_append.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/json_strict.h"
 
 namespace kvlanes {
@@ -662,8 +663,9 @@ bool GetPlanLine(std::istream& in, std::string& line, const std::string& path, i
 }  // namespace
 
 PlanFile ReadPlanFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, "", "cannot open plan file");
+  // Opened without blocking, each read bounded in time (a FIFO with no writer is refused).
+  InputStreambuf buf(path, "plan file");
+  std::istream in(&buf);
   PlanFile out;
   std::string line;
   int64_t n = 0, ops = 0, trailer_line = 0;

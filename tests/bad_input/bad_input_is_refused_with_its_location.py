@@ -5,7 +5,7 @@ and the field, and that no output file (nor its .tmp) is left.
 
 usage: bad_input_is_refused_with_its_location.py KVLANES SOURCE_DIR WORK_DIR
 """
-import fcntl, json, os, shutil, subprocess, sys
+import fcntl, json, os, shutil, subprocess, sys, threading, time
 
 kvlanes, src, work = sys.argv[1:4]
 shutil.rmtree(work, ignore_errors=True)
@@ -217,6 +217,48 @@ profile_case("profile zero bandwidth", h2d, "h2d_gbps: 0", [":" + line_of_h2d + 
 profile_case("profile negative bandwidth", h2d, "h2d_gbps: -5", ["host_device.h2d_gbps", "> 0"])
 profile_case("profile duplicate key", h2d, h2d + "\n  " + h2d.strip(), ["host_device.h2d_gbps", "given twice"])
 profile_case("profile NaN bandwidth", h2d, "h2d_gbps: .nan", ["host_device.h2d_gbps"])
+# Found by the config and profile mutation fuzzer: a missing key of a collective threw yaml-cpp's
+# InvalidNode (no line, no field); an empty profile said only "expected a map"; a config file's
+# unknown policy or missing profile named neither the config file nor its line.
+nccl_profile = open(os.path.join(src, "config/profiles/8xh200_nccl_model.yaml")).read()
+prof = write("prof.yaml", re.sub(r"\n *peer_read:[^\n]*", "", nccl_profile, count=1))
+argv, out = replay(["--set", "hardware.profile=" + prof, "--set", "cache.cp_size=8"])
+expect_refused("profile collective without peer_read", argv, out, "prof.yaml", "collectives[0].peer_read", "missing")
+prof = write("prof.yaml", "# only a comment\n")
+argv, out = replay(["--set", "hardware.profile=" + prof])
+expect_refused("profile with no keys", argv, out, "prof.yaml", "is empty")
+for what, text, needles in [
+    ("config unknown policy names file and line", "cache:\n  cp_size: 2\npolicy: lanes x\n",
+     ["case.yaml:3:", "policy", "unknown policy 'lanes x'"]),
+    ("config hardware profile missing names file and line", "hardware:\n  profile: no_such_profile.yaml\n",
+     ["case.yaml:2:", "hardware.profile", "cannot open hardware profile", "no_such_profile.yaml"]),
+    ("config hardware profile a directory names file and line", "hardware:\n  profile: .\n",
+     ["case.yaml:2:", "hardware.profile", "is a directory"]),
+]:
+    cfg = write("case.yaml", text)
+    argv, out = replay(["--config", cfg])
+    expect_refused(what, argv, out, *needles)
+# Bytes that are not UTF-8 in a name aborted the run when the report was written (nlohmann's
+# type_error.316); a seconds term of 1e300 made a predicted time infinite and the schedule
+# aborted ("schedule deadlock").
+with open(path("case.yaml"), "wb") as f:
+    f.write(b"cache:\n  cp_size: 2\nmodel:\n  pools: [{name: k\xc3v, bytes_per_token_layer: 8}]\n")
+argv, out = replay(["--config", path("case.yaml")])
+expect_refused("config name with a byte that is not UTF-8", argv, out, "case.yaml:4:", "byte 0xC3 is not UTF-8")
+argv, out = replay(["--set", "model.pools=[{name: k\udcc3v, bytes_per_token_layer: 8}]"])
+expect_refused("--set value with a byte that is not UTF-8", argv, out, "--set model.pools", "byte 0xC3 is not UTF-8")
+with open(path("prof.yaml"), "wb") as f:
+    f.write(good_profile.replace("name: h200-reference", "name: h200\udcff", 1).encode("utf-8", "surrogateescape"))
+argv, out = replay(["--set", "hardware.profile=" + path("prof.yaml")])
+expect_refused("profile name with a byte that is not UTF-8", argv, out, "prof.yaml:4:", "byte 0xFF is not UTF-8")
+pair = re.search(r"layer_attn_pair_s: *[^\n]*", good_profile).group(0)
+line_of_pair = str(good_profile[:good_profile.index(pair)].count("\n") + 1)
+profile_case("profile seconds term 1e300", pair, "layer_attn_pair_s: 1e300",
+             [":" + line_of_pair + ":", "compute.layer_attn_pair_s", "at most 3600 s"])
+profile_case("profile rate 1e-300 GB/s", h2d, "h2d_gbps: 1e-300",
+             [":" + line_of_h2d + ":", "host_device.h2d_gbps", "at least 1e-9 GB/s"])
+argv, out = replay(["--policy", "lanes x"])
+expect_refused("--policy unknown names the option", argv, out, "--policy: unknown policy 'lanes x'")
 
 # ---- calibrate's measurement files
 sweep_src = os.path.join(src, "docs/measurements/sweep_h200_batch_2026-11-29.json")
@@ -305,6 +347,65 @@ if os.path.exists("/dev/zero"):
     out = path("junit.xml")
     expect_refused("regress suite /dev/zero", [kvlanes, "regress", "check", "/dev/zero", "--golden", path("golden.json"),
                                                "--junit", out], out, "/dev/zero:1:", "control byte 0x00")
+
+# ---- FIFOs that no process writes: opened without blocking, refused once a read has waited
+# kInputWaitSeconds (10 s) for data, instead of blocking the open forever; a FIFO that is written
+# reads as a file does
+def fifo(name):
+    p = path(name)
+    if os.path.exists(p):
+        os.remove(p)
+    os.mkfifo(p)
+    return p
+
+
+def timed_refusal(what, argv, out, *needles):
+    t = time.time()
+    expect_refused(what, argv, out, *needles)
+    if time.time() - t > 30:
+        print(f"FAIL {what}: took {time.time() - t:.0f} s, more than 30")
+        failures.append(what)
+
+
+if hasattr(os, "mkfifo"):
+    waited = "no data for 10 s"
+    argv, out = replay(["--config", fifo("fifo_config.yaml")])
+    timed_refusal("config file a FIFO with no writer", argv, out, "fifo_config.yaml: ", waited)
+    argv, out = replay(["--set", "hardware.profile=" + fifo("fifo_profile.yaml")])
+    timed_refusal("hardware profile a FIFO with no writer", argv, out, "fifo_profile.yaml: ", waited)
+    p, out = exec_plan(fifo("fifo_plan.jsonl"))
+    timed_refusal("plan a FIFO with no writer", p, out, "fifo_plan.jsonl: ", waited)
+    out = path("report.json")
+    timed_refusal("trace a FIFO with no writer", [kvlanes, "replay", fifo("fifo_trace.jsonl"), "-q", "--json", out],
+                  out, "fifo_trace.jsonl: ", waited)
+
+    def written(name, text):
+        p = fifo(name)
+
+        def write_it():
+            with open(p, "w") as f:  # blocks until the kvlanes process opens the FIFO
+                f.write(text)
+        threading.Thread(target=write_it, daemon=True).start()
+        return p
+
+    for what, argv_fn, out in [
+        ("config file a FIFO with a writer",
+         lambda: replay(["--config", written("fifo_config_w.yaml", "cache:\n  cp_size: 2\n")])[0], path("report.json")),
+        ("plan a FIFO with a writer",
+         lambda: exec_plan(written("fifo_plan_w.jsonl", "\n".join(plan_lines) + "\n"))[0], path("out.json")),
+        ("trace a FIFO with a writer",
+         lambda: [kvlanes, "replay", written("fifo_trace_w.jsonl", open(trace).read()), "-q", "--json", path("report.json")],
+         path("report.json")),
+    ]:
+        if os.path.exists(out):
+            os.remove(out)
+        r = subprocess.run(argv_fn(), capture_output=True, text=True, timeout=60)
+        ok = r.returncode == 0 and os.path.exists(out)
+        print(("ok   " if ok else "FAIL ") + what + ("" if ok else f": exit {r.returncode}: {r.stderr.strip()[-300:]}"))
+        if not ok:
+            failures.append(what)
+        if os.path.exists(out):
+            os.remove(out)
 
 # ---- exec options and the rendezvous
 p = path("plan.jsonl")

@@ -106,7 +106,7 @@ TEST_CASE("syntax errors and wrong versions are located") {
   CHECK(c.what ==
         "m.json:1: kvlanes_measurements: measurement format version 2, this build reads version 1");
   c = Catch([] { ReadMeasurements("/nonexistent/m.json"); });
-  CHECK(c.what == "/nonexistent/m.json: cannot open measurement file");
+  CHECK(c.what == "/nonexistent/m.json: cannot open measurement file: No such file or directory");
 }
 
 TEST_CASE("samples that cannot determine the profile are errors saying what is missing") {
