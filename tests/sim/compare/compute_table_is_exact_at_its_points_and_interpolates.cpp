@@ -40,7 +40,9 @@ nlohmann::json ForwardSample(double n, double p, double s) {
           {"new_tokens", static_cast<int64_t>(n)},
           {"prefix_tokens", static_cast<int64_t>(p)},
           {"ranks", 1},
-          {"layers", 1},        {"median_s", s},      {"repeats", 3}};
+          {"layers", 1},
+          {"median_s", s},
+          {"repeats", 3}};
 }
 
 nlohmann::json Doc(nlohmann::json samples) {
@@ -174,9 +176,10 @@ TEST_CASE("compute table: bad tables are refused with the field named") {
       CHECK(std::string(e.what()).find("p.yaml") != std::string::npos);
     }
   };
-  refused("    - {new_tokens: 100, prefix_tokens: [0], layer_s: [1e-4]}\n"
-          "    - {new_tokens: 50, prefix_tokens: [0], layer_s: [1e-4]}\n",
-          "compute.table[1].new_tokens");
+  refused(
+      "    - {new_tokens: 100, prefix_tokens: [0], layer_s: [1e-4]}\n"
+      "    - {new_tokens: 50, prefix_tokens: [0], layer_s: [1e-4]}\n",
+      "compute.table[1].new_tokens");
   refused("    - {new_tokens: 100, prefix_tokens: [0, 10], layer_s: [1e-4]}\n",
           "compute.table[0].layer_s");
   refused("    - {new_tokens: 100, prefix_tokens: [10, 0], layer_s: [1e-4, 1e-4]}\n",
