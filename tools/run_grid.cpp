@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -18,6 +17,8 @@
 #include "policies/registry.h"
 #include "sim/report/report.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
+#include "traces/json_strict.h"
 #include "traces/output_file.h"
 
 namespace kvlanes::cli {
@@ -375,14 +376,11 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
       ++skipped;
       continue;
     }
-    std::ifstream in(path);
-    if (!in) throw InputError(path, 0, "", "cannot open");
-    J doc;
-    try {
-      doc = J::parse(in);
-    } catch (const J::parse_error& e) {
-      throw InputError(path, 0, "", std::string("not JSON: ") + e.what());
-    }
+    // Bounded and never waiting forever (ReadInputFile); duplicate keys and numbers no double
+    // holds refused with their line (ParseJsonStrict); then parsed again keeping key order.
+    const std::string text = ReadInputFile(path, "sweep result");
+    ParseJsonStrict(text, path);
+    const J doc = J::parse(text);
     const auto need = [&](bool ok, const char* field, const std::string& msg) {
       if (!ok) throw InputError(path, 0, field, msg);
     };

@@ -460,5 +460,15 @@ print(("ok   " if ok else "FAIL ") + "the valid plan still runs after the refusa
 if not ok:
     failures.append("valid plan")
 
+# kvlanes sweep merge: its inputs are read bounded and strictly (a key given twice, a FIFO).
+shard = write("shard_dup.json", '{"sweep_version": 1,\n "sweep_version": 1, "grid": {"runs": 1}}\n')
+merged = path("merged.json")
+expect_refused("sweep merge input with a key given twice", [kvlanes, "sweep", "merge", shard, "--json", merged],
+               merged, "shard_dup.json:1: sweep_version", "given twice")
+if hasattr(os, "mkfifo"):
+    timed_refusal("sweep merge input a FIFO with no writer",
+                  [kvlanes, "sweep", "merge", fifo("fifo_shard.json"), "--json", merged], merged,
+                  "fifo_shard.json: ", "no data for 10 s")
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
