@@ -10,6 +10,7 @@
 
 #include "sim/predict/cost_model.h"
 #include "sim/predict/schedule.h"
+#include "tests/sim/predict/hand_profile.h"
 
 namespace kvlanes {
 namespace {
@@ -26,37 +27,9 @@ SchedOp Op(const char* name, OpKind k, SchedStream s, double work_s, int rank,
   return o;
 }
 
-HardwareProfile Profile() {
-  HardwareProfile p;
-  p.name = "test";
-  p.h2d_gbps = 50;
-  p.d2h_gbps = 40;
-  p.copy_latency_s = 2e-6;
-  p.copy_submit_s = 3e-6;
-  p.device_copy_gbps = 4000;
-  p.kernel_launch_s = 5e-6;
-  p.index_bytes_per_page = 8;
-  CollectiveModel c;
-  c.ranks = 2;
-  c.all_gather.bands = {{0, 10e-6, 100}};
-  c.all_reduce.bands = {{0, 15e-6, 200}};
-  c.peer_read.bands = {{0, 4e-6, 400}};
-  c.peer_setup_s = 1e-6;
-  p.collectives = {c};
-  p.layer_base_s = 1e-5;
-  p.layer_token_s = 2e-6;
-  p.layer_attn_pair_s = 1e-10;
-  return p;
-}
+HardwareProfile Profile() { return test::HandProfile(2, {{0, 10e-6, 100}}); }
 
-ReplayConfig Config(int ranks) {
-  ReplayConfig cfg;
-  cfg.cache.cp_size = ranks;
-  cfg.cache.page_tokens = 64;
-  cfg.model.layers = 10;
-  cfg.model.pools = {{"kv", 600}, {"idx", 100}};
-  return cfg;
-}
+ReplayConfig Config(int ranks) { return test::HandConfig(ranks); }
 
 }  // namespace
 
