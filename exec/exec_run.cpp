@@ -448,6 +448,10 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
   ctx["config_hash"] = plan.config_hash;
   ctx["compute_model"] = plan.compute_model;
   ctx["warmup_rounds"] = o.exec.warmup;
+  if (plan.forward == ForwardMode::kModel)
+    ctx["forward_warm"] = o.exec.forward_warm
+                              ? "each request's layer shapes once, untimed, before its timed work"
+                              : "no";
   ctx["timeout_s"] = o.timeout_s;
   ctx["clock"] = o.backend == "cuda"
                      ? "CUDA events on the op's stream, from each rank's epoch event"

@@ -480,12 +480,7 @@ class RankRun {
       for (int32_t t = 0; t < warm.new_tokens; ++t) warm.positions.push_back(t);
     }
     for (int it = 0; it < opts_.warmup; ++it) {
-      if (plan_.forward == ForwardMode::kModel) {
-        b_.PrepareForward(warm);
-        b_.ModelForwardLayer(Stream::kCompute, 0, {});
-        b_.ModelForwardLayer(Stream::kCompute, geo_.layers - 1, {});
-        b_.Sync();
-      }
+      if (plan_.forward == ForwardMode::kModel) WarmForward(warm);
       b_.ForwardLayer(Stream::kCompute, 0, {}, 1e-5);
       if (has_host)
         for (int k = 0; k < geo_.num_pools(); ++k) {
@@ -509,6 +504,16 @@ class RankRun {
       }
       b_.ReleaseMarks();
     }
+  }
+
+  // The proxy's first and last layer (both layer kinds) at `w`'s shapes, untimed, reading the
+  // dense buffer as it is and writing no page: cuBLAS makes its per-shape choices here, not in a
+  // timed layer. Waits for the device.
+  void WarmForward(const ForwardWork& w) {
+    b_.PrepareForward(w);
+    b_.ModelForwardLayer(Stream::kCompute, 0, {});
+    if (geo_.layers > 1) b_.ModelForwardLayer(Stream::kCompute, geo_.layers - 1, {});
+    b_.Sync();
   }
 
   // A gather over scratch pages (owners round-robin or zigzag, slots from 0), data irrelevant.
@@ -597,6 +602,13 @@ class RankRun {
     q.ri = ri;
     q.p = &plan_.requests[ri];
     q.pre = std::to_string(q.p->request) + "/";
+    // A real engine runs a batch shape it has run before (CUDA graphs, tuned GEMMs); the proxy
+    // meets each request's shapes for the first time, and cuBLAS's host-side choice for a new
+    // shape (milliseconds per GEMM) would be timed in the request's first layer.
+    if (plan_.forward == ForwardMode::kModel && opts_.forward_warm) {
+      const ForwardWork w = ForwardWorkOf(*q.p);
+      WarmForward(w);
+    }
     b_.Barrier();  // ranks start each request together: a collective's time is not a peer's lag
     q.host_t0 = Clock::now();
     pause_ = {-1, -1};
@@ -749,6 +761,12 @@ class RankRun {
     return b_.Mark(Stream::kH2D);
   }
 
+  // What this rank's proxy computes for `p`: the prefix it attends over and its token positions.
+  ForwardWork ForwardWorkOf(const RequestPlan& p) const {
+    return ForwardWork{p.prefix_pages, p.computed_tokens,
+                       RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_)};
+  }
+
   // The synthetic forward pass: the pages it writes and its op.
   void PlanCompute(RequestRun& q) {
     const RequestPlan& p = *q.p;
@@ -774,8 +792,7 @@ class RankRun {
                          {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
                          {"layers", L}};
     if (plan_.forward == ForwardMode::kModel) {
-      q.forward = ForwardWork{p.prefix_pages, p.computed_tokens,
-                              RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_)};
+      q.forward = ForwardWorkOf(p);
       ops_[q.cop].extra["forward"] = "model";
       ops_[q.cop].extra["rank_tokens"] = q.forward.positions.size();
     } else {

@@ -77,6 +77,9 @@ struct ExecOptions {
   // Keep every timed span (RankResult::spans) for the span trace (--span-trace), with the phases
   // of every gather layer (the backend then marks each phase's end).
   bool keep_spans = false;
+  // --forward model: run each request's layer shapes once, untimed, before its timed work
+  // (docs/executor.md, "Forward warm-up").
+  bool forward_warm = true;
 };
 
 // One plan operation as performed by one rank. Times in seconds from the rank's epoch.

@@ -67,6 +67,10 @@ int CmdExec(int argc, const char* const* argv) {
       "predicted) | off: work starts as it is enqueued (a short forward pass leaves the host "
       "behind)")("gate-timeout-s", po::value<double>()->default_value(1.0),
                  "a request gate opens by itself after this")(
+      "forward-warm", po::value<std::string>()->default_value("on"),
+      "--forward model: on: run each request's layer shapes once, untimed, before its timed "
+      "work (cuBLAS picks its kernels for a new shape there) | off: the first layer of each "
+      "request pays for that choice")(
       "fault", po::value<std::vector<std::string>>()->composing(),
       "test hook: KIND:RANK:OPID with KIND corrupt|die|hang (repeatable)")(
       "quiet,q", po::bool_switch(), "no console summary")("help,h", "this help");
@@ -85,7 +89,7 @@ int CmdExec(int argc, const char* const* argv) {
         std::string(argv[0]) +
             " (--plan FILE | --trace FILE [replay options]) --out FILE [options]",
         "Repeats a replay's decisions on real hardware: device pools, pinned host pools, NCCL\n"
-        "collectives, CUDA IPC peer reads, host<->device copies and a synthetic forward pass;\n"
+        "collectives, CUDA IPC peer reads, host<->device copies and a forward pass;\n"
         "checks every gathered and loaded byte against a deterministic page pattern; measures\n"
         "every op.",
         desc,
@@ -137,6 +141,10 @@ int CmdExec(int argc, const char* const* argv) {
       throw InputError("", 0, "--gate", "expected on or off, got '" + gate + "'");
     o.exec.gate = gate == "on";
     o.exec.gate_timeout_s = TimeoutOption(vm, "gate-timeout-s");
+    const std::string warm = vm["forward-warm"].as<std::string>();
+    if (warm != "on" && warm != "off")
+      throw InputError("", 0, "--forward-warm", "expected on or off, got '" + warm + "'");
+    o.exec.forward_warm = warm == "on";
     if (vm.count("fault"))
       for (const auto& f : vm["fault"].as<std::vector<std::string>>())
         o.exec.faults.push_back(exec::ParseFault(f));

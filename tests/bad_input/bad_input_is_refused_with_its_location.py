@@ -416,6 +416,8 @@ for what, extra, needles in [
     ("exec --timeout-s 1e300", ["--timeout-s", "1e300"], ["--timeout-s"]),
     ("exec --max-requests -5", ["--max-requests", "-5"], ["--max-requests"]),
     ("exec --run-timeout-s nan", ["--run-timeout-s", "nan"], ["--run-timeout-s"]),
+    ("exec --forward-warm maybe", ["--forward-warm", "maybe"], ["--forward-warm"]),
+    ("exec --gate sometimes", ["--gate", "sometimes"], ["--gate"]),
 ]:
     out = path("out.json")
     expect_refused(what, [kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--out", out] + extra, out, *needles)
