@@ -652,6 +652,7 @@ void FitForward(Calibration& c) {
     if (c.base) {
       p.compute_measured = c.base->compute_measured;
       p.compute_model_preset = c.base->compute_model_preset;
+      p.compute_model_layers = c.base->compute_model_layers;
       p.compute_table = c.base->compute_table;
       if (!p.compute_table.empty()) c.out.kept_from_base.push_back("compute.table");
     }
@@ -688,7 +689,15 @@ void FitForward(Calibration& c) {
   // refused). Samples without a preset (older files) leave the terms unlabelled.
   p.compute_measured = !preset.empty();
   p.compute_model_preset = preset;
-  if (!preset.empty()) r.note = "model preset " + preset;
+  // The layer count the samples were measured at, when they agree (a mix leaves it unrecorded).
+  p.compute_model_layers = s.front()->model_layers;
+  for (const Sample* x : s)
+    if (x->model_layers != p.compute_model_layers) p.compute_model_layers = 0;
+  if (!preset.empty())
+    r.note = "model preset " + preset +
+             (p.compute_model_layers > 0
+                  ? ", " + std::to_string(p.compute_model_layers) + " layers"
+                  : ", model layer count not given or not the same in every sample");
   r.params = {{"layer_base_s", p.layer_base_s},
               {"layer_token_s", p.layer_token_s},
               {"layer_attn_pair_s", p.layer_attn_pair_s}};

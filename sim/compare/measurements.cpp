@@ -96,6 +96,12 @@ void ParseForward(const JsonCursor& s, Sample& x) {
   if (s.Has("layers")) x.layers = s.Key("layers").IntAtLeast(1);
   x.forward = ParseForwardMode(s);
   x.preset = OptStr(s, "preset");
+  if (s.Has("per_kind")) {  // descriptive, but its layer counts say how deep the model was
+    const JsonCursor k = s.Key("per_kind");
+    k.ExpectArray();
+    for (size_t i = 0; i < k.Size(); ++i)
+      if (k.Index(i).Has("layers")) x.model_layers += k.Index(i).Key("layers").IntAtLeast(1);
+  }
 }
 
 void ParseOverlap(const JsonCursor& s, Sample& x) {

@@ -63,6 +63,9 @@ struct Sample {
   int64_t new_tokens = 0;    // forward
   int64_t prefix_tokens = 0;
   int64_t layers = 1;  // forward: the time covers this many layers
+  // forward: the layer count of the model measured (the sum of per_kind[].layers; 0: not given).
+  // A proxy sample times the mean layer (layers 1) of a model of model_layers layers.
+  int64_t model_layers = 0;
   // forward, overlap: the sweep's forward pass ("model": the proxy, "synthetic": the spin kernel;
   // "" = not given, read as measured on the proxy); forward: the model preset measured.
   std::string forward, preset;

@@ -113,6 +113,8 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "compute:\n" + FitComment(r, "compute", "  ");
   if (p.compute_measured)
     y += "  measured: true\n  model_preset: \"" + p.compute_model_preset + "\"\n";
+  if (p.compute_measured && p.compute_model_layers > 0)
+    y += "  model_layers: " + std::to_string(p.compute_model_layers) + "\n";
   y += "  layer_base_s: " + Num(p.layer_base_s) + "\n";
   y += "  layer_token_s: " + Num(p.layer_token_s) + "\n";
   y += "  layer_attn_pair_s: " + Num(p.layer_attn_pair_s) + "\n";

@@ -88,6 +88,17 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
         "profile '" + hw_.name + "' has compute terms measured for model preset '" +
             hw_.compute_model_preset + "', but this run uses model.preset '" + cfg.model.preset +
             "': calibrate a profile for it or set model.preset=" + hw_.compute_model_preset);
+  if (hw_.compute_measured && hw_.compute_model_layers > 0 &&
+      hw_.compute_model_layers != cfg.model.layers)
+    throw InputError(
+        profile_path, 0, "compute.model_layers",
+        "profile '" + hw_.name + "' has compute terms measured at " +
+            std::to_string(hw_.compute_model_layers) + " layers of '" + hw_.compute_model_preset +
+            "' (its per-layer times are that model's mean over dense and MoE layers), but this "
+            "run uses model.layers " +
+            std::to_string(cfg.model.layers) + ": measure and calibrate at " +
+            std::to_string(cfg.model.layers) +
+            " layers or set model.layers=" + std::to_string(hw_.compute_model_layers));
   if (ranks_ > 1) {
     coll_ = hw_.Collectives(ranks_);
     if (!coll_)

@@ -277,13 +277,19 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   }
   const YAML::Node cp = root["compute"];
   if (!cp) r.Fail(root, "compute", "missing");
-  r.OnlyKeys(
-      cp, "compute.",
-      {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "measured", "model_preset", "table"});
+  r.OnlyKeys(cp, "compute.",
+             {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "measured", "model_preset",
+              "model_layers", "table"});
   p.compute_measured = cp["measured"] && cp["measured"].as<bool>();
   p.compute_model_preset = cp["model_preset"] ? cp["model_preset"].Scalar() : "";
   if (p.compute_measured && p.compute_model_preset.empty())
     r.Fail(cp, "compute.model_preset", "measured compute terms need the model preset they fit");
+  if (const YAML::Node ml = cp["model_layers"]) {
+    const double v = r.Value(ml, "compute.model_layers", true);
+    if (v != std::floor(v) || v > 1e6)
+      r.Fail(ml, "compute.model_layers", "expected a whole layer count from 1 to 1,000,000");
+    p.compute_model_layers = static_cast<int64_t>(v);
+  }
   p.layer_base_s = r.Num(cp, "layer_base_s", "compute.", false);
   p.layer_token_s = r.Num(cp, "layer_token_s", "compute.", false);
   p.layer_attn_pair_s = r.Num(cp, "layer_attn_pair_s", "compute.", false);

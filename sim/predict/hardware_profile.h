@@ -79,6 +79,10 @@ struct HardwareProfile {
   // with such a profile is refused (CostModel's constructor).
   bool compute_measured = false;
   std::string compute_model_preset;
+  // Optional (YAML compute.model_layers): the layer count of the model the terms were measured
+  // at. Per-layer times are the mean over that model's layers, whose mix of dense and MoE layers
+  // depends on the count, so a replay with another model.layers is refused. 0: not recorded.
+  int64_t compute_model_layers = 0;
   // Optional (YAML compute.table): per-layer seconds measured on one GPU at points (new tokens,
   // prefix tokens), one row per new-token count, rows by growing new tokens and each row's
   // prefixes growing. With a table, ComputeLayerS scales the linear terms by measured / linear,

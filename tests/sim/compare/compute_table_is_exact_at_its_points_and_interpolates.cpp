@@ -1,7 +1,8 @@
 // compute.table (docs/cost_model.md, "Primitives"): the prediction is the measurement at a table
 // point, the linear form times the ratio interpolated between points (hand computations), the
 // table is fitted from forward samples and survives the YAML round trip, bad tables are refused
-// with the field named, and several measurement files fit as one.
+// with the field named, several measurement files fit as one, and the layer count the samples
+// were measured at is recorded and enforced.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -9,6 +10,8 @@
 #include "sim/compare/calibrate.h"
 #include "sim/compare/measurements.h"
 #include "sim/compare/profile_writer.h"
+#include "sim/config.h"
+#include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
 #include "tests/sim/compare/synthetic.h"
 #include "traces/input_error.h"
@@ -196,6 +199,63 @@ TEST_CASE("compute table: bad tables are refused with the field named") {
       "p.yaml");
   REQUIRE(ok.compute_table.size() == 1);
   CHECK(ok.ComputeLayerS(100, 1000, 1) == doctest::Approx(3e-4));
+}
+
+TEST_CASE("compute table: the layer count it was measured at is recorded and enforced") {
+  HardwareProfile truth = TruthProfile();
+  nlohmann::json samples = BentSamples(truth);
+  for (auto& x : samples)  // the mean layer of a model of 3 dense and 1 MoE layer, as the sweep
+    x["per_kind"] = {{{"layer_kind", "dense"}, {"layers", 3}, {"median_s", 1e-3}},
+                     {{"layer_kind", "moe"}, {"layers", 1}, {"median_s", 2e-3}}};
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(Doc(samples).dump(1), "l4.json"), &truth, CalibrateOptions{});
+  CHECK(r.profile.compute_model_layers == 4);
+  CHECK(r.profile.ComputeLayerS(97, 0, 1) == doctest::Approx(BentLayerS(truth, 97, 0)));
+  const std::string yaml = ProfileToYaml(r, "l4.json");
+  CHECK(yaml.find("  model_layers: 4\n") != std::string::npos);
+  const HardwareProfile back = ParseHardwareProfile(yaml, "l4.yaml");
+  CHECK(back.compute_model_layers == 4);
+
+  ReplayConfig c;
+  c.cache.cp_size = 1;
+  ApplyConfigSetting("model.preset=deepseek-v3.2", c);
+  std::string err;
+  try {
+    CostModel m(back, c, "l4.yaml");
+  } catch (const InputError& e) {
+    err = e.what();
+  }
+  CAPTURE(err);
+  CHECK(err.find("l4.yaml: compute.model_layers: ") != std::string::npos);
+  CHECK(err.find("measured at 4 layers of 'deepseek-v3.2'") != std::string::npos);
+  CHECK(err.find("this run uses model.layers 61") != std::string::npos);
+  ApplyConfigSetting("model.layers=4", c);
+  CHECK_NOTHROW(CostModel(back, c, "l4.yaml"));
+
+  // Samples of models of two depths: nothing recorded, and the note says why.
+  samples[0]["per_kind"][1]["layers"] = 2;
+  const CalibrationResult mixed =
+      Calibrate(ParseMeasurements(Doc(samples).dump(1), "mixed.json"), &truth, CalibrateOptions{});
+  CHECK(mixed.profile.compute_model_layers == 0);
+  CHECK(ProfileToYaml(mixed, "mixed.json").find("\n  model_layers: ") == std::string::npos);
+  bool noted = false;
+  for (const FitReport& f : mixed.fits)
+    noted |= f.note.find("not the same in every sample") != std::string::npos;
+  CHECK(noted);
+
+  // A layer count that is not a whole positive number is refused with the field named.
+  for (const char* bad : {"2.5", "0", "-4", "x"}) {
+    CAPTURE(bad);
+    std::string y = ProfileYaml("    - {new_tokens: 100, prefix_tokens: [0], layer_s: [1e-4]}\n");
+    y.replace(y.find("compute:\n") + 9, 0, std::string("  model_layers: ") + bad + "\n");
+    try {
+      ParseHardwareProfile(y, "p.yaml");
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CHECK(std::string(e.what()).find("p.yaml") != std::string::npos);
+      CHECK(std::string(e.what()).find("compute.model_layers") != std::string::npos);
+    }
+  }
 }
 
 }  // namespace kvlanes::test
