@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""A block-level model of device-only replay, to sort eviction orders before building them.
+
+  tools/block_model.py TRACE CAPACITY_PAGES ORDER[,ORDER...]
+  tools/block_model.py TRACE --hazard [--window W]
+
+One entry per trace block (hash id) of up to 8 pages of 64 tokens (the matchable prefix of a
+request, (input - 1) tokens floored to pages, as the engine caps a match); a request hits the
+longest cached prefix of its blocks, then caches the rest, evicting first. Only blocks without a
+cached child are evictable (the radix tree's leaves); the blocks of the current request are
+locked. No reserved page, no node splits, no host tier: the figures sit near the engine's, not
+on them. Orders (smallest key evicted first; s = requests that contained the block, misses
+included; age = requests since the block's last sighting):
+
+  lru               last sighting
+  belady            farthest next use first (the future of the trace)
+  rate:TAU:PRIOR    (s - 1 + PRIOR) / (age + TAU): seen_rate's order
+  credit:C:CAP      last sighting + C x (min(s, CAP) - 1): seen_lru's order
+  table:W           the trace's own probability of a reuse within W requests given (min(s, 8),
+                    age bucket), fitted on the whole trace beforehand: an upper bound for
+                    orders that know only sightings and age
+
+--hazard prints that table: the probability that a block reoccurs within the next W requests,
+by sightings (rows) and age bucket (columns).
+"""
+import bisect
+import collections
+import heapq
+import json
+import sys
+
+PAGE_TOKENS = 64
+BLOCK_PAGES = 8
+AGE_EDGES = [0, 10, 25, 50, 75, 100, 150, 200, 300, 400, 600, 800, 1200, 1600, 2400]
+MAX_CLASS = 8
+
+
+def read(path):
+    """Per request, its cached blocks as (block, pages), and the input tokens."""
+    reqs, parent = [], {}
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            pages = (r["input_length"] - 1) // PAGE_TOKENS
+            blocks = []
+            for j, b in enumerate(r["hash_ids"]):
+                p = min(BLOCK_PAGES, pages - BLOCK_PAGES * j)
+                if p <= 0:
+                    break
+                blocks.append((b, p))
+                if j > 0:
+                    parent.setdefault(b, r["hash_ids"][j - 1])
+            reqs.append((blocks, r["input_length"]))
+    return reqs, parent
+
+
+def age_bucket(age):
+    return bisect.bisect_right(AGE_EDGES, age) - 1
+
+
+def hazard_table(reqs, window):
+    """P(reoccurs within `window` requests | min(s, 8), age bucket), censored at the trace end."""
+    occ = collections.defaultdict(list)
+    for i, (blocks, _) in enumerate(reqs):
+        for b, _ in blocks:
+            occ[b].append(i)
+    n = len(reqs)
+    risk, hit = collections.Counter(), collections.Counter()
+    for uses in occ.values():
+        for k, t in enumerate(uses):
+            gap = uses[k + 1] - t if k + 1 < len(uses) else None
+            limit = gap if gap is not None else n - t
+            c = min(k + 1, MAX_CLASS)
+            for j, a in enumerate(AGE_EDGES):
+                if a > limit or (gap is None and a + window > limit):
+                    break
+                risk[(c, j)] += 1
+                if gap is not None and a <= gap < a + window:
+                    hit[(c, j)] += 1
+    return {key: hit[key] / risk[key] for key in risk}
+
+
+def replay(reqs, parent, capacity, order):
+    name, *args = order.split(":")
+    occ = collections.defaultdict(list)
+    if name == "belady":
+        for i, (blocks, _) in enumerate(reqs):
+            for b, _ in blocks:
+                occ[b].append(i)
+    table = hazard_table(reqs, int(args[0])) if name == "table" else None
+    seen, last, depth, used_occ = collections.Counter(), {}, {}, collections.Counter()
+    cached, kids = {}, collections.Counter()
+    used = hit_pages = 0
+
+    def key(b, i):
+        if name == "lru":
+            return (last[b], -depth[b])
+        if name == "belady":
+            k = used_occ[b]
+            return (-(occ[b][k] if k < len(occ[b]) else 1 << 60),)
+        if name == "rate":
+            tau, prior = float(args[0]), float(args[1])
+            return ((seen[b] - 1 + prior) / (i - last[b] + tau), last[b], -depth[b])
+        if name == "credit":
+            c, cap = int(args[0]), int(args[1])
+            return (last[b] + c * (min(seen[b], cap) - 1), -depth[b])
+        if name == "table":
+            return (table.get((min(seen[b], MAX_CLASS), age_bucket(i - last[b])), 0.0), last[b],
+                    -depth[b])
+        raise SystemExit(f"unknown order {order}")
+
+    for i, (blocks, _) in enumerate(reqs):
+        k = 0
+        for b, p in blocks:
+            if b not in cached:
+                break
+            hit_pages += p
+            k += 1
+        for b, _ in blocks:
+            used_occ[b] += 1
+        locked = {b for b, _ in blocks[:k]}
+        for b in locked:
+            last[b] = i
+        need = sum(p for _, p in blocks[k:])
+        if used + need > capacity:
+            heap = [(key(b, i), b) for b in cached if kids[b] == 0 and b not in locked]
+            heapq.heapify(heap)
+            while used + need > capacity and heap:
+                _, b = heapq.heappop(heap)
+                used -= cached.pop(b)
+                pb = parent.get(b)
+                if pb in cached:
+                    kids[pb] -= 1
+                    if kids[pb] == 0 and pb not in locked:
+                        heapq.heappush(heap, (key(pb, i), pb))
+        for j, (b, p) in enumerate(blocks[k:]):
+            if used + p > capacity:
+                break
+            cached[b], last[b], depth[b] = p, i, k + j
+            used += p
+            if k + j > 0 and parent.get(b) in cached:
+                kids[parent[b]] += 1
+        for b, _ in blocks:
+            seen[b] += 1
+    return hit_pages * PAGE_TOKENS / sum(t for _, t in reqs)
+
+
+def main():
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    reqs, parent = read(sys.argv[1])
+    if sys.argv[2] == "--hazard":
+        window = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--window" else 50
+        table = hazard_table(reqs, window)
+        print("s \\ age>= " + " ".join(f"{a:>5}" for a in AGE_EDGES))
+        for c in range(1, MAX_CLASS + 1):
+            print(f"{c:<10}" + " ".join(f"{table.get((c, j), 0.0):5.3f}"
+                                          for j in range(len(AGE_EDGES))))
+        return
+    capacity = int(sys.argv[2])
+    for order in sys.argv[3].split(","):
+        print(f"{order}\t{capacity}\t{replay(reqs, parent, capacity, order):.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
