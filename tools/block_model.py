@@ -22,11 +22,19 @@ included; age = requests since the block's last sighting):
 
 --hazard prints that table: the probability that a block reoccurs within the next W requests,
 by sightings (rows) and age bucket (columns).
+
+  tools/block_model.py TRACE --roots
+
+prints prefix-level statistics, a prefix being the requests that share a first block: how many
+prefixes are used how often; per number of uses so far, the rate at which one such prefix is
+reused (reuses per prefix per request); and the correlation of log(1 + interval) between
+consecutive reuse intervals of a prefix, in requests and in trace time.
 """
 import bisect
 import collections
 import heapq
 import json
+import math
 import sys
 
 PAGE_TOKENS = 64
@@ -78,6 +86,46 @@ def hazard_table(reqs, window):
                 if gap is not None and a <= gap < a + window:
                     hit[(c, j)] += 1
     return {key: hit[key] / risk[key] for key in risk}
+
+
+def roots(path):
+    rows = [json.loads(line) for line in open(path)]
+    uses = collections.defaultdict(list)
+    for i, r in enumerate(rows):
+        uses[r["hash_ids"][0]].append(i)
+    counts = collections.Counter(len(v) for v in uses.values())
+    print(f"prefixes {len(uses)}; used once {counts[1]}; used 2-4 times "
+          f"{sum(counts[k] for k in (2, 3, 4))}; 5 or more {sum(n for k, n in counts.items() if k >= 5)}; "
+          f"most {max(counts)}")
+    exposure, reuses = collections.Counter(), collections.Counter()
+    so_far, alive = {}, collections.Counter()  # uses so far per prefix; prefixes per count
+    for r in rows:
+        root = r["hash_ids"][0]
+        if root in so_far:
+            reuses[min(so_far[root], 8)] += 1
+        for k, n in alive.items():
+            exposure[min(k, 8)] += n
+        if root in so_far:
+            alive[so_far[root]] -= 1
+        so_far[root] = so_far.get(root, 0) + 1
+        alive[so_far[root]] += 1
+    for k in sorted(exposure):
+        label = f"{k}" if k < 8 else "8+"
+        print(f"uses so far {label}: {reuses[k]} reuses, {reuses[k] / exposure[k]:.2e} per prefix "
+              "per request")
+    for unit in ("requests", "time"):
+        xs, ys = [], []
+        for v in uses.values():
+            t = v if unit == "requests" else [rows[i]["timestamp"] for i in v]
+            gaps = [math.log1p(b - a) for a, b in zip(t, t[1:])]
+            xs += gaps[:-1]
+            ys += gaps[1:]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxy = sum((a - mx) * (b - my) for a, b in zip(xs, ys))
+        sx = math.sqrt(sum((a - mx) ** 2 for a in xs))
+        sy = math.sqrt(sum((b - my) ** 2 for b in ys))
+        print(f"consecutive reuse intervals ({unit}): {len(xs)} pairs, correlation of log(1 + "
+              f"interval) {sxy / sx / sy:.3f}")
 
 
 def replay(reqs, parent, capacity, order):
@@ -148,6 +196,9 @@ def replay(reqs, parent, capacity, order):
 def main():
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
+    if sys.argv[2] == "--roots":
+        roots(sys.argv[1])
+        return
     reqs, parent = read(sys.argv[1])
     if sys.argv[2] == "--hazard":
         window = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--window" else 50
