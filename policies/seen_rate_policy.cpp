@@ -18,7 +18,9 @@
 // victims serve lane deficits as `lanes` does (DemandTracker).
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "policies/queue_policy.h"
@@ -39,8 +41,10 @@ struct Filed {
   uint64_t s = 0;
   uint64_t last = 0;
   NodeId id = 0;
-  friend auto operator<=>(const Filed&, const Filed&) = default;
 };
+// The candidates of each sightings class, LRU first: (last access, id) per class.
+using ClassSets = std::map<uint64_t, std::set<std::pair<uint64_t, NodeId>>>;
+void File(ClassSets& sets, const Filed& f) { sets[f.s].emplace(f.last, f.id); }
 
 // The eviction key at `epoch` (smallest evicted first): the scaled rate, then the older last
 // access, then the id.
@@ -67,12 +71,10 @@ class SeenRatePolicy final : public QueuePolicy {
  protected:
   EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override {
     (void)commit;  // planning changes no state of the policy
-    if (index_.Follows(view.tree)) return PlanOver(view, demand, index_.set());
-    std::set<Filed> filed;  // a caller that did not attach the index: file every candidate now
-    for (const EvictionPriority& c : view.tree.candidates(Tier::kDevice)) {
-      const Node& n = view.tree.node(c.id);
-      filed.insert(FiledOf(n));
-    }
+    if (index_.Follows(view.tree)) return PlanOver(view, demand, index_.sets());
+    ClassSets filed;  // a caller that did not attach the index: file every candidate now
+    for (const EvictionPriority& c : view.tree.candidates(Tier::kDevice))
+      File(filed, FiledOf(view.tree.node(c.id)));
     return PlanOver(view, demand, filed);
   }
 
@@ -104,9 +106,9 @@ class SeenRatePolicy final : public QueuePolicy {
   }
 
   EvictionPlan PlanOver(const CacheView& view, const LaneDemand& demand,
-                        const std::set<Filed>& filed) const;
+                        const ClassSets& filed) const;
 
-  // The device candidates by (sightings, last_access, id), kept as the tree reports them (a
+  // The device candidates by sightings, then (last_access, id), kept as the tree reports them (a
   // candidate's sightings are taken when it enters: a node on a request's path is locked, so it
   // leaves the set while its last access and sightings change).
   class Index final : public CandidateObserver {
@@ -114,7 +116,7 @@ class SeenRatePolicy final : public QueuePolicy {
     explicit Index(const SeenRatePolicy& policy) : policy_(policy) {}
     void Attach(const RadixTree& tree) override {
       tree_ = &tree;
-      set_.clear();
+      sets_.clear();
       filed_.clear();
     }
     void OnCandidate(const Node& n, Tier tier, bool entered) override {
@@ -122,18 +124,21 @@ class SeenRatePolicy final : public QueuePolicy {
       if (filed_.size() <= n.id) filed_.resize(n.id + 1);
       if (entered) {
         filed_[n.id] = policy_.FiledOf(n);
-        set_.insert(filed_[n.id]);
+        File(sets_, filed_[n.id]);
       } else {
-        set_.erase(filed_[n.id]);
+        const Filed& f = filed_[n.id];
+        const auto it = sets_.find(f.s);
+        it->second.erase({f.last, f.id});
+        if (it->second.empty()) sets_.erase(it);
       }
     }
     bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
-    const std::set<Filed>& set() const { return set_; }
+    const ClassSets& sets() const { return sets_; }
 
    private:
     const SeenRatePolicy& policy_;
     const RadixTree* tree_ = nullptr;
-    std::set<Filed> set_;
+    ClassSets sets_;  // no empty class
     std::vector<Filed> filed_;  // per node id: the entry it was filed under
   };
 
@@ -142,7 +147,7 @@ class SeenRatePolicy final : public QueuePolicy {
 };
 
 EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& demand,
-                                      const std::set<Filed>& filed) const {
+                                      const ClassSets& filed) const {
   const RadixTree& tree = view.tree;
   const uint64_t epoch = view.epoch;
   DemandTracker need(view, demand, PlanScope::kLanes);
@@ -152,13 +157,15 @@ EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& d
   };
   // The oldest candidate of each sightings class heads its class (LRU within a class).
   struct Head {
-    std::set<Filed>::const_iterator at, end;
+    uint64_t s;
+    std::set<std::pair<uint64_t, NodeId>>::const_iterator at, end;
+    EvictionPriority key;  // of `at`, at this plan's epoch
   };
   std::vector<Head> heads;
-  for (auto it = filed.begin(); it != filed.end();) {
-    const auto next = filed.lower_bound(Filed{it->s + 1, 0, 0});
-    heads.push_back({it, next});
-    it = next;
+  heads.reserve(filed.size());
+  for (const auto& [s, set] : filed) {
+    const auto at = set.begin();
+    heads.push_back({s, at, set.end(), RateKey(s, at->first, at->second, epoch)});
   }
   std::vector<EvictionPriority> heap;  // min-heap of what the plan itself makes candidates
   const auto push = [&](const EvictionPriority& k) {
@@ -193,10 +200,9 @@ EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& d
     EvictionPriority at;
     for (Head& h : heads) {
       if (h.at == h.end) continue;
-      const EvictionPriority k = RateKey(h.at->s, h.at->last, h.at->id, epoch);
-      if (best == nullptr || k < at) {
+      if (best == nullptr || h.key < at) {
         best = &h;
-        at = k;
+        at = h.key;
       }
     }
     const bool from_heap = !heap.empty() && (best == nullptr || heap.front() < at);
@@ -205,7 +211,8 @@ EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& d
       std::pop_heap(heap.begin(), heap.end(), std::greater<>());
       heap.pop_back();
     } else if (best != nullptr) {
-      ++best->at;
+      if (++best->at != best->end)
+        best->key = RateKey(best->s, best->at->first, best->at->second, epoch);
     } else {
       break;  // no candidate left
     }
