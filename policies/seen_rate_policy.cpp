@@ -138,7 +138,7 @@ class SeenRatePolicy final : public QueuePolicy {
    private:
     const SeenRatePolicy& policy_;
     const RadixTree* tree_ = nullptr;
-    ClassSets sets_;  // no empty class
+    ClassSets sets_;            // no empty class
     std::vector<Filed> filed_;  // per node id: the entry it was filed under
   };
 
