@@ -2,6 +2,7 @@
 """A block-level model of device-only replay, to sort eviction orders before building them.
 
   tools/block_model.py TRACE CAPACITY_PAGES ORDER[,ORDER...]
+  tools/block_model.py TRACE CAPACITY_PAGES ORDER[,ORDER...] --hits
   tools/block_model.py TRACE --hazard [--window W]
 
 One entry per trace block (hash id) of up to 8 pages of 64 tokens (the matchable prefix of a
@@ -20,7 +21,8 @@ included; age = requests since the block's last sighting):
                     age bucket), fitted on the whole trace beforehand: an upper bound for
                     orders that know only sightings and age
 
---hazard prints that table: the probability that a block reoccurs within the next W requests,
+--hits adds, per order, the hit pages by the block's sightings before the hit (1, 2, 3 or more)
+and its age at the hit. --hazard prints that table: the probability that a block reoccurs within the next W requests,
 by sightings (rows) and age bucket (columns).
 
   tools/block_model.py TRACE --roots
@@ -128,7 +130,7 @@ def roots(path):
               f"interval) {sxy / sx / sy:.3f}")
 
 
-def replay(reqs, parent, capacity, order):
+def replay(reqs, parent, capacity, order, hits_by=None):
     name, *args = order.split(":")
     occ = collections.defaultdict(list)
     if name == "belady":
@@ -164,6 +166,11 @@ def replay(reqs, parent, capacity, order):
                 break
             hit_pages += p
             k += 1
+            if hits_by is not None:
+                age = i - last[b]
+                span = ("<100" if age < 100 else "100-300" if age < 300 else
+                        "300-1000" if age < 1000 else ">=1000")
+                hits_by[(min(seen[b], 3), span)] += p
         for b, _ in blocks:
             used_occ[b] += 1
         locked = {b for b, _ in blocks[:k]}
@@ -209,8 +216,16 @@ def main():
                                           for j in range(len(AGE_EDGES))))
         return
     capacity = int(sys.argv[2])
+    by_class = len(sys.argv) > 4 and sys.argv[4] == "--hits"
     for order in sys.argv[3].split(","):
-        print(f"{order}\t{capacity}\t{replay(reqs, parent, capacity, order):.4f}", flush=True)
+        hits_by = collections.Counter() if by_class else None
+        print(f"{order}\t{capacity}\t{replay(reqs, parent, capacity, order, hits_by):.4f}",
+              flush=True)
+        if by_class:
+            total = sum(hits_by.values())
+            for (c, span), pages in sorted(hits_by.items()):
+                label = f"{c}" if c < 3 else "3+"
+                print(f"  hit pages, s {label}, age {span}: {pages} ({pages / total:.3f})")
 
 
 if __name__ == "__main__":
