@@ -17,9 +17,12 @@ included; age = requests since the block's last sighting):
   belady            farthest next use first (the future of the trace)
   rate:TAU:PRIOR    (s - 1 + PRIOR) / (age + TAU): seen_rate's order
   credit:C:CAP      last sighting + C x (min(s, CAP) - 1): seen_lru's order
-  table:W           the trace's own probability of a reuse within W requests given (min(s, 8),
-                    age bucket), fitted on the whole trace beforehand: an upper bound for
-                    orders that know only sightings and age
+  table:W[:F]       the trace's own probability of a reuse within W requests given (min(s, 8),
+                    age bucket[, F]), fitted on the whole trace beforehand: an upper bound for
+                    orders that know only sightings and age (and F: `depth`, the block's
+                    position in the request, 0-3 / 4-15 / 16-63 / 64+ blocks, or `length`,
+                    the input tokens of the request that last contained it, < 8k / < 32k /
+                    more, or `both`)
 
 --hits adds, per order, the hit pages by the block's sightings before the hit (1, 2, 3 or more)
 and its age at the hit. --hazard prints that table: the probability that a block reoccurs within the next W requests,
@@ -68,25 +71,40 @@ def age_bucket(age):
     return bisect.bisect_right(AGE_EDGES, age) - 1
 
 
-def hazard_table(reqs, window):
-    """P(reoccurs within `window` requests | min(s, 8), age bucket), censored at the trace end."""
+def feature_bucket(feature, reqs, i, pos):
+    """The extra feature of a sighting in request i at block position pos (None: no feature)."""
+    if feature == "depth":
+        return 0 if pos < 4 else 1 if pos < 16 else 2 if pos < 64 else 3
+    if feature == "length":
+        t = reqs[i][1]
+        return 0 if t < 8192 else 1 if t < 32768 else 2
+    if feature == "both":
+        return (feature_bucket("depth", reqs, i, pos), feature_bucket("length", reqs, i, pos))
+    return None
+
+
+def hazard_table(reqs, window, feature=None):
+    """P(reoccurs within `window` requests | min(s, 8), age bucket[, feature]), censored at the
+    trace end; the feature is that of the sighting the age counts from."""
     occ = collections.defaultdict(list)
     for i, (blocks, _) in enumerate(reqs):
-        for b, _ in blocks:
-            occ[b].append(i)
+        for pos, (b, _) in enumerate(blocks):
+            occ[b].append((i, pos))
     n = len(reqs)
     risk, hit = collections.Counter(), collections.Counter()
     for uses in occ.values():
-        for k, t in enumerate(uses):
-            gap = uses[k + 1] - t if k + 1 < len(uses) else None
+        for k, (t, pos) in enumerate(uses):
+            gap = uses[k + 1][0] - t if k + 1 < len(uses) else None
             limit = gap if gap is not None else n - t
             c = min(k + 1, MAX_CLASS)
+            f = feature_bucket(feature, reqs, t, pos)
             for j, a in enumerate(AGE_EDGES):
                 if a > limit or (gap is None and a + window > limit):
                     break
-                risk[(c, j)] += 1
+                key = (c, j) if f is None else (c, j, f)
+                risk[key] += 1
                 if gap is not None and a <= gap < a + window:
-                    hit[(c, j)] += 1
+                    hit[key] += 1
     return {key: hit[key] / risk[key] for key in risk}
 
 
@@ -137,7 +155,9 @@ def replay(reqs, parent, capacity, order, hits_by=None):
         for i, (blocks, _) in enumerate(reqs):
             for b, _ in blocks:
                 occ[b].append(i)
-    table = hazard_table(reqs, int(args[0])) if name == "table" else None
+    feature = args[1] if name == "table" and len(args) > 1 else None
+    table = hazard_table(reqs, int(args[0]), feature) if name == "table" else None
+    last_req = {}  # block -> (request, position) of its last sighting
     seen, last, depth, used_occ = collections.Counter(), {}, {}, collections.Counter()
     cached, kids = {}, collections.Counter()
     used = hit_pages = 0
@@ -155,8 +175,9 @@ def replay(reqs, parent, capacity, order, hits_by=None):
             c, cap = int(args[0]), int(args[1])
             return (last[b] + c * (min(seen[b], cap) - 1), -depth[b])
         if name == "table":
-            return (table.get((min(seen[b], MAX_CLASS), age_bucket(i - last[b])), 0.0), last[b],
-                    -depth[b])
+            c, j = min(seen[b], MAX_CLASS), age_bucket(i - last[b])
+            f = feature_bucket(feature, reqs, *last_req[b]) if feature else None
+            return (table.get((c, j) if f is None else (c, j, f), 0.0), last[b], -depth[b])
         raise SystemExit(f"unknown order {order}")
 
     for i, (blocks, _) in enumerate(reqs):
@@ -195,8 +216,9 @@ def replay(reqs, parent, capacity, order, hits_by=None):
             used += p
             if k + j > 0 and parent.get(b) in cached:
                 kids[parent[b]] += 1
-        for b, _ in blocks:
+        for pos, (b, _) in enumerate(blocks):
             seen[b] += 1
+            last_req[b] = (i, pos)
     return hit_pages * PAGE_TOKENS / sum(t for _, t in reqs)
 
 
