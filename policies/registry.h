@@ -66,6 +66,7 @@ std::unique_ptr<CachePolicy> MakeSievePolicy(const ReplayConfig& cfg, const Trac
 std::unique_ptr<CachePolicy> MakeArcPolicy(const ReplayConfig& cfg, const Trace& trace);
 std::unique_ptr<CachePolicy> MakeSeenLruPolicy(const ReplayConfig& cfg, const Trace& trace);
 std::unique_ptr<CachePolicy> MakeSeenLruHostPolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeSeenRatePolicy(const ReplayConfig& cfg, const Trace& trace);
 // `base+tinylfu`: policy `base` with TinyLFU device admission (tinylfu_policy.cpp).
 // REQUIRES: `base` names a registered policy that is neither a composite nor `oracle`.
 std::unique_ptr<CachePolicy> MakeTinyLfuComposite(const std::string& base, const ReplayConfig& cfg,

@@ -23,18 +23,13 @@
 
 #include "policies/queue_policy.h"
 #include "policies/registry.h"
+#include "policies/sightings_history.h"
 
 namespace kvlanes {
 namespace {
 
 constexpr uint64_t kBonusEpochs = 1000;  // recency credited per sighting beyond the first
 constexpr uint64_t kMaxSightings = 3;    // sightings beyond this earn nothing more
-// History entries per block of device capacity (rounded up to a power of two), at least
-// kMinHistory: a block is first reused some hundreds of requests after its first use on the
-// Mooncake traces, several times the cache's turnover, so the history outlasts the cache.
-constexpr int64_t kHistoryPerBlock = 16;
-constexpr uint64_t kMinHistory = uint64_t{1} << 15;
-constexpr size_t kWays = 4;
 // seen_lru_host writes a node to host from this many sightings on: under write_through the
 // engine asks on a node's first hit, when it has been seen twice, so 3 waits for a second reuse
 // (or a reuse of a prefix the cache had lost); under write_back it keeps pages seen once or
@@ -44,15 +39,8 @@ constexpr uint64_t kHostMinSightings = 3;
 class SeenLruPolicy final : public QueuePolicy {
  public:
   SeenLruPolicy(const ReplayConfig& cfg, const Trace& trace, bool host_admission)
-      : QueuePolicy(cfg), host_admission_(host_admission) {
+      : QueuePolicy(cfg), host_admission_(host_admission), history_(cfg, trace) {
     FixOrder(EvictionOrder::kLru);
-    uint64_t w = kMinHistory;
-    const int64_t pages_per_block =
-        std::max<int64_t>(1, trace.block_tokens / std::max<int64_t>(1, cfg.cache.page_tokens));
-    const int64_t blocks = std::max<int64_t>(1, DeviceCapacityPages(cfg) / pages_per_block);
-    while (w < static_cast<uint64_t>(kHistoryPerBlock * blocks)) w <<= 1;
-    history_.assign(static_cast<size_t>(w), Entry{});
-    mask_ = w / kWays - 1;
   }
   std::string_view Name() const override { return host_admission_ ? "seen_lru_host" : "seen_lru"; }
   // seen_lru_host: a node goes to host only once its last page's block has been seen in
@@ -64,60 +52,17 @@ class SeenLruPolicy final : public QueuePolicy {
   CandidateObserver* Observer() const override { return &index_; }
 
   int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override {
-    // The request's blocks, their sets fetched ahead (the table is larger than the caches).
-    blocks_.clear();
-    for (size_t i = 0; i < offer.keys.size(); ++i)
-      if (i == 0 || offer.keys[i].block != blocks_.back()) {
-        blocks_.push_back(offer.keys[i].block);
-        __builtin_prefetch(&history_[Set(blocks_.back())], 1);
-      }
-    for (uint64_t b : blocks_) Record(b, view.epoch);
+    history_.RecordRequest(offer.keys, view.epoch);
     return offer.pages;
   }
 
   // Requests that have contained `block` (0 when the history does not hold it).
-  uint64_t Sightings(uint64_t block) const {
-    const size_t set = Set(block);
-    for (size_t i = set; i < set + kWays; ++i)
-      if (history_[i].last != 0 && history_[i].block == block) return history_[i].count;
-    return 0;
-  }
+  uint64_t Sightings(uint64_t block) const { return history_.Sightings(block); }
 
  protected:
   EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override;
 
  private:
-  struct Entry {
-    uint64_t block = 0;
-    uint32_t last = 0;  // epoch of the latest sighting (saturating); 0 = empty
-    uint32_t count = 0;
-  };
-  size_t Set(uint64_t block) const {
-    uint64_t x = block;
-    x ^= x >> 33;
-    x *= 0xFF51AFD7ED558CCDull;
-    x ^= x >> 33;
-    x *= 0xC4CEB9FE1A85EC53ull;
-    x ^= x >> 33;
-    return static_cast<size_t>(x & mask_) * kWays;
-  }
-  void Record(uint64_t block, uint64_t at) const {
-    const uint32_t epoch = static_cast<uint32_t>(std::min<uint64_t>(at, UINT32_MAX));
-    const size_t set = Set(block);
-    size_t victim = set;
-    for (size_t i = set; i < set + kWays; ++i) {
-      Entry& e = history_[i];
-      if (e.last != 0 && e.block == block) {
-        if (epoch > e.last) {
-          e.last = epoch;
-          ++e.count;
-        }
-        return;
-      }
-      if (e.last < history_[victim].last) victim = i;
-    }
-    history_[victim] = Entry{block, epoch, 1};
-  }
   // The class of the node's page j: its block's sightings, within [1, kMaxSightings].
   uint64_t Class(const Node& n, int64_t j) const {
     return std::clamp<uint64_t>(Sightings(n.keys[static_cast<size_t>(j)].block), 1, kMaxSightings);
@@ -182,9 +127,7 @@ class SeenLruPolicy final : public QueuePolicy {
   EvictionPlan PlanIndexed(const CacheView& view, const LaneDemand& demand) const;
 
   bool host_admission_;
-  uint64_t mask_ = 0;
-  mutable std::vector<Entry> history_;
-  mutable std::vector<uint64_t> blocks_;  // scratch: the offer's blocks
+  mutable SightingsHistory history_;
   mutable Index index_{*this};
 };
 

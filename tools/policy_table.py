@@ -35,7 +35,7 @@ PAGE_TOKENS = 64
 # divide by almost nothing.
 MIN_GAP = 0.005
 DEFAULT_POLICIES = ("lru,oracle,s3fifo,sieve,arc,lru+tinylfu,lru+bypass,s3fifo+bypass,"
-                    "arc+bypass,lru+tinylfu+bypass,seen_lru,seen_lru+bypass,seen_lru_host")
+                    "arc+bypass,lru+tinylfu+bypass,seen_lru,seen_lru+bypass,seen_lru_host,seen_rate")
 
 
 def compare_command(kvlanes, trace, cp, tokens, policies, jobs, out):

@@ -1,0 +1,254 @@
+// `seen_rate`: evicts the device candidate with the lowest expected reuse rate, estimated as
+// (s - 1 + kPriorSightings) / (age + kAgeEpochs), where s is the number of requests that have
+// contained the block of the node's last page (the sightings history shared with seen_lru, which
+// outlives eviction) and age = epoch - last_access, in requests. This is the priority of
+// hyperbolic caching (Blankstein, Sen and Freedman, USENIX ATC 2017: accesses over time in
+// cache), with the accesses taken from a ghost history instead of the cache's own hits and the
+// time counted from the last access. Unlike seen_lru's fixed credit per sighting, the credit of
+// a block seen often decays with its age, so a prefix that stopped returning is evicted in the
+// end however often it was seen; a block seen once gets kPriorSightings, so among blocks seen
+// once the order is LRU.
+//
+// The rate of two candidates with different sightings changes order as they age, so no fixed
+// key orders them; within one sightings count it is LRU. The index therefore files candidates by
+// (sightings, last_access, id) and a plan compares, at its epoch, the oldest candidate of every
+// sightings count present (a few distinct counts), plus the candidates the plan itself makes
+// (parents unlocked by the cascade, heads left by a tail eviction). Tail trims and lanes are as
+// in seen_lru: the pages at a victim's end that share its last page's sightings go first, and
+// victims serve lane deficits as `lanes` does (DemandTracker).
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "policies/queue_policy.h"
+#include "policies/registry.h"
+#include "policies/sightings_history.h"
+
+namespace kvlanes {
+namespace {
+
+// The rate's prior and time offset, in tenths of a sighting and in requests: chosen on a
+// block-level model of the Mooncake synthetic trace (docs/policies.md, "Reuse rates").
+constexpr uint64_t kPriorTenths = 3;  // kPriorSightings = 0.3
+constexpr uint64_t kAgeEpochs = 50;
+constexpr uint64_t kMaxSightings = uint64_t{1} << 20;  // keeps the scaled rate within 64 bits
+
+// A candidate as the index files it: its sightings class, last access and id.
+struct Filed {
+  uint64_t s = 0;
+  uint64_t last = 0;
+  NodeId id = 0;
+};
+// The candidates of each sightings class, LRU first: (last access, id) per class.
+using ClassSets = std::map<uint64_t, std::set<std::pair<uint64_t, NodeId>>>;
+void File(ClassSets& sets, const Filed& f) { sets[f.s].emplace(f.last, f.id); }
+
+// The eviction key at `epoch` (smallest evicted first): the scaled rate, then the older last
+// access, then the id.
+EvictionPriority RateKey(uint64_t s, uint64_t last, NodeId id, uint64_t epoch) {
+  const uint64_t age = epoch > last ? epoch - last : 0;
+  const uint64_t num = (10 * (s - 1) + kPriorTenths) << 32;
+  return {num / (10 * (age + kAgeEpochs)), last, id};
+}
+
+class SeenRatePolicy final : public QueuePolicy {
+ public:
+  SeenRatePolicy(const ReplayConfig& cfg, const Trace& trace)
+      : QueuePolicy(cfg), history_(cfg, trace) {
+    FixOrder(EvictionOrder::kLru);
+  }
+  std::string_view Name() const override { return "seen_rate"; }
+  CandidateObserver* Observer() const override { return &index_; }
+
+  int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override {
+    history_.RecordRequest(offer.keys, view.epoch);
+    return offer.pages;
+  }
+
+ protected:
+  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override {
+    (void)commit;  // planning changes no state of the policy
+    if (index_.Follows(view.tree)) return PlanOver(view, demand, index_.sets());
+    ClassSets filed;  // a caller that did not attach the index: file every candidate now
+    for (const EvictionPriority& c : view.tree.candidates(Tier::kDevice))
+      File(filed, FiledOf(view.tree.node(c.id)));
+    return PlanOver(view, demand, filed);
+  }
+
+ private:
+  // The sightings class of the node's page j, within [1, kMaxSightings].
+  uint64_t Class(const Node& n, int64_t j) const {
+    return std::clamp<uint64_t>(history_.Sightings(n.keys[static_cast<size_t>(j)].block), 1,
+                                kMaxSightings);
+  }
+  Filed FiledOf(const Node& n) const {
+    return {Class(n, static_cast<int64_t>(n.pages.size()) - 1), n.last_access, n.id};
+  }
+  // Pages at the end of the node's first `pages` pages that share the last one's class (as in
+  // seen_lru).
+  int64_t TailRun(const Node& n, int64_t pages) const {
+    const uint64_t c = Class(n, pages - 1);
+    if (Class(n, 0) == c) return pages;
+    int64_t j = pages - 1;
+    uint64_t block = n.keys[static_cast<size_t>(j)].block;
+    while (j > 0) {
+      const uint64_t b = n.keys[static_cast<size_t>(j - 1)].block;
+      if (b != block) {
+        if (Class(n, j - 1) != c) break;
+        block = b;
+      }
+      --j;
+    }
+    return pages - j;
+  }
+
+  EvictionPlan PlanOver(const CacheView& view, const LaneDemand& demand,
+                        const ClassSets& filed) const;
+
+  // The device candidates by sightings, then (last_access, id), kept as the tree reports them (a
+  // candidate's sightings are taken when it enters: a node on a request's path is locked, so it
+  // leaves the set while its last access and sightings change).
+  class Index final : public CandidateObserver {
+   public:
+    explicit Index(const SeenRatePolicy& policy) : policy_(policy) {}
+    void Attach(const RadixTree& tree) override {
+      tree_ = &tree;
+      sets_.clear();
+      filed_.clear();
+    }
+    void OnCandidate(const Node& n, Tier tier, bool entered) override {
+      if (tier != Tier::kDevice) return;
+      if (filed_.size() <= n.id) filed_.resize(n.id + 1);
+      if (entered) {
+        filed_[n.id] = policy_.FiledOf(n);
+        File(sets_, filed_[n.id]);
+      } else {
+        const Filed& f = filed_[n.id];
+        const auto it = sets_.find(f.s);
+        it->second.erase({f.last, f.id});
+        if (it->second.empty()) sets_.erase(it);
+      }
+    }
+    bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
+    const ClassSets& sets() const { return sets_; }
+
+   private:
+    const SeenRatePolicy& policy_;
+    const RadixTree* tree_ = nullptr;
+    ClassSets sets_;            // no empty class
+    std::vector<Filed> filed_;  // per node id: the entry it was filed under
+  };
+
+  mutable SightingsHistory history_;
+  mutable Index index_{*this};
+};
+
+EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& demand,
+                                      const ClassSets& filed) const {
+  const RadixTree& tree = view.tree;
+  const uint64_t epoch = view.epoch;
+  DemandTracker need(view, demand, PlanScope::kLanes);
+  const auto whole = [&](const Node& n) { return static_cast<int64_t>(n.pages.size()); };
+  const auto key = [&](const Node& n, int64_t pages) {
+    return RateKey(Class(n, pages - 1), n.last_access, n.id, epoch);
+  };
+  // The oldest candidate of each sightings class heads its class (LRU within a class).
+  struct Head {
+    uint64_t s;
+    std::set<std::pair<uint64_t, NodeId>>::const_iterator at, end;
+    EvictionPriority key;  // of `at`, at this plan's epoch
+  };
+  std::vector<Head> heads;
+  heads.reserve(filed.size());
+  for (const auto& [s, set] : filed) {
+    const auto at = set.begin();
+    heads.push_back({s, at, set.end(), RateKey(s, at->first, at->second, epoch)});
+  }
+  std::vector<EvictionPriority> heap;  // min-heap of what the plan itself makes candidates
+  const auto push = [&](const EvictionPriority& k) {
+    heap.push_back(k);
+    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  };
+  // A plan has few victims: its bookkeeping is searched linearly. Victim i is plan.victims[i].
+  std::vector<std::pair<NodeId, uint32_t>> removed;  // planned-away children per parent
+  std::vector<NodeId> cascaded;                      // candidates only through this plan
+  EvictionPlan plan;
+  const auto find = [&](NodeId id) -> int64_t {
+    for (size_t i = 0; i < plan.victims.size(); ++i)
+      if (plan.victims[i] == id) return static_cast<int64_t>(i);
+    return -1;
+  };
+  const auto entry = [&](const Node& n) -> size_t {
+    const int64_t i = find(n.id);
+    if (i >= 0) return static_cast<size_t>(i);
+    AddVictim(plan, n, std::find(cascaded.begin(), cascaded.end(), n.id) != cascaded.end());
+    plan.tail_pages.push_back(0);
+    return plan.victims.size() - 1;
+  };
+  const auto remove_child = [&](NodeId parent) -> uint32_t {
+    for (auto& [id, k] : removed)
+      if (id == parent) return ++k;
+    removed.emplace_back(parent, 1);
+    return 1;
+  };
+  while (!need.Done()) {
+    // The smallest key among the class heads and the heap.
+    Head* best = nullptr;
+    EvictionPriority at;
+    for (Head& h : heads) {
+      if (h.at == h.end) continue;
+      if (best == nullptr || h.key < at) {
+        best = &h;
+        at = h.key;
+      }
+    }
+    const bool from_heap = !heap.empty() && (best == nullptr || heap.front() < at);
+    if (from_heap) {
+      at = heap.front();
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+      heap.pop_back();
+    } else if (best != nullptr) {
+      if (++best->at != best->end)
+        best->key = RateKey(best->s, best->at->first, best->at->second, epoch);
+    } else {
+      break;  // no candidate left
+    }
+    const Node& n = tree.node(at.id);
+    const int64_t known = find(n.id);
+    if (!from_heap && known >= 0) continue;  // met again under its new key
+    if (!need.Useful(n)) continue;
+    const int64_t left = whole(n) - (known < 0 ? 0 : plan.tail_pages[static_cast<size_t>(known)]);
+    const int64_t run = TailRun(n, left);
+    if (run < left) {  // evict the tail of the lowest class; the head waits under its own key
+      plan.tail_pages[entry(n)] += run;
+      need.Count(n, left - run, left);
+      push(key(n, left - run));
+      continue;
+    }
+    const size_t i = entry(n);
+    plan.tail_pages[i] = 0;  // the whole node goes
+    need.Count(n, 0, left);
+    if (n.parent != kRootId && n.parent != kNoNode) {
+      const Node& p = tree.node(n.parent);
+      if (CandidateAfterRemoving(p, Tier::kDevice, remove_child(p.id))) {
+        cascaded.push_back(p.id);
+        push(key(p, whole(p)));
+      }
+    }
+  }
+  bool partial = false;
+  for (int64_t t : plan.tail_pages) partial |= t != 0;
+  if (!partial) plan.tail_pages.clear();
+  return plan;
+}
+
+}  // namespace
+
+std::unique_ptr<CachePolicy> MakeSeenRatePolicy(const ReplayConfig& cfg, const Trace& trace) {
+  return std::make_unique<SeenRatePolicy>(cfg, trace);
+}
+
+}  // namespace kvlanes

@@ -1,0 +1,97 @@
+// The sightings history of seen_lru and seen_rate: for each block (the trace's hash unit), how
+// many requests have contained it and when the latest did, kept in a table that outlives
+// eviction (a ghost of sightings, not of cache hits). The table is 4-way set-associative: a new
+// block replaces the least recently seen entry of its set, so a forgotten block counts as seen
+// once again. Lookups and replacement use the block and epochs only, so replays stay
+// deterministic.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "policies/queue_policy.h"
+#include "traces/trace.h"
+
+namespace kvlanes {
+
+class SightingsHistory {
+ public:
+  // Entries per block of device capacity (rounded up to a power of two), at least kMinEntries:
+  // a block is first reused some hundreds of requests after its first use on the Mooncake
+  // traces, several times the cache's turnover, so the history outlasts the cache.
+  static constexpr int64_t kEntriesPerBlock = 16;
+  static constexpr uint64_t kMinEntries = uint64_t{1} << 15;
+  static constexpr size_t kWays = 4;
+
+  SightingsHistory(const ReplayConfig& cfg, const Trace& trace) {
+    uint64_t w = kMinEntries;
+    const int64_t pages_per_block =
+        std::max<int64_t>(1, trace.block_tokens / std::max<int64_t>(1, cfg.cache.page_tokens));
+    const int64_t blocks = std::max<int64_t>(1, DeviceCapacityPages(cfg) / pages_per_block);
+    while (w < static_cast<uint64_t>(kEntriesPerBlock * blocks)) w <<= 1;
+    entries_.assign(static_cast<size_t>(w), Entry{});
+    mask_ = w / kWays - 1;
+  }
+
+  // Records one sighting of each distinct block of `keys` (consecutive pages of one block count
+  // once) at `epoch`; a block already sighted at this epoch or later is left as it is.
+  void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
+    blocks_.clear();
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (i == 0 || keys[i].block != blocks_.back()) {
+        blocks_.push_back(keys[i].block);
+        __builtin_prefetch(&entries_[Set(blocks_.back())], 1);
+      }
+    for (uint64_t b : blocks_) Record(b, epoch);
+  }
+
+  // Requests that have contained `block` (0 when the history does not hold it).
+  uint64_t Sightings(uint64_t block) const {
+    const size_t set = Set(block);
+    for (size_t i = set; i < set + kWays; ++i)
+      if (entries_[i].last != 0 && entries_[i].block == block) return entries_[i].count;
+    return 0;
+  }
+
+ private:
+  struct Entry {
+    uint64_t block = 0;
+    uint32_t last = 0;  // epoch of the latest sighting (saturating); 0 = empty
+    uint32_t count = 0;
+  };
+  size_t Set(uint64_t block) const {
+    uint64_t x = block;
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    return static_cast<size_t>(x & mask_) * kWays;
+  }
+  void Record(uint64_t block, uint64_t at) {
+    const uint32_t epoch = static_cast<uint32_t>(std::min<uint64_t>(at, UINT32_MAX));
+    const size_t set = Set(block);
+    size_t victim = set;
+    for (size_t i = set; i < set + kWays; ++i) {
+      Entry& e = entries_[i];
+      if (e.last != 0 && e.block == block) {
+        if (epoch > e.last) {
+          e.last = epoch;
+          ++e.count;
+        }
+        return;
+      }
+      if (e.last < entries_[victim].last) victim = i;
+    }
+    entries_[victim] = Entry{block, epoch, 1};
+  }
+
+  uint64_t mask_ = 0;
+  std::vector<Entry> entries_;
+  std::vector<uint64_t> blocks_;  // scratch: a request's blocks
+};
+
+}  // namespace kvlanes
