@@ -289,6 +289,50 @@ struct ForwardModelCuda::Impl {
     return static_cast<T*>(p);
   }
 
+  // The chunk loop of both attentions (Attention, StagedPartialAttention) over the decoded keys
+  // and values (Sp padded rows): the queries in chunks of at most score_elems scores; a chunk's
+  // key count is keys_for(its latest query's position) (at most Sp, a multiple of kKeyPad);
+  // scores = Q K^T * scale (fp32), softmax(t0, cr, kc) turns them into bf16 probabilities, and
+  // `out` (bf16 or fp32, [kv_heads][queries * group][value_dim]) rows from t0 * group = P V.
+  template <typename KeysFor, typename Softmax>
+  void AttendInChunks(int64_t Sp, KeysFor keys_for, Softmax softmax, void* out,
+                      cudaDataType out_type, const std::string& what, cudaStream_t s) {
+    const int64_t kvh = kv.kv_heads, dk = kv.key_dim, dv = kv.value_dim;
+    const int64_t group = shape.heads / kvh, rows = queries * group;
+    const __nv_bfloat16* values = kv.mla ? k : v;
+    const int64_t ldv = kv.mla ? dk : dv;
+    const int64_t out_elem = out_type == CUDA_R_32F ? 4 : 2;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(shape.softmax_dim()));
+    const float one = 1.0f, zero = 0.0f;
+    BlasCheck(cublasSetStream(blas, s), "cublasSetStream");
+    const int64_t per_token = kvh * group * Sp;
+    const int64_t chunk = std::max<int64_t>(1, score_elems / per_token);
+    for (int64_t t0 = 0; t0 < queries; t0 += chunk) {
+      const int64_t ct = std::min(chunk, queries - t0), cr = ct * group;
+      int32_t last = 0;
+      for (int64_t i = t0; i < t0 + ct; ++i) last = std::max(last, pos_host[i]);
+      const int64_t kc = keys_for(last);
+      // scores[g][cr][kc] = Q_g[t0 rows] K_g[:kc]^T * scale
+      BlasCheck(cublasGemmStridedBatchedEx(
+                    blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(kc), static_cast<int>(cr),
+                    static_cast<int>(dk), &scale, k, CUDA_R_16BF, static_cast<int>(dk), Sp * dk,
+                    q + t0 * group * dk, CUDA_R_16BF, static_cast<int>(dk), rows * dk, &zero,
+                    scores, CUDA_R_32F, static_cast<int>(kc), cr * kc, static_cast<int>(kvh),
+                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                what + " scores");
+      softmax(t0, cr, kc);
+      // out_g[t0 rows] = P_g V_g[:kc]
+      BlasCheck(
+          cublasGemmStridedBatchedEx(
+              blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(dv), static_cast<int>(cr),
+              static_cast<int>(kc), &one, values, CUDA_R_16BF, static_cast<int>(ldv), Sp * ldv,
+              probs, CUDA_R_16BF, static_cast<int>(kc), cr * kc, &zero,
+              static_cast<char*>(out) + t0 * group * dv * out_elem, out_type, static_cast<int>(dv),
+              rows * dv, static_cast<int>(kvh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          what + " values");
+    }
+  }
+
   // C[b][m][n] = A[b][m][k] * B[b][k][n] (row-major, bf16, fp32 accumulate).
   void Gemm(const GemmShape& g, const __nv_bfloat16* a, int64_t stride_a, const __nv_bfloat16* b,
             __nv_bfloat16* c, cudaStream_t s) {
@@ -407,46 +451,22 @@ void ForwardModelCuda::Attention(const KvRows& prefix, cudaStream_t s) {
   const KvDecode& d = m.kv;
   const int64_t S = m.prefix + m.new_tokens;
   if (m.queries == 0 || S == 0) return;
-  const int64_t kvh = d.kv_heads, dk = d.key_dim, dv = d.value_dim;
-  const int64_t group = m.shape.heads / kvh, rows = m.queries * group;
+  const int64_t kvh = d.kv_heads, group = m.shape.heads / kvh;
   const int64_t Sp = PaddedKeys(S);
   BuildKvKernel<<<dim3(static_cast<unsigned>(Sp), static_cast<unsigned>(kvh)), 128, 0, s>>>(
       d, prefix, m.prefix, S, Sp, m.new_kv, m.k, m.v);
   CudaCheck(cudaGetLastError(), "BuildKv launch");
-  const __nv_bfloat16* v = d.mla ? m.k : m.v;
-  const int64_t ldv = d.mla ? dk : dv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(m.shape.softmax_dim()));
-  const float one = 1.0f, zero = 0.0f;
-  BlasCheck(cublasSetStream(m.blas, s), "cublasSetStream");
-  const int64_t per_token = kvh * group * Sp;
-  const int64_t chunk = std::max<int64_t>(1, m.score_elems / per_token);
-  for (int64_t t0 = 0; t0 < m.queries; t0 += chunk) {
-    const int64_t ct = std::min(chunk, m.queries - t0), cr = ct * group;
-    // The chunk's key count: up to its latest query's position, padded (the causal skip; the
-    // rows past S are zero keys and values, the rows in between get probability 0).
-    int32_t last = 0;
-    for (int64_t i = t0; i < t0 + ct; ++i) last = std::max(last, m.pos_host[i]);
-    const int64_t kc = std::min(Sp, PaddedKeys(static_cast<int64_t>(last) + 1));
-    // scores[g][cr][kc] = Q_g[t0 rows] K_g[:kc]^T * scale
-    BlasCheck(cublasGemmStridedBatchedEx(
-                  m.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(kc), static_cast<int>(cr),
-                  static_cast<int>(dk), &scale, m.k, CUDA_R_16BF, static_cast<int>(dk), Sp * dk,
-                  m.q + t0 * group * dk, CUDA_R_16BF, static_cast<int>(dk), rows * dk, &zero,
-                  m.scores, CUDA_R_32F, static_cast<int>(kc), cr * kc, static_cast<int>(kvh),
-                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "attention scores");
-    CausalSoftmaxKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(m.scores, m.probs, cr, kc,
-                                                                        group, m.pos, t0);
-    CudaCheck(cudaGetLastError(), "softmax launch");
-    // out_g[t0 rows] = P_g V_g[:kc]
-    BlasCheck(cublasGemmStridedBatchedEx(
-                  m.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(dv), static_cast<int>(cr),
-                  static_cast<int>(kc), &one, v, CUDA_R_16BF, static_cast<int>(ldv), Sp * ldv,
-                  m.probs, CUDA_R_16BF, static_cast<int>(kc), cr * kc, &zero,
-                  m.out + t0 * group * dv, CUDA_R_16BF, static_cast<int>(dv), rows * dv,
-                  static_cast<int>(kvh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "attention values");
-  }
+  m.AttendInChunks(
+      Sp,
+      // up to the chunk's latest query's position, padded (the causal skip; the rows past S are
+      // zero keys and values, the rows in between get probability 0)
+      [&](int32_t last) { return std::min(Sp, PaddedKeys(static_cast<int64_t>(last) + 1)); },
+      [&](int64_t t0, int64_t cr, int64_t kc) {
+        CausalSoftmaxKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(m.scores, m.probs, cr,
+                                                                            kc, group, m.pos, t0);
+        CudaCheck(cudaGetLastError(), "softmax launch");
+      },
+      m.out, CUDA_R_16BF, "attention", s);
 }
 
 void ForwardModelCuda::PartialAttention(const void* kv_shard, std::span<const int32_t> shard_pos,
@@ -499,7 +519,7 @@ void ForwardModelCuda::StagedPartialAttention(const KvRows& shard, float* out, f
                                               cudaStream_t s) {
   Impl& m = *impl_;
   const KvDecode& d = m.kv;
-  const int64_t kvh = d.kv_heads, dk = d.key_dim, dv = d.value_dim;
+  const int64_t kvh = d.kv_heads, dv = d.value_dim;
   const int64_t group = m.shape.heads / kvh, rows = m.queries * group;
   if (m.queries == 0) return;
   const int64_t nshard = m.part_shard, keys = m.part_shard + m.part_new;
@@ -514,40 +534,20 @@ void ForwardModelCuda::StagedPartialAttention(const KvRows& shard, float* out, f
   BuildShardKvKernel<<<dim3(static_cast<unsigned>(Sp), static_cast<unsigned>(kvh)), 128, 0, s>>>(
       d, shard, nshard, m.part_idx + m.max_keys, keys, Sp, m.new_kv, m.k, m.v);
   CudaCheck(cudaGetLastError(), "BuildShardKv launch");
-  const __nv_bfloat16* v = d.mla ? m.k : m.v;
-  const int64_t ldv = d.mla ? dk : dv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(m.shape.softmax_dim()));
-  const float one = 1.0f, zero = 0.0f;
-  BlasCheck(cublasSetStream(m.blas, s), "cublasSetStream");
-  const int64_t per_token = kvh * group * Sp;
-  const int64_t chunk = std::max<int64_t>(1, m.score_elems / per_token);
-  for (int64_t t0 = 0; t0 < m.queries; t0 += chunk) {
-    const int64_t ct = std::min(chunk, m.queries - t0), cr = ct * group;
-    // The chunk's keys: those up to its latest query's position (keys are sorted), padded, at
-    // least one pad's worth so that no GEMM is empty (the softmax masks the rest).
-    int32_t last = 0;
-    for (int64_t i = t0; i < t0 + ct; ++i) last = std::max(last, m.pos_host[i]);
-    const int64_t seen = std::upper_bound(key_pos, key_pos + keys, last) - key_pos;
-    const int64_t kc = std::min(Sp, PaddedKeys(std::max<int64_t>(seen, 1)));
-    BlasCheck(cublasGemmStridedBatchedEx(
-                  m.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(kc), static_cast<int>(cr),
-                  static_cast<int>(dk), &scale, m.k, CUDA_R_16BF, static_cast<int>(dk), Sp * dk,
-                  m.q + t0 * group * dk, CUDA_R_16BF, static_cast<int>(dk), rows * dk, &zero,
-                  m.scores, CUDA_R_32F, static_cast<int>(kc), cr * kc, static_cast<int>(kvh),
-                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "partial attention scores");
-    MaskedSoftmaxLseKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(
-        m.scores, m.probs, cr, kc, group, m.pos, t0, m.part_idx, keys, lse, rows);
-    CudaCheck(cudaGetLastError(), "masked softmax launch");
-    // out_g[t0 rows] = P_g V_g[:kc], fp32
-    BlasCheck(cublasGemmStridedBatchedEx(
-                  m.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(dv), static_cast<int>(cr),
-                  static_cast<int>(kc), &one, v, CUDA_R_16BF, static_cast<int>(ldv), Sp * ldv,
-                  m.probs, CUDA_R_16BF, static_cast<int>(kc), cr * kc, &zero, out + t0 * group * dv,
-                  CUDA_R_32F, static_cast<int>(dv), rows * dv, static_cast<int>(kvh),
-                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "partial attention values");
-  }
+  m.AttendInChunks(
+      Sp,
+      // the keys up to the chunk's latest query's position (they are sorted), padded, at least
+      // one pad's worth so that no GEMM is empty (the softmax masks the rest)
+      [&](int32_t last) {
+        const int64_t seen = std::upper_bound(key_pos, key_pos + keys, last) - key_pos;
+        return std::min(Sp, PaddedKeys(std::max<int64_t>(seen, 1)));
+      },
+      [&](int64_t t0, int64_t cr, int64_t kc) {
+        MaskedSoftmaxLseKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(
+            m.scores, m.probs, cr, kc, group, m.pos, t0, m.part_idx, keys, lse, rows);
+        CudaCheck(cudaGetLastError(), "masked softmax launch");
+      },
+      out, CUDA_R_32F, "partial attention", s);
 }
 
 void ForwardModelCuda::Layer(int64_t layer, const void* kv_dense, cudaStream_t s) {
