@@ -482,12 +482,20 @@ class RankRun {
       warm.new_tokens = std::min<int64_t>(64, std::max<int64_t>(plan_.forward_plan.max_tokens, 1));
       for (int32_t t = 0; t < warm.new_tokens; ++t) warm.positions.push_back(t);
     }
+    // Merged prefixes (KV interleaved by token): the partial attention's fp32-output GEMMs too,
+    // over the new tokens alone.
+    ForwardWork warm_merge = warm;
+    warm_merge.merge = true;
+    const bool merges = plan_.forward == ForwardMode::kModel && geo_.interleave_tokens > 0;
     for (int it = 0; it < opts_.warmup; ++it) {
       if (plan_.forward == ForwardMode::kModel) {
-        b_.PrepareForward(warm);
-        b_.ModelForwardLayer(Stream::kCompute, 0, {});
-        b_.ModelForwardLayer(Stream::kCompute, geo_.layers - 1, {});
-        b_.Sync();
+        for (const ForwardWork* w : {&warm, merges ? &warm_merge : nullptr}) {
+          if (!w) continue;
+          b_.PrepareForward(*w);
+          b_.ModelForwardLayer(Stream::kCompute, 0, {});
+          b_.ModelForwardLayer(Stream::kCompute, geo_.layers - 1, {});
+          b_.Sync();
+        }
       }
       b_.ForwardLayer(Stream::kCompute, 0, {}, 1e-5);
       if (has_host)
