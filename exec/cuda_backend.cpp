@@ -143,19 +143,17 @@ class CudaBackend : public RankBackend {
 
     Allocate();
     if (o.forward) {
+      // The merge's exchange between GPUs (queries, partials) is not built: one rank only.
+      if (geo_.interleave_tokens > 0 && geo_.ranks > 1)
+        throw ExecError(
+            "--forward model with partial_merge (KV interleaved by token) runs at cp_size 1 on "
+            "the CUDA backend; this plan has cp_size " +
+            std::to_string(geo_.ranks) +
+            " (run it with --forward synthetic, where the merge is checked on the host)");
       forward_ =
           std::make_unique<ForwardModelCuda>(o.forward->shape, geo_.layers, o.forward->kv_row_bytes,
                                              o.forward->max_tokens, o.forward->max_keys);
-      if (geo_.interleave_tokens > 0) {
-        // The merge's exchange between GPUs (queries, partials) is not built: one rank only.
-        if (geo_.ranks > 1)
-          throw ExecError(
-              "--forward model with partial_merge (KV interleaved by token) runs at cp_size 1 on "
-              "the CUDA backend; this plan has cp_size " +
-              std::to_string(geo_.ranks) +
-              " (run it with --forward synthetic, where the merge is checked on the host)");
-        forward_->ReservePartialMerge();
-      }
+      if (geo_.interleave_tokens > 0) forward_->ReservePartialMerge();
     }
     for (int s = 0; s < kNumStreams; ++s)
       Check(cudaStreamCreateWithFlags(&streams_[s], cudaStreamNonBlocking), "cudaStreamCreate");

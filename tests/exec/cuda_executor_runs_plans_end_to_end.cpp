@@ -232,9 +232,9 @@ TEST_CASE(
 }
 
 TEST_CASE("--forward model refuses a token-interleaved plan above cp_size 1 with a clear error") {
-  const ReplayConfig cfg =
-      SmallConfig(2, {"model.layers=2", "cache.device_pages_per_lane=1200",
-                      "cache.placement=interleave", "cache.interleave_tokens=1"});
+  const ReplayConfig cfg = SmallConfig(
+      2, {"model.preset=deepseek-v3.2", "model.layers=2", "cache.device_pages_per_lane=1200",
+          "cache.placement=interleave", "cache.interleave_tokens=1"});
   const PlanFile pf = ReplayPlan("traces/kvtester_trace_0034.json", cfg, 6);
   ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
   UseModelForward(plan);
