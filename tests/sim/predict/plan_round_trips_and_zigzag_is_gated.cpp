@@ -106,6 +106,42 @@ TEST_CASE("a malformed plan line is an error naming the line and field") {
   CHECK(err == "p.jsonl:7: arrival_ns: expected an integer");
 }
 
+TEST_CASE("a request's hit agreement round-trips, and reports beyond its host match are refused") {
+  ReplayConfig cfg = TinyConfig(2, 10);
+  RequestPlan p;
+  p.request = 4;
+  p.input_tokens = 6;
+  p.host_match_pages = 3;
+  p.computed_tokens = 6;
+  p.hit_reports = {3, 2};
+  p.agreed_hit_pages = 2;
+  std::string line;
+  AppendPlanLine(p, cfg, line);
+  CHECK(line.find(R"("hit_agreement":{"reports":[3,2],"agreed_pages":2})") != std::string::npos);
+  CHECK(line == PlanToJson(p, cfg).dump() + "\n");
+  CHECK(PlanFromJson(nlohmann::json::parse(line), "p.jsonl", 2) == p);
+  auto error_of = [&](const std::string& from, const std::string& to) {
+    std::string bad = line;
+    bad.replace(bad.find(from), from.size(), to);
+    try {
+      PlanFromJson(nlohmann::json::parse(bad), "p.jsonl", 9);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of("[3,2]", "[4,2]") ==
+        "p.jsonl:9: hit_agreement.reports: expected integers in 0..host_match_pages (3)");
+  CHECK(error_of(R"("agreed_pages":2)", R"("agreed_pages":-1)") ==
+        "p.jsonl:9: hit_agreement.agreed_pages: expected 0..host_match_pages (3)");
+  // A plan without an agreement writes no field (plans of cp_hit_agreement owner are unchanged).
+  p.hit_reports.clear();
+  p.agreed_hit_pages = -1;
+  line.clear();
+  AppendPlanLine(p, cfg, line);
+  CHECK(line.find("hit_agreement") == std::string::npos);
+}
+
 static RequestPlan Second(const char* placement, std::vector<std::vector<uint64_t>> reqs) {
   ReplayConfig cfg = TinyConfig(2, 64);
   cfg.cache.placement = placement;
