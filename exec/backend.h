@@ -160,6 +160,20 @@ struct ForwardWork {
   int64_t prefix_pages = 0;
   int64_t new_tokens = 0;
   std::vector<int32_t> positions;
+  // partial_merge (KV interleaved by token): the prefix is not gathered; each layer's attention is
+  // the rank's partial attention over its own prefix pages and its new tokens, merged
+  // (docs/executor.md, "partial_merge"). shard_slots: this rank's prefix pages' device slots in
+  // position order; shard_pos: the absolute position of each of their tokens, ascending.
+  bool merge = false;
+  std::vector<int32_t> shard_slots;
+  std::vector<int32_t> shard_pos;
+};
+
+// The check of a merged request (ModelMergeCheck): the largest |merged - full attention| over
+// the outputs of the request's last layer, and how many outputs it compared.
+struct MergeCheck {
+  double max_abs_diff = 0;
+  int64_t outputs = 0;
 };
 
 // A verification enqueued now and read after Sync(): bytes compared, bytes wrong and the first
@@ -233,6 +247,11 @@ class RankBackend {
     (void)s, (void)layer, (void)pages;
     throw ExecError("backend " + std::string(Name()) + " has no model forward pass");
   }
+  // After a merged request's Sync (work.merge): the full attention of its last layer's queries
+  // over the whole prefix, compared with the merged output that layer used. Synchronous.
+  virtual MergeCheck ModelMergeCheck() {
+    throw ExecError("backend " + std::string(Name()) + " has no model forward pass");
+  }
   // Tier copy of one pool, layers [layers.begin, layers.end).
   virtual void TierCopy(Stream s, int pool, kernels::TierDirection dir,
                         std::span<const int32_t> device_slots, std::span<const int32_t> host_slots,
@@ -261,6 +280,18 @@ class RankBackend {
   // Broadcast: `bytes` from rank `root`'s send buffer into every rank's receive buffer (the root's
   // too), at its start. Collective, as above.
   virtual void Broadcast(Stream s, int root, int64_t bytes) = 0;
+
+  // The host-hit agreement of cache.cp_hit_agreement min: the minimum of every rank's `mine`
+  // (one int64 all-reduce, NCCL's ncclMin on the CUDA backend), enqueued on `s`; read its result
+  // with AllReduceMinResult(handle) after Sync(). Collective, as above. REQUIRES ranks() > 1.
+  virtual int AllReduceMin(Stream s, int64_t mine) {
+    (void)s, (void)mine;
+    throw ExecError("backend " + std::string(Name()) + " has no min all-reduce");
+  }
+  virtual int64_t AllReduceMinResult(int handle) const {
+    (void)handle;
+    throw ExecError("backend " + std::string(Name()) + " has no min all-reduce");
+  }
 
   // Compares the dense buffer (current gather, one layer) with the pattern of index.tags.
   // Items are logical pages. Returns a handle for VerifyResultOf().

@@ -142,10 +142,19 @@ class CudaBackend : public RankBackend {
         }
 
     Allocate();
-    if (o.forward)
+    if (o.forward) {
+      // The merge's exchange between GPUs (queries, partials) is not built: one rank only.
+      if (geo_.interleave_tokens > 0 && geo_.ranks > 1)
+        throw ExecError(
+            "--forward model with partial_merge (KV interleaved by token) runs at cp_size 1 on "
+            "the CUDA backend; this plan has cp_size " +
+            std::to_string(geo_.ranks) +
+            " (run it with --forward synthetic, where the merge is checked on the host)");
       forward_ =
           std::make_unique<ForwardModelCuda>(o.forward->shape, geo_.layers, o.forward->kv_row_bytes,
                                              o.forward->max_tokens, o.forward->max_keys);
+      if (geo_.interleave_tokens > 0) forward_->ReservePartialMerge();
+    }
     for (int s = 0; s < kNumStreams; ++s)
       Check(cudaStreamCreateWithFlags(&streams_[s], cudaStreamNonBlocking), "cudaStreamCreate");
     Check(cudaEventCreate(&epoch_), "cudaEventCreate");
@@ -296,6 +305,7 @@ class CudaBackend : public RankBackend {
     dev_arena_.Reset();
     forward_key_ = {nullptr, 0};
     results_.clear();
+    reduced_.clear();
   }
 
   void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages,
@@ -330,12 +340,42 @@ class CudaBackend : public RankBackend {
     forward_work_ = &w;
     forward_->SetRequest(w.prefix_pages * geo_.page_tokens, w.new_tokens, w.positions,
                          S(Stream::kCompute));
+    if (w.merge) {
+      // The rank's pages and the new tokens it computed (at cp_size 1: every new token).
+      forward_shard_slots_ = static_cast<const int32_t*>(ToDevice(
+          w.shard_slots.data(), w.shard_slots.size() * sizeof(int32_t), S(Stream::kCompute)));
+      forward_->SetPartialKeys(w.shard_pos, w.positions, S(Stream::kCompute));
+    }
+  }
+
+  // Rows of the kv pool's layer `layer` through the rank's prefix pages (the merged prefix).
+  KvRows ShardRows(int64_t layer) const {
+    const kernels::PoolRef p = Pool(o_.forward->kv_pool);
+    return KvRows{static_cast<const char*>(p.data) + layer * p.geo.layer_stride_bytes(),
+                  forward_shard_slots_, geo_.page_tokens, p.geo.chunk_bytes()};
+  }
+
+  MergeCheck ModelMergeCheck() override {
+    if (!forward_ || !forward_work_ || !forward_work_->merge)
+      throw ExecError("rank " + std::to_string(rank_) + ": ModelMergeCheck without a merge");
+    // At cp_size 1 the rank's pages, in position order, are the whole prefix: the full attention
+    // reads them through the page table with the causal mask alone.
+    MergeCheck c;
+    if (forward_->merged_outputs() == 0) return c;  // the rank computed no token: no query
+    c.max_abs_diff = forward_->MergedDifference(ShardRows(geo_.layers - 1), S(Stream::kCompute));
+    c.outputs = forward_->merged_outputs();
+    return c;
   }
 
   void ModelForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages) override {
     if (!forward_ || !forward_work_)
       throw ExecError("rank " + std::to_string(rank_) +
                       ": ModelForwardLayer before PrepareForward");
+    if (forward_work_->merge) {
+      forward_->MergeLayer(layer, ShardRows(layer), S(s));
+      ForwardLayer(s, layer, pages, 0.0);
+      return;
+    }
     const std::vector<kernels::DenseRef> refs =
         geo_.dense_refs(dense_, layer, forward_work_->prefix_pages);
     forward_->Layer(layer, refs[static_cast<size_t>(o_.forward->kv_pool)].data, S(s));
@@ -486,6 +526,20 @@ class CudaBackend : public RankBackend {
       throw ExecError("broadcast of " + std::to_string(bytes) + " bytes exceeds the send buffer");
     Nccl(ncclBroadcast(send_, recv_, static_cast<size_t>(bytes), ncclUint8, root, comm_, S(s)),
          "ncclBroadcast");
+  }
+
+  int AllReduceMin(Stream s, int64_t mine) override {
+    RequireCollective();
+    auto* dev = static_cast<int64_t*>(ToDevice(&mine, sizeof(mine), S(s)));
+    Nccl(ncclAllReduce(dev, dev, 1, ncclInt64, ncclMin, comm_, S(s)), "ncclAllReduce (min)");
+    auto* host = static_cast<int64_t*>(arena_.Take(sizeof(int64_t)));  // pinned, until ReleaseMarks
+    Check(cudaMemcpyAsync(host, dev, sizeof(int64_t), cudaMemcpyDeviceToHost, S(s)),
+          "cudaMemcpyAsync (all-reduce result)");
+    reduced_.push_back(host);
+    return static_cast<int>(reduced_.size()) - 1;
+  }
+  int64_t AllReduceMinResult(int handle) const override {
+    return *reduced_.at(static_cast<size_t>(handle));
   }
 
   void AllReduce(Stream s, int64_t offset, int64_t bytes) override {
@@ -896,6 +950,7 @@ class CudaBackend : public RankBackend {
   std::vector<void*> peer_base_;
   ChunkArena arena_{ChunkArena::Kind::kPinned};
   std::vector<std::pair<VerifyOut*, int64_t>> results_;
+  std::vector<const int64_t*> reduced_;  // AllReduceMin results (pinned), until ReleaseMarks
   const GatherIndex* gi_ = nullptr;
   const int32_t *d_owner_slot_ = nullptr, *d_pack_slots_ = nullptr, *d_unpack_ = nullptr,
                 *d_page_records_ = nullptr, *d_src_rank_ = nullptr, *d_src_slot_ = nullptr,
@@ -909,6 +964,7 @@ class CudaBackend : public RankBackend {
   const int32_t* forward_slots_ = nullptr;
   std::unique_ptr<ForwardModelCuda> forward_;
   const ForwardWork* forward_work_ = nullptr;
+  const int32_t* forward_shard_slots_ = nullptr;  // device copy of forward_work_->shard_slots
 };
 
 }  // namespace

@@ -32,11 +32,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 bool NeedsNccl(const ExecPlan& plan) {
-  for (const RequestPlan& r : plan.requests)
+  for (const RequestPlan& r : plan.requests) {
+    // cache.cp_hit_agreement min: the group's minimum all-reduce of the reported hits.
+    if (!r.hit_reports.empty() && plan.geo.ranks > 1) return true;
     // p2p reads through CUDA IPC; partial_merge exchanges through the rendezvous.
     if (r.prefix_pages > 0 && r.gather_method != GatherMethod::kP2p &&
         r.gather_method != GatherMethod::kPartialMerge)
       return true;
+  }
   return false;
 }
 bool NeedsP2p(const ExecPlan& plan) {

@@ -360,8 +360,11 @@ struct RequestRun {
   const GatherIndex* gather = nullptr;
   size_t cop = 0;  // the compute op
   const std::vector<PageWrite>* writes = nullptr;
-  ForwardWork forward;           // --forward model: this rank's share of the request
-  int last_mark = -1;            // the latest forward layer's end
+  ForwardWork forward;    // --forward model: this rank's share of the request
+  size_t merge_op = 0;    // --forward model, partial_merge: the merge's op (checked in Finish)
+  size_t agree_op = 0;    // cache.cp_hit_agreement min: the all-reduce's op
+  int agree_handle = -1;  // and its result's handle (checked in Finish)
+  int last_mark = -1;     // the latest forward layer's end
   std::vector<int> layer_marks;  // each forward layer's end, as they are enqueued
 };
 
@@ -479,8 +482,16 @@ class RankRun {
       warm.new_tokens = std::min<int64_t>(64, std::max<int64_t>(plan_.forward_plan.max_tokens, 1));
       for (int32_t t = 0; t < warm.new_tokens; ++t) warm.positions.push_back(t);
     }
+    // Merged prefixes (KV interleaved by token): the partial attention's fp32-output GEMMs too,
+    // over the new tokens alone.
+    ForwardWork warm_merge = warm;
+    warm_merge.merge = true;
+    const bool merges = plan_.forward == ForwardMode::kModel && geo_.interleave_tokens > 0;
     for (int it = 0; it < opts_.warmup; ++it) {
-      if (plan_.forward == ForwardMode::kModel) WarmForward(warm);
+      if (plan_.forward == ForwardMode::kModel) {
+        WarmForward(warm);
+        if (merges) WarmForward(warm_merge);
+      }
       b_.ForwardLayer(Stream::kCompute, 0, {}, 1e-5);
       if (has_host)
         for (int k = 0; k < geo_.num_pools(); ++k) {
@@ -605,7 +616,10 @@ class RankRun {
     // A real engine runs a batch shape it has run before (CUDA graphs, tuned GEMMs); the proxy
     // meets each request's shapes for the first time, and cuBLAS's host-side choice for a new
     // shape (milliseconds per GEMM) would be timed in the request's first layer.
-    if (plan_.forward == ForwardMode::kModel && opts_.forward_warm) {
+    // A merged prefix (partial_merge) reads no dense buffer and is not warmed: its shapes
+    // depend on the rank's shard, which BeginModelMerge sets up after the barrier.
+    const bool merged = q.p->prefix_pages > 0 && q.p->gather_method == GatherMethod::kPartialMerge;
+    if (plan_.forward == ForwardMode::kModel && opts_.forward_warm && !merged) {
       const ForwardWork w = ForwardWorkOf(*q.p);
       WarmForward(w);
     }
@@ -617,8 +631,10 @@ class RankRun {
     q.first_op = ops_.size();
     Evict(q);
     const int wb_done = WriteBack(q);
-    // The load-backs run after the write-backs (which may free the host slots they fill).
+    // The load-backs run after the write-backs (which may free the host slots they fill) and
+    // after the group agreed on the hit (cache.cp_hit_agreement min).
     b_.Wait(Stream::kH2D, wb_done);
+    if (!q.p->hit_reports.empty()) AgreeOnHit(q);
     PlanLoadBacks(q);
     // Gather set-up. A p2p gather reads peers' pools, which no event orders: every rank loads
     // all layers first, then the ranks synchronise (so peers' pages are in place).
@@ -627,7 +643,14 @@ class RankRun {
     q.gathers = q.p->prefix_pages > 0 && !merges;
     q.p2p = q.gathers && q.p->gather_method == GatherMethod::kP2p;
     if (q.p2p) q.all_loaded = LoadLayers(q, LayerRange{0, geo_.layers}, -1);
-    if (merges) q.host_timed.push_back(BeginGather(ri, *q.p, q.pre));
+    // With the proxy the merge runs in the layers' attention on the device (BeginModelMerge);
+    // else on the host, over values derived from the pages (PartialMerge).
+    if (merges && plan_.forward == ForwardMode::kModel) {
+      q.merge_op = BeginModelMerge(q);
+      q.host_timed.push_back(q.merge_op);
+    } else if (merges) {
+      q.host_timed.push_back(BeginGather(ri, *q.p, q.pre));
+    }
     if (q.gathers) {
       q.gop = BeginGather(ri, *q.p, q.pre);
       q.gather = &gathers_.back();
@@ -792,7 +815,11 @@ class RankRun {
                          {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
                          {"layers", L}};
     if (plan_.forward == ForwardMode::kModel) {
-      q.forward = ForwardWorkOf(p);
+      // Field by field: BeginModelMerge has set the merge's fields already.
+      const ForwardWork w = ForwardWorkOf(p);
+      q.forward.prefix_pages = w.prefix_pages;
+      q.forward.new_tokens = w.new_tokens;
+      q.forward.positions = w.positions;
       ops_[q.cop].extra["forward"] = "model";
       ops_[q.cop].extra["rank_tokens"] = q.forward.positions.size();
     } else {
@@ -935,6 +962,8 @@ class RankRun {
       ht.pause_end_s = b_.MarkSeconds(pause_.second);
     }
     host_times_.push_back(ht);
+    if (q.forward.merge) CheckModelMerge(q);
+    if (q.agree_handle >= 0) CheckHitAgreement(q);
     Resolve(q.start_mark, q.host_timed, q.first_op, q.p->request);
     CheckVerifications(*q.p);
     b_.ReleaseMarks();
@@ -942,6 +971,110 @@ class RankRun {
     tag_store_.clear();
     write_store_.clear();
     gathers_.clear();
+  }
+
+  // cache.cp_hit_agreement min: the group's minimum all-reduce of the hits the ranks report (the
+  // plan's hit_agreement.reports, this rank's entry), on the collective stream before the
+  // load-backs, which wait for it. Its result is checked after the request's Sync against the hit
+  // the simulator agreed on (CheckHitAgreement).
+  void AgreeOnHit(RequestRun& q) {
+    const RequestPlan& p = *q.p;
+    const std::string id = q.pre + "hit_agreement";
+    if (static_cast<int>(p.hit_reports.size()) != geo_.ranks || geo_.ranks < 2)
+      PlanFail(q.ri, id,
+               "hit_agreement.reports holds " + std::to_string(p.hit_reports.size()) +
+                   " reports for cp_size " + std::to_string(geo_.ranks) +
+                   " (one per rank, and only with several ranks)");
+    if (p.agreed_hit_pages < p.host_match_pages && p.loaded_pages > 0)
+      PlanFail(q.ri, id,
+               "loads " + std::to_string(p.loaded_pages) + " pages back, but the group agreed on " +
+                   std::to_string(p.agreed_hit_pages) + " of a " +
+                   std::to_string(p.host_match_pages) + "-page host match (all or nothing)");
+    ApplyFaults(id, nullptr);
+    const int64_t mine = p.hit_reports[static_cast<size_t>(me_)];
+    q.agree_op = AddOp(id, "hit_agreement", Stream::kComm, sizeof(int64_t), 0);
+    ops_[q.agree_op].extra = {{"reported_pages", mine}, {"agreed_pages", p.agreed_hit_pages}};
+    const int m0 = b_.Mark(Stream::kComm);
+    q.agree_handle = b_.AllReduceMin(Stream::kComm, mine);
+    const int m1 = b_.Mark(Stream::kComm);
+    spans_.push_back({q.agree_op, m0, m1});
+    b_.Wait(Stream::kH2D, m1);
+  }
+
+  void CheckHitAgreement(const RequestRun& q) {
+    const int64_t got = b_.AllReduceMinResult(q.agree_handle);
+    MeasuredOp& o = ops_[q.agree_op];
+    o.extra["reduced_pages"] = got;
+    if (got != q.p->agreed_hit_pages)
+      throw ExecError("verification failed in request " + std::to_string(q.p->request) + ": op " +
+                      o.id + ", rank " + std::to_string(me_) +
+                      ": the all-reduce (min) of the ranks' reported hits gave " +
+                      std::to_string(got) + " pages, the simulator agreed on " +
+                      std::to_string(q.p->agreed_hit_pages));
+  }
+
+  // partial_merge with the proxy (--forward model): every layer's attention is this rank's
+  // partial attention over its own prefix pages and new tokens, merged by the log-sum-exp rule,
+  // on the device (exec/forward_model_cuda.h MergeLayer); nothing is gathered. Here: the prefix
+  // checked against the plan and the slots, the rank's pages and their tokens' positions for the
+  // proxy, the pages' bytes checked after the timed work, and the merge's op (its check after
+  // the request's Sync, CheckModelMerge). Returns the op's index.
+  size_t BeginModelMerge(RequestRun& q) {
+    const RequestPlan& p = *q.p;
+    const std::string id = q.pre + "gather";
+    const std::vector<PageTag> tags = CheckPrefix(q.ri, p, id);
+    const PartialMergeShape shape = PartialMergeShape::For(geo_, p);
+    std::vector<int32_t> slots;
+    std::vector<PageTag> mine;
+    q.forward.merge = true;
+    q.forward.shard_pos.clear();
+    for (int64_t pg = me_; pg < p.prefix_pages; pg += geo_.ranks) {
+      slots.push_back(static_cast<int32_t>(p.prefix[static_cast<size_t>(pg)].device_slot));
+      mine.push_back(tags[static_cast<size_t>(pg)]);
+      for (int64_t j = 0; j < geo_.page_tokens; ++j)
+        q.forward.shard_pos.push_back(static_cast<int32_t>(shape.TokenPosition(pg, j, geo_.ranks)));
+    }
+    q.forward.shard_slots = slots;
+    if (!slots.empty()) {
+      const size_t n = slots.size();
+      const int pool = plan_.forward_plan.kv_pool;
+      const int32_t* dp = Stash(std::move(slots));
+      const int32_t* hp = Stash(std::vector<int32_t>(n, -1));
+      tag_store_.push_back(std::move(mine));
+      load_checks_.push_back(
+          PendingCheck{id, "prefix pages of pool " + geo_.pool_names[static_cast<size_t>(pool)],
+                       pool, dp, hp, tag_store_.back().data(), n});
+    }
+    // Nothing leaves the GPU at cp_size 1 (the only size the device merge runs at): the op
+    // carries no time of its own; the partial attention and the merge are in the compute op.
+    const size_t op = AddOp(id, "gather", Stream::kCompute, 0, p.prefix_pages);
+    ops_[op].stream = "compute";
+    ops_[op].seconds = 0;
+    ops_[op].extra = {{"method", "partial_merge"},
+                      {"merged_on", "device"},
+                      {"prefix_tokens", p.prefix_pages * geo_.page_tokens}};
+    return op;
+  }
+
+  // After the request's Sync: the full attention of its last layer over the whole prefix against
+  // the merged output that layer used, within kPartialAttentionTolerance; the outputs compared
+  // count in the verified bytes (4 bytes each).
+  void CheckModelMerge(const RequestRun& q) {
+    const MergeCheck c = b_.ModelMergeCheck();
+    MeasuredOp& o = ops_[q.merge_op];
+    o.extra["checked_layer"] = geo_.layers - 1;
+    o.extra["outputs_checked"] = c.outputs;
+    o.extra["max_abs_difference"] = c.max_abs_diff;
+    o.extra["tolerance"] = kPartialAttentionTolerance;
+    verified_bytes_ += c.outputs * static_cast<int64_t>(sizeof(float));
+    if (!(c.max_abs_diff <= kPartialAttentionTolerance))
+      throw ExecError("verification failed in request " + std::to_string(q.p->request) + ": op " +
+                      o.id + ", rank " + std::to_string(me_) +
+                      ": the merged partial attention of " + "layer " +
+                      std::to_string(geo_.layers - 1) + " differs from the attention " +
+                      "over the whole prefix by " + std::to_string(c.max_abs_diff) + " (> " +
+                      std::to_string(kPartialAttentionTolerance) + ", " +
+                      std::to_string(c.outputs) + " outputs)");
   }
 
   // partial_merge on the host, over the values this rank's pages hold (exec/partial_merge_check.h):

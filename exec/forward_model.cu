@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "exec/exec_error.h"
 #include "exec/forward_model_cuda.h"
+#include "kernels/partial_merge_cuda.h"
 
 namespace kvlanes::exec {
 namespace {
@@ -36,17 +38,25 @@ __global__ void FillUniformKernel(__nv_bfloat16* p, int64_t n, float a, uint64_t
   }
 }
 
-// Keys (and GQA values) of every key row: prefix rows decoded from the dense buffer, then the
-// new tokens' rows, then zero rows up to `padded` (PaddedKeys(keys)).
-// K: [kv_heads][padded][key_dim]; V (GQA): [kv_heads][padded][value_dim].
-__global__ void BuildKvKernel(KvDecode d, const uint8_t* dense, int64_t prefix, int64_t keys,
+// Prefix key row s of `r` (KvRows: contiguous or through a page table).
+__device__ const uint8_t* RowAt(const KvRows& r, int64_t s, int64_t row_bytes) {
+  const uint8_t* base = static_cast<const uint8_t*>(r.base);
+  if (!r.slots) return base + s * row_bytes;
+  return base + static_cast<int64_t>(r.slots[s / r.page_tokens]) * r.slot_stride +
+         (s % r.page_tokens) * row_bytes;
+}
+
+// Keys (and GQA values) of every key row: prefix rows decoded from `dense` (the gathered prefix,
+// in position order), then the new tokens' rows, then zero rows up to `padded`
+// (PaddedKeys(keys)). K: [kv_heads][padded][key_dim]; V (GQA): [kv_heads][padded][value_dim].
+__global__ void BuildKvKernel(KvDecode d, KvRows dense, int64_t prefix, int64_t keys,
                               int64_t padded, const __nv_bfloat16* new_kv, __nv_bfloat16* k,
                               __nv_bfloat16* v) {
   const int64_t s = blockIdx.x;
   const int64_t g = blockIdx.y;
   if (s >= padded) return;
   const bool pad = s >= keys;
-  const uint8_t* row = !pad && s < prefix ? dense + s * d.row_bytes : nullptr;
+  const uint8_t* row = !pad && s < prefix ? RowAt(dense, s, d.row_bytes) : nullptr;
   const __nv_bfloat16* nrow = pad || s < prefix ? nullptr : new_kv + (s - prefix) * d.new_row();
   const __nv_bfloat16 zero = __float2bfloat16_rn(0.0f);
   for (int64_t e = threadIdx.x; e < d.key_dim; e += blockDim.x) {
@@ -64,17 +74,17 @@ __global__ void BuildKvKernel(KvDecode d, const uint8_t* dense, int64_t prefix, 
   }
 }
 
-// partial_merge's keys of one rank: its `shard_rows` prefix rows decoded from `shard` (packed,
-// position order), then the new-token rows new_at[i] (indices into new_kv), then zero rows up to
-// `padded`. Layout as BuildKvKernel's.
-__global__ void BuildShardKvKernel(KvDecode d, const uint8_t* shard, int64_t shard_rows,
+// partial_merge's keys of one rank: its `shard_rows` prefix rows decoded from `shard` (packed or
+// through its pages, position order), then the new-token rows new_at[i] (indices into new_kv),
+// then zero rows up to `padded`. Layout as BuildKvKernel's.
+__global__ void BuildShardKvKernel(KvDecode d, KvRows shard, int64_t shard_rows,
                                    const int32_t* new_at, int64_t keys, int64_t padded,
                                    const __nv_bfloat16* new_kv, __nv_bfloat16* k,
                                    __nv_bfloat16* v) {
   const int64_t s = blockIdx.x;
   const int64_t g = blockIdx.y;
   if (s >= padded) return;
-  const uint8_t* row = s < shard_rows ? shard + s * d.row_bytes : nullptr;
+  const uint8_t* row = s < shard_rows ? RowAt(shard, s, d.row_bytes) : nullptr;
   const __nv_bfloat16* nrow =
       s >= shard_rows && s < keys ? new_kv + new_at[s - shard_rows] * d.new_row() : nullptr;
   const __nv_bfloat16 zero = __float2bfloat16_rn(0.0f);
@@ -206,6 +216,26 @@ __global__ void FillFloatKernel(float* p, int64_t n, float value) {
     p[i] = value;
 }
 
+__global__ void ToBf16Kernel(const float* x, int64_t n, __nv_bfloat16* y) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = __float2bfloat16_rn(x[i]);
+}
+
+// *out = max(*out, max_i |a[i] - b[i]|) as float bits (non-negative floats order as unsigned
+// integers); a NaN difference counts as +inf.
+__global__ void MaxAbsDiffKernel(const float* a, const __nv_bfloat16* b, int64_t n,
+                                 unsigned int* out) {
+  float m = 0.0f;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float d = fabsf(a[i] - __bfloat162float(b[i]));
+    m = isnan(d) ? INFINITY : fmaxf(m, d);
+  }
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
+}
+
 int Blocks(int64_t n, int threads) {
   return static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 4096));
 }
@@ -231,6 +261,20 @@ struct ForwardModelCuda::Impl {
   // its first call.
   int32_t* part_idx = nullptr;
   int32_t* part_idx_host = nullptr;
+  int64_t part_shard = 0, part_new = 0;  // the staged keys: prefix rows, new-token rows
+  // MergeLayer's buffers (ReservePartialMerge): the partial, the merged output and lse (fp32,
+  // [kv_heads][queries * group][value_dim] and [kv_heads][queries * group]), the difference word.
+  float *part_out = nullptr, *part_lse = nullptr, *merged_out = nullptr, *merged_lse = nullptr;
+  unsigned int* diff = nullptr;
+  int64_t merged_n = 0;  // outputs of the latest MergeLayer (0: none this request)
+
+  void AllocPartialIdx() {
+    if (part_idx) return;
+    part_idx = Alloc<int32_t>(8 * max_keys, "partial attention positions");
+    CudaCheck(cudaHostAlloc(reinterpret_cast<void**>(&part_idx_host),
+                            static_cast<size_t>(8 * max_keys), cudaHostAllocDefault),
+              "cudaHostAlloc (partial attention positions)");
+  }
 
   template <typename T>
   T* Alloc(int64_t bytes, const char* what) {
@@ -243,6 +287,50 @@ struct ForwardModelCuda::Impl {
                       " B = " + mem.Describe());
     allocations.push_back(p);
     return static_cast<T*>(p);
+  }
+
+  // The chunk loop of both attentions (Attention, StagedPartialAttention) over the decoded keys
+  // and values (Sp padded rows): the queries in chunks of at most score_elems scores; a chunk's
+  // key count is keys_for(its latest query's position) (at most Sp, a multiple of kKeyPad);
+  // scores = Q K^T * scale (fp32), softmax(t0, cr, kc) turns them into bf16 probabilities, and
+  // `out` (bf16 or fp32, [kv_heads][queries * group][value_dim]) rows from t0 * group = P V.
+  template <typename KeysFor, typename Softmax>
+  void AttendInChunks(int64_t Sp, KeysFor keys_for, Softmax softmax, void* out,
+                      cudaDataType out_type, const std::string& what, cudaStream_t s) {
+    const int64_t kvh = kv.kv_heads, dk = kv.key_dim, dv = kv.value_dim;
+    const int64_t group = shape.heads / kvh, rows = queries * group;
+    const __nv_bfloat16* values = kv.mla ? k : v;
+    const int64_t ldv = kv.mla ? dk : dv;
+    const int64_t out_elem = out_type == CUDA_R_32F ? 4 : 2;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(shape.softmax_dim()));
+    const float one = 1.0f, zero = 0.0f;
+    BlasCheck(cublasSetStream(blas, s), "cublasSetStream");
+    const int64_t per_token = kvh * group * Sp;
+    const int64_t chunk = std::max<int64_t>(1, score_elems / per_token);
+    for (int64_t t0 = 0; t0 < queries; t0 += chunk) {
+      const int64_t ct = std::min(chunk, queries - t0), cr = ct * group;
+      int32_t last = 0;
+      for (int64_t i = t0; i < t0 + ct; ++i) last = std::max(last, pos_host[i]);
+      const int64_t kc = keys_for(last);
+      // scores[g][cr][kc] = Q_g[t0 rows] K_g[:kc]^T * scale
+      BlasCheck(cublasGemmStridedBatchedEx(
+                    blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(kc), static_cast<int>(cr),
+                    static_cast<int>(dk), &scale, k, CUDA_R_16BF, static_cast<int>(dk), Sp * dk,
+                    q + t0 * group * dk, CUDA_R_16BF, static_cast<int>(dk), rows * dk, &zero,
+                    scores, CUDA_R_32F, static_cast<int>(kc), cr * kc, static_cast<int>(kvh),
+                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                what + " scores");
+      softmax(t0, cr, kc);
+      // out_g[t0 rows] = P_g V_g[:kc]
+      BlasCheck(
+          cublasGemmStridedBatchedEx(
+              blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(dv), static_cast<int>(cr),
+              static_cast<int>(kc), &one, values, CUDA_R_16BF, static_cast<int>(ldv), Sp * ldv,
+              probs, CUDA_R_16BF, static_cast<int>(kc), cr * kc, &zero,
+              static_cast<char*>(out) + t0 * group * dv * out_elem, out_type, static_cast<int>(dv),
+              rows * dv, static_cast<int>(kvh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          what + " values");
+    }
   }
 
   // C[b][m][n] = A[b][m][k] * B[b][k][n] (row-major, bf16, fp32 accumulate).
@@ -355,60 +443,46 @@ void ForwardModelCuda::SetRequest(int64_t prefix, int64_t new_tokens,
 }
 
 void ForwardModelCuda::Attention(const void* kv_dense, cudaStream_t s) {
+  Attention(KvRows{kv_dense}, s);
+}
+
+void ForwardModelCuda::Attention(const KvRows& prefix, cudaStream_t s) {
   Impl& m = *impl_;
   const KvDecode& d = m.kv;
   const int64_t S = m.prefix + m.new_tokens;
   if (m.queries == 0 || S == 0) return;
-  const int64_t kvh = d.kv_heads, dk = d.key_dim, dv = d.value_dim;
-  const int64_t group = m.shape.heads / kvh, rows = m.queries * group;
+  const int64_t kvh = d.kv_heads, group = m.shape.heads / kvh;
   const int64_t Sp = PaddedKeys(S);
   BuildKvKernel<<<dim3(static_cast<unsigned>(Sp), static_cast<unsigned>(kvh)), 128, 0, s>>>(
-      d, static_cast<const uint8_t*>(kv_dense), m.prefix, S, Sp, m.new_kv, m.k, m.v);
+      d, prefix, m.prefix, S, Sp, m.new_kv, m.k, m.v);
   CudaCheck(cudaGetLastError(), "BuildKv launch");
-  const __nv_bfloat16* v = d.mla ? m.k : m.v;
-  const int64_t ldv = d.mla ? dk : dv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(m.shape.softmax_dim()));
-  const float one = 1.0f, zero = 0.0f;
-  BlasCheck(cublasSetStream(m.blas, s), "cublasSetStream");
-  const int64_t per_token = kvh * group * Sp;
-  const int64_t chunk = std::max<int64_t>(1, m.score_elems / per_token);
-  for (int64_t t0 = 0; t0 < m.queries; t0 += chunk) {
-    const int64_t ct = std::min(chunk, m.queries - t0), cr = ct * group;
-    // The chunk's key count: up to its latest query's position, padded (the causal skip; the
-    // rows past S are zero keys and values, the rows in between get probability 0).
-    int32_t last = 0;
-    for (int64_t i = t0; i < t0 + ct; ++i) last = std::max(last, m.pos_host[i]);
-    const int64_t kc = std::min(Sp, PaddedKeys(static_cast<int64_t>(last) + 1));
-    // scores[g][cr][kc] = Q_g[t0 rows] K_g[:kc]^T * scale
-    BlasCheck(cublasGemmStridedBatchedEx(
-                  m.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(kc), static_cast<int>(cr),
-                  static_cast<int>(dk), &scale, m.k, CUDA_R_16BF, static_cast<int>(dk), Sp * dk,
-                  m.q + t0 * group * dk, CUDA_R_16BF, static_cast<int>(dk), rows * dk, &zero,
-                  m.scores, CUDA_R_32F, static_cast<int>(kc), cr * kc, static_cast<int>(kvh),
-                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "attention scores");
-    CausalSoftmaxKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(m.scores, m.probs, cr, kc,
-                                                                        group, m.pos, t0);
-    CudaCheck(cudaGetLastError(), "softmax launch");
-    // out_g[t0 rows] = P_g V_g[:kc]
-    BlasCheck(cublasGemmStridedBatchedEx(
-                  m.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(dv), static_cast<int>(cr),
-                  static_cast<int>(kc), &one, v, CUDA_R_16BF, static_cast<int>(ldv), Sp * ldv,
-                  m.probs, CUDA_R_16BF, static_cast<int>(kc), cr * kc, &zero,
-                  m.out + t0 * group * dv, CUDA_R_16BF, static_cast<int>(dv), rows * dv,
-                  static_cast<int>(kvh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "attention values");
-  }
+  m.AttendInChunks(
+      Sp,
+      // up to the chunk's latest query's position, padded (the causal skip; the rows past S are
+      // zero keys and values, the rows in between get probability 0)
+      [&](int32_t last) { return std::min(Sp, PaddedKeys(static_cast<int64_t>(last) + 1)); },
+      [&](int64_t t0, int64_t cr, int64_t kc) {
+        CausalSoftmaxKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(m.scores, m.probs, cr,
+                                                                            kc, group, m.pos, t0);
+        CudaCheck(cudaGetLastError(), "softmax launch");
+      },
+      m.out, CUDA_R_16BF, "attention", s);
 }
 
 void ForwardModelCuda::PartialAttention(const void* kv_shard, std::span<const int32_t> shard_pos,
                                         std::span<const int32_t> new_pos, float* out, float* lse,
                                         cudaStream_t s) {
   Impl& m = *impl_;
-  const KvDecode& d = m.kv;
-  const int64_t kvh = d.kv_heads, dk = d.key_dim, dv = d.value_dim;
-  const int64_t group = m.shape.heads / kvh, rows = m.queries * group;
   if (m.queries == 0) return;
+  m.AllocPartialIdx();
+  CudaCheck(cudaStreamSynchronize(s), "partial attention: previous work");
+  SetPartialKeys(shard_pos, new_pos, s);
+  StagedPartialAttention(KvRows{kv_shard}, out, lse, s);
+}
+
+void ForwardModelCuda::SetPartialKeys(std::span<const int32_t> shard_pos,
+                                      std::span<const int32_t> new_pos, cudaStream_t s) {
+  Impl& m = *impl_;
   const int64_t nshard = static_cast<int64_t>(shard_pos.size());
   const int64_t nnew = static_cast<int64_t>(new_pos.size());
   const int64_t keys = nshard + nnew;
@@ -425,19 +499,11 @@ void ForwardModelCuda::PartialAttention(const void* kv_shard, std::span<const in
   };
   check(shard_pos, 0, m.prefix, "prefix key");
   check(new_pos, m.prefix, m.prefix + m.new_tokens, "new key");
-  if (keys == 0) {  // the rank holds no key of the request: every row's lse is -inf
-    CudaCheck(cudaMemsetAsync(out, 0, static_cast<size_t>(4 * kvh * rows * dv), s), "memset");
-    FillFloatKernel<<<Blocks(kvh * rows, 256), 256, 0, s>>>(lse, kvh * rows, -INFINITY);
-    CudaCheck(cudaGetLastError(), "fill launch");
-    return;
-  }
-  if (!m.part_idx) {
-    m.part_idx = m.Alloc<int32_t>(8 * m.max_keys, "partial attention positions");
-    CudaCheck(cudaHostAlloc(reinterpret_cast<void**>(&m.part_idx_host),
-                            static_cast<size_t>(8 * m.max_keys), cudaHostAllocDefault),
-              "cudaHostAlloc (partial attention positions)");
-  }
-  CudaCheck(cudaStreamSynchronize(s), "partial attention: previous work");
+  m.AllocPartialIdx();
+  m.part_shard = nshard;
+  m.part_new = nnew;
+  m.merged_n = 0;
+  if (keys == 0) return;
   int32_t* key_pos = m.part_idx_host;
   int32_t* new_at = m.part_idx_host + m.max_keys;
   std::copy(shard_pos.begin(), shard_pos.end(), key_pos);
@@ -447,48 +513,101 @@ void ForwardModelCuda::PartialAttention(const void* kv_shard, std::span<const in
   CudaCheck(cudaMemcpyAsync(m.part_idx, m.part_idx_host, static_cast<size_t>(8 * m.max_keys),
                             cudaMemcpyHostToDevice, s),
             "partial attention positions upload");
+}
+
+void ForwardModelCuda::StagedPartialAttention(const KvRows& shard, float* out, float* lse,
+                                              cudaStream_t s) {
+  Impl& m = *impl_;
+  const KvDecode& d = m.kv;
+  const int64_t kvh = d.kv_heads, dv = d.value_dim;
+  const int64_t group = m.shape.heads / kvh, rows = m.queries * group;
+  if (m.queries == 0) return;
+  const int64_t nshard = m.part_shard, keys = m.part_shard + m.part_new;
+  if (keys == 0) {  // the rank holds no key of the request: every row's lse is -inf
+    CudaCheck(cudaMemsetAsync(out, 0, static_cast<size_t>(4 * kvh * rows * dv), s), "memset");
+    FillFloatKernel<<<Blocks(kvh * rows, 256), 256, 0, s>>>(lse, kvh * rows, -INFINITY);
+    CudaCheck(cudaGetLastError(), "fill launch");
+    return;
+  }
+  const int32_t* key_pos = m.part_idx_host;
   const int64_t Sp = PaddedKeys(keys);
   BuildShardKvKernel<<<dim3(static_cast<unsigned>(Sp), static_cast<unsigned>(kvh)), 128, 0, s>>>(
-      d, static_cast<const uint8_t*>(kv_shard), nshard, m.part_idx + m.max_keys, keys, Sp, m.new_kv,
-      m.k, m.v);
+      d, shard, nshard, m.part_idx + m.max_keys, keys, Sp, m.new_kv, m.k, m.v);
   CudaCheck(cudaGetLastError(), "BuildShardKv launch");
-  const __nv_bfloat16* v = d.mla ? m.k : m.v;
-  const int64_t ldv = d.mla ? dk : dv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(m.shape.softmax_dim()));
-  const float one = 1.0f, zero = 0.0f;
-  BlasCheck(cublasSetStream(m.blas, s), "cublasSetStream");
-  const int64_t per_token = kvh * group * Sp;
-  const int64_t chunk = std::max<int64_t>(1, m.score_elems / per_token);
-  for (int64_t t0 = 0; t0 < m.queries; t0 += chunk) {
-    const int64_t ct = std::min(chunk, m.queries - t0), cr = ct * group;
-    // The chunk's keys: those up to its latest query's position (keys are sorted), padded, at
-    // least one pad's worth so that no GEMM is empty (the softmax masks the rest).
-    int32_t last = 0;
-    for (int64_t i = t0; i < t0 + ct; ++i) last = std::max(last, m.pos_host[i]);
-    const int64_t seen = std::upper_bound(key_pos, key_pos + keys, last) - key_pos;
-    const int64_t kc = std::min(Sp, PaddedKeys(std::max<int64_t>(seen, 1)));
-    BlasCheck(cublasGemmStridedBatchedEx(
-                  m.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(kc), static_cast<int>(cr),
-                  static_cast<int>(dk), &scale, m.k, CUDA_R_16BF, static_cast<int>(dk), Sp * dk,
-                  m.q + t0 * group * dk, CUDA_R_16BF, static_cast<int>(dk), rows * dk, &zero,
-                  m.scores, CUDA_R_32F, static_cast<int>(kc), cr * kc, static_cast<int>(kvh),
-                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "partial attention scores");
-    MaskedSoftmaxLseKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(
-        m.scores, m.probs, cr, kc, group, m.pos, t0, m.part_idx, keys, lse, rows);
-    CudaCheck(cudaGetLastError(), "masked softmax launch");
-    // out_g[t0 rows] = P_g V_g[:kc], fp32
-    BlasCheck(cublasGemmStridedBatchedEx(
-                  m.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(dv), static_cast<int>(cr),
-                  static_cast<int>(kc), &one, v, CUDA_R_16BF, static_cast<int>(ldv), Sp * ldv,
-                  m.probs, CUDA_R_16BF, static_cast<int>(kc), cr * kc, &zero, out + t0 * group * dv,
-                  CUDA_R_32F, static_cast<int>(dv), rows * dv, static_cast<int>(kvh),
-                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "partial attention values");
-  }
+  m.AttendInChunks(
+      Sp,
+      // the keys up to the chunk's latest query's position (they are sorted), padded, at least
+      // one pad's worth so that no GEMM is empty (the softmax masks the rest)
+      [&](int32_t last) {
+        const int64_t seen = std::upper_bound(key_pos, key_pos + keys, last) - key_pos;
+        return std::min(Sp, PaddedKeys(std::max<int64_t>(seen, 1)));
+      },
+      [&](int64_t t0, int64_t cr, int64_t kc) {
+        MaskedSoftmaxLseKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(
+            m.scores, m.probs, cr, kc, group, m.pos, t0, m.part_idx, keys, lse, rows);
+        CudaCheck(cudaGetLastError(), "masked softmax launch");
+      },
+      out, CUDA_R_32F, "partial attention", s);
 }
 
 void ForwardModelCuda::Layer(int64_t layer, const void* kv_dense, cudaStream_t s) {
+  RunLayer(
+      layer, [&] { Attention(kv_dense, s); }, s);
+}
+
+void ForwardModelCuda::ReservePartialMerge() {
+  Impl& m = *impl_;
+  if (m.merged_out) return;
+  const int64_t rows = m.shape.heads * m.max_tokens, dv = m.kv.value_dim;
+  m.mem.parts.push_back({"partial_merge outputs", 4 * (2 * rows * dv + 2 * rows) + 4});
+  m.AllocPartialIdx();
+  m.part_out = m.Alloc<float>(4 * rows * dv, "partial_merge outputs");
+  m.part_lse = m.Alloc<float>(4 * rows, "partial_merge outputs");
+  m.merged_out = m.Alloc<float>(4 * rows * dv, "partial_merge outputs");
+  m.merged_lse = m.Alloc<float>(4 * rows, "partial_merge outputs");
+  m.diff = m.Alloc<unsigned int>(4, "partial_merge outputs");
+}
+
+void ForwardModelCuda::MergeLayer(int64_t layer, const KvRows& shard, cudaStream_t s) {
+  Impl& m = *impl_;
+  if (!m.merged_out) throw ExecError("forward model: MergeLayer before ReservePartialMerge");
+  RunLayer(
+      layer,
+      [&] {
+        const int64_t rows = m.kv.kv_heads * m.queries * (m.shape.heads / m.kv.kv_heads);
+        const int64_t n = rows * m.kv.value_dim;
+        StagedPartialAttention(shard, m.part_out, m.part_lse, s);
+        CudaCheck(kernels::MergePartialsKernel(m.part_out, m.part_lse, 1, rows, m.kv.value_dim,
+                                               m.merged_out, m.merged_lse, s),
+                  "merge launch");
+        ToBf16Kernel<<<Blocks(n, 256), 256, 0, s>>>(m.merged_out, n, m.out);
+        CudaCheck(cudaGetLastError(), "bf16 launch");
+        m.merged_n = n;
+      },
+      s);
+}
+
+double ForwardModelCuda::MergedDifference(const KvRows& prefix, cudaStream_t s) {
+  Impl& m = *impl_;
+  if (m.merged_n == 0) throw ExecError("forward model: MergedDifference without a merged layer");
+  // The full attention overwrites output(); the merged fp32 output stays.
+  Attention(prefix, s);
+  CudaCheck(cudaMemsetAsync(m.diff, 0, 4, s), "memset");
+  MaxAbsDiffKernel<<<Blocks(m.merged_n, 256), 256, 0, s>>>(
+      m.merged_out, static_cast<const __nv_bfloat16*>(m.out), m.merged_n, m.diff);
+  CudaCheck(cudaGetLastError(), "difference launch");
+  unsigned int bits = 0;
+  CudaCheck(cudaMemcpyAsync(&bits, m.diff, 4, cudaMemcpyDeviceToHost, s), "difference download");
+  CudaCheck(cudaStreamSynchronize(s), "merged difference");
+  float d = 0;
+  std::memcpy(&d, &bits, 4);
+  return d;
+}
+
+int64_t ForwardModelCuda::merged_outputs() const { return impl_->merged_n; }
+
+void ForwardModelCuda::RunLayer(int64_t layer, const std::function<void()>& attend,
+                                cudaStream_t s) {
   Impl& m = *impl_;
   const int64_t T = m.queries;
   if (T == 0) return;
@@ -500,7 +619,7 @@ void ForwardModelCuda::Layer(int64_t layer, const void* kv_dense, cudaStream_t s
     const std::string& n = g.name;
     const bool after = n == "v_absorb" || n == "o";
     if (after && !attended) {
-      Attention(kv_dense, s);
+      attend();
       attended = true;
     }
     const __nv_bfloat16* in = X;
@@ -549,7 +668,7 @@ void ForwardModelCuda::Layer(int64_t layer, const void* kv_dense, cudaStream_t s
     }
     // The router's reads of the hidden states must precede the shared expert's writes to A.
   }
-  if (!attended) Attention(kv_dense, s);
+  if (!attended) attend();
 }
 
 void* ForwardModelCuda::queries() const { return impl_->q; }

@@ -8,12 +8,24 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
 #include "exec/forward_model.h"
 
 namespace kvlanes::exec {
+
+// Where an attention reads its prefix key rows (kv_row_bytes each): contiguous (`slots` null: row
+// s at base + s * kv_row_bytes), or through a page table in device memory (row s at base +
+// slots[s / page_tokens] * slot_stride + (s % page_tokens) * kv_row_bytes: one layer of a
+// layer-first pool, base its layer's start, slot_stride its chunk bytes).
+struct KvRows {
+  const void* base = nullptr;
+  const int32_t* slots = nullptr;
+  int64_t page_tokens = 1;
+  int64_t slot_stride = 0;
+};
 
 class ForwardModelCuda {
  public:
@@ -40,8 +52,10 @@ class ForwardModelCuda {
   // `kv_dense` (the layer's kv pool region of the dense buffer: prefix x kv_row_bytes bytes),
   // output projections and the MLP or MoE GEMMs. Throws ExecError on a CUDA or cuBLAS error.
   void Layer(int64_t layer, const void* kv_dense, cudaStream_t s);
-  // The attention alone, on the current queries and new-token rows (tests).
+  // The attention alone, on the current queries and new-token rows (tests, and the executor's
+  // check of a merged layer, over the prefix through the page table).
   void Attention(const void* kv_dense, cudaStream_t s);
+  void Attention(const KvRows& prefix, cudaStream_t s);
   // partial_merge's per-rank step (docs/forward_pass.md, "Partial attention"): the attention of
   // every current query (the all-gathered queries of the request) over one rank's keys only:
   // `shard_pos.size()` prefix rows of `kv_shard` (kv_row_bytes each: the rank's tokens of the
@@ -56,6 +70,28 @@ class ForwardModelCuda {
   void PartialAttention(const void* kv_shard, std::span<const int32_t> shard_pos,
                         std::span<const int32_t> new_pos, float* out, float* lse, cudaStream_t s);
 
+  // partial_merge in the executor's layers, without a host synchronization (the request gate may
+  // hold the stream). ReservePartialMerge once, before any request: the buffers of the keys'
+  // positions and of the partial and merged outputs (added to memory()). SetPartialKeys once per
+  // request after SetRequest, with the same rules as PartialAttention's positions: REQUIRES the
+  // previous request's work to have completed. Throws ExecError on positions out of order or
+  // range, or more keys than the model was made for.
+  void ReservePartialMerge();
+  void SetPartialKeys(std::span<const int32_t> shard_pos, std::span<const int32_t> new_pos,
+                      cudaStream_t s);
+  // One layer whose attention is the rank's partial attention over `shard` (the staged keys)
+  // merged by kernels::MergePartialsKernel (one rank: the exchange of partials between GPUs is not
+  // built), the merged output rounded to bf16 into output() for the layer's next GEMMs; the fp32
+  // merged output of the latest such layer stays until the next one.
+  void MergeLayer(int64_t layer, const KvRows& shard, cudaStream_t s);
+  // The check of the latest MergeLayer: Attention() over the whole prefix `prefix` (position
+  // order) with the same queries and new-token rows, then max |merged fp32 output - output()|
+  // over every output. Enqueued on `s`, then synchronizes it. REQUIRES a MergeLayer of the
+  // current request (its queries and new-token rows still in place: the layer's later GEMMs do
+  // not write them).
+  double MergedDifference(const KvRows& prefix, cudaStream_t s);
+  int64_t merged_outputs() const;  // elements of merged_output()
+
   // Device buffers of the attention (bf16): queries [kv_heads][queries * group][key_dim],
   // new-token rows [new_tokens][KvDecode::new_row()], output [kv_heads][queries *
   // group][value_dim].
@@ -66,6 +102,11 @@ class ForwardModelCuda {
   const ForwardMemory& memory() const;
 
  private:
+  // One layer's GEMMs with `attend` as its attention (Layer: over the gathered prefix; MergeLayer:
+  // the partials and their merge).
+  void RunLayer(int64_t layer, const std::function<void()>& attend, cudaStream_t s);
+  // PartialAttention over the keys SetPartialKeys staged.
+  void StagedPartialAttention(const KvRows& shard, float* out, float* lse, cudaStream_t s);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

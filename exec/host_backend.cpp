@@ -232,6 +232,7 @@ class HostBackend : public RankBackend {
   void ReleaseMarks() override {
     marks_.clear();
     results_.clear();
+    reduced_.clear();
   }
 
   void ForwardLayer(Stream, int64_t layer, std::span<const PageWrite> pages, double) override {
@@ -330,6 +331,17 @@ class HostBackend : public RankBackend {
     KV_CHECK(offset >= 0 && offset + bytes <= geo_.dense_bytes(),
              "all-reduce of " << bytes << " bytes at " << offset << " exceeds the dense buffer");
     AllReduceSumBytes(dense_.data() + offset, bytes);
+  }
+
+  int AllReduceMin(Stream, int64_t mine) override {
+    KV_CHECK(geo_.ranks > 1, "an all-reduce needs several ranks");
+    std::vector<int64_t> all(static_cast<size_t>(geo_.ranks));
+    AllGatherRaw(&mine, sizeof(mine), all.data());
+    reduced_.push_back(*std::min_element(all.begin(), all.end()));
+    return static_cast<int>(reduced_.size()) - 1;
+  }
+  int64_t AllReduceMinResult(int handle) const override {
+    return reduced_.at(static_cast<size_t>(handle));
   }
 
   void Broadcast(Stream, int root, int64_t bytes) override {
@@ -539,6 +551,7 @@ class HostBackend : public RankBackend {
   const GatherIndex* gi_ = nullptr;
   std::vector<Clock::time_point> marks_;
   std::vector<VerifyResult> results_;
+  std::vector<int64_t> reduced_;  // AllReduceMin results, by handle (until ReleaseMarks)
   Clock::time_point epoch_;
   uint64_t barriers_ = 0;
 };

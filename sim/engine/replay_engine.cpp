@@ -265,7 +265,12 @@ int64_t ReplayEngine::AgreedHostPages(RequestWork& w) {
   w.s.hit_reports.assign(static_cast<size_t>(ranks_), 0);
   LaneHitReports(w.s.chain_owners, w.s.chain_held, w.s.hit_reports);
   ++c_.hit_agreement_allreduces;
-  return MinAgreedHitPages(w.s.hit_reports);
+  const int64_t agreed = MinAgreedHitPages(w.s.hit_reports);
+  if (w.rec) {  // the plan carries the reports and the agreed hit (the executor all-reduces them)
+    w.rec->hit_reports = w.s.hit_reports;
+    w.rec->agreed_hit_pages = agreed;
+  }
+  return agreed;
 }
 
 int64_t ReplayEngine::LoadBack(RequestWork& w) {

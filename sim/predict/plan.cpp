@@ -9,6 +9,7 @@
 #include "sim/cache/placement.h"
 #include "sim/checked_math.h"
 #include "sim/predict/content_hash.h"
+#include "sim/predict/cost_model.h"
 #include "sim/predict/json_append.h"
 #include "traces/input_error.h"
 #include "traces/input_file.h"
@@ -26,7 +27,8 @@ bool operator==(const RequestPlan& a, const RequestPlan& b) {
          a.gather_method == b.gather_method && a.proven_zigzag == b.proven_zigzag &&
          a.runs == b.runs && a.run_extents == b.run_extents && a.prefix == b.prefix &&
          a.shard_pages == b.shard_pages && a.backup_schedule == b.backup_schedule &&
-         a.backup == b.backup;
+         a.backup == b.backup && a.hit_reports == b.hit_reports &&
+         a.agreed_hit_pages == b.agreed_hit_pages;
 }
 
 namespace {
@@ -45,6 +47,14 @@ int64_t PoolBytes(const ReplayConfig& cfg, size_t pool, size_t pages) {
   return ProductOrDie(
       {cfg.model.PoolPageBytes(pool, cfg.cache.page_tokens), static_cast<int64_t>(pages)},
       "pool page bytes x pages");
+}
+
+// The gather op's bytes: a gathered prefix's KV pages; a merged one (partial_merge) the queries
+// and partials that replace them, as the report's gather.bytes counts them (PartialMergeBytes).
+int64_t GatherOpBytes(const RequestPlan& p, const ReplayConfig& cfg) {
+  if (p.gather_method == GatherMethod::kPartialMerge)
+    return PartialMergeBytes(cfg, p.computed_tokens);
+  return p.prefix_pages * cfg.model.PageBytes(cfg.cache.page_tokens);
 }
 
 // One op per lane and pool: pools share slots, so the page list repeats per pool.
@@ -357,6 +367,16 @@ size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string
   ja::Int(o, p.computed_tokens);
   o.append(",\"cached\":");
   ja::Bool(o, p.cached);
+  if (!p.hit_reports.empty()) {  // cache.cp_hit_agreement min only, as PlanToJson writes it
+    o.append(",\"hit_agreement\":{\"reports\":[");
+    for (size_t i = 0; i < p.hit_reports.size(); ++i) {
+      if (i) o.push_back(',');
+      ja::Int(o, p.hit_reports[i]);
+    }
+    o.append("],\"agreed_pages\":");
+    ja::Int(o, p.agreed_hit_pages);
+    o.push_back('}');
+  }
   o.append(",\"ops\":[");
   const std::string pre = std::to_string(p.request) + "/";
   bool first = true;
@@ -400,7 +420,7 @@ size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string
     o.append(",\"prefix_pages\":");
     ja::Int(o, p.prefix_pages);
     o.append(",\"bytes\":");
-    ja::Int(o, p.prefix_pages * cfg.model.PageBytes(cfg.cache.page_tokens));
+    ja::Int(o, GatherOpBytes(p, cfg));
     o.append(",\"runs\":[");
     for (size_t i = 0; i < p.runs.size(); ++i) {
       const PrefixRun& r = p.runs[i];
@@ -483,6 +503,8 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
   j["prefix_pages"] = p.prefix_pages;
   j["computed_tokens"] = p.computed_tokens;
   j["cached"] = p.cached;
+  if (!p.hit_reports.empty())  // cache.cp_hit_agreement min only: other plans unchanged
+    j["hit_agreement"] = {{"reports", p.hit_reports}, {"agreed_pages", p.agreed_hit_pages}};
   const std::string pre = std::to_string(p.request) + "/";
   J ops = J::array();
   for (size_t i = 0; i < p.evictions.size(); ++i) {
@@ -509,7 +531,7 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
     g["method"] = kGatherMethodNames.CName(p.gather_method);
     g["proven_zigzag"] = p.proven_zigzag;
     g["prefix_pages"] = p.prefix_pages;
-    g["bytes"] = p.prefix_pages * cfg.model.PageBytes(cfg.cache.page_tokens);
+    g["bytes"] = GatherOpBytes(p, cfg);
     J runs = J::array();
     for (size_t i = 0; i < p.runs.size(); ++i) {
       const PrefixRun& r = p.runs[i];
@@ -557,6 +579,23 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
   p.computed_tokens = f.Int(j, "computed_tokens");
   if (!f.At(j, "cached").is_boolean()) f.Fail("cached", "expected true or false");
   p.cached = j["cached"].get<bool>();
+  if (j.contains("hit_agreement")) {
+    const auto& h = j["hit_agreement"];
+    if (!h.is_object()) f.Fail("hit_agreement", "expected {reports, agreed_pages}");
+    const auto& reports = f.At(h, "reports");
+    if (!reports.is_array() || reports.empty())
+      f.Fail("hit_agreement.reports", "expected a non-empty list");
+    for (const auto& r : reports) {
+      if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > p.host_match_pages)
+        f.Fail("hit_agreement.reports", "expected integers in 0..host_match_pages (" +
+                                            std::to_string(p.host_match_pages) + ")");
+      p.hit_reports.push_back(r.get<int64_t>());
+    }
+    p.agreed_hit_pages = f.Int(h, "agreed_pages");
+    if (p.agreed_hit_pages < 0 || p.agreed_hit_pages > p.host_match_pages)
+      f.Fail("hit_agreement.agreed_pages",
+             "expected 0..host_match_pages (" + std::to_string(p.host_match_pages) + ")");
+  }
   const auto& ops = f.At(j, "ops");
   if (!ops.is_array()) f.Fail("ops", "expected a list");
   if (ops.empty()) f.Fail("ops", "empty (every request has at least its compute op)");

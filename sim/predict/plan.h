@@ -70,6 +70,11 @@ struct RequestPlan {
   int64_t prefix_pages = 0;     // pages materialized for attention (device hit + loaded)
   int64_t computed_tokens = 0;  // input_tokens - prefix_pages * page_tokens
   bool cached = true;           // false: new pages not cached (uncached request)
+  // cache.cp_hit_agreement min, for a request whose host match the group agreed on by the
+  // minimum all-reduce: each rank's reported hit (host pages it vouches for, rank order) and the
+  // hit the simulator took (their minimum). Empty / -1 when no agreement ran.
+  std::vector<int64_t> hit_reports;
+  int64_t agreed_hit_pages = -1;
 
   std::vector<SlotFree> evictions;   // in order
   std::vector<LaneCopy> write_back;  // device -> host at device eviction (write_back policy)

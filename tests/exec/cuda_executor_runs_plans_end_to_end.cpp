@@ -8,7 +8,8 @@
 //    and on prefixes a run descriptor proves zigzag; every rank's dense result verified;
 //  - two ranks on one GPU with an NCCL gather: a clear error before any work;
 //  - a plan larger than the GPU: a clear error with the sizes;
-//  - a flipped byte: found by the GPU verification kernel, reported with op, rank and page.
+//  - a flipped byte: found by the GPU verification kernel, reported with op, rank and page;
+//  - --forward model on a token-interleaved plan: the merge on the GPU, checked per request.
 #include <doctest/doctest.h>
 
 #include "exec_cases.h"
@@ -190,6 +191,60 @@ TEST_CASE(
     CHECK(ops == cp * merges);
     CHECK(NoChildrenLeft());
   }
+}
+
+TEST_CASE(
+    "--forward model merges token-interleaved prefixes on the GPU, checked against full "
+    "attention") {
+  // cp_size 1: every layer's attention is the partial attention over the rank's pages (through
+  // the page table) and its new tokens, merged; after each request the last layer's merged
+  // output is compared with the full attention over the whole prefix.
+  const ReplayConfig cfg =
+      SmallConfig(1, {"model.preset=deepseek-v3.2", "model.layers=4",
+                      "cache.device_pages_per_lane=2400", "cache.host_pages_per_lane=6000",
+                      "cache.placement=interleave", "cache.interleave_tokens=1"});
+  const PlanFile pf = ReplayPlan("traces/kvtester_trace_0034.json", cfg, 12);
+  int64_t merges = 0;
+  for (const RequestPlan& p : pf.requests) merges += p.prefix_pages > 0 ? 1 : 0;
+  REQUIRE(merges > 0);
+  ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  UseModelForward(plan);
+  TempDir dir;
+  const RunOptions o = CudaOptions(dir);
+  const RunOutcome out = RunLocal(plan, o);
+  REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+  CheckCoverage(pf, cfg, o);
+  const nlohmann::json m = ReadJson(o.out);
+  int64_t checked = 0;
+  for (const auto& op : m["ops"]) {
+    if (op["kind"] != "gather") continue;
+    CHECK(op["method"] == "partial_merge");
+    CHECK(op["merged_on"] == "device");
+    CHECK(op["outputs_checked"].get<int64_t>() > 0);
+    CHECK(op["max_abs_difference"].get<double>() <= kPartialAttentionTolerance);
+    MESSAGE(op["id"].get<std::string>(), ": ", op["prefix_tokens"].get<int64_t>(),
+            " prefix tokens, max |merged - full| = ", op["max_abs_difference"].get<double>(),
+            " over ", op["outputs_checked"].get<int64_t>(), " outputs");
+    ++checked;
+  }
+  CHECK(checked == merges);
+  CHECK(NoChildrenLeft());
+}
+
+TEST_CASE("--forward model refuses a token-interleaved plan above cp_size 1 with a clear error") {
+  const ReplayConfig cfg = SmallConfig(
+      2, {"model.preset=deepseek-v3.2", "model.layers=2", "cache.device_pages_per_lane=1200",
+          "cache.placement=interleave", "cache.interleave_tokens=1"});
+  const PlanFile pf = ReplayPlan("traces/kvtester_trace_0034.json", cfg, 6);
+  ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  UseModelForward(plan);
+  TempDir dir;
+  RunOptions o = CudaOptions(dir);
+  o.devices = {0, 0};
+  const RunOutcome out = RunLocal(plan, o);
+  CHECK(out.exit_code != 0);
+  CHECK(out.message.find("runs at cp_size 1 on the CUDA backend") != std::string::npos);
+  CHECK(NoChildrenLeft());
 }
 
 TEST_CASE("two GPUs: every gather method at cp_size 2, every rank's dense result verified") {

@@ -114,6 +114,9 @@ inline std::set<std::pair<std::string, int>> ExpectedOps(const PlanFile& pf,
   std::set<std::pair<std::string, int>> want;
   const int N = static_cast<int>(cfg.cache.cp_size);
   for (const RequestPlan& p : pf.requests) {
+    // cache.cp_hit_agreement min: every rank's all-reduce of its reported hit.
+    if (!p.hit_reports.empty())
+      for (int r = 0; r < N; ++r) want.insert({std::to_string(p.request) + "/hit_agreement", r});
     const nlohmann::ordered_json j = PlanToJson(p, cfg);
     for (const auto& op : j["ops"]) {
       const std::string kind = op["kind"], id = op["id"];

@@ -266,6 +266,45 @@ TEST_CASE("without a prefix, rows that see one rank's keys only merge past the -
   CheckCase(Case{SmallMla("bf16"), 4, 1, 0, 33});
 }
 
+TEST_CASE("a merged layer read through its page table matches full attention; a wrong page not") {
+  // The executor's form (MergeLayer): the rank's pages in a layer-first pool, read through the
+  // page table; the check (MergedDifference) reads the whole prefix the same way. A shard whose
+  // page table names page 0's slot for page 1 attends over other keys and must fail the check.
+  const ModelShape s = SmallMla("fp8");
+  const int64_t row = ImpliedPools(s)[0].bytes_per_token_layer;
+  const int64_t pages = 2, prefix = pages * kPageTokens, n = 8, chunk = kPageTokens * row;
+  const std::vector<int32_t> slots = {3, 1};  // page p in slot slots[p] of 4
+  const std::vector<uint8_t> dense = DensePrefix(pages, row);
+  std::vector<uint8_t> pool(static_cast<size_t>(4 * chunk), 0);
+  for (int64_t p = 0; p < pages; ++p)
+    std::copy(dense.begin() + p * chunk, dense.begin() + (p + 1) * chunk,
+              pool.begin() + slots[static_cast<size_t>(p)] * chunk);
+  uint8_t* d_pool = Upload(pool);
+  ForwardModelCuda f(s, 2, row, n, prefix + n, 1);
+  f.ReservePartialMerge();
+  std::vector<int32_t> pos, shard_pos;
+  for (int32_t t = 0; t < prefix; ++t) shard_pos.push_back(t);
+  for (int32_t t = static_cast<int32_t>(prefix); t < prefix + n; ++t) pos.push_back(t);
+  int32_t* d_full = Upload(slots);
+  auto run = [&](const std::vector<int32_t>& shard_slots) {
+    int32_t* d_shard = Upload(shard_slots);
+    f.SetRequest(prefix, n, pos, nullptr);
+    f.SetPartialKeys(shard_pos, pos, nullptr);
+    f.MergeLayer(0, KvRows{d_pool, d_shard, kPageTokens, chunk}, nullptr);
+    const double d = f.MergedDifference(KvRows{d_pool, d_full, kPageTokens, chunk}, nullptr);
+    cudaFree(d_shard);
+    return d;
+  };
+  const double good = run(slots);
+  CHECK(f.merged_outputs() == s.heads * n * f.decode().value_dim);
+  const double bad = run({slots[0], slots[0]});
+  MESSAGE("max |merged - full| = ", good, "; with page 1 read from page 0's slot: ", bad);
+  CHECK(good < kPartialAttentionTolerance);
+  CHECK(bad > kPartialAttentionTolerance);
+  cudaFree(d_full);
+  cudaFree(d_pool);
+}
+
 TEST_CASE("partial attention refuses key positions out of order or range") {
   const ModelShape s = SmallGqa();
   const int64_t row = ImpliedPools(s)[0].bytes_per_token_layer;
