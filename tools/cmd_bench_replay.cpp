@@ -296,8 +296,11 @@ int CmdBenchReplay(int argc, const char* const* argv) {
       for (int rep = 0; rep < repeat; ++rep)
         floors.push_back(MeasureFloor(files[0], scale, P, trace.block_tokens));
 
-    // Report: the JSON report of one replay, built and serialized.
+    // Report: the JSON report of one replay, built and serialized. The first one hashes the trace
+    // files for the report's context, as the one report of a `kvlanes replay --json` process
+    // does; the hash is memoized for the process, so the later ones (the median) do not.
     std::vector<double> report_s;
+    double report_first = 0;
     {
       auto policy = MakePolicy(cfg.policy, cfg, trace);
       ReplayEngine engine(cfg, *policy, trace.block_tokens);
@@ -306,6 +309,7 @@ int CmdBenchReplay(int argc, const char* const* argv) {
         const auto a = Clock::now();
         const std::string s = ReportToJson(cfg, *policy, trace, engine).dump(2);
         report_s.push_back(Seconds(a, Clock::now()));
+        if (rep == 0) report_first = report_s.back();
         volatile size_t keep = s.size();
         (void)keep;
       }
@@ -402,7 +406,8 @@ int CmdBenchReplay(int argc, const char* const* argv) {
     row(scale > 1 ? "trace load (1 file + copies)" : "trace load", load_s);
     row("replay (engine loop)", replay);
     row("report (build + serialize)", report);
-    row("load + replay + report", load_s + replay + report);
+    row("report, first (hashes the trace)", report_first);
+    row("load + replay + first report", load_s + replay + report_first);
     row(has_profile ? "driver with predictions" : "driver (RunReplay)", driver);
     row("plan writing (extra)", Median(plan_s) - driver);
     if (has_profile) {
@@ -447,6 +452,7 @@ int CmdBenchReplay(int argc, const char* const* argv) {
       j["trace_load_s"] = load_s;
       j["replay_s"] = replay;
       j["report_s"] = report;
+      j["report_first_s"] = report_first;
       j["driver_s"] = driver;
       j["plan_extra_s"] = Median(plan_s) - driver;
       if (has_profile) j["timeline_extra_s"] = Median(timeline_s) - driver;

@@ -106,7 +106,7 @@ inline bool ExtentIsOwnerMajor(const Extent& e, int ranks) {
 // work is known (the choices do not change cache state).
 struct GatherContext {
   std::span<const PrefixRun> runs;
-  std::span<const Extent> extents;
+  std::span<const Extent> extents;       // descriptor of each run's extent (same order as runs)
   std::span<const int64_t> shard_pages;  // prefix pages owned per rank
   int64_t prefix_pages = 0;
   // True when a run descriptor proves the prefix is exactly one whole zigzag run.

@@ -168,9 +168,14 @@ void ReplayEngine::EvictFromDevice(RequestWork& w, NodeId id) {
   }
   const Node& n = tree_.node(id);
   ledger_.OnResidency(n, Tier::kDevice, -1);
-  for (size_t j = 0; j < n.pages.size(); ++j) {
-    device_slots_.Free(n.pages[j].owner, n.device_slot[j]);
-    if (w.rec) RecordFree(w, Tier::kDevice, n.pages[j].owner, n.device_slot[j]);
+  if (ranks_ == 1 && !w.rec) {
+    // One lane (every owner 0): the slots freed in one block copy, in the same order.
+    device_slots_.FreeMany(0, n.device_slot.data(), n.device_slot.size());
+  } else {
+    for (size_t j = 0; j < n.pages.size(); ++j) {
+      device_slots_.Free(n.pages[j].owner, n.device_slot[j]);
+      if (w.rec) RecordFree(w, Tier::kDevice, n.pages[j].owner, n.device_slot[j]);
+    }
   }
   c_.evicted_device_pages += static_cast<int64_t>(n.pages.size());
   tree_.SetDeviceSlots(id, {});
@@ -561,14 +566,14 @@ void ReplayEngine::CollectPrefix(RequestWork& w) {
   KV_CHECK(seen == prefix_pages,
            "prefix path holds " << seen << " pages, expected " << prefix_pages);
   if (runs.size() == 1) {
-    const Extent& e = extents_[runs[0].extent];
+    const Extent e = ExtentAt(runs[0].extent);
     w.proven_zigzag = std::strcmp(e.placement, "zigzag") == 0 && e.first_page == 0 &&
                       runs[0].first_page == 0 && e.pages == prefix_pages;
   }
   // Owner-major: proven by the descriptors (the placement's invariant), then checked page by
   // page; descriptors that claim it for owners that are not cyclic are a bug.
   bool by_descriptors = true;
-  for (const PrefixRun& r : runs) by_descriptors &= ExtentIsOwnerMajor(extents_[r.extent], ranks_);
+  for (const PrefixRun& r : runs) by_descriptors &= ExtentIsOwnerMajor(ExtentAt(r.extent), ranks_);
   if (by_descriptors) {
     KV_CHECK(OwnersCyclic(w.s.prefix_owners, ranks_),
              "run descriptors prove the prefix owner-major but its owners are not cyclic");
@@ -652,14 +657,20 @@ bool ReplayEngine::ReserveDevicePages(RequestWork& w) {
 // the request's extent.
 void ReplayEngine::AllocateComputedPages(RequestWork& w) {
   w.extent_id = static_cast<uint32_t>(extents_.size());
-  if (w.n_ext > 0)
-    extents_.push_back(Extent{c_.requests - 1, w.ext_start, w.n_ext, placement_->name, ranks_});
+  if (w.n_ext > 0) extents_.push_back(ExtentSpan{c_.requests - 1, w.ext_start, w.n_ext});
   const int64_t n_alloc = w.end - w.start;
   std::vector<uint16_t>& owners = w.s.owners;
   std::vector<uint32_t>& slots = w.s.slots;
   slots.assign(static_cast<size_t>(n_alloc), kNoSlot);
   c_.allocated_pages += n_alloc;
   std::vector<int64_t>& per_lane = w.s.in_flight_pages;
+  if (ranks_ == 1 && !placement_->from_allocator) {
+    // One lane (every owner 0, checked at placement): the slots in one block copy.
+    device_slots_.AllocMany(0, static_cast<size_t>(n_alloc), slots.data());
+    per_lane[0] += n_alloc;
+    ApplyInFlight(w, +1);
+    return;
+  }
   for (int64_t i = 0; i < n_alloc; ++i) {
     const size_t k = static_cast<size_t>(i);
     if (placement_->from_allocator && w.start + i >= w.ext_start) {
@@ -822,10 +833,18 @@ void ReplayEngine::FinishRequest(RequestWork& w) {
   if (opts_.check_invariants) CheckInvariants();
 }
 
+Extent ReplayEngine::ExtentAt(uint32_t id) const {
+  const ExtentSpan& e = extents_[id];
+  return Extent{e.request, e.first_page, e.pages, placement_->name, ranks_};
+}
+
 void ReplayEngine::DecideMaterialization(RequestWork& w) {
   const int64_t prefix_pages = w.start;
+  std::vector<Extent>& run_extents = w.s.run_extents;
+  run_extents.clear();
+  for (const PrefixRun& r : w.s.runs) run_extents.push_back(ExtentAt(r.extent));
   GatherContext ctx{w.s.runs,
-                    extents_,
+                    run_extents,
                     w.s.shard_pages,
                     prefix_pages,
                     w.proven_zigzag,
@@ -842,10 +861,8 @@ void ReplayEngine::DecideMaterialization(RequestWork& w) {
       g = GatherMethod::kPartialMerge;
     } else if (placement_->by_layer) {
       // layer_split: the layout decides; every rank holds its layers of every page, so each
-      // layer's owner broadcasts that layer of the prefix.
-      for (const PrefixRun& r : w.s.runs)
-        KV_CHECK(std::strcmp(extents_[r.extent].placement, placement_->name) == 0,
-                 "a layer_split prefix holds an extent placed by " << extents_[r.extent].placement);
+      // layer's owner broadcasts that layer of the prefix. (Every extent of an engine is placed
+      // by its one rule, so a layer_split prefix holds layer_split extents only.)
       g = GatherMethod::kBroadcast;
     } else {
       g = policy_.ChooseGather(View(), ctx);
@@ -881,7 +898,7 @@ void ReplayEngine::DecideMaterialization(RequestWork& w) {
   w.rec->gather_method = g;
   w.rec->proven_zigzag = w.proven_zigzag;
   w.rec->runs = w.s.runs;
-  for (const PrefixRun& r : w.s.runs) w.rec->run_extents.push_back(extents_[r.extent]);
+  w.rec->run_extents = run_extents;
   w.rec->shard_pages = w.s.shard_pages;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -114,7 +115,9 @@ class ReplayEngine {
   const ReplayCounters& counters() const { return c_; }
   const Ledger& ledger() const { return ledger_; }
   const RadixTree& tree() const { return tree_; }
-  const std::vector<Extent>& extents() const { return extents_; }
+  // Descriptor of extent `id` (the index a page's PageInfo::extent holds). REQUIRES: id below
+  // the number of extents opened so far.
+  Extent ExtentAt(uint32_t id) const;
   // Full consistency check (ledger vs tree, candidate sets, allocators). Aborts on mismatch.
   void CheckInvariants() const;
 
@@ -139,6 +142,7 @@ class ReplayEngine {
     std::vector<RadixTree::PathStep> matched;  // the nodes the match passed (the insert resumes)
     LaneDemand need;                           // RequestWork::need's storage
     LaneDemand want;                           // need plus the reserved page (ReserveDevicePages)
+    std::vector<Extent> run_extents;           // descriptor of each prefix run's extent
   };
   // One request's state, carried through the phases of Process (replay_engine.cpp).
   struct RequestWork;
@@ -207,7 +211,15 @@ class ReplayEngine {
   Ledger ledger_;
   SlotAllocator device_slots_;
   SlotAllocator host_slots_;
-  std::vector<Extent> extents_;
+  // Every extent opened, by id. Only what differs between extents is kept (24 bytes each, one per
+  // request that computes pages): the placement rule and the rank count are the engine's own. A
+  // deque grows in fixed chunks, so memory never holds the old and the doubled copy at once.
+  struct ExtentSpan {
+    int64_t request = 0;
+    int64_t first_page = 0;
+    int64_t pages = 0;
+  };
+  std::deque<ExtentSpan> extents_;
   uint64_t epoch_ = 0;
   ReplayCounters c_;
   Scratch scratch_;

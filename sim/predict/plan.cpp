@@ -264,27 +264,67 @@ namespace {
 
 namespace ja = json_append;
 
-// Lists of small integer tuples are most of a plan's bytes: they are written through a pointer
-// into room reserved for the longest spelling (20 characters per value), then trimmed.
+// Lists of small integer tuples are most of a plan's bytes. They are formatted into a buffer on
+// the stack, appended to the line whenever it could not hold one more tuple: no room is reserved
+// in the line (and zero-filled) for the longest spelling of every value.
+constexpr char kDigitPairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+// `v` in decimal at `p` (at most 20 characters); returns the end. The digits as std::to_chars
+// writes them; small values, most of a plan's, take one or two comparisons.
+inline char* WriteUnsigned(char* p, uint64_t v) {
+  if (v < 10) {
+    *p = static_cast<char>('0' + v);
+    return p + 1;
+  }
+  if (v < 100) {
+    std::memcpy(p, kDigitPairs + 2 * v, 2);
+    return p + 2;
+  }
+  int n = 3;
+  for (uint64_t t = v / 1000; t != 0; t /= 10) ++n;
+  char* const end = p + n;
+  char* q = end;
+  while (v >= 100) {
+    const uint64_t r = v % 100;
+    v /= 100;
+    q -= 2;
+    std::memcpy(q, kDigitPairs + 2 * r, 2);
+  }
+  if (v >= 10) {
+    std::memcpy(q - 2, kDigitPairs + 2 * v, 2);
+  } else {
+    q[-1] = static_cast<char>('0' + v);
+  }
+  return end;
+}
+
 template <size_t N, typename Tuple, typename Get>
 void AppendTuples(std::string& o, const std::vector<Tuple>& v, Get get) {
-  const size_t at = o.size();
-  o.resize(at + 2 + v.size() * (N * 21 + 3));
-  char* p = o.data() + at;
-  char* const end = o.data() + o.size();
+  constexpr size_t kTupleMax = N * 21 + 3;  // ',' '[' values with their commas ']'
+  char buf[8192];
+  char* p = buf;
+  char* const room_end = buf + sizeof(buf) - kTupleMax - 1;  // one more for the closing ']'
   *p++ = '[';
   for (size_t i = 0; i < v.size(); ++i) {
+    if (p > room_end) {
+      o.append(buf, static_cast<size_t>(p - buf));
+      p = buf;
+    }
     if (i) *p++ = ',';
     *p++ = '[';
     const std::array<int64_t, N> values = get(v[i]);
     for (size_t k = 0; k < N; ++k) {
       if (k) *p++ = ',';
-      p = std::to_chars(p, end, values[k]).ptr;
+      p = values[k] >= 0 ? WriteUnsigned(p, static_cast<uint64_t>(values[k]))
+                         : std::to_chars(p, p + 21, values[k]).ptr;
     }
     *p++ = ']';
   }
   *p++ = ']';
-  o.resize(static_cast<size_t>(p - o.data()));
+  o.append(buf, static_cast<size_t>(p - buf));
 }
 
 void AppendPairs(std::string& o, const std::vector<std::array<uint32_t, 2>>& v) {

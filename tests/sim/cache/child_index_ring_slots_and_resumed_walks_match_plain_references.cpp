@@ -2,6 +2,7 @@
 // from a match, each against a plain reference on seeded random operations.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <random>
@@ -86,6 +87,41 @@ TEST_CASE("the slot allocator hands slots out first freed, first reused, as a de
       ref[lane].push_back(s);
     }
     REQUIRE(a.free_pages(lane) == static_cast<int64_t>(ref[lane].size()));
+  }
+}
+
+TEST_CASE("block allocations and frees of slots hand out what single ones would") {
+  // Runs of random length, so that the ring's wrap-around falls inside a block copy.
+  std::mt19937_64 rng(11);
+  for (const bool global : {false, true}) {
+    const int lanes = global ? 2 : 1;
+    const int64_t per_lane = 37;
+    SlotAllocator a(lanes, per_lane, global), ref(lanes, per_lane, global);
+    std::vector<std::vector<uint32_t>> held(lanes);
+    for (int op = 0; op < 20000; ++op) {
+      const int lane = static_cast<int>(rng() % lanes);
+      const size_t n = static_cast<size_t>(rng() % 12);
+      if (a.free_pages(lane) >= static_cast<int64_t>(n) && rng() % 2 == 0) {
+        std::vector<uint32_t> got(n);
+        a.AllocMany(lane, n, got.data());
+        for (size_t i = 0; i < n; ++i) CHECK(got[i] == ref.Alloc(lane));
+        held[lane].insert(held[lane].end(), got.begin(), got.end());
+      } else {
+        const size_t k = std::min(n, held[lane].size());
+        // Free k held slots starting at a random place, in that order.
+        const size_t at = held[lane].empty() ? 0 : rng() % (held[lane].size() - k + 1);
+        const std::vector<uint32_t> give(held[lane].begin() + static_cast<ptrdiff_t>(at),
+                                         held[lane].begin() + static_cast<ptrdiff_t>(at + k));
+        held[lane].erase(held[lane].begin() + static_cast<ptrdiff_t>(at),
+                         held[lane].begin() + static_cast<ptrdiff_t>(at + k));
+        a.FreeMany(lane, give.data(), give.size());
+        for (uint32_t s : give) ref.Free(lane, s);
+      }
+      REQUIRE(a.free_pages(lane) == ref.free_pages(lane));
+    }
+    // Both hand out the same slots to the end.
+    for (int lane = 0; lane < lanes; ++lane)
+      while (ref.free_pages(lane) > 0) REQUIRE(a.Alloc(lane) == ref.Alloc(lane));
   }
 }
 

@@ -125,6 +125,33 @@ TEST_CASE("the streamed plan lines are PlanToJson's dump byte for byte, ops coun
         std::set<std::string>{"evict", "write_back", "load_back", "compute", "gather", "backup"});
 }
 
+TEST_CASE("integer lists are written as nlohmann writes them at every digit count and length") {
+  const ReplayConfig cfg = RichConfig(false);
+  // Every value with 1..10 digits at both ends of its range, and lists long enough that the
+  // writer's tuple buffer is flushed into the line several times.
+  std::vector<uint32_t> edges = {0, 4294967295u};
+  for (uint64_t p10 = 10; p10 <= 1000000000ull; p10 *= 10) {
+    edges.push_back(static_cast<uint32_t>(p10 - 1));
+    edges.push_back(static_cast<uint32_t>(p10));
+  }
+  RequestPlan p;
+  p.request = 7;
+  p.input_tokens = 64;
+  p.computed_tokens = 64;
+  SlotFree f{Tier::kDevice, {}};
+  for (size_t i = 0; i < 3000; ++i) {
+    const uint32_t a = edges[i % edges.size()], b = edges[(i * 7 + 3) % edges.size()];
+    f.slots.push_back({a, b});
+    p.new_pages.push_back(
+        NewPage{static_cast<int64_t>(i) * 1000003, static_cast<uint16_t>(a), b, a});
+  }
+  p.new_pages.push_back(NewPage{INT64_MAX, 65535, 4294967295u, 4294967295u});
+  p.evictions.push_back(f);
+  std::string line;
+  AppendPlanLine(p, cfg, line);
+  CHECK(line == PlanToJson(p, cfg).dump() + "\n");
+}
+
 TEST_CASE("a pool name that needs JSON escapes is written as nlohmann writes it") {
   ReplayConfig cfg = RichConfig(false);
   cfg.model.pools = {{"kv \"main\"\\\t\xc3\xa9", 64}, {"idx", 8}};
