@@ -124,13 +124,16 @@ def config_argv(p, out):
 
 
 def profile_argv_for(text):
-    # cache.cp_size the profile's collective size where it has one; model.preset the one its
-    # compute terms were measured for.
+    # cache.cp_size the profile's collective size where it has one; model.preset and model.layers
+    # the ones its compute terms were measured for.
     m = re.search(r"ranks:\s*(\d+)", text)
     sets = ["--set", f"cache.cp_size={m.group(1) if m else 1}"]
     m = re.search(r"model_preset:\s*\"?([\w.-]+)", text)
     if m:
         sets += ["--set", "model.preset=" + m.group(1)]
+    m = re.search(r"^\s*model_layers:\s*(\d+)", text, re.M)
+    if m:
+        sets += ["--set", "model.layers=" + m.group(1)]
 
     def argv(p, out):
         return [kvlanes, "replay", trace, "--config", base_config, "--profile", p, "-q", "--json", out] + sets
