@@ -36,7 +36,9 @@ Measured ParseMeasured(const std::string& text, const std::string& file) {
     const std::string id = o.Key("id").Str();
     const std::string kind = o.Key("kind").Str();
     const int64_t rank = o.Key("rank").IntAtLeast(0);
-    const double s = o.Key("seconds").NumAtLeast(0, kind != "evict");
+    // An evict op may take no measurable time; so may a merged prefix's gather op, whose merge
+    // the executor times inside the request's compute op.
+    const double s = o.Key("seconds").NumAtLeast(0, kind != "evict" && kind != "gather");
     if (!id_rank.emplace(id, rank).second)
       o.Key("rank").Fail("op '" + id + "' measured twice on rank " + std::to_string(rank));
     auto [it, fresh] = index.emplace(id, m.ops.size());
@@ -151,6 +153,11 @@ void JoinOps(const Predictions& pred, const Measured& meas, const CheckOptions& 
       throw InputError(meas.file, m.line, "kind",
                        "op '" + m.id + "' is '" + m.kind + "' here but '" + p.kind +
                            "' in the predictions: are both from the same plan?");
+    if (m.kind == "gather" && m.seconds == 0) {
+      ++r.untimed;
+      r.untimed_predicted_s += p.seconds;
+      continue;
+    }
     r.joined.push_back({p.id, p.kind, p.seconds, m.seconds, Ape(p.seconds, m.seconds)});
   }
   for (const MeasuredOp& m : meas.ops) {
@@ -320,6 +327,7 @@ nlohmann::ordered_json CheckReportToJson(const CheckReport& r) {
                    {{"count", r.measured_only.count}, {"examples", r.measured_only.examples}}}};
   j["not_modelled"] = {
       {"kind", "evict"}, {"count", r.not_modelled}, {"measured_s", r.not_modelled_s}};
+  j["untimed"] = {{"kind", "gather"}, {"count", r.untimed}, {"predicted_s", r.untimed_predicted_s}};
   nlohmann::ordered_json worst = nlohmann::ordered_json::array();
   for (const JoinedOp& o : r.worst) worst.push_back(OpJson(o));
   j["worst"] = worst;
@@ -374,6 +382,9 @@ std::string FormatCheckReport(const CheckReport& r) {
   if (r.not_modelled)
     o << "not modelled: " << r.not_modelled << " evict ops (" << r.not_modelled_s
       << " s measured in total), no cost term, left out\n";
+  if (r.untimed)
+    o << "untimed: " << r.untimed << " gather ops measured 0 s (" << r.untimed_predicted_s
+      << " s predicted in total; a merged prefix's merge is timed in its compute op), left out\n";
   if (!r.worst.empty()) {
     o << "worst operations:\n";
     for (const JoinedOp& w : r.worst) {

@@ -86,6 +86,10 @@ struct CheckReport {
   MissingIds predicted_only, measured_only;  // op ids (and "R/request") on one side only
   size_t not_modelled = 0;                   // measured evict ops (no cost term)
   double not_modelled_s = 0;
+  // Gather ops measured at 0 s: a merged prefix (partial_merge) whose merge runs inside its
+  // compute op (one rank: nothing moves). Left out of the comparison; their predicted seconds.
+  size_t untimed = 0;
+  double untimed_predicted_s = 0;
   std::vector<JoinedOp> joined;  // every pair: ops in predicted order, then requests
   std::vector<JoinedOp> worst;
   bool pass = false;

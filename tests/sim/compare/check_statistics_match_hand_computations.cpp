@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "sim/compare/check_stats.h"
+#include "traces/input_error.h"
 
 namespace kvlanes::test {
 namespace {
@@ -200,6 +201,36 @@ TEST_CASE("a run of the plan's first requests is compared with those requests on
   CHECK(KeepExecutedRequests(all, full) == 0);
   CHECK(all.requests.size() == 2);
   CHECK(all.ops.size() == 5);
+}
+
+TEST_CASE("a gather op measured at 0 s (a merged prefix on one rank) is left out, and counted") {
+  Predictions p = HandPredictions();
+  p.ops.push_back({"1/gather", "gather", 0.25});
+  std::string text = kMeasured;
+  const std::string op =
+      R"({"id": "1/gather", "kind": "gather", "rank": 0, "seconds": 0, "merged_on": "device"},)";
+  text.insert(text.find("    {\"id\": \"0/compute\""), "    " + op + "\n");
+  const Measured m = ParseMeasured(text, "measured.json");
+  const CheckReport r = RunCheck(p, m, CheckOptions{});
+  CHECK(Find(r, "gather") == nullptr);  // nothing compared
+  CHECK(r.untimed == 1);
+  CHECK(r.untimed_predicted_s == 0.25);
+  CHECK(r.measured_only.count == 0);
+  CHECK(r.predicted_only.count == 0);
+  CHECK(CheckReportToJson(r)["untimed"]["count"] == 1);
+  // Any other kind measured at 0 s is still refused, with its line.
+  std::string bad = kMeasured;
+  const std::string slow = "\"seconds\": 0.75";
+  bad.replace(bad.find(slow), slow.size(), "\"seconds\": 0");
+  try {
+    ParseMeasured(bad, "measured.json");
+    FAIL("accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("measured.json:") != std::string::npos);
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(std::string(e.what()).find("seconds: must be > 0") != std::string::npos);
+  }
 }
 
 }  // namespace kvlanes::test
