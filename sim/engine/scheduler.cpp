@@ -252,9 +252,10 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
   double pass_s = cost_.PassBaseS();
   int64_t tokens = 0;
   chunks_.clear();
-  for (const auto& [i, take] : rep.pass) {
+  for (const auto& [req, take] : rep.pass) {
+    const size_t i = req;  // a plain copy: KV_CHECK's lambda cannot capture a binding in clang 14
     Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
-                                 [i = i](const Running& x) { return x.request == i; });
+                                 [i](const Running& x) { return x.request == i; });
     if (on_pass_) chunks_.push_back(PassChunk{i, take, run.context});
     pass_s += cost_.ChunkS(take, run.context);
     if (!run.started) pass_s += run.extra_s;
@@ -275,9 +276,10 @@ void ServingReplay::EndPass(size_t r, int64_t now) {
   KV_CHECK(rep.busy, "pass end on idle replica " << r);
   rep.busy = false;
   std::vector<size_t> done;
-  for (const auto& [i, take] : rep.pass) {
+  for (const auto& [req, take] : rep.pass) {
+    const size_t i = req;  // a plain copy: KV_CHECK's lambda cannot capture a binding in clang 14
     Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
-                                 [i = i](const Running& x) { return x.request == i; });
+                                 [i](const Running& x) { return x.request == i; });
     run.context += take;
     run.remaining -= take;
     rep.load_tokens -= take;
