@@ -159,6 +159,7 @@ class SlotAllocator {
     }
     // REQUIRES: n <= count.
     void PopMany(size_t n, uint32_t* out) {
+      if (n == 0) return;  // memcpy from or to a null pointer is undefined even for 0 bytes
       const size_t first = std::min(n, slots.size() - head);
       std::memcpy(out, slots.data() + head, first * sizeof(uint32_t));
       std::memcpy(out + first, slots.data(), (n - first) * sizeof(uint32_t));
@@ -168,6 +169,7 @@ class SlotAllocator {
     }
     // REQUIRES: count + n <= slots.size().
     void PushMany(const uint32_t* in, size_t n) {
+      if (n == 0) return;  // an empty list's data() may be null
       size_t tail = head + count;
       if (tail >= slots.size()) tail -= slots.size();
       const size_t first = std::min(n, slots.size() - tail);
