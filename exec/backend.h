@@ -252,6 +252,11 @@ class RankBackend {
   virtual MergeCheck ModelMergeCheck() {
     throw ExecError("backend " + std::string(Name()) + " has no model forward pass");
   }
+  // Leaves the caches the next op reads through full of unrelated written data, as after a
+  // forward layer: the CUDA backend writes a scratch buffer of twice the GPU's L2 on `s`; the host
+  // backend writes 64 MiB of host memory (larger than the last-level caches of common CPUs).
+  // Untimed set-up for `kvlanes bench sweep --cache-evict on`.
+  virtual void EvictCaches(Stream s) = 0;
   // Tier copy of one pool, layers [layers.begin, layers.end).
   virtual void TierCopy(Stream s, int pool, kernels::TierDirection dir,
                         std::span<const int32_t> device_slots, std::span<const int32_t> host_slots,

@@ -192,7 +192,7 @@ class CudaBackend : public RankBackend {
       if (s) cudaStreamDestroy(s);
     for (void* p :
          {static_cast<void*>(pools_), static_cast<void*>(dense_), static_cast<void*>(send_),
-          static_cast<void*>(recv_), barrier_buf_, static_cast<void*>(verify_dev_)})
+          static_cast<void*>(recv_), barrier_buf_, static_cast<void*>(verify_dev_), evict_buf_})
       if (p) cudaFree(p);
     if (host_) cudaFreeHost(host_);
     if (gate_) {
@@ -380,6 +380,16 @@ class CudaBackend : public RankBackend {
         geo_.dense_refs(dense_, layer, forward_work_->prefix_pages);
     forward_->Layer(layer, refs[static_cast<size_t>(o_.forward->kv_pool)].data, S(s));
     ForwardLayer(s, layer, pages, 0.0);  // the new pages' pattern (what later ops verify)
+  }
+
+  void EvictCaches(Stream s) override {
+    if (!evict_buf_) {
+      evict_bytes_ = 2 * static_cast<size_t>(std::max(prop_.l2CacheSize, 1 << 20));
+      Check(cudaMalloc(&evict_buf_, evict_bytes_), "cudaMalloc (cache eviction buffer)");
+    }
+    // A new value each time, so no write is a no-op a cache could skip.
+    Check(cudaMemsetAsync(evict_buf_, static_cast<int>(++evict_count_ & 0xff), evict_bytes_, S(s)),
+          "cudaMemsetAsync (cache eviction)");
   }
 
   void TierCopy(Stream s, int pool, kernels::TierDirection dir, std::span<const int32_t> dev,
@@ -945,6 +955,9 @@ class CudaBackend : public RankBackend {
   char* recv_ = nullptr;
   void* host_ = nullptr;
   void* barrier_buf_ = nullptr;
+  void* evict_buf_ = nullptr;  // EvictCaches: twice the L2, allocated on first use
+  size_t evict_bytes_ = 0;
+  unsigned evict_count_ = 0;
   VerifyOut* verify_dev_ = nullptr;
   size_t verify_capacity_ = 0;
   std::vector<void*> peer_base_;

@@ -246,6 +246,11 @@ class HostBackend : public RankBackend {
       }
   }
 
+  void EvictCaches(Stream) override {
+    evict_buf_.resize(size_t{64} << 20);
+    std::memset(evict_buf_.data(), static_cast<int>(++evict_count_ & 0xff), evict_buf_.size());
+  }
+
   void TierCopy(Stream, int pool, kernels::TierDirection dir, std::span<const int32_t> dev,
                 std::span<const int32_t> host, kernels::LayerRange layers) override {
     const kernels::TierPoolPair pair{pools_[static_cast<size_t>(pool)],
@@ -546,6 +551,8 @@ class HostBackend : public RankBackend {
   std::vector<kernels::PoolRef> pools_;      // this rank's, per pool
   std::vector<kernels::PoolRef> all_pools_;  // [pool * ranks + rank]
   std::vector<uint8_t> host_;
+  std::vector<uint8_t> evict_buf_;  // EvictCaches, allocated on first use
+  unsigned evict_count_ = 0;
   std::vector<kernels::HostPoolRef> host_pools_;
   std::vector<uint8_t> dense_, send_, recv_;
   const GatherIndex* gi_ = nullptr;

@@ -113,6 +113,8 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       ("no-backups", po::bool_switch(), "leave out the backups over a forward pass (per-layer and tail, beside a gather)")
       ("backup-gate", po::value<std::string>()->default_value("on"),
        "backups over a forward pass: on = each pass enqueued behind the request gate, off = as the host goes")
+      ("cache-evict", po::value<std::string>()->default_value("on"),
+       "on = before every timed run write a buffer of twice the GPU's L2 (host: 64 MiB), so no run reads what the last one left in cache (as the executor's ops after a forward layer); off = runs back to back")
       ("seed", po::value<uint64_t>()->default_value(d.seed), "slot and layer choice")
       ("timeout-s", po::value<double>()->default_value(d.timeout_s), "longest any wait may take")
       ("quiet,q", po::bool_switch(), "no progress or summary")
@@ -219,6 +221,10 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     if (bg != "on" && bg != "off")
       throw InputError("", 0, "--backup-gate", "expected on or off, got '" + bg + "'");
     o.backup_gate = bg == "on";
+    const std::string ce = vm["cache-evict"].as<std::string>();
+    if (ce != "on" && ce != "off")
+      throw InputError("", 0, "--cache-evict", "expected on or off, got '" + ce + "'");
+    o.cache_evict = ce == "on";
     o.slot_runs.clear();
     {
       std::stringstream ss(vm["slot-runs"].as<std::string>());

@@ -120,6 +120,7 @@ nlohmann::ordered_json MeasurementDocument(const RankBackend& b, const SweepOpti
   c["backend"] = o.backend;
   c["warmup"] = o.warmup;
   c["repeats"] = o.repeats;
+  c["cache_evict"] = o.cache_evict;
   for (auto& [k, v] : ctx.items()) c[k] = std::move(v);
   nlohmann::ordered_json doc;
   doc["kvlanes_measurements"] = 1;
@@ -469,6 +470,7 @@ class Sweeper {
     for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
       std::vector<std::function<void()>> runs;
       for (const PairOp* op : ops) runs.push_back(op->make());
+      EvictCachesNow();
       b_.HoldStreams(kPairGateTimeoutS);
       std::vector<std::pair<int, int>> marks;
       for (size_t i = 0; i < ops.size(); ++i) {
@@ -602,6 +604,7 @@ class Sweeper {
       std::vector<PageWrite> writes;
       for (size_t i = 0; i < d.size(); ++i)
         writes.push_back(PageWrite{d[i], PageTag{1, 0, static_cast<int64_t>(i)}});
+      EvictCachesNow();
       if (o_.backup_gate) b_.HoldStreams(1.0);
       std::vector<std::vector<std::pair<int, int>>> spans(static_cast<size_t>(pools));
       int fwd = -1;
@@ -686,6 +689,13 @@ class Sweeper {
     return {std::move(d), side(geo_.host_slots)};
   }
 
+  // Untimed: with cache_evict, evicts the caches and waits for it, before work on several streams.
+  void EvictCachesNow() {
+    if (!o_.cache_evict) return;
+    b_.EvictCaches(Stream::kCompute);
+    b_.Sync();
+  }
+
   // Stream time of one call, warm-up runs first; `make()` prepares a run (untimed) and returns
   // what enqueues it.
   template <class Make>
@@ -699,6 +709,7 @@ class Sweeper {
       // of the device (the host's share is measured by copy_submit).
       // The gate lasts at least twice the host time of the last call, so calls whose host work
       // is long (a large cudaMemcpyBatchAsync) are fully enqueued before the span starts too.
+      if (o_.cache_evict) b_.EvictCaches(s);  // same stream: done before the gate and the span
       b_.ForwardLayer(s, 0, {}, std::clamp(2 * last_enqueue_s, kGateSeconds, kMaxGateSeconds));
       const int m0 = b_.Mark(s);
       const auto e0 = Clock::now();
@@ -812,6 +823,7 @@ class CollectiveSweeper {
     std::vector<double> mine;
     for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
       auto run = make();
+      if (o_.cache_evict) b_.EvictCaches(Stream::kComm);
       b_.Barrier();
       b_.ForwardLayer(Stream::kComm, 0, {}, kGateSeconds);
       const int m0 = b_.Mark(Stream::kComm);

@@ -91,6 +91,10 @@ struct SweepOptions {
   std::vector<int64_t> pair_pages = {16, 256, 2048};
   std::vector<double> pair_forward_s = {1e-4, 1e-3};
   std::vector<std::pair<int64_t, int64_t>> pair_forward_shapes = {{512, 0}, {2048, 16384}};
+  // Before every timed run (and pair, and backup pass), EvictCaches: the run starts with caches
+  // full of unrelated written data, as an op of the executor that follows a forward layer does,
+  // not with what the previous repeat left in L2.
+  bool cache_evict = true;
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;  // one line per group (may be empty)
 };

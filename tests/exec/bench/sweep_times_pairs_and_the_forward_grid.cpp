@@ -66,6 +66,11 @@ class ProxyStandIn : public RankBackend {
   int HoldStreams(double t) override { return b_->HoldStreams(t); }
   void OpenGate() override { b_->OpenGate(); }
   int64_t GatesExpired() override { return b_->GatesExpired(); }
+  int evictions = 0;
+  void EvictCaches(Stream s) override {
+    ++evictions;
+    b_->EvictCaches(s);
+  }
   void ForwardLayer(Stream s, int64_t l, std::span<const PageWrite> p, double busy) override {
     b_->ForwardLayer(s, l, p, busy);
   }
@@ -261,6 +266,26 @@ TEST_CASE("sweep forward grid: one sample per shape with FLOPs and bytes, the pr
   CHECK(m.samples.size() == doc["samples"].size());
   for (const Sample& x : m.samples)
     if (x.kind == SampleKind::kForward) CHECK(x.preset == "deepseek-v3.2");
+}
+
+TEST_CASE("sweep --cache-evict: one eviction before every timed run of a copy or gather") {
+  for (const bool evict : {true, false}) {
+    SweepOptions o = PairSweep();
+    o.pairs = false;
+    o.copies = true;
+    o.submit_batches = {1};
+    o.cache_evict = evict;
+    const ExecGeometry geo = SweepGeometry(o);
+    std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(geo);
+    ProxyStandIn b(MakeHostBackend(geo, *seg, 0, 60));
+    const nlohmann::ordered_json doc = RunSweep(o, b);
+    CHECK(doc["context"]["cache_evict"] == evict);
+    int timed = 0;  // samples timed by one run per repeat (copy submission is host time: no run)
+    for (const auto& s : doc["samples"])
+      if (s["kind"] == "host_copy" || s["kind"] == "device_copy") ++timed;
+    CHECK(timed > 0);
+    CHECK(b.evictions == (evict ? timed * (o.warmup + o.repeats) : 0));
+  }
 }
 
 TEST_CASE("sweep: --forward model needs the cuda backend, bad grids are refused") {
