@@ -535,9 +535,11 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
     total += seconds;
   }
   if (o.exec.gate)
-    j["context"]["gate"] = {{"held", "every request until its host enqueue ends"},
-                            {"timeout_s", o.exec.gate_timeout_s},
-                            {"expired", expired}};
+    j["context"]["gate"] = {
+        {"held", o.exec.gate_first_layer ? "every request until its first layer is enqueued"
+                                         : "every request until its host enqueue ends"},
+        {"timeout_s", o.exec.gate_timeout_s},
+        {"expired", expired}};
   else
     j["context"]["gate"] = {{"held", "no (the device runs each op as soon as it is enqueued)"}};
   j["requests"] = reqs;

@@ -657,7 +657,10 @@ class RankRun {
     }
     PlanCompute(q);
     PlanBackups(q);
-    for (int64_t l = 0; l < geo_.layers; ++l) RunLayer(q, l);
+    for (int64_t l = 0; l < geo_.layers; ++l) {
+      RunLayer(q, l);
+      if (l == 0 && opts_.gate && opts_.gate_first_layer) b_.OpenGate();
+    }
     if (q.p->backup_schedule != BackupSchedule::kPerLayer)
       BackUp(q, LayerRange{0, geo_.layers}, -1);
     EnqueueChecks(q);

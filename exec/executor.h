@@ -73,6 +73,10 @@ struct ExecOptions {
   // The request gate (docs/executor.md): the device starts a request's work once the host has
   // enqueued all of it; it opens by itself after gate_timeout_s.
   bool gate = false;
+  // With gate: open it once the request's first layer is enqueued (not its whole work), so the
+  // device starts with the host that layer's compute ahead and no request meets the launch
+  // queue's limit behind a held gate (`--gate layer0`).
+  bool gate_first_layer = false;
   double gate_timeout_s = 1.0;
   // Keep every timed span (RankResult::spans) for the span trace (--span-trace), with the phases
   // of every gather layer (the backend then marks each phase's end).

@@ -65,8 +65,10 @@ int CmdExec(int argc, const char* const* argv) {
       "on: the device starts each request once the host has enqueued all of it (ops are device "
       "time, as "
       "predicted) | off: work starts as it is enqueued (a short forward pass leaves the host "
-      "behind)")("gate-timeout-s", po::value<double>()->default_value(1.0),
-                 "a request gate opens by itself after this")(
+      "behind; a request's first ops include host time) | layer0: held until the first layer is "
+      "enqueued, which keeps the host ahead while that layer computes")(
+      "gate-timeout-s", po::value<double>()->default_value(1.0),
+      "a request gate opens by itself after this")(
       "forward-warm", po::value<std::string>()->default_value("on"),
       "--forward model: on: run each request's layer shapes once, untimed, before its timed "
       "work (cuBLAS picks its kernels for a new shape there) | off: the first layer of each "
@@ -137,9 +139,10 @@ int CmdExec(int argc, const char* const* argv) {
       if (o.tier_max_ctas < 0) throw InputError("", 0, "--tier-max-ctas", "must be >= 0");
     }
     const std::string gate = vm["gate"].as<std::string>();
-    if (gate != "on" && gate != "off")
-      throw InputError("", 0, "--gate", "expected on or off, got '" + gate + "'");
-    o.exec.gate = gate == "on";
+    if (gate != "on" && gate != "off" && gate != "layer0")
+      throw InputError("", 0, "--gate", "expected on, off or layer0, got '" + gate + "'");
+    o.exec.gate = gate != "off";
+    o.exec.gate_first_layer = gate == "layer0";
     o.exec.gate_timeout_s = TimeoutOption(vm, "gate-timeout-s");
     const std::string warm = vm["forward-warm"].as<std::string>();
     if (warm != "on" && warm != "off")

@@ -538,6 +538,7 @@ class Sweeper {
     }
     Progress("overlap: copies and gathers beside a " + o_.forward + " forward layer");
     std::vector<PairOp> forwards;
+    std::vector<nlohmann::ordered_json> shapes;  // what each forward layer is, for first_gather
     if (o_.forward == "model") {
       std::vector<KindLayers> kinds = ModelLayerKinds();
       const KindLayers k = kinds.back();  // the most common kind last in the presets (MoE)
@@ -548,10 +549,15 @@ class Sweeper {
                              std::to_string(MaxPrefixTokens()) + " (raise --max-pages)");
           continue;
         }
-        forwards.push_back(ModelForwardOp(n, p / geo_.page_tokens * geo_.page_tokens, k));
+        const int64_t pp = p / geo_.page_tokens * geo_.page_tokens;
+        forwards.push_back(ModelForwardOp(n, pp, k));
+        shapes.push_back({{"new_tokens", n}, {"prefix_tokens", pp}});
       }
     } else {
-      for (const double f : o_.pair_forward_s) forwards.push_back(SyntheticForwardOp(f));
+      for (const double f : o_.pair_forward_s) {
+        forwards.push_back(SyntheticForwardOp(f));
+        shapes.push_back({{"forward_s", f}});
+      }
     }
     for (const PairOp& f : forwards)
       for (const int64_t n : pages) {
@@ -559,6 +565,62 @@ class Sweeper {
         Pair(CopyOp(d2h, Stream::kD2H, n), f);
         Pair(GatherOp(n), f);
       }
+    Progress("first_gather: a gather layer after a " + o_.forward +
+             " forward layer, then the next layer of its slots");
+    for (size_t i = 0; i < forwards.size(); ++i)
+      for (const int64_t n : pages) FirstGatherSample(forwards[i], shapes[i], n);
+  }
+
+  // As the executor runs a request (prefetch 0): a forward layer, then gather layer l of n fresh
+  // random slots (the first layer to read them since that forward layer), then another forward
+  // layer, then layer l + 1 of the same slots. Times both gather layers; behind the request gate.
+  void FirstGatherSample(const PairOp& fwd, const nlohmann::ordered_json& shape, int64_t n) {
+    std::vector<double> first, next;
+    for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
+      const auto f0 = fwd.make();
+      const auto f1 = fwd.make();
+      GatherIndex g;
+      g.method = GatherMethod::kPacked;
+      g.prefix_pages = n;
+      g.tags.assign(static_cast<size_t>(n), PageTag{});
+      g.pack_slots = RandomSlots(rng_, geo_.device_slots, n);
+      g.shard_pages = n;
+      g.unpack_index.resize(static_cast<size_t>(n));
+      std::iota(g.unpack_index.begin(), g.unpack_index.end(), 0);
+      b_.PrepareGather(g);
+      const int64_t l = geo_.layers > 1 ? RandomLayer() % (geo_.layers - 1) : 0;
+      const int64_t l1 = geo_.layers > 1 ? l + 1 : l;
+      EvictCachesNow();
+      b_.HoldStreams(kPairGateTimeoutS);
+      f0();
+      b_.Wait(Stream::kComm, b_.Mark(Stream::kCompute));
+      const int m0 = b_.Mark(Stream::kComm);
+      GatherLayer(b_, g, Stream::kComm, l);
+      const int m1 = b_.Mark(Stream::kComm);
+      b_.Wait(Stream::kCompute, m1);
+      f1();
+      b_.Wait(Stream::kComm, b_.Mark(Stream::kCompute));
+      const int m2 = b_.Mark(Stream::kComm);
+      GatherLayer(b_, g, Stream::kComm, l1);
+      const int m3 = b_.Mark(Stream::kComm);
+      b_.OpenGate();
+      b_.Sync();
+      if (rep >= 0) {
+        first.push_back(std::max(b_.MarkSeconds(m1) - b_.MarkSeconds(m0), 1e-9));
+        next.push_back(std::max(b_.MarkSeconds(m3) - b_.MarkSeconds(m2), 1e-9));
+      }
+      b_.ReleaseMarks();
+    }
+    nlohmann::ordered_json x = Stats("first_gather", first);
+    x["next_s"] = Percentile(next, 0.5);
+    x["bytes"] = n * geo_.page_layer_bytes();
+    x["pages"] = n;
+    x["forward"] = o_.forward;
+    for (const auto& [k, v] : shape.items()) x[k] = v;
+    x["variant"] = "gather_packed";
+    x["label"] = "packed gather layer of " + std::to_string(n) + " pages after " + fwd.what +
+                 ", then the next layer";
+    samples_.push_back(std::move(x));
   }
 
   void Progress(const std::string& what) {

@@ -425,6 +425,25 @@ void FitDeviceCopies(Calibration& c) {
       c.base ? c.base->index_bytes_per_page : HardwareProfile{}.index_bytes_per_page;
 }
 
+// first_gather samples are descriptive: calibrate fits nothing from them and notes how much
+// longer the first gather layer after a forward layer took than the next layer of its slots.
+void NoteFirstGather(Calibration& c) {
+  const std::vector<const Sample*> s = OfKind(c.m, SampleKind::kFirstGather);
+  if (s.empty()) return;
+  std::vector<double> r;
+  for (const Sample* x : s) r.push_back(x->median_s / x->next_s);
+  std::sort(r.begin(), r.end());
+  const size_t m = r.size() / 2;
+  const double median = r.size() % 2 ? r[m] : (r[m - 1] + r[m]) / 2;
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "first_gather: %zu samples (descriptive, nothing is fitted from them): the first "
+                "gather layer after a forward layer took a median %.3f of the next layer's time "
+                "(%.3f .. %.3f)",
+                s.size(), median, r.front(), r.back());
+  c.out.notes.push_back(buf);
+}
+
 // ---------------------------------------------------------------- collectives
 
 constexpr SampleKind kCollectiveKinds[] = {SampleKind::kAllGather, SampleKind::kAllReduce,
@@ -825,6 +844,7 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
   FitBackups(c);
   FitCopySubmit(c);
   FitDeviceCopies(c);
+  NoteFirstGather(c);
   FitCollectives(c);
   FitForward(c);
   FitOverlap(c);

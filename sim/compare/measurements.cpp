@@ -126,6 +126,21 @@ void ParseOverlap(const JsonCursor& s, Sample& x) {
   x.forward = ParseForwardMode(s);
 }
 
+void ParseFirstGather(const JsonCursor& s, Sample& x) {
+  s.OnlyKeys({KV_COMMON, "bytes", "pages", "next_s", "forward", "new_tokens", "prefix_tokens",
+              "forward_s", "variant"});
+  x.bytes = s.Key("bytes").NumAtLeast(0, true);
+  x.pages = s.Key("pages").IntAtLeast(1);
+  x.next_s = s.Key("next_s").NumAtLeast(0, true);
+  if (x.next_s > kMaxSampleSeconds)
+    s.Key("next_s").Fail("must be at most " + std::to_string(kMaxSampleSeconds) +
+                         " s for one sample");
+  if (s.Has("new_tokens")) x.new_tokens = s.Key("new_tokens").IntAtLeast(0);
+  if (s.Has("prefix_tokens")) x.prefix_tokens = s.Key("prefix_tokens").IntAtLeast(0);
+  x.forward = ParseForwardMode(s);
+  x.variant = OptStr(s, "variant");
+}
+
 void ParseBackup(const JsonCursor& s, Sample& x) {
   s.OnlyKeys({KV_COMMON, "schedule", "bytes", "copies", "pages", "layers", "pool", "run_pages",
               "gather_pages", "forward_s", "gate", "mode", "layout"});
@@ -173,6 +188,9 @@ Sample ParseSample(const JsonCursor& s) {
       break;
     case SampleKind::kOverlap:
       ParseOverlap(s, x);
+      break;
+    case SampleKind::kFirstGather:
+      ParseFirstGather(s, x);
       break;
   }
   x.median_s = s.Key("median_s").NumAtLeast(0, true);

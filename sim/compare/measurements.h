@@ -16,20 +16,22 @@ inline constexpr int kMeasurementsVersion = 1;
 inline constexpr double kMaxSampleSeconds = 3600;
 
 enum class SampleKind {
-  kHostCopy,    // host <-> device copies: copies * latency + bytes / h2d (or d2h)
-  kCopySubmit,  // CPU time to submit `copies` copies: copies * submit
-  kDeviceCopy,  // device kernels: kernels * launch + (2 or 1) * bytes / device copy bandwidth
-  kAllGather,   // (N-1) alpha + (N-1)/N bytes / B, banded by bytes, per rank count
-  kAllReduce,   // 2(N-1) alpha + 2(N-1)/N bytes / B, banded, per rank count
-  kPeerRead,    // peers * setup + alpha + bytes / B, banded, per rank count
-  kForward,     // layers * (base + (token n + pair n (p + n/2)) / N)
-  kBackup,      // backup copies over a forward pass: copies * latency + bytes / d2h, per schedule
-  kOverlap,     // one op (victim) timed beside another on its own stream: alone + (1 - share) *
-                // overlap
+  kHostCopy,     // host <-> device copies: copies * latency + bytes / h2d (or d2h)
+  kCopySubmit,   // CPU time to submit `copies` copies: copies * submit
+  kDeviceCopy,   // device kernels: kernels * launch + (2 or 1) * bytes / device copy bandwidth
+  kAllGather,    // (N-1) alpha + (N-1)/N bytes / B, banded by bytes, per rank count
+  kAllReduce,    // 2(N-1) alpha + 2(N-1)/N bytes / B, banded, per rank count
+  kPeerRead,     // peers * setup + alpha + bytes / B, banded, per rank count
+  kForward,      // layers * (base + (token n + pair n (p + n/2)) / N)
+  kBackup,       // backup copies over a forward pass: copies * latency + bytes / d2h, per schedule
+  kOverlap,      // one op (victim) timed beside another on its own stream: alone + (1 - share) *
+                 // overlap
+  kFirstGather,  // a gather layer right after a forward layer (first of its slots) against the
+                 // next layer of the same slots after the next forward layer: next + excess
 };
 
 // The `kind` values of the measurement file; calibrate's fit groups are named with them too.
-inline constexpr NameTable<SampleKind, 9> kSampleKindNames{
+inline constexpr NameTable<SampleKind, 10> kSampleKindNames{
     {{{SampleKind::kHostCopy, "host_copy"},
       {SampleKind::kCopySubmit, "copy_submit"},
       {SampleKind::kDeviceCopy, "device_copy"},
@@ -38,7 +40,8 @@ inline constexpr NameTable<SampleKind, 9> kSampleKindNames{
       {SampleKind::kPeerRead, "peer_read"},
       {SampleKind::kForward, "forward"},
       {SampleKind::kBackup, "backup"},
-      {SampleKind::kOverlap, "overlap"}}},
+      {SampleKind::kOverlap, "overlap"},
+      {SampleKind::kFirstGather, "first_gather"}}},
     "sample kind"};
 
 // One measured point: the median of `repeats` timed runs of one configuration.
@@ -74,6 +77,9 @@ struct Sample {
   // median_s is the victim's time in the pair run.
   std::string victim, beside;
   double alone_s = 0, overlap_s = 0, beside_s = 0;
+  // first_gather: the next layer's median time (median_s is the first layer's); bytes is what the
+  // layer's pack reads from the pool (pages * one page-layer of every pool).
+  double next_s = 0;
   std::string layout, mode, variant;  // descriptive; layout and mode select host copies
 };
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "sim/check.h"
+#include "traces/input_error.h"
 
 namespace kvlanes {
 
@@ -36,6 +37,27 @@ constexpr size_t kLpmMaxQueue = 128;
 
 int64_t ScaledNs(int64_t ns, double scale) {
   return scale == 1.0 ? ns : std::llround(static_cast<double>(ns) / scale);
+}
+
+// The longest one pass or one decode hold may take (116 days): beyond it the inputs (a profile's
+// compute terms, a decode rate) describe no machine, and the nanosecond clock could overflow.
+constexpr double kMaxStepS = 1e7;
+
+int64_t StepNs(double s, const std::string& file, const char* field, const char* what) {
+  if (!(s >= 0 && s <= kMaxStepS))
+    throw InputError(file, 0, field,
+                     std::string(what) + " of " + std::to_string(s) + " s is beyond " +
+                         std::to_string(static_cast<int64_t>(kMaxStepS)) +
+                         " s: the inputs describe no real machine");
+  return std::llround(s * 1e9);
+}
+
+// now + step on the replay's clock; refuses a clock past 2^63 ns (292 years).
+int64_t ClockAdd(int64_t now, int64_t step, const char* field) {
+  int64_t t = 0;
+  if (__builtin_add_overflow(now, step, &t))
+    throw InputError("", 0, field, "the replay's clock would pass 2^63 ns (292 years)");
+  return t;
 }
 
 }  // namespace
@@ -262,13 +284,15 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
     run.started = true;
     tokens += take;
   }
-  const int64_t pass_ns = std::max<int64_t>(1, std::llround(pass_s * 1e9));
+  const int64_t pass_ns =
+      std::max<int64_t>(1, StepNs(pass_s, cfg_.hardware.profile, "compute",
+                                  "a prefill pass priced by the profile's compute terms"));
   rep.busy = true;
-  rep.stats.busy_ns += pass_ns;
+  rep.stats.busy_ns = ClockAdd(rep.stats.busy_ns, pass_ns, "hardware.profile");
   ++rep.stats.passes;
   rep.stats.pass_tokens += tokens;
   if (on_pass_) on_pass_(r, now, pass_ns, chunks_);
-  Push(now + pass_ns, kPassEnd, r, 0);
+  Push(ClockAdd(now, pass_ns, "hardware.profile"), kPassEnd, r, 0);
 }
 
 void ServingReplay::EndPass(size_t r, int64_t now) {
@@ -292,12 +316,14 @@ void ServingReplay::EndPass(size_t r, int64_t now) {
   for (size_t i : done) {
     result_.requests[i].first_token_ns = now;
     const int64_t out = trace_->requests[i].output_tokens;
-    const int64_t hold_ns =
-        rate > 0 && out > 0 ? std::llround(static_cast<double>(out) / rate * 1e9) : 0;
+    const int64_t hold_ns = rate > 0 && out > 0
+                                ? StepNs(static_cast<double>(out) / rate, "",
+                                         "serving.decode_tokens_per_s", "a decode hold")
+                                : 0;
     if (hold_ns == 0) {
       ReleaseRequest(r, i, now);
     } else {
-      Push(now + hold_ns, kRelease, r, i);
+      Push(ClockAdd(now, hold_ns, "serving.decode_tokens_per_s"), kRelease, r, i);
     }
   }
 }

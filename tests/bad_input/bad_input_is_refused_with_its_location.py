@@ -257,6 +257,12 @@ profile_case("profile seconds term 1e300", pair, "layer_attn_pair_s: 1e300",
              [":" + line_of_pair + ":", "compute.layer_attn_pair_s", "at most 3600 s"])
 profile_case("profile rate 1e-300 GB/s", h2d, "h2d_gbps: 1e-300",
              [":" + line_of_h2d + ":", "host_device.h2d_gbps", "at least 1e-9 GB/s"])
+# Found by the mutation fuzzer under UBSan: 2 s per token pair is within each term's bound, but a
+# serving-mode prefill pass then took longer than the nanosecond clock holds (a signed overflow).
+prof = write("prof.yaml", good_profile.replace(pair, "layer_attn_pair_s: 2", 1))
+argv, out = replay(["--set", "hardware.profile=" + prof, "--set", "serving.mode=serving"])
+expect_refused("profile compute terms beyond the serving clock", argv, out, "prof.yaml", "compute",
+               "describe no real machine")
 argv, out = replay(["--policy", "lanes x"])
 expect_refused("--policy unknown names the option", argv, out, "--policy: unknown policy 'lanes x'")
 

@@ -293,6 +293,11 @@ TEST_CASE("request seconds leave out the time every rank was held behind a secon
   CHECK_FALSE(j["requests"][0].contains("held_s"));
   CHECK(j["requests"][0]["seconds"].get<double>() == doctest::Approx(1.2));
 
+  // --gate layer0: the context says what was held.
+  o.exec.gate_first_layer = true;
+  j = MeasuredReport(plan, ranks, o);
+  CHECK(j["context"]["gate"]["held"] == "every request until its first layer is enqueued");
+
   // Without the gate the context says so.
   o.exec.gate = false;
   j = MeasuredReport(plan, ranks, o);

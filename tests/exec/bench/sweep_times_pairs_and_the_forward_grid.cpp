@@ -136,7 +136,17 @@ TEST_CASE("sweep pairs: every pair over its sizes, both ops timed alone and toge
   // (victim, beside, victim bytes or 0) -> samples
   std::map<std::tuple<std::string, std::string, double>, int> seen;
   const double page_layer = 16.0 * (656 + 132);
+  std::map<std::pair<double, int64_t>, int> firsts;  // (spin seconds, pages) -> samples
   for (const auto& s : doc["samples"]) {
+    if (s["kind"] == "first_gather") {
+      // A gather layer after a forward layer, then the next layer of its slots after another.
+      CHECK(s["median_s"].get<double>() > 0);
+      CHECK(s["next_s"].get<double>() > 0);
+      CHECK(s["forward"] == "synthetic");
+      CHECK(s["bytes"].get<double>() == s["pages"].get<int64_t>() * page_layer);
+      ++firsts[{s["forward_s"].get<double>(), s["pages"].get<int64_t>()}];
+      continue;
+    }
     REQUIRE(s["kind"] == "overlap");
     CHECK(s["median_s"].get<double>() > 0);
     CHECK(s["alone_s"].get<double>() > 0);
@@ -170,7 +180,9 @@ TEST_CASE("sweep pairs: every pair over its sizes, both ops timed alone and toge
   }
   CHECK(seen[{"forward", "h2d", 0}] == 6);  // 2 forward sizes x 3 page counts
   CHECK(seen[{"forward", "gather", 0}] == 6);
-  CHECK(doc["samples"].size() == 3 * 5 * 2 + 2 * 3 * 3 * 2);
+  for (const double f : {1e-4, 2e-4})
+    for (const int64_t n : {4, 16, 32}) CHECK(firsts[{f, n}] == 1);
+  CHECK(doc["samples"].size() == 3 * 5 * 2 + 2 * 3 * 3 * 2 + 2 * 3);
 
   // The schema is the one calibrate reads; on the host the ops run one after the other, so the
   // pairs hardly overlap and calibrate says why it fits no share rather than inventing one.
@@ -180,6 +192,10 @@ TEST_CASE("sweep pairs: every pair over its sizes, both ops timed alone and toge
   CHECK(m.samples[0].alone_s == doc["samples"][0]["alone_s"].get<double>());
   const HardwareProfile base = Base();
   const CalibrationResult r = Calibrate(m, &base, CalibrateOptions{});
+  // first_gather samples are noted, not fitted.
+  bool noted = false;
+  for (const std::string& n : r.notes) noted |= n.rfind("first_gather: 6 samples", 0) == 0;
+  CHECK(noted);
   for (const FitReport& f : r.fits) {
     CAPTURE(f.group);
     CHECK(f.group.rfind("overlap.", 0) == 0);
@@ -214,8 +230,8 @@ TEST_CASE("sweep forward grid: one sample per shape with FLOPs and bytes, the pr
   std::set<std::pair<int64_t, int64_t>> shapes;
   int pairs = 0;
   for (const auto& s : doc["samples"]) {
-    if (s["kind"] == "overlap") {
-      ++pairs;
+    if (s["kind"] == "overlap" || s["kind"] == "first_gather") {
+      pairs += s["kind"] == "overlap";
       CHECK(s["forward"] == "model");
       continue;
     }

@@ -215,3 +215,37 @@ TEST_CASE("overlap samples: bad kinds and missing times name the line and field"
 }
 
 }  // namespace kvlanes::test
+
+namespace kvlanes::test {
+
+TEST_CASE("first_gather samples: read, noted with their median ratio, nothing fitted") {
+  const HardwareProfile truth = TruthProfile();
+  nlohmann::json samples = nlohmann::json::array();
+  const double ratios[] = {1.0, 1.1, 1.2, 1.3, 1.5};
+  for (int i = 0; i < 5; ++i) {
+    const int64_t pages = int64_t{16} << (2 * i);
+    samples.push_back({{"kind", "first_gather"},
+                       {"median_s", 2e-5 * ratios[i]},
+                       {"next_s", 2e-5},
+                       {"repeats", 5},
+                       {"bytes", pages * 64.0 * 788},
+                       {"pages", pages},
+                       {"forward", "model"}});
+  }
+  const Measurements m = ParseMeasurements(Doc(samples).dump(1), "first.json");
+  REQUIRE(m.samples.size() == 5);
+  CHECK(m.samples[1].next_s == 2e-5);
+  CHECK(m.samples[1].pages == 64);
+  const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
+  bool noted = false;
+  for (const auto& n : r.notes)
+    noted |= n.find("first_gather: 5 samples") == 0 &&
+             n.find("median 1.200 of the next layer's time (1.000 .. 1.500)") != std::string::npos;
+  CHECK(noted);
+  for (const FitReport& f : r.fits) CHECK(f.group != "first_gather");
+  samples[0].erase("next_s");
+  CHECK_THROWS_WITH(ParseMeasurements(Doc(samples).dump(1), "bad.json"),
+                    doctest::Contains("samples[0].next_s"));
+}
+
+}  // namespace kvlanes::test
