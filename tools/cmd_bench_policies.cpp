@@ -4,8 +4,8 @@
 // replay is timed as `bench replay` times its engine loop: the thread's CPU time of building the
 // engine and processing every request (the policy's own construction left out). A policy's
 // ratio is its median over the rounds divided by lru's; the min and max ratios are over the
-// rounds, each round's time divided by lru's time in the same round. Formulas: docs/replay.md,
-// "Speed".
+// rounds, each round's time divided by lru's time in the same round (docs/policies.md,
+// "Replay speed against lru").
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
@@ -80,7 +80,7 @@ int CmdBenchPolicies(int argc, const char* const* argv) {
     PrintHelp(std::cout, std::string(argv[0]) + " --trace FILE [--policies a,b,c] [options]",
               "Replays the trace with each policy and with lru, interleaved over rounds, and\n"
               "prints each policy's median engine-loop time (thread CPU time) and its ratio to\n"
-              "lru's median, with the smallest and largest per-round ratio (docs/replay.md).",
+              "lru's median, with the smallest and largest per-round ratio (docs/policies.md).",
               desc,
               {"kvlanes bench policies --trace traces/mooncake/synthetic_trace.jsonl --set "
                "cache.cp_size=1 --set cache.host_pages_per_lane=0 --set "
@@ -137,8 +137,8 @@ int CmdBenchPolicies(int argc, const char* const* argv) {
         trace.requests.size(), scale, static_cast<long long>(cfg.cache.cp_size),
         static_cast<long long>(cfg.cache.device_pages_per_lane),
         static_cast<long long>(cfg.cache.host_pages_per_lane), rounds, warmup);
-    std::printf("%-26s %12s %10s %10s %10s %10s\n", "policy", "median s", "x lru", "min x",
-                "max x", "hit ratio");
+    std::printf("%-26s %12s %10s %10s %10s %10s\n", "policy", "median s", "x lru", "min x", "max x",
+                "hit ratio");
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (size_t i = 0; i < np; ++i) {
       const double med = Median(times[i]);
