@@ -31,6 +31,7 @@
 // admitted prefix wins.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "policies/queue_policy.h"
 #include "policies/registry.h"
@@ -171,12 +172,22 @@ class BypassComposite final : public CachePolicy {
   int64_t capacity_;  // pages of that tier in the group
   uint64_t mask_ = 0;
   mutable std::vector<Entry> history_;
-  mutable double horizon_ = -1;  // requests; < 0 until the tier's first eviction
+  mutable std::vector<uint64_t> blocks_;  // scratch: a request's blocks
+  mutable double horizon_ = -1;           // requests; < 0 until the tier's first eviction
   mutable double hist_[64] = {};
   mutable double hist_total_ = 0;
 };
 
 int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const {
+  // The request's distinct blocks (consecutive pages of one block count once), their sets
+  // prefetched before the base's admission and this one look any up: the history is larger than the
+  // caches, and one miss after another was most of this call's time.
+  blocks_.clear();
+  for (size_t i = 0; i < offer.keys.size(); ++i)
+    if (i == 0 || offer.keys[i].block != blocks_.back()) {
+      blocks_.push_back(offer.keys[i].block);
+      __builtin_prefetch(&history_[Set(blocks_.back())], 1);
+    }
   const int64_t base_admits = base_->AdmitDevicePages(view, offer);
   const int64_t keyed_new = std::clamp<int64_t>(
       static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
@@ -215,12 +226,7 @@ int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOff
       }
     }
   }
-  uint64_t prev = 0;
-  for (size_t i = 0; i < offer.keys.size(); ++i)
-    if (i == 0 || offer.keys[i].block != prev) {
-      prev = offer.keys[i].block;
-      Record(prev, view.epoch);
-    }
+  for (uint64_t b : blocks_) Record(b, view.epoch);
   return admit;
 }
 

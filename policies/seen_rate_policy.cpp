@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "policies/plan_book.h"
 #include "policies/queue_policy.h"
 #include "policies/registry.h"
 #include "policies/sightings_history.h"
@@ -167,33 +168,7 @@ EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& d
     const auto at = set.begin();
     heads.push_back({s, at, set.end(), RateKey(s, at->first, at->second, epoch)});
   }
-  std::vector<EvictionPriority> heap;  // min-heap of what the plan itself makes candidates
-  const auto push = [&](const EvictionPriority& k) {
-    heap.push_back(k);
-    std::push_heap(heap.begin(), heap.end(), std::greater<>());
-  };
-  // A plan has few victims: its bookkeeping is searched linearly. Victim i is plan.victims[i].
-  std::vector<std::pair<NodeId, uint32_t>> removed;  // planned-away children per parent
-  std::vector<NodeId> cascaded;                      // candidates only through this plan
-  EvictionPlan plan;
-  const auto find = [&](NodeId id) -> int64_t {
-    for (size_t i = 0; i < plan.victims.size(); ++i)
-      if (plan.victims[i] == id) return static_cast<int64_t>(i);
-    return -1;
-  };
-  const auto entry = [&](const Node& n) -> size_t {
-    const int64_t i = find(n.id);
-    if (i >= 0) return static_cast<size_t>(i);
-    AddVictim(plan, n, std::find(cascaded.begin(), cascaded.end(), n.id) != cascaded.end());
-    plan.tail_pages.push_back(0);
-    return plan.victims.size() - 1;
-  };
-  const auto remove_child = [&](NodeId parent) -> uint32_t {
-    for (auto& [id, k] : removed)
-      if (id == parent) return ++k;
-    removed.emplace_back(parent, 1);
-    return 1;
-  };
+  PlanBook book;  // with the heap of what the plan itself makes candidates
   while (!need.Done()) {
     // The smallest key among the class heads and the heap.
     Head* best = nullptr;
@@ -205,11 +180,10 @@ EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& d
         at = h.key;
       }
     }
-    const bool from_heap = !heap.empty() && (best == nullptr || heap.front() < at);
+    const bool from_heap = !book.HeapEmpty() && (best == nullptr || book.HeapTop() < at);
     if (from_heap) {
-      at = heap.front();
-      std::pop_heap(heap.begin(), heap.end(), std::greater<>());
-      heap.pop_back();
+      at = book.HeapTop();
+      book.PopHeap();
     } else if (best != nullptr) {
       if (++best->at != best->end)
         best->key = RateKey(best->s, best->at->first, best->at->second, epoch);
@@ -217,32 +191,22 @@ EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& d
       break;  // no candidate left
     }
     const Node& n = tree.node(at.id);
-    const int64_t known = find(n.id);
+    const int64_t known = book.Find(n.id);
     if (!from_heap && known >= 0) continue;  // met again under its new key
     if (!need.Useful(n)) continue;
-    const int64_t left = whole(n) - (known < 0 ? 0 : plan.tail_pages[static_cast<size_t>(known)]);
+    const int64_t left = whole(n) - book.TailOf(known);
     const int64_t run = TailRun(n, left);
     if (run < left) {  // evict the tail of the lowest class; the head waits under its own key
-      plan.tail_pages[entry(n)] += run;
+      book.Tail(book.Entry(n)) += run;
       need.Count(n, left - run, left);
-      push(key(n, left - run));
+      book.Push(key(n, left - run));
       continue;
     }
-    const size_t i = entry(n);
-    plan.tail_pages[i] = 0;  // the whole node goes
+    book.Tail(book.Entry(n)) = 0;  // the whole node goes
     need.Count(n, 0, left);
-    if (n.parent != kRootId && n.parent != kNoNode) {
-      const Node& p = tree.node(n.parent);
-      if (CandidateAfterRemoving(p, Tier::kDevice, remove_child(p.id))) {
-        cascaded.push_back(p.id);
-        push(key(p, whole(p)));
-      }
-    }
+    if (const Node* p = book.Unlock(tree, n)) book.Push(key(*p, whole(*p)));
   }
-  bool partial = false;
-  for (int64_t t : plan.tail_pages) partial |= t != 0;
-  if (!partial) plan.tail_pages.clear();
-  return plan;
+  return book.Finish();
 }
 
 }  // namespace

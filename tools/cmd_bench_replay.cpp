@@ -26,6 +26,7 @@
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
+#include "tools/scaled_trace.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
 
@@ -68,35 +69,6 @@ int64_t RssBytes() {
   int64_t size = 0, resident = 0;
   f >> size >> resident;
   return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
-}
-
-// K copies of `t` one after another: copy c has every block id + c * (max id + 1) and every
-// arrival + c * (last arrival + 1 ns), so copies share no prefix and arrivals stay sorted.
-Trace ScaleTrace(const Trace& t, int k) {
-  if (k == 1) return t;
-  uint64_t max_id = 0;
-  int64_t last_ns = 0;
-  for (const Request& r : t.requests) {
-    for (uint64_t b : r.block_ids) max_id = std::max(max_id, b);
-    last_ns = std::max(last_ns, r.arrival_ns);
-  }
-  KV_CHECK(max_id < ~uint64_t{0} / static_cast<uint64_t>(k), "block ids too large to offset");
-  Trace out;
-  out.format = t.format;
-  out.block_tokens = t.block_tokens;
-  out.sources = t.sources;
-  out.requests.reserve(t.requests.size() * static_cast<size_t>(k));
-  for (int c = 0; c < k; ++c) {
-    const uint64_t id_off = static_cast<uint64_t>(c) * (max_id + 1);
-    const int64_t ns_off = static_cast<int64_t>(c) * (last_ns + 1);
-    for (const Request& r : t.requests) {
-      Request s = r;
-      for (uint64_t& b : s.block_ids) b += id_off;
-      s.arrival_ns += ns_off;
-      out.requests.push_back(std::move(s));
-    }
-  }
-  return out;
 }
 
 // The floor's minimal parse of a Mooncake JSONL file: per line, the integer after

@@ -24,6 +24,8 @@ int CmdBenchRead(int argc, const char* const* argv);     // tools/cmd_bench_read
 int CmdRegRecord(int argc, const char* const* argv);     // tools/cmd_regress.cpp
 int CmdRegCheck(int argc, const char* const* argv);      // tools/cmd_regress.cpp
 int CmdRegConform(int argc, const char* const* argv);    // tools/cmd_regress.cpp
+// tools/cmd_bench_policies.cpp
+int CmdBenchPolicies(int argc, const char* const* argv);
 
 // The whole `kvlanes` command line (tools/kvlanes_main.cpp): what `main` calls, and what a binary
 // built outside this repository calls after registering its policies (docs/policies.md).

@@ -38,6 +38,8 @@ const Entry kCommands[] = {
      "GPU: measure every operation kind over a grid of sizes"},
     {"bench replay", &kvlanes::cli::CmdBenchReplay,
      "replay speed: requests/s, page operations/s, peak memory"},
+    {"bench policies", &kvlanes::cli::CmdBenchPolicies,
+     "replay speed of policies against lru, interleaved rounds, one table"},
     {"bench read", &kvlanes::cli::CmdBenchRead,
      "trace loading speed: read (the ceiling), parse and load, GB/s"},
     {"regress record", &kvlanes::cli::CmdRegRecord, "run a regress suite, write its golden file"},

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/policies/hand_cases.h"
+#include "tests/policies/sightings_cases.h"
 
 namespace kvlanes::test {
 
@@ -23,45 +24,15 @@ TEST_CASE("seen_lru credits a block seen twice with 1000 epochs of recency") {
 }
 
 TEST_CASE("seen_lru evicts the unseen tail of a node and keeps its head seen before") {
-  HandRun s("seen_lru", 6), l("lru", 6);
-  for (HandRun* r : {&s, &l}) {
-    r->Run({10, 11});      // e1: [10 11] (sightings 1 1)
-    r->Run({1, 2, 3});     // e2: 4 pages fit in the 4 free ones: nothing evicted
-    r->Run({4});           // e3: 1 free, 3 wanted: [10 11] (key 1) goes before [1 2 3] (key 2)
-    r->Run({10, 11, 12});  // e4: sightings 2 2 1; 2 free, 5 wanted: [1 2 3] goes
-    r->Run({5});           // e5: 2 free, 3 wanted: [4] (key 3) goes
-  }
-  CHECK(s.engine.counters().evicted_device_pages == 6);
-  CHECK(l.engine.counters().evicted_device_pages == 6);
-  // e6: 2 free, 3 wanted. seen_lru: the tail page 12 of [10 11 12] (class 1: key 4) goes
-  // before [5] (key 5); its head [10 11] (class 2: key 4 + 1000) stays. lru evicts the whole
-  // node [10 11 12] (last access 4 < 5).
-  s.Run({6});
-  l.Run({6});
-  CHECK(s.engine.counters().evicted_device_pages == 7);
-  CHECK(l.engine.counters().evicted_device_pages == 9);
-  CHECK(s.Cached(10));
-  CHECK_FALSE(l.Cached(10));
-  CHECK_FALSE(s.Cached(4));
-  CHECK(s.Cached(5));
-  // e7: [10 11 12] again: seen_lru hits 10 and 11, lru hits nothing.
-  const int64_t s_hits = s.engine.counters().device_hit_tokens;
-  const int64_t l_hits = l.engine.counters().device_hit_tokens;
-  s.Run({10, 11, 12});
-  l.Run({10, 11, 12});
-  CHECK(s.engine.counters().device_hit_tokens - s_hits == 2);
-  CHECK(l.engine.counters().device_hit_tokens - l_hits == 0);
+  // Keys (last access, + 1000 per earlier sighting of the last page's block): e3 evicts
+  // [10 11] (key 1) before [1 2 3] (key 2); e4 (sightings of [10 11 12]: 2 2 1) [1 2 3]; e5 [4]
+  // (key 3). e6: the tail page 12 of [10 11 12] (class 1: key 4) goes before [5] (key 5); its
+  // head [10 11] (class 2: key 4 + 1000) stays. lru evicts the whole node (last access 4 < 5).
+  CheckEvictsTheUnseenTailAndKeepsTheHead("seen_lru");
 }
 
 TEST_CASE("seen_lru evicts like lru while no block has been seen twice") {
-  HandRun s("seen_lru", 8), l("lru", 8);
-  for (uint64_t d : {1, 2, 3, 4, 5, 6, 7, 8, 9}) {
-    s.Run({d, d + 100});
-    l.Run({d, d + 100});
-  }
-  CHECK(s.engine.counters().evicted_device_pages > 0);
-  CHECK(s.engine.counters().evicted_device_pages == l.engine.counters().evicted_device_pages);
-  for (uint64_t d : {1, 2, 3, 4, 5, 6, 7, 8, 9}) CHECK(s.Cached(d) == l.Cached(d));
+  CheckEvictsLikeLruWhileNothingIsSeenTwice("seen_lru");
 }
 
 TEST_CASE("seen_lru+tinylfu and seen_lru+bypass build and keep the base's name") {

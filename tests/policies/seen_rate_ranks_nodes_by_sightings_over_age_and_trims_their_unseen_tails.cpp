@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/policies/hand_cases.h"
+#include "tests/policies/sightings_cases.h"
 
 namespace kvlanes::test {
 
@@ -55,44 +56,15 @@ TEST_CASE("seen_rate evicts blocks seen once before blocks seen more often, olde
 }
 
 TEST_CASE("seen_rate evicts the unseen tail of a node and keeps its head seen before") {
-  HandRun r("seen_rate", 6), l("lru", 6);
-  for (HandRun* h : {&r, &l}) {
-    h->Run({10, 11});      // e1: [10 11] (s 1 1)
-    h->Run({1, 2, 3});     // e2: 4 pages fit in the 4 free ones: nothing evicted
-    h->Run({4});           // e3: 1 free, 3 wanted: [10 11] (0.3 / 52) before [1 2 3] (0.3 / 51)
-    h->Run({10, 11, 12});  // e4: s 2 2 1; 2 free, 5 wanted: [1 2 3] (0.3 / 52) before [4]
-    h->Run({5});           // e5: 2 free, 3 wanted: [4] (0.3 / 52) before [10 11 12] (0.3 / 51)
-  }
-  CHECK(r.engine.counters().evicted_device_pages == 6);
-  CHECK(l.engine.counters().evicted_device_pages == 6);
-  // e6: 2 free, 3 wanted. [10 11 12] is ranked by its last page (s 1, age 2: 0.3 / 52) before
-  // [5] (0.3 / 51); its tail page 12 goes and the head [10 11] (s 2) stays. lru evicts the
-  // whole node.
-  r.Run({6});
-  l.Run({6});
-  CHECK(r.engine.counters().evicted_device_pages == 7);
-  CHECK(l.engine.counters().evicted_device_pages == 9);
-  CHECK(r.Cached(10));
-  CHECK_FALSE(l.Cached(10));
-  CHECK(r.Cached(5));
-  // e7: [10 11 12] again: seen_rate hits 10 and 11, lru hits nothing.
-  const int64_t r_hits = r.engine.counters().device_hit_tokens;
-  const int64_t l_hits = l.engine.counters().device_hit_tokens;
-  r.Run({10, 11, 12});
-  l.Run({10, 11, 12});
-  CHECK(r.engine.counters().device_hit_tokens - r_hits == 2);
-  CHECK(l.engine.counters().device_hit_tokens - l_hits == 0);
+  // Rates: e3 evicts [10 11] (0.3 / 52) before [1 2 3] (0.3 / 51); e4 (s of [10 11 12]: 2 2 1)
+  // [1 2 3] (0.3 / 52) before [4]; e5 [4] (0.3 / 52) before [10 11 12] (0.3 / 51). e6:
+  // [10 11 12] is ranked by its last page (s 1, age 2: 0.3 / 52) before [5] (0.3 / 51); its
+  // tail page 12 goes and the head [10 11] (s 2) stays.
+  CheckEvictsTheUnseenTailAndKeepsTheHead("seen_rate");
 }
 
 TEST_CASE("seen_rate evicts like lru while no block has been seen twice") {
-  HandRun r("seen_rate", 8), l("lru", 8);
-  for (uint64_t d : {1, 2, 3, 4, 5, 6, 7, 8, 9}) {
-    r.Run({d, d + 100});
-    l.Run({d, d + 100});
-  }
-  CHECK(r.engine.counters().evicted_device_pages > 0);
-  CHECK(r.engine.counters().evicted_device_pages == l.engine.counters().evicted_device_pages);
-  for (uint64_t d : {1, 2, 3, 4, 5, 6, 7, 8, 9}) CHECK(r.Cached(d) == l.Cached(d));
+  CheckEvictsLikeLruWhileNothingIsSeenTwice("seen_rate");
 }
 
 TEST_CASE("seen_rate evicts a shared prefix through the cascade after its children") {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/predict/hardware_profile.h"
+#include "tests/sim/hand_made_profile.h"
 
 namespace kvlanes::test {
 
@@ -30,25 +31,21 @@ class Noise {
 
 // The truth: every parameter non-zero, an all-gather whose curve bends at 1 MiB (two bands).
 inline HardwareProfile TruthProfile() {
-  HardwareProfile p;
-  p.name = "truth";
-  p.h2d_gbps = 50;
-  p.d2h_gbps = 45;
-  p.copy_latency_s = 2e-6;
-  p.copy_submit_s = 3e-6;
-  p.device_copy_gbps = 3000;
-  p.kernel_launch_s = 4e-6;
-  CollectiveModel c;
-  c.ranks = 4;
-  c.all_gather.bands = {{1 << 20, 10e-6, 50}, {0, 30e-6, 300}};
-  c.all_reduce.bands = {{0, 15e-6, 200}};
-  c.peer_read.bands = {{0, 5e-6, 350}};
-  c.peer_setup_s = 2e-6;
-  p.collectives = {c};
-  p.layer_base_s = 2e-5;
-  p.layer_token_s = 3e-6;
-  p.layer_attn_pair_s = 2e-10;
-  return p;
+  return HandMadeProfile({.name = "truth",
+                          .h2d_gbps = 50,
+                          .d2h_gbps = 45,
+                          .copy_latency_s = 2e-6,
+                          .copy_submit_s = 3e-6,
+                          .device_copy_gbps = 3000,
+                          .kernel_launch_s = 4e-6,
+                          .ranks = 4,
+                          .all_gather = {{1 << 20, 10e-6, 50}, {0, 30e-6, 300}},
+                          .all_reduce = {{0, 15e-6, 200}},
+                          .peer_read = {{0, 5e-6, 350}},
+                          .peer_setup_s = 2e-6,
+                          .layer_base_s = 2e-5,
+                          .layer_token_s = 3e-6,
+                          .layer_attn_pair_s = 2e-10});
 }
 
 inline double BandTime(const BandedCost& c, double bytes, double lat_factor, double byte_factor) {

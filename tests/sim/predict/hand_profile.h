@@ -2,33 +2,32 @@
 // non-zero, one collective model for `ranks`).
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "sim/config.h"
 #include "sim/predict/hardware_profile.h"
+#include "tests/sim/hand_made_profile.h"
 
 namespace kvlanes::test {
 
 inline HardwareProfile HandProfile(int ranks, std::vector<CostBand> all_gather) {
-  HardwareProfile p;
-  p.name = "test";
-  p.h2d_gbps = 50;
-  p.d2h_gbps = 40;
-  p.copy_latency_s = 2e-6;
-  p.copy_submit_s = 3e-6;
-  p.device_copy_gbps = 4000;
-  p.kernel_launch_s = 5e-6;
+  HardwareProfile p = HandMadeProfile({.name = "test",
+                                       .h2d_gbps = 50,
+                                       .d2h_gbps = 40,
+                                       .copy_latency_s = 2e-6,
+                                       .copy_submit_s = 3e-6,
+                                       .device_copy_gbps = 4000,
+                                       .kernel_launch_s = 5e-6,
+                                       .ranks = ranks,
+                                       .all_gather = std::move(all_gather),
+                                       .all_reduce = {{0, 15e-6, 200}},
+                                       .peer_read = {{0, 4e-6, 400}},
+                                       .peer_setup_s = 1e-6,
+                                       .layer_base_s = 1e-5,
+                                       .layer_token_s = 2e-6,
+                                       .layer_attn_pair_s = 1e-10});
   p.index_bytes_per_page = 8;
-  CollectiveModel c;
-  c.ranks = ranks;
-  c.all_gather.bands = std::move(all_gather);
-  c.all_reduce.bands = {{0, 15e-6, 200}};
-  c.peer_read.bands = {{0, 4e-6, 400}};
-  c.peer_setup_s = 1e-6;
-  p.collectives = {c};
-  p.layer_base_s = 1e-5;
-  p.layer_token_s = 2e-6;
-  p.layer_attn_pair_s = 1e-10;
   return p;
 }
 
