@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "traces/format_readers.h"
+#include "traces/huge_pages.h"
 #include "traces/record_fields.h"
 
 namespace kvlanes::reader {
@@ -23,6 +24,7 @@ void ReadMooncake(const std::string& path, const std::string& data, const TraceO
   // Room for more ids than a file with ", " between them can hold (each takes 3 bytes or more), so
   // the array is not copied as it grows; pages of it that are never written take no memory.
   out->ids.reserve(data.size() / 3 + 1);
+  AdviseHugePages(out->ids.data(), out->ids.capacity() * sizeof(uint64_t));
   const auto value = [&](size_t i) {
     const RecordField& f = scan.field(i);
     return f.present ? &f.value : nullptr;

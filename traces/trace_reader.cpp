@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "traces/format_readers.h"
+#include "traces/huge_pages.h"
 #include "traces/input_file.h"
 #include "traces/json_location.h"
 #include "traces/json_scan.h"
@@ -69,7 +70,10 @@ std::string ReadFileText(const std::string& path, int64_t max_bytes) {
   // writes is refused instead of blocking the open.
   InputFd f(path, "trace file");
   std::string data;
-  if (S_ISREG(st.st_mode)) data.reserve(static_cast<size_t>(st.st_size) + (size_t{1} << 20) + 1);
+  if (S_ISREG(st.st_mode)) {
+    data.reserve(static_cast<size_t>(st.st_size) + (size_t{1} << 20) + 1);
+    reader::AdviseHugePages(data.data(), data.capacity());
+  }
   // Read in chunks, whatever the file is: a FIFO or a device has no size, and one that never ends
   // stops at the limit; binary data stops at its first control byte.
   constexpr size_t kChunk = size_t{1} << 20;
