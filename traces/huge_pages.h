@@ -13,9 +13,15 @@
 
 namespace kvlanes::reader {
 
-// Asks for huge pages on the whole 2 MiB pages inside [p, p + bytes) (none when it holds none).
+// Arrays smaller than this get no hint: a huge page that is only partly written costs up to 2 MiB
+// of memory, which a small trace would feel more than the faults it saves.
+inline constexpr size_t kHugePageHintMinBytes = size_t{8} << 20;
+
+// Asks for huge pages on the whole 2 MiB pages inside [p, p + bytes) (none when it holds none, or
+// when bytes < kHugePageHintMinBytes).
 inline void AdviseHugePages(const void* p, size_t bytes) {
 #ifdef MADV_HUGEPAGE
+  if (bytes < kHugePageHintMinBytes) return;
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
   const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
   const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
