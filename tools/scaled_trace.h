@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "sim/check.h"
@@ -26,12 +27,23 @@ inline Trace ScaleTrace(const Trace& t, int k) {
   out.block_tokens = t.block_tokens;
   out.sources = t.sources;
   out.requests.reserve(t.requests.size() * static_cast<size_t>(k));
+  // Every copy's ids in one store, as the readers keep them: filled first, then pointed into.
+  auto store = std::make_shared<BlockIds::Store>();
+  size_t ids = 0;
+  for (const Request& r : t.requests) ids += r.block_ids.size();
+  store->reserve(ids * static_cast<size_t>(k));
   for (int c = 0; c < k; ++c) {
     const uint64_t id_off = static_cast<uint64_t>(c) * (max_id + 1);
+    for (const Request& r : t.requests)
+      for (uint64_t b : r.block_ids) store->push_back(b + id_off);
+  }
+  size_t first = 0;
+  for (int c = 0; c < k; ++c) {
     const int64_t ns_off = static_cast<int64_t>(c) * (last_ns + 1);
     for (const Request& r : t.requests) {
       Request s = r;
-      for (uint64_t& b : s.block_ids) b += id_off;
+      s.block_ids = BlockIds(store, first, r.block_ids.size());
+      first += r.block_ids.size();
       s.arrival_ns += ns_off;
       out.requests.push_back(std::move(s));
     }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "traces/format_readers.h"
+#include "traces/huge_pages.h"
 #include "traces/record_fields.h"
 
 namespace kvlanes::reader {
@@ -32,6 +33,11 @@ void ReadBailian(const std::string& path, const std::string& data, const TraceOp
                       RecordField("timestamp"), RecordField("input_length"),
                       RecordField("output_length"), RecordField("type"), RecordField("turn"),
                       RecordField("hash_ids", /*list=*/true)});
+  scan.field(kHashIds).sink = &out->ids;  // every record's ids into one array
+  // Room for more ids than a file with ", " between them can hold (each takes 3 bytes or more), so
+  // the array is not copied as it grows; pages of it that are never written take no memory.
+  out->ids.reserve(data.size() / 3 + 1);
+  AdviseHugePages(out->ids.data(), out->ids.capacity() * sizeof(uint64_t));
   const auto value = [&](size_t i) {
     const RecordField& f = scan.field(i);
     return f.present ? &f.value : nullptr;
@@ -59,13 +65,14 @@ void ReadBailian(const std::string& path, const std::string& data, const TraceOp
     r.arrival_ns = SecondsTimestampField(value(kTimestamp), "timestamp", w);
     r.input_tokens = PositiveIntField(value(kInputLength), "input_length", w);
     r.output_tokens = NonNegativeIntField(value(kOutputLength), "output_length", w);
-    r.block_ids = HashIdsField(scan.field(kHashIds), w);
+    const size_t first = scan.field(kHashIds).sink_first;
+    const size_t ids = HashIdsField(scan.field(kHashIds), w);
     r.line = line;
     // One id per block; whether the published files always give the partial last block an id is
     // not stated upstream, so both counts are accepted (traces/README.md).
     const int64_t ceil_n = CeilDiv(r.input_tokens, block);
     const int64_t floor_n = r.input_tokens / block;
-    const int64_t n = static_cast<int64_t>(r.block_ids.size());
+    const int64_t n = static_cast<int64_t>(ids);
     if (n != ceil_n && n != floor_n) {
       std::string expected = "ceil(input_length " + std::to_string(r.input_tokens) + " / block " +
                              std::to_string(block) + ") = " + std::to_string(ceil_n);
@@ -76,7 +83,7 @@ void ReadBailian(const std::string& path, const std::string& data, const TraceOp
                "mooncake");
     }
     order.Next(r.arrival_ns, w);
-    out->requests.push_back(std::move(r));
+    out->AddRequest(std::move(r), first);
   });
 }
 

@@ -4,7 +4,9 @@
 // throws InputError on any bad record. Internal to traces/. Formats: traces/README.md.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +21,18 @@ struct FileTrace {
   TraceFormat format = TraceFormat::kMooncake;
   int64_t block_tokens = 0;
   std::vector<Request> requests;
+  // Readers either give each request its own block ids (r.block_ids = ...) or append them to
+  // `ids` and call AddRequest; ParseTraceText then puts every request's ids into `id_store`, one
+  // array in file order, that the requests point into (and LoadTrace namespaces in place).
+  std::vector<uint64_t> ids;
+  std::vector<size_t> id_first;  // per request added by AddRequest: its first entry of `ids`
+  std::shared_ptr<BlockIds::Store> id_store;
+
+  // A request whose block ids are the entries of `ids` from `first` to the end.
+  void AddRequest(Request r, size_t first) {
+    requests.push_back(std::move(r));
+    id_first.push_back(first);
+  }
 };
 
 // `path` names the file in errors; `data` is its whole text.

@@ -412,6 +412,7 @@ void RecordScanner::Scan(const char* b, const char* e, const Where& w) {
     f.present = false;
     f.bad_index = -1;
     f.list.clear();
+    if (f.sink != nullptr) f.sink_first = f.sink->size();
     f.list_or = 0;
   }
   other_keys_.clear();
@@ -500,21 +501,23 @@ void RecordScanner::IntList(TextScanner& s, RecordField& f) {
   const char* start = s.pos();
   s.Advance();
   s.Ws();
+  std::vector<uint64_t>& out = f.sink != nullptr ? *f.sink : f.list;
+  const size_t first = f.sink != nullptr ? f.sink_first : 0;
   if (s.At(']')) {
     s.Advance();
   } else {
     for (;;) {
       uint64_t u = 0;
       if (s.FastUnsigned(&u)) {
-        f.list.push_back(u);
+        out.push_back(u);
         f.list_or |= u;
       } else {
         const RawValue v = s.Value(2);
         if (f.bad_index < 0) {
-          f.bad_index = static_cast<int64_t>(f.list.size());
+          f.bad_index = static_cast<int64_t>(out.size() - first);
           f.bad = v;
         }
-        f.list.push_back(0);
+        out.push_back(0);
       }
       if (s.PlainIntSeparator()) continue;
       if (!s.ListGoesOn(']', "',' or ']'")) break;

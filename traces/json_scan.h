@@ -225,11 +225,16 @@ struct RecordField {
   // plain non-negative integer literal below 2^64, else 0 and the first such element is `bad`).
   bool int_list;
 
+  // Where an int_list's entries go: `list` (cleared by each Scan), or, when set, the end of
+  // *sink, which Scan does not clear (a reader collects every record's list in one array).
+  std::vector<uint64_t>* sink = nullptr;
+
   // Results of the last Scan.
   bool present = false;
   RawValue value;  // the whole value (for an int_list that is not an array, what it is instead)
   std::vector<uint64_t> list;
-  uint64_t list_or = 0;  // the bitwise or of `list` (one test tells that every id is in range)
+  size_t sink_first = 0;  // with a sink: this record's list is (*sink)[sink_first..]
+  uint64_t list_or = 0;   // the bitwise or of `list` (one test tells that every id is in range)
   int64_t bad_index = -1;
   RawValue bad;
 };

@@ -87,23 +87,24 @@ uint64_t HashIdElement(const RawValue& e, size_t i, const Where& w) {
   return id;
 }
 
-std::vector<uint64_t> HashIdsField(const RecordField& f, const Where& w) {
+size_t HashIdsField(const RecordField& f, const Where& w) {
   const RawValue& v = Field(f.present ? &f.value : nullptr, "hash_ids", w);
   if (v.kind != JsonKind::kArray) {
     Fail(w, "hash_ids", "must be an array of integers, got " + Describe(v));
   }
-  const size_t n = f.list.size();
+  const uint64_t* ids = f.sink->data() + f.sink_first;
+  const size_t n = f.sink->size() - f.sink_first;
   // Every id below the limit and every element a plain integer: nothing to report.
-  if (f.bad_index < 0 && f.list_or < kIdLimit) return f.list;
+  if (f.bad_index < 0 && f.list_or < kIdLimit) return n;
   for (size_t i = 0; i < n; ++i) {
     if (static_cast<int64_t>(i) == f.bad_index) HashIdElement(f.bad, i, w);  // fails
-    if (f.list[i] >= kIdLimit) {
+    if (ids[i] >= kIdLimit) {
       Fail(w, "hash_ids",
-           "element " + std::to_string(i) + " is " + std::to_string(f.list[i]) +
+           "element " + std::to_string(i) + " is " + std::to_string(ids[i]) +
                "; ids must be below 2^40 (the bits above hold the file index)");
     }
   }
-  return f.list;
+  return n;
 }
 
 void OrderCheck::Next(int64_t arrival_ns, const Where& w) {

@@ -32,8 +32,9 @@ int64_t MsTimestampField(const RawValue* v, const char* key, const Where& w);
 int64_t SecondsTimestampField(const RawValue* v, const char* key, const Where& w);
 // Element i of `hash_ids`: a non-negative integer below 2^40 (fails otherwise).
 uint64_t HashIdElement(const RawValue& e, size_t i, const Where& w);
-// `hash_ids` read by a RecordScanner (an int_list field), as given in the file.
-std::vector<uint64_t> HashIdsField(const RecordField& f, const Where& w);
+// `hash_ids` read by a RecordScanner (an int_list field with a sink), as given in the file: checks
+// this record's entries of the sink and returns how many there are.
+size_t HashIdsField(const RecordField& f, const Where& w);
 
 // a >= 0, b > 0; no overflow near INT64_MAX.
 inline int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }

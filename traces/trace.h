@@ -3,9 +3,14 @@
 // first k blocks exactly when their first k block ids are equal (chained prefix hashes).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "traces/name_table.h"
@@ -22,6 +27,55 @@ inline constexpr NameTable<TraceFormat, 5> kTraceFormatNames{{{{TraceFormat::kMo
                                                                {TraceFormat::kCsv, "csv"}}},
                                                              "trace format"};
 
+// A request's block ids: a read-only run of a store that many requests share (the readers put every
+// request of a file into one array, so loading a trace takes no allocation per request). A copy
+// shares the store, which lives as long as any request that points into it. Built from a vector
+// (or by push_back), it holds a store of its own: requests written by hand, in tests.
+class BlockIds {
+ public:
+  using Store = std::vector<uint64_t>;
+
+  BlockIds() = default;
+  BlockIds(std::vector<uint64_t> ids)  // NOLINT(google-explicit-constructor): r.block_ids = v
+      : store_(std::make_shared<Store>(std::move(ids))),
+        data_(store_->data()),
+        size_(store_->size()) {}
+  BlockIds(std::initializer_list<uint64_t> ids) : BlockIds(std::vector<uint64_t>(ids)) {}
+  // Entries [first, first + n) of `store`. REQUIRES: first + n <= store->size(); the store is not
+  // resized while any BlockIds points into it.
+  BlockIds(std::shared_ptr<Store> store, size_t first, size_t n)
+      : store_(std::move(store)), data_(store_->data() + first), size_(n) {}
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const uint64_t* data() const { return data_; }
+  const uint64_t* begin() const { return data_; }
+  const uint64_t* end() const { return data_ + size_; }
+  const uint64_t& operator[](size_t i) const { return data_[i]; }
+
+  // Appends in place when this is the whole of a store that nothing else shares, else copies its
+  // ids into a store of its own first.
+  void push_back(uint64_t id) {
+    if (!store_ || store_.use_count() != 1 || data_ != store_->data() || size_ != store_->size())
+      store_ = std::make_shared<Store>(begin(), end());
+    store_->push_back(id);
+    data_ = store_->data();
+    size_ = store_->size();
+  }
+
+  friend bool operator==(const BlockIds& a, const BlockIds& b) {
+    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+  friend bool operator==(const BlockIds& a, const std::vector<uint64_t>& b) {
+    return a.size_ == b.size() && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+ private:
+  std::shared_ptr<Store> store_;
+  const uint64_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 struct Request {
   int64_t arrival_ns = 0;     // since the trace's time origin; non-decreasing in a Trace
   int64_t input_tokens = 0;   // > 0
@@ -29,7 +83,7 @@ struct Request {
   // One id per block of Trace::block_tokens tokens, namespaced per source file so that two files
   // never share a prefix. May cover only the full blocks (kv-cache-tester) or also the partial
   // last block (Mooncake); pages past the last id have no key and are never cached.
-  std::vector<uint64_t> block_ids;
+  BlockIds block_ids;
   uint32_t source = 0;  // index into Trace::sources
   int64_t line = 0;     // 1-based line of the record in its source file (for messages)
 };

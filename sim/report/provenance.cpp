@@ -23,7 +23,7 @@ using J = nlohmann::ordered_json;
 
 struct FileDigest {
   int64_t bytes = 0;
-  std::string fnv1a64;
+  std::string xxh64;
 };
 
 // Size and hash of a regular file, memoized: sweeps replay one trace many times.
@@ -43,7 +43,7 @@ std::optional<FileDigest> DigestFile(const std::string& path) {
   // fresh megabyte of memory (page faults and its zero fill) for every file hashed.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
-  Fnv1a64 h;
+  Xxh64 h;
   char buf[64 * 1024];
   int64_t bytes = 0;
   bool failed = false;
@@ -100,10 +100,10 @@ nlohmann::ordered_json ReplayContext(const ReplayConfig& cfg,
     t["path"] = path;
     if (const auto d = DigestFile(path)) {
       t["bytes"] = d->bytes;
-      t["fnv1a64"] = d->fnv1a64;
+      t["xxh64"] = d->xxh64;
     } else {
       t["bytes"] = nullptr;
-      t["fnv1a64"] = nullptr;
+      t["xxh64"] = nullptr;
     }
     traces.push_back(std::move(t));
   }

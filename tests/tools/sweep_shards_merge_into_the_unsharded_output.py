@@ -43,7 +43,7 @@ check(side["kvlanes_csv_context"] == 1 and [x["row"] for x in side["rows"]] == [
       "the CSV's sidecar holds each row's context and config, as the JSON runs do")
 ctx = c["runs"][0]["context"]
 check(ctx["traces"][0]["path"] == trace and ctx["traces"][0]["bytes"] == os.path.getsize(trace) and
-      len(ctx["traces"][0]["fnv1a64"]) == 16 and len(ctx["config_fnv1a64"]) == 16 and
+      len(ctx["traces"][0]["xxh64"]) == 16 and len(ctx["config_fnv1a64"]) == 16 and
       ctx["kvlanes"]["version"] and ctx["kvlanes"]["commit"],
       "a run's context names the build, the trace file with its size and hash, and the config hash")
 
