@@ -74,8 +74,8 @@ struct ExecOptions {
   // enqueued all of it; it opens by itself after gate_timeout_s.
   bool gate = false;
   // With gate: open it once the request's first layer is enqueued (not its whole work), so the
-  // device starts with the host that layer's compute ahead and no request meets the launch
-  // queue's limit behind a held gate (`--gate layer0`).
+  // device starts with the host that layer's compute ahead; only a first layer larger than the
+  // launch queue still meets its limit behind the held gate (`--gate layer0`).
   bool gate_first_layer = false;
   double gate_timeout_s = 1.0;
   // Keep every timed span (RankResult::spans) for the span trace (--span-trace), with the phases
