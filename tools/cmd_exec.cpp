@@ -61,7 +61,7 @@ int CmdExec(int argc, const char* const* argv) {
       "(cudaMemcpyBatchAsync)")("tier-max-ctas", po::value<int>(),
                                 "--tier-copy kernel: at most N CTAs per tier copy instead of the "
                                 "tuned cap (0: no cap); for experiments")(
-      "gate", po::value<std::string>()->default_value("off"),
+      "gate", po::value<std::string>()->default_value("layer0"),
       "on: the device starts each request once the host has enqueued all of it (ops are device "
       "time, as "
       "predicted) | off: work starts as it is enqueued (a short forward pass leaves the host "
