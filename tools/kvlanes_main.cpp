@@ -57,7 +57,7 @@ void Usage(FILE* to) {
                "predict, execute, compare.\n\nusage: kvlanes COMMAND [options]   "
                "(kvlanes help COMMAND, or kvlanes COMMAND --help, for its options and examples)\n"
                "       kvlanes --version\n\ncommands:\n");
-  for (const Entry& e : kCommands) std::fprintf(to, "  %-15s %s\n", e.name, e.help);
+  for (const Entry& e : kCommands) std::fprintf(to, "  %-16s %s\n", e.name, e.help);
   std::fprintf(
       to,
       "\nexamples:\n"

@@ -27,9 +27,13 @@ def run(*args, cwd=src):
 
 # --- help: every command of the top-level list, one layout, examples with real files ---------
 top = run("--help")
-commands = re.findall(r"^  (\S+(?: [a-z]+)?)\s{2,}", top.stdout.split("commands:")[1].split("examples:")[0],
-                      re.M)
+listing = top.stdout.split("commands:")[1].split("examples:")[0]
+commands = re.findall(r"^  (\S+(?: [a-z]+)?)\s{2,}", listing, re.M)
 check(len(commands) >= 15, f"the top-level help lists the commands ({len(commands)})")
+# Every line of the list is a command this test reads (a name without two spaces after it would
+# be skipped silently).
+listed = [l for l in listing.splitlines() if l.startswith("  ")]
+check(len(commands) == len(listed), f"every listed command is read ({len(commands)} of {len(listed)})")
 for c in commands:
     h = run("help", *c.split())
     lines = h.stdout.splitlines()
