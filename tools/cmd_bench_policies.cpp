@@ -25,6 +25,7 @@
 #include "tools/scaled_trace.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
+#include "traces/percentile.h"
 
 namespace po = boost::program_options;
 
@@ -37,11 +38,7 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
 
 struct Replayed {
   double seconds = 0;

@@ -78,6 +78,19 @@ nlohmann::ordered_json Stats(const char* kind, const std::vector<double>& t) {
   return x;
 }
 
+// The packed gather of `slots` at one rank, unpacked in slot order (the sweep's gathers).
+GatherIndex PackedIdentityIndex(std::vector<int32_t> slots) {
+  GatherIndex g;
+  g.method = GatherMethod::kPacked;
+  g.prefix_pages = static_cast<int64_t>(slots.size());
+  g.tags.assign(slots.size(), PageTag{});
+  g.shard_pages = g.prefix_pages;
+  g.unpack_index.resize(slots.size());
+  std::iota(g.unpack_index.begin(), g.unpack_index.end(), 0);
+  g.pack_slots = std::move(slots);
+  return g;
+}
+
 nlohmann::ordered_json GeometryJson(const ExecGeometry& g, const std::string& layout,
                                     const std::string& mode) {
   return {{"page_tokens", g.page_tokens},   {"layers", g.layers},
@@ -250,16 +263,8 @@ class Sweeper {
       const std::vector<double> t = Time(Stream::kComm, [&] {
         const auto [d, h] = Slots(n);
         (void)h;
-        GatherIndex g;
-        g.method = GatherMethod::kPacked;
-        g.prefix_pages = n;
-        g.tags.assign(static_cast<size_t>(n), PageTag{});
-        g.pack_slots = d;
-        g.shard_pages = n;
-        g.unpack_index.resize(static_cast<size_t>(n));
-        std::iota(g.unpack_index.begin(), g.unpack_index.end(), 0);
         // The index upload is the gather's once-per-request part: enqueued before the timed span.
-        auto keep = std::make_shared<GatherIndex>(std::move(g));
+        auto keep = std::make_shared<GatherIndex>(PackedIdentityIndex(d));
         b_.PrepareGather(*keep);
         const int64_t l = RandomLayer();
         return [this, keep, l] { GatherLayer(b_, *keep, Stream::kComm, l); };
@@ -424,14 +429,7 @@ class Sweeper {
     op.make = [this, n]() -> std::function<void()> {
       const auto [d, h] = Slots(n);
       (void)h;
-      auto g = std::make_shared<GatherIndex>();
-      g->method = GatherMethod::kPacked;
-      g->prefix_pages = n;
-      g->tags.assign(static_cast<size_t>(n), PageTag{});
-      g->pack_slots = d;
-      g->shard_pages = n;
-      g->unpack_index.resize(static_cast<size_t>(n));
-      std::iota(g->unpack_index.begin(), g->unpack_index.end(), 0);
+      auto g = std::make_shared<GatherIndex>(PackedIdentityIndex(d));
       b_.PrepareGather(*g);
       const int64_t l = RandomLayer();
       return [this, g, l] { GatherLayer(b_, *g, Stream::kComm, l); };
@@ -579,14 +577,7 @@ class Sweeper {
     for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
       const auto f0 = fwd.make();
       const auto f1 = fwd.make();
-      GatherIndex g;
-      g.method = GatherMethod::kPacked;
-      g.prefix_pages = n;
-      g.tags.assign(static_cast<size_t>(n), PageTag{});
-      g.pack_slots = RandomSlots(rng_, geo_.device_slots, n);
-      g.shard_pages = n;
-      g.unpack_index.resize(static_cast<size_t>(n));
-      std::iota(g.unpack_index.begin(), g.unpack_index.end(), 0);
+      const GatherIndex g = PackedIdentityIndex(RandomSlots(rng_, geo_.device_slots, n));
       b_.PrepareGather(g);
       const int64_t l = geo_.layers > 1 ? RandomLayer() % (geo_.layers - 1) : 0;
       const int64_t l1 = geo_.layers > 1 ? l + 1 : l;
@@ -654,14 +645,7 @@ class Sweeper {
     const int64_t L = geo_.layers;
     for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
       const auto [d, h] = RunSlots(n, kBackupRunPages);
-      GatherIndex g;
-      g.method = GatherMethod::kPacked;
-      g.prefix_pages = gather_pages;
-      g.tags.assign(static_cast<size_t>(gather_pages), PageTag{});
-      g.pack_slots = RandomSlots(rng_, geo_.device_slots, gather_pages);
-      g.shard_pages = gather_pages;
-      g.unpack_index.resize(static_cast<size_t>(gather_pages));
-      std::iota(g.unpack_index.begin(), g.unpack_index.end(), 0);
+      const GatherIndex g = PackedIdentityIndex(RandomSlots(rng_, geo_.device_slots, gather_pages));
       if (gather_pages > 0) b_.PrepareGather(g);
       std::vector<PageWrite> writes;
       for (size_t i = 0; i < d.size(); ++i)

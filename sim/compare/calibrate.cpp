@@ -6,6 +6,7 @@
 #include <set>
 
 #include "traces/input_error.h"
+#include "traces/percentile.h"
 
 namespace kvlanes {
 namespace {
@@ -433,8 +434,7 @@ void NoteFirstGather(Calibration& c) {
   std::vector<double> r;
   for (const Sample* x : s) r.push_back(x->median_s / x->next_s);
   std::sort(r.begin(), r.end());
-  const size_t m = r.size() / 2;
-  const double median = r.size() % 2 ? r[m] : (r[m - 1] + r[m]) / 2;
+  const double median = PercentileOfSorted(r, 0.5);
   char buf[200];
   std::snprintf(buf, sizeof buf,
                 "first_gather: %zu samples (descriptive, nothing is fitted from them): the first "
