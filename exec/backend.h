@@ -216,8 +216,13 @@ class RankBackend {
   virtual void Sync() = 0;
   // Sets time zero for MarkSeconds (called once, after warm-up and a barrier).
   virtual void StartEpoch() = 0;
-  // Seconds from the epoch to `mark`. REQUIRES: Sync() since the mark was made.
+  // Seconds from the epoch to `mark`. REQUIRES: Sync() since the mark was made. Its resolution
+  // falls as the run goes on (CUDA reports float milliseconds: 1.95 us steps 16-32 s after the
+  // epoch), so durations come from MarkInterval.
   virtual double MarkSeconds(int mark) const = 0;
+  // Seconds from mark `from` to mark `to` (negative when `to` comes first), at the clock's full
+  // resolution wherever the two lie. REQUIRES: Sync() since both were made.
+  virtual double MarkInterval(int from, int to) const = 0;
   // Forgets all marks and verification results (after Sync, between requests).
   virtual void ReleaseMarks() = 0;
   // Holds every stream behind a gate until OpenGate(): work enqueued meanwhile starts only once

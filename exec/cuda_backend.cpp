@@ -292,12 +292,13 @@ class CudaBackend : public RankBackend {
     Sync();
   }
   double MarkSeconds(int mark) const override {
-    float ms = 0;
-    const cudaError_t e = cudaEventElapsedTime(&ms, epoch_, events_[static_cast<size_t>(mark)]);
-    if (e != cudaSuccess)
-      throw ExecError("rank " + std::to_string(rank_) +
-                      ": cudaEventElapsedTime: " + cudaGetErrorString(e));
-    return ms * 1e-3;
+    return ElapsedSeconds(epoch_, events_[static_cast<size_t>(mark)]);
+  }
+  // Directly between the two events: cudaEventElapsedTime's float milliseconds keep about 0.5 us
+  // for a pair microseconds apart, but only 1.95 us steps for each of two marks 20 s from the
+  // epoch.
+  double MarkInterval(int from, int to) const override {
+    return ElapsedSeconds(events_[static_cast<size_t>(from)], events_[static_cast<size_t>(to)]);
   }
   void ReleaseMarks() override {
     next_event_ = 0;
@@ -946,6 +947,15 @@ class CudaBackend : public RankBackend {
   uint32_t gate_ticket_ = 0;
   bool gate_held_ = false;
   cudaStream_t streams_[kNumStreams] = {};
+  double ElapsedSeconds(cudaEvent_t a, cudaEvent_t b) const {
+    float ms = 0;
+    const cudaError_t e = cudaEventElapsedTime(&ms, a, b);
+    if (e != cudaSuccess)
+      throw ExecError("rank " + std::to_string(rank_) +
+                      ": cudaEventElapsedTime: " + cudaGetErrorString(e));
+    return static_cast<double>(ms) * 1e-3;
+  }
+
   cudaEvent_t epoch_ = nullptr;
   std::vector<cudaEvent_t> events_;
   size_t next_event_ = 0;

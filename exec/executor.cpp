@@ -1291,9 +1291,13 @@ class RankRun {
                int64_t request) {
     const double req_start = b_.MarkSeconds(start_mark);
     std::vector<MeasuredSpan> spans;  // op: index into ops_ until they move to done_
-    for (PendingSpan& s : spans_)
-      spans.push_back(MeasuredSpan{s.op, b_.MarkSeconds(s.begin), b_.MarkSeconds(s.end), s.layer,
+    // A span is placed from the request's start and measured between its own two marks, so its
+    // length keeps the clock's resolution however far the request lies from the epoch.
+    for (PendingSpan& s : spans_) {
+      const double begin = req_start + b_.MarkInterval(start_mark, s.begin);
+      spans.push_back(MeasuredSpan{s.op, begin, begin + b_.MarkInterval(s.begin, s.end), s.layer,
                                    request, std::move(s.phase)});
+    }
     std::vector<bool> seen(ops_.size(), false);
     for (const MeasuredSpan& s : spans) {
       if (!s.phase.empty()) continue;

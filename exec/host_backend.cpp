@@ -229,6 +229,11 @@ class HostBackend : public RankBackend {
   double MarkSeconds(int mark) const override {
     return std::chrono::duration<double>(marks_.at(static_cast<size_t>(mark)) - epoch_).count();
   }
+  double MarkInterval(int from, int to) const override {
+    return std::chrono::duration<double>(marks_.at(static_cast<size_t>(to)) -
+                                         marks_.at(static_cast<size_t>(from)))
+        .count();
+  }
   void ReleaseMarks() override {
     marks_.clear();
     results_.clear();

@@ -478,8 +478,10 @@ class Sweeper {
       }
       b_.OpenGate();
       b_.Sync();
+      // Each op's span from the first op's start: full resolution for lengths and overlaps.
       std::vector<std::pair<double, double>> span;
-      for (const auto& [m0, m1] : marks) span.push_back({b_.MarkSeconds(m0), b_.MarkSeconds(m1)});
+      for (const auto& [m0, m1] : marks)
+        span.push_back({b_.MarkInterval(marks[0].first, m0), b_.MarkInterval(marks[0].first, m1)});
       b_.ReleaseMarks();
       if (rep < 0) continue;
       t.a.push_back(std::max(span[0].second - span[0].first, 1e-9));
@@ -597,8 +599,8 @@ class Sweeper {
       b_.OpenGate();
       b_.Sync();
       if (rep >= 0) {
-        first.push_back(std::max(b_.MarkSeconds(m1) - b_.MarkSeconds(m0), 1e-9));
-        next.push_back(std::max(b_.MarkSeconds(m3) - b_.MarkSeconds(m2), 1e-9));
+        first.push_back(std::max(b_.MarkInterval(m0, m1), 1e-9));
+        next.push_back(std::max(b_.MarkInterval(m2, m3), 1e-9));
       }
       b_.ReleaseMarks();
     }
@@ -686,8 +688,7 @@ class Sweeper {
       b_.Sync();
       for (int k = 0; k < pools; ++k) {
         double sum = 0;
-        for (const auto& [a, e] : spans[static_cast<size_t>(k)])
-          sum += b_.MarkSeconds(e) - b_.MarkSeconds(a);
+        for (const auto& [a, e] : spans[static_cast<size_t>(k)]) sum += b_.MarkInterval(a, e);
         if (rep >= 0) t[static_cast<size_t>(k)].push_back(std::max(sum, 1e-9));
       }
       b_.ReleaseMarks();
@@ -763,7 +764,7 @@ class Sweeper {
       last_enqueue_s = std::chrono::duration<double>(Clock::now() - e0).count();
       const int m1 = b_.Mark(s);
       b_.Sync();
-      const double dt = b_.MarkSeconds(m1) - b_.MarkSeconds(m0);
+      const double dt = b_.MarkInterval(m0, m1);
       b_.ReleaseMarks();
       if (rep >= 0) t.push_back(std::max(dt, 1e-9));
     }
@@ -876,7 +877,7 @@ class CollectiveSweeper {
       run();
       const int m1 = b_.Mark(Stream::kComm);
       b_.Sync();
-      const double dt = b_.MarkSeconds(m1) - b_.MarkSeconds(m0);
+      const double dt = b_.MarkInterval(m0, m1);
       b_.ReleaseMarks();
       if (rep >= 0) mine.push_back(std::max(dt, 1e-9));
     }

@@ -11,6 +11,7 @@
 
 #include "exec/host_backend.h"
 #include "exec_cases.h"
+#include "forwarding_backend.h"
 #include "sim/report/provenance.h"
 
 namespace kvlanes::exec::testing {
@@ -745,6 +746,51 @@ TEST_CASE(
               {"op", "7/gather"}, {"layer", 0}, {"request", 7}, {"phase", names[k]}}
               .dump());
   }
+}
+
+namespace {
+
+// A clock that places marks coarsely, as CUDA's float milliseconds do far from the epoch (here in
+// whole milliseconds, 20 s on), while the interval between two marks keeps full resolution.
+class CoarsePlacement : public ForwardingBackend {
+ public:
+  static constexpr double kStep = 1e-3;
+  using ForwardingBackend::ForwardingBackend;
+  double MarkSeconds(int m) const override {
+    return 20.0 + std::floor(b_->MarkSeconds(m) / kStep) * kStep;
+  }
+};
+
+}  // namespace
+
+// An op's length is measured between its own marks, so a coarse placement of marks does not
+// round it: every timed op of a host run (microseconds each) keeps a length that is no whole
+// number of the placement's steps, and its spans lie after the placed epoch, start before end.
+TEST_CASE("op lengths come from their own marks, not from the difference of two placed marks") {
+  const ReplayConfig cfg =
+      SmallConfig(1, {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000",
+                      "backup.schedule=per-layer"});
+  const ExecPlan plan =
+      MakeExecPlan(ReplayPlan("traces/kvtester_trace_0034.json", cfg, 30), "(memory)", "", -1);
+  const std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(plan.geo);
+  CoarsePlacement b(MakeHostBackend(plan.geo, *seg, 0, 60));
+  ExecOptions eo;
+  eo.warmup = 0;
+  const RankResult r = ExecuteRank(plan, b, eo);
+  std::map<std::string, int> timed;
+  for (const MeasuredOp& o : r.ops) {
+    if (o.kind == "evict") continue;  // host-timed bookkeeping
+    CAPTURE(o.id);
+    ++timed[o.kind];
+    CHECK(o.seconds > 0);
+    const double steps = o.seconds / CoarsePlacement::kStep;
+    CHECK(std::abs(steps - std::round(steps)) > 1e-6);
+    CHECK(o.start_s >= 20.0);
+    CHECK(o.end_s - o.start_s >= o.seconds * (1 - 1e-9));  // its spans lie between the two
+  }
+  CHECK(timed["compute"] > 0);
+  CHECK(timed["backup"] > 0);
+  CHECK(timed["gather"] > 0);
 }
 
 }  // namespace kvlanes::exec::testing

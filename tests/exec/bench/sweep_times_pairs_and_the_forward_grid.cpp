@@ -16,6 +16,7 @@
 #include "sim/compare/measurements.h"
 #include "sim/config.h"
 #include "sim/predict/hardware_profile.h"
+#include "tests/exec/forwarding_backend.h"
 
 namespace kvlanes::exec {
 namespace {
@@ -38,12 +39,14 @@ SweepOptions PairSweep() {
 // The host backend with a stand-in for the proxy: PrepareForward and ModelForwardLayer record
 // what the sweep asked for (and write the pages, as the proxy's layer does), so the forward grid's
 // code path runs where there is no GPU.
-class ProxyStandIn : public RankBackend {
+class ProxyStandIn : public testing::ForwardingBackend {
  public:
-  explicit ProxyStandIn(std::unique_ptr<RankBackend> b) : b_(std::move(b)) {}
+  explicit ProxyStandIn(std::unique_ptr<RankBackend> b) : ForwardingBackend(std::move(b)) {}
   std::vector<std::tuple<int64_t, int64_t, size_t>> prepared;  // prefix pages, new, positions
   std::map<int64_t, int> layers;                               // layer -> calls
+  int evictions = 0;
 
+  std::string_view Name() const override { return "host+stand-in"; }
   void PrepareForward(const ForwardWork& w) override {
     prepared.push_back({w.prefix_pages, w.new_tokens, w.positions.size()});
   }
@@ -51,65 +54,10 @@ class ProxyStandIn : public RankBackend {
     ++layers[layer];
     b_->ForwardLayer(s, layer, pages, 0);
   }
-
-  std::string_view Name() const override { return "host+stand-in"; }
-  int rank() const override { return b_->rank(); }
-  int ranks() const override { return b_->ranks(); }
-  const ExecGeometry& geometry() const override { return b_->geometry(); }
-  nlohmann::ordered_json Context() const override { return b_->Context(); }
-  int Mark(Stream s) override { return b_->Mark(s); }
-  void Wait(Stream w, int m) override { b_->Wait(w, m); }
-  void Sync() override { b_->Sync(); }
-  void StartEpoch() override { b_->StartEpoch(); }
-  double MarkSeconds(int m) const override { return b_->MarkSeconds(m); }
-  void ReleaseMarks() override { b_->ReleaseMarks(); }
-  int HoldStreams(double t) override { return b_->HoldStreams(t); }
-  void OpenGate() override { b_->OpenGate(); }
-  int64_t GatesExpired() override { return b_->GatesExpired(); }
-  int evictions = 0;
   void EvictCaches(Stream s) override {
     ++evictions;
     b_->EvictCaches(s);
   }
-  void ForwardLayer(Stream s, int64_t l, std::span<const PageWrite> p, double busy) override {
-    b_->ForwardLayer(s, l, p, busy);
-  }
-  void TierCopy(Stream s, int pool, kernels::TierDirection d, std::span<const int32_t> dev,
-                std::span<const int32_t> host, kernels::LayerRange l) override {
-    b_->TierCopy(s, pool, d, dev, host, l);
-  }
-  void PrepareGather(const GatherIndex& g) override { b_->PrepareGather(g); }
-  void ScatterDense(Stream s, int64_t l) override { b_->ScatterDense(s, l); }
-  void PackShard(Stream s, int64_t l) override { b_->PackShard(s, l); }
-  void Unpack(Stream s, int64_t l, RecordBuffer f) override { b_->Unpack(s, l, f); }
-  void ZigzagReorder(Stream s, int64_t l, RecordBuffer f) override { b_->ZigzagReorder(s, l, f); }
-  void PeerGather(Stream s, int64_t l) override { b_->PeerGather(s, l); }
-  void AllGather(Stream s, int64_t b) override { b_->AllGather(s, b); }
-  void AllReduce(Stream s, int64_t o, int64_t b) override { b_->AllReduce(s, o, b); }
-  void Broadcast(Stream s, int root, int64_t b) override { b_->Broadcast(s, root, b); }
-  int VerifyDense(Stream s, int64_t l) override { return b_->VerifyDense(s, l); }
-  int VerifyRecords(Stream s, int64_t l, RecordBuffer f) override {
-    return b_->VerifyRecords(s, l, f);
-  }
-  int VerifyPages(Stream s, int pool, std::span<const int32_t> slots,
-                  std::span<const PageTag> tags) override {
-    return b_->VerifyPages(s, pool, slots, tags);
-  }
-  VerifyResult VerifyResultOf(int h) const override { return b_->VerifyResultOf(h); }
-  void Barrier() override { b_->Barrier(); }
-  std::vector<std::string> AllGatherBytes(const std::string& m) override {
-    return b_->AllGatherBytes(m);
-  }
-  void Abort(const std::string& r) noexcept override { b_->Abort(r); }
-  void CorruptDevicePage(int pool, int32_t slot, int64_t l) override {
-    b_->CorruptDevicePage(pool, slot, l);
-  }
-  void CorruptHostPage(int pool, int32_t slot, int64_t l) override {
-    b_->CorruptHostPage(pool, slot, l);
-  }
-
- private:
-  std::unique_ptr<RankBackend> b_;
 };
 
 HardwareProfile Base() {
