@@ -88,11 +88,15 @@ std::vector<uint32_t> TinyLfuComposite::VictimFrequencies(const CacheView& view,
     for (int64_t& t : want.target)
       if (t > 0) ++t;
   }
-  std::vector<uint32_t> f;
+  // Each victim's keys from its last page up, estimated in one pass.
+  std::vector<PageKey> keys;
   for (NodeId v : Preview(view, want).victims) {
     const Node& n = view.tree.node(v);
-    for (auto k = n.keys.rbegin(); k != n.keys.rend(); ++k) f.push_back(sketch_.Estimate(*k));
+    keys.insert(keys.end(), n.keys.rbegin(), n.keys.rend());
   }
+  std::vector<uint32_t> f;
+  f.reserve(keys.size());
+  sketch_.EstimateAll(keys, f);
   return f;
 }
 
@@ -104,7 +108,7 @@ int64_t TinyLfuComposite::AdmitDevicePages(const CacheView& view, const DeviceOf
 }
 
 int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer& offer) const {
-  for (const PageKey& k : offer.keys) sketch_.Add(k);
+  sketch_.AddAll(offer.keys);
   const int64_t keyed_new = std::clamp<int64_t>(
       static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
   // Room per lane without evicting, after the pages the request needs anyway and the page the
