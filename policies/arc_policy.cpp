@@ -70,27 +70,41 @@ EvictionPlan ArcPolicy::Plan(const CacheView& view, const LaneDemand& demand, bo
     list_pages[List(tree.node(id))] += static_cast<int64_t>(tree.node(id).pages.size());
 
   DemandTracker need(view, demand, PlanScope::kLanes);
+  // Both lists are ordered by (last_access, id), the tree's own lru order of the device
+  // candidates, so each list's head is read from the tree's set in place, an iterator per list
+  // passing the other list's nodes, instead of filing every candidate first. Parents the
+  // cascade makes candidates wait in the walk's queue of their list; a list's next node is the
+  // smaller key of the two.
   CascadeWalk walk(tree, Tier::kDevice, 2);
-  const auto file = [&](NodeId id) {
-    const Node& n = tree.node(id);
-    walk.Push(List(n), {n.last_access, 0, id});
+  const RadixTree::CandidateSet& set = tree.candidates(Tier::kDevice);
+  RadixTree::CandidateSet::const_iterator at[2] = {set.begin(), set.begin()};
+  const auto in_set = [&](int q) {
+    auto& it = at[q];
+    while (it != set.end() && List(tree.node(it->id)) != q) ++it;
+    return it != set.end();
   };
-  for (const EvictionPriority& c : tree.candidates(Tier::kDevice)) file(c.id);
+  const auto empty = [&](int q) { return !in_set(q) && walk.Empty(q); };
   EvictionPlan plan;
   std::vector<std::pair<int, NodeId>> ghosts;
-  while (!need.Done() && !(walk.Empty(kT1) && walk.Empty(kT2))) {
-    const int q = walk.Empty(kT2) || (!walk.Empty(kT1) && list_pages[kT1] > p_) ? kT1 : kT2;
-    const Node& n = tree.node(walk.Top(q).id);
-    if (!need.Useful(n)) {
+  while (!need.Done() && !(empty(kT1) && empty(kT2))) {
+    const int q = empty(kT2) || (!empty(kT1) && list_pages[kT1] > p_) ? kT1 : kT2;
+    const bool take_set = in_set(q) && (walk.Empty(q) || *at[q] < walk.Top(q));
+    const NodeId id = take_set ? at[q]->id : walk.Top(q).id;
+    if (take_set)
+      ++at[q];
+    else
       walk.Pop(q);
-      continue;
-    }
-    const NodeId parent = walk.Take(q);
+    const Node& n = tree.node(id);
+    if (!need.Useful(n)) continue;
+    const NodeId parent = walk.Cascade(id);
     AddVictim(plan, n, walk.ViaCascade(n.id));
     need.Count(n);
     list_pages[q] -= static_cast<int64_t>(n.pages.size());
     ghosts.emplace_back(q, n.id);
-    if (parent != kNoNode) file(parent);
+    if (parent != kNoNode) {
+      const Node& pn = tree.node(parent);
+      walk.Push(List(pn), {pn.last_access, 0, parent});
+    }
   }
   if (commit) {
     for (const auto& [q, id] : ghosts) {

@@ -84,9 +84,7 @@ void CascadeWalk::Pop(int q) {
   u.keys.pop_back();
 }
 
-NodeId CascadeWalk::Take(int q) {
-  const NodeId id = Top(q).id;
-  Pop(q);
+NodeId CascadeWalk::Cascade(NodeId id) {
   const NodeId parent = tree_.node(id).parent;
   if (parent == kRootId) return kNoNode;
   const uint32_t removed = ++removed_children_[parent];

@@ -70,7 +70,14 @@ class CascadeWalk {
   void Pop(int q);
   // Pops the head of q as a victim; returns its parent if that just became a candidate, else
   // kNoNode.
-  NodeId Take(int q);
+  NodeId Take(int q) {
+    const NodeId id = Top(q).id;
+    Pop(q);
+    return Cascade(id);
+  }
+  // Records `id` as a victim taken from outside the queues (a policy walking an ordered set of
+  // its own beside them); returns its parent if that just became a candidate, else kNoNode.
+  NodeId Cascade(NodeId id);
   bool ViaCascade(NodeId id) const { return cascaded_.count(id) != 0; }
 
  private:

@@ -1,10 +1,18 @@
 // Count-min sketch of page-key frequency with TinyLFU's aging: `depth` rows of saturating
 // 4-bit counters (0..15); an estimate is the smallest of a key's counters; every `sample`
 // additions all counters are halved (rounding down), so the sketch follows recent popularity.
+//
+// A sketch ten times the device capacity outgrows the core's caches, so each counter touched
+// is a cache miss. AddAll and EstimateAll take a request's keys in one call and fetch the
+// counters of the keys a few places ahead while working on the current one, so the misses
+// overlap; the counts, the halvings and the estimates are those of Add and Estimate called key
+// by key in the same order.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "traces/trace.h"
@@ -39,11 +47,56 @@ class CountMinSketch {
     for (int row = 0; row < kDepth; ++row) e = std::min<uint32_t>(e, counters_[Index(k, row)]);
     return e;
   }
+  // Add(k) for every key of `keys`, in order.
+  void AddAll(std::span<const PageKey> keys) {
+    Ahead ring;
+    const size_t n = keys.size();
+    for (size_t i = 0; i < std::min(n, kAhead); ++i) Fetch(ring[i], keys[i], true);
+    for (size_t i = 0; i < n; ++i) {
+      const Slots at = ring[i % kAhead];
+      if (i + kAhead < n) Fetch(ring[i % kAhead], keys[i + kAhead], true);
+      for (size_t x : at) {
+        uint8_t& c = counters_[x];
+        if (c < kMax) ++c;
+      }
+      if (++additions_ % sample_ == 0) {
+        for (uint8_t& c : counters_) c = static_cast<uint8_t>(c >> 1);
+        ++halvings_;
+      }
+    }
+  }
+  // Appends Estimate(k) for every key of `keys`, in order, to `out`.
+  void EstimateAll(std::span<const PageKey> keys, std::vector<uint32_t>& out) const {
+    Ahead ring;
+    const size_t n = keys.size();
+    for (size_t i = 0; i < std::min(n, kAhead); ++i) Fetch(ring[i], keys[i], false);
+    for (size_t i = 0; i < n; ++i) {
+      const Slots at = ring[i % kAhead];
+      if (i + kAhead < n) Fetch(ring[i % kAhead], keys[i + kAhead], false);
+      uint32_t e = kMax;
+      for (size_t x : at) e = std::min<uint32_t>(e, counters_[x]);
+      out.push_back(e);
+    }
+  }
   uint64_t additions() const { return additions_; }
   uint64_t halvings() const { return halvings_; }
   uint64_t width() const { return mask_ + 1; }
 
  private:
+  static constexpr size_t kAhead = 8;  // keys fetched ahead of the one being counted
+  using Slots = std::array<size_t, kDepth>;
+  using Ahead = std::array<Slots, kAhead>;
+
+  // The counter indexes of `k`, with their cache lines requested.
+  void Fetch(Slots& s, const PageKey& k, bool write) const {
+    for (int row = 0; row < kDepth; ++row) {
+      s[static_cast<size_t>(row)] = Index(k, row);
+      if (write)
+        __builtin_prefetch(&counters_[s[static_cast<size_t>(row)]], 1);
+      else
+        __builtin_prefetch(&counters_[s[static_cast<size_t>(row)]], 0);
+    }
+  }
   size_t Index(const PageKey& k, int row) const {
     uint64_t x = PageKeyHash{}(k) ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(row + 1));
     x ^= x >> 33;

@@ -67,6 +67,8 @@ class NodeTracker {
     }
   }
   const std::vector<NodeId>& ids() const { return ids_; }
+  // Ids below this one have been looked at by Sync (each on device then was passed to on_new).
+  size_t next() const { return next_; }
 
  private:
   std::vector<NodeId> ids_;

@@ -15,7 +15,7 @@
 // a candidate, the parent is met at its own position in its own queue. A split head inherits
 // its node's hit count, so a head split off a reused node is promoted when S reaches it.
 #include <algorithm>
-#include <map>
+#include <set>
 
 #include "policies/queue_policy.h"
 #include "policies/registry.h"
@@ -29,10 +29,11 @@ constexpr uint64_t kMaxFreq = 3;
 class S3FifoPolicy final : public QueuePolicy {
  public:
   explicit S3FifoPolicy(const ReplayConfig& cfg)
-      : QueuePolicy(cfg), capacity_(DeviceCapacityPages(cfg)) {
+      : QueuePolicy(cfg), capacity_(DeviceCapacityPages(cfg)), index_(*this) {
     FixOrder(EvictionOrder::kFifo);
   }
   std::string_view Name() const override { return "s3fifo"; }
+  CandidateObserver* Observer() const override { return &index_; }
 
  protected:
   EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override;
@@ -44,29 +45,102 @@ class S3FifoPolicy final : public QueuePolicy {
     uint64_t seen_hits = 1;  // a new leaf's own insert is not a reuse
     uint64_t seq = 0;        // order of entry into its queue
   };
-  // The plan's view of the records: changes stay local until committed.
+  // The plan's view of the records: changes stay local until committed. A plan's copy of a
+  // record lives in draft_recs_ (per node id, valid where draft_plan_ holds this plan's number),
+  // so a plan allocates nothing per node it looks at.
   struct Draft {
-    std::map<NodeId, Rec> recs;
+    std::vector<NodeId> touched;  // ids with a copy in this plan
     std::vector<std::pair<PageKey, int64_t>> ghosts;
     uint64_t next_seq = 0;
   };
 
   void Sync(const RadixTree& tree) const;
-  Rec& Get(Draft& d, NodeId id) const { return d.recs.try_emplace(id, recs_[id]).first->second; }
+  // The plan's copy of id's record, made on first use.
+  Rec& Get(Draft& d, NodeId id) const {
+    if (draft_plan_[id] != plan_number_) {
+      draft_plan_[id] = plan_number_;
+      draft_recs_[id] = recs_[id];
+      d.touched.push_back(id);
+    }
+    return draft_recs_[id];
+  }
+  // id's record as the plan sees it, without copying it.
+  const Rec& Peek(NodeId id) const {
+    return draft_plan_[id] == plan_number_ ? draft_recs_[id] : recs_[id];
+  }
+
+  // The device candidates that have a record, per queue, ordered by the committed record's
+  // (seq, id): the queues' order. Kept as the tree reports its candidates and as a commit
+  // moves a record, so that a plan reads the queue heads in place instead of filing every
+  // candidate. A node created since the last Sync is filed by Sync once it has a record.
+  class Index final : public CandidateObserver {
+   public:
+    using Set = std::set<std::pair<uint64_t, NodeId>>;
+    explicit Index(const S3FifoPolicy& policy) : policy_(policy) {}
+    void Attach(const RadixTree&) override {
+      for (Set& s : sets_) s.clear();
+      filed_.clear();
+    }
+    void OnCandidate(const Node& n, Tier tier, bool entered) override {
+      if (tier != Tier::kDevice) return;
+      if (!entered) {
+        Unfile(n.id);
+      } else if (n.id < policy_.tracked_.next()) {
+        File(n.id);
+      }
+    }
+    void File(NodeId id) {
+      if (filed_.size() <= id) filed_.resize(id + 1);
+      const Rec& r = policy_.recs_[id];
+      filed_[id] = Filed{true, r.queue, r.seq};
+      sets_[r.queue].insert({r.seq, id});
+    }
+    void Unfile(NodeId id) {
+      if (id >= filed_.size() || !filed_[id].in) return;
+      sets_[filed_[id].queue].erase({filed_[id].seq, id});
+      filed_[id].in = false;
+    }
+    // After recs_[id] changed: files id again under its new key if it is filed.
+    void Refile(NodeId id) {
+      if (id >= filed_.size() || !filed_[id].in) return;
+      Unfile(id);
+      File(id);
+    }
+    const Set& queue(int q) const { return sets_[q]; }
+
+   private:
+    struct Filed {
+      bool in = false;
+      int queue = kSmall;
+      uint64_t seq = 0;
+    };
+    const S3FifoPolicy& policy_;
+    Set sets_[2];
+    std::vector<Filed> filed_;  // per node id: the key it is filed under
+  };
 
   int64_t capacity_;
+  mutable Index index_;
   mutable std::vector<Rec> recs_;  // per node id
+  mutable std::vector<Rec> draft_recs_;
+  mutable std::vector<uint64_t> draft_plan_;
+  mutable uint64_t plan_number_ = 0;
   mutable NodeTracker tracked_;
   mutable GhostList ghost_;
   mutable uint64_t next_seq_ = 0;
 };
 
 void S3FifoPolicy::Sync(const RadixTree& tree) const {
-  if (recs_.size() < tree.node_slots()) recs_.resize(tree.node_slots());
+  if (recs_.size() < tree.node_slots()) {
+    recs_.resize(tree.node_slots());
+    draft_recs_.resize(tree.node_slots());
+    draft_plan_.resize(tree.node_slots(), 0);
+  }
   tracked_.Sync(tree, [&](const Node& n) {
     Rec& r = recs_[n.id];
     r.queue = ghost_.Take(n.keys.front()) > 0 ? kMain : kSmall;
     r.seq = next_seq_++;
+    if (tree.IsCandidate(n, Tier::kDevice)) index_.File(n.id);
   });
 }
 
@@ -81,30 +155,39 @@ EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand,
 
   Draft d;
   d.next_seq = next_seq_;
+  ++plan_number_;
   DemandTracker need(view, demand, PlanScope::kLanes);
+  // A queue's next node: the smaller key of its filed candidates, read in place from the
+  // index (a node the plan moves is met again only through the walk: it is moved when the
+  // index's iterator has just passed it), and of the walk's queue (nodes moved by this plan,
+  // parents the cascade made candidates).
   CascadeWalk walk(tree, Tier::kDevice, 2);
   const auto file = [&](NodeId id) {
-    const Rec& r = Get(d, id);
+    const Rec& r = Peek(id);
     walk.Push(r.queue, {r.seq, 0, id});
   };
-  for (const EvictionPriority& c : tree.candidates(Tier::kDevice)) file(c.id);
+  Index::Set::const_iterator at[2] = {index_.queue(kSmall).begin(), index_.queue(kMain).begin()};
+  const auto in_index = [&](int q) { return at[q] != index_.queue(q).end(); };
+  const auto empty = [&](int q) { return !in_index(q) && walk.Empty(q); };
   EvictionPlan plan;
-  while (!need.Done() && !(walk.Empty(kSmall) && walk.Empty(kMain))) {
-    const bool from_small =
-        walk.Empty(kMain) || (!walk.Empty(kSmall) && queue_pages[kSmall] >= small_target);
+  while (!need.Done() && !(empty(kSmall) && empty(kMain))) {
+    const bool from_small = empty(kMain) || (!empty(kSmall) && queue_pages[kSmall] >= small_target);
     const int q = from_small ? kSmall : kMain;
-    const NodeId id = walk.Top(q).id;
-    const Node& n = tree.node(id);
-    if (!need.Useful(n)) {
+    const bool take_index =
+        in_index(q) &&
+        (walk.Empty(q) || EvictionPriority{at[q]->first, 0, at[q]->second} < walk.Top(q));
+    const NodeId id = take_index ? at[q]->second : walk.Top(q).id;
+    if (take_index)
+      ++at[q];
+    else
       walk.Pop(q);
-      continue;
-    }
+    const Node& n = tree.node(id);
+    if (!need.Useful(n)) continue;
     Rec& r = Get(d, id);
     r.freq = std::min(kMaxFreq, r.freq + (n.hit_count - std::min(n.hit_count, r.seen_hits)));
     r.seen_hits = n.hit_count;
     const int64_t pages = static_cast<int64_t>(n.pages.size());
     if (r.freq > 0) {  // reused: S promotes to M, M reinserts with one less
-      walk.Pop(q);
       if (q == kSmall) {
         r.queue = kMain;
         r.freq = 0;
@@ -117,7 +200,7 @@ EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand,
       walk.Push(kMain, {r.seq, 0, id});
       continue;
     }
-    const NodeId parent = walk.Take(q);
+    const NodeId parent = walk.Cascade(id);
     AddVictim(plan, n, walk.ViaCascade(id));
     need.Count(n);
     queue_pages[q] -= pages;
@@ -125,7 +208,12 @@ EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand,
     if (parent != kNoNode) file(parent);
   }
   if (commit) {
-    for (const auto& [id, r] : d.recs) recs_[id] = r;
+    for (NodeId id : d.touched) {
+      const bool moved =
+          recs_[id].queue != draft_recs_[id].queue || recs_[id].seq != draft_recs_[id].seq;
+      recs_[id] = draft_recs_[id];
+      if (moved) index_.Refile(id);
+    }
     for (const auto& [key, pages] : d.ghosts) ghost_.Add(key, pages);
     ghost_.Trim(capacity_ - capacity_ / 10);
     next_seq_ = d.next_seq;

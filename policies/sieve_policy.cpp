@@ -31,25 +31,40 @@ class SievePolicy final : public QueuePolicy {
     if (seen_.size() < tree.node_slots()) seen_.resize(tree.node_slots(), 1);
     DemandTracker need(view, demand, PlanScope::kLanes);
     // Sweep key (lap, id): lap 0 from the hand to the newest node, lap 1 from the oldest on.
+    // The tree keeps the device candidates in fifo order, by id, so the first sweep over them
+    // is read from its set in place (from the hand to the end at lap 0, then from the start to
+    // the hand at lap 1) instead of filing every candidate first. Nodes met again (a visited
+    // node after its clear, a parent the cascade made a candidate) wait in the walk's queue
+    // under their own key; the next node is the smaller key of the two.
+    const auto& set = tree.candidates(Tier::kDevice);
+    const auto hand = set.lower_bound(EvictionPriority{0, 0, hand_});
+    auto it = hand;
+    uint64_t lap = 0;
     CascadeWalk walk(tree, Tier::kDevice, 1);
-    for (const EvictionPriority& c : tree.candidates(Tier::kDevice))
-      walk.Push(0, {c.id >= hand_ ? 0u : 1u, 0, c.id});
     std::map<NodeId, uint64_t> cleared;  // clears made by this plan
     EvictionPlan plan;
-    while (!need.Done() && !walk.Empty(0)) {
-      const EvictionPriority at = walk.Top(0);
-      const Node& n = tree.node(at.id);
-      if (!need.Useful(n)) {
-        walk.Pop(0);
-        continue;
+    while (!need.Done()) {
+      if (lap == 0 && it == set.end()) {
+        lap = 1;
+        it = set.begin();
       }
+      const bool in_set = lap == 0 || it != hand;
+      if (!in_set && walk.Empty(0)) break;
+      const EvictionPriority from_set{lap, 0, in_set ? it->id : 0};
+      const bool take_set = in_set && (walk.Empty(0) || from_set < walk.Top(0));
+      const EvictionPriority at = take_set ? from_set : walk.Top(0);
+      if (take_set)
+        ++it;
+      else
+        walk.Pop(0);
+      const Node& n = tree.node(at.id);
+      if (!need.Useful(n)) continue;
       if (n.hit_count > Seen(at.id, cleared)) {  // visited: clear, meet it again next lap
         cleared[at.id] = n.hit_count;
-        walk.Pop(0);
         walk.Push(0, {at.a + 1, 0, at.id});
         continue;
       }
-      const NodeId parent = walk.Take(0);
+      const NodeId parent = walk.Cascade(at.id);
       AddVictim(plan, n, walk.ViaCascade(n.id));
       need.Count(n);
       if (parent != kNoNode) walk.Push(0, {at.a + (parent <= at.id ? 1u : 0u), 0, parent});

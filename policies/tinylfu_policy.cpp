@@ -21,6 +21,8 @@ namespace {
 // Sketch width and aging period, in multiples of the device capacity in pages (TinyLFU's
 // sample of about ten times the cache).
 constexpr int64_t kSketchPerPage = 10;
+// Victim pages estimated together when the offer reaches the next unestimated one.
+constexpr size_t kEstimateBatch = 32;
 
 class TinyLfuComposite final : public CachePolicy {
  public:
@@ -67,9 +69,9 @@ class TinyLfuComposite final : public CachePolicy {
     return preview_ != nullptr ? preview_->PreviewEviction(view, demand)
                                : base_->PlanEviction(view, demand);
   }
-  // Estimated frequencies of the pages the base policy would evict to cache the whole offer,
-  // in the order they would be displaced.
-  std::vector<uint32_t> VictimFrequencies(const CacheView& view, const DeviceOffer& offer) const;
+  // Keys of the pages the base policy would evict to cache the whole offer, in the order they
+  // would be displaced.
+  std::vector<PageKey> VictimKeys(const CacheView& view, const DeviceOffer& offer) const;
 
   std::string name_;
   std::unique_ptr<CachePolicy> base_;
@@ -77,8 +79,8 @@ class TinyLfuComposite final : public CachePolicy {
   mutable CountMinSketch sketch_;
 };
 
-std::vector<uint32_t> TinyLfuComposite::VictimFrequencies(const CacheView& view,
-                                                          const DeviceOffer& offer) const {
+std::vector<PageKey> TinyLfuComposite::VictimKeys(const CacheView& view,
+                                                  const DeviceOffer& offer) const {
   // The engine's demand if pages [0, offer.pages) were all admitted, reserve included.
   LaneDemand want = *offer.committed;
   if (offer.owners.empty()) {
@@ -88,12 +90,12 @@ std::vector<uint32_t> TinyLfuComposite::VictimFrequencies(const CacheView& view,
     for (int64_t& t : want.target)
       if (t > 0) ++t;
   }
-  std::vector<uint32_t> f;
+  std::vector<PageKey> keys;  // each victim's from its last page up
   for (NodeId v : Preview(view, want).victims) {
     const Node& n = view.tree.node(v);
-    for (auto k = n.keys.rbegin(); k != n.keys.rend(); ++k) f.push_back(sketch_.Estimate(*k));
+    keys.insert(keys.end(), n.keys.rbegin(), n.keys.rend());
   }
-  return f;
+  return keys;
 }
 
 int64_t TinyLfuComposite::AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const {
@@ -104,7 +106,7 @@ int64_t TinyLfuComposite::AdmitDevicePages(const CacheView& view, const DeviceOf
 }
 
 int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer& offer) const {
-  for (const PageKey& k : offer.keys) sketch_.Add(k);
+  sketch_.AddAll(offer.keys);
   const int64_t keyed_new = std::clamp<int64_t>(
       static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
   // Room per lane without evicting, after the pages the request needs anyway and the page the
@@ -118,7 +120,11 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
   for (int64_t& x : room) --x;
   for (int64_t j = keyed_new; j < offer.pages; ++j)  // the unkeyed tail page is allocated too
     --room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
-  std::vector<uint32_t> victims;  // computed once some page has to displace another
+  // The victims' keys are listed once some page has to displace another; their estimates are
+  // taken as the pages reach them, a batch at a time (the sketch does not change meanwhile),
+  // since the first refusal ends the offer.
+  std::vector<PageKey> victim_keys;
+  std::vector<uint32_t> victims;  // estimates of victim_keys[0, victims.size())
   bool previewed = false;
   size_t next_victim = 0;
   for (int64_t j = 0; j < keyed_new; ++j) {
@@ -128,10 +134,15 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
       continue;
     }
     if (!previewed) {
-      victims = VictimFrequencies(view, offer);
+      victim_keys = VictimKeys(view, offer);
       previewed = true;
     }
-    if (next_victim >= victims.size()) return j;
+    if (next_victim >= victim_keys.size()) return j;
+    if (next_victim == victims.size()) {
+      const size_t batch = std::min(kEstimateBatch, victim_keys.size() - victims.size());
+      sketch_.EstimateAll(std::span<const PageKey>(victim_keys).subspan(victims.size(), batch),
+                          victims);
+    }
     const uint32_t mine = sketch_.Estimate(offer.keys[static_cast<size_t>(offer.first_page + j)]);
     if (mine < victims[next_victim++]) return j;
   }

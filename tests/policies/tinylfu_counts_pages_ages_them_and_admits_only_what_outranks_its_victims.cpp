@@ -25,6 +25,29 @@ TEST_CASE("the sketch counts additions per key, saturates at 15 and halves every
   CHECK(big.Estimate(a) == CountMinSketch::kMax);
 }
 
+TEST_CASE("AddAll and EstimateAll count and estimate as Add and Estimate do key by key") {
+  // A narrow sketch (collisions) halving every 37 additions, fed runs of keys of every length
+  // around the fetch-ahead distance, repeats included; the two sketches must agree throughout.
+  CountMinSketch one(16, 37), all(16, 37);
+  std::vector<PageKey> keys;
+  for (uint64_t run = 0; run < 40; ++run) {
+    keys.clear();
+    for (uint64_t i = 0; i < run % 19; ++i)
+      keys.push_back(PageKey{(run * 7 + i * 3) % 23, static_cast<uint32_t>(i % 2)});
+    for (const PageKey& k : keys) one.Add(k);
+    all.AddAll(keys);
+    REQUIRE(all.additions() == one.additions());
+    REQUIRE(all.halvings() == one.halvings());
+    std::vector<uint32_t> got;
+    all.EstimateAll(keys, got);
+    REQUIRE(got.size() == keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) CHECK(got[i] == one.Estimate(keys[i]));
+    for (uint64_t b = 0; b < 23; ++b)
+      CHECK(all.Estimate(PageKey{b, 0}) == one.Estimate(PageKey{b, 0}));
+  }
+  CHECK(one.halvings() > 3);  // the runs crossed several halvings, some inside one AddAll
+}
+
 TEST_CASE(
     "lru+tinylfu refuses a page seen less often than its victim and admits it once it is not") {
   // One-page documents, 6 device pages: 4 documents cached, and every miss must displace one.
