@@ -126,13 +126,13 @@ bool IdList(const char** pp, const char* e, std::vector<uint64_t>* ids) {
 }
 
 #if defined(__SSE2__)
-// Bits of the 64 bytes at p: bit i set when p[i] is a comma, a space, a digit, a ']'.
+// Bits of the 64 bytes at p: bit i set when p[i] is a comma, a space, a digit, a '0', a ']'.
 struct ByteClasses {
-  uint64_t comma, space, digit, close;
+  uint64_t comma, space, digit, zero, close;
 };
 
 [[gnu::always_inline]] inline ByteClasses Classify64(const char* p) {
-  ByteClasses c{0, 0, 0, 0};
+  ByteClasses c{0, 0, 0, 0, 0};
   const __m128i kComma = _mm_set1_epi8(',');
   const __m128i kSpace = _mm_set1_epi8(' ');
   const __m128i kClose = _mm_set1_epi8(']');
@@ -147,6 +147,7 @@ struct ByteClasses {
     c.comma |= bits(_mm_cmpeq_epi8(v, kComma));
     c.space |= bits(_mm_cmpeq_epi8(v, kSpace));
     c.close |= bits(_mm_cmpeq_epi8(v, kClose));
+    c.zero |= bits(_mm_cmpeq_epi8(v, kZero));
     c.digit |= bits(_mm_cmpeq_epi8(_mm_max_epu8(d, kNine), kNine));
   }
   return c;
@@ -165,7 +166,10 @@ bool CanonicalIdList(const char** pp, const char* e, std::vector<uint64_t>* ids)
   uint64_t all = 0;
   uint64_t comma_carry = 0;  // the last byte of the previous block was a comma
   uint64_t space_carry = 1;  // an id starts at the first byte (as if after a space)
-  uint64_t out[32];          // a block's ids (an id takes 3 bytes or more here: at most 22)
+  // The ids of a few blocks, appended to *ids together (an id takes 3 bytes or more here: a
+  // block holds at most 22).
+  uint64_t out[256];
+  size_t k = 0;
   for (const char* blk = p; blk < e; blk += 64) {
     ByteClasses c;
     uint64_t valid = ~uint64_t{0};
@@ -188,21 +192,42 @@ bool CanonicalIdList(const char** pp, const char* e, std::vector<uint64_t>* ids)
     }
     comma_carry = c.comma >> 63;
     space_carry = c.space >> 63;
-    size_t k = 0;
+    if (k > 256 - 22) {
+      ids->insert(ids->end(), out, out + k);
+      k = 0;
+    }
+    // A leading zero: an id that starts with '0' and has a digit after it (for an id that starts
+    // at the block's last byte, the next block's first byte).
+    const uint64_t zero_starts = starts & c.zero;
+    if ((zero_starts & (c.digit >> 1)) != 0 ||
+        ((zero_starts >> 63) != 0 && blk + 64 < e && IsDigit(blk[64]))) {
+      break;
+    }
+    // Each id ends at the next comma or at the ']'; one that runs past the block has none here.
+    const uint64_t ends = (c.comma & valid) | close;
     bool ok = true;
     for (uint64_t m = starts; m != 0; m &= m - 1) {
-      const char* t = blk + __builtin_ctzll(m);
+      const int at = __builtin_ctzll(m);
+      const uint64_t rest = ends >> at;
+      const int len = rest != 0 ? __builtin_ctzll(rest) : 64;
+      const char* t = blk + at;
       uint64_t v = 0;
-      ok &= PlainInt(&t, e, 13, &v);  // false: a leading zero, or more than 13 digits
+      if (len <= 8 && e - t >= 8) {
+        uint64_t w;
+        std::memcpy(&w, t, 8);
+        v = SwarDigits(w - 0x3030303030303030ull, len);
+      } else {
+        ok &= PlainInt(&t, e, 13, &v);  // false: more than 13 digits
+      }
       out[k++] = v;
       all |= v;
     }
     if (!ok) break;
-    ids->insert(ids->end(), out, out + k);
     if (close != 0) {
       const char* end = blk + __builtin_ctzll(close);  // the ']'
       // The list ends with an id, not a separator (valid ends at a digit).
       if (!IsDigit(end[-1]) || all >= kIdLimit) break;
+      ids->insert(ids->end(), out, out + k);
       *pp = end + 1;
       return true;
     }
