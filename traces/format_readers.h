@@ -38,6 +38,11 @@ struct FileTrace {
 // `path` names the file in errors; `data` is its whole text.
 void ReadMooncake(const std::string& path, const std::string& data, const TraceOptions& opt,
                   FileTrace* out);
+// ReadMooncake without its fast path for the plain record shape: every record through the strict
+// scanner (RecordScanner). The same requests, ids and errors as ReadMooncake on any input; the
+// traces tests compare the two.
+void ReadMooncakeStrict(const std::string& path, const std::string& data, const TraceOptions& opt,
+                        FileTrace* out);
 void ReadKvTester(const std::string& path, const std::string& data, const TraceOptions& opt,
                   FileTrace* out);
 void ReadTokens(const std::string& path, const std::string& data, const TraceOptions& opt,
