@@ -1291,15 +1291,19 @@ class RankRun {
                int64_t request) {
     const double req_start = b_.MarkSeconds(start_mark);
     std::vector<MeasuredSpan> spans;  // op: index into ops_ until they move to done_
-    // A span is placed from the request's start and measured between its own two marks, so its
-    // length keeps the clock's resolution however far the request lies from the epoch.
+    // A mark is placed from the request's start (one mark, one place, so spans sharing a mark
+    // meet exactly); a span's length is measured between its own two marks, so it keeps the
+    // clock's resolution however far the request lies from the epoch.
+    auto place = [&](int mark) { return req_start + b_.MarkInterval(start_mark, mark); };
+    std::vector<double> lengths;
     for (PendingSpan& s : spans_) {
-      const double begin = req_start + b_.MarkInterval(start_mark, s.begin);
-      spans.push_back(MeasuredSpan{s.op, begin, begin + b_.MarkInterval(s.begin, s.end), s.layer,
-                                   request, std::move(s.phase)});
+      spans.push_back(
+          MeasuredSpan{s.op, place(s.begin), place(s.end), s.layer, request, std::move(s.phase)});
+      lengths.push_back(b_.MarkInterval(s.begin, s.end));
     }
     std::vector<bool> seen(ops_.size(), false);
-    for (const MeasuredSpan& s : spans) {
+    for (size_t k = 0; k < spans.size(); ++k) {
+      const MeasuredSpan& s = spans[k];
       if (!s.phase.empty()) continue;
       MeasuredOp& o = ops_[s.op];
       if (!seen[s.op]) {
@@ -1310,7 +1314,7 @@ class RankRun {
       }
       o.start_s = std::min(o.start_s, s.start_s);
       o.end_s = std::max(o.end_s, s.end_s);
-      o.seconds += s.end_s - s.start_s;
+      o.seconds += lengths[k];
     }
     for (size_t op : host_timed) {
       ops_[op].start_s = req_start;
