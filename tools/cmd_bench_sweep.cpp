@@ -99,6 +99,9 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       ("slot-runs", po::value<std::string>()->default_value("1"),
        "host copies: comma-separated run lengths R; for each, the copy grid with slots in runs of R "
        "adjacent pages (1: every page on its own random slot)")
+      ("backup-runs", po::value<std::string>()->default_value("4"),
+       "backups over a forward pass: comma-separated run lengths of their slots, a sample grid for "
+       "each (two or more let calibrate fit a cost per entry apart from the bytes)")
       ("set", po::value<std::vector<std::string>>()->composing(),
        "KEY=VALUE config setting after --config (repeatable), e.g. model.preset=glm-5")
       ("forward", po::value<std::string>()->default_value("synthetic"),
@@ -143,6 +146,7 @@ int CmdBenchSweep(int argc, const char* const* argv) {
         desc,
         {"kvlanes bench sweep --out M.json",
          "kvlanes bench sweep --tier-copy batch --slot-runs 1,4,32 --out M.json",
+         "kvlanes bench sweep --tier-copy batch --only backups --backup-runs 1,4,64 --out B.json",
          "kvlanes bench sweep --forward model --set model.preset=deepseek-v3.2 --out M.json",
          "kvlanes bench sweep --only pairs --forward synthetic --out PAIRS.json",
          "kvlanes bench sweep --ranks 2 --out RANKS2.json"});
@@ -225,9 +229,10 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     if (ce != "on" && ce != "off")
       throw InputError("", 0, "--cache-evict", "expected on or off, got '" + ce + "'");
     o.cache_evict = ce == "on";
-    o.slot_runs.clear();
-    {
-      std::stringstream ss(vm["slot-runs"].as<std::string>());
+    // A comma-separated list of run lengths in 1..max pages.
+    auto run_lengths = [&](const char* flag) {
+      std::vector<int64_t> out;
+      std::stringstream ss(vm[flag].as<std::string>());
       std::string item;
       while (std::getline(ss, item, ',')) {
         size_t used = 0;
@@ -239,12 +244,15 @@ int CmdBenchSweep(int argc, const char* const* argv) {
         }
         if (used != item.size() || v < 1 || v > o.max_pages)
           throw InputError(
-              "", 0, "--slot-runs",
+              "", 0, std::string("--") + flag,
               "'" + item + "' is not a run length in 1.." + std::to_string(o.max_pages));
-        o.slot_runs.push_back(v);
+        out.push_back(v);
       }
-      if (o.slot_runs.empty()) throw InputError("", 0, "--slot-runs", "empty list");
-    }
+      if (out.empty()) throw InputError("", 0, std::string("--") + flag, "empty list");
+      return out;
+    };
+    o.slot_runs = run_lengths("slot-runs");
+    o.backup_runs = run_lengths("backup-runs");
     o.forward = vm["forward"].as<std::string>();
     exec::kForwardModeNames.Parse(o.forward, "--forward");
     if (o.forward == "model" && (o.backend != "cuda" || o.ranks > 1))

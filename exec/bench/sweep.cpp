@@ -43,7 +43,6 @@ constexpr double kMaxGateSeconds = 50e-3;
 // run, 2.4-7.1 per backup run; docs/calibration.md), a forward layer of 50 us (the held-out plans
 // at --compute-scale 0.01 have 10-600 us) that writes the pages backed up, and beside it a packed
 // gather of each of SweepOptions::backup_gather_pages pages per layer (0: none).
-constexpr int64_t kBackupRunPages = 4;
 constexpr double kBackupForwardS = 50e-6;
 constexpr int64_t kBackupMaxPages = 512;
 
@@ -294,8 +293,9 @@ class Sweeper {
       for (const bool tail : {false, true}) {
         Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") +
                  ", gather of " + std::to_string(gp) + " pages beside it");
-        for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
-          BackupSamples(n, gp, tail, layout, mode);
+        for (const int64_t run : o_.backup_runs)
+          for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
+            BackupSamples(n, run, gp, tail, layout, mode);
       }
   }
 
@@ -638,15 +638,15 @@ class Sweeper {
     return {std::move(d), RandomSlots(rng_, geo_.host_slots, n)};
   }
 
-  // One `backup` sample per pool: n pages in runs of kBackupRunPages, `gather_pages` gathered per
-  // layer beside the forward pass (0: none).
-  void BackupSamples(int64_t n, int64_t gather_pages, bool tail, const std::string& layout,
-                     const std::string& mode) {
+  // One `backup` sample per pool: n pages in runs of `run`, `gather_pages` gathered per layer
+  // beside the forward pass (0: none).
+  void BackupSamples(int64_t n, int64_t run, int64_t gather_pages, bool tail,
+                     const std::string& layout, const std::string& mode) {
     const int pools = geo_.num_pools();
     std::vector<std::vector<double>> t(static_cast<size_t>(pools));
     const int64_t L = geo_.layers;
     for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
-      const auto [d, h] = RunSlots(n, kBackupRunPages);
+      const auto [d, h] = RunSlots(n, run);
       const GatherIndex g = PackedIdentityIndex(RandomSlots(rng_, geo_.device_slots, gather_pages));
       if (gather_pages > 0) b_.PrepareGather(g);
       std::vector<PageWrite> writes;
@@ -693,7 +693,7 @@ class Sweeper {
       }
       b_.ReleaseMarks();
     }
-    const int64_t runs = (n + kBackupRunPages - 1) / kBackupRunPages;
+    const int64_t runs = (n + run - 1) / run;
     for (int k = 0; k < pools; ++k) {
       nlohmann::ordered_json x = Stats("backup", t[static_cast<size_t>(k)]);
       x["schedule"] = tail ? "tail" : "per-layer";
@@ -702,7 +702,7 @@ class Sweeper {
       x["pages"] = n;
       x["layers"] = L;
       x["pool"] = geo_.pool_names[static_cast<size_t>(k)];
-      x["run_pages"] = kBackupRunPages;
+      x["run_pages"] = run;
       x["gather_pages"] = gather_pages;
       x["forward_s"] = kBackupForwardS;
       x["gate"] = o_.backup_gate;

@@ -67,6 +67,10 @@ struct SweepOptions {
   std::vector<int64_t> slot_runs = {1};
   // Backups over a forward pass (per-layer and tail, beside a gather): `backup` samples.
   bool backups = true;
+  // Their slots, for each value R: runs of R adjacent pages on both sides. With one value the
+  // entries grow with the bytes and calibrate fits no separate cost per entry; plans' backups of
+  // fresh pages are mostly one run.
+  std::vector<int64_t> backup_runs = {4};
   std::vector<int64_t> backup_gather_pages = {
       0, 1024, 2048};       // gather beside the forward pass (capped at max_pages)
   bool backup_gate = true;  // enqueue each pass behind the request gate (false: as the host goes,

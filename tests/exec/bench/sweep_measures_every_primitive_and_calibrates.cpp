@@ -126,6 +126,38 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
   CHECK(r.profile.layer_token_s == doctest::Approx(1e-6));  // no forward samples: from the base
 }
 
+// Backups at two slot run lengths: every sample grid once per length, with its run_pages, and
+// calibrate fits a cost per entry beside the bandwidth for both schedules.
+TEST_CASE("sweep: backups over several slot run lengths, and calibrate fits their entry cost") {
+  SweepOptions o = SmallSweep();
+  o.copies = false;
+  o.backup_runs = {1, 8};
+  o.backup_gather_pages = {0};
+  const nlohmann::ordered_json doc = RunSweep(o);
+  std::set<std::tuple<bool, std::string, int64_t, int64_t>> seen;  // tail, pool, pages, run
+  for (const auto& s : doc["samples"]) {
+    REQUIRE(s["kind"] == "backup");
+    const int64_t n = s["pages"], run = s["run_pages"];
+    CHECK(s["label"].get<std::string>().find("(" + std::to_string((n + run - 1) / run) +
+                                             " runs)") != std::string::npos);
+    seen.insert({s["schedule"] == "tail", s["pool"].get<std::string>(), n, run});
+  }
+  CHECK(seen.size() == 2 * 2 * 6 * 2);
+  for (const int64_t run : {1, 8}) CHECK(seen.count({true, "kv", 32, run}) == 1);
+  HardwareProfile base;
+  base.layer_base_s = 1e-5;
+  base.layer_token_s = 1e-6;
+  base.layer_attn_pair_s = 1e-10;
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(doc.dump(1), "backups.json"), &base, CalibrateOptions{});
+  std::set<std::string> params;
+  for (const auto& f : r.fits)
+    for (const auto& p : f.params) params.insert(p.first);
+  CHECK(params.count("backup_tail.entry_s") == 1);
+  CHECK(params.count("backup_per_layer.entry_s") == 1);
+  CHECK(r.profile.backup_tail.gbps > 0);
+}
+
 TEST_CASE(
     "sweep: several ranks measure the collectives and peer reads, and calibrate keeps the base's "
     "copies") {
