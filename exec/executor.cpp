@@ -179,7 +179,8 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
   for (const RequestPlan& r : e.requests)
     e.layer_busy_s.push_back(
         model.ComputeLayerS(r.computed_tokens, r.prefix_pages * g.page_tokens));
-  e.compute_model = {{"profile", profile.empty() ? "(none)" : profile},
+  e.compute_model = {{"forward", "synthetic"},
+                     {"profile", profile.empty() ? "(none)" : profile},
                      {"name", hw.name},
                      {"layer_base_s", hw.layer_base_s},
                      {"layer_token_s", hw.layer_token_s},

@@ -90,7 +90,7 @@ Plotter CheckPlotting(const std::string& out) {
 // records are one CP group's plan, and their op ids (request numbers counting within the
 // replica) repeat across replicas.
 Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path,
-                            double compute_scale, std::optional<int64_t> replica) {
+                            double compute_scale, bool synthetic, std::optional<int64_t> replica) {
   PlanFile plan = ReadPlanFile(plan_path);
   if (replica) {
     SelectReplica(plan.requests, *replica, plan_path);
@@ -112,8 +112,13 @@ Predictions PredictFromPlan(const std::string& plan_path, std::string profile_pa
                      "needed with --plan (the plan stores no hardware profile)");
   cfg.hardware.profile = profile_path;
   HardwareProfile hw = stored ? stored->profile : LoadHardwareProfile(profile_path);
-  // As `kvlanes exec --compute-scale`: the synthetic forward pass ran for this share of the model.
-  hw.ScaleCompute(compute_scale);
+  // As `kvlanes exec --compute-scale`: the synthetic forward pass ran for this share of the model,
+  // with the spin's own per-layer time and shares where the profile has them.
+  if (synthetic) {
+    hw.UseSyntheticForward(compute_scale);
+  } else {
+    hw.ScaleCompute(compute_scale);
+  }
   const CostModel model(hw, cfg, profile_path);
   return PredictPlan(model, cfg, plan.requests);
 }
@@ -133,17 +138,33 @@ CheckOptions CheckOptionsFrom(const po::variables_map& vm) {
 }
 
 // From --plan (predicted here, optionally written out) or from --predicted.
-Predictions LoadPredictions(const po::variables_map& vm, double compute_scale) {
+Predictions LoadPredictions(const po::variables_map& vm, double compute_scale, bool synthetic) {
   if (!vm.count("plan")) return ReadPredictions(vm["predicted"].as<std::string>());
   std::optional<int64_t> replica;
   if (vm.count("replica")) replica = vm["replica"].as<int64_t>();
   Predictions pred = PredictFromPlan(vm["plan"].as<std::string>(),
                                      vm.count("profile") ? vm["profile"].as<std::string>() : "",
-                                     compute_scale, replica);
+                                     compute_scale, synthetic, replica);
   if (vm.count("write-predicted"))
     WriteFileAtomically(vm["write-predicted"].as<std::string>(),
                         PredictionsToJson(pred).dump(1) + "\n");
   return pred;
+}
+
+// The forward pass to price: --forward, or with auto the measured run's (its context's
+// compute_model.forward is "model" for the proxy; a run without it used the synthetic pass).
+std::string ForwardOf(const po::variables_map& vm, const Measured& meas) {
+  const std::string f = vm["forward"].as<std::string>();
+  if (f != "auto" && f != "model" && f != "synthetic")
+    throw InputError("", 0, "--forward", "expected auto, model or synthetic, got '" + f + "'");
+  if (!vm.count("plan") && !vm["forward"].defaulted())
+    throw InputError("", 0, "--forward", "only with --plan");
+  if (f != "auto") return f;
+  const nlohmann::json& ctx = meas.context;
+  const bool model = ctx.is_object() && ctx.contains("compute_model") &&
+                     ctx["compute_model"].is_object() &&
+                     ctx["compute_model"].value("forward", std::string()) == "model";
+  return model ? "model" : "synthetic";
 }
 
 // Runs the plot script on the report's JSON: the --json file when given, else a temporary copy.
@@ -185,6 +206,10 @@ int CmdCheck(int argc, const char* const* argv) {
        "them); required when the plan holds several replicas")
       ("compute-scale", po::value<double>()->default_value(1.0),
        "with --plan: multiply the profile's compute terms, as `kvlanes exec --compute-scale` did")
+      ("forward", po::value<std::string>()->default_value("auto"),
+       "with --plan: the forward pass the run used, model or synthetic (priced with the profile's "
+       "compute.synthetic_layer_s and overlap_synthetic); auto: as the measured file's context "
+       "says")
       ("measured", po::value<std::string>(), "measured file of `kvlanes exec` (docs/calibration.md)")
       ("max-median", po::value<double>()->default_value(100 * d.max_median),
        "per kind: largest median APE, percent")
@@ -240,14 +265,16 @@ int CmdCheck(int argc, const char* const* argv) {
     Plotter plotter;
     if (vm.count("plot")) plotter = CheckPlotting(vm["plot"].as<std::string>());
 
-    Predictions pred = LoadPredictions(vm, compute_scale);
     const Measured meas = ReadMeasured(vm["measured"].as<std::string>());
+    const std::string forward = ForwardOf(vm, meas);
+    Predictions pred = LoadPredictions(vm, compute_scale, forward == "synthetic");
     const size_t not_run = KeepExecutedRequests(pred, meas);
     if (not_run > 0 && !vm["quiet"].as<bool>())
       std::printf("the run executed the first %lld requests: %zu later ones left out\n",
                   static_cast<long long>(*meas.requests_executed), not_run);
     const CheckReport report = RunCheck(pred, meas, opt);
     auto doc = CheckReportToJson(report);
+    if (vm.count("plan")) doc["forward"] = forward;
     if (vm.count("replica")) doc["replica"] = vm["replica"].as<int64_t>();
     const std::string json = doc.dump(1) + "\n";
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), json);

@@ -114,6 +114,7 @@ struct PairOp {
   double bytes = 0;
   std::string what;
   std::function<std::function<void()>()> make;
+  double busy_s = 0;  // a synthetic forward layer: its busy time (the spin's target)
 };
 
 // Per repeat of a pair run: each op's span and the time both ran at once.
@@ -440,6 +441,7 @@ class Sweeper {
     char what[64];
     std::snprintf(what, sizeof what, "synthetic forward layer of %g s", busy_s);
     PairOp op{"forward", Stream::kCompute, 0, what, {}};
+    op.busy_s = busy_s;
     op.make = [this, busy_s]() -> std::function<void()> {
       const int64_t l = RandomLayer();
       return [this, l, busy_s] { b_.ForwardLayer(Stream::kCompute, l, {}, busy_s); };
@@ -515,6 +517,7 @@ class Sweeper {
       x["victim_stream"] = kStreamNames.CName(v.stream);
       x["beside_stream"] = kStreamNames.CName(w.stream);
       x["forward"] = o_.forward;
+      if (v.busy_s > 0) x["forward_busy_s"] = v.busy_s;
       x["pair"] = pair;
       x["label"] = v.what + ", beside " + w.what;
       samples_.push_back(std::move(x));

@@ -736,27 +736,12 @@ void FitForward(Calibration& c) {
 constexpr double kMinShare = 0.01;
 constexpr double kMinOverlapFraction = 0.05;  // of the victim's pair time; less tells nothing
 
-void FitOverlap(Calibration& c) {
-  std::vector<const Sample*> all = OfKind(c.m, SampleKind::kOverlap);
-  if (all.empty()) {
-    if (c.base) {
-      c.profile().overlap = c.base->overlap;
-      if (!c.base->overlap.empty()) c.out.kept_from_base.push_back("overlap");
-    }
-    return;
-  }
-  // The forward pass beside which the samples were timed: one per profile.
-  std::set<std::string> modes;
-  for (const Sample* x : all) modes.insert(x->forward);
-  const std::string mode = PickOne(c.m, SampleKind::kOverlap, modes, c.opt.overlap_forward,
-                                   "forward", "--overlap-forward");
-  const size_t n_all = all.size();
-  std::erase_if(all, [&](const Sample* x) { return x->forward != mode; });
-  if (all.size() < n_all)
-    c.out.notes.push_back(std::to_string(n_all - all.size()) +
-                          " overlap samples beside another forward pass left out (kept '" + mode +
-                          "')");
-  // Pairs in the order OverlapKindNames lists them.
+// The shares of every pair of kinds in `all` (one forward mode), in the order OverlapKindNames
+// lists them; `prefix` names the fits ("overlap", "overlap_synthetic").
+std::vector<HardwareProfile::OverlapShare> FitShares(Calibration& c,
+                                                     const std::vector<const Sample*>& all,
+                                                     const std::string& prefix) {
+  std::vector<HardwareProfile::OverlapShare> shares;
   std::vector<std::pair<std::string, std::string>> pairs;
   for (const std::string& v : OverlapKindNames())
     for (const std::string& b : OverlapKindNames())
@@ -780,7 +765,7 @@ void FitOverlap(Calibration& c) {
       uu += u * u;
       used.push_back(x);
     }
-    const std::string group = "overlap." + v + "/" + b;
+    const std::string group = prefix + "." + v + "/" + b;
     if (no_overlap > 0)
       c.out.notes.push_back(group + ": " + std::to_string(no_overlap) +
                             " samples left out (the two ops ran at once for less than " +
@@ -797,10 +782,89 @@ void FitOverlap(Calibration& c) {
     if (same_engine) {
       r.note = "one copy engine: serialized by the schedule, not written";
     } else {
-      c.profile().overlap.push_back({v, b, share});
+      shares.push_back({v, b, share});
     }
     c.out.fits.push_back(std::move(r));
   }
+  return shares;
+}
+
+// The synthetic forward pass's time per layer beyond its busy time: the median over the samples
+// that time a spin layer alone against its busy time (0 when none give it).
+void FitSyntheticLayer(Calibration& c, const std::vector<const Sample*>& synthetic) {
+  std::vector<const Sample*> used;
+  std::vector<double> extra;
+  for (const Sample* x : synthetic)
+    if (x->victim == "forward" && x->forward_busy_s > 0) {
+      used.push_back(x);
+      extra.push_back(x->alone_s - x->forward_busy_s);
+    }
+  if (used.empty()) {
+    if (c.base && c.base->synthetic_layer_s > 0) {
+      c.profile().synthetic_layer_s = c.base->synthetic_layer_s;
+      c.out.kept_from_base.push_back("compute.synthetic_layer_s");
+    }
+    return;
+  }
+  std::vector<double> sorted = extra;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  const double med = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  const double layer = std::max(0.0, med);
+  std::vector<double> rel;
+  for (const Sample* x : used) rel.push_back((x->forward_busy_s + layer - x->alone_s) / x->alone_s);
+  FitReport r = Report("compute.synthetic_layer_s", used, rel);
+  r.params = {{"synthetic_layer_s", layer}};
+  c.profile().synthetic_layer_s = layer;
+  c.out.fits.push_back(std::move(r));
+}
+
+// The overlap list from the samples of one forward pass (--overlap-forward; the proxy's when
+// both were swept), and from the samples beside the synthetic spin, when there are any, its own
+// shares of the pairs with the forward pass (overlap_synthetic) and its per-layer excess.
+void FitOverlap(Calibration& c) {
+  std::vector<const Sample*> all = OfKind(c.m, SampleKind::kOverlap);
+  if (all.empty()) {
+    if (c.base) {
+      c.profile().overlap = c.base->overlap;
+      if (!c.base->overlap.empty()) c.out.kept_from_base.push_back("overlap");
+    }
+  }
+  std::vector<const Sample*> synthetic;
+  for (const Sample* x : all)
+    if (x->forward == "synthetic") synthetic.push_back(x);
+  if (synthetic.empty()) {
+    if (c.base && c.base->has_overlap_synthetic) {
+      c.profile().has_overlap_synthetic = true;
+      c.profile().overlap_synthetic = c.base->overlap_synthetic;
+      c.out.kept_from_base.push_back("overlap_synthetic");
+    }
+  } else {
+    std::vector<const Sample*> with_forward;
+    for (const Sample* x : synthetic)
+      if (x->victim == "forward" || x->beside == "forward") with_forward.push_back(x);
+    c.profile().has_overlap_synthetic = true;
+    c.profile().overlap_synthetic = FitShares(c, with_forward, "overlap_synthetic");
+  }
+  FitSyntheticLayer(c, synthetic);
+  if (all.empty()) return;
+  // The forward pass beside which the list's samples were timed: one per profile; the proxy's
+  // when both were swept and none is asked for (the spin's shares have their own list).
+  std::set<std::string> modes;
+  for (const Sample* x : all) modes.insert(x->forward);
+  std::string want = c.opt.overlap_forward;
+  if (want.empty() && modes.size() == 2 && modes.count("model") && modes.count("synthetic"))
+    want = "model";
+  const std::string mode =
+      PickOne(c.m, SampleKind::kOverlap, modes, want, "forward", "--overlap-forward");
+  const size_t n_all = all.size();
+  std::erase_if(all, [&](const Sample* x) { return x->forward != mode; });
+  if (all.size() < n_all)
+    c.out.notes.push_back(std::to_string(n_all - all.size()) +
+                          " overlap samples beside another forward pass left out of `overlap` "
+                          "(kept '" +
+                          mode + "')");
+  c.profile().overlap = FitShares(c, all, "overlap");
 }
 
 // ---------------------------------------------------------------- the whole profile

@@ -107,7 +107,7 @@ void ParseForward(const JsonCursor& s, Sample& x) {
 void ParseOverlap(const JsonCursor& s, Sample& x) {
   s.OnlyKeys({KV_COMMON, "victim", "beside", "alone_s", "overlap_s", "beside_s", "beside_alone_s",
               "victim_bytes", "beside_bytes", "victim_stream", "beside_stream", "forward",
-              "forward_shape", "pair"});
+              "forward_shape", "pair", "forward_busy_s"});
   const auto& kinds = OverlapKindNames();
   for (const auto& [key, field] :
        {std::pair{"victim", &Sample::victim}, std::pair{"beside", &Sample::beside}}) {
@@ -124,6 +124,17 @@ void ParseOverlap(const JsonCursor& s, Sample& x) {
       s.Key(k).Fail("must be at most " + std::to_string(kMaxSampleSeconds) + " s for one sample");
   if (s.Has("victim_bytes")) x.bytes = s.Key("victim_bytes").NumAtLeast(0, false);
   x.forward = ParseForwardMode(s);
+  if (s.Has("forward_busy_s")) {
+    x.forward_busy_s = s.Key("forward_busy_s").NumAtLeast(0, true);
+    if (x.forward_busy_s > kMaxSampleSeconds)
+      s.Key("forward_busy_s")
+          .Fail("must be at most " + std::to_string(kMaxSampleSeconds) + " s for one sample");
+    if (x.forward != "synthetic" || x.victim != "forward")
+      s.Key("forward_busy_s")
+          .Fail(
+              "only for a synthetic forward pass as the victim (forward 'synthetic', victim "
+              "'forward')");
+  }
 }
 
 void ParseFirstGather(const JsonCursor& s, Sample& x) {

@@ -77,6 +77,9 @@ struct Sample {
   // median_s is the victim's time in the pair run.
   std::string victim, beside;
   double alone_s = 0, overlap_s = 0, beside_s = 0;
+  // overlap with the synthetic forward pass as the victim: the spin's busy time per layer (the
+  // sweep's forward_busy_s; 0: not given).
+  double forward_busy_s = 0;
   // first_gather: the next layer's median time (median_s is the first layer's); bytes is what the
   // layer's pack reads from the pool (pages * one page-layer of every pool).
   double next_s = 0;

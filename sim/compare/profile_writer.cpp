@@ -118,6 +118,9 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  layer_base_s: " + Num(p.layer_base_s) + "\n";
   y += "  layer_token_s: " + Num(p.layer_token_s) + "\n";
   y += "  layer_attn_pair_s: " + Num(p.layer_attn_pair_s) + "\n";
+  if (p.synthetic_layer_s > 0)
+    y += FitComment(r, "compute.synthetic_layer_s", "  ") +
+         "  synthetic_layer_s: " + Num(p.synthetic_layer_s) + "\n";
   if (!p.compute_table.empty()) {
     y += FitComment(r, "compute.table", "  ");
     y += "  # per-layer seconds measured at (new_tokens, prefix_tokens); between and beyond the\n"
@@ -136,6 +139,14 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
     y += "\noverlap:\n";
     for (const auto& o : p.overlap)
       y += FitComment(r, "overlap." + o.victim + "/" + o.beside, "  ") +
+           "  - {victim: " + o.victim + ", beside: " + o.beside + ", share: " + Num(o.share) +
+           "}\n";
+  }
+  if (p.has_overlap_synthetic) {
+    y += "\noverlap_synthetic:";
+    y += p.overlap_synthetic.empty() ? " []\n" : "\n";
+    for (const auto& o : p.overlap_synthetic)
+      y += FitComment(r, "overlap_synthetic." + o.victim + "/" + o.beside, "  ") +
            "  - {victim: " + o.victim + ", beside: " + o.beside + ", share: " + Num(o.share) +
            "}\n";
   }

@@ -174,6 +174,10 @@ double RowRatio(const HardwareProfile& h, const HardwareProfile::ComputeRow& r, 
 }  // namespace
 
 double HardwareProfile::ComputeLayerS(double n, double p, double ranks) const {
+  return TableLayerS(n, p, ranks) + compute_extra_layer_s;
+}
+
+double HardwareProfile::TableLayerS(double n, double p, double ranks) const {
   const double linear = LinearLayerS(n, p, ranks);
   if (compute_table.empty() || !(n > 0)) return linear;
   // Between rows: linear in log(new tokens) (the GEMMs' efficiency steps are about ratios of
@@ -198,6 +202,16 @@ void HardwareProfile::ScaleCompute(double k) {
     for (double& s : r.layer_s) s *= k;
 }
 
+void HardwareProfile::UseSyntheticForward(double k) {
+  ScaleCompute(k);
+  compute_extra_layer_s = synthetic_layer_s;
+  if (!has_overlap_synthetic) return;
+  std::erase_if(overlap, [](const OverlapShare& o) {
+    return o.victim == "forward" || o.beside == "forward";
+  });
+  overlap.insert(overlap.end(), overlap_synthetic.begin(), overlap_synthetic.end());
+}
+
 const std::vector<std::string>& OverlapKindNames() {
   static const std::vector<std::string> kinds = {"h2d", "d2h", "gather", "forward", "device_copy"};
   return kinds;
@@ -211,12 +225,15 @@ double HardwareProfile::OverlapShareOf(const std::string& victim, const std::str
 
 namespace {
 
+std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YAML::Node& root,
+                                                       const std::string& key, bool forward_only);
+
 HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   Reader r{path};
   if (root.IsNull()) throw InputError(path, 0, "", "the hardware profile is empty (no keys)");
-  r.OnlyKeys(
-      root, "",
-      {"name", "source", "measured", "host_device", "device", "collectives", "compute", "overlap"});
+  r.OnlyKeys(root, "",
+             {"name", "source", "measured", "host_device", "device", "collectives", "compute",
+              "overlap", "overlap_synthetic"});
   HardwareProfile p;
   if (!root["name"]) r.Fail(root, "name", "missing");
   p.name = root["name"].Scalar();
@@ -279,7 +296,7 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   if (!cp) r.Fail(root, "compute", "missing");
   r.OnlyKeys(cp, "compute.",
              {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "measured", "model_preset",
-              "model_layers", "table"});
+              "model_layers", "table", "synthetic_layer_s"});
   p.compute_measured = cp["measured"] && cp["measured"].as<bool>();
   p.compute_model_preset = cp["model_preset"] ? cp["model_preset"].Scalar() : "";
   if (p.compute_measured && p.compute_model_preset.empty())
@@ -294,11 +311,30 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   p.layer_token_s = r.Num(cp, "layer_token_s", "compute.", false);
   p.layer_attn_pair_s = r.Num(cp, "layer_attn_pair_s", "compute.", false);
   if (const YAML::Node t = cp["table"]) p.compute_table = r.ComputeTable(t, p);
-  if (const YAML::Node ov = root["overlap"]) {
-    if (!ov.IsSequence()) r.Fail(ov, "overlap", "expected a list of {victim, beside, share}");
+  if (cp["synthetic_layer_s"]) {
+    p.synthetic_layer_s = r.Num(cp, "synthetic_layer_s", "compute.", false);
+    if (p.synthetic_layer_s > kMaxProfileSeconds)
+      r.Fail(cp["synthetic_layer_s"], "compute.synthetic_layer_s",
+             "must be at most 3600 s (kMaxProfileSeconds)");
+  }
+  p.overlap = ReadOverlap(r, root, "overlap", false);
+  if (root["overlap_synthetic"]) {
+    p.has_overlap_synthetic = true;
+    p.overlap_synthetic = ReadOverlap(r, root, "overlap_synthetic", true);
+  }
+  return p;
+}
+
+// The list under `key` (overlap, overlap_synthetic), or none; with `forward_only` every entry
+// must name the forward pass as victim or beside.
+std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YAML::Node& root,
+                                                       const std::string& key, bool forward_only) {
+  std::vector<HardwareProfile::OverlapShare> out;
+  if (const YAML::Node ov = root[key]) {
+    if (!ov.IsSequence()) r.Fail(ov, key, "expected a list of {victim, beside, share}");
     for (size_t i = 0; i < ov.size(); ++i) {
       const YAML::Node o = ov[i];
-      const std::string pre = "overlap[" + std::to_string(i) + "].";
+      const std::string pre = key + "[" + std::to_string(i) + "].";
       r.OnlyKeys(o, pre, {"victim", "beside", "share"});
       HardwareProfile::OverlapShare s;
       for (const auto& [key, field] :
@@ -314,13 +350,17 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
       }
       s.share = r.Num(o, "share", pre, true);
       if (s.share > 1) r.Fail(o["share"], pre + "share", "expected 0 < share <= 1");
-      for (const auto& e : p.overlap)
+      if (forward_only && s.victim != "forward" && s.beside != "forward")
+        r.Fail(o, pre + "victim",
+               "a synthetic share names the forward pass (victim or beside forward), not " +
+                   s.victim + " beside " + s.beside);
+      for (const auto& e : out)
         if (e.victim == s.victim && e.beside == s.beside)
           r.Fail(o, pre + "victim", "duplicate pair " + s.victim + " beside " + s.beside);
-      p.overlap.push_back(std::move(s));
+      out.push_back(std::move(s));
     }
   }
-  return p;
+  return out;
 }
 
 }  // namespace

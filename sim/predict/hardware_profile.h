@@ -99,8 +99,22 @@ struct HardwareProfile {
   // One layer's forward pass on each of `ranks` ranks: LinearLayerS times the table's ratio at
   // (new_tokens / ranks, prefix_tokens), the ratio 1 without a table.
   double ComputeLayerS(double new_tokens, double prefix_tokens, double ranks) const;
+  // ComputeLayerS without compute_extra_layer_s: the linear terms times the table's ratio.
+  double TableLayerS(double new_tokens, double prefix_tokens, double ranks) const;
   // Every compute time times `k` (the linear terms and the table; --compute-scale).
   void ScaleCompute(double k);
+  // Optional (YAML compute.synthetic_layer_s): the synthetic forward pass (`kvlanes exec --forward
+  // synthetic`: one spin kernel per layer, busy for the modelled time) takes this much longer than
+  // its busy time per layer (launch, block start-up). Fitted by `kvlanes calibrate` from pairs
+  // swept with `--forward synthetic` (the spin layer alone against its busy time). 0: not fitted.
+  double synthetic_layer_s = 0;
+  // Added to every ComputeLayerS: synthetic_layer_s once UseSyntheticForward is called, else 0.
+  double compute_extra_layer_s = 0;
+  // Prices a run of the synthetic forward pass at `k` of the modelled compute (`kvlanes check` of
+  // a measured file of `--forward synthetic`, docs/cost_model.md "The synthetic forward pass"):
+  // ScaleCompute(k), each layer plus synthetic_layer_s, and, when the profile has
+  // overlap_synthetic, its shares replace every overlap pair with the forward pass.
+  void UseSyntheticForward(double k);
   // Optional (YAML overlap: list of {victim, beside, share}): while an operation of kind
   // `victim` runs at the same time as one of kind `beside` (on another stream), it proceeds at
   // `share` (0 < share <= 1) of the rate it has alone. Kinds: OverlapKindNames(). A pair not
@@ -113,6 +127,12 @@ struct HardwareProfile {
     double share = 1;
   };
   std::vector<OverlapShare> overlap;
+  // Optional (YAML overlap_synthetic, same form): the shares of the pairs with the forward pass
+  // when that pass is the synthetic spin, which holds SMs but moves no memory (so copies and
+  // gathers beside it keep nearly their whole rate). Fitted from pairs swept with `--forward
+  // synthetic`; used only by UseSyntheticForward. Every entry names the forward pass.
+  std::vector<OverlapShare> overlap_synthetic;
+  bool has_overlap_synthetic = false;  // the key was given (an empty list: every share 1)
   // The share of `victim` beside `beside` (1 when not listed).
   double OverlapShareOf(const std::string& victim, const std::string& beside) const;
 

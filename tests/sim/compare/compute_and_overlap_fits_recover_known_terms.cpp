@@ -182,21 +182,98 @@ TEST_CASE("overlap shares: recovered per pair from noisy pair samples, written a
   for (const auto& o : r.profile.overlap) CHECK(back.OverlapShareOf(o.victim, o.beside) == o.share);
 }
 
-TEST_CASE("overlap shares: pairs beside two forward passes need --overlap-forward") {
+TEST_CASE(
+    "overlap shares: beside the proxy and the spin, the list is the proxy's and the spin's "
+    "pairs with the forward pass get their own") {
   const HardwareProfile truth = TruthProfile();
   Noise noise(10, 0.01);
   nlohmann::json samples = PairSamples(noise, "model");
-  for (auto& x : PairSamples(noise, "synthetic")) {
-    x["alone_s"] = x["alone_s"].get<double>() * 0.5;  // a different machine state, say
-    samples.push_back(x);
+  // Beside the spin: every pair with the forward pass shares 0.95 (it moves no memory); the
+  // copies' pairs with each other as with the proxy.
+  for (const auto& [pair, share] : kShares) {
+    const bool fwd = pair.first == "forward" || pair.second == "forward";
+    for (double alone : {2e-5, 3e-4, 4e-3})
+      for (double frac : {0.3, 0.7, 1.0}) {
+        nlohmann::json x = PairSample(pair.first, pair.second, alone, frac, fwd ? 0.95 : share,
+                                      noise(), "synthetic");
+        if (pair.first == "forward") x["forward_busy_s"] = alone - 3e-6;  // 3 us a layer more
+        samples.push_back(x);
+      }
   }
   const Measurements m = ParseMeasurements(Doc(samples).dump(1), "both.json");
-  CHECK_THROWS_WITH(Calibrate(m, &truth, CalibrateOptions{}),
-                    doctest::Contains("choose one with --overlap-forward"));
-  CalibrateOptions opt;
-  opt.overlap_forward = "model";
-  const CalibrationResult r = Calibrate(m, &truth, opt);
+  const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
   CHECK(r.profile.OverlapShareOf("gather", "forward") == doctest::Approx(0.3).epsilon(0.02));
+  CHECK(r.profile.OverlapShareOf("h2d", "gather") == doctest::Approx(0.8).epsilon(0.02));
+  REQUIRE(r.profile.has_overlap_synthetic);
+  // Only the pairs with the forward pass: h2d/forward, forward/h2d, gather/forward.
+  REQUIRE(r.profile.overlap_synthetic.size() == 3);
+  for (const auto& o : r.profile.overlap_synthetic) {
+    CAPTURE(o.victim);
+    CAPTURE(o.beside);
+    CHECK((o.victim == "forward" || o.beside == "forward"));
+    CHECK(o.share == doctest::Approx(0.95).epsilon(0.02));
+  }
+  CHECK(r.profile.synthetic_layer_s == doctest::Approx(3e-6).epsilon(0.05));
+  // The other choice is still there: the list from the spin's samples.
+  CalibrateOptions opt;
+  opt.overlap_forward = "synthetic";
+  const CalibrationResult s = Calibrate(m, &truth, opt);
+  CHECK(s.profile.OverlapShareOf("gather", "forward") == doctest::Approx(0.95).epsilon(0.02));
+
+  // Written and read back; priced as a synthetic run, the spin's shares and per-layer time
+  // replace the proxy's, and a run of the proxy keeps them.
+  const HardwareProfile back = ParseHardwareProfile(ProfileToYaml(r, "both.json"), "both.yaml");
+  REQUIRE(back.has_overlap_synthetic);
+  CHECK(back.overlap_synthetic.size() == 3);
+  CHECK(back.synthetic_layer_s == r.profile.synthetic_layer_s);
+  HardwareProfile spin = back;
+  spin.UseSyntheticForward(0.01);
+  CHECK(spin.OverlapShareOf("gather", "forward") == doctest::Approx(0.95).epsilon(0.02));
+  CHECK(spin.OverlapShareOf("h2d", "gather") == back.OverlapShareOf("h2d", "gather"));
+  CHECK(spin.OverlapShareOf("d2h", "forward") == 1);  // not swept beside the spin
+  CHECK(spin.ComputeLayerS(1000, 4000, 1) ==
+        doctest::Approx(0.01 * back.ComputeLayerS(1000, 4000, 1) + back.synthetic_layer_s));
+  HardwareProfile proxy = back;
+  proxy.ScaleCompute(1);
+  CHECK(proxy.ComputeLayerS(1000, 4000, 1) == back.ComputeLayerS(1000, 4000, 1));
+  CHECK(proxy.OverlapShareOf("gather", "forward") == doctest::Approx(0.3).epsilon(0.02));
+}
+
+TEST_CASE("a profile without the spin's terms prices a synthetic run as the scaled model") {
+  HardwareProfile p = TruthProfile();
+  p.overlap = {{"gather", "forward", 0.4}, {"h2d", "d2h", 0.8}};
+  HardwareProfile spin = p;
+  spin.UseSyntheticForward(0.01);
+  HardwareProfile scaled = p;
+  scaled.ScaleCompute(0.01);
+  CHECK(spin.ComputeLayerS(2000, 8000, 1) == scaled.ComputeLayerS(2000, 8000, 1));
+  CHECK(spin.OverlapShareOf("gather", "forward") == 0.4);
+  // An empty list given: every pair with the forward pass shares nothing beside the spin.
+  p.has_overlap_synthetic = true;
+  p.UseSyntheticForward(0.01);
+  CHECK(p.OverlapShareOf("gather", "forward") == 1);
+  CHECK(p.OverlapShareOf("h2d", "d2h") == 0.8);
+}
+
+TEST_CASE("overlap_synthetic and forward_busy_s: bad entries name the field") {
+  CalibrationResult r;
+  r.profile = TruthProfile();
+  const std::string yaml = ProfileToYaml(r, "truth");
+  CHECK_NOTHROW(ParseHardwareProfile(
+      yaml + "overlap_synthetic:\n  - {victim: gather, beside: forward, share: 0.9}\n", "ok.yaml"));
+  CHECK_THROWS_WITH(
+      ParseHardwareProfile(
+          yaml + "overlap_synthetic:\n  - {victim: h2d, beside: d2h, share: 0.9}\n", "bad.yaml"),
+      doctest::Contains("overlap_synthetic[0].victim: a synthetic share names the forward pass"));
+  CHECK_THROWS_WITH(
+      ParseHardwareProfile(
+          yaml + "overlap_synthetic:\n  - {victim: forward, beside: d2h, share: 1.5}\n",
+          "bad.yaml"),
+      doctest::Contains("overlap_synthetic[0].share"));
+  nlohmann::json x = PairSample("h2d", "forward", 1e-4, 0.5, 0.9, 1, "model");
+  x["forward_busy_s"] = 1e-4;
+  CHECK_THROWS_WITH(ParseMeasurements(Doc(nlohmann::json::array({x})).dump(1), "pairs.json"),
+                    doctest::Contains("forward_busy_s: only for a synthetic forward pass"));
 }
 
 TEST_CASE("overlap samples: bad kinds and missing times name the line and field") {
