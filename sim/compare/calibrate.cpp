@@ -792,6 +792,12 @@ std::vector<HardwareProfile::OverlapShare> FitShares(Calibration& c,
 // The synthetic forward pass's time per layer beyond its busy time: the median over the samples
 // that time a spin layer alone against its busy time (0 when none give it).
 void FitSyntheticLayer(Calibration& c, const std::vector<const Sample*>& synthetic) {
+  const auto keep_base = [&c] {
+    if (c.base && c.base->synthetic_layer_s > 0) {
+      c.profile().synthetic_layer_s = c.base->synthetic_layer_s;
+      c.out.kept_from_base.push_back("compute.synthetic_layer_s");
+    }
+  };
   std::vector<const Sample*> used;
   std::vector<double> extra;
   for (const Sample* x : synthetic)
@@ -799,18 +805,19 @@ void FitSyntheticLayer(Calibration& c, const std::vector<const Sample*>& synthet
       used.push_back(x);
       extra.push_back(x->alone_s - x->forward_busy_s);
     }
-  if (used.empty()) {
-    if (c.base && c.base->synthetic_layer_s > 0) {
-      c.profile().synthetic_layer_s = c.base->synthetic_layer_s;
-      c.out.kept_from_base.push_back("compute.synthetic_layer_s");
-    }
-    return;
-  }
+  if (used.empty()) return keep_base();
   std::vector<double> sorted = extra;
   std::sort(sorted.begin(), sorted.end());
   const size_t n = sorted.size();
   const double med = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  const double layer = std::max(0.0, med);
+  if (!(med >= 0)) {
+    // A pass shorter than its busy time did not spin for it (the host backend's does not).
+    c.out.notes.push_back("compute.synthetic_layer_s: " + std::to_string(used.size()) +
+                          " samples left out (the synthetic forward layer took less than its busy "
+                          "time: it did not spin)");
+    return keep_base();
+  }
+  const double layer = med;
   std::vector<double> rel;
   for (const Sample* x : used) rel.push_back((x->forward_busy_s + layer - x->alone_s) / x->alone_s);
   FitReport r = Report("compute.synthetic_layer_s", used, rel);
