@@ -92,6 +92,13 @@ TEST_CASE("compute table: measured at its points, interpolated between them by h
   CHECK(h.ComputeLayerS(800, 0, 1) == doctest::Approx(8e-4));
   // Two ranks: the ratio at n / 2 per rank (200 -> 2 at p = 500), the linear form's n / 2 work.
   CHECK(h.ComputeLayerS(400, 500, 2) == doctest::Approx(4e-4));
+  // With an attention term the linear form bends in p, but along a row the seconds stay linear
+  // between the points: 3e-4 half way (a ratio interpolated between the points, 1.333 and 0.348,
+  // times the linear form's 6.5e-4 would give 5.46e-4).
+  HardwareProfile attn = h;
+  attn.layer_attn_pair_s = 1e-8;
+  CHECK(attn.ComputeLayerS(100, 500, 1) == doctest::Approx(3e-4));
+  CHECK(attn.ComputeLayerS(100, 250, 1) == doctest::Approx(2.5e-4));
   // No table: the linear form.
   HardwareProfile lin = h;
   lin.compute_table.clear();
