@@ -239,6 +239,14 @@ class RankBackend {
   // and keeps the device busy for at least busy_s (the host backend only writes).
   virtual void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages,
                             double busy_s) = 0;
+  // Stages the list of `pages` that the pattern writes of ForwardLayer and ModelForwardLayer use
+  // (an upload on `s`, once per list), so that the executor can place it before the span it
+  // times: the list is verification bookkeeping, not forward-pass work. ForwardLayer stages a
+  // list it has not seen itself. Default: nothing to stage.
+  virtual void StageForwardWrites(Stream s, std::span<const PageWrite> pages) {
+    (void)s;
+    (void)pages;
+  }
   // The forward-pass proxy (--forward model): PrepareForward once per request, then
   // ModelForwardLayer per layer instead of ForwardLayer: the proxy's layer over the layer's kv
   // region of the dense buffer (a gather of work.prefix_pages pages), then the pattern of

@@ -309,23 +309,26 @@ class CudaBackend : public RankBackend {
     reduced_.clear();
   }
 
+  void StageForwardWrites(Stream s, std::span<const PageWrite> pages) override {
+    // Every layer of a request writes the same pages: upload their list to the device once.
+    if (forward_key_.first == pages.data() && forward_key_.second == pages.size()) return;
+    std::vector<PageTag> tags;
+    std::vector<int32_t> slots;
+    for (const PageWrite& w : pages) {
+      tags.push_back(w.tag);
+      slots.push_back(w.slot);
+    }
+    forward_tags_ =
+        static_cast<const PageTag*>(ToDevice(tags.data(), tags.size() * sizeof(PageTag), S(s)));
+    forward_slots_ =
+        static_cast<const int32_t*>(ToDevice(slots.data(), slots.size() * sizeof(int32_t), S(s)));
+    forward_key_ = {pages.data(), pages.size()};
+  }
+
   void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages,
                     double busy_s) override {
     ChunkSet set = PoolChunks();
-    // Every layer of a request writes the same pages: upload their list to the device once.
-    if (forward_key_.first != pages.data() || forward_key_.second != pages.size()) {
-      std::vector<PageTag> tags;
-      std::vector<int32_t> slots;
-      for (const PageWrite& w : pages) {
-        tags.push_back(w.tag);
-        slots.push_back(w.slot);
-      }
-      forward_tags_ =
-          static_cast<const PageTag*>(ToDevice(tags.data(), tags.size() * sizeof(PageTag), S(s)));
-      forward_slots_ =
-          static_cast<const int32_t*>(ToDevice(slots.data(), slots.size() * sizeof(int32_t), S(s)));
-      forward_key_ = {pages.data(), pages.size()};
-    }
+    StageForwardWrites(s, pages);
     set.tags = forward_tags_;
     set.pages = forward_slots_;
     set.num_items = static_cast<int64_t>(pages.size());

@@ -35,6 +35,9 @@ class ForwardingBackend : public RankBackend {
   void ForwardLayer(Stream s, int64_t l, std::span<const PageWrite> p, double busy) override {
     b_->ForwardLayer(s, l, p, busy);
   }
+  void StageForwardWrites(Stream s, std::span<const PageWrite> p) override {
+    b_->StageForwardWrites(s, p);
+  }
   void PrepareForward(const ForwardWork& w) override { b_->PrepareForward(w); }
   void ModelForwardLayer(Stream s, int64_t l, std::span<const PageWrite> p) override {
     b_->ModelForwardLayer(s, l, p);

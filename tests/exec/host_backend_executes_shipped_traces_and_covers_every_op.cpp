@@ -760,7 +760,54 @@ class CoarsePlacement : public ForwardingBackend {
   }
 };
 
+// Records, on the compute stream, the marks, the staging of a page list and the forward layers.
+class StagingWatch : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  std::vector<std::string> log;
+  int Mark(Stream s) override {
+    if (s == Stream::kCompute) log.push_back("mark");
+    return b_->Mark(s);
+  }
+  void StageForwardWrites(Stream s, std::span<const PageWrite> p) override {
+    if (s == Stream::kCompute) log.push_back("stage " + Key(p));
+    b_->StageForwardWrites(s, p);
+  }
+  void ForwardLayer(Stream s, int64_t l, std::span<const PageWrite> p, double busy) override {
+    if (s == Stream::kCompute) log.push_back("forward " + Key(p));
+    b_->ForwardLayer(s, l, p, busy);
+  }
+
+ private:
+  static std::string Key(std::span<const PageWrite> p) {
+    return std::to_string(reinterpret_cast<uintptr_t>(p.data())) + "/" + std::to_string(p.size());
+  }
+};
+
 }  // namespace
+
+// The pattern's page list of a request is staged before the mark that opens each forward layer's
+// span, so what a compute op times is the layer alone (as `bench sweep` times one).
+TEST_CASE("the forward layer's page list is staged outside the span its compute op times") {
+  const ReplayConfig cfg = SmallConfig(1, {"cache.device_pages_per_lane=3000"});
+  const ExecPlan plan =
+      MakeExecPlan(ReplayPlan("traces/kvtester_trace_0034.json", cfg, 12), "(memory)", "", -1);
+  const std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(plan.geo);
+  StagingWatch b(MakeHostBackend(plan.geo, *seg, 0, 60));
+  ExecOptions eo;
+  eo.warmup = 0;
+  ExecuteRank(plan, b, eo);
+  int layers = 0;
+  for (size_t i = 0; i < b.log.size(); ++i) {
+    if (b.log[i].rfind("forward ", 0) != 0) continue;
+    ++layers;
+    CAPTURE(i);
+    REQUIRE(i >= 2);
+    CHECK(b.log[i - 1] == "mark");
+    CHECK(b.log[i - 2] == "stage " + b.log[i].substr(8));
+  }
+  CHECK(layers >= 12);
+}
 
 // An op's length is measured between its own marks, so a coarse placement of marks does not
 // round it: every timed op of a host run (microseconds each) keeps a length that is no whole
