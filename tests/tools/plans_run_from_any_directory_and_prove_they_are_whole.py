@@ -39,10 +39,19 @@ check(r.returncode == 0, "exec runs the plan from another directory: " + r.stder
 if r.returncode == 0:
     m = json.load(open(os.path.join(elsewhere, "m.json")))
     check(m["context"]["compute_model"]["name"] == "8xh200-nccl-model", "exec priced compute with the stored profile")
+    check(m["context"]["compute_model"]["forward"] == "synthetic", "exec records the synthetic forward pass")
 r = subprocess.run([kvlanes, "check", "--plan", plan, "--measured", "m.json", "--allow-missing",
-                    "--write-predicted", "p.json"], cwd=elsewhere, capture_output=True, text=True)
+                    "--write-predicted", "p.json", "--json", "c.json"], cwd=elsewhere, capture_output=True,
+                   text=True)
 check(r.returncode in (0, 1) and os.path.exists(os.path.join(elsewhere, "p.json")),
       "check predicts the plan from another directory: " + r.stderr.strip())
+if os.path.exists(os.path.join(elsewhere, "c.json")):
+    check(json.load(open(os.path.join(elsewhere, "c.json")))["forward"] == "synthetic",
+          "check priced the forward pass the measured file names")
+r = subprocess.run([kvlanes, "check", "--plan", plan, "--measured", "m.json", "--forward", "sideways"],
+                   cwd=elsewhere, capture_output=True, text=True)
+check(r.returncode == 2 and "--forward: expected auto, model or synthetic" in r.stderr,
+      "check refuses an unknown --forward: " + r.stderr.strip())
 if os.path.exists(os.path.join(elsewhere, "p.json")):
     check(json.load(open(os.path.join(elsewhere, "p.json")))["profile"] == "8xh200-nccl-model",
           "check used the stored profile")
