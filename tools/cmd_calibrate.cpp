@@ -128,7 +128,9 @@ int CmdCalibrate(int argc, const char* const* argv) {
       ("model-preset", po::value<std::string>(),
        "forward samples: fit the compute terms to the samples of this model preset")
       ("overlap-forward", po::value<std::string>(),
-       "overlap samples: fit the shares to the pairs timed beside this forward pass (model | synthetic)")
+       "overlap samples: fit the overlap list to the pairs timed beside this forward pass (model | "
+       "synthetic; default: model when both were swept). The pairs beside the synthetic spin also "
+       "give overlap_synthetic and compute.synthetic_layer_s")
       ("compute-form", po::value<std::string>()->default_value("table"),
        "forward samples: table (the linear terms and the measured points as compute.table, "
        "interpolated between them) | linear (the linear terms alone)")
