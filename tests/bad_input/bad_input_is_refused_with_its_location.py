@@ -34,16 +34,23 @@ plan_lines = open(path("plan.jsonl")).read().splitlines()
 header = json.loads(plan_lines[0])
 subprocess.check_call([kvlanes, "exec", "--plan", path("plan.jsonl"), "--backend", "host", "-q",
                        "--timeout-s", "20", "--out", path("measured.json")])
+# The same settings on the aligned-prefix trace, whose requests gather prefixes (the excerpt's
+# first 30 do not): for the gather op's cases.
+subprocess.check_call([kvlanes, "replay", os.path.join(src, "traces/aligned_prefixes.jsonl"), "-q",
+                       "--plan", path("gather_plan.jsonl")] + SMALL)
+gather_plan_lines = open(path("gather_plan.jsonl")).read().splitlines()
 
 
-def plan_with(name, header_fn=None, line_fn=None, raw=None):
-    """A copy of the valid plan with its header (a dict) and/or its request lines changed."""
+def plan_with(name, header_fn=None, line_fn=None, raw=None, base=None):
+    """A copy of the valid plan (or of `base`, a plan's lines) with its header (a dict) and/or its
+    request lines changed."""
     if raw is not None:
         return write(name, raw)
-    h = json.loads(plan_lines[0])
+    base = base or plan_lines
+    h = json.loads(base[0])
     if header_fn:
         header_fn(h)
-    lines = [json.dumps(h)] + plan_lines[1:]
+    lines = [json.dumps(h)] + base[1:]
     if line_fn:
         lines = line_fn(lines)
     return write(name, "\n".join(lines) + "\n")
@@ -145,7 +152,7 @@ def first_run(kind, list_key="page_runs"):
     """(pred, edit) for the first request with an op of `kind` holding a run: edit(run) changes
     that op's first run [first tuple..., count] in place (docs/plan.md, "Page runs")."""
     def ops(r):
-        return [op for op in r["ops"] if op["kind"] == kind and op.get(list_key)]
+        return [op for op in r.get("ops", []) if op["kind"] == kind and op.get(list_key)]
     def edit_with(fn):
         return lambda r: fn(ops(r)[0][list_key][0])
     return (lambda r: bool(ops(r))), edit_with
@@ -177,15 +184,19 @@ for what, pred, fn, needles in [
      ["slot_runs: run 0: count -1, expected 1 or more"]),
     ("plan compute run stepping past slot 2^32-1", compute_pred, compute_edit(overflow_slot),
      ["page_runs: run 0: slot runs from 4294967294 past 4294967295"]),
-    ("plan gather run of count 2^40 (beyond the line's tuple limit)", gather_pred, gather_edit(set_count(2**40)),
-     ["page_runs: run 0: count 1099511627776", "kMaxPlanLinePages"]),
-    ("plan gather runs that do not add up to prefix_pages", gather_pred,
-     gather_edit(lambda run: run.__setitem__(-1, run[-1] + 1)), ["page_runs: the runs hold", "prefix_pages says"]),
     ("plan compute run without its count", compute_pred, compute_edit(lambda run: run.pop()),
      ["page_runs: run 0: expected [pos, owner, slot, extent, count] of integers"]),
 ]:
     p, out = exec_plan(plan_with("req_case.jsonl", line_fn=edit_request(pred, fn)))
-    expect_refused(what, p, out, "req_case.jsonl", *needles)
+    expect_refused(what, p, out, "req_case.jsonl:", *needles)
+for what, pred, fn, needles in [
+    ("plan gather run of count 2^40 (beyond the line's tuple limit)", gather_pred, gather_edit(set_count(2**40)),
+     ["page_runs: run 0: count 1099511627776", "kMaxPlanLinePages"]),
+    ("plan gather runs that do not add up to prefix_pages", gather_pred,
+     gather_edit(lambda run: run.__setitem__(-1, run[-1] + 1)), ["page_runs: the runs hold", "prefix_pages says"]),
+]:
+    p, out = exec_plan(plan_with("gather_case.jsonl", line_fn=edit_request(pred, fn), base=gather_plan_lines))
+    expect_refused(what, p, out, "gather_case.jsonl:", *needles)
 
 # The same plan as format version 2 (each run expanded into its tuples, docs/plan.md "Changes
 # from version 2"): still read, and it runs.

@@ -63,13 +63,14 @@ TEST_CASE("the plan stream round-trips: write, read, equal") {
 
 namespace {
 
-// A replay of the excerpt with a host tier and write-back (cp 4), so that every op kind appears.
-ReplayConfig EveryOpConfig() {
+// A replay of the excerpt with a host tier (cp 4): write_back writes evictions, write-backs,
+// load-backs and gathers; write_through backups instead of write-backs.
+ReplayConfig EveryOpConfig(const std::string& write_policy = "write_back") {
   ReplayConfig cfg;
   ApplyConfigSetting("cache.cp_size=4", cfg);
   ApplyConfigSetting("cache.device_pages_per_lane=2000", cfg);
   ApplyConfigSetting("cache.host_pages_per_lane=3000", cfg);
-  ApplyConfigSetting("cache.write_policy=write_back", cfg);
+  ApplyConfigSetting("cache.write_policy=" + write_policy, cfg);
   return cfg;
 }
 
@@ -154,62 +155,69 @@ std::string AsVersion2(const std::string& v3) {
 
 TEST_CASE(
     "a replay's plan file, read back, is the replay's plan; its page lists are maximal runs") {
-  const ReplayConfig cfg = EveryOpConfig();
-  std::vector<RequestPlan> recorded;
-  const std::string text = ReplayPlanText(cfg, recorded);
-  const TempFile file(text);
-  const PlanFile pf = ReadPlanFile(file.path());
-  CHECK(pf.header["kvlanes_plan"] == 3);
-  REQUIRE(pf.requests.size() == recorded.size());
-  for (size_t i = 0; i < recorded.size(); ++i) CHECK(pf.requests[i] == recorded[i]);
-  // Every page list is written as runs, each maximal: no run continues the one before it, and a
-  // count is at least 1. The runs sum to the tuples the in-memory plan holds.
-  std::istringstream in(text);
-  std::string line;
-  std::getline(in, line);  // header
-  int64_t tuples = 0, runs = 0, longer = 0;
   std::map<std::string, int64_t> runs_of;
-  for (size_t i = 0; i < recorded.size(); ++i) {
-    REQUIRE(std::getline(in, line));
-    CHECK(line.find("\"pages\":[") == std::string::npos);
-    CHECK(line.find("\"slots\":") == std::string::npos);
-    const nlohmann::json j = nlohmann::json::parse(line);
-    for (const auto& op : j["ops"]) {
-      const std::string kind = op["kind"];
-      const std::vector<int64_t>& step = Steps().at(kind);
-      const auto& list = op[kind == "evict" ? "slot_runs" : "page_runs"];
-      const size_t n = step.size();
-      for (size_t r = 0; r < list.size(); ++r) {
-        REQUIRE(list[r].size() == n + 1);
-        const int64_t count = list[r][n];
-        CHECK(count >= 1);
-        tuples += count;
-        longer += count > 1;
-        ++runs;
-        ++runs_of[kind];
-        if (r == 0) continue;
-        bool continues = true;
-        const int64_t prev = list[r - 1][n];
-        for (size_t k = 0; k < n; ++k)
-          continues = continues &&
-                      list[r][k].get<int64_t>() == list[r - 1][k].get<int64_t>() + prev * step[k];
-        CHECK_FALSE(continues);
+  for (const char* write_policy : {"write_back", "write_through"}) {
+    CAPTURE(write_policy);
+    const ReplayConfig cfg = EveryOpConfig(write_policy);
+    std::vector<RequestPlan> recorded;
+    const std::string text = ReplayPlanText(cfg, recorded);
+    const TempFile file(text);
+    const PlanFile pf = ReadPlanFile(file.path());
+    CHECK(pf.header["kvlanes_plan"] == 3);
+    REQUIRE(pf.requests.size() == recorded.size());
+    for (size_t i = 0; i < recorded.size(); ++i) CHECK(pf.requests[i] == recorded[i]);
+    // Every page list is written as runs, each maximal: no run continues the one before it, and a
+    // count is at least 1. The runs sum to the tuples the in-memory plan holds.
+    std::istringstream in(text);
+    std::string line;
+    std::getline(in, line);  // header
+    int64_t tuples = 0, runs = 0, longer = 0;
+    for (size_t i = 0; i < recorded.size(); ++i) {
+      REQUIRE(std::getline(in, line));
+      CHECK(line.find("\"pages\":[") == std::string::npos);
+      CHECK(line.find("\"slots\":") == std::string::npos);
+      const nlohmann::json j = nlohmann::json::parse(line);
+      for (const auto& op : j["ops"]) {
+        const std::string kind = op["kind"];
+        const std::vector<int64_t>& step = Steps().at(kind);
+        const auto& list = op[kind == "evict" ? "slot_runs" : "page_runs"];
+        const size_t n = step.size();
+        for (size_t r = 0; r < list.size(); ++r) {
+          REQUIRE(list[r].size() == n + 1);
+          const int64_t count = list[r][n];
+          CHECK(count >= 1);
+          tuples += count;
+          longer += count > 1;
+          ++runs;
+          ++runs_of[kind];
+          if (r == 0) continue;
+          bool continues = true;
+          const int64_t prev = list[r - 1][n];
+          for (size_t k = 0; k < n; ++k)
+            continues = continues &&
+                        list[r][k].get<int64_t>() == list[r - 1][k].get<int64_t>() + prev * step[k];
+          CHECK_FALSE(continues);
+        }
       }
     }
+    int64_t want = 0;
+    for (const RequestPlan& p : recorded) {
+      for (const SlotFree& e : p.evictions) want += static_cast<int64_t>(e.slots.size());
+      for (const auto* copies : {&p.write_back, &p.load_back, &p.backup})
+        for (const LaneCopy& c : *copies)
+          want += static_cast<int64_t>(c.pages.size() * cfg.model.pools.size());
+      want += static_cast<int64_t>(p.new_pages.size() + p.prefix.size());
+    }
+    CHECK(tuples == want);
+    CHECK(longer > 0);
+    CHECK(runs < tuples);
   }
-  int64_t want = 0;
-  for (const RequestPlan& p : recorded) {
-    for (const SlotFree& e : p.evictions) want += static_cast<int64_t>(e.slots.size());
-    for (const auto* copies : {&p.write_back, &p.load_back, &p.backup})
-      for (const LaneCopy& c : *copies)
-        want += static_cast<int64_t>(c.pages.size() * cfg.model.pools.size());
-    want += static_cast<int64_t>(p.new_pages.size() + p.prefix.size());
+  // Between them the two replays write every op kind.
+  for (const std::string kind :
+       {"evict", "write_back", "load_back", "backup", "compute", "gather"}) {
+    CAPTURE(kind);
+    CHECK(runs_of[kind] > 0);
   }
-  CHECK(tuples == want);
-  CHECK(longer > 0);
-  CHECK(runs < tuples);
-  for (const char* kind : {"evict", "write_back", "load_back", "backup", "compute", "gather"})
-    CHECK_MESSAGE(runs_of[kind] > 0, kind);
 }
 
 TEST_CASE("version 2 plans are still read: the same plan per tuple, and the committed ones") {
