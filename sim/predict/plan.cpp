@@ -4,6 +4,7 @@
 #include <cstring>
 #include <istream>
 #include <ostream>
+#include <utility>
 
 #include "kernels/page_layout.h"
 #include "sim/cache/placement.h"
@@ -46,37 +47,53 @@ constexpr Step2 kCopyStep{1, 1};           // copies: {device slot, host slot}
 constexpr Step4 kComputeStep{1, 0, 1, 0};  // compute: {logical page, owner, device slot, extent}
 constexpr Step2 kGatherStep{0, 1};         // gather: {owner, device slot}, per logical page
 
-std::array<int64_t, 2> PairOf(const std::array<uint32_t, 2>& x) { return {x[0], x[1]}; }
-std::array<int64_t, 4> NewPageTuple(const NewPage& q) {
-  return {q.pos, q.owner, q.device_slot, q.extent};
-}
-std::array<int64_t, 2> PrefixTuple(const PrefixPage& q) { return {q.owner, q.device_slot}; }
+// A list entry as its tuple of values.
+struct PairOf {
+  std::array<int64_t, 2> operator()(const std::array<uint32_t, 2>& x) const { return {x[0], x[1]}; }
+};
+struct NewPageTuple {
+  std::array<int64_t, 4> operator()(const NewPage& q) const {
+    return {q.pos, q.owner, q.device_slot, q.extent};
+  }
+};
+struct PrefixTuple {
+  std::array<int64_t, 2> operator()(const PrefixPage& q) const { return {q.owner, q.device_slot}; }
+};
 
 // Calls emit(first, count) for each maximal run of `v` (greedy: a run takes every following
-// tuple that continues it). The comparison is in unsigned arithmetic, so it cannot overflow.
-template <size_t N, typename T, typename Get, typename Emit>
-void ForEachRun(const std::vector<T>& v, Get get, const std::array<int64_t, N>& step, Emit emit) {
+// tuple that continues it, each tuple being the one before it plus `Step`). The sums are in
+// unsigned arithmetic, so they cannot overflow; the step is a constant, so a field of step 0
+// costs one comparison and the comparisons of a tuple need no branch between them.
+template <auto Step, typename T, typename Get, typename Emit>
+void ForEachRun(const std::vector<T>& v, Get get, Emit emit) {
+  constexpr size_t N = Step.size();
+  const size_t size = v.size();
   size_t i = 0;
-  while (i < v.size()) {
+  while (i < size) {
     const std::array<int64_t, N> first = get(v[i]);
-    size_t n = 1;
-    for (; i + n < v.size(); ++n) {
-      const std::array<int64_t, N> t = get(v[i + n]);
-      bool continues = true;
-      for (size_t k = 0; k < N && continues; ++k)
-        continues = static_cast<uint64_t>(t[k]) ==
-                    static_cast<uint64_t>(first[k]) + static_cast<uint64_t>(step[k]) * n;
+    std::array<int64_t, N> prev = first;
+    size_t j = i + 1;
+    for (; j < size; ++j) {
+      const std::array<int64_t, N> t = get(v[j]);
+      const bool continues = [&]<size_t... K>(std::index_sequence<K...>) {
+        return ((static_cast<uint64_t>(t[K]) ==
+                 static_cast<uint64_t>(prev[K]) + static_cast<uint64_t>(Step[K])) &
+                ...);
+      }
+      (std::make_index_sequence<N>{});
       if (!continues) break;
+      prev = t;
     }
-    emit(first, static_cast<int64_t>(n));
-    i += n;
+    emit(first, static_cast<int64_t>(j - i));
+    i = j;
   }
 }
 
-template <size_t N, typename T, typename Get>
-J RunsJson(const std::vector<T>& v, Get get, const std::array<int64_t, N>& step) {
+template <auto Step, typename T, typename Get>
+J RunsJson(const std::vector<T>& v, Get get) {
+  constexpr size_t N = Step.size();
   J a = J::array();
-  ForEachRun<N>(v, get, step, [&](const std::array<int64_t, N>& first, int64_t n) {
+  ForEachRun<Step>(v, get, [&](const std::array<int64_t, N>& first, int64_t n) {
     J r = J::array();
     for (int64_t x : first) r.push_back(x);
     r.push_back(n);
@@ -114,7 +131,7 @@ void CopyOps(J& ops, const std::vector<LaneCopy>& copies, const ReplayConfig& cf
       op["pool"] = cfg.model.pools[k].name;
       op["layout"] = cfg.cache.host_layout;
       op["bytes"] = PoolBytes(cfg, k, c.pages.size());
-      op["page_runs"] = RunsJson<2>(c.pages, PairOf, kCopyStep);  // {device slot, host slot}
+      op["page_runs"] = RunsJson<kCopyStep>(c.pages, PairOf{});  // {device slot, host slot}
       ops.push_back(std::move(op));
     }
   }
@@ -398,16 +415,16 @@ inline char* WriteUnsigned(char* p, uint64_t v) {
 }
 
 // `v` as its maximal runs (ForEachRun): [[first..., count],...].
-template <size_t N, typename Tuple, typename Get>
-void AppendRuns(std::string& o, const std::vector<Tuple>& v, Get get,
-                const std::array<int64_t, N>& step) {
+template <auto Step, typename Tuple, typename Get>
+void AppendRuns(std::string& o, const std::vector<Tuple>& v, Get get) {
+  constexpr size_t N = Step.size();
   constexpr size_t kRunMax = (N + 1) * 21 + 3;  // ',' '[' values and count with commas ']'
   char buf[8192];
   char* p = buf;
   char* const room_end = buf + sizeof(buf) - kRunMax - 1;  // one more for the closing ']'
   *p++ = '[';
   bool first_run = true;
-  ForEachRun<N>(v, get, step, [&](const std::array<int64_t, N>& first, int64_t count) {
+  ForEachRun<Step>(v, get, [&](const std::array<int64_t, N>& first, int64_t count) {
     if (p > room_end) {
       o.append(buf, static_cast<size_t>(p - buf));
       p = buf;
@@ -464,7 +481,7 @@ size_t AppendCopyOps(std::string& o, bool& first, const std::vector<LaneCopy>& c
       ja::Int(o, PoolBytes(cfg, k, c.pages.size()));
       o.push_back(',');
       ja::Key(o, "page_runs");
-      AppendRuns<2>(o, c.pages, PairOf, kCopyStep);
+      AppendRuns<kCopyStep>(o, c.pages, PairOf{});
       o.push_back('}');
       ++n;
     }
@@ -524,7 +541,7 @@ size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string
     o.append(",\"kind\":\"evict\",\"tier\":");
     ja::Str(o, TierName(e.tier));
     o.append(",\"slot_runs\":");
-    AppendRuns<2>(o, e.slots, PairOf, kSlotStep);
+    AppendRuns<kSlotStep>(o, e.slots, PairOf{});
     o.push_back('}');
     ++ops;
   }
@@ -538,7 +555,7 @@ size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string
   o.append(",\"prefix_tokens\":");
   ja::Int(o, p.prefix_pages * cfg.cache.page_tokens);
   o.append(",\"page_runs\":");
-  AppendRuns<4>(o, p.new_pages, NewPageTuple, kComputeStep);
+  AppendRuns<kComputeStep>(o, p.new_pages, NewPageTuple{});
   o.push_back('}');
   first = false;
   ++ops;
@@ -582,7 +599,7 @@ size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string
       ja::Int(o, p.shard_pages[i]);
     }
     o.append("],\"page_runs\":");
-    AppendRuns<2>(o, p.prefix, PrefixTuple, kGatherStep);
+    AppendRuns<kGatherStep>(o, p.prefix, PrefixTuple{});
     o.push_back('}');
     ++ops;
   }
@@ -642,7 +659,7 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
     ops.push_back({{"id", pre + "evict/" + std::to_string(i)},
                    {"kind", "evict"},
                    {"tier", TierName(e.tier)},
-                   {"slot_runs", RunsJson<2>(e.slots, PairOf, kSlotStep)}});  // {lane, slot}
+                   {"slot_runs", RunsJson<kSlotStep>(e.slots, PairOf{})}});  // {lane, slot}
   }
   CopyOps(ops, p.write_back, cfg, pre, "write_back", "d2h", nullptr, nullptr);
   CopyOps(ops, p.load_back, cfg, pre, "load_back", "h2d", nullptr, nullptr);
@@ -651,7 +668,7 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
                  {"new_tokens", p.computed_tokens},
                  {"prefix_tokens", p.prefix_pages * cfg.cache.page_tokens},
                  // {logical page, owner rank, device slot, extent}
-                 {"page_runs", RunsJson<4>(p.new_pages, NewPageTuple, kComputeStep)}});
+                 {"page_runs", RunsJson<kComputeStep>(p.new_pages, NewPageTuple{})}});
   if (p.prefix_pages > 0) {
     J g;
     g["id"] = pre + "gather";
@@ -676,7 +693,7 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
     g["runs"] = runs;
     g["shard_pages"] = p.shard_pages;
     // Tuple i = logical page i; {owner rank, device slot on the owner}.
-    g["page_runs"] = RunsJson<2>(p.prefix, PrefixTuple, kGatherStep);
+    g["page_runs"] = RunsJson<kGatherStep>(p.prefix, PrefixTuple{});
     ops.push_back(std::move(g));
   }
   CopyOps(ops, p.backup, cfg, pre, "backup", "d2h", "schedule",
