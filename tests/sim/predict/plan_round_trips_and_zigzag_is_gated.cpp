@@ -246,26 +246,36 @@ TEST_CASE("version 2 plans are still read: the same plan per tuple, and the comm
   CHECK(err.find("p.jsonl:2: ") == 0);
   CHECK((err.find(": pages: missing") != std::string::npos ||
          err.find(": slots: missing") != std::string::npos));
-  // A plan committed with the held-out rounds (version 2) reads, and writes back as version 3
-  // lines that read to the same requests.
-  const PlanFile held =
-      ReadPlanFile(KVLANES_SOURCE_DIR "/docs/measurements/heldout_h11/plan_h11_7308_tail.jsonl");
-  CHECK(held.header["kvlanes_plan"] == 2);
-  REQUIRE_FALSE(held.requests.empty());
-  ReplayConfig hcfg;  // what the line writer reads: page size, pools, host layout
-  hcfg.cache.page_tokens = held.header["page_tokens"].get<int64_t>();
-  hcfg.model.layers = held.header["layers"].get<int64_t>();
-  hcfg.cache.host_layout = held.header["host_layout"].get<std::string>();
-  hcfg.model.pools.clear();
-  for (const auto& pool : held.header["pools"])
-    hcfg.model.pools.push_back(
-        PoolSpec{pool["name"].get<std::string>(), pool["bytes_per_token_layer"].get<int64_t>()});
-  int64_t line = 2;
-  for (const RequestPlan& p : held.requests) {
-    std::string out;
-    AppendPlanLine(p, hcfg, out);
-    CHECK(PlanFromJson(nlohmann::json::parse(out), "v3", line++) == p);
+  // Every plan committed under docs/measurements (version 2, written by earlier builds) reads,
+  // and writes back as version-3 lines that read to the same requests.
+  size_t committed = 0;
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(KVLANES_SOURCE_DIR "/docs/measurements")) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name.rfind("plan", 0) != 0 ||
+        entry.path().extension() != ".jsonl")
+      continue;
+    CAPTURE(entry.path().string());
+    const PlanFile held = ReadPlanFile(entry.path().string());
+    ++committed;
+    CHECK(held.header["kvlanes_plan"] == 2);
+    REQUIRE_FALSE(held.requests.empty());
+    ReplayConfig hcfg;  // what the line writer reads: page size, pools, host layout
+    hcfg.cache.page_tokens = held.header["page_tokens"].get<int64_t>();
+    hcfg.model.layers = held.header["layers"].get<int64_t>();
+    hcfg.cache.host_layout = held.header["host_layout"].get<std::string>();
+    hcfg.model.pools.clear();
+    for (const auto& pool : held.header["pools"])
+      hcfg.model.pools.push_back(
+          PoolSpec{pool["name"].get<std::string>(), pool["bytes_per_token_layer"].get<int64_t>()});
+    int64_t line = 2;
+    for (const RequestPlan& p : held.requests) {
+      std::string out;
+      AppendPlanLine(p, hcfg, out);
+      CHECK(PlanFromJson(nlohmann::json::parse(out), "v3", line++) == p);
+    }
   }
+  CHECK(committed >= 20);  // the held-out rounds' plans (28 when this was written)
 }
 
 TEST_CASE("malformed page runs are refused with the line and field") {
