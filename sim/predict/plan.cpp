@@ -62,7 +62,7 @@ struct PrefixTuple {
 
 // Calls emit(first, count) for each maximal run of `v` (greedy: a run takes every following
 // tuple that continues it, each tuple being the one before it plus `Step`). The sums are in
-// unsigned arithmetic, so they cannot overflow; the step is a constant, so a field of step 0
+// unsigned arithmetic (they wrap, never overflow); the step is a constant, so a field of step 0
 // costs one comparison and the comparisons of a tuple need no branch between them.
 template <auto Step, typename T, typename Get, typename Emit>
 void ForEachRun(const std::vector<T>& v, Get get, Emit emit) {
