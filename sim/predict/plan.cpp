@@ -180,39 +180,49 @@ struct Field {
                const std::array<const char*, N>& names, const std::array<uint64_t, N>& hi,
                int64_t& budget, Emit emit) const {
     std::string shape = "[";
-    for (const char* n : names) shape += std::string(n) + ", ";
+    for (const char* n : names) shape.append(n).append(", ");
     shape += "count]";
     const auto& v = At(j, key);
     if (!v.is_array()) Fail(key, "expected a list of runs " + shape);
     for (size_t r = 0; r < v.size(); ++r) {
       const auto& run = v[r];
       const std::string at = "run " + std::to_string(r) + ": ";
-      if (!run.is_array() || run.size() != N + 1 || !run[N].is_number_integer())
-        Fail(key, at + "expected " + shape + " of integers");
+      if (!run.is_array() || run.size() != N + 1 || !run[N].is_number_integer()) {
+        Fail(key, std::string(at).append("expected ").append(shape).append(" of integers"));
+      }
       std::array<uint64_t, N> first{};
       for (size_t k = 0; k < N; ++k) {
         const auto& x = run[k];
-        if (!x.is_number_integer() || (!x.is_number_unsigned() && x.get<int64_t>() < 0))
-          Fail(key, at + "expected " + shape + " of integers, " + names[k] + " >= 0");
+        if (!x.is_number_integer() || (!x.is_number_unsigned() && x.get<int64_t>() < 0)) {
+          Fail(key, std::string(at)
+                        .append("expected ")
+                        .append(shape)
+                        .append(" of integers, ")
+                        .append(names[k])
+                        .append(" >= 0"));
+        }
         first[k] = x.get<uint64_t>();
-        if (first[k] > hi[k])
+        if (first[k] > hi[k]) {
           Fail(key,
                at + names[k] + " " + std::to_string(first[k]) + " beyond " + std::to_string(hi[k]));
+        }
       }
       const auto& c = run[N];
       if (!c.is_number_unsigned() || c.get<uint64_t>() == 0)
         Fail(key, at + "count " + c.dump() + ", expected 1 or more");
-      if (c.get<uint64_t>() > static_cast<uint64_t>(budget))
+      if (c.get<uint64_t>() > static_cast<uint64_t>(budget)) {
         Fail(key, at + "count " + c.dump() + ": the line's runs would hold more than " +
                       std::to_string(kMaxPlanLinePages) + " tuples (kMaxPlanLinePages)");
+      }
       const auto count = static_cast<int64_t>(c.get<uint64_t>());
       for (size_t k = 0; k < N; ++k) {
         // first <= 2^32 and count <= 2^24: no overflow in 64 bits.
         const uint64_t last = first[k] + static_cast<uint64_t>(step[k] * (count - 1));
-        if (last > hi[k])
+        if (last > hi[k]) {
           Fail(key, at + names[k] + " runs from " + std::to_string(first[k]) + " past " +
                         std::to_string(hi[k]) + " (count " + std::to_string(count) +
                         ", last would be " + std::to_string(last) + ")");
+        }
       }
       budget -= count;
       std::array<uint64_t, N> t = first;
