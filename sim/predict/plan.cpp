@@ -4,6 +4,7 @@
 #include <cstring>
 #include <istream>
 #include <ostream>
+#include <utility>
 
 #include "kernels/page_layout.h"
 #include "sim/cache/placement.h"
@@ -37,9 +38,67 @@ using J = nlohmann::ordered_json;
 
 const char* TierName(Tier t) { return t == Tier::kDevice ? "device" : "host"; }
 
-J Pairs(const std::vector<std::array<uint32_t, 2>>& v) {
+// ---- page runs (docs/plan.md, "Page runs"): a list of tuples written as maximal runs
+// [first tuple..., count], tuple i of a run being first + i x the kind's fixed step.
+using Step2 = std::array<int64_t, 2>;
+using Step4 = std::array<int64_t, 4>;
+constexpr Step2 kSlotStep{0, 1};           // evict `slot_runs`: {lane, slot}
+constexpr Step2 kCopyStep{1, 1};           // copies: {device slot, host slot}
+constexpr Step4 kComputeStep{1, 0, 1, 0};  // compute: {logical page, owner, device slot, extent}
+constexpr Step2 kGatherStep{0, 1};         // gather: {owner, device slot}, per logical page
+
+// A list entry as its tuple of values.
+struct PairOf {
+  std::array<int64_t, 2> operator()(const std::array<uint32_t, 2>& x) const { return {x[0], x[1]}; }
+};
+struct NewPageTuple {
+  std::array<int64_t, 4> operator()(const NewPage& q) const {
+    return {q.pos, q.owner, q.device_slot, q.extent};
+  }
+};
+struct PrefixTuple {
+  std::array<int64_t, 2> operator()(const PrefixPage& q) const { return {q.owner, q.device_slot}; }
+};
+
+// Calls emit(first, count) for each maximal run of `v` (greedy: a run takes every following
+// tuple that continues it, each tuple being the one before it plus `Step`). The sums are in
+// unsigned arithmetic (they wrap, never overflow); the step is a constant, so a field of step 0
+// costs one comparison and the comparisons of a tuple need no branch between them.
+template <auto Step, typename T, typename Get, typename Emit>
+void ForEachRun(const std::vector<T>& v, Get get, Emit emit) {
+  constexpr size_t N = Step.size();
+  const size_t size = v.size();
+  size_t i = 0;
+  while (i < size) {
+    const std::array<int64_t, N> first = get(v[i]);
+    std::array<int64_t, N> prev = first;
+    size_t j = i + 1;
+    for (; j < size; ++j) {
+      const std::array<int64_t, N> t = get(v[j]);
+      const bool continues = [&]<size_t... K>(std::index_sequence<K...>) {
+        return ((static_cast<uint64_t>(t[K]) ==
+                 static_cast<uint64_t>(prev[K]) + static_cast<uint64_t>(Step[K])) &
+                ...);
+      }
+      (std::make_index_sequence<N>{});
+      if (!continues) break;
+      prev = t;
+    }
+    emit(first, static_cast<int64_t>(j - i));
+    i = j;
+  }
+}
+
+template <auto Step, typename T, typename Get>
+J RunsJson(const std::vector<T>& v, Get get) {
+  constexpr size_t N = Step.size();
   J a = J::array();
-  for (const auto& p : v) a.push_back(J::array({p[0], p[1]}));
+  ForEachRun<Step>(v, get, [&](const std::array<int64_t, N>& first, int64_t n) {
+    J r = J::array();
+    for (int64_t x : first) r.push_back(x);
+    r.push_back(n);
+    a.push_back(std::move(r));
+  });
   return a;
 }
 
@@ -72,7 +131,7 @@ void CopyOps(J& ops, const std::vector<LaneCopy>& copies, const ReplayConfig& cf
       op["pool"] = cfg.model.pools[k].name;
       op["layout"] = cfg.cache.host_layout;
       op["bytes"] = PoolBytes(cfg, k, c.pages.size());
-      op["pages"] = Pairs(c.pages);  // {device slot, host slot}
+      op["page_runs"] = RunsJson<kCopyStep>(c.pages, PairOf{});  // {device slot, host slot}
       ops.push_back(std::move(op));
     }
   }
@@ -112,18 +171,82 @@ struct Field {
     }
     return out;
   }
+  // A version-3 run list under `key`: [[first..., count], ...], tuple i of a run being first + i x
+  // `step`, expanded into emit(tuple). `names` names the tuple's values, `hi` their largest
+  // values (the last tuple of a run too); a count is 1 or more, and the line's runs together
+  // expand to at most kMaxPlanLinePages tuples (`budget`: how many the line may still add).
+  template <size_t N, typename Emit>
+  void RunList(const nlohmann::json& j, const char* key, const std::array<int64_t, N>& step,
+               const std::array<const char*, N>& names, const std::array<uint64_t, N>& hi,
+               int64_t& budget, Emit emit) const {
+    std::string shape = "[";
+    for (const char* n : names) shape.append(n).append(", ");
+    shape += "count]";
+    const auto& v = At(j, key);
+    if (!v.is_array()) Fail(key, "expected a list of runs " + shape);
+    for (size_t r = 0; r < v.size(); ++r) {
+      const auto& run = v[r];
+      const std::string at = "run " + std::to_string(r) + ": ";
+      if (!run.is_array() || run.size() != N + 1 || !run[N].is_number_integer()) {
+        Fail(key, std::string(at).append("expected ").append(shape).append(" of integers"));
+      }
+      std::array<uint64_t, N> first{};
+      for (size_t k = 0; k < N; ++k) {
+        const auto& x = run[k];
+        if (!x.is_number_integer() || (!x.is_number_unsigned() && x.get<int64_t>() < 0)) {
+          Fail(key, std::string(at)
+                        .append("expected ")
+                        .append(shape)
+                        .append(" of integers, ")
+                        .append(names[k])
+                        .append(" >= 0"));
+        }
+        first[k] = x.get<uint64_t>();
+        if (first[k] > hi[k]) {
+          Fail(key,
+               at + names[k] + " " + std::to_string(first[k]) + " beyond " + std::to_string(hi[k]));
+        }
+      }
+      const auto& c = run[N];
+      if (!c.is_number_unsigned() || c.get<uint64_t>() == 0)
+        Fail(key, at + "count " + c.dump() + ", expected 1 or more");
+      if (c.get<uint64_t>() > static_cast<uint64_t>(budget)) {
+        Fail(key, at + "count " + c.dump() + ": the line's runs would hold more than " +
+                      std::to_string(kMaxPlanLinePages) + " tuples (kMaxPlanLinePages)");
+      }
+      const auto count = static_cast<int64_t>(c.get<uint64_t>());
+      for (size_t k = 0; k < N; ++k) {
+        // first <= 2^32 and count <= 2^24: no overflow in 64 bits.
+        const uint64_t last = first[k] + static_cast<uint64_t>(step[k] * (count - 1));
+        if (last > hi[k]) {
+          Fail(key, at + names[k] + " runs from " + std::to_string(first[k]) + " past " +
+                        std::to_string(hi[k]) + " (count " + std::to_string(count) +
+                        ", last would be " + std::to_string(last) + ")");
+        }
+      }
+      budget -= count;
+      std::array<uint64_t, N> t = first;
+      for (int64_t i = 0; i < count; ++i) {
+        emit(t);
+        for (size_t k = 0; k < N; ++k) t[k] += static_cast<uint64_t>(step[k]);
+      }
+    }
+  }
 };
+
+constexpr uint64_t kU32 = UINT32_MAX;
+constexpr uint64_t kOwnerMax = 65535;
 
 // A copy op of a pool other than the first: the same lane and pages as the first pool's op of
 // that kind and lane, which must come before it.
 void CheckRepeatedPoolOp(const Field& f, const std::vector<LaneCopy>& first_pool_ops,
                          const LaneCopy& c, const std::string& kind, const std::string& pool,
-                         const std::string& first_pool) {
+                         const std::string& first_pool, const char* pages_key) {
   for (const LaneCopy& have : first_pool_ops) {
     if (have.lane != c.lane) continue;
     if (have.pages != c.pages)
-      f.Fail("pages", kind + " op of pool '" + pool + "' on lane " + std::to_string(c.lane) +
-                          " lists other pages than pool '" + first_pool + "'s op");
+      f.Fail(pages_key, kind + " op of pool '" + pool + "' on lane " + std::to_string(c.lane) +
+                            " lists other pages than pool '" + first_pool + "'s op");
     return;
   }
   f.Fail("pool", kind + " op of pool '" + pool + "' on lane " + std::to_string(c.lane) +
@@ -301,36 +424,34 @@ inline char* WriteUnsigned(char* p, uint64_t v) {
   return end;
 }
 
-template <size_t N, typename Tuple, typename Get>
-void AppendTuples(std::string& o, const std::vector<Tuple>& v, Get get) {
-  constexpr size_t kTupleMax = N * 21 + 3;  // ',' '[' values with their commas ']'
+// `v` as its maximal runs (ForEachRun): [[first..., count],...].
+template <auto Step, typename Tuple, typename Get>
+void AppendRuns(std::string& o, const std::vector<Tuple>& v, Get get) {
+  constexpr size_t N = Step.size();
+  constexpr size_t kRunMax = (N + 1) * 21 + 3;  // ',' '[' values and count with commas ']'
   char buf[8192];
   char* p = buf;
-  char* const room_end = buf + sizeof(buf) - kTupleMax - 1;  // one more for the closing ']'
+  char* const room_end = buf + sizeof(buf) - kRunMax - 1;  // one more for the closing ']'
   *p++ = '[';
-  for (size_t i = 0; i < v.size(); ++i) {
+  bool first_run = true;
+  ForEachRun<Step>(v, get, [&](const std::array<int64_t, N>& first, int64_t count) {
     if (p > room_end) {
       o.append(buf, static_cast<size_t>(p - buf));
       p = buf;
     }
-    if (i) *p++ = ',';
+    if (!first_run) *p++ = ',';
+    first_run = false;
     *p++ = '[';
-    const std::array<int64_t, N> values = get(v[i]);
     for (size_t k = 0; k < N; ++k) {
-      if (k) *p++ = ',';
-      p = values[k] >= 0 ? WriteUnsigned(p, static_cast<uint64_t>(values[k]))
-                         : std::to_chars(p, p + 21, values[k]).ptr;
+      p = first[k] >= 0 ? WriteUnsigned(p, static_cast<uint64_t>(first[k]))
+                        : std::to_chars(p, p + 21, first[k]).ptr;
+      *p++ = ',';
     }
+    p = WriteUnsigned(p, static_cast<uint64_t>(count));
     *p++ = ']';
-  }
+  });
   *p++ = ']';
   o.append(buf, static_cast<size_t>(p - buf));
-}
-
-void AppendPairs(std::string& o, const std::vector<std::array<uint32_t, 2>>& v) {
-  AppendTuples<2>(o, v, [](const std::array<uint32_t, 2>& x) {
-    return std::array<int64_t, 2>{x[0], x[1]};
-  });
 }
 
 // As CopyOps, appended; returns the ops written.
@@ -369,8 +490,8 @@ size_t AppendCopyOps(std::string& o, bool& first, const std::vector<LaneCopy>& c
       ja::Key(o, "bytes");
       ja::Int(o, PoolBytes(cfg, k, c.pages.size()));
       o.push_back(',');
-      ja::Key(o, "pages");
-      AppendPairs(o, c.pages);
+      ja::Key(o, "page_runs");
+      AppendRuns<kCopyStep>(o, c.pages, PairOf{});
       o.push_back('}');
       ++n;
     }
@@ -429,8 +550,8 @@ size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string
     ja::Str(o, pre + "evict/" + std::to_string(i));
     o.append(",\"kind\":\"evict\",\"tier\":");
     ja::Str(o, TierName(e.tier));
-    o.append(",\"slots\":");
-    AppendPairs(o, e.slots);
+    o.append(",\"slot_runs\":");
+    AppendRuns<kSlotStep>(o, e.slots, PairOf{});
     o.push_back('}');
     ++ops;
   }
@@ -443,10 +564,8 @@ size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string
   ja::Int(o, p.computed_tokens);
   o.append(",\"prefix_tokens\":");
   ja::Int(o, p.prefix_pages * cfg.cache.page_tokens);
-  o.append(",\"pages\":");
-  AppendTuples<4>(o, p.new_pages, [](const NewPage& q) {
-    return std::array<int64_t, 4>{q.pos, q.owner, q.device_slot, q.extent};
-  });
+  o.append(",\"page_runs\":");
+  AppendRuns<kComputeStep>(o, p.new_pages, NewPageTuple{});
   o.push_back('}');
   first = false;
   ++ops;
@@ -489,10 +608,8 @@ size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string
       if (i) o.push_back(',');
       ja::Int(o, p.shard_pages[i]);
     }
-    o.append("],\"pages\":");
-    AppendTuples<2>(o, p.prefix, [](const PrefixPage& q) {
-      return std::array<int64_t, 2>{q.owner, q.device_slot};
-    });
+    o.append("],\"page_runs\":");
+    AppendRuns<kGatherStep>(o, p.prefix, PrefixTuple{});
     o.push_back('}');
     ++ops;
   }
@@ -552,18 +669,16 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
     ops.push_back({{"id", pre + "evict/" + std::to_string(i)},
                    {"kind", "evict"},
                    {"tier", TierName(e.tier)},
-                   {"slots", Pairs(e.slots)}});  // {lane, slot}
+                   {"slot_runs", RunsJson<kSlotStep>(e.slots, PairOf{})}});  // {lane, slot}
   }
   CopyOps(ops, p.write_back, cfg, pre, "write_back", "d2h", nullptr, nullptr);
   CopyOps(ops, p.load_back, cfg, pre, "load_back", "h2d", nullptr, nullptr);
-  J written = J::array();
-  for (const NewPage& q : p.new_pages)
-    written.push_back(J::array({q.pos, q.owner, q.device_slot, q.extent}));
   ops.push_back({{"id", pre + "compute"},
                  {"kind", "compute"},
                  {"new_tokens", p.computed_tokens},
                  {"prefix_tokens", p.prefix_pages * cfg.cache.page_tokens},
-                 {"pages", written}});  // {logical page, owner rank, device slot, extent}
+                 // {logical page, owner rank, device slot, extent}
+                 {"page_runs", RunsJson<kComputeStep>(p.new_pages, NewPageTuple{})}});
   if (p.prefix_pages > 0) {
     J g;
     g["id"] = pre + "gather";
@@ -587,9 +702,8 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
     }
     g["runs"] = runs;
     g["shard_pages"] = p.shard_pages;
-    J pages = J::array();
-    for (const PrefixPage& q : p.prefix) pages.push_back(J::array({q.owner, q.device_slot}));
-    g["pages"] = pages;  // index = logical page; {owner rank, device slot on the owner}
+    // Tuple i = logical page i; {owner rank, device slot on the owner}.
+    g["page_runs"] = RunsJson<kGatherStep>(p.prefix, PrefixTuple{});
     ops.push_back(std::move(g));
   }
   CopyOps(ops, p.backup, cfg, pre, "backup", "d2h", "schedule",
@@ -598,8 +712,13 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
   return j;
 }
 
-RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64_t line) {
+RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64_t line,
+                         int version) {
   const Field f{file, line};
+  // Version 3 lists pages as runs (`page_runs`, `slot_runs`), version 2 one tuple each.
+  const bool runs = version >= 3;
+  const char* const pages_key = runs ? "page_runs" : "pages";
+  int64_t budget = kMaxPlanLinePages;  // tuples the line's runs may still expand to
   RequestPlan p;
   p.request = f.Int(j, "request");
   if (j.contains("replica")) {
@@ -645,8 +764,17 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
     if (kind == "evict") {
       const std::string tier = f.Str(op, "tier");
       if (tier != "device" && tier != "host") f.Fail("tier", "expected device or host");
-      p.evictions.push_back(
-          SlotFree{tier == "device" ? Tier::kDevice : Tier::kHost, f.PairList(op, "slots")});
+      SlotFree e{tier == "device" ? Tier::kDevice : Tier::kHost, {}};
+      if (runs) {
+        f.RunList<2>(
+            op, "slot_runs", kSlotStep, {"lane", "slot"}, {kU32, kU32}, budget,
+            [&](const std::array<uint64_t, 2>& t) {
+              e.slots.push_back({static_cast<uint32_t>(t[0]), static_cast<uint32_t>(t[1])});
+            });
+      } else {
+        e.slots = f.PairList(op, "slots");
+      }
+      p.evictions.push_back(std::move(e));
     } else if (kind == "write_back" || kind == "load_back" || kind == "backup") {
       // Ops repeat per pool; the first pool's op carries the lane's pages, and every other
       // pool's op must repeat them (the executor moves every pool by the first one's list).
@@ -654,12 +782,21 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
       if (first_pool.empty()) first_pool = pool;
       const int64_t lane = f.Int(op, "lane");
       if (lane < 0 || lane > 65535) f.Fail("lane", "out of range");
-      LaneCopy c{static_cast<uint16_t>(lane), f.PairList(op, "pages")};
+      LaneCopy c{static_cast<uint16_t>(lane), {}};
+      if (runs) {
+        f.RunList<2>(
+            op, "page_runs", kCopyStep, {"device_slot", "host_slot"}, {kU32, kU32}, budget,
+            [&](const std::array<uint64_t, 2>& t) {
+              c.pages.push_back({static_cast<uint32_t>(t[0]), static_cast<uint32_t>(t[1])});
+            });
+      } else {
+        c.pages = f.PairList(op, "pages");
+      }
       std::vector<LaneCopy>& list = kind == "write_back"  ? p.write_back
                                     : kind == "load_back" ? p.load_back
                                                           : p.backup;
       if (pool != first_pool) {
-        CheckRepeatedPoolOp(f, list, c, kind, pool, first_pool);
+        CheckRepeatedPoolOp(f, list, c, kind, pool, first_pool, pages_key);
         continue;
       }
       if (kind == "write_back") p.write_back.push_back(std::move(c));
@@ -669,6 +806,13 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
             kBackupScheduleNames.Parse(f.Str(op, "schedule"), "schedule", f.file, f.line);
         p.backup.push_back(std::move(c));
       }
+    } else if (kind == "compute" && runs) {
+      f.RunList<4>(op, "page_runs", kComputeStep, {"pos", "owner", "slot", "extent"},
+                   {kU32, kOwnerMax, kU32, kU32}, budget, [&](const std::array<uint64_t, 4>& t) {
+                     p.new_pages.push_back(
+                         NewPage{static_cast<int64_t>(t[0]), static_cast<uint16_t>(t[1]),
+                                 static_cast<uint32_t>(t[2]), static_cast<uint32_t>(t[3])});
+                   });
     } else if (kind == "compute") {
       const auto& pages = f.At(op, "pages");
       if (!pages.is_array()) f.Fail("pages", "expected a list");
@@ -701,13 +845,21 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
         if (!s.is_number_integer()) f.Fail("shard_pages", "expected integers");
         p.shard_pages.push_back(s.get<int64_t>());
       }
-      for (const auto& [owner, slot] : f.PairList(op, "pages")) {
-        if (owner > 65535) f.Fail("pages", "owner rank beyond 65535");
-        p.prefix.push_back(PrefixPage{static_cast<uint16_t>(owner), slot});
+      if (runs) {
+        f.RunList<2>(op, "page_runs", kGatherStep, {"owner", "slot"}, {kOwnerMax, kU32}, budget,
+                     [&](const std::array<uint64_t, 2>& t) {
+                       p.prefix.push_back(
+                           PrefixPage{static_cast<uint16_t>(t[0]), static_cast<uint32_t>(t[1])});
+                     });
+      } else {
+        for (const auto& [owner, slot] : f.PairList(op, "pages")) {
+          if (owner > 65535) f.Fail("pages", "owner rank beyond 65535");
+          p.prefix.push_back(PrefixPage{static_cast<uint16_t>(owner), slot});
+        }
       }
       if (static_cast<int64_t>(p.prefix.size()) != p.prefix_pages)
-        f.Fail("pages", "holds " + std::to_string(p.prefix.size()) + " pages, prefix_pages says " +
-                            std::to_string(p.prefix_pages));
+        f.Fail(pages_key, (runs ? "the runs hold " : "holds ") + std::to_string(p.prefix.size()) +
+                              " pages, prefix_pages says " + std::to_string(p.prefix_pages));
     } else {
       f.Fail("kind", "unknown op kind '" + kind + "'");
     }
@@ -748,6 +900,7 @@ PlanFile ReadPlanFile(const std::string& path) {
   PlanFile out;
   std::string line;
   int64_t n = 0, ops = 0, trailer_line = 0;
+  int version = kPlanVersion;
   while (GetPlanLine(in, line, path, n + 1)) {
     ++n;
     if (line.empty()) continue;
@@ -758,13 +911,15 @@ PlanFile ReadPlanFile(const std::string& path) {
     if (n == 1) {
       if (!j.is_object() || !j.contains("kvlanes_plan"))
         throw InputError(path, 1, "kvlanes_plan", "not a kvlanes plan (header missing)");
-      if (j["kvlanes_plan"] != kPlanVersion)
-        throw InputError(path, 1, "kvlanes_plan",
-                         "plan version " + j["kvlanes_plan"].dump() +
-                             ", this build reads version " + std::to_string(kPlanVersion) +
-                             (j["kvlanes_plan"] == 1
-                                  ? " (version 1 plans carry no trailer: replay the trace again)"
-                                  : ""));
+      const nlohmann::json& v = j["kvlanes_plan"];
+      if (!v.is_number_integer() || v.get<int64_t>() < kOldestPlanVersion ||
+          v.get<int64_t>() > kPlanVersion)
+        throw InputError(
+            path, 1, "kvlanes_plan",
+            "plan version " + v.dump() + ", this build reads versions " +
+                std::to_string(kOldestPlanVersion) + ".." + std::to_string(kPlanVersion) +
+                (v == 1 ? " (version 1 plans carry no trailer: replay the trace again)" : ""));
+      version = static_cast<int>(v.get<int64_t>());
       ValidatePlanHeader(j, path);
       out.header = std::move(j);
       continue;
@@ -783,7 +938,7 @@ PlanFile ReadPlanFile(const std::string& path) {
       trailer_line = n;
       continue;
     }
-    out.requests.push_back(PlanFromJson(j, path, n));
+    out.requests.push_back(PlanFromJson(j, path, n, version));
     ops += static_cast<int64_t>(j["ops"].size());
   }
   if (in.bad()) throw InputError(path, n, "", "read error");

@@ -21,9 +21,17 @@
 
 namespace kvlanes {
 
-// Version 2 added the trailer line and the header's hardware_profile; version 1 files (no
-// trailer, so no proof that they are whole) are refused.
-inline constexpr int kPlanVersion = 2;
+// Version 3 writes every per-page list as arithmetic runs ([first tuple..., count], a fixed step
+// per op kind; docs/plan.md, "Page runs"); version 2 (per-page tuples) is still read. Version 2
+// added the trailer line and the header's hardware_profile; version 1 files (no trailer, so no
+// proof that they are whole) are refused.
+inline constexpr int kPlanVersion = 3;
+// The oldest version ReadPlanFile reads.
+inline constexpr int kOldestPlanVersion = 2;
+// The most tuples the run lists of one request line expand to, all ops together (2^24: more than
+// a version-2 line of kMaxPlanLineBytes could list), so a run count cannot make the reader
+// allocate without bound.
+inline constexpr int64_t kMaxPlanLinePages = int64_t{1} << 24;
 
 // Pages copied between the tiers of one lane: {device slot, host slot} per page, in order.
 struct LaneCopy {
@@ -97,15 +105,20 @@ struct RequestPlan {
 // and, when cfg.hardware.profile is set, that profile's path, name, hash and YAML text (read from
 // the file now). Throws InputError when the profile cannot be read.
 nlohmann::ordered_json PlanHeader(const ReplayConfig& cfg);
-// One request as one JSON object (ops with ids "<request>/<kind>[/l<lane>][/<pool>]").
+// One request as one JSON object of format kPlanVersion (ops with ids
+// "<request>/<kind>[/l<lane>][/<pool>]", page lists as runs).
 nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg);
 // Appends PlanToJson(p, cfg).dump() and "\n" to `out`, byte for byte, without building the JSON
 // object; returns the number of ops in the line.
 size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string& out);
 // Last line: {"kvlanes_plan_end": {"requests": R, "ops": O}}.
 nlohmann::ordered_json PlanTrailer(int64_t requests, int64_t ops);
-// Inverse of PlanToJson. Throws InputError(file, line, field) on malformed input.
-RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64_t line);
+// Inverse of PlanToJson: a request line of plan format `version` (kOldestPlanVersion..
+// kPlanVersion; version 2 lists pages one tuple each). Throws InputError(file, line, field) on
+// malformed input, a malformed run included (count below 1, a tuple beyond its field's range, the
+// line's runs beyond kMaxPlanLinePages, a gather's runs not adding up to prefix_pages).
+RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64_t line,
+                         int version = kPlanVersion);
 
 // Writes a plan stream to `out` through a bounded buffer: the header at construction, one line
 // per Add(), the trailer at Finish(). Nothing but the buffer (about 1 MiB) is held.
@@ -134,9 +147,10 @@ struct PlanFile {
 // names, every pool of every tier within kMaxPoolBytes (checked products), and the config
 // block agreeing with them. Throws InputError(file, 1, field).
 void ValidatePlanHeader(const nlohmann::json& header, const std::string& file);
-// Reads a whole plan file, checking the version, the header (ValidatePlanHeader) and that the
-// trailer's counts match what was read (a plan without its trailer was cut short); a plan with
-// no request lines is refused. Throws InputError naming the file and line.
+// Reads a whole plan file (version kOldestPlanVersion..kPlanVersion), checking the version, the
+// header (ValidatePlanHeader) and that the trailer's counts match what was read (a plan without
+// its trailer was cut short); a plan with no request lines is refused. Throws InputError naming
+// the file and line.
 PlanFile ReadPlanFile(const std::string& path);
 
 // The hardware profile stored in a plan header (nullopt when the plan was written without one),

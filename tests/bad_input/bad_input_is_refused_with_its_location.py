@@ -34,16 +34,23 @@ plan_lines = open(path("plan.jsonl")).read().splitlines()
 header = json.loads(plan_lines[0])
 subprocess.check_call([kvlanes, "exec", "--plan", path("plan.jsonl"), "--backend", "host", "-q",
                        "--timeout-s", "20", "--out", path("measured.json")])
+# The same settings on the aligned-prefix trace, whose requests gather prefixes (the excerpt's
+# first 30 do not): for the gather op's cases.
+subprocess.check_call([kvlanes, "replay", os.path.join(src, "traces/aligned_prefixes.jsonl"), "-q",
+                       "--plan", path("gather_plan.jsonl")] + SMALL)
+gather_plan_lines = open(path("gather_plan.jsonl")).read().splitlines()
 
 
-def plan_with(name, header_fn=None, line_fn=None, raw=None):
-    """A copy of the valid plan with its header (a dict) and/or its request lines changed."""
+def plan_with(name, header_fn=None, line_fn=None, raw=None, base=None):
+    """A copy of the valid plan (or of `base`, a plan's lines) with its header (a dict) and/or its
+    request lines changed."""
     if raw is not None:
         return write(name, raw)
-    h = json.loads(plan_lines[0])
+    base = base or plan_lines
+    h = json.loads(base[0])
     if header_fn:
         header_fn(h)
-    lines = [json.dumps(h)] + plan_lines[1:]
+    lines = [json.dumps(h)] + base[1:]
     if line_fn:
         lines = line_fn(lines)
     return write(name, "\n".join(lines) + "\n")
@@ -136,23 +143,89 @@ def edit_request(pred, fn):
 
 def second_pool_pages(r):
     for op in r["ops"]:
-        if op.get("pool") == "idx" and op["pages"]:
-            op["pages"][0][0] += 1
+        if op.get("pool") == "idx" and op["page_runs"]:
+            op["page_runs"][0][0] += 1
             return
 
 
-has_copy = lambda r: any(op.get("pool") == "idx" and op["pages"] for op in r["ops"])
+def first_run(kind, list_key="page_runs"):
+    """(pred, edit) for the first request with an op of `kind` holding a run: edit(run) changes
+    that op's first run [first tuple..., count] in place (docs/plan.md, "Page runs")."""
+    def ops(r):
+        return [op for op in r.get("ops", []) if op["kind"] == kind and op.get(list_key)]
+    def edit_with(fn):
+        return lambda r: fn(ops(r)[0][list_key][0])
+    return (lambda r: bool(ops(r))), edit_with
+
+
+def set_count(v):
+    return lambda run: run.__setitem__(-1, v)
+
+
+def overflow_slot(run):  # a compute run's slot (index 2) steps past 2^32-1
+    run[2] = 2**32 - 2
+    run[-1] = 3
+
+
+has_copy = lambda r: any(op.get("pool") == "idx" and op["page_runs"] for op in r["ops"])
+compute_pred, compute_edit = first_run("compute")
+gather_pred, gather_edit = first_run("gather")
+evict_pred, evict_edit = first_run("evict", "slot_runs")
 for what, pred, fn, needles in [
     ("plan request with an empty ops list", lambda r: True, lambda r: r.__setitem__("ops", []), ["ops", "empty"]),
-    ("plan second pool's pages disagree with the first's", has_copy, second_pool_pages, ["pages", "pool 'idx'"]),
-    ("plan compute page owner beyond 65535", lambda r: any(op["kind"] == "compute" and op["pages"] for op in r["ops"]),
-     lambda r: [op["pages"][0].__setitem__(1, 70000) for op in r["ops"] if op["kind"] == "compute" and op["pages"]],
-     ["pages", "owner"]),
+    ("plan second pool's pages disagree with the first's", has_copy, second_pool_pages, ["page_runs", "pool 'idx'"]),
+    ("plan compute page owner beyond 65535", compute_pred, compute_edit(lambda run: run.__setitem__(1, 70000)),
+     ["page_runs", "owner 70000 beyond 65535"]),
     ("plan prefix_pages beyond the device pools",
      lambda r: r["prefix_pages"] == 0, lambda r: r.__setitem__("prefix_pages", 2**62), ["prefix_pages"]),
+    ("plan compute run of count 0", compute_pred, compute_edit(set_count(0)),
+     ["page_runs: run 0: count 0, expected 1 or more"]),
+    ("plan evict run of count -1", evict_pred, evict_edit(set_count(-1)),
+     ["slot_runs: run 0: count -1, expected 1 or more"]),
+    ("plan compute run stepping past slot 2^32-1", compute_pred, compute_edit(overflow_slot),
+     ["page_runs: run 0: slot runs from 4294967294 past 4294967295"]),
+    ("plan compute run without its count", compute_pred, compute_edit(lambda run: run.pop()),
+     ["page_runs: run 0: expected [pos, owner, slot, extent, count] of integers"]),
 ]:
     p, out = exec_plan(plan_with("req_case.jsonl", line_fn=edit_request(pred, fn)))
-    expect_refused(what, p, out, "req_case.jsonl", *needles)
+    expect_refused(what, p, out, "req_case.jsonl:", *needles)
+for what, pred, fn, needles in [
+    ("plan gather run of count 2^40 (beyond the line's tuple limit)", gather_pred, gather_edit(set_count(2**40)),
+     ["page_runs: run 0: count 1099511627776", "kMaxPlanLinePages"]),
+    ("plan gather runs that do not add up to prefix_pages", gather_pred,
+     gather_edit(lambda run: run.__setitem__(-1, run[-1] + 1)), ["page_runs: the runs hold", "prefix_pages says"]),
+]:
+    p, out = exec_plan(plan_with("gather_case.jsonl", line_fn=edit_request(pred, fn), base=gather_plan_lines))
+    expect_refused(what, p, out, "gather_case.jsonl:", *needles)
+
+# The same plan as format version 2 (each run expanded into its tuples, docs/plan.md "Changes
+# from version 2"): still read, and it runs.
+STEPS = {"evict": (0, 1), "write_back": (1, 1), "load_back": (1, 1), "backup": (1, 1),
+         "compute": (1, 0, 1, 0), "gather": (0, 1)}
+
+
+def as_version2(lines):
+    h = json.loads(lines[0])
+    h["kvlanes_plan"] = 2
+    out = [json.dumps(h)]
+    for l in lines[1:]:
+        r = json.loads(l)
+        for op in r.get("ops", []):
+            step = STEPS[op["kind"]]
+            key = "slot_runs" if op["kind"] == "evict" else "page_runs"
+            op["slots" if op["kind"] == "evict" else "pages"] = [
+                [run[k] + i * step[k] for k in range(len(step))] for run in op.pop(key) for i in range(run[-1])]
+        out.append(json.dumps(r))
+    return out
+
+
+v2 = plan_with("v2.jsonl", raw="\n".join(as_version2(plan_lines)) + "\n")
+r = subprocess.run([kvlanes, "exec", "--plan", v2, "--backend", "host", "-q", "--timeout-s", "20",
+                    "--out", path("v2_measured.json")], capture_output=True, text=True, timeout=60)
+ok = r.returncode == 0 and os.path.exists(path("v2_measured.json")) and '"pages"' in open(v2).read()
+print(("ok   " if ok else "FAIL ") + "a version-2 plan still runs" + ("" if ok else f": exit {r.returncode} {r.stderr[-300:]}"))
+if not ok:
+    failures.append("version-2 plan")
 
 # Arrays nested 100,000 deep (the parser is iterative; copying or printing such a value recursed
 # until the stack overflowed): refused at parse time with the line of the bracket past the limit.

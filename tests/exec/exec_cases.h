@@ -121,7 +121,8 @@ inline std::set<std::pair<std::string, int>> ExpectedOps(const PlanFile& pf,
     for (const auto& op : j["ops"]) {
       const std::string kind = op["kind"], id = op["id"];
       if (kind == "evict") {
-        for (const auto& s : op["slots"]) want.insert({id, s[0].get<int>()});
+        // Runs [lane, slot, count]: the lane is fixed within a run (docs/plan.md).
+        for (const auto& s : op["slot_runs"]) want.insert({id, s[0].get<int>()});
       } else if (kind == "compute" || kind == "gather") {
         for (int r = 0; r < N; ++r) want.insert({id, r});
       } else {

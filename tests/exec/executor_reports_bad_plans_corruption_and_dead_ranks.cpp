@@ -39,10 +39,10 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("nope.jsonl")),
                        doctest::Contains("cannot open plan file"), InputError);
   {
-    std::ofstream(dir.File("v3.jsonl")) << R"({"kvlanes_plan": 3, "cp_size": 1})"
+    std::ofstream(dir.File("v4.jsonl")) << R"({"kvlanes_plan": 4, "cp_size": 1})"
                                         << "\n";
-    CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("v3.jsonl")),
-                         doctest::Contains("v3.jsonl:1: kvlanes_plan: plan version 3"), InputError);
+    CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("v4.jsonl")),
+                         doctest::Contains("v4.jsonl:1: kvlanes_plan: plan version 4"), InputError);
   }
   const ReplayConfig cfg = TwoRankConfig("packed");
   PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5);

@@ -1,5 +1,10 @@
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <sstream>
 
 #include "policies/registry.h"
@@ -54,6 +59,292 @@ TEST_CASE("the plan stream round-trips: write, read, equal") {
   CHECK(with_ops[1] > 0);
   CHECK(with_ops[2] > 0);
   CHECK(with_ops[3] > 0);
+}
+
+namespace {
+
+// A replay of the excerpt with a host tier (cp 4): write_back writes evictions, write-backs,
+// load-backs and gathers; write_through backups instead of write-backs.
+ReplayConfig EveryOpConfig(const std::string& write_policy = "write_back") {
+  ReplayConfig cfg;
+  ApplyConfigSetting("cache.cp_size=4", cfg);
+  ApplyConfigSetting("cache.device_pages_per_lane=2000", cfg);
+  ApplyConfigSetting("cache.host_pages_per_lane=3000", cfg);
+  ApplyConfigSetting("cache.write_policy=" + write_policy, cfg);
+  return cfg;
+}
+
+std::string ReplayPlanText(const ReplayConfig& cfg, std::vector<RequestPlan>& recorded) {
+  TraceOptions opt;
+  const Trace trace =
+      LoadTrace({KVLANES_SOURCE_DIR "/traces/mooncake_excerpt.jsonl"}, std::nullopt, opt);
+  auto policy = MakePolicy("lanes", cfg, trace);
+  std::ostringstream out;
+  ReplaySinks sinks;
+  sinks.plan = &out;
+  sinks.on_request = [&](const RequestPlan& p, const RequestCost*) { recorded.push_back(p); };
+  RunReplay(cfg, *policy, trace, {}, nullptr, sinks);
+  return out.str();
+}
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content) {
+    std::string t = (std::filesystem::temp_directory_path() / "kvlanes-runs-test-XXXXXX").string();
+    const int fd = mkstemp(t.data());
+    REQUIRE(fd >= 0);
+    ::close(fd);
+    path_ = t;
+    std::ofstream(path_, std::ios::binary) << content;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The step of each run list, by op kind (docs/plan.md, "Page runs").
+const std::map<std::string, std::vector<int64_t>>& Steps() {
+  static const std::map<std::string, std::vector<int64_t>> s{
+      {"evict", {0, 1}},  {"write_back", {1, 1}},    {"load_back", {1, 1}},
+      {"backup", {1, 1}}, {"compute", {1, 0, 1, 0}}, {"gather", {0, 1}}};
+  return s;
+}
+
+// A version-3 plan text rewritten as version 2 (each run expanded into its tuples, `page_runs`
+// as `pages`, `slot_runs` as `slots`, the header's version 2), by this test's own expansion.
+std::string AsVersion2(const std::string& v3) {
+  std::istringstream in(v3);
+  std::string out, line;
+  bool header = true;
+  while (std::getline(in, line)) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(line);
+    if (header) {
+      j["kvlanes_plan"] = 2;
+      header = false;
+    } else if (j.contains("ops")) {
+      for (auto& op : j["ops"]) {
+        const std::string kind = op["kind"];
+        const std::vector<int64_t>& step = Steps().at(kind);
+        const char* from = kind == "evict" ? "slot_runs" : "page_runs";
+        nlohmann::ordered_json tuples = nlohmann::ordered_json::array();
+        for (const auto& run : op[from]) {
+          const size_t n = step.size();
+          for (int64_t i = 0; i < run[n].get<int64_t>(); ++i) {
+            nlohmann::ordered_json t = nlohmann::ordered_json::array();
+            for (size_t k = 0; k < n; ++k) t.push_back(run[k].get<int64_t>() + i * step[k]);
+            tuples.push_back(t);
+          }
+        }
+        nlohmann::ordered_json rewritten;  // the key where version 2 had it (last of the op)
+        for (auto it = op.begin(); it != op.end(); ++it)
+          if (it.key() != from) rewritten[it.key()] = it.value();
+        rewritten[kind == "evict" ? "slots" : "pages"] = tuples;
+        op = rewritten;
+      }
+    }
+    out += j.dump() + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a replay's plan file, read back, is the replay's plan; its page lists are maximal runs") {
+  std::map<std::string, int64_t> runs_of;
+  for (const char* write_policy : {"write_back", "write_through"}) {
+    CAPTURE(write_policy);
+    const ReplayConfig cfg = EveryOpConfig(write_policy);
+    std::vector<RequestPlan> recorded;
+    const std::string text = ReplayPlanText(cfg, recorded);
+    const TempFile file(text);
+    const PlanFile pf = ReadPlanFile(file.path());
+    CHECK(pf.header["kvlanes_plan"] == 3);
+    REQUIRE(pf.requests.size() == recorded.size());
+    for (size_t i = 0; i < recorded.size(); ++i) CHECK(pf.requests[i] == recorded[i]);
+    // Every page list is written as runs, each maximal: no run continues the one before it, and a
+    // count is at least 1. The runs sum to the tuples the in-memory plan holds.
+    std::istringstream in(text);
+    std::string line;
+    std::getline(in, line);  // header
+    int64_t tuples = 0, runs = 0, longer = 0;
+    for (size_t i = 0; i < recorded.size(); ++i) {
+      REQUIRE(std::getline(in, line));
+      CHECK(line.find("\"pages\":[") == std::string::npos);
+      CHECK(line.find("\"slots\":") == std::string::npos);
+      const nlohmann::json j = nlohmann::json::parse(line);
+      for (const auto& op : j["ops"]) {
+        const std::string kind = op["kind"];
+        const std::vector<int64_t>& step = Steps().at(kind);
+        const auto& list = op[kind == "evict" ? "slot_runs" : "page_runs"];
+        const size_t n = step.size();
+        for (size_t r = 0; r < list.size(); ++r) {
+          REQUIRE(list[r].size() == n + 1);
+          const int64_t count = list[r][n];
+          CHECK(count >= 1);
+          tuples += count;
+          longer += count > 1;
+          ++runs;
+          ++runs_of[kind];
+          if (r == 0) continue;
+          bool continues = true;
+          const int64_t prev = list[r - 1][n];
+          for (size_t k = 0; k < n; ++k)
+            continues = continues &&
+                        list[r][k].get<int64_t>() == list[r - 1][k].get<int64_t>() + prev * step[k];
+          CHECK_FALSE(continues);
+        }
+      }
+    }
+    int64_t want = 0;
+    for (const RequestPlan& p : recorded) {
+      for (const SlotFree& e : p.evictions) want += static_cast<int64_t>(e.slots.size());
+      for (const auto* copies : {&p.write_back, &p.load_back, &p.backup})
+        for (const LaneCopy& c : *copies)
+          want += static_cast<int64_t>(c.pages.size() * cfg.model.pools.size());
+      want += static_cast<int64_t>(p.new_pages.size() + p.prefix.size());
+    }
+    CHECK(tuples == want);
+    CHECK(longer > 0);
+    CHECK(runs < tuples);
+  }
+  // Between them the two replays write every op kind.
+  for (const std::string kind :
+       {"evict", "write_back", "load_back", "backup", "compute", "gather"}) {
+    CAPTURE(kind);
+    CHECK(runs_of[kind] > 0);
+  }
+}
+
+TEST_CASE("version 2 plans are still read: the same plan per tuple, and the committed ones") {
+  const ReplayConfig cfg = EveryOpConfig();
+  std::vector<RequestPlan> recorded;
+  const std::string v3 = ReplayPlanText(cfg, recorded);
+  const std::string v2 = AsVersion2(v3);
+  CHECK(v2.find("\"page_runs\"") == std::string::npos);
+  CHECK(v2.size() > v3.size());
+  const TempFile file(v2);
+  const PlanFile pf = ReadPlanFile(file.path());
+  CHECK(pf.header["kvlanes_plan"] == 2);
+  REQUIRE(pf.requests.size() == recorded.size());
+  for (size_t i = 0; i < recorded.size(); ++i) CHECK(pf.requests[i] == recorded[i]);
+  // A version-3 line is not a version-2 one: read as version 2 it lacks its `pages`.
+  std::istringstream lines(v3);
+  std::string header, first;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::string err;
+  try {
+    PlanFromJson(nlohmann::json::parse(first), "p.jsonl", 2, 2);
+  } catch (const InputError& e) {
+    err = e.what();
+  }
+  CHECK(err.find("p.jsonl:2: ") == 0);
+  CHECK((err.find(": pages: missing") != std::string::npos ||
+         err.find(": slots: missing") != std::string::npos));
+  // Every plan committed under docs/measurements (version 2, written by earlier builds) reads,
+  // and writes back as version-3 lines that read to the same requests.
+  size_t committed = 0;
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(KVLANES_SOURCE_DIR "/docs/measurements")) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name.rfind("plan", 0) != 0 ||
+        entry.path().extension() != ".jsonl")
+      continue;
+    CAPTURE(entry.path().string());
+    const PlanFile held = ReadPlanFile(entry.path().string());
+    ++committed;
+    CHECK(held.header["kvlanes_plan"] == 2);
+    REQUIRE_FALSE(held.requests.empty());
+    ReplayConfig hcfg;  // what the line writer reads: page size, pools, host layout
+    hcfg.cache.page_tokens = held.header["page_tokens"].get<int64_t>();
+    hcfg.model.layers = held.header["layers"].get<int64_t>();
+    hcfg.cache.host_layout = held.header["host_layout"].get<std::string>();
+    hcfg.model.pools.clear();
+    for (const auto& pool : held.header["pools"])
+      hcfg.model.pools.push_back(
+          PoolSpec{pool["name"].get<std::string>(), pool["bytes_per_token_layer"].get<int64_t>()});
+    int64_t line = 2;
+    for (const RequestPlan& p : held.requests) {
+      std::string out;
+      AppendPlanLine(p, hcfg, out);
+      CHECK(PlanFromJson(nlohmann::json::parse(out), "v3", line++) == p);
+    }
+  }
+  CHECK(committed >= 20);  // the held-out rounds' plans (28 when this was written)
+}
+
+TEST_CASE("malformed page runs are refused with the line and field") {
+  ReplayConfig cfg = TinyConfig(2, 10);
+  RequestPlan p;
+  p.request = 5;
+  p.input_tokens = 20;
+  p.device_hit_pages = 3;
+  p.prefix_pages = 3;
+  p.computed_tokens = 8;
+  p.evictions = {SlotFree{Tier::kDevice, {{1, 7}, {1, 8}}}};
+  p.new_pages = {NewPage{3, 0, 4, 2}, NewPage{4, 0, 5, 2}, NewPage{5, 1, 9, 2}};
+  p.runs = {PrefixRun{1, 0, 3}};
+  p.run_extents = {Extent{1, 0, 3, "interleave", 2}};
+  p.prefix = {{0, 0}, {1, 0}, {0, 1}};
+  p.shard_pages = {2, 1};
+  p.backup = {LaneCopy{0, {{4, 10}, {5, 11}}}};
+  std::string line;
+  AppendPlanLine(p, cfg, line);
+  CHECK(line == PlanToJson(p, cfg).dump() + "\n");
+  CHECK(line.find(R"("slot_runs":[[1,7,2]])") != std::string::npos);
+  CHECK(line.find(R"("page_runs":[[3,0,4,2,2],[5,1,9,2,1]])") != std::string::npos);
+  CHECK(line.find(R"("page_runs":[[0,0,1],[1,0,1],[0,1,1]])") != std::string::npos);
+  CHECK(line.find(R"("page_runs":[[4,10,2]])") != std::string::npos);
+  CHECK(PlanFromJson(nlohmann::json::parse(line), "p.jsonl", 2) == p);
+  auto error_of = [&](const std::string& from, const std::string& to) {
+    std::string bad = line;
+    const size_t at = bad.find(from);
+    REQUIRE(at != std::string::npos);
+    bad.replace(at, from.size(), to);
+    try {
+      PlanFromJson(nlohmann::json::parse(bad), "p.jsonl", 9);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of("[[1,7,2]]", "[[1,7,0]]") ==
+        "p.jsonl:9: slot_runs: run 0: count 0, expected 1 or more");
+  CHECK(error_of("[[4,10,2]]", "[[4,10,-3]]") ==
+        "p.jsonl:9: page_runs: run 0: count -3, expected 1 or more");
+  CHECK(error_of("[[1,7,2]]", "[[1,4294967290,7]]") ==
+        "p.jsonl:9: slot_runs: run 0: slot runs from 4294967290 past 4294967295 (count 7, last "
+        "would be 4294967296)");
+  CHECK(error_of("[5,1,9,2,1]", "[5,1,9,2,16777216]") ==
+        "p.jsonl:9: page_runs: run 1: count 16777216: the line's runs would hold more than "
+        "16777216 tuples (kMaxPlanLinePages)");
+  CHECK(error_of("[5,1,9,2,1]", "[5,1,9,2,1099511627776]") ==
+        "p.jsonl:9: page_runs: run 1: count 1099511627776: the line's runs would hold more than "
+        "16777216 tuples (kMaxPlanLinePages)");
+  CHECK(error_of("[[0,0,1],[1,0,1],[0,1,1]]", "[[0,0,1],[1,0,1],[0,1,2]]") ==
+        "p.jsonl:9: page_runs: the runs hold 4 pages, prefix_pages says 3");
+  CHECK(error_of("[[0,0,1],[1,0,1],[0,1,1]]", "[[0,0,1],[1,0,1]]") ==
+        "p.jsonl:9: page_runs: the runs hold 2 pages, prefix_pages says 3");
+  CHECK(error_of("[5,1,9,2,1]", "[5,70000,9,2,1]") ==
+        "p.jsonl:9: page_runs: run 1: owner 70000 beyond 65535");
+  CHECK(error_of("[5,1,9,2,1]", "[5,1,9,1]") ==
+        "p.jsonl:9: page_runs: run 1: expected [pos, owner, slot, extent, count] of integers");
+  CHECK(error_of("[5,1,9,2,1]", "[5,1,-9,2,1]") ==
+        "p.jsonl:9: page_runs: run 1: expected [pos, owner, slot, extent, count] of integers, "
+        "slot >= 0");
+  CHECK(error_of("[[4,10,2]]", "[[4,10,1.5]]") ==
+        "p.jsonl:9: page_runs: run 0: expected [device_slot, host_slot, count] of integers");
+  CHECK(error_of(R"("slot_runs":[[1,7,2]])", R"("slot_runs":{})") ==
+        "p.jsonl:9: slot_runs: expected a list of runs [lane, slot, count]");
+  // Runs that split a longer run are the same pages: readers accept any split.
+  std::string split = line;
+  split.replace(split.find("[[4,10,2]]"), 10, "[[4,10,1],[5,11,1]]");
+  CHECK(PlanFromJson(nlohmann::json::parse(split), "p.jsonl", 2) == p);
 }
 
 TEST_CASE("a merged prefix's gather op counts the queries and partials it moves, not its KV") {
