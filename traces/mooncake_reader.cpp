@@ -24,6 +24,9 @@ namespace kvlanes::reader {
 
 namespace {
 constexpr int64_t kMooncakeBlockTokens = 512;
+// The shortest record line the reader accepts, its newline included:
+// {"timestamp":0,"input_length":1,"output_length":0,"hash_ids":[0]}
+constexpr size_t kMinRecordBytes = 66;
 enum : size_t { kTimestamp, kInputLength, kOutputLength, kHashIds };
 
 // ---- the fast scanner for the plain record shape ----------------------------------------------
@@ -323,59 +326,71 @@ bool FastRecord(const char* b, const char* e, int64_t block, std::vector<uint64_
   return true;
 }
 
-void Read(const std::string& path, const std::string& data, const TraceOptions& opt, FileTrace* out,
-          bool fast) {
-  const int64_t block = opt.block_tokens > 0 ? opt.block_tokens : kMooncakeBlockTokens;
-  out->block_tokens = block;
-  OrderCheck order(opt.allow_unsorted, "timestamp", "ms", kNsPerMs);
-  RecordScanner scan({RecordField("timestamp"), RecordField("input_length"),
-                      RecordField("output_length"), RecordField("hash_ids", /*list=*/true)});
-  scan.field(kHashIds).sink = &out->ids;  // every record's ids into one array
+}  // namespace
+
+MooncakeLines::MooncakeLines(const std::string& path, size_t text_bytes, const TraceOptions& opt,
+                             FileTrace* out, bool fast)
+    : path_(path),
+      block_(opt.block_tokens > 0 ? opt.block_tokens : kMooncakeBlockTokens),
+      fast_(fast),
+      out_(out),
+      order_(opt.allow_unsorted, "timestamp", "ms", kNsPerMs),
+      scan_({RecordField("timestamp"), RecordField("input_length"), RecordField("output_length"),
+             RecordField("hash_ids", /*list=*/true)}) {
+  out->block_tokens = block_;
+  scan_.field(kHashIds).sink = &out->ids;  // every record's ids into one array
   // Room for more ids than a file with ", " between them can hold (each takes 3 bytes or more), so
   // the array is not copied as it grows; pages of it that are never written take no memory.
-  out->ids.reserve(data.size() / 3 + 1);
+  out->ids.reserve(text_bytes / 3 + 1);
   AdviseHugePages(out->ids.data(), out->ids.capacity() * sizeof(uint64_t));
-  const auto value = [&](size_t i) {
-    const RecordField& f = scan.field(i);
-    return f.present ? &f.value : nullptr;
-  };
-  ForEachLine(path, data, opt.max_line_bytes, [&](const char* b, const char* e, int64_t line) {
-    const Where w{path, line};
-    Request r;
-    r.line = line;
-    const size_t first = out->ids.size();
-    if (!fast || !FastRecord(b, e, block, &out->ids, &r)) {
-      scan.Scan(b, e, w);
-      // Checked in this order whatever the key order of the line, so a line with several faults
-      // always reports the same one.
-      r.arrival_ns = MsTimestampField(value(kTimestamp), "timestamp", w);
-      r.input_tokens = PositiveIntField(value(kInputLength), "input_length", w);
-      r.output_tokens = NonNegativeIntField(value(kOutputLength), "output_length", w);
-      const size_t ids = HashIdsField(scan.field(kHashIds), w);
-      // Mooncake gives an id to every block, the partial last one included.
-      const int64_t expected = CeilDiv(r.input_tokens, block);
-      if (static_cast<int64_t>(ids) != expected) {
-        Fail(w, "hash_ids",
-             "has " + std::to_string(ids) + " ids, expected ceil(input_length " +
-                 std::to_string(r.input_tokens) + " / block " + std::to_string(block) +
-                 ") = " + std::to_string(expected));
-      }
-    }
-    order.Next(r.arrival_ns, w);
-    out->AddRequest(std::move(r), first);
-  });
+  // Room for as many requests as the text can hold, so that the list is never moved as it
+  // grows: each takes a line of kMinRecordBytes or more.
+  out->requests.reserve(text_bytes / kMinRecordBytes + 1);
+  out->id_first.reserve(text_bytes / kMinRecordBytes + 1);
 }
 
-}  // namespace
+void MooncakeLines::Line(const char* b, const char* e, int64_t line) {
+  const Where w{path_, line};
+  Request r;
+  r.line = line;
+  const size_t first = out_->ids.size();
+  if (!fast_ || !FastRecord(b, e, block_, &out_->ids, &r)) {
+    const auto value = [&](size_t i) {
+      const RecordField& f = scan_.field(i);
+      return f.present ? &f.value : nullptr;
+    };
+    scan_.Scan(b, e, w);
+    // Checked in this order whatever the key order of the line, so a line with several faults
+    // always reports the same one.
+    r.arrival_ns = MsTimestampField(value(kTimestamp), "timestamp", w);
+    r.input_tokens = PositiveIntField(value(kInputLength), "input_length", w);
+    r.output_tokens = NonNegativeIntField(value(kOutputLength), "output_length", w);
+    const size_t ids = HashIdsField(scan_.field(kHashIds), w);
+    // Mooncake gives an id to every block, the partial last one included.
+    const int64_t expected = CeilDiv(r.input_tokens, block_);
+    if (static_cast<int64_t>(ids) != expected) {
+      Fail(w, "hash_ids",
+           "has " + std::to_string(ids) + " ids, expected ceil(input_length " +
+               std::to_string(r.input_tokens) + " / block " + std::to_string(block_) +
+               ") = " + std::to_string(expected));
+    }
+  }
+  order_.Next(r.arrival_ns, w);
+  out_->AddRequest(std::move(r), first);
+}
 
 void ReadMooncake(const std::string& path, const std::string& data, const TraceOptions& opt,
                   FileTrace* out) {
-  Read(path, data, opt, out, /*fast=*/true);
+  MooncakeLines lines(path, data.size(), opt, out, /*fast=*/true);
+  ForEachLine(path, data, opt.max_line_bytes,
+              [&](const char* b, const char* e, int64_t line) { lines.Line(b, e, line); });
 }
 
 void ReadMooncakeStrict(const std::string& path, const std::string& data, const TraceOptions& opt,
                         FileTrace* out) {
-  Read(path, data, opt, out, /*fast=*/false);
+  MooncakeLines lines(path, data.size(), opt, out, /*fast=*/false);
+  ForEachLine(path, data, opt.max_line_bytes,
+              [&](const char* b, const char* e, int64_t line) { lines.Line(b, e, line); });
 }
 
 }  // namespace kvlanes::reader
