@@ -56,9 +56,14 @@ class MooncakeLines {
   // The line [b, e) (no '\n', not blank), `line` its 1-based number. REQUIRES: lines in file
   // order, each at most opt.max_line_bytes long.
   void Line(const char* b, const char* e, int64_t line);
+  // Every line of [p, end), numbered on from *line_no (updated), as ForEachLineIn splits, checks
+  // and numbers them, each non-blank one read as Line reads it. [p, end) ends with a '\n' or at
+  // the end of the text. With fast = true a record is read before its line's end is looked for.
+  void Lines(const char* p, const char* end, int64_t* line_no);
 
  private:
   std::string path_;
+  int64_t max_line_bytes_;
   int64_t block_;
   bool fast_;
   FileTrace* out_;

@@ -285,20 +285,22 @@ size_t KeyIs(const char* p, const char* e, const char (&name)[N]) {
   return static_cast<size_t>(e - p) >= N - 1 && std::memcmp(p, name, N - 1) == 0 ? N - 1 : 0;
 }
 
-// The record [b, e) when it has the plain shape and every value is valid: fills `r` (not its line)
-// and appends its ids to *ids. False otherwise, with *ids as it was: the strict scanner then reads
-// the line.
-bool FastRecord(const char* b, const char* e, int64_t block, std::vector<uint64_t>* ids,
-                Request* r) {
+// The record at b (white space first, then '{'), read no further than e, when it has the plain
+// shape and every value is valid: fills `r` (not its line), appends its ids to *ids and returns
+// the byte after its '}' (what follows it is the caller's to check). Null otherwise, with *ids as
+// it was: the strict scanner then reads the line. A '\n' is none of the bytes it takes, so a
+// record it reads lies on one line even when e is further.
+const char* FastRecord(const char* b, const char* e, int64_t block, std::vector<uint64_t>* ids,
+                       Request* r) {
   const size_t first = ids->size();
   const char* p = SkipSpace(b, e);
-  if (p >= e || *p != '{') return false;
+  if (p >= e || *p != '{') return nullptr;
   p = SkipSpace(p + 1, e);
   uint64_t value[3] = {0, 0, 0};
   unsigned seen = 0;
-  const auto fail = [&] {
+  const auto fail = [&]() -> const char* {
     ids->resize(first);
-    return false;
+    return nullptr;
   };
   for (;;) {
     if (e - p < 2 || *p != '"') return fail();
@@ -352,7 +354,7 @@ bool FastRecord(const char* b, const char* e, int64_t block, std::vector<uint64_
     if (p < e && *p == '}') break;
     return fail();
   }
-  if (SkipSpace(p + 1, e) != e || seen != 15) return fail();
+  if (seen != 15) return fail();
   // The checks of the strict path's field readers; a value they refuse goes to them for the error.
   const int64_t ts = static_cast<int64_t>(value[kTimestamp]);
   const int64_t in = static_cast<int64_t>(value[kInputLength]);
@@ -361,7 +363,7 @@ bool FastRecord(const char* b, const char* e, int64_t block, std::vector<uint64_
   r->arrival_ns = ts * kNsPerMs;
   r->input_tokens = in;
   r->output_tokens = static_cast<int64_t>(value[kOutputLength]);
-  return true;
+  return p + 1;
 }
 
 }  // namespace
@@ -369,6 +371,7 @@ bool FastRecord(const char* b, const char* e, int64_t block, std::vector<uint64_
 MooncakeLines::MooncakeLines(const std::string& path, size_t text_bytes, const TraceOptions& opt,
                              FileTrace* out, bool fast)
     : path_(path),
+      max_line_bytes_(opt.max_line_bytes),
       block_(opt.block_tokens > 0 ? opt.block_tokens : kMooncakeBlockTokens),
       fast_(fast),
       out_(out),
@@ -392,7 +395,12 @@ void MooncakeLines::Line(const char* b, const char* e, int64_t line) {
   Request r;
   r.line = line;
   const size_t first = out_->ids.size();
-  if (!fast_ || !FastRecord(b, e, block_, &out_->ids, &r)) {
+  const char* rec = fast_ ? FastRecord(b, e, block_, &out_->ids, &r) : nullptr;
+  if (rec != nullptr && SkipSpace(rec, e) != e) {  // more after the record: the strict scanner
+    out_->ids.resize(first);
+    rec = nullptr;
+  }
+  if (rec == nullptr) {
     const auto value = [&](size_t i) {
       const RecordField& f = scan_.field(i);
       return f.present ? &f.value : nullptr;
@@ -417,18 +425,52 @@ void MooncakeLines::Line(const char* b, const char* e, int64_t line) {
   out_->AddRequest(std::move(r), first);
 }
 
+void MooncakeLines::Lines(const char* p, const char* end, int64_t* line_no) {
+  while (p < end) {
+    if (fast_) {
+      // The record read first, up to its '}', without looking for the line's end: the fast
+      // scanner takes no '\n', so when only spaces, tabs or a CR follow the '}' up to a '\n' (or
+      // the end), that '\n' ends the line (as ForEachLineIn would have found it, with no line
+      // limit passed) and the record is the line.
+      Request r;
+      const size_t first = out_->ids.size();
+      if (const char* rec = FastRecord(p, end, block_, &out_->ids, &r)) {
+        const char* q = SkipSpace(rec, end);
+        if ((q == end || *q == '\n') && q - p <= max_line_bytes_) {
+          r.line = ++*line_no;
+          order_.Next(r.arrival_ns, Where{path_, r.line});
+          out_->AddRequest(std::move(r), first);
+          p = q + 1;
+          continue;
+        }
+        out_->ids.resize(first);
+      }
+    }
+    // Anything else, one line as ForEachLineIn gives it.
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    const char* e = nl == nullptr ? end : nl;
+    ++*line_no;
+    if (e - p > max_line_bytes_)
+      LineTooLong(path_, *line_no, static_cast<size_t>(e - p), max_line_bytes_);
+    const char* q = p;
+    while (q < e && (*q == ' ' || *q == '\t' || *q == '\r')) ++q;
+    if (q < e) Line(p, e, *line_no);
+    p = e + 1;
+  }
+}
+
 void ReadMooncake(const std::string& path, const std::string& data, const TraceOptions& opt,
                   FileTrace* out) {
   MooncakeLines lines(path, data.size(), opt, out, /*fast=*/true);
-  ForEachLine(path, data, opt.max_line_bytes,
-              [&](const char* b, const char* e, int64_t line) { lines.Line(b, e, line); });
+  int64_t line_no = 0;
+  lines.Lines(data.data(), data.data() + data.size(), &line_no);
 }
 
 void ReadMooncakeStrict(const std::string& path, const std::string& data, const TraceOptions& opt,
                         FileTrace* out) {
   MooncakeLines lines(path, data.size(), opt, out, /*fast=*/false);
-  ForEachLine(path, data, opt.max_line_bytes,
-              [&](const char* b, const char* e, int64_t line) { lines.Line(b, e, line); });
+  int64_t line_no = 0;
+  lines.Lines(data.data(), data.data() + data.size(), &line_no);
 }
 
 }  // namespace kvlanes::reader

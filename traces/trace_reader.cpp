@@ -479,17 +479,14 @@ bool StreamMooncakeFile(const std::string& path, std::optional<TraceFormat> fmt,
         out->format = TraceFormat::kMooncake;
         lines.emplace(path, static_cast<size_t>(st.st_size) - begin, opt, out, /*fast=*/true);
       }
-      const auto line = [&](const char* lb, const char* le, int64_t no) {
-        lines->Line(lb, le, no);
-      };
       if (eof) {
-        ForEachLineIn(path, b + begin, b + have, opt.max_line_bytes, &line_no, line);
+        lines->Lines(b + begin, b + have, &line_no);
         break;
       }
       const void* nl = ::memrchr(b + begin, '\n', have - begin);
       if (nl != nullptr) {
         const size_t end = static_cast<size_t>(static_cast<const char*>(nl) - b) + 1;
-        ForEachLineIn(path, b + begin, b + end, opt.max_line_bytes, &line_no, line);
+        lines->Lines(b + begin, b + end, &line_no);
         begin = end;
       }
       // A line longer than the limit: ParseTraceText refuses it (or an earlier fault).
