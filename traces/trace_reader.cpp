@@ -458,7 +458,7 @@ bool StreamMooncakeFile(const std::string& path, std::optional<TraceFormat> fmt,
       if (!lines) {
         // One or two byte order marks at the start are dropped (ReadTraceFile drops one and
         // ParseTraceText another); then the first record must say Mooncake, read to its end.
-        if (have < 7 && !eof) continue;
+        if (have < 6 && !eof) continue;
         const std::string_view text(b, have);
         const std::string_view bom = "\xEF\xBB\xBF";
         if (text.substr(0, 3) == bom) begin = text.substr(3, 3) == bom ? 6 : 3;
@@ -477,7 +477,9 @@ bool StreamMooncakeFile(const std::string& path, std::optional<TraceFormat> fmt,
           if (FormatOfKeys(fr.keys) != TraceFormat::kMooncake) return false;
         }
         out->format = TraceFormat::kMooncake;
-        lines.emplace(path, static_cast<size_t>(st.st_size) - begin, opt, out, /*fast=*/true);
+        // The text's size for the id array's room: the file's, or what was read if it grew.
+        const size_t text_bytes = std::max(static_cast<size_t>(st.st_size), have) - begin;
+        lines.emplace(path, text_bytes, opt, out, /*fast=*/true);
       }
       if (eof) {
         lines->Lines(b + begin, b + have, &line_no);
