@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "traces/record_fields.h"
 #include "traces/trace.h"
 #include "traces/trace_reader.h"
 
@@ -43,6 +44,33 @@ void ReadMooncake(const std::string& path, const std::string& data, const TraceO
 // traces tests compare the two.
 void ReadMooncakeStrict(const std::string& path, const std::string& data, const TraceOptions& opt,
                         FileTrace* out);
+
+// The Mooncake reader one line at a time: what ReadMooncake (fast = true) and ReadMooncakeStrict
+// do for each line ForEachLine gives, for a caller that splits the lines itself (LoadTrace, which
+// reads a file in chunks). `text_bytes` is the size of the whole text (it sizes the id array).
+// Line() throws InputError as ReadMooncake does for that line; after a throw, *out is unusable.
+class MooncakeLines {
+ public:
+  MooncakeLines(const std::string& path, size_t text_bytes, const TraceOptions& opt, FileTrace* out,
+                bool fast);
+  // The line [b, e) (no '\n', not blank), `line` its 1-based number. REQUIRES: lines in file
+  // order, each at most opt.max_line_bytes long.
+  void Line(const char* b, const char* e, int64_t line);
+  // Every line of [p, end), numbered on from *line_no (updated), as ForEachLineIn splits, checks
+  // and numbers them, each non-blank one read as Line reads it. [p, end) ends with a '\n' or at
+  // the end of the text. With fast = true a record is read before its line's end is looked for.
+  void Lines(const char* p, const char* end, int64_t* line_no);
+
+ private:
+  std::string path_;
+  int64_t max_line_bytes_;
+  int64_t block_;
+  bool fast_;
+  FileTrace* out_;
+  OrderCheck order_;
+  RecordScanner scan_;
+};
+
 void ReadKvTester(const std::string& path, const std::string& data, const TraceOptions& opt,
                   FileTrace* out);
 void ReadTokens(const std::string& path, const std::string& data, const TraceOptions& opt,
@@ -57,6 +85,23 @@ void ReadCsv(const std::string& path, const std::string& data, const TraceOption
 // does per file; the benchmark and the fuzz targets call it on text in memory. Throws InputError.
 FileTrace ParseTraceText(const std::string& path, const std::string& text,
                          std::optional<TraceFormat> fmt, const TraceOptions& opt);
+
+// How much of a file StreamMooncakeFile reads at a time: small enough that the buffer stays in
+// the core's cache between the read and the reader (traces/README.md, "Reading speed").
+inline constexpr size_t kStreamChunkBytes = size_t{256} << 10;
+
+// LoadTrace's path for one regular file in the Mooncake format (given as `fmt` or, with nullopt,
+// detected): the file is read `chunk_bytes` at a time into one buffer, and each chunk's whole
+// lines go to the Mooncake reader as they arrive, so the text is never held whole (that buffer
+// was about a third of a load: written by the kernel, zeroed, page-faulted; docs/measurements).
+// Returns true with *out as ParseTraceText(path, ReadTraceFile(path, opt), fmt, opt) returns it.
+// Takes only input that path reads without fault: on anything else (not a regular file, too
+// large, a control byte, a first record that does not name the format or is not whole within
+// 1 MiB, any input error on a line or in the checks after) it returns false, *out unusable, and
+// the caller reads the file that way instead, which gives the error. Throws only what is not an
+// InputError (std::bad_alloc).
+bool StreamMooncakeFile(const std::string& path, std::optional<TraceFormat> fmt,
+                        const TraceOptions& opt, size_t chunk_bytes, FileTrace* out);
 
 // The format the keys of the first record name, or nullopt when they name none (or the text is
 // not JSON there). Never throws.

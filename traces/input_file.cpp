@@ -33,6 +33,11 @@ InputFd::~InputFd() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+bool InputFd::IsRegularFile() const {
+  struct stat st {};
+  return ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 size_t InputFd::Read(char* buf, size_t n) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(wait_ms_);

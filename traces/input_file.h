@@ -37,6 +37,8 @@ class InputFd {
   size_t Read(char* buf, size_t n);
 
   const std::string& path() const { return path_; }
+  // True when the open file is a regular file (not a FIFO, device or socket).
+  bool IsRegularFile() const;
 
  private:
   std::string path_, what_;

@@ -24,6 +24,9 @@ namespace kvlanes::reader {
 
 namespace {
 constexpr int64_t kMooncakeBlockTokens = 512;
+// The shortest record line the reader accepts, its newline included:
+// {"timestamp":0,"input_length":1,"output_length":0,"hash_ids":[0]}
+constexpr size_t kMinRecordBytes = 66;
 enum : size_t { kTimestamp, kInputLength, kOutputLength, kHashIds };
 
 // ---- the fast scanner for the plain record shape ----------------------------------------------
@@ -206,8 +209,8 @@ bool CanonicalIdList(const char** pp, const char* e, std::vector<uint64_t>* ids)
     // Each id ends at the next comma or at the ']'; one that runs past the block has none here.
     const uint64_t ends = (c.comma & valid) | close;
     bool ok = true;
-    for (uint64_t m = starts; m != 0; m &= m - 1) {
-      const int at = __builtin_ctzll(m);
+    // The id starting at byte `at` of the block, on its own.
+    const auto one = [&](int at) {
       const uint64_t rest = ends >> at;
       const int len = rest != 0 ? __builtin_ctzll(rest) : 64;
       const char* t = blk + at;
@@ -221,6 +224,44 @@ bool CanonicalIdList(const char** pp, const char* e, std::vector<uint64_t>* ids)
       }
       out[k++] = v;
       all |= v;
+    };
+    // Two ids at a time where both have at most 8 digits (all but the rarest): each one's digits
+    // moved to the top of its 64-bit half as SwarDigits does, then both combined at once in
+    // pairs, fours and eights (16-bit, 32-bit and 64-bit multiplications).
+    uint64_t m = starts;
+    while (m != 0) {
+      const int at0 = __builtin_ctzll(m);
+      m &= m - 1;
+      if (m == 0) {
+        one(at0);
+        break;
+      }
+      const int at1 = __builtin_ctzll(m);
+      m &= m - 1;
+      const uint64_t rest0 = ends >> at0, rest1 = ends >> at1;
+      const int len0 = rest0 != 0 ? __builtin_ctzll(rest0) : 64;
+      const int len1 = rest1 != 0 ? __builtin_ctzll(rest1) : 64;
+      if (len0 > 8 || len1 > 8 || e - (blk + at1) < 8) {
+        one(at0);
+        one(at1);
+        continue;
+      }
+      uint64_t w0, w1;
+      std::memcpy(&w0, blk + at0, 8);
+      std::memcpy(&w1, blk + at1, 8);
+      const uint64_t x0 = (w0 - 0x3030303030303030ull) << (8 * (8 - len0));
+      const uint64_t x1 = (w1 - 0x3030303030303030ull) << (8 * (8 - len1));
+      const __m128i x = _mm_and_si128(
+          _mm_set_epi64x(static_cast<int64_t>(x1), static_cast<int64_t>(x0)), _mm_set1_epi8(0x0F));
+      const __m128i pairs = _mm_add_epi16(
+          _mm_mullo_epi16(_mm_and_si128(x, _mm_set1_epi16(0x00FF)), _mm_set1_epi16(10)),
+          _mm_srli_epi16(x, 8));
+      const __m128i fours = _mm_madd_epi16(pairs, _mm_set1_epi32((1 << 16) | 100));
+      const __m128i eights =
+          _mm_add_epi64(_mm_mul_epu32(fours, _mm_set1_epi64x(10000)), _mm_srli_epi64(fours, 32));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k), eights);
+      all |= out[k] | out[k + 1];
+      k += 2;
     }
     if (!ok) break;
     if (close != 0) {
@@ -244,20 +285,22 @@ size_t KeyIs(const char* p, const char* e, const char (&name)[N]) {
   return static_cast<size_t>(e - p) >= N - 1 && std::memcmp(p, name, N - 1) == 0 ? N - 1 : 0;
 }
 
-// The record [b, e) when it has the plain shape and every value is valid: fills `r` (not its line)
-// and appends its ids to *ids. False otherwise, with *ids as it was: the strict scanner then reads
-// the line.
-bool FastRecord(const char* b, const char* e, int64_t block, std::vector<uint64_t>* ids,
-                Request* r) {
+// The record at b (white space first, then '{'), read no further than e, when it has the plain
+// shape and every value is valid: fills `r` (not its line), appends its ids to *ids and returns
+// the byte after its '}' (what follows it is the caller's to check). Null otherwise, with *ids as
+// it was: the strict scanner then reads the line. A '\n' is none of the bytes it takes, so a
+// record it reads lies on one line even when e is further.
+const char* FastRecord(const char* b, const char* e, int64_t block, std::vector<uint64_t>* ids,
+                       Request* r) {
   const size_t first = ids->size();
   const char* p = SkipSpace(b, e);
-  if (p >= e || *p != '{') return false;
+  if (p >= e || *p != '{') return nullptr;
   p = SkipSpace(p + 1, e);
   uint64_t value[3] = {0, 0, 0};
   unsigned seen = 0;
-  const auto fail = [&] {
+  const auto fail = [&]() -> const char* {
     ids->resize(first);
-    return false;
+    return nullptr;
   };
   for (;;) {
     if (e - p < 2 || *p != '"') return fail();
@@ -311,7 +354,7 @@ bool FastRecord(const char* b, const char* e, int64_t block, std::vector<uint64_
     if (p < e && *p == '}') break;
     return fail();
   }
-  if (SkipSpace(p + 1, e) != e || seen != 15) return fail();
+  if (seen != 15) return fail();
   // The checks of the strict path's field readers; a value they refuse goes to them for the error.
   const int64_t ts = static_cast<int64_t>(value[kTimestamp]);
   const int64_t in = static_cast<int64_t>(value[kInputLength]);
@@ -320,62 +363,114 @@ bool FastRecord(const char* b, const char* e, int64_t block, std::vector<uint64_
   r->arrival_ns = ts * kNsPerMs;
   r->input_tokens = in;
   r->output_tokens = static_cast<int64_t>(value[kOutputLength]);
-  return true;
-}
-
-void Read(const std::string& path, const std::string& data, const TraceOptions& opt, FileTrace* out,
-          bool fast) {
-  const int64_t block = opt.block_tokens > 0 ? opt.block_tokens : kMooncakeBlockTokens;
-  out->block_tokens = block;
-  OrderCheck order(opt.allow_unsorted, "timestamp", "ms", kNsPerMs);
-  RecordScanner scan({RecordField("timestamp"), RecordField("input_length"),
-                      RecordField("output_length"), RecordField("hash_ids", /*list=*/true)});
-  scan.field(kHashIds).sink = &out->ids;  // every record's ids into one array
-  // Room for more ids than a file with ", " between them can hold (each takes 3 bytes or more), so
-  // the array is not copied as it grows; pages of it that are never written take no memory.
-  out->ids.reserve(data.size() / 3 + 1);
-  AdviseHugePages(out->ids.data(), out->ids.capacity() * sizeof(uint64_t));
-  const auto value = [&](size_t i) {
-    const RecordField& f = scan.field(i);
-    return f.present ? &f.value : nullptr;
-  };
-  ForEachLine(path, data, opt.max_line_bytes, [&](const char* b, const char* e, int64_t line) {
-    const Where w{path, line};
-    Request r;
-    r.line = line;
-    const size_t first = out->ids.size();
-    if (!fast || !FastRecord(b, e, block, &out->ids, &r)) {
-      scan.Scan(b, e, w);
-      // Checked in this order whatever the key order of the line, so a line with several faults
-      // always reports the same one.
-      r.arrival_ns = MsTimestampField(value(kTimestamp), "timestamp", w);
-      r.input_tokens = PositiveIntField(value(kInputLength), "input_length", w);
-      r.output_tokens = NonNegativeIntField(value(kOutputLength), "output_length", w);
-      const size_t ids = HashIdsField(scan.field(kHashIds), w);
-      // Mooncake gives an id to every block, the partial last one included.
-      const int64_t expected = CeilDiv(r.input_tokens, block);
-      if (static_cast<int64_t>(ids) != expected) {
-        Fail(w, "hash_ids",
-             "has " + std::to_string(ids) + " ids, expected ceil(input_length " +
-                 std::to_string(r.input_tokens) + " / block " + std::to_string(block) +
-                 ") = " + std::to_string(expected));
-      }
-    }
-    order.Next(r.arrival_ns, w);
-    out->AddRequest(std::move(r), first);
-  });
+  return p + 1;
 }
 
 }  // namespace
 
+MooncakeLines::MooncakeLines(const std::string& path, size_t text_bytes, const TraceOptions& opt,
+                             FileTrace* out, bool fast)
+    : path_(path),
+      max_line_bytes_(opt.max_line_bytes),
+      block_(opt.block_tokens > 0 ? opt.block_tokens : kMooncakeBlockTokens),
+      fast_(fast),
+      out_(out),
+      order_(opt.allow_unsorted, "timestamp", "ms", kNsPerMs),
+      scan_({RecordField("timestamp"), RecordField("input_length"), RecordField("output_length"),
+             RecordField("hash_ids", /*list=*/true)}) {
+  out->block_tokens = block_;
+  scan_.field(kHashIds).sink = &out->ids;  // every record's ids into one array
+  // Room for more ids than a file with ", " between them can hold (each takes 3 bytes or more), so
+  // the array is not copied as it grows; pages of it that are never written take no memory.
+  out->ids.reserve(text_bytes / 3 + 1);
+  AdviseHugePages(out->ids.data(), out->ids.capacity() * sizeof(uint64_t));
+  // Room for as many requests as the text can hold, so that the list is never moved as it
+  // grows: each takes a line of kMinRecordBytes or more.
+  out->requests.reserve(text_bytes / kMinRecordBytes + 1);
+  out->id_first.reserve(text_bytes / kMinRecordBytes + 1);
+}
+
+void MooncakeLines::Line(const char* b, const char* e, int64_t line) {
+  const Where w{path_, line};
+  Request r;
+  r.line = line;
+  const size_t first = out_->ids.size();
+  const char* rec = fast_ ? FastRecord(b, e, block_, &out_->ids, &r) : nullptr;
+  if (rec != nullptr && SkipSpace(rec, e) != e) {  // more after the record: the strict scanner
+    out_->ids.resize(first);
+    rec = nullptr;
+  }
+  if (rec == nullptr) {
+    const auto value = [&](size_t i) {
+      const RecordField& f = scan_.field(i);
+      return f.present ? &f.value : nullptr;
+    };
+    scan_.Scan(b, e, w);
+    // Checked in this order whatever the key order of the line, so a line with several faults
+    // always reports the same one.
+    r.arrival_ns = MsTimestampField(value(kTimestamp), "timestamp", w);
+    r.input_tokens = PositiveIntField(value(kInputLength), "input_length", w);
+    r.output_tokens = NonNegativeIntField(value(kOutputLength), "output_length", w);
+    const size_t ids = HashIdsField(scan_.field(kHashIds), w);
+    // Mooncake gives an id to every block, the partial last one included.
+    const int64_t expected = CeilDiv(r.input_tokens, block_);
+    if (static_cast<int64_t>(ids) != expected) {
+      Fail(w, "hash_ids",
+           "has " + std::to_string(ids) + " ids, expected ceil(input_length " +
+               std::to_string(r.input_tokens) + " / block " + std::to_string(block_) +
+               ") = " + std::to_string(expected));
+    }
+  }
+  order_.Next(r.arrival_ns, w);
+  out_->AddRequest(std::move(r), first);
+}
+
+void MooncakeLines::Lines(const char* p, const char* end, int64_t* line_no) {
+  while (p < end) {
+    if (fast_) {
+      // The record read first, up to its '}', without looking for the line's end: the fast
+      // scanner takes no '\n', so when only spaces, tabs or a CR follow the '}' up to a '\n' (or
+      // the end), that '\n' ends the line (as ForEachLineIn would have found it, with no line
+      // limit passed) and the record is the line.
+      Request r;
+      const size_t first = out_->ids.size();
+      if (const char* rec = FastRecord(p, end, block_, &out_->ids, &r)) {
+        const char* q = SkipSpace(rec, end);
+        if ((q == end || *q == '\n') && q - p <= max_line_bytes_) {
+          r.line = ++*line_no;
+          order_.Next(r.arrival_ns, Where{path_, r.line});
+          out_->AddRequest(std::move(r), first);
+          p = q + 1;
+          continue;
+        }
+        out_->ids.resize(first);
+      }
+    }
+    // Anything else, one line as ForEachLineIn gives it.
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    const char* e = nl == nullptr ? end : nl;
+    ++*line_no;
+    if (e - p > max_line_bytes_)
+      LineTooLong(path_, *line_no, static_cast<size_t>(e - p), max_line_bytes_);
+    const char* q = p;
+    while (q < e && (*q == ' ' || *q == '\t' || *q == '\r')) ++q;
+    if (q < e) Line(p, e, *line_no);
+    p = e + 1;
+  }
+}
+
 void ReadMooncake(const std::string& path, const std::string& data, const TraceOptions& opt,
                   FileTrace* out) {
-  Read(path, data, opt, out, /*fast=*/true);
+  MooncakeLines lines(path, data.size(), opt, out, /*fast=*/true);
+  int64_t line_no = 0;
+  lines.Lines(data.data(), data.data() + data.size(), &line_no);
 }
 
 void ReadMooncakeStrict(const std::string& path, const std::string& data, const TraceOptions& opt,
                         FileTrace* out) {
-  Read(path, data, opt, out, /*fast=*/false);
+  MooncakeLines lines(path, data.size(), opt, out, /*fast=*/false);
+  int64_t line_no = 0;
+  lines.Lines(data.data(), data.data() + data.size(), &line_no);
 }
 
 }  // namespace kvlanes::reader

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "traces/json_scan.h"
@@ -66,25 +67,33 @@ class OrderCheck {
 [[noreturn]] void LineTooLong(const std::string& path, int64_t line, size_t bytes,
                               int64_t max_line_bytes);
 
-// Calls fn(begin, end, line_number) for every line that is not blank (spaces, tabs, CR). A line
-// longer than max_line_bytes fails before it is parsed.
+// Calls fn(begin, end, line_number) for every line of [p, end) that is not blank (spaces, tabs,
+// CR), numbering them on from *line_no (the number of lines before p; updated). A line longer than
+// max_line_bytes fails before it is parsed. The text may be a run of whole lines of a larger one:
+// it ends with a '\n' or at the end of that text.
+template <typename Fn>
+void ForEachLineIn(const std::string& path, const char* p, const char* const end,
+                   int64_t max_line_bytes, int64_t* line_no, Fn&& fn) {
+  while (p < end) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    const char* e = nl == nullptr ? end : nl;
+    ++*line_no;
+    if (e - p > max_line_bytes)
+      LineTooLong(path, *line_no, static_cast<size_t>(e - p), max_line_bytes);
+    const char* q = p;
+    while (q < e && (*q == ' ' || *q == '\t' || *q == '\r')) ++q;
+    if (q < e) fn(p, e, *line_no);
+    p = e + 1;
+  }
+}
+
+// ForEachLineIn over the whole of `data`, from line 1.
 template <typename Fn>
 void ForEachLine(const std::string& path, const std::string& data, int64_t max_line_bytes,
                  Fn&& fn) {
   int64_t line_no = 0;
-  const char* p = data.data();
-  const char* const end = p + data.size();
-  while (p < end) {
-    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
-    const char* e = nl == nullptr ? end : nl;
-    ++line_no;
-    if (e - p > max_line_bytes)
-      LineTooLong(path, line_no, static_cast<size_t>(e - p), max_line_bytes);
-    const char* q = p;
-    while (q < e && (*q == ' ' || *q == '\t' || *q == '\r')) ++q;
-    if (q < e) fn(p, e, line_no);
-    p = e + 1;
-  }
+  ForEachLineIn(path, data.data(), data.data() + data.size(), max_line_bytes, &line_no,
+                std::forward<Fn>(fn));
 }
 
 }  // namespace kvlanes::reader

@@ -2,6 +2,10 @@
 // merge of several files into one Trace.
 #include "traces/trace_reader.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include <string.h>  // memrchr
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -31,27 +35,44 @@ using reader::FileTrace;
 using reader::kIdBits;
 using reader::Where;
 
+bool IsControlByte(char ch) {
+  const auto c = static_cast<unsigned char>(ch);
+  return c < 0x20 && c != '\t' && c != '\n' && c != '\r';
+}
+
 // A control byte (below 0x20 other than tab, LF, CR) is never valid in JSON text, inside strings
 // or out: its first occurrence in [b, e), or e.
 const char* FirstControlByte(const char* b, const char* e) {
-  // Cheap to vectorise: a flag over 64-byte blocks, then the exact byte in the block that has it.
-  // The flag is a byte, so the compiler keeps 16 or 32 bytes in a register lane by lane instead
-  // of widening each to 32 bits.
+#if defined(__SSE2__)
+  // 64 bytes at a time: the bytes below 0x20 other than LF (one a line; tab and CR are rare
+  // enough to be looked at byte by byte in the block that has one).
+  const __m128i k1f = _mm_set1_epi8(0x1F);
+  const __m128i kLf = _mm_set1_epi8('\n');
+  const __m128i kZero = _mm_setzero_si128();
+  for (; e - b >= 64; b += 64) {
+    __m128i odd = kZero;
+    for (int i = 0; i < 4; ++i) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * i));
+      const __m128i low = _mm_cmpeq_epi8(_mm_subs_epu8(v, k1f), kZero);  // v <= 0x1F
+      odd = _mm_or_si128(odd, _mm_xor_si128(low, _mm_cmpeq_epi8(v, kLf)));
+    }
+    if (_mm_movemask_epi8(odd) == 0) continue;
+    for (int i = 0; i < 64; ++i)
+      if (IsControlByte(b[i])) return b + i;
+  }
+#else
+  // A flag over 64-byte blocks, then the exact byte in the block that has it. The flag is a byte,
+  // so the compiler keeps 16 or 32 bytes in a register lane by lane instead of widening each to
+  // 32 bits.
   while (e - b >= 64) {
     uint8_t bad = 0;
-    for (int i = 0; i < 64; ++i) {
-      const uint8_t c = static_cast<uint8_t>(b[i]);
-      bad |=
-          static_cast<uint8_t>(static_cast<uint8_t>(c < 0x20) & static_cast<uint8_t>(c != '\t') &
-                               static_cast<uint8_t>(c != '\n') & static_cast<uint8_t>(c != '\r'));
-    }
+    for (int i = 0; i < 64; ++i) bad |= static_cast<uint8_t>(IsControlByte(b[i]));
     if (bad != 0) break;
     b += 64;
   }
-  for (; b < e; ++b) {
-    const unsigned char c = static_cast<unsigned char>(*b);
-    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return b;
-  }
+#endif
+  for (; b < e; ++b)
+    if (IsControlByte(*b)) return b;
   return e;
 }
 
@@ -119,9 +140,9 @@ struct FirstRecord {
   std::optional<InputError> syntax_error;  // where the scan stopped, if it did not end normally
 };
 
-FirstRecord ScanFirstRecord(const std::string& path, const std::string& data, size_t first) {
+FirstRecord ScanFirstRecord(const std::string& path, std::string_view data, size_t first) {
   FirstRecord fr;
-  reader::TextScanner s(std::string_view(data).substr(first), path, LineOfByte(data, first + 1));
+  reader::TextScanner s(data.substr(first), path, LineOfByte(data, first + 1));
   try {
     s.Advance();  // '{'
     s.Ws();
@@ -338,6 +359,27 @@ void PoolBlockIds(FileTrace* ft) {
   ft->id_store = std::move(store);
 }
 
+// What every file's requests go through once read: the checks every format shares, the ids
+// pooled, the optional sort.
+void FinishFileTrace(const std::string& path, const TraceOptions& opt, FileTrace* ft) {
+  if (ft->requests.empty()) throw InputError(path, 0, "", "file holds no requests");
+  PoolBlockIds(ft);
+  if (ft->block_tokens % opt.page_tokens != 0) {
+    throw InputError(path, 0, "page_tokens",
+                     "page size " + std::to_string(opt.page_tokens) +
+                         " tokens does not divide this trace's block size of " +
+                         std::to_string(ft->block_tokens) +
+                         " tokens; a block id must cover a whole number of pages, so choose a "
+                         "page size that divides " +
+                         std::to_string(ft->block_tokens));
+  }
+  if (opt.allow_unsorted) {
+    std::stable_sort(
+        ft->requests.begin(), ft->requests.end(),
+        [](const Request& a, const Request& b) { return a.arrival_ns < b.arrival_ns; });
+  }
+}
+
 }  // namespace
 
 FileTrace ParseTraceText(const std::string& path, const std::string& text,
@@ -377,23 +419,89 @@ FileTrace ParseTraceText(const std::string& path, const std::string& text,
                          TraceFormatName(ft.format) + ": pass --format " + TraceFormatName(*looks) +
                          " or leave --format out");
   }
-  if (ft.requests.empty()) throw InputError(path, 0, "", "file holds no requests");
-  PoolBlockIds(&ft);
-  if (ft.block_tokens % opt.page_tokens != 0) {
-    throw InputError(path, 0, "page_tokens",
-                     "page size " + std::to_string(opt.page_tokens) +
-                         " tokens does not divide this trace's block size of " +
-                         std::to_string(ft.block_tokens) +
-                         " tokens; a block id must cover a whole number of pages, so choose a "
-                         "page size that divides " +
-                         std::to_string(ft.block_tokens));
-  }
-  if (opt.allow_unsorted) {
-    std::stable_sort(
-        ft.requests.begin(), ft.requests.end(),
-        [](const Request& a, const Request& b) { return a.arrival_ns < b.arrival_ns; });
-  }
+  FinishFileTrace(path, opt, &ft);
   return ft;
+}
+
+bool StreamMooncakeFile(const std::string& path, std::optional<TraceFormat> fmt,
+                        const TraceOptions& opt, size_t chunk_bytes, FileTrace* out) {
+  if (fmt && *fmt != TraceFormat::kMooncake) return false;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > opt.max_file_bytes)
+    return false;
+  chunk_bytes = std::max<size_t>(chunk_bytes, 1);
+  try {
+    InputFd f(path, "trace file");
+    if (!f.IsRegularFile()) return false;
+    // buf[0, have): bytes read and not yet given to the reader (the start of a line, or before the
+    // format is known, the whole text so far).
+    std::unique_ptr<char[]> buf;
+    size_t cap = 0, have = 0;
+    int64_t total = 0, line_no = 0;
+    std::optional<MooncakeLines> lines;
+    for (;;) {
+      if (cap - have < chunk_bytes) {
+        const size_t grown = std::max(2 * cap, have + chunk_bytes);
+        std::unique_ptr<char[]> next(new char[grown]);  // not zeroed: it is read into
+        if (have > 0) std::memcpy(next.get(), buf.get(), have);
+        buf = std::move(next);
+        cap = grown;
+      }
+      const size_t n = f.Read(buf.get() + have, std::min(cap - have, chunk_bytes));
+      const bool eof = n == 0;
+      char* const b = buf.get();
+      if (FirstControlByte(b + have, b + have + n) != b + have + n) return false;
+      total += static_cast<int64_t>(n);
+      if (total > opt.max_file_bytes) return false;
+      have += n;
+      size_t begin = 0;  // the first byte of buf the reader has not seen
+      if (!lines) {
+        // One or two byte order marks at the start are dropped (ReadTraceFile drops one and
+        // ParseTraceText another); then the first record must say Mooncake, read to its end.
+        if (have < 6 && !eof) continue;
+        const std::string_view text(b, have);
+        const std::string_view bom = "\xEF\xBB\xBF";
+        if (text.substr(0, 3) == bom) begin = text.substr(3, 3) == bom ? 6 : 3;
+        if (!fmt) {
+          const std::string_view rest = text.substr(begin);
+          const size_t first = rest.find_first_not_of(" \t\r\n");
+          if (first == std::string_view::npos || rest[first] != '{') {
+            if (eof || first != std::string_view::npos || have >= (size_t{1} << 20)) return false;
+            continue;  // blank so far
+          }
+          const FirstRecord fr = ScanFirstRecord(path, rest, first);
+          if (fr.syntax_error) {  // perhaps only cut off where the bytes read so far end
+            if (eof || have >= (size_t{1} << 20)) return false;
+            continue;
+          }
+          if (FormatOfKeys(fr.keys) != TraceFormat::kMooncake) return false;
+        }
+        out->format = TraceFormat::kMooncake;
+        // The text's size for the id array's room: the file's, or what was read if it grew.
+        const size_t text_bytes = std::max(static_cast<size_t>(st.st_size), have) - begin;
+        lines.emplace(path, text_bytes, opt, out, /*fast=*/true);
+      }
+      if (eof) {
+        lines->Lines(b + begin, b + have, &line_no);
+        break;
+      }
+      const void* nl = ::memrchr(b + begin, '\n', have - begin);
+      if (nl != nullptr) {
+        const size_t end = static_cast<size_t>(static_cast<const char*>(nl) - b) + 1;
+        lines->Lines(b + begin, b + end, &line_no);
+        begin = end;
+      }
+      // A line longer than the limit: ParseTraceText refuses it (or an earlier fault).
+      if (static_cast<int64_t>(have - begin) > opt.max_line_bytes) return false;
+      if (begin > 0) std::memmove(b, b + begin, have - begin);
+      have -= begin;
+    }
+    if (out->requests.empty()) return false;
+    FinishFileTrace(path, opt, out);
+  } catch (const InputError&) {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace reader
@@ -410,7 +518,9 @@ Trace LoadTrace(const std::vector<std::string>& paths, std::optional<TraceFormat
   Trace trace;
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string& path = files[i];
-    FileTrace ft = reader::ParseTraceText(path, ReadTraceFile(path, opt), fmt, opt);
+    FileTrace ft;
+    if (!reader::StreamMooncakeFile(path, fmt, opt, reader::kStreamChunkBytes, &ft))
+      ft = reader::ParseTraceText(path, ReadTraceFile(path, opt), fmt, opt);
     if (i == 0) {
       trace.format = ft.format;
       trace.block_tokens = ft.block_tokens;

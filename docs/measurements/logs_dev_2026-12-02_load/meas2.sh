@@ -1,0 +1,10 @@
+#!/bin/bash
+cd /work/wt/load
+B=/tmp/load/kvlanes-base; N=/tmp/load/kvlanes-new
+C1="--set cache.cp_size=1 --set cache.host_pages_per_lane=0 --set cache.device_pages_per_lane=160000"
+for r in 1 2 3; do
+  for b in $B $N; do
+    echo "== $(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg) $b"
+    $b bench replay --trace traces/mooncake/synthetic_trace.jsonl $C1 --policy lru --repeat 15
+  done
+done
