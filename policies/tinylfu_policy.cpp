@@ -86,7 +86,11 @@ std::vector<PageKey> TinyLfuComposite::VictimKeys(const CacheView& view,
   if (offer.owners.empty()) {
     want.any_lane = offer.pages + 1;
   } else {
-    for (int64_t i = 0; i < offer.pages; ++i) ++want.target[offer.owners[static_cast<size_t>(i)]];
+    if (want.target.size() == 1) {
+      want.target[0] += offer.pages;  // one lane: every owner is 0 (checked at placement)
+    } else {
+      for (int64_t i = 0; i < offer.pages; ++i) ++want.target[offer.owners[static_cast<size_t>(i)]];
+    }
     for (int64_t& t : want.target)
       if (t > 0) ++t;
   }
