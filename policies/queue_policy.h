@@ -66,6 +66,16 @@ class NodeTracker {
       on_new(n);
     }
   }
+  // Calls `on_new(node)` for each node on device created since the last call, in id order,
+  // keeping no list: for a policy that learns from its candidate observer which nodes left.
+  template <class F>
+  void ScanNew(const RadixTree& tree, F&& on_new) {
+    for (; next_ < tree.node_slots(); ++next_) {
+      const Node& n = tree.node(static_cast<NodeId>(next_));
+      if (!n.alive || !n.on_device() || n.id == kRootId) continue;
+      on_new(n);
+    }
+  }
   const std::vector<NodeId>& ids() const { return ids_; }
   // Ids below this one have been looked at by Sync (each on device then was passed to on_new).
   size_t next() const { return next_; }
