@@ -94,9 +94,7 @@ class S3FifoPolicy final : public QueuePolicy {
       }
     }
     void OnSplit(const Node& head, const Node& tail) override {
-      if (!policy_.pages_.Tracked(tail.id)) return;  // (an untracked id may have no record)
-      policy_.pages_.Split(tail.id, static_cast<int64_t>(head.pages.size()),
-                           policy_.recs_[tail.id].queue);
+      policy_.pages_.Split(tail.id, static_cast<int64_t>(head.pages.size()));
     }
     bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
     void File(NodeId id) {
@@ -130,56 +128,9 @@ class S3FifoPolicy final : public QueuePolicy {
     std::vector<Filed> filed_;  // per node id: the key it is filed under
   };
 
-  // The pages of each queue over the tracked nodes, kept current from the tree's reports while
-  // the index follows the tree, so that a plan reads them instead of summing every node: a
-  // node leaves the device only as an eviction candidate (its leaving is reported; Sync looks
-  // at those nodes alone), its pages change only by a split (reported), its queue only by a
-  // commit.
-  class QueuePages {
-   public:
-    int64_t pages[2] = {0, 0};
-    // Starts tracking `id` (pages in queue q).
-    void Track(NodeId id, int64_t n, int q) {
-      if (counted_.size() <= id) counted_.resize(id + 1, -1);
-      counted_[id] = n;
-      pages[q] += n;
-    }
-    bool Tracked(NodeId id) const { return id < counted_.size() && counted_[id] >= 0; }
-    void Left(NodeId id) {
-      if (Tracked(id)) left_.push_back(id);
-    }
-    void Split(NodeId tail, int64_t head_pages, int q) {
-      if (!Tracked(tail)) return;
-      counted_[tail] -= head_pages;
-      pages[q] -= head_pages;
-    }
-    void Move(NodeId id, int from, int to) {
-      if (!Tracked(id)) return;
-      pages[from] -= counted_[id];
-      pages[to] += counted_[id];
-    }
-    // Stops tracking the nodes reported leaving since the last call that are off device now;
-    // `queue(id)` is a node's queue.
-    template <class Q>
-    void DropLeft(const RadixTree& tree, Q&& queue) {
-      for (NodeId id : left_) {
-        if (!Tracked(id)) continue;
-        const Node& n = tree.node(id);
-        if (n.alive && n.on_device()) continue;
-        pages[queue(id)] -= counted_[id];
-        counted_[id] = -1;
-      }
-      left_.clear();
-    }
-
-   private:
-    std::vector<int64_t> counted_;  // per node id: its pages in the totals, -1 = not tracked
-    std::vector<NodeId> left_;      // tracked nodes that left the candidates since DropLeft
-  };
-
   int64_t capacity_;
   mutable Index index_;
-  mutable QueuePages pages_;
+  mutable GroupPages pages_;       // of each queue, while the index follows the tree
   mutable std::vector<Rec> recs_;  // per node id
   mutable std::vector<Rec> draft_recs_;
   mutable std::vector<uint64_t> draft_plan_;
@@ -202,7 +153,7 @@ void S3FifoPolicy::Sync(const RadixTree& tree, int64_t (&queue_pages)[2]) const 
     if (tree.IsCandidate(n, Tier::kDevice)) index_.File(n.id);
   };
   if (index_.Follows(tree)) {
-    pages_.DropLeft(tree, [&](NodeId id) { return recs_[id].queue; });
+    pages_.DropLeft(tree);
     tracked_.ScanNew(tree, [&](const Node& n) {
       enter(n);
       pages_.Track(n.id, static_cast<int64_t>(n.pages.size()), recs_[n.id].queue);
@@ -283,8 +234,7 @@ EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand,
     for (NodeId id : d.touched) {
       const bool moved =
           recs_[id].queue != draft_recs_[id].queue || recs_[id].seq != draft_recs_[id].seq;
-      if (recs_[id].queue != draft_recs_[id].queue)
-        pages_.Move(id, recs_[id].queue, draft_recs_[id].queue);
+      if (recs_[id].queue != draft_recs_[id].queue) pages_.Move(id, draft_recs_[id].queue);
       recs_[id] = draft_recs_[id];
       if (moved) index_.Refile(id);
     }
