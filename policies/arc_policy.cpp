@@ -29,24 +29,51 @@ class ArcPolicy final : public QueuePolicy {
     FixOrder(EvictionOrder::kLru);
   }
   std::string_view Name() const override { return "arc"; }
+  CandidateObserver* Observer() const override { return &follow_; }
 
  protected:
   EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override;
 
  private:
   int List(const Node& n) const { return n.hit_count >= 2 || ghost_born_[n.id] ? kT2 : kT1; }
-  void Sync(const RadixTree& tree) const;
+  // Learns the nodes created since the last plan (ghost hits move p) and sums the pages of
+  // each list.
+  void Sync(const RadixTree& tree, int64_t (&list_pages)[2]) const;
+
+  // Follows the tree's reports for the list totals (GroupPages): the lists are read from the
+  // tree's own candidate set.
+  class Follow final : public CandidateObserver {
+   public:
+    explicit Follow(const ArcPolicy& policy) : policy_(policy) {}
+    void Attach(const RadixTree& tree) override { tree_ = &tree; }
+    void OnCandidate(const Node& n, Tier tier, bool entered) override {
+      if (tier == Tier::kDevice && !entered) policy_.pages_.Left(n.id);
+    }
+    void OnSplit(const Node& head, const Node& tail) override {
+      policy_.pages_.Split(tail.id, static_cast<int64_t>(head.pages.size()));
+    }
+    bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
+
+   private:
+    const ArcPolicy& policy_;
+    const RadixTree* tree_ = nullptr;
+  };
 
   int64_t capacity_;
   mutable std::vector<bool> ghost_born_;  // per node id: created by a ghost hit
   mutable NodeTracker tracked_;
   mutable GhostList b1_, b2_;
   mutable int64_t p_ = 0;  // target pages of T1
+  // While the tree is followed: the pages of each list, and the tracked nodes counted in T1,
+  // looked at again each plan (a node joins T2 once reused; T2 is never left).
+  mutable Follow follow_{*this};
+  mutable GroupPages pages_;
+  mutable std::vector<NodeId> t1_;
 };
 
-void ArcPolicy::Sync(const RadixTree& tree) const {
+void ArcPolicy::Sync(const RadixTree& tree, int64_t (&list_pages)[2]) const {
   if (ghost_born_.size() < tree.node_slots()) ghost_born_.resize(tree.node_slots(), false);
-  tracked_.Sync(tree, [&](const Node& n) {
+  const auto enter = [&](const Node& n) {
     const PageKey& k = n.keys.front();
     const int64_t pages = static_cast<int64_t>(n.pages.size());
     const int64_t g1 = std::max<int64_t>(1, b1_.pages()), g2 = std::max<int64_t>(1, b2_.pages());
@@ -59,15 +86,40 @@ void ArcPolicy::Sync(const RadixTree& tree) const {
       b2_.Take(k);
       ghost_born_[n.id] = true;
     }
-  });
+  };
+  if (follow_.Follows(tree)) {
+    pages_.DropLeft(tree);
+    size_t keep = 0;
+    for (NodeId id : t1_) {
+      if (!pages_.Tracked(id)) continue;
+      if (List(tree.node(id)) == kT2) {
+        pages_.Move(id, kT2);
+        continue;
+      }
+      t1_[keep++] = id;
+    }
+    t1_.resize(keep);
+    tracked_.ScanNew(tree, [&](const Node& n) {
+      enter(n);
+      const int list = List(n);
+      pages_.Track(n.id, static_cast<int64_t>(n.pages.size()), list);
+      if (list == kT1) t1_.push_back(n.id);
+    });
+    list_pages[kT1] = pages_.pages[kT1];
+    list_pages[kT2] = pages_.pages[kT2];
+    return;
+  }
+  // A caller that did not attach the observer: every tracked node looked at.
+  tracked_.Sync(tree, enter);
+  list_pages[kT1] = list_pages[kT2] = 0;
+  for (NodeId id : tracked_.ids())
+    list_pages[List(tree.node(id))] += static_cast<int64_t>(tree.node(id).pages.size());
 }
 
 EvictionPlan ArcPolicy::Plan(const CacheView& view, const LaneDemand& demand, bool commit) const {
   const RadixTree& tree = view.tree;
-  Sync(tree);
-  int64_t list_pages[2] = {0, 0};
-  for (NodeId id : tracked_.ids())
-    list_pages[List(tree.node(id))] += static_cast<int64_t>(tree.node(id).pages.size());
+  int64_t list_pages[2];
+  Sync(tree, list_pages);
 
   DemandTracker need(view, demand, PlanScope::kLanes);
   // Both lists are ordered by (last_access, id), the tree's own lru order of the device

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -25,7 +26,7 @@ class CountMinSketch {
   static constexpr uint8_t kMax = 15;
 
   // `width` is rounded up to a power of two; REQUIRES: sample > 0.
-  CountMinSketch(uint64_t width, uint64_t sample) : sample_(sample) {
+  CountMinSketch(uint64_t width, uint64_t sample) : sample_(sample), until_halving_(sample) {
     uint64_t w = 1;
     while (w < width) w <<= 1;
     mask_ = w - 1;
@@ -37,10 +38,7 @@ class CountMinSketch {
       uint8_t& c = counters_[Index(k, row)];
       if (c < kMax) ++c;
     }
-    if (++additions_ % sample_ == 0) {
-      for (uint8_t& c : counters_) c = static_cast<uint8_t>(c >> 1);
-      ++halvings_;
-    }
+    Added();
   }
   uint32_t Estimate(const PageKey& k) const {
     uint32_t e = kMax;
@@ -59,10 +57,7 @@ class CountMinSketch {
         uint8_t& c = counters_[x];
         if (c < kMax) ++c;
       }
-      if (++additions_ % sample_ == 0) {
-        for (uint8_t& c : counters_) c = static_cast<uint8_t>(c >> 1);
-        ++halvings_;
-      }
+      Added();
     }
   }
   // Appends Estimate(k) for every key of `keys`, in order, to `out`.
@@ -84,6 +79,29 @@ class CountMinSketch {
 
  private:
   static constexpr size_t kAhead = 8;  // keys fetched ahead of the one being counted
+
+  // Counts one addition; every sample_-th halves every counter.
+  void Added() {
+    ++additions_;
+    if (--until_halving_ != 0) return;
+    until_halving_ = sample_;
+    Halve();
+    ++halvings_;
+  }
+  // Halves every counter (rounding down), eight at a time: each byte of a word shifted right by
+  // one, the bit shifted in from the byte above cleared.
+  void Halve() {
+    uint8_t* c = counters_.data();
+    const size_t n = counters_.size();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, c + i, 8);
+      w = (w >> 1) & 0x7F7F7F7F7F7F7F7Full;
+      std::memcpy(c + i, &w, 8);
+    }
+    for (; i < n; ++i) c[i] = static_cast<uint8_t>(c[i] >> 1);
+  }
   using Slots = std::array<size_t, kDepth>;
   using Ahead = std::array<Slots, kAhead>;
 
@@ -106,6 +124,7 @@ class CountMinSketch {
   }
 
   uint64_t sample_;
+  uint64_t until_halving_;  // additions left before the next halving
   uint64_t mask_ = 0;
   uint64_t additions_ = 0;
   uint64_t halvings_ = 0;

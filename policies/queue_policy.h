@@ -66,6 +66,16 @@ class NodeTracker {
       on_new(n);
     }
   }
+  // Calls `on_new(node)` for each node on device created since the last call, in id order,
+  // keeping no list: for a policy that learns from its candidate observer which nodes left.
+  template <class F>
+  void ScanNew(const RadixTree& tree, F&& on_new) {
+    for (; next_ < tree.node_slots(); ++next_) {
+      const Node& n = tree.node(static_cast<NodeId>(next_));
+      if (!n.alive || !n.on_device() || n.id == kRootId) continue;
+      on_new(n);
+    }
+  }
   const std::vector<NodeId>& ids() const { return ids_; }
   // Ids below this one have been looked at by Sync (each on device then was passed to on_new).
   size_t next() const { return next_; }
@@ -73,6 +83,61 @@ class NodeTracker {
  private:
   std::vector<NodeId> ids_;
   size_t next_ = 1;  // the root is never tracked
+};
+
+// The pages of tracked device nodes summed per group (a policy's queue or list), kept current
+// from what the tree reports to the policy's candidate observer instead of summed over every
+// node per plan: a node leaves the device only as an eviction candidate (its leaving is
+// reported: Left, and DropLeft looks at those nodes alone), and its pages change only by a split
+// (reported: Split). A node's group changes only through Move.
+class GroupPages {
+ public:
+  int64_t pages[2] = {0, 0};
+  // Starts tracking `id` with `n` pages in group g.
+  void Track(NodeId id, int64_t n, int g) {
+    if (counted_.size() <= id) counted_.resize(id + 1, Counted{});
+    counted_[id] = Counted{n, g};
+    pages[g] += n;
+  }
+  bool Tracked(NodeId id) const { return id < counted_.size() && counted_[id].pages >= 0; }
+  // The group `id` is counted in. REQUIRES: Tracked(id).
+  int Group(NodeId id) const { return counted_[id].group; }
+  // `id` left the device candidates.
+  void Left(NodeId id) {
+    if (Tracked(id)) left_.push_back(id);
+  }
+  // `tail` lost its first `head_pages` pages to a new node.
+  void Split(NodeId tail, int64_t head_pages) {
+    if (!Tracked(tail)) return;
+    counted_[tail].pages -= head_pages;
+    pages[counted_[tail].group] -= head_pages;
+  }
+  void Move(NodeId id, int to) {
+    if (!Tracked(id)) return;
+    Counted& c = counted_[id];
+    pages[c.group] -= c.pages;
+    pages[to] += c.pages;
+    c.group = to;
+  }
+  // Stops tracking the nodes reported leaving since the last call that are off device now.
+  void DropLeft(const RadixTree& tree) {
+    for (NodeId id : left_) {
+      if (!Tracked(id)) continue;
+      const Node& n = tree.node(id);
+      if (n.alive && n.on_device()) continue;
+      pages[counted_[id].group] -= counted_[id].pages;
+      counted_[id] = Counted{};
+    }
+    left_.clear();
+  }
+
+ private:
+  struct Counted {
+    int64_t pages = -1;  // in the totals; -1 = not tracked
+    int group = 0;
+  };
+  std::vector<Counted> counted_;  // per node id
+  std::vector<NodeId> left_;      // tracked nodes that left the candidates since DropLeft
 };
 
 // Evicted nodes remembered by their first page key, oldest first, bounded in pages. The hash

@@ -54,7 +54,9 @@ class S3FifoPolicy final : public QueuePolicy {
     uint64_t next_seq = 0;
   };
 
-  void Sync(const RadixTree& tree) const;
+  // Learns the nodes created since the last plan (a ghost hit enters M) and the pages of each
+  // queue.
+  void Sync(const RadixTree& tree, int64_t (&queue_pages)[2]) const;
   // The plan's copy of id's record, made on first use.
   Rec& Get(Draft& d, NodeId id) const {
     if (draft_plan_[id] != plan_number_) {
@@ -77,7 +79,8 @@ class S3FifoPolicy final : public QueuePolicy {
    public:
     using Set = std::set<std::pair<uint64_t, NodeId>>;
     explicit Index(const S3FifoPolicy& policy) : policy_(policy) {}
-    void Attach(const RadixTree&) override {
+    void Attach(const RadixTree& tree) override {
+      tree_ = &tree;
       for (Set& s : sets_) s.clear();
       filed_.clear();
     }
@@ -85,10 +88,15 @@ class S3FifoPolicy final : public QueuePolicy {
       if (tier != Tier::kDevice) return;
       if (!entered) {
         Unfile(n.id);
+        policy_.pages_.Left(n.id);
       } else if (n.id < policy_.tracked_.next()) {
         File(n.id);
       }
     }
+    void OnSplit(const Node& head, const Node& tail) override {
+      policy_.pages_.Split(tail.id, static_cast<int64_t>(head.pages.size()));
+    }
+    bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
     void File(NodeId id) {
       if (filed_.size() <= id) filed_.resize(id + 1);
       const Rec& r = policy_.recs_[id];
@@ -115,12 +123,14 @@ class S3FifoPolicy final : public QueuePolicy {
       uint64_t seq = 0;
     };
     const S3FifoPolicy& policy_;
+    const RadixTree* tree_ = nullptr;
     Set sets_[2];
     std::vector<Filed> filed_;  // per node id: the key it is filed under
   };
 
   int64_t capacity_;
   mutable Index index_;
+  mutable GroupPages pages_;       // of each queue, while the index follows the tree
   mutable std::vector<Rec> recs_;  // per node id
   mutable std::vector<Rec> draft_recs_;
   mutable std::vector<uint64_t> draft_plan_;
@@ -130,27 +140,40 @@ class S3FifoPolicy final : public QueuePolicy {
   mutable uint64_t next_seq_ = 0;
 };
 
-void S3FifoPolicy::Sync(const RadixTree& tree) const {
+void S3FifoPolicy::Sync(const RadixTree& tree, int64_t (&queue_pages)[2]) const {
   if (recs_.size() < tree.node_slots()) {
     recs_.resize(tree.node_slots());
     draft_recs_.resize(tree.node_slots());
     draft_plan_.resize(tree.node_slots(), 0);
   }
-  tracked_.Sync(tree, [&](const Node& n) {
+  const auto enter = [&](const Node& n) {
     Rec& r = recs_[n.id];
     r.queue = ghost_.Take(n.keys.front()) > 0 ? kMain : kSmall;
     r.seq = next_seq_++;
     if (tree.IsCandidate(n, Tier::kDevice)) index_.File(n.id);
-  });
+  };
+  if (index_.Follows(tree)) {
+    pages_.DropLeft(tree);
+    tracked_.ScanNew(tree, [&](const Node& n) {
+      enter(n);
+      pages_.Track(n.id, static_cast<int64_t>(n.pages.size()), recs_[n.id].queue);
+    });
+    queue_pages[kSmall] = pages_.pages[kSmall];
+    queue_pages[kMain] = pages_.pages[kMain];
+    return;
+  }
+  // A caller that did not attach the index: every tracked node looked at.
+  tracked_.Sync(tree, enter);
+  queue_pages[kSmall] = queue_pages[kMain] = 0;
+  for (NodeId id : tracked_.ids())
+    queue_pages[recs_[id].queue] += static_cast<int64_t>(tree.node(id).pages.size());
 }
 
 EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand,
                                 bool commit) const {
   const RadixTree& tree = view.tree;
-  Sync(tree);
-  int64_t queue_pages[2] = {0, 0};
-  for (NodeId id : tracked_.ids())
-    queue_pages[recs_[id].queue] += static_cast<int64_t>(tree.node(id).pages.size());
+  int64_t queue_pages[2];
+  Sync(tree, queue_pages);
   const int64_t small_target = std::max<int64_t>(1, capacity_ / 10);
 
   Draft d;
@@ -211,6 +234,7 @@ EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand,
     for (NodeId id : d.touched) {
       const bool moved =
           recs_[id].queue != draft_recs_[id].queue || recs_[id].seq != draft_recs_[id].seq;
+      if (recs_[id].queue != draft_recs_[id].queue) pages_.Move(id, draft_recs_[id].queue);
       recs_[id] = draft_recs_[id];
       if (moved) index_.Refile(id);
     }

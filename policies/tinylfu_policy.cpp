@@ -70,32 +70,42 @@ class TinyLfuComposite final : public CachePolicy {
                                : base_->PlanEviction(view, demand);
   }
   // Keys of the pages the base policy would evict to cache the whole offer, in the order they
-  // would be displaced.
-  std::vector<PageKey> VictimKeys(const CacheView& view, const DeviceOffer& offer) const;
+  // would be displaced, into victim_keys_.
+  void VictimKeys(const CacheView& view, const DeviceOffer& offer) const;
 
   std::string name_;
   std::unique_ptr<CachePolicy> base_;
   const QueuePolicy* preview_;
   mutable CountMinSketch sketch_;
+  // Scratch of one offer, kept to reuse its memory.
+  mutable LaneDemand want_;
+  mutable std::vector<PageKey> victim_keys_;
+  mutable std::vector<uint32_t> victims_;  // estimates of victim_keys_[0, victims_.size())
+  mutable std::vector<int64_t> room_;
 };
 
-std::vector<PageKey> TinyLfuComposite::VictimKeys(const CacheView& view,
-                                                  const DeviceOffer& offer) const {
+void TinyLfuComposite::VictimKeys(const CacheView& view, const DeviceOffer& offer) const {
   // The engine's demand if pages [0, offer.pages) were all admitted, reserve included.
-  LaneDemand want = *offer.committed;
+  LaneDemand& want = want_;
+  want.tier = offer.committed->tier;
+  want.target.assign(offer.committed->target.begin(), offer.committed->target.end());
+  want.any_lane = offer.committed->any_lane;
   if (offer.owners.empty()) {
     want.any_lane = offer.pages + 1;
   } else {
-    for (int64_t i = 0; i < offer.pages; ++i) ++want.target[offer.owners[static_cast<size_t>(i)]];
+    if (want.target.size() == 1) {
+      want.target[0] += offer.pages;  // one lane: every owner is 0 (checked at placement)
+    } else {
+      for (int64_t i = 0; i < offer.pages; ++i) ++want.target[offer.owners[static_cast<size_t>(i)]];
+    }
     for (int64_t& t : want.target)
       if (t > 0) ++t;
   }
-  std::vector<PageKey> keys;  // each victim's from its last page up
+  victim_keys_.clear();  // each victim's from its last page up
   for (NodeId v : Preview(view, want).victims) {
     const Node& n = view.tree.node(v);
-    keys.insert(keys.end(), n.keys.rbegin(), n.keys.rend());
+    victim_keys_.insert(victim_keys_.end(), n.keys.rbegin(), n.keys.rend());
   }
-  return keys;
 }
 
 int64_t TinyLfuComposite::AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const {
@@ -113,7 +123,8 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
   // engine reserves on a receiving lane; one pooled room when the allocator places.
   const int lanes = view.ledger.lanes();
   const bool pooled = offer.owners.empty();
-  std::vector<int64_t> room(static_cast<size_t>(pooled ? 1 : lanes), 0);
+  std::vector<int64_t>& room = room_;
+  room.assign(static_cast<size_t>(pooled ? 1 : lanes), 0);
   for (int r = 0; r < lanes; ++r)
     room[pooled ? 0 : static_cast<size_t>(r)] +=
         view.ledger.at(Tier::kDevice, r).free() - offer.committed->target[static_cast<size_t>(r)];
@@ -123,8 +134,9 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
   // The victims' keys are listed once some page has to displace another; their estimates are
   // taken as the pages reach them, a batch at a time (the sketch does not change meanwhile),
   // since the first refusal ends the offer.
-  std::vector<PageKey> victim_keys;
-  std::vector<uint32_t> victims;  // estimates of victim_keys[0, victims.size())
+  const std::vector<PageKey>& victim_keys = victim_keys_;
+  std::vector<uint32_t>& victims = victims_;
+  victims.clear();
   bool previewed = false;
   size_t next_victim = 0;
   for (int64_t j = 0; j < keyed_new; ++j) {
@@ -134,7 +146,7 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
       continue;
     }
     if (!previewed) {
-      victim_keys = VictimKeys(view, offer);
+      VictimKeys(view, offer);
       previewed = true;
     }
     if (next_victim >= victim_keys.size()) return j;

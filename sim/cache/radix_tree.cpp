@@ -132,6 +132,7 @@ NodeId RadixTree::Split(NodeId id, int64_t m, uint64_t epoch) {
   children_.Set(up_id, c.keys.front(), id);
   Refresh(up_id);
   Refresh(id);
+  if (observer_ != nullptr) observer_->OnSplit(node(up_id), node(id));
   return up_id;
 }
 

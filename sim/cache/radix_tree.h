@@ -68,6 +68,12 @@ class CandidateObserver {
   // `n` entered (true) or left (false) the candidate set of `tier`. On leaving because it is
   // removed, `n` still holds its keys and pages during the call.
   virtual void OnCandidate(const Node& n, Tier tier, bool entered) = 0;
+  // `tail` was split after its first head.pages.size() pages: `head` is the new node that took
+  // them (and tail's place), `tail` keeps its id and the rest. Called after both were re-filed.
+  virtual void OnSplit(const Node& head, const Node& tail) {
+    (void)head;
+    (void)tail;
+  }
 };
 
 struct MatchResult {

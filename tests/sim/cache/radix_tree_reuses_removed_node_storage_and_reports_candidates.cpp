@@ -1,6 +1,6 @@
 // Node storage is bounded by the nodes alive at once (removed nodes hand their slot to the next
 // new node and release their lists), ids stay creation order, and an attached
-// CandidateObserver sees exactly the candidate sets' membership changes.
+// CandidateObserver sees exactly the candidate sets' membership changes and every split.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -42,8 +42,17 @@ class Mirror final : public CandidateObserver {
       CHECK(!n.keys.empty());  // still readable while it leaves
     }
   }
+  void OnSplit(const Node& head, const Node& tail) override {
+    splits.push_back({head.id, tail.id, head.pages.size(), tail.pages.size(), tail.parent});
+  }
+  struct Split {
+    NodeId head, tail;
+    size_t head_pages, tail_pages;
+    NodeId tail_parent;
+  };
   int attached = 0;
   std::set<NodeId> sets[2];
+  std::vector<Split> splits;
 };
 
 std::set<NodeId> Ids(const RadixTree& t, Tier tier) {
@@ -112,7 +121,19 @@ TEST_CASE("an attached observer sees every candidate set change") {
   t.Remove(b);
   CHECK(mirror.sets[0] == std::set<NodeId>{a});
   CHECK(mirror.sets[1].empty());
+  // A partial match splits a: the new head takes its first 3 pages, a keeps the other 5.
+  std::vector<PageKey> q{PageKey{0, 0}, PageKey{1, 0}, PageKey{2, 0}, PageKey{555, 0}};
+  const NodeId head = t.Match(q, 3).last_node;
+  REQUIRE(mirror.splits.size() == 1);
+  CHECK(mirror.splits[0].head == head);
+  CHECK(mirror.splits[0].tail == a);
+  CHECK(mirror.splits[0].head_pages == 3);
+  CHECK(mirror.splits[0].tail_pages == 5);
+  CHECK(mirror.splits[0].tail_parent == head);
+  CHECK(mirror.sets[0] == Ids(t, Tier::kDevice));
   t.SetObserver(nullptr);
+  t.SplitHead(a, 2);
+  CHECK(mirror.splits.size() == 1);  // detached: not reported
   Evict(t, a);
   CHECK(mirror.sets[0] == std::set<NodeId>{a});  // detached: told nothing more
   t.CheckStructure();
