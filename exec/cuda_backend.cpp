@@ -230,7 +230,7 @@ class CudaBackend : public RankBackend {
             {"driver_version", VersionString(driver)},
             {"cuda_runtime_version", VersionString(runtime)},
             {"nccl_version",
-             nccl_ ? NcclVersionString(nccl) : "not used (" + NcclVersionString(nccl) + " linked)"},
+             nccl_ ? NcclVersionString(nccl) : "not used (" + NcclVersionString(nccl) + " available)"},
             {"tier_copy", o_.tier_copy == "kernel"  ? "kernel (mapped pinned memory)"
                           : o_.tier_copy == "batch" ? "cudaMemcpyBatchAsync"
                                                     : "cudaMemcpy2DAsync"},
