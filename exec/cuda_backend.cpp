@@ -229,8 +229,8 @@ class CudaBackend : public RankBackend {
             {"gpu_memory_bytes", prop_.totalGlobalMem},
             {"driver_version", VersionString(driver)},
             {"cuda_runtime_version", VersionString(runtime)},
-            {"nccl_version",
-             nccl_ ? NcclVersionString(nccl) : "not used (" + NcclVersionString(nccl) + " available)"},
+            {"nccl_version", nccl_ ? NcclVersionString(nccl)
+                                   : "not used (" + NcclVersionString(nccl) + " available)"},
             {"tier_copy", o_.tier_copy == "kernel"  ? "kernel (mapped pinned memory)"
                           : o_.tier_copy == "batch" ? "cudaMemcpyBatchAsync"
                                                     : "cudaMemcpy2DAsync"},

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -89,8 +90,12 @@ Plotter CheckPlotting(const std::string& out) {
 // A serving-mode plan of several replicas is checked one replica at a time: each replica's
 // records are one CP group's plan, and their op ids (request numbers counting within the
 // replica) repeat across replicas.
+// `synthetic` says whether the run used the synthetic forward pass: asked only once the plan has
+// been read and its replicas checked, so that a bad plan is refused before the measured file is
+// read.
 Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path,
-                            double compute_scale, bool synthetic, std::optional<int64_t> replica) {
+                            double compute_scale, const std::function<bool()>& synthetic,
+                            std::optional<int64_t> replica) {
   PlanFile plan = ReadPlanFile(plan_path);
   if (replica) {
     SelectReplica(plan.requests, *replica, plan_path);
@@ -114,7 +119,7 @@ Predictions PredictFromPlan(const std::string& plan_path, std::string profile_pa
   HardwareProfile hw = stored ? stored->profile : LoadHardwareProfile(profile_path);
   // As `kvlanes exec --compute-scale`: the synthetic forward pass ran for this share of the model,
   // with the spin's own per-layer time and shares where the profile has them.
-  if (synthetic) {
+  if (synthetic()) {
     hw.UseSyntheticForward(compute_scale);
   } else {
     hw.ScaleCompute(compute_scale);
@@ -138,7 +143,8 @@ CheckOptions CheckOptionsFrom(const po::variables_map& vm) {
 }
 
 // From --plan (predicted here, optionally written out) or from --predicted.
-Predictions LoadPredictions(const po::variables_map& vm, double compute_scale, bool synthetic) {
+Predictions LoadPredictions(const po::variables_map& vm, double compute_scale,
+                            const std::function<bool()>& synthetic) {
   if (!vm.count("plan")) return ReadPredictions(vm["predicted"].as<std::string>());
   std::optional<int64_t> replica;
   if (vm.count("replica")) replica = vm["replica"].as<int64_t>();
@@ -153,14 +159,15 @@ Predictions LoadPredictions(const po::variables_map& vm, double compute_scale, b
 
 // The forward pass to price: --forward, or with auto the measured run's (its context's
 // compute_model.forward is "model" for the proxy; a run without it used the synthetic pass).
-std::string ForwardOf(const po::variables_map& vm, const Measured& meas) {
+// Without `meas`, the option as given (checked), "auto" included.
+std::string ForwardOf(const po::variables_map& vm, const std::function<const Measured&()>& meas) {
   const std::string f = vm["forward"].as<std::string>();
   if (f != "auto" && f != "model" && f != "synthetic")
     throw InputError("", 0, "--forward", "expected auto, model or synthetic, got '" + f + "'");
   if (!vm.count("plan") && !vm["forward"].defaulted())
     throw InputError("", 0, "--forward", "only with --plan");
-  if (f != "auto") return f;
-  const nlohmann::json& ctx = meas.context;
+  if (f != "auto" || !meas) return f;
+  const nlohmann::json& ctx = meas().context;
   const bool model = ctx.is_object() && ctx.contains("compute_model") &&
                      ctx["compute_model"].is_object() &&
                      ctx["compute_model"].value("forward", std::string()) == "model";
@@ -265,9 +272,20 @@ int CmdCheck(int argc, const char* const* argv) {
     Plotter plotter;
     if (vm.count("plot")) plotter = CheckPlotting(vm["plot"].as<std::string>());
 
-    const Measured meas = ReadMeasured(vm["measured"].as<std::string>());
-    const std::string forward = ForwardOf(vm, meas);
-    Predictions pred = LoadPredictions(vm, compute_scale, forward == "synthetic");
+    // The measured file is read when the plan's pricing asks which forward pass ran (after the
+    // plan itself is read and checked), else after the predictions.
+    std::optional<Measured> measured;
+    const auto meas_file = [&]() -> const Measured& {
+      if (!measured) measured = ReadMeasured(vm["measured"].as<std::string>());
+      return *measured;
+    };
+    std::string forward = ForwardOf(vm, nullptr);
+    const auto synthetic = [&] {
+      if (forward == "auto") forward = ForwardOf(vm, meas_file);
+      return forward == "synthetic";
+    };
+    Predictions pred = LoadPredictions(vm, compute_scale, synthetic);
+    const Measured& meas = meas_file();
     const size_t not_run = KeepExecutedRequests(pred, meas);
     if (not_run > 0 && !vm["quiet"].as<bool>())
       std::printf("the run executed the first %lld requests: %zu later ones left out\n",
