@@ -5,12 +5,11 @@
 // `kvlanes --version`, more than a whole replay of a small trace. Only `exec --forward model`
 // and the forward GPU tests need cuBLAS, so only they load it.
 #include <cublas_v2.h>
-#include <dlfcn.h>
 
 #include <mutex>
 #include <string>
 
-#include "exec/exec_error.h"
+#include "exec/shared_library.h"
 
 namespace kvlanes::exec {
 namespace {
@@ -28,40 +27,18 @@ struct CublasApi {
       cublasGemmAlgo_t) = nullptr;
 };
 
-template <typename F>
-void Bind(void* lib, const char* lib_name, const char* symbol, F* out) {
-  void* p = ::dlsym(lib, symbol);
-  if (p == nullptr)
-    throw ExecError(std::string("forward model: ") + lib_name + " has no symbol " + symbol +
-                    " (another cuBLAS major version?)");
-  *out = reinterpret_cast<F>(p);
-}
-
 const CublasApi& Api() {
   static CublasApi api;
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* const names[] = {"libcublas.so.13", "libcublas.so"};
-    void* lib = nullptr;
-    std::string tried;
-    const char* used = nullptr;
-    for (const char* n : names) {
-      lib = ::dlopen(n, RTLD_NOW | RTLD_LOCAL);
-      if (lib != nullptr) {
-        used = n;
-        break;
-      }
-      const char* err = ::dlerror();
-      tried += std::string(tried.empty() ? "" : "; ") + (err ? err : n);
-    }
-    if (lib == nullptr)
-      throw ExecError("forward model: cannot load cuBLAS (" + tried +
-                      "): --forward model needs libcublas; put its directory on LD_LIBRARY_PATH "
-                      "(docs/gpu_runs.md) or run with --forward synthetic");
-    Bind(lib, used, "cublasCreate_v2", &api.create);
-    Bind(lib, used, "cublasDestroy_v2", &api.destroy);
-    Bind(lib, used, "cublasSetStream_v2", &api.set_stream);
-    Bind(lib, used, "cublasGemmStridedBatchedEx", &api.gemm_strided_batched_ex);
+    const SharedLibrary lib({"libcublas.so.13", "libcublas.so"}, "forward model", "cuBLAS",
+                            "--forward model needs libcublas; put its directory on "
+                            "LD_LIBRARY_PATH (docs/gpu_runs.md) or run with --forward synthetic",
+                            "cuBLAS");
+    lib.Bind("cublasCreate_v2", &api.create);
+    lib.Bind("cublasDestroy_v2", &api.destroy);
+    lib.Bind("cublasSetStream_v2", &api.set_stream);
+    lib.Bind("cublasGemmStridedBatchedEx", &api.gemm_strided_batched_ex);
   });
   return api;
 }

@@ -4,13 +4,12 @@
 // backend (`kvlanes exec`, `bench sweep`) and the GPU tests use it. The first call of any of
 // these opens the library: the path CMake found (KVLANES_NCCL_LIBRARY), then the sonames on the
 // loader's path; a missing library or symbol is an ExecError naming what was tried.
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include <mutex>
 #include <string>
 
-#include "exec/exec_error.h"
+#include "exec/shared_library.h"
 
 namespace kvlanes::exec {
 namespace {
@@ -30,52 +29,31 @@ struct NcclApi {
   decltype(&::ncclAllReduce) all_reduce = nullptr;
 };
 
-template <typename F>
-void Bind(void* lib, const std::string& lib_name, const char* symbol, F* out) {
-  void* p = ::dlsym(lib, symbol);
-  if (p == nullptr)
-    throw ExecError("NCCL: " + lib_name + " has no symbol " + symbol +
-                    " (another NCCL major version?)");
-  *out = reinterpret_cast<F>(p);
-}
-
 const NcclApi& Api() {
   static NcclApi api;
   static std::once_flag once;
   std::call_once(once, [] {
 #ifdef KVLANES_NCCL_LIBRARY
-    const char* const names[] = {KVLANES_NCCL_LIBRARY, "libnccl.so.2", "libnccl.so"};
+    const auto names = {KVLANES_NCCL_LIBRARY, "libnccl.so.2", "libnccl.so"};
 #else
-    const char* const names[] = {"libnccl.so.2", "libnccl.so"};
+    const auto names = {"libnccl.so.2", "libnccl.so"};
 #endif
-    void* lib = nullptr;
-    std::string tried;
-    std::string used;
-    for (const char* n : names) {
-      lib = ::dlopen(n, RTLD_NOW | RTLD_LOCAL);
-      if (lib != nullptr) {
-        used = n;
-        break;
-      }
-      const char* err = ::dlerror();
-      tried += std::string(tried.empty() ? "" : "; ") + (err ? err : n);
-    }
-    if (lib == nullptr)
-      throw ExecError("NCCL: cannot load libnccl (" + tried +
-                      "): the CUDA backend needs it; put its directory on LD_LIBRARY_PATH "
-                      "(docs/gpu_runs.md)");
-    Bind(lib, used, "ncclGetVersion", &api.get_version);
-    Bind(lib, used, "ncclGetUniqueId", &api.get_unique_id);
-    Bind(lib, used, "ncclCommInitRankConfig", &api.comm_init_rank_config);
-    Bind(lib, used, "ncclCommFinalize", &api.comm_finalize);
-    Bind(lib, used, "ncclCommDestroy", &api.comm_destroy);
-    Bind(lib, used, "ncclCommAbort", &api.comm_abort);
-    Bind(lib, used, "ncclCommGetAsyncError", &api.comm_get_async_error);
-    Bind(lib, used, "ncclGetErrorString", &api.get_error_string);
-    Bind(lib, used, "ncclGetLastError", &api.get_last_error);
-    Bind(lib, used, "ncclAllGather", &api.all_gather);
-    Bind(lib, used, "ncclBroadcast", &api.broadcast);
-    Bind(lib, used, "ncclAllReduce", &api.all_reduce);
+    const SharedLibrary lib(names, "NCCL", "libnccl",
+                            "the CUDA backend needs it; put its directory on LD_LIBRARY_PATH "
+                            "(docs/gpu_runs.md)",
+                            "NCCL");
+    lib.Bind("ncclGetVersion", &api.get_version);
+    lib.Bind("ncclGetUniqueId", &api.get_unique_id);
+    lib.Bind("ncclCommInitRankConfig", &api.comm_init_rank_config);
+    lib.Bind("ncclCommFinalize", &api.comm_finalize);
+    lib.Bind("ncclCommDestroy", &api.comm_destroy);
+    lib.Bind("ncclCommAbort", &api.comm_abort);
+    lib.Bind("ncclCommGetAsyncError", &api.comm_get_async_error);
+    lib.Bind("ncclGetErrorString", &api.get_error_string);
+    lib.Bind("ncclGetLastError", &api.get_last_error);
+    lib.Bind("ncclAllGather", &api.all_gather);
+    lib.Bind("ncclBroadcast", &api.broadcast);
+    lib.Bind("ncclAllReduce", &api.all_reduce);
   });
   return api;
 }
