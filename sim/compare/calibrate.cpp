@@ -806,10 +806,7 @@ void FitSyntheticLayer(Calibration& c, const std::vector<const Sample*>& synthet
       extra.push_back(x->alone_s - x->forward_busy_s);
     }
   if (used.empty()) return keep_base();
-  std::vector<double> sorted = extra;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  const double med = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  const double med = Percentile(extra, 0.5);
   if (!(med >= 0)) {
     // A pass shorter than its busy time did not spin for it (the host backend's does not).
     c.out.notes.push_back("compute.synthetic_layer_s: " + std::to_string(used.size()) +

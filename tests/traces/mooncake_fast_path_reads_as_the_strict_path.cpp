@@ -23,11 +23,7 @@ namespace {
 
 using reader::FileTrace;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using testing::Slurp;
 
 // A reader's result: the requests and ids, or the error it gave.
 struct Outcome {

@@ -28,11 +28,7 @@ namespace {
 
 using reader::FileTrace;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using testing::Slurp;
 
 // One file's requests and ids as a flat list, or the error its read gave.
 struct Outcome {

@@ -2,17 +2,26 @@
 // for small hand-written (mostly broken) trace files.
 #pragma once
 
+#include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace kvlanes::testing {
 
 inline std::string ShippedTrace(const std::string& rel) {
   return std::string(KVLANES_SOURCE_DIR) + "/traces/" + rel;
+}
+
+// The bytes of a file that must be readable.
+inline std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // A fresh directory under the system temp dir, removed when the object dies.

@@ -15,6 +15,7 @@
 #include "sim/predict/content_hash.h"
 #include "sim/predict/plan.h"
 #include "sim/report/report.h"
+#include "tests/sim/predict/temp_file.h"
 #include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
@@ -59,23 +60,6 @@ std::vector<std::string> Lines(const std::string& text) {
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   return lines;
 }
-
-class TempFile {
- public:
-  explicit TempFile(const std::string& content) {
-    std::string t = (std::filesystem::temp_directory_path() / "kvlanes-plan-test-XXXXXX").string();
-    const int fd = mkstemp(t.data());
-    REQUIRE(fd >= 0);
-    ::close(fd);
-    path_ = t;
-    std::ofstream(path_, std::ios::binary) << content;
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string Join(const std::vector<std::string>& lines, size_t from, size_t to) {
   std::string s;

@@ -11,6 +11,7 @@
 #include "sim/predict/plan.h"
 #include "sim/report/report.h"
 #include "tests/sim/harness.h"
+#include "tests/sim/predict/temp_file.h"
 #include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
@@ -86,25 +87,6 @@ std::string ReplayPlanText(const ReplayConfig& cfg, std::vector<RequestPlan>& re
   RunReplay(cfg, *policy, trace, {}, nullptr, sinks);
   return out.str();
 }
-
-class TempFile {
- public:
-  explicit TempFile(const std::string& content) {
-    std::string t = (std::filesystem::temp_directory_path() / "kvlanes-runs-test-XXXXXX").string();
-    const int fd = mkstemp(t.data());
-    REQUIRE(fd >= 0);
-    ::close(fd);
-    path_ = t;
-    std::ofstream(path_, std::ios::binary) << content;
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // The step of each run list, by op kind (docs/plan.md, "Page runs").
 const std::map<std::string, std::vector<int64_t>>& Steps() {
