@@ -455,6 +455,9 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
     ctx["forward_warm"] = o.exec.forward_warm
                               ? "each request's layer shapes once, untimed, before its timed work"
                               : "no";
+  ctx["cache_evict"] = o.exec.evict_caches
+                           ? "before each request, untimed (a buffer of twice the L2 written)"
+                           : "no";
   ctx["timeout_s"] = o.timeout_s;
   ctx["clock"] = o.backend == "cuda"
                      ? "CUDA events on the op's stream, from each rank's epoch event"

@@ -624,6 +624,11 @@ class RankRun {
       const ForwardWork w = ForwardWorkOf(*q.p);
       WarmForward(w);
     }
+    if (opts_.evict_caches) {
+      b_.EvictCaches(Stream::kCompute);
+      const int evicted = b_.Mark(Stream::kCompute);
+      for (const Stream s : {Stream::kComm, Stream::kH2D, Stream::kD2H}) b_.Wait(s, evicted);
+    }
     b_.Barrier();  // ranks start each request together: a collective's time is not a peer's lag
     q.host_t0 = Clock::now();
     pause_ = {-1, -1};

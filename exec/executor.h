@@ -84,6 +84,13 @@ struct ExecOptions {
   // --forward model: run each request's layer shapes once, untimed, before its timed work
   // (docs/executor.md, "Forward warm-up").
   bool forward_warm = true;
+  // Before each request (untimed, every stream waiting for it): EvictCaches, so the request's ops
+  // meet the caches as after a model's forward layer, which streams its weights through them. The
+  // spin of --forward synthetic moves no memory, so without this a request's gathers read the
+  // pages the request before left in L2 (6-12% faster at up to 256 pages a layer on the H200,
+  // docs/measurements/LOG.md 2026-12-02.27), where the profiles are timed cold.
+  // `--cache-evict`: auto (the default) = on for the cuda backend with the synthetic forward pass.
+  bool evict_caches = false;
 };
 
 // One plan operation as performed by one rank. Times in seconds from the rank's epoch.

@@ -102,6 +102,12 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       ("backup-runs", po::value<std::string>()->default_value("4"),
        "backups over a forward pass: comma-separated run lengths of their slots, a sample grid for "
        "each (two or more let calibrate fit a cost per entry apart from the bytes)")
+      ("backup-gather-pages", po::value<std::string>(),
+       "backups over a forward pass: comma-separated page counts of the packed gather beside them, "
+       "a sample grid for each (0: none; default 0,1024,2048, capped at --max-pages)")
+      ("backup-forward-tokens", po::value<int64_t>()->default_value(d.backup_forward_tokens),
+       "backups with --forward model: at most this many new tokens in the proxy layers before them "
+       "(n pages backed up follow n * page_tokens tokens up to this)")
       ("set", po::value<std::vector<std::string>>()->composing(),
        "KEY=VALUE config setting after --config (repeatable), e.g. model.preset=glm-5")
       ("forward", po::value<std::string>()->default_value("synthetic"),
@@ -139,7 +145,8 @@ int CmdBenchSweep(int argc, const char* const* argv) {
         "of the gathers and CUDA IPC peer reads over the same page counts; calibrate those\n"
         "with --base set to the one-rank profile. With --forward model (cuda) it also times\n"
         "the executor's forward-pass proxy per layer over a grid of new tokens x prefix\n"
-        "tokens (--set model.preset=NAME) and prints its TFLOP/s and GB/s. With either\n"
+        "tokens (--set model.preset=NAME) and prints its TFLOP/s and GB/s, and its backups\n"
+        "follow layers of the proxy instead of the spin. With either\n"
         "forward pass it times pairs of ops on separate streams (copies beside a gather, a\n"
         "forward layer or another copy; a gather beside a forward layer), each also alone,\n"
         "for the overlap shares calibrate fits.",
@@ -147,6 +154,9 @@ int CmdBenchSweep(int argc, const char* const* argv) {
         {"kvlanes bench sweep --out M.json",
          "kvlanes bench sweep --tier-copy batch --slot-runs 1,4,32 --out M.json",
          "kvlanes bench sweep --tier-copy batch --only backups --backup-runs 1,4,64 --out B.json",
+         "kvlanes bench sweep --tier-copy batch --only backups --forward model "
+         "--backup-gather-pages 0 "
+         "--out BM.json",
          "kvlanes bench sweep --forward model --set model.preset=deepseek-v3.2 --out M.json",
          "kvlanes bench sweep --only pairs --forward synthetic --out PAIRS.json",
          "kvlanes bench sweep --ranks 2 --out RANKS2.json"});
@@ -253,6 +263,29 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     };
     o.slot_runs = run_lengths("slot-runs");
     o.backup_runs = run_lengths("backup-runs");
+    if (vm.count("backup-gather-pages")) {
+      o.backup_gather_pages.clear();
+      std::stringstream ss(vm["backup-gather-pages"].as<std::string>());
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        size_t used = 0;
+        long long v = -1;
+        try {
+          v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != item.size() || v < 0)
+          throw InputError("", 0, "--backup-gather-pages",
+                           "'" + item + "' is not a page count (>= 0)");
+        o.backup_gather_pages.push_back(v);
+      }
+      if (o.backup_gather_pages.empty())
+        throw InputError("", 0, "--backup-gather-pages", "empty list");
+    }
+    o.backup_forward_tokens = vm["backup-forward-tokens"].as<int64_t>();
+    if (o.backup_forward_tokens < 1)
+      throw InputError("", 0, "--backup-forward-tokens", "must be >= 1");
     o.forward = vm["forward"].as<std::string>();
     exec::kForwardModeNames.Parse(o.forward, "--forward");
     if (o.forward == "model" && (o.backend != "cuda" || o.ranks > 1))

@@ -73,6 +73,10 @@ int CmdExec(int argc, const char* const* argv) {
       "--forward model: on: run each request's layer shapes once, untimed, before its timed "
       "work (cuBLAS picks its kernels for a new shape there) | off: the first layer of each "
       "request pays for that choice")(
+      "cache-evict", po::value<std::string>()->default_value("auto"),
+      "before each request, untimed, write a buffer of twice the GPU's L2 so the request's ops "
+      "meet cold caches, as after a model's forward layer: on | off | auto (on for --backend "
+      "cuda with the synthetic forward pass, whose spin leaves the last request's pages in L2)")(
       "fault", po::value<std::vector<std::string>>()->composing(),
       "test hook: KIND:RANK:OPID with KIND corrupt|die|hang (repeatable)")(
       "quiet,q", po::bool_switch(), "no console summary")("help,h", "this help");
@@ -148,6 +152,9 @@ int CmdExec(int argc, const char* const* argv) {
     if (warm != "on" && warm != "off")
       throw InputError("", 0, "--forward-warm", "expected on or off, got '" + warm + "'");
     o.exec.forward_warm = warm == "on";
+    const std::string evict = vm["cache-evict"].as<std::string>();
+    if (evict != "auto" && evict != "on" && evict != "off")
+      throw InputError("", 0, "--cache-evict", "expected auto, on or off, got '" + evict + "'");
     if (vm.count("fault"))
       for (const auto& f : vm["fault"].as<std::vector<std::string>>())
         o.exec.faults.push_back(exec::ParseFault(f));
@@ -189,6 +196,8 @@ int CmdExec(int argc, const char* const* argv) {
     } else {
       exec::ScaleCompute(plan, scale);
     }
+    o.exec.evict_caches = evict == "on" || (evict == "auto" && o.backend == "cuda" &&
+                                            plan.forward == exec::ForwardMode::kSynthetic);
     if (launch == "env")
       return exec::RunEnvRank(plan, o, [](const char* k) { return std::getenv(k); });
     const exec::RunOutcome out = exec::RunLocal(plan, o);

@@ -648,6 +648,8 @@ class Sweeper {
     const int pools = geo_.num_pools();
     std::vector<std::vector<double>> t(static_cast<size_t>(pools));
     const int64_t L = geo_.layers;
+    const bool model = o_.forward == "model";
+    const int64_t tokens = std::min(n * geo_.page_tokens, o_.backup_forward_tokens);
     for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
       const auto [d, h] = RunSlots(n, run);
       const GatherIndex g = PackedIdentityIndex(RandomSlots(rng_, geo_.device_slots, gather_pages));
@@ -655,6 +657,9 @@ class Sweeper {
       std::vector<PageWrite> writes;
       for (size_t i = 0; i < d.size(); ++i)
         writes.push_back(PageWrite{d[i], PageTag{1, 0, static_cast<int64_t>(i)}});
+      // Set up before the gate, as the executor does (its forward layers' spans open after).
+      if (model) b_.PrepareForward(Work(tokens, 0));
+      b_.StageForwardWrites(Stream::kCompute, writes);
       EvictCachesNow();
       if (o_.backup_gate) b_.HoldStreams(1.0);
       std::vector<std::vector<std::pair<int, int>>> spans(static_cast<size_t>(pools));
@@ -667,8 +672,12 @@ class Sweeper {
           ready = b_.Mark(Stream::kComm);
           b_.Wait(Stream::kCompute, ready);
         }
-        b_.ForwardLayer(Stream::kCompute, l, writes,
-                        kBackupForwardS);  // writes the pages backed up, as the executor
+        // Writes the pages backed up, as the executor: the proxy's layer, then the pages' pattern;
+        // or the spin, which writes it.
+        if (model)
+          b_.ModelForwardLayer(Stream::kCompute, l, writes);
+        else
+          b_.ForwardLayer(Stream::kCompute, l, writes, kBackupForwardS);
         fwd = b_.Mark(Stream::kCompute);
         if (!tail) {
           b_.Wait(Stream::kD2H, fwd);
@@ -707,15 +716,21 @@ class Sweeper {
       x["pool"] = geo_.pool_names[static_cast<size_t>(k)];
       x["run_pages"] = run;
       x["gather_pages"] = gather_pages;
-      x["forward_s"] = kBackupForwardS;
+      x["forward"] = model ? "model" : "synthetic";
+      if (model)
+        x["forward_tokens"] = tokens;
+      else
+        x["forward_s"] = kBackupForwardS;
       x["gate"] = o_.backup_gate;
       x["layout"] = layout;
       x["mode"] = mode;
       x["label"] =
           std::string(tail ? "tail" : "per-layer") + " backup of " + std::to_string(n) +
           " pages (" + std::to_string(runs) + " runs), pool " +
-          geo_.pool_names[static_cast<size_t>(k)] + ", beside a forward pass" +
-          (gather_pages > 0 ? " and a " + std::to_string(gather_pages) + "-page gather" : "");
+          geo_.pool_names[static_cast<size_t>(k)] + ", beside a forward pass (" +
+          (model ? "proxy layers of " + std::to_string(tokens) + " new tokens"
+                 : std::string("spin")) +
+          ")" + (gather_pages > 0 ? " and a " + std::to_string(gather_pages) + "-page gather" : "");
       samples_.push_back(std::move(x));
     }
   }
@@ -950,6 +965,9 @@ void Validate(const SweepOptions& o) {
         "sweep: repeats >= 1, warmup >= 0, max pages >= 1, layers >= 1, page tokens >= 1, one name "
         "per pool, "
         "at least one pool and one submit batch are required");
+  if (o.backup_forward_tokens < 1) throw ExecError("sweep: backup forward tokens must be >= 1");
+  for (const int64_t g : o.backup_gather_pages)
+    if (g < 0) throw ExecError("sweep: backup gather page counts must be >= 0");
 }
 
 void ValidateForward(const SweepOptions& o) {
@@ -990,6 +1008,7 @@ ForwardPlan SweepForwardPlan(const SweepOptions& o) {
       for (const int64_t p : o.forward_prefix_tokens) fit(n, p);
   if (o.pairs)
     for (const auto& [n, p] : o.pair_forward_shapes) fit(n, p);
+  if (o.backups) fit(std::min(kBackupMaxPages * geo.page_tokens, o.backup_forward_tokens), 0);
   f.max_tokens = std::max<int64_t>(f.max_tokens, 1);
   f.max_keys = std::max<int64_t>(f.max_keys, 1);
   return f;

@@ -75,6 +75,11 @@ struct SweepOptions {
       0, 1024, 2048};       // gather beside the forward pass (capped at max_pages)
   bool backup_gate = true;  // enqueue each pass behind the request gate (false: as the host goes,
                             // as `exec --gate off`)
+  // With forward "model" the backups follow layers of the proxy (as `exec --forward model`), each
+  // of n pages backed up after n * page_tokens new tokens, at most this many (the proxy's time
+  // grows with the tokens; the state it leaves the GPU in does not past a few hundred, LOG
+  // 2026-12-03.01). With "synthetic" a spin of 50 us, as before.
+  int64_t backup_forward_tokens = 1024;
   // The groups of the one-rank sweep: tier copies, copy submission and packed gathers (`copies`),
   // backups (above), the forward grid (forward "model" only) and the pairs.
   bool copies = true;

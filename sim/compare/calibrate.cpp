@@ -307,17 +307,25 @@ Eigen::MatrixXd BackupDesign(const std::vector<const Sample*>& s, bool with_entr
 // One schedule (per-layer or tail): time = copies * latency + entries * entry_s + bytes / (gbps
 // * 1e9). The entry term is fitted when every sample gives its pages and the entries separate
 // from the bytes.
-void FitBackupSchedule(Calibration& c, const std::vector<const Sample*>& all, bool tail) {
-  const char* group = tail ? "backup_tail" : "backup_per_layer";
-  HardwareProfile::CopyCost& cost = tail ? c.profile().backup_tail : c.profile().backup_per_layer;
+// `synthetic`: the terms timed over the spin (backup_*_synthetic), beside the main ones.
+void FitBackupSchedule(Calibration& c, const std::vector<const Sample*>& all, bool tail,
+                       bool synthetic) {
+  const std::string group =
+      std::string(tail ? "backup_tail" : "backup_per_layer") + (synthetic ? "_synthetic" : "");
+  using CopyCost = HardwareProfile::CopyCost;
+  CopyCost HardwareProfile::*field =
+      synthetic ? (tail ? &HardwareProfile::backup_tail_synthetic
+                        : &HardwareProfile::backup_per_layer_synthetic)
+                : (tail ? &HardwareProfile::backup_tail : &HardwareProfile::backup_per_layer);
+  CopyCost& cost = c.profile().*field;
   std::vector<const Sample*> s;
   if (tail ? c.opt.fit_backup_tail : c.opt.fit_backup_per_layer)
     for (const Sample* x : all)
       if (x->tail == tail) s.push_back(x);
   if (s.empty()) {
-    if (c.base && (tail ? c.base->backup_tail : c.base->backup_per_layer).gbps > 0) {
-      cost = tail ? c.base->backup_tail : c.base->backup_per_layer;
-      c.out.kept_from_base.push_back(std::string("host_device.") + group);
+    if (c.base && (c.base->*field).gbps > 0) {
+      cost = c.base->*field;
+      c.out.kept_from_base.push_back("host_device." + group);
     }
     return;
   }
@@ -350,7 +358,24 @@ void FitBackups(Calibration& c) {
     all.clear();
   }
   all = SelectBackupGather(all, c.opt.backup_gather_pages, c.m.file, c.out.notes);
-  for (const bool tail : {false, true}) FitBackupSchedule(c, all, tail);
+  // Timed over the model's forward pass (the proxy) and over the spin: with samples of both, the
+  // main terms come from the model's and backup_*_synthetic from the spin's (used when a run of
+  // the spin is checked); with one kind only, the main terms come from it, and the synthetic ones
+  // are the base's when the samples are the model's, none when they are the spin's (the main terms
+  // are then the spin's own).
+  std::vector<const Sample*> model, spin;
+  for (const Sample* x : all) (x->forward == "model" ? model : spin).push_back(x);
+  const bool both = !model.empty() && !spin.empty();
+  if (both)
+    c.out.notes.push_back(std::to_string(model.size()) +
+                          " backup samples over the model's forward pass give the backup terms, " +
+                          std::to_string(spin.size()) +
+                          " over the synthetic one give backup_*_synthetic");
+  for (const bool tail : {false, true}) {
+    FitBackupSchedule(c, model.empty() ? spin : model, tail, false);
+    if (both || spin.empty())
+      FitBackupSchedule(c, both ? spin : std::vector<const Sample*>{}, tail, true);
+  }
 }
 
 // ---------------------------------------------------------------- copy submission, device copies

@@ -154,7 +154,7 @@ void ParseFirstGather(const JsonCursor& s, Sample& x) {
 
 void ParseBackup(const JsonCursor& s, Sample& x) {
   s.OnlyKeys({KV_COMMON, "schedule", "bytes", "copies", "pages", "layers", "pool", "run_pages",
-              "gather_pages", "forward_s", "gate", "mode", "layout"});
+              "gather_pages", "forward_s", "gate", "mode", "layout", "forward", "forward_tokens"});
   const std::string sch = s.Key("schedule").Str();
   if (sch != "per-layer" && sch != "tail")
     s.Key("schedule").Fail("expected per-layer or tail, got '" + sch + "'");
@@ -168,6 +168,12 @@ void ParseBackup(const JsonCursor& s, Sample& x) {
   if (s.Has("pages")) x.pages = s.Key("pages").IntAtLeast(1);
   x.mode = OptStr(s, "mode");
   x.layout = OptStr(s, "layout");
+  // The forward pass the backups followed ("": not given, the spin of sweeps before the key).
+  x.forward = ParseForwardMode(s);
+  if (s.Has("forward_tokens")) {
+    if (x.forward != "model") s.Key("forward_tokens").Fail("only with forward 'model'");
+    x.new_tokens = s.Key("forward_tokens").IntAtLeast(1);
+  }
 }
 
 #undef KV_COMMON

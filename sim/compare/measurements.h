@@ -63,14 +63,15 @@ struct Sample {
   int64_t kernels = 1;       // device_copy: kernel launches timed together
   int64_t ranks = 1;         // collectives; forward (cp_size)
   int64_t peers = 0;         // peer_read
-  int64_t new_tokens = 0;    // forward
+  int64_t new_tokens = 0;    // forward; backup over the model: the proxy's new tokens
   int64_t prefix_tokens = 0;
   int64_t layers = 1;  // forward: the time covers this many layers
   // forward: the layer count of the model measured (the sum of per_kind[].layers; 0: not given).
   // A proxy sample times the mean layer (layers 1) of a model of model_layers layers.
   int64_t model_layers = 0;
-  // forward, overlap: the sweep's forward pass ("model": the proxy, "synthetic": the spin kernel;
-  // "" = not given, read as measured on the proxy); forward: the model preset measured.
+  // forward, overlap, backup: the sweep's forward pass ("model": the proxy, "synthetic": the spin
+  // kernel; "" = not given: forward and overlap samples are read as measured on the proxy, backup
+  // samples on the spin, as the sweeps before the key timed them); forward: the preset measured.
   std::string forward, preset;
   // overlap: the victim's and the other op's kinds (OverlapKindNames), the victim's median time
   // alone, the median time both ran at once, and the other op's median time in the pair run.

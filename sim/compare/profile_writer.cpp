@@ -96,7 +96,9 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  copy_latency_s: " + Num(p.copy_latency_s) + "\n";
   if (p.latency_per_chunk) y += "  copy_unit: chunk\n";
   for (const auto& [group, c] :
-       {std::pair{"backup_per_layer", p.backup_per_layer}, std::pair{"backup_tail", p.backup_tail}})
+       {std::pair{"backup_per_layer", p.backup_per_layer}, std::pair{"backup_tail", p.backup_tail},
+        std::pair{"backup_per_layer_synthetic", p.backup_per_layer_synthetic},
+        std::pair{"backup_tail_synthetic", p.backup_tail_synthetic}})
     if (c.gbps > 0)
       y += FitComment(r, group, "  ") + "  " + group + ": {latency_s: " + Num(c.latency_s) +
            ", gbps: " + Num(c.gbps) +

@@ -208,6 +208,8 @@ void HardwareProfile::ScaleCompute(double k) {
 void HardwareProfile::UseSyntheticForward(double k) {
   ScaleCompute(k);
   compute_extra_layer_s = synthetic_layer_s;
+  if (backup_per_layer_synthetic.gbps > 0) backup_per_layer = backup_per_layer_synthetic;
+  if (backup_tail_synthetic.gbps > 0) backup_tail = backup_tail_synthetic;
   if (!has_overlap_synthetic) return;
   std::erase_if(overlap, [](const OverlapShare& o) {
     return o.victim == "forward" || o.beside == "forward";
@@ -244,12 +246,15 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   p.measured = root["measured"] && root["measured"].as<bool>();
   const YAML::Node hd = root["host_device"];
   if (!hd) r.Fail(root, "host_device", "missing");
-  r.OnlyKeys(hd, "host_device.",
-             {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit",
-              "backup_per_layer", "backup_tail"});
+  r.OnlyKeys(
+      hd, "host_device.",
+      {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit", "backup_per_layer",
+       "backup_tail", "backup_per_layer_synthetic", "backup_tail_synthetic"});
   for (const auto& [key, field] :
        {std::pair{"backup_per_layer", &HardwareProfile::backup_per_layer},
-        std::pair{"backup_tail", &HardwareProfile::backup_tail}}) {
+        std::pair{"backup_tail", &HardwareProfile::backup_tail},
+        std::pair{"backup_per_layer_synthetic", &HardwareProfile::backup_per_layer_synthetic},
+        std::pair{"backup_tail_synthetic", &HardwareProfile::backup_tail_synthetic}}) {
     const YAML::Node b = hd[key];
     if (!b) continue;
     const std::string pre = std::string("host_device.") + key + ".";

@@ -59,6 +59,12 @@ struct HardwareProfile {
     double entry_s = 0;
   };
   CopyCost backup_per_layer, backup_tail;
+  // Optional (YAML host_device.backup_per_layer_synthetic / backup_tail_synthetic, same form):
+  // the same backups timed over the synthetic forward pass (the spin), when the main terms were
+  // timed over the model's (`bench sweep --only backups --forward model`). On the H200 small
+  // backups after a proxy layer take a few microseconds more than after the spin
+  // (docs/cost_model.md "Backups"). Used only by UseSyntheticForward; gbps 0: not given.
+  CopyCost backup_per_layer_synthetic, backup_tail_synthetic;
   // Device-local copies (pack/unpack/scatter); bandwidth counts bytes read plus written.
   double device_copy_gbps = 0;
   double kernel_launch_s = 0;
@@ -113,7 +119,8 @@ struct HardwareProfile {
   // Prices a run of the synthetic forward pass at `k` of the modelled compute (`kvlanes check` of
   // a measured file of `--forward synthetic`, docs/cost_model.md "The synthetic forward pass"):
   // ScaleCompute(k), each layer plus synthetic_layer_s, and, when the profile has
-  // overlap_synthetic, its shares replace every overlap pair with the forward pass.
+  // overlap_synthetic, its shares replace every overlap pair with the forward pass, and the
+  // backup terms timed over the spin (backup_*_synthetic), where given, replace the main ones.
   void UseSyntheticForward(double k);
   // Optional (YAML overlap: list of {victim, beside, share}): while an operation of kind
   // `victim` runs at the same time as one of kind `beside` (on another stream), it proceeds at

@@ -809,6 +809,60 @@ TEST_CASE("the forward layer's page list is staged outside the span its compute 
   CHECK(layers >= 12);
 }
 
+namespace {
+// Records, in order, the evictions, the marks of the compute stream and which streams wait on what.
+class EvictWatch : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  std::vector<std::string> log;
+  void EvictCaches(Stream s) override {
+    log.push_back("evict " + std::to_string(static_cast<int>(s)));
+    b_->EvictCaches(s);
+  }
+  int Mark(Stream s) override {
+    const int m = b_->Mark(s);
+    if (s == Stream::kCompute) log.push_back("mark " + std::to_string(m));
+    return m;
+  }
+  void Wait(Stream s, int m) override {
+    log.push_back("wait " + std::to_string(static_cast<int>(s)) + " " + std::to_string(m));
+    b_->Wait(s, m);
+  }
+};
+}  // namespace
+
+// --cache-evict on: before each request, untimed, one eviction on the compute stream, which every
+// other stream then waits for; off: none. The results verify alike.
+TEST_CASE("with evict_caches each request starts after an eviction that every stream waits for") {
+  const ReplayConfig cfg = SmallConfig(1, {"cache.device_pages_per_lane=3000"});
+  const ExecPlan plan =
+      MakeExecPlan(ReplayPlan("traces/kvtester_trace_0034.json", cfg, 10), "(memory)", "", -1);
+  for (const bool evict : {false, true}) {
+    const std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(plan.geo);
+    EvictWatch b(MakeHostBackend(plan.geo, *seg, 0, 60));
+    ExecOptions eo;
+    eo.warmup = 0;
+    eo.evict_caches = evict;
+    const RankResult r = ExecuteRank(plan, b, eo);
+    CHECK(r.verified_bytes > 0);
+    int evictions = 0;
+    for (size_t i = 0; i < b.log.size(); ++i) {
+      if (b.log[i].rfind("evict ", 0) != 0) continue;
+      ++evictions;
+      CHECK(b.log[i] == "evict " + std::to_string(static_cast<int>(Stream::kCompute)));
+      REQUIRE(i + 4 < b.log.size());
+      const std::string m = b.log[i + 1].substr(5);  // "mark N"
+      CHECK(b.log[i + 1].rfind("mark ", 0) == 0);
+      for (int k = 0; k < 3; ++k) {
+        const std::string w = b.log[i + 2 + static_cast<size_t>(k)];
+        CHECK(w.rfind("wait ", 0) == 0);
+        CHECK(w.substr(w.rfind(' ') + 1) == m);
+      }
+    }
+    CHECK(evictions == (evict ? static_cast<int>(plan.requests.size()) : 0));
+  }
+}
+
 // An op's length is measured between its own marks, so a coarse placement of marks does not
 // round it: every timed op of a host run (microseconds each) keeps a length that is no whole
 // number of the placement's steps, and its spans lie after the placed epoch, start before end.

@@ -232,6 +232,63 @@ TEST_CASE("sweep forward grid: one sample per shape with FLOPs and bytes, the pr
     if (x.kind == SampleKind::kForward) CHECK(x.preset == "deepseek-v3.2");
 }
 
+TEST_CASE("sweep backups with --forward model follow the proxy's layers; calibrate splits them") {
+  SweepOptions o = PairSweep();
+  o.pairs = false;
+  o.forward_grid = false;
+  o.backups = true;
+  o.backup_gather_pages = {0};
+  o.backup_runs = {1, 4};
+  o.forward = "model";
+  o.backup_forward_tokens = 100;  // n pages follow min(16 n, 100) new tokens
+  ReplayConfig cfg;
+  ApplyConfigSetting("model.preset=deepseek-v3.2", cfg);
+  o.model_shape = cfg.model.shape;
+  const ExecGeometry geo = SweepGeometry(o);
+  std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(geo);
+  ProxyStandIn b(MakeHostBackend(geo, *seg, 0, 60));
+  const nlohmann::ordered_json doc = RunSweep(o, b);
+  int samples = 0;
+  std::set<int64_t> tokens;
+  for (const auto& x : doc["samples"]) {
+    REQUIRE(x["kind"] == "backup");
+    CHECK(x["forward"] == "model");
+    CHECK_FALSE(x.contains("forward_s"));
+    const int64_t n = x["pages"];
+    CHECK(x["forward_tokens"] == std::min<int64_t>(16 * n, 100));
+    tokens.insert(x["forward_tokens"].get<int64_t>());
+    ++samples;
+  }
+  CHECK(samples > 0);
+  // Every layer of every pass ran the proxy, prepared with the pass's tokens and no prefix.
+  CHECK(b.layers.size() == 3);
+  const int passes = b.layers[0];
+  CHECK(passes == samples / static_cast<int>(geo.num_pools()) * (o.warmup + o.repeats));
+  std::set<int64_t> asked;
+  for (const auto& [pp, n, pos] : b.prepared) {
+    CHECK(pp == 0);
+    CHECK(pos == static_cast<size_t>(n));
+    asked.insert(n);
+  }
+  CHECK(asked == tokens);
+
+  // With the spin's samples beside them, calibrate fits both sets of backup terms.
+  SweepOptions spin = o;
+  spin.forward = "synthetic";
+  ProxyStandIn b2(MakeHostBackend(geo, *seg, 0, 60));
+  const nlohmann::ordered_json doc2 = RunSweep(spin, b2);
+  CHECK(b2.layers.empty());
+  for (const auto& x : doc2["samples"]) CHECK(x["forward"] == "synthetic");
+  std::vector<Measurements> parts;
+  parts.push_back(ParseMeasurements(doc.dump(1), "bm.json"));
+  parts.push_back(ParseMeasurements(doc2.dump(1), "bs.json"));
+  const HardwareProfile base = Base();
+  const CalibrationResult r = Calibrate(MergeMeasurements(std::move(parts)), &base, {});
+  CHECK(r.profile.backup_tail.gbps > 0);
+  CHECK(r.profile.backup_tail_synthetic.gbps > 0);
+  CHECK(r.profile.backup_per_layer_synthetic.gbps > 0);
+}
+
 TEST_CASE("sweep --cache-evict: one eviction before every timed run of a copy or gather") {
   for (const bool evict : {true, false}) {
     SweepOptions o = PairSweep();

@@ -465,6 +465,90 @@ TEST_CASE("backups over a forward pass get their own fit per schedule, which the
 }
 
 TEST_CASE(
+    "backups timed over the model's forward pass give the main terms, over the spin the synthetic "
+    "ones, which a synthetic run's check uses") {
+  // Truth: after the proxy, tail copies 9 us + bytes at 48 GB/s; after the spin 6 us + bytes at
+  // 52 GB/s. Without a "forward" key a backup sample was timed over the spin.
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
+  Noise noise(17, 0.01);
+  const int64_t L = 4;
+  for (const std::string fwd : {"model", "synthetic", ""})
+    for (const int64_t pages : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
+      const double bytes = static_cast<double>(pages * L * 41984);
+      const bool model = fwd == "model";
+      const double t = model ? 9e-6 + bytes / 48e9 : 6e-6 + bytes / 52e9;
+      nlohmann::json x = {{"kind", "backup"}, {"schedule", "tail"},     {"bytes", bytes},
+                          {"copies", 1},      {"pages", pages},         {"layers", L},
+                          {"pool", "kv"},     {"run_pages", 4},         {"gather_pages", 0},
+                          {"repeats", 5},     {"median_s", t * noise()}};
+      if (!fwd.empty()) x["forward"] = fwd;
+      if (model) x["forward_tokens"] = std::min<int64_t>(pages * 64, 1024);
+      doc["samples"].push_back(x);
+    }
+  HardwareProfile base = TruthProfile();
+  CalibrateOptions opt;
+  opt.fit_backup_per_layer = false;
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "bm.json"), &base, opt);
+  CHECK(Near(r.profile.backup_tail.latency_s, 9e-6, 0.1));
+  CHECK(Near(r.profile.backup_tail.gbps, 48, 0.03));
+  CHECK(Near(r.profile.backup_tail_synthetic.latency_s, 6e-6, 0.1));
+  CHECK(Near(r.profile.backup_tail_synthetic.gbps, 52, 0.03));
+  bool noted = false;
+  for (const std::string& n : r.notes)
+    noted = noted || n.find(
+                         "10 backup samples over the model's forward pass give the backup "
+                         "terms, 20 over the synthetic one") == 0;
+  CHECK(noted);
+
+  // Round trip; a check of a synthetic run takes the spin's terms, of a model run the main ones.
+  const std::string path = TempPath("bm.yaml");
+  const HardwareProfile back = RoundTrip(r, path, "bm.json");
+  CHECK(back.backup_tail_synthetic.gbps == doctest::Approx(r.profile.backup_tail_synthetic.gbps));
+  HardwareProfile spin = back;
+  spin.UseSyntheticForward(0.01);
+  CHECK(spin.backup_tail.gbps == back.backup_tail_synthetic.gbps);
+  CHECK(spin.backup_tail.latency_s == back.backup_tail_synthetic.latency_s);
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  const double b = 1e6;
+  CHECK(CostModel(back, cfg, path).BackupCopyS(BackupSchedule::kTail, 10, L, b) ==
+        doctest::Approx(back.backup_tail.latency_s + b / (back.backup_tail.gbps * 1e9)));
+  CHECK(CostModel(spin, cfg, path).BackupCopyS(BackupSchedule::kTail, 10, L, b) ==
+        doctest::Approx(back.backup_tail_synthetic.latency_s +
+                        b / (back.backup_tail_synthetic.gbps * 1e9)));
+
+  // Spin samples alone (sweeps before the key, or a --forward synthetic sweep) give the main terms.
+  nlohmann::json spin_only = doc;
+  spin_only["samples"].clear();
+  for (const auto& x : doc["samples"])
+    if (x.value("forward", "") != "model") spin_only["samples"].push_back(x);
+  // A base's synthetic terms are not kept then (the main terms are the spin's own), but they are
+  // beside model samples alone.
+  HardwareProfile with_spin = base;
+  with_spin.backup_tail_synthetic = {7e-6, 51, 0};
+  const CalibrationResult s =
+      Calibrate(ParseMeasurements(spin_only.dump(1), "bs.json"), &with_spin, opt);
+  CHECK(Near(s.profile.backup_tail.gbps, 52, 0.03));
+  CHECK(s.profile.backup_tail_synthetic.gbps == 0);
+  nlohmann::json model_only = doc;
+  model_only["samples"].clear();
+  for (const auto& x : doc["samples"])
+    if (x.value("forward", "") == "model") model_only["samples"].push_back(x);
+  const CalibrationResult mo =
+      Calibrate(ParseMeasurements(model_only.dump(1), "bmo.json"), &with_spin, opt);
+  CHECK(Near(mo.profile.backup_tail.gbps, 48, 0.03));
+  CHECK(mo.profile.backup_tail_synthetic.gbps == 51);
+
+  // forward_tokens belongs to a sample over the model only.
+  nlohmann::json bad = spin_only;
+  bad["samples"][0]["forward_tokens"] = 64;
+  CHECK_THROWS_WITH(ParseMeasurements(bad.dump(1), "bad.json"),
+                    doctest::Contains("forward_tokens: only with forward 'model'"));
+}
+
+TEST_CASE(
     "tail backups with a cost per copy entry: fitted, selected by --backup-fit, priced from slot "
     "runs") {
   // Truth (tail): 6 us + 0.35 us per entry (runs of 4 pages, per layer) + bytes at 54 GB/s, for a
