@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "traces/input_error.h"
@@ -467,6 +468,54 @@ void NoteFirstGather(Calibration& c) {
                 "(%.3f .. %.3f)",
                 s.size(), median, r.front(), r.back());
   c.out.notes.push_back(buf);
+}
+
+// A gather layer after a forward layer over the fitted copy bands' time for it (two kernels, pack
+// and unpack, of the sample's bytes each: a packed gather at cp_size 1), per page count the median
+// over the forward shapes: gather_after_forward from the proxy's samples (forward "model" or not
+// given), gather_after_forward_synthetic from the spin's. Without such samples, the base's.
+void FitGatherAfterForward(Calibration& c) {
+  using Table = std::vector<HardwareProfile::PagesRatio>;
+  for (const bool spin : {false, true}) {
+    const std::string group = spin ? "gather_after_forward_synthetic" : "gather_after_forward";
+    Table HardwareProfile::*field = spin ? &HardwareProfile::gather_after_forward_synthetic
+                                         : &HardwareProfile::gather_after_forward;
+    std::map<int64_t, std::vector<double>> by_pages;
+    std::vector<const Sample*> used;
+    for (const Sample* x : OfKind(c.m, SampleKind::kFirstGather)) {
+      if ((x->forward == "synthetic") != spin) continue;
+      const double alone = 2 * c.profile().KernelCopyS(x->bytes);
+      if (!(alone > 0)) continue;
+      by_pages[x->pages].push_back(x->median_s / alone);
+      used.push_back(x);
+    }
+    if (by_pages.empty()) {
+      if (c.base && !(c.base->*field).empty()) {
+        c.profile().*field = c.base->*field;
+        c.out.kept_from_base.push_back("device." + group);
+      }
+      continue;
+    }
+    Table t;
+    for (auto& [pages, r] : by_pages) {
+      std::sort(r.begin(), r.end());
+      t.push_back({pages, PercentileOfSorted(r, 0.5)});
+    }
+    // How far each sample is from its page count's ratio (the shapes' spread).
+    std::vector<double> rel;
+    for (const Sample* x : used) {
+      double ratio = 1;
+      for (const auto& e : t)
+        if (e.pages == x->pages) ratio = e.ratio;
+      const double pred = ratio * 2 * c.profile().KernelCopyS(x->bytes);
+      rel.push_back((pred - x->median_s) / x->median_s);
+    }
+    FitReport r = Report(group, used, rel);
+    for (const auto& e : t)
+      r.params.push_back({group + "[pages=" + std::to_string(e.pages) + "]", e.ratio});
+    c.profile().*field = std::move(t);
+    c.out.fits.push_back(std::move(r));
+  }
 }
 
 // ---------------------------------------------------------------- collectives
@@ -938,6 +987,7 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
   FitCopySubmit(c);
   FitDeviceCopies(c);
   NoteFirstGather(c);
+  FitGatherAfterForward(c);
   FitCollectives(c);
   FitForward(c);
   FitOverlap(c);

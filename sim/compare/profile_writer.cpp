@@ -110,6 +110,16 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  kernel_launch_s: " + Num(p.kernel_launch_s) + "\n";
   y += "  index_bytes_per_page: " + Num(p.index_bytes_per_page) + "\n";
   if (!p.device_copy_bands.bands.empty()) y += "  copy_bands: " + Bands(p.device_copy_bands) + "\n";
+  for (const auto& [key, t] :
+       {std::pair{"gather_after_forward", &p.gather_after_forward},
+        std::pair{"gather_after_forward_synthetic", &p.gather_after_forward_synthetic}}) {
+    if (t->empty()) continue;
+    y += FitComment(r, key, "  ") + "  " + key + ": [";
+    for (size_t i = 0; i < t->size(); ++i)
+      y += std::string(i ? ", " : "") + "{pages: " + std::to_string((*t)[i].pages) +
+           ", ratio: " + Num((*t)[i].ratio) + "}";
+    y += "]\n";
+  }
   y += "\n";
   y += CollectivesYaml(r);
   y += "compute:\n" + FitComment(r, "compute", "  ");

@@ -128,11 +128,7 @@ double CostModel::CopiesLatencyS(int64_t pages, int64_t layers) const {
          CopyLatencyS(static_cast<double>(pages), static_cast<double>(layers));
 }
 
-double CostModel::KernelCopyS(double payload_bytes) const {
-  if (hw_.device_copy_bands.bands.empty()) return hw_.kernel_launch_s + DeviceCopyS(payload_bytes);
-  const CostBand& b = hw_.device_copy_bands.For(payload_bytes);
-  return b.latency_s + 2 * payload_bytes / (b.gbps * 1e9);
-}
+double CostModel::KernelCopyS(double payload_bytes) const { return hw_.KernelCopyS(payload_bytes); }
 
 double CostModel::KernelWriteS(double bytes) const {
   if (hw_.device_copy_bands.bands.empty()) return hw_.kernel_launch_s + DeviceWriteS(bytes);
@@ -204,6 +200,11 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
   int64_t max_shard = 0;
   for (int64_t s : shard_pages) max_shard = std::max(max_shard, s);
   const double S = static_cast<double>(max_shard), N = ranks_;
+  // The gather's kernels after a forward layer (HardwareProfile::gather_after_forward; measured
+  // for packed gathers at cp_size 1, taken for every method's kernels).
+  const double k = hw_.GatherAfterForwardRatio(P);
+  const auto KernelCopyS = [&](double x) { return k * this->KernelCopyS(x); };
+  const auto KernelWriteS = [&](double x) { return k * this->KernelWriteS(x); };
   switch (m) {
     case GatherMethod::kDense:
       // zero the full buffer, scatter owned pages into place, all-reduce (sum) the buffer.

@@ -99,6 +99,31 @@ struct Reader {
     return c;
   }
 
+  // [{pages, ratio}, ...], pages strictly ascending and >= 1, ratios in (0, 10); absent: none.
+  std::vector<HardwareProfile::PagesRatio> PagesRatios(const YAML::Node& node,
+                                                       const std::string& path) const {
+    std::vector<HardwareProfile::PagesRatio> out;
+    if (!node) return out;
+    if (!node.IsSequence() || node.size() == 0)
+      Fail(node, path, "expected a list of {pages, ratio}");
+    for (size_t i = 0; i < node.size(); ++i) {
+      const YAML::Node e = node[i];
+      const std::string p = path + "[" + std::to_string(i) + "].";
+      OnlyKeys(e, p, {"pages", "ratio"});
+      HardwareProfile::PagesRatio x;
+      const double pages = Num(e, "pages", p, true);
+      if (pages != std::floor(pages) || pages > 1e9)
+        Fail(e["pages"], p + "pages", "expected a whole page count");
+      x.pages = static_cast<int64_t>(pages);
+      x.ratio = Num(e, "ratio", p, true);
+      if (x.ratio >= 10) Fail(e["ratio"], p + "ratio", "must be below 10");
+      if (!out.empty() && x.pages <= out.back().pages)
+        Fail(e["pages"], p + "pages", "pages must grow");
+      out.push_back(x);
+    }
+    return out;
+  }
+
   // compute.table: rows {new_tokens, prefix_tokens: [...], layer_s: [...]}, checked against the
   // linear terms already read (the ratio at each point needs them > 0 there).
   std::vector<HardwareProfile::ComputeRow> ComputeTable(const YAML::Node& node,
@@ -205,9 +230,30 @@ void HardwareProfile::ScaleCompute(double k) {
     for (double& s : r.layer_s) s *= k;
 }
 
+double HardwareProfile::KernelCopyS(double payload_bytes) const {
+  if (device_copy_bands.bands.empty())
+    return kernel_launch_s + 2 * payload_bytes / (device_copy_gbps * 1e9);
+  const CostBand& b = device_copy_bands.For(payload_bytes);
+  return b.latency_s + 2 * payload_bytes / (b.gbps * 1e9);
+}
+
+double HardwareProfile::GatherAfterForwardRatio(double pages) const {
+  const std::vector<PagesRatio>& t = gather_after_forward;
+  if (t.empty()) return 1;
+  if (pages <= static_cast<double>(t.front().pages)) return t.front().ratio;
+  if (pages >= static_cast<double>(t.back().pages)) return t.back().ratio;
+  size_t i = 1;
+  while (static_cast<double>(t[i].pages) < pages) ++i;
+  const double a = std::log(static_cast<double>(t[i - 1].pages));
+  const double b = std::log(static_cast<double>(t[i].pages));
+  const double f = (std::log(pages) - a) / (b - a);
+  return t[i - 1].ratio + f * (t[i].ratio - t[i - 1].ratio);
+}
+
 void HardwareProfile::UseSyntheticForward(double k) {
   ScaleCompute(k);
   compute_extra_layer_s = synthetic_layer_s;
+  gather_after_forward = gather_after_forward_synthetic;
   if (backup_per_layer_synthetic.gbps > 0) backup_per_layer = backup_per_layer_synthetic;
   if (backup_tail_synthetic.gbps > 0) backup_tail = backup_tail_synthetic;
   if (!has_overlap_synthetic) return;
@@ -275,8 +321,13 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   p.copy_submit_s = r.Num(hd, "copy_submit_s", "host_device.", false);
   const YAML::Node dv = root["device"];
   if (!dv) r.Fail(root, "device", "missing");
-  r.OnlyKeys(dv, "device.", {"copy_gbps", "kernel_launch_s", "index_bytes_per_page", "copy_bands"});
+  r.OnlyKeys(dv, "device.",
+             {"copy_gbps", "kernel_launch_s", "index_bytes_per_page", "copy_bands",
+              "gather_after_forward", "gather_after_forward_synthetic"});
   if (dv["copy_bands"]) p.device_copy_bands = r.Bands(dv["copy_bands"], "device.copy_bands");
+  p.gather_after_forward = r.PagesRatios(dv["gather_after_forward"], "device.gather_after_forward");
+  p.gather_after_forward_synthetic =
+      r.PagesRatios(dv["gather_after_forward_synthetic"], "device.gather_after_forward_synthetic");
   p.device_copy_gbps = r.Num(dv, "copy_gbps", "device.", true);
   p.kernel_launch_s = r.Num(dv, "kernel_launch_s", "device.", false);
   if (dv["index_bytes_per_page"])

@@ -72,6 +72,24 @@ struct HardwareProfile {
   // kernel's payload, its latency (launch included) and read+write bandwidth. Fitted by
   // `kvlanes calibrate` where the curve bends (small kernels do not reach full bandwidth).
   BandedCost device_copy_bands;
+  // One device copy kernel of `payload_bytes` (read and written): its band's latency and
+  // bandwidth, or kernel_launch_s and device_copy_gbps without bands.
+  double KernelCopyS(double payload_bytes) const;
+  // Optional (YAML device.gather_after_forward: [{pages, ratio}, ...], pages ascending): a gather
+  // layer's time after a forward layer of the model over its time after the cache eviction the
+  // sweep times it after, by pages gathered per layer (`bench sweep --forward model`'s
+  // first_gather samples over the fitted copy bands; docs/cost_model.md "Gather after a forward
+  // layer"). The gather's kernels take that ratio (GatherAfterForwardRatio: linear in log pages
+  // between points, the end points' beyond them; 1 when empty).
+  struct PagesRatio {
+    int64_t pages = 0;
+    double ratio = 1;
+  };
+  std::vector<PagesRatio> gather_after_forward;
+  // The same after the synthetic spin (first_gather samples of `--forward synthetic`); used only
+  // by UseSyntheticForward, which otherwise leaves no ratio (the spin moves no memory).
+  std::vector<PagesRatio> gather_after_forward_synthetic;
+  double GatherAfterForwardRatio(double pages) const;
   // Host-side index materialization for multi-extent unpack: bytes per prefix page entry.
   double index_bytes_per_page = 8;
   std::vector<CollectiveModel> collectives;  // one per rank count
@@ -120,7 +138,8 @@ struct HardwareProfile {
   // a measured file of `--forward synthetic`, docs/cost_model.md "The synthetic forward pass"):
   // ScaleCompute(k), each layer plus synthetic_layer_s, and, when the profile has
   // overlap_synthetic, its shares replace every overlap pair with the forward pass, and the
-  // backup terms timed over the spin (backup_*_synthetic), where given, replace the main ones.
+  // backup terms timed over the spin (backup_*_synthetic), where given, replace the main ones, and
+  // gather_after_forward_synthetic replaces gather_after_forward.
   void UseSyntheticForward(double k);
   // Optional (YAML overlap: list of {victim, beside, share}): while an operation of kind
   // `victim` runs at the same time as one of kind `beside` (on another stream), it proceeds at

@@ -14,8 +14,8 @@ S="$B/kvlanes bench sweep --tier-copy batch --set model.preset=deepseek-v3.2"
 B4="--set model.layers=4 --backup-runs 1,4,64 --backup-gather-pages 0 --cache-evict on"
 step copies_l4 100 $S $B4 --slot-runs 4 --only copies,backups --out $OUT/sweep_copies_l4.json
 step backups_model 110 $S $B4 --only backups --forward model --out $OUT/sweep_backups_model.json
-step pairs_model 120 $S --slot-runs 4 --only pairs --forward model --cache-evict on --out $OUT/sweep_pairs_model.json
-step pairs_synth 60 $S --slot-runs 4 --only pairs --forward synthetic --cache-evict on --out $OUT/sweep_pairs_synth.json
+step pairs_model 120 $S --slot-runs 4 --only pairs --pair-pages 16,64,256,1024,2048 --forward model --cache-evict on --out $OUT/sweep_pairs_model.json
+step pairs_synth 60 $S --slot-runs 4 --only pairs --pair-pages 16,64,256,1024,2048 --forward synthetic --cache-evict on --out $OUT/sweep_pairs_synth.json
 TAILN=8 step calibrate 30 $B/kvlanes calibrate --measurements $OUT/sweep_copies_l4.json \
   --measurements $OUT/sweep_backups_model.json --measurements $OUT/sweep_pairs_model.json \
   --measurements $OUT/sweep_pairs_synth.json --base config/profiles/h200_measured_model_l4.yaml \

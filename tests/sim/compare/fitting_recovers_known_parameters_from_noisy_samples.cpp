@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "sim/compare/calibrate.h"
 #include "sim/compare/fit.h"
@@ -546,6 +547,78 @@ TEST_CASE(
   bad["samples"][0]["forward_tokens"] = 64;
   CHECK_THROWS_WITH(ParseMeasurements(bad.dump(1), "bad.json"),
                     doctest::Contains("forward_tokens: only with forward 'model'"));
+}
+
+TEST_CASE(
+    "first_gather samples give the gather-after-forward ratios per page count, which price the "
+    "gather's kernels") {
+  // Truth: the base's one band (4 us + 2 x bytes at 3000 GB/s per kernel); after the proxy a packed
+  // gather layer (two kernels) takes 1.05 of that at 16 pages, 0.90 at 256, 0.98 at 2048; after
+  // the spin 1.00. Two forward shapes per page count, 1% apart.
+  const HardwareProfile base = TruthProfile();
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
+  const double page = 50432;
+  const std::map<int64_t, double> truth = {{16, 1.05}, {256, 0.90}, {2048, 0.98}};
+  for (const std::string fwd : {"model", "synthetic"})
+    for (const auto& [pages, ratio] : truth)
+      for (const double shape : {0.995, 1.005}) {
+        const double bytes = static_cast<double>(pages) * page;
+        const double alone = 2 * base.KernelCopyS(bytes);
+        const double t = (fwd == "model" ? ratio : 1.0) * alone * shape;
+        doc["samples"].push_back({{"kind", "first_gather"},
+                                  {"bytes", bytes},
+                                  {"pages", pages},
+                                  {"next_s", t},
+                                  {"forward", fwd},
+                                  {"repeats", 5},
+                                  {"median_s", t}});
+      }
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(doc.dump(1), "fg.json"), &base, CalibrateOptions{});
+  REQUIRE(r.profile.gather_after_forward.size() == 3);
+  REQUIRE(r.profile.gather_after_forward_synthetic.size() == 3);
+  size_t i = 0;
+  for (const auto& [pages, ratio] : truth) {
+    CHECK(r.profile.gather_after_forward[i].pages == pages);
+    CHECK(r.profile.gather_after_forward[i].ratio == doctest::Approx(ratio));
+    CHECK(r.profile.gather_after_forward_synthetic[i].ratio == doctest::Approx(1.0));
+    ++i;
+  }
+  // Between points linear in log pages, the end points' beyond them.
+  const HardwareProfile back = RoundTrip(r, TempPath("fg.yaml"), "fg.json");
+  REQUIRE(back.gather_after_forward.size() == 3);
+  CHECK(back.GatherAfterForwardRatio(4) == doctest::Approx(1.05));
+  CHECK(back.GatherAfterForwardRatio(64) == doctest::Approx(0.5 * (1.05 + 0.90)));
+  CHECK(back.GatherAfterForwardRatio(1024) == doctest::Approx(0.90 + (2.0 / 3.0) * (0.98 - 0.90)));
+  CHECK(back.GatherAfterForwardRatio(1e5) == doctest::Approx(0.98));
+  // A packed gather at cp_size 1 is its two kernels times the ratio; a run of the spin takes the
+  // spin's ratios.
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  cfg.cache.page_tokens = 64;
+  cfg.model.pools = {PoolSpec{"kv", 656}, PoolSpec{"indexer", 132}};
+  const std::vector<int64_t> shard = {256};
+  const double alone = 2 * back.KernelCopyS(256 * 64 * (656 + 132));
+  CHECK(CostModel(back, cfg, "fg.yaml").Gather(GatherMethod::kPacked, shard, 256).per_layer_s ==
+        doctest::Approx(0.90 * alone));
+  HardwareProfile spin = back;
+  spin.UseSyntheticForward(0.01);
+  CHECK(CostModel(spin, cfg, "fg.yaml").Gather(GatherMethod::kPacked, shard, 256).per_layer_s ==
+        doctest::Approx(alone));
+  HardwareProfile none = back;
+  none.gather_after_forward.clear();
+  CHECK(CostModel(none, cfg, "fg.yaml").Gather(GatherMethod::kPacked, shard, 256).per_layer_s ==
+        doctest::Approx(alone));
+  // A table whose pages do not grow is refused with its place.
+  CHECK_THROWS_WITH(
+      ParseHardwareProfile("name: x\nhost_device: {h2d_gbps: 1, d2h_gbps: 1, copy_latency_s: 0, "
+                           "copy_submit_s: 0}\ndevice: {copy_gbps: 1, kernel_launch_s: 0, "
+                           "gather_after_forward: [{pages: 16, ratio: 1}, {pages: 16, ratio: 1}]}\n"
+                           "compute: {layer_base_s: 0, layer_token_s: 0, layer_attn_pair_s: 0}\n",
+                           "bad.yaml"),
+      doctest::Contains("device.gather_after_forward[1].pages: pages must grow"));
 }
 
 TEST_CASE(
