@@ -2,8 +2,9 @@
 # Runs on the GPU machine from the repository root, with build-dev/ staged by tools/gpu_stage.sh:
 # the calibration sweep with the forward-pass proxy and the pairs (one H200, about 6 minutes),
 # then calibrate on it. Writes under $OUT (or ./gpu-out):
-#   sweep_model.json       copies, backups, the proxy's forward grid (DeepSeek-V3.2) and the pairs
-#                          beside the proxy (--tier-copy batch --slot-runs 4)
+#   sweep_model.json       copies, backups (after the proxy's layers), the proxy's forward grid
+#                          (DeepSeek-V3.2) and the pairs beside the proxy (--tier-copy batch
+#                          --slot-runs 4)
 #   sweep_synthetic.json   the pairs beside the synthetic (spin) forward pass
 #   forward_PRESET.json    the forward grid of the other presets (the TFLOP/s and GB/s tables)
 #   h200_measured_model.yaml, h200_overlap_synthetic.yaml   the calibrated profiles

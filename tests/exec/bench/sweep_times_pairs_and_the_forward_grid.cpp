@@ -140,12 +140,22 @@ TEST_CASE("sweep pairs: every pair over its sizes, both ops timed alone and toge
   CHECK(m.samples[0].alone_s == doc["samples"][0]["alone_s"].get<double>());
   const HardwareProfile base = Base();
   const CalibrationResult r = Calibrate(m, &base, CalibrateOptions{});
-  // first_gather samples are noted, not fitted.
+  // first_gather samples are noted, and give the spin's gather-after-forward ratio per page count
+  // (host times over the base's device copy: any positive ratio).
   bool noted = false;
   for (const std::string& n : r.notes) noted |= n.rfind("first_gather: 6 samples", 0) == 0;
   CHECK(noted);
+  REQUIRE(r.profile.gather_after_forward_synthetic.size() == 3);
+  CHECK(r.profile.gather_after_forward_synthetic[0].pages == 4);
+  CHECK(r.profile.gather_after_forward_synthetic[2].pages == 32);
+  CHECK(r.profile.gather_after_forward.empty());  // no proxy samples, none in the base
   for (const FitReport& f : r.fits) {
     CAPTURE(f.group);
+    if (f.group == "gather_after_forward_synthetic") {
+      REQUIRE(f.params.size() == 3);
+      for (const auto& [name, ratio] : f.params) CHECK(ratio > 0);
+      continue;
+    }
     CHECK(f.group.rfind("overlap.", 0) == 0);
     REQUIRE(!f.params.empty());
     CHECK(f.params[0].second > 0);
