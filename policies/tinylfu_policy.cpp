@@ -21,8 +21,6 @@ namespace {
 // Sketch width and aging period, in multiples of the device capacity in pages (TinyLFU's
 // sample of about ten times the cache).
 constexpr int64_t kSketchPerPage = 10;
-// Victim pages estimated together when the offer reaches the next unestimated one.
-constexpr size_t kEstimateBatch = 32;
 
 class TinyLfuComposite final : public CachePolicy {
  public:
@@ -69,9 +67,9 @@ class TinyLfuComposite final : public CachePolicy {
     return preview_ != nullptr ? preview_->PreviewEviction(view, demand)
                                : base_->PlanEviction(view, demand);
   }
-  // Keys of the pages the base policy would evict to cache the whole offer, in the order they
-  // would be displaced, into victim_keys_.
-  void VictimKeys(const CacheView& view, const DeviceOffer& offer) const;
+  // The nodes the base policy would evict to cache the whole offer, in the order they would be
+  // displaced, into victim_nodes_.
+  void VictimNodes(const CacheView& view, const DeviceOffer& offer) const;
 
   std::string name_;
   std::unique_ptr<CachePolicy> base_;
@@ -79,12 +77,11 @@ class TinyLfuComposite final : public CachePolicy {
   mutable CountMinSketch sketch_;
   // Scratch of one offer, kept to reuse its memory.
   mutable LaneDemand want_;
-  mutable std::vector<PageKey> victim_keys_;
-  mutable std::vector<uint32_t> victims_;  // estimates of victim_keys_[0, victims_.size())
+  mutable std::vector<NodeId> victim_nodes_;
   mutable std::vector<int64_t> room_;
 };
 
-void TinyLfuComposite::VictimKeys(const CacheView& view, const DeviceOffer& offer) const {
+void TinyLfuComposite::VictimNodes(const CacheView& view, const DeviceOffer& offer) const {
   // The engine's demand if pages [0, offer.pages) were all admitted, reserve included.
   LaneDemand& want = want_;
   want.tier = offer.committed->tier;
@@ -101,11 +98,7 @@ void TinyLfuComposite::VictimKeys(const CacheView& view, const DeviceOffer& offe
     for (int64_t& t : want.target)
       if (t > 0) ++t;
   }
-  victim_keys_.clear();  // each victim's from its last page up
-  for (NodeId v : Preview(view, want).victims) {
-    const Node& n = view.tree.node(v);
-    victim_keys_.insert(victim_keys_.end(), n.keys.rbegin(), n.keys.rend());
-  }
+  victim_nodes_ = Preview(view, want).victims;
 }
 
 int64_t TinyLfuComposite::AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const {
@@ -131,14 +124,12 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
   for (int64_t& x : room) --x;
   for (int64_t j = keyed_new; j < offer.pages; ++j)  // the unkeyed tail page is allocated too
     --room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
-  // The victims' keys are listed once some page has to displace another; their estimates are
-  // taken as the pages reach them, a batch at a time (the sketch does not change meanwhile),
-  // since the first refusal ends the offer.
-  const std::vector<PageKey>& victim_keys = victim_keys_;
-  std::vector<uint32_t>& victims = victims_;
-  victims.clear();
+  // The victims are planned once some page has to displace another; their pages are estimated
+  // as the offer reaches them, each victim from its last page up (the sketch does not change
+  // meanwhile), since the first refusal ends the offer.
   bool previewed = false;
-  size_t next_victim = 0;
+  size_t victim = 0;  // victim_nodes_[victim] is the node being displaced
+  size_t left = 0;    // its pages not yet displaced
   for (int64_t j = 0; j < keyed_new; ++j) {
     int64_t& r = room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
     if (r > 0) {
@@ -146,17 +137,19 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
       continue;
     }
     if (!previewed) {
-      VictimKeys(view, offer);
+      VictimNodes(view, offer);
       previewed = true;
+      victim = 0;
+      left = victim_nodes_.empty() ? 0 : view.tree.node(victim_nodes_[0]).keys.size();
     }
-    if (next_victim >= victim_keys.size()) return j;
-    if (next_victim == victims.size()) {
-      const size_t batch = std::min(kEstimateBatch, victim_keys.size() - victims.size());
-      sketch_.EstimateAll(std::span<const PageKey>(victim_keys).subspan(victims.size(), batch),
-                          victims);
+    while (left == 0 && victim < victim_nodes_.size()) {
+      if (++victim < victim_nodes_.size()) left = view.tree.node(victim_nodes_[victim]).keys.size();
     }
+    if (victim >= victim_nodes_.size()) return j;
+    const std::vector<PageKey>& vk = view.tree.node(victim_nodes_[victim]).keys;
+    const uint32_t theirs = sketch_.Estimate(vk[--left]);
     const uint32_t mine = sketch_.Estimate(offer.keys[static_cast<size_t>(offer.first_page + j)]);
-    if (mine < victims[next_victim++]) return j;
+    if (mine < theirs) return j;
   }
   return offer.pages;
 }
