@@ -1,4 +1,4 @@
-// Count-min sketch of page-key frequency with TinyLFU's aging: kDepth rows of saturating
+// Count-min sketch of page-key frequency with TinyLFU's aging: kDepth rows of saturating 4-bit
 // counters (0..15); an estimate is the smallest of a key's counters; every `sample` additions
 // all counters are halved (rounding down), so the sketch follows recent popularity.
 //
@@ -6,19 +6,21 @@
 // cache line touched is a miss. Here all of a key's counters lie in one 64-byte line, and so do
 // those of the other keys of its group: the kGroup consecutive pages of one trace block (keys
 // with the same `block` and the same `sub / kGroup`), which requests hold together. A line is
-// kDepth rows of kRowWidth counters; the group picks its line and one offset per row by a
-// hash of (block, sub / kGroup), and page `sub` takes counter (offset + sub % kGroup) mod
-// kRowWidth of each row, so the pages of one group never share a counter in any row; keys of
-// different groups that meet in a line may, as keys meet in any row of a count-min sketch.
-// A request's keys then touch one line per group instead of kDepth lines per key. The idea of
-// confining a key's counters to one cache line is that of blocked Bloom filters (Putze,
-// Sanders and Singler, "Cache-, hash- and space-efficient Bloom filters", WEA 2007) and of
-// Caffeine's FrequencySketch (its documentation: a key's counters in one 64-byte block); the
-// grouping of a block's pages and the layout are this project's own.
+// kDepth rows of kRowWidth counters (16 bytes a row); the group picks its line and one offset
+// per row by a hash of (block, sub / kGroup), and page `sub` takes counter (offset + sub %
+// kGroup) mod kRowWidth of each row, so the pages of one group never share a counter in any
+// row, and a group covers a quarter of each row: another group in the same line meets a page's
+// counter in a row with probability 1/4, in all four rows with 1/256. A request's keys then
+// touch one line per group instead of kDepth lines per key. The idea of confining a key's
+// counters to one cache line is that of blocked Bloom filters (Putze, Sanders and Singler,
+// "Cache-, hash- and space-efficient Bloom filters", WEA 2007) and of Caffeine's
+// FrequencySketch (its documentation: a key's 4-bit counters in one 64-byte block); the grouping
+// of a block's pages, the offsets and the code are this project's own.
 //
-// AddAll and EstimateAll take a request's keys in one call, hash once per group and fetch the
-// line of the group a few groups ahead while working on the current one, so the misses overlap;
-// the counts, the halvings and the estimates are those of Add and Estimate called key by key.
+// AddAll and EstimateAll take a request's keys in one call, hash once per run of a group and
+// fetch the line of the run a few runs ahead while working on the current one, so the misses
+// overlap; the counts, the halvings and the estimates are those of Add and Estimate called key
+// by key in the same order.
 #pragma once
 
 #include <algorithm>
@@ -42,11 +44,11 @@ class CountMinSketch {
   static constexpr int kDepth = 4;
   static constexpr uint8_t kMax = 15;
   static constexpr size_t kLineBytes = 64;
-  static constexpr uint32_t kRowWidth = kLineBytes / kDepth;  // counters per row in a line
+  static constexpr uint32_t kRowWidth = 2 * kLineBytes / kDepth;  // counters per row in a line
   static constexpr uint32_t kGroup = 8;                        // pages whose counters share a line
 
   // `width` (counters per row in the whole sketch) is rounded up to a power of two of at least
-  // kRowWidth; the sketch holds kDepth x width one-byte counters. REQUIRES: sample > 0.
+  // kRowWidth; the sketch holds kDepth x width 4-bit counters. REQUIRES: sample > 0.
   CountMinSketch(uint64_t width, uint64_t sample) : sample_(sample), until_halving_(sample) {
     uint64_t w = kRowWidth;
     while (w < width) w <<= 1;
@@ -70,9 +72,28 @@ class CountMinSketch {
     Added();
   }
   uint32_t Estimate(const PageKey& k) const { return Min(Locate(k)); }
+  // Estimate(k) that hashes only when k's group differs from the one `at` last met: for a
+  // caller estimating consecutive pages of a request or a node. `at` starts default.
+  class Cursor {
+    friend class CountMinSketch;
+    uint64_t block_ = 0;
+    uint32_t group_ = UINT32_MAX;
+    uint8_t* line_ = nullptr;
+    uint64_t offsets_ = 0;
+  };
+  uint32_t Estimate(const PageKey& k, Cursor& at) const {
+    if (at.group_ != k.sub / kGroup || at.block_ != k.block) {
+      const Group g = GroupOf(Hash(k));
+      at.block_ = k.block;
+      at.group_ = k.sub / kGroup;
+      at.line_ = g.line;
+      at.offsets_ = g.offsets;
+    }
+    return Min(InGroup(Group{at.line_, at.offsets_, 0, 0, 0}, k));
+  }
   // Add(k) for every key of `keys`, in order. The keys of one group in a row (each page once)
   // are counted together: they never share a counter in a row, so the row's counters they touch
-  // are a mask of its kRowWidth bytes, incremented and clamped at kMax eight bytes at a time.
+  // are a mask of its kRowWidth counters, incremented below kMax sixteen at a time.
   // A run that would reach the next halving is counted key by key.
   void AddAll(std::span<const PageKey> keys) {
     Runs(keys);
@@ -124,14 +145,14 @@ class CountMinSketch {
   // of mask); GroupOf fills the line and offsets only.
   struct Group {
     uint8_t* line;
-    uint64_t offsets;  // 4 bits per row
+    uint64_t offsets;  // 5 bits per row
     uint32_t mask = 0;
     uint32_t begin = 0;
     uint32_t count = 0;
   };
   struct Slot {
     uint8_t* line;
-    std::array<uint8_t, kDepth> at;  // counter index within the line, per row
+    std::array<uint8_t, kDepth> at;  // counter index within the line (row x kRowWidth + i)
   };
 
   static bool SameGroup(const PageKey& a, const PageKey& b) {
@@ -155,7 +176,7 @@ class CountMinSketch {
     Slot s{g.line, {}};
     const uint32_t in = k.sub % kGroup;
     for (int row = 0; row < kDepth; ++row) {
-      const uint32_t off = static_cast<uint32_t>(g.offsets >> (4 * row)) & (kRowWidth - 1);
+      const uint32_t off = static_cast<uint32_t>(g.offsets >> (5 * row)) & (kRowWidth - 1);
       s.at[static_cast<size_t>(row)] =
           static_cast<uint8_t>(static_cast<uint32_t>(row) * kRowWidth +
                                ((off + in) & (kRowWidth - 1)));
@@ -163,40 +184,53 @@ class CountMinSketch {
     return s;
   }
   Slot Locate(const PageKey& k) const { return InGroup(GroupOf(Hash(k)), k); }
-  // Bytes 0/1 from the bits of an 8-bit mask, bit i to byte i.
-  static constexpr std::array<uint64_t, 256> kSpread = [] {
-    std::array<uint64_t, 256> t{};
-    for (uint64_t m = 0; m < 256; ++m)
-      for (uint64_t b = 0; b < 8; ++b)
-        if (m & (uint64_t{1} << b)) t[m] |= uint64_t{1} << (8 * b);
+  // Counter i of a line: nibble i % 16 of the line's 64-bit word i / 16 (a row is two words).
+  static uint64_t Word(const uint8_t* line, uint32_t w) {
+    uint64_t x;
+    std::memcpy(&x, line + 8 * w, 8);
+    return x;
+  }
+  static void SetWord(uint8_t* line, uint32_t w, uint64_t x) { std::memcpy(line + 8 * w, &x, 8); }
+  static uint32_t Counter(const uint8_t* line, uint32_t i) {
+    return static_cast<uint32_t>(Word(line, i / 16) >> (4 * (i % 16))) & 0xF;
+  }
+  // A 1 in nibble i for each bit i of an 8-bit mask.
+  static constexpr std::array<uint32_t, 256> kSpread = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t m = 0; m < 256; ++m)
+      for (uint32_t b = 0; b < 8; ++b)
+        if (m & (1u << b)) t[m] |= 1u << (4 * b);
     return t;
   }();
-  // Increments (clamped at kMax) the counters of the group's pages whose `sub % kGroup` bits
-  // are set in `mask`, in every row.
+  static uint64_t Spread16(uint32_t m) {
+    return uint64_t{kSpread[m & 0xFF]} | (uint64_t{kSpread[(m >> 8) & 0xFF]} << 32);
+  }
+  // Increments the counters below kMax of the group's pages whose `sub % kGroup` bits are set in
+  // `mask`, in every row.
   static void Bump(const Group& g, uint32_t mask) {
+    constexpr uint64_t kLow = 0x1111111111111111ull;  // bit 0 of every nibble
     for (int row = 0; row < kDepth; ++row) {
-      const uint32_t off = static_cast<uint32_t>(g.offsets >> (4 * row)) & (kRowWidth - 1);
-      uint32_t m = mask << off;
-      m = (m | (m >> kRowWidth)) & 0xFFFF;  // rotated within the row's 16 counters
-      uint8_t* c = g.line + static_cast<size_t>(row) * kRowWidth;
-      for (int half = 0; half < 2; ++half) {
-        uint64_t w;
-        std::memcpy(&w, c + 8 * half, 8);
-        w += kSpread[(m >> (8 * half)) & 0xFF];  // counters <= kMax: no byte carries over
-        w -= (w >> 4) & 0x0101010101010101ull;   // a counter at kMax + 1 back to kMax
-        std::memcpy(c + 8 * half, &w, 8);
+      const uint32_t off = static_cast<uint32_t>(g.offsets >> (5 * row)) & (kRowWidth - 1);
+      uint64_t m = uint64_t{mask} << off;
+      m = (m | (m >> kRowWidth)) & 0xFFFFFFFFull;  // rotated within the row's 32 counters
+      for (uint32_t half = 0; half < 2; ++half) {
+        const uint32_t w = 2 * static_cast<uint32_t>(row) + half;
+        uint64_t x = Word(g.line, w);
+        const uint64_t full = x & (x >> 1) & (x >> 2) & (x >> 3) & kLow;  // nibbles at kMax
+        x += Spread16(static_cast<uint32_t>(m >> (16 * half))) & ~full;
+        SetWord(g.line, w, x);
       }
     }
   }
-  static_assert(kRowWidth == 16 && kMax == 15 && kGroup <= kRowWidth);
+  static_assert(kRowWidth == 32 && kMax == 15 && kGroup <= kRowWidth && kDepth * 5 <= 24);
   static void Bump(const Slot& s, int row) {
-    uint8_t& c = s.line[s.at[static_cast<size_t>(row)]];
-    if (c < kMax) ++c;
+    const uint32_t i = s.at[static_cast<size_t>(row)];
+    if (Counter(s.line, i) < kMax) SetWord(s.line, i / 16, Word(s.line, i / 16) + (uint64_t{1} << (4 * (i % 16))));
   }
   static uint32_t Min(const Slot& s) {
     uint32_t e = kMax;
     for (int row = 0; row < kDepth; ++row)
-      e = std::min<uint32_t>(e, s.line[s.at[static_cast<size_t>(row)]]);
+      e = std::min<uint32_t>(e, Counter(s.line, s.at[static_cast<size_t>(row)]));
     return e;
   }
   // Splits `keys` into runs (into runs_) and requests the lines of the first kAhead.
@@ -245,15 +279,15 @@ class CountMinSketch {
     Halve();
     ++halvings_;
   }
-  // Halves every counter (rounding down), eight at a time: each byte of a word shifted right by
-  // one, the bit shifted in from the byte above cleared.
+  // Halves every counter (rounding down), sixteen at a time: each nibble of a word shifted right
+  // by one, the bit shifted in from the nibble above cleared.
   void Halve() {
     uint8_t* c = counters_.get();
     const size_t n = static_cast<size_t>(lines_) * kLineBytes;  // a multiple of 8
     for (size_t i = 0; i < n; i += 8) {
       uint64_t w;
       std::memcpy(&w, c + i, 8);
-      w = (w >> 1) & 0x7F7F7F7F7F7F7F7Full;
+      w = (w >> 1) & 0x7777777777777777ull;
       std::memcpy(c + i, &w, 8);
     }
   }

@@ -140,6 +140,7 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
   size_t displaced = 0;   // victim pages compared so far
   size_t victim = 0;      // victim_nodes_[victim] is the node being displaced
   size_t left = 0;        // its pages not yet displaced
+  CountMinSketch::Cursor my_group, their_group;
   const auto seek = [&](size_t skip) {  // to the victim page after the first `skip`
     victim = 0;
     left = 0;
@@ -175,9 +176,10 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
     const std::vector<PageKey>& vk = view.tree.node(victim_nodes_[victim]).keys;
     if (left == vk.size() && victim + 1 < victim_nodes_.size())  // the next victim's last page
       sketch_.Prefetch(view.tree.node(victim_nodes_[victim + 1]).keys.back());
-    const uint32_t theirs = sketch_.Estimate(vk[--left]);
+    const uint32_t theirs = sketch_.Estimate(vk[--left], their_group);
     ++displaced;
-    const uint32_t mine = sketch_.Estimate(offer.keys[static_cast<size_t>(offer.first_page + j)]);
+    const uint32_t mine =
+        sketch_.Estimate(offer.keys[static_cast<size_t>(offer.first_page + j)], my_group);
     if (mine < theirs) return j;
   }
   return offer.pages;
