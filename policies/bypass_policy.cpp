@@ -173,7 +173,8 @@ class BypassComposite final : public CachePolicy {
   Tier horizon_tier_;
   int64_t capacity_;  // pages of that tier in the group
   uint64_t mask_ = 0;
-  mutable std::vector<Entry, LineAlignedAllocator<Entry>> history_;  // a set per cache line
+  // One set of kWays entries per cache line.
+  mutable std::vector<Entry, LineAlignedAllocator<Entry>> history_;
   mutable std::vector<uint64_t> blocks_;  // scratch: a request's blocks
   mutable double horizon_ = -1;           // requests; < 0 until the tier's first eviction
   mutable double hist_[64] = {};

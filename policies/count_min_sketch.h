@@ -23,6 +23,8 @@
 // by key in the same order.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -31,8 +33,6 @@
 #include <memory>
 #include <span>
 #include <vector>
-
-#include <sys/mman.h>
 
 #include "sim/check.h"
 #include "traces/trace.h"
@@ -45,7 +45,7 @@ class CountMinSketch {
   static constexpr uint8_t kMax = 15;
   static constexpr size_t kLineBytes = 64;
   static constexpr uint32_t kRowWidth = 2 * kLineBytes / kDepth;  // counters per row in a line
-  static constexpr uint32_t kGroup = 8;                        // pages whose counters share a line
+  static constexpr uint32_t kGroup = 8;  // pages whose counters share a line
 
   // `width` (counters per row in the whole sketch) is rounded up to a power of two of at least
   // kRowWidth; the sketch holds kDepth x width 4-bit counters. REQUIRES: sample > 0.
@@ -138,7 +138,7 @@ class CountMinSketch {
 
  private:
   static constexpr size_t kHugePage = size_t{2} << 20;
-  static constexpr size_t kAhead = 8;    // groups fetched ahead of the one being worked on
+  static constexpr size_t kAhead = 8;  // groups fetched ahead of the one being worked on
 
   // A group's line and its per-row offsets; a key's counters within the line.
   // A run: keys[begin, begin + count) of one group in a row, each page once (bit sub % kGroup
@@ -177,9 +177,8 @@ class CountMinSketch {
     const uint32_t in = k.sub % kGroup;
     for (int row = 0; row < kDepth; ++row) {
       const uint32_t off = static_cast<uint32_t>(g.offsets >> (5 * row)) & (kRowWidth - 1);
-      s.at[static_cast<size_t>(row)] =
-          static_cast<uint8_t>(static_cast<uint32_t>(row) * kRowWidth +
-                               ((off + in) & (kRowWidth - 1)));
+      s.at[static_cast<size_t>(row)] = static_cast<uint8_t>(static_cast<uint32_t>(row) * kRowWidth +
+                                                            ((off + in) & (kRowWidth - 1)));
     }
     return s;
   }
@@ -225,7 +224,8 @@ class CountMinSketch {
   static_assert(kRowWidth == 32 && kMax == 15 && kGroup <= kRowWidth && kDepth * 5 <= 24);
   static void Bump(const Slot& s, int row) {
     const uint32_t i = s.at[static_cast<size_t>(row)];
-    if (Counter(s.line, i) < kMax) SetWord(s.line, i / 16, Word(s.line, i / 16) + (uint64_t{1} << (4 * (i % 16))));
+    if (Counter(s.line, i) < kMax)
+      SetWord(s.line, i / 16, Word(s.line, i / 16) + (uint64_t{1} << (4 * (i % 16))));
   }
   static uint32_t Min(const Slot& s) {
     uint32_t e = kMax;

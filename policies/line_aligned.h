@@ -16,9 +16,9 @@ struct LineAlignedAllocator {
   template <class U>
   LineAlignedAllocator(const LineAlignedAllocator<U>&) {}
   T* allocate(std::size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{kLine}));
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kLine}));
   }
-  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{kLine}); }
+  void deallocate(T* p, std::size_t) { ::operator delete (p, std::align_val_t{kLine}); }
   template <class U>
   bool operator==(const LineAlignedAllocator<U>&) const {
     return true;

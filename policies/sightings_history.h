@@ -92,8 +92,8 @@ class SightingsHistory {
   }
 
   uint64_t mask_ = 0;
-  std::vector<Entry, LineAlignedAllocator<Entry>> entries_;  // a set per cache line
-  std::vector<uint64_t> blocks_;  // scratch: a request's blocks
+  std::vector<Entry, LineAlignedAllocator<Entry>> entries_;  // one set per cache line
+  std::vector<uint64_t> blocks_;                             // scratch: a request's blocks
 };
 
 }  // namespace kvlanes

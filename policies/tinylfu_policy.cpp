@@ -136,10 +136,10 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
   // trace); with several lanes the victims serve the lanes short of pages, which depend on the
   // demand, so the plan is for the whole offer at once. Each victim is read from its last page
   // up (the sketch does not change meanwhile).
-  int64_t planned = 0;    // offer pages the victims were planned for (0: none planned yet)
-  size_t displaced = 0;   // victim pages compared so far
-  size_t victim = 0;      // victim_nodes_[victim] is the node being displaced
-  size_t left = 0;        // its pages not yet displaced
+  int64_t planned = 0;   // offer pages the victims were planned for (0: none planned yet)
+  size_t displaced = 0;  // victim pages compared so far
+  size_t victim = 0;     // victim_nodes_[victim] is the node being displaced
+  size_t left = 0;       // its pages not yet displaced
   CountMinSketch::Cursor my_group, their_group;
   const auto seek = [&](size_t skip) {  // to the victim page after the first `skip`
     victim = 0;

@@ -33,7 +33,7 @@ TEST_CASE("the sketch counts additions per key, saturates at 15 and halves every
   }();
   CHECK(s.Estimate(a) == (b_on_a ? 4 : 3));
   CHECK(s.Estimate(b) == (b_on_a ? 4 : 1));
-  CHECK(s.Estimate(c) == 0);  // c's counters are a's neighbours, never a's own
+  CHECK(s.Estimate(c) == 0);             // c's counters are a's neighbours, never a's own
   for (int i = 0; i < 4; ++i) s.Add(b);  // the 8th addition halves everything
   CHECK(s.halvings() == 1);
   if (!b_on_a) {
