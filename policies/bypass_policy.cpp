@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "policies/line_aligned.h"
 #include "policies/queue_policy.h"
 #include "policies/registry.h"
 #include "sim/check.h"
@@ -101,6 +102,7 @@ class BypassComposite final : public CachePolicy {
     uint64_t last = 0;  // epoch of the latest sighting; 0 = empty
   };
 
+  static_assert(sizeof(Entry) * kWays == 64, "a set is one cache line");
   // The first entry of the block's set of kWays entries.
   size_t Set(uint64_t block) const {
     uint64_t x = block;
@@ -171,7 +173,8 @@ class BypassComposite final : public CachePolicy {
   Tier horizon_tier_;
   int64_t capacity_;  // pages of that tier in the group
   uint64_t mask_ = 0;
-  mutable std::vector<Entry> history_;
+  // One set of kWays entries per cache line.
+  mutable std::vector<Entry, LineAlignedAllocator<Entry>> history_;
   mutable std::vector<uint64_t> blocks_;  // scratch: a request's blocks
   mutable double horizon_ = -1;           // requests; < 0 until the tier's first eviction
   mutable double hist_[64] = {};

@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "policies/line_aligned.h"
 #include "policies/queue_policy.h"
 #include "traces/trace.h"
 
@@ -62,6 +63,7 @@ class SightingsHistory {
     uint32_t last = 0;  // epoch of the latest sighting (saturating); 0 = empty
     uint32_t count = 0;
   };
+  static_assert(sizeof(Entry) * kWays == 64, "a set is one cache line");
   size_t Set(uint64_t block) const {
     uint64_t x = block;
     x ^= x >> 33;
@@ -90,8 +92,8 @@ class SightingsHistory {
   }
 
   uint64_t mask_ = 0;
-  std::vector<Entry> entries_;
-  std::vector<uint64_t> blocks_;  // scratch: a request's blocks
+  std::vector<Entry, LineAlignedAllocator<Entry>> entries_;  // one set per cache line
+  std::vector<uint64_t> blocks_;                             // scratch: a request's blocks
 };
 
 }  // namespace kvlanes

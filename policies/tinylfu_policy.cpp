@@ -21,8 +21,8 @@ namespace {
 // Sketch width and aging period, in multiples of the device capacity in pages (TinyLFU's
 // sample of about ten times the cache).
 constexpr int64_t kSketchPerPage = 10;
-// Victim pages estimated together when the offer reaches the next unestimated one.
-constexpr size_t kEstimateBatch = 32;
+// Offer pages beyond the first that must displace another that the first preview plans for.
+constexpr int64_t kPreviewPages = 32;
 
 class TinyLfuComposite final : public CachePolicy {
  public:
@@ -69,9 +69,9 @@ class TinyLfuComposite final : public CachePolicy {
     return preview_ != nullptr ? preview_->PreviewEviction(view, demand)
                                : base_->PlanEviction(view, demand);
   }
-  // Keys of the pages the base policy would evict to cache the whole offer, in the order they
-  // would be displaced, into victim_keys_.
-  void VictimKeys(const CacheView& view, const DeviceOffer& offer) const;
+  // The nodes the base policy would evict to cache the offer's first `pages` pages, in the
+  // order they would be displaced, into victim_nodes_.
+  void VictimNodes(const CacheView& view, const DeviceOffer& offer, int64_t pages) const;
 
   std::string name_;
   std::unique_ptr<CachePolicy> base_;
@@ -79,33 +79,29 @@ class TinyLfuComposite final : public CachePolicy {
   mutable CountMinSketch sketch_;
   // Scratch of one offer, kept to reuse its memory.
   mutable LaneDemand want_;
-  mutable std::vector<PageKey> victim_keys_;
-  mutable std::vector<uint32_t> victims_;  // estimates of victim_keys_[0, victims_.size())
+  mutable std::vector<NodeId> victim_nodes_;
   mutable std::vector<int64_t> room_;
 };
 
-void TinyLfuComposite::VictimKeys(const CacheView& view, const DeviceOffer& offer) const {
-  // The engine's demand if pages [0, offer.pages) were all admitted, reserve included.
+void TinyLfuComposite::VictimNodes(const CacheView& view, const DeviceOffer& offer,
+                                   int64_t pages) const {
+  // The engine's demand if pages [0, pages) were admitted, reserve included.
   LaneDemand& want = want_;
   want.tier = offer.committed->tier;
   want.target.assign(offer.committed->target.begin(), offer.committed->target.end());
   want.any_lane = offer.committed->any_lane;
   if (offer.owners.empty()) {
-    want.any_lane = offer.pages + 1;
+    want.any_lane = pages + 1;
   } else {
     if (want.target.size() == 1) {
-      want.target[0] += offer.pages;  // one lane: every owner is 0 (checked at placement)
+      want.target[0] += pages;  // one lane: every owner is 0 (checked at placement)
     } else {
-      for (int64_t i = 0; i < offer.pages; ++i) ++want.target[offer.owners[static_cast<size_t>(i)]];
+      for (int64_t i = 0; i < pages; ++i) ++want.target[offer.owners[static_cast<size_t>(i)]];
     }
     for (int64_t& t : want.target)
       if (t > 0) ++t;
   }
-  victim_keys_.clear();  // each victim's from its last page up
-  for (NodeId v : Preview(view, want).victims) {
-    const Node& n = view.tree.node(v);
-    victim_keys_.insert(victim_keys_.end(), n.keys.rbegin(), n.keys.rend());
-  }
+  victim_nodes_ = Preview(view, want).victims;
 }
 
 int64_t TinyLfuComposite::AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const {
@@ -131,32 +127,60 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
   for (int64_t& x : room) --x;
   for (int64_t j = keyed_new; j < offer.pages; ++j)  // the unkeyed tail page is allocated too
     --room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
-  // The victims' keys are listed once some page has to displace another; their estimates are
-  // taken as the pages reach them, a batch at a time (the sketch does not change meanwhile),
-  // since the first refusal ends the offer.
-  const std::vector<PageKey>& victim_keys = victim_keys_;
-  std::vector<uint32_t>& victims = victims_;
-  victims.clear();
-  bool previewed = false;
-  size_t next_victim = 0;
+  // The victims are planned once some page has to displace another. With one lane the first
+  // plan is for the pages up to kPreviewPages beyond it (the first refusal usually comes soon),
+  // then, if the offer gets past them, for the whole offer; the k-th page displaced is the k-th
+  // page of the latest plan's victims. On one lane a planner's walk does not depend on how much
+  // it must free, so the shorter plan is the start of the longer one and the decisions are those
+  // of a plan for the whole offer (the outputs are byte-identical on the Mooncake synthetic
+  // trace); with several lanes the victims serve the lanes short of pages, which depend on the
+  // demand, so the plan is for the whole offer at once. Each victim is read from its last page
+  // up (the sketch does not change meanwhile).
+  int64_t planned = 0;   // offer pages the victims were planned for (0: none planned yet)
+  size_t displaced = 0;  // victim pages compared so far
+  size_t victim = 0;     // victim_nodes_[victim] is the node being displaced
+  size_t left = 0;       // its pages not yet displaced
+  CountMinSketch::Cursor my_group, their_group;
+  const auto seek = [&](size_t skip) {  // to the victim page after the first `skip`
+    victim = 0;
+    left = 0;
+    for (; victim < victim_nodes_.size(); ++victim) {
+      const size_t n = view.tree.node(victim_nodes_[victim]).keys.size();
+      if (skip < n) {
+        left = n - skip;
+        return;
+      }
+      skip -= n;
+    }
+  };
   for (int64_t j = 0; j < keyed_new; ++j) {
     int64_t& r = room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
     if (r > 0) {
       --r;
       continue;
     }
-    if (!previewed) {
-      VictimKeys(view, offer);
-      previewed = true;
+    if (planned == 0) {
+      planned = lanes == 1 ? std::min(offer.pages, j + 1 + kPreviewPages) : offer.pages;
+      VictimNodes(view, offer, planned);
+      seek(0);
     }
-    if (next_victim >= victim_keys.size()) return j;
-    if (next_victim == victims.size()) {
-      const size_t batch = std::min(kEstimateBatch, victim_keys.size() - victims.size());
-      sketch_.EstimateAll(std::span<const PageKey>(victim_keys).subspan(victims.size(), batch),
-                          victims);
+    while (left == 0 && victim < victim_nodes_.size())
+      if (++victim < victim_nodes_.size()) left = view.tree.node(victim_nodes_[victim]).keys.size();
+    if (victim >= victim_nodes_.size()) {
+      if (planned == offer.pages) return j;
+      planned = offer.pages;
+      VictimNodes(view, offer, planned);
+      seek(displaced);
+      if (victim >= victim_nodes_.size()) return j;
     }
-    const uint32_t mine = sketch_.Estimate(offer.keys[static_cast<size_t>(offer.first_page + j)]);
-    if (mine < victims[next_victim++]) return j;
+    const std::vector<PageKey>& vk = view.tree.node(victim_nodes_[victim]).keys;
+    if (left == vk.size() && victim + 1 < victim_nodes_.size())  // the next victim's last page
+      sketch_.Prefetch(view.tree.node(victim_nodes_[victim + 1]).keys.back());
+    const uint32_t theirs = sketch_.Estimate(vk[--left], their_group);
+    ++displaced;
+    const uint32_t mine =
+        sketch_.Estimate(offer.keys[static_cast<size_t>(offer.first_page + j)], my_group);
+    if (mine < theirs) return j;
   }
   return offer.pages;
 }

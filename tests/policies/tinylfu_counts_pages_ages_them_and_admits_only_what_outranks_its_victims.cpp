@@ -2,6 +2,9 @@
 // of the eviction order, and the NAME+tinylfu names.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "policies/count_min_sketch.h"
 #include "tests/policies/hand_cases.h"
 #include "traces/input_error.h"
@@ -9,31 +12,101 @@
 namespace kvlanes::test {
 
 TEST_CASE("the sketch counts additions per key, saturates at 15 and halves every sample") {
+  // 64 counters per row: 2 lines of 64 bytes (4 rows of 32 counters each). Keys a and c are
+  // pages 0 and 1 of block 1, one group, so they share a line but never a counter; b is another
+  // block's.
   CountMinSketch s(64, 8);
   const PageKey a{1, 0}, b{2, 0}, c{1, 1};
+  REQUIRE(s.lines() == 2);
+  REQUIRE(s.LineOf(a) == s.LineOf(c));
+  for (int row = 0; row < CountMinSketch::kDepth; ++row)
+    REQUIRE(s.CounterOf(a, row) != s.CounterOf(c, row));
   for (int i = 0; i < 3; ++i) s.Add(a);
   s.Add(b);
-  CHECK(s.Estimate(a) == 3);  // 64 counters per row and 3 keys: no collision in some row
-  CHECK(s.Estimate(b) == 1);
-  CHECK(s.Estimate(c) == 0);
+  // Estimates are exact unless b meets a (or c) in every row; the checks below hold whichever
+  // line b takes: a's count is 3, raised only if b collides with it in all four rows.
+  const bool b_on_a = [&] {
+    if (s.LineOf(b) != s.LineOf(a)) return false;
+    for (int row = 0; row < CountMinSketch::kDepth; ++row)
+      if (s.CounterOf(b, row) != s.CounterOf(a, row)) return false;
+    return true;
+  }();
+  CHECK(s.Estimate(a) == (b_on_a ? 4 : 3));
+  CHECK(s.Estimate(b) == (b_on_a ? 4 : 1));
+  CHECK(s.Estimate(c) == 0);             // c's counters are a's neighbours, never a's own
   for (int i = 0; i < 4; ++i) s.Add(b);  // the 8th addition halves everything
   CHECK(s.halvings() == 1);
-  CHECK(s.Estimate(a) == 1);  // 3 / 2
-  CHECK(s.Estimate(b) == 2);  // 5 / 2
+  if (!b_on_a) {
+    CHECK(s.Estimate(a) == 1);  // 3 / 2
+    CHECK(s.Estimate(b) == 2);  // 5 / 2
+  }
   CountMinSketch big(64, 1000);
   for (int i = 0; i < 40; ++i) big.Add(a);
   CHECK(big.Estimate(a) == CountMinSketch::kMax);
+  CHECK(big.Estimate(c) == 0);
+}
+
+TEST_CASE("the sketch keeps a block group's counters in one line, eight distinct per row") {
+  // Width 1024 per row: 32 lines. The 8 pages of a group (subs 0-7, 8-15, ... of one block)
+  // lie in one line, at 8 distinct counters of each row (offset + sub % 8, wrapping within the
+  // row's 32); the next group of the same block is hashed on its own.
+  CountMinSketch s(1024, 1u << 20);
+  REQUIRE(s.lines() == 32);
+  for (uint64_t block : {7ull, 123456789ull}) {
+    for (uint32_t group = 0; group < 2; ++group) {
+      const PageKey first{block, group * CountMinSketch::kGroup};
+      for (int row = 0; row < CountMinSketch::kDepth; ++row) {
+        std::vector<uint32_t> seen;
+        for (uint32_t i = 0; i < CountMinSketch::kGroup; ++i) {
+          const PageKey k{block, first.sub + i};
+          CHECK(s.LineOf(k) == s.LineOf(first));
+          const uint32_t at = s.CounterOf(k, row);
+          CHECK(at / CountMinSketch::kRowWidth == static_cast<uint32_t>(row));
+          // Page i sits i counters after page 0, modulo the row's width.
+          CHECK(at % CountMinSketch::kRowWidth ==
+                (s.CounterOf(first, row) + i) % CountMinSketch::kRowWidth);
+          seen.push_back(at);
+        }
+        std::sort(seen.begin(), seen.end());
+        CHECK(std::unique(seen.begin(), seen.end()) == seen.end());
+      }
+    }
+  }
+  // Every page of one group added once, one of them twice more: exact counts (no foreign key).
+  for (uint32_t i = 0; i < CountMinSketch::kGroup; ++i) s.Add(PageKey{7, i});
+  s.Add(PageKey{7, 5});
+  s.Add(PageKey{7, 5});
+  for (uint32_t i = 0; i < CountMinSketch::kGroup; ++i)
+    CHECK(s.Estimate(PageKey{7, i}) == (i == 5 ? 3u : 1u));
+  // Pages 0-3 of block 9 added 20 times by AddAll (masks): they stop at 15, and pages 4-7, the
+  // counters beside them in each row, stay 0 (no count spills into a neighbouring counter).
+  std::vector<PageKey> four;
+  for (uint32_t i = 0; i < 4; ++i) four.push_back(PageKey{9, i});
+  for (int n = 0; n < 20; ++n) s.AddAll(four);
+  for (uint32_t i = 0; i < CountMinSketch::kGroup; ++i)
+    CHECK(s.Estimate(PageKey{9, i}) == (i < 4 ? CountMinSketch::kMax : 0u));
 }
 
 TEST_CASE("AddAll and EstimateAll count and estimate as Add and Estimate do key by key") {
-  // A narrow sketch (collisions) halving every 37 additions, fed runs of keys of every length
-  // around the fetch-ahead distance, repeats included; the two sketches must agree throughout.
+  // A narrow sketch (one line: collisions) halving every 37 additions, fed runs of keys of
+  // every length around the fetch-ahead distance, repeats included; the two sketches must agree
+  // throughout.
+  // Keys come as requests bring them (runs of consecutive pages of a block, some cut short)
+  // and scrambled (a page repeated next to itself, groups interleaved), so AddAll's masks, its
+  // runs split at a repeated page and its key-by-key path at a halving are all exercised.
   CountMinSketch one(16, 37), all(16, 37);
   std::vector<PageKey> keys;
   for (uint64_t run = 0; run < 40; ++run) {
     keys.clear();
-    for (uint64_t i = 0; i < run % 19; ++i)
-      keys.push_back(PageKey{(run * 7 + i * 3) % 23, static_cast<uint32_t>(i % 2)});
+    if (run % 2 == 0) {
+      for (uint64_t i = 0; i < run % 19; ++i)
+        keys.push_back(PageKey{(run * 7 + i * 3) % 23, static_cast<uint32_t>(i % 2)});
+    } else {
+      for (uint64_t i = 0; i < run % 23; ++i) {
+        keys.push_back(PageKey{(run + i / 11) % 5, static_cast<uint32_t>(i % 11)});
+        if (i % 7 == 3) keys.push_back(keys.back());  // the same page twice in a row
+      }
+    }
     for (const PageKey& k : keys) one.Add(k);
     all.AddAll(keys);
     REQUIRE(all.additions() == one.additions());
