@@ -4,6 +4,7 @@
 // a writer dropped without Finish() ends its thread and writes no trailer.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -153,6 +154,30 @@ TEST_CASE("the writer thread writes the foreground writer's bytes, in order, for
       CHECK(Write(cfg, plans, bg, move) == expected);
     }
   }
+}
+
+TEST_CASE("integers at every digit-count boundary are written as the JSON dump writes them") {
+  ReplayConfig cfg;
+  ValidateConfig(cfg);
+  std::vector<uint64_t> values{0, 1, 9};
+  for (uint64_t p = 10; p <= 1000000000000000000ull; p *= 10)
+    for (uint64_t v : {p - 1, p, p + 1, 2 * p + 7}) values.push_back(v);
+  RequestPlan plan;
+  plan.request = 7;
+  plan.input_tokens = 64;
+  plan.computed_tokens = 64;
+  // Positions take every value (int64); slots and extents those that fit 32 bits. Each page
+  // starts its own run (the slot steps by 2), so every value is written.
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint64_t v = values[i];
+    const uint32_t small = static_cast<uint32_t>(std::min<uint64_t>(v, 0xFFFFFFFFull));
+    plan.new_pages.push_back(
+        NewPage{static_cast<int64_t>(v), 0, small + static_cast<uint32_t>(2 * i), small});
+  }
+  plan.new_pages.push_back(NewPage{0, 0, 0xFFFFFFFFu, 0xFFFFFFFFu});
+  std::string line;
+  AppendPlanLine(plan, cfg, line);
+  CHECK(line == PlanToJson(plan, cfg).dump() + "\n");
 }
 
 TEST_CASE("a moved plan comes back as a recycled plan the engine can record into") {
