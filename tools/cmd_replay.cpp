@@ -180,6 +180,7 @@ int CmdReplay(int argc, const char* const* argv) {
     if (vm.count("plan")) {
       plan_file = std::make_unique<StreamingFile>(vm["plan"].as<std::string>());
       sinks.plan = &plan_file->stream();
+      sinks.plan_name = vm["plan"].as<std::string>();
     }
     std::unique_ptr<StreamingFile> timeline_file;
     if (vm.count("timeline")) {

@@ -111,24 +111,32 @@ bool ReplayEngine::EnsureFree(RequestWork& w, const LaneDemand& demand) {
   return demand.MetBy(ledger_);
 }
 
-void AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot,
-                 uint32_t host_slot) {
+std::vector<std::array<uint32_t, 2>> ReplayEngine::SparePairs() {
+  std::vector<std::vector<std::array<uint32_t, 2>>>& spare = scratch_.spare_pairs;
+  if (spare.empty()) return {};
+  std::vector<std::array<uint32_t, 2>> v = std::move(spare.back());
+  spare.pop_back();
+  return v;
+}
+
+void ReplayEngine::AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot,
+                               uint32_t host_slot) {
   for (LaneCopy& c : copies) {
     if (c.lane == lane) {
       c.pages.push_back({device_slot, host_slot});
       return;
     }
   }
-  copies.push_back(LaneCopy{static_cast<uint16_t>(lane), {{device_slot, host_slot}}});
+  copies.push_back(LaneCopy{static_cast<uint16_t>(lane), SparePairs()});
+  copies.back().pages.push_back({device_slot, host_slot});
 }
 
-void ReplayEngine::RecordFree(RequestWork& w, Tier tier, int lane, uint32_t slot) {
-  if (!w.rec) return;
+std::vector<std::array<uint32_t, 2>>& ReplayEngine::FreeList(RequestWork& w, Tier tier) {
   if (w.new_free_group || w.rec->evictions.empty() || w.rec->evictions.back().tier != tier) {
-    w.rec->evictions.push_back(SlotFree{tier, {}});
+    w.rec->evictions.push_back(SlotFree{tier, SparePairs()});
     w.new_free_group = false;
   }
-  w.rec->evictions.back().slots.push_back({static_cast<uint32_t>(lane), slot});
+  return w.rec->evictions.back().slots;
 }
 
 void ReplayEngine::ApplyEviction(RequestWork& w, Tier tier, const EvictionPlan& plan) {
@@ -168,13 +176,23 @@ void ReplayEngine::EvictFromDevice(RequestWork& w, NodeId id) {
   }
   const Node& n = tree_.node(id);
   ledger_.OnResidency(n, Tier::kDevice, -1);
-  if (ranks_ == 1 && !w.rec) {
+  if (ranks_ == 1) {
     // One lane (every owner 0): the slots freed in one block copy, in the same order.
     device_slots_.FreeMany(0, n.device_slot.data(), n.device_slot.size());
+    if (w.rec) {
+      std::vector<std::array<uint32_t, 2>>& freed = FreeList(w, Tier::kDevice);
+      const size_t at = freed.size();
+      freed.resize(at + n.device_slot.size());
+      for (size_t j = 0; j < n.device_slot.size(); ++j) freed[at + j] = {0, n.device_slot[j]};
+    }
+  } else if (!w.rec) {
+    for (size_t j = 0; j < n.pages.size(); ++j)
+      device_slots_.Free(n.pages[j].owner, n.device_slot[j]);
   } else {
+    std::vector<std::array<uint32_t, 2>>& freed = FreeList(w, Tier::kDevice);
     for (size_t j = 0; j < n.pages.size(); ++j) {
       device_slots_.Free(n.pages[j].owner, n.device_slot[j]);
-      if (w.rec) RecordFree(w, Tier::kDevice, n.pages[j].owner, n.device_slot[j]);
+      freed.push_back({n.pages[j].owner, n.device_slot[j]});
     }
   }
   c_.evicted_device_pages += static_cast<int64_t>(n.pages.size());
@@ -201,9 +219,10 @@ void ReplayEngine::RemoveHostSubtree(RequestWork& w, NodeId id) {
 void ReplayEngine::EvictFromHost(RequestWork& w, NodeId id) {
   const Node& n = tree_.node(id);
   ledger_.OnResidency(n, Tier::kHost, -1);
+  std::vector<std::array<uint32_t, 2>>* freed = w.rec ? &FreeList(w, Tier::kHost) : nullptr;
   for (size_t j = 0; j < n.pages.size(); ++j) {
     host_slots_.Free(n.pages[j].owner, n.host_slot[j]);
-    if (w.rec) RecordFree(w, Tier::kHost, n.pages[j].owner, n.host_slot[j]);
+    if (freed) freed->push_back({n.pages[j].owner, n.host_slot[j]});
   }
   c_.evicted_host_pages += static_cast<int64_t>(n.pages.size());
   tree_.SetHostSlots(id, {});
@@ -426,8 +445,17 @@ bool ReplayEngine::CouldAllocate(const Request& req) const {
 
 // A fresh plan for the next request that keeps the lists' capacity: a plan is recorded for
 // every request when an output or the predictor wants one, and new lists cost an allocation each.
-namespace {
-void ResetPlan(RequestPlan& p) {
+void ReplayEngine::ResetPlan(RequestPlan& p) {
+  std::vector<std::vector<std::array<uint32_t, 2>>>& spare = scratch_.spare_pairs;
+  const auto keep = [&](std::vector<std::array<uint32_t, 2>>& v) {
+    // Lists longer than 4096 pairs (32 KiB) are let go, so the spares stay within 8 MiB.
+    if (spare.size() >= kSparePairLists || v.capacity() == 0 || v.capacity() > 4096) return;
+    v.clear();
+    spare.push_back(std::move(v));
+  };
+  for (SlotFree& e : p.evictions) keep(e.slots);
+  for (std::vector<LaneCopy>* copies : {&p.write_back, &p.load_back, &p.backup})
+    for (LaneCopy& c : *copies) keep(c.pages);
   RequestPlan next;
   const auto reuse = [](auto& to, auto& from) {
     from.clear();
@@ -442,9 +470,9 @@ void ResetPlan(RequestPlan& p) {
   reuse(next.prefix, p.prefix);
   reuse(next.shard_pages, p.shard_pages);
   reuse(next.backup, p.backup);
+  reuse(next.hit_reports, p.hit_reports);
   p = std::move(next);
 }
-}  // namespace
 
 // Counts the request, sizes it in pages and keys its full pages.
 void ReplayEngine::BeginRequest(const Request& req, RequestWork& w) {
@@ -524,7 +552,11 @@ void ReplayEngine::CollectPrefix(RequestWork& w) {
   chain.clear();
   const NodeId deepest = w.loaded > 0 ? w.match.last_node : w.match.device_node;
   for (NodeId n = deepest; n != kRootId; n = tree_.node(n).parent) chain.push_back(n);
-  if (w.rec) w.rec->prefix.reserve(static_cast<size_t>(prefix_pages));
+  PrefixPage* prefix_out = nullptr;
+  if (w.rec) {
+    w.rec->prefix.resize(static_cast<size_t>(prefix_pages));
+    prefix_out = w.rec->prefix.data();
+  }
   w.s.prefix_owners.resize(static_cast<size_t>(prefix_pages));
   uint16_t* owner_out = w.s.prefix_owners.data();
   int64_t* shard = w.s.shard_pages.data();
@@ -558,9 +590,11 @@ void ReplayEngine::CollectPrefix(RequestWork& w) {
       }
     }
     owner_out += take;
-    if (w.rec)
-      for (size_t j = 0; j < take; ++j)
-        w.rec->prefix.push_back(PrefixPage{pages[j].owner, n.device_slot[j]});
+    if (prefix_out) {
+      const uint32_t* slot = n.device_slot.data();
+      for (size_t j = 0; j < take; ++j) prefix_out[j] = PrefixPage{pages[j].owner, slot[j]};
+      prefix_out += take;
+    }
     seen += static_cast<int64_t>(take);
   }
   KV_CHECK(seen == prefix_pages,
@@ -797,10 +831,15 @@ void ReplayEngine::AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& 
       ++in_flight[owners[k]];
     }
   }
-  if (w.rec)
+  if (w.rec) {
+    std::vector<NewPage>& np = w.rec->new_pages;
+    const size_t at = np.size();
+    np.resize(at + (b - a));
+    NewPage* out = np.data() + at;
+    const uint32_t* slot = w.s.slots.data();
     for (size_t k = a; k < b; ++k)
-      w.rec->new_pages.push_back(
-          NewPage{w.start + static_cast<int64_t>(k), owners[k], w.s.slots[k], w.extent_id});
+      out[k - a] = NewPage{w.start + static_cast<int64_t>(k), owners[k], slot[k], w.extent_id};
+  }
   std::fill(w.s.slots.begin() + static_cast<ptrdiff_t>(a),
             w.s.slots.begin() + static_cast<ptrdiff_t>(b), kNoSlot);
   ApplyInFlight(w, -1);

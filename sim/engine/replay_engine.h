@@ -4,6 +4,7 @@
 // reference model does. Same inputs, byte-identical report.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -143,7 +144,11 @@ class ReplayEngine {
     LaneDemand need;                           // RequestWork::need's storage
     LaneDemand want;                           // need plus the reserved page (ReserveDevicePages)
     std::vector<Extent> run_extents;           // descriptor of each prefix run's extent
+    // Page-pair lists (eviction slots, tier copies) of earlier recorded plans, emptied with their
+    // capacity kept, for the next plan's lists (at most kSparePairLists are kept).
+    std::vector<std::vector<std::array<uint32_t, 2>>> spare_pairs;
   };
+  static constexpr size_t kSparePairLists = 256;
   // One request's state, carried through the phases of Process (replay_engine.cpp).
   struct RequestWork;
 
@@ -192,7 +197,17 @@ class ReplayEngine {
   void RemoveHostSubtree(RequestWork& w, NodeId id);
   // Copies node `id` to host; `copies` (may be null) receives the page copies per lane.
   bool WriteToHost(RequestWork& w, NodeId id, std::vector<LaneCopy>* copies);
-  void RecordFree(RequestWork& w, Tier tier, int lane, uint32_t slot);
+  // The list of the recorded eviction step that slots freed now on `tier` join (a new step after
+  // each eviction plan or a change of tier). REQUIRES: w.rec.
+  std::vector<std::array<uint32_t, 2>>& FreeList(RequestWork& w, Tier tier);
+  // Readies `p` for the next request's recording: every field reset, the lists emptied with
+  // their capacity kept (the inner page lists go to Scratch::spare_pairs).
+  void ResetPlan(RequestPlan& p);
+  // An empty page-pair list, from Scratch::spare_pairs when one is there.
+  std::vector<std::array<uint32_t, 2>> SparePairs();
+  // Appends {device slot, host slot} to the copy list of `lane`.
+  void AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot,
+                   uint32_t host_slot);
 
   ReplayConfig cfg_;
   const CachePolicy& policy_;
@@ -224,8 +239,5 @@ class ReplayEngine {
   ReplayCounters c_;
   Scratch scratch_;
 };
-
-// Appends {device slot, host slot} to the copy list of `lane`.
-void AddLaneCopy(std::vector<LaneCopy>& copies, int lane, uint32_t device_slot, uint32_t host_slot);
 
 }  // namespace kvlanes

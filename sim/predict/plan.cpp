@@ -396,28 +396,52 @@ constexpr char kDigitPairs[] =
     "8081828384858687888990919293949596979899";
 
 // `v` in decimal at `p` (at most 20 characters); returns the end. The digits as std::to_chars
-// writes them; small values, most of a plan's, take one or two comparisons.
+// writes them. Values below a million (the slots, positions and counts of most plans) take a
+// chain of comparisons and at most three digit pairs; larger ones the general loop.
 inline char* WriteUnsigned(char* p, uint64_t v) {
-  if (v < 10) {
-    *p = static_cast<char>('0' + v);
-    return p + 1;
-  }
+  const auto pair = [](char* q, uint64_t x) { std::memcpy(q, kDigitPairs + 2 * x, 2); };
   if (v < 100) {
-    std::memcpy(p, kDigitPairs + 2 * v, 2);
+    if (v < 10) {
+      *p = static_cast<char>('0' + v);
+      return p + 1;
+    }
+    pair(p, v);
     return p + 2;
   }
-  int n = 3;
-  for (uint64_t t = v / 1000; t != 0; t /= 10) ++n;
+  if (v < 10000) {
+    if (v < 1000) {
+      *p = static_cast<char>('0' + v / 100);
+      pair(p + 1, v % 100);
+      return p + 3;
+    }
+    pair(p, v / 100);
+    pair(p + 2, v % 100);
+    return p + 4;
+  }
+  if (v < 1000000) {
+    const uint64_t hi = v / 10000, lo = v % 10000;
+    if (v < 100000) {
+      *p = static_cast<char>('0' + hi);
+      pair(p + 1, lo / 100);
+      pair(p + 3, lo % 100);
+      return p + 5;
+    }
+    pair(p, hi);
+    pair(p + 2, lo / 100);
+    pair(p + 4, lo % 100);
+    return p + 6;
+  }
+  int n = 7;
+  for (uint64_t t = v / 10000000; t != 0; t /= 10) ++n;
   char* const end = p + n;
   char* q = end;
   while (v >= 100) {
-    const uint64_t r = v % 100;
-    v /= 100;
     q -= 2;
-    std::memcpy(q, kDigitPairs + 2 * r, 2);
+    pair(q, v % 100);
+    v /= 100;
   }
   if (v >= 10) {
-    std::memcpy(q - 2, kDigitPairs + 2 * v, 2);
+    pair(q - 2, v);
   } else {
     q[-1] = static_cast<char>('0' + v);
   }
@@ -617,34 +641,6 @@ size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string
                        kBackupScheduleNames.CName(p.backup_schedule));
   o.append("]}\n");
   return ops;
-}
-
-namespace {
-constexpr size_t kPlanBufferBytes = size_t{1} << 20;
-}  // namespace
-
-PlanWriter::PlanWriter(std::ostream& out, const ReplayConfig& cfg) : out_(out), cfg_(cfg) {
-  buf_.reserve(kPlanBufferBytes + (kPlanBufferBytes >> 2));
-  buf_ = PlanHeader(cfg).dump();
-  buf_.push_back('\n');
-}
-
-void PlanWriter::Add(const RequestPlan& p) {
-  ops_ += static_cast<int64_t>(AppendPlanLine(p, cfg_, buf_));
-  ++requests_;
-  if (buf_.size() >= kPlanBufferBytes) Drain();
-}
-
-void PlanWriter::Finish() {
-  buf_ += PlanTrailer(requests_, ops_).dump();
-  buf_.push_back('\n');
-  Drain();
-  out_.flush();
-}
-
-void PlanWriter::Drain() {
-  out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
-  buf_.clear();
 }
 
 nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg) {

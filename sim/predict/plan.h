@@ -8,8 +8,10 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -120,23 +122,59 @@ nlohmann::ordered_json PlanTrailer(int64_t requests, int64_t ops);
 RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64_t line,
                          int version = kPlanVersion);
 
+// How a PlanWriter runs. In the background (the default) a second thread formats and writes the
+// lines: Add() hands the request's plan over through a bounded queue of `queue_plans` plans (it
+// waits while the queue is full), so the replay's thread only records. The file is the same
+// bytes either way, in request order.
+struct PlanWriterOptions {
+  bool background = true;
+  // Plans the queue holds (>= 2). Its memory: that many plans, each as large as the largest
+  // request it has carried (the lists keep their capacity for reuse), plus the line buffer.
+  size_t queue_plans = 16;
+  // The longest Add() or Finish() waits for the writer thread to make room or end; past it they
+  // throw InputError naming `name` (an output that takes no bytes, e.g. a stalled disk or pipe).
+  std::chrono::milliseconds wait_limit{std::chrono::minutes(5)};
+  // The output's name in errors (the plan file's path).
+  std::string name = "plan";
+};
+
 // Writes a plan stream to `out` through a bounded buffer: the header at construction, one line
-// per Add(), the trailer at Finish(). Nothing but the buffer (about 1 MiB) is held.
+// per Add(), the trailer at Finish(). Nothing but the buffer (about 1 MiB) and, in the
+// background, the queue's plans is held. A failed write (the stream's state after a buffer is
+// written) or an exception of the writer thread is thrown to the caller of the next Add() or of
+// Finish(), as InputError(options.name, 0, "", "write failed (disk full?)") for a write.
 class PlanWriter {
  public:
-  PlanWriter(std::ostream& out, const ReplayConfig& cfg);
+  PlanWriter(std::ostream& out, const ReplayConfig& cfg, PlanWriterOptions opts = {});
+  // Without Finish() (an error elsewhere), stops the writer thread and drops the plans not yet
+  // written; the stream then holds no trailer, so no reader takes it for a whole plan.
+  ~PlanWriter();
   PlanWriter(const PlanWriter&) = delete;
   PlanWriter& operator=(const PlanWriter&) = delete;
+  // Copies `p` into the queue (or formats it, in the foreground).
   void Add(const RequestPlan& p);
-  // REQUIRES: called once, after the last Add(). Writes the trailer and flushes.
+  // Takes `p`'s contents; `p` is left holding a recycled plan's lists (contents unspecified,
+  // capacity kept) for the engine to reset (ReplayEngine::Process resets it before recording).
+  void Add(RequestPlan&& p);
+  // REQUIRES: called once, after the last Add(). Writes the trailer, flushes and, in the
+  // background, waits for the writer thread to end.
   void Finish();
 
  private:
+  struct Background;
+  void Format(const RequestPlan& p);
+  // Waits for a free slot of the queue and fill(slot)s it.
+  template <typename Fill>
+  void Enqueue(Fill fill);
   void Drain();
+  // The writer thread's loop.
+  void Run();
   std::ostream& out_;
   const ReplayConfig& cfg_;
+  PlanWriterOptions opts_;
   std::string buf_;
   int64_t requests_ = 0, ops_ = 0;
+  std::unique_ptr<Background> bg_;
 };
 
 struct PlanFile {

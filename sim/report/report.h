@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <string>
 
 #include "sim/cache/policy.h"
 #include "sim/config.h"
@@ -23,6 +24,7 @@ struct ServingResult;
 // Optional outputs of a replay.
 struct ReplaySinks {
   std::ostream* plan = nullptr;      // the plan stream (docs/plan.md), trailer included
+  std::string plan_name = "plan";    // its name in errors (the file's path)
   std::ostream* timeline = nullptr;  // predicted Chrome trace events (needs a profile)
   bool timeline_layers = false;      // the timeline also has every op of each request schedule
   // Called after each request with its plan and, with a profile, its predicted cost.
