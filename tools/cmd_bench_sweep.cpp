@@ -263,26 +263,9 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     };
     o.slot_runs = run_lengths("slot-runs");
     o.backup_runs = run_lengths("backup-runs");
-    if (vm.count("backup-gather-pages")) {
-      o.backup_gather_pages.clear();
-      std::stringstream ss(vm["backup-gather-pages"].as<std::string>());
-      std::string item;
-      while (std::getline(ss, item, ',')) {
-        size_t used = 0;
-        long long v = -1;
-        try {
-          v = std::stoll(item, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != item.size() || v < 0)
-          throw InputError("", 0, "--backup-gather-pages",
-                           "'" + item + "' is not a page count (>= 0)");
-        o.backup_gather_pages.push_back(v);
-      }
-      if (o.backup_gather_pages.empty())
-        throw InputError("", 0, "--backup-gather-pages", "empty list");
-    }
+    if (vm.count("backup-gather-pages"))
+      o.backup_gather_pages =
+          IntList(vm["backup-gather-pages"].as<std::string>(), "--backup-gather-pages", 0);
     o.backup_forward_tokens = vm["backup-forward-tokens"].as<int64_t>();
     if (o.backup_forward_tokens < 1)
       throw InputError("", 0, "--backup-forward-tokens", "must be >= 1");

@@ -482,12 +482,14 @@ void FitGatherAfterForward(Calibration& c) {
                                          : &HardwareProfile::gather_after_forward;
     std::map<int64_t, std::vector<double>> by_pages;
     std::vector<const Sample*> used;
+    std::vector<double> ratios;  // each used sample's own ratio
     for (const Sample* x : OfKind(c.m, SampleKind::kFirstGather)) {
       if ((x->forward == "synthetic") != spin) continue;
       const double alone = 2 * c.profile().KernelCopyS(x->bytes);
       if (!(alone > 0)) continue;
       by_pages[x->pages].push_back(x->median_s / alone);
       used.push_back(x);
+      ratios.push_back(x->median_s / alone);
     }
     if (by_pages.empty()) {
       if (c.base && !(c.base->*field).empty()) {
@@ -496,20 +498,17 @@ void FitGatherAfterForward(Calibration& c) {
       }
       continue;
     }
+    std::map<int64_t, double> median;
     Table t;
     for (auto& [pages, r] : by_pages) {
       std::sort(r.begin(), r.end());
-      t.push_back({pages, PercentileOfSorted(r, 0.5)});
+      median[pages] = PercentileOfSorted(r, 0.5);
+      t.push_back({pages, median[pages]});
     }
-    // How far each sample is from its page count's ratio (the shapes' spread).
+    // How far each sample is from its page count's ratio (the shapes' spread): predicted over
+    // measured is that ratio over the sample's own.
     std::vector<double> rel;
-    for (const Sample* x : used) {
-      double ratio = 1;
-      for (const auto& e : t)
-        if (e.pages == x->pages) ratio = e.ratio;
-      const double pred = ratio * 2 * c.profile().KernelCopyS(x->bytes);
-      rel.push_back((pred - x->median_s) / x->median_s);
-    }
+    for (size_t i = 0; i < used.size(); ++i) rel.push_back(median[used[i]->pages] / ratios[i] - 1);
     FitReport r = Report(group, used, rel);
     for (const auto& e : t)
       r.params.push_back({group + "[pages=" + std::to_string(e.pages) + "]", e.ratio});
