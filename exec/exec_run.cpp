@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "exec/host_backend.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
+#include "traces/percentile.h"
 #if KVLANES_WITH_CUDA
 #include "exec/cuda_backend.h"
 #endif
@@ -474,42 +476,70 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
   j["cp_size"] = plan.geo.ranks;
   j["requests_executed"] = plan.requests.size();
   j["layers"] = plan.geo.layers;
+  const int rounds = std::max(o.exec.rounds, 1);
+  if (rounds > 1)
+    j["context"]["timed_rounds"] = {
+        {"rounds", rounds},
+        {"seconds",
+         "each op's and request's median over the rounds (round_seconds: each "
+         "round's); start_s and end_s are round 0's"}};
   int64_t verified = 0;
-  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  // Each op's seconds in every round, by (rank, id): the ranks' ops come round by round.
+  std::map<std::pair<int, std::string>, std::vector<double>> op_rounds;
   for (const RankResult& r : ranks) {
     verified += r.verified_bytes;
+    for (const MeasuredOp& m : r.ops) op_rounds[{m.rank, m.id}].push_back(m.seconds);
+  }
+  const auto rounds_json = [&](const std::vector<double>& v) {
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (double x : v) a.push_back(x);
+    return a;
+  };
+  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  for (const RankResult& r : ranks)
     for (const MeasuredOp& m : r.ops) {
+      if (m.round != 0) continue;
+      const std::vector<double>& v = op_rounds.at({m.rank, m.id});
+      if (static_cast<int>(v.size()) != rounds)
+        throw ExecError("rank " + std::to_string(m.rank) + ": op " + m.id + " ran in " +
+                        std::to_string(v.size()) + " of " + std::to_string(rounds) + " rounds");
       nlohmann::ordered_json op = {
-          {"id", m.id},           {"kind", m.kind},       {"rank", m.rank},
-          {"seconds", m.seconds}, {"start_s", m.start_s}, {"end_s", m.end_s},
-          {"stream", m.stream},   {"bytes", m.bytes},     {"pages", m.pages}};
-      for (const auto& [k, v] : m.extra.items()) op[k] = v;
+          {"id", m.id},           {"kind", m.kind},
+          {"rank", m.rank},       {"seconds", rounds > 1 ? Percentile(v, 0.5) : m.seconds},
+          {"start_s", m.start_s}, {"end_s", m.end_s},
+          {"stream", m.stream},   {"bytes", m.bytes},
+          {"pages", m.pages}};
+      if (rounds > 1) op["round_seconds"] = rounds_json(v);
+      for (const auto& [k, v2] : m.extra.items()) op[k] = v2;
       ops.push_back(std::move(op));
     }
-  }
   j["verified_bytes"] = verified;
-  // Per request: from its first op's start to its last op's end on any rank (the request's
-  // span; ranks' epochs are aligned by a barrier). Their sum is the replay's measured total.
-  std::map<int64_t, std::pair<double, double>> span;
-  for (const auto& op : ops) {
-    const std::string id = op["id"].get<std::string>();
-    const int64_t r = std::stoll(id.substr(0, id.find('/')));
-    const double a = op["start_s"].get<double>(), b = op["end_s"].get<double>();
-    auto [it, fresh] = span.emplace(r, std::make_pair(a, b));
-    if (!fresh) it->second = {std::min(it->second.first, a), std::max(it->second.second, b)};
-  }
-  // Host facts per request: the longest enqueue over ranks, and a second gate's pause (p2p) as
-  // the time every rank was paused (the intersection), which is not the request's work.
+  // Per request and round: from its first op's start to its last op's end on any rank (the
+  // request's span; ranks' epochs are aligned by a barrier). A request's seconds are their
+  // median over the rounds; the requests' sum is the replay's measured total.
+  std::map<int64_t, std::vector<std::pair<double, double>>> span;
+  for (const RankResult& r : ranks)
+    for (const MeasuredOp& m : r.ops) {
+      const int64_t q = std::stoll(m.id.substr(0, m.id.find('/')));
+      auto& v = span[q];
+      if (v.empty())
+        v.assign(static_cast<size_t>(rounds), {std::numeric_limits<double>::infinity(),
+                                               -std::numeric_limits<double>::infinity()});
+      auto& ab = v.at(static_cast<size_t>(m.round));
+      ab = {std::min(ab.first, m.start_s), std::max(ab.second, m.end_s)};
+    }
+  // Host facts per request and round: the longest enqueue over ranks, and a second gate's pause
+  // (p2p) as the time every rank was paused (the intersection), which is not the request's work.
   struct HostFacts {
     double enqueue_s = 0, pause_begin = 0, pause_end = 0;
     int paused_ranks = 0;
   };
-  std::map<int64_t, HostFacts> facts;
+  std::map<std::pair<int64_t, int>, HostFacts> facts;
   int64_t expired = 0;
   for (const RankResult& rr : ranks) {
     expired += rr.gates_expired;
     for (const RequestHostTime& q : rr.requests) {
-      HostFacts& f = facts[q.request];
+      HostFacts& f = facts[{q.request, q.round}];
       f.enqueue_s = std::max(f.enqueue_s, q.enqueue_s);
       if (q.pause_end_s < q.pause_begin_s) continue;
       f.pause_begin =
@@ -520,22 +550,32 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
   }
   nlohmann::ordered_json reqs = nlohmann::ordered_json::array();
   double total = 0;
-  for (const auto& [r, ab] : span) {
-    double seconds = ab.second - ab.first;
-    nlohmann::ordered_json q = {{"request", r}};
-    const auto f = facts.find(r);
-    if (f != facts.end()) {
-      q["host_enqueue_s"] = f->second.enqueue_s;
-      if (f->second.paused_ranks == static_cast<int>(ranks.size())) {
-        const double held = std::max(0.0, std::min(f->second.pause_end, ab.second) -
-                                              std::max(f->second.pause_begin, ab.first));
-        q["held_s"] = held;
-        seconds -= held;
+  std::vector<double> round_totals(static_cast<size_t>(rounds), 0.0);
+  for (const auto& [r, per_round] : span) {
+    std::vector<double> seconds, enqueue, held;
+    for (int k = 0; k < rounds; ++k) {
+      const auto& ab = per_round[static_cast<size_t>(k)];
+      double s = ab.second - ab.first;
+      const auto f = facts.find({r, k});
+      if (f != facts.end()) {
+        enqueue.push_back(f->second.enqueue_s);
+        if (f->second.paused_ranks == static_cast<int>(ranks.size())) {
+          const double h = std::max(0.0, std::min(f->second.pause_end, ab.second) -
+                                             std::max(f->second.pause_begin, ab.first));
+          held.push_back(h);
+          s -= h;
+        }
       }
+      seconds.push_back(s);
+      round_totals[static_cast<size_t>(k)] += s;
     }
-    q["seconds"] = seconds;
+    nlohmann::ordered_json q = {{"request", r}};
+    if (!enqueue.empty()) q["host_enqueue_s"] = Percentile(enqueue, 0.5);
+    if (!held.empty()) q["held_s"] = Percentile(held, 0.5);
+    q["seconds"] = Percentile(seconds, 0.5);
+    if (rounds > 1) q["round_seconds"] = rounds_json(seconds);
+    total += q["seconds"].get<double>();
     reqs.push_back(std::move(q));
-    total += seconds;
   }
   if (o.exec.gate)
     j["context"]["gate"] = {
@@ -547,6 +587,7 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
     j["context"]["gate"] = {{"held", "no (the device runs each op as soon as it is enqueued)"}};
   j["requests"] = reqs;
   j["total_s"] = total;
+  if (rounds > 1) j["round_totals_s"] = rounds_json(round_totals);
   j["ops"] = ops;
   return j;
 }
@@ -560,6 +601,7 @@ nlohmann::ordered_json MeasuredTimeline(const std::vector<RankResult>& ranks) {
                    {"args", {{"name", "rank " + std::to_string(r.rank)}}}});
   for (const RankResult& r : ranks)
     for (const MeasuredOp& m : r.ops) {
+      if (m.round != 0) continue;  // the timeline shows round 0 (start_s is round 0's)
       nlohmann::ordered_json args = {
           {"kind", m.kind}, {"seconds", m.seconds}, {"bytes", m.bytes}, {"pages", m.pages}};
       all.push_back({{"name", m.id},

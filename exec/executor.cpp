@@ -237,13 +237,15 @@ nlohmann::ordered_json RankResultToJson(const RankResult& r) {
                    {"stream", o.stream},
                    {"bytes", o.bytes},
                    {"pages", o.pages},
+                   {"round", o.round},
                    {"extra", o.extra}});
   nlohmann::ordered_json reqs = nlohmann::ordered_json::array();
   for (const RequestHostTime& q : r.requests)
     reqs.push_back({{"request", q.request},
                     {"enqueue_s", q.enqueue_s},
                     {"pause_begin_s", q.pause_begin_s},
-                    {"pause_end_s", q.pause_end_s}});
+                    {"pause_end_s", q.pause_end_s},
+                    {"round", q.round}});
   // Spans as [op, start_s, end_s, layer, request(, phase)]: there are many (a few per layer and
   // op); a gather phase's span has its phase as a sixth element.
   nlohmann::ordered_json spans = nlohmann::ordered_json::array();
@@ -277,6 +279,7 @@ RankResult RankResultFromJson(const nlohmann::json& j) {
     m.stream = o.at("stream").get<std::string>();
     m.bytes = o.at("bytes").get<int64_t>();
     m.pages = o.at("pages").get<int64_t>();
+    m.round = o.at("round").get<int>();
     m.extra = o.at("extra");
     r.ops.push_back(std::move(m));
   }
@@ -287,7 +290,8 @@ RankResult RankResultFromJson(const nlohmann::json& j) {
   for (const auto& q : j.at("requests"))
     r.requests.push_back(
         RequestHostTime{q.at("request").get<int64_t>(), q.at("enqueue_s").get<double>(),
-                        q.at("pause_begin_s").get<double>(), q.at("pause_end_s").get<double>()});
+                        q.at("pause_begin_s").get<double>(), q.at("pause_end_s").get<double>(),
+                        q.at("round").get<int>()});
   r.gates_expired = j.at("gates_expired").get<int64_t>();
   return r;
 }
@@ -382,7 +386,13 @@ class RankRun {
     b_.Barrier();
     b_.StartEpoch();
     host_epoch_ = Clock::now();
-    for (size_t i = 0; i < plan_.requests.size(); ++i) Request(i);
+    for (round_ = 0; round_ < std::max(opts_.rounds, 1); ++round_) {
+      if (round_ > 0) {  // the plan starts from an empty cache: so does each round
+        dev_.assign(dev_.size(), SlotState{});
+        host_.assign(host_.size(), SlotState{});
+      }
+      for (size_t i = 0; i < plan_.requests.size(); ++i) Request(i);
+    }
     RankResult r;
     r.rank = me_;
     r.ops = std::move(done_);
@@ -431,6 +441,7 @@ class RankRun {
     o.stream = kStreamNames.CName(s);
     o.bytes = bytes;
     o.pages = pages;
+    o.round = round_;
     ops_.push_back(std::move(o));
     return ops_.size() - 1;
   }
@@ -966,6 +977,7 @@ class RankRun {
     b_.OpenGate();
     RequestHostTime ht;
     ht.request = q.p->request;
+    ht.round = round_;
     ht.enqueue_s = std::chrono::duration<double>(Clock::now() - q.host_t0).count();
     b_.Sync();
     if (q.p2p) b_.Barrier();  // nobody reuses a slot a peer may still be reading
@@ -1331,7 +1343,7 @@ class RankRun {
       spans.push_back(MeasuredSpan{op, ops_[op].start_s, ops_[op].end_s, -1, request});
     }
     spans_.clear();
-    if (opts_.keep_spans)
+    if (opts_.keep_spans && round_ == 0)
       for (MeasuredSpan& s : spans) {
         s.op = done_.size() + (s.op - first_op);
         done_spans_.push_back(s);
@@ -1379,6 +1391,7 @@ class RankRun {
   RankBackend& b_;
   const ExecOptions& opts_;
   int me_;
+  int round_ = 0;  // the timed round being run
   std::vector<SlotState> dev_, host_;
   std::vector<MeasuredOp> ops_, done_;
   std::vector<RequestHostTime> host_times_;

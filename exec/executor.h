@@ -91,6 +91,11 @@ struct ExecOptions {
   // docs/measurements/LOG.md 2026-12-02.27), where the profiles are timed cold.
   // `--cache-evict`: auto (the default) = on for the cuda backend with the synthetic forward pass.
   bool evict_caches = false;
+  // Timed rounds of the whole plan (`--rounds`): the plan's requests run this many times after
+  // one warm-up, each round from a fresh slot state (the plan starts from an empty cache), every
+  // round verified. The measured file gives each op's and request's median over the rounds
+  // (docs/executor.md, "Timed rounds").
+  int rounds = 1;
 };
 
 // One plan operation as performed by one rank. Times in seconds from the rank's epoch.
@@ -104,6 +109,7 @@ struct MeasuredOp {
   std::string stream;
   int64_t bytes = 0;
   int64_t pages = 0;
+  int round = 0;  // the timed round it ran in (ExecOptions::rounds)
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 };
 
@@ -130,12 +136,13 @@ struct RequestHostTime {
   // barrier): from the compute stream's idle point to the gate opening, on the rank's clock.
   // pause_end_s < pause_begin_s: none.
   double pause_begin_s = 0, pause_end_s = -1;
+  int round = 0;
 };
 
 struct RankResult {
   int rank = 0;
-  std::vector<MeasuredOp> ops;
-  std::vector<MeasuredSpan> spans;  // only with ExecOptions::keep_spans; in the order recorded
+  std::vector<MeasuredOp> ops;      // every round's, round by round, each in the plan's order
+  std::vector<MeasuredSpan> spans;  // only with ExecOptions::keep_spans (round 0); as recorded
   std::vector<RequestHostTime> requests;
   int64_t gates_expired = 0;
   int64_t verified_bytes = 0;

@@ -120,6 +120,11 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       ("forward-prefix", po::value<std::string>(), "forward grid: prefix token counts (comma list)")
       ("pair-pages", po::value<std::string>(), "pairs: page counts of the copies and gathers (comma list)")
       ("no-backups", po::bool_switch(), "leave out the backups over a forward pass (per-layer and tail, beside a gather)")
+      ("backup-host-slots", po::value<std::string>()->default_value("random"),
+       "backups over a forward pass, a diagnostic: random = random run-aligned blocks of the host pool | "
+       "fresh = host slots in order from a cursor over the pool, as the executor's backups of new pages")
+      ("backup-pools-reversed", po::bool_switch(),
+       "backups over a forward pass, a diagnostic: copy the pools last to first (default: in pool order)")
       ("backup-gate", po::value<std::string>()->default_value("on"),
        "backups over a forward pass: on = each pass enqueued behind the request gate, off = as the host goes")
       ("cache-evict", po::value<std::string>()->default_value("on"),
@@ -235,6 +240,11 @@ int CmdBenchSweep(int argc, const char* const* argv) {
     if (bg != "on" && bg != "off")
       throw InputError("", 0, "--backup-gate", "expected on or off, got '" + bg + "'");
     o.backup_gate = bg == "on";
+    const std::string bh = vm["backup-host-slots"].as<std::string>();
+    if (bh != "random" && bh != "fresh")
+      throw InputError("", 0, "--backup-host-slots", "expected random or fresh, got '" + bh + "'");
+    o.backup_fresh_host = bh == "fresh";
+    o.backup_pools_reversed = vm["backup-pools-reversed"].as<bool>();
     const std::string ce = vm["cache-evict"].as<std::string>();
     if (ce != "on" && ce != "off")
       throw InputError("", 0, "--cache-evict", "expected on or off, got '" + ce + "'");

@@ -48,6 +48,9 @@ int CmdExec(int argc, const char* const* argv) {
       "--launch local: kill every rank after this (0 = never)")(
       "warmup", po::value<int>()->default_value(2),
       "untimed rounds of every primitive before timing")(
+      "rounds", po::value<int>()->default_value(1),
+      "timed rounds of the whole plan, each from an empty cache and verified; each op's and "
+      "request's seconds are their median over the rounds (round_seconds: every round's)")(
       "forward", po::value<std::string>(),
       "the forward pass: model (the proxy of the plan's model shape: attention over the gathered "
       "prefix, cuBLAS GEMMs; default on --backend cuda) | synthetic (a spin kernel of the "
@@ -134,6 +137,8 @@ int CmdExec(int argc, const char* const* argv) {
     o.run_timeout_s = TimeoutOption(vm, "run-timeout-s", /*zero_means_never=*/true);
     o.exec.warmup = vm["warmup"].as<int>();
     if (o.exec.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
+    o.exec.rounds = vm["rounds"].as<int>();
+    if (o.exec.rounds < 1) throw InputError("", 0, "--rounds", "must be >= 1");
     if (vm.count("devices")) o.devices = ParseDevices(vm["devices"].as<std::string>());
     const std::string tc = vm["tier-copy"].as<std::string>();
     exec::kTierCopyModeNames.Parse(tc, "--tier-copy");

@@ -650,8 +650,13 @@ class Sweeper {
     const int64_t L = geo_.layers;
     const bool model = o_.forward == "model";
     const int64_t tokens = std::min(n * geo_.page_tokens, o_.backup_forward_tokens);
+    // The order the pools are copied in, each after the one before on the copy stream.
+    std::vector<int> order(static_cast<size_t>(pools));
+    for (int k = 0; k < pools; ++k)
+      order[static_cast<size_t>(k)] = o_.backup_pools_reversed ? pools - 1 - k : k;
     for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
-      const auto [d, h] = RunSlots(n, run);
+      auto [d, h] = RunSlots(n, run);
+      if (o_.backup_fresh_host) h = FreshHostSlots(n);
       const GatherIndex g = PackedIdentityIndex(RandomSlots(rng_, geo_.device_slots, gather_pages));
       if (gather_pages > 0) b_.PrepareGather(g);
       std::vector<PageWrite> writes;
@@ -681,7 +686,7 @@ class Sweeper {
         fwd = b_.Mark(Stream::kCompute);
         if (!tail) {
           b_.Wait(Stream::kD2H, fwd);
-          for (int k = 0; k < pools; ++k) {
+          for (const int k : order) {
             const int m0 = b_.Mark(Stream::kD2H);
             b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, d, h, LayerRange{l, l + 1});
             spans[static_cast<size_t>(k)].push_back({m0, b_.Mark(Stream::kD2H)});
@@ -690,7 +695,7 @@ class Sweeper {
       }
       if (tail) {
         b_.Wait(Stream::kD2H, fwd);
-        for (int k = 0; k < pools; ++k) {
+        for (const int k : order) {
           const int m0 = b_.Mark(Stream::kD2H);
           b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, d, h, LayerRange{0, L});
           spans[static_cast<size_t>(k)].push_back({m0, b_.Mark(Stream::kD2H)});
@@ -722,6 +727,8 @@ class Sweeper {
       else
         x["forward_s"] = kBackupForwardS;
       x["gate"] = o_.backup_gate;
+      if (o_.backup_fresh_host) x["host_slots"] = "fresh";
+      if (o_.backup_pools_reversed) x["pool_order"] = "reversed";
       x["layout"] = layout;
       x["mode"] = mode;
       x["label"] =
@@ -733,6 +740,17 @@ class Sweeper {
           ")" + (gather_pages > 0 ? " and a " + std::to_string(gather_pages) + "-page gather" : "");
       samples_.push_back(std::move(x));
     }
+  }
+
+  // n host slots in order from the cursor (SweepOptions::backup_fresh_host), from slot 0 again
+  // where they would pass the pool's end.
+  std::vector<int32_t> FreshHostSlots(int64_t n) {
+    if (host_cursor_ + n > geo_.host_slots) host_cursor_ = 0;
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      v[static_cast<size_t>(i)] = static_cast<int32_t>(host_cursor_ + i);
+    host_cursor_ += n;
+    return v;
   }
 
   // n slots on each side in runs of `run` adjacent slots (the last one shorter): random distinct
@@ -793,7 +811,8 @@ class Sweeper {
   RankBackend& b_;
   ExecGeometry geo_;
   std::mt19937_64 rng_;
-  int64_t runs_ = 0;  // of the slots drawn for the current host copy
+  int64_t runs_ = 0;         // of the slots drawn for the current host copy
+  int64_t host_cursor_ = 0;  // FreshHostSlots' next slot
   nlohmann::ordered_json samples_ = nlohmann::ordered_json::array();
   // The proxy's work (the backend keeps a pointer until the next Sync): a few in turn.
   std::array<ForwardWork, 4> work_;

@@ -80,6 +80,13 @@ struct SweepOptions {
   // grows with the tokens; the state it leaves the GPU in does not past a few hundred, LOG
   // 2026-12-03.01). With "synthetic" a spin of 50 us, as before.
   int64_t backup_forward_tokens = 1024;
+  // Diagnostics of the backup samples (defaults: as above). backup_fresh_host: host slots taken
+  // in order from a cursor over the host pool (wrapping), as the executor's backups of new pages
+  // land on slots not written for a while, instead of random run-aligned blocks.
+  // backup_pools_reversed: each pass copies the pools last to first (the executor copies them in
+  // pool order, each after the one before on the same stream).
+  bool backup_fresh_host = false;
+  bool backup_pools_reversed = false;
   // The groups of the one-rank sweep: tier copies, copy submission and packed gathers (`copies`),
   // backups (above), the forward grid (forward "model" only) and the pairs.
   bool copies = true;

@@ -1,0 +1,127 @@
+// Timed rounds (ExecOptions::rounds, `kvlanes exec --rounds`): the whole plan runs again from an
+// empty cache, every round is verified, and the measured file gives each op's and request's
+// median over the rounds with every round's seconds beside it.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "exec/exec_error.h"
+#include "exec_cases.h"
+#include "traces/percentile.h"
+
+namespace kvlanes::exec::testing {
+namespace {
+
+MeasuredOp Op(const char* id, int rank, int round, double a, double b) {
+  MeasuredOp m;
+  m.id = id;
+  m.kind = "compute";
+  m.rank = rank;
+  m.round = round;
+  m.start_s = a;
+  m.end_s = b;
+  m.seconds = b - a;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("the measured report gives each op's and request's median over the timed rounds") {
+  const ReplayConfig cfg =
+      SmallConfig(1, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=600"});
+  const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 2);
+  const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  std::vector<RankResult> ranks(1);
+  // Request 0's compute takes 1, 4 and 2 s in rounds 0-2; request 1's spans two ops.
+  ranks[0].ops = {Op("0/compute", 0, 0, 0, 1),       Op("1/compute", 0, 0, 1, 2),
+                  Op("1/backup/l0/kv", 0, 0, 2, 3),  Op("0/compute", 0, 1, 10, 14),
+                  Op("1/compute", 0, 1, 14, 15),     Op("1/backup/l0/kv", 0, 1, 15, 15.5),
+                  Op("0/compute", 0, 2, 20, 22),     Op("1/compute", 0, 2, 22, 23),
+                  Op("1/backup/l0/kv", 0, 2, 23, 26)};
+  ranks[0].requests = {RequestHostTime{0, 0.1, 0, -1, 0}, RequestHostTime{1, 0.2, 0, -1, 0},
+                       RequestHostTime{0, 0.3, 0, -1, 1}, RequestHostTime{1, 0.4, 0, -1, 1},
+                       RequestHostTime{0, 0.5, 0, -1, 2}, RequestHostTime{1, 0.6, 0, -1, 2}};
+  RunOptions o;
+  o.backend = "host";
+  o.exec.rounds = 3;
+  nlohmann::ordered_json j = MeasuredReport(plan, ranks, o);
+  REQUIRE(j["ops"].size() == 3);  // round 0's ops, in order
+  CHECK(j["ops"][0]["id"] == "0/compute");
+  CHECK(j["ops"][0]["seconds"].get<double>() == doctest::Approx(2.0));  // median of 1, 4, 2
+  CHECK(j["ops"][0]["round_seconds"].size() == 3);
+  CHECK(j["ops"][0]["round_seconds"][1].get<double>() == doctest::Approx(4.0));
+  CHECK(j["ops"][0]["start_s"].get<double>() == doctest::Approx(0.0));  // round 0's place
+  CHECK(j["ops"][2]["seconds"].get<double>() == doctest::Approx(1.0));  // of 1, 0.5, 3
+  REQUIRE(j["requests"].size() == 2);
+  // Request 1 spans 2 s, 1.5 s and 4 s: median 2; request 0 1, 4, 2: median 2.
+  CHECK(j["requests"][0]["seconds"].get<double>() == doctest::Approx(2.0));
+  CHECK(j["requests"][1]["seconds"].get<double>() == doctest::Approx(2.0));
+  CHECK(j["requests"][1]["host_enqueue_s"].get<double>() == doctest::Approx(0.4));
+  CHECK(j["total_s"].get<double>() == doctest::Approx(4.0));
+  REQUIRE(j["round_totals_s"].size() == 3);
+  CHECK(j["round_totals_s"][0].get<double>() == doctest::Approx(3.0));
+  CHECK(j["round_totals_s"][1].get<double>() == doctest::Approx(5.5));
+  CHECK(j["round_totals_s"][2].get<double>() == doctest::Approx(6.0));
+  CHECK(j["context"]["timed_rounds"]["rounds"] == 3);
+
+  // An op that did not run in every round is an executor fault, not a median of fewer.
+  ranks[0].ops.pop_back();
+  CHECK_THROWS_AS(MeasuredReport(plan, ranks, o), ExecError);
+
+  // One round: no round fields, the op's own seconds.
+  o.exec.rounds = 1;
+  ranks[0].ops.resize(3);
+  ranks[0].requests.resize(2);
+  j = MeasuredReport(plan, ranks, o);
+  CHECK_FALSE(j["ops"][0].contains("round_seconds"));
+  CHECK_FALSE(j.contains("round_totals_s"));
+  CHECK_FALSE(j["context"].contains("timed_rounds"));
+  CHECK(j["total_s"].get<double>() == doctest::Approx(3.0));
+}
+
+TEST_CASE("timed rounds run the plan again from an empty cache and verify every round") {
+  // Write-back and a host tier: later rounds meet slots the round before left written, which the
+  // executor must treat as free again.
+  const ReplayConfig cfg = SmallConfig(
+      2, {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000",
+          "gather.method=packed", "cache.write_policy=write_back", "backup.schedule=tail"});
+  const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
+  const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  std::map<int, nlohmann::json> by_rounds;
+  for (int rounds : {1, 3}) {
+    CAPTURE(rounds);
+    TempDir dir;
+    RunOptions o = HostOptions(dir, 60);
+    o.timeline = dir.File("timeline.json");
+    o.exec.warmup = 1;
+    o.exec.rounds = rounds;
+    const RunOutcome out = RunLocal(plan, o);
+    REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+    by_rounds[rounds] = ReadJson(o.out);
+    const nlohmann::json t = ReadJson(o.timeline);
+    CHECK(t["traceEvents"].size() == by_rounds[rounds]["ops"].size() + 2);  // round 0 + 2 ranks
+  }
+  const nlohmann::json &one = by_rounds[1], &three = by_rounds[3];
+  REQUIRE(three["ops"].size() == one["ops"].size());
+  for (size_t i = 0; i < one["ops"].size(); ++i) {
+    const auto& a = one["ops"][i];
+    const auto& b = three["ops"][i];
+    CHECK(a["id"] == b["id"]);
+    CHECK(a["rank"] == b["rank"]);
+    REQUIRE(b["round_seconds"].size() == 3);
+    CHECK(b["seconds"].get<double>() ==
+          doctest::Approx(Percentile(b["round_seconds"].get<std::vector<double>>(), 0.5)));
+  }
+  CHECK(one["verified_bytes"].get<int64_t>() > 0);
+  CHECK(three["verified_bytes"].get<int64_t>() == 3 * one["verified_bytes"].get<int64_t>());
+  double total = 0;
+  for (const auto& r : three["requests"]) {
+    CHECK(r["round_seconds"].size() == 3);
+    total += r["seconds"].get<double>();
+  }
+  CHECK(three["total_s"].get<double>() == doctest::Approx(total));
+  CHECK(three["round_totals_s"].size() == 3);
+}
+
+}  // namespace kvlanes::exec::testing
