@@ -74,6 +74,10 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
       throw InputError("", 0, "--backup-gather-pages", "must be >= 0");
   }
   ParseBackupFit(vm["backup-fit"].as<std::string>(), opt);
+  const std::string per_pool = vm["backup-per-pool"].as<std::string>();
+  if (per_pool != "on" && per_pool != "off")
+    throw InputError("", 0, "--backup-per-pool", "expected on or off, got '" + per_pool + "'");
+  opt.backup_per_pool = per_pool == "on";
   if (vm.count("run-pages")) {
     opt.run_pages = vm["run-pages"].as<int64_t>();
     if (opt.run_pages < 1) throw InputError("", 0, "--run-pages", "must be >= 1");
@@ -123,6 +127,9 @@ int CmdCalibrate(int argc, const char* const* argv) {
       ("backup-fit", po::value<std::string>()->default_value("per-layer,tail"),
        "backup schedules that get measured terms from backup samples (comma list of per-layer, tail; "
        "none: leave every backup sample out)")
+      ("backup-per-pool", po::value<std::string>()->default_value("off"),
+       "on: also fit each schedule's backup terms on each pool's samples alone "
+       "(host_device.backup_pools; pools of different chunk sizes differ in latency and cost per entry)")
       ("run-pages", po::value<int64_t>(), "host copies: fit the samples whose slots form runs of this many pages "
                                           "(bench sweep --slot-runs)")
       ("model-preset", po::value<std::string>(),

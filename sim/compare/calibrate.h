@@ -26,6 +26,9 @@ struct CalibrateOptions {
   // out and backups keep the generic copy model.
   bool fit_backup_per_layer = true;
   bool fit_backup_tail = true;
+  // Also fit each schedule's terms on each pool's samples alone (host_device.backup_pools), when
+  // the samples name their pool (`--backup-per-pool on`).
+  bool backup_per_pool = false;
   // Forward samples: keep those of this model preset ("" = the only one present).
   std::string model_preset;
   // Forward samples: also write the measured points as compute.table (the linear terms corrected

@@ -154,7 +154,8 @@ void ParseFirstGather(const JsonCursor& s, Sample& x) {
 
 void ParseBackup(const JsonCursor& s, Sample& x) {
   s.OnlyKeys({KV_COMMON, "schedule", "bytes", "copies", "pages", "layers", "pool", "run_pages",
-              "gather_pages", "forward_s", "gate", "mode", "layout", "forward", "forward_tokens"});
+              "gather_pages", "forward_s", "gate", "mode", "layout", "forward", "forward_tokens",
+              "host_slots", "pool_order"});
   const std::string sch = s.Key("schedule").Str();
   if (sch != "per-layer" && sch != "tail")
     s.Key("schedule").Fail("expected per-layer or tail, got '" + sch + "'");
@@ -168,6 +169,12 @@ void ParseBackup(const JsonCursor& s, Sample& x) {
   if (s.Has("pages")) x.pages = s.Key("pages").IntAtLeast(1);
   x.mode = OptStr(s, "mode");
   x.layout = OptStr(s, "layout");
+  x.pool = OptStr(s, "pool");
+  // The sweep's diagnostics (bench sweep --backup-host-slots fresh, --backup-pools-reversed):
+  // named in `variant`, which calibrate leaves out.
+  const std::string host_slots = OptStr(s, "host_slots"), order = OptStr(s, "pool_order");
+  if (!host_slots.empty()) x.variant = "host_slots " + host_slots;
+  if (!order.empty()) x.variant += (x.variant.empty() ? "" : ", ") + ("pool_order " + order);
   // The forward pass the backups followed ("": not given, the spin of sweeps before the key).
   x.forward = ParseForwardMode(s);
   if (s.Has("forward_tokens")) {

@@ -58,6 +58,7 @@ struct Sample {
   bool tail = false;         // backup: schedule tail (one copy of all layers) instead of per-layer
   int64_t gather_pages = 0;  // backup: pages gathered per layer beside the forward pass
   int64_t pages = 0;         // backup: pages backed up (0: not given)
+  std::string pool;          // backup: the pool copied ("": not given)
   bool to_device = true;     // host_copy: direction h2d (true) or d2h
   bool fill = false;         // device_copy: op "fill" (write only) instead of "copy"
   int64_t kernels = 1;       // device_copy: kernel launches timed together
@@ -84,7 +85,9 @@ struct Sample {
   // first_gather: the next layer's median time (median_s is the first layer's); bytes is what the
   // layer's pack reads from the pool (pages * one page-layer of every pool).
   double next_s = 0;
-  std::string layout, mode, variant;  // descriptive; layout and mode select host copies
+  // descriptive; layout and mode select host copies; a backup sample's variant names the sweep's
+  // diagnostics (calibrate leaves such samples out)
+  std::string layout, mode, variant;
 };
 
 struct Measurements {

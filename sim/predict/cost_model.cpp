@@ -82,6 +82,11 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
       partial_row_bytes_(PartialMergePartialRowBytes(cfg.model.shape)),
       prefetch_layers_(cfg.gather.prefetch_layers),
       overlap_(OverlapTable::Of(hw_)) {
+  for (const PoolSpec& p : cfg.model.pools) {
+    pool_names_.push_back(p.name);
+    pool_share_.push_back(static_cast<double>(p.bytes_per_token_layer * cfg.cache.page_tokens) /
+                          page_layer_bytes_);
+  }
   if (hw_.compute_measured && hw_.compute_model_preset != cfg.model.preset)
     throw InputError(
         profile_path, 0, "compute.model_preset",
@@ -137,9 +142,11 @@ double CostModel::KernelWriteS(double bytes) const {
 }
 
 double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes,
-                              double runs) const {
-  const HardwareProfile::CopyCost& b =
-      s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
+                              double runs, int pool) const {
+  const HardwareProfile::CopyCost& b = hw_.BackupTerms(
+      s == BackupSchedule::kTail, pool >= 0 && pool < static_cast<int>(pool_names_.size())
+                                      ? pool_names_[static_cast<size_t>(pool)]
+                                      : std::string());
   if (b.gbps > 0) return b.latency_s + runs * layers * b.entry_s + bytes / (b.gbps * 1e9);
   return CopyLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
 }
@@ -148,6 +155,13 @@ double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers,
                                 double runs) const {
   const HardwareProfile::CopyCost& b =
       s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
+  if (!hw_.backup_pools.empty() && b.gbps > 0) {
+    double t = 0;
+    for (size_t k = 0; k < pool_names_.size(); ++k)
+      t += BackupCopyS(s, static_cast<double>(pages), static_cast<double>(layers),
+                       bytes * pool_share_[k], runs, static_cast<int>(k));
+    return t;
+  }
   if (b.gbps > 0)
     return static_cast<double>(pools_) *
                (b.latency_s + runs * static_cast<double>(layers) * b.entry_s) +

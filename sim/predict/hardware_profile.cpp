@@ -250,12 +250,26 @@ double HardwareProfile::GatherAfterForwardRatio(double pages) const {
   return t[i - 1].ratio + f * (t[i].ratio - t[i - 1].ratio);
 }
 
+const HardwareProfile::CopyCost& HardwareProfile::BackupTerms(bool tail,
+                                                              const std::string& pool) const {
+  const auto it = backup_pools.find(pool);
+  if (it != backup_pools.end()) {
+    const CopyCost& c = tail ? it->second.tail : it->second.per_layer;
+    if (c.gbps > 0) return c;
+  }
+  return tail ? backup_tail : backup_per_layer;
+}
+
 void HardwareProfile::UseSyntheticForward(double k) {
   ScaleCompute(k);
   compute_extra_layer_s = synthetic_layer_s;
   gather_after_forward = gather_after_forward_synthetic;
   if (backup_per_layer_synthetic.gbps > 0) backup_per_layer = backup_per_layer_synthetic;
   if (backup_tail_synthetic.gbps > 0) backup_tail = backup_tail_synthetic;
+  for (auto& [pool, c] : backup_pools) {
+    if (c.per_layer_synthetic.gbps > 0) c.per_layer = c.per_layer_synthetic;
+    if (c.tail_synthetic.gbps > 0) c.tail = c.tail_synthetic;
+  }
   if (!has_overlap_synthetic) return;
   std::erase_if(overlap, [](const OverlapShare& o) {
     return o.victim == "forward" || o.beside == "forward";
@@ -295,19 +309,38 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   r.OnlyKeys(
       hd, "host_device.",
       {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit", "backup_per_layer",
-       "backup_tail", "backup_per_layer_synthetic", "backup_tail_synthetic"});
+       "backup_tail", "backup_per_layer_synthetic", "backup_tail_synthetic", "backup_pools"});
+  using CopyCost = HardwareProfile::CopyCost;
+  const auto copy_cost = [&](const YAML::Node& b, const std::string& pre, CopyCost& c) {
+    r.OnlyKeys(b, pre, {"latency_s", "gbps", "entry_s"});
+    c.latency_s = r.Num(b, "latency_s", pre, false);
+    c.gbps = r.Num(b, "gbps", pre, true);
+    if (b["entry_s"]) c.entry_s = r.Num(b, "entry_s", pre, false);
+  };
   for (const auto& [key, field] :
        {std::pair{"backup_per_layer", &HardwareProfile::backup_per_layer},
         std::pair{"backup_tail", &HardwareProfile::backup_tail},
         std::pair{"backup_per_layer_synthetic", &HardwareProfile::backup_per_layer_synthetic},
-        std::pair{"backup_tail_synthetic", &HardwareProfile::backup_tail_synthetic}}) {
-    const YAML::Node b = hd[key];
-    if (!b) continue;
-    const std::string pre = std::string("host_device.") + key + ".";
-    r.OnlyKeys(b, pre, {"latency_s", "gbps", "entry_s"});
-    (p.*field).latency_s = r.Num(b, "latency_s", pre, false);
-    (p.*field).gbps = r.Num(b, "gbps", pre, true);
-    if (b["entry_s"]) (p.*field).entry_s = r.Num(b, "entry_s", pre, false);
+        std::pair{"backup_tail_synthetic", &HardwareProfile::backup_tail_synthetic}})
+    if (const YAML::Node b = hd[key])
+      copy_cost(b, std::string("host_device.") + key + ".", p.*field);
+  if (const YAML::Node bp = hd["backup_pools"]) {
+    if (!bp.IsMap()) r.Fail(bp, "host_device.backup_pools", "expected a map of pool names");
+    for (const auto& kv : bp) {
+      const std::string pool = kv.first.Scalar();
+      const std::string pre = "host_device.backup_pools." + pool + ".";
+      r.OnlyKeys(kv.second, pre,
+                 {"backup_per_layer", "backup_tail", "backup_per_layer_synthetic",
+                  "backup_tail_synthetic"});
+      HardwareProfile::PoolBackupCosts& c = p.backup_pools[pool];
+      for (const auto& [key, field] :
+           {std::pair{"backup_per_layer", &HardwareProfile::PoolBackupCosts::per_layer},
+            std::pair{"backup_tail", &HardwareProfile::PoolBackupCosts::tail},
+            std::pair{"backup_per_layer_synthetic",
+                      &HardwareProfile::PoolBackupCosts::per_layer_synthetic},
+            std::pair{"backup_tail_synthetic", &HardwareProfile::PoolBackupCosts::tail_synthetic}})
+        if (const YAML::Node b = kv.second[key]) copy_cost(b, pre + key + ".", c.*field);
+    }
   }
   if (hd["copy_unit"]) {
     const std::string u = hd["copy_unit"].as<std::string>();
