@@ -484,25 +484,39 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
          "each op's and request's median over the rounds (round_seconds: each "
          "round's); start_s and end_s are round 0's"}};
   int64_t verified = 0;
-  // Each op's seconds in every round, by (rank, id): the ranks' ops come round by round.
-  std::map<std::pair<int, std::string>, std::vector<double>> op_rounds;
-  for (const RankResult& r : ranks) {
-    verified += r.verified_bytes;
-    for (const MeasuredOp& m : r.ops) op_rounds[{m.rank, m.id}].push_back(m.seconds);
-  }
-  const auto rounds_json = [&](const std::vector<double>& v) {
+  const auto rounds_json = [](const std::vector<double>& v) {
     nlohmann::ordered_json a = nlohmann::ordered_json::array();
     for (double x : v) a.push_back(x);
     return a;
   };
+  // Each op's seconds in every round: a rank's ops come round by round, each round's in the same
+  // order (a plan may repeat an op id: ops are matched by position, their ids checked).
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-  for (const RankResult& r : ranks)
+  for (const RankResult& r : ranks) {
+    verified += r.verified_bytes;
+    std::vector<std::vector<const MeasuredOp*>> by_round(static_cast<size_t>(rounds));
     for (const MeasuredOp& m : r.ops) {
-      if (m.round != 0) continue;
-      const std::vector<double>& v = op_rounds.at({m.rank, m.id});
-      if (static_cast<int>(v.size()) != rounds)
-        throw ExecError("rank " + std::to_string(m.rank) + ": op " + m.id + " ran in " +
-                        std::to_string(v.size()) + " of " + std::to_string(rounds) + " rounds");
+      if (m.round < 0 || m.round >= rounds)
+        throw ExecError("rank " + std::to_string(r.rank) + ": op " + m.id + " in round " +
+                        std::to_string(m.round) + " of " + std::to_string(rounds));
+      by_round[static_cast<size_t>(m.round)].push_back(&m);
+    }
+    for (int k = 1; k < rounds; ++k)
+      if (by_round[static_cast<size_t>(k)].size() != by_round[0].size())
+        throw ExecError("rank " + std::to_string(r.rank) + ": round " + std::to_string(k) +
+                        " ran " + std::to_string(by_round[static_cast<size_t>(k)].size()) +
+                        " ops, round 0 " + std::to_string(by_round[0].size()));
+    for (size_t i = 0; i < by_round[0].size(); ++i) {
+      const MeasuredOp& m = *by_round[0][i];
+      std::vector<double> v;
+      for (int k = 0; k < rounds; ++k) {
+        const MeasuredOp& o = *by_round[static_cast<size_t>(k)][i];
+        if (o.id != m.id)
+          throw ExecError("rank " + std::to_string(r.rank) + ": op " + std::to_string(i) +
+                          " of round " + std::to_string(k) + " is " + o.id + ", of round 0 " +
+                          m.id);
+        v.push_back(o.seconds);
+      }
       nlohmann::ordered_json op = {
           {"id", m.id},           {"kind", m.kind},
           {"rank", m.rank},       {"seconds", rounds > 1 ? Percentile(v, 0.5) : m.seconds},
@@ -510,9 +524,10 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
           {"stream", m.stream},   {"bytes", m.bytes},
           {"pages", m.pages}};
       if (rounds > 1) op["round_seconds"] = rounds_json(v);
-      for (const auto& [k, v2] : m.extra.items()) op[k] = v2;
+      for (const auto& [key, val] : m.extra.items()) op[key] = val;
       ops.push_back(std::move(op));
     }
+  }
   j["verified_bytes"] = verified;
   // Per request and round: from its first op's start to its last op's end on any rank (the
   // request's span; ranks' epochs are aligned by a barrier). A request's seconds are their

@@ -69,9 +69,22 @@ TEST_CASE("the measured report gives each op's and request's median over the tim
   ranks[0].ops.pop_back();
   CHECK_THROWS_AS(MeasuredReport(plan, ranks, o), ExecError);
 
+  // A plan may repeat an op id (a request number twice): ops pair up by position in each round.
+  ranks[0].ops = {Op("0/compute", 0, 0, 0, 1),   Op("0/compute", 0, 0, 1, 4),
+                  Op("0/compute", 0, 1, 10, 12), Op("0/compute", 0, 1, 12, 13),
+                  Op("0/compute", 0, 2, 20, 23), Op("0/compute", 0, 2, 23, 28)};
+  j = MeasuredReport(plan, ranks, o);
+  REQUIRE(j["ops"].size() == 2);
+  CHECK(j["ops"][0]["seconds"].get<double>() == doctest::Approx(2.0));  // of 1, 2, 3
+  CHECK(j["ops"][1]["seconds"].get<double>() == doctest::Approx(3.0));  // of 3, 1, 5
+  // A round whose ops differ from round 0's at the same position is an executor fault.
+  ranks[0].ops[3].id = "1/compute";
+  CHECK_THROWS_AS(MeasuredReport(plan, ranks, o), ExecError);
+  ranks[0].ops = {Op("0/compute", 0, 0, 0, 1), Op("1/compute", 0, 0, 1, 2),
+                  Op("1/backup/l0/kv", 0, 0, 2, 3)};
+
   // One round: no round fields, the op's own seconds.
   o.exec.rounds = 1;
-  ranks[0].ops.resize(3);
   ranks[0].requests.resize(2);
   j = MeasuredReport(plan, ranks, o);
   CHECK_FALSE(j["ops"][0].contains("round_seconds"));
