@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "policies/block_runs.h"
 #include "policies/line_aligned.h"
 #include "policies/queue_policy.h"
 #include "traces/trace.h"
@@ -41,11 +42,10 @@ class SightingsHistory {
   // once) at `epoch`; a block already sighted at this epoch or later is left as it is.
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
     blocks_.clear();
-    for (size_t i = 0; i < keys.size(); ++i)
-      if (i == 0 || keys[i].block != blocks_.back()) {
-        blocks_.push_back(keys[i].block);
-        __builtin_prefetch(&entries_[Set(blocks_.back())], 1);
-      }
+    for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i)) {
+      blocks_.push_back(keys[i].block);
+      __builtin_prefetch(&entries_[Set(blocks_.back())], 1);
+    }
     for (uint64_t b : blocks_) Record(b, epoch);
   }
 
