@@ -18,6 +18,7 @@
 // close to LRU where the cache is large (a strict frequency order lost to LRU there).
 #include <algorithm>
 #include <cstdint>
+#include <memory_resource>
 #include <set>
 #include <unordered_map>
 
@@ -114,12 +115,15 @@ class SeenLruPolicy final : public QueuePolicy {
       }
     }
     bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
-    const std::set<EvictionPriority>& set() const { return set_; }
+    const std::pmr::set<EvictionPriority>& set() const { return set_; }
 
    private:
     const SeenLruPolicy& policy_;
     const RadixTree* tree_ = nullptr;
-    std::set<EvictionPriority> set_;
+    // The set's nodes come from a pool of its own: a candidate enters and leaves the set about
+    // once per node a request touches, and each was a malloc and a free.
+    std::pmr::unsynchronized_pool_resource pool_;
+    std::pmr::set<EvictionPriority> set_{&pool_};
     std::vector<EvictionPriority> key_;  // per node id: the key it was filed under
   };
 

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory_resource>
 #include <set>
 #include <utility>
 #include <vector>
@@ -43,8 +44,10 @@ struct Filed {
   uint64_t last = 0;
   NodeId id = 0;
 };
-// The candidates of each sightings class, LRU first: (last access, id) per class.
-using ClassSets = std::map<uint64_t, std::set<std::pair<uint64_t, NodeId>>>;
+// The candidates of each sightings class, LRU first: (last access, id) per class. Polymorphic
+// allocators, so that the index's sets take their nodes from its own pool.
+using ClassSet = std::pmr::set<std::pair<uint64_t, NodeId>>;
+using ClassSets = std::pmr::map<uint64_t, ClassSet>;
 void File(ClassSets& sets, const Filed& f) { sets[f.s].emplace(f.last, f.id); }
 
 // The eviction key at `epoch` (smallest evicted first): the scaled rate, then the older last
@@ -139,7 +142,10 @@ class SeenRatePolicy final : public QueuePolicy {
    private:
     const SeenRatePolicy& policy_;
     const RadixTree* tree_ = nullptr;
-    ClassSets sets_;            // no empty class
+    // The sets' nodes come from a pool of their own: a candidate enters and leaves a set about
+    // once per node a request touches, and each was a malloc and a free.
+    std::pmr::unsynchronized_pool_resource pool_;
+    ClassSets sets_{&pool_};    // no empty class
     std::vector<Filed> filed_;  // per node id: the entry it was filed under
   };
 
@@ -159,7 +165,7 @@ EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& d
   // The oldest candidate of each sightings class heads its class (LRU within a class).
   struct Head {
     uint64_t s;
-    std::set<std::pair<uint64_t, NodeId>>::const_iterator at, end;
+    ClassSet::const_iterator at, end;
     EvictionPriority key;  // of `at`, at this plan's epoch
   };
   std::vector<Head> heads;
