@@ -115,16 +115,15 @@ class BypassComposite final : public CachePolicy {
     x ^= x >> 33;
     return static_cast<size_t>(x & mask_) * kWays;
   }
-  // The block's entry, or nullptr when the history does not hold it.
-  Entry* Find(uint64_t block) const {
-    const size_t set = Set(block);
+  // The block's entry, or nullptr when the history does not hold it; `set` = Set(block).
+  Entry* Find(uint64_t block, size_t set) const {
     for (size_t i = set; i < set + kWays; ++i)
       if (history_[i].last != 0 && history_[i].block == block) return &history_[i];
     return nullptr;
   }
-  bool Seen(uint64_t block) const { return Find(block) != nullptr; }
-  void Record(uint64_t block, uint64_t epoch) const {
-    if (Entry* e = Find(block)) {
+  bool Seen(uint64_t block) const { return Find(block, Set(block)) != nullptr; }
+  void Record(uint64_t block, size_t set, uint64_t epoch) const {
+    if (Entry* e = Find(block, set)) {
       if (epoch > e->last) {
         const uint64_t interval = epoch - e->last;
         // Bucket b holds intervals in [2^b, 2^(b+1)); the last, 62, everything from 2^62.
@@ -141,7 +140,6 @@ class BypassComposite final : public CachePolicy {
     }
     // A new block replaces the set's least recently seen entry (an empty one first; ties: the
     // first).
-    const size_t set = Set(block);
     size_t victim = set;
     for (size_t i = set + 1; i < set + kWays; ++i)
       if (history_[i].last < history_[victim].last) victim = i;
@@ -177,9 +175,13 @@ class BypassComposite final : public CachePolicy {
   uint64_t mask_ = 0;
   // One set of kWays entries per cache line.
   mutable std::vector<Entry, LineAlignedAllocator<Entry>> history_;
-  mutable std::vector<uint64_t> blocks_;  // scratch: a request's blocks
-  mutable std::vector<int64_t> room_;     // scratch: room per lane of one offer
-  mutable double horizon_ = -1;           // requests; < 0 until the tier's first eviction
+  struct Sighted {
+    uint64_t block;
+    size_t set;  // Set(block)
+  };
+  mutable std::vector<Sighted> blocks_;  // scratch: a request's blocks
+  mutable std::vector<int64_t> room_;    // scratch: room per lane of one offer
+  mutable double horizon_ = -1;          // requests; < 0 until the tier's first eviction
   mutable double hist_[64] = {};
   mutable double hist_total_ = 0;
 };
@@ -190,8 +192,9 @@ int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOff
   // caches, and one miss after another was most of this call's time.
   blocks_.clear();
   for (size_t i = 0; i < offer.keys.size(); i = BlockRunEnd(offer.keys, i)) {
-    blocks_.push_back(offer.keys[i].block);
-    __builtin_prefetch(&history_[Set(blocks_.back())], 1);
+    const size_t set = Set(offer.keys[i].block);
+    blocks_.push_back({offer.keys[i].block, set});
+    __builtin_prefetch(&history_[set], 1);
   }
   const int64_t base_admits = base_->AdmitDevicePages(view, offer);
   const int64_t keyed_new = std::clamp<int64_t>(
@@ -244,7 +247,7 @@ int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOff
       }
     }
   }
-  for (uint64_t b : blocks_) Record(b, view.epoch);
+  for (const Sighted& b : blocks_) Record(b.block, b.set, view.epoch);
   return admit;
 }
 
