@@ -21,6 +21,7 @@ inline size_t BlockRunEnd(std::span<const PageKey> keys, size_t i) {
   size_t j = i + 1;
   for (; j + 8 <= n; j += 8) {
     uint32_t differ = 0;  // bit k: keys[j + k] is of another block
+#pragma GCC unroll 8
     for (uint32_t k = 0; k < 8; ++k)
       differ |= static_cast<uint32_t>(keys[j + k].block != block) << k;
     if (differ != 0) return j + static_cast<size_t>(std::countr_zero(differ));
