@@ -121,19 +121,19 @@ class SeenRatePolicy final : public QueuePolicy {
     void Attach(const RadixTree& tree) override {
       tree_ = &tree;
       sets_.clear();
-      filed_.clear();
+      where_.clear();
     }
     void OnCandidate(const Node& n, Tier tier, bool entered) override {
       if (tier != Tier::kDevice) return;
-      if (filed_.size() <= n.id) filed_.resize(n.id + 1);
+      if (where_.size() <= n.id) where_.resize(n.id + 1);
       if (entered) {
-        filed_[n.id] = policy_.FiledOf(n);
-        File(sets_, filed_[n.id]);
-      } else {
-        const Filed& f = filed_[n.id];
-        const auto it = sets_.find(f.s);
-        it->second.erase({f.last, f.id});
-        if (it->second.empty()) sets_.erase(it);
+        const Filed f = policy_.FiledOf(n);
+        const auto cls = sets_.try_emplace(f.s).first;
+        where_[n.id] = {cls, cls->second.emplace(f.last, f.id).first};
+      } else {  // by the position it was filed at: no search for its class or its entry
+        const Where& w = where_[n.id];
+        w.cls->second.erase(w.at);
+        if (w.cls->second.empty()) sets_.erase(w.cls);
       }
     }
     bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
@@ -145,8 +145,13 @@ class SeenRatePolicy final : public QueuePolicy {
     // The sets' nodes come from a pool of their own: a candidate enters and leaves a set about
     // once per node a request touches, and each was a malloc and a free.
     std::pmr::unsynchronized_pool_resource pool_;
-    ClassSets sets_{&pool_};    // no empty class
-    std::vector<Filed> filed_;  // per node id: the entry it was filed under
+    ClassSets sets_{&pool_};  // no empty class
+    // Per node id filed: its class's set and its entry there.
+    struct Where {
+      ClassSets::iterator cls;
+      ClassSet::iterator at;
+    };
+    std::vector<Where> where_;
   };
 
   mutable SightingsHistory history_;
