@@ -30,9 +30,11 @@
 // With a base that has its own admission (`NAME+tinylfu+bypass`) both run and the shorter
 // admitted prefix wins.
 #include <algorithm>
+#include <bit>
 #include <string>
 #include <vector>
 
+#include "policies/block_runs.h"
 #include "policies/line_aligned.h"
 #include "policies/queue_policy.h"
 #include "policies/registry.h"
@@ -113,20 +115,19 @@ class BypassComposite final : public CachePolicy {
     x ^= x >> 33;
     return static_cast<size_t>(x & mask_) * kWays;
   }
-  // The block's entry, or nullptr when the history does not hold it.
-  Entry* Find(uint64_t block) const {
-    const size_t set = Set(block);
+  // The block's entry, or nullptr when the history does not hold it; `set` = Set(block).
+  Entry* Find(uint64_t block, size_t set) const {
     for (size_t i = set; i < set + kWays; ++i)
       if (history_[i].last != 0 && history_[i].block == block) return &history_[i];
     return nullptr;
   }
-  bool Seen(uint64_t block) const { return Find(block) != nullptr; }
-  void Record(uint64_t block, uint64_t epoch) const {
-    if (Entry* e = Find(block)) {
+  bool Seen(uint64_t block) const { return Find(block, Set(block)) != nullptr; }
+  void Record(uint64_t block, size_t set, uint64_t epoch) const {
+    if (Entry* e = Find(block, set)) {
       if (epoch > e->last) {
         const uint64_t interval = epoch - e->last;
-        int b = 0;  // bucket b holds intervals in [2^b, 2^(b+1))
-        while (b < 62 && (uint64_t{2} << b) <= interval) ++b;
+        // Bucket b holds intervals in [2^b, 2^(b+1)); the last, 62, everything from 2^62.
+        const int b = std::min(62, static_cast<int>(std::bit_width(interval)) - 1);
         hist_[b] += 1;
         hist_total_ += 1;
         if (hist_total_ > 4.0 * static_cast<double>(capacity_)) {
@@ -139,7 +140,6 @@ class BypassComposite final : public CachePolicy {
     }
     // A new block replaces the set's least recently seen entry (an empty one first; ties: the
     // first).
-    const size_t set = Set(block);
     size_t victim = set;
     for (size_t i = set + 1; i < set + kWays; ++i)
       if (history_[i].last < history_[victim].last) victim = i;
@@ -175,8 +175,13 @@ class BypassComposite final : public CachePolicy {
   uint64_t mask_ = 0;
   // One set of kWays entries per cache line.
   mutable std::vector<Entry, LineAlignedAllocator<Entry>> history_;
-  mutable std::vector<uint64_t> blocks_;  // scratch: a request's blocks
-  mutable double horizon_ = -1;           // requests; < 0 until the tier's first eviction
+  struct Sighted {
+    uint64_t block;
+    size_t set;  // Set(block)
+  };
+  mutable std::vector<Sighted> blocks_;  // scratch: a request's blocks
+  mutable std::vector<int64_t> room_;    // scratch: room per lane of one offer
+  mutable double horizon_ = -1;          // requests; < 0 until the tier's first eviction
   mutable double hist_[64] = {};
   mutable double hist_total_ = 0;
 };
@@ -186,11 +191,11 @@ int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOff
   // prefetched before the base's admission and this one look any up: the history is larger than the
   // caches, and one miss after another was most of this call's time.
   blocks_.clear();
-  for (size_t i = 0; i < offer.keys.size(); ++i)
-    if (i == 0 || offer.keys[i].block != blocks_.back()) {
-      blocks_.push_back(offer.keys[i].block);
-      __builtin_prefetch(&history_[Set(blocks_.back())], 1);
-    }
+  for (size_t i = 0; i < offer.keys.size(); i = BlockRunEnd(offer.keys, i)) {
+    const size_t set = Set(offer.keys[i].block);
+    blocks_.push_back({offer.keys[i].block, set});
+    __builtin_prefetch(&history_[set], 1);
+  }
   const int64_t base_admits = base_->AdmitDevicePages(view, offer);
   const int64_t keyed_new = std::clamp<int64_t>(
       static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
@@ -200,7 +205,8 @@ int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOff
     // request needs anyway, the reserved page and the unkeyed tail page.
     const int lanes = view.ledger.lanes();
     const bool pooled = offer.owners.empty();
-    std::vector<int64_t> room(static_cast<size_t>(pooled ? 1 : lanes), 0);
+    std::vector<int64_t>& room = room_;
+    room.assign(static_cast<size_t>(pooled ? 1 : lanes), 0);
     for (int r = 0; r < lanes; ++r)
       room[pooled ? 0 : static_cast<size_t>(r)] +=
           view.ledger.at(Tier::kDevice, r).free() - offer.committed->target[static_cast<size_t>(r)];
@@ -210,8 +216,16 @@ int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOff
     uint64_t block = 0;
     bool in_horizon = true;
     bool looked = false;
-    const bool admit_unseen = WithinHorizon() >= kAdmitUnseenWithin;
-    for (int64_t j = 0; j < std::min(keyed_new, admit); ++j) {
+    // Whether unseen blocks are admitted, worked out once a page has to displace another (the
+    // histogram does not change before the blocks are recorded below).
+    int admit_unseen = -1;
+    const int64_t offered = std::min(keyed_new, admit);
+    int64_t j = 0;
+    if (room.size() == 1 && room[0] > 0) {  // one room: its pages first, in one step
+      j = std::min(room[0], offered);
+      room[0] -= j;
+    }
+    for (; j < offered; ++j) {
       int64_t& r = room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
       if (r > 0) {
         --r;
@@ -221,7 +235,11 @@ int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOff
       if (!looked || k.block != block) {
         block = k.block;
         looked = true;
-        in_horizon = Seen(block) || admit_unseen;
+        in_horizon = Seen(block);
+        if (!in_horizon) {
+          if (admit_unseen < 0) admit_unseen = WithinHorizon() >= kAdmitUnseenWithin;
+          in_horizon = admit_unseen != 0;
+        }
       }
       if (!in_horizon) {
         admit = j;
@@ -229,7 +247,7 @@ int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOff
       }
     }
   }
-  for (uint64_t b : blocks_) Record(b, view.epoch);
+  for (const Sighted& b : blocks_) Record(b.block, b.set, view.epoch);
   return admit;
 }
 

@@ -53,10 +53,28 @@ bool DemandTracker::Useful(const Node& n) const {
 void DemandTracker::Count(const Node& n) { Count(n, 0, static_cast<int64_t>(n.pages.size())); }
 
 void DemandTracker::Count(const Node& n, int64_t first, int64_t end) {
-  for (int64_t j = first; j < end; ++j) {
-    const PageInfo& p = n.pages[static_cast<size_t>(j)];
-    ++free_total_;
-    if (short_by_[p.owner] > 0 && --short_by_[p.owner] == 0) --lanes_short_;
+  if (end > first) {
+    free_total_ += end - first;
+    // Page by page only while some lane is short, in locals (the member counters would be
+    // stored and reloaded per page); one lane takes its pages in one step, since every owner
+    // is lane 0 there.
+    if (lanes_short_ > 0) {
+      int64_t* short_by = short_by_.data();
+      if (short_by_.size() == 1) {
+        if (short_by[0] > 0) {
+          short_by[0] -= std::min(short_by[0], end - first);
+          if (short_by[0] == 0) --lanes_short_;
+        }
+      } else {
+        int64_t reached = 0;  // lanes whose shortfall reaches 0 here
+        const PageInfo* p = n.pages.data();
+        for (int64_t j = first; j < end; ++j) {
+          int64_t& s = short_by[p[j].owner];
+          if (s > 0) reached += --s == 0;
+        }
+        lanes_short_ -= reached;
+      }
+    }
   }
   total_short_ = demand_.Total() > free_total_ ? demand_.Total() - free_total_ : 0;
 }

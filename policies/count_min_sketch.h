@@ -201,24 +201,29 @@ class CountMinSketch {
         if (m & (1u << b)) t[m] |= 1u << (4 * b);
     return t;
   }();
-  static uint64_t Spread16(uint32_t m) {
-    return uint64_t{kSpread[m & 0xFF]} | (uint64_t{kSpread[(m >> 8) & 0xFF]} << 32);
-  }
+  // Two 64-bit lanes (GCC's vector extension: SSE2 on x86-64).
+  typedef uint64_t V2 __attribute__((vector_size(16)));
   // Increments the counters below kMax of the group's pages whose `sub % kGroup` bits are set in
-  // `mask`, in every row.
+  // `mask`, in every row. The mask's group covers kGroup counters of a row, so its ones are spread
+  // into nibbles once and the row's increment is that 128-bit value rotated by the row's offset (4
+  // bits a counter): the same increments as spreading the rotated mask row by row, in fewer steps.
   static void Bump(const Group& g, uint32_t mask) {
     constexpr uint64_t kLow = 0x1111111111111111ull;  // bit 0 of every nibble
+    using U128 = unsigned __int128;
+    const U128 ones = kSpread[mask & 0xFF];  // nibbles 0..7: the group's counters at offset 0
     for (int row = 0; row < kDepth; ++row) {
       const uint32_t off = static_cast<uint32_t>(g.offsets >> (5 * row)) & (kRowWidth - 1);
-      uint64_t m = uint64_t{mask} << off;
-      m = (m | (m >> kRowWidth)) & 0xFFFFFFFFull;  // rotated within the row's 32 counters
-      for (uint32_t half = 0; half < 2; ++half) {
-        const uint32_t w = 2 * static_cast<uint32_t>(row) + half;
-        uint64_t x = Word(g.line, w);
-        const uint64_t full = x & (x >> 1) & (x >> 2) & (x >> 3) & kLow;  // nibbles at kMax
-        x += Spread16(static_cast<uint32_t>(m >> (16 * half))) & ~full;
-        SetWord(g.line, w, x);
-      }
+      // Rotated left by off counters within the row's 32; the part past counter 31 (only when
+      // off > 24, ones being 8 counters wide) wraps to counter 0.
+      const U128 inc =
+          (ones << (4 * off)) | (off > kRowWidth - kGroup ? ones >> (128 - 4 * off) : 0);
+      // The row's two words at once (two 64-bit lanes: a nibble's bits never cross a lane).
+      V2 x;
+      std::memcpy(&x, g.line + 16 * row, 16);
+      const V2 full = x & (x >> 1) & (x >> 2) & (x >> 3) & kLow;  // nibbles at kMax
+      const V2 add = {static_cast<uint64_t>(inc), static_cast<uint64_t>(inc >> 64)};
+      x += add & ~full;
+      std::memcpy(g.line + 16 * row, &x, 16);
     }
   }
   static_assert(kRowWidth == 32 && kMax == 15 && kGroup <= kRowWidth && kDepth * 5 <= 24);
@@ -233,10 +238,32 @@ class CountMinSketch {
       e = std::min<uint32_t>(e, Counter(s.line, s.at[static_cast<size_t>(row)]));
     return e;
   }
+  // True when keys[i, i + kGroup) are the whole group of keys[i] in order: one block, subs
+  // s, s + 1, ..., s + kGroup - 1 from a multiple s of kGroup. REQUIRES: i + kGroup <= size.
+  static bool WholeGroupAt(std::span<const PageKey> keys, size_t i) {
+    const uint64_t block = keys[i].block;
+    const uint32_t sub = keys[i].sub;
+    uint64_t differ = sub % kGroup;
+    for (uint32_t k = 1; k < kGroup; ++k)
+      differ |= (keys[i + k].block ^ block) | (keys[i + k].sub ^ (sub + k));
+    return differ == 0;
+  }
   // Splits `keys` into runs (into runs_) and requests the lines of the first kAhead.
   void Runs(std::span<const PageKey> keys) const {
     runs_.clear();
     for (size_t i = 0; i < keys.size(); ++i) {
+      // A new group's first key followed by the rest of its group in order (a trace block's
+      // pages) is one run of kGroup keys: what the key-by-key steps below would make of them.
+      if ((i == 0 || !SameGroup(keys[i], keys[i - 1])) && i + kGroup <= keys.size() &&
+          WholeGroupAt(keys, i)) {
+        runs_.push_back(GroupOf(Hash(keys[i])));
+        Group& run = runs_.back();
+        run.mask = (1u << kGroup) - 1;
+        run.begin = static_cast<uint32_t>(i);
+        run.count = kGroup;
+        i += kGroup - 1;
+        continue;
+      }
       const uint32_t bit = 1u << (keys[i].sub % kGroup);
       if (i > 0 && SameGroup(keys[i], keys[i - 1])) {
         Group& run = runs_.back();

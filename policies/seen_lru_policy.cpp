@@ -18,6 +18,7 @@
 // close to LRU where the cache is large (a strict frequency order lost to LRU there).
 #include <algorithm>
 #include <cstdint>
+#include <memory_resource>
 #include <set>
 #include <unordered_map>
 
@@ -101,26 +102,30 @@ class SeenLruPolicy final : public QueuePolicy {
     void Attach(const RadixTree& tree) override {
       tree_ = &tree;
       set_.clear();
-      key_.clear();
+      filed_.clear();
     }
     void OnCandidate(const Node& n, Tier tier, bool entered) override {
       if (tier != Tier::kDevice) return;
-      if (key_.size() <= n.id) key_.resize(n.id + 1);
+      if (filed_.size() <= n.id) filed_.resize(n.id + 1, set_.end());
       if (entered) {
-        key_[n.id] = policy_.Key(n, static_cast<int64_t>(n.pages.size()));
-        set_.insert(key_[n.id]);
+        filed_[n.id] = set_.insert(policy_.Key(n, static_cast<int64_t>(n.pages.size()))).first;
       } else {
-        set_.erase(key_[n.id]);
+        set_.erase(filed_[n.id]);  // by position: no search for the key
+        filed_[n.id] = set_.end();
       }
     }
     bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
-    const std::set<EvictionPriority>& set() const { return set_; }
+    const std::pmr::set<EvictionPriority>& set() const { return set_; }
 
    private:
     const SeenLruPolicy& policy_;
     const RadixTree* tree_ = nullptr;
-    std::set<EvictionPriority> set_;
-    std::vector<EvictionPriority> key_;  // per node id: the key it was filed under
+    // The set's nodes come from a pool of its own: a candidate enters and leaves the set about
+    // once per node a request touches, and each was a malloc and a free.
+    std::pmr::unsynchronized_pool_resource pool_;
+    std::pmr::set<EvictionPriority> set_{&pool_};
+    // Per node id: where it is filed in set_ (end() when it is not).
+    std::vector<std::pmr::set<EvictionPriority>::iterator> filed_;
   };
 
   // Plans from the index (the engine attached it) or, for a caller that did not attach it,

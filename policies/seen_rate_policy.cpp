@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory_resource>
 #include <set>
 #include <utility>
 #include <vector>
@@ -43,8 +44,10 @@ struct Filed {
   uint64_t last = 0;
   NodeId id = 0;
 };
-// The candidates of each sightings class, LRU first: (last access, id) per class.
-using ClassSets = std::map<uint64_t, std::set<std::pair<uint64_t, NodeId>>>;
+// The candidates of each sightings class, LRU first: (last access, id) per class. Polymorphic
+// allocators, so that the index's sets take their nodes from its own pool.
+using ClassSet = std::pmr::set<std::pair<uint64_t, NodeId>>;
+using ClassSets = std::pmr::map<uint64_t, ClassSet>;
 void File(ClassSets& sets, const Filed& f) { sets[f.s].emplace(f.last, f.id); }
 
 // The eviction key at `epoch` (smallest evicted first): the scaled rate, then the older last
@@ -118,19 +121,19 @@ class SeenRatePolicy final : public QueuePolicy {
     void Attach(const RadixTree& tree) override {
       tree_ = &tree;
       sets_.clear();
-      filed_.clear();
+      where_.clear();
     }
     void OnCandidate(const Node& n, Tier tier, bool entered) override {
       if (tier != Tier::kDevice) return;
-      if (filed_.size() <= n.id) filed_.resize(n.id + 1);
+      if (where_.size() <= n.id) where_.resize(n.id + 1);
       if (entered) {
-        filed_[n.id] = policy_.FiledOf(n);
-        File(sets_, filed_[n.id]);
-      } else {
-        const Filed& f = filed_[n.id];
-        const auto it = sets_.find(f.s);
-        it->second.erase({f.last, f.id});
-        if (it->second.empty()) sets_.erase(it);
+        const Filed f = policy_.FiledOf(n);
+        const auto cls = sets_.try_emplace(f.s).first;
+        where_[n.id] = {cls, cls->second.emplace(f.last, f.id).first};
+      } else {  // by the position it was filed at: no search for its class or its entry
+        const Where& w = where_[n.id];
+        w.cls->second.erase(w.at);
+        if (w.cls->second.empty()) sets_.erase(w.cls);
       }
     }
     bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
@@ -139,8 +142,16 @@ class SeenRatePolicy final : public QueuePolicy {
    private:
     const SeenRatePolicy& policy_;
     const RadixTree* tree_ = nullptr;
-    ClassSets sets_;            // no empty class
-    std::vector<Filed> filed_;  // per node id: the entry it was filed under
+    // The sets' nodes come from a pool of their own: a candidate enters and leaves a set about
+    // once per node a request touches, and each was a malloc and a free.
+    std::pmr::unsynchronized_pool_resource pool_;
+    ClassSets sets_{&pool_};  // no empty class
+    // Per node id filed: its class's set and its entry there.
+    struct Where {
+      ClassSets::iterator cls;
+      ClassSet::iterator at;
+    };
+    std::vector<Where> where_;
   };
 
   mutable SightingsHistory history_;
@@ -159,7 +170,7 @@ EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& d
   // The oldest candidate of each sightings class heads its class (LRU within a class).
   struct Head {
     uint64_t s;
-    std::set<std::pair<uint64_t, NodeId>>::const_iterator at, end;
+    ClassSet::const_iterator at, end;
     EvictionPriority key;  // of `at`, at this plan's epoch
   };
   std::vector<Head> heads;

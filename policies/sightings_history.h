@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "policies/block_runs.h"
 #include "policies/line_aligned.h"
 #include "policies/queue_policy.h"
 #include "traces/trace.h"
@@ -41,12 +42,12 @@ class SightingsHistory {
   // once) at `epoch`; a block already sighted at this epoch or later is left as it is.
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
     blocks_.clear();
-    for (size_t i = 0; i < keys.size(); ++i)
-      if (i == 0 || keys[i].block != blocks_.back()) {
-        blocks_.push_back(keys[i].block);
-        __builtin_prefetch(&entries_[Set(blocks_.back())], 1);
-      }
-    for (uint64_t b : blocks_) Record(b, epoch);
+    for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i)) {
+      const size_t set = Set(keys[i].block);
+      blocks_.push_back({keys[i].block, set});
+      __builtin_prefetch(&entries_[set], 1);
+    }
+    for (const Sighted& b : blocks_) Record(b.block, b.set, epoch);
   }
 
   // Requests that have contained `block` (0 when the history does not hold it).
@@ -73,9 +74,9 @@ class SightingsHistory {
     x ^= x >> 33;
     return static_cast<size_t>(x & mask_) * kWays;
   }
-  void Record(uint64_t block, uint64_t at) {
+  // Records `block`, whose set begins at entry `set` (Set(block)).
+  void Record(uint64_t block, size_t set, uint64_t at) {
     const uint32_t epoch = static_cast<uint32_t>(std::min<uint64_t>(at, UINT32_MAX));
-    const size_t set = Set(block);
     size_t victim = set;
     for (size_t i = set; i < set + kWays; ++i) {
       Entry& e = entries_[i];
@@ -93,7 +94,12 @@ class SightingsHistory {
 
   uint64_t mask_ = 0;
   std::vector<Entry, LineAlignedAllocator<Entry>> entries_;  // one set per cache line
-  std::vector<uint64_t> blocks_;                             // scratch: a request's blocks
+  // Scratch: a request's blocks, each with its set (hashed once).
+  struct Sighted {
+    uint64_t block;
+    size_t set;
+  };
+  std::vector<Sighted> blocks_;
 };
 
 }  // namespace kvlanes

@@ -153,7 +153,12 @@ int64_t TinyLfuComposite::SketchAdmits(const CacheView& view, const DeviceOffer&
       skip -= n;
     }
   };
-  for (int64_t j = 0; j < keyed_new; ++j) {
+  int64_t j = 0;
+  if (room.size() == 1 && room[0] > 0) {  // one room: the pages that fit, in one step
+    j = std::min(room[0], keyed_new);
+    room[0] -= j;
+  }
+  for (; j < keyed_new; ++j) {
     int64_t& r = room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
     if (r > 0) {
       --r;

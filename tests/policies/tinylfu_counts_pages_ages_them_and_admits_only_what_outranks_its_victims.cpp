@@ -121,6 +121,35 @@ TEST_CASE("AddAll and EstimateAll count and estimate as Add and Estimate do key 
   CHECK(one.halvings() > 3);  // the runs crossed several halvings, some inside one AddAll
 }
 
+TEST_CASE("AddAll counts a block's whole groups of eight pages as Add does key by key") {
+  // Request-shaped keys of 8, 16 or 20 pages per block (one, two or two and a half groups),
+  // some blocks twice in a row and a run cut short inside a group, so that AddAll takes whole
+  // groups in one step beside its key-by-key runs; 8 lines, halving every 53 additions, so that
+  // some halvings fall inside a whole group. Estimates of every page of every block, added or
+  // not, must agree.
+  CountMinSketch one(256, 53), all(256, 53);
+  std::vector<PageKey> keys;
+  for (uint64_t req = 0; req < 60; ++req) {
+    keys.clear();
+    for (uint64_t b = 0; b < 1 + req % 5; ++b) {
+      const uint64_t block = (req * 3 + b * 5) % 17;
+      const uint32_t pages = (req + b) % 3 == 0 ? 8 : (req + b) % 3 == 1 ? 16 : 20;
+      const int copies = (req + b) % 7 == 0 ? 2 : 1;
+      for (int c = 0; c < copies; ++c)
+        for (uint32_t s = 0; s < pages; ++s) keys.push_back(PageKey{block, s});
+    }
+    if (req % 4 == 3) keys.resize(keys.size() - 3);  // the last group cut short
+    for (const PageKey& k : keys) one.Add(k);
+    all.AddAll(keys);
+    REQUIRE(all.additions() == one.additions());
+    REQUIRE(all.halvings() == one.halvings());
+    for (uint64_t block = 0; block < 17; ++block)
+      for (uint32_t s = 0; s < 24; ++s)
+        CHECK(all.Estimate(PageKey{block, s}) == one.Estimate(PageKey{block, s}));
+  }
+  CHECK(one.halvings() > 10);
+}
+
 TEST_CASE(
     "lru+tinylfu refuses a page seen less often than its victim and admits it once it is not") {
   // One-page documents, 6 device pages: 4 documents cached, and every miss must displace one.
