@@ -21,14 +21,10 @@ PlanWriter::PlanWriter(std::ostream& out, const ReplayConfig& cfg, PlanWriterOpt
   buf_.push_back('\n');
   if (!opts_.background) return;
   slots_.resize(opts_.queue_plans);
-  WriterThreadOptions wo;
-  wo.slots = opts_.queue_plans;
-  wo.wait_limit = opts_.wait_limit;
-  wo.name = opts_.name;
-  wo.what = "plan writer";
-  wo.item = "request";
   thread_ = std::make_unique<WriterThread>(
-      std::move(wo), [this](size_t slot) { Format(slots_[slot]); }, [this] { WriteTrailer(); });
+      WriterThreadOptions{opts_.queue_plans, opts_.wait_limit, opts_.name, "plan writer",
+                          "request"},
+      [this](size_t slot) { Format(slots_[slot]); }, [this] { WriteTrailer(); });
 }
 
 // The thread (its destructor) ends before the slots and the buffer it uses are destroyed.

@@ -65,14 +65,10 @@ TimelineWriter::TimelineWriter(std::ostream& out, int ranks, TimelineWriterOptio
   current_.events.reserve(opts_.chunk_events);
   if (!opts_.background) return;
   slots_.resize(opts_.queue_chunks);
-  WriterThreadOptions wo;
-  wo.slots = opts_.queue_chunks;
-  wo.wait_limit = opts_.wait_limit;
-  wo.name = opts_.name;
-  wo.what = "timeline writer";
-  wo.item = "events";
   thread_ = std::make_unique<WriterThread>(
-      std::move(wo), [this](size_t slot) { Format(slots_[slot]); }, [this] { WriteEnd(); });
+      WriterThreadOptions{opts_.queue_chunks, opts_.wait_limit, opts_.name, "timeline writer",
+                          "events"},
+      [this](size_t slot) { Format(slots_[slot]); }, [this] { WriteEnd(); });
 }
 
 // The thread (its destructor) ends before the chunks and the buffer it uses are destroyed.

@@ -24,9 +24,9 @@ namespace kvlanes {
 struct TimelineWriterOptions {
   bool background = true;
   // Events per chunk and chunks the queue holds (>= 2). Memory: that many chunks plus the one
-  // being filled, each about 130 bytes per event (a record, its args and its name), plus the
-  // output buffer: 17 x 4096 events is about 9 MiB.
-  size_t chunk_events = 4096;
+  // being filled, about 140 bytes per event (a 56-byte record, its args at 24 bytes each, its
+  // name), plus the output buffer: 17 x 1024 events is about 2.4 MiB.
+  size_t chunk_events = 1024;
   size_t queue_chunks = 16;
   // The longest an event or Finish() waits for the writer thread to take a chunk or end; past it
   // they throw InputError naming `name` (an output that takes no bytes, e.g. a stalled disk).

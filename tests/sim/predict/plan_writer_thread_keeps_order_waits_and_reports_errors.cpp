@@ -200,28 +200,18 @@ TEST_CASE("an output that takes nothing fails Add past the wait limit, naming th
 TEST_CASE("a failed write reaches Add or Finish with the output's name") {
   const ReplayConfig cfg = RichConfig();
   const std::vector<RequestPlan> plans = RecordedPlans(cfg);
-  for (size_t room : {size_t{0}, size_t{100}, size_t{1} << 20}) {
-    CAPTURE(room);
-    for (bool background : {false, true}) {
-      CAPTURE(background);
-      FullBuf full(room);
-      std::ostream out(&full);
-      std::string message;
-      PlanWriterOptions opts;
-      opts.background = background;
-      opts.queue_plans = 4;
-      opts.name = "full/plan.jsonl";
-      try {
+  CheckWriteFailures(
+      [&](std::ostream& out, bool background) {
+        PlanWriterOptions opts;
+        opts.background = background;
+        opts.queue_plans = 4;
+        opts.name = "full/plan.jsonl";
         PlanWriter w(out, cfg, opts);
         for (int k = 0; k < 20; ++k)
           for (const RequestPlan& p : plans) w.Add(p);
         w.Finish();
-      } catch (const InputError& e) {
-        message = e.what();
-      }
-      CHECK(message == "full/plan.jsonl: write failed (disk full?)");
-    }
-  }
+      },
+      "full/plan.jsonl: write failed (disk full?)");
 }
 
 TEST_CASE("a writer dropped without Finish ends its thread and writes no trailer") {

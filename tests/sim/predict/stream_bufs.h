@@ -1,5 +1,5 @@
 // Stream buffers for the writer-thread tests (plan, timeline): an output that stalls until it is
-// opened, and one that fills up.
+// opened, and one that fills up; a check that write failures reach the writer's caller.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -9,9 +9,12 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <ostream>
 #include <streambuf>
 #include <string>
 #include <thread>
+
+#include "traces/input_error.h"
 
 namespace kvlanes::test {
 
@@ -72,6 +75,27 @@ inline void WaitUntil(const std::function<bool()>& cond) {
   for (int i = 0; i < 6000 && !cond(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(cond());
+}
+
+// write(out, background) against outputs that are full after 0 bytes, 100 bytes and 1 MiB, in
+// the foreground and in the background, must throw InputError `expected`.
+inline void CheckWriteFailures(const std::function<void(std::ostream&, bool)>& write,
+                               const std::string& expected) {
+  for (size_t room : {size_t{0}, size_t{100}, size_t{1} << 20}) {
+    CAPTURE(room);
+    for (bool background : {false, true}) {
+      CAPTURE(background);
+      FullBuf full(room);
+      std::ostream out(&full);
+      std::string message;
+      try {
+        write(out, background);
+      } catch (const InputError& e) {
+        message = e.what();
+      }
+      CHECK(message == expected);
+    }
+  }
 }
 
 }  // namespace kvlanes::test
