@@ -186,6 +186,7 @@ int CmdReplay(int argc, const char* const* argv) {
     if (vm.count("timeline")) {
       timeline_file = std::make_unique<StreamingFile>(vm["timeline"].as<std::string>());
       sinks.timeline = &timeline_file->stream();
+      sinks.timeline_name = vm["timeline"].as<std::string>();
       sinks.timeline_layers = vm["timeline-layers"].as<bool>();
     }
     std::unique_ptr<RequestTable> requests;

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -17,30 +18,44 @@
 
 namespace kvlanes::json_append {
 
+// The char* forms write into a buffer with room for kMaxNumberChars and return the end.
+constexpr size_t kMaxNumberChars = 32;
+
+inline char* IntTo(char* p, int64_t v) { return std::to_chars(p, p + kMaxNumberChars, v).ptr; }
+
+inline char* DoubleTo(char* p, double v) {
+  const auto r = std::to_chars(p, p + kMaxNumberChars, v);
+  if (r.ec != std::errc() || !std::isfinite(v)) {
+    std::memcpy(p, "null", 4);  // as nlohmann writes a NaN or an infinity
+    return p + 4;
+  }
+  return r.ptr;
+}
+
 inline void Int(std::string& out, int64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  out.append(buf, r.ptr);
+  char buf[kMaxNumberChars];
+  out.append(buf, IntTo(buf, v));
 }
 
 inline void Bool(std::string& out, bool v) { out.append(v ? "true" : "false"); }
 
 inline void Double(std::string& out, double v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  if (r.ec != std::errc() || !std::isfinite(v)) {
-    out.append("null");  // as nlohmann writes a NaN or an infinity
-    return;
-  }
-  out.append(buf, r.ptr);
+  char buf[kMaxNumberChars];
+  out.append(buf, DoubleTo(buf, v));
+}
+
+// Whether `s` has a byte that Str() does not copy as it is (a control byte, a byte outside
+// printable ASCII, a quote, a backslash).
+inline bool NeedsEscape(std::string_view s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return true;
+  return false;
 }
 
 inline void Str(std::string& out, std::string_view s) {
-  for (unsigned char c : s) {
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      out.append(nlohmann::json(std::string(s)).dump());
-      return;
-    }
+  if (NeedsEscape(s)) {
+    out.append(nlohmann::json(std::string(s)).dump());
+    return;
   }
   out.push_back('"');
   out.append(s);

@@ -20,6 +20,7 @@
 #include "sim/cache/policy.h"
 #include "sim/config.h"
 #include "sim/predict/hardware_profile.h"
+#include "sim/predict/writer_thread.h"
 
 namespace kvlanes {
 
@@ -161,20 +162,16 @@ class PlanWriter {
   void Finish();
 
  private:
-  struct Background;
   void Format(const RequestPlan& p);
-  // Waits for a free slot of the queue and fill(slot)s it.
-  template <typename Fill>
-  void Enqueue(Fill fill);
   void Drain();
-  // The writer thread's loop.
-  void Run();
+  void WriteTrailer();
   std::ostream& out_;
   const ReplayConfig& cfg_;
   PlanWriterOptions opts_;
   std::string buf_;
   int64_t requests_ = 0, ops_ = 0;
-  std::unique_ptr<Background> bg_;
+  std::vector<RequestPlan> slots_;  // the queue's plans (writer_thread.h), in the background
+  std::unique_ptr<WriterThread> thread_;
 };
 
 struct PlanFile {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -62,25 +63,22 @@ nlohmann::ordered_json Predictor::Summary() const {
 
 namespace {
 
-// The extent of a request's ops on one stream in its schedule (seconds from the forward start):
-// first start, last end, and the sum of the op spans (busy).
-struct StreamExtent {
-  double begin = 0, end = 0, busy = 0;
-  int64_t ops = 0;
-};
+// The op kinds the request spans cover, by stream and name.
+enum ExtentKind : int { kLoadBack, kGather, kGatherIndex, kBackup, kComputeOps, kExtentKinds };
 
-StreamExtent ExtentOf(const RequestCost& c, int rank, SchedStream s, const char* name) {
-  StreamExtent e;
-  for (size_t i = 0; i < c.ops.size(); ++i) {
-    if (c.ops[i].rank != rank || c.ops[i].stream != s || std::string_view(c.ops[i].name) != name)
-      continue;
-    if (e.ops == 0) e.begin = c.times[i].start_s;
-    e.begin = std::min(e.begin, c.times[i].start_s);
-    e.end = std::max(e.end, c.times[i].end_s);
-    e.busy += c.times[i].end_s - c.times[i].start_s;
-    ++e.ops;
+int ExtentKindOf(const SchedOp& o) {
+  switch (o.stream) {
+    case SchedStream::kH2D:
+      return std::strcmp(o.name, "load_back") == 0 ? kLoadBack : -1;
+    case SchedStream::kComm:
+      if (std::strcmp(o.name, "gather") == 0) return kGather;
+      return std::strcmp(o.name, "gather_index") == 0 ? kGatherIndex : -1;
+    case SchedStream::kD2H:
+      return std::strcmp(o.name, "backup") == 0 ? kBackup : -1;
+    case SchedStream::kCompute:
+      return std::strcmp(o.name, "compute") == 0 ? kComputeOps : -1;
   }
-  return e;
+  return -1;
 }
 
 TimelineWriter::Track TrackOf(SchedStream s) {
@@ -99,6 +97,14 @@ TimelineWriter::Track TrackOf(SchedStream s) {
 
 }  // namespace
 
+int Predictor::KindOf(const SchedOp& o) {
+  for (const NameKind& n : name_kinds_)
+    if (n.name == o.name && n.stream == o.stream) return n.kind;
+  const int k = ExtentKindOf(o);
+  if (name_kinds_.size() < 64) name_kinds_.push_back({o.name, o.stream, k});
+  return k;
+}
+
 void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double start_s) {
   // Spans per request and stream on each rank: each covers the request's ops of that kind on
   // that stream in the rank's schedule, from the first start to the last end, with their summed
@@ -116,15 +122,36 @@ void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double sta
   const std::vector<int64_t> bk = PagesPerLane(p.backup, model_.ranks());
   const std::string gather = std::string("gather ") + kGatherMethodNames.CName(p.gather_method);
   const std::string backup = std::string("backup ") + kBackupScheduleNames.CName(p.backup_schedule);
+  // The extent of each kind on each schedule rank: first start, last end, the sum of the op
+  // spans (busy), in one pass over the ops in their order.
+  size_t sched_ranks = 0;
+  for (const SchedOp& o : c.ops)
+    sched_ranks = std::max(sched_ranks, static_cast<size_t>(o.rank) + 1);
+  extents_.assign(sched_ranks * kExtentKinds, StreamExtent{});
+  for (size_t i = 0; i < c.ops.size(); ++i) {
+    const int k = KindOf(c.ops[i]);
+    if (k < 0) continue;
+    StreamExtent& e = extents_[static_cast<size_t>(c.ops[i].rank) * kExtentKinds + k];
+    if (e.ops == 0) e.begin = c.times[i].start_s;
+    e.begin = std::min(e.begin, c.times[i].start_s);
+    e.end = std::max(e.end, c.times[i].end_s);
+    e.busy += c.times[i].end_s - c.times[i].start_s;
+    ++e.ops;
+  }
+  const auto extent = [&](int q, int k) {
+    return static_cast<size_t>(q) < sched_ranks
+               ? extents_[static_cast<size_t>(q) * kExtentKinds + k]
+               : StreamExtent{};
+  };
   for (int rank = 0; rank < model_.ranks(); ++rank) {
     const int q =
         static_cast<size_t>(rank) < c.lane_rank.size() ? c.lane_rank[static_cast<size_t>(rank)] : 0;
-    const StreamExtent load = ExtentOf(c, q, SchedStream::kH2D, "load_back");
-    StreamExtent gath = ExtentOf(c, q, SchedStream::kComm, "gather");
-    const StreamExtent index = ExtentOf(c, q, SchedStream::kComm, "gather_index");
+    const StreamExtent load = extent(q, kLoadBack);
+    StreamExtent gath = extent(q, kGather);
+    const StreamExtent index = extent(q, kGatherIndex);
     if (index.ops > 0) gath.begin = index.begin, gath.busy += index.busy;
-    const StreamExtent back = ExtentOf(c, q, SchedStream::kD2H, "backup");
-    const StreamExtent comp = ExtentOf(c, q, SchedStream::kCompute, "compute");
+    const StreamExtent back = extent(q, kBackup);
+    const StreamExtent comp = extent(q, kComputeOps);
     const double pl = model_.page_layer_bytes() * static_cast<double>(model_.layers());
     if (wb[rank] > 0)
       w.Span(rank, T::Track::kCopyD2H, "write-back", start_s,

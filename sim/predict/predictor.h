@@ -30,6 +30,23 @@ class Predictor {
  private:
   void AddEvents(const RequestPlan& p, const RequestCost& c, double start_s);
 
+  // The extent of a request's ops of one kind on one stream of a schedule rank (seconds from the
+  // forward start): first start, last end, and the sum of the op spans (busy).
+  struct StreamExtent {
+    double begin = 0, end = 0, busy = 0;
+    int64_t ops = 0;
+  };
+  std::vector<StreamExtent> extents_;  // AddEvents' per rank and kind, reused
+  // The extent kind of each op name seen (names are static strings, so few pointers recur):
+  // looked up by pointer and stream before the names are compared.
+  struct NameKind {
+    const char* name;
+    SchedStream stream;
+    int kind;
+  };
+  std::vector<NameKind> name_kinds_;
+  int KindOf(const SchedOp& o);
+
   const CostModel& model_;
   TimelineWriter* timeline_;
   bool layer_slices_ = false;

@@ -1,12 +1,21 @@
 #include "sim/predict/timeline.h"
 
+#include <cstring>
+#include <utility>
+
 #include "sim/predict/json_append.h"
+#include "traces/input_error.h"
 
 namespace kvlanes {
 namespace {
 
 namespace ja = json_append;
 constexpr size_t kBufferBytes = size_t{1} << 20;
+// An event's bytes besides its name and args: the separator, the fixed keys, pid, tid, three
+// numbers (ts, dur or "s", the request) and the braces, with room to spare.
+constexpr size_t kEventBytes = 96 + 5 * ja::kMaxNumberChars;
+// An arg's bytes besides its key: the comma, the quotes and colon, the number.
+constexpr size_t kArgBytes = 4 + ja::kMaxNumberChars;
 
 const char* TrackName(TimelineWriter::Track t) {
   switch (t) {
@@ -22,11 +31,25 @@ const char* TrackName(TimelineWriter::Track t) {
   return "?";
 }
 
+template <size_t N>
+char* Lit(char* p, const char (&s)[N]) {
+  std::memcpy(p, s, N - 1);
+  return p + N - 1;
+}
+
+char* Put(char* p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+
 }  // namespace
 
-TimelineWriter::TimelineWriter(std::ostream& out, int ranks) : out_(out), ranks_(ranks) {
-  buf_.reserve(kBufferBytes + 4096);
-  buf_.append("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+TimelineWriter::TimelineWriter(std::ostream& out, int ranks, TimelineWriterOptions opts)
+    : out_(out), ranks_(ranks), opts_(std::move(opts)) {
+  buf_.resize(kBufferBytes + (kBufferBytes >> 3));
+  const std::string_view open = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  std::memcpy(buf_.data(), open.data(), open.size());
+  len_ = open.size();
   for (int r = 0; r < ranks_; ++r) {
     Meta(r, 0, "process_name", "rank " + std::to_string(r), -1);
     Meta(r, 0, "process_sort_index", "", r);
@@ -39,99 +62,168 @@ TimelineWriter::TimelineWriter(std::ostream& out, int ranks) : out_(out), ranks_
   Meta(ranks_, 0, "process_sort_index", "", ranks_);
   Meta(ranks_, static_cast<int>(RequestTrack::kArrivals), "thread_name", "arrivals", -1);
   Meta(ranks_, static_cast<int>(RequestTrack::kQueue), "thread_name", "queue", -1);
+  current_.events.reserve(opts_.chunk_events);
+  if (!opts_.background) return;
+  slots_.resize(opts_.queue_chunks);
+  thread_ = std::make_unique<WriterThread>(
+      WriterThreadOptions{opts_.queue_chunks, opts_.wait_limit, opts_.name, "timeline writer",
+                          "events"},
+      [this](size_t slot) { Format(slots_[slot]); }, [this] { WriteEnd(); });
 }
+
+// The thread (its destructor) ends before the chunks and the buffer it uses are destroyed.
+TimelineWriter::~TimelineWriter() { thread_.reset(); }
 
 void TimelineWriter::Meta(int pid, int tid, const char* kind, std::string_view name,
                           int sort_index) {
-  if (!first_) buf_.append(",\n");
-  first_ = false;
-  ja::MetaEvent(buf_, pid, tid, kind, name, sort_index);
+  std::string s = meta_first_ ? "" : ",\n";
+  meta_first_ = false;
+  ja::MetaEvent(s, pid, tid, kind, name, sort_index);
+  Reserve(s.size());
+  std::memcpy(buf_.data() + len_, s.data(), s.size());
+  len_ += s.size();
 }
 
-void TimelineWriter::Begin(int pid, int tid, std::string_view ph, std::string_view name,
-                           double t_s) {
-  if (!first_) buf_.append(",\n");
-  first_ = false;
-  buf_.append("{\"name\":");
-  ja::Str(buf_, name);
-  buf_.append(",\"ph\":");
-  ja::Str(buf_, ph);
-  buf_.append(",\"pid\":");
-  ja::Int(buf_, pid);
-  buf_.append(",\"tid\":");
-  ja::Int(buf_, tid);
-  buf_.append(",\"ts\":");
-  ja::Double(buf_, t_s * 1e6);
+void TimelineWriter::Record(char ph, int pid, int tid, std::string_view name, double t_s,
+                            double dur_s, int64_t request, std::initializer_list<Arg> args) {
+  Chunk& c = current_;
+  Event& e = c.events.emplace_back();
+  e.t_s = t_s;
+  e.dur_s = dur_s;
+  e.request = request;
+  e.pid = pid;
+  e.tid = tid;
+  e.ph = ph;
+  e.name_begin = static_cast<uint32_t>(c.names.size());
+  e.name_size = static_cast<uint32_t>(name.size());
+  c.names.append(name);
+  e.args_begin = static_cast<uint32_t>(c.args.size());
+  e.args_size = static_cast<uint32_t>(args.size());
+  c.args.insert(c.args.end(), args.begin(), args.end());
+  if (c.events.size() >= opts_.chunk_events) Hand();
 }
 
-void TimelineWriter::Args(int64_t request, std::initializer_list<Arg> args) {
-  buf_.append(",\"args\":{");
+void TimelineWriter::Hand() {
+  if (!thread_) {
+    Format(current_);
+    current_.clear();
+    return;
+  }
+  const size_t slot = thread_->Acquire();
+  std::swap(slots_[slot], current_);  // takes back a written chunk: its lists keep their capacity
+  thread_->Publish();
+  current_.clear();
+}
+
+void TimelineWriter::Reserve(size_t bytes) {
+  if (buf_.size() - len_ >= bytes) return;
+  Drain();
+  if (buf_.size() < bytes) buf_.resize(bytes);
+}
+
+void TimelineWriter::Drain() {
+  out_.write(buf_.data(), static_cast<std::streamsize>(len_));
+  len_ = 0;
+  if (!out_) throw InputError(opts_.name, 0, "", "write failed (disk full?)");
+}
+
+void TimelineWriter::Format(const Chunk& c) {
+  for (const Event& e : c.events) {
+    FormatEvent(c, e);
+    if (len_ >= kBufferBytes) Drain();
+  }
+}
+
+void TimelineWriter::FormatEvent(const Chunk& c, const Event& e) {
+  const std::string_view name(c.names.data() + e.name_begin, e.name_size);
+  std::string escaped;  // a name with bytes JSON escapes (none of the writer's own names)
+  if (ja::NeedsEscape(name)) ja::Str(escaped, name);
+  const Arg* args = c.args.data() + e.args_begin;
+  size_t bytes = kEventBytes + (escaped.empty() ? name.size() : escaped.size());
+  for (uint32_t i = 0; i < e.args_size; ++i) bytes += kArgBytes + std::strlen(args[i].key);
+  Reserve(bytes);
+  char* p = buf_.data() + len_;
+  p = Lit(p, ",\n{\"name\":");
+  if (escaped.empty()) {
+    *p++ = '"';
+    p = Put(p, name);
+    *p++ = '"';
+  } else {
+    p = Put(p, escaped);
+  }
+  p = Lit(p, ",\"ph\":\"");
+  *p++ = e.ph;
+  p = Lit(p, "\",\"pid\":");
+  p = ja::IntTo(p, e.pid);
+  p = Lit(p, ",\"tid\":");
+  p = ja::IntTo(p, e.tid);
+  p = Lit(p, ",\"ts\":");
+  p = ja::DoubleTo(p, e.t_s * 1e6);
+  if (e.ph == 'X') {
+    p = Lit(p, ",\"dur\":");
+    p = ja::DoubleTo(p, e.dur_s * 1e6);
+  } else if (e.ph == 'i') {
+    p = Lit(p, ",\"s\":\"t\"");
+  }
+  p = Lit(p, ",\"args\":{");
   bool first = true;
-  if (request >= 0) {
-    buf_.append("\"request\":");
-    ja::Int(buf_, request);
+  if (e.request >= 0) {
+    p = Lit(p, "\"request\":");
+    p = ja::IntTo(p, e.request);
     first = false;
   }
-  for (const Arg& a : args) {
-    if (!first) buf_.push_back(',');
+  for (uint32_t i = 0; i < e.args_size; ++i) {
+    const Arg& a = args[i];
+    if (!first) *p++ = ',';
     first = false;
-    ja::Key(buf_, a.key);
-    if (a.integer)
-      ja::Int(buf_, static_cast<int64_t>(a.value));
-    else
-      ja::Double(buf_, a.value);
+    *p++ = '"';
+    p = Put(p, a.key);
+    p = Lit(p, "\":");
+    p = a.integer ? ja::IntTo(p, static_cast<int64_t>(a.value)) : ja::DoubleTo(p, a.value);
   }
-  buf_.push_back('}');
+  p = Lit(p, "}}");
+  len_ = static_cast<size_t>(p - buf_.data());
 }
 
-void TimelineWriter::End() {
-  buf_.push_back('}');
-  if (buf_.size() >= kBufferBytes) {
-    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
-    buf_.clear();
-  }
+void TimelineWriter::WriteEnd() {
+  Reserve(8);
+  char* p = Lit(buf_.data() + len_, "\n]}\n");
+  len_ = static_cast<size_t>(p - buf_.data());
+  Drain();
+  out_.flush();
+  if (!out_) throw InputError(opts_.name, 0, "", "write failed (disk full?)");
 }
 
 void TimelineWriter::Span(int rank, Track track, std::string_view name, double t0_s, double dur_s,
                           int64_t request, std::initializer_list<Arg> args) {
   if (!(dur_s > 0)) return;
-  Begin(rank, static_cast<int>(track), "X", name, t0_s);
-  buf_.append(",\"dur\":");
-  ja::Double(buf_, dur_s * 1e6);
-  Args(request, args);
-  End();
+  Record('X', rank, static_cast<int>(track), name, t0_s, dur_s, request, args);
 }
 
 void TimelineWriter::RequestSpan(RequestTrack track, std::string_view name, double t0_s,
                                  double dur_s, int64_t request, std::initializer_list<Arg> args) {
   if (!(dur_s > 0)) return;
-  Begin(ranks_, static_cast<int>(track), "X", name, t0_s);
-  buf_.append(",\"dur\":");
-  ja::Double(buf_, dur_s * 1e6);
-  Args(request, args);
-  End();
+  Record('X', ranks_, static_cast<int>(track), name, t0_s, dur_s, request, args);
 }
 
 void TimelineWriter::RequestInstant(RequestTrack track, std::string_view name, double t_s,
                                     int64_t request, std::initializer_list<Arg> args) {
-  Begin(ranks_, static_cast<int>(track), "i", name, t_s);
-  buf_.append(",\"s\":\"t\"");
-  Args(request, args);
-  End();
+  Record('i', ranks_, static_cast<int>(track), name, t_s, 0, request, args);
 }
 
 void TimelineWriter::Counter(int rank, std::string_view name, double t_s,
                              std::initializer_list<Arg> args) {
-  Begin(rank, 0, "C", name, t_s);
-  Args(-1, args);
-  End();
+  Record('C', rank, 0, name, t_s, 0, -1, args);
 }
 
 void TimelineWriter::Finish() {
-  buf_.append("\n]}\n");
-  out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
-  buf_.clear();
-  out_.flush();
+  if (!thread_) {
+    Format(current_);
+    current_.clear();
+    return WriteEnd();
+  }
+  if (!current_.events.empty()) Hand();
+  thread_->Finish();
 }
 
 }  // namespace kvlanes

@@ -403,7 +403,11 @@ nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& pol
   if (!cfg.hardware.profile.empty()) {
     cost = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg,
                                        cfg.hardware.profile);
-    if (sinks.timeline) timeline = std::make_unique<TimelineWriter>(*sinks.timeline, cost->ranks());
+    if (sinks.timeline) {
+      TimelineWriterOptions to;
+      to.name = sinks.timeline_name;
+      timeline = std::make_unique<TimelineWriter>(*sinks.timeline, cost->ranks(), to);
+    }
     predictor = std::make_unique<Predictor>(*cost, timeline.get(), sinks.timeline_layers);
   }
   const bool record = sinks.plan || predictor || sinks.on_request;

@@ -23,10 +23,11 @@ struct ServingResult;
 
 // Optional outputs of a replay.
 struct ReplaySinks {
-  std::ostream* plan = nullptr;      // the plan stream (docs/plan.md), trailer included
-  std::string plan_name = "plan";    // its name in errors (the file's path)
-  std::ostream* timeline = nullptr;  // predicted Chrome trace events (needs a profile)
-  bool timeline_layers = false;      // the timeline also has every op of each request schedule
+  std::ostream* plan = nullptr;            // the plan stream (docs/plan.md), trailer included
+  std::string plan_name = "plan";          // its name in errors (the file's path)
+  std::ostream* timeline = nullptr;        // predicted Chrome trace events (needs a profile)
+  std::string timeline_name = "timeline";  // its name in errors (the file's path)
+  bool timeline_layers = false;  // the timeline also has every op of each request schedule
   // Called after each request with its plan and, with a profile, its predicted cost.
   std::function<void(const RequestPlan&, const RequestCost*)> on_request;
   // In serving mode, the plan of each request at its admission (plan.replica set), with no

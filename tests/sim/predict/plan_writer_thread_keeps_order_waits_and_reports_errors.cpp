@@ -19,6 +19,7 @@
 #include "policies/registry.h"
 #include "sim/predict/plan.h"
 #include "sim/report/report.h"
+#include "tests/sim/predict/stream_bufs.h"
 #include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
@@ -73,64 +74,6 @@ RequestPlan BigPlan(int64_t request, int64_t pages) {
   for (int64_t i = 0; i < pages; ++i)
     p.new_pages.push_back(NewPage{i, 0, static_cast<uint32_t>(2 * i), 0});
   return p;
-}
-
-// A stream buffer whose writes wait until open() (a stalled disk or pipe), then go to `text`.
-class GateBuf : public std::streambuf {
- public:
-  void open() {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  bool entered() const { return entered_.load(); }
-  std::string text;
-
- protected:
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    entered_ = true;
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait(lk, [&] { return open_; });
-    text.append(s, static_cast<size_t>(n));
-    return n;
-  }
-  int_type overflow(int_type c) override {
-    if (c == traits_type::eof()) return traits_type::not_eof(c);
-    const char ch = traits_type::to_char_type(c);
-    return xsputn(&ch, 1) == 1 ? c : traits_type::eof();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-  std::atomic<bool> entered_{false};
-};
-
-// A stream buffer that takes `room` bytes and fails every write after them (a full disk).
-class FullBuf : public std::streambuf {
- public:
-  explicit FullBuf(size_t room) : room_(room) {}
-
- protected:
-  std::streamsize xsputn(const char*, std::streamsize n) override {
-    if (static_cast<size_t>(n) > room_) return 0;
-    room_ -= static_cast<size_t>(n);
-    return n;
-  }
-  int_type overflow(int_type c) override {
-    return room_ > 0 && c != traits_type::eof() ? (--room_, c) : traits_type::eof();
-  }
-
- private:
-  size_t room_;
-};
-
-void WaitUntil(const std::function<bool()>& cond) {
-  for (int i = 0; i < 6000 && !cond(); ++i) std::this_thread::sleep_for(10ms);
-  REQUIRE(cond());
 }
 
 TEST_CASE("the writer thread writes the foreground writer's bytes, in order, for any queue size") {
@@ -257,28 +200,18 @@ TEST_CASE("an output that takes nothing fails Add past the wait limit, naming th
 TEST_CASE("a failed write reaches Add or Finish with the output's name") {
   const ReplayConfig cfg = RichConfig();
   const std::vector<RequestPlan> plans = RecordedPlans(cfg);
-  for (size_t room : {size_t{0}, size_t{100}, size_t{1} << 20}) {
-    CAPTURE(room);
-    for (bool background : {false, true}) {
-      CAPTURE(background);
-      FullBuf full(room);
-      std::ostream out(&full);
-      std::string message;
-      PlanWriterOptions opts;
-      opts.background = background;
-      opts.queue_plans = 4;
-      opts.name = "full/plan.jsonl";
-      try {
+  CheckWriteFailures(
+      [&](std::ostream& out, bool background) {
+        PlanWriterOptions opts;
+        opts.background = background;
+        opts.queue_plans = 4;
+        opts.name = "full/plan.jsonl";
         PlanWriter w(out, cfg, opts);
         for (int k = 0; k < 20; ++k)
           for (const RequestPlan& p : plans) w.Add(p);
         w.Finish();
-      } catch (const InputError& e) {
-        message = e.what();
-      }
-      CHECK(message == "full/plan.jsonl: write failed (disk full?)");
-    }
-  }
+      },
+      "full/plan.jsonl: write failed (disk full?)");
 }
 
 TEST_CASE("a writer dropped without Finish ends its thread and writes no trailer") {
