@@ -105,7 +105,9 @@ int CmdExec(int argc, const char* const* argv) {
         {"kvlanes exec --plan plan.jsonl --out measured.json --timeline measured_timeline.json",
          "kvlanes exec --plan small_plan.jsonl --backend host --max-requests 200 --out "
          "host_measured.json",
-         "kvlanes exec --plan serving_plan.jsonl --replica 1 --out measured_r1.json"});
+         "kvlanes exec --plan serving_plan.jsonl --replica 1 --out measured_r1.json",
+         "kvlanes exec --plan plan.jsonl --tier-copy batch --rounds 5 --out measured.json   # "
+         "each op's median of 5 timed rounds, for kvlanes check"});
     return 0;
   }
   try {
