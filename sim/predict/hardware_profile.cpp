@@ -266,9 +266,17 @@ void HardwareProfile::UseSyntheticForward(double k) {
   gather_after_forward = gather_after_forward_synthetic;
   if (backup_per_layer_synthetic.gbps > 0) backup_per_layer = backup_per_layer_synthetic;
   if (backup_tail_synthetic.gbps > 0) backup_tail = backup_tail_synthetic;
+  // A pool's own terms were timed after the proxy: without its spin-timed ones, the main
+  // spin-timed terms (where given) price its copies instead.
   for (auto& [pool, c] : backup_pools) {
-    if (c.per_layer_synthetic.gbps > 0) c.per_layer = c.per_layer_synthetic;
-    if (c.tail_synthetic.gbps > 0) c.tail = c.tail_synthetic;
+    if (c.per_layer_synthetic.gbps > 0)
+      c.per_layer = c.per_layer_synthetic;
+    else if (backup_per_layer_synthetic.gbps > 0)
+      c.per_layer = {};
+    if (c.tail_synthetic.gbps > 0)
+      c.tail = c.tail_synthetic;
+    else if (backup_tail_synthetic.gbps > 0)
+      c.tail = {};
   }
   if (!has_overlap_synthetic) return;
   std::erase_if(overlap, [](const OverlapShare& o) {

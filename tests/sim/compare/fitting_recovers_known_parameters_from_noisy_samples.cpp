@@ -639,6 +639,19 @@ TEST_CASE(
         doctest::Approx(all.latency_s + 10 * L * all.entry_s + ix_b / (all.gbps * 1e9)));
   // The per-layer schedule has no pool terms here: the main ones (from the base: none fitted).
   CHECK(back.BackupTerms(false, "kv").gbps == back.backup_per_layer.gbps);
+  // A run of the spin: pool terms timed after the proxy give way to the main spin-timed terms
+  // where the profile has them, and are kept where it has none.
+  HardwareProfile spin = back;
+  spin.backup_tail_synthetic = {7e-6, 49, 0.2e-6};
+  spin.UseSyntheticForward(0.01);
+  CHECK(spin.BackupTerms(true, "kv").latency_s == 7e-6);
+  CHECK(spin.BackupTerms(true, "indexer").gbps == 49);
+  HardwareProfile spin_pools = back;
+  spin_pools.backup_pools.at("kv").tail_synthetic = {6e-6, 50, 0.25e-6};
+  spin_pools.UseSyntheticForward(0.01);
+  CHECK(spin_pools.BackupTerms(true, "kv").latency_s == 6e-6);
+  CHECK(spin_pools.BackupTerms(true, "indexer").gbps ==
+        back.backup_pools.at("indexer").tail.gbps);  // no spin terms at all: the proxy's kept
 
   // Off (the default): no pool terms, not even a base's.
   CalibrateOptions off = opt;
