@@ -301,23 +301,9 @@ namespace {
 std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YAML::Node& root,
                                                        const std::string& key, bool forward_only);
 
-HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
-  Reader r{path};
-  if (root.IsNull()) throw InputError(path, 0, "", "the hardware profile is empty (no keys)");
-  r.OnlyKeys(root, "",
-             {"name", "source", "measured", "host_device", "device", "collectives", "compute",
-              "overlap", "overlap_synthetic"});
-  HardwareProfile p;
-  if (!root["name"]) r.Fail(root, "name", "missing");
-  p.name = root["name"].Scalar();
-  p.source = root["source"] ? root["source"].Scalar() : "";
-  p.measured = root["measured"] && root["measured"].as<bool>();
-  const YAML::Node hd = root["host_device"];
-  if (!hd) r.Fail(root, "host_device", "missing");
-  r.OnlyKeys(
-      hd, "host_device.",
-      {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit", "backup_per_layer",
-       "backup_tail", "backup_per_layer_synthetic", "backup_tail_synthetic", "backup_pools"});
+// host_device's backup terms: backup_per_layer, backup_tail, their _synthetic twins and
+// backup_pools (the same per pool).
+void ReadBackupTerms(const Reader& r, const YAML::Node& hd, HardwareProfile& p) {
   using CopyCost = HardwareProfile::CopyCost;
   const auto copy_cost = [&](const YAML::Node& b, const std::string& pre, CopyCost& c) {
     r.OnlyKeys(b, pre, {"latency_s", "gbps", "entry_s"});
@@ -350,6 +336,26 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
         if (const YAML::Node b = kv.second[key]) copy_cost(b, pre + key + ".", c.*field);
     }
   }
+}
+
+HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
+  Reader r{path};
+  if (root.IsNull()) throw InputError(path, 0, "", "the hardware profile is empty (no keys)");
+  r.OnlyKeys(root, "",
+             {"name", "source", "measured", "host_device", "device", "collectives", "compute",
+              "overlap", "overlap_synthetic"});
+  HardwareProfile p;
+  if (!root["name"]) r.Fail(root, "name", "missing");
+  p.name = root["name"].Scalar();
+  p.source = root["source"] ? root["source"].Scalar() : "";
+  p.measured = root["measured"] && root["measured"].as<bool>();
+  const YAML::Node hd = root["host_device"];
+  if (!hd) r.Fail(root, "host_device", "missing");
+  r.OnlyKeys(
+      hd, "host_device.",
+      {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit", "backup_per_layer",
+       "backup_tail", "backup_per_layer_synthetic", "backup_tail_synthetic", "backup_pools"});
+  ReadBackupTerms(r, hd, p);
   if (hd["copy_unit"]) {
     const std::string u = hd["copy_unit"].as<std::string>();
     if (u != "call" && u != "chunk")
