@@ -62,6 +62,28 @@ void ParseBackupFit(const std::string& list, CalibrateOptions& opt) {
   }
 }
 
+// --backup-entry-bands: bounds in bytes per entry, ascending, comma-separated (none: one line).
+std::vector<double> ParseEntryBands(const std::string& list) {
+  std::vector<double> v;
+  if (list == "none") return v;
+  std::stringstream ss(list);
+  std::string item, previous;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const double b = std::strtod(item.c_str(), &end);
+    if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(b) || !(b > 0))
+      throw InputError("", 0, "--backup-entry-bands",
+                       "expected bytes per entry > 0, comma-separated, got '" + item + "'");
+    if (!v.empty() && !(b > v.back()))
+      throw InputError("", 0, "--backup-entry-bands",
+                       "the bounds must ascend, got " + item + " after " + previous);
+    v.push_back(b);
+    previous = item;
+  }
+  if (v.empty()) throw InputError("", 0, "--backup-entry-bands", "expected at least one bound");
+  return v;
+}
+
 // The selections and band options, checked.
 CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
   CalibrateOptions opt;
@@ -78,6 +100,8 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
   if (per_pool != "on" && per_pool != "off")
     throw InputError("", 0, "--backup-per-pool", "expected on or off, got '" + per_pool + "'");
   opt.backup_per_pool = per_pool == "on";
+  if (vm.count("backup-entry-bands"))
+    opt.backup_entry_bands = ParseEntryBands(vm["backup-entry-bands"].as<std::string>());
   if (vm.count("run-pages")) {
     opt.run_pages = vm["run-pages"].as<int64_t>();
     if (opt.run_pages < 1) throw InputError("", 0, "--run-pages", "must be >= 1");
@@ -130,6 +154,10 @@ int CmdCalibrate(int argc, const char* const* argv) {
       ("backup-per-pool", po::value<std::string>()->default_value("off"),
        "on: also fit each schedule's backup terms on each pool's samples alone "
        "(host_device.backup_pools; pools of different chunk sizes differ in latency and cost per entry)")
+      ("backup-entry-bands", po::value<std::string>(),
+       "bounds in bytes per copy entry, ascending, e.g. 16384,131072,1048576: the backup terms get an "
+       "entry cost and a bandwidth per band of entry size (a few large entries and many small ones "
+       "differ; docs/calibration.md \"Backups\"); default none: one line")
       ("run-pages", po::value<int64_t>(), "host copies: fit the samples whose slots form runs of this many pages "
                                           "(bench sweep --slot-runs)")
       ("model-preset", po::value<std::string>(),

@@ -305,6 +305,88 @@ Eigen::MatrixXd BackupDesign(const std::vector<const Sample*>& s, bool with_entr
   return a;
 }
 
+// A sample's copy entries: runs of run_pages pages, per layer.
+double BackupEntries(const Sample& x) {
+  return static_cast<double>((x.pages + x.run_pages - 1) / x.run_pages * x.layers);
+}
+
+// The backup terms with bands of entry size (CalibrateOptions::backup_entry_bands): each sample's
+// bytes per entry pick its band; time = copies * latency + entries * entry_s[band] + bytes /
+// gbps[band]. Bands without samples are left out (their entries fall to the next band up; the
+// highest band with samples takes every larger entry). A band whose samples all move entries of
+// one size cannot separate its entry cost from its bandwidth: it gets the bandwidth alone. An
+// entry cost the fit makes negative is dropped and the fit repeated.
+void FitBackupEntryBands(Calibration& c, const std::vector<const Sample*>& s,
+                         const std::string& group, HardwareProfile::CopyCost& cost) {
+  const std::vector<double>& bounds = c.opt.backup_entry_bands;
+  const auto band_of = [&](const Sample& x) {
+    const double per_entry = x.bytes / BackupEntries(x);
+    size_t k = 0;
+    while (k < bounds.size() && per_entry > bounds[k]) ++k;
+    return k;
+  };
+  std::map<size_t, std::vector<double>> sizes;  // band -> entry sizes of its samples
+  for (const Sample* x : s) sizes[band_of(*x)].push_back(x->bytes / BackupEntries(*x));
+  std::vector<size_t> used;  // the bands with samples, ascending
+  std::vector<bool> with_entry;
+  for (auto& [k, v] : sizes) {
+    used.push_back(k);
+    std::sort(v.begin(), v.end());
+    with_entry.push_back(v.back() > v.front() * 1.01);
+  }
+  const auto column_of = [&](size_t k) {
+    return static_cast<size_t>(std::find(used.begin(), used.end(), k) - used.begin());
+  };
+  const Eigen::VectorXd t = MedianTimes(s);
+  while (true) {
+    // Columns: copies; per used band its bytes, then its entries where fitted.
+    std::vector<Eigen::Index> bytes_col(used.size()), entry_col(used.size(), -1);
+    Eigen::Index cols = 1;
+    for (size_t j = 0; j < used.size(); ++j) {
+      bytes_col[j] = cols++;
+      if (with_entry[j]) entry_col[j] = cols++;
+    }
+    Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s.size()), cols);
+    for (size_t i = 0; i < s.size(); ++i) {
+      const auto r = static_cast<Eigen::Index>(i);
+      const size_t j = column_of(band_of(*s[i]));
+      a(r, 0) = static_cast<double>(s[i]->copies);
+      a(r, bytes_col[j]) = s[i]->bytes;
+      if (entry_col[j] >= 0) a(r, entry_col[j]) = BackupEntries(*s[i]);
+    }
+    RequireRank(a, t, c.m.file, group,
+                "vary the pages backed up and their runs within every band of entry size (or give "
+                "fewer --backup-entry-bands)");
+    const LinearFit f = FitRelative(a, t);
+    size_t worst = used.size();
+    for (size_t j = 0; j < used.size(); ++j)
+      if (entry_col[j] >= 0 && f.x[entry_col[j]] < 0 &&
+          (worst == used.size() || f.x[entry_col[j]] < f.x[entry_col[worst]]))
+        worst = j;
+    if (worst < used.size()) {
+      with_entry[worst] = false;
+      continue;
+    }
+    FitReport r = Report(group, s, f.rel_err);
+    cost.latency_s = f.x[0];
+    r.params.push_back({group + ".latency_s", cost.latency_s});
+    for (size_t j = 0; j < used.size(); ++j) {
+      HardwareProfile::EntryBand b;
+      b.max_entry_bytes = j + 1 < used.size() ? bounds[used[j]] : 0;
+      b.entry_s = entry_col[j] >= 0 ? f.x[entry_col[j]] : 0;
+      const std::string at = group + ".band[" + std::to_string(j) + "]";
+      b.gbps = Gbps(f.x[bytes_col[j]], c.m.file, at);
+      r.params.push_back({at + ".entry_s", b.entry_s});
+      r.params.push_back({at + ".gbps", b.gbps});
+      cost.entry_bands.push_back(b);
+    }
+    cost.entry_s = cost.entry_bands.back().entry_s;
+    cost.gbps = cost.entry_bands.back().gbps;
+    c.out.fits.push_back(std::move(r));
+    return;
+  }
+}
+
 // One schedule (per-layer or tail): time = copies * latency + entries * entry_s + bytes / (gbps
 // * 1e9). The entry term is fitted when every sample gives its pages and the entries separate
 // from the bytes.
@@ -346,6 +428,11 @@ void FitBackupSchedule(Calibration& c, const std::vector<const Sample*>& all, bo
   CopyCost& cost = pool.empty() ? c.profile().*field : c.profile().backup_pools[pool].*pool_field;
   bool entries = true;
   for (const Sample* x : s) entries = entries && x->pages > 0;
+  cost.entry_bands.clear();
+  if (entries && !c.opt.backup_entry_bands.empty()) {
+    FitBackupEntryBands(c, s, group, cost);
+    return;
+  }
   const Eigen::VectorXd t = MedianTimes(s);
   Eigen::MatrixXd a = BackupDesign(s, entries);
   if (entries && WeightedRank(a, t) < 3) {

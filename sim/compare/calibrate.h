@@ -29,6 +29,9 @@ struct CalibrateOptions {
   // Also fit each schedule's terms on each pool's samples alone (host_device.backup_pools), when
   // the samples name their pool (`--backup-per-pool on`).
   bool backup_per_pool = false;
+  // Bounds in bytes per entry, ascending (`--backup-entry-bands`): the backup terms get a cost per
+  // entry and a bandwidth per band of entry size (HardwareProfile::EntryBand); empty: one line.
+  std::vector<double> backup_entry_bands;
   // Forward samples: keep those of this model preset ("" = the only one present).
   std::string model_preset;
   // Forward samples: also write the measured points as compute.table (the linear terms corrected

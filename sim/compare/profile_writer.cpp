@@ -82,10 +82,16 @@ std::string CollectivesYaml(const CalibrationResult& r) {
   return y + "\n";
 }
 
-// A backup term's flow map: {latency_s, gbps[, entry_s]}.
+// A backup term's flow map: {latency_s, gbps[, entry_s][, entry_bands: [...]]}.
 std::string CopyCostYaml(const HardwareProfile::CopyCost& c) {
+  std::string bands;
+  for (const HardwareProfile::EntryBand& b : c.entry_bands)
+    bands += std::string(bands.empty() ? "" : ", ") + "{" +
+             (b.max_entry_bytes > 0 ? "max_entry_bytes: " + Num(b.max_entry_bytes) + ", " : "") +
+             "entry_s: " + Num(b.entry_s) + ", gbps: " + Num(b.gbps) + "}";
   return "{latency_s: " + Num(c.latency_s) + ", gbps: " + Num(c.gbps) +
-         (c.entry_s > 0 ? ", entry_s: " + Num(c.entry_s) : std::string()) + "}";
+         (c.entry_s > 0 ? ", entry_s: " + Num(c.entry_s) : std::string()) +
+         (bands.empty() ? std::string() : ", entry_bands: [" + bands + "]") + "}";
 }
 
 }  // namespace

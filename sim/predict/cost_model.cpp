@@ -147,7 +147,7 @@ double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, dou
       s == BackupSchedule::kTail, pool >= 0 && pool < static_cast<int>(pool_names_.size())
                                       ? pool_names_[static_cast<size_t>(pool)]
                                       : std::string());
-  if (b.gbps > 0) return b.latency_s + runs * layers * b.entry_s + bytes / (b.gbps * 1e9);
+  if (b.gbps > 0) return b.Seconds(1, runs * layers, bytes);
   return CopyLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
 }
 
@@ -155,7 +155,9 @@ double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers,
                                 double runs) const {
   const HardwareProfile::CopyCost& b =
       s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
-  if (!hw_.backup_pools.empty() && b.gbps > 0) {
+  // Per pool where the pools have their own terms or the bytes per entry pick a band (the pools'
+  // chunks differ in size).
+  if ((!hw_.backup_pools.empty() || !b.entry_bands.empty()) && b.gbps > 0) {
     double t = 0;
     for (size_t k = 0; k < pool_names_.size(); ++k)
       t += BackupCopyS(s, static_cast<double>(pages), static_cast<double>(layers),

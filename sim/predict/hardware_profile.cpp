@@ -237,6 +237,22 @@ double HardwareProfile::KernelCopyS(double payload_bytes) const {
   return b.latency_s + 2 * payload_bytes / (b.gbps * 1e9);
 }
 
+double HardwareProfile::CopyCost::Seconds(double copies, double entries, double bytes) const {
+  double e = entry_s, bw = gbps;
+  if (!entry_bands.empty() && entries > 0) {
+    const double per_entry = bytes / entries;
+    const EntryBand* b = &entry_bands.back();
+    for (const EntryBand& x : entry_bands)
+      if (x.max_entry_bytes > 0 && per_entry <= x.max_entry_bytes) {
+        b = &x;
+        break;
+      }
+    e = b->entry_s;
+    bw = b->gbps;
+  }
+  return copies * latency_s + entries * e + bytes / (bw * 1e9);
+}
+
 double HardwareProfile::GatherAfterForwardRatio(double pages) const {
   const std::vector<PagesRatio>& t = gather_after_forward;
   if (t.empty()) return 1;
@@ -301,15 +317,46 @@ namespace {
 std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YAML::Node& root,
                                                        const std::string& key, bool forward_only);
 
+// A backup term's entry_bands: a non-empty list of {max_entry_bytes, entry_s, gbps}, the bounds
+// ascending, the last without one.
+std::vector<HardwareProfile::EntryBand> ReadEntryBands(const Reader& r, const YAML::Node& list,
+                                                       const std::string& pre) {
+  const std::string key = pre + "entry_bands";
+  if (!list.IsSequence() || list.size() == 0)
+    r.Fail(list, key, "expected a non-empty list of {max_entry_bytes, entry_s, gbps}");
+  std::vector<HardwareProfile::EntryBand> v;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node e = list[i];
+    const std::string at = key + "[" + std::to_string(i) + "].";
+    const bool last = i + 1 == list.size();
+    r.OnlyKeys(e, at, {"max_entry_bytes", "entry_s", "gbps"});
+    HardwareProfile::EntryBand b;
+    if (last && e["max_entry_bytes"])
+      r.Fail(e["max_entry_bytes"], at + "max_entry_bytes",
+             "the last band has no bound (it takes every larger entry)");
+    if (!last) {
+      b.max_entry_bytes = r.Num(e, "max_entry_bytes", at, true);
+      if (!v.empty() && !(b.max_entry_bytes > v.back().max_entry_bytes))
+        r.Fail(e["max_entry_bytes"], at + "max_entry_bytes",
+               "must be above the previous band's bound");
+    }
+    b.entry_s = r.Num(e, "entry_s", at, false);
+    b.gbps = r.Num(e, "gbps", at, true);
+    v.push_back(b);
+  }
+  return v;
+}
+
 // host_device's backup terms: backup_per_layer, backup_tail, their _synthetic twins and
 // backup_pools (the same per pool).
 void ReadBackupTerms(const Reader& r, const YAML::Node& hd, HardwareProfile& p) {
   using CopyCost = HardwareProfile::CopyCost;
   const auto copy_cost = [&](const YAML::Node& b, const std::string& pre, CopyCost& c) {
-    r.OnlyKeys(b, pre, {"latency_s", "gbps", "entry_s"});
+    r.OnlyKeys(b, pre, {"latency_s", "gbps", "entry_s", "entry_bands"});
     c.latency_s = r.Num(b, "latency_s", pre, false);
     c.gbps = r.Num(b, "gbps", pre, true);
     if (b["entry_s"]) c.entry_s = r.Num(b, "entry_s", pre, false);
+    if (const YAML::Node bands = b["entry_bands"]) c.entry_bands = ReadEntryBands(r, bands, pre);
   };
   for (const auto& [key, field] :
        {std::pair{"backup_per_layer", &HardwareProfile::backup_per_layer},

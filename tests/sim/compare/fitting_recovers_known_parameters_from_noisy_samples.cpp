@@ -671,6 +671,106 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "--backup-entry-bands fits an entry cost and a bandwidth per band of entry size, which price "
+    "each pool's copies by its bytes per entry") {
+  // Truth (tail copies after the proxy, 4 layers, both pools fitted together): 3.5 us per copy,
+  // then by bytes per entry: up to 16 KiB 24 GB/s (no entry cost of its own: one entry size, the
+  // indexer's one-page chunk), up to 128 KiB 0.05 us + 39 GB/s, above it 0.5 us + 55 GB/s. One
+  // line cannot hold a few large entries and many small ones at once.
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
+  Noise noise(29, 0.005);
+  const int64_t L = 4;
+  const double bounds[] = {16384, 131072};
+  const double entry_s[] = {0, 0.05e-6, 0.5e-6}, gbps[] = {24, 39, 55};
+  const auto truth = [&](double entries, double bytes) {
+    size_t k = 0;
+    while (k < 2 && bytes / entries > bounds[k]) ++k;
+    return 3.5e-6 + entries * entry_s[k] + bytes / (gbps[k] * 1e9);
+  };
+  for (const auto& [pool, chunk] : {std::pair{"kv", 41984.0}, std::pair{"indexer", 8448.0}})
+    for (const int64_t run : {1, 4, 64})
+      for (const int64_t pages : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
+        const double bytes = static_cast<double>(pages * L) * chunk;
+        const double entries = static_cast<double>((pages + run - 1) / run * L);
+        doc["samples"].push_back({{"kind", "backup"},
+                                  {"schedule", "tail"},
+                                  {"bytes", bytes},
+                                  {"copies", 1},
+                                  {"pages", pages},
+                                  {"layers", L},
+                                  {"pool", pool},
+                                  {"run_pages", run},
+                                  {"gather_pages", 0},
+                                  {"forward", "model"},
+                                  {"forward_tokens", 64},
+                                  {"repeats", 5},
+                                  {"median_s", truth(entries, bytes) * noise()}});
+      }
+  const HardwareProfile base = TruthProfile();
+  CalibrateOptions opt;
+  opt.fit_backup_per_layer = false;
+  opt.backup_entry_bands = {16384, 131072};
+  const Measurements m = ParseMeasurements(doc.dump(1), "bands.json");
+  const CalibrationResult r = Calibrate(m, &base, opt);
+  const HardwareProfile::CopyCost& c = r.profile.backup_tail;
+  CHECK(Near(c.latency_s, 3.5e-6, 0.05));
+  REQUIRE(c.entry_bands.size() == 3);
+  for (size_t k = 0; k < 3; ++k) {
+    CAPTURE(k);
+    CHECK(c.entry_bands[k].max_entry_bytes == (k < 2 ? bounds[k] : 0));
+    CHECK(Near(c.entry_bands[k].gbps, gbps[k], 0.03));
+    if (k > 0) CHECK(Near(c.entry_bands[k].entry_s, entry_s[k], 0.3));
+  }
+  CHECK(c.entry_bands[0].entry_s == 0);  // one entry size: the bandwidth alone
+  CHECK(c.gbps == c.entry_bands.back().gbps);
+  const auto fit_of = [](const CalibrationResult& x) {
+    for (const FitReport& f : x.fits)
+      if (f.group == "backup_tail") return f;
+    return FitReport{};
+  };
+  CHECK(fit_of(r).median_rel_err < 0.01);
+  // Without bands the same samples fit worse.
+  CalibrateOptions line = opt;
+  line.backup_entry_bands.clear();
+  const CalibrationResult one = Calibrate(m, &base, line);
+  CHECK(one.profile.backup_tail.entry_bands.empty());
+  CHECK(fit_of(one).median_rel_err > 2 * fit_of(r).median_rel_err);
+
+  // Round trip; the cost model prices each pool's copy in the band of its own bytes per entry,
+  // and both pools' copies as the sum of the two.
+  const std::string path = TempPath("bands.yaml");
+  const HardwareProfile back = RoundTrip(r, path, "bands.json");
+  REQUIRE(back.backup_tail.entry_bands.size() == 3);
+  CHECK(back.backup_tail.entry_bands[1].gbps == doctest::Approx(c.entry_bands[1].gbps));
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  cfg.model.layers = L;
+  cfg.model.pools = {PoolSpec{"kv", 656}, PoolSpec{"indexer", 132}};
+  const CostModel model(back, cfg, path);
+  const auto priced = [&](double entries, double bytes) {
+    const HardwareProfile::CopyCost& b = back.backup_tail;
+    size_t k = 0;
+    while (k < 2 && bytes / entries > bounds[k]) ++k;
+    return b.latency_s + entries * b.entry_bands[k].entry_s + bytes / (b.entry_bands[k].gbps * 1e9);
+  };
+  // 10 pages in one run: kv entries of 420 KB (the top band), indexer entries of 84 KB (the
+  // middle one); 10 runs: kv 42 KB entries (middle), indexer 8 KB (the first).
+  const double kv_b = 10 * L * 41984.0, ix_b = 10 * L * 8448.0;
+  for (const double runs : {1.0, 10.0}) {
+    CAPTURE(runs);
+    CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, L, kv_b, runs, 0) ==
+          doctest::Approx(priced(runs * L, kv_b)));
+    CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, L, ix_b, runs, 1) ==
+          doctest::Approx(priced(runs * L, ix_b)));
+    CHECK(model.BackupCopiesS(BackupSchedule::kTail, 10, L, kv_b + ix_b, runs) ==
+          doctest::Approx(priced(runs * L, kv_b) + priced(runs * L, ix_b)));
+  }
+  CHECK(priced(L, ix_b) > priced(L, kv_b) * ix_b / kv_b);  // smaller entries, lower bandwidth
+}
+
+TEST_CASE(
     "first_gather samples give the gather-after-forward ratios per page count, which price the "
     "gather's kernels") {
   // Truth: the base's one band (4 us + 2 x bytes at 3000 GB/s per kernel); after the proxy a packed
@@ -845,6 +945,39 @@ TEST_CASE("a profile's per-pool backup terms are checked like the others") {
   std::ofstream(path) << ProfileYaml(
       ",\n  backup_pools: {kv: {tail: {latency_s: 1e-5, gbps: 50}}}");
   CHECK_THROWS_WITH(LoadHardwareProfile(path), doctest::Contains("host_device.backup_pools.kv."));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a profile's entry bands are checked: bounds ascending, the last band unbounded") {
+  const std::string path = TempPath("bad_bands.yaml");
+  const auto load = [&](const std::string& bands) {
+    std::ofstream(path) << ProfileYaml(
+        ",\n  backup_tail: {latency_s: 1e-5, gbps: 50, entry_bands: " + bands + "}");
+    return LoadHardwareProfile(path);
+  };
+  const HardwareProfile ok =
+      load("[{max_entry_bytes: 16384, entry_s: 0, gbps: 24}, {entry_s: 5e-7, gbps: 55}]");
+  REQUIRE(ok.backup_tail.entry_bands.size() == 2);
+  CHECK(ok.backup_tail.entry_bands[0].max_entry_bytes == 16384);
+  CHECK(ok.backup_tail.Seconds(1, 4, 4 * 8448.0) ==
+        doctest::Approx(1e-5 + 4 * 8448.0 / 24e9));  // 8 KiB entries: the first band
+  CHECK(ok.backup_tail.Seconds(1, 4, 4 * 41984.0) ==
+        doctest::Approx(1e-5 + 4 * 5e-7 + 4 * 41984.0 / 55e9));
+  CHECK_THROWS_WITH(load("[]"), doctest::Contains("host_device.backup_tail.entry_bands: expected a "
+                                                  "non-empty list"));
+  CHECK_THROWS_WITH(
+      load("[{max_entry_bytes: 16384, entry_s: 0, gbps: 24}, {max_entry_bytes: 8192, entry_s: 0, "
+           "gbps: 30}, {entry_s: 0, gbps: 50}]"),
+      doctest::Contains("entry_bands[1].max_entry_bytes: must be above the previous band's bound"));
+  CHECK_THROWS_WITH(
+      load("[{max_entry_bytes: 16384, entry_s: 0, gbps: 24}]"),
+      doctest::Contains("entry_bands[0].max_entry_bytes: the last band has no bound"));
+  CHECK_THROWS_WITH(load("[{entry_s: 0, gbps: 24}, {entry_s: 0, gbps: 30}]"),
+                    doctest::Contains("entry_bands[0].max_entry_bytes: missing"));
+  CHECK_THROWS_WITH(load("[{entry_s: -1, gbps: 24}]"),
+                    doctest::Contains("entry_bands[0].entry_s: must be >= 0"));
+  CHECK_THROWS_WITH(load("[{entry_s: 0, gbps: 24, latency_s: 1}]"),
+                    doctest::Contains("entry_bands[0].latency_s: unknown key"));
   std::remove(path.c_str());
 }
 
