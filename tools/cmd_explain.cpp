@@ -192,6 +192,7 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
         f.gather = m;
         a["allowed"] = true;
         a["per_layer_s"] = gc.per_layer_s;
+        if (gc.first_layer_s != gc.per_layer_s) a["first_layer_s"] = gc.first_layer_s;
         a["total_s"] = gc.total_s;
         a["fabric_bytes_per_rank"] = gc.bytes_per_rank;
         a["service_s"] = cost->Evaluate(f).service_s;

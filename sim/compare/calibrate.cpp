@@ -599,27 +599,40 @@ void NoteFirstGather(Calibration& c) {
 // A gather layer after a forward layer over the fitted copy bands' time for it (two kernels, pack
 // and unpack, of the sample's bytes each: a packed gather at cp_size 1), per page count the median
 // over the forward shapes: gather_after_forward from the proxy's samples (forward "model" or not
-// given), gather_after_forward_synthetic from the spin's. Without such samples, the base's.
+// given), gather_after_forward_synthetic from the spin's, and from the spin's next layer (next_s)
+// gather_next_after_forward_synthetic. After the proxy the next layer is not fitted: its layers
+// leave the next gather as cold as the first (docs/cost_model.md "Gather after a forward layer").
+// Without such samples, the base's.
 void FitGatherAfterForward(Calibration& c) {
   using Table = std::vector<HardwareProfile::PagesRatio>;
-  for (const bool spin : {false, true}) {
-    const std::string group = spin ? "gather_after_forward_synthetic" : "gather_after_forward";
-    Table HardwareProfile::*field = spin ? &HardwareProfile::gather_after_forward_synthetic
-                                         : &HardwareProfile::gather_after_forward;
+  struct Group {
+    const char* name;
+    Table HardwareProfile::*field;
+    bool spin, next;
+  };
+  const Group groups[] = {
+      {"gather_after_forward", &HardwareProfile::gather_after_forward, false, false},
+      {"gather_after_forward_synthetic", &HardwareProfile::gather_after_forward_synthetic, true,
+       false},
+      {"gather_next_after_forward_synthetic", &HardwareProfile::gather_next_after_forward_synthetic,
+       true, true}};
+  for (const Group& gr : groups) {
+    const std::string group = gr.name;
     std::map<int64_t, std::vector<double>> by_pages;
     std::vector<const Sample*> used;
     std::vector<double> ratios;  // each used sample's own ratio
     for (const Sample* x : OfKind(c.m, SampleKind::kFirstGather)) {
-      if ((x->forward == "synthetic") != spin) continue;
+      if ((x->forward == "synthetic") != gr.spin) continue;
       const double alone = 2 * c.profile().KernelCopyS(x->bytes);
-      if (!(alone > 0)) continue;
-      by_pages[x->pages].push_back(x->median_s / alone);
+      const double t = gr.next ? x->next_s : x->median_s;
+      if (!(alone > 0) || !(t > 0)) continue;
+      by_pages[x->pages].push_back(t / alone);
       used.push_back(x);
-      ratios.push_back(x->median_s / alone);
+      ratios.push_back(t / alone);
     }
     if (by_pages.empty()) {
-      if (c.base && !(c.base->*field).empty()) {
-        c.profile().*field = c.base->*field;
+      if (c.base && !(c.base->*gr.field).empty()) {
+        c.profile().*gr.field = c.base->*gr.field;
         c.out.kept_from_base.push_back("device." + group);
       }
       continue;
@@ -638,7 +651,7 @@ void FitGatherAfterForward(Calibration& c) {
     FitReport r = Report(group, used, rel);
     for (const auto& e : t)
       r.params.push_back({group + "[pages=" + std::to_string(e.pages) + "]", e.ratio});
-    c.profile().*field = std::move(t);
+    c.profile().*gr.field = std::move(t);
     c.out.fits.push_back(std::move(r));
   }
 }

@@ -134,7 +134,8 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   if (!p.device_copy_bands.bands.empty()) y += "  copy_bands: " + Bands(p.device_copy_bands) + "\n";
   for (const auto& [key, t] :
        {std::pair{"gather_after_forward", &p.gather_after_forward},
-        std::pair{"gather_after_forward_synthetic", &p.gather_after_forward_synthetic}}) {
+        std::pair{"gather_after_forward_synthetic", &p.gather_after_forward_synthetic},
+        std::pair{"gather_next_after_forward_synthetic", &p.gather_next_after_forward_synthetic}}) {
     if (t->empty()) continue;
     y += FitComment(r, key, "  ") + "  " + key + ": [";
     for (size_t i = 0; i < t->size(); ++i)

@@ -210,15 +210,26 @@ double CostModel::HitAgreementS(int64_t host_match_pages) const {
 
 GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_pages,
                              int64_t prefix_pages) const {
+  if (prefix_pages == 0) return {};
+  // The gather's kernels after a forward layer (HardwareProfile::gather_after_forward; measured
+  // for packed gathers at cp_size 1, taken for every method's kernels): the request's first layer
+  // and the ones after it (gather_next_after_forward, where the profile has it).
+  const double P = static_cast<double>(prefix_pages);
+  const double first = hw_.GatherAfterForwardRatio(P), next = hw_.GatherNextLayerRatio(P);
+  GatherCost c = GatherLayer(m, shard_pages, prefix_pages, next);
+  if (next == first) return c;
+  c.first_layer_s = GatherLayer(m, shard_pages, prefix_pages, first).per_layer_s;
+  c.total_s = c.once_s + c.first_layer_s + static_cast<double>(layers_ - 1) * c.per_layer_s;
+  return c;
+}
+
+GatherCost CostModel::GatherLayer(GatherMethod m, std::span<const int64_t> shard_pages,
+                                  int64_t prefix_pages, double k) const {
   GatherCost c;
-  if (prefix_pages == 0) return c;
   const double b = page_layer_bytes_, P = static_cast<double>(prefix_pages);
   int64_t max_shard = 0;
   for (int64_t s : shard_pages) max_shard = std::max(max_shard, s);
   const double S = static_cast<double>(max_shard), N = ranks_;
-  // The gather's kernels after a forward layer (HardwareProfile::gather_after_forward; measured
-  // for packed gathers at cp_size 1, taken for every method's kernels).
-  const double k = hw_.GatherAfterForwardRatio(P);
   const auto KernelCopyS = [&](double x) { return k * this->KernelCopyS(x); };
   const auto KernelWriteS = [&](double x) { return k * this->KernelWriteS(x); };
   switch (m) {
@@ -271,6 +282,7 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
       break;
     }
   }
+  c.first_layer_s = c.per_layer_s;
   c.total_s = c.once_s + static_cast<double>(layers_) * c.per_layer_s;
   return c;
 }
@@ -280,7 +292,7 @@ GatherCost CostModel::PartialMerge(int64_t new_tokens) const {
   if (new_tokens == 0) return c;
   const double n = static_cast<double>(new_tokens), N = ranks_;
   const double queries = n * query_row_bytes_, partials = n * partial_row_bytes_;
-  c.per_layer_s =
+  c.per_layer_s = c.first_layer_s =
       AllGatherS(queries) + AllGatherS(partials) + (ranks_ > 1 ? KernelCopyS(partials) : 0.0);
   c.bytes_per_rank = (N - 1) / N * (queries + partials);
   c.total_s = static_cast<double>(layers_) * c.per_layer_s;
@@ -472,8 +484,8 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
       const int loaded_dep = load[qu][l];
       int ready = loaded_dep;
       if (gathers) {
-        SchedOp go = op("gather", OpKind::kGather, SchedStream::kComm, Engine::kNone, g.per_layer_s,
-                        static_cast<int64_t>(l), q);
+        SchedOp go = op("gather", OpKind::kGather, SchedStream::kComm, Engine::kNone,
+                        l == 0 ? g.first_layer_s : g.per_layer_s, static_cast<int64_t>(l), q);
         go.deps[0] = loaded_dep;
         // The buffer layer l fills was read by forward layer l - 1 - ahead.
         const int64_t reuse = static_cast<int64_t>(l) - 1 - ahead;

@@ -16,9 +16,10 @@
 namespace kvlanes {
 
 struct GatherCost {
-  double per_layer_s = 0;     // on the slowest rank, each layer
+  double per_layer_s = 0;     // on the slowest rank, each layer after the request's first
+  double first_layer_s = 0;   // the request's first gather layer (HardwareProfile ratios)
   double once_s = 0;          // per request (index materialization)
-  double total_s = 0;         // once_s + layers * per_layer_s
+  double total_s = 0;         // once_s + first_layer_s + (layers - 1) * per_layer_s
   double bytes_per_rank = 0;  // bytes one rank sends or reads over the fabric per layer
 };
 
@@ -118,6 +119,10 @@ class CostModel {
 
   GatherCost Gather(GatherMethod m, std::span<const int64_t> shard_pages,
                     int64_t prefix_pages) const;
+  // One gather layer's cost with the gather's kernels taking `kernel_ratio` of their time alone
+  // (per_layer_s, once_s, bytes_per_rank; Gather sets the first layer and the total).
+  GatherCost GatherLayer(GatherMethod m, std::span<const int64_t> shard_pages, int64_t prefix_pages,
+                         double kernel_ratio) const;
   // partial_merge (KV interleaved by token; no KV moves), per layer for `new_tokens` query tokens
   // of the group: all-gather of the bf16 queries (new_tokens x heads x key_dim x 2 B), then the
   // partial outputs and their lse (new_tokens x heads x (2 value_dim + 4) B) exchanged as an

@@ -253,8 +253,11 @@ double HardwareProfile::CopyCost::Seconds(double copies, double entries, double 
   return copies * latency_s + entries * e + bytes / (bw * 1e9);
 }
 
-double HardwareProfile::GatherAfterForwardRatio(double pages) const {
-  const std::vector<PagesRatio>& t = gather_after_forward;
+namespace {
+
+// A ratio table's value at `pages`: linear in log pages between points, the end points' beyond
+// them; 1 when empty.
+double PagesRatioAt(const std::vector<HardwareProfile::PagesRatio>& t, double pages) {
   if (t.empty()) return 1;
   if (pages <= static_cast<double>(t.front().pages)) return t.front().ratio;
   if (pages >= static_cast<double>(t.back().pages)) return t.back().ratio;
@@ -264,6 +267,17 @@ double HardwareProfile::GatherAfterForwardRatio(double pages) const {
   const double b = std::log(static_cast<double>(t[i].pages));
   const double f = (std::log(pages) - a) / (b - a);
   return t[i - 1].ratio + f * (t[i].ratio - t[i - 1].ratio);
+}
+
+}  // namespace
+
+double HardwareProfile::GatherAfterForwardRatio(double pages) const {
+  return PagesRatioAt(gather_after_forward, pages);
+}
+
+double HardwareProfile::GatherNextLayerRatio(double pages) const {
+  return gather_next_after_forward.empty() ? GatherAfterForwardRatio(pages)
+                                           : PagesRatioAt(gather_next_after_forward, pages);
 }
 
 const HardwareProfile::CopyCost& HardwareProfile::BackupTerms(bool tail,
@@ -280,6 +294,7 @@ void HardwareProfile::UseSyntheticForward(double k) {
   ScaleCompute(k);
   compute_extra_layer_s = synthetic_layer_s;
   gather_after_forward = gather_after_forward_synthetic;
+  gather_next_after_forward = gather_next_after_forward_synthetic;
   if (backup_per_layer_synthetic.gbps > 0) backup_per_layer = backup_per_layer_synthetic;
   if (backup_tail_synthetic.gbps > 0) backup_tail = backup_tail_synthetic;
   // A pool's own terms were timed after the proxy: without its spin-timed ones, the main
@@ -415,13 +430,16 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   p.copy_submit_s = r.Num(hd, "copy_submit_s", "host_device.", false);
   const YAML::Node dv = root["device"];
   if (!dv) r.Fail(root, "device", "missing");
-  r.OnlyKeys(dv, "device.",
-             {"copy_gbps", "kernel_launch_s", "index_bytes_per_page", "copy_bands",
-              "gather_after_forward", "gather_after_forward_synthetic"});
+  r.OnlyKeys(
+      dv, "device.",
+      {"copy_gbps", "kernel_launch_s", "index_bytes_per_page", "copy_bands", "gather_after_forward",
+       "gather_after_forward_synthetic", "gather_next_after_forward_synthetic"});
   if (dv["copy_bands"]) p.device_copy_bands = r.Bands(dv["copy_bands"], "device.copy_bands");
   p.gather_after_forward = r.PagesRatios(dv["gather_after_forward"], "device.gather_after_forward");
   p.gather_after_forward_synthetic =
       r.PagesRatios(dv["gather_after_forward_synthetic"], "device.gather_after_forward_synthetic");
+  p.gather_next_after_forward_synthetic = r.PagesRatios(
+      dv["gather_next_after_forward_synthetic"], "device.gather_next_after_forward_synthetic");
   p.device_copy_gbps = r.Num(dv, "copy_gbps", "device.", true);
   p.kernel_launch_s = r.Num(dv, "kernel_launch_s", "device.", false);
   if (dv["index_bytes_per_page"])

@@ -116,6 +116,16 @@ struct HardwareProfile {
   // by UseSyntheticForward, which otherwise leaves no ratio (the spin moves no memory).
   std::vector<PagesRatio> gather_after_forward_synthetic;
   double GatherAfterForwardRatio(double pages) const;
+  // Optional (YAML device.gather_next_after_forward_synthetic, same form): a request's gather
+  // layers after its first, over the time after the cache eviction, when the forward pass is the
+  // spin (first_gather samples' next_s of `--forward synthetic`): the spin moves no memory, so a
+  // gather layer finds the buffers the layer before it filled still in L2 (docs/cost_model.md
+  // "Gather after a forward layer"). UseSyntheticForward makes it gather_next_after_forward, which
+  // prices layers 1.. of every gather (GatherNextLayerRatio; empty: the first layer's ratio). After
+  // the proxy no such table is kept: its layers move enough memory to leave the next gather cold.
+  std::vector<PagesRatio> gather_next_after_forward_synthetic;
+  std::vector<PagesRatio> gather_next_after_forward;
+  double GatherNextLayerRatio(double pages) const;
   // Host-side index materialization for multi-extent unpack: bytes per prefix page entry.
   double index_bytes_per_page = 8;
   std::vector<CollectiveModel> collectives;  // one per rank count

@@ -9,7 +9,7 @@ for r in "h15:logs_h200_2026-12-03/h15:54753 59097 6625" "h16:logs_h200_2026-12-
     sc=(); [ $f = synth ] && sc=(--compute-scale 0.01)
     line="$(printf '%s %6s %5s' $rnd $c $f)"
     for prof in "$@"; do
-      ./build/kvlanes check --plan $p --measured $m "${sc[@]}" --profile $prof --json /tmp/gn.json >/dev/null 2>&1
+      ${K:-./build/kvlanes} check --plan $p --measured $m "${sc[@]}" --profile $prof --json /tmp/gn.json >/dev/null 2>&1
       line="$line | $(python3 -c "
 import json;d=json.load(open('/tmp/gn.json'));k={x['kind']:x for x in d['kinds']}
 b=k['backup'];g=k.get('gather')

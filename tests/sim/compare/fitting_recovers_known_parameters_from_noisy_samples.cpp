@@ -775,13 +775,15 @@ TEST_CASE(
     "gather's kernels") {
   // Truth: the base's one band (4 us + 2 x bytes at 3000 GB/s per kernel); after the proxy a packed
   // gather layer (two kernels) takes 1.05 of that at 16 pages, 0.90 at 256, 0.98 at 2048; after
-  // the spin 1.00. Two forward shapes per page count, 1% apart.
+  // the spin 1.00, and the spin's next layer 0.97 / 0.88 / 1.00 (the proxy's next layer as its
+  // first). Two forward shapes per page count, 1% apart.
   const HardwareProfile base = TruthProfile();
   nlohmann::json doc = {{"kvlanes_measurements", 1},
                         {"context", {{"gpu", "synthetic"}}},
                         {"samples", nlohmann::json::array()}};
   const double page = 50432;
   const std::map<int64_t, double> truth = {{16, 1.05}, {256, 0.90}, {2048, 0.98}};
+  const std::map<int64_t, double> spin_next = {{16, 0.97}, {256, 0.88}, {2048, 1.00}};
   for (const std::string fwd : {"model", "synthetic"})
     for (const auto& [pages, ratio] : truth)
       for (const double shape : {0.995, 1.005}) {
@@ -791,7 +793,7 @@ TEST_CASE(
         doc["samples"].push_back({{"kind", "first_gather"},
                                   {"bytes", bytes},
                                   {"pages", pages},
-                                  {"next_s", t},
+                                  {"next_s", fwd == "model" ? t : t * spin_next.at(pages)},
                                   {"forward", fwd},
                                   {"repeats", 5},
                                   {"median_s", t}});
@@ -800,11 +802,15 @@ TEST_CASE(
       Calibrate(ParseMeasurements(doc.dump(1), "fg.json"), &base, CalibrateOptions{});
   REQUIRE(r.profile.gather_after_forward.size() == 3);
   REQUIRE(r.profile.gather_after_forward_synthetic.size() == 3);
+  REQUIRE(r.profile.gather_next_after_forward_synthetic.size() == 3);
+  CHECK(r.profile.gather_next_after_forward.empty());  // not fitted after the proxy
   size_t i = 0;
   for (const auto& [pages, ratio] : truth) {
     CHECK(r.profile.gather_after_forward[i].pages == pages);
     CHECK(r.profile.gather_after_forward[i].ratio == doctest::Approx(ratio));
     CHECK(r.profile.gather_after_forward_synthetic[i].ratio == doctest::Approx(1.0));
+    CHECK(r.profile.gather_next_after_forward_synthetic[i].ratio ==
+          doctest::Approx(spin_next.at(pages)));
     ++i;
   }
   // Between points linear in log pages, the end points' beyond them.
@@ -824,10 +830,22 @@ TEST_CASE(
   const double alone = 2 * back.KernelCopyS(256 * 64 * (656 + 132));
   CHECK(CostModel(back, cfg, "fg.yaml").Gather(GatherMethod::kPacked, shard, 256).per_layer_s ==
         doctest::Approx(0.90 * alone));
+  const GatherCost proxy =
+      CostModel(back, cfg, "fg.yaml").Gather(GatherMethod::kPacked, shard, 256);
+  CHECK(proxy.first_layer_s == proxy.per_layer_s);
+  // The spin: its first layer at its first ratio, the later ones at the next layer's, and the
+  // request's total the first plus L - 1 later layers (and the index upload).
   HardwareProfile spin = back;
+  REQUIRE(spin.gather_next_after_forward_synthetic.size() == 3);
   spin.UseSyntheticForward(0.01);
-  CHECK(CostModel(spin, cfg, "fg.yaml").Gather(GatherMethod::kPacked, shard, 256).per_layer_s ==
-        doctest::Approx(alone));
+  CHECK(spin.GatherNextLayerRatio(256) == doctest::Approx(0.88));
+  const CostModel spin_model(spin, cfg, "fg.yaml");
+  const GatherCost sg = spin_model.Gather(GatherMethod::kPacked, shard, 256);
+  CHECK(sg.first_layer_s == doctest::Approx(alone));
+  CHECK(sg.per_layer_s == doctest::Approx(0.88 * alone));
+  CHECK(sg.total_s ==
+        doctest::Approx(sg.once_s + sg.first_layer_s +
+                        static_cast<double>(spin_model.layers() - 1) * sg.per_layer_s));
   HardwareProfile none = back;
   none.gather_after_forward.clear();
   CHECK(CostModel(none, cfg, "fg.yaml").Gather(GatherMethod::kPacked, shard, 256).per_layer_s ==
