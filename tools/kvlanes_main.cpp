@@ -1,5 +1,11 @@
 // `kvlanes`: one executable, subcommands dispatched by name (commands.h).
+#include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -136,9 +142,59 @@ int Dispatch(int argc, const char* const* argv) {
   return e->fn(static_cast<int>(args.size()), args.data());
 }
 
+// The heap of a process that fills tens of MiB of fresh memory once (a replay's trace, tree and
+// report): without a set-up, every 4 KiB page of it costs a page fault on first touch (about
+// 2,200 for a replay of the Mooncake synthetic trace on the 2-core development VM, docs/replay.md
+// "Whole process"). The set-up grows glibc's heap by kHeapPad at once, keeps large blocks in it
+// (instead of a mapping of their own each) and asks the kernel to back that region with
+// transparent huge pages (Linux "always" or "madvise"): one fault per 2 MiB. Nothing an output
+// holds depends on it. `KVLANES_HEAP=default`, or malloc settings in GLIBC_TUNABLES, leave glibc's
+// defaults in place.
+#if defined(__GLIBC__) && defined(MADV_HUGEPAGE) && defined(M_TOP_PAD)
+constexpr size_t kHeapPad = size_t{64} << 20;
+constexpr size_t kHugePage = size_t{2} << 20;
+void* volatile heap_gap = nullptr;  // (volatile: see below)
+
+void PrepareHeap() {
+  const char* mode = std::getenv("KVLANES_HEAP");
+  if (mode != nullptr && std::strcmp(mode, "default") == 0) return;
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) return;
+  // Blocks up to 32 MiB from the heap (glibc's largest dynamic threshold); the pad is never
+  // trimmed away, so the advised region stays mapped.
+  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) == 0 || mallopt(M_TRIM_THRESHOLD, 2 * kHeapPad) == 0 ||
+      mallopt(M_TOP_PAD, kHeapPad) == 0)
+    return;
+  // The heap grows when a block does not fit in its free top: one of kHugePage does not fit in a
+  // fresh process's top, and the pad comes with it. (volatile: a malloc/free pair whose block is
+  // never used may be removed by the compiler.)
+  void* volatile block = std::malloc(kHugePage);
+  if (block == nullptr) return;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(static_cast<void*>(block));
+  std::free(block);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(sbrk(0));
+  // madvise applies to mapped memory only: the region must lie in the grown heap (a heap that
+  // could not grow by brk gives a block elsewhere, and nothing is advised).
+  if (end <= begin || end - begin > kHeapPad + 2 * kHugePage) return;
+  // A 2 MiB range gets a huge page only if its first touch comes after the advice: malloc wrote
+  // the header of the rest of the heap at begin + kHugePage, so the region starts above it.
+  constexpr uintptr_t kHeader = 2 * sizeof(size_t);  // glibc's block header
+  const uintptr_t b = (begin + kHugePage + kHeader + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t e = end & ~(kHugePage - 1);
+  if (e <= b || madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE) != 0) return;
+  // The heap's free part starts at `begin`, below the region: a block that fills the gap, kept
+  // for the life of the process, makes the next blocks start at `b`. Only the pages of its two
+  // headers are ever written; the rest takes address space, not memory.
+  heap_gap = std::malloc(b - begin - kHeader);
+}
+#else
+void PrepareHeap() {}
+#endif
+
 }  // namespace
 
 int kvlanes::cli::Main(int argc, char** argv) {
+  PrepareHeap();
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       (!std::strcmp(argv[1], "help") && argc == 2)) {
     Usage(argc < 2 ? stderr : stdout);
