@@ -1,5 +1,11 @@
 // `kvlanes`: one executable, subcommands dispatched by name (commands.h).
+#include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -136,9 +142,89 @@ int Dispatch(int argc, const char* const* argv) {
   return e->fn(static_cast<int>(args.size()), args.data());
 }
 
+// The heap of a process that fills tens of MiB of fresh memory once (a replay's trace, tree and
+// report; docs/replay.md, "Whole process"). The set-up grows glibc's heap by kHeapPad at once
+// and keeps large blocks in it (instead of a mapping of their own each, mapped and unmapped as
+// vectors grow), and, where the kernel's free memory stays the kernel's, asks for transparent
+// huge pages over that region (Linux "always" or "madvise"): one page fault per 2 MiB instead of
+// one per 4 KiB. Nothing an output holds depends on it. KVLANES_HEAP: "default" (or malloc
+// settings in GLIBC_TUNABLES) leaves glibc's defaults, "huge" asks for huge pages in any case,
+// "small" never.
+#if defined(__GLIBC__) && defined(MADV_HUGEPAGE) && defined(M_TOP_PAD)
+constexpr size_t kHeapPad = size_t{64} << 20;
+constexpr size_t kHugePage = size_t{2} << 20;
+void* volatile heap_gap = nullptr;  // (volatile: see below)
+
+// The first line of a small file, or "" when it cannot be read.
+std::string FirstLine(const char* path) {
+  std::string line;
+  if (FILE* f = std::fopen(path, "r")) {
+    char buf[256];
+    if (std::fgets(buf, sizeof buf, f) != nullptr) line = buf;
+    std::fclose(f);
+  }
+  return line;
+}
+
+// Whether a virtio balloon reports free 2 MiB blocks to the hypervisor (free page reporting at
+// page_reporting_order 9 or below, feature bit 5 negotiated), which then takes their memory back:
+// a huge page taken from such a block is faulted in again by the host on its first touch. On the
+// 2-core development VM (page_reporting_order 9) a huge page's first touch then took
+// 10-12 ms of system time, and a replay process that asked for huge pages 50-120 ms in half of the
+// runs instead of 15-30 ms (docs/replay.md, "Whole process").
+bool FreeHugePagesGoToTheHost() {
+  const std::string order = FirstLine("/sys/module/page_reporting/parameters/page_reporting_order");
+  if (order.empty() || std::atoi(order.c_str()) > 9) return false;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/bus/virtio/drivers/virtio_balloon/virtio" + std::to_string(i);
+    const std::string features = FirstLine((dir + "/features").c_str());
+    if (features.size() > 5 && features[5] == '1') return true;
+  }
+  return false;
+}
+
+void PrepareHeap() {
+  const char* mode_env = std::getenv("KVLANES_HEAP");
+  const std::string mode = mode_env != nullptr ? mode_env : "";
+  if (mode == "default") return;
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) return;
+  // Blocks up to 32 MiB from the heap (glibc's largest dynamic threshold); the pad is never
+  // trimmed away, so the advised region stays mapped.
+  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) == 0 || mallopt(M_TRIM_THRESHOLD, 2 * kHeapPad) == 0 ||
+      mallopt(M_TOP_PAD, kHeapPad) == 0)
+    return;
+  // The heap grows when a block does not fit in its free top: one of kHugePage does not fit in a
+  // fresh process's top, and the pad comes with it. (volatile: a malloc/free pair whose block is
+  // never used may be removed by the compiler.)
+  void* volatile block = std::malloc(kHugePage);
+  if (block == nullptr) return;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(static_cast<void*>(block));
+  std::free(block);
+  if (mode == "small" || (mode != "huge" && FreeHugePagesGoToTheHost())) return;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(sbrk(0));
+  // madvise applies to mapped memory only: the region must lie in the grown heap (a heap that
+  // could not grow by brk gives a block elsewhere, and nothing is advised).
+  if (end <= begin || end - begin > kHeapPad + 2 * kHugePage) return;
+  // A 2 MiB range gets a huge page only if its first touch comes after the advice: malloc wrote
+  // the header of the rest of the heap at begin + kHugePage, so the region starts above it.
+  constexpr uintptr_t kHeader = 2 * sizeof(size_t);  // glibc's block header
+  const uintptr_t b = (begin + kHugePage + kHeader + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t e = end & ~(kHugePage - 1);
+  if (e <= b || madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE) != 0) return;
+  // The heap's free part starts at `begin`, below the region: a block that fills the gap, kept
+  // for the life of the process, makes the next blocks start at `b`. Only the pages of its two
+  // headers are ever written; the rest takes address space, not memory.
+  heap_gap = std::malloc(b - begin - kHeader);
+}
+#else
+void PrepareHeap() {}
+#endif
+
 }  // namespace
 
 int kvlanes::cli::Main(int argc, char** argv) {
+  PrepareHeap();
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       (!std::strcmp(argv[1], "help") && argc == 2)) {
     Usage(argc < 2 ? stderr : stdout);
