@@ -148,10 +148,14 @@ TEST_CASE("sweep pairs: every pair over its sizes, both ops timed alone and toge
   REQUIRE(r.profile.gather_after_forward_synthetic.size() == 3);
   CHECK(r.profile.gather_after_forward_synthetic[0].pages == 4);
   CHECK(r.profile.gather_after_forward_synthetic[2].pages == 32);
+  // The next layer's time (next_s) gives the spin's next-layer ratio at the same page counts.
+  REQUIRE(r.profile.gather_next_after_forward_synthetic.size() == 3);
+  CHECK(r.profile.gather_next_after_forward_synthetic[1].pages == 16);
   CHECK(r.profile.gather_after_forward.empty());  // no proxy samples, none in the base
   for (const FitReport& f : r.fits) {
     CAPTURE(f.group);
-    if (f.group == "gather_after_forward_synthetic") {
+    if (f.group == "gather_after_forward_synthetic" ||
+        f.group == "gather_next_after_forward_synthetic") {
       REQUIRE(f.params.size() == 3);
       for (const auto& [name, ratio] : f.params) CHECK(ratio > 0);
       continue;
