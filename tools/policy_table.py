@@ -9,11 +9,15 @@ bypassed pages, and from the config's hardware profile the predicted busy time (
 requests' service times) and TTFT p50 (queueing included: one group replays the whole trace).
 
   tools/policy_table.py [--kvlanes build/kvlanes] [--jobs 2] [--out DIR] [--policies a,b]
-                        [--traces LABEL,...] [--reuse]
+                        [--traces LABEL,...] [--reuse] [--summary]
 
 Each compare command is printed (to stderr) before it runs, and its JSON is kept in --out.
+--summary: the same runs on every other kv-cache-tester trace shipped (traces/kvtester/, at the
+capacities of trace 0169), one row per trace, cp_size and capacity: LRU, the oracle, the online
+policy with the highest hit ratio and the gap it closes, and the largest loss to LRU.
 """
 import argparse
+import glob
 import json
 import os
 import subprocess
@@ -30,6 +34,8 @@ TRACES = [
     ("kvtester 0169", "traces/kvtester/trace_0169.json", [50_000, 100_000, 200_000]),
 ]
 CP_SIZES = [1, 4]
+# --summary: the other kv-cache-tester traces, at trace 0169's capacities.
+SUMMARY_CAPACITIES = [50_000, 100_000, 200_000]
 PAGE_TOKENS = 64
 # Below this LRU-to-oracle gap (in token hit ratio) the fraction closed is not shown: it would
 # divide by almost nothing.
@@ -48,6 +54,41 @@ def compare_command(kvlanes, trace, cp, tokens, policies, jobs, out):
             "--policies", policies, "--jobs", str(jobs), "-q", "--json", out]
 
 
+def run_compare(args, path, cp, tokens):
+    out = os.path.join(args.out, f"{os.path.basename(path)}.cp{cp}.{tokens}.json")
+    cmd = compare_command(args.kvlanes, path, cp, tokens, args.policies, args.jobs, out)
+    print(" ".join(cmd), file=sys.stderr)
+    if not (args.reuse and os.path.exists(out)):
+        subprocess.run(cmd, cwd=ROOT, check=True)
+    with open(out) as f:
+        return {r["policy"]: r for r in json.load(f)["runs"]}
+
+
+def summary(args):
+    paths = sorted(glob.glob(os.path.join(ROOT, "traces", "kvtester", "trace_*.json")))
+    paths = [p for p in paths if not p.endswith("trace_0169.json")]
+    print("| trace | cp | device tokens | lru | oracle | best online policy | its gap closed | "
+          "largest loss to lru |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        label = "kvtester " + os.path.basename(path)[len("trace_"):-len(".json")]
+        for cp in CP_SIZES:
+            for tokens in SUMMARY_CAPACITIES:
+                runs = run_compare(args, os.path.relpath(path, ROOT), cp, tokens)
+                lru = runs["lru"]["token_hit_ratio"]
+                orc = runs["oracle"]["token_hit_ratio"]
+                online = {n: r["token_hit_ratio"] for n, r in runs.items()
+                          if n not in ("lru", "oracle")}
+                best = max(sorted(online), key=lambda n: online[n])
+                worst = min(sorted(online), key=lambda n: online[n])
+                gap = f"{(online[best] - lru) / (orc - lru):+.1%}" if orc - lru >= MIN_GAP else "-"
+                loss = lru - online[worst]
+                print(f"| {label} | {cp} | {tokens:,} | {lru:.4f} | {orc:.4f} | "
+                      f"`{best}` {online[best]:.4f} | {gap} | "
+                      f"{'none' if loss <= 0 else f'`{worst}` {loss:.4f}'} |")
+                sys.stdout.flush()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kvlanes", default=os.path.join(ROOT, "build", "kvlanes"))
@@ -57,10 +98,15 @@ def main():
     ap.add_argument("--traces", default="", help="comma-separated labels (default: all)")
     ap.add_argument("--reuse", action="store_true",
                     help="print from the JSON files already in --out instead of replaying")
+    ap.add_argument("--summary", action="store_true",
+                    help="one row per run on the other kv-cache-tester traces (see above)")
     args = ap.parse_args()
     args.out = os.path.abspath(args.out)
     args.kvlanes = os.path.abspath(args.kvlanes)
     os.makedirs(args.out, exist_ok=True)
+    if args.summary:
+        summary(args)
+        return
     wanted = [t for t in args.traces.split(",") if t]
     print("| trace | cp | device tokens | policy | token hit ratio | gap closed | evicted pages "
           "(device) | host writes (pages) | bypassed pages | predicted busy (s) | predicted TTFT p50 (s) |")
