@@ -371,17 +371,17 @@ void FitBackupEntryBands(Calibration& c, const std::vector<const Sample*>& s,
     cost.latency_s = f.x[0];
     r.params.push_back({group + ".latency_s", cost.latency_s});
     for (size_t j = 0; j < used.size(); ++j) {
-      HardwareProfile::EntryBand b;
-      b.max_entry_bytes = j + 1 < used.size() ? bounds[used[j]] : 0;
-      b.entry_s = entry_col[j] >= 0 ? f.x[entry_col[j]] : 0;
+      CostBand b;  // latency_s: the band's cost per entry
+      b.max_bytes = j + 1 < used.size() ? bounds[used[j]] : 0;
+      b.latency_s = entry_col[j] >= 0 ? f.x[entry_col[j]] : 0;
       const std::string at = group + ".band[" + std::to_string(j) + "]";
       b.gbps = Gbps(f.x[bytes_col[j]], c.m.file, at);
-      r.params.push_back({at + ".entry_s", b.entry_s});
+      r.params.push_back({at + ".entry_s", b.latency_s});
       r.params.push_back({at + ".gbps", b.gbps});
-      cost.entry_bands.push_back(b);
+      cost.entry_bands.bands.push_back(b);
     }
-    cost.entry_s = cost.entry_bands.back().entry_s;
-    cost.gbps = cost.entry_bands.back().gbps;
+    cost.entry_s = cost.entry_bands.bands.back().latency_s;
+    cost.gbps = cost.entry_bands.bands.back().gbps;
     c.out.fits.push_back(std::move(r));
     return;
   }
@@ -428,7 +428,7 @@ void FitBackupSchedule(Calibration& c, const std::vector<const Sample*>& all, bo
   CopyCost& cost = pool.empty() ? c.profile().*field : c.profile().backup_pools[pool].*pool_field;
   bool entries = true;
   for (const Sample* x : s) entries = entries && x->pages > 0;
-  cost.entry_bands.clear();
+  cost.entry_bands = {};
   if (entries && !c.opt.backup_entry_bands.empty()) {
     FitBackupEntryBands(c, s, group, cost);
     return;

@@ -30,7 +30,8 @@ struct CalibrateOptions {
   // the samples name their pool (`--backup-per-pool on`).
   bool backup_per_pool = false;
   // Bounds in bytes per entry, ascending (`--backup-entry-bands`): the backup terms get a cost per
-  // entry and a bandwidth per band of entry size (HardwareProfile::EntryBand); empty: one line.
+  // entry and a bandwidth per band of entry size (HardwareProfile::CopyCost::entry_bands); empty:
+  // one line.
   std::vector<double> backup_entry_bands;
   // Forward samples: keep those of this model preset ("" = the only one present).
   std::string model_preset;

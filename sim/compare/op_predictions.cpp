@@ -65,10 +65,7 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
   if (p.prefix_pages > 0) {
     // The layers (the first and the ones after it); the index upload (once_s) is set-up.
     const GatherCost g = m.Gather(p.gather_method, p.shard_pages, p.prefix_pages);
-    out.push_back({pre + "gather", "gather",
-                   gather_x(g.first_layer_s == g.per_layer_s
-                                ? layers * g.per_layer_s
-                                : g.first_layer_s + (layers - 1) * g.per_layer_s)});
+    out.push_back({pre + "gather", "gather", gather_x(g.LayersS(m.layers()))});
   }
   // Backup: per-layer = one copy per layer per pool; tail = one copy of all layers per pool; each
   // pool's copy has as many entries per layer as the lane's slots have runs.

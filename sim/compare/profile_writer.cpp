@@ -31,13 +31,15 @@ std::string FitComment(const CalibrationResult& r, const std::string& group,
   return indent + "# no samples: from the base profile\n";
 }
 
-std::string Bands(const BandedCost& c) {
+// [{max_bytes, latency_s, gbps}, ...] (a backup term's entry_bands: other key names, as read).
+std::string Bands(const BandedCost& c, const char* max_key = "max_bytes",
+                  const char* cost_key = "latency_s") {
   std::string s = "[";
   for (size_t i = 0; i < c.bands.size(); ++i) {
     const CostBand& b = c.bands[i];
     s += i ? ", {" : "{";
-    if (b.max_bytes > 0) s += "max_bytes: " + Num(b.max_bytes) + ", ";
-    s += "latency_s: " + Num(b.latency_s) + ", gbps: " + Num(b.gbps) + "}";
+    if (b.max_bytes > 0) s += std::string(max_key) + ": " + Num(b.max_bytes) + ", ";
+    s += std::string(cost_key) + ": " + Num(b.latency_s) + ", gbps: " + Num(b.gbps) + "}";
   }
   return s + "]";
 }
@@ -84,14 +86,12 @@ std::string CollectivesYaml(const CalibrationResult& r) {
 
 // A backup term's flow map: {latency_s, gbps[, entry_s][, entry_bands: [...]]}.
 std::string CopyCostYaml(const HardwareProfile::CopyCost& c) {
-  std::string bands;
-  for (const HardwareProfile::EntryBand& b : c.entry_bands)
-    bands += std::string(bands.empty() ? "" : ", ") + "{" +
-             (b.max_entry_bytes > 0 ? "max_entry_bytes: " + Num(b.max_entry_bytes) + ", " : "") +
-             "entry_s: " + Num(b.entry_s) + ", gbps: " + Num(b.gbps) + "}";
   return "{latency_s: " + Num(c.latency_s) + ", gbps: " + Num(c.gbps) +
          (c.entry_s > 0 ? ", entry_s: " + Num(c.entry_s) : std::string()) +
-         (bands.empty() ? std::string() : ", entry_bands: [" + bands + "]") + "}";
+         (c.entry_bands.bands.empty()
+              ? std::string()
+              : ", entry_bands: " + Bands(c.entry_bands, "max_entry_bytes", "entry_s")) +
+         "}";
 }
 
 }  // namespace

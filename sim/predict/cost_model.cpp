@@ -157,7 +157,7 @@ double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers,
       s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
   // Per pool where the pools have their own terms or the bytes per entry pick a band (the pools'
   // chunks differ in size).
-  if ((!hw_.backup_pools.empty() || !b.entry_bands.empty()) && b.gbps > 0) {
+  if ((!hw_.backup_pools.empty() || !b.entry_bands.bands.empty()) && b.gbps > 0) {
     double t = 0;
     for (size_t k = 0; k < pool_names_.size(); ++k)
       t += BackupCopyS(s, static_cast<double>(pages), static_cast<double>(layers),
@@ -219,7 +219,7 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
   GatherCost c = GatherLayer(m, shard_pages, prefix_pages, next);
   if (next == first) return c;
   c.first_layer_s = GatherLayer(m, shard_pages, prefix_pages, first).per_layer_s;
-  c.total_s = c.once_s + c.first_layer_s + static_cast<double>(layers_ - 1) * c.per_layer_s;
+  c.total_s = c.once_s + c.LayersS(layers_);
   return c;
 }
 
@@ -283,7 +283,7 @@ GatherCost CostModel::GatherLayer(GatherMethod m, std::span<const int64_t> shard
     }
   }
   c.first_layer_s = c.per_layer_s;
-  c.total_s = c.once_s + static_cast<double>(layers_) * c.per_layer_s;
+  c.total_s = c.once_s + c.LayersS(layers_);
   return c;
 }
 

@@ -19,8 +19,14 @@ struct GatherCost {
   double per_layer_s = 0;     // on the slowest rank, each layer after the request's first
   double first_layer_s = 0;   // the request's first gather layer (HardwareProfile ratios)
   double once_s = 0;          // per request (index materialization)
-  double total_s = 0;         // once_s + first_layer_s + (layers - 1) * per_layer_s
+  double total_s = 0;         // once_s + LayersS(layers)
   double bytes_per_rank = 0;  // bytes one rank sends or reads over the fabric per layer
+  // The gather layers alone: the first and layers - 1 more (layers x per_layer_s where the two
+  // are the same, so that such totals keep their rounding).
+  double LayersS(int64_t layers) const {
+    const auto n = static_cast<double>(layers);
+    return first_layer_s == per_layer_s ? n * per_layer_s : first_layer_s + (n - 1) * per_layer_s;
+  }
 };
 
 struct BackupCost {

@@ -78,22 +78,25 @@ struct Reader {
     }
   }
 
-  BandedCost Bands(const YAML::Node& node, const std::string& path) const {
+  // [{max_bytes, latency_s, gbps}, ...]; a backup term's entry_bands name the bound and the fixed
+  // cost max_entry_bytes and entry_s (`max_key`, `cost_key`).
+  BandedCost Bands(const YAML::Node& node, const std::string& path,
+                   const char* max_key = "max_bytes", const char* cost_key = "latency_s") const {
     if (!node) Fail(node, path, "missing");
     if (!node.IsSequence() || node.size() == 0) Fail(node, path, "expected a list of bands");
     BandedCost c;
     for (size_t i = 0; i < node.size(); ++i) {
       const YAML::Node b = node[i];
       const std::string p = path + "[" + std::to_string(i) + "].";
-      OnlyKeys(b, p, {"max_bytes", "latency_s", "gbps"});
+      OnlyKeys(b, p, {max_key, cost_key, "gbps"});
       CostBand band;
-      band.max_bytes = b["max_bytes"] ? Num(b, "max_bytes", p, true) : 0;
-      band.latency_s = Num(b, "latency_s", p, false);
+      band.max_bytes = b[max_key] ? Num(b, max_key, p, true) : 0;
+      band.latency_s = Num(b, cost_key, p, false);
       band.gbps = Num(b, "gbps", p, true);
       if (i + 1 < node.size() && band.max_bytes <= 0)
-        Fail(b, p + "max_bytes", "only the last band may be unbounded");
+        Fail(b, p + max_key, "only the last band may be unbounded");
       if (!c.bands.empty() && band.max_bytes > 0 && band.max_bytes <= c.bands.back().max_bytes)
-        Fail(b, p + "max_bytes", "bands must grow");
+        Fail(b, p + max_key, "bands must grow");
       c.bands.push_back(band);
     }
     return c;
@@ -239,16 +242,10 @@ double HardwareProfile::KernelCopyS(double payload_bytes) const {
 
 double HardwareProfile::CopyCost::Seconds(double copies, double entries, double bytes) const {
   double e = entry_s, bw = gbps;
-  if (!entry_bands.empty() && entries > 0) {
-    const double per_entry = bytes / entries;
-    const EntryBand* b = &entry_bands.back();
-    for (const EntryBand& x : entry_bands)
-      if (x.max_entry_bytes > 0 && per_entry <= x.max_entry_bytes) {
-        b = &x;
-        break;
-      }
-    e = b->entry_s;
-    bw = b->gbps;
+  if (!entry_bands.bands.empty() && entries > 0) {
+    const CostBand& b = entry_bands.For(bytes / entries);
+    e = b.latency_s;
+    bw = b.gbps;
   }
   return copies * latency_s + entries * e + bytes / (bw * 1e9);
 }
@@ -332,36 +329,6 @@ namespace {
 std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YAML::Node& root,
                                                        const std::string& key, bool forward_only);
 
-// A backup term's entry_bands: a non-empty list of {max_entry_bytes, entry_s, gbps}, the bounds
-// ascending, the last without one.
-std::vector<HardwareProfile::EntryBand> ReadEntryBands(const Reader& r, const YAML::Node& list,
-                                                       const std::string& pre) {
-  const std::string key = pre + "entry_bands";
-  if (!list.IsSequence() || list.size() == 0)
-    r.Fail(list, key, "expected a non-empty list of {max_entry_bytes, entry_s, gbps}");
-  std::vector<HardwareProfile::EntryBand> v;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const YAML::Node e = list[i];
-    const std::string at = key + "[" + std::to_string(i) + "].";
-    const bool last = i + 1 == list.size();
-    r.OnlyKeys(e, at, {"max_entry_bytes", "entry_s", "gbps"});
-    HardwareProfile::EntryBand b;
-    if (last && e["max_entry_bytes"])
-      r.Fail(e["max_entry_bytes"], at + "max_entry_bytes",
-             "the last band has no bound (it takes every larger entry)");
-    if (!last) {
-      b.max_entry_bytes = r.Num(e, "max_entry_bytes", at, true);
-      if (!v.empty() && !(b.max_entry_bytes > v.back().max_entry_bytes))
-        r.Fail(e["max_entry_bytes"], at + "max_entry_bytes",
-               "must be above the previous band's bound");
-    }
-    b.entry_s = r.Num(e, "entry_s", at, false);
-    b.gbps = r.Num(e, "gbps", at, true);
-    v.push_back(b);
-  }
-  return v;
-}
-
 // host_device's backup terms: backup_per_layer, backup_tail, their _synthetic twins and
 // backup_pools (the same per pool).
 void ReadBackupTerms(const Reader& r, const YAML::Node& hd, HardwareProfile& p) {
@@ -371,7 +338,8 @@ void ReadBackupTerms(const Reader& r, const YAML::Node& hd, HardwareProfile& p) 
     c.latency_s = r.Num(b, "latency_s", pre, false);
     c.gbps = r.Num(b, "gbps", pre, true);
     if (b["entry_s"]) c.entry_s = r.Num(b, "entry_s", pre, false);
-    if (const YAML::Node bands = b["entry_bands"]) c.entry_bands = ReadEntryBands(r, bands, pre);
+    if (const YAML::Node bands = b["entry_bands"])
+      c.entry_bands = r.Bands(bands, pre + "entry_bands", "max_entry_bytes", "entry_s");
   };
   for (const auto& [key, field] :
        {std::pair{"backup_per_layer", &HardwareProfile::backup_per_layer},

@@ -54,21 +54,16 @@ struct HardwareProfile {
   // layer: what one cudaMemcpyBatchAsync entry moves). gbps 0 = not measured: backups use
   // copy_latency_s and d2h_gbps. YAML host_device.backup_per_layer / backup_tail:
   // {latency_s, gbps[, entry_s]}.
-  // Optional (YAML entry_bands: [{max_entry_bytes, entry_s, gbps}, ..., {entry_s, gbps}], the
-  // bounds ascending, the last band unbounded): the cost per entry and the bandwidth by the bytes
-  // one entry moves (a copy's bytes over its entries), where a few large entries and many small
-  // ones do not share one line (`kvlanes calibrate --backup-entry-bands`; docs/cost_model.md
-  // "Backups"). With bands, entry_s and gbps above are the last band's.
-  struct EntryBand {
-    double max_entry_bytes = 0;  // 0: unbounded (the last band)
-    double entry_s = 0;
-    double gbps = 0;
-  };
   struct CopyCost {
     double latency_s = 0;
     double gbps = 0;
     double entry_s = 0;
-    std::vector<EntryBand> entry_bands;
+    // Optional (YAML entry_bands: [{max_entry_bytes, entry_s, gbps}, ..., {entry_s, gbps}], the
+    // bounds ascending): the cost per entry (a band's latency_s) and the bandwidth by the bytes
+    // one entry moves (a copy's bytes over its entries), where a few large entries and many small
+    // ones do not share one line (`kvlanes calibrate --backup-entry-bands`; docs/cost_model.md
+    // "Backups"). With bands, entry_s and gbps above are the last band's.
+    BandedCost entry_bands;
     // copies x latency_s + entries x entry_s + bytes / gbps, the last two in the band of bytes /
     // entries where entry_bands are given. Only for a measured term (gbps > 0).
     double Seconds(double copies, double entries, double bytes) const;

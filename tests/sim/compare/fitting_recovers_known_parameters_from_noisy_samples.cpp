@@ -550,6 +550,16 @@ TEST_CASE(
                     doctest::Contains("forward_tokens: only with forward 'model'"));
 }
 
+// A tail backup sample of one pool timed after the proxy, nothing gathered beside it: `pages`
+// pages in runs of `run`, `layers` layers, `bytes` in all.
+static nlohmann::json TailBackupAfterProxy(const std::string& pool, int64_t pages, int64_t run,
+                                           int64_t layers, double bytes, double median_s) {
+  return {{"kind", "backup"},    {"schedule", "tail"}, {"bytes", bytes},       {"copies", 1},
+          {"pages", pages},      {"layers", layers},   {"pool", pool},         {"run_pages", run},
+          {"gather_pages", 0},   {"forward", "model"}, {"forward_tokens", 64}, {"repeats", 5},
+          {"median_s", median_s}};
+}
+
 TEST_CASE(
     "--backup-per-pool fits each pool's backup terms on its own samples, which price that pool's "
     "copies") {
@@ -572,19 +582,7 @@ TEST_CASE(
         const double bytes = static_cast<double>(pages * L) * p.chunk;
         const double entries = static_cast<double>((pages + run - 1) / run * L);
         const double t = p.latency + entries * p.entry + bytes / (p.gbps * 1e9);
-        doc["samples"].push_back({{"kind", "backup"},
-                                  {"schedule", "tail"},
-                                  {"bytes", bytes},
-                                  {"copies", 1},
-                                  {"pages", pages},
-                                  {"layers", L},
-                                  {"pool", p.pool},
-                                  {"run_pages", run},
-                                  {"gather_pages", 0},
-                                  {"forward", "model"},
-                                  {"forward_tokens", 64},
-                                  {"repeats", 5},
-                                  {"median_s", t * noise()}});
+        doc["samples"].push_back(TailBackupAfterProxy(p.pool, pages, run, L, bytes, t * noise()));
       }
   // A diagnostic sample (another host-slot choice) is left out, however far off it is.
   nlohmann::json diag = doc["samples"][0];
@@ -694,19 +692,8 @@ TEST_CASE(
       for (const int64_t pages : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
         const double bytes = static_cast<double>(pages * L) * chunk;
         const double entries = static_cast<double>((pages + run - 1) / run * L);
-        doc["samples"].push_back({{"kind", "backup"},
-                                  {"schedule", "tail"},
-                                  {"bytes", bytes},
-                                  {"copies", 1},
-                                  {"pages", pages},
-                                  {"layers", L},
-                                  {"pool", pool},
-                                  {"run_pages", run},
-                                  {"gather_pages", 0},
-                                  {"forward", "model"},
-                                  {"forward_tokens", 64},
-                                  {"repeats", 5},
-                                  {"median_s", truth(entries, bytes) * noise()}});
+        doc["samples"].push_back(
+            TailBackupAfterProxy(pool, pages, run, L, bytes, truth(entries, bytes) * noise()));
       }
   const HardwareProfile base = TruthProfile();
   CalibrateOptions opt;
@@ -716,15 +703,16 @@ TEST_CASE(
   const CalibrationResult r = Calibrate(m, &base, opt);
   const HardwareProfile::CopyCost& c = r.profile.backup_tail;
   CHECK(Near(c.latency_s, 3.5e-6, 0.05));
-  REQUIRE(c.entry_bands.size() == 3);
+  const std::vector<CostBand>& bands = c.entry_bands.bands;  // latency_s: the cost per entry
+  REQUIRE(bands.size() == 3);
   for (size_t k = 0; k < 3; ++k) {
     CAPTURE(k);
-    CHECK(c.entry_bands[k].max_entry_bytes == (k < 2 ? bounds[k] : 0));
-    CHECK(Near(c.entry_bands[k].gbps, gbps[k], 0.03));
-    if (k > 0) CHECK(Near(c.entry_bands[k].entry_s, entry_s[k], 0.3));
+    CHECK(bands[k].max_bytes == (k < 2 ? bounds[k] : 0));
+    CHECK(Near(bands[k].gbps, gbps[k], 0.03));
+    if (k > 0) CHECK(Near(bands[k].latency_s, entry_s[k], 0.3));
   }
-  CHECK(c.entry_bands[0].entry_s == 0);  // one entry size: the bandwidth alone
-  CHECK(c.gbps == c.entry_bands.back().gbps);
+  CHECK(bands[0].latency_s == 0);  // one entry size: the bandwidth alone
+  CHECK(c.gbps == bands.back().gbps);
   const auto fit_of = [](const CalibrationResult& x) {
     for (const FitReport& f : x.fits)
       if (f.group == "backup_tail") return f;
@@ -735,15 +723,15 @@ TEST_CASE(
   CalibrateOptions line = opt;
   line.backup_entry_bands.clear();
   const CalibrationResult one = Calibrate(m, &base, line);
-  CHECK(one.profile.backup_tail.entry_bands.empty());
+  CHECK(one.profile.backup_tail.entry_bands.bands.empty());
   CHECK(fit_of(one).median_rel_err > 2 * fit_of(r).median_rel_err);
 
   // Round trip; the cost model prices each pool's copy in the band of its own bytes per entry,
   // and both pools' copies as the sum of the two.
   const std::string path = TempPath("bands.yaml");
   const HardwareProfile back = RoundTrip(r, path, "bands.json");
-  REQUIRE(back.backup_tail.entry_bands.size() == 3);
-  CHECK(back.backup_tail.entry_bands[1].gbps == doctest::Approx(c.entry_bands[1].gbps));
+  REQUIRE(back.backup_tail.entry_bands.bands.size() == 3);
+  CHECK(back.backup_tail.entry_bands.bands[1].gbps == doctest::Approx(bands[1].gbps));
   ReplayConfig cfg;
   cfg.cache.cp_size = 1;
   cfg.model.layers = L;
@@ -753,7 +741,8 @@ TEST_CASE(
     const HardwareProfile::CopyCost& b = back.backup_tail;
     size_t k = 0;
     while (k < 2 && bytes / entries > bounds[k]) ++k;
-    return b.latency_s + entries * b.entry_bands[k].entry_s + bytes / (b.entry_bands[k].gbps * 1e9);
+    const CostBand& e = b.entry_bands.bands[k];
+    return b.latency_s + entries * e.latency_s + bytes / (e.gbps * 1e9);
   };
   // 10 pages in one run: kv entries of 420 KB (the top band), indexer entries of 84 KB (the
   // middle one); 10 runs: kv 42 KB entries (middle), indexer 8 KB (the first).
@@ -966,7 +955,7 @@ TEST_CASE("a profile's per-pool backup terms are checked like the others") {
   std::remove(path.c_str());
 }
 
-TEST_CASE("a profile's entry bands are checked: bounds ascending, the last band unbounded") {
+TEST_CASE("a profile's entry bands are read and checked as the other bands, under their own keys") {
   const std::string path = TempPath("bad_bands.yaml");
   const auto load = [&](const std::string& bands) {
     std::ofstream(path) << ProfileYaml(
@@ -975,23 +964,25 @@ TEST_CASE("a profile's entry bands are checked: bounds ascending, the last band 
   };
   const HardwareProfile ok =
       load("[{max_entry_bytes: 16384, entry_s: 0, gbps: 24}, {entry_s: 5e-7, gbps: 55}]");
-  REQUIRE(ok.backup_tail.entry_bands.size() == 2);
-  CHECK(ok.backup_tail.entry_bands[0].max_entry_bytes == 16384);
+  REQUIRE(ok.backup_tail.entry_bands.bands.size() == 2);
+  CHECK(ok.backup_tail.entry_bands.bands[0].max_bytes == 16384);
   CHECK(ok.backup_tail.Seconds(1, 4, 4 * 8448.0) ==
         doctest::Approx(1e-5 + 4 * 8448.0 / 24e9));  // 8 KiB entries: the first band
   CHECK(ok.backup_tail.Seconds(1, 4, 4 * 41984.0) ==
         doctest::Approx(1e-5 + 4 * 5e-7 + 4 * 41984.0 / 55e9));
   CHECK_THROWS_WITH(load("[]"), doctest::Contains("host_device.backup_tail.entry_bands: expected a "
-                                                  "non-empty list"));
+                                                  "list of bands"));
   CHECK_THROWS_WITH(
       load("[{max_entry_bytes: 16384, entry_s: 0, gbps: 24}, {max_entry_bytes: 8192, entry_s: 0, "
            "gbps: 30}, {entry_s: 0, gbps: 50}]"),
-      doctest::Contains("entry_bands[1].max_entry_bytes: must be above the previous band's bound"));
-  CHECK_THROWS_WITH(
-      load("[{max_entry_bytes: 16384, entry_s: 0, gbps: 24}]"),
-      doctest::Contains("entry_bands[0].max_entry_bytes: the last band has no bound"));
+      doctest::Contains("entry_bands[1].max_entry_bytes: bands must grow"));
+  // A bounded last band takes every larger entry too (BandedCost::For, as for the copy bands).
+  const HardwareProfile bounded = load("[{max_entry_bytes: 16384, entry_s: 0, gbps: 24}]");
+  CHECK(bounded.backup_tail.Seconds(1, 4, 4 * 41984.0) ==
+        doctest::Approx(1e-5 + 4 * 41984.0 / 24e9));
   CHECK_THROWS_WITH(load("[{entry_s: 0, gbps: 24}, {entry_s: 0, gbps: 30}]"),
-                    doctest::Contains("entry_bands[0].max_entry_bytes: missing"));
+                    doctest::Contains("entry_bands[0].max_entry_bytes: only the last band may be "
+                                      "unbounded"));
   CHECK_THROWS_WITH(load("[{entry_s: -1, gbps: 24}]"),
                     doctest::Contains("entry_bands[0].entry_s: must be >= 0"));
   CHECK_THROWS_WITH(load("[{entry_s: 0, gbps: 24, latency_s: 1}]"),
