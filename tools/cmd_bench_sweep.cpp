@@ -119,6 +119,9 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       ("forward-tokens", po::value<std::string>(), "forward grid: new-token counts (comma list)")
       ("forward-prefix", po::value<std::string>(), "forward grid: prefix token counts (comma list)")
       ("pair-pages", po::value<std::string>(), "pairs: page counts of the copies and gathers (comma list)")
+      ("first-gather-pages", po::value<std::string>(),
+       "pairs: page counts of the gather layers timed after a forward layer and of their next "
+       "layer (comma list; default: the pair pages), the points of the after-forward ratios")
       ("no-backups", po::bool_switch(), "leave out the backups over a forward pass (per-layer and tail, beside a gather)")
       ("backup-host-slots", po::value<std::string>()->default_value("random"),
        "backups over a forward pass, a diagnostic: random = random run-aligned blocks of the host pool | "
@@ -314,6 +317,9 @@ int CmdBenchSweep(int argc, const char* const* argv) {
           IntList(vm["forward-prefix"].as<std::string>(), "--forward-prefix", 0);
     if (vm.count("pair-pages"))
       o.pair_pages = IntList(vm["pair-pages"].as<std::string>(), "--pair-pages", 1);
+    if (vm.count("first-gather-pages"))
+      o.first_gather_pages =
+          IntList(vm["first-gather-pages"].as<std::string>(), "--first-gather-pages", 1);
     if (vm["quick"].as<bool>()) {  // a small pair and forward grid too
       if (!vm.count("pair-pages")) o.pair_pages = {4, 32};
       if (!vm.count("forward-tokens")) o.forward_new_tokens = {16, 64, 256};

@@ -108,9 +108,11 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
   }
   if (vm.count("model-preset")) opt.model_preset = vm["model-preset"].as<std::string>();
   const std::string form = vm["compute-form"].as<std::string>();
-  if (form != "table" && form != "linear")
-    throw InputError("", 0, "--compute-form", "expected table or linear, got '" + form + "'");
+  if (form != "table" && form != "linear" && form != "rescale")
+    throw InputError("", 0, "--compute-form",
+                     "expected table, linear or rescale, got '" + form + "'");
   opt.compute_table = form == "table";
+  opt.compute_rescale = form == "rescale";
   if (vm.count("overlap-forward")) {
     opt.overlap_forward = vm["overlap-forward"].as<std::string>();
     if (opt.overlap_forward != "model" && opt.overlap_forward != "synthetic")
@@ -168,7 +170,9 @@ int CmdCalibrate(int argc, const char* const* argv) {
        "give overlap_synthetic and compute.synthetic_layer_s")
       ("compute-form", po::value<std::string>()->default_value("table"),
        "forward samples: table (the linear terms and the measured points as compute.table, "
-       "interpolated between them) | linear (the linear terms alone)")
+       "interpolated between them) | linear (the linear terms alone) | rescale (the --base "
+       "profile's compute terms and table times the median of measured / priced: this GPU's "
+       "speed from a few points)")
       ("max-bands", po::value<int>()->default_value(d.bands.max_bands),
        "collectives: most size bands per curve")
       ("min-band-sizes", po::value<int>()->default_value(d.bands.min_sizes_per_band),
@@ -196,7 +200,9 @@ int CmdCalibrate(int argc, const char* const* argv) {
          "kvlanes calibrate --measurements RANKS2.json --base h200_measured.yaml --out "
          "2xh200_measured.yaml",
          "kvlanes calibrate --measurements FWD_SMALL.json --measurements FWD_LARGE.json --base "
-         "h200_measured.yaml --model-preset deepseek-v3.2 --out h200_model.yaml"});
+         "h200_measured.yaml --model-preset deepseek-v3.2 --out h200_model.yaml",
+         "kvlanes calibrate --measurements FWD_FEW.json --base h200_model.yaml --compute-form "
+         "rescale --out h200_this_gpu.yaml"});
     return 0;
   }
   try {

@@ -570,8 +570,14 @@ class Sweeper {
       }
     Progress("first_gather: a gather layer after a " + o_.forward +
              " forward layer, then the next layer of its slots");
+    std::set<int64_t> first_pages = pages;
+    if (!o_.first_gather_pages.empty()) {
+      first_pages.clear();
+      for (const int64_t n : o_.first_gather_pages)
+        first_pages.insert(std::min<int64_t>(n, o_.max_pages));
+    }
     for (size_t i = 0; i < forwards.size(); ++i)
-      for (const int64_t n : pages) FirstGatherSample(forwards[i], shapes[i], n);
+      for (const int64_t n : first_pages) FirstGatherSample(forwards[i], shapes[i], n);
   }
 
   // As the executor runs a request (prefetch 0): a forward layer, then gather layer l of n fresh
@@ -998,6 +1004,8 @@ void ValidateForward(const SweepOptions& o) {
     if (p < 0) throw ExecError("sweep: forward prefix tokens must be >= 0");
   for (const int64_t n : o.pair_pages)
     if (n < 1) throw ExecError("sweep: pair page counts must be >= 1");
+  for (const int64_t n : o.first_gather_pages)
+    if (n < 1) throw ExecError("sweep: first gather page counts must be >= 1");
   for (const double f : o.pair_forward_s)
     if (!(f > 0 && f < 10)) throw ExecError("sweep: pair forward seconds must be in (0, 10)");
   for (const auto& [n, p] : o.pair_forward_shapes)

@@ -107,6 +107,10 @@ struct SweepOptions {
   std::vector<int64_t> pair_pages = {16, 256, 2048};
   std::vector<double> pair_forward_s = {1e-4, 1e-3};
   std::vector<std::pair<int64_t, int64_t>> pair_forward_shapes = {{512, 0}, {2048, 16384}};
+  // Pairs: the page counts of the first_gather samples (a gather layer after a forward layer, then
+  // the next layer), which set the gather's after-forward ratios between their points; empty: the
+  // pair pages. A denser grid here costs little beside the whole pair grid.
+  std::vector<int64_t> first_gather_pages;
   // Before every timed run (and pair, and backup pass), EvictCaches: the run starts with caches
   // full of unrelated written data, as an op of the executor that follows a forward layer does,
   // not with what the previous repeat left in L2.

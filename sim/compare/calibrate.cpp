@@ -856,6 +856,65 @@ void FitComputeTable(Calibration& c, const std::vector<const Sample*>& s) {
   c.out.fits.push_back(std::move(r));
 }
 
+// --compute-form rescale: the base's compute terms and table times k, the median over the
+// samples of measured / the base's price. The samples must be of the base's preset and layer
+// count (another model's proxy says nothing about this one's table). Residuals are after the
+// rescale; the note gives them before it.
+void RescaleCompute(Calibration& c, const std::vector<const Sample*>& s,
+                    const std::string& preset) {
+  if (!c.base ||
+      !(c.base->layer_base_s > 0 || c.base->layer_token_s > 0 || !c.base->compute_table.empty()))
+    throw InputError("", 0, "--compute-form",
+                     "rescale scales the base profile's compute terms: give --base with them");
+  const HardwareProfile& b = *c.base;
+  for (const Sample* x : s) {
+    if (!b.compute_model_preset.empty() && x->preset != b.compute_model_preset)
+      throw InputError(c.m.file, x->line, "preset",
+                       "a forward sample of '" + x->preset + "' cannot rescale compute terms " +
+                           "measured on '" + b.compute_model_preset + "'");
+    if (b.compute_model_layers > 0 && x->model_layers != b.compute_model_layers)
+      throw InputError(c.m.file, x->line, "model_layers",
+                       "a forward sample of a " + std::to_string(x->model_layers) +
+                           "-layer model cannot rescale compute terms measured at " +
+                           std::to_string(b.compute_model_layers) + " layers");
+  }
+  std::vector<double> ratio;
+  for (const Sample* x : s) {
+    const double n = static_cast<double>(x->new_tokens) / static_cast<double>(x->ranks);
+    const double priced = b.TableLayerS(n, static_cast<double>(x->prefix_tokens), 1);
+    if (!(priced > 0))
+      throw InputError(c.m.file, x->line, "forward",
+                       "the base profile prices this point at 0 s, so there is nothing to rescale");
+    ratio.push_back(x->median_s / static_cast<double>(x->layers) / priced);
+  }
+  std::vector<double> sorted = ratio;
+  std::sort(sorted.begin(), sorted.end());
+  const double k = PercentileOfSorted(sorted, 0.5);
+  HardwareProfile& p = c.profile();
+  p.layer_base_s = b.layer_base_s;
+  p.layer_token_s = b.layer_token_s;
+  p.layer_attn_pair_s = b.layer_attn_pair_s;
+  p.compute_table = b.compute_table;
+  p.compute_measured = b.compute_measured;
+  p.compute_model_preset = b.compute_model_preset.empty() ? preset : b.compute_model_preset;
+  p.compute_model_layers = b.compute_model_layers;
+  p.ScaleCompute(k);
+  std::vector<double> before, after;
+  for (const double r : ratio) {
+    before.push_back(std::abs(1 / r - 1));
+    after.push_back(k / r - 1);
+  }
+  std::sort(before.begin(), before.end());
+  FitReport r = Report("compute.rescale", s, after);
+  r.params = {{"scale", k}};
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "the base's compute terms and table times %.4f; before it |rel err| median %.2f%%",
+                k, 100 * PercentileOfSorted(before, 0.5));
+  r.note = buf;
+  c.out.fits.push_back(std::move(r));
+}
+
 // Forward pass per layer: base + (token * n + pair * n * (p + n/2)) / N. Samples of the spin
 // kernel (forward "synthetic") time a duration the sweep chose, so they calibrate nothing and are
 // left out; samples of several presets need --model-preset.
@@ -897,6 +956,10 @@ void FitForward(Calibration& c) {
     c.out.notes.push_back(std::to_string(all - s.size()) +
                           " forward samples of other model presets left out (kept '" + preset +
                           "')");
+  if (c.opt.compute_rescale) {
+    RescaleCompute(c, s, preset);
+    return;
+  }
   Eigen::MatrixXd a(static_cast<Eigen::Index>(s.size()), 3);
   Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
   for (size_t i = 0; i < s.size(); ++i) {

@@ -38,6 +38,10 @@ struct CalibrateOptions {
   // Forward samples: also write the measured points as compute.table (the linear terms corrected
   // between them, docs/cost_model.md); false: the linear terms alone.
   bool compute_table = true;
+  // Forward samples: keep the base's compute terms and table, all times one factor, the median of
+  // measured / base over the samples (`--compute-form rescale`: this GPU's speed against the
+  // base's, from a few points measured here); compute_table is then not used.
+  bool compute_rescale = false;
   // Overlap samples: keep those timed beside this forward pass, model or synthetic ("" = the
   // only one present).
   std::string overlap_forward;

@@ -168,6 +168,31 @@ TEST_CASE("sweep pairs: every pair over its sizes, both ops timed alone and toge
   CHECK(r.profile.overlap.size() <= 9);  // the non-same-engine pairs at most
 }
 
+TEST_CASE("sweep pairs: the first gather layers over their own page counts") {
+  SweepOptions o = PairSweep();
+  o.first_gather_pages = {8, 24, 1000};  // 1000 is capped at max pages
+  const nlohmann::ordered_json doc = RunSweep(o);
+  std::set<int64_t> first, overlap;
+  for (const auto& s : doc["samples"]) {
+    if (s["kind"] == "first_gather")
+      first.insert(s["pages"].get<int64_t>());
+    else if (s["kind"] == "overlap" && s["victim"] == "gather")
+      overlap.insert(s["victim_bytes"].get<int64_t>() / (2 * 16 * (656 + 132)));
+  }
+  CHECK(first == std::set<int64_t>{8, 24, 32});
+  CHECK(overlap == std::set<int64_t>{4, 16, 32});  // the pairs keep the pair pages
+
+  // calibrate's after-forward ratios then have a point at each of them.
+  const Measurements m = ParseMeasurements(doc.dump(1), "pairs.json");
+  const HardwareProfile base = Base();
+  const CalibrationResult r = Calibrate(m, &base, CalibrateOptions{});
+  REQUIRE(r.profile.gather_after_forward_synthetic.size() == 3);
+  CHECK(r.profile.gather_after_forward_synthetic[1].pages == 24);
+
+  o.first_gather_pages = {0};
+  CHECK_THROWS_WITH(RunSweep(o), doctest::Contains("first gather page counts must be >= 1"));
+}
+
 TEST_CASE("sweep forward grid: one sample per shape with FLOPs and bytes, the preset named") {
   SweepOptions o = PairSweep();
   o.pairs = true;

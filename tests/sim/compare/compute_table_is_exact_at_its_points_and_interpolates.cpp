@@ -265,4 +265,50 @@ TEST_CASE("compute table: the layer count it was measured at is recorded and enf
   }
 }
 
+TEST_CASE("compute rescale: the base's terms and table times the median measured / priced") {
+  // The base: bent samples fitted into a table, as from the committed grid.
+  const HardwareProfile truth = TruthProfile();
+  HardwareProfile base = Calibrate(ParseMeasurements(Doc(BentSamples(truth)).dump(1), "grid.json"),
+                                   &truth, CalibrateOptions{})
+                             .profile;
+  REQUIRE(!base.compute_table.empty());
+  // This GPU: 3% slower at a few points, one of them off the table's points, and one outlier
+  // the median ignores.
+  nlohmann::json few = nlohmann::json::array();
+  const std::vector<std::pair<double, double>> pts = {
+      {413, 0}, {1237, 24576}, {3001, 6144}, {2000, 40000}, {7919, 72000}};
+  for (const auto& [n, p] : pts)
+    few.push_back(ForwardSample(n, p, 1.03 * base.TableLayerS(n, p, 1)));
+  few[4]["median_s"] = 2 * base.TableLayerS(7919, 72000, 1);
+  CalibrateOptions opt;
+  opt.compute_rescale = true;
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(Doc(few).dump(1), "few.json"), &base, opt);
+  const HardwareProfile& h = r.profile;
+  CHECK(h.layer_base_s == doctest::Approx(1.03 * base.layer_base_s));
+  CHECK(h.layer_token_s == doctest::Approx(1.03 * base.layer_token_s));
+  REQUIRE(h.compute_table.size() == base.compute_table.size());
+  CHECK(h.compute_table[2].layer_s[1] == doctest::Approx(1.03 * base.compute_table[2].layer_s[1]));
+  for (const auto& [n, p] : pts)
+    CHECK(h.TableLayerS(n, p, 1) == doctest::Approx(1.03 * base.TableLayerS(n, p, 1)));
+  CHECK(h.compute_model_preset == base.compute_model_preset);
+  bool reported = false;
+  for (const FitReport& f : r.fits)
+    if (f.group == "compute.rescale") {
+      reported = true;
+      REQUIRE(f.params.size() == 1);
+      CHECK(f.params[0].second == doctest::Approx(1.03));
+      CHECK(f.samples == 5);
+      CHECK(f.max_rel_err == doctest::Approx(1 - 1.03 / 2));  // the outlier
+    }
+  CHECK(reported);
+
+  // Without a base, or with another preset's samples, it is refused with the field named.
+  CHECK_THROWS_WITH(Calibrate(ParseMeasurements(Doc(few).dump(1), "few.json"), nullptr, opt),
+                    doctest::Contains("--compute-form"));
+  for (auto& x : few) x["preset"] = "glm-5";
+  CHECK_THROWS_WITH(Calibrate(ParseMeasurements(Doc(few).dump(1), "few.json"), &base, opt),
+                    doctest::Contains("cannot rescale compute terms measured on 'deepseek-v3.2'"));
+}
+
 }  // namespace kvlanes::test
