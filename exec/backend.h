@@ -233,6 +233,9 @@ class RankBackend {
   virtual int HoldStreams(double timeout_s) = 0;
   virtual void OpenGate() = 0;
   virtual int64_t GatesExpired() = 0;  // gates that opened by their timeout so far
+  // Gates the backend opened itself before work that would not fit the launch queue behind a held
+  // gate (the host would block until the timeout); their requests' later ops include host time.
+  virtual int64_t GatesOpenedEarly() { return 0; }
 
   // --- Work, enqueued on a stream. Index spans must stay valid until the next Sync(). ---
   // Synthetic forward pass of one layer: writes the pattern of `pages` (this layer, every pool)

@@ -75,9 +75,14 @@ void PrintSummary(const nlohmann::ordered_json& report) {
   if (gate.contains("expired") && gate["expired"].get<int64_t>() > 0)
     std::printf(
         "  WARNING: %lld request gate(s) opened by their %.3g s timeout before the host had "
-        "enqueued the "
-        "request: those requests' ops include host time (raise --gate-timeout-s)\n",
+        "enqueued the request: those requests' ops include host time (if the host was blocked "
+        "by a full launch queue, a longer --gate-timeout-s only makes it wait longer)\n",
         static_cast<long long>(gate["expired"].get<int64_t>()), gate["timeout_s"].get<double>());
+  if (gate.contains("opened_early") && gate["opened_early"].get<int64_t>() > 0)
+    std::printf(
+        "  note: %lld request gate(s) opened before a forward layer too large for the launch "
+        "queue behind them: those requests' later ops include host time\n",
+        static_cast<long long>(gate["opened_early"].get<int64_t>()));
 }
 
 // One rank, start to finish. Returns the exit code; *error gets the message of a failure.
@@ -550,9 +555,10 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
     int paused_ranks = 0;
   };
   std::map<std::pair<int64_t, int>, HostFacts> facts;
-  int64_t expired = 0;
+  int64_t expired = 0, opened_early = 0;
   for (const RankResult& rr : ranks) {
     expired += rr.gates_expired;
+    opened_early += rr.gates_opened_early;
     for (const RequestHostTime& q : rr.requests) {
       HostFacts& f = facts[{q.request, q.round}];
       f.enqueue_s = std::max(f.enqueue_s, q.enqueue_s);
@@ -597,7 +603,8 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
         {"held", o.exec.gate_first_layer ? "every request until its first layer is enqueued"
                                          : "every request until its host enqueue ends"},
         {"timeout_s", o.exec.gate_timeout_s},
-        {"expired", expired}};
+        {"expired", expired},
+        {"opened_early", opened_early}};
   else
     j["context"]["gate"] = {{"held", "no (the device runs each op as soon as it is enqueued)"}};
   j["requests"] = reqs;

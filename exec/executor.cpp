@@ -260,7 +260,8 @@ nlohmann::ordered_json RankResultToJson(const RankResult& r) {
           {"ops", ops},
           {"spans", spans},
           {"requests", reqs},
-          {"gates_expired", r.gates_expired}};
+          {"gates_expired", r.gates_expired},
+          {"gates_opened_early", r.gates_opened_early}};
 }
 
 RankResult RankResultFromJson(const nlohmann::json& j) {
@@ -293,6 +294,7 @@ RankResult RankResultFromJson(const nlohmann::json& j) {
                         q.at("pause_begin_s").get<double>(), q.at("pause_end_s").get<double>(),
                         q.at("round").get<int>()});
   r.gates_expired = j.at("gates_expired").get<int64_t>();
+  r.gates_opened_early = j.value("gates_opened_early", int64_t{0});
   return r;
 }
 
@@ -399,6 +401,7 @@ class RankRun {
     r.spans = std::move(done_spans_);
     r.requests = std::move(host_times_);
     r.gates_expired = b_.GatesExpired();
+    r.gates_opened_early = b_.GatesOpenedEarly();
     r.verified_bytes = verified_bytes_;
     r.context = b_.Context();
     return r;

@@ -145,6 +145,7 @@ struct RankResult {
   std::vector<MeasuredSpan> spans;  // only with ExecOptions::keep_spans (round 0); as recorded
   std::vector<RequestHostTime> requests;
   int64_t gates_expired = 0;
+  int64_t gates_opened_early = 0;
   int64_t verified_bytes = 0;
   nlohmann::ordered_json context;
 };

@@ -442,6 +442,14 @@ void ForwardModelCuda::SetRequest(int64_t prefix, int64_t new_tokens,
             "positions upload");
 }
 
+int64_t ForwardModelCuda::AttentionChunks() const {
+  const Impl& m = *impl_;
+  if (m.queries == 0) return 0;
+  const int64_t per_token = m.shape.heads * PaddedKeys(m.prefix + m.new_tokens);
+  const int64_t chunk = std::max<int64_t>(1, m.score_elems / std::max<int64_t>(per_token, 1));
+  return (m.queries + chunk - 1) / chunk;
+}
+
 void ForwardModelCuda::Attention(const void* kv_dense, cudaStream_t s) {
   Attention(KvRows{kv_dense}, s);
 }

@@ -91,6 +91,9 @@ class ForwardModelCuda {
   // not write them).
   double MergedDifference(const KvRows& prefix, cudaStream_t s);
   int64_t merged_outputs() const;  // elements of merged_output()
+  // The query chunks of the current request's attention in one layer (Layer), each a few kernel
+  // launches: what decides whether a layer's work fits the CUDA launch queue. 0 before SetRequest.
+  int64_t AttentionChunks() const;
 
   // Device buffers of the attention (bf16): queries [kv_heads][queries * group][key_dim],
   // new-token rows [new_tokens][KvDecode::new_row()], output [kv_heads][queries *

@@ -32,6 +32,7 @@ class ForwardingBackend : public RankBackend {
   int HoldStreams(double t) override { return b_->HoldStreams(t); }
   void OpenGate() override { b_->OpenGate(); }
   int64_t GatesExpired() override { return b_->GatesExpired(); }
+  int64_t GatesOpenedEarly() override { return b_->GatesOpenedEarly(); }
   void ForwardLayer(Stream s, int64_t l, std::span<const PageWrite> p, double busy) override {
     b_->ForwardLayer(s, l, p, busy);
   }

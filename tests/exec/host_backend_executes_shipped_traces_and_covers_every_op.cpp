@@ -113,6 +113,7 @@ TEST_CASE(
           ReplayContext(cfg, {})["config_fnv1a64"].get<std::string>());
     CHECK(m["context"]["gate"]["expired"].get<int64_t>() ==
           0);  // the host backend has no gate to expire
+    CHECK(m["context"]["gate"]["opened_early"].get<int64_t>() == 0);
     for (const auto& r : m["requests"]) CHECK(r["host_enqueue_s"].get<double>() >= 0);
     const nlohmann::json t = ReadJson(o.timeline);
     CHECK(t["traceEvents"].size() == m["ops"].size() + static_cast<size_t>(c.cp));
@@ -277,6 +278,8 @@ TEST_CASE("request seconds leave out the time every rank was held behind a secon
   ranks[0].requests = {RequestHostTime{0, 0.30, 1.40, 1.70}};
   ranks[1].requests = {RequestHostTime{0, 0.25, 1.50, 1.80}};  // both held 1.50 .. 1.70
   ranks[1].gates_expired = 1;
+  ranks[0].gates_opened_early = 2;  // summed over ranks, as the expiries
+  ranks[1].gates_opened_early = 1;
   RunOptions o;
   o.backend = "host";
   o.exec.gate = true;
@@ -287,6 +290,12 @@ TEST_CASE("request seconds leave out the time every rank was held behind a secon
   CHECK(j["requests"][0]["host_enqueue_s"].get<double>() == doctest::Approx(0.30));
   CHECK(j["total_s"].get<double>() == doctest::Approx(1.0));
   CHECK(j["context"]["gate"]["expired"].get<int64_t>() == 1);
+  CHECK(j["context"]["gate"]["opened_early"].get<int64_t>() == 3);
+  // A rank's result survives its JSON (the multi-process path) with both counts.
+  const RankResult back =
+      RankResultFromJson(nlohmann::json::parse(RankResultToJson(ranks[0]).dump()));
+  CHECK(back.gates_opened_early == 2);
+  CHECK(back.gates_expired == 0);
 
   // One rank not paused: nobody's pause is taken off.
   ranks[1].requests = {RequestHostTime{0, 0.25, 0, -1}};
