@@ -394,6 +394,7 @@ class RankRun {
         host_.assign(host_.size(), SlotState{});
       }
       for (size_t i = 0; i < plan_.requests.size(); ++i) Request(i);
+      if (opts_.round_done && me_ == 0) opts_.round_done(round_ + 1, std::max(opts_.rounds, 1));
     }
     RankResult r;
     r.rank = me_;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -96,6 +97,9 @@ struct ExecOptions {
   // round verified. The measured file gives each op's and request's median over the rounds
   // (docs/executor.md, "Timed rounds").
   int rounds = 1;
+  // Rank 0 calls this after each timed round with the rounds done and the rounds in all (progress
+  // on the console; empty: nothing).
+  std::function<void(int done, int rounds)> round_done;
 };
 
 // One plan operation as performed by one rank. Times in seconds from the rank's epoch.

@@ -2,6 +2,7 @@
 // host<->device copies, or host memory for CI), checks every byte and measures every operation.
 // docs/executor.md has the design; docs/README_executor_section.md the quick start.
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -166,6 +167,15 @@ int CmdExec(int argc, const char* const* argv) {
       for (const auto& f : vm["fault"].as<std::vector<std::string>>())
         o.exec.faults.push_back(exec::ParseFault(f));
     o.quiet = vm["quiet"].as<bool>();
+    if (!o.quiet) {  // a line per timed round on stderr, so a long run shows how far it got
+      const auto start = std::chrono::steady_clock::now();
+      o.exec.round_done = [start](int done, int rounds) {
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::fprintf(stderr, "kvlanes exec: round %d of %d done, %.1f s since the start\n", done,
+                     rounds, s);
+      };
+    }
 
     PlanFile pf;
     std::string source;

@@ -643,6 +643,18 @@ void FitGatherAfterForward(Calibration& c) {
       std::sort(r.begin(), r.end());
       median[pages] = PercentileOfSorted(r, 0.5);
       t.push_back({pages, median[pages]});
+      // A profile takes ratios below 10 (HardwareProfile's reader): 10 and more says the copy
+      // bands priced another machine (a GPU base for a host sweep), not an effect of the forward.
+      if (median[pages] >= 10) {
+        const Sample* x = nullptr;
+        for (const Sample* u : used)
+          if (u->pages == pages) x = u;
+        throw InputError(x->file.empty() ? c.m.file : x->file, x->line, "first_gather",
+                         "the gather layers of " + std::to_string(pages) + " pages after a " +
+                             "forward layer took " + std::to_string(median[pages]) +
+                             " times their price by the copy bands; the copy bands (from --base " +
+                             "or these files) must be of the machine that ran the sweep");
+      }
     }
     // How far each sample is from its page count's ratio (the shapes' spread): predicted over
     // measured is that ratio over the sample's own.

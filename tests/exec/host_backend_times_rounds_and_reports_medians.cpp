@@ -5,8 +5,12 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "exec/exec_error.h"
+#include "exec/host_backend.h"
 #include "exec_cases.h"
 #include "traces/percentile.h"
 
@@ -135,6 +139,25 @@ TEST_CASE("timed rounds run the plan again from an empty cache and verify every 
   }
   CHECK(three["total_s"].get<double>() == doctest::Approx(total));
   CHECK(three["round_totals_s"].size() == 3);
+}
+
+TEST_CASE("rank 0 reports each timed round as it ends (the console's progress)") {
+  const ReplayConfig cfg =
+      SmallConfig(1, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=600"});
+  const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 4);
+  const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(plan.geo);
+  std::unique_ptr<RankBackend> b = MakeHostBackend(plan.geo, *seg, 0, 60);
+  ExecOptions opts;
+  opts.warmup = 1;
+  opts.rounds = 3;
+  std::vector<std::pair<int, int>> calls;
+  opts.round_done = [&](int done, int rounds) { calls.push_back({done, rounds}); };
+  const RankResult r = ExecuteRank(plan, *b, opts);
+  CHECK(calls == std::vector<std::pair<int, int>>{{1, 3}, {2, 3}, {3, 3}});
+  REQUIRE(!r.ops.empty());  // and the rounds ran: each op three times, round 2's last
+  CHECK(r.ops.size() % 3 == 0);
+  CHECK(r.ops.back().round == 2);
 }
 
 }  // namespace kvlanes::exec::testing

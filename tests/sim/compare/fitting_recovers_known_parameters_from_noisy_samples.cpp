@@ -787,6 +787,22 @@ TEST_CASE(
                                   {"repeats", 5},
                                   {"median_s", t}});
       }
+  {
+    // Samples of another machine than the base's copy bands (a GPU base for a host sweep) give
+    // ratios a profile cannot hold: refused, naming the sample, not written and then failed.
+    nlohmann::json slow = doc;
+    slow["samples"][0]["median_s"] = 40 * slow["samples"][0]["median_s"].get<double>();
+    slow["samples"][1]["median_s"] = 40 * slow["samples"][1]["median_s"].get<double>();
+    try {
+      Calibrate(ParseMeasurements(slow.dump(1), "fg.json"), &base, CalibrateOptions{});
+      FAIL("a ratio of 40 was fitted");
+    } catch (const InputError& e) {
+      const std::string w = e.what();
+      CHECK(w.find("fg.json") != std::string::npos);
+      CHECK(w.find("first_gather") != std::string::npos);
+      CHECK(w.find("must be of the machine that ran the sweep") != std::string::npos);
+    }
+  }
   const CalibrationResult r =
       Calibrate(ParseMeasurements(doc.dump(1), "fg.json"), &base, CalibrateOptions{});
   REQUIRE(r.profile.gather_after_forward.size() == 3);
