@@ -357,175 +357,152 @@ BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_pe
   return c;
 }
 
-RequestCost CostModel::Evaluate(const ForwardShape& f) const {
-  RequestCost c;
-  const size_t L = static_cast<size_t>(layers_);
-  const size_t lanes =
-      std::max({static_cast<size_t>(ranks_), f.load_back_pages.size(), f.backup_pages.size()});
-  const auto at = [](std::span<const int64_t> v, size_t i) { return i < v.size() ? v[i] : 0; };
-  const auto runs = [&](size_t lane) {
-    return static_cast<double>(std::max<int64_t>(1, at(f.backup_runs, lane)));
-  };
-  int64_t loaded = 0, backed = 0;
-  for (int64_t x : f.load_back_pages) loaded += x;
-  for (int64_t x : f.backup_pages) backed += x;
-  // partial_merge moves queries and partial outputs, not the prefix.
-  const GatherCost g = f.gather == GatherMethod::kPartialMerge && f.prefix_pages > 0
-                           ? PartialMerge(f.new_tokens)
-                           : Gather(f.gather, f.shard_pages, f.prefix_pages);
-  const bool gathers = f.prefix_pages > 0;
-  // A p2p gather reads peers' pools, which no event orders: the executor loads every layer of
-  // the load-backs first, one copy per pool, and every gather layer waits for that.
-  const bool load_all_first = gathers && f.gather == GatherMethod::kP2p;
-  const double comp_layer = ComputeLayerS(f.new_tokens, f.prefix_tokens);
-  const double h2d = hw_.h2d_gbps * 1e9;
-  // One lane's copies: load-back per layer (or of all layers at once), backup per layer, tail.
-  struct LaneWork {
-    int64_t load_pages = 0, backup_pages = 0, backup_runs = 1;
-    double load = 0, backup_layer = 0, backup_tail = 0;
-    bool operator<(const LaneWork& o) const {
-      return std::tie(load_pages, backup_pages, backup_runs) <
-             std::tie(o.load_pages, o.backup_pages, o.backup_runs);
-    }
-    bool operator==(const LaneWork& o) const {
-      return load_pages == o.load_pages && backup_pages == o.backup_pages &&
-             backup_runs == o.backup_runs;
-    }
-  };
-  std::vector<LaneWork> work(lanes);
-  for (size_t r = 0; r < lanes; ++r) {
-    LaneWork& w = work[r];
-    w.load_pages = at(f.load_back_pages, r);
-    w.backup_pages = at(f.backup_pages, r);
-    w.backup_runs = std::max<int64_t>(1, at(f.backup_runs, r));
-    if (w.load_pages > 0) {
-      const double pages = static_cast<double>(w.load_pages);
-      const int64_t layers = load_all_first ? layers_ : 1;
-      w.load = CopiesLatencyS(w.load_pages, layers) +
-               pages * page_layer_bytes_ * static_cast<double>(layers) / h2d +
-               static_cast<double>(pools_) * hw_.copy_submit_s;
-    }
-    if (w.backup_pages > 0) {
-      const double bytes = static_cast<double>(w.backup_pages) * page_layer_bytes_;
-      w.backup_layer = BackupCopiesS(BackupSchedule::kPerLayer, w.backup_pages, 1, bytes, runs(r));
-      w.backup_tail = BackupCopiesS(BackupSchedule::kTail, w.backup_pages, layers_,
-                                    bytes * static_cast<double>(layers_), runs(r));
-    }
+namespace {
+
+// One lane's copies: load-back per layer (or of all layers at once), backup per layer, tail.
+struct LaneWork {
+  int64_t load_pages = 0, backup_pages = 0, backup_runs = 1;
+  double load = 0, backup_layer = 0, backup_tail = 0;
+  bool operator==(const LaneWork& o) const {
+    return load_pages == o.load_pages && backup_pages == o.backup_pages &&
+           backup_runs == o.backup_runs;
   }
-  // Lanes with the same copies have the same schedule: one schedule rank stands for them all
-  // (in lane order of their first member, so the result does not depend on a sort's ties).
+};
+
+int64_t At(std::span<const int64_t> v, size_t i) { return i < v.size() ? v[i] : 0; }
+
+// Lanes with the same copies have the same schedule: one schedule rank stands for them all (in
+// lane order of their first member, so the result does not depend on a sort's ties). Fills
+// lane_rank (each lane's class) and members (each class's lanes).
+std::vector<LaneWork> LaneClasses(const std::vector<LaneWork>& work, std::vector<int>& lane_rank,
+                                  std::vector<int64_t>& members) {
   std::vector<LaneWork> classes;
-  c.lane_rank.assign(lanes, 0);
-  std::vector<int64_t> members;
-  for (size_t r = 0; r < lanes; ++r) {
+  lane_rank.assign(work.size(), 0);
+  members.clear();
+  for (size_t r = 0; r < work.size(); ++r) {
     size_t k = 0;
     while (k < classes.size() && !(classes[k] == work[r])) ++k;
     if (k == classes.size()) {
       classes.push_back(work[r]);
       members.push_back(0);
     }
-    c.lane_rank[r] = static_cast<int>(k);
+    lane_rank[r] = static_cast<int>(k);
     ++members[k];
   }
-  const int R = static_cast<int>(classes.size());
+  return classes;
+}
 
-  // The request's ops as the executor enqueues them (exec/executor.cpp, RankRun::Request), on
-  // each schedule rank. Layer l loads on the h2d stream (all layers back to back); its gather
-  // waits for that load and for the forward layer whose buffer it reuses, and is one
-  // collective over the ranks; its forward waits for the gather (or the load); its per-layer
-  // backup waits for the forward layer.
-  Schedule s;
-  s.Reserve(static_cast<size_t>(R) * (4 * L + 3));
-  const auto op = [](const char* name, OpKind k, SchedStream st, Engine e, double work,
-                     int64_t layer, int rank) {
-    SchedOp o;
-    o.name = name;
-    o.kind = k;
-    o.stream = st;
-    o.engine = e;
-    o.work_s = work;
-    o.layer = layer;
-    o.rank = rank;
-    return o;
-  };
-  // partial_merge exchanges a layer's own queries and outputs: nothing can run a layer ahead.
-  const int64_t ahead = f.gather == GatherMethod::kPartialMerge ? 0
-                        : f.prefetch_layers < 0                 ? prefetch_layers_
-                                                                : f.prefetch_layers;
-  std::vector<std::vector<int>> load(static_cast<size_t>(R)), compute(static_cast<size_t>(R)),
-      gather(static_cast<size_t>(R)), backup(static_cast<size_t>(R));
+SchedOp MakeOp(const char* name, OpKind k, SchedStream st, Engine e, double work, int64_t layer,
+               int rank) {
+  SchedOp o;
+  o.name = name;
+  o.kind = k;
+  o.stream = st;
+  o.engine = e;
+  o.work_s = work;
+  o.layer = layer;
+  o.rank = rank;
+  return o;
+}
+
+// What a request's schedule is made of, besides the lane classes.
+struct RequestTerms {
+  GatherCost gather;
+  bool gathers = false;         // a prefix to gather
+  bool load_all_first = false;  // p2p: every layer's load-back before the first gather layer
+  double compute_layer_s = 0;
+  int64_t ahead = 0;  // gather layers run ahead of the forward pass
+  BackupSchedule backup = BackupSchedule::kTail;
+  double tail_submit_s = 0;  // the tail backup's submission, once the forward pass ends
+};
+
+// Each schedule rank's ops by layer (-1: none).
+struct RequestOps {
+  std::vector<std::vector<int>> load, compute, gather, backup;
+};
+
+// The request's ops as the executor enqueues them (exec/executor.cpp, RankRun::Request), on each
+// schedule rank. Layer l loads on the h2d stream (all layers back to back); its gather waits for
+// that load and for the forward layer whose buffer it reuses, and is one collective over the
+// ranks; its forward waits for the gather (or the load); its per-layer backup waits for the
+// forward layer.
+RequestOps AddRequestOps(Schedule& s, const std::vector<LaneWork>& classes, const RequestTerms& t,
+                         size_t L) {
+  const int R = static_cast<int>(classes.size());
+  const size_t Ru = classes.size();
+  RequestOps ops{std::vector<std::vector<int>>(Ru), std::vector<std::vector<int>>(Ru),
+                 std::vector<std::vector<int>>(Ru), std::vector<std::vector<int>>(Ru)};
   for (int q = 0; q < R; ++q) {
     const LaneWork& w = classes[static_cast<size_t>(q)];
     const size_t qu = static_cast<size_t>(q);
     // The index upload of a packed gather, before the first gather layer on its stream (the
     // executor uploads it while setting the gather up; it does not wait for the load-back
     // copies, so it is not placed on the h2d engine).
-    if (gathers && g.once_s > 0)
-      s.Add(op("gather_index", OpKind::kH2D, SchedStream::kComm, Engine::kNone, g.once_s, -1, q));
-    load[qu].assign(L, -1);
-    compute[qu].assign(L, -1);
-    gather[qu].assign(L, -1);
-    if (w.load_pages > 0) {
-      if (load_all_first) {
-        const int all = s.Add(
-            op("load_back", OpKind::kH2D, SchedStream::kH2D, Engine::kCopyH2D, w.load, -1, q));
-        load[qu].assign(L, all);
-      } else {
-        for (size_t l = 0; l < L; ++l)
-          load[qu][l] = s.Add(op("load_back", OpKind::kH2D, SchedStream::kH2D, Engine::kCopyH2D,
-                                 w.load, static_cast<int64_t>(l), q));
-      }
+    if (t.gathers && t.gather.once_s > 0)
+      s.Add(MakeOp("gather_index", OpKind::kH2D, SchedStream::kComm, Engine::kNone, t.gather.once_s,
+                   -1, q));
+    ops.load[qu].assign(L, -1);
+    ops.compute[qu].assign(L, -1);
+    ops.gather[qu].assign(L, -1);
+    if (w.load_pages == 0) continue;
+    if (t.load_all_first) {
+      ops.load[qu].assign(L, s.Add(MakeOp("load_back", OpKind::kH2D, SchedStream::kH2D,
+                                          Engine::kCopyH2D, w.load, -1, q)));
+    } else {
+      for (size_t l = 0; l < L; ++l)
+        ops.load[qu][l] = s.Add(MakeOp("load_back", OpKind::kH2D, SchedStream::kH2D,
+                                       Engine::kCopyH2D, w.load, static_cast<int64_t>(l), q));
     }
   }
   for (size_t l = 0; l < L; ++l) {
     for (int q = 0; q < R; ++q) {
       const LaneWork& w = classes[static_cast<size_t>(q)];
       const size_t qu = static_cast<size_t>(q);
-      const int loaded_dep = load[qu][l];
+      const int loaded_dep = ops.load[qu][l];
       int ready = loaded_dep;
-      if (gathers) {
-        SchedOp go = op("gather", OpKind::kGather, SchedStream::kComm, Engine::kNone,
-                        l == 0 ? g.first_layer_s : g.per_layer_s, static_cast<int64_t>(l), q);
+      if (t.gathers) {
+        SchedOp go = MakeOp("gather", OpKind::kGather, SchedStream::kComm, Engine::kNone,
+                            l == 0 ? t.gather.first_layer_s : t.gather.per_layer_s,
+                            static_cast<int64_t>(l), q);
         go.deps[0] = loaded_dep;
         // The buffer layer l fills was read by forward layer l - 1 - ahead.
-        const int64_t reuse = static_cast<int64_t>(l) - 1 - ahead;
-        go.deps[1] = reuse >= 0 ? compute[qu][static_cast<size_t>(reuse)] : -1;
+        const int64_t reuse = static_cast<int64_t>(l) - 1 - t.ahead;
+        go.deps[1] = reuse >= 0 ? ops.compute[qu][static_cast<size_t>(reuse)] : -1;
         if (R > 1) go.group = static_cast<int>(l);
-        ready = gather[qu][l] = s.Add(go);
+        ready = ops.gather[qu][l] = s.Add(go);
       }
-      SchedOp co = op("compute", OpKind::kForward, SchedStream::kCompute, Engine::kNone, comp_layer,
-                      static_cast<int64_t>(l), q);
+      SchedOp co = MakeOp("compute", OpKind::kForward, SchedStream::kCompute, Engine::kNone,
+                          t.compute_layer_s, static_cast<int64_t>(l), q);
       co.deps[0] = ready;
-      compute[qu][l] = s.Add(co);
-      if (w.backup_pages > 0 && f.backup == BackupSchedule::kPerLayer) {
-        SchedOp bo = op("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H, w.backup_layer,
-                        static_cast<int64_t>(l), q);
-        bo.deps[0] = compute[qu][l];
-        backup[qu].push_back(s.Add(bo));
+      ops.compute[qu][l] = s.Add(co);
+      if (w.backup_pages > 0 && t.backup == BackupSchedule::kPerLayer) {
+        SchedOp bo = MakeOp("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H,
+                            w.backup_layer, static_cast<int64_t>(l), q);
+        bo.deps[0] = ops.compute[qu][l];
+        ops.backup[qu].push_back(s.Add(bo));
       }
     }
   }
   for (int q = 0; q < R; ++q) {
     const LaneWork& w = classes[static_cast<size_t>(q)];
-    if (w.backup_pages == 0 || f.backup != BackupSchedule::kTail) continue;
+    if (w.backup_pages == 0 || t.backup != BackupSchedule::kTail) continue;
     // One copy per pool of all layers after the forward pass, submitted when it ends.
     SchedOp bo =
-        op("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H, w.backup_tail, -1, q);
-    bo.deps[0] = compute[static_cast<size_t>(q)][L - 1];
-    bo.delay_s = static_cast<double>(pools_) * hw_.copy_submit_s;
-    backup[static_cast<size_t>(q)].push_back(s.Add(bo));
+        MakeOp("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H, w.backup_tail, -1, q);
+    bo.deps[0] = ops.compute[static_cast<size_t>(q)][L - 1];
+    bo.delay_s = t.tail_submit_s;
+    ops.backup[static_cast<size_t>(q)].push_back(s.Add(bo));
   }
-  std::vector<ScheduledOp> t = s.Run(overlap_);
+  return ops;
+}
 
-  // Closed forms of the ops alone on the slowest lane; what overlap added is the most any
-  // schedule rank's spans grew beyond them. Stretches weigh every lane's ops.
-  double load_slowest = 0;
-  for (const LaneWork& w : classes) load_slowest = std::max(load_slowest, w.load);
-  c.compute_s = comp_layer * static_cast<double>(layers_);
-  c.gather_s = g.total_s;
-  c.load_back_copy_s = load_slowest * (load_all_first ? 1.0 : static_cast<double>(layers_));
-  std::vector<double> extra_load(static_cast<size_t>(R)), extra_gather(static_cast<size_t>(R)),
-      extra_compute(static_cast<size_t>(R));
+// What overlap added to the ops alone: the most any schedule rank's spans grew on each of the
+// load-back, gather and compute streams (into c's totals), and each stream's stretch over every
+// lane's ops (weighed by the lanes a rank stands for).
+void AddOverlap(RequestCost& c, const Schedule& s, const std::vector<ScheduledOp>& t,
+                const std::vector<int64_t>& members) {
+  const size_t R = members.size();
+  std::vector<double> extra_load(R), extra_gather(R), extra_compute(R);
   double sum[4] = {}, sum_alone[4] = {};  // per stream, weighed by lanes
   for (size_t i = 0; i < t.size(); ++i) {
     const SchedOp& o = s.ops()[i];
@@ -551,18 +528,90 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   c.load_back_copy_s += *std::max_element(extra_load.begin(), extra_load.end());
   c.gather_s += *std::max_element(extra_gather.begin(), extra_gather.end());
   c.compute_s += *std::max_element(extra_compute.begin(), extra_compute.end());
+}
+
+// Each layer's forward end and load-back end over the schedule ranks; returns the last backup's
+// end (0 without backups).
+double ReadLayerEnds(RequestCost& c, const RequestOps& ops, const std::vector<ScheduledOp>& t,
+                     size_t L) {
   c.layer_end_s.assign(L, 0);
   c.load_end_s.assign(L, 0);
   double backup_end = 0;
-  for (size_t q = 0; q < static_cast<size_t>(R); ++q) {
+  for (size_t q = 0; q < ops.compute.size(); ++q) {
     for (size_t l = 0; l < L; ++l) {
-      c.layer_end_s[l] = std::max(c.layer_end_s[l], t[static_cast<size_t>(compute[q][l])].end_s);
-      if (load[q][l] >= 0)
-        c.load_end_s[l] = std::max(c.load_end_s[l], t[static_cast<size_t>(load[q][l])].end_s);
+      c.layer_end_s[l] =
+          std::max(c.layer_end_s[l], t[static_cast<size_t>(ops.compute[q][l])].end_s);
+      if (ops.load[q][l] >= 0)
+        c.load_end_s[l] = std::max(c.load_end_s[l], t[static_cast<size_t>(ops.load[q][l])].end_s);
     }
-    if (!backup[q].empty())
-      backup_end = std::max(backup_end, t[static_cast<size_t>(backup[q].back())].end_s);
+    if (!ops.backup[q].empty())
+      backup_end = std::max(backup_end, t[static_cast<size_t>(ops.backup[q].back())].end_s);
   }
+  return backup_end;
+}
+
+}  // namespace
+
+RequestCost CostModel::Evaluate(const ForwardShape& f) const {
+  RequestCost c;
+  const size_t L = static_cast<size_t>(layers_);
+  const size_t lanes =
+      std::max({static_cast<size_t>(ranks_), f.load_back_pages.size(), f.backup_pages.size()});
+  int64_t backed = 0;
+  for (int64_t x : f.backup_pages) backed += x;
+  RequestTerms terms;
+  // partial_merge moves queries and partial outputs, not the prefix.
+  terms.gather = f.gather == GatherMethod::kPartialMerge && f.prefix_pages > 0
+                     ? PartialMerge(f.new_tokens)
+                     : Gather(f.gather, f.shard_pages, f.prefix_pages);
+  terms.gathers = f.prefix_pages > 0;
+  // A p2p gather reads peers' pools, which no event orders: the executor loads every layer of
+  // the load-backs first, one copy per pool, and every gather layer waits for that.
+  terms.load_all_first = terms.gathers && f.gather == GatherMethod::kP2p;
+  terms.compute_layer_s = ComputeLayerS(f.new_tokens, f.prefix_tokens);
+  // partial_merge exchanges a layer's own queries and outputs: nothing can run a layer ahead.
+  terms.ahead = f.gather == GatherMethod::kPartialMerge ? 0
+                : f.prefetch_layers < 0                 ? prefetch_layers_
+                                                        : f.prefetch_layers;
+  terms.backup = f.backup;
+  terms.tail_submit_s = static_cast<double>(pools_) * hw_.copy_submit_s;
+  std::vector<LaneWork> work(lanes);
+  for (size_t r = 0; r < lanes; ++r) {
+    LaneWork& w = work[r];
+    w.load_pages = At(f.load_back_pages, r);
+    w.backup_pages = At(f.backup_pages, r);
+    w.backup_runs = std::max<int64_t>(1, At(f.backup_runs, r));
+    if (w.load_pages > 0) {
+      const int64_t layers = terms.load_all_first ? layers_ : 1;
+      w.load = CopiesLatencyS(w.load_pages, layers) +
+               static_cast<double>(w.load_pages) * page_layer_bytes_ * static_cast<double>(layers) /
+                   (hw_.h2d_gbps * 1e9) +
+               static_cast<double>(pools_) * hw_.copy_submit_s;
+    }
+    if (w.backup_pages > 0) {
+      const double bytes = static_cast<double>(w.backup_pages) * page_layer_bytes_;
+      const auto runs = static_cast<double>(w.backup_runs);
+      w.backup_layer = BackupCopiesS(BackupSchedule::kPerLayer, w.backup_pages, 1, bytes, runs);
+      w.backup_tail = BackupCopiesS(BackupSchedule::kTail, w.backup_pages, layers_,
+                                    bytes * static_cast<double>(layers_), runs);
+    }
+  }
+  std::vector<int64_t> members;
+  const std::vector<LaneWork> classes = LaneClasses(work, c.lane_rank, members);
+
+  Schedule s;
+  s.Reserve(classes.size() * (4 * L + 3));
+  const RequestOps ops = AddRequestOps(s, classes, terms, L);
+  std::vector<ScheduledOp> t = s.Run(overlap_);
+
+  // Closed forms of the ops alone on the slowest lane, then what overlap added.
+  double load_slowest = 0;
+  for (const LaneWork& w : classes) load_slowest = std::max(load_slowest, w.load);
+  c.compute_s = terms.compute_layer_s * static_cast<double>(layers_);
+  c.gather_s = terms.gather.total_s;
+  c.load_back_copy_s = load_slowest * (terms.load_all_first ? 1.0 : static_cast<double>(layers_));
+  AddOverlap(c, s, t, members);
+  const double backup_end = ReadLayerEnds(c, ops, t, L);
   c.forward_s = c.layer_end_s.back();
   // Exposed load-back: the forward pass beyond its gather and compute spans. With layers
   // gathered ahead, gather time hidden under compute makes this smaller, never below 0.
@@ -582,7 +631,6 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   c.service_s = b.total_s;
   c.ops = s.Release();
   c.times = std::move(t);
-  (void)loaded;
   return c;
 }
 
