@@ -218,6 +218,7 @@ int CmdCalibrate(int argc, const char* const* argv) {
     HardwareProfile base;
     if (vm.count("base")) base = LoadHardwareProfile(vm["base"].as<std::string>());
     const CalibrationResult r = Calibrate(m, vm.count("base") ? &base : nullptr, opt);
+    RequireWritableGatherRatios(r, m);
     const std::string out = vm["out"].as<std::string>();
     WriteFileAtomically(out, ProfileToYaml(r, mfile));
     try {

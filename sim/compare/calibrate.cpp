@@ -643,18 +643,6 @@ void FitGatherAfterForward(Calibration& c) {
       std::sort(r.begin(), r.end());
       median[pages] = PercentileOfSorted(r, 0.5);
       t.push_back({pages, median[pages]});
-      // A profile takes ratios below 10 (HardwareProfile's reader): 10 and more says the copy
-      // bands priced another machine (a GPU base for a host sweep), not an effect of the forward.
-      if (median[pages] >= 10) {
-        const Sample* x = nullptr;
-        for (const Sample* u : used)
-          if (u->pages == pages) x = u;
-        throw InputError(x->file.empty() ? c.m.file : x->file, x->line, "first_gather",
-                         "the gather layers of " + std::to_string(pages) + " pages after a " +
-                             "forward layer took " + std::to_string(median[pages]) +
-                             " times their price by the copy bands; the copy bands (from --base " +
-                             "or these files) must be of the machine that ran the sweep");
-      }
     }
     // How far each sample is from its page count's ratio (the shapes' spread): predicted over
     // measured is that ratio over the sample's own.
@@ -667,6 +655,33 @@ void FitGatherAfterForward(Calibration& c) {
     c.out.fits.push_back(std::move(r));
   }
 }
+
+}  // namespace
+
+void RequireWritableGatherRatios(const CalibrationResult& r, const Measurements& m) {
+  using Table = std::vector<HardwareProfile::PagesRatio>;
+  const std::pair<const Table*, bool> tables[] = {
+      {&r.profile.gather_after_forward, false},
+      {&r.profile.gather_after_forward_synthetic, true},
+      {&r.profile.gather_next_after_forward_synthetic, true}};
+  for (const auto& [table, spin] : tables)
+    for (const HardwareProfile::PagesRatio& e : *table) {
+      if (e.ratio < 10) continue;
+      const Sample* x = nullptr;
+      for (const Sample& u : m.samples)
+        if (u.kind == SampleKind::kFirstGather && u.pages == e.pages &&
+            (u.forward == "synthetic") == spin && !x)
+          x = &u;
+      throw InputError(x && !x->file.empty() ? x->file : m.file, x ? x->line : 0, "first_gather",
+                       "the gather layers of " + std::to_string(e.pages) + " pages after a " +
+                           "forward layer took " + std::to_string(e.ratio) +
+                           " times their price by the copy bands (a profile holds ratios below "
+                           "10); the copy bands (from --base or these files) must be of the "
+                           "machine that ran the sweep");
+    }
+}
+
+namespace {
 
 // ---------------------------------------------------------------- collectives
 

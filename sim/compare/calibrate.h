@@ -67,6 +67,11 @@ struct CalibrationResult {
   std::vector<std::string> notes;           // samples left out, selections made
 };
 
+// Throws InputError, naming a first_gather sample, when a fitted gather-after-forward ratio is 10
+// or more, which a profile cannot hold: the copy bands priced another machine than the sweep's
+// (e.g. a GPU base for a host sweep). `kvlanes calibrate` calls it before writing.
+void RequireWritableGatherRatios(const CalibrationResult& r, const Measurements& m);
+
 // Fits every parameter group that has samples; the others come from `base` (may be null).
 // Throws InputError when a group's samples cannot separate its parameters, when host copies
 // mix layouts or modes without a selection, or when a parameter has neither samples nor base.
