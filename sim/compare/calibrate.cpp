@@ -666,17 +666,20 @@ void RequireWritableGatherRatios(const CalibrationResult& r, const Measurements&
       {&r.profile.gather_next_after_forward_synthetic, true}};
   for (const auto& [table, spin] : tables)
     for (const HardwareProfile::PagesRatio& e : *table) {
-      if (e.ratio < 10) continue;
-      const Sample* x = nullptr;
+      if (e.ratio < HardwareProfile::PagesRatio::kMax) continue;
+      const Sample* x = nullptr;  // the first sample at those pages, to name
       for (const Sample& u : m.samples)
         if (u.kind == SampleKind::kFirstGather && u.pages == e.pages &&
-            (u.forward == "synthetic") == spin && !x)
+            (u.forward == "synthetic") == spin) {
           x = &u;
+          break;
+        }
       throw InputError(x && !x->file.empty() ? x->file : m.file, x ? x->line : 0, "first_gather",
                        "the gather layers of " + std::to_string(e.pages) + " pages after a " +
                            "forward layer took " + std::to_string(e.ratio) +
-                           " times their price by the copy bands (a profile holds ratios below "
-                           "10); the copy bands (from --base or these files) must be of the "
+                           " times their price by the copy bands (a profile holds ratios below " +
+                           std::to_string(HardwareProfile::PagesRatio::kMax) +
+                           "); the copy bands (from --base or these files) must be of the "
                            "machine that ran the sweep");
     }
 }

@@ -1,7 +1,6 @@
 #include "sim/predict/cost_model.h"
 
 #include <algorithm>
-#include <tuple>
 
 #include "sim/check.h"
 #include "traces/input_error.h"

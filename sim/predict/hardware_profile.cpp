@@ -119,7 +119,9 @@ struct Reader {
         Fail(e["pages"], p + "pages", "expected a whole page count");
       x.pages = static_cast<int64_t>(pages);
       x.ratio = Num(e, "ratio", p, true);
-      if (x.ratio >= 10) Fail(e["ratio"], p + "ratio", "must be below 10");
+      if (x.ratio >= HardwareProfile::PagesRatio::kMax)
+        Fail(e["ratio"], p + "ratio",
+             "must be below " + std::to_string(HardwareProfile::PagesRatio::kMax));
       if (!out.empty() && x.pages <= out.back().pages)
         Fail(e["pages"], p + "pages", "pages must grow");
       out.push_back(x);

@@ -105,6 +105,7 @@ struct HardwareProfile {
   struct PagesRatio {
     int64_t pages = 0;
     double ratio = 1;
+    static constexpr int kMax = 10;  // a profile holds ratios below this
   };
   std::vector<PagesRatio> gather_after_forward;
   // The same after the synthetic spin (first_gather samples of `--forward synthetic`); used only
