@@ -248,7 +248,7 @@ int CmdCheck(int argc, const char* const* argv) {
         "Exit 0 pass, 1 fail, 2 bad input.",
         desc,
         {"kvlanes check --plan plan.jsonl --measured measured.json --json check.json",
-         "kvlanes check --plan plan.jsonl --profile docs/measurements/profiles/h200_measured.yaml "
+         "kvlanes check --plan plan.jsonl --profile config/profiles/h200.yaml "
          "--measured measured.json --plot check.png",
          "kvlanes check --plan serving_plan.jsonl --replica 1 --measured measured_r1.json"});
     return 0;

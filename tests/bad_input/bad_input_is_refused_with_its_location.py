@@ -340,7 +340,7 @@ argv, out = replay(["--policy", "lanes x"])
 expect_refused("--policy unknown names the option", argv, out, "--policy: unknown policy 'lanes x'")
 
 # ---- calibrate's measurement files
-sweep_src = os.path.join(src, "docs/measurements/sweep_h200_batch_2026-11-29.json")
+sweep_src = os.path.join(src, "tests/fixtures/measurements/sweep_h200_batch_2026-11-29.json")
 sweep = json.load(open(sweep_src))
 
 

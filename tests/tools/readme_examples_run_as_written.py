@@ -2,7 +2,7 @@
 """Every shell block of README.md that needs no GPU runs as written and succeeds.
 
 A fenced ```sh or ```bash block is run with bash -euo pipefail in a fresh working directory
-that holds copies of the repository's traces/, config/ and docs/measurements/profiles/ and a
+that holds copies of the repository's traces/ and config/ and a
 `build` link to the build directory, with that directory first on PATH (so `kvlanes` and
 `./build/kvlanes` both resolve). A block preceded by the line
 `<!-- readme-test: skip: REASON -->` is not run (GPU, cluster or set-up commands); the test
@@ -20,7 +20,7 @@ import sys
 src, build, work = (os.path.abspath(p) for p in sys.argv[1:4])
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
-for d in ["traces", "config", "docs/measurements/profiles"]:
+for d in ["traces", "config"]:
     shutil.copytree(os.path.join(src, d), os.path.join(work, d))
 os.symlink(build, os.path.join(work, "build"))
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "policies/registry.h"
@@ -228,11 +229,13 @@ TEST_CASE("version 2 plans are still read: the same plan per tuple, and the comm
   CHECK(err.find("p.jsonl:2: ") == 0);
   CHECK((err.find(": pages: missing") != std::string::npos ||
          err.find(": slots: missing") != std::string::npos));
-  // Every plan committed under docs/measurements (version 2, written by earlier builds, or 3)
-  // reads, and writes back as version-3 lines that read to the same requests.
+  // Every stored plan under tests/fixtures/plans (version 2, written by earlier builds, or 3;
+  // one per backup schedule that measured plans used: tests/fixtures/README.md) reads, and writes
+  // back as version-3 lines that read to the same requests.
   size_t committed = 0, version2 = 0;
+  std::set<std::string> schedules;
   for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(KVLANES_SOURCE_DIR "/docs/measurements")) {
+       std::filesystem::recursive_directory_iterator(KVLANES_SOURCE_DIR "/tests/fixtures/plans")) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file() || name.rfind("plan", 0) != 0 ||
         entry.path().extension() != ".jsonl")
@@ -244,6 +247,7 @@ TEST_CASE("version 2 plans are still read: the same plan per tuple, and the comm
     CHECK((version == 2 || version == 3));
     version2 += version == 2;
     REQUIRE_FALSE(held.requests.empty());
+    schedules.insert(held.header["config"]["backup.schedule"].get<std::string>());
     ReplayConfig hcfg;  // what the line writer reads: page size, pools, host layout
     hcfg.cache.page_tokens = held.header["page_tokens"].get<int64_t>();
     hcfg.model.layers = held.header["layers"].get<int64_t>();
@@ -259,8 +263,9 @@ TEST_CASE("version 2 plans are still read: the same plan per tuple, and the comm
       CHECK(PlanFromJson(nlohmann::json::parse(out), "v3", line++) == p);
     }
   }
-  CHECK(version2 >= 20);  // the held-out rounds' plans (28 of version 2 when this was written)
+  CHECK(version2 >= 3);         // the held-out rounds' plans of version 2
   CHECK(committed > version2);  // and version 3 ones (round H15's on)
+  CHECK(schedules == std::set<std::string>{"cost", "per-layer", "tail"});
 }
 
 TEST_CASE("malformed page runs are refused with the line and field") {
