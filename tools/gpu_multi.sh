@@ -3,7 +3,7 @@
 # staged by tools/gpu_stage.sh and plans in build-dev/multi/plan_NAME.jsonl (docs/multi_gpu.md):
 #   [RANKS=2] [PLANS="Z_packed A_dense ..."] [SWEEPS=0] [TESTS=1] [EXTRA=cmd] [LIMIT_S=520] \
 #     tools/gpu_multi.sh [exec options...]
-# 1. the multi-GPU executor test case ("two GPUs: ...");
+# 1. the executor GPU test cases that need two GPUs (test suite gpu2);
 # 2. `kvlanes bench sweep --ranks RANKS` (collectives, peer reads) and a one-rank batch-copy sweep;
 # 3. `kvlanes exec` of each plan in PLANS (default: all in build-dev/multi) with the exec options,
 #    one GPU per rank, measured files into $OUT/measured_NAME.json;
@@ -37,7 +37,7 @@ step() {  # name, command...
   tail -4 "$OUT/$name.log"
   echo "rc=$rc wall $((SECONDS - t0))s"
 }
-step exec_gpu_test_multi timeout 240 "$B/kvlanes_exec_gpu_tests" -tc="two GPUs*"
+step exec_gpu_test_multi timeout 240 "$B/kvlanes_exec_gpu_tests" --gpus 2 --test-suite=gpu2
 if [ "${SWEEPS:-1}" = 1 ]; then
   step sweep_ranks$RANKS timeout 200 "$B/kvlanes" bench sweep --ranks "$RANKS" --out "$OUT/sweep_ranks$RANKS.json"
   step sweep_ranks1_batch timeout 200 "$B/kvlanes" bench sweep --tier-copy batch --out "$OUT/sweep_ranks1_batch.json"

@@ -2,14 +2,18 @@
 //  - cp_size 1 with NCCL (a one-rank communicator: all-gather for packed, all-reduce for dense),
 //    every op measured with CUDA events, every gathered and loaded byte checked on the GPU;
 //  - CUDA IPC peer reads between two processes on the same GPU (a p2p-only plan needs no NCCL,
-//    so two ranks may share GPU 0), and on two GPUs when there are two;
-//  - on two or more GPUs, cp_size 2 (one GPU per rank): every gather method (dense all-reduce,
-//    packed all-gather, zigzag when proven, p2p) on a multi-turn trace's multi-extent prefixes
-//    and on prefixes a run descriptor proves zigzag; every rank's dense result verified;
+//    so two ranks may share GPU 0), and between two GPUs;
+//  - cp_size 2 on two GPUs (one GPU per rank): every gather method (dense all-reduce, packed
+//    all-gather, zigzag when proven, p2p) on a multi-turn trace's multi-extent prefixes and on
+//    prefixes a run descriptor proves zigzag; every rank's dense result verified;
 //  - two ranks on one GPU with an NCCL gather: a clear error before any work;
 //  - a plan larger than the GPU: a clear error with the sizes;
 //  - a flipped byte: found by the GPU verification kernel, reported with op, rank and page;
 //  - --forward model on a token-interleaved plan: the merge on the GPU, checked per request.
+// Cases that need two GPUs carry the test suite "gpu2": ctest runs them as their own entry (label
+// gpu2, `--gpus 2 --test-suite=gpu2`), which exits 77 (skipped) where fewer than two GPUs are
+// visible, and runs the rest without them (label gpu). Run directly on one GPU, a gpu2 case
+// fails; it never passes unrun.
 #include <doctest/doctest.h>
 
 #include "exec_cases.h"
@@ -51,6 +55,13 @@ void CheckCoverage(const PlanFile& pf, const ReplayConfig& cfg, const RunOptions
           m["context"]["driver_version"].get<std::string>(), ", NCCL ",
           m["context"]["nccl_version"].get<std::string>(), ": ", m["ops"].size(), " ops, ",
           m["verified_bytes"].get<int64_t>(), " bytes verified");
+}
+
+// The cases that need two GPUs carry the test suite "gpu2"; a run that reaches one with fewer
+// visible fails rather than passing with nothing run.
+void RequireTwoGpus() {
+  REQUIRE_MESSAGE(g_gpu_count >= 2, g_gpu_count,
+                  " GPU(s) visible: run the gpu2 cases through ctest (-L gpu2), which skips them");
 }
 
 TEST_CASE("cp_size 1 runs end to end with NCCL, every op measured and every byte verified") {
@@ -103,63 +114,70 @@ TEST_CASE("--forward model runs a DeepSeek-V3.2 plan end to end with real comput
   CHECK(NoChildrenLeft());
 }
 
-TEST_CASE("CUDA IPC peer reads work between two processes on the same GPU") {
-  // A multi-turn conversation, so later requests gather a prefix (the first requests of the
-  // Mooncake excerpt share none, and would never exercise the peer reads).
+// A multi-turn conversation, so later requests gather a prefix (the first requests of the
+// Mooncake excerpt share none, and would never exercise the peer reads).
+void PeerReadsRun(const std::vector<int>& devices) {
   const ReplayConfig cfg =
       SmallConfig(2, {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=3000",
                       "gather.method=p2p", "backup.schedule=tail"});
   const PlanFile pf = ReplayPlan("traces/kvtester_trace_0034.json", cfg, 100);
-  const ExecPlan plan = GpuPlan(pf);
-  std::vector<std::vector<int>> layouts = {{0, 0}};
-  if (g_gpu_count >= 2) layouts.push_back({0, 1});
-  for (const auto& devices : layouts) {
-    CAPTURE(devices[1]);
-    TempDir dir;
-    RunOptions o = CudaOptions(dir);
-    o.devices = devices;
-    const RunOutcome out = RunLocal(plan, o);
-    REQUIRE_MESSAGE(out.exit_code == 0, out.message);
-    CheckCoverage(pf, cfg, o);
-    int64_t p2p = 0;
-    const auto measured = ReadJson(o.out);  // (iterating a temporary's member would dangle)
-    for (const auto& op : measured["ops"])
-      if (op["kind"] == "gather" && op["method"] == "p2p") ++p2p;
-    CHECK(p2p > 0);
-    CHECK(NoChildrenLeft());
+  TempDir dir;
+  RunOptions o = CudaOptions(dir);
+  o.devices = devices;
+  const RunOutcome out = RunLocal(GpuPlan(pf), o);
+  REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+  CheckCoverage(pf, cfg, o);
+  int64_t p2p = 0;
+  const auto measured = ReadJson(o.out);  // (iterating a temporary's member would dangle)
+  for (const auto& op : measured["ops"])
+    if (op["kind"] == "gather" && op["method"] == "p2p") ++p2p;
+  CHECK(p2p > 0);
+  CHECK(NoChildrenLeft());
+}
+
+TEST_CASE("CUDA IPC peer reads work between two processes on the same GPU") {
+  PeerReadsRun({0, 0});
+}
+
+TEST_CASE("CUDA IPC peer reads work between two processes on two GPUs" *
+          doctest::test_suite("gpu2")) {
+  RequireTwoGpus();
+  PeerReadsRun({0, 1});
+}
+
+// cp_size 1 on one GPU (NCCL with one rank: the pack is the result), cp_size 2 on two GPUs.
+void LayerSplitRuns(int cp) {
+  const ReplayConfig cfg =
+      SmallConfig(cp, {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000",
+                       "cache.placement=layer_split", "model.layers=3"});
+  const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
+  int64_t prefix = 0, loaded = 0;
+  for (const RequestPlan& p : pf.requests) {
+    prefix += p.prefix_pages;
+    for (const LaneCopy& c : p.load_back) loaded += static_cast<int64_t>(c.pages.size());
   }
+  REQUIRE(prefix > 0);
+  TempDir dir;
+  RunOptions o = CudaOptions(dir);
+  if (cp == 2) o.devices = {0, 1};
+  const RunOutcome out = RunLocal(GpuPlan(pf), o);
+  REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+  const nlohmann::json m = ReadJson(o.out);
+  const int64_t page_layer = cfg.model.PageBytes(cfg.cache.page_tokens) / cfg.model.layers;
+  CHECK(m["verified_bytes"].get<int64_t>() == cp * (prefix + loaded) * 3 * page_layer);
+  for (const auto& op : m["ops"])
+    if (op["kind"] == "gather") CHECK(op["method"] == "broadcast");
+  CHECK(NoChildrenLeft());
 }
 
 TEST_CASE("layer_split plans broadcast each layer from its owner, verified on the GPU") {
-  // cp_size 1 on one GPU (NCCL with one rank: the pack is the result), cp_size 2 on two GPUs.
-  for (int cp : {1, 2}) {
-    CAPTURE(cp);
-    if (cp > g_gpu_count) {
-      MESSAGE("skipped cp_size ", cp, ": ", g_gpu_count, " GPU(s) visible");
-      continue;
-    }
-    const ReplayConfig cfg =
-        SmallConfig(cp, {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000",
-                         "cache.placement=layer_split", "model.layers=3"});
-    const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
-    int64_t prefix = 0, loaded = 0;
-    for (const RequestPlan& p : pf.requests) {
-      prefix += p.prefix_pages;
-      for (const LaneCopy& c : p.load_back) loaded += static_cast<int64_t>(c.pages.size());
-    }
-    REQUIRE(prefix > 0);
-    TempDir dir;
-    RunOptions o = CudaOptions(dir);
-    if (cp == 2) o.devices = {0, 1};
-    const RunOutcome out = RunLocal(GpuPlan(pf), o);
-    REQUIRE_MESSAGE(out.exit_code == 0, out.message);
-    const nlohmann::json m = ReadJson(o.out);
-    const int64_t page_layer = cfg.model.PageBytes(cfg.cache.page_tokens) / cfg.model.layers;
-    CHECK(m["verified_bytes"].get<int64_t>() == cp * (prefix + loaded) * 3 * page_layer);
-    for (const auto& op : m["ops"])
-      if (op["kind"] == "gather") CHECK(op["method"] == "broadcast");
-    CHECK(NoChildrenLeft());
-  }
+  LayerSplitRuns(1);
+}
+
+TEST_CASE("layer_split plans at cp_size 2 broadcast each layer from its owner, on two GPUs" *
+          doctest::test_suite("gpu2")) {
+  RequireTwoGpus();
+  LayerSplitRuns(2);
 }
 
 TEST_CASE(
@@ -247,11 +265,9 @@ TEST_CASE("--forward model refuses a token-interleaved plan above cp_size 1 with
   CHECK(NoChildrenLeft());
 }
 
-TEST_CASE("two GPUs: every gather method at cp_size 2, every rank's dense result verified") {
-  if (g_gpu_count < 2) {
-    MESSAGE("skipped: ", g_gpu_count, " GPU(s) visible, NCCL needs one per rank");
-    return;
-  }
+TEST_CASE("two GPUs: every gather method at cp_size 2, every rank's dense result verified" *
+          doctest::test_suite("gpu2")) {
+  RequireTwoGpus();
   struct Case {
     const char* method;
     const char* trace;  // "(aligned)": AlignedPrefixTrace, whose prefixes are proven zigzag
