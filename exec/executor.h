@@ -89,7 +89,7 @@ struct ExecOptions {
   // meet the caches as after a model's forward layer, which streams its weights through them. The
   // spin of --forward synthetic moves no memory, so without this a request's gathers read the
   // pages the request before left in L2 (6-12% faster at up to 256 pages a layer on the H200,
-  // docs/measurements/LOG.md 2026-12-02.27), where the profiles are timed cold.
+  // one plan run thrice on one GPU), where the profiles are timed cold.
   // `--cache-evict`: auto (the default) = on for the cuda backend with the synthetic forward pass.
   bool evict_caches = false;
   // Timed rounds of the whole plan (`--rounds`): the plan's requests run this many times after

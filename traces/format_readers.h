@@ -93,7 +93,7 @@ inline constexpr size_t kStreamChunkBytes = size_t{256} << 10;
 // LoadTrace's path for one regular file in the Mooncake format (given as `fmt` or, with nullopt,
 // detected): the file is read `chunk_bytes` at a time into one buffer, and each chunk's whole
 // lines go to the Mooncake reader as they arrive, so the text is never held whole (that buffer
-// was about a third of a load: written by the kernel, zeroed, page-faulted; docs/measurements).
+// was about a third of a load: written by the kernel, zeroed, page-faulted; bench read).
 // Returns true with *out as ParseTraceText(path, ReadTraceFile(path, opt), fmt, opt) returns it.
 // Takes only input that path reads without fault: on anything else (not a regular file, too
 // large, a control byte, a first record that does not name the format or is not whole within

@@ -2,7 +2,7 @@
 // the kernel back them with transparent huge pages where it allows them (Linux,
 // /sys/kernel/mm/transparent_hugepage/enabled "always" or "madvise"). Filling fresh memory costs
 // a page fault per 4 KiB page otherwise (on the 2-core development VM about a fifth of a trace
-// load; docs/measurements/LOG.md). Only a hint: a kernel that refuses it changes nothing, and no
+// load, in `kvlanes bench read`). Only a hint: a kernel that refuses it changes nothing, and no
 // output depends on it. Internal to traces/.
 #pragma once
 
