@@ -959,8 +959,8 @@ class CudaBackend : public RankBackend {
   int64_t gates_opened_early_ = 0;
   // ModelForwardLayer opens a held gate before a layer of more query chunks than this (each chunk
   // launches two GEMMs and a softmax). On one H200 a request's first layer of about 60 chunks
-  // left the host 0.05 s of enqueue, one of about 160 chunks blocked it for 0.5 s (LOG
-  // 2026-12-03.24).
+  // left the host 0.05 s of enqueue, one of about 160 chunks blocked it for 0.5 s (a request
+  // gate of 1 s).
   static constexpr int64_t kGateMaxAttentionChunks = 64;
   cudaStream_t streams_[kNumStreams] = {};
   double ElapsedSeconds(cudaEvent_t a, cudaEvent_t b) const {

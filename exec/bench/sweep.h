@@ -77,8 +77,8 @@ struct SweepOptions {
                             // as `exec --gate off`)
   // With forward "model" the backups follow layers of the proxy (as `exec --forward model`), each
   // of n pages backed up after n * page_tokens new tokens, at most this many (the proxy's time
-  // grows with the tokens; the state it leaves the GPU in does not past a few hundred, LOG
-  // 2026-12-03.01). With "synthetic" a spin of 50 us, as before.
+  // grows with the tokens; the state it leaves the GPU in does not past a few hundred, on one
+  // H200). With "synthetic" a spin of 50 us, as before.
   int64_t backup_forward_tokens = 1024;
   // Diagnostics of the backup samples (defaults: as above). backup_fresh_host: host slots taken
   // in order from a cursor over the host pool (wrapping), as the executor's backups of new pages
