@@ -9,24 +9,15 @@
 #   forward_PRESET.json    the forward grid of the other presets (the TFLOP/s and GB/s tables)
 #   h200_measured_model.yaml, h200_overlap_synthetic.yaml   the calibrated profiles
 #   *.log                  progress, tables and the fits' residuals
-# all packed into $OUT/results.tgz at the end (the device tool returns at most 8 files).
+# all packed into $OUT/results.tgz at the end (the device tool returns at most 8 files). Each step
+# is time-boxed by tools/gpu_steps.sh (BUDGET 590 s for the whole script by default).
 set -o pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-$ROOT/gpu-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$ROOT/build-dev/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-K=$ROOT/build-dev/bin/kvlanes
+BUDGET=${BUDGET:-590} TAILN=${TAILN:-40}
+# shellcheck source=tools/gpu_steps.sh
+source "$(dirname "$0")/gpu_steps.sh"   # ROOT, OUT, B, LD_LIBRARY_PATH, NCCL_NVLS_ENABLE; step, pack
+K=$B/kvlanes
 BASE=$ROOT/config/profiles/h200_measured_batch_runs4_tail.yaml
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-step() {  # name, timeout, command...
-  local name=$1 limit=$2
-  shift 2
-  echo "== $name: $*"
-  SECONDS=0
-  timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log" | tail -40
-  echo "rc=${PIPESTATUS[0]} wall ${SECONDS}s"
-}
 step sweep_model 280 "$K" bench sweep --tier-copy batch --slot-runs 4 --forward model \
   --set model.preset=deepseek-v3.2 --out "$OUT/sweep_model.json"
 step sweep_synthetic 60 "$K" bench sweep --tier-copy batch --only pairs --forward synthetic \
@@ -42,6 +33,5 @@ step calibrate_model 30 "$K" calibrate --measurements "$OUT/sweep_model.json" --
   --name h200-measured-model --out "$OUT/h200_measured_model.yaml"
 step calibrate_synthetic 30 "$K" calibrate --measurements "$OUT/sweep_synthetic.json" \
   --base "$BASE" --name h200-overlap-synthetic --out "$OUT/h200_overlap_synthetic.yaml"
-tar -czf /tmp/kvlanes-measure-results.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete &&
-  mv /tmp/kvlanes-measure-results.tgz "$OUT/results.tgz"
+pack
 ls -l "$OUT"
