@@ -28,7 +28,7 @@ esac
 manifest=build/install_manifest_cli.txt
 if [[ $mode == uninstall ]]; then
   [[ -f $manifest ]] || { echo "setup: nothing to uninstall ($manifest not found)" >&2; exit 1; }
-  while IFS= read -r f; do
+  while IFS= read -r f || [[ -n $f ]]; do  # (the list ends without a newline)
     [[ -n $f ]] || continue
     rm -f -- "$f"
     d=$(dirname -- "$f")  # folders the install made, now empty (never the prefix's bin or lib)
@@ -36,7 +36,7 @@ if [[ $mode == uninstall ]]; then
       d=$(dirname -- "$d")
     done
   done <"$manifest"
-  echo "setup: removed the $(wc -l <"$manifest") files listed in $manifest"
+  echo "setup: removed the $(grep -c . "$manifest") files listed in $manifest"
   rm -f -- "$manifest"
   exit 0
 fi
@@ -85,7 +85,8 @@ for d in sys.path + [site.getusersitepackages()]:
   cmake -S . -B build -DCMAKE_INSTALL_PREFIX="$prefix" \
       "$([[ -n $pydir ]] && echo "-DKVLANES_INSTALL_PYTHONDIR=$pydir" || echo -UKVLANES_INSTALL_PYTHONDIR)" >/dev/null
   targets=(kvlanes)
-  if cmake --build build --target help | grep -q kvlanes_python; then targets+=(kvlanes_python); fi
+  # (grep reads all of it: with pipefail, grep -q closing the pipe early would fail the test)
+  if cmake --build build --target help | grep kvlanes_python >/dev/null; then targets+=(kvlanes_python); fi
   cmake --build build -j"$jobs" --target "${targets[@]}"
   cmake --install build --component cli --prefix "$prefix" >build/install.log 2>&1 || {
     cat build/install.log >&2; echo "setup: cmake --install failed (log above)" >&2; exit 1; }
