@@ -262,8 +262,8 @@ int CmdSweep(int argc, const char* const* argv) {
       progress.Done(what + ratio);
     });
 
-    const J doc =
-        SweepDoc(in.config, grid, traces.begin()->second.sources, mine, reports, std::make_pair(shard, shards));
+    const J doc = SweepDoc(in.config, grid, traces.begin()->second.sources, mine, reports,
+                           std::make_pair(shard, shards));
     WriteOutputs(doc, vm, quiet);
     return 0;
   } catch (const InputError& e) {
