@@ -28,15 +28,31 @@ foreach(t IN LISTS KVLANES_EXPORTED)
   set_property(TARGET ${t} PROPERTY EXPORT_NAME ${short})
 endforeach()
 
-install(TARGETS ${KVLANES_EXPORTED} kvlanes EXPORT kvlanesTargets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Two components. `cli` is what a user runs (tools/setup.sh install): the kvlanes command and the
+# sweep plot script it starts, the Python module, the shipped configs and profiles; `dev` is what an
+# out-of-tree policy builds against (libraries, headers, the CMake package). A plain
+# `cmake --install` installs both.
+install(TARGETS ${KVLANES_EXPORTED} EXPORT kvlanesTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+install(TARGETS kvlanes EXPORT kvlanesTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
 install(DIRECTORY traces sim policies tools exec kernels
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvlanes
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvlanes COMPONENT dev
         FILES_MATCHING PATTERN "*.h")
-install(FILES tools/plot_sweep.py DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(EXPORT kvlanesTargets NAMESPACE kvlanes:: DESTINATION ${KVLANES_INSTALL_CMAKEDIR})
+# `sweep --plot` finds its script beside the command (tools/cmd_sweep.cpp).
+install(PROGRAMS tools/plot_sweep.py DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
+# config/default.yaml names its profile relative to itself: the folder keeps its layout.
+install(DIRECTORY config/ DESTINATION ${CMAKE_INSTALL_DATADIR}/kvlanes/config COMPONENT cli)
+if(KVLANES_PYTHON)
+  # Relative to the install prefix; tools/setup.sh install sets it to the folder of the prefix
+  # that the user's python3 searches (sys.path).
+  set(KVLANES_INSTALL_PYTHONDIR
+      "lib/python${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}/site-packages"
+      CACHE STRING "where `cmake --install` puts the kvlanes Python module, under the prefix")
+  install(TARGETS kvlanes_python LIBRARY DESTINATION ${KVLANES_INSTALL_PYTHONDIR} COMPONENT cli)
+endif()
+install(EXPORT kvlanesTargets NAMESPACE kvlanes:: DESTINATION ${KVLANES_INSTALL_CMAKEDIR}
+        COMPONENT dev)
 configure_package_config_file(cmake/kvlanesConfig.cmake.in
                               ${CMAKE_CURRENT_BINARY_DIR}/kvlanesConfig.cmake
                               INSTALL_DESTINATION ${KVLANES_INSTALL_CMAKEDIR})

@@ -1008,6 +1008,16 @@ class CudaBackend : public RankBackend {
 
 }  // namespace
 
+int VisibleCudaDevices(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    *why = e != cudaSuccess ? cudaGetErrorString(e) : "no device";
+    return 0;
+  }
+  return count;
+}
+
 std::unique_ptr<RankBackend> MakeCudaBackend(const ExecGeometry& geo, int rank, int local_rank,
                                              Rendezvous& rendezvous,
                                              const CudaBackendOptions& opts) {

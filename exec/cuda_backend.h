@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "exec/backend.h"
@@ -28,6 +29,10 @@ struct CudaBackendOptions {
   // (refused with its sizes when it does not fit beside them); nullptr = synthetic only.
   const ForwardPlan* forward = nullptr;
 };
+
+// The CUDA devices this process sees, or 0 with the CUDA runtime's reason in *why. Initializes
+// CUDA in the calling process: call it where no rank process is forked afterwards.
+int VisibleCudaDevices(std::string* why);
 
 // Picks the GPU, checks that no two ranks share one when NCCL is needed (a clear error before
 // any allocation), sizes and allocates memory (a clear error with the sizes when it does not

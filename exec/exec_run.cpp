@@ -63,6 +63,11 @@ void PrintSummary(const nlohmann::ordered_json& report) {
       static_cast<long long>(report["cp_size"].get<int64_t>()),
       report["context"]["backend"].get<std::string>().c_str(), report["ops"].size(),
       static_cast<long long>(report["verified_bytes"].get<int64_t>()));
+  if (report["verified_bytes"].get<int64_t>() == 0)
+    std::printf(
+        "  (0 bytes verified: the executor checks the cached pages a request reuses, gathered "
+        "or loaded back, and no request of this run reused any; more requests or a trace with "
+        "shared prefixes give some)\n");
   for (const auto& [kind, v] : by_kind)
     std::printf("  %-11s %8lld ops  %12.6f s (all ranks)\n", kind.c_str(),
                 static_cast<long long>(v.first), v.second);
@@ -168,6 +173,36 @@ void CheckBackendAvailable(const std::string& backend) {
   throw InputError(
       "", 0, "--backend",
       "cuda: this build has no CUDA (configure where nvcc exists), use --backend host");
+#else
+  // Asked in a child process: CUDA initialized here would be unusable in the forked ranks. One
+  // message here instead of one per rank process, with the way to run without a GPU.
+  int fds[2];
+  if (pipe(fds) != 0) return;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return;  // the ranks will say it themselves
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    std::string why;
+    const std::string answer = std::to_string(VisibleCudaDevices(&why)) + " " + why;
+    const ssize_t written = write(fds[1], answer.data(), answer.size());
+    _exit(written == static_cast<ssize_t>(answer.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string answer;
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) answer.append(buf, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (answer.empty() || std::atoi(answer.c_str()) > 0) return;
+  throw InputError("", 0, "--backend",
+                   "cuda: no CUDA device visible (" + answer.substr(answer.find(' ') + 1) +
+                       "); run on a GPU machine, or use --backend host to run the plan on host "
+                       "memory shared by forked rank processes (same logic and checks, no GPU)");
 #endif
 }
 
@@ -614,13 +649,44 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
   return j;
 }
 
+namespace {
+
+// The trace-event format's thread ids are integers: each stream name gets one (in name order,
+// the same on every rank), and a thread_name event per rank and stream names it.
+std::map<std::string, int> StreamTids(const std::vector<RankResult>& ranks) {
+  std::map<std::string, int> tids;
+  for (const RankResult& r : ranks)
+    for (const MeasuredOp& m : r.ops) tids.emplace(m.stream, 0);
+  int next = 0;
+  for (auto& [name, tid] : tids) tid = next++;
+  return tids;
+}
+
+void AddThreadNames(nlohmann::ordered_json& all, int pid, const std::set<std::string>& streams,
+                    const std::map<std::string, int>& tids) {
+  for (const std::string& t : streams)
+    all.push_back({{"name", "thread_name"},
+                   {"ph", "M"},
+                   {"pid", pid},
+                   {"tid", tids.at(t)},
+                   {"args", {{"name", t}}}});
+}
+
+}  // namespace
+
 nlohmann::ordered_json MeasuredTimeline(const std::vector<RankResult>& ranks) {
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
-  for (const RankResult& r : ranks)
+  const std::map<std::string, int> tids = StreamTids(ranks);
+  for (const RankResult& r : ranks) {
     all.push_back({{"name", "process_name"},
                    {"ph", "M"},
                    {"pid", r.rank},
                    {"args", {{"name", "rank " + std::to_string(r.rank)}}}});
+    std::set<std::string> streams;
+    for (const MeasuredOp& m : r.ops)
+      if (m.round == 0) streams.insert(m.stream);
+    AddThreadNames(all, r.rank, streams, tids);
+  }
   for (const RankResult& r : ranks)
     for (const MeasuredOp& m : r.ops) {
       if (m.round != 0) continue;  // the timeline shows round 0 (start_s is round 0's)
@@ -630,7 +696,7 @@ nlohmann::ordered_json MeasuredTimeline(const std::vector<RankResult>& ranks) {
                      {"cat", m.stream},
                      {"ph", "X"},
                      {"pid", r.rank},
-                     {"tid", m.stream},
+                     {"tid", tids.at(m.stream)},
                      {"ts", m.start_s * 1e6},
                      {"dur", (m.end_s - m.start_s) * 1e6},
                      {"args", args}});
@@ -646,6 +712,7 @@ nlohmann::ordered_json MeasuredSpanTrace(const std::vector<RankResult>& ranks) {
     const MeasuredSpan* span;
   };
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  const std::map<std::string, int> tids = StreamTids(ranks);
   std::vector<Event> events;
   for (const RankResult& r : ranks) {
     all.push_back({{"name", "process_name"},
@@ -658,12 +725,7 @@ nlohmann::ordered_json MeasuredSpanTrace(const std::vector<RankResult>& ranks) {
       streams.insert(m.stream);
       events.push_back(Event{s.start_s * 1e6, (s.end_s - s.start_s) * 1e6, r.rank, &m, &s});
     }
-    for (const std::string& t : streams)
-      all.push_back({{"name", "thread_name"},
-                     {"ph", "M"},
-                     {"pid", r.rank},
-                     {"tid", t},
-                     {"args", {{"name", t}}}});
+    AddThreadNames(all, r.rank, streams, tids);
   }
   // Stable: spans with equal ts, pid and tid keep their recorded order (rank order, then request).
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
@@ -683,7 +745,7 @@ nlohmann::ordered_json MeasuredSpanTrace(const std::vector<RankResult>& ranks) {
                    {"ts", e.ts},
                    {"dur", e.dur},
                    {"pid", e.pid},
-                   {"tid", e.op->stream},
+                   {"tid", tids.at(e.op->stream)},
                    {"args", args}});
   }
   return {{"traceEvents", all}, {"displayTimeUnit", "ms"}};

@@ -48,7 +48,8 @@ struct RunOutcome {
   std::vector<std::string> rank_errors;  // per rank, its own error message ("" if none)
 };
 
-// "cuda" needs a build with CUDA; throws InputError naming --backend otherwise.
+// "cuda" needs a build with CUDA and a visible CUDA device (asked in a child process); throws
+// InputError naming --backend, and --backend host as the way without a GPU, otherwise.
 void CheckBackendAvailable(const std::string& backend);
 // Output files (--out, --timeline, --span-trace) must be creatable before any rank starts: their
 // directory exists and the path is not a directory. Throws InputError naming the option and

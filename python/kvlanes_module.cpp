@@ -4,9 +4,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "policies/registry.h"
@@ -30,41 +34,66 @@ std::string YamlValue(const py::handle& v) {
   return py::module_::import("json").attr("dumps")(v).cast<std::string>();
 }
 
-// {"cache": {"cp_size": 4}} and {"cache.cp_size": 4} both become cache.cp_size=4.
-void ApplyDict(const py::dict& d, const std::string& prefix, ReplayConfig& cfg) {
+// A path given as str or os.PathLike (pathlib.Path), as a string; `param` names the parameter.
+std::string PathOf(const py::handle& p, const std::string& param) {
+  if (py::isinstance<py::str>(p) || py::hasattr(p, "__fspath__"))
+    return py::str(py::module_::import("os").attr("fspath")(p)).cast<std::string>();
+  throw py::type_error(param + ": a path (str or pathlib.Path), got " +
+                       py::str(py::type::of(p).attr("__name__")).cast<std::string>());
+}
+
+bool IsPath(const py::handle& p) {
+  return py::isinstance<py::str>(p) || py::hasattr(p, "__fspath__");
+}
+
+// {"cache": {"cp_size": 4}} and {"cache.cp_size": 4} both become cache.cp_size=4. An error names
+// the parameter and key as the caller wrote them (set['cache.cp_size']), not the command line's
+// --set.
+void ApplyDict(const py::dict& d, const std::string& param, const std::string& prefix,
+               ReplayConfig& cfg) {
   for (const auto& [k, v] : d) {
     const std::string key = prefix + py::str(k).cast<std::string>();
-    if (py::isinstance<py::dict>(v) && key != "model.pools")
-      ApplyDict(v.cast<py::dict>(), key + ".", cfg);
-    else
+    if (py::isinstance<py::dict>(v) && key != "model.pools") {
+      ApplyDict(v.cast<py::dict>(), param, key + ".", cfg);
+      continue;
+    }
+    try {
       ApplyConfigSetting(key + "=" + YamlValue(v), cfg);
+    } catch (const InputError& e) {
+      throw InputError("", 0, param + "['" + key + "']", e.message());
+    }
   }
 }
 
 // Defaults, then the config (a YAML path or a dict), then policy and profile, then `set`.
 ReplayConfig MakeConfig(const py::object& config, const std::optional<std::string>& policy,
-                        const std::optional<std::string>& profile, const py::object& set) {
+                        const py::object& profile, const py::object& set) {
   ReplayConfig cfg;
-  if (py::isinstance<py::str>(config)) {
-    LoadConfigFile(config.cast<std::string>(), cfg);
+  if (IsPath(config)) {
+    LoadConfigFile(PathOf(config, "config"), cfg);
   } else if (py::isinstance<py::dict>(config)) {
-    ApplyDict(config.cast<py::dict>(), "", cfg);
+    ApplyDict(config.cast<py::dict>(), "config", "", cfg);
   } else if (!config.is_none()) {
-    throw py::type_error("config: a YAML file path or a dict of config keys");
+    throw py::type_error("config: a YAML file path (str or pathlib.Path) or a dict of config keys");
   }
   if (policy) cfg.policy = *policy;
-  if (profile) cfg.hardware.profile = *profile;
+  if (!profile.is_none()) cfg.hardware.profile = PathOf(profile, "profile");
   if (py::isinstance<py::dict>(set))
-    ApplyDict(set.cast<py::dict>(), "", cfg);
+    ApplyDict(set.cast<py::dict>(), "set", "", cfg);
   else if (!set.is_none())
     throw py::type_error("set: a dict of config keys");
   ValidateConfig(cfg);
   return cfg;
 }
 
+// `trace`: one path or a list of them, each a str or os.PathLike.
 std::vector<std::string> Paths(const py::object& trace) {
-  if (py::isinstance<py::str>(trace)) return {trace.cast<std::string>()};
-  return trace.cast<std::vector<std::string>>();
+  if (IsPath(trace)) return {PathOf(trace, "trace")};
+  if (!py::isinstance<py::sequence>(trace))
+    throw py::type_error("trace: a path (str or pathlib.Path) or a list of paths");
+  std::vector<std::string> paths;
+  for (const auto& p : trace.cast<py::sequence>()) paths.push_back(PathOf(p, "trace"));
+  return paths;
 }
 
 Trace LoadFor(const ReplayConfig& cfg, const std::vector<std::string>& paths, bool allow_unsorted) {
@@ -100,6 +129,42 @@ py::dict Columns(const RequestTable& t) {
   return d;
 }
 
+// Run i's config; an error names the vary value as the caller wrote it (vary['key'] = value).
+ReplayConfig RunConfigOf(const ReplayConfig& base, const cli::Grid& grid, size_t i) {
+  try {
+    return cli::GridRunConfig(base, grid, i);
+  } catch (const InputError& e) {
+    std::string field = e.field();  // "--vary key=value"
+    static const std::string kVary = "--vary ";
+    if (field.rfind(kVary, 0) == 0) {
+      const std::string kv = field.substr(kVary.size());
+      const auto eq = kv.find('=');
+      field = "vary['" + kv.substr(0, eq) + "'] = " + kv.substr(eq + 1);
+    }
+    throw InputError(e.file(), e.line(), field, e.message());
+  }
+}
+
+// Messages written for the command line name its options; from Python they name the
+// parameters that do the same (the kvlanes command's option where Python has none).
+std::string InPythonWords(std::string m) {
+  static const std::pair<const char*, const char*> kWords[] = {
+      {"pass --allow-unsorted", "pass allow_unsorted=True"},
+      {"use --format", "give set={'trace.format': NAME}"},
+      {"leave --format out", "leave trace.format out"},
+      {"needs --format ", "needs trace.format "},
+      {"pass --format ", "set trace.format to "},
+      {"raise it with --max-line-bytes", "the kvlanes command's --max-line-bytes raises it"},
+      {"raise it with --max-file-bytes", "the kvlanes command's --max-file-bytes raises it"},
+      {"--set ", "set "},
+      {"--vary ", "vary "},
+  };
+  for (const auto& [cli, python] : kWords)
+    for (size_t at = m.find(cli); at != std::string::npos; at = m.find(cli, at + 1))
+      m.replace(at, std::string(cli).size(), python);
+  return m;
+}
+
 int Threads(int threads, size_t jobs) {
   if (threads < 0) throw InputError("", 0, "threads", "must be >= 0 (0 = hardware threads)");
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -109,7 +174,7 @@ int Threads(int threads, size_t jobs) {
 
 py::dict Replay(const py::object& trace, const py::object& config,
                 const std::optional<std::string>& policy, const py::object& set,
-                const std::optional<std::string>& profile, bool allow_unsorted) {
+                const py::object& profile, bool allow_unsorted) {
   const ReplayConfig cfg = MakeConfig(config, policy, profile, set);
   const std::vector<std::string> paths = Paths(trace);
   J report;
@@ -130,8 +195,8 @@ py::dict Replay(const py::object& trace, const py::object& config,
 }
 
 py::object Compare(const py::object& trace, const std::vector<std::string>& policies,
-                   const py::object& config, const py::object& set,
-                   const std::optional<std::string>& profile, int threads, bool allow_unsorted) {
+                   const py::object& config, const py::object& set, const py::object& profile,
+                   int threads, bool allow_unsorted) {
   if (policies.empty()) throw InputError("", 0, "policies", "name at least one policy");
   for (const auto& n : policies) CheckPolicyName(n, "policies");
   const ReplayConfig base = MakeConfig(config, std::nullopt, profile, set);
@@ -158,17 +223,30 @@ py::object Compare(const py::object& trace, const std::vector<std::string>& poli
 
 py::object Sweep(const py::object& trace, const std::vector<std::string>& policies,
                  const py::dict& vary, const py::object& config, const py::object& set,
-                 const std::optional<std::string>& profile, int threads, bool allow_unsorted) {
+                 const py::object& profile, int threads, bool allow_unsorted) {
   if (policies.empty()) throw InputError("", 0, "policies", "name at least one policy");
   for (const auto& n : policies) CheckPolicyName(n, "policies");
   const ReplayConfig base = MakeConfig(config, std::nullopt, profile, set);
   cli::Grid grid;
   grid.policies = policies;
+  // Per axis, each value's YAML text -> the Python value given, handed back in the result (the
+  // grid works on the text; the caller gets 5000 back, not "5000").
+  std::vector<std::map<std::string, py::object>> given;
   for (const auto& [k, v] : vary) {
     cli::VaryAxis a;
     a.key = py::str(k).cast<std::string>();
-    for (const auto& x : v.cast<py::list>()) a.values.push_back(YamlValue(x));
-    if (a.values.empty()) throw InputError("", 0, "vary", a.key + ": give at least one value");
+    if (py::isinstance<py::str>(v) || py::isinstance<py::dict>(v) ||
+        !py::isinstance<py::iterable>(v))
+      throw py::type_error("vary['" + a.key + "']: a list of values, got " +
+                           py::repr(v).cast<std::string>() + " (for one value: [" +
+                           py::repr(v).cast<std::string>() + "])");
+    given.emplace_back();
+    for (const auto& x : v) {
+      a.values.push_back(YamlValue(x));
+      given.back().emplace(a.values.back(), py::reinterpret_borrow<py::object>(x));
+    }
+    if (a.values.empty())
+      throw InputError("", 0, "vary['" + a.key + "']", "give at least one value");
     grid.axes.push_back(std::move(a));
   }
   const std::vector<std::string> paths = Paths(trace);
@@ -179,7 +257,7 @@ py::object Sweep(const py::object& trace, const std::vector<std::string>& polici
     std::map<std::tuple<int64_t, int64_t, std::string>, Trace> traces;
     std::vector<cli::ReplayJob> jobs;
     for (size_t i = 0; i < grid.size(); ++i) {
-      ReplayConfig cfg = cli::GridRunConfig(base, grid, i);
+      ReplayConfig cfg = RunConfigOf(base, grid, i);
       const auto key =
           std::make_tuple(cfg.cache.page_tokens, cfg.trace.block_tokens, cfg.trace.format);
       auto it = traces.find(key);
@@ -187,27 +265,22 @@ py::object Sweep(const py::object& trace, const std::vector<std::string>& polici
       jobs.push_back(cli::ReplayJob{cfg.policy, cfg, &it->second});
     }
     const auto reports = cli::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
-    doc["sweep_version"] = 1;
-    J g;
-    g["trace"] = jobs.empty() ? J::array() : J(jobs[0].trace->sources);
-    g["base_config"] = ConfigToJson(base);
-    g["policies"] = grid.policies;
-    g["vary"] = J::array();
-    for (const auto& a : grid.axes) g["vary"].push_back(J{{"key", a.key}, {"values", a.values}});
-    g["runs"] = grid.size();
-    doc["grid"] = g;
-    doc["runs"] = J::array();
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      J run;
-      run["grid_index"] = i;
-      J settings = J::object();
-      for (const auto& [k, v] : grid.Run(i).second) settings[k] = v;
-      run["vary"] = settings;
-      for (const auto& [k, v] : reports[i].items()) run[k] = v;
-      doc["runs"].push_back(std::move(run));
-    }
+    std::vector<size_t> every(jobs.size());
+    std::iota(every.begin(), every.end(), size_t{0});
+    doc = cli::SweepDoc(base, grid,
+                        jobs.empty() ? std::vector<std::string>{} : jobs[0].trace->sources, every,
+                        reports, std::nullopt);
   }
-  return ToPython(doc);
+  py::object out = ToPython(doc);
+  for (size_t a = 0; a < grid.axes.size(); ++a) {
+    const std::string& key = grid.axes[a].key;
+    py::list values;
+    for (const std::string& v : grid.axes[a].values) values.append(given[a].at(v));
+    out["grid"]["vary"][py::int_(a)]["values"] = values;
+    for (auto run : out["runs"])
+      run["vary"][py::str(key)] = given[a].at(run["vary"][py::str(key)].cast<std::string>());
+  }
+  return out;
 }
 
 }  // namespace
@@ -225,7 +298,7 @@ PYBIND11_MODULE(kvlanes, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const kvlanes::InputError& e) {
-      PyErr_SetString(input_error.ptr(), e.what());
+      PyErr_SetString(input_error.ptr(), kvlanes::python::InPythonWords(e.what()).c_str());
     }
   });
   m.def("replay", &kp::Replay, py::arg("trace"), py::kw_only(), py::arg("config") = py::none(),

@@ -419,8 +419,7 @@ void ApplyModelPreset(ReplayConfig& c, const std::string& name, const Where& w) 
 std::vector<KeySpec> ModelShapeKeys() {
   std::vector<KeySpec> k = {
       KeySpec{"model.preset",
-              "model shapes preset, replacing layers, pools and shapes ("
-              " = none)",
+              "model shapes preset, replacing layers, pools and shapes (\"\" = none)",
               [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
                 const std::string v = n.IsNull() ? "" : AsString(n, w);
                 if (v.empty()) {

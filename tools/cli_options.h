@@ -9,12 +9,49 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/predict/plan.h"
 #include "traces/input_error.h"
+#include "traces/name_table.h"
 
 namespace kvlanes::cli {
+
+// The long option of `desc` closest to `given` ("--trce" -> "--trace"), or "" when none is a
+// plausible typo (ClosestName's rule, the one every "did you mean" of the project follows).
+inline std::string ClosestOption(const std::string& given,
+                                 const boost::program_options::options_description& desc) {
+  std::string bare = given.substr(given.find_first_not_of('-') == std::string::npos
+                                      ? given.size()
+                                      : given.find_first_not_of('-'));
+  bare = bare.substr(0, bare.find('='));
+  std::vector<std::string> names;
+  for (const auto& o : desc.options())
+    if (!o->long_name().empty()) names.push_back(o->long_name());
+  std::vector<std::string_view> views(names.begin(), names.end());
+  const std::string close = ClosestName(bare, views);
+  return close.empty() ? close : "--" + close;
+}
+
+// The message of a command-line error, with "; did you mean --x?" for a mistyped option.
+inline std::string UsageErrorLine(const std::string& command,
+                                  const boost::program_options::error& e,
+                                  const boost::program_options::options_description& desc) {
+  std::string line = command + ": " + e.what();
+  if (const auto* u = dynamic_cast<const boost::program_options::unknown_option*>(&e)) {
+    const std::string close = ClosestOption(u->get_option_name(), desc);
+    if (!close.empty()) line += "; did you mean " + close + "?";
+  }
+  return line;
+}
+
+// A command-line error of `command` on stderr, with a pointer to --help. The caller exits with 2.
+inline void ReportUsageError(const std::string& command, const boost::program_options::error& e,
+                             const boost::program_options::options_description& desc) {
+  std::fprintf(stderr, "%s\n(see %s --help)\n", UsageErrorLine(command, e, desc).c_str(),
+               command.c_str());
+}
 
 // Parses argv[1..] into vm (positional arguments per `pos`, may be null). On a usage error
 // prints it with a pointer to --help and returns false (the caller exits with 2).
@@ -31,9 +68,26 @@ inline bool ParseArgs(int argc, const char* const* argv,
     po::notify(vm);
     return true;
   } catch (const po::error& e) {
-    std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
+    ReportUsageError(argv[0], e, desc);
     return false;
   }
+}
+
+// Whether output option `name` of vm writes to standard output ("-" or /dev/stdout).
+inline bool WritesToStdout(const boost::program_options::variables_map& vm, const char* name) {
+  if (!vm.count(name)) return false;
+  const std::string& p = vm[name].as<std::string>();
+  return p == "-" || p == "/dev/stdout";
+}
+
+// Where a command's console summary goes: standard output, unless one of the output options
+// `outputs` writes its data there (`--json -`), then standard error, so that the data stays
+// whole for the pipe it goes to.
+inline FILE* SummaryStream(const boost::program_options::variables_map& vm,
+                           std::initializer_list<const char*> outputs) {
+  for (const char* o : outputs)
+    if (WritesToStdout(vm, o)) return stderr;
+  return stdout;
 }
 
 // The one layout of every command's --help: "usage:" line(s), what the command does, its

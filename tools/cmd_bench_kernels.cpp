@@ -252,11 +252,8 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
 }
 #endif  // KVLANES_WITH_CUDA
 
-}  // namespace
-
-int CmdBenchKernels(int argc, const char* const* argv) {
-  namespace po = boost::program_options;
-  const std::string name = argc > 0 ? argv[0] : "kvlanes bench kernels";
+// The options of bench kernels, as given (sizes and shapes as text, parsed after).
+struct KernelsArgs {
   KernelBenchOptions opt;
   std::string sizes = "16M,64M,256M,1G";
   std::string pools = "656,132";
@@ -266,59 +263,78 @@ int CmdBenchKernels(int argc, const char* const* argv) {
   std::string json_path;
   std::string parts = "materialize,tier";
   std::string scatter_variants;
+};
 
+// bench kernels' options, bound to `a` (defaults from its initial values).
+boost::program_options::options_description KernelsOptions(KernelsArgs& a) {
+  namespace po = boost::program_options;
   po::options_description visible("options");
   visible.add_options()("help,h", "print this help")(
-      "sizes", po::value(&sizes)->default_value(sizes),
+      "sizes", po::value(&a.sizes)->default_value(a.sizes),
       "materialization payloads (logical-dense bytes, rounded down to whole pages), comma list "
-      "with K/M/G suffixes")("pools", po::value(&pools)->default_value(pools),
-                             "bytes per token-layer of each pool copied together (1 to 4 pools)")(
-      "page-tokens", po::value(&opt.page_tokens)->default_value(opt.page_tokens),
+      "with K/M/G suffixes")("pools", po::value(&a.pools)->default_value(a.pools),
+                             "bytes per token-layer of each pool copied together (1 to 4 a.pools)")(
+      "page-tokens", po::value(&a.opt.page_tokens)->default_value(a.opt.page_tokens),
       "tokens per page for the materialization kernels")(
-      "layers", po::value(&opt.num_layers)->default_value(opt.num_layers), "layers per pool")(
-      "ranks", po::value(&opt.num_ranks)->default_value(opt.num_ranks),
+      "layers", po::value(&a.opt.num_layers)->default_value(a.opt.num_layers), "layers per pool")(
+      "ranks", po::value(&a.opt.num_ranks)->default_value(a.opt.num_ranks),
       "ranks N of the all-gather / zigzag / peer layouts (peer_gather uses at most 16)")(
-      "warmup", po::value(&opt.warmup)->default_value(opt.warmup), "untimed passes first")(
-      "repeats", po::value(&opt.repeats)->default_value(opt.repeats),
+      "warmup", po::value(&a.opt.warmup)->default_value(a.opt.warmup), "untimed passes first")(
+      "repeats", po::value(&a.opt.repeats)->default_value(a.opt.repeats),
       "timed passes per materialization measurement (the median is reported)")(
-      "tier-bytes", po::value(&tier_bytes)->default_value(tier_bytes), "payload of each tier copy")(
-      "host-pool-bytes", po::value(&host_pool)->default_value(host_pool),
-      "pinned host pool the tier pages are scattered over")(
-      "tier-shapes", po::value(&tier_shapes)->default_value(tier_shapes),
+      "tier-bytes", po::value(&a.tier_bytes)->default_value(a.tier_bytes),
+      "payload of each tier copy")("host-pool-bytes",
+                                   po::value(&a.host_pool)->default_value(a.host_pool),
+                                   "pinned host pool the tier pages are scattered over")(
+      "tier-shapes", po::value(&a.tier_shapes)->default_value(a.tier_shapes),
       "tier page shapes ELEMxTOKENS (chunk = their product), comma list")(
-      "tier-run-pages", po::value(&opt.tier_run_pages)->default_value(opt.tier_run_pages),
+      "tier-run-pages", po::value(&a.opt.tier_run_pages)->default_value(a.opt.tier_run_pages),
       "adjacent pages per run in the scattered tier page list (1 = fully scattered)")(
-      "tier-repeats", po::value(&opt.tier_repeats)->default_value(opt.tier_repeats),
-      "timed passes per tier measurement")("tune", po::bool_switch(&opt.tune),
+      "tier-repeats", po::value(&a.opt.tier_repeats)->default_value(a.opt.tier_repeats),
+      "timed passes per tier measurement")("tune", po::bool_switch(&a.opt.tune),
                                            "also sweep kernel launch shapes")(
-      "seed", po::value(&opt.seed)->default_value(opt.seed), "seed of the random page lists")(
-      "device", po::value(&opt.device)->default_value(opt.device), "CUDA device ordinal")(
-      "parts", po::value(&parts)->default_value(parts),
+      "seed", po::value(&a.opt.seed)->default_value(a.opt.seed), "seed of the random page lists")(
+      "device", po::value(&a.opt.device)->default_value(a.opt.device), "CUDA device ordinal")(
+      "parts", po::value(&a.parts)->default_value(a.parts),
       "which parts to run: materialize, tier, or both (comma list)")(
-      "scatter-variants", po::value(&scatter_variants),
+      "scatter-variants", po::value(&a.scatter_variants),
       "also time these scatter_dense kernel variants (comma list of tiles, warp_spans, "
       "warp_spans_streaming, split, fused, or their numbers 1..5; docs/kernels.md): rows "
       "scatter_dense[NAME] and scatter_dense[NAME](0% owned)")(
-      "json", po::value(&json_path), "also write the full report as JSON to this file");
+      "json", po::value(&a.json_path), "also write the full report as JSON to this file");
+  return visible;
+}
 
-  const auto usage = [&](std::ostream& out) {
-    PrintHelp(
-        out, name + " [options]",
-        "GPU benchmark of kernels/: pack, unpack, zigzag_reorder, scatter_dense and\n"
-        "peer_gather against a device-to-device cudaMemcpyAsync of the same bytes, and the\n"
-        "tier copies (kernel and cudaMemcpyAsync-runs strategies, every host layout, both\n"
-        "directions) against a contiguous pinned copy. Medians of CUDA-event timings;\n"
-        "formulas in docs/kernels.md.",
-        visible,
-        {"kvlanes bench kernels", "kvlanes bench kernels --sizes 16M,64M,256M,1G --pools 656,132"});
-  };
+void KernelsUsage(std::ostream& out, const std::string& name,
+                  const boost::program_options::options_description& visible) {
+  PrintHelp(
+      out, name + " [options]",
+      "GPU benchmark of kernels/: pack, unpack, zigzag_reorder, scatter_dense and\n"
+      "peer_gather against a device-to-device cudaMemcpyAsync of the same bytes, and the\n"
+      "tier copies (kernel and cudaMemcpyAsync-runs strategies, every host layout, both\n"
+      "directions) against a contiguous pinned copy. Medians of CUDA-event timings;\n"
+      "formulas in docs/kernels.md.",
+      visible,
+      {"kvlanes bench kernels", "kvlanes bench kernels --sizes 16M,64M,256M,1G --pools 656,132"});
+}
+
+}  // namespace
+
+int CmdBenchKernels(int argc, const char* const* argv) {
+  namespace po = boost::program_options;
+  const std::string name = argc > 0 ? argv[0] : "kvlanes bench kernels";
+  KernelsArgs args;
+  const po::options_description visible = KernelsOptions(args);
+  KernelBenchOptions& opt = args.opt;
+
+  const auto usage = [&](std::ostream& out) { KernelsUsage(out, name, visible); };
 
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc, argv).options(visible).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << name << ": " << e.what() << "\n";
+    std::cerr << UsageErrorLine(name, e, visible) << "\n";
     usage(std::cerr);
     return 2;
   }
@@ -328,19 +344,19 @@ int CmdBenchKernels(int argc, const char* const* argv) {
   }
   try {
     opt.sizes_bytes.clear();
-    for (const std::string& s : SplitCommas(sizes))
+    for (const std::string& s : SplitCommas(args.sizes))
       opt.sizes_bytes.push_back(ParseBytes(s, "sizes"));
     if (opt.sizes_bytes.empty()) throw InputError("", 0, "sizes", "no size given");
     opt.pool_elem_bytes.clear();
-    for (const std::string& s : SplitCommas(pools))
+    for (const std::string& s : SplitCommas(args.pools))
       opt.pool_elem_bytes.push_back(ParseBytes(s, "pools"));
     if (opt.pool_elem_bytes.empty() || opt.pool_elem_bytes.size() > 4) {
       throw InputError("", 0, "pools", "need 1 to 4 pools");
     }
-    opt.tier_bytes = ParseBytes(tier_bytes, "tier-bytes");
-    opt.host_pool_bytes = ParseBytes(host_pool, "host-pool-bytes");
-    opt.tier_shapes = ParseShapes(tier_shapes);
-    for (const std::string& v : SplitCommas(scatter_variants)) {
+    opt.tier_bytes = ParseBytes(args.tier_bytes, "tier-bytes");
+    opt.host_pool_bytes = ParseBytes(args.host_pool, "host-pool-bytes");
+    opt.tier_shapes = ParseShapes(args.tier_shapes);
+    for (const std::string& v : SplitCommas(args.scatter_variants)) {
       // A name, or the variant's number as the measurement log's commands give it (1..5, "vN").
       const std::string digits = v.size() > 1 && v[0] == 'v' ? v.substr(1) : v;
       std::optional<kernels::ScatterVariant> variant = kernels::kScatterVariantNames.Find(v);
@@ -354,7 +370,7 @@ int CmdBenchKernels(int argc, const char* const* argv) {
       opt.scatter_variants.push_back(*variant);
     }
     opt.run_materialize = opt.run_tier = false;
-    for (const std::string& part : SplitCommas(parts)) {
+    for (const std::string& part : SplitCommas(args.parts)) {
       if (part == "materialize") {
         opt.run_materialize = true;
       } else if (part == "tier") {
@@ -382,9 +398,9 @@ int CmdBenchKernels(int argc, const char* const* argv) {
     return 1;
   }
   PrintReport(report, std::cout);
-  if (!json_path.empty()) {
+  if (!args.json_path.empty()) {
     try {
-      WriteFileAtomically(json_path, ReportToJson(report).dump(2) + "\n");
+      WriteFileAtomically(args.json_path, ReportToJson(report).dump(2) + "\n");
     } catch (const InputError& e) {
       std::cerr << name << ": " << e.what() << "\n";
       return 2;
@@ -392,7 +408,7 @@ int CmdBenchKernels(int argc, const char* const* argv) {
   }
   return 0;
 #else
-  (void)json_path;
+  (void)args.json_path;
   std::cerr << name
             << ": this build has no CUDA support (kvlanes_kernels was built without "
                "nvcc); reconfigure with CUDA available (-DKVLANES_CUDA=ON) to run the "

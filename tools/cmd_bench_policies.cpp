@@ -56,6 +56,35 @@ Replayed ReplayOnce(const std::string& policy_name, const ReplayConfig& cfg, con
   return {s, in > 0 ? static_cast<double>(c.device_hit_tokens + c.host_hit_tokens) / in : 0.0};
 }
 
+// lru first (the ratios' base), then --policies, else every registered policy.
+std::vector<std::string> TimedPolicies(const po::variables_map& vm) {
+  std::vector<std::string> names{"lru"};
+  if (vm.count("policies")) {
+    for (const std::string& n : SplitList(vm["policies"].as<std::string>(), "--policies")) {
+      CheckPolicyName(n, "--policies");
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+  } else {
+    for (const PolicyInfo& p : RegisteredPolicies())
+      if (std::find(names.begin(), names.end(), p.name) == names.end()) names.emplace_back(p.name);
+  }
+  return names;
+}
+
+void PrintBenchPoliciesHelp(const char* command, const po::options_description& desc) {
+  PrintHelp(std::cout, std::string(command) + " --trace FILE [--policies a,b,c] [options]",
+            "Replays the trace with each policy and with lru, interleaved over rounds, and\n"
+            "prints each policy's median engine-loop time (thread CPU time) and its ratio to\n"
+            "lru's median, with the smallest and largest per-round ratio (docs/policies.md).",
+            desc,
+            {"kvlanes bench policies --trace traces/mooncake/synthetic_trace.jsonl --set "
+             "cache.cp_size=1 --set cache.host_pages_per_lane=0 --set "
+             "cache.device_pages_per_lane=15625",
+             "kvlanes bench policies --trace traces/mooncake_excerpt.jsonl --policies "
+             "seen_lru,seen_rate --rounds 5"},
+            "policies:\n" + PoliciesHelp());
+}
+
 }  // namespace
 
 int CmdBenchPolicies(int argc, const char* const* argv) {
@@ -74,17 +103,7 @@ int CmdBenchPolicies(int argc, const char* const* argv) {
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, &pos, vm)) return 2;
   if (vm.count("help")) {
-    PrintHelp(std::cout, std::string(argv[0]) + " --trace FILE [--policies a,b,c] [options]",
-              "Replays the trace with each policy and with lru, interleaved over rounds, and\n"
-              "prints each policy's median engine-loop time (thread CPU time) and its ratio to\n"
-              "lru's median, with the smallest and largest per-round ratio (docs/policies.md).",
-              desc,
-              {"kvlanes bench policies --trace traces/mooncake/synthetic_trace.jsonl --set "
-               "cache.cp_size=1 --set cache.host_pages_per_lane=0 --set "
-               "cache.device_pages_per_lane=15625",
-               "kvlanes bench policies --trace traces/mooncake_excerpt.jsonl --policies "
-               "seen_lru,seen_rate --rounds 5"},
-              "policies:\n" + PoliciesHelp());
+    PrintBenchPoliciesHelp(argv[0], desc);
     return 0;
   }
   try {
@@ -96,17 +115,7 @@ int CmdBenchPolicies(int argc, const char* const* argv) {
     const int warmup = vm["warmup"].as<int>();
     if (warmup < 0 || warmup > 1000)
       throw InputError("", 0, "--warmup", "must be in 0..1000, got " + std::to_string(warmup));
-    std::vector<std::string> names{"lru"};
-    if (vm.count("policies")) {
-      for (const std::string& n : SplitList(vm["policies"].as<std::string>(), "--policies")) {
-        CheckPolicyName(n, "--policies");
-        if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-      }
-    } else {
-      for (const PolicyInfo& p : RegisteredPolicies())
-        if (std::find(names.begin(), names.end(), p.name) == names.end())
-          names.emplace_back(p.name);
-    }
+    const std::vector<std::string> names = TimedPolicies(vm);
     ReplayInputs in = LoadReplayInputs(vm);
     in.trace = ScaleTrace(in.trace, scale);
     const Trace& trace = in.trace;

@@ -113,7 +113,8 @@ int CmdBenchRead(int argc, const char* const* argv) {
   TraceOptions opt;
   po::options_description visible("options");
   visible.add_options()("help,h", "print this help")(
-      "format", po::value(&format), "mooncake | kvtester | tokens (default: detected per file)")(
+      "format", po::value(&format),
+      ("one of " + kTraceFormatNames.List() + " (default: detected per file)").c_str())(
       "reps", po::value(&reps)->default_value(5), "runs per measurement (the median is shown)");
   AddTraceLimitOptions(visible, &opt);
   po::options_description hidden;
@@ -138,7 +139,7 @@ int CmdBenchRead(int argc, const char* const* argv) {
     po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << name << ": " << e.what() << "\n";
+    std::cerr << UsageErrorLine(name, e, visible) << "\n";
     usage(std::cerr);
     return 2;
   }

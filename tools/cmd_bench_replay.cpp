@@ -223,6 +223,359 @@ int64_t CachedPages(const Ledger& l) {
   return t;
 }
 
+// The memory target (docs/replay.md, "Speed"): the replay's own peak within
+// kBudgetBytesPerCachedPage per cached page + kBudgetBytesPerRequest per request + a constant
+// that does not grow with the trace.
+int64_t MemoryBudget(int64_t cached_pages, size_t requests) {
+  return kBudgetBytesPerCachedPage * cached_pages +
+         kBudgetBytesPerRequest * static_cast<int64_t>(requests);
+}
+
+// The engine loop alone, `repeat` times; the first repetition also samples the resident set.
+struct ReplayRuns {
+  std::vector<double> replay_s;
+  int64_t page_ops = 0, nodes = 0, cached = 0, replay_peak = 0, storage_slots = 0;
+};
+
+ReplayRuns TimeReplays(const ReplayConfig& cfg, const Trace& trace, int repeat) {
+  const int64_t P = cfg.cache.page_tokens;
+  ReplayRuns r;
+  for (int rep = 0; rep < repeat; ++rep) {
+    auto policy = MakePolicy(cfg.policy, cfg, trace);
+    const int64_t before = RssBytes();
+    const auto b = Clock::now();
+    ReplayEngine engine(cfg, *policy, trace.block_tokens);
+    // The first repetition samples the resident set every 256 requests (the process-wide peak
+    // may have been set by the trace load); the others run untouched.
+    int64_t highest = before;
+    for (size_t i = 0; i < trace.requests.size(); ++i) {
+      engine.Process(trace.requests[i]);
+      if (rep == 0 && (i % 256 == 255 || i + 1 == trace.requests.size()))
+        highest = std::max(highest, RssBytes());
+    }
+    r.replay_s.push_back(Seconds(b, Clock::now()));
+    if (rep == 0) r.replay_peak = highest - before;
+    r.page_ops = engine.counters().PageOps(P);
+    r.nodes = static_cast<int64_t>(engine.tree().alive_nodes());
+    r.storage_slots = static_cast<int64_t>(engine.tree().storage_slots());
+    r.cached = CachedPages(engine.ledger());
+  }
+  return r;
+}
+
+// The JSON report of one replay, built and serialized `repeat` times; the first hashes the trace
+// files for the report's context, as the one report of a `kvlanes replay --json` process does
+// (the hash is memoized for the process, so the later ones, the median, do not).
+struct ReportRuns {
+  std::vector<double> report_s;
+  double first = 0;
+};
+
+ReportRuns TimeReports(const ReplayConfig& cfg, const Trace& trace, int repeat) {
+  ReportRuns t;
+  auto policy = MakePolicy(cfg.policy, cfg, trace);
+  ReplayEngine engine(cfg, *policy, trace.block_tokens);
+  for (const Request& r : trace.requests) engine.Process(r);
+  for (int rep = 0; rep < repeat; ++rep) {
+    const auto a = Clock::now();
+    const std::string s = ReportToJson(cfg, *policy, trace, engine).dump(2);
+    t.report_s.push_back(Seconds(a, Clock::now()));
+    if (rep == 0) t.first = t.report_s.back();
+    volatile size_t keep = s.size();
+    (void)keep;
+  }
+  return t;
+}
+
+// The whole driver (RunReplay, with predictions when a profile is set) without outputs, with the
+// plan stream written to a file in `dir`, and with the timeline written; each output's cost is
+// its run minus the run without outputs (medians).
+struct OutputRuns {
+  std::vector<StageTimes> driver_s, plan_s, timeline_s;
+  int64_t plan_bytes = 0, timeline_bytes = 0, peak_driver = 0, peak_plan = 0, peak_timeline = 0;
+};
+
+OutputRuns TimeOutputs(const ReplayConfig& cfg, const Trace& trace, int repeat,
+                       const std::string& dir) {
+  const bool has_profile = !cfg.hardware.profile.empty();
+  OutputRuns o;
+  const auto run_driver = [&](const ReplaySinks& sinks) {
+    auto policy = MakePolicy(cfg.policy, cfg, trace);
+    const StageTimes a = StageTimes::Now();
+    RunReplay(cfg, *policy, trace, EngineOptions{}, {}, sinks);
+    return StageTimes::Now() - a;
+  };
+  const std::string plan_path = dir + "/kvlanes_bench_replay_plan.jsonl";
+  const std::string tl_path = dir + "/kvlanes_bench_replay_timeline.json";
+  // The driver alone, with the plan and with the timeline, interleaved per repetition, so that a
+  // change of the machine's load falls on all three alike.
+  for (int rep = 0; rep < repeat; ++rep) {
+    o.driver_s.push_back(run_driver({}));
+    if (rep == 0) o.peak_driver = PeakRssBytes();
+    {
+      const StageTimes a = StageTimes::Now();
+      {
+        std::ofstream out(plan_path, std::ios::binary);
+        ReplaySinks sinks;
+        sinks.plan = &out;
+        run_driver(sinks);
+        o.plan_bytes = static_cast<int64_t>(out.tellp());
+      }
+      o.plan_s.push_back(StageTimes::Now() - a);
+      std::remove(plan_path.c_str());
+      if (rep == 0) o.peak_plan = PeakRssBytes();
+    }
+    if (has_profile) {
+      const StageTimes a = StageTimes::Now();
+      {
+        std::ofstream out(tl_path, std::ios::binary);
+        ReplaySinks sinks;
+        sinks.timeline = &out;  // streamed as `kvlanes replay --timeline` writes it
+        run_driver(sinks);
+        o.timeline_bytes = static_cast<int64_t>(out.tellp());
+      }
+      o.timeline_s.push_back(StageTimes::Now() - a);
+      std::remove(tl_path.c_str());
+      if (rep == 0) o.peak_timeline = PeakRssBytes();
+    }
+  }
+  return o;
+}
+
+// Each floor stage's median over the repetitions.
+FloorTimes MedianFloor(const std::vector<FloorTimes>& floors) {
+  std::vector<double> r, p, k;
+  for (const FloorTimes& f : floors) {
+    r.push_back(f.read);
+    p.push_back(f.parse);
+    k.push_back(f.keys);
+  }
+  FloorTimes fl;
+  fl.read = Median(r);
+  fl.parse = Median(p);
+  fl.keys = Median(k);
+  fl.page_keys = floors[0].page_keys;
+  return fl;
+}
+
+// What bench replay measured, for the table and the JSON.
+struct BenchReplayRun {
+  const Trace& trace;
+  const ReplayConfig& cfg;
+  int scale, repeat;
+  int64_t rss_start, rss_loaded, peak_after_replay;
+  double load_s, copies_s, reload_s;
+  bool floor_ok, has_profile;
+  const std::vector<FloorTimes>& floors;
+  const ReplayRuns& rr;
+  const ReportRuns& rep_t;
+  const OutputRuns& out_t;
+};
+
+// The medians of bench replay's measurements; each output stage's time is its run's minus the
+// driver's without outputs.
+struct BenchMedians {
+  double n, replay, report, driver;
+  StageTimes driver_t, plan_t, timeline_t;
+  FloorTimes fl;
+  double floor_s;
+};
+
+BenchMedians MediansOf(const BenchReplayRun& b) {
+  BenchMedians m{};
+  m.n = static_cast<double>(b.trace.requests.size());
+  m.replay = Median(b.rr.replay_s);
+  m.report = Median(b.rep_t.report_s);
+  m.driver_t = MedianTimes(b.out_t.driver_s);
+  m.plan_t = MedianTimes(b.out_t.plan_s) - m.driver_t;
+  m.timeline_t = b.has_profile ? MedianTimes(b.out_t.timeline_s) - m.driver_t : StageTimes{};
+  m.driver = m.driver_t.clock;
+  m.fl = b.floor_ok ? MedianFloor(b.floors) : FloorTimes{};
+  m.floor_s = b.floor_ok ? m.fl.read + m.fl.parse + m.fl.keys : 0.0;
+  return m;
+}
+
+// The memory lines: resident set at each stage, the replay's own peak per cached page and per
+// request, and that peak against the memory budget.
+void PrintBenchMemory(const BenchReplayRun& b) {
+  const Trace& trace = b.trace;
+  const ReplayRuns& rr = b.rr;
+  const OutputRuns& out_t = b.out_t;
+  const double n = static_cast<double>(trace.requests.size());
+  const int64_t rss_start = b.rss_start, rss_loaded = b.rss_loaded;
+  const int64_t peak_after_replay = b.peak_after_replay;
+  char timeline_mib[32] = "-";
+  if (b.has_profile)
+    std::snprintf(timeline_mib, sizeof timeline_mib, "%.1f", out_t.peak_timeline / 1048576.0);
+  const double per_page = rr.cached > 0 ? static_cast<double>(rr.replay_peak) / rr.cached : 0.0;
+  const int64_t budget = MemoryBudget(rr.cached, trace.requests.size());
+  std::printf(
+      "memory: start %.1f MiB, trace loaded %.1f MiB, replay's own peak %.1f MiB (first rep, "
+      "resident set sampled every 256 requests, above the loaded trace), peak after replays %.1f "
+      "MiB, after the first driver run %.1f MiB, with plan %.1f MiB, with timeline "
+      "%s MiB\n",
+      rss_start / 1048576.0, rss_loaded / 1048576.0, rr.replay_peak / 1048576.0,
+      peak_after_replay / 1048576.0, out_t.peak_driver / 1048576.0, out_t.peak_plan / 1048576.0,
+      timeline_mib);
+  std::printf(
+      "cached pages at end %lld: replay's own peak %.1f B per cached page, %.1f B per "
+      "request; "
+      "tree nodes alive %lld, node storage slots %lld; page ops %lld; plan %lld B, timeline "
+      "%lld B\n",
+      static_cast<long long>(rr.cached), per_page, static_cast<double>(rr.replay_peak) / n,
+      static_cast<long long>(rr.nodes), static_cast<long long>(rr.storage_slots),
+      static_cast<long long>(rr.page_ops), static_cast<long long>(out_t.plan_bytes),
+      static_cast<long long>(out_t.timeline_bytes));
+  char versus[96];
+  if (rr.replay_peak <= budget) {
+    std::snprintf(versus, sizeof versus, "within it, %.2f MiB below",
+                  (budget - rr.replay_peak) / 1048576.0);
+  } else {
+    std::snprintf(versus, sizeof versus,
+                  "over it by %.2f MiB (the target's constant: flat across --scale if it holds)",
+                  (rr.replay_peak - budget) / 1048576.0);
+  }
+  std::printf(
+      "memory budget %lld B x %lld cached pages + %lld B x %zu requests = %.2f MiB; replay's "
+      "own "
+      "peak %.2f MiB: %s\n",
+      static_cast<long long>(kBudgetBytesPerCachedPage), static_cast<long long>(rr.cached),
+      static_cast<long long>(kBudgetBytesPerRequest), trace.requests.size(), budget / 1048576.0,
+      rr.replay_peak / 1048576.0, versus);
+}
+
+// The table of stage times against the floor, the output stages against the replay, memory.
+void PrintBenchReplay(const BenchReplayRun& b) {
+  const Trace& trace = b.trace;
+  const ReplayConfig& cfg = b.cfg;
+  const int64_t P = cfg.cache.page_tokens;
+  const ReportRuns& rep_t = b.rep_t;
+  const bool floor_ok = b.floor_ok, has_profile = b.has_profile;
+  const int scale = b.scale, repeat = b.repeat;
+  const double load_s = b.load_s, copies_s = b.copies_s, reload_s = b.reload_s;
+  const BenchMedians m = MediansOf(b);
+  const double n = m.n, replay = m.replay, report = m.report, driver = m.driver;
+  const StageTimes driver_t = m.driver_t, plan_t = m.plan_t, timeline_t = m.timeline_t;
+  const FloorTimes fl = m.fl;
+  const double floor_s = m.floor_s;
+  const auto ratio = [&](double s, char* out) {
+    if (floor_s > 0) {
+      std::snprintf(out, 16, "%.2f", s / floor_s);
+    } else {
+      std::snprintf(out, 16, "-");
+    }
+  };
+  std::printf(
+      "kvlanes bench replay: %zu requests (scale %d), policy %s, cp_size %lld, page_tokens "
+      "%lld, %d reps (medians), %s\n",
+      trace.requests.size(), scale, cfg.policy.c_str(), static_cast<long long>(cfg.cache.cp_size),
+      static_cast<long long>(P), repeat, g_wall_clock ? "wall clock" : "thread CPU time");
+  std::printf("%-34s %10s %14s %10s\n", "stage", "seconds", "requests/s", "x floor");
+  char buf[16];
+  const auto row = [&](const char* name, double s) {
+    ratio(s, buf);
+    std::printf("%-34s %10.4f %14.0f %10s\n", name, s, s > 0 ? n / s : 0.0, buf);
+  };
+  if (floor_ok) {
+    row("floor: read file", fl.read);
+    row("floor: minimal parse", fl.parse);
+    row("floor: page-key build", fl.keys);
+    row("floor (sum)", floor_s);
+  } else {
+    std::printf("floor: not measured (one Mooncake JSONL file only)\n");
+  }
+  row(scale > 1 ? "trace load (1 file + copies)" : "trace load", load_s);
+  if (scale > 1) row("  of which the copies", copies_s);
+  row("trace read again (warm, 1 file)", reload_s);
+  row("replay (engine loop)", replay);
+  row("report (build + serialize)", report);
+  row("report, first (hashes the trace)", rep_t.first);
+  row("load + replay + first report", load_s + replay + rep_t.first);
+  row(has_profile ? "driver with predictions" : "driver (RunReplay)", driver);
+  row("plan writing (extra)", plan_t.clock);
+  if (has_profile) {
+    row("timeline writing (extra)", timeline_t.clock);
+  } else {
+    std::printf("%-34s %10s (needs a hardware profile)\n", "timeline writing (extra)", "-");
+  }
+  // The output stages against the replay (engine loop), by each clock: the target is <= 1x
+  // (docs/replay.md, "Speed"). The replay is one thread, so its time stands for all three.
+  std::printf("%-34s %10s %14s %10s\n", "output / replay", g_wall_clock ? "wall" : "thread",
+              "all threads", "wall");
+  const auto over_replay = [&](const char* name, const StageTimes& t) {
+    std::printf("%-34s %10.2f %14.2f %10.2f\n", name, t.clock / replay, t.process / replay,
+                t.wall / replay);
+  };
+  over_replay("driver (RunReplay, no outputs)", driver_t);
+  over_replay("plan writing (extra)", plan_t);
+  if (has_profile) over_replay("timeline writing (extra)", timeline_t);
+  PrintBenchMemory(b);
+}
+
+// The figures of the table as JSON (--json).
+nlohmann::ordered_json BenchReplayJson(const BenchReplayRun& b) {
+  const Trace& trace = b.trace;
+  const ReplayConfig& cfg = b.cfg;
+  const ReplayRuns& rr = b.rr;
+  const ReportRuns& rep_t = b.rep_t;
+  const OutputRuns& out_t = b.out_t;
+  const bool floor_ok = b.floor_ok, has_profile = b.has_profile;
+  const int scale = b.scale, repeat = b.repeat;
+  const int64_t rss_loaded = b.rss_loaded, peak_after_replay = b.peak_after_replay;
+  const double load_s = b.load_s, copies_s = b.copies_s, reload_s = b.reload_s;
+  const BenchMedians m = MediansOf(b);
+  const double replay = m.replay, report = m.report, driver = m.driver;
+  const StageTimes driver_t = m.driver_t, plan_t = m.plan_t, timeline_t = m.timeline_t;
+  const FloorTimes fl = m.fl;
+  const double floor_s = m.floor_s;
+  const double per_page = rr.cached > 0 ? static_cast<double>(rr.replay_peak) / rr.cached : 0.0;
+  const int64_t budget = MemoryBudget(rr.cached, trace.requests.size());
+  nlohmann::ordered_json j;
+  j["requests"] = trace.requests.size();
+  j["scale"] = scale;
+  j["policy"] = cfg.policy;
+  j["config"] = ConfigToJson(cfg);
+  j["repeat"] = repeat;
+  j["clock"] = g_wall_clock ? "wall" : "thread_cpu";
+  if (floor_ok) {
+    j["floor_read_s"] = fl.read;
+    j["floor_parse_s"] = fl.parse;
+    j["floor_key_build_s"] = fl.keys;
+    j["floor_s"] = floor_s;
+    j["page_keys"] = fl.page_keys;
+  }
+  j["trace_load_s"] = load_s;
+  j["trace_copies_s"] = copies_s;
+  j["trace_reload_s"] = reload_s;
+  j["replay_s"] = replay;
+  j["report_s"] = report;
+  j["report_first_s"] = rep_t.first;
+  j["driver_s"] = driver;
+  j["driver_process_cpu_s"] = driver_t.process;
+  j["driver_wall_s"] = driver_t.wall;
+  j["plan_extra_s"] = plan_t.clock;
+  j["plan_extra_process_cpu_s"] = plan_t.process;
+  j["plan_extra_wall_s"] = plan_t.wall;
+  if (has_profile) {
+    j["timeline_extra_s"] = timeline_t.clock;
+    j["timeline_extra_process_cpu_s"] = timeline_t.process;
+    j["timeline_extra_wall_s"] = timeline_t.wall;
+  }
+  j["peak_rss_driver_bytes"] = out_t.peak_driver;
+  j["peak_rss_with_plan_bytes"] = out_t.peak_plan;
+  if (has_profile) j["peak_rss_with_timeline_bytes"] = out_t.peak_timeline;
+  j["page_ops"] = rr.page_ops;
+  j["cached_pages"] = rr.cached;
+  j["replay_peak_bytes"] = rr.replay_peak;
+  j["replay_peak_bytes_per_cached_page"] = per_page;
+  j["memory_budget_bytes"] = budget;
+  j["replay_peak_within_budget"] = rr.replay_peak <= budget;
+  j["rss_loaded_bytes"] = rss_loaded;
+  j["peak_rss_bytes"] = peak_after_replay;
+  j["plan_bytes"] = out_t.plan_bytes;
+  return j;
+}
+
 }  // namespace
 
 int CmdBenchReplay(int argc, const char* const* argv) {
@@ -272,28 +625,7 @@ int CmdBenchReplay(int argc, const char* const* argv) {
     const ReplayConfig& cfg = in.config;
     const int64_t P = cfg.cache.page_tokens;
     const int64_t rss_loaded = RssBytes();
-    std::vector<double> replay_s;
-    int64_t page_ops = 0, nodes = 0, cached = 0, replay_peak = 0, storage_slots = 0;
-    for (int rep = 0; rep < repeat; ++rep) {
-      auto policy = MakePolicy(cfg.policy, cfg, trace);
-      const int64_t before = RssBytes();
-      const auto b = Clock::now();
-      ReplayEngine engine(cfg, *policy, trace.block_tokens);
-      // The first repetition samples the resident set every 256 requests (the process-wide peak
-      // may have been set by the trace load); the others run untouched.
-      int64_t highest = before;
-      for (size_t i = 0; i < trace.requests.size(); ++i) {
-        engine.Process(trace.requests[i]);
-        if (rep == 0 && (i % 256 == 255 || i + 1 == trace.requests.size()))
-          highest = std::max(highest, RssBytes());
-      }
-      replay_s.push_back(Seconds(b, Clock::now()));
-      if (rep == 0) replay_peak = highest - before;
-      page_ops = engine.counters().PageOps(P);
-      nodes = static_cast<int64_t>(engine.tree().alive_nodes());
-      storage_slots = static_cast<int64_t>(engine.tree().storage_slots());
-      cached = CachedPages(engine.ledger());
-    }
+    const ReplayRuns rr = TimeReplays(cfg, trace, repeat);
     const int64_t peak_after_replay = PeakRssBytes();
     // The trace read again, its result dropped: what the first load costs above a warm read of
     // the trace alone (the config, and code and heap touched for the first time; `kvlanes bench
@@ -316,227 +648,21 @@ int CmdBenchReplay(int argc, const char* const* argv) {
     // Report: the JSON report of one replay, built and serialized. The first one hashes the trace
     // files for the report's context, as the one report of a `kvlanes replay --json` process
     // does; the hash is memoized for the process, so the later ones (the median) do not.
-    std::vector<double> report_s;
-    double report_first = 0;
-    {
-      auto policy = MakePolicy(cfg.policy, cfg, trace);
-      ReplayEngine engine(cfg, *policy, trace.block_tokens);
-      for (const Request& r : trace.requests) engine.Process(r);
-      for (int rep = 0; rep < repeat; ++rep) {
-        const auto a = Clock::now();
-        const std::string s = ReportToJson(cfg, *policy, trace, engine).dump(2);
-        report_s.push_back(Seconds(a, Clock::now()));
-        if (rep == 0) report_first = report_s.back();
-        volatile size_t keep = s.size();
-        (void)keep;
-      }
-    }
+    const ReportRuns rep_t = TimeReports(cfg, trace, repeat);
 
     // Plan and timeline: the whole driver (RunReplay, with predictions when a profile is set)
     // without outputs, with the plan stream written to a file, and with the timeline written.
     // Each output's cost is its run minus the run without outputs (medians).
-    const std::string dir = vm["out-dir"].as<std::string>();
     const bool has_profile = !cfg.hardware.profile.empty();
-    std::vector<StageTimes> driver_s, plan_s, timeline_s;
-    int64_t plan_bytes = 0, timeline_bytes = 0, peak_driver = 0, peak_plan = 0, peak_timeline = 0;
-    const auto run_driver = [&](const ReplaySinks& sinks) {
-      auto policy = MakePolicy(cfg.policy, cfg, trace);
-      const StageTimes a = StageTimes::Now();
-      RunReplay(cfg, *policy, trace, EngineOptions{}, {}, sinks);
-      return StageTimes::Now() - a;
-    };
-    const std::string plan_path = dir + "/kvlanes_bench_replay_plan.jsonl";
-    const std::string tl_path = dir + "/kvlanes_bench_replay_timeline.json";
-    // The driver alone, with the plan and with the timeline, interleaved per repetition, so that a
-    // change of the machine's load falls on all three alike.
-    for (int rep = 0; rep < repeat; ++rep) {
-      driver_s.push_back(run_driver({}));
-      if (rep == 0) peak_driver = PeakRssBytes();
-      {
-        const StageTimes a = StageTimes::Now();
-        {
-          std::ofstream out(plan_path, std::ios::binary);
-          ReplaySinks sinks;
-          sinks.plan = &out;
-          run_driver(sinks);
-          plan_bytes = static_cast<int64_t>(out.tellp());
-        }
-        plan_s.push_back(StageTimes::Now() - a);
-        std::remove(plan_path.c_str());
-        if (rep == 0) peak_plan = PeakRssBytes();
-      }
-      if (has_profile) {
-        const StageTimes a = StageTimes::Now();
-        {
-          std::ofstream out(tl_path, std::ios::binary);
-          ReplaySinks sinks;
-          sinks.timeline = &out;  // streamed as `kvlanes replay --timeline` writes it
-          run_driver(sinks);
-          timeline_bytes = static_cast<int64_t>(out.tellp());
-        }
-        timeline_s.push_back(StageTimes::Now() - a);
-        std::remove(tl_path.c_str());
-        if (rep == 0) peak_timeline = PeakRssBytes();
-      }
-    }
+    const OutputRuns out_t = TimeOutputs(cfg, trace, repeat, vm["out-dir"].as<std::string>());
 
-    const double n = static_cast<double>(trace.requests.size());
-    const double replay = Median(replay_s), report = Median(report_s);
-    const StageTimes driver_t = MedianTimes(driver_s), plan_t = MedianTimes(plan_s) - driver_t;
-    const StageTimes timeline_t = has_profile ? MedianTimes(timeline_s) - driver_t : StageTimes{};
-    const double driver = driver_t.clock;
-    FloorTimes fl;
-    if (floor_ok) {
-      std::vector<double> r, p, k, tot;
-      for (const FloorTimes& f : floors) {
-        r.push_back(f.read);
-        p.push_back(f.parse);
-        k.push_back(f.keys);
-        tot.push_back(f.total());
-      }
-      fl.read = Median(r);
-      fl.parse = Median(p);
-      fl.keys = Median(k);
-      fl.page_keys = floors[0].page_keys;
-    }
-    const double floor_s = floor_ok ? fl.read + fl.parse + fl.keys : 0.0;
-    const auto ratio = [&](double s, char* out) {
-      if (floor_s > 0) {
-        std::snprintf(out, 16, "%.2f", s / floor_s);
-      } else {
-        std::snprintf(out, 16, "-");
-      }
-    };
-    std::printf(
-        "kvlanes bench replay: %zu requests (scale %d), policy %s, cp_size %lld, page_tokens "
-        "%lld, %d reps (medians), %s\n",
-        trace.requests.size(), scale, cfg.policy.c_str(), static_cast<long long>(cfg.cache.cp_size),
-        static_cast<long long>(P), repeat, g_wall_clock ? "wall clock" : "thread CPU time");
-    std::printf("%-34s %10s %14s %10s\n", "stage", "seconds", "requests/s", "x floor");
-    char buf[16];
-    const auto row = [&](const char* name, double s) {
-      ratio(s, buf);
-      std::printf("%-34s %10.4f %14.0f %10s\n", name, s, s > 0 ? n / s : 0.0, buf);
-    };
-    if (floor_ok) {
-      row("floor: read file", fl.read);
-      row("floor: minimal parse", fl.parse);
-      row("floor: page-key build", fl.keys);
-      row("floor (sum)", floor_s);
-    } else {
-      std::printf("floor: not measured (one Mooncake JSONL file only)\n");
-    }
-    row(scale > 1 ? "trace load (1 file + copies)" : "trace load", load_s);
-    if (scale > 1) row("  of which the copies", copies_s);
-    row("trace read again (warm, 1 file)", reload_s);
-    row("replay (engine loop)", replay);
-    row("report (build + serialize)", report);
-    row("report, first (hashes the trace)", report_first);
-    row("load + replay + first report", load_s + replay + report_first);
-    row(has_profile ? "driver with predictions" : "driver (RunReplay)", driver);
-    row("plan writing (extra)", plan_t.clock);
-    if (has_profile) {
-      row("timeline writing (extra)", timeline_t.clock);
-    } else {
-      std::printf("%-34s %10s (needs a hardware profile)\n", "timeline writing (extra)", "-");
-    }
-    // The output stages against the replay (engine loop), by each clock: the target is <= 1x
-    // (docs/replay.md, "Speed"). The replay is one thread, so its time stands for all three.
-    std::printf("%-34s %10s %14s %10s\n", "output / replay", g_wall_clock ? "wall" : "thread",
-                "all threads", "wall");
-    const auto over_replay = [&](const char* name, const StageTimes& t) {
-      std::printf("%-34s %10.2f %14.2f %10.2f\n", name, t.clock / replay, t.process / replay,
-                  t.wall / replay);
-    };
-    over_replay("driver (RunReplay, no outputs)", driver_t);
-    over_replay("plan writing (extra)", plan_t);
-    if (has_profile) over_replay("timeline writing (extra)", timeline_t);
-    char timeline_mib[32] = "-";
-    if (has_profile)
-      std::snprintf(timeline_mib, sizeof timeline_mib, "%.1f", peak_timeline / 1048576.0);
-    const double per_page = cached > 0 ? static_cast<double>(replay_peak) / cached : 0.0;
-    // The memory target (docs/replay.md, "Speed"): the replay's own peak within
-    // kBudgetBytesPerCachedPage per cached page + kBudgetBytesPerRequest per request + a constant
-    // that does not grow with the trace.
-    const int64_t budget = kBudgetBytesPerCachedPage * cached +
-                           kBudgetBytesPerRequest * static_cast<int64_t>(trace.requests.size());
-    std::printf(
-        "memory: start %.1f MiB, trace loaded %.1f MiB, replay's own peak %.1f MiB (first rep, "
-        "resident set sampled every 256 requests, above the loaded trace), peak after replays %.1f "
-        "MiB, after the first driver run %.1f MiB, with plan %.1f MiB, with timeline "
-        "%s MiB\n",
-        rss_start / 1048576.0, rss_loaded / 1048576.0, replay_peak / 1048576.0,
-        peak_after_replay / 1048576.0, peak_driver / 1048576.0, peak_plan / 1048576.0,
-        timeline_mib);
-    std::printf(
-        "cached pages at end %lld: replay's own peak %.1f B per cached page, %.1f B per request; "
-        "tree nodes alive %lld, node storage slots %lld; page ops %lld; plan %lld B, timeline "
-        "%lld B\n",
-        static_cast<long long>(cached), per_page, static_cast<double>(replay_peak) / n,
-        static_cast<long long>(nodes), static_cast<long long>(storage_slots),
-        static_cast<long long>(page_ops), static_cast<long long>(plan_bytes),
-        static_cast<long long>(timeline_bytes));
-    char versus[96];
-    if (replay_peak <= budget) {
-      std::snprintf(versus, sizeof versus, "within it, %.2f MiB below",
-                    (budget - replay_peak) / 1048576.0);
-    } else {
-      std::snprintf(versus, sizeof versus,
-                    "over it by %.2f MiB (the target's constant: flat across --scale if it holds)",
-                    (replay_peak - budget) / 1048576.0);
-    }
-    std::printf(
-        "memory budget %lld B x %lld cached pages + %lld B x %zu requests = %.2f MiB; replay's own "
-        "peak %.2f MiB: %s\n",
-        static_cast<long long>(kBudgetBytesPerCachedPage), static_cast<long long>(cached),
-        static_cast<long long>(kBudgetBytesPerRequest), trace.requests.size(), budget / 1048576.0,
-        replay_peak / 1048576.0, versus);
-    if (vm.count("json")) {
-      nlohmann::ordered_json j;
-      j["requests"] = trace.requests.size();
-      j["scale"] = scale;
-      j["policy"] = cfg.policy;
-      j["config"] = ConfigToJson(cfg);
-      j["repeat"] = repeat;
-      j["clock"] = g_wall_clock ? "wall" : "thread_cpu";
-      if (floor_ok) {
-        j["floor_read_s"] = fl.read;
-        j["floor_parse_s"] = fl.parse;
-        j["floor_key_build_s"] = fl.keys;
-        j["floor_s"] = floor_s;
-        j["page_keys"] = fl.page_keys;
-      }
-      j["trace_load_s"] = load_s;
-      j["trace_copies_s"] = copies_s;
-      j["trace_reload_s"] = reload_s;
-      j["replay_s"] = replay;
-      j["report_s"] = report;
-      j["report_first_s"] = report_first;
-      j["driver_s"] = driver;
-      j["driver_process_cpu_s"] = driver_t.process;
-      j["driver_wall_s"] = driver_t.wall;
-      j["plan_extra_s"] = plan_t.clock;
-      j["plan_extra_process_cpu_s"] = plan_t.process;
-      j["plan_extra_wall_s"] = plan_t.wall;
-      if (has_profile) {
-        j["timeline_extra_s"] = timeline_t.clock;
-        j["timeline_extra_process_cpu_s"] = timeline_t.process;
-        j["timeline_extra_wall_s"] = timeline_t.wall;
-      }
-      j["peak_rss_driver_bytes"] = peak_driver;
-      j["peak_rss_with_plan_bytes"] = peak_plan;
-      if (has_profile) j["peak_rss_with_timeline_bytes"] = peak_timeline;
-      j["page_ops"] = page_ops;
-      j["cached_pages"] = cached;
-      j["replay_peak_bytes"] = replay_peak;
-      j["replay_peak_bytes_per_cached_page"] = per_page;
-      j["memory_budget_bytes"] = budget;
-      j["replay_peak_within_budget"] = replay_peak <= budget;
-      j["rss_loaded_bytes"] = rss_loaded;
-      j["peak_rss_bytes"] = peak_after_replay;
-      j["plan_bytes"] = plan_bytes;
-      WriteFileAtomically(vm["json"].as<std::string>(), j.dump(2) + "\n");
-    }
+    BenchReplayRun b{
+        trace,  cfg,      scale,    repeat,   rss_start,   rss_loaded, peak_after_replay,
+        load_s, copies_s, reload_s, floor_ok, has_profile, floors,     rr,
+        rep_t,  out_t};
+    PrintBenchReplay(b);
+    if (vm.count("json"))
+      WriteFileAtomically(vm["json"].as<std::string>(), BenchReplayJson(b).dump(2) + "\n");
     return 0;
   } catch (const InputError& e) {
     std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());

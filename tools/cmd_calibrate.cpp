@@ -132,9 +132,8 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
   return opt;
 }
 
-}  // namespace
-
-int CmdCalibrate(int argc, const char* const* argv) {
+// calibrate's options, with the defaults of CalibrateOptions.
+po::options_description CalibrateOptionsDescription() {
   po::options_description desc("options");
   const CalibrateOptions d;
   // clang-format off
@@ -184,6 +183,13 @@ int CmdCalibrate(int argc, const char* const* argv) {
       ("quiet,q", po::bool_switch(), "no table")
       ("help,h", "this help");
   // clang-format on
+  return desc;
+}
+
+}  // namespace
+
+int CmdCalibrate(int argc, const char* const* argv) {
+  const po::options_description desc = CalibrateOptionsDescription();
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {

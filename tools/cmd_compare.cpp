@@ -8,8 +8,10 @@
 #include "policies/registry.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
+#include "tools/config_help.h"
 #include "tools/replay_setup.h"
 #include "tools/run_grid.h"
+#include "tools/run_progress.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
 
@@ -38,24 +40,23 @@ int CmdCompare(int argc, const char* const* argv) {
     po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
+    ReportUsageError(argv[0], e, desc);
     return 2;
   }
   if (vm.count("help")) {
-    PrintHelp(
-        std::cout,
-        std::string(argv[0]) + " --trace FILE [--config FILE] --policies a,b,c [options]",
-        "Replays one trace through several policies with the same config and prints one\n"
-        "table: token hit ratio by tier, evicted pages, lane deficit failures, uncached\n"
-        "requests, load-back and host write volume. Policies run in parallel threads; every\n"
-        "run is independent, so the results equal sequential runs. Column formulas:\n"
-        "docs/policies.md.",
-        desc,
-        {"kvlanes compare --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
-         "--policies lanes,lru,lfu",
-         "kvlanes compare --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
-         "--set serving.mode=sequential --policies lru,oracle --csv compare.csv"},
-        "policies:\n" + PoliciesHelp() + "\nconfig keys (YAML or --set):\n" + ConfigKeysHelp());
+    PrintHelp(std::cout,
+              std::string(argv[0]) + " --trace FILE [--config FILE] --policies a,b,c [options]",
+              "Replays one trace through several policies with the same config and prints one\n"
+              "table: token hit ratio by tier, evicted pages, lane deficit failures, uncached\n"
+              "requests, load-back and host write volume. Policies run in parallel threads; every\n"
+              "run is independent, so the results equal sequential runs. Column formulas:\n"
+              "docs/policies.md.",
+              desc,
+              {"kvlanes compare --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+               "--policies lanes,lru,lfu",
+               "kvlanes compare --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+               "--set serving.mode=sequential --policies lru,oracle --csv compare.csv"},
+              "policies:\n" + PoliciesHelp() + "\nconfig keys (YAML or --set):\n" + ConfigHelp());
     return 0;
   }
   try {
@@ -77,13 +78,15 @@ int CmdCompare(int argc, const char* const* argv) {
                                          : static_cast<int>(std::thread::hardware_concurrency());
     if (threads < 1) throw InputError("", 0, "--jobs", "must be >= 1");
     const bool quiet = vm["quiet"].as<bool>();
-    size_t done = 0;
+    const std::string warning = HostTierWarning(in.config);
+    if (!warning.empty()) std::fprintf(stderr, "%s: %s\n", argv[0], warning.c_str());
+    RunProgress progress("compare", jobs.size(), !quiet);
     const auto reports =
         RunReplayJobs(jobs, threads, [&](size_t i, const nlohmann::ordered_json& r) {
-          ++done;
-          if (!quiet)
-            std::fprintf(stderr, "compare: [%zu/%zu] %s done, token hit ratio %.4f\n", done,
-                         jobs.size(), jobs[i].policy.c_str(), r["token_hit_ratio"].get<double>());
+          char ratio[64];
+          std::snprintf(ratio, sizeof ratio, " done, token hit ratio %.4f",
+                        r["token_hit_ratio"].get<double>());
+          progress.Done(jobs[i].policy + ratio);
         });
     nlohmann::ordered_json out;
     out["compare_version"] = 1;
@@ -95,13 +98,15 @@ int CmdCompare(int argc, const char* const* argv) {
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), out.dump(2) + "\n");
     if (vm.count("csv")) WriteRunsCsv(vm["csv"].as<std::string>(), out["runs"], {});
     if (!quiet) {
-      std::printf(
+      FILE* console = SummaryStream(vm, {"json", "csv"});
+      std::fprintf(
+          console,
           "%zu requests, cp_size %lld, %lld device + %lld host pages per lane, page %lld tokens\n",
           in.trace.requests.size(), static_cast<long long>(in.config.cache.cp_size),
           static_cast<long long>(in.config.cache.device_pages_per_lane),
           static_cast<long long>(in.config.cache.host_pages_per_lane),
           static_cast<long long>(in.config.cache.page_tokens));
-      PrintRunsTable(out["runs"], {});
+      PrintRunsTable(console, out["runs"], {});
     }
     return 0;
   } catch (const InputError& e) {

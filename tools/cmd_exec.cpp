@@ -54,8 +54,9 @@ int CmdExec(int argc, const char* const* argv) {
       "request's seconds are their median over the rounds (round_seconds: every round's)")(
       "forward", po::value<std::string>(),
       "the forward pass: model (the proxy of the plan's model shape: attention over the gathered "
-      "prefix, cuBLAS GEMMs; default on --backend cuda) | synthetic (a spin kernel of the "
-      "profile's compute time; default on --backend host, the only one there)")(
+      "prefix, cuBLAS GEMMs; default on --backend cuda) | synthetic (on cuda a spin kernel of the "
+      "profile's compute time; the only one on --backend host, where it writes the new pages and "
+      "waits no predicted time)")(
       "compute-scale", po::value<double>()->default_value(1.0),
       "multiply the forward pass's modelled per-layer duration (0: measure data movement only)")(
       "devices", po::value<std::string>(),
@@ -90,7 +91,7 @@ int CmdExec(int argc, const char* const* argv) {
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
+    ReportUsageError(argv[0], e, desc);
     return 2;
   }
   if (vm.count("help")) {

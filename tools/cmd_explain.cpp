@@ -14,6 +14,7 @@
 #include "sim/predict/predictor.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
+#include "tools/config_help.h"
 #include "tools/replay_setup.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
@@ -70,6 +71,160 @@ std::string LayoutProof(const ReplayConfig& cfg, const RequestPlan& p, int ranks
 
 // One request's decisions, alternatives and (with a profile) predicted costs: the document
 // `--json` writes and the text view prints (fields: docs/cost_model.md "explain").
+// One entry per schedule rank (lanes with the same copies share one), each with its streams'
+// ops, into sched["ranks"]; sched["critical_rank"] is the one whose last op ends last.
+void ScheduleRanksJson(const RequestCost& c, J& sched) {
+  sched["ranks"] = J::array();
+  int64_t critical = 0;
+  double latest = -1;
+  const int R =
+      c.lane_rank.empty() ? 1 : *std::max_element(c.lane_rank.begin(), c.lane_rank.end()) + 1;
+  for (int q = 0; q < R; ++q) {
+    J lanes = J::array();
+    for (size_t r = 0; r < c.lane_rank.size(); ++r)
+      if (c.lane_rank[r] == q) lanes.push_back(r);
+    J streams = J::array();
+    double rank_end = 0;
+    for (int st = 0; st < kNumSchedStreams; ++st) {
+      J ops = J::array();
+      double busy = 0, alone = 0;
+      for (size_t i = 0; i < c.ops.size(); ++i) {
+        const SchedOp& o = c.ops[i];
+        if (o.rank != q || static_cast<int>(o.stream) != st) continue;
+        const ScheduledOp& t = c.times[i];
+        busy += t.end_s - t.start_s;
+        alone += o.work_s;
+        rank_end = std::max(rank_end, t.end_s);
+        ops.push_back(J{{"op", o.name},
+                        {"layer", o.layer},
+                        {"start_s", t.start_s},
+                        {"end_s", t.end_s},
+                        {"alone_s", o.work_s}});
+      }
+      streams.push_back(J{{"stream", SchedStreamName(static_cast<SchedStream>(st))},
+                          {"busy_s", busy},
+                          {"alone_s", alone},
+                          {"ops", ops}});
+    }
+    if (rank_end > latest) latest = rank_end, critical = q;
+    sched["ranks"].push_back(J{{"lanes", lanes}, {"end_s", rank_end}, {"streams", streams}});
+  }
+  sched["critical_rank"] = critical;
+}
+
+// Gather method m for this request: why it is not allowed, or its predicted cost and the
+// request's service time with it.
+J GatherAlternativeJson(GatherMethod m, const RequestPlan& p, const CostModel& cost,
+                        ForwardShape& f, bool token_interleave, bool layer_split,
+                        bool owner_major) {
+  J a{{"method", kGatherMethodNames.CName(m)}};
+  // Token interleave: no rank holds a page of contiguous tokens; only the merge applies.
+  if (token_interleave != (m == GatherMethod::kPartialMerge)) {
+    a["allowed"] = false;
+    a["why_not"] = token_interleave
+                       ? "KV is interleaved by token (cache.interleave_tokens): the layout "
+                         "merges partial attention"
+                       : "only KV interleaved by token (cache.interleave_tokens) merges";
+    return a;
+  }
+  // layer_split: every rank holds its layers of every page; only broadcast applies.
+  if (layer_split != (m == GatherMethod::kBroadcast)) {
+    a["allowed"] = false;
+    a["why_not"] = layer_split ? "the cache is split by layer: the layout broadcasts"
+                               : "only a cache split by layer (layer_split) broadcasts";
+    return a;
+  }
+  if (m == GatherMethod::kZigzag && !p.proven_zigzag) {
+    a["allowed"] = false;
+    a["why_not"] = "no descriptor proves a single zigzag run";
+    return a;
+  }
+  if (m == GatherMethod::kOwnerMajor && !owner_major) {
+    a["allowed"] = false;
+    a["why_not"] = "the prefix is not proven owner-major";
+    return a;
+  }
+  const GatherCost gc = m == GatherMethod::kPartialMerge
+                            ? cost.PartialMerge(p.computed_tokens)
+                            : cost.Gather(m, p.shard_pages, p.prefix_pages);
+  f.gather = m;
+  a["allowed"] = true;
+  a["per_layer_s"] = gc.per_layer_s;
+  if (gc.first_layer_s != gc.per_layer_s) a["first_layer_s"] = gc.first_layer_s;
+  a["total_s"] = gc.total_s;
+  a["fabric_bytes_per_rank"] = gc.bytes_per_rank;
+  a["service_s"] = cost.Evaluate(f).service_s;
+  return a;
+}
+
+// A layer-split cache's layer blocks per rank, and the prefix's runs of extents, into g.
+void GatherBlocksAndRunsJson(const ReplayConfig& cfg, const RequestPlan& p, bool layer_split,
+                             J& g) {
+  if (layer_split) {
+    J blocks = J::array();
+    for (int r = 0; r < static_cast<int>(cfg.cache.cp_size); ++r) {
+      int64_t b, e;
+      LayerBlock(cfg.model.layers, static_cast<int>(cfg.cache.cp_size), r, &b, &e);
+      blocks.push_back(J::array({b, e}));
+    }
+    g["layer_blocks"] = blocks;
+  }
+  g["runs"] = J::array();
+  for (size_t i = 0; i < p.runs.size(); ++i)
+    g["runs"].push_back(J{{"first_page", p.runs[i].first_page},
+                          {"pages", p.runs[i].pages},
+                          {"extent_request", p.run_extents[i].request},
+                          {"extent_placement", p.run_extents[i].placement},
+                          {"extent_pages", p.run_extents[i].pages}});
+}
+
+// The service time each prefetch depth (0..2) would give this request, and the cache pages it
+// would leave (gather.scratch: counted; the replay itself ran with the configured depth, so the
+// request's plan is that run's).
+J PrefetchAlternativesJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel& cost,
+                           ForwardShape& f) {
+  J alternatives = J::array();
+  if (p.prefix_pages > 0)
+    for (int64_t k = 0; k <= 2; ++k) {
+      f.prefetch_layers = k;
+      ReplayConfig ck = cfg;
+      ck.gather.prefetch_layers = k;
+      // The cache pages that depth would leave (gather.scratch: counted; the replay itself
+      // ran with the configured depth, so the request's plan is that run's).
+      alternatives.push_back(J{{"prefetch_layers", k},
+                               {"service_s", cost.Evaluate(f).service_s},
+                               {"cache_pages_per_lane", GatherScratchOf(ck).cache_pages}});
+    }
+  return alternatives;
+}
+
+// Each backup schedule's predicted cost for this request.
+J BackupAlternativesJson(const CostModel& cost, ForwardShape& f) {
+  J out = J::array();
+  for (BackupSchedule sc : {BackupSchedule::kPerLayer, BackupSchedule::kTail}) {
+    f.backup = sc;
+    const RequestCost rc = cost.Evaluate(f);
+    out.push_back(J{{"schedule", kBackupScheduleNames.CName(sc)},
+                    {"total_s", rc.backup.total_s},
+                    {"beyond_forward_s", rc.backup.beyond_forward_s},
+                    {"submit_s", rc.backup.submit_s}});
+  }
+  return out;
+}
+
+// The request's evictions per tier, with the pages each lane gave.
+J EvictionsJson(const RequestPlan& p, int ranks) {
+  J out = J::array();
+  for (const SlotFree& e : p.evictions) {
+    std::vector<int64_t> per(ranks, 0);
+    for (const auto& sl : e.slots) ++per[sl[0]];
+    out.push_back(J{{"tier", e.tier == Tier::kDevice ? "device" : "host"},
+                    {"pages", e.slots.size()},
+                    {"pages_per_lane", per}});
+  }
+  return out;
+}
+
 J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cost,
               const RequestCost* c) {
   const int ranks = static_cast<int>(cfg.cache.cp_size);
@@ -96,14 +251,7 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
     j["hit_agreement"] = J{{"rule", cfg.cache.cp_hit_agreement}, {"allreduce", allreduce}};
     if (cost) j["hit_agreement"]["allreduce_s"] = cost->HitAgreementS(p.host_match_pages);
   }
-  j["evictions"] = J::array();
-  for (const SlotFree& e : p.evictions) {
-    std::vector<int64_t> per(ranks, 0);
-    for (const auto& sl : e.slots) ++per[sl[0]];
-    j["evictions"].push_back(J{{"tier", e.tier == Tier::kDevice ? "device" : "host"},
-                               {"pages", e.slots.size()},
-                               {"pages_per_lane", per}});
-  }
+  j["evictions"] = EvictionsJson(p, ranks);
   j["write_back_pages_per_lane"] = PagesPerLane(p.write_back, ranks);
   std::vector<int64_t> placed(ranks, 0);
   for (const NewPage& q : p.new_pages) ++placed[q.owner];
@@ -126,22 +274,7 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
   g["layout"] = J{{"placement", cfg.cache.placement},
                   {"interleave_tokens", cfg.cache.interleave_tokens},
                   {"proof", LayoutProof(cfg, p, ranks, owner_major, layer_split)}};
-  if (layer_split) {
-    J blocks = J::array();
-    for (int r = 0; r < ranks; ++r) {
-      int64_t b, e;
-      LayerBlock(cfg.model.layers, ranks, r, &b, &e);
-      blocks.push_back(J::array({b, e}));
-    }
-    g["layer_blocks"] = blocks;
-  }
-  g["runs"] = J::array();
-  for (size_t i = 0; i < p.runs.size(); ++i)
-    g["runs"].push_back(J{{"first_page", p.runs[i].first_page},
-                          {"pages", p.runs[i].pages},
-                          {"extent_request", p.run_extents[i].request},
-                          {"extent_placement", p.run_extents[i].placement},
-                          {"extent_pages", p.run_extents[i].pages}});
+  GatherBlocksAndRunsJson(cfg, p, layer_split, g);
   g["chosen"] = kGatherMethodNames.CName(p.gather_method);
   g["alternatives"] = J::array();
   J b;
@@ -155,48 +288,8 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
       for (GatherMethod m : {GatherMethod::kZigzag, GatherMethod::kOwnerMajor,
                              GatherMethod::kPacked, GatherMethod::kDense, GatherMethod::kP2p,
                              GatherMethod::kBroadcast, GatherMethod::kPartialMerge}) {
-        J a{{"method", kGatherMethodNames.CName(m)}};
-        // Token interleave: no rank holds a page of contiguous tokens; only the merge applies.
-        if (token_interleave != (m == GatherMethod::kPartialMerge)) {
-          a["allowed"] = false;
-          a["why_not"] = token_interleave
-                             ? "KV is interleaved by token (cache.interleave_tokens): the layout "
-                               "merges partial attention"
-                             : "only KV interleaved by token (cache.interleave_tokens) merges";
-          g["alternatives"].push_back(a);
-          continue;
-        }
-        // layer_split: every rank holds its layers of every page; only broadcast applies.
-        if (layer_split != (m == GatherMethod::kBroadcast)) {
-          a["allowed"] = false;
-          a["why_not"] = layer_split ? "the cache is split by layer: the layout broadcasts"
-                                     : "only a cache split by layer (layer_split) broadcasts";
-          g["alternatives"].push_back(a);
-          continue;
-        }
-        if (m == GatherMethod::kZigzag && !p.proven_zigzag) {
-          a["allowed"] = false;
-          a["why_not"] = "no descriptor proves a single zigzag run";
-          g["alternatives"].push_back(a);
-          continue;
-        }
-        if (m == GatherMethod::kOwnerMajor && !owner_major) {
-          a["allowed"] = false;
-          a["why_not"] = "the prefix is not proven owner-major";
-          g["alternatives"].push_back(a);
-          continue;
-        }
-        const GatherCost gc = m == GatherMethod::kPartialMerge
-                                  ? cost->PartialMerge(p.computed_tokens)
-                                  : cost->Gather(m, p.shard_pages, p.prefix_pages);
-        f.gather = m;
-        a["allowed"] = true;
-        a["per_layer_s"] = gc.per_layer_s;
-        if (gc.first_layer_s != gc.per_layer_s) a["first_layer_s"] = gc.first_layer_s;
-        a["total_s"] = gc.total_s;
-        a["fabric_bytes_per_rank"] = gc.bytes_per_rank;
-        a["service_s"] = cost->Evaluate(f).service_s;
-        g["alternatives"].push_back(a);
+        g["alternatives"].push_back(
+            GatherAlternativeJson(m, p, *cost, f, token_interleave, layer_split, owner_major));
       }
     }
     if (p.prefix_pages > 0 && !token_interleave) {
@@ -209,14 +302,7 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
     f.gather = p.gather_method;
     if (!p.backup.empty()) {
       b["pages_per_lane"] = plan_shape.backup_pages;
-      for (BackupSchedule sc : {BackupSchedule::kPerLayer, BackupSchedule::kTail}) {
-        f.backup = sc;
-        const RequestCost rc = cost->Evaluate(f);
-        b["alternatives"].push_back(J{{"schedule", kBackupScheduleNames.CName(sc)},
-                                      {"total_s", rc.backup.total_s},
-                                      {"beyond_forward_s", rc.backup.beyond_forward_s},
-                                      {"submit_s", rc.backup.submit_s}});
-      }
+      b["alternatives"] = BackupAlternativesJson(*cost, f);
     }
     j["predicted"] = J{
         {"profile", cost->hw().name},      {"compute_s", c->compute_s},
@@ -229,57 +315,8 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
     J sched;
     sched["prefetch_layers"] = cost->prefetch_layers();
     sched["overlap_shares"] = static_cast<int64_t>(cost->hw().overlap.size());
-    sched["prefetch_alternatives"] = J::array();
-    if (p.prefix_pages > 0)
-      for (int64_t k = 0; k <= 2; ++k) {
-        f.prefetch_layers = k;
-        ReplayConfig ck = cfg;
-        ck.gather.prefetch_layers = k;
-        // The cache pages that depth would leave (gather.scratch: counted; the replay itself
-        // ran with the configured depth, so the request's plan is that run's).
-        sched["prefetch_alternatives"].push_back(
-            J{{"prefetch_layers", k},
-              {"service_s", cost->Evaluate(f).service_s},
-              {"cache_pages_per_lane", GatherScratchOf(ck).cache_pages}});
-      }
-    // One entry per schedule rank (lanes with the same copies share one), each with its
-    // streams' ops; critical_rank is the one whose last op ends last.
-    sched["ranks"] = J::array();
-    int64_t critical = 0;
-    double latest = -1;
-    const int R =
-        c->lane_rank.empty() ? 1 : *std::max_element(c->lane_rank.begin(), c->lane_rank.end()) + 1;
-    for (int q = 0; q < R; ++q) {
-      J lanes = J::array();
-      for (size_t r = 0; r < c->lane_rank.size(); ++r)
-        if (c->lane_rank[r] == q) lanes.push_back(r);
-      J streams = J::array();
-      double rank_end = 0;
-      for (int st = 0; st < kNumSchedStreams; ++st) {
-        J ops = J::array();
-        double busy = 0, alone = 0;
-        for (size_t i = 0; i < c->ops.size(); ++i) {
-          const SchedOp& o = c->ops[i];
-          if (o.rank != q || static_cast<int>(o.stream) != st) continue;
-          const ScheduledOp& t = c->times[i];
-          busy += t.end_s - t.start_s;
-          alone += o.work_s;
-          rank_end = std::max(rank_end, t.end_s);
-          ops.push_back(J{{"op", o.name},
-                          {"layer", o.layer},
-                          {"start_s", t.start_s},
-                          {"end_s", t.end_s},
-                          {"alone_s", o.work_s}});
-        }
-        streams.push_back(J{{"stream", SchedStreamName(static_cast<SchedStream>(st))},
-                            {"busy_s", busy},
-                            {"alone_s", alone},
-                            {"ops", ops}});
-      }
-      if (rank_end > latest) latest = rank_end, critical = q;
-      sched["ranks"].push_back(J{{"lanes", lanes}, {"end_s", rank_end}, {"streams", streams}});
-    }
-    sched["critical_rank"] = critical;
+    sched["prefetch_alternatives"] = PrefetchAlternativesJson(cfg, p, *cost, f);
+    ScheduleRanksJson(*c, sched);
     j["schedule"] = sched;
   } else if (!p.backup.empty()) {
     b["pages_per_lane"] = PagesPerLane(p.backup, ranks);
@@ -287,6 +324,117 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
   j["gather"] = g;
   j["backup"] = b;
   return j;
+}
+
+// The gathered prefix: its runs of extents and the layout that decides the method.
+void PrintGatherPrefix(const J& g) {
+  auto i = [](const J& v) { return static_cast<long long>(v.get<int64_t>()); };
+  if (g["prefix_pages"].get<int64_t>() > 0) {
+    std::printf("gather     prefix %lld pages in %zu extent run(s), shards per rank %s\n",
+                i(g["prefix_pages"]), g["runs"].size(), PerLane(g["shard_pages"]).c_str());
+    std::printf("           layout %s: %s\n", g["layout"]["placement"].get<std::string>().c_str(),
+                g["layout"]["proof"].get<std::string>().c_str());
+    if (g.contains("layer_blocks")) {
+      std::string blocks;
+      for (size_t r = 0; r < g["layer_blocks"].size(); ++r)
+        blocks += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " [" +
+                  std::to_string(i(g["layer_blocks"][r][0])) + ", " +
+                  std::to_string(i(g["layer_blocks"][r][1])) + ")";
+      std::printf("           layer_split: every rank holds every page for its layers: %s\n",
+                  blocks.c_str());
+    }
+    for (size_t r = 0; r < g["runs"].size() && r < 8; ++r) {
+      const J& run = g["runs"][r];
+      std::printf(
+          "             run %zu: pages [%lld, %lld) from request %lld's %s extent of %lld pages\n",
+          r, i(run["first_page"]), i(run["first_page"]) + i(run["pages"]), i(run["extent_request"]),
+          run["extent_placement"].get<std::string>().c_str(), i(run["extent_pages"]));
+    }
+    if (g["runs"].size() > 8) std::printf("             ... %zu more runs\n", g["runs"].size() - 8);
+  }
+}
+
+// The gather methods and backup schedules priced for this request, the chosen ones marked.
+void PrintAlternatives(const J& j) {
+  const J& g = j["gather"];
+  if (!g["alternatives"].empty())
+    std::printf("           %-11s %12s %12s %14s %14s\n", "method", "per layer", "all layers",
+                "fabric B/rank", "service");
+  for (const J& a : g["alternatives"]) {
+    const std::string m = a["method"].get<std::string>();
+    if (!a["allowed"].get<bool>()) {
+      std::printf("           %-11s %12s (not allowed: %s)\n", m.c_str(), "-",
+                  a["why_not"].get<std::string>().c_str());
+      continue;
+    }
+    std::printf("           %-11s %10.1f us %10.3f ms %14.0f %11.3f ms%s\n", m.c_str(),
+                a["per_layer_s"].get<double>() * 1e6, a["total_s"].get<double>() * 1e3,
+                a["fabric_bytes_per_rank"].get<double>(), a["service_s"].get<double>() * 1e3,
+                m == g["chosen"].get<std::string>() ? "  <- chosen" : "");
+  }
+  if (g.contains("partial_merge_predicted")) {
+    const J& pm = g["partial_merge_predicted"];
+    std::printf(
+        "           %-11s %10.1f us %10.3f ms %14.0f (were KV interleaved by token: "
+        "cache.interleave_tokens; queries and partial outputs move, not the prefix)\n",
+        "partial_merge", pm["per_layer_s"].get<double>() * 1e6, pm["total_s"].get<double>() * 1e3,
+        pm["fabric_bytes_per_rank"].get<double>());
+  }
+  const J& b = j["backup"];
+  if (!b["alternatives"].empty()) {
+    std::printf("backup     %s pages per lane to host\n", PerLane(b["pages_per_lane"]).c_str());
+    for (const J& a : b["alternatives"]) {
+      const std::string sc = a["schedule"].get<std::string>();
+      std::printf("           %-9s total %.3f ms, beyond forward %.3f ms, submit %.3f ms%s\n",
+                  sc.c_str(), a["total_s"].get<double>() * 1e3,
+                  a["beyond_forward_s"].get<double>() * 1e3, a["submit_s"].get<double>() * 1e3,
+                  sc == b["chosen"].get<std::string>() ? "  <- chosen" : "");
+    }
+  }
+}
+
+// The request's schedule per rank and stream, and the prefetch depths it was weighed against.
+void PrintSchedule(const J& sc) {
+  auto i = [](const J& v) { return static_cast<long long>(v.get<int64_t>()); };
+  std::printf(
+      "schedule   prefetch_layers %lld, %lld overlap share(s) in the profile; from the "
+      "forward start, per schedule rank (lanes with the same copies share one) and stream:\n",
+      i(sc["prefetch_layers"]), i(sc["overlap_shares"]));
+  for (const J& rk : sc["ranks"]) {
+    std::string lanes;
+    for (const J& l : rk["lanes"]) lanes += (lanes.empty() ? "" : " ") + std::to_string(i(l));
+    std::printf("           lanes [%s]: ends at %.3f ms%s\n", lanes.c_str(),
+                rk["end_s"].get<double>() * 1e3,
+                &rk == &sc["ranks"][static_cast<size_t>(i(sc["critical_rank"]))]
+                    ? " (the last: the request's span)"
+                    : "");
+    for (const J& st : rk["streams"]) {
+      const J& ops = st["ops"];
+      if (ops.empty()) continue;
+      std::printf("           %-10s %3zu ops, %8.3f .. %8.3f ms, busy %.3f ms (alone %.3f ms)\n",
+                  st["stream"].get<std::string>().c_str(), ops.size(),
+                  ops.front()["start_s"].get<double>() * 1e3,
+                  ops.back()["end_s"].get<double>() * 1e3, st["busy_s"].get<double>() * 1e3,
+                  st["alone_s"].get<double>() * 1e3);
+      // The first layers' ops show how the streams interleave.
+      std::string first;
+      int shown = 0;
+      for (const J& o : ops) {
+        if (o["layer"].get<int64_t>() > 1) break;
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s%s l%lld %.1f-%.1f us", shown++ ? ", " : "",
+                      o["op"].get<std::string>().c_str(), i(o["layer"]),
+                      o["start_s"].get<double>() * 1e6, o["end_s"].get<double>() * 1e6);
+        first += buf;
+      }
+      if (!first.empty()) std::printf("             %s\n", first.c_str());
+    }
+  }
+  for (const J& a : sc["prefetch_alternatives"])
+    std::printf("           prefetch_layers %lld: service %.3f ms, cache %lld pages per lane%s\n",
+                i(a["prefetch_layers"]), a["service_s"].get<double>() * 1e3,
+                i(a["cache_pages_per_lane"]),
+                i(a["prefetch_layers"]) == i(sc["prefetch_layers"]) ? "  <- configured" : "");
 }
 
 void PrintExplain(const J& j) {
@@ -333,108 +481,14 @@ void PrintExplain(const J& j) {
               cm["cached"].get<bool>() ? "new pages cached" : "NOT cached (no room on a lane)",
               PerLane(cm["cached_pages_per_lane"]).c_str());
   const J& g = j["gather"];
-  if (g["prefix_pages"].get<int64_t>() > 0) {
-    std::printf("gather     prefix %lld pages in %zu extent run(s), shards per rank %s\n",
-                i(g["prefix_pages"]), g["runs"].size(), PerLane(g["shard_pages"]).c_str());
-    std::printf("           layout %s: %s\n", g["layout"]["placement"].get<std::string>().c_str(),
-                g["layout"]["proof"].get<std::string>().c_str());
-    if (g.contains("layer_blocks")) {
-      std::string blocks;
-      for (size_t r = 0; r < g["layer_blocks"].size(); ++r)
-        blocks += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " [" +
-                  std::to_string(i(g["layer_blocks"][r][0])) + ", " +
-                  std::to_string(i(g["layer_blocks"][r][1])) + ")";
-      std::printf("           layer_split: every rank holds every page for its layers: %s\n",
-                  blocks.c_str());
-    }
-    for (size_t r = 0; r < g["runs"].size() && r < 8; ++r) {
-      const J& run = g["runs"][r];
-      std::printf(
-          "             run %zu: pages [%lld, %lld) from request %lld's %s extent of %lld pages\n",
-          r, i(run["first_page"]), i(run["first_page"]) + i(run["pages"]), i(run["extent_request"]),
-          run["extent_placement"].get<std::string>().c_str(), i(run["extent_pages"]));
-    }
-    if (g["runs"].size() > 8) std::printf("             ... %zu more runs\n", g["runs"].size() - 8);
-  }
+  PrintGatherPrefix(g);
   if (!j.contains("predicted")) {
     std::printf("gather     chosen %s (no hardware profile: no predicted costs)\n",
                 g["chosen"].get<std::string>().c_str());
     return;
   }
-  if (!g["alternatives"].empty())
-    std::printf("           %-11s %12s %12s %14s %14s\n", "method", "per layer", "all layers",
-                "fabric B/rank", "service");
-  for (const J& a : g["alternatives"]) {
-    const std::string m = a["method"].get<std::string>();
-    if (!a["allowed"].get<bool>()) {
-      std::printf("           %-11s %12s (not allowed: %s)\n", m.c_str(), "-",
-                  a["why_not"].get<std::string>().c_str());
-      continue;
-    }
-    std::printf("           %-11s %10.1f us %10.3f ms %14.0f %11.3f ms%s\n", m.c_str(),
-                a["per_layer_s"].get<double>() * 1e6, a["total_s"].get<double>() * 1e3,
-                a["fabric_bytes_per_rank"].get<double>(), a["service_s"].get<double>() * 1e3,
-                m == g["chosen"].get<std::string>() ? "  <- chosen" : "");
-  }
-  if (g.contains("partial_merge_predicted")) {
-    const J& pm = g["partial_merge_predicted"];
-    std::printf(
-        "           %-11s %10.1f us %10.3f ms %14.0f (were KV interleaved by token: "
-        "cache.interleave_tokens; queries and partial outputs move, not the prefix)\n",
-        "partial_merge", pm["per_layer_s"].get<double>() * 1e6, pm["total_s"].get<double>() * 1e3,
-        pm["fabric_bytes_per_rank"].get<double>());
-  }
-  const J& b = j["backup"];
-  if (!b["alternatives"].empty()) {
-    std::printf("backup     %s pages per lane to host\n", PerLane(b["pages_per_lane"]).c_str());
-    for (const J& a : b["alternatives"]) {
-      const std::string sc = a["schedule"].get<std::string>();
-      std::printf("           %-9s total %.3f ms, beyond forward %.3f ms, submit %.3f ms%s\n",
-                  sc.c_str(), a["total_s"].get<double>() * 1e3,
-                  a["beyond_forward_s"].get<double>() * 1e3, a["submit_s"].get<double>() * 1e3,
-                  sc == b["chosen"].get<std::string>() ? "  <- chosen" : "");
-    }
-  }
-  const J& sc = j["schedule"];
-  std::printf(
-      "schedule   prefetch_layers %lld, %lld overlap share(s) in the profile; from the "
-      "forward start, per schedule rank (lanes with the same copies share one) and stream:\n",
-      i(sc["prefetch_layers"]), i(sc["overlap_shares"]));
-  for (const J& rk : sc["ranks"]) {
-    std::string lanes;
-    for (const J& l : rk["lanes"]) lanes += (lanes.empty() ? "" : " ") + std::to_string(i(l));
-    std::printf("           lanes [%s]: ends at %.3f ms%s\n", lanes.c_str(),
-                rk["end_s"].get<double>() * 1e3,
-                &rk == &sc["ranks"][static_cast<size_t>(i(sc["critical_rank"]))]
-                    ? " (the last: the request's span)"
-                    : "");
-    for (const J& st : rk["streams"]) {
-      const J& ops = st["ops"];
-      if (ops.empty()) continue;
-      std::printf("           %-10s %3zu ops, %8.3f .. %8.3f ms, busy %.3f ms (alone %.3f ms)\n",
-                  st["stream"].get<std::string>().c_str(), ops.size(),
-                  ops.front()["start_s"].get<double>() * 1e3,
-                  ops.back()["end_s"].get<double>() * 1e3, st["busy_s"].get<double>() * 1e3,
-                  st["alone_s"].get<double>() * 1e3);
-      // The first layers' ops show how the streams interleave.
-      std::string first;
-      int shown = 0;
-      for (const J& o : ops) {
-        if (o["layer"].get<int64_t>() > 1) break;
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "%s%s l%lld %.1f-%.1f us", shown++ ? ", " : "",
-                      o["op"].get<std::string>().c_str(), i(o["layer"]),
-                      o["start_s"].get<double>() * 1e6, o["end_s"].get<double>() * 1e6);
-        first += buf;
-      }
-      if (!first.empty()) std::printf("             %s\n", first.c_str());
-    }
-  }
-  for (const J& a : sc["prefetch_alternatives"])
-    std::printf("           prefetch_layers %lld: service %.3f ms, cache %lld pages per lane%s\n",
-                i(a["prefetch_layers"]), a["service_s"].get<double>() * 1e3,
-                i(a["cache_pages_per_lane"]),
-                i(a["prefetch_layers"]) == i(sc["prefetch_layers"]) ? "  <- configured" : "");
+  PrintAlternatives(j);
+  PrintSchedule(j["schedule"]);
   const J& pr = j["predicted"];
   std::printf(
       "predicted  compute %.3f ms, gather %.3f ms, load-back stall %.3f ms, write-back %.3f ms, "
@@ -464,7 +518,8 @@ int CmdExplain(int argc, const char* const* argv) {
               {"kvlanes explain --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
                "--request 120",
                "kvlanes explain --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
-               "--request 120 --json - | python3 -m json.tool"});
+               "--request 120 --json - | python3 -m json.tool"},
+              "config keys (YAML or --set):\n" + ConfigHelp());
     return 0;
   }
   try {

@@ -12,6 +12,7 @@
 #include "sim/report/request_table.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
+#include "tools/config_help.h"
 #include "tools/replay_setup.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
@@ -22,99 +23,103 @@ namespace kvlanes::cli {
 namespace {
 
 // Serving mode's lines (docs/serving.md#metrics): load, TTFT in seconds, per replica.
-void PrintServing(const nlohmann::ordered_json& s) {
+void PrintServing(FILE* out, const nlohmann::ordered_json& s) {
   const auto& t = s["total"];
-  std::printf(
-      "\n  serving                %lld replica(s), router %s, schedule %s, batch %lld "
-      "tokens, chunk %lld, decode %g tok/s\n",
-      static_cast<long long>(s["replicas"].get<int64_t>()), s["router"].get<std::string>().c_str(),
-      s["schedule"].get<std::string>().c_str(),
-      static_cast<long long>(s["max_batch_tokens"].get<int64_t>()),
-      static_cast<long long>(s["chunk_tokens"].get<int64_t>()),
-      s["decode_tokens_per_s"].get<double>());
-  std::printf(
-      "    compute terms %s (profile %s)\n",
+  std::fprintf(out,
+               "\n  serving                %lld replica(s), router %s, schedule %s, batch %lld "
+               "tokens, chunk %lld, decode %g tok/s\n",
+               static_cast<long long>(s["replicas"].get<int64_t>()),
+               s["router"].get<std::string>().c_str(), s["schedule"].get<std::string>().c_str(),
+               static_cast<long long>(s["max_batch_tokens"].get<int64_t>()),
+               static_cast<long long>(s["chunk_tokens"].get<int64_t>()),
+               s["decode_tokens_per_s"].get<double>());
+  std::fprintf(
+      out, "    compute terms %s (profile %s)\n",
       s["compute_assumed"].get<bool>() ? "ASSUMED: the profile is not measured" : "measured",
       s["profile"].get<std::string>().c_str());
-  std::printf("    load %.2f of capacity: busy %.1f s over a %.1f s trace span x %lld replica(s)\n",
-              t["offered_load"].get<double>(), t["busy_s"].get<double>(), s["span_s"].get<double>(),
-              static_cast<long long>(s["replicas"].get<int64_t>()));
-  std::printf(
-      "    TTFT p50 %.3f s, p90 %.3f s, p99 %.3f s; queueing mean %.3f s, p99 %.3f s "
-      "(%lld requests, %lld in warm-up)\n",
-      t["ttft_p50_s"].get<double>(), t["ttft_p90_s"].get<double>(), t["ttft_p99_s"].get<double>(),
-      t["queue_mean_s"].get<double>(), t["queue_p99_s"].get<double>(),
-      static_cast<long long>(t["requests"].get<int64_t>()),
-      static_cast<long long>(s["warmup_requests"].get<int64_t>()));
-  std::printf("    replica  requests  hit ratio  load   TTFT p50 s  p99 s     peak queue\n");
+  std::fprintf(
+      out, "    load %.2f of capacity: busy %.1f s over a %.1f s trace span x %lld replica(s)\n",
+      t["offered_load"].get<double>(), t["busy_s"].get<double>(), s["span_s"].get<double>(),
+      static_cast<long long>(s["replicas"].get<int64_t>()));
+  std::fprintf(out,
+               "    TTFT p50 %.3f s, p90 %.3f s, p99 %.3f s; queueing mean %.3f s, p99 %.3f s "
+               "(%lld requests, %lld in warm-up)\n",
+               t["ttft_p50_s"].get<double>(), t["ttft_p90_s"].get<double>(),
+               t["ttft_p99_s"].get<double>(), t["queue_mean_s"].get<double>(),
+               t["queue_p99_s"].get<double>(), static_cast<long long>(t["requests"].get<int64_t>()),
+               static_cast<long long>(s["warmup_requests"].get<int64_t>()));
+  std::fprintf(out, "    replica  requests  hit ratio  load   TTFT p50 s  p99 s     peak queue\n");
   for (const auto& x : s["per_replica"])
-    std::printf("    %7lld  %8lld  %9.4f  %5.2f  %10.3f  %8.3f  %10lld\n",
-                static_cast<long long>(x["replica"].get<int64_t>()),
-                static_cast<long long>(x["requests"].get<int64_t>()),
-                x["token_hit_ratio"].get<double>(), x["offered_load"].get<double>(),
-                x["ttft_p50_s"].get<double>(), x["ttft_p99_s"].get<double>(),
-                static_cast<long long>(x["peak_queue"].get<int64_t>()));
+    std::fprintf(out, "    %7lld  %8lld  %9.4f  %5.2f  %10.3f  %8.3f  %10lld\n",
+                 static_cast<long long>(x["replica"].get<int64_t>()),
+                 static_cast<long long>(x["requests"].get<int64_t>()),
+                 x["token_hit_ratio"].get<double>(), x["offered_load"].get<double>(),
+                 x["ttft_p50_s"].get<double>(), x["ttft_p99_s"].get<double>(),
+                 static_cast<long long>(x["peak_queue"].get<int64_t>()));
   if (!s["warning"].is_null())
-    std::printf("  WARNING: %s\n", s["warning"].get<std::string>().c_str());
+    std::fprintf(out, "  WARNING: %s\n", s["warning"].get<std::string>().c_str());
 }
 
-void PrintSummary(const nlohmann::ordered_json& r) {
+void PrintSummary(FILE* out, const nlohmann::ordered_json& r) {
   auto i = [&](const char* k) { return r[k].get<int64_t>(); };
   const double in = static_cast<double>(std::max<int64_t>(1, i("input_tokens")));
-  std::printf("policy %s on %zu lanes, %lld requests, %lld input tokens\n",
-              r["policy"].get<std::string>().c_str(), r["lanes"].size(),
-              static_cast<long long>(i("requests")), static_cast<long long>(i("input_tokens")));
-  std::printf("  token hit ratio        %.4f  (device %.4f, host %.4f)\n",
-              r["token_hit_ratio"].get<double>(), i("device_hit_tokens") / in,
-              i("host_hit_tokens") / in);
-  std::printf("  computed tokens        %lld\n", static_cast<long long>(i("computed_tokens")));
-  std::printf("  uncached requests      %lld  (lane deficit failures %lld)\n",
-              static_cast<long long>(i("uncached_requests")),
-              static_cast<long long>(i("lane_deficit_failures")));
-  std::printf("  evicted pages          device %lld, host %lld  (ancestor unlocks %lld)\n",
-              static_cast<long long>(r["evicted_pages"]["device"].get<int64_t>()),
-              static_cast<long long>(r["evicted_pages"]["host"].get<int64_t>()),
-              static_cast<long long>(i("ancestor_unlocks")));
-  std::printf(
+  std::fprintf(out, "policy %s on %zu lanes, %lld requests, %lld input tokens\n",
+               r["policy"].get<std::string>().c_str(), r["lanes"].size(),
+               static_cast<long long>(i("requests")), static_cast<long long>(i("input_tokens")));
+  std::fprintf(out, "  token hit ratio        %.4f  (device %.4f, host %.4f)\n",
+               r["token_hit_ratio"].get<double>(), i("device_hit_tokens") / in,
+               i("host_hit_tokens") / in);
+  std::fprintf(out, "  computed tokens        %lld\n",
+               static_cast<long long>(i("computed_tokens")));
+  std::fprintf(out, "  uncached requests      %lld  (lane deficit failures %lld)\n",
+               static_cast<long long>(i("uncached_requests")),
+               static_cast<long long>(i("lane_deficit_failures")));
+  std::fprintf(out, "  evicted pages          device %lld, host %lld  (ancestor unlocks %lld)\n",
+               static_cast<long long>(r["evicted_pages"]["device"].get<int64_t>()),
+               static_cast<long long>(r["evicted_pages"]["host"].get<int64_t>()),
+               static_cast<long long>(i("ancestor_unlocks")));
+  std::fprintf(
+      out,
       "  load-back              %lld pages, %.3f GB in %lld loads (%lld skipped, %lld failed)\n",
       static_cast<long long>(r["load_back"]["pages"].get<int64_t>()),
       r["load_back"]["bytes"].get<int64_t>() / 1e9,
       static_cast<long long>(r["load_back"]["count"].get<int64_t>()),
       static_cast<long long>(r["load_back"]["skipped"].get<int64_t>()),
       static_cast<long long>(r["load_back"]["failed"].get<int64_t>()));
-  std::printf("  host writes            %lld pages, %.3f GB (%lld refused)\n",
-              static_cast<long long>(r["host_writes"]["pages"].get<int64_t>()),
-              r["host_writes"]["bytes"].get<int64_t>() / 1e9,
-              static_cast<long long>(r["host_writes"]["refused"].get<int64_t>()));
-  std::printf("  gather methods        ");
+  std::fprintf(out, "  host writes            %lld pages, %.3f GB (%lld refused)\n",
+               static_cast<long long>(r["host_writes"]["pages"].get<int64_t>()),
+               r["host_writes"]["bytes"].get<int64_t>() / 1e9,
+               static_cast<long long>(r["host_writes"]["refused"].get<int64_t>()));
+  std::fprintf(out, "  gather methods        ");
   for (const auto& [k, v] : r["gather"]["method_counts"].items())
-    std::printf(" %s %lld", k.c_str(), static_cast<long long>(v.get<int64_t>()));
+    std::fprintf(out, " %s %lld", k.c_str(), static_cast<long long>(v.get<int64_t>()));
   if (r.contains("predicted")) {
     const auto& p = r["predicted"];
-    std::printf("\n  predicted (%s%s)\n", p["profile"].get<std::string>().c_str(),
-                p["profile_measured"].get<bool>() ? "" : ", not measured");
-    std::printf(
+    std::fprintf(out, "\n  predicted (%s%s)\n", p["profile"].get<std::string>().c_str(),
+                 p["profile_measured"].get<bool>() ? "" : ", not measured");
+    std::fprintf(
+        out,
         "    busy %.3f s = compute %.3f + gather %.3f + load-back stalls %.3f + backup beyond "
         "forward %.3f + write-back %.3f\n",
         p["total_s"].get<double>(), p["compute_s"].get<double>(), p["gather_s"].get<double>(),
         p["load_back_s"].get<double>(), p["backup_exposed_s"].get<double>(),
         p["write_back_s"].get<double>());
-    std::printf("    TTFT p50 %.3f s, p99 %.3f s (queueing %.1f s in total)",
-                p["ttft_p50_s"].get<double>(), p["ttft_p99_s"].get<double>(),
-                p["queue_s"].get<double>());
+    std::fprintf(out, "    TTFT p50 %.3f s, p99 %.3f s (queueing %.1f s in total)",
+                 p["ttft_p50_s"].get<double>(), p["ttft_p99_s"].get<double>(),
+                 p["queue_s"].get<double>());
   }
-  if (r.contains("serving")) PrintServing(r["serving"]);
+  if (r.contains("serving")) PrintServing(out, r["serving"]);
   // Replica/rank in both modes (sequential mode is replica 0), so the tables line up.
-  std::printf("\n  lanes (pages)  replica/rank  device cap/peak      host cap/peak\n");
+  std::fprintf(out, "\n  lanes (pages)  replica/rank  device cap/peak      host cap/peak\n");
   for (const auto& l : r["lanes"])
-    std::printf("                 %12s  %8lld/%-8lld  %8lld/%-8lld\n",
-                ((l.contains("replica") ? std::to_string(l["replica"].get<int64_t>()) : "0") + "/" +
-                 std::to_string(l["rank"].get<int64_t>()))
-                    .c_str(),
-                static_cast<long long>(l["device_capacity_pages"].get<int64_t>()),
-                static_cast<long long>(l["device_peak_pages"].get<int64_t>()),
-                static_cast<long long>(l["host_capacity_pages"].get<int64_t>()),
-                static_cast<long long>(l["host_peak_pages"].get<int64_t>()));
+    std::fprintf(out, "                 %12s  %8lld/%-8lld  %8lld/%-8lld\n",
+                 ((l.contains("replica") ? std::to_string(l["replica"].get<int64_t>()) : "0") +
+                  "/" + std::to_string(l["rank"].get<int64_t>()))
+                     .c_str(),
+                 static_cast<long long>(l["device_capacity_pages"].get<int64_t>()),
+                 static_cast<long long>(l["device_peak_pages"].get<int64_t>()),
+                 static_cast<long long>(l["host_capacity_pages"].get<int64_t>()),
+                 static_cast<long long>(l["host_peak_pages"].get<int64_t>()));
 }
 
 }  // namespace
@@ -144,18 +149,17 @@ int CmdReplay(int argc, const char* const* argv) {
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, &pos, vm)) return 2;
   if (vm.count("help")) {
-    PrintHelp(
-        std::cout, std::string(argv[0]) + " --trace FILE [options]",
-        "Replays a request trace through the radix KV cache of a context-parallel group\n"
-        "(in trace order, or served by replicas: docs/serving.md) and reports hits,\n"
-        "evictions, lane deficits, load-backs, host writes and, with a profile, times.",
-        desc,
-        {"kvlanes replay --trace traces/mooncake_excerpt.jsonl --config config/default.yaml",
-         "kvlanes replay --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
-         "--set serving.replicas=2 --plan plan.jsonl --timeline timeline.json",
-         "kvlanes replay --trace traces/mooncake_excerpt.jsonl --set serving.mode=sequential "
-         "--policy lru --set cache.device_tokens_per_lane=64000 --json - -q"},
-        "policies:\n" + PoliciesHelp() + "\nconfig keys (YAML or --set):\n" + ConfigKeysHelp());
+    PrintHelp(std::cout, std::string(argv[0]) + " --trace FILE [options]",
+              "Replays a request trace through the radix KV cache of a context-parallel group\n"
+              "(in trace order, or served by replicas: docs/serving.md) and reports hits,\n"
+              "evictions, lane deficits, load-backs, host writes and, with a profile, times.",
+              desc,
+              {"kvlanes replay --trace traces/mooncake_excerpt.jsonl --config config/default.yaml",
+               "kvlanes replay --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+               "--set serving.replicas=2 --plan plan.jsonl --timeline timeline.json",
+               "kvlanes replay --trace traces/mooncake_excerpt.jsonl --set serving.mode=sequential "
+               "--policy lru --set cache.device_tokens_per_lane=64000 --json - -q"},
+              "policies:\n" + PoliciesHelp() + "\nconfig keys (YAML or --set):\n" + ConfigHelp());
     return 0;
   }
   try {
@@ -166,6 +170,8 @@ int CmdReplay(int argc, const char* const* argv) {
         throw InputError("", 0, "--warmup-s", "must be a finite number >= 0");
       in.config.serving.warmup_s = w;
     }
+    const std::string warning = HostTierWarning(in.config);
+    if (!warning.empty()) std::fprintf(stderr, "%s: %s\n", argv[0], warning.c_str());
     auto policy = MakePolicy(in.config.policy, in.config, in.trace);
     const bool quiet = vm["quiet"].as<bool>();
     Progress progress("replay", in.trace.requests.size(), !quiet);
@@ -201,7 +207,15 @@ int CmdReplay(int argc, const char* const* argv) {
     if (timeline_file) timeline_file->Commit();
     if (requests) WriteFileAtomically(vm["requests-csv"].as<std::string>(), requests->ToCsv());
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), report.dump(2) + "\n");
-    if (!quiet) PrintSummary(report);
+    if (!quiet) {
+      FILE* out = SummaryStream(vm, {"json", "plan", "timeline", "requests-csv"});
+      PrintSummary(out, report);
+      if (opts.check_invariants)
+        std::fprintf(out,
+                     "  invariants             ledger and tree recomputed after each of the %zu "
+                     "requests: consistent\n",
+                     in.trace.requests.size());
+    }
     return 0;
   } catch (const InputError& e) {
     std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());

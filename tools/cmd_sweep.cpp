@@ -17,8 +17,10 @@
 #include "policies/registry.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
+#include "tools/config_help.h"
 #include "tools/replay_setup.h"
 #include "tools/run_grid.h"
+#include "tools/run_progress.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
 
@@ -76,6 +78,27 @@ void Plot(const std::string& sweep_json, const std::string& plot) {
                      script + " failed (message above; it needs python3-matplotlib)");
 }
 
+// One warning on stderr for the runs whose host tier is smaller than their device tier
+// (HostTierWarning), naming the first of them: a capacity sweep's curve goes flat there.
+void WarnSmallHostTier(const std::vector<ReplayJob>& jobs, const std::vector<size_t>& mine,
+                       const Grid& grid) {
+  size_t count = 0;
+  std::string first;
+  std::string warning;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const std::string w = HostTierWarning(jobs[j].config);
+    if (w.empty()) continue;
+    if (count++ == 0) {
+      warning = w;
+      first = jobs[j].policy;
+      for (const auto& [k, v] : grid.Run(mine[j]).second) first += " " + k + "=" + v;
+    }
+  }
+  if (count > 0)
+    std::fprintf(stderr, "sweep: %zu of %zu runs (the first: %s): %s\n", count, jobs.size(),
+                 first.c_str(), warning.c_str());
+}
+
 // Writes the outputs shared by sweep and sweep merge.
 void WriteOutputs(const J& doc, const po::variables_map& vm, bool quiet) {
   const std::vector<std::string> keys = VaryKeys(doc["grid"]);
@@ -84,7 +107,7 @@ void WriteOutputs(const J& doc, const po::variables_map& vm, bool quiet) {
   if (vm.count("plot")) {
     std::string src;
     std::string tmp;
-    if (vm.count("json")) {
+    if (vm.count("json") && !WritesToStdout(vm, "json")) {
       src = vm["json"].as<std::string>();
     } else {
       char name[] = "/tmp/kvlanes_sweep_XXXXXX";
@@ -102,7 +125,7 @@ void WriteOutputs(const J& doc, const po::variables_map& vm, bool quiet) {
     }
     if (!tmp.empty()) std::remove(tmp.c_str());
   }
-  if (!quiet) PrintRunsTable(doc["runs"], keys);
+  if (!quiet) PrintRunsTable(SummaryStream(vm, {"json", "csv"}), doc["runs"], keys);
 }
 
 void AddOutputOptions(po::options_description& desc) {
@@ -123,9 +146,33 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
     po::notify(vm);
     return true;
   } catch (const po::error& e) {
-    std::fprintf(stderr, "%s: %s\n(see %s --help)\n", argv[0], e.what(), argv[0]);
+    ReportUsageError(argv[0], e, desc);
     return false;
   }
+}
+
+void PrintSweepHelp(const char* command, const po::options_description& desc) {
+  PrintHelp(
+      std::cout,
+      std::string(command) +
+          " --trace FILE [--config FILE] --policies a,b \\\n"
+          "         --vary cache.device_pages_per_lane=1000,4000,16000 [--vary KEY=LIST] "
+          "[options]\n"
+          "       kvlanes sweep merge SHARD.json... [--json F] [--csv F] [--plot F]",
+      "Replays the trace for every policy and every combination of --vary values (run i is\n"
+      "policy-major, the first --vary outermost), on parallel threads, with progress on\n"
+      "stderr. A --vary LIST is a,b,c, a range a:b:step or a geometric range a:b:xF.\n"
+      "Large grids: run shard I of N on each machine (--shard I/N --json part.I.json,\n"
+      "e.g. from a Slurm job array or mpirun; recipe in docs/policies.md), then\n"
+      "`kvlanes sweep merge part.*.json --json all.json` gives what one unsharded run "
+      "gives.",
+      desc,
+      {"kvlanes sweep --trace traces/mooncake/synthetic_trace.jsonl --set cache.cp_size=1 "
+       "--policies lru,oracle --vary cache.device_pages_per_lane=15625:156250:x2 "
+       "--csv sweep.csv --plot sweep.png",
+       "kvlanes sweep --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
+       "--vary serving.replicas=1,2,4 --vary serving.router=round_robin,prefix"},
+      "policies:\n" + PoliciesHelp() + "\nconfig keys (YAML, --set or --vary):\n" + ConfigHelp());
 }
 
 }  // namespace
@@ -152,28 +199,7 @@ int CmdSweep(int argc, const char* const* argv) {
   all.add(desc).add(hidden);
   if (!Parse(argc, argv, all, pos, vm)) return 2;
   if (vm.count("help")) {
-    PrintHelp(
-        std::cout,
-        std::string(argv[0]) +
-            " --trace FILE [--config FILE] --policies a,b \\\n"
-            "         --vary cache.device_pages_per_lane=1000,4000,16000 [--vary KEY=LIST] "
-            "[options]\n"
-            "       kvlanes sweep merge SHARD.json... [--json F] [--csv F] [--plot F]",
-        "Replays the trace for every policy and every combination of --vary values (run i is\n"
-        "policy-major, the first --vary outermost), on parallel threads, with progress on\n"
-        "stderr. A --vary LIST is a,b,c, a range a:b:step or a geometric range a:b:xF.\n"
-        "Large grids: run shard I of N on each machine (--shard I/N --json part.I.json,\n"
-        "e.g. from a Slurm job array or mpirun; recipe in docs/policies.md), then\n"
-        "`kvlanes sweep merge part.*.json --json all.json` gives what one unsharded run "
-        "gives.",
-        desc,
-        {"kvlanes sweep --trace traces/mooncake/synthetic_trace.jsonl --set cache.cp_size=1 "
-         "--policies lru,oracle --vary cache.device_pages_per_lane=15625:156250:x2 "
-         "--csv sweep.csv --plot sweep.png",
-         "kvlanes sweep --trace traces/mooncake_excerpt.jsonl --config config/default.yaml "
-         "--vary serving.replicas=1,2,4 --vary serving.router=round_robin,prefix"},
-        "policies:\n" + PoliciesHelp() + "\nconfig keys (YAML, --set or --vary):\n" +
-            ConfigKeysHelp());
+    PrintSweepHelp(argv[0], desc);
     return 0;
   }
   try {
@@ -225,40 +251,19 @@ int CmdSweep(int argc, const char* const* argv) {
                                     .c_str()
                               : "",
                    std::min<int>(threads, static_cast<int>(std::max<size_t>(1, jobs.size()))));
-    const auto start = std::chrono::steady_clock::now();
-    size_t done = 0;
+    WarnSmallHostTier(jobs, mine, grid);
+    RunProgress progress("sweep", jobs.size(), !quiet);
     const auto reports = RunReplayJobs(jobs, threads, [&](size_t j, const J& r) {
-      ++done;
-      if (quiet) return;
       std::string what = jobs[j].policy;
       for (const auto& [k, v] : grid.Run(mine[j]).second) what += " " + k + "=" + v;
-      const double s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::fprintf(stderr, "sweep: [%zu/%zu] %s: token hit ratio %.4f (%.1f s elapsed)\n", done,
-                   jobs.size(), what.c_str(), r["token_hit_ratio"].get<double>(), s);
+      char ratio[64];
+      std::snprintf(ratio, sizeof ratio, ": token hit ratio %.4f",
+                    r["token_hit_ratio"].get<double>());
+      progress.Done(what + ratio);
     });
 
-    J doc;
-    doc["sweep_version"] = 1;
-    J g;
-    g["trace"] = traces.begin()->second.sources;
-    g["base_config"] = ConfigToJson(in.config);
-    g["policies"] = grid.policies;
-    g["vary"] = J::array();
-    for (const auto& a : grid.axes) g["vary"].push_back(J{{"key", a.key}, {"values", a.values}});
-    g["runs"] = grid.size();
-    doc["grid"] = g;
-    doc["shard"] = J{{"index", shard}, {"count", shards}};
-    doc["runs"] = J::array();
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      J run;
-      run["grid_index"] = mine[j];
-      J vary = J::object();
-      for (const auto& [k, v] : grid.Run(mine[j]).second) vary[k] = v;
-      run["vary"] = vary;
-      for (const auto& [k, v] : reports[j].items()) run[k] = v;
-      doc["runs"].push_back(std::move(run));
-    }
+    const J doc = SweepDoc(in.config, grid, traces.begin()->second.sources, mine, reports,
+                           std::make_pair(shard, shards));
     WriteOutputs(doc, vm, quiet);
     return 0;
   } catch (const InputError& e) {

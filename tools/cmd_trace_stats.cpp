@@ -31,12 +31,14 @@ int CmdTraceStats(int argc, const char* const* argv) {
   po::options_description visible("options");
   visible.add_options()("help,h", "print this help")(
       "format", po::value(&format),
-      "trace format: mooncake | kvtester | tokens (default: detected per file from its first "
-      "record)")("block-tokens", po::value(&opt.block_tokens)->default_value(0),
-                 "tokens per block id; 0 = the format's default (mooncake 512, kvtester the file's "
-                 "block_size, tokens the page size)")(
-      "page-tokens", po::value(&opt.page_tokens)->default_value(64),
-      "tokens per KV page; must divide the block size")(
+      ("trace format: one of " + kTraceFormatNames.List() +
+       " (default: detected per file from its first record)")
+          .c_str())(
+      "block-tokens", po::value(&opt.block_tokens)->default_value(0),
+      "tokens per block id; 0 = the format's default (mooncake 512, kvtester the file's "
+      "block_size, tokens the page size)")("page-tokens",
+                                           po::value(&opt.page_tokens)->default_value(64),
+                                           "tokens per KV page; must divide the block size")(
       "allow-unsorted", po::bool_switch(&opt.allow_unsorted),
       "sort each file by time instead of refusing timestamps that go backwards")(
       "json", po::value(&json_path), "also write the statistics as a JSON object to this file")(
@@ -67,7 +69,7 @@ int CmdTraceStats(int argc, const char* const* argv) {
     po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << name << ": " << e.what() << "\n";
+    std::cerr << UsageErrorLine(name, e, visible) << "\n";
     usage(std::cerr);
     return 2;
   }

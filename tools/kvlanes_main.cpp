@@ -133,6 +133,12 @@ int Dispatch(int argc, const char* const* argv) {
   const Entry* e = FindCommand(argc, argv, &words);
   if (!e) {
     if (IsGroup(argv[1]) && argc == 2) return GroupUsage(argv[1], stderr);
+    // `kvlanes bench --help`: the group's list, asked for (stdout, exit 0).
+    if (IsGroup(argv[1]) && argc == 3 &&
+        (!std::strcmp(argv[2], "--help") || !std::strcmp(argv[2], "-h"))) {
+      GroupUsage(argv[1], stdout);
+      return 0;
+    }
     return UnknownCommand(argc, argv);
   }
   std::string full = std::string("kvlanes ") + e->name;

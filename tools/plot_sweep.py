@@ -5,8 +5,11 @@ the swept capacity, one line per policy (and per combination of the other --vary
 usage: plot_sweep.py SWEEP.json OUT.(png|pdf|svg) [--x KEY]
 
 The x axis is --x KEY, else the device capacity when it was varied (in pages, tokens or bytes
-per lane), else the first --vary key; numeric values are plotted to scale (log scale when they
-span 20x or more), others as categories. A device capacity is drawn in tokens per lane, from
+per lane), else the first --vary key; numeric values are plotted to scale (log scale for a
+device capacity spanning 2x or more and for other keys spanning 20x or more; a linear axis
+labels its values whole, with no offset), others as categories. A dashed device-only line is
+drawn for a policy only where it differs from the total (a host tier that hits), and only then
+do the axis label and the legend mention it. A device capacity is drawn in tokens per lane, from
 each run's resolved config (pages x cache.page_tokens), with GB per lane on the top axis
 (pages x the bytes of one page in all pools and layers / 1e9). The image is written to OUT.tmp
 and renamed into place, so a failed run never leaves a partial file.
@@ -25,20 +28,14 @@ def number(s):
         return None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sweep_json")
-    ap.add_argument("out")
-    ap.add_argument("--x", default=None)
-    a = ap.parse_args()
-    with open(a.sweep_json) as f:
-        doc = json.load(f)
+def draw(doc, x=None, source="the sweep"):
+    """The figure of a sweep document: (fig, hit-ratio axes, TTFT axes or None)."""
     keys = [v["key"] for v in doc["grid"]["vary"]]
     if not keys:
-        sys.exit(f"{a.sweep_json}: the sweep has no --vary key to plot against")
+        sys.exit(f"{source}: the sweep has no --vary key to plot against")
     capacity_keys = ["cache.device_pages_per_lane", "cache.device_tokens_per_lane",
                      "cache.device_bytes_per_lane"]
-    x = a.x or next((k for k in capacity_keys if k in keys), keys[0])
+    x = x or next((k for k in capacity_keys if k in keys), keys[0])
     if x not in keys:
         sys.exit(f"--x {x}: not a --vary key of this sweep (valid: {', '.join(keys)})")
     others = [k for k in keys if k != x]
@@ -49,7 +46,7 @@ def main():
     def x_value(r):
         nonlocal gb_per_token
         if not capacity:
-            return r["vary"][x]
+            return str(r["vary"][x])
         c = r["config"]
         pages, page_tokens = c["cache.device_pages_per_lane"], c["cache.page_tokens"]
         page_bytes = sum(p["bytes_per_token_layer"] for p in c["model.pools"]) * \
@@ -66,7 +63,7 @@ def main():
                                             pred["ttft_p50_s"] if pred else None,
                                             pred["ttft_p99_s"] if pred else None))
     with_ttft = any(p[3] is not None for pts in lines.values() for p in pts)
-    values = [v for v in doc["grid"]["vary"] if v["key"] == x][0]["values"]
+    values = [str(v) for v in [v for v in doc["grid"]["vary"] if v["key"] == x][0]["values"]]
     if capacity:
         values = sorted({p[0] for pts in lines.values() for p in pts}, key=float)
     numeric = all(number(v) is not None for v in values)
@@ -75,20 +72,24 @@ def main():
     else:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         tax = None
+    dashed = False
     for label, pts in lines.items():
         pts.sort(key=lambda p: number(p[0]) if numeric else values.index(p[0]))
         xs = [number(p[0]) if numeric else values.index(p[0]) for p in pts]
         line, = ax.plot(xs, [p[1] for p in pts], marker="o", label=label)
         if any(p[1] != p[2] for p in pts):
+            dashed = True
             ax.plot(xs, [p[2] for p in pts], linestyle="--", color=line.get_color())
         if tax is not None and all(p[3] is not None for p in pts):
             tax.plot(xs, [p[3] for p in pts], marker="o", color=line.get_color(), label=label)
             tax.plot(xs, [p[4] for p in pts], linestyle=":", color=line.get_color())
+    nums = [number(v) for v in values] if numeric else []
+    log = numeric and min(nums) > 0 and max(nums) / min(nums) >= (2 if capacity else 20)
     for a_ in [ax] + ([tax] if tax is not None else []):
-        if numeric:
-            nums = [number(v) for v in values]
-            if min(nums) > 0 and max(nums) / min(nums) >= 20:
-                a_.set_xscale("log")
+        if log:
+            a_.set_xscale("log")
+        elif numeric:
+            a_.ticklabel_format(axis="x", style="plain", useOffset=False)
         else:
             a_.set_xticks(range(len(values)), values)
         a_.set_xlabel("device tokens per lane (" + x + ")" if capacity else x)
@@ -100,12 +101,26 @@ def main():
     if tax is not None:
         tax.set_ylabel("predicted TTFT, s (solid p50, dotted p99)")
         tax.set_ylim(bottom=0)
-    ax.set_ylabel("token hit ratio (dashed: device only)")
+    ax.set_ylabel("token hit ratio" + (" (dashed: device only)" if dashed else ""))
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
+    if dashed:
+        ax.plot([], [], linestyle="--", color="gray", label="device hits only (dashed)")
     ax.legend(fontsize=8)
     ax.set_title(", ".join(os.path.basename(s) for s in doc["grid"]["trace"]), fontsize=9)
     fig.tight_layout()
+    return fig, ax, tax
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sweep_json")
+    ap.add_argument("out")
+    ap.add_argument("--x", default=None)
+    a = ap.parse_args()
+    with open(a.sweep_json) as f:
+        doc = json.load(f)
+    fig, _, _ = draw(doc, a.x, a.sweep_json)
     fmt = os.path.splitext(a.out)[1].lstrip(".") or "png"
     tmp = a.out + ".tmp"
     fig.savefig(tmp, format=fmt, dpi=120)

@@ -10,6 +10,7 @@
 #include "policies/registry.h"
 #include "sim/cache/placement.h"
 #include "traces/input_error.h"
+#include "traces/trace.h"
 #include "traces/trace_reader.h"
 
 namespace po = boost::program_options;
@@ -20,8 +21,10 @@ void AddReplayOptions(po::options_description& desc, bool policy) {
   desc.add_options()("trace", po::value<std::vector<std::string>>()->composing(),
                      "trace file or directory (repeatable; several are merged by arrival time)")(
       "format", po::value<std::string>(),
-      "trace format: auto|mooncake|kvtester|tokens|bailian|csv (overrides trace.format)")(
-      "config", po::value<std::string>(), "YAML config file (see config/default.yaml)")(
+      ("trace format: auto (detected per file) or one of " + kTraceFormatNames.List() +
+       " (overrides trace.format)")
+          .c_str())("config", po::value<std::string>(),
+                    "YAML config file (see config/default.yaml)")(
       "profile", po::value<std::string>(),
       "hardware profile YAML for predictions (sets hardware.profile)")(
       "set", po::value<std::vector<std::string>>()->composing(),
@@ -62,9 +65,15 @@ void CheckNamedInputs(const ReplayConfig& c) {
   }
   const std::string& p = c.hardware.profile;
   struct stat st {};
-  if (!p.empty() && ::stat(p.c_str(), &st) != 0)
-    fail_at("hardware.profile",
-            "cannot open hardware profile '" + p + "': " + std::strerror(errno));
+  if (!p.empty() && ::stat(p.c_str(), &st) != 0) {
+    std::string msg = "cannot open hardware profile '" + p + "': " + std::strerror(errno);
+    const auto it = c.origins.find("hardware.profile");
+    if (it != c.origins.end() && !it->second.file.empty())
+      msg +=
+          " (a relative hardware.profile in a config file is read relative to the file's own "
+          "folder: copy the profile beside a copied config, or give --profile FILE)";
+    fail_at("hardware.profile", msg);
+  }
   if (!p.empty() && S_ISDIR(st.st_mode))
     fail_at("hardware.profile", "hardware profile '" + p + "' is a directory");
 }
@@ -82,14 +91,30 @@ ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
     in.config.hardware.profile = vm["profile"].as<std::string>();
     in.config.origins["hardware.profile"] = ConfigOrigin{"", 0, "--profile"};
   }
-  if (vm.count("format"))
-    ApplyConfigSetting("trace.format=" + vm["format"].as<std::string>(), in.config);
+  if (vm.count("format")) {
+    try {
+      ApplyConfigSetting("trace.format=" + vm["format"].as<std::string>(), in.config);
+    } catch (const InputError& e) {  // named for the option given, not the key it sets
+      throw InputError("", 0, "--format", e.message());
+    }
+  }
   if (vm.count("set"))
     for (const auto& s : vm["set"].as<std::vector<std::string>>()) ApplyConfigSetting(s, in.config);
   ValidateConfig(in.config);
   CheckNamedInputs(in.config);
   in.trace = LoadTraceFor(in.config, vm);
   return in;
+}
+
+std::string HostTierWarning(const ReplayConfig& c) {
+  const int64_t host = c.cache.host_pages_per_lane;
+  const int64_t device = c.cache.device_pages_per_lane;
+  if (host <= 0 || host >= device) return "";
+  return "warning: the host tier is smaller than the device tier (cache.host_pages_per_lane " +
+         std::to_string(host) + " < cache.device_pages_per_lane " + std::to_string(device) +
+         "): the host can hold only part of what the device evicts, so host hits fall, and "
+         "vanish once device pages pass host pages; raise cache.host_pages_per_lane, or set it to "
+         "0 for no host tier";
 }
 
 Trace LoadTraceFor(const ReplayConfig& cfg, const po::variables_map& vm) {

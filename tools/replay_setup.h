@@ -29,6 +29,11 @@ struct ReplayInputs {
 // Defaults, then --config, then --policy, then each --set in order; validated; then the trace
 // loaded with the config's page size. Throws InputError.
 ReplayInputs LoadReplayInputs(const boost::program_options::variables_map& vm);
+// A warning (one line, "" when none) for a config whose host tier holds fewer pages per lane
+// than its device tier: host hits then come only from the few evicted pages the host still
+// holds, a capacity curve over device pages goes flat, and host hits drop to 0 past the host's
+// size. Capacities must be resolved into pages (ValidateConfig).
+std::string HostTierWarning(const ReplayConfig& c);
 // The trace files of --trace read for `cfg` (its page size, block size and format), as
 // LoadReplayInputs does; for runs whose config differs from the base in those keys.
 Trace LoadTraceFor(const ReplayConfig& cfg, const boost::program_options::variables_map& vm);

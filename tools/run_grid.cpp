@@ -200,6 +200,33 @@ ReplayConfig GridRunConfig(const ReplayConfig& base, const Grid& grid, size_t i)
   return cfg;
 }
 
+J SweepDoc(const ReplayConfig& base, const Grid& grid, const std::vector<std::string>& trace,
+           const std::vector<size_t>& runs, const std::vector<J>& reports,
+           std::optional<std::pair<size_t, size_t>> shard) {
+  J doc;
+  doc["sweep_version"] = 1;
+  J g;
+  g["trace"] = trace;
+  g["base_config"] = ConfigToJson(base);
+  g["policies"] = grid.policies;
+  g["vary"] = J::array();
+  for (const auto& a : grid.axes) g["vary"].push_back(J{{"key", a.key}, {"values", a.values}});
+  g["runs"] = grid.size();
+  doc["grid"] = g;
+  if (shard) doc["shard"] = J{{"index", shard->first}, {"count", shard->second}};
+  doc["runs"] = J::array();
+  for (size_t j = 0; j < runs.size(); ++j) {
+    J run;
+    run["grid_index"] = runs[j];
+    J vary = J::object();
+    for (const auto& [k, v] : grid.Run(runs[j]).second) vary[k] = v;
+    run["vary"] = vary;
+    for (const auto& [k, v] : reports[j].items()) run[k] = v;
+    doc["runs"].push_back(std::move(run));
+  }
+  return doc;
+}
+
 std::pair<size_t, size_t> ParseShard(const std::string& arg) {
   const auto slash = arg.find('/');
   const auto fail = [&] {
@@ -317,7 +344,7 @@ void WriteRunsCsv(const std::string& path, const J& runs,
   WriteFileAtomically(path, csv);
 }
 
-void PrintRunsTable(const J& runs, const std::vector<std::string>& vary_keys) {
+void PrintRunsTable(FILE* out, const J& runs, const std::vector<std::string>& vary_keys) {
   std::vector<size_t> widths;
   for (const auto& k : vary_keys) {
     size_t w = k.size();
@@ -331,30 +358,32 @@ void PrintRunsTable(const J& runs, const std::vector<std::string>& vary_keys) {
     predicted = predicted || r.contains("predicted");
   }
   for (size_t i = 0; i < vary_keys.size(); ++i)
-    std::printf("%-*s  ", static_cast<int>(widths[i]), vary_keys[i].c_str());
-  std::printf("%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "policy",
-              "hit", "device", "host", "evicted dev", "evicted hst", "lane def", "uncached",
-              "load-back", predicted ? "host write  TTFT p50   TTFT p99" : "host write");
+    std::fprintf(out, "%-*s  ", static_cast<int>(widths[i]), vary_keys[i].c_str());
+  std::fprintf(out, "%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw),
+               "policy", "hit", "device", "host", "evicted dev", "evicted hst", "lane def",
+               "uncached", "load-back",
+               predicted ? "host write  TTFT p50   TTFT p99" : "host write");
   for (size_t i = 0; i < vary_keys.size(); ++i)
-    std::printf("%-*s  ", static_cast<int>(widths[i]), "");
-  std::printf("%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "",
-              "ratio", "ratio", "ratio", "pages", "pages", "failures", "requests", "GB",
-              predicted ? "GB   (predicted, s)" : "GB");
+    std::fprintf(out, "%-*s  ", static_cast<int>(widths[i]), "");
+  std::fprintf(out, "%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "",
+               "ratio", "ratio", "ratio", "pages", "pages", "failures", "requests", "GB",
+               predicted ? "GB   (predicted, s)" : "GB");
   for (const auto& r : runs) {
     for (size_t i = 0; i < vary_keys.size(); ++i)
-      std::printf("%-*s  ", static_cast<int>(widths[i]), VaryValue(r, vary_keys[i]).c_str());
-    std::printf("%-*s  %7.4f %7.4f %7.4f  %11lld %11lld  %8lld %8lld  %10.3f %10.3f",
-                static_cast<int>(pw), r["policy"].get<std::string>().c_str(),
-                r["token_hit_ratio"].get<double>(), Ratio(r, "/device_hit_tokens"),
-                Ratio(r, "/host_hit_tokens"), static_cast<long long>(I(r, "/evicted_pages/device")),
-                static_cast<long long>(I(r, "/evicted_pages/host")),
-                static_cast<long long>(I(r, "/lane_deficit_failures")),
-                static_cast<long long>(I(r, "/uncached_requests")), I(r, "/load_back/bytes") / 1e9,
-                I(r, "/host_writes/bytes") / 1e9);
+      std::fprintf(out, "%-*s  ", static_cast<int>(widths[i]), VaryValue(r, vary_keys[i]).c_str());
+    std::fprintf(out, "%-*s  %7.4f %7.4f %7.4f  %11lld %11lld  %8lld %8lld  %10.3f %10.3f",
+                 static_cast<int>(pw), r["policy"].get<std::string>().c_str(),
+                 r["token_hit_ratio"].get<double>(), Ratio(r, "/device_hit_tokens"),
+                 Ratio(r, "/host_hit_tokens"),
+                 static_cast<long long>(I(r, "/evicted_pages/device")),
+                 static_cast<long long>(I(r, "/evicted_pages/host")),
+                 static_cast<long long>(I(r, "/lane_deficit_failures")),
+                 static_cast<long long>(I(r, "/uncached_requests")), I(r, "/load_back/bytes") / 1e9,
+                 I(r, "/host_writes/bytes") / 1e9);
     if (r.contains("predicted"))
-      std::printf("  %9.3f  %9.3f", r["predicted"]["ttft_p50_s"].get<double>(),
-                  r["predicted"]["ttft_p99_s"].get<double>());
-    std::printf("\n");
+      std::fprintf(out, "  %9.3f  %9.3f", r["predicted"]["ttft_p50_s"].get<double>(),
+                   r["predicted"]["ttft_p99_s"].get<double>());
+    std::fprintf(out, "\n");
   }
 }
 

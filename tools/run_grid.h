@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +60,15 @@ struct Grid {
 // Base config with run i's settings applied and validated; errors name the --vary value.
 ReplayConfig GridRunConfig(const ReplayConfig& base, const Grid& grid, size_t i);
 
+// The JSON `kvlanes sweep --json` writes (and the Python module's sweep returns): the grid, the
+// shard (when given: index, count) and the runs `runs` (grid indices, ascending) with their
+// vary values and reports (reports[j] is run runs[j]'s).
+nlohmann::ordered_json SweepDoc(const ReplayConfig& base, const Grid& grid,
+                                const std::vector<std::string>& trace,
+                                const std::vector<size_t>& runs,
+                                const std::vector<nlohmann::ordered_json>& reports,
+                                std::optional<std::pair<size_t, size_t>> shard);
+
 // "I/N" with 0 <= I < N (throws InputError naming --shard). Run i belongs to shard i mod N.
 std::pair<size_t, size_t> ParseShard(const std::string& arg);
 
@@ -71,8 +82,9 @@ nlohmann::ordered_json RunsCsvContext(const nlohmann::ordered_json& runs);
 // Writes RunsToCsv to `path` and RunsCsvContext to `path`.context.json (each whole or absent).
 void WriteRunsCsv(const std::string& path, const nlohmann::ordered_json& runs,
                   const std::vector<std::string>& vary_keys);
-// The console table of the same runs.
-void PrintRunsTable(const nlohmann::ordered_json& runs, const std::vector<std::string>& vary_keys);
+// The console table of the same runs, written to `out`.
+void PrintRunsTable(FILE* out, const nlohmann::ordered_json& runs,
+                    const std::vector<std::string>& vary_keys);
 
 // Joins shard outputs of one sweep (files written by `kvlanes sweep --shard I/N --json F`) into
 // the JSON an unsharded run writes. Throws InputError naming the file at fault: not a sweep
