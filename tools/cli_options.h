@@ -9,12 +9,29 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/predict/plan.h"
 #include "traces/input_error.h"
+#include "traces/output_file.h"
 
 namespace kvlanes::cli {
+
+// Refuses two of this command's output options that name one output, before any work
+// (CheckDistinctOutputs). A CSV option also names its context file, "<csv>.context.json".
+inline void CheckOutputOptions(const boost::program_options::variables_map& vm,
+                               std::initializer_list<const char*> options) {
+  std::vector<OutputOption> outs;
+  for (const char* o : options) {
+    if (!vm.count(o)) continue;
+    const std::string path = vm[o].as<std::string>();
+    outs.push_back({std::string("--") + o, path});
+    if (std::string_view(o).ends_with("csv") && path != "-")
+      outs.push_back({std::string("--") + o + " (its context file)", path + ".context.json"});
+  }
+  CheckDistinctOutputs(outs);
+}
 
 // Parses argv[1..] into vm (positional arguments per `pos`, may be null). On a usage error
 // prints it with a pointer to --help and returns false (the caller exits with 2).

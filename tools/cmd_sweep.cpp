@@ -20,6 +20,7 @@
 #include "tools/replay_setup.h"
 #include "tools/run_grid.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/output_file.h"
 
 extern char** environ;
@@ -177,6 +178,7 @@ int CmdSweep(int argc, const char* const* argv) {
     return 0;
   }
   try {
+    CheckOutputOptions(vm, {"json", "csv", "plot"});
     if (vm.count("policy"))
       throw InputError("", 0, "--policy", "sweep takes --policies a,b,c (comma-separated)");
     ReplayInputs in = LoadReplayInputs(vm);
@@ -241,7 +243,7 @@ int CmdSweep(int argc, const char* const* argv) {
     J doc;
     doc["sweep_version"] = 1;
     J g;
-    g["trace"] = traces.begin()->second.sources;
+    g["trace"] = JsonSafeTexts(traces.begin()->second.sources);
     g["base_config"] = ConfigToJson(in.config);
     g["policies"] = grid.policies;
     g["vary"] = J::array();
@@ -286,6 +288,7 @@ int CmdSweepMerge(int argc, const char* const* argv) {
     return 0;
   }
   try {
+    CheckOutputOptions(vm, {"json", "csv", "plot"});
     const J doc = MergeSweepFiles(vm.count("shards") ? vm["shards"].as<std::vector<std::string>>()
                                                      : std::vector<std::string>{});
     WriteOutputs(doc, vm, vm["quiet"].as<bool>());
