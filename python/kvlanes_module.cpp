@@ -16,6 +16,7 @@
 #include "tools/run_grid.h"
 #include "traces/build_info.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/trace_reader.h"
 
 namespace py = pybind11;
@@ -148,8 +149,9 @@ py::object Compare(const py::object& trace, const std::vector<std::string>& poli
     }
     const auto reports = cli::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
     doc["compare_version"] = 1;
-    doc["context"] = {
-        {"trace", t.sources}, {"requests", t.requests.size()}, {"config", ConfigToJson(base)}};
+    doc["context"] = {{"trace", JsonSafeTexts(t.sources)},
+                      {"requests", t.requests.size()},
+                      {"config", ConfigToJson(base)}};
     doc["runs"] = J::array();
     for (const auto& r : reports) doc["runs"].push_back(r);
   }
@@ -189,7 +191,7 @@ py::object Sweep(const py::object& trace, const std::vector<std::string>& polici
     const auto reports = cli::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
     doc["sweep_version"] = 1;
     J g;
-    g["trace"] = jobs.empty() ? J::array() : J(jobs[0].trace->sources);
+    g["trace"] = jobs.empty() ? J::array() : J(JsonSafeTexts(jobs[0].trace->sources));
     g["base_config"] = ConfigToJson(base);
     g["policies"] = grid.policies;
     g["vary"] = J::array();
