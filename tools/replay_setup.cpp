@@ -82,8 +82,14 @@ ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
     in.config.hardware.profile = vm["profile"].as<std::string>();
     in.config.origins["hardware.profile"] = ConfigOrigin{"", 0, "--profile"};
   }
-  if (vm.count("format"))
-    ApplyConfigSetting("trace.format=" + vm["format"].as<std::string>(), in.config);
+  if (vm.count("format")) {
+    try {
+      ApplyConfigSetting("trace.format=" + vm["format"].as<std::string>(), in.config);
+    } catch (const InputError& e) {  // named by the option given, not the --set it becomes
+      throw InputError("", 0, "--format", e.message());
+    }
+    in.config.origins["trace.format"] = ConfigOrigin{"", 0, "--format"};
+  }
   if (vm.count("set"))
     for (const auto& s : vm["set"].as<std::vector<std::string>>()) ApplyConfigSetting(s, in.config);
   ValidateConfig(in.config);
