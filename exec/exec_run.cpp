@@ -22,6 +22,7 @@
 #include "exec/exec_error.h"
 #include "exec/host_backend.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/output_file.h"
 #include "traces/percentile.h"
 #if KVLANES_WITH_CUDA
@@ -489,7 +490,7 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
   j["kvlanes_measured"] = 1;
   nlohmann::ordered_json ctx;
   ctx["backend"] = o.backend;
-  ctx["plan"] = plan.source;
+  ctx["plan"] = JsonSafeText(plan.source);
   ctx["config_hash"] = plan.config_hash;
   ctx["compute_model"] = plan.compute_model;
   ctx["warmup_rounds"] = o.exec.warmup;

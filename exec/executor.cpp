@@ -20,6 +20,7 @@
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 
 namespace kvlanes::exec {
 namespace {
@@ -180,7 +181,7 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
     e.layer_busy_s.push_back(
         model.ComputeLayerS(r.computed_tokens, r.prefix_pages * g.page_tokens));
   e.compute_model = {{"forward", "synthetic"},
-                     {"profile", profile.empty() ? "(none)" : profile},
+                     {"profile", profile.empty() ? "(none)" : JsonSafeText(profile)},
                      {"name", hw.name},
                      {"layer_base_s", hw.layer_base_s},
                      {"layer_token_s", hw.layer_token_s},

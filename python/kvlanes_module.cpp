@@ -20,6 +20,7 @@
 #include "tools/run_grid.h"
 #include "traces/build_info.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/trace_reader.h"
 
 namespace py = pybind11;
@@ -213,8 +214,9 @@ py::object Compare(const py::object& trace, const std::vector<std::string>& poli
     }
     const auto reports = cli::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
     doc["compare_version"] = 1;
-    doc["context"] = {
-        {"trace", t.sources}, {"requests", t.requests.size()}, {"config", ConfigToJson(base)}};
+    doc["context"] = {{"trace", JsonSafeTexts(t.sources)},
+                      {"requests", t.requests.size()},
+                      {"config", ConfigToJson(base)}};
     doc["runs"] = J::array();
     for (const auto& r : reports) doc["runs"].push_back(r);
   }

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "sim/predict/gather_scratch.h"
 #include "sim/yaml_input.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/name_table.h"
 #include "traces/trace.h"
 
@@ -471,28 +473,44 @@ std::vector<std::string_view> KeyNames() {
   return names;
 }
 
+// Where each key was set in one file, so a key given both dotted and nested
+// (`cache.cp_size: 0`, then `cache: {cp_size: 4}`) is refused instead of the last one winning.
+using SeenKeys = std::map<std::string, int64_t>;
+
+void NoteKey(const std::string& key, const Where& w, SeenKeys& seen) {
+  const auto [it, fresh] = seen.emplace(key, w.line);
+  if (!fresh) w.Fail("given twice (also at line " + std::to_string(it->second) + ")");
+}
+
+// True when `key` is a section: a prefix of some config key ("cache", "model.shape").
+bool IsSection(const std::string& key) {
+  for (const auto& k : Keys())
+    if (std::string(k.key).rfind(key + ".", 0) == 0) return true;
+  return false;
+}
+
 void ApplyNode(const std::string& prefix, const YAML::Node& node, const std::string& file,
-               ReplayConfig& cfg) {
+               ReplayConfig& cfg, SeenKeys& seen) {
   // model.preset first: it replaces every model field, the keys beside it override it.
   if (prefix == "model" && node["preset"]) {
     const YAML::Node p = node["preset"];
-    FindKey("model.preset")
-        ->set(cfg, p, Where{file, p.Mark().line >= 0 ? p.Mark().line + 1 : 0, "model.preset"});
+    const Where w{file, YamlLine(p), "model.preset"};
+    NoteKey("model.preset", w, seen);
+    FindKey("model.preset")->set(cfg, p, w);
   }
   for (const auto& kv : node) {
     const std::string name = kv.first.Scalar();
     const std::string key = prefix.empty() ? name : prefix + "." + name;
-    if (key == "model.preset") continue;
-    Where w{file, kv.first.Mark().line >= 0 ? kv.first.Mark().line + 1 : 0, key};
+    if (prefix == "model" && name == "preset") continue;
+    Where w{file, YamlLine(kv.first), key};
     if (const KeySpec* spec = FindKey(key)) {
+      NoteKey(key, w, seen);
       spec->set(cfg, kv.second, w);
       cfg.origins[key] = ConfigOrigin{file, w.line, key};
-    } else if (kv.second.IsMap()) {
-      bool is_section = false;
-      for (const auto& k : Keys())
-        if (std::string(k.key).rfind(key + ".", 0) == 0) is_section = true;
-      if (!is_section) w.Fail("unknown key " + ValidNamesNote(key, KeyNames()));
-      ApplyNode(key, kv.second, file, cfg);
+    } else if (IsSection(key)) {
+      if (!kv.second.IsMap())
+        w.Fail(std::string("a section is a map of keys, got ") + YamlKind(kv.second));
+      ApplyNode(key, kv.second, file, cfg, seen);
     } else {
       w.Fail("unknown key " + ValidNamesNote(key, KeyNames()));
     }
@@ -570,7 +588,8 @@ void LoadConfigFile(const std::string& path, ReplayConfig& cfg) {
   if (root.IsNull()) return;
   if (!root.IsMap()) throw InputError(path, 1, "", "a config file is a YAML map of sections");
   try {
-    ApplyNode("", root, path, cfg);
+    SeenKeys seen;
+    ApplyNode("", root, path, cfg, seen);
     CheckCapacityUnits(cfg, path);
   } catch (const YAML::Exception& e) {
     throw InputError(path, YamlLine(root), "", "YAML error: " + e.msg);
@@ -699,8 +718,12 @@ nlohmann::ordered_json ConfigToJson(const ReplayConfig& cfg) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (const auto& k : Keys())
     if ((!k.serving_only || cfg.serving.Enabled()) &&
-        (!k.listed_when_set || k.get(cfg) != k.get(ReplayConfig{})))
-      j[k.key] = k.get(cfg);
+        (!k.listed_when_set || k.get(cfg) != k.get(ReplayConfig{}))) {
+      nlohmann::ordered_json v = k.get(cfg);
+      // A path (hardware.profile) holds the bytes given on the command line, UTF-8 or not.
+      if (v.is_string()) v = JsonSafeText(v.get<std::string>());
+      j[k.key] = std::move(v);
+    }
   return j;
 }
 

@@ -1,7 +1,10 @@
 #include "sim/yaml_input.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <set>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "traces/input_error.h"
@@ -9,43 +12,105 @@
 
 namespace kvlanes {
 
-void CheckYamlKeys(const YAML::Node& root, const std::string& file, const std::string& field) {
-  std::vector<std::pair<YAML::Node, std::string>> todo{{root, field}};
-  int64_t visited = 0;
-  while (!todo.empty()) {
-    auto [node, path] = std::move(todo.back());
-    todo.pop_back();
-    if (++visited > kMaxYamlNodes)
-      throw InputError(file, YamlLine(node), path,
-                       "the document expands to more than " + std::to_string(kMaxYamlNodes) +
-                           " nodes (aliases?)");
+namespace {
+
+// One walk over a parsed document. The key path is kept as segments and joined only for an
+// error, so an aliased subtree visited many times costs no string building.
+class YamlWalk {
+ public:
+  YamlWalk(std::string file, std::string field) : file_(std::move(file)), root_(std::move(field)) {}
+
+  void Visit(const YAML::Node& node) {
+    if (++visited_ > kMaxYamlNodes)
+      Fail(node, "the document expands to more than " + std::to_string(kMaxYamlNodes) +
+                     " nodes (aliases?)");
+    if (!node.IsMap() && !node.IsSequence()) return;
+    for (const YAML::Node& a : ancestors_)
+      if (a.is(node)) Fail(node, "an alias refers to a node that contains it (an alias cycle)");
+    if (static_cast<int>(ancestors_.size()) >= kMaxYamlDepth)
+      Fail(node, "nested deeper than " + std::to_string(kMaxYamlDepth) + " levels");
+    ancestors_.push_back(node);
     if (node.IsMap()) {
       std::set<std::string> seen;
       for (const auto& kv : node) {
-        const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "(non-scalar key)";
-        const std::string sub = path.empty() ? key : path + "." + key;
-        if (!seen.insert(key).second)
-          throw InputError(file, YamlLine(kv.first), sub, "key '" + key + "' given twice");
-        todo.emplace_back(kv.second, sub);
+        segments_.emplace_back(kv.first.IsScalar() ? kv.first.Scalar() : "(non-scalar key)");
+        if (!seen.insert(std::get<std::string>(segments_.back())).second)
+          Fail(kv.first, "key '" + std::get<std::string>(segments_.back()) + "' given twice");
+        Visit(kv.second);
+        segments_.pop_back();
       }
-    } else if (node.IsSequence()) {
-      for (size_t i = 0; i < node.size(); ++i)
-        todo.emplace_back(node[i], path + "[" + std::to_string(i) + "]");
+    } else {
+      for (size_t i = 0; i < node.size(); ++i) {
+        segments_.emplace_back(i);
+        Visit(node[i]);
+        segments_.pop_back();
+      }
     }
+    ancestors_.pop_back();
   }
+
+ private:
+  [[noreturn]] void Fail(const YAML::Node& at, const std::string& msg) const {
+    std::string path = root_;
+    for (const auto& s : segments_) {
+      if (const auto* key = std::get_if<std::string>(&s))
+        path += (path.empty() ? "" : ".") + *key;
+      else
+        path += "[" + std::to_string(std::get<size_t>(s)) + "]";
+    }
+    throw InputError(file_, YamlLine(at), path, msg);
+  }
+
+  std::string file_;
+  std::string root_;
+  std::vector<YAML::Node> ancestors_;
+  std::vector<std::variant<std::string, size_t>> segments_;
+  int64_t visited_ = 0;
+};
+
+// YAML::LoadAll, with yaml-cpp's exceptions turned into InputErrors located in `file` (or at
+// `field` for a command-line value). One document only: yaml-cpp's Load would silently drop
+// everything after a `---`, a syntax error included.
+YAML::Node ParseOne(const std::string& text, const std::string& file, const std::string& field,
+                    const std::string& syntax_prefix) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw InputError(file, e.mark.line + 1, field,
+                     "nested deeper than " + std::to_string(kMaxYamlDepth) + " levels");
+  } catch (const YAML::ParserException& e) {
+    throw InputError(file, e.mark.line + 1, field, syntax_prefix + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw InputError(file, e.mark.line >= 0 ? e.mark.line + 1 : 0, field, "YAML error: " + e.msg);
+  }
+  if (docs.size() > 1)
+    throw InputError(file, YamlLine(docs[1]), field,
+                     "a second YAML document (after `---`): an input holds one document");
+  return docs.empty() ? YAML::Node() : docs[0];
+}
+
+}  // namespace
+
+const char* YamlKind(const YAML::Node& n) {
+  if (n.IsMap()) return "a map";
+  if (n.IsSequence()) return "a list";
+  if (n.IsScalar()) return "a scalar";
+  return "null";
+}
+
+void CheckYamlKeys(const YAML::Node& root, const std::string& file, const std::string& field) {
+  YamlWalk(file, field).Visit(root);
+}
+
+YAML::Node ParseYamlDocument(const std::string& text, const std::string& file) {
+  YAML::Node root = ParseOne(text, file, "", "YAML syntax error: ");
+  CheckYamlKeys(root, file, "");
+  return root;
 }
 
 YAML::Node LoadYamlFile(const std::string& path, const std::string& what) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(ReadInputFile(path, what));
-  } catch (const YAML::ParserException& e) {
-    throw InputError(path, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
-  } catch (const YAML::Exception& e) {
-    throw InputError(path, e.mark.line >= 0 ? e.mark.line + 1 : 0, "", "YAML error: " + e.msg);
-  }
-  CheckYamlKeys(root, path, "");
-  return root;
+  return ParseYamlDocument(ReadInputFile(path, what), path);
 }
 
 YAML::Node LoadYamlText(const std::string& text, const std::string& field) {
@@ -54,12 +119,7 @@ YAML::Node LoadYamlText(const std::string& text, const std::string& field) {
   } catch (const InputError& e) {
     throw InputError("", 0, field, e.message());
   }
-  YAML::Node node;
-  try {
-    node = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw InputError("", 0, field, "cannot parse value '" + text + "': " + e.msg);
-  }
+  YAML::Node node = ParseOne(text, "", field, "cannot parse value '" + text + "': ");
   CheckYamlKeys(node, "", field);
   return node;
 }

@@ -15,6 +15,7 @@
 #include "sim/predict/plan.h"
 #include "traces/input_error.h"
 #include "traces/name_table.h"
+#include "traces/output_file.h"
 
 namespace kvlanes::cli {
 
@@ -51,6 +52,21 @@ inline void ReportUsageError(const std::string& command, const boost::program_op
                              const boost::program_options::options_description& desc) {
   std::fprintf(stderr, "%s\n(see %s --help)\n", UsageErrorLine(command, e, desc).c_str(),
                command.c_str());
+}
+
+// Refuses two of this command's output options that name one output, before any work
+// (CheckDistinctOutputs). A CSV option also names its context file, "<csv>.context.json".
+inline void CheckOutputOptions(const boost::program_options::variables_map& vm,
+                               std::initializer_list<const char*> options) {
+  std::vector<OutputOption> outs;
+  for (const char* o : options) {
+    if (!vm.count(o)) continue;
+    const std::string path = vm[o].as<std::string>();
+    outs.push_back({std::string("--") + o, path});
+    if (std::string_view(o).ends_with("csv") && path != "-")
+      outs.push_back({std::string("--") + o + " (its context file)", path + ".context.json"});
+  }
+  CheckDistinctOutputs(outs);
 }
 
 // Parses argv[1..] into vm (positional arguments per `pos`, may be null). On a usage error

@@ -254,6 +254,7 @@ int CmdCheck(int argc, const char* const* argv) {
     return 0;
   }
   try {
+    CheckOutputOptions(vm, {"json", "write-predicted", "plot"});
     if (vm.count("predicted") == vm.count("plan"))
       throw InputError("", 0, "--predicted", "give either --predicted or --plan (exactly one)");
     if (!vm.count("measured")) throw InputError("", 0, "--measured", "a measured file is required");

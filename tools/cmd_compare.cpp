@@ -13,6 +13,7 @@
 #include "tools/run_grid.h"
 #include "tools/run_progress.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/output_file.h"
 
 namespace po = boost::program_options;
@@ -60,6 +61,7 @@ int CmdCompare(int argc, const char* const* argv) {
     return 0;
   }
   try {
+    CheckOutputOptions(vm, {"json", "csv"});
     if (vm.count("policy"))
       throw InputError("", 0, "--policy", "compare takes --policies a,b,c (comma-separated)");
     if (!vm.count("policies"))
@@ -90,7 +92,7 @@ int CmdCompare(int argc, const char* const* argv) {
         });
     nlohmann::ordered_json out;
     out["compare_version"] = 1;
-    out["context"] = {{"trace", in.trace.sources},
+    out["context"] = {{"trace", JsonSafeTexts(in.trace.sources)},
                       {"requests", in.trace.requests.size()},
                       {"config", ConfigToJson(in.config)}};
     out["runs"] = nlohmann::ordered_json::array();

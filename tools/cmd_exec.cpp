@@ -114,6 +114,7 @@ int CmdExec(int argc, const char* const* argv) {
   }
   try {
     if (!vm.count("out")) throw InputError("", 0, "--out", "required (the measured JSON)");
+    CheckOutputOptions(vm, {"out", "timeline", "span-trace"});
     if (vm.count("plan") == vm.count("trace"))
       throw InputError("", 0, "--plan", "give exactly one of --plan FILE or --trace FILE");
     exec::RunOptions o;

@@ -163,6 +163,7 @@ int CmdReplay(int argc, const char* const* argv) {
     return 0;
   }
   try {
+    CheckOutputOptions(vm, {"json", "plan", "timeline", "requests-csv"});
     ReplayInputs in = LoadReplayInputs(vm);
     if (vm.count("warmup-s")) {
       const double w = vm["warmup-s"].as<double>();

@@ -22,6 +22,7 @@
 #include "tools/run_grid.h"
 #include "tools/run_progress.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/output_file.h"
 
 extern char** environ;
@@ -203,6 +204,7 @@ int CmdSweep(int argc, const char* const* argv) {
     return 0;
   }
   try {
+    CheckOutputOptions(vm, {"json", "csv", "plot"});
     if (vm.count("policy"))
       throw InputError("", 0, "--policy", "sweep takes --policies a,b,c (comma-separated)");
     ReplayInputs in = LoadReplayInputs(vm);
@@ -291,6 +293,7 @@ int CmdSweepMerge(int argc, const char* const* argv) {
     return 0;
   }
   try {
+    CheckOutputOptions(vm, {"json", "csv", "plot"});
     const J doc = MergeSweepFiles(vm.count("shards") ? vm["shards"].as<std::vector<std::string>>()
                                                      : std::vector<std::string>{});
     WriteOutputs(doc, vm, vm["quiet"].as<bool>());

@@ -83,6 +83,7 @@ int CmdTraceStats(int argc, const char* const* argv) {
     return 2;
   }
 
+  std::string format_from = "--format";
   try {
     // --set with replay's key names for the keys that shape a trace's pages.
     for (const std::string& s : sets) {
@@ -95,10 +96,19 @@ int CmdTraceStats(int argc, const char* const* argv) {
       ApplyConfigSetting(s, c);
       if (key == "cache.page_tokens") opt.page_tokens = c.cache.page_tokens;
       if (key == "trace.block_tokens") opt.block_tokens = c.trace.block_tokens;
-      if (key == "trace.format") format = c.trace.format == "auto" ? "" : c.trace.format;
+      if (key == "trace.format") {
+        format = c.trace.format == "auto" ? "" : c.trace.format;
+        format_from = "--set trace.format";
+      }
     }
     std::optional<TraceFormat> fmt;
-    if (!format.empty()) fmt = ParseTraceFormat(format);
+    if (!format.empty()) {
+      try {
+        fmt = ParseTraceFormat(format);
+      } catch (const InputError& e) {  // named by the option it came from
+        throw InputError("", 0, format_from, e.message());
+      }
+    }
     const Trace trace = LoadTrace(files, fmt, opt);
     const TraceStats stats = ComputeTraceStats(trace);
     std::cout << "trace: " << files.front() << (files.size() > 1 ? " (and others)" : "")

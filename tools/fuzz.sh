@@ -10,6 +10,11 @@
 #   tools/fuzz.sh --seconds 30 mooncake plan
 #   tools/fuzz.sh --build-only         build the targets, run none
 #   tools/fuzz.sh --parallel           every reader at once (each still for --seconds)
+# Dictionaries: tests/traces/fuzz/json.dict (JSON readers), yaml.dict (config and profile: aliases
+# that contain themselves, documents, deep nesting, block sizes of 2^32+ pages). The trace targets
+# also read each input with a requested block size of up to 2^40 pages. Paths, FIFOs and
+# duplicate outputs are command-line matters, mutated by
+# tests/bad_input/config_and_profile_mutations_are_read_or_refused.py.
 # A finding (crash, sanitizer report, an exception other than InputError) stops that reader's run
 # with its input saved as build-fuzz/fuzz-out/<reader>/crash-*; the script then exits 1.
 set -euo pipefail
@@ -47,7 +52,11 @@ fuzz_one() {
   mkdir -p "$corpus" "$out"
   cp -n tests/traces/fuzz/corpus/"$r"/* "$corpus"/ 2>/dev/null || true
   bin=$(find "$build" -name "fuzz_$r" -type f -perm -u+x | head -1)
-  case "$r" in csv|config|profile) ;; *) dict=(-dict=tests/traces/fuzz/json.dict) ;; esac
+  case "$r" in
+    csv) ;;
+    config|profile) dict=(-dict=tests/traces/fuzz/yaml.dict) ;;
+    *) dict=(-dict=tests/traces/fuzz/json.dict) ;;
+  esac
   echo "fuzz: $r for $seconds s" >&2
   if "$bin" -max_total_time="$seconds" -print_final_stats=1 "${dict[@]}" \
        -max_len=262144 -artifact_prefix="$out/" "$corpus" >"$out/log" 2>&1; then

@@ -94,9 +94,10 @@ ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
   if (vm.count("format")) {
     try {
       ApplyConfigSetting("trace.format=" + vm["format"].as<std::string>(), in.config);
-    } catch (const InputError& e) {  // named for the option given, not the key it sets
+    } catch (const InputError& e) {  // named by the option given, not the --set it becomes
       throw InputError("", 0, "--format", e.message());
     }
+    in.config.origins["trace.format"] = ConfigOrigin{"", 0, "--format"};
   }
   if (vm.count("set"))
     for (const auto& s : vm["set"].as<std::vector<std::string>>()) ApplyConfigSetting(s, in.config);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -206,7 +207,7 @@ J SweepDoc(const ReplayConfig& base, const Grid& grid, const std::vector<std::st
   J doc;
   doc["sweep_version"] = 1;
   J g;
-  g["trace"] = trace;
+  g["trace"] = JsonSafeTexts(trace);
   g["base_config"] = ConfigToJson(base);
   g["policies"] = grid.policies;
   g["vary"] = J::array();
@@ -387,6 +388,74 @@ void PrintRunsTable(FILE* out, const J& runs, const std::vector<std::string>& va
   }
 }
 
+namespace {
+
+using Need = std::function<void(bool, const char*, const std::string&)>;
+
+// The grid a sweep file names (policies, vary axes, run count), read with its types checked.
+Grid GridOfSweepFile(const J& grid, const Need& need) {
+  Grid g;
+  need(grid.contains("policies") && grid["policies"].is_array(), "grid.policies", "missing");
+  for (const auto& p : grid["policies"]) {
+    need(p.is_string(), "grid.policies", "expected policy names");
+    g.policies.push_back(p.get<std::string>());
+  }
+  need(grid.contains("vary") && grid["vary"].is_array(), "grid.vary", "missing");
+  for (const auto& a : grid["vary"]) {
+    need(a.is_object() && a.contains("key") && a["key"].is_string() && a.contains("values") &&
+             a["values"].is_array() && !a["values"].empty(),
+         "grid.vary", "expected {key, values} with at least one value");
+    VaryAxis axis;
+    axis.key = a["key"].get<std::string>();
+    for (const auto& v : a["values"]) {
+      need(v.is_string(), "grid.vary", axis.key + ": expected values as strings");
+      axis.values.push_back(v.get<std::string>());
+    }
+    g.axes.push_back(std::move(axis));
+  }
+  need(!g.policies.empty(), "grid.policies", "empty");
+  need(grid["runs"].is_number_unsigned() && grid["runs"].get<size_t>() == g.size(), "grid.runs",
+       "disagrees with grid.policies x grid.vary (" + std::to_string(g.size()) + " runs)");
+  return g;
+}
+
+// Whether a configured value can be what a --vary value set: the same text for a name, the
+// same number for a number. Other forms (units such as 80GiB, booleans, lists) are not compared.
+bool SameSetting(const J& configured, const std::string& value) {
+  if (configured.is_string()) return configured.get<std::string>() == value;
+  if (!configured.is_number()) return true;
+  try {
+    size_t used = 0;
+    const double v = std::stod(value, &used);
+    return used != value.size() || v == configured.get<double>();
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
+// Run `gi` of a shard file must be the grid's run `gi`: its vary settings, its policy and the
+// values of those keys in its own config (a hand-edited or mixed-up file is refused, not merged).
+void CheckRunMatchesGrid(const J& r, const Grid& g, size_t gi, const Need& need) {
+  const auto [policy, settings] = g.Run(gi);
+  const std::string run = "run " + std::to_string(gi);
+  if (r.contains("policy"))
+    need(r["policy"] == policy, "runs[].policy",
+         run + " has policy " + r["policy"].dump() + ", the grid's run is '" + policy + "'");
+  need(r.contains("vary") && r["vary"].is_object() && r["vary"].size() == settings.size(),
+       "runs[].vary", run + ": expected the grid's " + std::to_string(settings.size()) + " keys");
+  for (const auto& [key, value] : settings) {
+    need(r["vary"].contains(key) && r["vary"][key] == value, "runs[].vary",
+         run + " has " + key + "=" + (r["vary"].contains(key) ? r["vary"][key].dump() : "(none)") +
+             ", the grid's run has " + key + "=" + value);
+    if (r.contains("config") && r["config"].is_object() && r["config"].contains(key))
+      need(SameSetting(r["config"][key], value), "runs[].config",
+           run + "'s config has " + key + "=" + r["config"][key].dump() +
+               ", its vary and the grid say " + value);
+  }
+}
+
+}  // namespace
+
 J MergeSweepFiles(const std::vector<std::string>& paths) {
   if (paths.empty()) throw InputError("", 0, "sweep merge", "no shard files given");
   J grid;
@@ -438,9 +507,15 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
     need(fresh, "shard.index",
          "shard " + std::to_string(index) + "/" + std::to_string(count) + " is also in " +
              it->second);
+    const Grid g = GridOfSweepFile(doc["grid"], need);
     for (const auto& r : doc["runs"]) {
-      need(r.contains("grid_index"), "runs[].grid_index", "missing");
+      need(r.is_object() && r.contains("grid_index") && r["grid_index"].is_number_unsigned(),
+           "runs[].grid_index", "missing or not a whole number >= 0");
       const size_t gi = r["grid_index"].get<size_t>();
+      need(gi < g.size(), "runs[].grid_index",
+           "run " + std::to_string(gi) + " is beyond the grid, which has " +
+               std::to_string(g.size()) + " runs (grid.runs, grid.policies x grid.vary)");
+      CheckRunMatchesGrid(r, g, gi, need);
       need(gi % count == index, "runs[].grid_index",
            "run " + std::to_string(gi) + " does not belong to shard " + std::to_string(index) +
                "/" + std::to_string(count));

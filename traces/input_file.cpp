@@ -81,40 +81,67 @@ InputStreambuf::int_type InputStreambuf::underflow() {
   return traits_type::to_int_type(*gptr());
 }
 
-void CheckUtf8(const std::string& text, const std::string& path, const std::string& what) {
+size_t Utf8SequenceLength(std::string_view text, size_t i) {
   const auto* b = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned c = b[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    // The length of the sequence and the range of its second byte (RFC 3629, section 4).
-    size_t len = 0;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;  // overlong
-      if (c == 0xED) hi = 0x9F;  // surrogates
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;  // overlong
-      if (c == 0xF4) hi = 0x8F;  // beyond U+10FFFF
-    }
-    bool ok = len > 0 && i + len <= n && b[i + 1] >= lo && b[i + 1] <= hi;
-    for (size_t k = 2; ok && k < len; ++k) ok = b[i + k] >= 0x80 && b[i + k] <= 0xBF;
-    if (!ok) {
+  const unsigned c = b[i];
+  if (c < 0x80) return 1;
+  // The length of the sequence and the range of its second byte (RFC 3629, section 4).
+  size_t len = 0;
+  unsigned lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;  // overlong
+    if (c == 0xED) hi = 0x9F;  // surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;  // overlong
+    if (c == 0xF4) hi = 0x8F;  // beyond U+10FFFF
+  }
+  bool ok = len > 0 && i + len <= n && b[i + 1] >= lo && b[i + 1] <= hi;
+  for (size_t k = 2; ok && k < len; ++k) ok = b[i + k] >= 0x80 && b[i + k] <= 0xBF;
+  return ok ? len : 0;
+}
+
+void CheckUtf8(const std::string& text, const std::string& path, const std::string& what) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t len = Utf8SequenceLength(text, i);
+    if (len == 0) {
       char byte[8];
-      std::snprintf(byte, sizeof byte, "0x%02X", c);
+      std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[i]));
       throw InputError(path, LineOfByte(text, i + 1), "",
                        std::string("byte ") + byte + " is not UTF-8 text (a " + what +
                            " is UTF-8; was it saved in another encoding?)");
     }
     i += len;
   }
+}
+
+std::string JsonSafeText(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size();) {
+    const size_t len = Utf8SequenceLength(bytes, i);
+    if (len == 0) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02X", static_cast<unsigned char>(bytes[i]));
+      out += esc;
+      ++i;
+      continue;
+    }
+    out.append(bytes.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+std::vector<std::string> JsonSafeTexts(const std::vector<std::string>& texts) {
+  std::vector<std::string> out;
+  out.reserve(texts.size());
+  for (const std::string& t : texts) out.push_back(JsonSafeText(t));
+  return out;
 }
 
 std::string ReadInputFile(const std::string& path, const std::string& what, int64_t max_bytes,

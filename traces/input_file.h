@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <streambuf>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace kvlanes {
 
@@ -67,6 +69,17 @@ class InputStreambuf : public std::streambuf {
 // JSON and YAML text is UTF-8; a name read from it is later written into JSON reports, where an
 // invalid byte would fail at the end of a run instead of at its input.
 void CheckUtf8(const std::string& text, const std::string& path, const std::string& what);
+
+// The length of the well-formed UTF-8 sequence that begins at byte `i` of `text` (1 for ASCII),
+// or 0 when the byte begins none. REQUIRES: i < text.size().
+size_t Utf8SequenceLength(std::string_view text, size_t i);
+
+// Bytes from outside (a path, a name given on the command line) as a string nlohmann::json can
+// write: each byte that does not begin a well-formed UTF-8 sequence becomes the four characters
+// \xHH; UTF-8 text comes back unchanged. Without it a path such as $'tr\xff.jsonl' made the
+// report's dump throw type_error.316 at the end of a run.
+std::string JsonSafeText(std::string_view bytes);
+std::vector<std::string> JsonSafeTexts(const std::vector<std::string>& texts);
 
 // The whole text of `path`; `what` names the kind of file in errors ("measured file"). Throws
 // InputError naming the file: cannot open (or a directory), more than `max_bytes` bytes, a read

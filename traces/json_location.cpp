@@ -231,6 +231,21 @@ double JsonCursor::NumAtLeast(double min, bool strict) const {
   return d;
 }
 
+double JsonCursor::Seconds(double max_s, bool strict) const {
+  const double d = NumAtLeast(0, strict);
+  std::ostringstream m;
+  if (d > max_s) {
+    m << "must be at most " << max_s << " s, got " << d;
+    Fail(m.str());
+  }
+  if (d > 0 && d < kMinMeasuredSeconds) {
+    m << "must be 0 or at least " << kMinMeasuredSeconds << " s (no clock measures less), got "
+      << d;
+    Fail(m.str());
+  }
+  return d;
+}
+
 int64_t JsonCursor::Int() const {
   if (!v_->is_number_integer()) Fail("expected an integer");
   return v_->get<int64_t>();

@@ -50,6 +50,9 @@ class JsonInput {
   nlohmann::json root_;
 };
 
+// The shortest time a measurement may report other than 0 (1 ps).
+inline constexpr double kMinMeasuredSeconds = 1e-12;
+
 // A value inside a JsonInput with its path; typed reads fail with the location.
 class JsonCursor {
  public:
@@ -71,6 +74,10 @@ class JsonCursor {
   void ExpectArray() const;
   double Num() const;                                // any JSON number
   double NumAtLeast(double min, bool strict) const;  // > min when strict, else >= min
+  // Seconds a clock measured: >= 0 (> 0 when strict), at most max_s, and when not 0 at least
+  // kMinMeasuredSeconds: no clock resolves less, and a ratio over a smaller value overflows
+  // (a measured 5e-324 s made a relative error of inf).
+  double Seconds(double max_s, bool strict) const;
   int64_t Int() const;
   int64_t IntAtLeast(int64_t min) const;
   std::string Str() const;

@@ -102,6 +102,13 @@ class KvTesterReader {
       scratch_.clear();
       const int64_t t_ns = SecondsTimestampField(Member(item, "t"), "t", iw);
       f.order.Next(t_ns, iw);
+      // Times nest: a sub-agent's requests count from its spawn time, itself counted from its
+      // list's origin, so the sum is held to the limit one timestamp has (9e9 s).
+      if (t_ns > kMaxNestedNs - f.base_ns) {
+        Fail(iw, "t",
+             "adds to more than 9e9 s with the enclosing sub-agent groups' spawn times (" +
+                 std::to_string(f.base_ns) + " ns + " + std::to_string(t_ns) + " ns)");
+      }
       const int64_t at_ns = f.base_ns + t_ns;
       if (IsSubagentGroup(item)) {
         // A sub-agent group: `t` is its spawn time in the enclosing list's clock; its own
@@ -153,6 +160,9 @@ class KvTesterReader {
     }
     return r;
   }
+
+  // The largest arrival time, as the largest single timestamp (SecondsTimestampField).
+  static constexpr int64_t kMaxNestedNs = 9'000'000'000'000'000'000;
 
   const std::string& path_;
   JsonTree tree_;

@@ -2,13 +2,18 @@
 // complete, so a failed or interrupted run never leaves a partial file that looks finished:
 //   - the temp file is locked (flock) while it is written, and a second run asked for the same
 //     output is refused instead of the two replacing each other;
-//   - SIGINT and SIGTERM remove every temp file still being written, then end the process as
-//     the signal would have;
+//   - SIGINT and SIGTERM (unless inherited ignored) and SIGABRT (an uncaught exception, a broken
+//     invariant) remove every temp file still being written, then end the process as the signal
+//     would have;
 //   - "-" is standard output, and a path that exists and is not a regular file (/dev/stdout, a
-//     FIFO) is written in place, never renamed over.
+//     FIFO) is written in place, never renamed over. Such a file is opened without blocking: a
+//     FIFO that no process reads is refused after kOutputOpenWaitSeconds, and a reader that
+//     takes no data for kOutputStallSeconds fails the write, so no output blocks a run forever;
+//   - CheckDistinctOutputs refuses two options that name one output before any work.
 #pragma once
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,19 +21,58 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <ostream>
 #include <streambuf>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "traces/input_error.h"
 
 namespace kvlanes {
+
+// How long an output that is not a regular file (a FIFO) may wait for a reader to open it, and
+// for the reader to take data once opened (docs/plan.md: a stalled plan output fails in 5 min).
+inline constexpr int kOutputOpenWaitSeconds = 10;
+inline constexpr int kOutputStallSeconds = 300;
+
 namespace output_file_detail {
+
+// Waits until `fd` (opened O_NONBLOCK) accepts data, at most `seconds`; false when it did not.
+inline bool WaitWritable(int fd, int seconds) {
+  pollfd p{fd, POLLOUT, 0};
+  for (;;) {
+    const int r = ::poll(&p, 1, seconds * 1000);
+    if (r < 0 && errno == EINTR) continue;  // (the wait restarts: a bound, not an exact time)
+    return r > 0 && (p.revents & POLLOUT) != 0;
+  }
+}
+
+// write(2) of the whole buffer to `fd`, waiting at most `stall_seconds` each time the reader
+// takes nothing. Returns "" or the reason it stopped.
+inline std::string WriteAll(int fd, const char* p, size_t left, int stall_seconds) {
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!WaitWritable(fd, stall_seconds))
+        return "the reader took no data for " + std::to_string(stall_seconds) +
+               " s (is the output stalled?)";
+      continue;
+    }
+    if (n < 0) return std::string("write failed: ") + std::strerror(errno);
+    if (n == 0) return "write failed (disk full?)";
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return "";
+}
 
 // Temp files being written, for the signal handler: fixed slots of NUL-terminated paths, so the
 // handler only reads memory and calls unlink (async-signal-safe).
@@ -37,29 +81,37 @@ inline constexpr size_t kMaxPath = 4096;
 inline std::array<std::array<char, kMaxPath>, kMaxTemps> temp_paths{};
 inline std::array<std::atomic<bool>, kMaxTemps> temp_used{};
 
+// The signals that remove the temp files: SIGINT and SIGTERM, and SIGABRT, which ends the process
+// on any failure that is not an InputError (an uncaught exception, a broken invariant), so that
+// no failure leaves a stale FILE.tmp behind.
+inline constexpr std::array<int, 3> kTempSignals = {SIGINT, SIGTERM, SIGABRT};
+
 // The handlers that were installed before ours, restored before the signal is raised again so
 // that whoever handled it before (a shell's default, a test framework) still sees it.
-inline struct sigaction previous_int {
-}, previous_term{};
+inline std::array<struct sigaction, kTempSignals.size()> previous_handlers{};
 
 inline void RemoveTempsAndReraise(int sig) {
   for (int i = 0; i < kMaxTemps; ++i)
     if (temp_used[i].load()) ::unlink(temp_paths[i].data());
-  sigaction(sig, sig == SIGINT ? &previous_int : &previous_term, nullptr);
+  for (size_t i = 0; i < kTempSignals.size(); ++i)
+    if (kTempSignals[i] == sig) sigaction(sig, &previous_handlers[i], nullptr);
   std::raise(sig);
 }
 
 // Installs the handlers unless they are already ours (called at every registration, since other
-// code may have installed its own since).
+// code may have installed its own since). A signal the process was started with ignored (`trap ''
+// TERM`, nohup, a shell's background job for SIGINT) stays ignored: the parent asked for the run
+// to go on, and deleting its temp files would only make it fail at the end.
 inline void InstallHandlers() {
-  for (int sig : {SIGINT, SIGTERM}) {
+  for (size_t i = 0; i < kTempSignals.size(); ++i) {
+    const int sig = kTempSignals[i];
     struct sigaction current {};
     sigaction(sig, nullptr, &current);
-    if (current.sa_handler == &RemoveTempsAndReraise) continue;
+    if (current.sa_handler == &RemoveTempsAndReraise || current.sa_handler == SIG_IGN) continue;
     struct sigaction sa {};
     sa.sa_handler = &RemoveTempsAndReraise;
     sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, sig == SIGINT ? &previous_int : &previous_term);
+    sigaction(sig, &sa, &previous_handlers[i]);
   }
 }
 
@@ -86,9 +138,13 @@ inline void UnregisterTemp(int slot) {
 // A streambuf over a file descriptor, with its own buffer; reports write errors by state.
 class FdBuf : public std::streambuf {
  public:
-  explicit FdBuf(int fd) : fd_(fd), buf_(1 << 16) { setp(buf_.data(), buf_.data() + buf_.size()); }
+  explicit FdBuf(int fd, int stall_seconds = kOutputStallSeconds)
+      : fd_(fd), stall_seconds_(stall_seconds), buf_(1 << 16) {
+    setp(buf_.data(), buf_.data() + buf_.size());
+  }
   ~FdBuf() override { sync(); }
-  bool failed() const { return failed_; }
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }  // "" or why the last write failed
 
  protected:
   int_type overflow(int_type ch) override {
@@ -103,23 +159,20 @@ class FdBuf : public std::streambuf {
 
  private:
   bool Drain() {
-    const char* p = pbase();
-    while (p < pptr()) {
-      const ssize_t n = ::write(fd_, p, static_cast<size_t>(pptr() - p));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        failed_ = true;
-        setp(buf_.data(), buf_.data() + buf_.size());
-        return false;
-      }
-      p += n;
+    if (!error_.empty()) {  // the output already failed (a stalled reader is not waited on again)
+      setp(buf_.data(), buf_.data() + buf_.size());
+      return false;
     }
+    std::string why = WriteAll(fd_, pbase(), static_cast<size_t>(pptr() - pbase()), stall_seconds_);
     setp(buf_.data(), buf_.data() + buf_.size());
-    return true;
+    if (why.empty()) return true;
+    error_ = std::move(why);
+    return false;
   }
   int fd_;
+  int stall_seconds_;
   std::vector<char> buf_;
-  bool failed_ = false;
+  std::string error_;
 };
 
 }  // namespace output_file_detail
@@ -137,10 +190,7 @@ class OutputFile {
     struct stat st {};
     if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
       if (S_ISDIR(st.st_mode)) throw InputError(path_, 0, "", "is a directory");
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);  // in place: a device, FIFO or socket
-      if (fd_ < 0)
-        throw InputError(path_, 0, "",
-                         std::string("cannot open for writing: ") + std::strerror(errno));
+      OpenInPlace();
       return;
     }
     tmp_ = path_ + ".tmp";
@@ -170,15 +220,9 @@ class OutputFile {
 
   void Write(const std::string& content) {
     if (fd_ == STDOUT_FILENO) FlushStdout();
-    const char* p = content.data();
-    size_t left = content.size();
-    while (left > 0) {
-      const ssize_t n = ::write(fd_, p, left);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw InputError(path_, 0, "", "write failed (disk full?)");
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
+    const std::string why =
+        output_file_detail::WriteAll(fd_, content.data(), content.size(), kOutputStallSeconds);
+    if (!why.empty()) throw InputError(path_, 0, "", why);
   }
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
@@ -201,6 +245,26 @@ class OutputFile {
   }
 
  private:
+  // A device, FIFO or socket, written in place. Opened O_NONBLOCK (a FIFO with no reader fails
+  // with ENXIO at once instead of blocking), retried until a reader comes or the wait ends; the
+  // descriptor stays non-blocking, so every write waits for the reader with a bound (WriteAll).
+  void OpenInPlace() {
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(kOutputOpenWaitSeconds);
+    for (;;) {
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+      if (fd_ >= 0) return;
+      if (errno == EINTR) continue;
+      if (errno != ENXIO)
+        throw InputError(path_, 0, "",
+                         std::string("cannot open for writing: ") + std::strerror(errno));
+      if (std::chrono::steady_clock::now() >= until)
+        throw InputError(path_, 0, "",
+                         "no process opened it for reading within " +
+                             std::to_string(kOutputOpenWaitSeconds) + " s (a FIFO nobody reads?)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   // What the program printed through std::cout/stdout before comes first.
   static void FlushStdout() {
     std::cout.flush();
@@ -223,6 +287,41 @@ class OutputFile {
   bool committed_ = false;
 };
 
+// One output a command was asked for: the option that names it and its path ("" when unset).
+struct OutputOption {
+  std::string option;  // "--json"
+  std::string path;
+};
+
+// Throws InputError(path, 0, option) when two options name one output, before any work: both
+// "-" (standard output: the two would interleave), one path text, or one file reached through
+// different spellings (./a and a, a symlink: compared as canonical paths). Unset options ("")
+// are skipped. Without it the later output silently replaced the earlier one.
+inline void CheckDistinctOutputs(const std::vector<OutputOption>& outputs) {
+  std::vector<std::string> keys;
+  for (const OutputOption& o : outputs) {
+    std::string key = o.path;
+    if (!o.path.empty() && o.path != "-") {
+      std::error_code ec;
+      const std::filesystem::path canon = std::filesystem::weakly_canonical(o.path, ec);
+      if (!ec) key = canon.string();
+    }
+    keys.push_back(std::move(key));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].path.empty()) continue;
+    for (size_t j = 0; j < i; ++j) {
+      if (outputs[j].path.empty() || keys[j] != keys[i]) continue;
+      throw InputError(outputs[i].path, 0, outputs[i].option,
+                       outputs[i].path == "-"
+                           ? "standard output is already " + outputs[j].option +
+                                 "'s output: the two would interleave; give one a file"
+                           : "names the same file as " + outputs[j].option +
+                                 ": one would replace the other; give each its own path");
+    }
+  }
+}
+
 inline void WriteFileAtomically(const std::string& path, const std::string& content) {
   OutputFile out(path);
   out.Write(content);
@@ -238,7 +337,9 @@ class StreamingFile {
   std::ostream& stream() { return out_; }
   void Commit() {
     out_.flush();
-    if (!out_ || buf_.failed()) throw InputError(file_.path(), 0, "", "write failed (disk full?)");
+    if (!out_ || buf_.failed())
+      throw InputError(file_.path(), 0, "",
+                       buf_.failed() ? buf_.error() : std::string("write failed (disk full?)"));
     file_.Commit();
   }
 

@@ -95,6 +95,10 @@ struct Trace {
   std::vector<Request> requests;     // replay order: by arrival, ties by (source, line)
 };
 
+// Most pages one block id may cover (block_tokens / page_tokens): a page's index in its block
+// is 32 bits (PageKey::sub), and ids x pages-per-block products stay far from 64 bits.
+inline constexpr int64_t kMaxBlockPages = int64_t{1} << 31;
+
 // A page is identified by the block it lies in and its index inside that block.
 struct PageKey {
   uint64_t block = 0;

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <iterator>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
@@ -261,12 +262,20 @@ std::vector<std::string> ExpandPaths(const std::vector<std::string>& paths) {
       files.push_back(p);
       continue;
     }
+    // Every filesystem call takes an error_code: an entry that cannot be looked at (a symlink
+    // loop, a name in a directory without search permission) is an InputError naming it, not
+    // an escaping filesystem_error.
     std::vector<std::string> names;
-    for (const fs::directory_entry& e : fs::directory_iterator(p, ec)) {
+    fs::directory_iterator it(p, ec);
+    if (ec) throw InputError(p, 0, "", "cannot list directory: " + ec.message());
+    for (; it != fs::directory_iterator(); it.increment(ec)) {
+      if (ec) throw InputError(p, 0, "", "cannot list directory: " + ec.message());
+      const fs::directory_entry& e = *it;
       const std::string ext = e.path().extension().string();
-      if ((ext == ".json" || ext == ".jsonl" || ext == ".csv") && !e.is_directory()) {
-        names.push_back(e.path().filename().string());
-      }
+      if (ext != ".json" && ext != ".jsonl" && ext != ".csv") continue;
+      const bool dir = e.is_directory(ec);
+      if (ec) throw InputError(e.path().string(), 0, "", "cannot read: " + ec.message());
+      if (!dir) names.push_back(e.path().filename().string());
     }
     if (ec) throw InputError(p, 0, "", "cannot list directory: " + ec.message());
     if (names.empty())
@@ -372,6 +381,16 @@ void FinishFileTrace(const std::string& path, const TraceOptions& opt, FileTrace
                          " tokens; a block id must cover a whole number of pages, so choose a "
                          "page size that divides " +
                          std::to_string(ft->block_tokens));
+  }
+  // A page's key holds its index in the block in 32 bits (PageKey::sub), and the engine forms
+  // ids x pages-per-block products: a block is held to kMaxBlockPages pages.
+  if (ft->block_tokens / opt.page_tokens > kMaxBlockPages) {
+    throw InputError(path, 0, "block_tokens",
+                     "block size " + std::to_string(ft->block_tokens) + " tokens / page size " +
+                         std::to_string(opt.page_tokens) + " = " +
+                         std::to_string(ft->block_tokens / opt.page_tokens) +
+                         " pages per block, more than the " + std::to_string(kMaxBlockPages) +
+                         " one block id may cover");
   }
   if (opt.allow_unsorted) {
     std::stable_sort(
@@ -519,8 +538,18 @@ Trace LoadTrace(const std::vector<std::string>& paths, std::optional<TraceFormat
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string& path = files[i];
     FileTrace ft;
-    if (!reader::StreamMooncakeFile(path, fmt, opt, reader::kStreamChunkBytes, &ft))
-      ft = reader::ParseTraceText(path, ReadTraceFile(path, opt), fmt, opt);
+    try {
+      if (!reader::StreamMooncakeFile(path, fmt, opt, reader::kStreamChunkBytes, &ft))
+        ft = reader::ParseTraceText(path, ReadTraceFile(path, opt), fmt, opt);
+    } catch (const std::bad_alloc&) {
+      // The limits were raised past the memory there is (a 2 GB line under --max-line-bytes
+      // 4GiB): what was allocated for this file is freed by now, so the error can be reported.
+      throw InputError(
+          path, 0, "",
+          "not enough memory to read this file (limits: " + std::to_string(opt.max_file_bytes) +
+              " bytes per file, " + std::to_string(opt.max_line_bytes) +
+              " per line; were --max-file-bytes or --max-line-bytes raised?)");
+    }
     if (i == 0) {
       trace.format = ft.format;
       trace.block_tokens = ft.block_tokens;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/percentile.h"
 
 namespace kvlanes {
@@ -1193,7 +1194,7 @@ std::string SourceOf(const Measurements& m, const HardwareProfile* base,
   // into runs on one machine); their names are in m.file.
   const bool several =
       m.context.contains("files") && m.context["files"].is_array() && !m.context["files"].empty();
-  std::string source = "kvlanes calibrate on " + m.file + "; context " +
+  std::string source = "kvlanes calibrate on " + JsonSafeText(m.file) + "; context " +
                        (several ? m.context["files"][0]["context"].dump() + " (of the first of " +
                                       std::to_string(m.context["files"].size()) + " files)"
                                 : m.context.dump());

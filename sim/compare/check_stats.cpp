@@ -15,6 +15,15 @@
 
 namespace kvlanes {
 
+namespace {
+
+// Bounds on measured times, so that every sum and ratio check forms stays finite: one op (a copy,
+// a gather, a forward step) at most an hour; a request or a whole run at most 1e7 s (115 days).
+constexpr double kMaxMeasuredOpSeconds = 3600;
+constexpr double kMaxMeasuredRunSeconds = 1e7;
+
+}  // namespace
+
 Measured ParseMeasured(const std::string& text, const std::string& file) {
   const JsonInput in(file, text);
   const JsonCursor root = JsonCursor::Root(in);
@@ -38,7 +47,8 @@ Measured ParseMeasured(const std::string& text, const std::string& file) {
     const int64_t rank = o.Key("rank").IntAtLeast(0);
     // An evict op may take no measurable time; so may a merged prefix's gather op, whose merge
     // the executor times inside the request's compute op.
-    const double s = o.Key("seconds").NumAtLeast(0, kind != "evict" && kind != "gather");
+    const double s =
+        o.Key("seconds").Seconds(kMaxMeasuredOpSeconds, kind != "evict" && kind != "gather");
     if (!id_rank.emplace(id, rank).second)
       o.Key("rank").Fail("op '" + id + "' measured twice on rank " + std::to_string(rank));
     auto [it, fresh] = index.emplace(id, m.ops.size());
@@ -60,13 +70,13 @@ Measured ParseMeasured(const std::string& text, const std::string& file) {
       const JsonCursor r = reqs.Index(i);
       r.ExpectObject();
       const int64_t req = r.Key("request").IntAtLeast(0);
-      const double s = r.Key("seconds").NumAtLeast(0, true);
+      const double s = r.Key("seconds").Seconds(kMaxMeasuredRunSeconds, true);
       if (r.Has("rank")) r.Key("rank").IntAtLeast(0);
       auto [it, fresh] = m.request_s.emplace(req, s);
       if (!fresh) it->second = std::max(it->second, s);
     }
   }
-  if (root.Has("total_s")) m.total_s = root.Key("total_s").NumAtLeast(0, true);
+  if (root.Has("total_s")) m.total_s = root.Key("total_s").Seconds(kMaxMeasuredRunSeconds, true);
   if (root.Has("requests_executed"))
     m.requests_executed = root.Key("requests_executed").IntAtLeast(0);
   return m;
@@ -309,7 +319,7 @@ nlohmann::ordered_json CheckReportToJson(const CheckReport& r) {
                      {"max_p95_ape", r.options.max_p95},
                      {"max_total_error", r.options.max_total},
                      {"allow_missing", r.options.allow_missing}};
-  j["profile"] = r.profile;
+  j["profile"] = JsonSafeText(r.profile);
   j["profile_measured"] = r.profile_measured;
   nlohmann::ordered_json kinds = nlohmann::ordered_json::array();
   for (const KindRow& k : r.kinds) kinds.push_back(RowJson(k));

@@ -217,12 +217,12 @@ Sample ParseSample(const JsonCursor& s) {
       ParseFirstGather(s, x);
       break;
   }
-  x.median_s = s.Key("median_s").NumAtLeast(0, true);
   // One sample times one copy, collective or forward step: an hour is far beyond any of them,
-  // and a value like 1e308 s would dominate (or overflow) the fit.
-  if (x.median_s > kMaxSampleSeconds)
-    s.Key("median_s")
-        .Fail("must be at most " + std::to_string(kMaxSampleSeconds) + " s for one sample");
+  // and a value like 1e308 s (or 5e-324 s) would dominate (or overflow) the fit.
+  x.median_s = s.Key("median_s").Seconds(kMaxSampleSeconds, true);
+  if (x.bytes > kMaxSampleBytes)
+    s.Key(s.Has("bytes") ? "bytes" : "victim_bytes")
+        .Fail("must be at most 2^50 bytes (1 PiB) for one sample (kMaxSampleBytes)");
   x.repeats = s.Key("repeats").IntAtLeast(1);
   return x;
 }
@@ -262,7 +262,8 @@ Measurements MergeMeasurements(std::vector<Measurements> parts) {
   m.context = {{"files", nlohmann::json::array()}};
   for (Measurements& x : parts) {
     m.file += (m.file.empty() ? "" : " + ") + x.file;
-    m.context["files"].push_back({{"file", x.file}, {"context", std::move(x.context)}});
+    m.context["files"].push_back(
+        {{"file", JsonSafeText(x.file)}, {"context", std::move(x.context)}});
     for (Sample& s : x.samples) m.samples.push_back(std::move(s));
   }
   return m;

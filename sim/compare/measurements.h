@@ -14,6 +14,8 @@ namespace kvlanes {
 inline constexpr int kMeasurementsVersion = 1;
 // Largest median_s one sample may hold (seconds); larger values are refused as bad input.
 inline constexpr double kMaxSampleSeconds = 3600;
+// The most bytes one sample may move (1 PiB): a byte count like 1e300 would overflow the fit.
+inline constexpr double kMaxSampleBytes = 1125899906842624.0;
 
 enum class SampleKind {
   kHostCopy,     // host <-> device copies: copies * latency + bytes / h2d (or d2h)

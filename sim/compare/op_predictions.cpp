@@ -124,7 +124,7 @@ ReplayConfig ConfigFromPlanHeader(const nlohmann::json& header, const std::strin
 nlohmann::ordered_json PredictionsToJson(const Predictions& p) {
   nlohmann::ordered_json j;
   j["kvlanes_predictions"] = kPredictionsVersion;
-  j["profile"] = p.profile;
+  j["profile"] = JsonSafeText(p.profile);
   j["profile_measured"] = p.profile_measured;
   j["total_s"] = p.total_s;
   nlohmann::ordered_json reqs = nlohmann::ordered_json::array();

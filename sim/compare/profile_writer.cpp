@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "traces/input_file.h"
+
 namespace kvlanes {
 namespace {
 
@@ -98,7 +100,8 @@ std::string CopyCostYaml(const HardwareProfile::CopyCost& c) {
 
 std::string ProfileToYaml(const CalibrationResult& r, const std::string& measurements_file) {
   const HardwareProfile& p = r.profile;
-  std::string y = HeaderComments(r, measurements_file);
+  // The path goes into the YAML, which must stay UTF-8 to be read back.
+  std::string y = HeaderComments(r, JsonSafeText(measurements_file));
   y += "name: " + nlohmann::json(p.name).dump() + "\n";
   y += std::string("measured: ") + (p.measured ? "true" : "false") + "\n";
   y += "source: " + nlohmann::json(p.source).dump() + "\n\n";

@@ -98,6 +98,10 @@ ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, i
       host_slots_(ranks_, LanePages(cfg, *placement_, cfg.cache.host_pages_per_lane), false) {
   KV_CHECK(block_tokens > 0 && block_tokens % page_tokens_ == 0,
            "block of " << block_tokens << " tokens is not a multiple of the page");
+  // The trace readers refuse larger blocks (kMaxBlockPages); a page's index in its block is 32
+  // bits.
+  KV_CHECK(pages_per_block_ <= kMaxBlockPages,
+           "block of " << pages_per_block_ << " pages exceeds kMaxBlockPages");
   tree_.SetObserver(policy.Observer());
 }
 

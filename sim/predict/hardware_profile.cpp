@@ -34,6 +34,9 @@ namespace {
 // The largest seconds term and the smallest rate a profile may give: far beyond any real machine,
 // and every product with a plan's counts (below 2^63 bytes, 2^40 tokens) stays finite.
 constexpr double kMaxProfileSeconds = 3600;
+// device.index_bytes_per_page: one page's entry in a gather's index list (8: a 64-bit slot).
+// 4 KiB is far above any index format and keeps index copies of 2^31 pages within 2^43 bytes.
+constexpr double kMaxIndexBytesPerPage = 4096;
 constexpr double kMinProfileGbps = 1e-9;
 
 struct Reader {
@@ -412,8 +415,12 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
       dv["gather_next_after_forward_synthetic"], "device.gather_next_after_forward_synthetic");
   p.device_copy_gbps = r.Num(dv, "copy_gbps", "device.", true);
   p.kernel_launch_s = r.Num(dv, "kernel_launch_s", "device.", false);
-  if (dv["index_bytes_per_page"])
+  if (dv["index_bytes_per_page"]) {
     p.index_bytes_per_page = r.Num(dv, "index_bytes_per_page", "device.", false);
+    if (p.index_bytes_per_page > kMaxIndexBytesPerPage)
+      r.Fail(dv["index_bytes_per_page"], "device.index_bytes_per_page",
+             "must be at most 4096 bytes (kMaxIndexBytesPerPage)");
+  }
   if (const YAML::Node cs = root["collectives"]) {
     if (!cs.IsSequence()) r.Fail(cs, "collectives", "expected a list (one entry per rank count)");
     for (size_t i = 0; i < cs.size(); ++i) {
@@ -516,13 +523,7 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
 
 HardwareProfile ParseHardwareProfile(const std::string& yaml, const std::string& path) {
   CheckUtf8(yaml, path, "hardware profile");
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::ParserException& e) {
-    throw InputError(path, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
-  }
-  CheckYamlKeys(root, path, "");
+  const YAML::Node root = ParseYamlDocument(yaml, path);
   try {
     return ReadProfile(root, path);
   } catch (const YAML::Exception& e) {  // e.g. measured: maybe (not a bool)

@@ -368,7 +368,7 @@ nlohmann::ordered_json PlanHeader(const ReplayConfig& cfg) {
     std::string yaml = ReadHardwareProfileText(path);
     const HardwareProfile hw = ParseHardwareProfile(yaml, path);
     J prof;
-    prof["path"] = path;
+    prof["path"] = JsonSafeText(path);
     prof["name"] = hw.name;
     prof["fnv1a64"] = Fnv1a64Hex(yaml);
     prof["yaml"] = std::move(yaml);

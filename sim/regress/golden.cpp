@@ -10,6 +10,7 @@
 
 #include "traces/build_info.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/json_location.h"
 
 namespace kvlanes::regress {
@@ -84,7 +85,7 @@ Json Provenance(const Suite& suite) {
   return Json{{"kvlanes_version", BuildVersion()},
               {"commit", BuildCommit()},
               {"build_type", BuildType()},
-              {"suite", suite.path},
+              {"suite", JsonSafeText(suite.path)},
               {"suite_fnv1a64", suite.hash}};
 }
 

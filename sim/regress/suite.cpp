@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "sim/yaml_input.h"
 #include "traces/input_error.h"
 #include "traces/input_file.h"
 #include "traces/name_table.h"
@@ -34,12 +35,8 @@ class SuiteReader {
     Suite suite;
     suite.path = path_;
     suite.hash = Fnv1a64Hex(text);
-    YAML::Node root;
-    try {
-      root = YAML::Load(text);
-    } catch (const YAML::ParserException& e) {
-      throw InputError(path_, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
-    }
+    CheckUtf8(text, path_, "suite file");
+    const YAML::Node root = ParseYamlDocument(text, path_);
     if (!root.IsMap()) throw InputError(path_, 1, "", "a suite is a YAML map with `cases:`");
     OnlyKeys(root, "", {"cases", "metrics", "policies"});
     has_default_metrics_ = static_cast<bool>(root["metrics"]);

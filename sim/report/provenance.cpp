@@ -15,6 +15,7 @@
 #include "sim/predict/content_hash.h"
 #include "sim/predict/hardware_profile.h"
 #include "traces/build_info.h"
+#include "traces/input_file.h"
 
 namespace kvlanes {
 namespace {
@@ -97,7 +98,7 @@ nlohmann::ordered_json ReplayContext(const ReplayConfig& cfg,
   J traces = J::array();
   for (const std::string& path : trace_files) {
     J t;
-    t["path"] = path;
+    t["path"] = JsonSafeText(path);
     if (const auto d = DigestFile(path)) {
       t["bytes"] = d->bytes;
       t["xxh64"] = d->xxh64;
@@ -112,7 +113,7 @@ nlohmann::ordered_json ReplayContext(const ReplayConfig& cfg,
     c["hardware_profile"] = nullptr;
   } else {
     const std::string yaml = ReadHardwareProfileText(cfg.hardware.profile);
-    c["hardware_profile"] = J{{"path", cfg.hardware.profile},
+    c["hardware_profile"] = J{{"path", JsonSafeText(cfg.hardware.profile)},
                               {"name", ParseHardwareProfile(yaml, cfg.hardware.profile).name},
                               {"fnv1a64", Fnv1a64Hex(yaml)}};
   }

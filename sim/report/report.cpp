@@ -15,6 +15,7 @@
 #include "sim/report/provenance.h"
 #include "sim/report/serving_timeline.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/percentile.h"
 
 namespace kvlanes {
@@ -35,7 +36,7 @@ J ReportBody(const ReplayConfig& cfg, const CachePolicy& policy, const Trace& tr
   j["eviction_order"] = kEvictionOrderNames.CName(order);
   j["placement"] = policy.Placement().name;
   J tr;
-  tr["sources"] = trace.sources;
+  tr["sources"] = JsonSafeTexts(trace.sources);
   tr["block_tokens"] = trace.block_tokens;
   j["trace"] = tr;
   j["config"] = ConfigToJson(cfg);
@@ -254,7 +255,7 @@ nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResul
   j["chunk_tokens"] = sc.chunk_tokens;
   j["decode_tokens_per_s"] = sc.decode_tokens_per_s;
   j["rate_scale"] = cfg.trace.rate_scale;
-  j["profile"] = cfg.hardware.profile;
+  j["profile"] = JsonSafeText(cfg.hardware.profile);
   j["compute_assumed"] = !profile_measured;
   j["warmup_s"] = sc.warmup_s;
   j["warmup_requests"] = warmup_requests;

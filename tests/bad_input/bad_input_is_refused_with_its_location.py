@@ -438,11 +438,11 @@ def fifo(name):
     return p
 
 
-def timed_refusal(what, argv, out, *needles):
+def timed_refusal(what, argv, out, *needles, limit=30):
     t = time.time()
     expect_refused(what, argv, out, *needles)
-    if time.time() - t > 30:
-        print(f"FAIL {what}: took {time.time() - t:.0f} s, more than 30")
+    if time.time() - t > limit:
+        print(f"FAIL {what}: took {time.time() - t:.1f} s, more than {limit}")
         failures.append(what)
 
 
@@ -550,6 +550,177 @@ if hasattr(os, "mkfifo"):
     timed_refusal("sweep merge input a FIFO with no writer",
                   [kvlanes, "sweep", "merge", fifo("fifo_shard.json"), "--json", merged], merged,
                   "fifo_shard.json: ", "no data for 10 s")
+
+# ---- the second probe (issue 45): cycles, depth, silent overrides, sizes, odd paths, FIFOs
+# One YAML walk (sim/yaml_input.*) for --config, --set, profiles and a plan's stored profile: an
+# alias that contains itself was expanded until memory ran out (a list) or for minutes (a map).
+for what, text, needles in [
+    ("config alias cycle in a list is refused", "model:\n  pools: &a [1, *a]\n",
+     [":2:", "model.pools", "alias cycle"]),
+    ("config alias cycle in a map is refused", "cache: &a {cp_size: 2, k: *a}\n", [":1:", "cache.k", "alias cycle"]),
+    ("config nested past the depth limit is refused as nesting", "cache: " + "[" * 300 + "]" * 300 + "\n",
+     [":1:", "nested deeper than 256"]),
+    ("config nested past the parser's own limit is refused as nesting", "cache: " + "[" * 3000 + "]" * 3000 + "\n",
+     [":1:", "nested deeper than 256"]),
+    ("config section given as null is the wrong type", "cache:\nmodel:\n  layers: 2\n",
+     [":1:", "cache", "a section is a map of keys, got null"]),
+    ("config section given as a list is the wrong type", "cache: [1, 2]\n", [":1:", "cache", "got a list"]),
+    ("config key given dotted and nested is a duplicate", "cache.cp_size: 0\ncache:\n  cp_size: 4\n",
+     [":3:", "cache.cp_size", "given twice (also at line 1)"]),
+    ("config second YAML document is refused", "cache:\n  cp_size: 2\n---\ncache:\n  cp_size: 4\n",
+     [":4:", "second YAML document"]),
+]:
+    cfg = write("case.yaml", text)
+    argv, out = replay(["--config", cfg])
+    expect_refused(what, argv, out, "case.yaml", *needles)
+for what, setting, needles in [
+    ("--set alias cycle is refused", "model.pools=&a [1, *a]", ["--set model.pools", "alias cycle"]),
+    ("--set alias cycle in a map is refused", "model.pools=&a {k: *a}", ["--set model.pools", "alias cycle"]),
+]:
+    argv, out = replay(["--set", setting])
+    expect_refused(what, argv, out, *needles)
+profile_case("profile alias cycle is refused", h2d, "h2d_gbps: &a {k: *a}", ["host_device.h2d_gbps.k", "alias cycle"])
+profile_case("profile index_bytes_per_page 2^63-1 is refused", "index_bytes_per_page: 8",
+             "index_bytes_per_page: 9223372036854775807", ["device.index_bytes_per_page", "at most 4096"])
+# A plan's stored profile goes through the same walk (exec and check --plan read it).
+r = subprocess.run([kvlanes, "replay", trace, "-q", "--plan", path("prof_plan.jsonl"), "--set",
+                    "hardware.profile=" + os.path.join(src, "config/profiles/2xh200_measured_runs4.yaml")] + SMALL,
+                   capture_output=True, text=True, timeout=60)
+assert r.returncode == 0, r.stderr
+prof_plan = open(path("prof_plan.jsonl")).read().splitlines()
+
+
+def stored_profile_cycle(h):
+    y = re.sub(r"h2d_gbps: *[^\n]*", "h2d_gbps: &a [1, *a]", h["hardware_profile"]["yaml"], count=1)
+    h["hardware_profile"]["yaml"] = y
+    fnv = 0xcbf29ce484222325
+    for b in y.encode():
+        fnv = ((fnv ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    h["hardware_profile"]["fnv1a64"] = format(fnv, "016x")
+
+
+p, out = exec_plan(plan_with("cyc_plan.jsonl", header_fn=stored_profile_cycle, base=prof_plan), path("cyc_out.json"))
+expect_refused("plan's stored profile alias cycle is refused", p, out, "cyc_plan.jsonl", "alias cycle")
+
+# Sizes, times and samples no real run produces: refused with their location, not nan or inf.
+first_seconds = re.search(r'"seconds": [0-9.e-]+', json.dumps(measured, indent=1)).group(0)
+check_case("measured seconds 5e-324 is refused, not a nan percentage",
+           json.dumps(measured, indent=1).replace(first_seconds, '"seconds": 5e-324', 1),
+           [".seconds", "no clock measures less"])
+check_case("measured seconds 1e308 is refused, not an infinite total",
+           json.dumps(measured, indent=1).replace(first_seconds, '"seconds": 1e308', 1), [".seconds", "must be at most"])
+calibrate_case("measurement sample of 5e-324 s names the sample",
+               lambda d: d["samples"][0].__setitem__("median_s", 5e-324), ["samples[0].median_s", "no clock"])
+calibrate_case("measurement sample of 1e300 bytes names the sample",
+               lambda d: d["samples"][0].__setitem__("bytes", 1e300), ["samples[0].bytes", "2^50"])
+
+# Two options naming one output: refused before any work (one helper, CheckDistinctOutputs).
+same = path("same.out")
+for what, argv, needles in [
+    ("replay --json and --plan naming one file", [kvlanes, "replay", trace, "-q", "--json", same, "--plan", same],
+     ["--plan", "names the same file as --json"]),
+    ("replay --json and --requests-csv naming one file through ./",
+     [kvlanes, "replay", trace, "-q", "--json", same, "--requests-csv", os.path.join(work, ".", "same.out")],
+     ["--requests-csv", "--json"]),
+    ("replay --json - and --plan - would interleave", [kvlanes, "replay", trace, "-q", "--json", "-", "--plan", "-"],
+     ["--plan", "standard output"]),
+    ("compare --json and --csv naming one file",
+     [kvlanes, "compare", trace, "--policies", "lru,fifo", "-q", "--json", same, "--csv", same],
+     ["--csv", "names the same file as --json"]),
+    ("exec --out and --timeline naming one file",
+     [kvlanes, "exec", "--plan", path("plan.jsonl"), "--backend", "host", "-q", "--timeout-s", "20", "--out", same,
+      "--timeline", same], ["--timeline", "names the same file as --out"]),
+    ("exec --out and --span-trace naming one file",
+     [kvlanes, "exec", "--plan", path("plan.jsonl"), "--backend", "host", "-q", "--timeout-s", "20", "--out", same,
+      "--span-trace", same], ["--span-trace", "names the same file as --out"]),
+]:
+    timed_refusal(what, argv, same, *needles, limit=5)  # before the work, not after it
+
+# An output that is a FIFO nobody reads: opened without blocking, refused after a bounded wait.
+if hasattr(os, "mkfifo"):
+    timed_refusal("replay --json into a FIFO nobody reads is refused within the wait",
+                  [kvlanes, "replay", trace, "-q", "--json", fifo("fifo_out.json")], path("none"),
+                  "fifo_out.json", "no process opened it for reading")
+    timed_refusal("exec --out into a FIFO nobody reads is refused within the wait",
+                  [kvlanes, "exec", "--plan", path("plan.jsonl"), "--backend", "host", "-q", "--timeout-s", "10",
+                   "--out", fifo("fifo_measured.json")], path("none"), "fifo_measured.json",
+                  "no process opened it for reading")
+
+# Paths that are not UTF-8 are written into JSON with their odd bytes escaped (\xFF), not an
+# uncaught type_error.316 at the end of the run (which left the plan's .tmp behind).
+odd = os.path.join(work.encode(), b"tr\xff.jsonl")
+shutil.copy(trace, odd)
+odd_prof = os.path.join(work.encode(), b"prof\xfe.yaml")
+shutil.copy(os.path.join(src, "config/profiles/2xh200_measured_runs4.yaml"), odd_prof)
+r = subprocess.run([kvlanes.encode(), b"replay", odd, b"-q", b"--json", path("odd.json").encode(), b"--plan",
+                    path("odd_plan.jsonl").encode(), b"--profile", odd_prof, b"--timeline",
+                    path("odd_tl.json").encode()] + [a.encode() for a in SMALL], capture_output=True, timeout=60)
+ok = r.returncode == 0 and os.path.exists(path("odd.json")) and os.path.exists(path("odd_plan.jsonl")) and \
+    "tr\\xFF.jsonl" in json.load(open(path("odd.json")))["trace"]["sources"][0] and \
+    "prof\\xFE.yaml" in json.load(open(path("odd.json")))["context"]["hardware_profile"]["path"] and \
+    not any(n.endswith(".tmp") for n in os.listdir(work))
+print(("ok   " if ok else "FAIL ") + "a path that is not UTF-8 is written into JSON escaped: " +
+      r.stderr.decode(errors="replace").strip()[-200:])
+if not ok:
+    failures.append("non-UTF-8 path")
+
+# trace stats of a directory whose entry cannot be looked at: located error, not an uncaught
+# filesystem_error.
+loopdir = path("loopdir")
+os.makedirs(loopdir)
+os.symlink("loop.jsonl", os.path.join(loopdir, "loop.jsonl"))
+out = path("stats.json")
+expect_refused("trace stats of a directory with a symlink loop names the entry",
+               [kvlanes, "trace", "stats", loopdir, "--json", out], out, "loop.jsonl", "symbolic links")
+argv, out = replay(["--format", "bogus"])
+expect_refused("--format bogus is named as --format", argv, out, "--format: ", "bogus")
+r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+if "--set" in r.stderr:
+    print("FAIL --format bogus mentions --set: " + r.stderr.strip())
+    failures.append("--format names --set")
+
+# sweep merge: a run must be the grid's run of its grid_index.
+sweep_out = path("grid.json")
+subprocess.check_call([kvlanes, "sweep", trace, "-q", "--vary", "cache.cp_size=1,2", "--json", sweep_out] + SMALL[2:])
+grid_doc = json.load(open(sweep_out))
+
+
+def merge_case(what, mutate, needles):
+    d = json.loads(json.dumps(grid_doc))
+    mutate(d)
+    shard = write("shard_case.json", json.dumps(d, indent=1))
+    expect_refused(what, [kvlanes, "sweep", "merge", shard, "--json", merged], merged, "shard_case.json", *needles)
+
+
+merge_case("sweep merge refuses a run whose vary contradicts its grid",
+           lambda d: d["runs"][0]["vary"].__setitem__("cache.cp_size", "2"), ["runs[].vary", "cache.cp_size"])
+merge_case("sweep merge refuses a run whose config contradicts its vary",
+           lambda d: d["runs"][0]["config"].__setitem__("cache.cp_size", 2), ["runs[].config", "cache.cp_size"])
+merge_case("sweep merge names a grid_index beyond the grid",
+           lambda d: d["runs"][1].__setitem__("grid_index", 99), ["runs[].grid_index", "beyond the grid"])
+
+# A SIGTERM the parent ignores stays ignored: the run goes on and its outputs are written, where
+# the handler used to delete the temp files and the run ended with exit 2 "cannot rename".
+import signal
+long_plan = path("long_plan.jsonl")
+subprocess.check_call([kvlanes, "replay", os.path.join(src, "traces/mooncake_excerpt.jsonl"), "-q", "--plan",
+                       long_plan] + SMALL)
+sig_out = path("sig_measured.json")
+proc = subprocess.Popen([kvlanes, "exec", "--plan", long_plan, "--backend", "host", "-q", "--timeout-s", "20",
+                         "--out", sig_out], stderr=subprocess.PIPE, text=True,
+                        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+deadline = time.time() + 20
+while not os.path.exists(sig_out + ".tmp") and proc.poll() is None and time.time() < deadline:
+    time.sleep(0.005)
+signalled = proc.poll() is None and os.path.exists(sig_out + ".tmp")
+if signalled:
+    proc.send_signal(signal.SIGTERM)
+err = proc.communicate(timeout=120)[1]
+ok = signalled and proc.returncode == 0 and os.path.exists(sig_out)
+print(("ok   " if ok else "FAIL ") + "an inherited ignored SIGTERM stays ignored: " +
+      (f"exit {proc.returncode}" if signalled else "the run ended before the signal") + " " + err.strip()[-200:])
+if not ok:
+    failures.append("ignored SIGTERM")
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

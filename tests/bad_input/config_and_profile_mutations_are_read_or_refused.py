@@ -4,7 +4,11 @@ and the shipped hardware profiles (config/profiles/*.yaml) N times each (KVLANES
 default 300; seed KVLANES_YAML_SEED, default 1) and replays a 30-request trace with each. A
 mutation is a byte flip, a cut at any byte, a removed, duplicated or swapped line, a line
 re-indented, or a value (a whole scalar, or one number inside a flow map or list) replaced by a
-huge, negative, NaN, infinite or fractional number or a value of another type.
+huge, negative, NaN, infinite or fractional number or a value of another type, an alias that
+contains itself, nesting past the depth limits, a block size of 2^32 pages or more, a key given
+dotted beside its section, a null or list section, or a second document. Each mutated file is
+given as a plain path, as a path with a byte that is not UTF-8, or as a FIFO a writer feeds; some
+runs also name the report's path for a second output (--requests-csv), which must be refused.
 
 Every run must either succeed (exit 0, the report written) or be refused (exit 2, an error naming
 the mutated file and a line or a field, no output file nor its .tmp). A signal, any other exit
@@ -13,7 +17,7 @@ are kept as fail_<kind><N>.yaml in the work directory.
 
 usage: config_and_profile_mutations_are_read_or_refused.py KVLANES SOURCE_DIR WORK_DIR
 """
-import collections, glob, os, random, re, shutil, subprocess, sys, time
+import collections, glob, os, random, re, shutil, subprocess, sys, threading, time
 
 kvlanes, src, work = sys.argv[1:4]
 src = os.path.abspath(src)
@@ -42,7 +46,10 @@ VALUES = ["0", "-1", "1", "2", "-0", "0.5", "-2.5", "1e400", "-1e400", "1e300", 
           "2147483648", "281474976710656", ".nan", ".NaN", "nan", ".inf", "-.inf", "inf", "0x10",
           "1_000", "true", "false", "~", "null", '""', "''", "x", "[]", "{}", "[1, 2]", "{a: 1}",
           "'1'", "&a 1", "*a", "!!str 3", "!!binary aGk=", "| \n  1", "--- 1", "? a", "%", "@", "`",
-          "\"\\u0000\"", "\"\\xff\"", "é", "-", "[", "{", "]", "}"]
+          "\"\\u0000\"", "\"\\xff\"", "é", "-", "[", "{", "]", "}",
+          # aliases that contain themselves, nesting past the limits, block sizes of 2^32+ pages
+          "&a [1, *a]", "&a {k: *a}", "&a [&b [*a], *b]", "[" * 300 + "]" * 300, "{a: " * 300 + "1" + "}" * 300,
+          "[" * 3000 + "]" * 3000, "274877906944", "1099511627776", "137438953472", "9e9", "--- {}", "~\n---\n~"]
 NUMBER = re.compile(r"(?<![\w.])-?\d+(\.\d+)?([eE][-+]?\d+)?(?![\w.])")
 rng = random.Random(seed)
 
@@ -71,8 +78,13 @@ def mutate(text):
         lines[i], lines[j] = lines[j], lines[i]
     elif r < 0.81:  # re-indented: a key moved to another map
         lines[i] = rng.choice(["", "  ", "    ", " ", "\t"]) + lines[i].lstrip()
-    elif r < 0.86:  # an unknown key
+    elif r < 0.84:  # an unknown key
         lines.insert(i, rng.choice(["", "  ", "    "]) + rng.choice(["bogus", "layers", "name", "gbps"]) + ": 1")
+    elif r < 0.86:  # a key given dotted beside its section, a null or list section, a block size,
+        # a second document
+        lines.insert(i, rng.choice(["cache.cp_size: 0", "cache.page_tokens: 64", "model.layers: 3", "cache:",
+                                    "cache: [1]", "device:", "trace:\n  block_tokens: " +
+                                    rng.choice(["274877906944", "1099511627776", "64", "4096"]), "---"]))
     out = "\n".join(lines).encode()
     if 0.86 <= r < 0.94 and out:  # a byte changed (to a control byte, YAML syntax or bad UTF-8)
         j = rng.randrange(len(out))
@@ -84,18 +96,68 @@ def mutate(text):
     return out
 
 
-def run(kind, n, text, argv_for, mutated_path):
-    with open(mutated_path, "wb") as f:
-        f.write(text if isinstance(text, bytes) else text.encode())
+def serve_fifo(p, data, stop):
+    """Writes `data` to the FIFO `p` each time a reader opens it (a profile is read more than
+    once), until `stop` is set."""
+    while not stop.is_set():
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            time.sleep(0.005)
+            continue
+        os.set_blocking(fd, True)
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+        os.close(fd)
+        time.sleep(0.05)  # the reader sees end-of-file and closes before the next open is served
+
+
+# How the mutated file and the outputs are given, besides the plain path: a path with a byte that
+# is not UTF-8 (written into the report escaped), a FIFO that a writer feeds, or the report's path
+# given to a second output option (refused before any work, naming both options).
+DELIVERIES = ["plain"] * 7 + ["odd_path", "fifo", "duplicate_output"]
+
+
+def run(kind, n, text, argv_for, mutated_path, delivery="plain"):
+    data = text if isinstance(text, bytes) else text.encode()
+    if delivery == "odd_path":
+        mutated_path = mutated_path.encode()[:-5] + b"\xff.yaml"
+    if os.path.lexists(mutated_path):
+        os.remove(mutated_path)
+    stop = threading.Event()
+    feeder = None
+    if delivery == "fifo":
+        os.mkfifo(mutated_path)
+        feeder = threading.Thread(target=serve_fifo, args=(mutated_path, data, stop))
+        feeder.start()
+    else:
+        with open(mutated_path, "wb") as f:
+            f.write(data)
     out = os.path.join(work, "out.json")
     for q in (out, out + ".tmp"):
         if os.path.exists(q):
             os.remove(q)
+    argv = argv_for(mutated_path, out)
+    if delivery == "duplicate_output":
+        argv += ["--requests-csv", out]
     try:
-        r = subprocess.run(argv_for(mutated_path, out), capture_output=True, text=True,
-                           errors="replace", timeout=60)
+        r = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=60)
     except subprocess.TimeoutExpired:
         return "hang", "no exit within 60 s"
+    finally:
+        stop.set()
+        if feeder:
+            feeder.join()
+    if isinstance(mutated_path, bytes):
+        mutated_path = mutated_path.decode(errors="replace")
+    if delivery == "duplicate_output":
+        if r.returncode != 2 or "--requests-csv: names the same file as --json" not in r.stderr:
+            return "other", f"a duplicate output gave exit {r.returncode}: {r.stderr.strip()[-300:]}"
+        if os.path.exists(out) or os.path.exists(out + ".tmp"):
+            return "refused", "a duplicate output was refused but left an output file"
+        return "refused", None
     if r.returncode == 0:
         return ("executed", None) if os.path.exists(out) else ("executed", "exit 0 without the report")
     if r.returncode == 2:
@@ -158,12 +220,14 @@ for family in ("config", "profile"):
     for n in range(per_kind[family]):
         kind, text, argv_for = members[n % len(members)]
         mutated = mutate(text)
+        delivery = rng.choice(DELIVERIES) if hasattr(os, "mkfifo") else "plain"
         p = os.path.join(work, "m_" + family + ".yaml")
-        outcome, why = run(kind, n, mutated, argv_for, p)
-        outcomes[outcome] += 1
+        outcome, why = run(kind, n, mutated, argv_for, p, delivery)
+        outcomes[outcome if delivery == "plain" else outcome + " (" + delivery + ")"] += 1
         if why or outcome in ("hang", "other"):
-            failures.append((family, n, why or outcome))
-            shutil.copy(p, os.path.join(work, f"fail_{family}{n}.yaml"))
+            failures.append((family, n, f"{why or outcome} [{delivery}]"))
+            with open(os.path.join(work, f"fail_{family}{n}.yaml"), "wb") as f:
+                f.write(mutated)
     summary.append(f"{family}: {per_kind[family]} mutations in {time.time() - t:.1f} s: " +
                    ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
 print(f"seed {seed}: " + "; ".join(summary) + f" ({time.time() - t0:.1f} s in all)")

@@ -47,6 +47,19 @@ CASES = [
     ("csv_short_row.csv", CSV_HEAD + "1,600,5\n", [], ":3: ", "row has 3 columns"),
     ("control_byte.jsonl", GOOD + '{"timestamp": 1,\x01 "input_length": 6}\n', [], ":2: ",
      "control byte 0x01"),
+    # A block of 2^32 pages: a page's index in its block is 32 bits; it wrapped to 0 and the
+    # engine read past the request's ids (SIGSEGV). Refused where the block size is formed.
+    ("block_of_2^32_pages.jsonl",
+     '{"timestamp": 0, "input_length": 100, "output_length": 1, "hash_ids": [1]}\n',
+     ["--set", "trace.block_tokens=274877906944"], ": block_tokens: ", "pages per block"),
+    ("kvtester_block_size_2^40.json",
+     '{"block_size": 1099511627776, "requests": [{"t": 0, "in": 100, "out": 1, "hash_ids": [1]}]}\n',
+     [], ": block_tokens: ", "pages per block"),
+    # Sub-agent times nest: 9e9 s + 9e9 s passed each check alone and wrapped the clock.
+    ("kvtester_subagent_times_overflow.json",
+     '{"block_size": 64, "requests": [\n{"t": 9e9, "type": "subagent", "requests": [\n'
+     '{"t": 9e9, "in": 100, "out": 1, "hash_ids": [1]}]}]}\n',
+     [], ":3: t: ", "adds to more than 9e9 s"),
 ]
 
 
@@ -91,8 +104,46 @@ def main():
                     print(f"FAIL {label} {dev}: rc={rc} output_exists={exists}\n  {err.strip()}")
                 else:
                     print(f"ok   {label} {dev}")
+        failures += huge_line_with_raised_limits(d)
     print(f"{failures} failures")
     return 1 if failures else 0
+
+
+def huge_line_with_raised_limits(d):
+    """A line far larger than the memory the process may use, with --max-line-bytes and
+    --max-file-bytes raised to 4 GiB: an InputError naming the file, not an uncaught bad_alloc.
+    The address space is held to 384 MiB (so the line needs no gigabytes of disk); a binary that
+    cannot run a small trace under that limit (a sanitizer build) skips the case."""
+    import resource
+    limit = 384 << 20
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    raised = ["--max-line-bytes", str(4 << 30), "--max-file-bytes", str(4 << 30)]
+    small = os.path.join(d, "small.jsonl")
+    with open(small, "w") as f:
+        f.write(GOOD)
+    probe = subprocess.run([KVLANES, "trace", "stats", small] + raised, capture_output=True,
+                           preexec_fn=cap)
+    if probe.returncode != 0:
+        print("skip huge line with raised limits: the binary does not run under a 384 MiB address "
+              "space (a sanitizer build?)")
+        return 0
+    path = os.path.join(d, "huge_line.jsonl")
+    with open(path, "w") as f:  # 64 M ids on one line: 128 MB of text, 512 MB of ids
+        f.write('{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [')
+        chunk = "1," * (1 << 20)
+        for _ in range(64):
+            f.write(chunk)
+        f.write("1]}\n")
+    p = subprocess.run([KVLANES, "trace", "stats", path] + raised, capture_output=True, text=True,
+                       errors="replace", preexec_fn=cap)
+    os.remove(path)
+    ok = p.returncode == 2 and path + ": not enough memory to read this file" in p.stderr
+    print(("ok   " if ok else "FAIL ") + f"huge line with raised limits: rc={p.returncode} " +
+          p.stderr.strip()[-200:])
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -121,6 +124,94 @@ TEST_CASE("SIGTERM and SIGINT remove the temp files being written") {
     CHECK_FALSE(Exists(path + ".tmp"));
     CHECK_FALSE(Exists(path));
   }
+}
+
+// The wait status of a child process that runs `body` and then exits 0.
+int StatusOfChild(const std::function<void()>& body) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    body();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+TEST_CASE("an uncaught exception (SIGABRT) removes the temp files being written") {
+  const std::string path = TempDir() + "/report.json";
+  const int status = StatusOfChild([&] {
+    std::signal(SIGABRT, SIG_DFL);  // not the test framework's crash report, in this child
+    StreamingFile f(path);
+    f.stream() << "partial\n";
+    f.stream().flush();
+    std::abort();  // what std::terminate does with an exception nobody catches
+  });
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGABRT);
+  CHECK_FALSE(Exists(path + ".tmp"));
+  CHECK_FALSE(Exists(path));
+}
+
+TEST_CASE("a SIGTERM the process was started with ignored stays ignored and the output is kept") {
+  const std::string path = TempDir() + "/plan.jsonl";
+  const int status = StatusOfChild([&] {
+    std::signal(SIGTERM, SIG_IGN);  // as `trap '' TERM` or nohup leave it
+    StreamingFile f(path);
+    f.stream() << "whole\n";
+    std::raise(SIGTERM);
+    f.Commit();
+  });
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(Slurp(path) == "whole\n");
+  CHECK_FALSE(Exists(path + ".tmp"));
+}
+
+TEST_CASE("a FIFO that no process reads is refused within the wait, not blocked on forever") {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/out.fifo";
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    WriteFileAtomically(path, "x\n");
+    FAIL("a FIFO with no reader was opened");
+  } catch (const InputError& e) {
+    CHECK(e.file() == path);
+    CHECK(e.message().find("no process opened it for reading") != std::string::npos);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(s >= kOutputOpenWaitSeconds - 1);
+  CHECK(s < kOutputOpenWaitSeconds + 5);
+}
+
+TEST_CASE("a reader that stops taking data fails the write within the stall bound") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  REQUIRE(::fcntl(fds[1], F_SETFL, O_NONBLOCK) == 0);  // as OutputFile opens a FIFO
+  const std::string big(1 << 22, 'x');                 // far more than a pipe holds
+  const auto start = std::chrono::steady_clock::now();
+  const std::string why = output_file_detail::WriteAll(fds[1], big.data(), big.size(), 1);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(why.find("the reader took no data for 1 s") != std::string::npos);
+  CHECK(s >= 0.9);
+  CHECK(s < 5);
+  // A reader that keeps reading gets everything.
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[1]);
+    char buf[65536];
+    while (::read(fds[0], buf, sizeof buf) > 0) {
+    }
+    _exit(0);
+  }
+  CHECK(output_file_detail::WriteAll(fds[1], big.data(), big.size(), 1).empty());
+  ::close(fds[1]);
+  ::close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
 }
 
 }  // namespace

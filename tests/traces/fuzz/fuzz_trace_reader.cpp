@@ -11,6 +11,7 @@
 
 #include "traces/format_readers.h"
 #include "traces/input_error.h"
+#include "traces/trace.h"
 #include "traces/trace_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -39,6 +40,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     kvlanes::reader::ParseTraceText(kPath, text, std::nullopt, opt);
   } catch (const kvlanes::InputError&) {
+  }
+  // A requested block size up to 2^40 pages (chosen by the input's last byte): what the reader
+  // accepts, the engine indexes, so every keyed page of every request must lie in its ids.
+  if (size > 0) {
+    constexpr int kShifts[] = {0, 1, 20, 30, 31, 32, 33, 40};
+    opt.allow_unsorted = true;
+    opt.block_tokens = opt.page_tokens << kShifts[data[size - 1] % 8];
+    try {
+      const kvlanes::reader::FileTrace ft = kvlanes::reader::ParseTraceText(kPath, text, fmt, opt);
+      const int64_t pages_per_block = ft.block_tokens / opt.page_tokens;
+      for (const kvlanes::Request& r : ft.requests) {
+        const int64_t keyed =
+            kvlanes::KeyedPages(r, r.input_tokens, opt.page_tokens, ft.block_tokens);
+        if (keyed > 0) (void)kvlanes::PageKeyAt(r, keyed - 1, pages_per_block);
+        if (keyed > 0 && static_cast<size_t>((keyed - 1) / pages_per_block) >= r.block_ids.size())
+          __builtin_trap();  // a keyed page beyond the request's ids
+      }
+    } catch (const kvlanes::InputError&) {
+    }
   }
   return 0;
 }
