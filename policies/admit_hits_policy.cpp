@@ -13,9 +13,9 @@ namespace {
 
 class AdmitHitsPolicy final : public ConfiguredPolicy {
  public:
-  explicit AdmitHitsPolicy(const ReplayConfig& cfg)
-      : ConfiguredPolicy(cfg),
-        min_hits_(static_cast<uint64_t>(cfg.admission.host_write_min_hits)) {}
+  explicit AdmitHitsPolicy(const PolicyInputs& in)
+      : ConfiguredPolicy(in),
+        min_hits_(static_cast<uint64_t>(in.cfg.admission.host_write_min_hits)) {}
   std::string_view Name() const override { return "admit-hits"; }
   EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const override {
     return PlanCascadeEviction(view, demand, PlanScope::kLanes);
@@ -30,8 +30,8 @@ class AdmitHitsPolicy final : public ConfiguredPolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeAdmitHitsPolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<AdmitHitsPolicy>(cfg);
+std::unique_ptr<CachePolicy> MakeAdmitHitsPolicy(const PolicyInputs& in) {
+  return std::make_unique<AdmitHitsPolicy>(in);
 }
 
 }  // namespace kvlanes

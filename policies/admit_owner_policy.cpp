@@ -43,8 +43,8 @@ class AdmitOwnerPolicy final : public ConfiguredPolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeAdmitOwnerPolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<AdmitOwnerPolicy>(cfg);
+std::unique_ptr<CachePolicy> MakeAdmitOwnerPolicy(const PolicyInputs& in) {
+  return std::make_unique<AdmitOwnerPolicy>(in);
 }
 
 }  // namespace kvlanes

@@ -13,6 +13,7 @@
 // candidates are at a list's LRU end; a node with a device child or a lock keeps its place;
 // a parent made a candidate by its children's eviction is met at its own LRU position.
 #include <algorithm>
+#include <memory>
 
 #include "policies/queue_policy.h"
 #include "policies/registry.h"
@@ -24,27 +25,38 @@ constexpr int kT1 = 0, kT2 = 1;
 
 class ArcPolicy final : public QueuePolicy {
  public:
-  explicit ArcPolicy(const ReplayConfig& cfg)
-      : QueuePolicy(cfg), capacity_(DeviceCapacityPages(cfg)) {
+  explicit ArcPolicy(const PolicyInputs& in)
+      : QueuePolicy(in), capacity_(DeviceCapacityPages(in.cfg)) {
     FixOrder(EvictionOrder::kLru);
   }
   std::string_view Name() const override { return "arc"; }
-  CandidateObserver* Observer() const override { return &follow_; }
+  CandidateObserver* Observer() override { return &follow_; }
+  // Learns the nodes created since (ghost hits move p) and the pages of each list.
+  void OnPlanning(const CacheView& view, const LaneDemand& demand) override {
+    if (demand.tier == Tier::kDevice) Sync(view.tree);
+  }
+  // Remembers the plan's victims in B1 or B2 and trims the ghost lists.
+  void OnEvict(const CacheView& view, const LaneDemand& demand, const EvictionPlan& plan) override;
 
  protected:
-  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override;
+  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand) const override;
 
  private:
   int List(const Node& n) const { return n.hit_count >= 2 || ghost_born_[n.id] ? kT2 : kT1; }
-  // Learns the nodes created since the last plan (ghost hits move p) and sums the pages of
-  // each list.
-  void Sync(const RadixTree& tree, int64_t (&list_pages)[2]) const;
+  // Learns the nodes created since the last call (ghost hits move p) and sums the pages of
+  // each list (into list_pages_).
+  void Sync(const RadixTree& tree);
+  // A plan's victims with the list each leaves, and T1's pages after them.
+  struct Ghosts final : PlanMoves {
+    std::vector<std::pair<int, NodeId>> victims;
+    int64_t t1_pages = 0;
+  };
 
   // Follows the tree's reports for the list totals (GroupPages): the lists are read from the
   // tree's own candidate set.
   class Follow final : public CandidateObserver {
    public:
-    explicit Follow(const ArcPolicy& policy) : policy_(policy) {}
+    explicit Follow(ArcPolicy& policy) : policy_(policy) {}
     void Attach(const RadixTree& tree) override { tree_ = &tree; }
     void OnCandidate(const Node& n, Tier tier, bool entered) override {
       if (tier == Tier::kDevice && !entered) policy_.pages_.Left(n.id);
@@ -55,23 +67,25 @@ class ArcPolicy final : public QueuePolicy {
     bool Follows(const RadixTree& tree) const { return tree_ == &tree; }
 
    private:
-    const ArcPolicy& policy_;
+    ArcPolicy& policy_;
     const RadixTree* tree_ = nullptr;
   };
 
   int64_t capacity_;
-  mutable std::vector<bool> ghost_born_;  // per node id: created by a ghost hit
-  mutable NodeTracker tracked_;
-  mutable GhostList b1_, b2_;
-  mutable int64_t p_ = 0;  // target pages of T1
+  std::vector<bool> ghost_born_;  // per node id: created by a ghost hit
+  NodeTracker tracked_;
+  GhostList b1_, b2_;
+  int64_t p_ = 0;                   // target pages of T1
+  int64_t list_pages_[2] = {0, 0};  // as of the last Sync
   // While the tree is followed: the pages of each list, and the tracked nodes counted in T1,
   // looked at again each plan (a node joins T2 once reused; T2 is never left).
-  mutable Follow follow_{*this};
-  mutable GroupPages pages_;
-  mutable std::vector<NodeId> t1_;
+  Follow follow_{*this};
+  GroupPages pages_;
+  std::vector<NodeId> t1_;
 };
 
-void ArcPolicy::Sync(const RadixTree& tree, int64_t (&list_pages)[2]) const {
+void ArcPolicy::Sync(const RadixTree& tree) {
+  int64_t(&list_pages)[2] = list_pages_;
   if (ghost_born_.size() < tree.node_slots()) ghost_born_.resize(tree.node_slots(), false);
   const auto enter = [&](const Node& n) {
     const PageKey& k = n.keys.front();
@@ -116,10 +130,9 @@ void ArcPolicy::Sync(const RadixTree& tree, int64_t (&list_pages)[2]) const {
     list_pages[List(tree.node(id))] += static_cast<int64_t>(tree.node(id).pages.size());
 }
 
-EvictionPlan ArcPolicy::Plan(const CacheView& view, const LaneDemand& demand, bool commit) const {
+EvictionPlan ArcPolicy::Plan(const CacheView& view, const LaneDemand& demand) const {
   const RadixTree& tree = view.tree;
-  int64_t list_pages[2];
-  Sync(tree, list_pages);
+  int64_t list_pages[2] = {list_pages_[kT1], list_pages_[kT2]};
 
   DemandTracker need(view, demand, PlanScope::kLanes);
   // Both lists are ordered by (last_access, id), the tree's own lru order of the device
@@ -137,7 +150,8 @@ EvictionPlan ArcPolicy::Plan(const CacheView& view, const LaneDemand& demand, bo
   };
   const auto empty = [&](int q) { return !in_set(q) && walk.Empty(q); };
   EvictionPlan plan;
-  std::vector<std::pair<int, NodeId>> ghosts;
+  auto moves = std::make_shared<Ghosts>();
+  std::vector<std::pair<int, NodeId>>& ghosts = moves->victims;
   while (!need.Done() && !(empty(kT1) && empty(kT2))) {
     const int q = empty(kT2) || (!empty(kT1) && list_pages[kT1] > p_) ? kT1 : kT2;
     const bool take_set = in_set(q) && (walk.Empty(q) || *at[q] < walk.Top(q));
@@ -158,21 +172,26 @@ EvictionPlan ArcPolicy::Plan(const CacheView& view, const LaneDemand& demand, bo
       walk.Push(List(pn), {pn.last_access, 0, parent});
     }
   }
-  if (commit) {
-    for (const auto& [q, id] : ghosts) {
-      const Node& n = tree.node(id);
-      (q == kT1 ? b1_ : b2_).Add(n.keys.front(), static_cast<int64_t>(n.pages.size()));
-    }
-    b1_.Trim(std::max<int64_t>(0, capacity_ - list_pages[kT1]));
-    b2_.Trim(std::max<int64_t>(0, capacity_ - b1_.pages()));
-  }
+  moves->t1_pages = list_pages[kT1];
+  plan.moves = std::move(moves);
   return plan;
+}
+
+void ArcPolicy::OnEvict(const CacheView& view, const LaneDemand& demand, const EvictionPlan& plan) {
+  if (demand.tier != Tier::kDevice) return;
+  const Ghosts& g = static_cast<const Ghosts&>(*plan.moves);
+  for (const auto& [q, id] : g.victims) {
+    const Node& n = view.tree.node(id);
+    (q == kT1 ? b1_ : b2_).Add(n.keys.front(), static_cast<int64_t>(n.pages.size()));
+  }
+  b1_.Trim(std::max<int64_t>(0, capacity_ - g.t1_pages));
+  b2_.Trim(std::max<int64_t>(0, capacity_ - b1_.pages()));
 }
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeArcPolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<ArcPolicy>(cfg);
+std::unique_ptr<CachePolicy> MakeArcPolicy(const PolicyInputs& in) {
+  return std::make_unique<ArcPolicy>(in);
 }
 
 }  // namespace kvlanes

@@ -35,7 +35,9 @@
 #include <vector>
 
 #include "policies/block_runs.h"
+#include "policies/forwarding_policy.h"
 #include "policies/line_aligned.h"
+#include "policies/offer_room.h"
 #include "policies/queue_policy.h"
 #include "policies/registry.h"
 #include "sim/check.h"
@@ -54,11 +56,10 @@ constexpr size_t kWays = 4;  // entries per set of the history
 // and 3e6 cached tokens than 0.7; never admitting unseen blocks lost 0.023 to lru at 1e7.
 constexpr double kAdmitUnseenWithin = 0.7;
 
-class BypassComposite final : public CachePolicy {
+class BypassComposite final : public ForwardingPolicy {
  public:
   BypassComposite(std::string name, std::unique_ptr<CachePolicy> base, const ReplayConfig& cfg)
-      : name_(std::move(name)),
-        base_(std::move(base)),
+      : ForwardingPolicy(std::move(name), std::move(base)),
         horizon_tier_(cfg.cache.host_pages_per_lane > 0 ? Tier::kHost : Tier::kDevice),
         capacity_(std::max<int64_t>(
             1, horizon_tier_ == Tier::kHost
@@ -70,33 +71,28 @@ class BypassComposite final : public CachePolicy {
     mask_ = w / kWays - 1;
   }
 
-  std::string_view Name() const override { return name_; }
-  EvictionOrder Order() const override { return base_->Order(); }
-  const PlacementRule& Placement() const override { return base_->Placement(); }
-  void PlaceExtent(const CacheView& view, int64_t first_page,
-                   std::span<uint16_t> owners) const override {
-    base_->PlaceExtent(view, first_page, owners);
-  }
-  EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const override {
-    EvictionPlan plan = base_->PlanEviction(view, demand);
-    if (demand.tier == horizon_tier_) LearnHorizon(view, plan);
-    return plan;
-  }
   int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override;
-  bool AdmitHostWrite(const CacheView& view, NodeId id) const override {
-    return base_->AdmitHostWrite(view, id);
+  // The request's distinct blocks (consecutive pages of one block count once), their sets
+  // prefetched before the base's admission and this one look any up: the history is larger than
+  // the caches, and one miss after another was most of the admission's time.
+  void OnOffer(const CacheView& view, const DeviceOffer& offer) override {
+    blocks_.clear();
+    for (size_t i = 0; i < offer.keys.size(); i = BlockRunEnd(offer.keys, i)) {
+      const size_t set = Set(offer.keys[i].block);
+      blocks_.push_back({offer.keys[i].block, set});
+      __builtin_prefetch(&history_[set], 1);
+    }
+    ForwardingPolicy::OnOffer(view, offer);
   }
-  bool AdmitLoadBack(const CacheView& view, int64_t pages) const override {
-    return base_->AdmitLoadBack(view, pages);
+  // Every request that offers a new extent records its blocks, after its own decision.
+  void OnAdmit(const CacheView& view, const DeviceOffer& offer, int64_t admitted) override {
+    ForwardingPolicy::OnAdmit(view, offer, admitted);
+    for (const Sighted& b : blocks_) Record(b.block, b.set, view.epoch);
   }
-  GatherMethod ChooseGather(const CacheView& view, const GatherContext& ctx) const override {
-    return base_->ChooseGather(view, ctx);
+  void OnEvict(const CacheView& view, const LaneDemand& demand, const EvictionPlan& plan) override {
+    ForwardingPolicy::OnEvict(view, demand, plan);
+    if (demand.tier == horizon_tier_) LearnHorizon(view, plan);
   }
-  BackupSchedule ChooseBackup(const CacheView& view, const GatherContext& ctx,
-                              GatherMethod gather) const override {
-    return base_->ChooseBackup(view, ctx, gather);
-  }
-  CandidateObserver* Observer() const override { return base_->Observer(); }
 
  private:
   struct Entry {
@@ -116,14 +112,16 @@ class BypassComposite final : public CachePolicy {
     return static_cast<size_t>(x & mask_) * kWays;
   }
   // The block's entry, or nullptr when the history does not hold it; `set` = Set(block).
-  Entry* Find(uint64_t block, size_t set) const {
+  size_t Find(uint64_t block, size_t set) const {
     for (size_t i = set; i < set + kWays; ++i)
-      if (history_[i].last != 0 && history_[i].block == block) return &history_[i];
-    return nullptr;
+      if (history_[i].last != 0 && history_[i].block == block) return i;
+    return kNotFound;
   }
-  bool Seen(uint64_t block) const { return Find(block, Set(block)) != nullptr; }
-  void Record(uint64_t block, size_t set, uint64_t epoch) const {
-    if (Entry* e = Find(block, set)) {
+  static constexpr size_t kNotFound = ~size_t{0};
+  bool Seen(uint64_t block) const { return Find(block, Set(block)) != kNotFound; }
+  void Record(uint64_t block, size_t set, uint64_t epoch) {
+    if (const size_t i = Find(block, set); i != kNotFound) {
+      Entry* e = &history_[i];
       if (epoch > e->last) {
         const uint64_t interval = epoch - e->last;
         // Bucket b holds intervals in [2^b, 2^(b+1)); the last, 62, everything from 2^62.
@@ -154,7 +152,7 @@ class BypassComposite final : public CachePolicy {
     return hist_total_ > 0 ? in / hist_total_ : 0;
   }
   // Folds the ages of a plan's victims (of the horizon's tier) into its moving average.
-  void LearnHorizon(const CacheView& view, const EvictionPlan& plan) const {
+  void LearnHorizon(const CacheView& view, const EvictionPlan& plan) {
     for (size_t i = 0; i < plan.victims.size(); ++i) {
       const Node& n = view.tree.node(plan.victims[i]);
       const int64_t whole = static_cast<int64_t>(n.pages.size());
@@ -166,53 +164,31 @@ class BypassComposite final : public CachePolicy {
     }
   }
 
-  std::string name_;
-  std::unique_ptr<CachePolicy> base_;
   // The tier whose evictions end a page's stay in the cache: the host tier when there is one
   // (a page the device evicts stays there, written through or written back), else the device.
   Tier horizon_tier_;
   int64_t capacity_;  // pages of that tier in the group
   uint64_t mask_ = 0;
   // One set of kWays entries per cache line.
-  mutable std::vector<Entry, LineAlignedAllocator<Entry>> history_;
+  std::vector<Entry, LineAlignedAllocator<Entry>> history_;
   struct Sighted {
     uint64_t block;
     size_t set;  // Set(block)
   };
-  mutable std::vector<Sighted> blocks_;  // scratch: a request's blocks
-  mutable std::vector<int64_t> room_;    // scratch: room per lane of one offer
-  mutable double horizon_ = -1;          // requests; < 0 until the tier's first eviction
-  mutable double hist_[64] = {};
-  mutable double hist_total_ = 0;
+  std::vector<Sighted> blocks_;  // the offered request's blocks, from OnOffer to OnAdmit
+  double horizon_ = -1;          // requests; < 0 until the tier's first eviction
+  double hist_[64] = {};
+  double hist_total_ = 0;
 };
 
 int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const {
-  // The request's distinct blocks (consecutive pages of one block count once), their sets
-  // prefetched before the base's admission and this one look any up: the history is larger than the
-  // caches, and one miss after another was most of this call's time.
-  blocks_.clear();
-  for (size_t i = 0; i < offer.keys.size(); i = BlockRunEnd(offer.keys, i)) {
-    const size_t set = Set(offer.keys[i].block);
-    blocks_.push_back({offer.keys[i].block, set});
-    __builtin_prefetch(&history_[set], 1);
-  }
-  const int64_t base_admits = base_->AdmitDevicePages(view, offer);
-  const int64_t keyed_new = std::clamp<int64_t>(
-      static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
+  const int64_t base_admits = base().AdmitDevicePages(view, offer);
+  const int64_t keyed_new = KeyedNewPages(offer);
   int64_t admit = base_admits;
   if (horizon_ >= 0) {
-    // Room per lane without evicting, as TinyLFU computes it: free pages after the pages the
-    // request needs anyway, the reserved page and the unkeyed tail page.
-    const int lanes = view.ledger.lanes();
+    // Room per lane without evicting, as TinyLFU computes it (OfferRoom).
     const bool pooled = offer.owners.empty();
-    std::vector<int64_t>& room = room_;
-    room.assign(static_cast<size_t>(pooled ? 1 : lanes), 0);
-    for (int r = 0; r < lanes; ++r)
-      room[pooled ? 0 : static_cast<size_t>(r)] +=
-          view.ledger.at(Tier::kDevice, r).free() - offer.committed->target[static_cast<size_t>(r)];
-    for (int64_t& x : room) --x;
-    for (int64_t j = keyed_new; j < offer.pages; ++j)
-      --room[pooled ? 0 : offer.owners[static_cast<size_t>(j)]];
+    std::vector<int64_t> room = OfferRoom(view, offer, keyed_new);
     uint64_t block = 0;
     bool in_horizon = true;
     bool looked = false;
@@ -247,15 +223,13 @@ int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOff
       }
     }
   }
-  for (const Sighted& b : blocks_) Record(b.block, b.set, view.epoch);
   return admit;
 }
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeBypassComposite(const std::string& base, const ReplayConfig& cfg,
-                                                 const Trace& trace) {
-  return std::make_unique<BypassComposite>(base + "+bypass", MakePolicy(base, cfg, trace), cfg);
+std::unique_ptr<CachePolicy> MakeBypassComposite(const std::string& base, const PolicyInputs& in) {
+  return std::make_unique<BypassComposite>(base + "+bypass", MakePolicy(base, in), in.cfg);
 }
 
 }  // namespace kvlanes

@@ -5,16 +5,25 @@
 
 namespace kvlanes {
 
-ConfiguredPolicy::ConfiguredPolicy(const ReplayConfig& cfg)
+std::shared_ptr<const CostModel> PolicyCostModel(const ReplayConfig& cfg) {
+  if (kGatherChoiceNames.Parse(cfg.gather.method, "gather.method") != GatherChoice::kCost &&
+      kBackupChoiceNames.Parse(cfg.backup.schedule, "backup.schedule") != BackupChoice::kCost)
+    return nullptr;
+  return std::make_shared<const CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg,
+                                           cfg.hardware.profile);
+}
+
+ConfiguredPolicy::ConfiguredPolicy(const ReplayConfig& cfg, std::shared_ptr<const CostModel> cost)
     : order_(kEvictionOrderNames.Parse(cfg.cache.eviction, "cache.eviction")),
       placement_(FindPlacementRule(cfg.cache.placement)),
       ranks_(static_cast<int>(cfg.cache.cp_size)),
       gather_(kGatherChoiceNames.Parse(cfg.gather.method, "gather.method")),
       backup_(kBackupChoiceNames.Parse(cfg.backup.schedule, "backup.schedule")) {
   KV_CHECK(placement_ != nullptr, "unknown placement " << cfg.cache.placement);
-  if (gather_ == GatherChoice::kCost || backup_ == BackupChoice::kCost)
-    cost_ = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg,
-                                        cfg.hardware.profile);
+  if (gather_ == GatherChoice::kCost || backup_ == BackupChoice::kCost) {
+    KV_CHECK(cost != nullptr, "gather.method or backup.schedule 'cost' without a cost model");
+    cost_ = std::move(cost);
+  }
 }
 
 double ConfiguredPolicy::PredictedServiceS(const GatherContext& ctx, GatherMethod gather,

@@ -3,12 +3,13 @@
 // permitting), every new page cached, gather by gather.method (zigzag only when a run
 // descriptor proves it), backup by backup.schedule. `cost` for either picks the option with the
 // smallest predicted service time of the request (gather given the backup setting, jointly when
-// both are `cost`), using hardware.profile. Policies derive from it and override what they
-// decide differently.
+// both are `cost`), by the cost model the caller hands in (PolicyInputs::cost). Policies derive
+// from it and override what they decide differently.
 #pragma once
 
 #include <memory>
 
+#include "policies/policy_inputs.h"
 #include "sim/cache/placement.h"
 #include "sim/cache/policy.h"
 #include "sim/predict/cost_model.h"
@@ -17,7 +18,9 @@ namespace kvlanes {
 
 class ConfiguredPolicy : public CachePolicy {
  public:
-  explicit ConfiguredPolicy(const ReplayConfig& cfg);
+  // `cost`: REQUIRES non-null when gather.method or backup.schedule is `cost`.
+  ConfiguredPolicy(const ReplayConfig& cfg, std::shared_ptr<const CostModel> cost);
+  explicit ConfiguredPolicy(const PolicyInputs& in) : ConfiguredPolicy(in.cfg, in.cost) {}
 
   EvictionOrder Order() const override { return order_; }
   const PlacementRule& Placement() const override { return *placement_; }
@@ -43,7 +46,7 @@ class ConfiguredPolicy : public CachePolicy {
   int ranks_;
   GatherChoice gather_;
   BackupChoice backup_;
-  std::unique_ptr<CostModel> cost_;  // only when gather or backup is `cost`
+  std::shared_ptr<const CostModel> cost_;  // only when gather or backup is `cost`
 };
 
 }  // namespace kvlanes

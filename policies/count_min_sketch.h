@@ -96,9 +96,9 @@ class CountMinSketch {
   // are a mask of its kRowWidth counters, incremented below kMax sixteen at a time.
   // A run that would reach the next halving is counted key by key.
   void AddAll(std::span<const PageKey> keys) {
-    Runs(keys);
+    Runs(keys, runs_);
     for (size_t g = 0; g < runs_.size(); ++g) {
-      Ahead(g);
+      Ahead(runs_, g);
       const Group& at = runs_[g];
       if (at.count < until_halving_) {
         Bump(at, at.mask);
@@ -115,10 +115,11 @@ class CountMinSketch {
   }
   // Appends Estimate(k) for every key of `keys`, in order, to `out`.
   void EstimateAll(std::span<const PageKey> keys, std::vector<uint32_t>& out) const {
-    Runs(keys);
-    for (size_t g = 0; g < runs_.size(); ++g) {
-      Ahead(g);
-      const Group& at = runs_[g];
+    std::vector<Group> runs;
+    Runs(keys, runs);
+    for (size_t g = 0; g < runs.size(); ++g) {
+      Ahead(runs, g);
+      const Group& at = runs[g];
       for (size_t x = at.begin; x < at.begin + at.count; ++x)
         out.push_back(Min(InGroup(at, keys[x])));
     }
@@ -248,16 +249,16 @@ class CountMinSketch {
       differ |= (keys[i + k].block ^ block) | (keys[i + k].sub ^ (sub + k));
     return differ == 0;
   }
-  // Splits `keys` into runs (into runs_) and requests the lines of the first kAhead.
-  void Runs(std::span<const PageKey> keys) const {
-    runs_.clear();
+  // Splits `keys` into runs (into `runs`) and requests the lines of the first kAhead.
+  void Runs(std::span<const PageKey> keys, std::vector<Group>& runs) const {
+    runs.clear();
     for (size_t i = 0; i < keys.size(); ++i) {
       // A new group's first key followed by the rest of its group in order (a trace block's
       // pages) is one run of kGroup keys: what the key-by-key steps below would make of them.
       if ((i == 0 || !SameGroup(keys[i], keys[i - 1])) && i + kGroup <= keys.size() &&
           WholeGroupAt(keys, i)) {
-        runs_.push_back(GroupOf(Hash(keys[i])));
-        Group& run = runs_.back();
+        runs.push_back(GroupOf(Hash(keys[i])));
+        Group& run = runs.back();
         run.mask = (1u << kGroup) - 1;
         run.begin = static_cast<uint32_t>(i);
         run.count = kGroup;
@@ -266,28 +267,27 @@ class CountMinSketch {
       }
       const uint32_t bit = 1u << (keys[i].sub % kGroup);
       if (i > 0 && SameGroup(keys[i], keys[i - 1])) {
-        Group& run = runs_.back();
+        Group& run = runs.back();
         if ((run.mask & bit) == 0) {
           run.mask |= bit;
           ++run.count;
           continue;
         }
-        runs_.push_back(Group{run.line, run.offsets, 0, 0, 0});  // a page again: a new run
+        runs.push_back(Group{run.line, run.offsets, 0, 0, 0});  // a page again: a new run
       } else {
-        runs_.push_back(GroupOf(Hash(keys[i])));
+        runs.push_back(GroupOf(Hash(keys[i])));
       }
-      Group& run = runs_.back();
+      Group& run = runs.back();
       run.mask = bit;
       run.begin = static_cast<uint32_t>(i);
       run.count = 1;
     }
-    for (size_t g = 0; g < std::min(runs_.size(), kAhead); ++g) Fetch(g);
+    for (size_t g = 0; g < std::min(runs.size(), kAhead); ++g) PrefetchLine(runs[g].line);
   }
   // Working on run g: request the line kAhead runs further.
-  void Ahead(size_t g) const {
-    if (g + kAhead < runs_.size()) Fetch(g + kAhead);
+  static void Ahead(const std::vector<Group>& runs, size_t g) {
+    if (g + kAhead < runs.size()) PrefetchLine(runs[g + kAhead].line);
   }
-  void Fetch(size_t g) const { PrefetchLine(runs_[g].line); }
   // Requests the cache line at `p`. On x86-64 an explicit PREFETCHT0: GCC 12 emitted no
   // instruction for most of this header's __builtin_prefetch calls (none in AddAll, checked in
   // the disassembly of a RelWithDebInfo build), so the fetch ahead did nothing.
@@ -330,7 +330,7 @@ class CountMinSketch {
   uint64_t additions_ = 0;
   uint64_t halvings_ = 0;
   std::unique_ptr<uint8_t[], Free> counters_;  // lines_ x kLineBytes, line-aligned
-  mutable std::vector<Group> runs_;            // scratch: the runs of one AddAll/EstimateAll
+  std::vector<Group> runs_;                    // scratch: the runs of one AddAll
 };
 
 }  // namespace kvlanes

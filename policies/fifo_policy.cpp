@@ -5,8 +5,8 @@
 
 namespace kvlanes {
 
-std::unique_ptr<CachePolicy> MakeFifoPolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<OrderedLanesPolicy>(cfg, "fifo", EvictionOrder::kFifo);
+std::unique_ptr<CachePolicy> MakeFifoPolicy(const PolicyInputs& in) {
+  return std::make_unique<OrderedLanesPolicy>(in, "fifo", EvictionOrder::kFifo);
 }
 
 }  // namespace kvlanes

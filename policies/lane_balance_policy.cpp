@@ -34,7 +34,7 @@ namespace {
 
 class LaneBalancePolicy final : public ConfiguredPolicy {
  public:
-  explicit LaneBalancePolicy(const ReplayConfig& cfg) : ConfiguredPolicy(cfg) {
+  explicit LaneBalancePolicy(const PolicyInputs& in) : ConfiguredPolicy(in) {
     FixPlacement("lane-balance");
   }
   std::string_view Name() const override { return "lane-balance"; }
@@ -45,8 +45,8 @@ class LaneBalancePolicy final : public ConfiguredPolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeLaneBalancePolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<LaneBalancePolicy>(cfg);
+std::unique_ptr<CachePolicy> MakeLaneBalancePolicy(const PolicyInputs& in) {
+  return std::make_unique<LaneBalancePolicy>(in);
 }
 
 }  // namespace kvlanes

@@ -19,8 +19,8 @@ class LanesPolicy final : public ConfiguredPolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeLanesPolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<LanesPolicy>(cfg);
+std::unique_ptr<CachePolicy> MakeLanesPolicy(const PolicyInputs& in) {
+  return std::make_unique<LanesPolicy>(in);
 }
 
 }  // namespace kvlanes

@@ -4,8 +4,8 @@
 
 namespace kvlanes {
 
-std::unique_ptr<CachePolicy> MakeLfuPolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<OrderedLanesPolicy>(cfg, "lfu", EvictionOrder::kLfu);
+std::unique_ptr<CachePolicy> MakeLfuPolicy(const PolicyInputs& in) {
+  return std::make_unique<OrderedLanesPolicy>(in, "lfu", EvictionOrder::kLfu);
 }
 
 }  // namespace kvlanes

@@ -4,8 +4,8 @@
 
 namespace kvlanes {
 
-std::unique_ptr<CachePolicy> MakeLruPolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<OrderedLanesPolicy>(cfg, "lru", EvictionOrder::kLru);
+std::unique_ptr<CachePolicy> MakeLruPolicy(const PolicyInputs& in) {
+  return std::make_unique<OrderedLanesPolicy>(in, "lru", EvictionOrder::kLru);
 }
 
 }  // namespace kvlanes

@@ -29,6 +29,7 @@
 
 #include "policies/cascade_planner.h"
 #include "policies/configured_policy.h"
+#include "policies/offer_room.h"
 #include "policies/registry.h"
 #include "sim/cache/cache_unit.h"
 #include "sim/check.h"
@@ -155,6 +156,8 @@ class NextUseIndex final : public CandidateObserver {
     }
     return set;
   }
+  // The entries of `tier` as the last Update left them.
+  const Set& set(Tier tier) const { return set_[static_cast<int>(tier)]; }
 
  private:
   const FutureUses& future_;
@@ -180,10 +183,12 @@ class BeladyWalk {
     bool cascade = false;  // the node became a candidate through the cascade
   };
 
-  BeladyWalk(const CacheView& view, Tier tier, const FutureUses& future, NextUseIndex& index)
+  // REQUIRES: the index was updated (NextUseIndex::Update) at view.epoch for `tier` since the
+  // cache last changed.
+  BeladyWalk(const CacheView& view, Tier tier, const FutureUses& future, const NextUseIndex& index)
       : tree_(view.tree), tier_(tier), epoch_(view.epoch), future_(future) {
     if (index.Follows(tree_)) {
-      const NextUseIndex::Set& set = index.Update(tier, epoch_);
+      const NextUseIndex::Set& set = index.set(tier);
       it_ = set.rbegin();
       end_ = set.rend();
     } else {
@@ -266,12 +271,20 @@ class BeladyWalk {
 
 class OraclePolicy final : public ConfiguredPolicy {
  public:
-  OraclePolicy(const ReplayConfig& cfg, const Trace& trace)
-      : ConfiguredPolicy(cfg),
-        future_(trace, cfg.cache.page_tokens, cfg.cache.UnitPages()),
+  explicit OraclePolicy(const PolicyInputs& in)
+      : ConfiguredPolicy(in),
+        future_(in.trace, in.cfg.cache.page_tokens, in.cfg.cache.UnitPages()),
         index_(future_) {}
   std::string_view Name() const override { return "oracle"; }
-  CandidateObserver* Observer() const override { return &index_; }
+  CandidateObserver* Observer() override { return &index_; }
+  // Re-keys the index's stale entries of the tier to plan (see NextUseIndex).
+  void OnPlanning(const CacheView& view, const LaneDemand& demand) override {
+    if (index_.Follows(view.tree)) index_.Update(demand.tier, view.epoch);
+  }
+  // The same for the device tier, which the admission may walk.
+  void OnOffer(const CacheView& view, const DeviceOffer&) override {
+    if (index_.Follows(view.tree)) index_.Update(Tier::kDevice, view.epoch);
+  }
 
   EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const override {
     const Tier tier = demand.tier;
@@ -334,18 +347,12 @@ class OraclePolicy final : public ConfiguredPolicy {
 
   int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override {
     future_.CheckRequest(view.epoch, offer.keys.size());
-    const int64_t keyed_new = std::clamp<int64_t>(
-        static_cast<int64_t>(offer.keys.size()) - offer.first_page, 0, offer.pages);
+    const int64_t keyed_new = KeyedNewPages(offer);
     if (keyed_new == 0) return offer.pages;
     // Room per lane without evicting, after the pages the request needs anyway and the page
-    // the engine reserves on a receiving lane; one pooled room when the allocator places.
-    const int lanes = view.ledger.lanes();
+    // the engine reserves on a receiving lane (OfferRoom, the unkeyed tail page not counted).
     const bool pooled = offer.owners.empty();
-    std::vector<int64_t> room(static_cast<size_t>(pooled ? 1 : lanes), 0);
-    for (int r = 0; r < lanes; ++r)
-      room[pooled ? 0 : static_cast<size_t>(r)] +=
-          view.ledger.at(Tier::kDevice, r).free() - offer.committed->target[static_cast<size_t>(r)];
-    for (int64_t& x : room) --x;
+    std::vector<int64_t> room = OfferRoom(view, offer, offer.pages);
     std::optional<BeladyWalk> walk;  // built only if some page has to displace another
     for (int64_t j = 0; j < keyed_new; ++j) {
       const uint64_t u =
@@ -366,13 +373,13 @@ class OraclePolicy final : public ConfiguredPolicy {
 
  private:
   FutureUses future_;
-  mutable NextUseIndex index_;  // the policy's own state, kept as the replay advances
+  NextUseIndex index_;  // the policy's own state, kept as the replay advances
 };
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeOraclePolicy(const ReplayConfig& cfg, const Trace& trace) {
-  return std::make_unique<OraclePolicy>(cfg, trace);
+std::unique_ptr<CachePolicy> MakeOraclePolicy(const PolicyInputs& in) {
+  return std::make_unique<OraclePolicy>(in);
 }
 
 }  // namespace kvlanes

@@ -11,8 +11,8 @@ namespace kvlanes {
 
 class OrderedLanesPolicy final : public ConfiguredPolicy {
  public:
-  OrderedLanesPolicy(const ReplayConfig& cfg, const char* name, EvictionOrder order)
-      : ConfiguredPolicy(cfg), name_(name) {
+  OrderedLanesPolicy(const PolicyInputs& in, const char* name, EvictionOrder order)
+      : ConfiguredPolicy(in), name_(name) {
     FixOrder(order);
   }
   std::string_view Name() const override { return name_; }

@@ -2,13 +2,13 @@
 //
 // These policies keep their own queues where a flat cache keeps objects; here an object is a
 // tree node. A policy decides and does not act, so it learns what happened from the const view
-// only: a node id is never reused and ids grow with creation, so the ids created since the last
-// call are exactly the new nodes (new leaves and split heads); a node's hit_count, compared
-// with the count the policy saw last, tells whether it was reused since; nodes the policy chose
-// as victims are known to it when it plans, so it records their ghosts then (keyed by the first
-// page key: a later request that re-inserts the evicted prefix starts its new leaf there).
-// Queue moves made while planning are committed with the plan (the engine applies every plan it
-// asks for); PreviewEviction gives the same plan without recording anything, for admission.
+// in its hooks: a node id is never reused and ids grow with creation, so the ids created since
+// the last OnPlanning are exactly the new nodes (new leaves and split heads); a node's
+// hit_count, compared with the count the policy saw last, tells whether it was reused since;
+// the victims of a plan reach OnEvict, which records their ghosts (keyed by the first page key:
+// a later request that re-inserts the evicted prefix starts its new leaf there). Queue moves
+// made while planning travel with the plan (EvictionPlan::moves) and are committed by OnEvict;
+// a plan that is only looked at (TinyLFU's preview) changes nothing.
 // The host tier is planned by the lanes planner in the tree's order.
 #pragma once
 
@@ -28,16 +28,13 @@ class QueuePolicy : public ConfiguredPolicy {
   using ConfiguredPolicy::ConfiguredPolicy;
   EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const final {
     if (demand.tier != Tier::kDevice) return PlanCascadeEviction(view, demand, PlanScope::kLanes);
-    return Plan(view, demand, true);
-  }
-  // The device plan PlanEviction would return now, leaving the queues as they are.
-  EvictionPlan PreviewEviction(const CacheView& view, const LaneDemand& demand) const {
-    if (demand.tier != Tier::kDevice) return PlanCascadeEviction(view, demand, PlanScope::kLanes);
-    return Plan(view, demand, false);
+    return Plan(view, demand);
   }
 
  protected:
-  virtual EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const = 0;
+  // The device plan. REQUIRES: OnPlanning was called for the device tier since the cache last
+  // changed (a policy that learns there).
+  virtual EvictionPlan Plan(const CacheView& view, const LaneDemand& demand) const = 0;
 };
 
 // Device pages of the whole group: the capacity the queue targets are fractions of (what the

@@ -50,17 +50,17 @@ std::vector<PolicyInfo>& Table() {
        "evicts the lowest reuse rate: (earlier sightings of a node's block + 0.3) / (age + 50)",
        &MakeSeenRatePolicy},
       {"lru+tinylfu", "lru with TinyLFU admission (any NAME+tinylfu works)",
-       [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("lru", c, t); }},
+       [](const PolicyInputs& in) { return MakeTinyLfuComposite("lru", in); }},
       {"s3fifo+tinylfu", "s3fifo with TinyLFU admission",
-       [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("s3fifo", c, t); }},
+       [](const PolicyInputs& in) { return MakeTinyLfuComposite("s3fifo", in); }},
       {"sieve+tinylfu", "sieve with TinyLFU admission",
-       [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("sieve", c, t); }},
+       [](const PolicyInputs& in) { return MakeTinyLfuComposite("sieve", in); }},
       {"arc+tinylfu", "arc with TinyLFU admission",
-       [](const ReplayConfig& c, const Trace& t) { return MakeTinyLfuComposite("arc", c, t); }},
+       [](const PolicyInputs& in) { return MakeTinyLfuComposite("arc", in); }},
       {"lru+bypass",
        "lru, bypassing new pages whose last reuse interval exceeds the eviction age (any "
        "NAME+bypass works)",
-       [](const ReplayConfig& c, const Trace& t) { return MakeBypassComposite("lru", c, t); }},
+       [](const PolicyInputs& in) { return MakeBypassComposite("lru", in); }},
   };
   return table;
 }
@@ -152,14 +152,19 @@ void CheckPolicyName(const std::string& name, const std::string& field) {
                        "than oracle)");
 }
 
-std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg,
-                                        const Trace& trace) {
-  if (const PolicyInfo* p = FindInTable(name)) return p->make(cfg, trace);
+std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const PolicyInputs& in) {
+  if (const PolicyInfo* p = FindInTable(name)) return p->make(in);
   CheckPolicyName(name);
   std::string_view suffix;
   const std::string base(CompositeBase(name, &suffix));
-  if (suffix == kBypassSuffix) return MakeBypassComposite(base, cfg, trace);
-  return MakeTinyLfuComposite(base, cfg, trace);
+  if (suffix == kBypassSuffix) return MakeBypassComposite(base, in);
+  return MakeTinyLfuComposite(base, in);
+}
+
+std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg,
+                                        const Trace& trace) {
+  CheckPolicyName(name);
+  return MakePolicy(name, PolicyInputs{cfg, trace, PolicyCostModel(cfg)});
 }
 
 }  // namespace kvlanes

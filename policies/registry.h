@@ -6,16 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "policies/policy_inputs.h"
 #include "sim/cache/policy.h"
 #include "sim/config.h"
 #include "traces/trace.h"
 
 namespace kvlanes {
 
-// A factory gets the validated config and the trace that will be replayed: only offline
-// policies (oracle) read the trace, and they keep what they need from it (it need not outlive
-// them), but they require the engine to replay exactly that trace in order.
-using PolicyFactory = std::unique_ptr<CachePolicy> (*)(const ReplayConfig& cfg, const Trace& trace);
+// A factory gets the validated config, the trace that will be replayed and the run's cost model
+// (PolicyInputs).
+using PolicyFactory = std::unique_ptr<CachePolicy> (*)(const PolicyInputs& in);
 
 struct PolicyInfo {
   const char* name;
@@ -43,6 +43,9 @@ struct PolicyRegistrar {
 // composite nor `oracle` (the oracle decides its own admission); the table lists the
 // combinations that the conformance and golden tests pin.
 // Throws InputError("policy", ...) listing valid names when unknown.
+std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const PolicyInputs& in);
+// The same with the cost model built here (PolicyCostModel): for a caller that makes one policy
+// per run. A caller that makes several (a replica each) builds the cost model once and passes it.
 std::unique_ptr<CachePolicy> MakePolicy(const std::string& name, const ReplayConfig& cfg,
                                         const Trace& trace);
 // Throws InputError(field, ...) listing valid names when `name` is not registered.
@@ -51,30 +54,28 @@ std::string PolicyNames();
 std::string PoliciesHelp();  // "  name  help" lines
 
 // Factories, one file per policy (name_policy.cpp).
-std::unique_ptr<CachePolicy> MakeLanesPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeScalarPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeLruPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeLfuPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeFifoPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeSlruPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeOraclePolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeAdmitHitsPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeAdmitOwnerPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeLaneBalancePolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeS3FifoPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeSievePolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeArcPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeSeenLruPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeSeenLruHostPolicy(const ReplayConfig& cfg, const Trace& trace);
-std::unique_ptr<CachePolicy> MakeSeenRatePolicy(const ReplayConfig& cfg, const Trace& trace);
+std::unique_ptr<CachePolicy> MakeLanesPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeScalarPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeLruPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeLfuPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeFifoPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeSlruPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeOraclePolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeAdmitHitsPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeAdmitOwnerPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeLaneBalancePolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeS3FifoPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeSievePolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeArcPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeSeenLruPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeSeenLruHostPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeSeenRatePolicy(const PolicyInputs& in);
 // `base+tinylfu`: policy `base` with TinyLFU device admission (tinylfu_policy.cpp).
 // REQUIRES: `base` names a registered policy that is neither a composite nor `oracle`.
-std::unique_ptr<CachePolicy> MakeTinyLfuComposite(const std::string& base, const ReplayConfig& cfg,
-                                                  const Trace& trace);
+std::unique_ptr<CachePolicy> MakeTinyLfuComposite(const std::string& base, const PolicyInputs& in);
 // `base+bypass`: policy `base` with the online bypass rule (bypass_policy.cpp).
 // REQUIRES: `base` names a registered policy other than `oracle`, not a composite, or such a
 // policy's `+tinylfu` composite.
-std::unique_ptr<CachePolicy> MakeBypassComposite(const std::string& base, const ReplayConfig& cfg,
-                                                 const Trace& trace);
+std::unique_ptr<CachePolicy> MakeBypassComposite(const std::string& base, const PolicyInputs& in);
 
 }  // namespace kvlanes

@@ -15,7 +15,9 @@
 // a candidate, the parent is met at its own position in its own queue. A split head inherits
 // its node's hit count, so a head split off a reused node is promoted when S reaches it.
 #include <algorithm>
+#include <memory>
 #include <set>
+#include <unordered_map>
 
 #include "policies/queue_policy.h"
 #include "policies/registry.h"
@@ -28,15 +30,21 @@ constexpr uint64_t kMaxFreq = 3;
 
 class S3FifoPolicy final : public QueuePolicy {
  public:
-  explicit S3FifoPolicy(const ReplayConfig& cfg)
-      : QueuePolicy(cfg), capacity_(DeviceCapacityPages(cfg)), index_(*this) {
+  explicit S3FifoPolicy(const PolicyInputs& in)
+      : QueuePolicy(in), capacity_(DeviceCapacityPages(in.cfg)), index_(*this) {
     FixOrder(EvictionOrder::kFifo);
   }
   std::string_view Name() const override { return "s3fifo"; }
-  CandidateObserver* Observer() const override { return &index_; }
+  CandidateObserver* Observer() override { return &index_; }
+  // Learns the nodes created since (a ghost hit enters M) and the pages of each queue.
+  void OnPlanning(const CacheView& view, const LaneDemand& demand) override {
+    if (demand.tier == Tier::kDevice) Sync(view.tree);
+  }
+  // Commits the plan's record changes and ghosts.
+  void OnEvict(const CacheView& view, const LaneDemand& demand, const EvictionPlan& plan) override;
 
  protected:
-  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override;
+  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand) const override;
 
  private:
   struct Rec {
@@ -45,30 +53,28 @@ class S3FifoPolicy final : public QueuePolicy {
     uint64_t seen_hits = 1;  // a new leaf's own insert is not a reuse
     uint64_t seq = 0;        // order of entry into its queue
   };
-  // The plan's view of the records: changes stay local until committed. A plan's copy of a
-  // record lives in draft_recs_ (per node id, valid where draft_plan_ holds this plan's number),
-  // so a plan allocates nothing per node it looks at.
-  struct Draft {
-    std::vector<NodeId> touched;  // ids with a copy in this plan
+  // A plan's changes to the records, committed by OnEvict: its copies of the records it
+  // changed (first change first), the ghosts of its victims from S, and the next sequence number.
+  struct Draft final : PlanMoves {
+    std::vector<NodeId> touched;           // ids with a copy in this plan
+    std::unordered_map<NodeId, Rec> recs;  // the copies
     std::vector<std::pair<PageKey, int64_t>> ghosts;
     uint64_t next_seq = 0;
   };
 
-  // Learns the nodes created since the last plan (a ghost hit enters M) and the pages of each
-  // queue.
-  void Sync(const RadixTree& tree, int64_t (&queue_pages)[2]) const;
+  // Learns the nodes created since the last call (a ghost hit enters M) and the pages of each
+  // queue (into queue_pages_).
+  void Sync(const RadixTree& tree);
   // The plan's copy of id's record, made on first use.
   Rec& Get(Draft& d, NodeId id) const {
-    if (draft_plan_[id] != plan_number_) {
-      draft_plan_[id] = plan_number_;
-      draft_recs_[id] = recs_[id];
-      d.touched.push_back(id);
-    }
-    return draft_recs_[id];
+    const auto [it, added] = d.recs.try_emplace(id, recs_[id]);
+    if (added) d.touched.push_back(id);
+    return it->second;
   }
   // id's record as the plan sees it, without copying it.
-  const Rec& Peek(NodeId id) const {
-    return draft_plan_[id] == plan_number_ ? draft_recs_[id] : recs_[id];
+  const Rec& Peek(const Draft& d, NodeId id) const {
+    const auto it = d.recs.find(id);
+    return it != d.recs.end() ? it->second : recs_[id];
   }
 
   // The device candidates that have a record, per queue, ordered by the committed record's
@@ -78,7 +84,7 @@ class S3FifoPolicy final : public QueuePolicy {
   class Index final : public CandidateObserver {
    public:
     using Set = std::set<std::pair<uint64_t, NodeId>>;
-    explicit Index(const S3FifoPolicy& policy) : policy_(policy) {}
+    explicit Index(S3FifoPolicy& policy) : policy_(policy) {}
     void Attach(const RadixTree& tree) override {
       tree_ = &tree;
       for (Set& s : sets_) s.clear();
@@ -122,30 +128,25 @@ class S3FifoPolicy final : public QueuePolicy {
       int queue = kSmall;
       uint64_t seq = 0;
     };
-    const S3FifoPolicy& policy_;
+    S3FifoPolicy& policy_;
     const RadixTree* tree_ = nullptr;
     Set sets_[2];
     std::vector<Filed> filed_;  // per node id: the key it is filed under
   };
 
   int64_t capacity_;
-  mutable Index index_;
-  mutable GroupPages pages_;       // of each queue, while the index follows the tree
-  mutable std::vector<Rec> recs_;  // per node id
-  mutable std::vector<Rec> draft_recs_;
-  mutable std::vector<uint64_t> draft_plan_;
-  mutable uint64_t plan_number_ = 0;
-  mutable NodeTracker tracked_;
-  mutable GhostList ghost_;
-  mutable uint64_t next_seq_ = 0;
+  Index index_;
+  GroupPages pages_;       // of each queue, while the index follows the tree
+  std::vector<Rec> recs_;  // per node id
+  NodeTracker tracked_;
+  GhostList ghost_;
+  uint64_t next_seq_ = 0;
+  int64_t queue_pages_[2] = {0, 0};  // as of the last Sync
 };
 
-void S3FifoPolicy::Sync(const RadixTree& tree, int64_t (&queue_pages)[2]) const {
-  if (recs_.size() < tree.node_slots()) {
-    recs_.resize(tree.node_slots());
-    draft_recs_.resize(tree.node_slots());
-    draft_plan_.resize(tree.node_slots(), 0);
-  }
+void S3FifoPolicy::Sync(const RadixTree& tree) {
+  int64_t(&queue_pages)[2] = queue_pages_;
+  if (recs_.size() < tree.node_slots()) recs_.resize(tree.node_slots());
   const auto enter = [&](const Node& n) {
     Rec& r = recs_[n.id];
     r.queue = ghost_.Take(n.keys.front()) > 0 ? kMain : kSmall;
@@ -169,16 +170,14 @@ void S3FifoPolicy::Sync(const RadixTree& tree, int64_t (&queue_pages)[2]) const 
     queue_pages[recs_[id].queue] += static_cast<int64_t>(tree.node(id).pages.size());
 }
 
-EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand,
-                                bool commit) const {
+EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand) const {
   const RadixTree& tree = view.tree;
-  int64_t queue_pages[2];
-  Sync(tree, queue_pages);
+  int64_t queue_pages[2] = {queue_pages_[kSmall], queue_pages_[kMain]};
   const int64_t small_target = std::max<int64_t>(1, capacity_ / 10);
 
-  Draft d;
+  auto moves = std::make_shared<Draft>();
+  Draft& d = *moves;
   d.next_seq = next_seq_;
-  ++plan_number_;
   DemandTracker need(view, demand, PlanScope::kLanes);
   // A queue's next node: the smaller key of its filed candidates, read in place from the
   // index (a node the plan moves is met again only through the walk: it is moved when the
@@ -186,7 +185,7 @@ EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand,
   // parents the cascade made candidates).
   CascadeWalk walk(tree, Tier::kDevice, 2);
   const auto file = [&](NodeId id) {
-    const Rec& r = Peek(id);
+    const Rec& r = Peek(d, id);
     walk.Push(r.queue, {r.seq, 0, id});
   };
   Index::Set::const_iterator at[2] = {index_.queue(kSmall).begin(), index_.queue(kMain).begin()};
@@ -230,25 +229,29 @@ EvictionPlan S3FifoPolicy::Plan(const CacheView& view, const LaneDemand& demand,
     if (q == kSmall) d.ghosts.emplace_back(n.keys.front(), pages);
     if (parent != kNoNode) file(parent);
   }
-  if (commit) {
-    for (NodeId id : d.touched) {
-      const bool moved =
-          recs_[id].queue != draft_recs_[id].queue || recs_[id].seq != draft_recs_[id].seq;
-      if (recs_[id].queue != draft_recs_[id].queue) pages_.Move(id, draft_recs_[id].queue);
-      recs_[id] = draft_recs_[id];
-      if (moved) index_.Refile(id);
-    }
-    for (const auto& [key, pages] : d.ghosts) ghost_.Add(key, pages);
-    ghost_.Trim(capacity_ - capacity_ / 10);
-    next_seq_ = d.next_seq;
-  }
+  plan.moves = std::move(moves);
   return plan;
+}
+
+void S3FifoPolicy::OnEvict(const CacheView&, const LaneDemand& demand, const EvictionPlan& plan) {
+  if (demand.tier != Tier::kDevice) return;
+  const Draft& d = static_cast<const Draft&>(*plan.moves);
+  for (NodeId id : d.touched) {
+    const Rec& draft = d.recs.at(id);
+    const bool moved = recs_[id].queue != draft.queue || recs_[id].seq != draft.seq;
+    if (recs_[id].queue != draft.queue) pages_.Move(id, draft.queue);
+    recs_[id] = draft;
+    if (moved) index_.Refile(id);
+  }
+  for (const auto& [key, pages] : d.ghosts) ghost_.Add(key, pages);
+  ghost_.Trim(capacity_ - capacity_ / 10);
+  next_seq_ = d.next_seq;
 }
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeS3FifoPolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<S3FifoPolicy>(cfg);
+std::unique_ptr<CachePolicy> MakeS3FifoPolicy(const PolicyInputs& in) {
+  return std::make_unique<S3FifoPolicy>(in);
 }
 
 }  // namespace kvlanes

@@ -20,8 +20,8 @@ class ScalarPolicy final : public ConfiguredPolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeScalarPolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<ScalarPolicy>(cfg);
+std::unique_ptr<CachePolicy> MakeScalarPolicy(const PolicyInputs& in) {
+  return std::make_unique<ScalarPolicy>(in);
 }
 
 }  // namespace kvlanes

@@ -40,8 +40,8 @@ constexpr uint64_t kHostMinSightings = 3;
 
 class SeenLruPolicy final : public QueuePolicy {
  public:
-  SeenLruPolicy(const ReplayConfig& cfg, const Trace& trace, bool host_admission)
-      : QueuePolicy(cfg), host_admission_(host_admission), history_(cfg, trace) {
+  SeenLruPolicy(const PolicyInputs& in, bool host_admission)
+      : QueuePolicy(in), host_admission_(host_admission), history_(in.cfg, in.trace) {
     FixOrder(EvictionOrder::kLru);
   }
   std::string_view Name() const override { return host_admission_ ? "seen_lru_host" : "seen_lru"; }
@@ -51,18 +51,19 @@ class SeenLruPolicy final : public QueuePolicy {
     if (!host_admission_) return QueuePolicy::AdmitHostWrite(view, id);
     return Sightings(view.tree.node(id).keys.back().block) >= kHostMinSightings;
   }
-  CandidateObserver* Observer() const override { return &index_; }
+  CandidateObserver* Observer() override { return &index_; }
 
-  int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override {
+  // Every request that offers a new extent is a sighting of each of its blocks (before any
+  // decision of this request reads the history: TinyLFU's preview plans with it).
+  void OnOffer(const CacheView& view, const DeviceOffer& offer) override {
     history_.RecordRequest(offer.keys, view.epoch);
-    return offer.pages;
   }
 
   // Requests that have contained `block` (0 when the history does not hold it).
   uint64_t Sightings(uint64_t block) const { return history_.Sightings(block); }
 
  protected:
-  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override;
+  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand) const override;
 
  private:
   // The class of the node's page j: its block's sightings, within [1, kMaxSightings].
@@ -133,13 +134,11 @@ class SeenLruPolicy final : public QueuePolicy {
   EvictionPlan PlanIndexed(const CacheView& view, const LaneDemand& demand) const;
 
   bool host_admission_;
-  mutable SightingsHistory history_;
-  mutable Index index_{*this};
+  SightingsHistory history_;
+  Index index_{*this};
 };
 
-EvictionPlan SeenLruPolicy::Plan(const CacheView& view, const LaneDemand& demand,
-                                 bool commit) const {
-  (void)commit;  // planning changes no state of the policy
+EvictionPlan SeenLruPolicy::Plan(const CacheView& view, const LaneDemand& demand) const {
   if (index_.Follows(view.tree)) return PlanIndexed(view, demand);
   const RadixTree& tree = view.tree;
   DemandTracker need(view, demand, PlanScope::kLanes);
@@ -229,12 +228,12 @@ EvictionPlan SeenLruPolicy::PlanIndexed(const CacheView& view, const LaneDemand&
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeSeenLruPolicy(const ReplayConfig& cfg, const Trace& trace) {
-  return std::make_unique<SeenLruPolicy>(cfg, trace, false);
+std::unique_ptr<CachePolicy> MakeSeenLruPolicy(const PolicyInputs& in) {
+  return std::make_unique<SeenLruPolicy>(in, false);
 }
 
-std::unique_ptr<CachePolicy> MakeSeenLruHostPolicy(const ReplayConfig& cfg, const Trace& trace) {
-  return std::make_unique<SeenLruPolicy>(cfg, trace, true);
+std::unique_ptr<CachePolicy> MakeSeenLruHostPolicy(const PolicyInputs& in) {
+  return std::make_unique<SeenLruPolicy>(in, true);
 }
 
 }  // namespace kvlanes

@@ -60,21 +60,20 @@ EvictionPriority RateKey(uint64_t s, uint64_t last, NodeId id, uint64_t epoch) {
 
 class SeenRatePolicy final : public QueuePolicy {
  public:
-  SeenRatePolicy(const ReplayConfig& cfg, const Trace& trace)
-      : QueuePolicy(cfg), history_(cfg, trace) {
+  explicit SeenRatePolicy(const PolicyInputs& in) : QueuePolicy(in), history_(in.cfg, in.trace) {
     FixOrder(EvictionOrder::kLru);
   }
   std::string_view Name() const override { return "seen_rate"; }
-  CandidateObserver* Observer() const override { return &index_; }
+  CandidateObserver* Observer() override { return &index_; }
 
-  int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override {
+  // Every request that offers a new extent is a sighting of each of its blocks (before any
+  // decision of this request reads the history: TinyLFU's preview plans with it).
+  void OnOffer(const CacheView& view, const DeviceOffer& offer) override {
     history_.RecordRequest(offer.keys, view.epoch);
-    return offer.pages;
   }
 
  protected:
-  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override {
-    (void)commit;  // planning changes no state of the policy
+  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand) const override {
     if (index_.Follows(view.tree)) return PlanOver(view, demand, index_.sets());
     ClassSets filed;  // a caller that did not attach the index: file every candidate now
     for (const EvictionPriority& c : view.tree.candidates(Tier::kDevice))
@@ -154,8 +153,8 @@ class SeenRatePolicy final : public QueuePolicy {
     std::vector<Where> where_;
   };
 
-  mutable SightingsHistory history_;
-  mutable Index index_{*this};
+  SightingsHistory history_;
+  Index index_{*this};
 };
 
 EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& demand,
@@ -222,8 +221,8 @@ EvictionPlan SeenRatePolicy::PlanOver(const CacheView& view, const LaneDemand& d
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeSeenRatePolicy(const ReplayConfig& cfg, const Trace& trace) {
-  return std::make_unique<SeenRatePolicy>(cfg, trace);
+std::unique_ptr<CachePolicy> MakeSeenRatePolicy(const PolicyInputs& in) {
+  return std::make_unique<SeenRatePolicy>(in);
 }
 
 }  // namespace kvlanes

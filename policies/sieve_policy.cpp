@@ -11,6 +11,7 @@
 // parent joins the sweep at its own queue position: in the current lap if the hand has not
 // passed it yet (a split head, newer than its child), else in the next lap.
 #include <map>
+#include <memory>
 
 #include "policies/queue_policy.h"
 #include "policies/registry.h"
@@ -20,15 +21,12 @@ namespace {
 
 class SievePolicy final : public QueuePolicy {
  public:
-  explicit SievePolicy(const ReplayConfig& cfg) : QueuePolicy(cfg) {
-    FixOrder(EvictionOrder::kFifo);
-  }
+  explicit SievePolicy(const PolicyInputs& in) : QueuePolicy(in) { FixOrder(EvictionOrder::kFifo); }
   std::string_view Name() const override { return "sieve"; }
 
  protected:
-  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand, bool commit) const override {
+  EvictionPlan Plan(const CacheView& view, const LaneDemand& demand) const override {
     const RadixTree& tree = view.tree;
-    if (seen_.size() < tree.node_slots()) seen_.resize(tree.node_slots(), 1);
     DemandTracker need(view, demand, PlanScope::kLanes);
     // Sweep key (lap, id): lap 0 from the hand to the newest node, lap 1 from the oldest on.
     // The tree keeps the device candidates in fifo order, by id, so the first sweep over them
@@ -41,7 +39,8 @@ class SievePolicy final : public QueuePolicy {
     auto it = hand;
     uint64_t lap = 0;
     CascadeWalk walk(tree, Tier::kDevice, 1);
-    std::map<NodeId, uint64_t> cleared;  // clears made by this plan
+    auto moves = std::make_shared<Clears>();
+    std::map<NodeId, uint64_t>& cleared = moves->cleared;
     EvictionPlan plan;
     while (!need.Done()) {
       if (lap == 0 && it == set.end()) {
@@ -69,28 +68,38 @@ class SievePolicy final : public QueuePolicy {
       need.Count(n);
       if (parent != kNoNode) walk.Push(0, {at.a + (parent <= at.id ? 1u : 0u), 0, parent});
     }
-    if (commit) {
-      for (const auto& [id, hits] : cleared) seen_[id] = hits;
-      if (!plan.victims.empty()) hand_ = plan.victims.back() + 1;
-    }
+    plan.moves = std::move(moves);
     return plan;
   }
 
+ public:
+  // Commits the plan's clears and moves the hand past its last victim.
+  void OnEvict(const CacheView& view, const LaneDemand& demand, const EvictionPlan& plan) override {
+    if (demand.tier != Tier::kDevice) return;
+    if (seen_.size() < view.tree.node_slots()) seen_.resize(view.tree.node_slots(), 1);
+    for (const auto& [id, hits] : static_cast<const Clears&>(*plan.moves).cleared) seen_[id] = hits;
+    if (!plan.victims.empty()) hand_ = plan.victims.back() + 1;
+  }
+
  private:
+  struct Clears final : PlanMoves {
+    std::map<NodeId, uint64_t> cleared;  // node id -> hit count at the clear
+  };
   // The hit count the hand last saw at `id`, counting clears made earlier in this plan.
   uint64_t Seen(NodeId id, const std::map<NodeId, uint64_t>& cleared) const {
     const auto it = cleared.find(id);
-    return it != cleared.end() ? it->second : seen_[id];
+    if (it != cleared.end()) return it->second;
+    return id < seen_.size() ? seen_[id] : 1;
   }
 
-  mutable std::vector<uint64_t> seen_;  // per node id: hit_count when last cleared (1 = new)
-  mutable NodeId hand_ = 0;             // the next node id the sweep starts at
+  std::vector<uint64_t> seen_;  // per node id: hit_count when last cleared (1 = new)
+  NodeId hand_ = 0;             // the next node id the sweep starts at
 };
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeSievePolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<SievePolicy>(cfg);
+std::unique_ptr<CachePolicy> MakeSievePolicy(const PolicyInputs& in) {
+  return std::make_unique<SievePolicy>(in);
 }
 
 }  // namespace kvlanes

@@ -5,8 +5,8 @@
 
 namespace kvlanes {
 
-std::unique_ptr<CachePolicy> MakeSlruPolicy(const ReplayConfig& cfg, const Trace&) {
-  return std::make_unique<OrderedLanesPolicy>(cfg, "slru", EvictionOrder::kSlru);
+std::unique_ptr<CachePolicy> MakeSlruPolicy(const PolicyInputs& in) {
+  return std::make_unique<OrderedLanesPolicy>(in, "slru", EvictionOrder::kSlru);
 }
 
 }  // namespace kvlanes

@@ -183,9 +183,10 @@ py::dict Replay(const py::object& trace, const py::object& config,
   {
     py::gil_scoped_release release;
     const Trace t = LoadFor(cfg, paths, allow_unsorted);
-    auto pol = MakePolicy(cfg.policy, cfg, t);
+    const PolicyInputs policy_in{cfg, t, PolicyCostModel(cfg)};  // one cost model for the run
+    auto pol = MakePolicy(cfg.policy, policy_in);
     ReplaySinks sinks;
-    sinks.replica_policy = [&] { return MakePolicy(cfg.policy, cfg, t); };
+    sinks.replica_policy = [&] { return MakePolicy(cfg.policy, policy_in); };
     table.Attach(sinks);
     report = RunReplay(cfg, *pol, t, EngineOptions{}, {}, sinks);
   }

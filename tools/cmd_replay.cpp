@@ -173,7 +173,9 @@ int CmdReplay(int argc, const char* const* argv) {
     }
     const std::string warning = HostTierWarning(in.config);
     if (!warning.empty()) std::fprintf(stderr, "%s: %s\n", argv[0], warning.c_str());
-    auto policy = MakePolicy(in.config.policy, in.config, in.trace);
+    // One cost model for the run's policies (a replica each in serving mode).
+    const PolicyInputs policy_in{in.config, in.trace, PolicyCostModel(in.config)};
+    auto policy = MakePolicy(in.config.policy, policy_in);
     const bool quiet = vm["quiet"].as<bool>();
     Progress progress("replay", in.trace.requests.size(), !quiet);
     EngineOptions opts;
@@ -182,7 +184,7 @@ int CmdReplay(int argc, const char* const* argv) {
       throw InputError("", 0, "--timeline",
                        "needs a hardware profile (--profile or hardware.profile)");
     ReplaySinks sinks;
-    sinks.replica_policy = [&in] { return MakePolicy(in.config.policy, in.config, in.trace); };
+    sinks.replica_policy = [&] { return MakePolicy(in.config.policy, policy_in); };
     std::unique_ptr<StreamingFile> plan_file;
     if (vm.count("plan")) {
       plan_file = std::make_unique<StreamingFile>(vm["plan"].as<std::string>());

@@ -38,9 +38,11 @@ std::vector<J> RunReplayJobs(const std::vector<ReplayJob>& jobs, int threads,
     for (size_t i = next++; i < jobs.size(); i = next++) {
       try {
         const ReplayJob& job = jobs[i];
-        auto policy = MakePolicy(job.policy, job.config, *job.trace);
+        // One cost model for the job's policies (a replica each in serving mode).
+        const PolicyInputs policy_in{job.config, *job.trace, PolicyCostModel(job.config)};
+        auto policy = MakePolicy(job.policy, policy_in);
         ReplaySinks sinks;
-        sinks.replica_policy = [&job] { return MakePolicy(job.policy, job.config, *job.trace); };
+        sinks.replica_policy = [&] { return MakePolicy(job.policy, policy_in); };
         J report = RunReplay(job.config, *policy, *job.trace, job.engine, nullptr, sinks);
         std::lock_guard<std::mutex> lock(mu);
         results[i] = std::move(report);

@@ -27,8 +27,8 @@ class BypassLongPolicy final : public kvlanes::ConfiguredPolicy {
 
 const kvlanes::PolicyRegistrar kRegistrar{
     "bypass-long", "lanes, caching at most 256 new pages of a request (the rest bypassed)",
-    [](const kvlanes::ReplayConfig& cfg, const kvlanes::Trace&) {
-      return std::unique_ptr<kvlanes::CachePolicy>(std::make_unique<BypassLongPolicy>(cfg));
+    [](const kvlanes::PolicyInputs& in) {
+      return std::unique_ptr<kvlanes::CachePolicy>(std::make_unique<BypassLongPolicy>(in));
     }};
 
 }  // namespace

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,13 @@ struct LaneDemand {
   }
 };
 
+// The policy's own bookkeeping that a plan implies (queue moves, ghosts, a sweep's position),
+// opaque to the engine: a stateful policy derives its own type, returns it with the plan and
+// applies it in CachePolicy::OnEvict.
+struct PlanMoves {
+  virtual ~PlanMoves() = default;
+};
+
 struct EvictionPlan {
   // Victims in the order the engine evicts them. Each must be an eviction candidate of the
   // demand's tier at its turn, i.e. after the victims before it are gone (the cascade).
@@ -63,6 +71,7 @@ struct EvictionPlan {
   // the victim's id and children and the head stays behind as a new node (with the victim's
   // last_access and hit count); a victim therefore appears at most once in a plan.
   std::vector<int64_t> tail_pages;
+  std::shared_ptr<const PlanMoves> moves;  // null when the plan implies none
 };
 
 // The new extent of a request, offered to the policy for caching on device (AdmitDevicePages).
@@ -169,10 +178,44 @@ class CachePolicy {
   virtual BackupSchedule ChooseBackup(const CacheView& view, const GatherContext& ctx,
                                       GatherMethod gather) const = 0;
 
+  // The policy's own state (queues, ghosts, sketches, histories) changes only in the hooks
+  // below, never in the const decisions above. The engine calls them with the view as it is at
+  // that moment, in this order within a request:
+  //   OnOffer, AdmitDevicePages, OnAdmit   for a request with a new extent (offer.pages > 0);
+  //   OnPlanning, PlanEviction, OnEvict    for each eviction, OnEvict just before the engine
+  //                                        applies the plan (it applies every plan it asks for).
+  // A policy that keeps nothing overrides none of them.
+
+  // A request offers a new extent: its keys are seen (before the admission decision).
+  virtual void OnOffer(const CacheView& view, const DeviceOffer& offer) {
+    (void)view;
+    (void)offer;
+  }
+  // The admission decision for `offer` was `admitted` pages.
+  virtual void OnAdmit(const CacheView& view, const DeviceOffer& offer, int64_t admitted) {
+    (void)view;
+    (void)offer;
+    (void)admitted;
+  }
+  // PlanEviction is about to be asked for `demand`: brings what the policy has learned from the
+  // cache (the nodes created since, a lazily kept index) up to date with `view`.
+  virtual void OnPlanning(const CacheView& view, const LaneDemand& demand) {
+    (void)view;
+    (void)demand;
+  }
+  // `plan` (returned by PlanEviction for `demand`) is applied next: the policy records its
+  // victims (ghosts) and commits plan.moves.
+  virtual void OnEvict(const CacheView& view, const LaneDemand& demand, const EvictionPlan& plan) {
+    (void)view;
+    (void)demand;
+    (void)plan;
+  }
+
   // An index the policy keeps over the eviction candidates, which the engine attaches to its
   // tree for the replay (RadixTree::SetObserver), or nullptr (the default). The index is the
-  // policy's own state, not cache state; one engine at a time may use a policy that has one.
-  virtual CandidateObserver* Observer() const { return nullptr; }
+  // policy's own state, not cache state, changed through the observer's calls; one engine at a
+  // time may use a policy that has one.
+  virtual CandidateObserver* Observer() { return nullptr; }
 };
 
 }  // namespace kvlanes

@@ -74,7 +74,7 @@ int64_t CacheDevicePages(const ReplayConfig& cfg, const PlacementRule& rule) {
 
 }  // namespace
 
-ReplayEngine::ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, int64_t block_tokens,
+ReplayEngine::ReplayEngine(const ReplayConfig& cfg, CachePolicy& policy, int64_t block_tokens,
                            EngineOptions opts)
     : cfg_(cfg),
       policy_(policy),
@@ -111,8 +111,15 @@ CacheView ReplayEngine::View() const {
 
 bool ReplayEngine::EnsureFree(RequestWork& w, const LaneDemand& demand) {
   if (demand.MetBy(ledger_)) return true;
-  ApplyEviction(w, demand.tier, policy_.PlanEviction(View(), demand));
+  Evict(w, demand);
   return demand.MetBy(ledger_);
+}
+
+void ReplayEngine::Evict(RequestWork& w, const LaneDemand& demand) {
+  policy_.OnPlanning(View(), demand);
+  const EvictionPlan plan = policy_.PlanEviction(View(), demand);
+  policy_.OnEvict(View(), demand, plan);
+  ApplyEviction(w, demand.tier, plan);
 }
 
 std::vector<std::array<uint32_t, 2>> ReplayEngine::SparePairs() {
@@ -651,7 +658,13 @@ void ReplayEngine::AdmitNewExtent(RequestWork& w) {
   const DeviceOffer offer{std::span<const PageKey>(w.s.keys.data(), w.s.keys.size()), w.ext_start,
                           w.n_ext, placement_->from_allocator ? std::span<const uint16_t>() : ext,
                           &w.need};
-  w.end = w.ext_start + (w.n_ext > 0 ? policy_.AdmitDevicePages(View(), offer) : 0);
+  w.end = w.ext_start;
+  if (w.n_ext > 0) {
+    policy_.OnOffer(View(), offer);
+    const int64_t admitted = policy_.AdmitDevicePages(View(), offer);
+    policy_.OnAdmit(View(), offer, admitted);
+    w.end += admitted;
+  }
   // Admission in whole cache units (a unit's pages are cached together or not at all).
   if (w.end < w.total) w.end -= (w.end - w.ext_start) % unit_pages_;
   KV_CHECK(w.end >= w.ext_start && w.end <= w.total, "policy '" << policy_.Name() << "' admitted "
@@ -683,7 +696,7 @@ bool ReplayEngine::ReserveDevicePages(RequestWork& w) {
     for (int64_t& t : want.target)
       if (t > 0) ++t;
   }
-  if (!want.MetBy(ledger_)) ApplyEviction(w, Tier::kDevice, policy_.PlanEviction(View(), want));
+  if (!want.MetBy(ledger_)) Evict(w, want);
   if (w.need.MetBy(ledger_)) return true;
   ++c_.uncached_requests;
   CountLaneDeficit(w.need.Total());

@@ -95,7 +95,7 @@ class ReplayEngine {
  public:
   // REQUIRES: cfg validated; trace.block_tokens divisible by cfg.cache.page_tokens. The
   // eviction order and placement rule come from the policy (CachePolicy::Order/Placement).
-  ReplayEngine(const ReplayConfig& cfg, const CachePolicy& policy, int64_t block_tokens,
+  ReplayEngine(const ReplayConfig& cfg, CachePolicy& policy, int64_t block_tokens,
                EngineOptions opts = {});
 
   // Processes the next request. When `plan` is given, it is filled with everything the request
@@ -191,6 +191,8 @@ class ReplayEngine {
 
   // Makes free pages meet `demand` (evicting per the policy when short); true if met.
   bool EnsureFree(RequestWork& w, const LaneDemand& demand);
+  // Asks the policy for a plan that meets `demand` (with its hooks around it) and applies it.
+  void Evict(RequestWork& w, const LaneDemand& demand);
   void ApplyEviction(RequestWork& w, Tier tier, const EvictionPlan& plan);
   void EvictFromDevice(RequestWork& w, NodeId id);
   void EvictFromHost(RequestWork& w, NodeId id);
@@ -210,7 +212,7 @@ class ReplayEngine {
                    uint32_t host_slot);
 
   ReplayConfig cfg_;
-  const CachePolicy& policy_;
+  CachePolicy& policy_;  // decides (const) and keeps its own state in the hooks the engine calls
   const PlacementRule* placement_;
   int64_t page_tokens_;
   int64_t block_tokens_;

@@ -72,7 +72,7 @@ struct ServingReplay::Running {
 };
 
 struct ServingReplay::Replica {
-  const CachePolicy* policy = nullptr;
+  CachePolicy* policy = nullptr;
   std::unique_ptr<ReplayEngine> engine;
   std::deque<size_t> waiting;                    // routed here, not admitted; arrival order
   std::vector<Running> running;                  // admission order
@@ -83,12 +83,12 @@ struct ServingReplay::Replica {
   ReplicaStats stats;
 };
 
-ServingReplay::ServingReplay(const ReplayConfig& cfg, std::vector<const CachePolicy*> policies,
+ServingReplay::ServingReplay(const ReplayConfig& cfg, std::vector<CachePolicy*> policies,
                              int64_t block_tokens, const ForwardCost& cost, EngineOptions opts)
     : cfg_(cfg), cost_(cost), router_(MakeRouter(cfg.serving)) {
   KV_CHECK(static_cast<int64_t>(policies.size()) == cfg.serving.replicas,
            policies.size() << " policies for " << cfg.serving.replicas << " replicas");
-  for (const CachePolicy* p : policies) {
+  for (CachePolicy* p : policies) {
     auto r = std::make_unique<Replica>();
     r->policy = p;
     r->engine = std::make_unique<ReplayEngine>(cfg, *p, block_tokens, opts);

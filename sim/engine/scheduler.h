@@ -98,8 +98,8 @@ class ServingReplay {
  public:
   // REQUIRES: cfg validated; policies.size() == cfg.serving.replicas, one policy object per
   // replica (policies may keep state per cache); `cost` outlives the replay.
-  ServingReplay(const ReplayConfig& cfg, std::vector<const CachePolicy*> policies,
-                int64_t block_tokens, const ForwardCost& cost, EngineOptions opts = {});
+  ServingReplay(const ReplayConfig& cfg, std::vector<CachePolicy*> policies, int64_t block_tokens,
+                const ForwardCost& cost, EngineOptions opts = {});
   ~ServingReplay();
 
   // Serves the whole trace. on_admit(plan, replica, trace index), when set, is called at each

@@ -326,8 +326,8 @@ namespace {
 // holds tens of KiB at most.
 constexpr size_t kReplayPlanQueue = 64;
 
-nlohmann::ordered_json RunServing(const ReplayConfig& cfg, const CachePolicy& policy,
-                                  const Trace& trace, EngineOptions opts,
+nlohmann::ordered_json RunServing(const ReplayConfig& cfg, CachePolicy& policy, const Trace& trace,
+                                  EngineOptions opts,
                                   const std::function<void(size_t, size_t)>& progress,
                                   const ReplaySinks& sinks) {
   if (cfg.hardware.profile.empty())
@@ -339,7 +339,7 @@ nlohmann::ordered_json RunServing(const ReplayConfig& cfg, const CachePolicy& po
                      "the replay, and in serving mode that order follows from the cache's own "
                      "decisions (docs/serving.md, \"The oracle\"); use serving.mode sequential");
   std::vector<std::unique_ptr<CachePolicy>> owned;
-  std::vector<const CachePolicy*> policies{&policy};
+  std::vector<CachePolicy*> policies{&policy};
   for (int64_t r = 1; r < cfg.serving.replicas; ++r) {
     if (!sinks.replica_policy)
       throw InputError("", 0, "serving.replicas",
@@ -392,8 +392,8 @@ nlohmann::ordered_json RunServing(const ReplayConfig& cfg, const CachePolicy& po
 
 }  // namespace
 
-nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& policy,
-                                 const Trace& trace, EngineOptions opts,
+nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, CachePolicy& policy, const Trace& trace,
+                                 EngineOptions opts,
                                  const std::function<void(size_t, size_t)>& progress,
                                  const ReplaySinks& sinks) {
   if (cfg.serving.Enabled()) return RunServing(cfg, policy, trace, opts, progress, sinks);

@@ -46,8 +46,8 @@ struct ReplaySinks {
 // Replays the whole trace and returns the JSON report (deterministic; no wall-clock fields).
 // With cfg.hardware.profile set, the report holds `predicted` (cost_model.h, predictor.h).
 // progress(done, total) is called now and then for long traces (may be empty).
-nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, const CachePolicy& policy,
-                                 const Trace& trace, EngineOptions opts,
+nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, CachePolicy& policy, const Trace& trace,
+                                 EngineOptions opts,
                                  const std::function<void(size_t, size_t)>& progress,
                                  const ReplaySinks& sinks = {});
 

@@ -16,7 +16,8 @@ namespace kvlanes::test {
 // last list repeats); evicts with the lanes or scalar planner.
 class ScriptedPolicy final : public ConfiguredPolicy {
  public:
-  ScriptedPolicy(const ReplayConfig& cfg, PlanScope scope) : ConfiguredPolicy(cfg), scope_(scope) {}
+  ScriptedPolicy(const ReplayConfig& cfg, PlanScope scope)
+      : ConfiguredPolicy(cfg, nullptr), scope_(scope) {}
   std::string_view Name() const override { return "scripted"; }
   void Script(std::vector<uint16_t> owners) { script_.push_back(std::move(owners)); }
   void PlaceExtent(const CacheView& view, int64_t first_page,
@@ -56,7 +57,7 @@ inline Request Tokens(std::vector<uint64_t> ids) {
 
 // Runs requests through an engine, checking every invariant after each one.
 struct Harness {
-  Harness(const ReplayConfig& c, const CachePolicy& p) : cfg(c), engine(cfg, p, 1) {}
+  Harness(const ReplayConfig& c, CachePolicy& p) : cfg(c), engine(cfg, p, 1) {}
   void Run(std::vector<uint64_t> ids) {
     engine.Process(Tokens(std::move(ids)));
     engine.CheckInvariants();
