@@ -13,7 +13,7 @@ include(CMakePackageConfigHelpers)
 
 set(KVLANES_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/kvlanes)
 set(KVLANES_EXPORTED
-    kvlanes_traces kvlanes_sim kvlanes_policies kvlanes_regress kvlanes_compare kvlanes_kernels
+    kvlanes_traces kvlanes_sim kvlanes_methods kvlanes_policies kvlanes_regress kvlanes_compare kvlanes_kernels
     kvlanes_exec kvlanes_exec_bench kvlanes_cli kvlanes_commands kvlanes_main)
 if(KVLANES_WITH_CUDA)
   list(APPEND KVLANES_EXPORTED kvlanes_kernels_bench)
@@ -32,7 +32,7 @@ install(TARGETS ${KVLANES_EXPORTED} kvlanes EXPORT kvlanesTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY traces sim policies tools exec kernels
+install(DIRECTORY traces sim methods policies tools exec kernels
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvlanes
         FILES_MATCHING PATTERN "*.h")
 install(FILES tools/plot_sweep.py DESTINATION ${CMAKE_INSTALL_BINDIR})
