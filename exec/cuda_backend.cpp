@@ -17,6 +17,7 @@
 #include "exec/forward_model_cuda.h"
 #include "kernels/materialize_cuda.h"
 #include "kernels/tier_copy_cuda.h"
+#include "methods/gather_method.h"
 
 namespace kvlanes::exec {
 namespace {
@@ -439,8 +440,7 @@ class CudaBackend : public RankBackend {
     };
     d_owner_slot_ = put(g.owner_slot);
     num_owned_ = 0;
-    if (g.method ==
-        GatherMethod::kDense) {  // the owned pages as a list: scatter_dense copies only them
+    if (!g.owner_slot.empty()) {  // dense: the owned pages as a list, scatter_dense copies them
       kernels::ListOwnedPages(g.owner_slot, &owned_pages_, &owned_slots_);
       num_owned_ = static_cast<int64_t>(owned_pages_.size());
       d_owned_pages_ = put(owned_pages_);
@@ -453,11 +453,11 @@ class CudaBackend : public RankBackend {
     d_src_slot_ = put(g.src_slot);
     d_tags_ =
         static_cast<const PageTag*>(arena_.Put(g.tags.data(), g.tags.size() * sizeof(PageTag)));
-    if (g.method != GatherMethod::kP2p && geo_.ranks > 1 && !comm_)
-      throw ExecError("rank " + std::to_string(rank_) + ": a " +
-                      kGatherMethodNames.CName(g.method) +
+    const GatherMethodImpl& method = GatherMethodOf(g.method);
+    if (method.UsesCollectives() && geo_.ranks > 1 && !comm_)
+      throw ExecError("rank " + std::to_string(rank_) + ": a " + method.Name() +
                       " gather needs NCCL, which this run has not");
-    if (g.method == GatherMethod::kP2p)
+    if (method.ReadsPeers())
       for (int r = 0; r < geo_.ranks; ++r)
         if (!peer_base_.empty() && !peer_base_[static_cast<size_t>(r)])
           throw ExecError("rank " + std::to_string(rank_) + ": p2p gather needs rank " +

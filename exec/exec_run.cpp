@@ -21,6 +21,7 @@
 
 #include "exec/exec_error.h"
 #include "exec/host_backend.h"
+#include "methods/gather_method.h"
 #include "traces/input_error.h"
 #include "traces/input_file.h"
 #include "traces/output_file.h"
@@ -39,15 +40,13 @@ bool NeedsNccl(const ExecPlan& plan) {
     // cache.cp_hit_agreement min: the group's minimum all-reduce of the reported hits.
     if (!r.hit_reports.empty() && plan.geo.ranks > 1) return true;
     // p2p reads through CUDA IPC; partial_merge exchanges through the rendezvous.
-    if (r.prefix_pages > 0 && r.gather_method != GatherMethod::kP2p &&
-        r.gather_method != GatherMethod::kPartialMerge)
-      return true;
+    if (r.prefix_pages > 0 && GatherMethodOf(r.gather_method).UsesCollectives()) return true;
   }
   return false;
 }
 bool NeedsP2p(const ExecPlan& plan) {
   for (const RequestPlan& r : plan.requests)
-    if (r.prefix_pages > 0 && r.gather_method == GatherMethod::kP2p) return true;
+    if (r.prefix_pages > 0 && GatherMethodOf(r.gather_method).ReadsPeers()) return true;
   return false;
 }
 

@@ -14,6 +14,8 @@
 #include "exec/gather.h"
 #include "exec/partial_merge_check.h"
 #include "kernels/materialize.h"
+#include "methods/backup_schedule.h"
+#include "methods/gather_method.h"
 #include "sim/cache/placement.h"
 #include "sim/check.h"
 #include "sim/predict/content_hash.h"
@@ -485,7 +487,7 @@ class RankRun {
     bool has_host = geo_.host_slots > 0;
     std::vector<GatherMethod> methods;
     for (const RequestPlan& r : plan_.requests)
-      if (r.prefix_pages > 0 && r.gather_method != GatherMethod::kPartialMerge &&
+      if (r.prefix_pages > 0 && GatherMethodOf(r.gather_method).Gathers() &&
           std::find(methods.begin(), methods.end(), r.gather_method) == methods.end())
         methods.push_back(r.gather_method);
     const int64_t n =
@@ -550,10 +552,9 @@ class RankRun {
     const int64_t P = std::min<int64_t>(geo_.max_prefix_pages, geo_.device_slots);
     std::vector<PrefixPage> prefix(static_cast<size_t>(P));
     std::vector<int64_t> count(static_cast<size_t>(N), 0);
-    const kernels::ZigzagRun z{P, N};
+    const GatherMethodImpl& method = GatherMethodOf(m);
     for (int64_t p = 0; p < P; ++p) {
-      const int owner = m == GatherMethod::kZigzag ? static_cast<int>(z.OwnerRank(z.ChunkOfPage(p)))
-                                                   : static_cast<int>(p % N);
+      const int owner = method.ScratchOwner(p, P, N);
       prefix[static_cast<size_t>(p)] = PrefixPage{
           static_cast<uint16_t>(owner), static_cast<uint32_t>(count[static_cast<size_t>(owner)]++)};
     }
@@ -563,64 +564,11 @@ class RankRun {
 
   GatherIndex BuildGather(GatherMethod m, const std::vector<PrefixPage>& prefix,
                           std::vector<PageTag> tags) const {
-    const int N = geo_.ranks;
     GatherIndex g;
     g.method = m;
     g.prefix_pages = static_cast<int64_t>(prefix.size());
     g.tags = std::move(tags);
-    const int64_t P = g.prefix_pages;
-    switch (m) {
-      case GatherMethod::kDense:
-        g.owner_slot.resize(static_cast<size_t>(P));
-        for (int64_t p = 0; p < P; ++p) {
-          const PrefixPage& q = prefix[static_cast<size_t>(p)];
-          g.owner_slot[static_cast<size_t>(p)] =
-              q.owner == me_ ? static_cast<int32_t>(q.device_slot) : -1;
-        }
-        break;
-      case GatherMethod::kPacked: {
-        std::vector<std::vector<int64_t>> shards(static_cast<size_t>(N));
-        for (int64_t p = 0; p < P; ++p) shards[prefix[static_cast<size_t>(p)].owner].push_back(p);
-        for (const auto& s : shards)
-          g.shard_pages = std::max<int64_t>(g.shard_pages, static_cast<int64_t>(s.size()));
-        for (int64_t p : shards[static_cast<size_t>(me_)])
-          g.pack_slots.push_back(static_cast<int32_t>(prefix[static_cast<size_t>(p)].device_slot));
-        g.unpack_index = kernels::BuildUnpackIndex(shards, g.shard_pages, P);
-        break;
-      }
-      case GatherMethod::kZigzag:
-        g.zigzag = kernels::ZigzagRun{P, N};
-        g.shard_pages = g.zigzag.MaxShardPages();
-        for (int64_t p : kernels::ZigzagShardLogicalPages(g.zigzag, me_))
-          g.pack_slots.push_back(static_cast<int32_t>(prefix[static_cast<size_t>(p)].device_slot));
-        break;
-      case GatherMethod::kOwnerMajor:
-        // Owner-major (checked by BeginGather): rank r holds pages r, r + N, ... in that order,
-        // so its shard is its pack order and page p is record (p mod N) * S + p / N.
-        g.shard_pages = (P + N - 1) / N;
-        for (int64_t p = me_; p < P; p += N)
-          g.pack_slots.push_back(static_cast<int32_t>(prefix[static_cast<size_t>(p)].device_slot));
-        for (int64_t p = 0; p < P; ++p)
-          g.page_records.push_back(static_cast<int32_t>((p % N) * g.shard_pages + p / N));
-        break;
-      case GatherMethod::kP2p:
-        for (const PrefixPage& q : prefix) {
-          g.src_rank.push_back(q.owner);
-          g.src_slot.push_back(static_cast<int32_t>(q.device_slot));
-        }
-        break;
-      case GatherMethod::kPartialMerge:
-        break;  // refused by the plan check (nothing to gather)
-      case GatherMethod::kBroadcast:
-        // Every rank holds lane 0's pages (layer_split); the layer's owner packs all of them in
-        // logical order, so page p is record p of the broadcast.
-        g.shard_pages = P;
-        for (int64_t p = 0; p < P; ++p) {
-          g.pack_slots.push_back(static_cast<int32_t>(prefix[static_cast<size_t>(p)].device_slot));
-          g.page_records.push_back(static_cast<int32_t>(p));
-        }
-        break;
-    }
+    GatherMethodOf(m).BuildIndex(me_, geo_.ranks, prefix, g);
     return g;
   }
 
@@ -635,7 +583,7 @@ class RankRun {
     // shape (milliseconds per GEMM) would be timed in the request's first layer.
     // A merged prefix (partial_merge) reads no dense buffer and is not warmed: its shapes
     // depend on the rank's shard, which BeginModelMerge sets up after the barrier.
-    const bool merged = q.p->prefix_pages > 0 && q.p->gather_method == GatherMethod::kPartialMerge;
+    const bool merged = q.p->prefix_pages > 0 && !GatherMethodOf(q.p->gather_method).Gathers();
     if (plan_.forward == ForwardMode::kModel && opts_.forward_warm && !merged) {
       const ForwardWork w = ForwardWorkOf(*q.p);
       WarmForward(w);
@@ -661,9 +609,10 @@ class RankRun {
     // Gather set-up. A p2p gather reads peers' pools, which no event orders: every rank loads
     // all layers first, then the ranks synchronise (so peers' pages are in place).
     // partial_merge gathers nothing: BeginGather checks the prefix and merges (PartialMerge).
-    const bool merges = q.p->prefix_pages > 0 && q.p->gather_method == GatherMethod::kPartialMerge;
+    const GatherMethodImpl& method = GatherMethodOf(q.p->gather_method);
+    const bool merges = q.p->prefix_pages > 0 && !method.Gathers();
     q.gathers = q.p->prefix_pages > 0 && !merges;
-    q.p2p = q.gathers && q.p->gather_method == GatherMethod::kP2p;
+    q.p2p = q.gathers && method.ReadsPeers();
     if (q.p2p) q.all_loaded = LoadLayers(q, LayerRange{0, geo_.layers}, -1);
     // With the proxy the merge runs in the layers' attention on the device (BeginModelMerge);
     // else on the host, over values derived from the pages (PartialMerge).
@@ -683,7 +632,7 @@ class RankRun {
       RunLayer(q, l);
       if (l == 0 && opts_.gate && opts_.gate_first_layer) b_.OpenGate();
     }
-    if (q.p->backup_schedule != BackupSchedule::kPerLayer)
+    if (!BackupScheduleOf(q.p->backup_schedule).CopiesEachLayer())
       BackUp(q, LayerRange{0, geo_.layers}, -1);
     EnqueueChecks(q);
     Finish(q);
@@ -880,7 +829,7 @@ class RankRun {
         const size_t op = AddOp(id, "backup", Stream::kD2H,
                                 static_cast<int64_t>(c.pages.size()) * L * geo_.chunk_bytes(k),
                                 static_cast<int64_t>(c.pages.size()));
-        ops_[op].extra = {{"schedule", kBackupScheduleNames.CName(q.p->backup_schedule)}};
+        ops_[op].extra = {{"schedule", BackupScheduleOf(q.p->backup_schedule).Name()}};
         q.backups.push_back({op, k, dp, hp, c.pages.size()});
       }
     }
@@ -905,7 +854,8 @@ class RankRun {
     q.last_mark = b_.Mark(Stream::kCompute);
     q.layer_marks.push_back(q.last_mark);
     spans_.push_back({q.cop, m0, q.last_mark, l});
-    if (q.p->backup_schedule == BackupSchedule::kPerLayer) BackUp(q, LayerRange{l, l + 1}, l);
+    if (BackupScheduleOf(q.p->backup_schedule).CopiesEachLayer())
+      BackUp(q, LayerRange{l, l + 1}, l);
   }
 
   // One gather layer after its load-back (`loaded`) and the forward layer that last read the
@@ -928,8 +878,7 @@ class RankRun {
       spans_.push_back({q.gop, phase_begin, end, l, std::move(name)});
       phase_begin = end;
     }
-    if (q.gather->method == GatherMethod::kOwnerMajor ||
-        q.gather->method == GatherMethod::kBroadcast) {
+    if (GatherMethodOf(q.gather->method).Result() == GatherResult::kRecords) {
       // The result is the all-gather's output, which the next layer overwrites: check it now.
       verifies_.push_back(PendingVerify{
           b_.VerifyRecords(Stream::kComm, l,
@@ -967,8 +916,8 @@ class RankRun {
           b_.VerifyPages(Stream::kComm, chk.pool, {chk.dev, chk.n}, {chk.tags, chk.n}), chk.op_id,
           chk.what, chk.dev, chk.host, chk.tags});
     load_checks_.clear();
-    if (q.gathers && DenseHoldsEveryLayer() && q.gather->method != GatherMethod::kOwnerMajor &&
-        q.gather->method != GatherMethod::kBroadcast)
+    if (q.gathers && DenseHoldsEveryLayer() &&
+        GatherMethodOf(q.gather->method).Result() == GatherResult::kDense)
       for (int64_t l = 0; l < geo_.layers; ++l) {
         verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather",
                                           "layer " + std::to_string(l)});
@@ -1181,31 +1130,23 @@ class RankRun {
         covered[static_cast<size_t>(q)] = true;
         tags[static_cast<size_t>(q)] = PageTag{r.extent, 0, q};
       }
-    if ((p.gather_method == GatherMethod::kPartialMerge) != (geo_.interleave_tokens > 0))
+    const GatherMethodImpl& method = GatherMethodOf(p.gather_method);
+    if ((method.Layout() == GatherLayout::kInterleaved) != (geo_.interleave_tokens > 0))
+      PlanFail(ri, id,
+               geo_.interleave_tokens > 0
+                   ? "KV interleaved by token (cache.interleave_tokens) is merged, not gathered "
+                     "by " +
+                         std::string(method.Name())
+                   : std::string(method.Name()) +
+                         " needs KV interleaved by token (config cache.interleave_tokens)");
+    const GatherPrefixView view{N, &p, [&](const std::string& why) { PlanFail(ri, id, why); }};
+    method.CheckOwners(view);
+    if ((method.Layout() == GatherLayout::kLayerSplit) != geo_.layer_split)
       PlanFail(
           ri, id,
-          geo_.interleave_tokens > 0
-              ? "KV interleaved by token (cache.interleave_tokens) is merged, not gathered "
-                "by " +
-                    std::string(kGatherMethodNames.CName(p.gather_method))
-              : "partial_merge needs KV interleaved by token (config cache.interleave_tokens)");
-    if (p.gather_method == GatherMethod::kPartialMerge) {
-      if (P % N != 0)
-        PlanFail(ri, id,
-                 "partial_merge: a prefix of " + std::to_string(P) +
-                     " pages is not whole cache units of " + std::to_string(N));
-      for (int64_t q = 0; q < P; ++q)
-        if (p.prefix[static_cast<size_t>(q)].owner != q % N)
-          PlanFail(ri, id,
-                   "partial_merge: logical page " + std::to_string(q) + " is on rank " +
-                       std::to_string(p.prefix[static_cast<size_t>(q)].owner) +
-                       ", a cache unit has page p on rank p mod " + std::to_string(N));
-    }
-    if ((p.gather_method == GatherMethod::kBroadcast) != geo_.layer_split)
-      PlanFail(ri, id,
-               geo_.layer_split ? "a layer_split plan materializes by broadcast, not " +
-                                      std::string(kGatherMethodNames.CName(p.gather_method))
-                                : "broadcast needs a layer_split plan (cache.placement)");
+          geo_.layer_split
+              ? "a layer_split plan materializes by broadcast, not " + std::string(method.Name())
+              : std::string(method.Name()) + " needs a layer_split plan (cache.placement)");
     if (geo_.layer_split)
       for (int64_t q = 0; q < P; ++q)
         if (p.prefix[static_cast<size_t>(q)].owner != 0)
@@ -1213,22 +1154,6 @@ class RankRun {
                    "layer_split: logical page " + std::to_string(q) + " is on lane " +
                        std::to_string(p.prefix[static_cast<size_t>(q)].owner) +
                        ", every page is on lane 0");
-    if (p.gather_method == GatherMethod::kOwnerMajor) {
-      // The proof is the placement's invariant, named by every run's descriptor; the owners are
-      // checked too, since a wrong order would go unnoticed by the all-gather.
-      for (size_t i = 0; i < p.runs.size(); ++i)
-        if (i >= p.run_extents.size() || !ExtentIsOwnerMajor(p.run_extents[i], N))
-          PlanFail(ri, id,
-                   "owner_major: run " + std::to_string(i) + "'s extent descriptor (" +
-                       (i < p.run_extents.size() ? p.run_extents[i].placement : "missing") +
-                       ") does not prove owner-major owners");
-      for (int64_t q = 0; q < P; ++q)
-        if (p.prefix[static_cast<size_t>(q)].owner != q % N)
-          PlanFail(ri, id,
-                   "owner_major: logical page " + std::to_string(q) + " is owned by rank " +
-                       std::to_string(p.prefix[static_cast<size_t>(q)].owner) +
-                       ", owner-major order needs rank " + std::to_string(q % N));
-    }
     std::vector<int64_t> shard(static_cast<size_t>(N), 0);
     for (int64_t q = 0; q < P; ++q) {
       if (!covered[static_cast<size_t>(q)])
@@ -1262,21 +1187,10 @@ class RankRun {
     const int N = geo_.ranks;
     const int64_t P = p.prefix_pages;
     const std::vector<PageTag> tags = CheckPrefix(ri, p, id);
-    if (p.gather_method == GatherMethod::kPartialMerge) return PartialMerge(p, tags, id);
-    if (p.gather_method == GatherMethod::kZigzag) {
-      if (!p.proven_zigzag) PlanFail(ri, id, "method zigzag without proven_zigzag");
-      const kernels::ZigzagRun z{P, N};
-      for (int64_t q = 0; q < P; ++q)
-        if (z.OwnerRank(z.ChunkOfPage(q)) != p.prefix[static_cast<size_t>(q)].owner)
-          PlanFail(ri, id,
-                   "zigzag: logical page " + std::to_string(q) + " is owned by rank " +
-                       std::to_string(p.prefix[static_cast<size_t>(q)].owner) +
-                       ", the zigzag split puts it on rank " +
-                       std::to_string(z.OwnerRank(z.ChunkOfPage(q))));
-    }
-    if (p.gather_method == GatherMethod::kP2p && N > kernels::kMaxPeerRanks)
-      throw ExecError("p2p gather reads from at most " + std::to_string(kernels::kMaxPeerRanks) +
-                      " ranks; the plan has " + std::to_string(N));
+    const GatherMethodImpl& method = GatherMethodOf(p.gather_method);
+    if (!method.Gathers()) return PartialMerge(p, tags, id);
+    method.CheckIndexable(
+        GatherPrefixView{N, &p, [&](const std::string& why) { PlanFail(ri, id, why); }});
 
     gathers_.push_back(BuildGather(p.gather_method, p.prefix, tags));
     const GatherIndex& g = gathers_.back();
@@ -1290,7 +1204,7 @@ class RankRun {
       throw InputError("", 0, "--fault", "rank " + std::to_string(me_) + " owns no page of " + id);
     });
     b_.PrepareGather(g);
-    if (p.gather_method == GatherMethod::kP2p) {
+    if (method.ReadsPeers()) {
       // Peers' pages (loaded back in this request, too) must be in place before they are read.
       b_.Sync();
       b_.Barrier();
@@ -1301,7 +1215,7 @@ class RankRun {
     }
     const size_t op =
         AddOp(id, "gather", Stream::kComm, P * geo_.layers * geo_.page_layer_bytes(), P);
-    ops_[op].extra = {{"method", kGatherMethodNames.CName(p.gather_method)},
+    ops_[op].extra = {{"method", method.Name()},
                       {"layers", geo_.layers},
                       {"runs", p.runs.size()},
                       {"shard_pages", g.shard_pages}};

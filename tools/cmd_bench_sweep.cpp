@@ -71,9 +71,8 @@ void PrintForwardTable(const nlohmann::ordered_json& doc) {
                 kPeakGbps / 1000);
 }
 
-}  // namespace
-
-int CmdBenchSweep(int argc, const char* const* argv) {
+// Every option of `bench sweep`, with the defaults of SweepOptions.
+po::options_description SweepOptionsDescription() {
   po::options_description desc("options");
   const exec::SweepOptions d;
   // clang-format off
@@ -137,217 +136,251 @@ int CmdBenchSweep(int argc, const char* const* argv) {
       ("quiet,q", po::bool_switch(), "no progress or summary")
       ("help,h", "this help");
   // clang-format on
+  return desc;
+}
+
+void PrintSweepHelp(const char* argv0, const po::options_description& desc) {
+  const std::string self = argv0;
+  PrintHelp(
+      std::cout, self + " --out M.json [--config C.yaml] [options]",
+      "Times the executor's primitives on this machine's GPU (or host memory): tier copies\n"
+      "of one pool (one layer and all layers, both directions) over page counts 1, 2, 4,\n"
+      "..., the host time of submitting copies, one layer of a packed gather (pack +\n"
+      "unpack), and backups over a forward pass (per-layer and tail, beside a gather, as\n"
+      "the executor runs them). Each sample is the median of --repeats runs on fresh\n"
+      "random slots after warm-up. Feed the file to `kvlanes calibrate`\n"
+      "(docs/calibration.md). With --ranks N (N > 1; one GPU per rank for NCCL) it\n"
+      "measures instead, with every rank taking part, the NCCL all-gather and all-reduce\n"
+      "of the gathers and CUDA IPC peer reads over the same page counts; calibrate those\n"
+      "with --base set to the one-rank profile. With --forward model (cuda) it also times\n"
+      "the executor's forward-pass proxy per layer over a grid of new tokens x prefix\n"
+      "tokens (--set model.preset=NAME) and prints its TFLOP/s and GB/s, and its backups\n"
+      "follow layers of the proxy instead of the spin. With either\n"
+      "forward pass it times pairs of ops on separate streams (copies beside a gather, a\n"
+      "forward layer or another copy; a gather beside a forward layer), each also alone,\n"
+      "for the overlap shares calibrate fits.",
+      desc,
+      {"kvlanes bench sweep --out M.json",
+       "kvlanes bench sweep --tier-copy batch --slot-runs 1,4,32 --out M.json",
+       "kvlanes bench sweep --tier-copy batch --only backups --backup-runs 1,4,64 --out B.json",
+       "kvlanes bench sweep --tier-copy batch --only backups --forward model "
+       "--backup-gather-pages 0 "
+       "--out BM.json",
+       "kvlanes bench sweep --forward model --set model.preset=deepseek-v3.2 --out M.json",
+       "kvlanes bench sweep --only pairs --forward synthetic --out PAIRS.json",
+       "kvlanes bench sweep --ranks 2 --out RANKS2.json"});
+}
+
+// The geometry of --config / --set and --host-layout.
+void ReadSweepGeometry(const po::variables_map& vm, exec::SweepOptions& o) {
+  if (vm.count("config") || vm.count("set")) {
+    ReplayConfig cfg;
+    if (vm.count("config")) LoadConfigFile(vm["config"].as<std::string>(), cfg);
+    if (vm.count("set")) {
+      for (const std::string& a : vm["set"].as<std::vector<std::string>>())
+        ApplyConfigSetting(a, cfg);
+      ValidateConfig(cfg);
+    }
+    o.model_shape = cfg.model.shape;
+    o.model_preset = cfg.model.preset;
+    o.page_tokens = cfg.cache.page_tokens;
+    o.layers = cfg.model.layers;
+    o.pool_names.clear();
+    o.elem_bytes.clear();
+    for (const PoolSpec& p : cfg.model.pools) {
+      o.pool_names.push_back(p.name);
+      o.elem_bytes.push_back(p.bytes_per_token_layer);
+    }
+    const auto l = kernels::ParseHostLayout(cfg.cache.host_layout);
+    if (!l)
+      throw InputError(vm.count("config") ? vm["config"].as<std::string>() : "--set", 0,
+                       "cache.host_layout", "expected one of " + kernels::HostLayoutNames());
+    o.host_layout = *l;
+  }
+  if (vm.count("host-layout")) {
+    const auto l = kernels::ParseHostLayout(vm["host-layout"].as<std::string>());
+    if (!l)
+      throw InputError("", 0, "--host-layout", "expected one of " + kernels::HostLayoutNames());
+    o.host_layout = *l;
+  }
+}
+
+// The backend, the ranks and the copy grid.
+void ReadSweepBackend(const po::variables_map& vm, exec::SweepOptions& o) {
+  o.backend = vm["backend"].as<std::string>();
+  if (o.backend != "cuda" && o.backend != "host")
+    throw InputError("", 0, "--backend", "expected cuda or host");
+  o.device = vm["device"].as<int>();
+  o.ranks = vm["ranks"].as<int>();
+  if (o.ranks < 1 || o.ranks > 64) throw InputError("", 0, "--ranks", "must be in 1..64");
+  if (vm.count("devices")) {
+    o.devices = ParseDevices(vm["devices"].as<std::string>());
+    if (static_cast<int>(o.devices.size()) != o.ranks)
+      throw InputError(
+          "", 0, "--devices",
+          std::to_string(o.devices.size()) + " GPUs for " + std::to_string(o.ranks) + " ranks");
+  }
+  const std::string tc = vm["tier-copy"].as<std::string>();
+  exec::kTierCopyModeNames.Parse(tc, "--tier-copy");
+  o.tier_copy = tc;
+  if (vm.count("tier-max-ctas")) {
+    o.tier_max_ctas = vm["tier-max-ctas"].as<int>();
+    if (o.tier_max_ctas < 0) throw InputError("", 0, "--tier-max-ctas", "must be >= 0");
+  }
+  o.max_pages = vm["max-pages"].as<int64_t>();
+  o.max_all_layer_pages = vm["max-all-layer-pages"].as<int64_t>();
+  o.repeats = vm["repeats"].as<int>();
+  o.warmup = vm["warmup"].as<int>();
+  if (vm["quick"].as<bool>()) {
+    o.max_pages = 64;
+    o.max_all_layer_pages = 16;
+    o.repeats = 5;
+    o.warmup = 1;
+  }
+  if (o.max_pages < 1) throw InputError("", 0, "--max-pages", "must be >= 1");
+  if (o.max_all_layer_pages < 1) throw InputError("", 0, "--max-all-layer-pages", "must be >= 1");
+  if (o.repeats < 1) throw InputError("", 0, "--repeats", "must be >= 1");
+  if (o.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
+}
+
+// A comma-separated list of run lengths in 1..max pages of option `flag`.
+std::vector<int64_t> RunLengths(const po::variables_map& vm, const char* flag, int64_t max_pages) {
+  std::vector<int64_t> out;
+  std::stringstream ss(vm[flag].as<std::string>());
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || v < 1 || v > max_pages)
+      throw InputError("", 0, std::string("--") + flag,
+                       "'" + item + "' is not a run length in 1.." + std::to_string(max_pages));
+    out.push_back(v);
+  }
+  if (out.empty()) throw InputError("", 0, std::string("--") + flag, "empty list");
+  return out;
+}
+
+// The seed, the backups over a forward pass and the slot runs.
+void ReadSweepBackups(const po::variables_map& vm, exec::SweepOptions& o) {
+  o.seed = vm["seed"].as<uint64_t>();
+  if (!vm.count("only")) o.backups = !vm["no-backups"].as<bool>();
+  const std::string bg = vm["backup-gate"].as<std::string>();
+  if (bg != "on" && bg != "off")
+    throw InputError("", 0, "--backup-gate", "expected on or off, got '" + bg + "'");
+  o.backup_gate = bg == "on";
+  const std::string bh = vm["backup-host-slots"].as<std::string>();
+  if (bh != "random" && bh != "fresh")
+    throw InputError("", 0, "--backup-host-slots", "expected random or fresh, got '" + bh + "'");
+  o.backup_fresh_host = bh == "fresh";
+  o.backup_pools_reversed = vm["backup-pools-reversed"].as<bool>();
+  const std::string ce = vm["cache-evict"].as<std::string>();
+  if (ce != "on" && ce != "off")
+    throw InputError("", 0, "--cache-evict", "expected on or off, got '" + ce + "'");
+  o.cache_evict = ce == "on";
+  o.slot_runs = RunLengths(vm, "slot-runs", o.max_pages);
+  o.backup_runs = RunLengths(vm, "backup-runs", o.max_pages);
+  if (vm.count("backup-gather-pages"))
+    o.backup_gather_pages =
+        IntList(vm["backup-gather-pages"].as<std::string>(), "--backup-gather-pages", 0);
+  o.backup_forward_tokens = vm["backup-forward-tokens"].as<int64_t>();
+  if (o.backup_forward_tokens < 1)
+    throw InputError("", 0, "--backup-forward-tokens", "must be >= 1");
+}
+
+// The forward pass, the groups (--only) and the forward and pair grids.
+void ReadSweepGroups(const po::variables_map& vm, exec::SweepOptions& o) {
+  o.forward = vm["forward"].as<std::string>();
+  exec::kForwardModeNames.Parse(o.forward, "--forward");
+  if (o.forward == "model" && (o.backend != "cuda" || o.ranks > 1))
+    throw InputError("", 0, "--forward",
+                     "model runs the proxy on one GPU: it needs --backend cuda and --ranks 1 "
+                     "(the host backend has no model forward pass; use --forward synthetic)");
+  if (vm.count("only")) {
+    o.copies = o.backups = o.forward_grid = o.pairs = false;
+    std::stringstream ss(vm["only"].as<std::string>());
+    std::string g;
+    while (std::getline(ss, g, ',')) {
+      if (g == "copies")
+        o.copies = true;
+      else if (g == "backups")
+        o.backups = true;
+      else if (g == "forward" && o.forward != "model")
+        throw InputError("", 0, "--only",
+                         "the forward grid times the model proxy: it needs --forward model");
+      else if (g == "forward")
+        o.forward_grid = true;
+      else if (g == "pairs")
+        o.pairs = true;
+      else
+        throw InputError("", 0, "--only",
+                         "unknown group '" + g + "' (valid: copies, backups, forward, pairs)");
+    }
+    if (vm["no-backups"].as<bool>()) o.backups = false;
+  }
+  if (vm.count("forward-tokens"))
+    o.forward_new_tokens = IntList(vm["forward-tokens"].as<std::string>(), "--forward-tokens", 1);
+  if (vm.count("forward-prefix"))
+    o.forward_prefix_tokens =
+        IntList(vm["forward-prefix"].as<std::string>(), "--forward-prefix", 0);
+  if (vm.count("pair-pages"))
+    o.pair_pages = IntList(vm["pair-pages"].as<std::string>(), "--pair-pages", 1);
+  if (vm.count("first-gather-pages"))
+    o.first_gather_pages =
+        IntList(vm["first-gather-pages"].as<std::string>(), "--first-gather-pages", 1);
+  if (vm["quick"].as<bool>()) {  // a small pair and forward grid too
+    if (!vm.count("pair-pages")) o.pair_pages = {4, 32};
+    if (!vm.count("forward-tokens")) o.forward_new_tokens = {16, 64, 256};
+    if (!vm.count("forward-prefix")) o.forward_prefix_tokens = {0, 1024, 4096};
+    o.pair_forward_s = {1e-4};
+    o.pair_forward_shapes = {{128, 1024}};
+  }
+}
+
+// Runs the sweep and writes `out`; prints the summary unless quiet.
+void RunAndWriteSweep(const exec::SweepOptions& o, const std::string& out, bool quiet) {
+  {  // refuse an unwritable output before timing anything
+    const std::filesystem::path dir = std::filesystem::path(out).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      throw InputError(out, 0, "--out", "directory " + dir.string() + " does not exist");
+  }
+  const nlohmann::ordered_json doc = exec::RunSweep(o);
+  WriteFileAtomically(out, doc.dump(1) + "\n");
+  if (quiet) return;
+  std::map<std::string, int> by_kind;
+  for (const auto& s : doc["samples"]) ++by_kind[s["kind"].get<std::string>()];
+  std::printf("%-12s %8s\n", "kind", "samples");
+  for (const auto& [k, n] : by_kind) std::printf("%-12s %8d\n", k.c_str(), n);
+  PrintForwardTable(doc);
+  std::printf("wrote %s\n", out.c_str());
+}
+
+}  // namespace
+
+int CmdBenchSweep(int argc, const char* const* argv) {
+  const po::options_description desc = SweepOptionsDescription();
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
-    PrintHelp(
-        std::cout, std::string(argv[0]) + " --out M.json [--config C.yaml] [options]",
-        "Times the executor's primitives on this machine's GPU (or host memory): tier copies\n"
-        "of one pool (one layer and all layers, both directions) over page counts 1, 2, 4,\n"
-        "..., the host time of submitting copies, one layer of a packed gather (pack +\n"
-        "unpack), and backups over a forward pass (per-layer and tail, beside a gather, as\n"
-        "the executor runs them). Each sample is the median of --repeats runs on fresh\n"
-        "random slots after warm-up. Feed the file to `kvlanes calibrate`\n"
-        "(docs/calibration.md). With --ranks N (N > 1; one GPU per rank for NCCL) it\n"
-        "measures instead, with every rank taking part, the NCCL all-gather and all-reduce\n"
-        "of the gathers and CUDA IPC peer reads over the same page counts; calibrate those\n"
-        "with --base set to the one-rank profile. With --forward model (cuda) it also times\n"
-        "the executor's forward-pass proxy per layer over a grid of new tokens x prefix\n"
-        "tokens (--set model.preset=NAME) and prints its TFLOP/s and GB/s, and its backups\n"
-        "follow layers of the proxy instead of the spin. With either\n"
-        "forward pass it times pairs of ops on separate streams (copies beside a gather, a\n"
-        "forward layer or another copy; a gather beside a forward layer), each also alone,\n"
-        "for the overlap shares calibrate fits.",
-        desc,
-        {"kvlanes bench sweep --out M.json",
-         "kvlanes bench sweep --tier-copy batch --slot-runs 1,4,32 --out M.json",
-         "kvlanes bench sweep --tier-copy batch --only backups --backup-runs 1,4,64 --out B.json",
-         "kvlanes bench sweep --tier-copy batch --only backups --forward model "
-         "--backup-gather-pages 0 "
-         "--out BM.json",
-         "kvlanes bench sweep --forward model --set model.preset=deepseek-v3.2 --out M.json",
-         "kvlanes bench sweep --only pairs --forward synthetic --out PAIRS.json",
-         "kvlanes bench sweep --ranks 2 --out RANKS2.json"});
+    PrintSweepHelp(argv[0], desc);
     return 0;
   }
   try {
     if (!vm.count("out")) throw InputError("", 0, "--out", "required (the measurement JSON)");
     exec::SweepOptions o;
-    if (vm.count("config") || vm.count("set")) {
-      ReplayConfig cfg;
-      if (vm.count("config")) LoadConfigFile(vm["config"].as<std::string>(), cfg);
-      if (vm.count("set")) {
-        for (const std::string& a : vm["set"].as<std::vector<std::string>>())
-          ApplyConfigSetting(a, cfg);
-        ValidateConfig(cfg);
-      }
-      o.model_shape = cfg.model.shape;
-      o.model_preset = cfg.model.preset;
-      o.page_tokens = cfg.cache.page_tokens;
-      o.layers = cfg.model.layers;
-      o.pool_names.clear();
-      o.elem_bytes.clear();
-      for (const PoolSpec& p : cfg.model.pools) {
-        o.pool_names.push_back(p.name);
-        o.elem_bytes.push_back(p.bytes_per_token_layer);
-      }
-      const auto l = kernels::ParseHostLayout(cfg.cache.host_layout);
-      if (!l)
-        throw InputError(vm.count("config") ? vm["config"].as<std::string>() : "--set", 0,
-                         "cache.host_layout", "expected one of " + kernels::HostLayoutNames());
-      o.host_layout = *l;
-    }
-    if (vm.count("host-layout")) {
-      const auto l = kernels::ParseHostLayout(vm["host-layout"].as<std::string>());
-      if (!l)
-        throw InputError("", 0, "--host-layout", "expected one of " + kernels::HostLayoutNames());
-      o.host_layout = *l;
-    }
-    o.backend = vm["backend"].as<std::string>();
-    if (o.backend != "cuda" && o.backend != "host")
-      throw InputError("", 0, "--backend", "expected cuda or host");
-    o.device = vm["device"].as<int>();
-    o.ranks = vm["ranks"].as<int>();
-    if (o.ranks < 1 || o.ranks > 64) throw InputError("", 0, "--ranks", "must be in 1..64");
-    if (vm.count("devices")) {
-      o.devices = ParseDevices(vm["devices"].as<std::string>());
-      if (static_cast<int>(o.devices.size()) != o.ranks)
-        throw InputError(
-            "", 0, "--devices",
-            std::to_string(o.devices.size()) + " GPUs for " + std::to_string(o.ranks) + " ranks");
-    }
-    const std::string tc = vm["tier-copy"].as<std::string>();
-    exec::kTierCopyModeNames.Parse(tc, "--tier-copy");
-    o.tier_copy = tc;
-    if (vm.count("tier-max-ctas")) {
-      o.tier_max_ctas = vm["tier-max-ctas"].as<int>();
-      if (o.tier_max_ctas < 0) throw InputError("", 0, "--tier-max-ctas", "must be >= 0");
-    }
-    o.max_pages = vm["max-pages"].as<int64_t>();
-    o.max_all_layer_pages = vm["max-all-layer-pages"].as<int64_t>();
-    o.repeats = vm["repeats"].as<int>();
-    o.warmup = vm["warmup"].as<int>();
-    if (vm["quick"].as<bool>()) {
-      o.max_pages = 64;
-      o.max_all_layer_pages = 16;
-      o.repeats = 5;
-      o.warmup = 1;
-    }
-    if (o.max_pages < 1) throw InputError("", 0, "--max-pages", "must be >= 1");
-    if (o.max_all_layer_pages < 1) throw InputError("", 0, "--max-all-layer-pages", "must be >= 1");
-    if (o.repeats < 1) throw InputError("", 0, "--repeats", "must be >= 1");
-    if (o.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
-    o.seed = vm["seed"].as<uint64_t>();
-    if (!vm.count("only")) o.backups = !vm["no-backups"].as<bool>();
-    const std::string bg = vm["backup-gate"].as<std::string>();
-    if (bg != "on" && bg != "off")
-      throw InputError("", 0, "--backup-gate", "expected on or off, got '" + bg + "'");
-    o.backup_gate = bg == "on";
-    const std::string bh = vm["backup-host-slots"].as<std::string>();
-    if (bh != "random" && bh != "fresh")
-      throw InputError("", 0, "--backup-host-slots", "expected random or fresh, got '" + bh + "'");
-    o.backup_fresh_host = bh == "fresh";
-    o.backup_pools_reversed = vm["backup-pools-reversed"].as<bool>();
-    const std::string ce = vm["cache-evict"].as<std::string>();
-    if (ce != "on" && ce != "off")
-      throw InputError("", 0, "--cache-evict", "expected on or off, got '" + ce + "'");
-    o.cache_evict = ce == "on";
-    // A comma-separated list of run lengths in 1..max pages.
-    auto run_lengths = [&](const char* flag) {
-      std::vector<int64_t> out;
-      std::stringstream ss(vm[flag].as<std::string>());
-      std::string item;
-      while (std::getline(ss, item, ',')) {
-        size_t used = 0;
-        long long v = 0;
-        try {
-          v = std::stoll(item, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != item.size() || v < 1 || v > o.max_pages)
-          throw InputError(
-              "", 0, std::string("--") + flag,
-              "'" + item + "' is not a run length in 1.." + std::to_string(o.max_pages));
-        out.push_back(v);
-      }
-      if (out.empty()) throw InputError("", 0, std::string("--") + flag, "empty list");
-      return out;
-    };
-    o.slot_runs = run_lengths("slot-runs");
-    o.backup_runs = run_lengths("backup-runs");
-    if (vm.count("backup-gather-pages"))
-      o.backup_gather_pages =
-          IntList(vm["backup-gather-pages"].as<std::string>(), "--backup-gather-pages", 0);
-    o.backup_forward_tokens = vm["backup-forward-tokens"].as<int64_t>();
-    if (o.backup_forward_tokens < 1)
-      throw InputError("", 0, "--backup-forward-tokens", "must be >= 1");
-    o.forward = vm["forward"].as<std::string>();
-    exec::kForwardModeNames.Parse(o.forward, "--forward");
-    if (o.forward == "model" && (o.backend != "cuda" || o.ranks > 1))
-      throw InputError("", 0, "--forward",
-                       "model runs the proxy on one GPU: it needs --backend cuda and --ranks 1 "
-                       "(the host backend has no model forward pass; use --forward synthetic)");
-    if (vm.count("only")) {
-      o.copies = o.backups = o.forward_grid = o.pairs = false;
-      std::stringstream ss(vm["only"].as<std::string>());
-      std::string g;
-      while (std::getline(ss, g, ',')) {
-        if (g == "copies")
-          o.copies = true;
-        else if (g == "backups")
-          o.backups = true;
-        else if (g == "forward" && o.forward != "model")
-          throw InputError("", 0, "--only",
-                           "the forward grid times the model proxy: it needs --forward model");
-        else if (g == "forward")
-          o.forward_grid = true;
-        else if (g == "pairs")
-          o.pairs = true;
-        else
-          throw InputError("", 0, "--only",
-                           "unknown group '" + g + "' (valid: copies, backups, forward, pairs)");
-      }
-      if (vm["no-backups"].as<bool>()) o.backups = false;
-    }
-    if (vm.count("forward-tokens"))
-      o.forward_new_tokens = IntList(vm["forward-tokens"].as<std::string>(), "--forward-tokens", 1);
-    if (vm.count("forward-prefix"))
-      o.forward_prefix_tokens =
-          IntList(vm["forward-prefix"].as<std::string>(), "--forward-prefix", 0);
-    if (vm.count("pair-pages"))
-      o.pair_pages = IntList(vm["pair-pages"].as<std::string>(), "--pair-pages", 1);
-    if (vm.count("first-gather-pages"))
-      o.first_gather_pages =
-          IntList(vm["first-gather-pages"].as<std::string>(), "--first-gather-pages", 1);
-    if (vm["quick"].as<bool>()) {  // a small pair and forward grid too
-      if (!vm.count("pair-pages")) o.pair_pages = {4, 32};
-      if (!vm.count("forward-tokens")) o.forward_new_tokens = {16, 64, 256};
-      if (!vm.count("forward-prefix")) o.forward_prefix_tokens = {0, 1024, 4096};
-      o.pair_forward_s = {1e-4};
-      o.pair_forward_shapes = {{128, 1024}};
-    }
+    ReadSweepGeometry(vm, o);
+    ReadSweepBackend(vm, o);
+    ReadSweepBackups(vm, o);
+    ReadSweepGroups(vm, o);
     o.timeout_s = TimeoutOption(vm, "timeout-s");
     const bool quiet = vm["quiet"].as<bool>();
     if (!quiet)
       o.progress = [](const std::string& s) { std::fprintf(stderr, "sweep: %s\n", s.c_str()); };
-
-    const std::string out = vm["out"].as<std::string>();
-    {  // refuse an unwritable output before timing anything
-      const std::filesystem::path dir = std::filesystem::path(out).parent_path();
-      if (!dir.empty() && !std::filesystem::is_directory(dir))
-        throw InputError(out, 0, "--out", "directory " + dir.string() + " does not exist");
-    }
-    const nlohmann::ordered_json doc = exec::RunSweep(o);
-    WriteFileAtomically(out, doc.dump(1) + "\n");
-    if (!quiet) {
-      std::map<std::string, int> by_kind;
-      for (const auto& s : doc["samples"]) ++by_kind[s["kind"].get<std::string>()];
-      std::printf("%-12s %8s\n", "kind", "samples");
-      for (const auto& [k, n] : by_kind) std::printf("%-12s %8d\n", k.c_str(), n);
-      PrintForwardTable(doc);
-      std::printf("wrote %s\n", out.c_str());
-    }
+    RunAndWriteSweep(o, vm["out"].as<std::string>(), quiet);
     return 0;
   } catch (const InputError& e) {
     std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());

@@ -192,6 +192,30 @@ void ServingReplay::Arrive(size_t i, int64_t now) {
   rep.stats.peak_queue = std::max<int64_t>(rep.stats.peak_queue, rep.waiting.size());
 }
 
+namespace {
+
+// The waiting requests in the order the schedule takes them: arrival order (fcfs), or under lpm
+// (queues up to kLpmMaxQueue) the longest cached prefix first, ties by arrival.
+std::vector<size_t> WaitingOrder(const std::deque<size_t>& waiting, const ReplayEngine& engine,
+                                 const Trace& trace, const std::string& schedule) {
+  std::vector<size_t> order(waiting.begin(), waiting.end());
+  if (schedule == "lpm" && order.size() > 1 && order.size() <= kLpmMaxQueue) {
+    std::vector<std::pair<int64_t, size_t>> keyed;
+    keyed.reserve(order.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      const MatchPeek m = engine.Peek(trace.requests[order[k]]);
+      keyed.emplace_back(-(m.device_pages + m.host_pages), k);
+    }
+    std::stable_sort(keyed.begin(), keyed.end());  // longest first; ties by arrival
+    std::vector<size_t> sorted;
+    for (const auto& [neg, k] : keyed) sorted.push_back(order[k]);
+    order = std::move(sorted);
+  }
+  return order;
+}
+
+}  // namespace
+
 void ServingReplay::TrySchedule(size_t r, int64_t now) {
   Replica& rep = *replicas_[r];
   if (rep.busy) return;
@@ -211,20 +235,7 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
     left -= take;
   }
   // Then new requests, in the schedule's order.
-  std::vector<size_t> order(rep.waiting.begin(), rep.waiting.end());
-  std::vector<int64_t> peeked(order.size(), -1);
-  if (sc.schedule == "lpm" && order.size() > 1 && order.size() <= kLpmMaxQueue) {
-    std::vector<std::pair<int64_t, size_t>> keyed;
-    keyed.reserve(order.size());
-    for (size_t k = 0; k < order.size(); ++k) {
-      const MatchPeek m = rep.engine->Peek(trace_->requests[order[k]]);
-      keyed.emplace_back(-(m.device_pages + m.host_pages), k);
-    }
-    std::stable_sort(keyed.begin(), keyed.end());  // longest first; ties by arrival
-    std::vector<size_t> sorted;
-    for (const auto& [neg, k] : keyed) sorted.push_back(order[k]);
-    order = std::move(sorted);
-  }
+  const std::vector<size_t> order = WaitingOrder(rep.waiting, *rep.engine, *trace_, sc.schedule);
   std::vector<size_t> taken;
   for (size_t i : order) {
     if (left <= 0) break;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "methods/backup_schedule.h"
+#include "methods/gather_method.h"
 #include "sim/check.h"
 #include "traces/input_error.h"
 
@@ -142,18 +144,17 @@ double CostModel::KernelWriteS(double bytes) const {
 
 double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes,
                               double runs, int pool) const {
-  const HardwareProfile::CopyCost& b = hw_.BackupTerms(
-      s == BackupSchedule::kTail, pool >= 0 && pool < static_cast<int>(pool_names_.size())
-                                      ? pool_names_[static_cast<size_t>(pool)]
-                                      : std::string());
+  const HardwareProfile::CopyCost& b =
+      BackupScheduleOf(s).Terms(hw_, pool >= 0 && pool < static_cast<int>(pool_names_.size())
+                                         ? pool_names_[static_cast<size_t>(pool)]
+                                         : std::string());
   if (b.gbps > 0) return b.Seconds(1, runs * layers, bytes);
   return CopyLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
 }
 
 double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes,
                                 double runs) const {
-  const HardwareProfile::CopyCost& b =
-      s == BackupSchedule::kPerLayer ? hw_.backup_per_layer : hw_.backup_tail;
+  const HardwareProfile::CopyCost& b = BackupScheduleOf(s).Terms(hw_, std::string());
   // Per pool where the pools have their own terms or the bytes per entry pick a band (the pools'
   // chunks differ in size).
   if ((!hw_.backup_pools.empty() || !b.entry_bands.bands.empty()) && b.gbps > 0) {
@@ -225,62 +226,12 @@ GatherCost CostModel::Gather(GatherMethod m, std::span<const int64_t> shard_page
 GatherCost CostModel::GatherLayer(GatherMethod m, std::span<const int64_t> shard_pages,
                                   int64_t prefix_pages, double k) const {
   GatherCost c;
-  const double b = page_layer_bytes_, P = static_cast<double>(prefix_pages);
   int64_t max_shard = 0;
   for (int64_t s : shard_pages) max_shard = std::max(max_shard, s);
-  const double S = static_cast<double>(max_shard), N = ranks_;
-  const auto KernelCopyS = [&](double x) { return k * this->KernelCopyS(x); };
-  const auto KernelWriteS = [&](double x) { return k * this->KernelWriteS(x); };
-  switch (m) {
-    case GatherMethod::kDense:
-      // zero the full buffer, scatter owned pages into place, all-reduce (sum) the buffer.
-      c.per_layer_s = KernelWriteS(P * b) + KernelCopyS(S * b) + AllReduceS(P * b);
-      c.bytes_per_rank = 2 * (N - 1) / N * P * b;
-      break;
-    case GatherMethod::kPacked:
-    case GatherMethod::kZigzag:
-      // pack owned pages (padded to the largest shard), all-gather rank-major, reorder into
-      // logical order: by an explicit index (packed) or the closed zigzag formula.
-      c.per_layer_s = KernelCopyS(S * b) + AllGatherS(N * S * b) + KernelCopyS(P * b);
-      c.bytes_per_rank = (N - 1) / N * N * S * b;
-      if (m == GatherMethod::kPacked)
-        c.once_s = hw_.copy_submit_s + TierCopyS(P * hw_.index_bytes_per_page, true);
-      break;
-    case GatherMethod::kOwnerMajor:
-      // pack owned pages (shards differ by at most one page in an owner-major prefix), padded
-      // all-gather; its rank-major output is the owner-major order attention reads through its
-      // page table: no reorder pass and no index.
-      c.per_layer_s = KernelCopyS(S * b) + AllGatherS(N * S * b);
-      c.bytes_per_rank = (N - 1) / N * N * S * b;
-      break;
-    case GatherMethod::kBroadcast:
-      // layer_split: the layer's owner packs the layer's prefix pages in logical order, then
-      // broadcasts them; every other rank receives the whole prefix of that layer.
-      c.per_layer_s = KernelCopyS(P * b) + BroadcastS(P * b);
-      c.bytes_per_rank = ranks_ > 1 ? P * b : 0;
-      break;
-    case GatherMethod::kPartialMerge:
-      // No KV moves: PartialMerge prices its queries and partial outputs (Evaluate calls it).
-      break;
-    case GatherMethod::kP2p: {
-      // each rank copies its own pages locally and reads every peer's pages into place, in one
-      // kernel whose HBM copy and NVLink reads run side by side: the slower of the two.
-      double worst = 0, worst_bytes = 0;
-      for (int r = 0; r < ranks_; ++r) {
-        const double own =
-            static_cast<double>(r < static_cast<int>(shard_pages.size()) ? shard_pages[r] : 0);
-        const double local = own > 0 ? KernelCopyS(own * b) : 0;
-        const double t = std::max(local, ranks_ > 1 ? PeerReadS((P - own) * b, ranks_ - 1) : 0.0);
-        if (t > worst) {
-          worst = t;
-          worst_bytes = (P - own) * b;
-        }
-      }
-      c.per_layer_s = worst;
-      c.bytes_per_rank = worst_bytes;
-      break;
-    }
-  }
+  const GatherLayerShape shape{
+      shard_pages,       static_cast<double>(prefix_pages), static_cast<double>(max_shard),
+      page_layer_bytes_, static_cast<double>(ranks_),       k};
+  GatherMethodOf(m).LayerCost(*this, shape, c);
   c.first_layer_s = c.per_layer_s;
   c.total_s = c.once_s + c.LayersS(layers_);
   return c;
@@ -332,26 +283,7 @@ BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_pe
       layer_copy = std::max(
           layer_copy, BackupCopiesS(BackupSchedule::kPerLayer, pages, 1,
                                     static_cast<double>(pages) * page_layer_bytes_, runs(lane)));
-  if (s == BackupSchedule::kPerLayer) {
-    // layer l's copy starts when layer l's forward ends and the previous copy is done.
-    double copy_end = 0;
-    for (double end : layer_end_s) copy_end = std::max(copy_end, end) + layer_copy;
-    c.submit_s = static_cast<double>(layers_ * pools_) * hw_.copy_submit_s;
-    c.total_s = std::max(c.forward_s, copy_end) + c.submit_s;
-  } else {
-    // one copy per pool of all layers after the forward pass.
-    c.submit_s = static_cast<double>(pools_) * hw_.copy_submit_s;
-    double worst = 0;
-    for (size_t lane = 0; lane < pages_per_lane.size(); ++lane) {
-      const int64_t pages = pages_per_lane[lane];
-      const double bytes =
-          static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers_);
-      if (pages > 0)
-        worst = std::max(worst,
-                         BackupCopiesS(BackupSchedule::kTail, pages, layers_, bytes, runs(lane)));
-    }
-    c.total_s = c.forward_s + c.submit_s + worst;
-  }
+  BackupScheduleOf(s).ClosedForm(*this, pages_per_lane, layer_end_s, layer_copy, runs, pools_, c);
   c.beyond_forward_s = c.total_s - c.forward_s;
   return c;
 }
@@ -411,7 +343,7 @@ struct RequestTerms {
   bool load_all_first = false;  // p2p: every layer's load-back before the first gather layer
   double compute_layer_s = 0;
   int64_t ahead = 0;  // gather layers run ahead of the forward pass
-  BackupSchedule backup = BackupSchedule::kTail;
+  const BackupScheduleImpl* backup = nullptr;
   double tail_submit_s = 0;  // the tail backup's submission, once the forward pass ends
 };
 
@@ -474,7 +406,7 @@ RequestOps AddRequestOps(Schedule& s, const std::vector<LaneWork>& classes, cons
                           t.compute_layer_s, static_cast<int64_t>(l), q);
       co.deps[0] = ready;
       ops.compute[qu][l] = s.Add(co);
-      if (w.backup_pages > 0 && t.backup == BackupSchedule::kPerLayer) {
+      if (w.backup_pages > 0 && t.backup->CopiesEachLayer()) {
         SchedOp bo = MakeOp("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H,
                             w.backup_layer, static_cast<int64_t>(l), q);
         bo.deps[0] = ops.compute[qu][l];
@@ -484,7 +416,7 @@ RequestOps AddRequestOps(Schedule& s, const std::vector<LaneWork>& classes, cons
   }
   for (int q = 0; q < R; ++q) {
     const LaneWork& w = classes[static_cast<size_t>(q)];
-    if (w.backup_pages == 0 || t.backup != BackupSchedule::kTail) continue;
+    if (w.backup_pages == 0 || t.backup->CopiesEachLayer()) continue;
     // One copy per pool of all layers after the forward pass, submitted when it ends.
     SchedOp bo =
         MakeOp("backup", OpKind::kD2H, SchedStream::kD2H, Engine::kCopyD2H, w.backup_tail, -1, q);
@@ -559,20 +491,18 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   int64_t backed = 0;
   for (int64_t x : f.backup_pages) backed += x;
   RequestTerms terms;
-  // partial_merge moves queries and partial outputs, not the prefix.
-  terms.gather = f.gather == GatherMethod::kPartialMerge && f.prefix_pages > 0
-                     ? PartialMerge(f.new_tokens)
-                     : Gather(f.gather, f.shard_pages, f.prefix_pages);
+  // A method may price itself from something else than the prefix (partial_merge: queries and
+  // partial outputs).
+  const GatherMethodImpl& method = GatherMethodOf(f.gather);
+  if (!method.RequestCost(*this, f, terms.gather))
+    terms.gather = Gather(f.gather, f.shard_pages, f.prefix_pages);
   terms.gathers = f.prefix_pages > 0;
-  // A p2p gather reads peers' pools, which no event orders: the executor loads every layer of
-  // the load-backs first, one copy per pool, and every gather layer waits for that.
-  terms.load_all_first = terms.gathers && f.gather == GatherMethod::kP2p;
+  // A gather that reads peers' pools (p2p) is ordered by no event: the executor loads every
+  // layer of the load-backs first, one copy per pool, and every gather layer waits for that.
+  terms.load_all_first = terms.gathers && method.ReadsPeers();
   terms.compute_layer_s = ComputeLayerS(f.new_tokens, f.prefix_tokens);
-  // partial_merge exchanges a layer's own queries and outputs: nothing can run a layer ahead.
-  terms.ahead = f.gather == GatherMethod::kPartialMerge ? 0
-                : f.prefetch_layers < 0                 ? prefetch_layers_
-                                                        : f.prefetch_layers;
-  terms.backup = f.backup;
+  terms.ahead = method.LayersAhead(f.prefetch_layers < 0 ? prefetch_layers_ : f.prefetch_layers);
+  terms.backup = &BackupScheduleOf(f.backup);
   terms.tail_submit_s = static_cast<double>(pools_) * hw_.copy_submit_s;
   std::vector<LaneWork> work(lanes);
   for (size_t r = 0; r < lanes; ++r) {
@@ -619,12 +549,8 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   b.forward_s = c.forward_s;
   if (backed == 0) {
     b.total_s = c.forward_s;
-  } else if (f.backup == BackupSchedule::kPerLayer) {
-    b.submit_s = static_cast<double>(layers_ * pools_) * hw_.copy_submit_s;
-    b.total_s = std::max(c.forward_s, backup_end) + b.submit_s;
   } else {
-    b.submit_s = static_cast<double>(pools_) * hw_.copy_submit_s;
-    b.total_s = std::max(c.forward_s, backup_end);
+    terms.backup->ScheduledTotal(*this, backup_end, pools_, b);
   }
   b.beyond_forward_s = b.total_s - b.forward_s;
   c.service_s = b.total_s;

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "methods/backup_schedule.h"
 #include "traces/percentile.h"
 
 namespace kvlanes {
@@ -171,7 +172,7 @@ void Predictor::AddEvents(const RequestPlan& p, const RequestCost& c, double sta
            T::Int("prefetch_layers", model_.prefetch_layers()), T::Num("busy_s", gath.busy)});
     if (bk[rank] > 0 && back.ops > 0)
       w.Span(rank, T::Track::kCopyD2H, backup, fwd0 + back.begin,
-             (p.backup_schedule == BackupSchedule::kPerLayer
+             (BackupScheduleOf(p.backup_schedule).CopiesEachLayer()
                   ? std::max(comp.end, back.end) + c.backup.submit_s
                   : back.end) -
                  back.begin,

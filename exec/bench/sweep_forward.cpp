@@ -1,0 +1,125 @@
+// bench sweep: the forward-pass proxy per layer kind over the grid of new x prefix tokens, and
+// the forward ops of the pairs.
+#include "exec/bench/sweeper.h"
+
+namespace kvlanes::exec::sweep {
+
+std::vector<Sweeper::KindLayers> Sweeper::ModelLayerKinds() const {
+  std::vector<KindLayers> k;
+  for (int64_t l = 0; l < geo_.layers; ++l) {
+    const LayerKind lk = LayerKindOf(o_.model_shape, l);
+    auto it = std::find_if(k.begin(), k.end(), [&](const KindLayers& x) { return x.kind == lk; });
+    if (it == k.end()) {
+      k.push_back({lk, l, 1});
+    } else {
+      ++it->count;
+    }
+  }
+  return k;
+}
+
+// The proxy's work of one request at one rank: every new token, over a prefix of whole pages.
+ForwardWork& Sweeper::Work(int64_t new_tokens, int64_t prefix_tokens) {
+  ForwardWork& w = work_[work_next_++ % work_.size()];
+  w.prefix_pages = prefix_tokens / geo_.page_tokens;
+  w.new_tokens = new_tokens;
+  w.positions.resize(static_cast<size_t>(new_tokens));
+  const int64_t first = w.prefix_pages * geo_.page_tokens;
+  std::iota(w.positions.begin(), w.positions.end(), static_cast<int32_t>(first));
+  return w;
+}
+
+// forward "model": one layer of the proxy per layer kind, on the compute stream, per (new
+// tokens, prefix) of the grid. The sample's time is the per-layer mean over the model's layers
+// (each kind's median weighted by its layer count, per repeat), so `layers` is 1.
+void Sweeper::ForwardGridSamples() {
+  Progress("forward (the model proxy, per layer)");
+  const ModelShape& ms = o_.model_shape;
+  const std::vector<KindLayers> kinds = ModelLayerKinds();
+  int64_t kv_bytes = 0;  // all pools of one layer, per token
+  for (const int64_t e : geo_.elem_bytes) kv_bytes += e;
+  for (const int64_t n : o_.forward_new_tokens)
+    for (const int64_t p_asked : o_.forward_prefix_tokens) {
+      if (p_asked > MaxPrefixTokens()) {
+        skipped_.push_back("forward prefix " + std::to_string(p_asked) +
+                           " tokens: above the dense buffer's " +
+                           std::to_string(MaxPrefixTokens()) + " (raise --max-pages)");
+        continue;
+      }
+      const int64_t p = p_asked / geo_.page_tokens * geo_.page_tokens;
+      std::vector<double> mix(static_cast<size_t>(o_.repeats), 0.0);
+      double flops = 0, bytes = 0;
+      nlohmann::ordered_json per_kind = nlohmann::ordered_json::array();
+      for (const KindLayers& k : kinds) {
+        const std::vector<double> t = Time(Stream::kCompute, [&] {
+          b_.PrepareForward(Work(n, p));
+          const int64_t l = k.first;
+          return [this, l] { b_.ModelForwardLayer(Stream::kCompute, l, {}); };
+        });
+        const double w = static_cast<double>(k.count) / static_cast<double>(geo_.layers);
+        for (size_t i = 0; i < t.size(); ++i) mix[i] += w * t[i];
+        const double kf = LayerFlops(ms, k.kind, n, p), kb = LayerBytes(ms, k.kind, n, p, kv_bytes);
+        flops += w * kf;
+        bytes += w * kb;
+        nlohmann::ordered_json x = Stats("forward", t);
+        x.erase("kind");
+        x["layer_kind"] = k.kind == LayerKind::kMoe ? "moe" : "dense";
+        x["layers"] = k.count;
+        x["flops"] = kf;
+        x["hbm_bytes"] = kb;
+        x["tflops"] = kf / x["median_s"].get<double>() / 1e12;
+        x["gbps"] = kb / x["median_s"].get<double>() / 1e9;
+        per_kind.push_back(std::move(x));
+      }
+      nlohmann::ordered_json x = Stats("forward", mix);
+      x["forward"] = "model";
+      x["preset"] = o_.model_preset;
+      x["new_tokens"] = n;
+      x["prefix_tokens"] = p;
+      x["ranks"] = 1;
+      x["layers"] = 1;
+      x["flops"] = flops;
+      x["hbm_bytes"] = bytes;
+      x["tflops"] = flops / x["median_s"].get<double>() / 1e12;
+      x["gbps"] = bytes / x["median_s"].get<double>() / 1e9;
+      x["per_kind"] = std::move(per_kind);
+      x["label"] = "proxy layer (mean over the model's layers), " + std::to_string(n) +
+                   " new tokens over " + std::to_string(p) + " prefix tokens";
+      char line[160];  // one line per shape, so a run cut short still shows how far it got
+      std::snprintf(line, sizeof line,
+                    "forward %lld new over %lld prefix: %.3f ms a layer, %.0f TFLOP/s",
+                    static_cast<long long>(n), static_cast<long long>(p),
+                    1e3 * x["median_s"].get<double>(), x["tflops"].get<double>());
+      Progress(line);
+      samples_.push_back(std::move(x));
+    }
+}
+
+PairOp Sweeper::SyntheticForwardOp(double busy_s) {
+  char what[64];
+  std::snprintf(what, sizeof what, "synthetic forward layer of %g s", busy_s);
+  PairOp op{"forward", Stream::kCompute, 0, what, {}};
+  op.busy_s = busy_s;
+  op.make = [this, busy_s]() -> std::function<void()> {
+    const int64_t l = RandomLayer();
+    return [this, l, busy_s] { b_.ForwardLayer(Stream::kCompute, l, {}, busy_s); };
+  };
+  return op;
+}
+
+PairOp Sweeper::ModelForwardOp(int64_t n, int64_t p, const KindLayers& k) {
+  PairOp op{"forward",
+            Stream::kCompute,
+            0,
+            std::string("proxy ") + (k.kind == LayerKind::kMoe ? "moe" : "dense") + " layer, " +
+                std::to_string(n) + " new tokens over " + std::to_string(p) + " prefix tokens",
+            {}};
+  op.make = [this, n, p, k]() -> std::function<void()> {
+    b_.PrepareForward(Work(n, p));
+    const int64_t l = k.first;
+    return [this, l] { b_.ModelForwardLayer(Stream::kCompute, l, {}); };
+  };
+  return op;
+}
+
+}  // namespace kvlanes::exec::sweep

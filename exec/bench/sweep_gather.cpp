@@ -1,0 +1,93 @@
+// bench sweep: one layer of a packed gather at one rank, the gather op of the pairs, and gather
+// layers timed after a forward layer (the after-forward ratios).
+#include "exec/bench/sweeper.h"
+
+namespace kvlanes::exec::sweep {
+
+// One layer of a packed gather at one rank: pack the owned pages, unpack them into order.
+void Sweeper::PackedGatherSamples() {
+  const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
+  Progress("device_copy (packed gather layer)");
+  for (const int64_t n : counts) {
+    const std::vector<double> t = Time(Stream::kComm, [&] {
+      const auto [d, h] = Slots(n);
+      (void)h;
+      // The index upload is the gather's once-per-request part: enqueued before the timed span.
+      auto keep = std::make_shared<GatherIndex>(PackedIdentityIndex(d));
+      b_.PrepareGather(*keep);
+      const int64_t l = RandomLayer();
+      return [this, keep, l] { GatherLayer(b_, *keep, Stream::kComm, l); };
+    });
+    nlohmann::ordered_json x = Stats("device_copy", t);
+    x["bytes"] = 2 * n * geo_.page_layer_bytes();
+    x["op"] = "copy";
+    x["kernels"] = 2;
+    x["variant"] = "gather_packed";
+    x["label"] = "pack + unpack of " + std::to_string(n) + " pages, one layer, all pools";
+    samples_.push_back(std::move(x));
+  }
+}
+
+PairOp Sweeper::GatherOp(int64_t n) {
+  PairOp op{"gather",
+            Stream::kComm,
+            static_cast<double>(2 * n * geo_.page_layer_bytes()),
+            "packed gather layer of " + std::to_string(n) + " pages",
+            {}};
+  op.make = [this, n]() -> std::function<void()> {
+    const auto [d, h] = Slots(n);
+    (void)h;
+    auto g = std::make_shared<GatherIndex>(PackedIdentityIndex(d));
+    b_.PrepareGather(*g);
+    const int64_t l = RandomLayer();
+    return [this, g, l] { GatherLayer(b_, *g, Stream::kComm, l); };
+  };
+  return op;
+}
+
+// As the executor runs a request (prefetch 0): a forward layer, then gather layer l of n fresh
+// random slots (the first layer to read them since that forward layer), then another forward
+// layer, then layer l + 1 of the same slots. Times both gather layers; behind the request gate.
+void Sweeper::FirstGatherSample(const PairOp& fwd, const nlohmann::ordered_json& shape, int64_t n) {
+  std::vector<double> first, next;
+  for (int rep = -o_.warmup; rep < o_.repeats; ++rep) {
+    const auto f0 = fwd.make();
+    const auto f1 = fwd.make();
+    const GatherIndex g = PackedIdentityIndex(RandomSlots(rng_, geo_.device_slots, n));
+    b_.PrepareGather(g);
+    const int64_t l = geo_.layers > 1 ? RandomLayer() % (geo_.layers - 1) : 0;
+    const int64_t l1 = geo_.layers > 1 ? l + 1 : l;
+    EvictCachesNow();
+    b_.HoldStreams(kPairGateTimeoutS);
+    f0();
+    b_.Wait(Stream::kComm, b_.Mark(Stream::kCompute));
+    const int m0 = b_.Mark(Stream::kComm);
+    GatherLayer(b_, g, Stream::kComm, l);
+    const int m1 = b_.Mark(Stream::kComm);
+    b_.Wait(Stream::kCompute, m1);
+    f1();
+    b_.Wait(Stream::kComm, b_.Mark(Stream::kCompute));
+    const int m2 = b_.Mark(Stream::kComm);
+    GatherLayer(b_, g, Stream::kComm, l1);
+    const int m3 = b_.Mark(Stream::kComm);
+    b_.OpenGate();
+    b_.Sync();
+    if (rep >= 0) {
+      first.push_back(std::max(b_.MarkInterval(m0, m1), 1e-9));
+      next.push_back(std::max(b_.MarkInterval(m2, m3), 1e-9));
+    }
+    b_.ReleaseMarks();
+  }
+  nlohmann::ordered_json x = Stats("first_gather", first);
+  x["next_s"] = Percentile(next, 0.5);
+  x["bytes"] = n * geo_.page_layer_bytes();
+  x["pages"] = n;
+  x["forward"] = o_.forward;
+  for (const auto& [k, v] : shape.items()) x[k] = v;
+  x["variant"] = "gather_packed";
+  x["label"] = "packed gather layer of " + std::to_string(n) + " pages after " + fwd.what +
+               ", then the next layer";
+  samples_.push_back(std::move(x));
+}
+
+}  // namespace kvlanes::exec::sweep

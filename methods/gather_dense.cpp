@@ -1,0 +1,60 @@
+// dense: every rank scatters the pages it owns into a zeroed buffer of the whole prefix, then
+// the ranks all-reduce (sum) it. Needs no proof of the owners and no reorder.
+#include "methods/gather_method.h"
+
+namespace kvlanes {
+namespace {
+
+class Dense final : public GatherMethodImpl {
+ public:
+  GatherMethod Id() const override { return GatherMethod::kDense; }
+  const char* Name() const override { return "dense"; }
+
+  // zero the full buffer, scatter owned pages into place, all-reduce (sum) the buffer.
+  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const override {
+    const double b = s.page_layer_bytes, P = s.prefix_pages, S = s.max_shard_pages, N = s.ranks;
+    c.per_layer_s = s.kernel_ratio * m.KernelWriteS(P * b) + s.kernel_ratio * m.KernelCopyS(S * b) +
+                    m.AllReduceS(P * b);
+    c.bytes_per_rank = 2 * (N - 1) / N * P * b;
+  }
+
+  // Per logical page, this rank's slot when it owns the page, else -1.
+  void BuildIndex(int me, int, std::span<const PrefixPage> prefix,
+                  exec::GatherIndex& g) const override {
+    g.owner_slot.reserve(prefix.size());
+    for (const PrefixPage& q : prefix)
+      g.owner_slot.push_back(q.owner == me ? static_cast<int32_t>(q.device_slot) : -1);
+  }
+
+  void Layer(exec::RankBackend& b, const exec::GatherIndex& g, exec::Stream s, int64_t layer,
+             exec::GatherPhases* phases) const override {
+    const exec::ExecGeometry& geo = b.geometry();
+    b.ScatterDense(s, layer);
+    EndGatherPhase(b, s, phases, "scatter");
+    if (b.ranks() > 1) {
+      b.AllReduce(s, geo.dense_layer_offset(layer, g.prefix_pages),
+                  g.prefix_pages * geo.page_layer_bytes());
+      EndGatherPhase(b, s, phases, "all-reduce");
+    }
+  }
+
+  // The sum of the ranks' buffers: each page from the one rank that scattered it.
+  std::vector<exec::PageTag> HostGather(std::span<const exec::GatherIndex> per_rank,
+                                        const SlotReader& slot) const override {
+    std::vector<exec::PageTag> out(static_cast<size_t>(per_rank[0].prefix_pages));
+    for (size_t r = 0; r < per_rank.size(); ++r)
+      for (size_t p = 0; p < out.size(); ++p)
+        if (const int32_t s = per_rank[r].owner_slot[p]; s >= 0)
+          out[p] = slot(static_cast<int>(r), s);
+    return out;
+  }
+};
+
+}  // namespace
+
+const GatherMethodImpl& DenseGatherMethod() {
+  static const Dense method;
+  return method;
+}
+
+}  // namespace kvlanes
