@@ -191,7 +191,10 @@ PlanHeader ParsePlanHeader(const nlohmann::json& line, const std::string& file) 
     s.fnv1a64 = StringField(p, "", "fnv1a64", file);
     h.hardware_profile = std::move(s);
   }
-  if (line.contains("forward_spin")) h.forward_spin = ParseSpinSource(line["forward_spin"], file);
+  // Version 4's: an older plan's requests carry no layer_spin_s, so a forward_spin in its header
+  // is not read (the command prices the plan).
+  if (h.version >= 4 && line.contains("forward_spin"))
+    h.forward_spin = ParseSpinSource(line["forward_spin"], file);
   h.json = line;
   return h;
 }
