@@ -207,8 +207,8 @@ void ReadRequestFields(const Field& f, const nlohmann::json& j, int version, Req
       f.Fail("hit_agreement.agreed_pages",
              "expected 0..host_match_pages (" + std::to_string(p.host_match_pages) + ")");
   }
-  if (version >= 4) {
-    const auto& spin = f.At(j, "layer_spin_s");
+  if (version >= 4 && j.contains("layer_spin_s")) {  // ReadPlanFile requires it in a file
+    const auto& spin = j["layer_spin_s"];
     if (!spin.is_number() || !(spin.get<double>() >= 0) || !std::isfinite(spin.get<double>()))
       f.Fail("layer_spin_s", "expected a finite number of seconds >= 0");
     p.layer_spin_s = spin.get<double>();
@@ -454,6 +454,8 @@ PlanFile ReadPlanFile(const std::string& path) {
     }
     RequestPlan& r =
         out.requests.emplace_back(PlanFromJson(j, path, n, out.header.version, &out.header));
+    if (out.header.version >= 4 && r.layer_spin_s < 0)
+      throw InputError(path, n, "layer_spin_s", "missing from a version 4 request line");
     const auto [it, fresh] = seen.emplace(std::pair{r.replica, r.request}, n);
     if (!fresh)
       throw InputError(path, n, "request",

@@ -150,7 +150,9 @@ TEST_CASE("a pool name that needs JSON escapes is written as nlohmann writes it"
   const std::vector<std::string> lines = Lines(ReplayPlanText(cfg, &recorded));
   REQUIRE(lines.size() == recorded.size() + 2);
   size_t copies = 0;
+  const SpinPricer spin(nullptr, "", cfg.cache.cp_size, cfg.cache.page_tokens);
   for (size_t i = 0; i < recorded.size(); ++i) {
+    recorded[i].layer_spin_s = spin.LayerS(recorded[i]);  // as the writer prices it
     REQUIRE(lines[i + 1] == PlanToJson(recorded[i], cfg).dump());
     copies += recorded[i].load_back.size() + recorded[i].backup.size();
   }

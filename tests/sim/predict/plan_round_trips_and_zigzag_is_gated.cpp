@@ -255,7 +255,7 @@ TEST_CASE("version 2 plans are still read: the same plan per tuple, and the comm
     for (const RequestPlan& p : held.requests) {
       std::string out;
       AppendPlanLine(p, hcfg, out);
-      CHECK(PlanFromJson(nlohmann::json::parse(out), "v3", line++) == p);
+      CHECK(PlanFromJson(nlohmann::json::parse(out), "v3", line++, 3) == p);
     }
   }
   CHECK(version2 >= 20);  // the held-out rounds' plans (28 of version 2 when this was written)

@@ -18,6 +18,7 @@
 
 #include "policies/registry.h"
 #include "sim/predict/plan.h"
+#include "sim/predict/plan_pricing.h"
 #include "sim/report/report.h"
 #include "tests/sim/predict/stream_bufs.h"
 #include "traces/input_error.h"
@@ -85,8 +86,13 @@ TEST_CASE("the writer thread writes the foreground writer's bytes, in order, for
   const std::string expected = Write(cfg, plans, fg, false);
   // The foreground writer is the one line per request of AppendPlanLine between header and
   // trailer (the format's own test checks those lines against PlanToJson).
+  // Each line priced as the writer prices it (layer_spin_s, no profile: the default terms).
+  const SpinPricer spin(nullptr, "", cfg.cache.cp_size, cfg.cache.page_tokens);
   std::string lines;
-  for (const RequestPlan& p : plans) AppendPlanLine(p, cfg, lines);
+  for (RequestPlan p : plans) {
+    p.layer_spin_s = spin.LayerS(p);
+    AppendPlanLine(p, cfg, lines);
+  }
   CHECK(expected.find(lines) != std::string::npos);
   for (size_t q : {2, 3, 16, 1000}) {
     for (bool move : {false, true}) {
