@@ -4,8 +4,8 @@
 #   find_package(kvlanes 0.3 REQUIRED)
 #   add_executable(my_kvlanes my_policy.cpp)              # registers with kvlanes::PolicyRegistrar
 #   target_link_libraries(my_kvlanes PRIVATE kvlanes::main)  # every kvlanes command, plus main
-# Targets: kvlanes::sim (the policy interface sim/cache/policy.h, the engine, the replay driver
-# sim/report/report.h), kvlanes::policies (policies/registry.h and the shipped policies),
+# Targets: kvlanes::plan (the config, the plan header and reader), kvlanes::sim (the policy
+# interface sim/cache/policy.h, the engine, the replay driver sim/engine/replay_driver.h), kvlanes::policies (policies/registry.h and the shipped policies),
 # kvlanes::cli (replay setup, grids, regress), kvlanes::commands (kvlanes::cli::Main),
 # kvlanes::main (main itself), and the kvlanes executable.
 include(GNUInstallDirs)
@@ -13,7 +13,7 @@ include(CMakePackageConfigHelpers)
 
 set(KVLANES_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/kvlanes)
 set(KVLANES_EXPORTED
-    kvlanes_traces kvlanes_sim kvlanes_methods kvlanes_policies kvlanes_regress kvlanes_compare kvlanes_kernels
+    kvlanes_traces kvlanes_plan kvlanes_sim kvlanes_methods kvlanes_policies kvlanes_regress kvlanes_compare kvlanes_kernels
     kvlanes_exec kvlanes_exec_bench kvlanes_cli kvlanes_commands kvlanes_main)
 if(KVLANES_WITH_CUDA)
   list(APPEND KVLANES_EXPORTED kvlanes_kernels_bench)

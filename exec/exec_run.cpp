@@ -483,11 +483,21 @@ int RunEnvRank(const ExecPlan& plan, const RunOptions& o, const GetEnvFn& getenv
   return code;
 }
 
-nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<RankResult>& ranks,
-                                      const RunOptions& o) {
-  nlohmann::ordered_json j;
-  j["kvlanes_measured"] = 1;
-  nlohmann::ordered_json ctx;
+namespace {
+
+using OJ = nlohmann::ordered_json;
+
+OJ RoundsJson(const std::vector<double>& v) {
+  OJ a = OJ::array();
+  for (double x : v) a.push_back(x);
+  return a;
+}
+
+// The measured file's context: how the run was made, each rank's facts, the timed rounds and
+// the request gates (their expiries summed over ranks).
+OJ MeasuredContext(const ExecPlan& plan, const std::vector<RankResult>& ranks, const RunOptions& o,
+                   int rounds) {
+  OJ ctx;
   ctx["backend"] = o.backend;
   ctx["plan"] = JsonSafeText(plan.source);
   ctx["config_hash"] = plan.config_hash;
@@ -504,7 +514,7 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
   ctx["clock"] = o.backend == "cuda"
                      ? "CUDA events on the op's stream, from each rank's epoch event"
                      : "std::chrono::steady_clock, from each rank's epoch";
-  nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
+  OJ per_rank = OJ::array();
   for (const RankResult& r : ranks) per_rank.push_back(r.context);
   ctx["ranks"] = per_rank;
   if (!ranks.empty()) {
@@ -512,66 +522,93 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
          {"gpu", "driver_version", "cuda_runtime_version", "nccl_version", "host", "cpu"})
       if (ranks[0].context.contains(k)) ctx[k] = ranks[0].context[k];
   }
-  j["context"] = ctx;
-  j["cp_size"] = plan.geo.ranks;
-  j["requests_executed"] = plan.requests.size();
-  j["layers"] = plan.geo.layers;
-  const int rounds = std::max(o.exec.rounds, 1);
   if (rounds > 1)
-    j["context"]["timed_rounds"] = {
-        {"rounds", rounds},
-        {"seconds",
-         "each op's and request's median over the rounds (round_seconds: each "
-         "round's); start_s and end_s are round 0's"}};
-  int64_t verified = 0;
-  const auto rounds_json = [](const std::vector<double>& v) {
-    nlohmann::ordered_json a = nlohmann::ordered_json::array();
-    for (double x : v) a.push_back(x);
-    return a;
-  };
-  // Each op's seconds in every round: a rank's ops come round by round, each round's in the same
-  // order (a plan may repeat an op id: ops are matched by position, their ids checked).
-  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-  for (const RankResult& r : ranks) {
-    verified += r.verified_bytes;
-    std::vector<std::vector<const MeasuredOp*>> by_round(static_cast<size_t>(rounds));
-    for (const MeasuredOp& m : r.ops) {
-      if (m.round < 0 || m.round >= rounds)
-        throw ExecError("rank " + std::to_string(r.rank) + ": op " + m.id + " in round " +
-                        std::to_string(m.round) + " of " + std::to_string(rounds));
-      by_round[static_cast<size_t>(m.round)].push_back(&m);
+    ctx["timed_rounds"] = {{"rounds", rounds},
+                           {"seconds",
+                            "each op's and request's median over the rounds (round_seconds: each "
+                            "round's); start_s and end_s are round 0's"}};
+  int64_t expired = 0, opened_early = 0;
+  for (const RankResult& rr : ranks) {
+    expired += rr.gates_expired;
+    opened_early += rr.gates_opened_early;
+  }
+  if (o.exec.gate)
+    ctx["gate"] = {
+        {"held", o.exec.gate_first_layer ? "every request until its first layer is enqueued"
+                                         : "every request until its host enqueue ends"},
+        {"timeout_s", o.exec.gate_timeout_s},
+        {"expired", expired},
+        {"opened_early", opened_early}};
+  else
+    ctx["gate"] = {{"held", "no (the device runs each op as soon as it is enqueued)"}};
+  return ctx;
+}
+
+// One rank's ops, round by round: each round's in the same order (a plan may repeat an op id:
+// ops are matched by position, their ids checked); each op's seconds the median over rounds.
+void AppendRankOps(const RankResult& r, int rounds, OJ& ops) {
+  std::vector<std::vector<const MeasuredOp*>> by_round(static_cast<size_t>(rounds));
+  for (const MeasuredOp& m : r.ops) {
+    if (m.round < 0 || m.round >= rounds)
+      throw ExecError("rank " + std::to_string(r.rank) + ": op " + m.id + " in round " +
+                      std::to_string(m.round) + " of " + std::to_string(rounds));
+    by_round[static_cast<size_t>(m.round)].push_back(&m);
+  }
+  for (int k = 1; k < rounds; ++k)
+    if (by_round[static_cast<size_t>(k)].size() != by_round[0].size())
+      throw ExecError("rank " + std::to_string(r.rank) + ": round " + std::to_string(k) + " ran " +
+                      std::to_string(by_round[static_cast<size_t>(k)].size()) + " ops, round 0 " +
+                      std::to_string(by_round[0].size()));
+  for (size_t i = 0; i < by_round[0].size(); ++i) {
+    const MeasuredOp& m = *by_round[0][i];
+    std::vector<double> v;
+    for (int k = 0; k < rounds; ++k) {
+      const MeasuredOp& o = *by_round[static_cast<size_t>(k)][i];
+      if (o.id != m.id)
+        throw ExecError("rank " + std::to_string(r.rank) + ": op " + std::to_string(i) +
+                        " of round " + std::to_string(k) + " is " + o.id + ", of round 0 " + m.id);
+      v.push_back(o.seconds);
     }
-    for (int k = 1; k < rounds; ++k)
-      if (by_round[static_cast<size_t>(k)].size() != by_round[0].size())
-        throw ExecError("rank " + std::to_string(r.rank) + ": round " + std::to_string(k) +
-                        " ran " + std::to_string(by_round[static_cast<size_t>(k)].size()) +
-                        " ops, round 0 " + std::to_string(by_round[0].size()));
-    for (size_t i = 0; i < by_round[0].size(); ++i) {
-      const MeasuredOp& m = *by_round[0][i];
-      std::vector<double> v;
-      for (int k = 0; k < rounds; ++k) {
-        const MeasuredOp& o = *by_round[static_cast<size_t>(k)][i];
-        if (o.id != m.id)
-          throw ExecError("rank " + std::to_string(r.rank) + ": op " + std::to_string(i) +
-                          " of round " + std::to_string(k) + " is " + o.id + ", of round 0 " +
-                          m.id);
-        v.push_back(o.seconds);
-      }
-      nlohmann::ordered_json op = {
-          {"id", m.id},           {"kind", m.kind},
-          {"rank", m.rank},       {"seconds", rounds > 1 ? Percentile(v, 0.5) : m.seconds},
-          {"start_s", m.start_s}, {"end_s", m.end_s},
-          {"stream", m.stream},   {"bytes", m.bytes},
-          {"pages", m.pages}};
-      if (rounds > 1) op["round_seconds"] = rounds_json(v);
-      for (const auto& [key, val] : m.extra.items()) op[key] = val;
-      ops.push_back(std::move(op));
+    OJ op = {{"id", m.id},           {"kind", m.kind},
+             {"rank", m.rank},       {"seconds", rounds > 1 ? Percentile(v, 0.5) : m.seconds},
+             {"start_s", m.start_s}, {"end_s", m.end_s},
+             {"stream", m.stream},   {"bytes", m.bytes},
+             {"pages", m.pages}};
+    if (rounds > 1) op["round_seconds"] = RoundsJson(v);
+    for (const auto& [key, val] : m.extra.items()) op[key] = val;
+    ops.push_back(std::move(op));
+  }
+}
+
+// Host facts per request and round: the longest enqueue over ranks, and a second gate's pause
+// (p2p) as the time every rank was paused (the intersection), which is not the request's work.
+struct HostFacts {
+  double enqueue_s = 0, pause_begin = 0, pause_end = 0;
+  int paused_ranks = 0;
+};
+
+std::map<std::pair<int64_t, int>, HostFacts> HostFactsOf(const std::vector<RankResult>& ranks) {
+  std::map<std::pair<int64_t, int>, HostFacts> facts;
+  for (const RankResult& rr : ranks) {
+    for (const RequestHostTime& q : rr.requests) {
+      HostFacts& f = facts[{q.request, q.round}];
+      f.enqueue_s = std::max(f.enqueue_s, q.enqueue_s);
+      if (q.pause_end_s < q.pause_begin_s) continue;
+      f.pause_begin =
+          f.paused_ranks == 0 ? q.pause_begin_s : std::max(f.pause_begin, q.pause_begin_s);
+      f.pause_end = f.paused_ranks == 0 ? q.pause_end_s : std::min(f.pause_end, q.pause_end_s);
+      ++f.paused_ranks;
     }
   }
-  j["verified_bytes"] = verified;
-  // Per request and round: from its first op's start to its last op's end on any rank (the
-  // request's span; ranks' epochs are aligned by a barrier). A request's seconds are their
-  // median over the rounds; the requests' sum is the replay's measured total.
+  return facts;
+}
+
+// Per request and round: from its first op's start to its last op's end on any rank (the
+// request's span; ranks' epochs are aligned by a barrier), less the time every rank was paused.
+// A request's seconds are their median over the rounds; the requests' sum is the replay's
+// measured total (`total`, and each round's in `round_totals`).
+OJ MeasuredRequests(const std::vector<RankResult>& ranks, int rounds, double& total,
+                    std::vector<double>& round_totals) {
   std::map<int64_t, std::vector<std::pair<double, double>>> span;
   for (const RankResult& r : ranks)
     for (const MeasuredOp& m : r.ops) {
@@ -583,30 +620,8 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
       auto& ab = v.at(static_cast<size_t>(m.round));
       ab = {std::min(ab.first, m.start_s), std::max(ab.second, m.end_s)};
     }
-  // Host facts per request and round: the longest enqueue over ranks, and a second gate's pause
-  // (p2p) as the time every rank was paused (the intersection), which is not the request's work.
-  struct HostFacts {
-    double enqueue_s = 0, pause_begin = 0, pause_end = 0;
-    int paused_ranks = 0;
-  };
-  std::map<std::pair<int64_t, int>, HostFacts> facts;
-  int64_t expired = 0, opened_early = 0;
-  for (const RankResult& rr : ranks) {
-    expired += rr.gates_expired;
-    opened_early += rr.gates_opened_early;
-    for (const RequestHostTime& q : rr.requests) {
-      HostFacts& f = facts[{q.request, q.round}];
-      f.enqueue_s = std::max(f.enqueue_s, q.enqueue_s);
-      if (q.pause_end_s < q.pause_begin_s) continue;
-      f.pause_begin =
-          f.paused_ranks == 0 ? q.pause_begin_s : std::max(f.pause_begin, q.pause_begin_s);
-      f.pause_end = f.paused_ranks == 0 ? q.pause_end_s : std::min(f.pause_end, q.pause_end_s);
-      ++f.paused_ranks;
-    }
-  }
-  nlohmann::ordered_json reqs = nlohmann::ordered_json::array();
-  double total = 0;
-  std::vector<double> round_totals(static_cast<size_t>(rounds), 0.0);
+  const std::map<std::pair<int64_t, int>, HostFacts> facts = HostFactsOf(ranks);
+  OJ reqs = OJ::array();
   for (const auto& [r, per_round] : span) {
     std::vector<double> seconds, enqueue, held;
     for (int k = 0; k < rounds; ++k) {
@@ -625,26 +640,40 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
       seconds.push_back(s);
       round_totals[static_cast<size_t>(k)] += s;
     }
-    nlohmann::ordered_json q = {{"request", r}};
+    OJ q = {{"request", r}};
     if (!enqueue.empty()) q["host_enqueue_s"] = Percentile(enqueue, 0.5);
     if (!held.empty()) q["held_s"] = Percentile(held, 0.5);
     q["seconds"] = Percentile(seconds, 0.5);
-    if (rounds > 1) q["round_seconds"] = rounds_json(seconds);
+    if (rounds > 1) q["round_seconds"] = RoundsJson(seconds);
     total += q["seconds"].get<double>();
     reqs.push_back(std::move(q));
   }
-  if (o.exec.gate)
-    j["context"]["gate"] = {
-        {"held", o.exec.gate_first_layer ? "every request until its first layer is enqueued"
-                                         : "every request until its host enqueue ends"},
-        {"timeout_s", o.exec.gate_timeout_s},
-        {"expired", expired},
-        {"opened_early", opened_early}};
-  else
-    j["context"]["gate"] = {{"held", "no (the device runs each op as soon as it is enqueued)"}};
-  j["requests"] = reqs;
+  return reqs;
+}
+
+}  // namespace
+
+nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<RankResult>& ranks,
+                                      const RunOptions& o) {
+  const int rounds = std::max(o.exec.rounds, 1);
+  OJ j;
+  j["kvlanes_measured"] = 1;
+  j["context"] = MeasuredContext(plan, ranks, o, rounds);
+  j["cp_size"] = plan.geo.ranks;
+  j["requests_executed"] = plan.requests.size();
+  j["layers"] = plan.geo.layers;
+  int64_t verified = 0;
+  OJ ops = OJ::array();
+  for (const RankResult& r : ranks) {
+    verified += r.verified_bytes;
+    AppendRankOps(r, rounds, ops);
+  }
+  j["verified_bytes"] = verified;
+  double total = 0;
+  std::vector<double> round_totals(static_cast<size_t>(rounds), 0.0);
+  j["requests"] = MeasuredRequests(ranks, rounds, total, round_totals);
   j["total_s"] = total;
-  if (rounds > 1) j["round_totals_s"] = rounds_json(round_totals);
+  if (rounds > 1) j["round_totals_s"] = RoundsJson(round_totals);
   j["ops"] = ops;
   return j;
 }

@@ -18,9 +18,6 @@
 #include "methods/gather_method.h"
 #include "sim/cache/placement.h"
 #include "sim/check.h"
-#include "sim/predict/content_hash.h"
-#include "sim/predict/cost_model.h"
-#include "sim/predict/hardware_profile.h"
 #include "traces/input_error.h"
 #include "traces/input_file.h"
 
@@ -30,17 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using kernels::LayerRange;
 using kernels::TierDirection;
-
-// The compute model when no hardware profile is given: the assumed DeepSeek-V3.2-like figures
-// of config/profiles/h200.yaml (docs/executor.md), so a plan runs the same with or without one.
-HardwareProfile DefaultComputeProfile() {
-  HardwareProfile hw;
-  hw.name = "exec-default (h200.yaml compute terms, assumed)";
-  hw.layer_base_s = 2.0e-5;
-  hw.layer_token_s = 3.0e-6;
-  hw.layer_attn_pair_s = 2.05e-10;
-  return hw;
-}
 
 // The request fields the executor sizes buffers and compute times from: a prefix lives in the
 // ranks' device pools, so it holds at most ranks x device_slots pages, and each rank's shard at
@@ -69,63 +55,62 @@ void CheckRequestSizes(const RequestPlan& r, const ExecGeometry& g, const std::s
 
 // ------------------------------------------------------------------ plan
 
-ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::string& profile_path,
-                      int64_t max_requests) {
-  ExecPlan e;
-  e.source = source;
-  const nlohmann::json& h = plan.header;
-  ValidatePlanHeader(h, source);  // again: a PlanFile may come from memory, not ReadPlanFile
-  auto field = [&](const char* key) -> const nlohmann::json& {
-    if (!h.contains(key)) throw InputError(source, 1, key, "missing from the plan header");
-    return h[key];
-  };
-  auto integer = [&](const char* key, int64_t lo) {
-    const nlohmann::json& v = field(key);
-    if (!v.is_number_integer() || v.get<int64_t>() < lo)
-      throw InputError(source, 1, key, "expected an integer >= " + std::to_string(lo));
-    return v.get<int64_t>();
-  };
-  ExecGeometry& g = e.geo;
-  g.ranks = static_cast<int>(integer("cp_size", 1));
-  g.page_tokens = integer("page_tokens", 1);
-  g.layers = integer("layers", 1);
-  g.device_slots = integer("device_pages_per_lane", 1);
-  g.host_slots = integer("host_pages_per_lane", 0);
-  if (h.contains("config") && h["config"].is_object() && h["config"].contains("cache.placement") &&
-      h["config"]["cache.placement"] == "layer_split") {
+namespace {
+
+// The memory shape from the header; the requests' largest prefix and shard come later.
+ExecGeometry GeometryOf(const PlanHeader& h) {
+  ExecGeometry g;
+  g.ranks = static_cast<int>(h.cp_size);
+  g.page_tokens = h.page_tokens;
+  g.layers = h.layers;
+  g.device_slots = h.device_pages_per_lane;
+  g.host_slots = h.host_pages_per_lane;
+  if (h.layer_split) {
     // Lane 0 holds the pages of a layer block on every rank: the layout's slot counts.
     g.layer_split = true;
     g.device_slots = LayerSplitCapacityPages(g.device_slots, g.layers, g.ranks);
     g.host_slots = LayerSplitCapacityPages(g.host_slots, g.layers, g.ranks);
   }
-  if (h.contains("config") && h["config"].is_object() &&
-      h["config"].contains("cache.interleave_tokens")) {
-    const nlohmann::json& v = h["config"]["cache.interleave_tokens"];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
-        (v.get<int64_t>() > 0 && g.page_tokens % v.get<int64_t>() != 0))
-      throw InputError(source, 1, "config.cache.interleave_tokens",
-                       "expected 0 or a divisor of page_tokens");
-    g.interleave_tokens = v.get<int64_t>();
+  g.interleave_tokens = h.interleave_tokens;
+  for (const PoolSpec& p : h.pools) {
+    g.pool_names.push_back(p.name);
+    g.elem_bytes.push_back(p.bytes_per_token_layer);
   }
-  const nlohmann::json& pools = field("pools");
-  if (!pools.is_array() || pools.empty() || pools.size() > static_cast<size_t>(kernels::kMaxPools))
-    throw InputError(source, 1, "pools",
-                     "expected 1.." + std::to_string(kernels::kMaxPools) + " pools");
-  for (const auto& p : pools) {
-    if (!p.contains("name") || !p["name"].is_string() || !p.contains("bytes_per_token_layer") ||
-        !p["bytes_per_token_layer"].is_number_integer() ||
-        p["bytes_per_token_layer"].get<int64_t>() < 1)
-      throw InputError(source, 1, "pools", "expected {name, bytes_per_token_layer >= 1} entries");
-    g.pool_names.push_back(p["name"].get<std::string>());
-    g.elem_bytes.push_back(p["bytes_per_token_layer"].get<int64_t>());
-  }
-  const nlohmann::json& layout = field("host_layout");
-  const auto parsed =
-      layout.is_string() ? kernels::ParseHostLayout(layout.get<std::string>()) : std::nullopt;
-  if (!parsed)
-    throw InputError(source, 1, "host_layout", "expected one of " + kernels::HostLayoutNames());
-  g.host_layout = *parsed;
+  g.host_layout = h.host_layout;
+  return g;
+}
 
+// The synthetic forward pass: each request's layer_spin_s, priced when the plan was written (or
+// by the command, for an older plan: plan_pricing.h). A plan without them is refused.
+void TakeSpin(ExecPlan& e, const PlanHeader& h, const std::string& source) {
+  if (!h.forward_spin)
+    throw InputError(source, 1, "forward_spin",
+                     "missing: a plan of version " + std::to_string(h.version) +
+                         " carries no forward-pass seconds; `kvlanes exec` prices it itself, "
+                         "or replay the trace again with `kvlanes replay --plan`");
+  for (const RequestPlan& r : e.requests) {
+    if (r.layer_spin_s < 0)
+      throw InputError(source, 0, "layer_spin_s",
+                       "request " + std::to_string(r.request) + ": missing (not priced)");
+    e.layer_busy_s.push_back(r.layer_spin_s);
+  }
+  const PlanSpinSource& s = *h.forward_spin;
+  e.compute_model = {{"forward", "synthetic"},
+                     {"profile", JsonSafeText(s.profile)},
+                     {"name", s.name},
+                     {"layer_base_s", s.layer_base_s},
+                     {"layer_token_s", s.layer_token_s},
+                     {"layer_attn_pair_s", s.layer_attn_pair_s},
+                     {"scale", 1.0}};
+}
+
+}  // namespace
+
+ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, int64_t max_requests) {
+  ExecPlan e;
+  e.source = source;
+  ExecGeometry& g = e.geo;
+  g = GeometryOf(plan.header);
   if (max_requests >= 0 && static_cast<int64_t>(plan.requests.size()) > max_requests)
     plan.requests.resize(static_cast<size_t>(max_requests));
   e.requests = std::move(plan.requests);
@@ -138,13 +123,7 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
     g.max_shard_pages = std::max(g.max_shard_pages, z.MaxShardPages());
   }
   // Layers gathered ahead (the plan's config records it; absent = 0).
-  if (h.contains("config") && h["config"].is_object() &&
-      h["config"].contains("gather.prefetch_layers")) {
-    const nlohmann::json& v = h["config"]["gather.prefetch_layers"];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 2)
-      throw InputError(source, 1, "config.gather.prefetch_layers", "expected 0, 1 or 2");
-    e.prefetch_layers = v.get<int64_t>();
-  }
+  e.prefetch_layers = plan.header.prefetch_layers;
   // Every gather layer keeps its own dense region when all layers fit in kDenseAllLayersMaxBytes,
   // so the dense result is checked after the request's timed work instead of between layers;
   // else a ring of prefetch_layers + 1 layers (one layer without prefetch), checked inline.
@@ -152,44 +131,8 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::strin
     g.dense_layers = g.layers;
   else
     g.dense_layers = std::min<int64_t>(g.layers, e.prefetch_layers + 1);
-
-  // Compute durations: the cost model's ComputeLayerS with the chosen profile.
-  // The profile given, else the one the plan stores (docs/plan.md), else the default.
-  std::string profile = profile_path;
-  std::optional<PlanProfile> stored;
-  if (profile.empty()) stored = PlanHeaderProfile(h, source);
-  if (stored) profile = stored->path;
-  HardwareProfile hw = stored            ? stored->profile
-                       : profile.empty() ? DefaultComputeProfile()
-                                         : LoadHardwareProfile(profile);
-  // Only ComputeLayerS is used; the collective terms are not, so a profile without a model for
-  // this rank count is accepted (an empty model satisfies the constructor).
-  if (g.ranks > 1 && !hw.Collectives(g.ranks))
-    hw.collectives.push_back(CollectiveModel{g.ranks, {}, {}, {}, 0});
-  ReplayConfig cfg;
-  // A profile with measured compute terms names its preset (CostModel checks it).
-  if (h.contains("config") && h["config"].contains("model.preset") &&
-      h["config"]["model.preset"].is_string())
-    cfg.model.preset = h["config"]["model.preset"].get<std::string>();
-  cfg.cache.cp_size = g.ranks;
-  cfg.cache.page_tokens = g.page_tokens;
-  cfg.model.layers = g.layers;
-  cfg.model.pools.clear();
-  for (int k = 0; k < g.num_pools(); ++k)
-    cfg.model.pools.push_back(
-        PoolSpec{g.pool_names[static_cast<size_t>(k)], g.elem_bytes[static_cast<size_t>(k)]});
-  const CostModel model(hw, cfg, profile);
-  for (const RequestPlan& r : e.requests)
-    e.layer_busy_s.push_back(
-        model.ComputeLayerS(r.computed_tokens, r.prefix_pages * g.page_tokens));
-  e.compute_model = {{"forward", "synthetic"},
-                     {"profile", profile.empty() ? "(none)" : JsonSafeText(profile)},
-                     {"name", hw.name},
-                     {"layer_base_s", hw.layer_base_s},
-                     {"layer_token_s", hw.layer_token_s},
-                     {"layer_attn_pair_s", hw.layer_attn_pair_s},
-                     {"scale", 1.0}};
-  e.config_hash = Fnv1a64Hex(h.contains("config") ? h["config"].dump() : h.dump());
+  TakeSpin(e, plan.header, source);
+  e.config_hash = plan.header.config_hash;
   e.header = std::move(plan.header);
   return e;
 }

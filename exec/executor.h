@@ -22,13 +22,13 @@ namespace kvlanes::exec {
 // A plan ready to execute: the requests, the memory shape and the synthetic forward pass's
 // per-layer duration of each request.
 struct ExecPlan {
-  nlohmann::json header;
+  PlanHeader header;
   std::vector<RequestPlan> requests;
   ExecGeometry geo;
-  std::vector<double> layer_busy_s;      // per request: ComputeLayerS(new tokens, prefix tokens)
+  std::vector<double> layer_busy_s;      // per request: its layer_spin_s (plan version 4)
   std::string source;                    // plan file, or the trace it was replayed from
   std::string config_hash;               // FNV-1a 64 of the header's config, hex
-  nlohmann::ordered_json compute_model;  // where layer_busy_s comes from
+  nlohmann::ordered_json compute_model;  // where layer_busy_s comes from (forward_spin)
   // --forward model: the proxy's shape and sizes (UseModelForward), else unused.
   ForwardMode forward = ForwardMode::kSynthetic;
   ForwardPlan forward_plan;
@@ -37,11 +37,11 @@ struct ExecPlan {
   int64_t prefetch_layers = 0;
 };
 
-// Checks the header (line 1 of `source`) and sizes the memory. profile_path: hardware profile
-// for the compute durations ("" = the header's hardware.profile, else the documented default,
-// docs/executor.md). max_requests < 0: all. Throws InputError naming file, line and field.
-ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, const std::string& profile_path,
-                      int64_t max_requests);
+// Sizes the memory from the parsed header and takes each request's layer_spin_s (a plan without
+// them, of version 2 or 3, is priced first by the command: PricePlanSpin, plan_pricing.h; the
+// executor reads no hardware profile). max_requests < 0: all. Throws InputError naming file,
+// line and field.
+ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, int64_t max_requests);
 
 // Makes the plan's forward pass the proxy (exec/forward_model.h) of the header's model shape;
 // compute_model then names it. Throws InputError when the shape does not fit the pools.

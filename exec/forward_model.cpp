@@ -205,30 +205,10 @@ ForwardMemory PlanForwardMemory(const ModelShape& s, int64_t layers, int64_t max
   return m;
 }
 
-ReplayConfig ModelConfigFromHeader(const nlohmann::json& header, const std::string& source) {
-  ReplayConfig c;
-  if (!header.contains("config") || !header["config"].is_object()) return c;
-  const nlohmann::json& cfg = header["config"];
-  try {
-    if (cfg.contains("model.preset") && cfg["model.preset"].is_string() &&
-        !cfg["model.preset"].get<std::string>().empty())
-      ApplyConfigSetting("model.preset=" + cfg["model.preset"].get<std::string>(), c);
-    for (auto it = cfg.begin(); it != cfg.end(); ++it) {
-      const std::string& key = it.key();
-      if (key.rfind("model.", 0) != 0 || key == "model.preset") continue;
-      ApplyConfigSetting(key + "=" + it.value().dump(), c);
-    }
-    ValidateConfig(c);
-  } catch (const InputError& e) {
-    throw InputError(source, 1, "config", e.what());
-  }
-  return c;
-}
-
-ForwardPlan MakeForwardPlan(const nlohmann::json& header, const std::vector<RequestPlan>& requests,
+ForwardPlan MakeForwardPlan(const PlanHeader& header, const std::vector<RequestPlan>& requests,
                             int64_t page_tokens, const std::vector<std::string>& pool_names,
                             const std::vector<int64_t>& pool_bytes, const std::string& source) {
-  const ReplayConfig c = ModelConfigFromHeader(header, source);
+  const ReplayConfig c = PlanModelConfig(header, source);
   ForwardPlan f;
   f.shape = c.model.shape;
   f.preset = c.model.preset;

@@ -131,12 +131,8 @@ struct ForwardPlan {
   int64_t max_keys = 0;
 };
 // Throws InputError (source, line 1) when the header's shape does not fit its pools.
-ForwardPlan MakeForwardPlan(const nlohmann::json& header, const std::vector<RequestPlan>& requests,
+ForwardPlan MakeForwardPlan(const PlanHeader& header, const std::vector<RequestPlan>& requests,
                             int64_t page_tokens, const std::vector<std::string>& pool_names,
                             const std::vector<int64_t>& pool_bytes, const std::string& source);
-
-// The model shape and pools from a plan header's config (model.* keys; a header without them:
-// the defaults). Throws InputError naming `source`, line 1 and the key.
-ReplayConfig ModelConfigFromHeader(const nlohmann::json& header, const std::string& source);
 
 }  // namespace kvlanes::exec

@@ -18,6 +18,7 @@
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
 #include "sim/predict/plan.h"
+#include "sim/predict/plan_pricing.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "traces/input_error.h"
@@ -95,8 +96,9 @@ Plotter CheckPlotting(const std::string& out) {
 // read.
 Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path,
                             double compute_scale, const std::function<bool()>& synthetic,
-                            std::optional<int64_t> replica) {
+                            std::optional<int64_t> replica, std::string& config_hash) {
   PlanFile plan = ReadPlanFile(plan_path);
+  config_hash = plan.header.config_hash;
   if (replica) {
     SelectReplica(plan.requests, *replica, plan_path);
   } else if (const std::vector<int64_t> r = PlanReplicas(plan.requests); r.size() > 1) {
@@ -107,16 +109,15 @@ Predictions PredictFromPlan(const std::string& plan_path, std::string profile_pa
                          std::to_string(r.back()) +
                          ") against the measured file of `kvlanes exec --replica N`");
   }
-  ReplayConfig cfg = ConfigFromPlanHeader(plan.header, plan_path);
-  // The profile given, else the one the plan stores (docs/plan.md).
-  std::optional<PlanProfile> stored;
-  if (profile_path.empty()) stored = PlanHeaderProfile(plan.header, plan_path);
-  if (stored) profile_path = stored->path;
-  if (profile_path.empty())
+  ReplayConfig cfg = PlanReplayConfig(plan.header, plan_path);
+  // The profile given, else the one the plan stores (docs/plan.md), as `kvlanes exec` picks it.
+  std::optional<PlanProfile> profile = ResolvePlanProfile(plan.header, profile_path, plan_path);
+  if (!profile)
     throw InputError("", 0, "--profile",
                      "needed with --plan (the plan stores no hardware profile)");
+  profile_path = profile->path;
   cfg.hardware.profile = profile_path;
-  HardwareProfile hw = stored ? stored->profile : LoadHardwareProfile(profile_path);
+  HardwareProfile& hw = profile->profile;
   // As `kvlanes exec --compute-scale`: the synthetic forward pass ran for this share of the model,
   // with the spin's own per-layer time and shares where the profile has them.
   if (synthetic()) {
@@ -142,15 +143,16 @@ CheckOptions CheckOptionsFrom(const po::variables_map& vm) {
   return opt;
 }
 
-// From --plan (predicted here, optionally written out) or from --predicted.
+// From --plan (predicted here, optionally written out; `config_hash` set to the plan's) or from
+// --predicted.
 Predictions LoadPredictions(const po::variables_map& vm, double compute_scale,
-                            const std::function<bool()>& synthetic) {
+                            const std::function<bool()>& synthetic, std::string& config_hash) {
   if (!vm.count("plan")) return ReadPredictions(vm["predicted"].as<std::string>());
   std::optional<int64_t> replica;
   if (vm.count("replica")) replica = vm["replica"].as<int64_t>();
   Predictions pred = PredictFromPlan(vm["plan"].as<std::string>(),
                                      vm.count("profile") ? vm["profile"].as<std::string>() : "",
-                                     compute_scale, synthetic, replica);
+                                     compute_scale, synthetic, replica, config_hash);
   if (vm.count("write-predicted"))
     WriteFileAtomically(vm["write-predicted"].as<std::string>(),
                         PredictionsToJson(pred).dump(1) + "\n");
@@ -172,6 +174,22 @@ std::string ForwardOf(const po::variables_map& vm, const std::function<const Mea
                      ctx["compute_model"].is_object() &&
                      ctx["compute_model"].value("forward", std::string()) == "model";
   return model ? "model" : "synthetic";
+}
+
+// A measured file of another plan is not joined: its context's config_hash (the FNV-1a 64 of
+// the plan header's config, docs/plan.md) must be the plan's. Files without one are taken.
+void CheckSamePlan(const Measured& meas, const std::string& plan_hash, const std::string& path,
+                   const std::string& plan_path) {
+  const nlohmann::json& ctx = meas.context;
+  if (plan_hash.empty() || !ctx.is_object() || !ctx.contains("config_hash") ||
+      !ctx["config_hash"].is_string())
+    return;
+  const std::string hash = ctx["config_hash"].get<std::string>();
+  if (hash != plan_hash)
+    throw InputError(path, 0, "context.config_hash",
+                     hash + " is not the config hash of " + plan_path + " (" + plan_hash +
+                         "): the file measures another plan's run (kvlanes exec --plan " +
+                         plan_path + " measures this one)");
 }
 
 // Runs the plot script on the report's JSON: the --json file when given, else a temporary copy.
@@ -196,10 +214,7 @@ void DrawPlot(const po::variables_map& vm, const Plotter& plotter, const std::st
   if (!vm["quiet"].as<bool>()) std::printf("plot: %s\n", out.c_str());
 }
 
-}  // namespace
-
-int CmdCheck(int argc, const char* const* argv) {
-  po::options_description desc("options");
+void AddCheckOptions(po::options_description& desc) {
   const CheckOptions d;
   // clang-format off
   desc.add_options()
@@ -233,6 +248,13 @@ int CmdCheck(int argc, const char* const* argv) {
       ("quiet,q", po::bool_switch(), "no console report (the exit code still gives the verdict)")
       ("help,h", "this help");
   // clang-format on
+}
+
+}  // namespace
+
+int CmdCheck(int argc, const char* const* argv) {
+  po::options_description desc("options");
+  AddCheckOptions(desc);
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
@@ -285,8 +307,12 @@ int CmdCheck(int argc, const char* const* argv) {
       if (forward == "auto") forward = ForwardOf(vm, meas_file);
       return forward == "synthetic";
     };
-    Predictions pred = LoadPredictions(vm, compute_scale, synthetic);
+    std::string plan_hash;
+    Predictions pred = LoadPredictions(vm, compute_scale, synthetic, plan_hash);
     const Measured& meas = meas_file();
+    if (vm.count("plan"))
+      CheckSamePlan(meas, plan_hash, vm["measured"].as<std::string>(),
+                    vm["plan"].as<std::string>());
     const size_t not_run = KeepExecutedRequests(pred, meas);
     if (not_run > 0 && !vm["quiet"].as<bool>())
       std::printf("the run executed the first %lld requests: %zu later ones left out\n",

@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "exec/exec_error.h"
 #include "exec/exec_run.h"
 #include "policies/registry.h"
+#include "sim/predict/plan_pricing.h"
 #include "sim/report/report.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
@@ -20,10 +22,9 @@
 namespace po = boost::program_options;
 
 namespace kvlanes::cli {
-namespace {}  // namespace
+namespace {
 
-int CmdExec(int argc, const char* const* argv) {
-  po::options_description desc("options");
+void AddExecOptions(po::options_description& desc) {
   desc.add_options()("plan", po::value<std::string>(),
                      "plan file (JSON Lines, docs/plan.md); or give --trace to make it in memory")(
       "out", po::value<std::string>(), "measured JSON (required; written by rank 0)")(
@@ -85,6 +86,154 @@ int CmdExec(int argc, const char* const* argv) {
       "fault", po::value<std::vector<std::string>>()->composing(),
       "test hook: KIND:RANK:OPID with KIND corrupt|die|hang (repeatable)")(
       "quiet,q", po::bool_switch(), "no console summary")("help,h", "this help");
+}
+
+// The options that are not about the plan: outputs, launch, timing, gates and hooks. Checked before
+// the plan is read or replayed.
+struct ExecArgs {
+  exec::RunOptions run;
+  std::string launch;
+  int64_t max_requests = -1;
+  double scale = 1;
+  std::string evict;
+};
+
+void TimingOptions(const po::variables_map& vm, ExecArgs& a) {
+  exec::RunOptions& o = a.run;
+  o.timeout_s = TimeoutOption(vm, "timeout-s");
+  a.max_requests = vm["max-requests"].as<int64_t>();
+  if (a.max_requests < -1 || a.max_requests == 0)
+    throw InputError("", 0, "--max-requests",
+                     "must be -1 (every request) or >= 1, got " + std::to_string(a.max_requests) +
+                         (a.max_requests == 0 ? " (a run of no request measures nothing)" : ""));
+  a.scale = ScaleOption(vm, "compute-scale");
+  o.run_timeout_s = TimeoutOption(vm, "run-timeout-s", /*zero_means_never=*/true);
+  o.exec.warmup = vm["warmup"].as<int>();
+  if (o.exec.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
+  o.exec.rounds = vm["rounds"].as<int>();
+  if (o.exec.rounds < 1) throw InputError("", 0, "--rounds", "must be >= 1");
+}
+
+void DeviceOptions(const po::variables_map& vm, ExecArgs& a) {
+  exec::RunOptions& o = a.run;
+  if (vm.count("devices")) o.devices = ParseDevices(vm["devices"].as<std::string>());
+  const std::string tc = vm["tier-copy"].as<std::string>();
+  exec::kTierCopyModeNames.Parse(tc, "--tier-copy");
+  o.tier_copy = tc;
+  if (vm.count("tier-max-ctas")) {
+    o.tier_max_ctas = vm["tier-max-ctas"].as<int>();
+    if (o.tier_max_ctas < 0) throw InputError("", 0, "--tier-max-ctas", "must be >= 0");
+  }
+  const std::string gate = vm["gate"].as<std::string>();
+  if (gate != "on" && gate != "off" && gate != "layer0")
+    throw InputError("", 0, "--gate", "expected on, off or layer0, got '" + gate + "'");
+  o.exec.gate = gate != "off";
+  o.exec.gate_first_layer = gate == "layer0";
+  o.exec.gate_timeout_s = TimeoutOption(vm, "gate-timeout-s");
+  const std::string warm = vm["forward-warm"].as<std::string>();
+  if (warm != "on" && warm != "off")
+    throw InputError("", 0, "--forward-warm", "expected on or off, got '" + warm + "'");
+  o.exec.forward_warm = warm == "on";
+  a.evict = vm["cache-evict"].as<std::string>();
+  if (a.evict != "auto" && a.evict != "on" && a.evict != "off")
+    throw InputError("", 0, "--cache-evict", "expected auto, on or off, got '" + a.evict + "'");
+}
+
+ExecArgs ExecArgsFrom(const po::variables_map& vm) {
+  if (!vm.count("out")) throw InputError("", 0, "--out", "required (the measured JSON)");
+  CheckOutputOptions(vm, {"out", "timeline", "span-trace"});
+  if (vm.count("plan") == vm.count("trace"))
+    throw InputError("", 0, "--plan", "give exactly one of --plan FILE or --trace FILE");
+  ExecArgs a;
+  exec::RunOptions& o = a.run;
+  o.backend = vm["backend"].as<std::string>();
+  exec::CheckBackendAvailable(o.backend);
+  a.launch = vm["launch"].as<std::string>();
+  exec::kLaunchNames.Parse(a.launch, "--launch");
+  o.out = vm["out"].as<std::string>();
+  if (vm.count("timeline")) o.timeline = vm["timeline"].as<std::string>();
+  if (vm.count("span-trace")) o.span_trace = vm["span-trace"].as<std::string>();
+  if (a.launch == "local")
+    exec::CheckOutputPaths(o);  // before the plan is read or replayed (env: rank 0 checks)
+  if (vm.count("rendezvous")) {
+    if (a.launch == "local")
+      throw InputError("", 0, "--rendezvous", "only for --launch env (local runs make their own)");
+    o.rendezvous = exec::ParseRendezvous(vm["rendezvous"].as<std::string>());
+  }
+  TimingOptions(vm, a);
+  DeviceOptions(vm, a);
+  if (vm.count("fault"))
+    for (const auto& f : vm["fault"].as<std::vector<std::string>>())
+      o.exec.faults.push_back(exec::ParseFault(f));
+  o.quiet = vm["quiet"].as<bool>();
+  if (!o.quiet) {  // a line per timed round on stderr, so a long run shows how far it got
+    const auto start = std::chrono::steady_clock::now();
+    o.exec.round_done = [start](int done, int rounds) {
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "kvlanes exec: round %d of %d done, %.1f s since the start\n", done,
+                   rounds, s);
+    };
+  }
+  return a;
+}
+
+// The plan to run: read from --plan, or replayed in memory from --trace. `source` names it.
+PlanFile LoadPlan(const po::variables_map& vm, std::string& source) {
+  PlanFile pf;
+  if (vm.count("plan")) {
+    source = vm["plan"].as<std::string>();
+    return ReadPlanFile(source);
+  }
+  ReplayInputs in = LoadReplayInputs(vm);
+  auto policy = MakePolicy(in.config.policy, in.config, in.trace);
+  std::optional<ProfileFile> read;  // read once: the replay and the plan's header use it
+  if (!in.config.hardware.profile.empty()) read = ReadProfileFile(in.config.hardware.profile);
+  ReplaySinks sinks;
+  sinks.profile = read ? &*read : nullptr;
+  sinks.on_request = [&](const RequestPlan& p, const RequestCost*) { pf.requests.push_back(p); };
+  sinks.on_admit = [&](const RequestPlan& p) { pf.requests.push_back(p); };
+  sinks.replica_policy = [&in] { return MakePolicy(in.config.policy, in.config, in.trace); };
+  RunReplay(in.config, *policy, in.trace, EngineOptions{}, {}, sinks);
+  source = "(in memory, replayed from";
+  for (const auto& t : vm["trace"].as<std::vector<std::string>>()) source += " " + t;
+  source += ")";
+  pf.header = PlanHeaderOf(in.config, sinks.profile);
+  return pf;
+}
+
+// The plan ready to execute: its replica, its forward spin (priced here when the plan carries
+// none, as version 2 and 3 plans and one replayed in memory do, or with another --profile: the
+// executor reads no profile), and the forward pass.
+exec::ExecPlan MakePlan(const po::variables_map& vm, const ExecArgs& a) {
+  std::string source;
+  PlanFile pf = LoadPlan(vm, source);
+  if (vm.count("replica")) SelectReplica(pf.requests, vm["replica"].as<int64_t>(), source);
+  const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : "";
+  if (!profile.empty() || !pf.header.forward_spin || !vm.count("plan"))
+    PricePlanSpin(pf, ResolvePlanProfile(pf.header, profile, source));
+  exec::ExecPlan plan = exec::MakeExecPlan(std::move(pf), source, a.max_requests);
+  const std::string forward = vm.count("forward")
+                                  ? vm["forward"].as<std::string>()
+                                  : (a.run.backend == "cuda" ? "model" : "synthetic");
+  if (exec::kForwardModeNames.Parse(forward, "--forward") == exec::ForwardMode::kModel) {
+    if (a.run.backend != "cuda")
+      throw InputError("", 0, "--forward", "model needs --backend cuda (use synthetic)");
+    if (vm["compute-scale"].as<double>() != 1.0)
+      throw InputError("", 0, "--compute-scale",
+                       "scales the synthetic forward pass only (add --forward synthetic)");
+    exec::UseModelForward(plan);
+  } else {
+    exec::ScaleCompute(plan, a.scale);
+  }
+  return plan;
+}
+
+}  // namespace
+
+int CmdExec(int argc, const char* const* argv) {
+  po::options_description desc("options");
+  AddExecOptions(desc);
   AddReplayOptions(desc);
   po::variables_map vm;
   try {
@@ -113,113 +262,13 @@ int CmdExec(int argc, const char* const* argv) {
     return 0;
   }
   try {
-    if (!vm.count("out")) throw InputError("", 0, "--out", "required (the measured JSON)");
-    CheckOutputOptions(vm, {"out", "timeline", "span-trace"});
-    if (vm.count("plan") == vm.count("trace"))
-      throw InputError("", 0, "--plan", "give exactly one of --plan FILE or --trace FILE");
-    exec::RunOptions o;
-    o.backend = vm["backend"].as<std::string>();
-    exec::CheckBackendAvailable(o.backend);
-    const std::string launch = vm["launch"].as<std::string>();
-    exec::kLaunchNames.Parse(launch, "--launch");
-    o.out = vm["out"].as<std::string>();
-    if (vm.count("timeline")) o.timeline = vm["timeline"].as<std::string>();
-    if (vm.count("span-trace")) o.span_trace = vm["span-trace"].as<std::string>();
-    if (launch == "local")
-      exec::CheckOutputPaths(o);  // before the plan is read or replayed (env: rank 0 checks)
-    if (vm.count("rendezvous")) {
-      if (launch == "local")
-        throw InputError("", 0, "--rendezvous",
-                         "only for --launch env (local runs make their own)");
-      o.rendezvous = exec::ParseRendezvous(vm["rendezvous"].as<std::string>());
-    }
-    o.timeout_s = TimeoutOption(vm, "timeout-s");
-    const int64_t max_requests = vm["max-requests"].as<int64_t>();
-    if (max_requests < -1)
-      throw InputError("", 0, "--max-requests",
-                       "must be -1 (every request) or >= 0, got " + std::to_string(max_requests));
-    const double scale = ScaleOption(vm, "compute-scale");
-    o.run_timeout_s = TimeoutOption(vm, "run-timeout-s", /*zero_means_never=*/true);
-    o.exec.warmup = vm["warmup"].as<int>();
-    if (o.exec.warmup < 0) throw InputError("", 0, "--warmup", "must be >= 0");
-    o.exec.rounds = vm["rounds"].as<int>();
-    if (o.exec.rounds < 1) throw InputError("", 0, "--rounds", "must be >= 1");
-    if (vm.count("devices")) o.devices = ParseDevices(vm["devices"].as<std::string>());
-    const std::string tc = vm["tier-copy"].as<std::string>();
-    exec::kTierCopyModeNames.Parse(tc, "--tier-copy");
-    o.tier_copy = tc;
-    if (vm.count("tier-max-ctas")) {
-      o.tier_max_ctas = vm["tier-max-ctas"].as<int>();
-      if (o.tier_max_ctas < 0) throw InputError("", 0, "--tier-max-ctas", "must be >= 0");
-    }
-    const std::string gate = vm["gate"].as<std::string>();
-    if (gate != "on" && gate != "off" && gate != "layer0")
-      throw InputError("", 0, "--gate", "expected on, off or layer0, got '" + gate + "'");
-    o.exec.gate = gate != "off";
-    o.exec.gate_first_layer = gate == "layer0";
-    o.exec.gate_timeout_s = TimeoutOption(vm, "gate-timeout-s");
-    const std::string warm = vm["forward-warm"].as<std::string>();
-    if (warm != "on" && warm != "off")
-      throw InputError("", 0, "--forward-warm", "expected on or off, got '" + warm + "'");
-    o.exec.forward_warm = warm == "on";
-    const std::string evict = vm["cache-evict"].as<std::string>();
-    if (evict != "auto" && evict != "on" && evict != "off")
-      throw InputError("", 0, "--cache-evict", "expected auto, on or off, got '" + evict + "'");
-    if (vm.count("fault"))
-      for (const auto& f : vm["fault"].as<std::vector<std::string>>())
-        o.exec.faults.push_back(exec::ParseFault(f));
-    o.quiet = vm["quiet"].as<bool>();
-    if (!o.quiet) {  // a line per timed round on stderr, so a long run shows how far it got
-      const auto start = std::chrono::steady_clock::now();
-      o.exec.round_done = [start](int done, int rounds) {
-        const double s =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        std::fprintf(stderr, "kvlanes exec: round %d of %d done, %.1f s since the start\n", done,
-                     rounds, s);
-      };
-    }
-
-    PlanFile pf;
-    std::string source;
-    std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : "";
-    if (vm.count("plan")) {
-      source = vm["plan"].as<std::string>();
-      pf = ReadPlanFile(source);
-    } else {
-      ReplayInputs in = LoadReplayInputs(vm);
-      auto policy = MakePolicy(in.config.policy, in.config, in.trace);
-      ReplaySinks sinks;
-      sinks.on_request = [&](const RequestPlan& p, const RequestCost*) {
-        pf.requests.push_back(p);
-      };
-      sinks.on_admit = [&](const RequestPlan& p) { pf.requests.push_back(p); };
-      sinks.replica_policy = [&in] { return MakePolicy(in.config.policy, in.config, in.trace); };
-      RunReplay(in.config, *policy, in.trace, EngineOptions{}, {}, sinks);
-      pf.header = PlanHeader(in.config);
-      source = "(in memory, replayed from";
-      for (const auto& t : vm["trace"].as<std::vector<std::string>>()) source += " " + t;
-      source += ")";
-      if (profile.empty()) profile = in.config.hardware.profile;
-    }
-    if (vm.count("replica")) SelectReplica(pf.requests, vm["replica"].as<int64_t>(), source);
-    exec::ExecPlan plan = exec::MakeExecPlan(std::move(pf), source, profile, max_requests);
-    const std::string forward = vm.count("forward") ? vm["forward"].as<std::string>()
-                                                    : (o.backend == "cuda" ? "model" : "synthetic");
-    if (exec::kForwardModeNames.Parse(forward, "--forward") == exec::ForwardMode::kModel) {
-      if (o.backend != "cuda")
-        throw InputError("", 0, "--forward", "model needs --backend cuda (use synthetic)");
-      if (vm["compute-scale"].as<double>() != 1.0)
-        throw InputError("", 0, "--compute-scale",
-                         "scales the synthetic forward pass only (add --forward synthetic)");
-      exec::UseModelForward(plan);
-    } else {
-      exec::ScaleCompute(plan, scale);
-    }
-    o.exec.evict_caches = evict == "on" || (evict == "auto" && o.backend == "cuda" &&
-                                            plan.forward == exec::ForwardMode::kSynthetic);
-    if (launch == "env")
-      return exec::RunEnvRank(plan, o, [](const char* k) { return std::getenv(k); });
-    const exec::RunOutcome out = exec::RunLocal(plan, o);
+    ExecArgs a = ExecArgsFrom(vm);
+    const exec::ExecPlan plan = MakePlan(vm, a);
+    a.run.exec.evict_caches = a.evict == "on" || (a.evict == "auto" && a.run.backend == "cuda" &&
+                                                  plan.forward == exec::ForwardMode::kSynthetic);
+    if (a.launch == "env")
+      return exec::RunEnvRank(plan, a.run, [](const char* k) { return std::getenv(k); });
+    const exec::RunOutcome out = exec::RunLocal(plan, a.run);
     if (out.exit_code != 0) std::fprintf(stderr, "%s: %s\n", argv[0], out.message.c_str());
     return out.exit_code;
   } catch (const InputError& e) {

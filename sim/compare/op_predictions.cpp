@@ -99,28 +99,6 @@ Predictions PredictPlan(const CostModel& m, const ReplayConfig& cfg,
   return out;
 }
 
-ReplayConfig ConfigFromPlanHeader(const nlohmann::json& header, const std::string& file) {
-  ReplayConfig cfg;
-  if (!header.contains("config") || !header["config"].is_object())
-    throw InputError(file, 1, "config", "the plan header holds no config block");
-  const nlohmann::json& c = header["config"];
-  const auto apply = [&](const std::string& key, const nlohmann::json& value) {
-    try {
-      // JSON values are YAML flow values, which is what a --set takes.
-      ApplyConfigSetting(key + "=" + value.dump(), cfg);
-    } catch (const InputError& e) {
-      throw InputError(file, 1, "config." + key, e.what());
-    }
-  };
-  // A preset sets the model's shape and layer count, so it goes first and the header's own
-  // values (model.layers among them) after it; the header's keys come sorted, which would put
-  // the preset after model.layers and undo a layer count set beside it.
-  if (c.contains("model.preset")) apply("model.preset", c["model.preset"]);
-  for (const auto& [key, value] : c.items())
-    if (key != "model.preset") apply(key, value);
-  return cfg;
-}
-
 nlohmann::ordered_json PredictionsToJson(const Predictions& p) {
   nlohmann::ordered_json j;
   j["kvlanes_predictions"] = kPredictionsVersion;

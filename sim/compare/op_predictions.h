@@ -48,9 +48,6 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
 Predictions PredictPlan(const CostModel& m, const ReplayConfig& cfg,
                         const std::vector<RequestPlan>& requests);
 
-// The replay config recorded in a plan's header (its `config` block). Throws InputError at line 1.
-ReplayConfig ConfigFromPlanHeader(const nlohmann::json& header, const std::string& file);
-
 nlohmann::ordered_json PredictionsToJson(const Predictions& p);
 // Throws InputError naming file, line and field.
 Predictions ParsePredictions(const std::string& text, const std::string& file);

@@ -521,6 +521,12 @@ HardwareProfile LoadHardwareProfile(const std::string& path) {
   return ParseHardwareProfile(ReadHardwareProfileText(path), path);
 }
 
+ProfileFile ReadProfileFile(const std::string& path) {
+  ProfileFile f{path, ReadHardwareProfileText(path), {}};
+  f.profile = ParseHardwareProfile(f.yaml, path);
+  return f;
+}
+
 HardwareProfile ParseHardwareProfile(const std::string& yaml, const std::string& path) {
   CheckUtf8(yaml, path, "hardware profile");
   const YAML::Node root = ParseYamlDocument(yaml, path);

@@ -206,4 +206,14 @@ HardwareProfile ParseHardwareProfile(const std::string& yaml, const std::string&
 // The bytes of a profile file. Throws InputError(path) when it cannot be read.
 std::string ReadHardwareProfileText(const std::string& path);
 
+// A profile file read once per run: its path, its bytes (a plan stores them) and the profile they
+// parse to. A replay hands the one it read to the cost model, the plan writer and the report.
+struct ProfileFile {
+  std::string path;
+  std::string yaml;
+  HardwareProfile profile;
+};
+// Throws InputError naming the file, line and key.
+ProfileFile ReadProfileFile(const std::string& path);
+
 }  // namespace kvlanes

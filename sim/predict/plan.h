@@ -19,18 +19,11 @@
 
 #include "sim/cache/policy.h"
 #include "sim/config.h"
-#include "sim/predict/hardware_profile.h"
+#include "sim/predict/plan_header.h"
 #include "sim/predict/writer_thread.h"
 
 namespace kvlanes {
 
-// Version 3 writes every per-page list as arithmetic runs ([first tuple..., count], a fixed step
-// per op kind; docs/plan.md, "Page runs"); version 2 (per-page tuples) is still read. Version 2
-// added the trailer line and the header's hardware_profile; version 1 files (no trailer, so no
-// proof that they are whole) are refused.
-inline constexpr int kPlanVersion = 3;
-// The oldest version ReadPlanFile reads.
-inline constexpr int kOldestPlanVersion = 2;
 // The most tuples the run lists of one request line expand to, all ops together (2^24: more than
 // a version-2 line of kMaxPlanLineBytes could list), so a run count cannot make the reader
 // allocate without bound.
@@ -100,14 +93,25 @@ struct RequestPlan {
   std::vector<int64_t> shard_pages;  // prefix pages owned per rank
   BackupSchedule backup_schedule = BackupSchedule::kPerLayer;
   std::vector<LaneCopy> backup;  // device -> host of newly backed-up pages, per lane
+  // Seconds the synthetic forward pass spins per layer (version 4 `layer_spin_s`): the profile's
+  // compute time of this request's layer, priced when the plan is written (PlanWriter) or, for
+  // an older plan, by the command that runs it (PricePlanSpin, plan_pricing.h). -1: not priced.
+  // Priced data, not a decision: operator== leaves it out.
+  double layer_spin_s = -1;
 
   friend bool operator==(const RequestPlan& a, const RequestPlan& b);
 };
 
-// Header line: format version, the facts the executor sizes its pools from, the effective config
-// and, when cfg.hardware.profile is set, that profile's path, name, hash and YAML text (read from
-// the file now). Throws InputError when the profile cannot be read.
-nlohmann::ordered_json PlanHeader(const ReplayConfig& cfg);
+// The profile a plan is written with, read once per run (ReadProfileFile, hardware_profile.h);
+// nullptr: none (the synthetic forward pass then spins the documented default terms).
+struct ProfileFile;
+class SpinPricer;
+// Header line: format version, the facts the executor sizes its pools from, the effective config,
+// `forward_spin` (the terms each request's layer_spin_s is priced with) and, with `profile`, that
+// profile's path, name, hash and YAML text.
+nlohmann::ordered_json PlanHeaderJson(const ReplayConfig& cfg, const ProfileFile* profile);
+// The same header parsed (ParsePlanHeader), for a plan built in memory rather than read.
+PlanHeader PlanHeaderOf(const ReplayConfig& cfg, const ProfileFile* profile);
 // One request as one JSON object of format kPlanVersion (ops with ids
 // "<request>/<kind>[/l<lane>][/<pool>]", page lists as runs).
 nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg);
@@ -120,8 +124,10 @@ nlohmann::ordered_json PlanTrailer(int64_t requests, int64_t ops);
 // kPlanVersion; version 2 lists pages one tuple each). Throws InputError(file, line, field) on
 // malformed input, a malformed run included (count below 1, a tuple beyond its field's range, the
 // line's runs beyond kMaxPlanLinePages, a gather's runs not adding up to prefix_pages).
+// With `header`, a copy op's pool must be one of the header's pools and its layout the header's
+// host_layout.
 RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64_t line,
-                         int version = kPlanVersion);
+                         int version = kPlanVersion, const PlanHeader* header = nullptr);
 
 // How a PlanWriter runs. In the background (the default) a second thread formats and writes the
 // lines: Add() hands the request's plan over through a bounded queue of `queue_plans` plans (it
@@ -146,7 +152,9 @@ struct PlanWriterOptions {
 // Finish(), as InputError(options.name, 0, "", "write failed (disk full?)") for a write.
 class PlanWriter {
  public:
-  PlanWriter(std::ostream& out, const ReplayConfig& cfg, PlanWriterOptions opts = {});
+  // `profile` (may be null: the default terms) prices each request's layer_spin_s.
+  PlanWriter(std::ostream& out, const ReplayConfig& cfg, const ProfileFile* profile,
+             PlanWriterOptions opts = {});
   // Without Finish() (an error elsewhere), stops the writer thread and drops the plans not yet
   // written; the stream then holds no trailer, so no reader takes it for a whole plan.
   ~PlanWriter();
@@ -162,7 +170,7 @@ class PlanWriter {
   void Finish();
 
  private:
-  void Format(const RequestPlan& p);
+  void Format(RequestPlan& p);
   void Drain();
   void WriteTrailer();
   std::ostream& out_;
@@ -170,30 +178,19 @@ class PlanWriter {
   PlanWriterOptions opts_;
   std::string buf_;
   int64_t requests_ = 0, ops_ = 0;
+  std::unique_ptr<SpinPricer> spin_;
   std::vector<RequestPlan> slots_;  // the queue's plans (writer_thread.h), in the background
   std::unique_ptr<WriterThread> thread_;
 };
 
 struct PlanFile {
-  nlohmann::json header;
+  PlanHeader header;
   std::vector<RequestPlan> requests;
 };
-// Checks the header fields the executor sizes its buffers from: types, ranges, unique pool
-// names, every pool of every tier within kMaxPoolBytes (checked products), and the config
-// block agreeing with them. Throws InputError(file, 1, field).
-void ValidatePlanHeader(const nlohmann::json& header, const std::string& file);
 // Reads a whole plan file (version kOldestPlanVersion..kPlanVersion), checking the version, the
 // header (ValidatePlanHeader) and that the trailer's counts match what was read (a plan without
 // its trailer was cut short); a plan with no request lines is refused. Throws InputError naming
 // the file and line.
 PlanFile ReadPlanFile(const std::string& path);
-
-// The hardware profile stored in a plan header (nullopt when the plan was written without one),
-// its text checked against its hash. `file` names the plan in errors. Throws InputError.
-struct PlanProfile {
-  std::string path;  // where it was read from when the plan was written (a record, not used)
-  HardwareProfile profile;
-};
-std::optional<PlanProfile> PlanHeaderProfile(const nlohmann::json& header, const std::string& file);
 
 }  // namespace kvlanes

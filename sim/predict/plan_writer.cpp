@@ -5,7 +5,9 @@
 #include <ostream>
 #include <utility>
 
+#include "kernels/page_layout.h"
 #include "sim/predict/plan.h"
+#include "sim/predict/plan_pricing.h"
 #include "traces/input_error.h"
 
 namespace kvlanes {
@@ -14,10 +16,22 @@ namespace {
 constexpr size_t kPlanBufferBytes = size_t{1} << 20;
 }  // namespace
 
-PlanWriter::PlanWriter(std::ostream& out, const ReplayConfig& cfg, PlanWriterOptions opts)
-    : out_(out), cfg_(cfg), opts_(std::move(opts)) {
+PlanWriter::PlanWriter(std::ostream& out, const ReplayConfig& cfg, const ProfileFile* profile,
+                       PlanWriterOptions opts)
+    : out_(out),
+      cfg_(cfg),
+      opts_(std::move(opts)),
+      spin_(std::make_unique<SpinPricer>(profile ? &profile->profile : nullptr,
+                                         profile ? profile->path : "", cfg.cache.cp_size,
+                                         cfg.cache.page_tokens)) {
+  // Refused before the replay starts: the executor and the reader hold at most kMaxPools pools.
+  if (cfg.model.pools.size() > static_cast<size_t>(kernels::kMaxPools))
+    throw InputError("", 0, "model.pools",
+                     std::to_string(cfg.model.pools.size()) + " pools, a plan holds at most " +
+                         std::to_string(kernels::kMaxPools) + " (the executor's pools; write " +
+                         opts_.name + " from a replay with fewer)");
   buf_.reserve(kPlanBufferBytes + (kPlanBufferBytes >> 2));
-  buf_ = PlanHeader(cfg).dump();
+  buf_ = PlanHeaderJson(cfg, profile).dump();
   buf_.push_back('\n');
   if (!opts_.background) return;
   slots_.resize(opts_.queue_plans);
@@ -30,7 +44,8 @@ PlanWriter::PlanWriter(std::ostream& out, const ReplayConfig& cfg, PlanWriterOpt
 // The thread (its destructor) ends before the slots and the buffer it uses are destroyed.
 PlanWriter::~PlanWriter() { thread_.reset(); }
 
-void PlanWriter::Format(const RequestPlan& p) {
+void PlanWriter::Format(RequestPlan& p) {
+  p.layer_spin_s = spin_->LayerS(p);
   ops_ += static_cast<int64_t>(AppendPlanLine(p, cfg_, buf_));
   ++requests_;
   if (buf_.size() >= kPlanBufferBytes) Drain();
@@ -51,7 +66,10 @@ void PlanWriter::WriteTrailer() {
 }
 
 void PlanWriter::Add(const RequestPlan& p) {
-  if (!thread_) return Format(p);
+  if (!thread_) {
+    RequestPlan copy = p;
+    return Format(copy);
+  }
   const size_t slot = thread_->Acquire();
   slots_[slot] = p;  // copy-assigned: the slot's lists are reused
   thread_->Publish();

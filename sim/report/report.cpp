@@ -7,13 +7,8 @@
 #include "sim/cache/eviction_order.h"
 #include "sim/cache/placement.h"
 #include "sim/engine/scheduler.h"
-#include "sim/predict/cost_model.h"
 #include "sim/predict/gather_scratch.h"
-#include "sim/predict/hardware_profile.h"
-#include "sim/predict/predictor.h"
-#include "sim/predict/timeline.h"
 #include "sim/report/provenance.h"
-#include "sim/report/serving_timeline.h"
 #include "traces/input_error.h"
 #include "traces/input_file.h"
 #include "traces/percentile.h"
@@ -319,131 +314,14 @@ nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResul
   return j;
 }
 
-namespace {
-
-// The plan writer's queue in a replay: 64 plans, so that the two threads meet once per 16
-// requests (a quarter of the queue) rather than every few; a plan of the shipped traces' requests
-// holds tens of KiB at most.
-constexpr size_t kReplayPlanQueue = 64;
-
-nlohmann::ordered_json RunServing(const ReplayConfig& cfg, CachePolicy& policy, const Trace& trace,
-                                  EngineOptions opts,
-                                  const std::function<void(size_t, size_t)>& progress,
-                                  const ReplaySinks& sinks) {
-  if (cfg.hardware.profile.empty())
-    throw InputError("", 0, "serving.mode",
-                     "'serving' needs a hardware profile (hardware.profile)");
-  if (policy.Name() == "oracle")
-    throw InputError("", 0, "policy",
-                     "'oracle' needs the order in which each cache will see the requests before "
-                     "the replay, and in serving mode that order follows from the cache's own "
-                     "decisions (docs/serving.md, \"The oracle\"); use serving.mode sequential");
-  std::vector<std::unique_ptr<CachePolicy>> owned;
-  std::vector<CachePolicy*> policies{&policy};
-  for (int64_t r = 1; r < cfg.serving.replicas; ++r) {
-    if (!sinks.replica_policy)
-      throw InputError("", 0, "serving.replicas",
-                       "more than one replica needs a policy per replica (internal: no factory)");
-    owned.push_back(sinks.replica_policy());
-    policies.push_back(owned.back().get());
-  }
-  const HardwareProfile hw = LoadHardwareProfile(cfg.hardware.profile);
-  const bool measured = hw.measured;
-  const CostModel cost(hw, cfg, cfg.hardware.profile);
-  const CostModelForward forward(cost);
-  ServingReplay serving(cfg, policies, trace.block_tokens, forward, opts);
-  // The same streamed writer as sequential mode, so the plan ends with its trailer and readers
-  // can tell it is whole.
-  std::unique_ptr<PlanWriter> plan_writer;
-  if (sinks.plan) {
-    PlanWriterOptions po;
-    po.name = sinks.plan_name;
-    po.queue_plans = kReplayPlanQueue;
-    plan_writer = std::make_unique<PlanWriter>(*sinks.plan, cfg, po);
-  }
-  std::unique_ptr<ServingTimelineWriter> timeline;
-  if (sinks.timeline) {
-    timeline = std::make_unique<ServingTimelineWriter>(
-        *sinks.timeline, static_cast<int>(cfg.serving.replicas), trace.requests.size());
-    serving.set_pass_observer(
-        [&](size_t r, int64_t t0, int64_t dur, const std::vector<PassChunk>& chunks) {
-          timeline->Pass(r, t0, dur, chunks, serving.result());
-        });
-  }
-  std::function<void(const RequestPlan&, int, size_t)> on_admit;
-  if (sinks.plan || sinks.on_admit || sinks.on_admit_at || timeline)
-    on_admit = [&](const RequestPlan& p, int, size_t i) {
-      if (timeline) timeline->Admit(i, p.request);
-      if (plan_writer) plan_writer->Add(p);
-      if (sinks.on_admit) sinks.on_admit(p);
-      if (sinks.on_admit_at) sinks.on_admit_at(i, p);
-    };
-  const ServingResult& res = serving.Run(trace, on_admit, progress);
-  if (plan_writer) plan_writer->Finish();
-  if (timeline) timeline->Finish(res);
-  if (sinks.on_served) sinks.on_served(res);
+nlohmann::ordered_json ServingReportToJson(const ReplayConfig& cfg, const CachePolicy& policy,
+                                           const Trace& trace, const ServingReplay& serving,
+                                           bool profile_measured) {
   std::vector<const Ledger*> ledgers;
   for (size_t r = 0; r < serving.replicas(); ++r) ledgers.push_back(&serving.engine(r).ledger());
   J report = ReportBody(cfg, policy, trace, SumCounters(serving), serving.engine(0).tree().order(),
                         ledgers, true);
-  report["serving"] = ServingToJson(cfg, res, measured);
-  return report;
-}
-
-}  // namespace
-
-nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, CachePolicy& policy, const Trace& trace,
-                                 EngineOptions opts,
-                                 const std::function<void(size_t, size_t)>& progress,
-                                 const ReplaySinks& sinks) {
-  if (cfg.serving.Enabled()) return RunServing(cfg, policy, trace, opts, progress, sinks);
-  ReplayEngine engine(cfg, policy, trace.block_tokens, opts);
-  std::unique_ptr<CostModel> cost;
-  std::unique_ptr<Predictor> predictor;
-  std::unique_ptr<TimelineWriter> timeline;
-  if (!cfg.hardware.profile.empty()) {
-    cost = std::make_unique<CostModel>(LoadHardwareProfile(cfg.hardware.profile), cfg,
-                                       cfg.hardware.profile);
-    if (sinks.timeline) {
-      TimelineWriterOptions to;
-      to.name = sinks.timeline_name;
-      timeline = std::make_unique<TimelineWriter>(*sinks.timeline, cost->ranks(), to);
-    }
-    predictor = std::make_unique<Predictor>(*cost, timeline.get(), sinks.timeline_layers);
-  }
-  const bool record = sinks.plan || predictor || sinks.on_request;
-  std::unique_ptr<PlanWriter> plan_writer;
-  if (sinks.plan) {
-    PlanWriterOptions po;
-    po.name = sinks.plan_name;
-    po.queue_plans = kReplayPlanQueue;
-    plan_writer = std::make_unique<PlanWriter>(*sinks.plan, cfg, po);
-  }
-  RequestPlan plan;
-  const size_t n = trace.requests.size();
-  const size_t step = std::max<size_t>(1, n / 100);
-  const Ledger& ledger = engine.ledger();
-  for (size_t i = 0; i < n; ++i) {
-    engine.Process(trace.requests[i], record ? &plan : nullptr);
-    const RequestCost* c = predictor ? &predictor->Add(plan) : nullptr;
-    if (timeline) {
-      // Occupancy after the request's cache decisions, from the time its work starts.
-      for (int r = 0; r < ledger.lanes(); ++r)
-        timeline->Counter(r, "pages used", predictor->last_start_s(),
-                          {TimelineWriter::Int("device", ledger.at(Tier::kDevice, r).used()),
-                           TimelineWriter::Int("host", ledger.at(Tier::kHost, r).used())});
-    }
-    if (sinks.on_request) sinks.on_request(plan, c);
-    // Last: the writer takes the plan's contents (the engine resets what it hands back).
-    if (plan_writer) plan_writer->Add(std::move(plan));
-    if (progress && ((i + 1) % step == 0 || i + 1 == n)) progress(i + 1, n);
-  }
-  if (plan_writer) plan_writer->Finish();
-  if (timeline) timeline->Finish();
-  nlohmann::ordered_json report = ReportToJson(cfg, policy, trace, engine);
-  if (predictor) {
-    report["predicted"] = predictor->Summary();
-  }
+  report["serving"] = ServingToJson(cfg, serving.result(), profile_measured);
   return report;
 }
 

@@ -1,6 +1,7 @@
-// A whole replay: the driver that runs a trace through the engine (and, with a hardware profile,
-// the predictor) and the JSON report it returns (docs/replay.md). Same inputs, byte-identical
-// report: it holds no wall-clock fields.
+// The replay report (docs/replay.md): what a replay's engine (or, in serving mode, its replicas)
+// counted, as JSON. Same inputs, byte-identical report: it holds no wall-clock fields. The driver
+// that runs a replay and calls these is RunReplay (sim/engine/replay_driver.h, included here for
+// the callers that include this header for it).
 #pragma once
 
 #include <cstddef>
@@ -12,50 +13,12 @@
 
 #include "sim/cache/policy.h"
 #include "sim/config.h"
+#include "sim/engine/replay_driver.h"
 #include "sim/engine/replay_engine.h"
 #include "sim/predict/plan.h"
 #include "traces/trace.h"
 
 namespace kvlanes {
-
-struct RequestCost;
-struct ServingResult;
-
-// Optional outputs of a replay.
-struct ReplaySinks {
-  std::ostream* plan = nullptr;            // the plan stream (docs/plan.md), trailer included
-  std::string plan_name = "plan";          // its name in errors (the file's path)
-  std::ostream* timeline = nullptr;        // predicted Chrome trace events (needs a profile)
-  std::string timeline_name = "timeline";  // its name in errors (the file's path)
-  bool timeline_layers = false;  // the timeline also has every op of each request schedule
-  // Called after each request with its plan and, with a profile, its predicted cost.
-  std::function<void(const RequestPlan&, const RequestCost*)> on_request;
-  // In serving mode, the plan of each request at its admission (plan.replica set), with no
-  // cost. Serving mode calls this instead of on_request.
-  std::function<void(const RequestPlan&)> on_admit;
-  // Serving mode: the same with the request's index in the trace; then, once the trace is
-  // served, what happened to every request (admission, first token, replica).
-  std::function<void(size_t, const RequestPlan&)> on_admit_at;
-  std::function<void(const ServingResult&)> on_served;
-  // Serving mode with serving.replicas > 1: makes the policy of each further replica (the one
-  // passed to RunReplay serves replica 0). Policies keep state per cache, so each replica has
-  // its own.
-  std::function<std::unique_ptr<CachePolicy>()> replica_policy;
-};
-
-// Replays the whole trace and returns the JSON report (deterministic; no wall-clock fields).
-// With cfg.hardware.profile set, the report holds `predicted` (cost_model.h, predictor.h).
-// progress(done, total) is called now and then for long traces (may be empty).
-nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, CachePolicy& policy, const Trace& trace,
-                                 EngineOptions opts,
-                                 const std::function<void(size_t, size_t)>& progress,
-                                 const ReplaySinks& sinks = {});
-
-// Serving mode (cfg.serving.mode "serving"; docs/serving.md) is run by RunReplay: the report
-// then holds the totals of every replica at the top level, each replica's lanes, and the
-// `serving` block (ServingToJson) instead of `predicted`. Throws InputError when serving mode
-// cannot run (no profile, a policy that needs the sequential order, replicas without
-// sinks.replica_policy).
 
 struct ServingResult;
 // The report's `serving` block (docs/serving.md#metrics): per replica and in total the hit
@@ -63,6 +26,13 @@ struct ServingResult;
 // load (busy time over the trace span) and, when a replica's exceeds 1, a warning line.
 nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResult& res,
                                      bool profile_measured);
+
+class ServingReplay;
+// The report of a serving-mode replay: the totals of every replica at the top level, each
+// replica's lanes, and the `serving` block (ServingToJson).
+nlohmann::ordered_json ServingReportToJson(const ReplayConfig& cfg, const CachePolicy& policy,
+                                           const Trace& trace, const ServingReplay& serving,
+                                           bool profile_measured);
 
 // The report of `engine` after it replayed `trace` (without `predicted`).
 nlohmann::ordered_json ReportToJson(const ReplayConfig& cfg, const CachePolicy& policy,

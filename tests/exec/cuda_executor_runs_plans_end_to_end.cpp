@@ -26,7 +26,7 @@ namespace {
 // The modelled forward pass of 100k-token requests takes seconds per layer; a thousandth of it
 // still runs the real kernel and its overlap with the backups while keeping the test short.
 ExecPlan GpuPlan(const PlanFile& pf) {
-  ExecPlan p = MakeExecPlan(pf, "(memory)", "", -1);
+  ExecPlan p = MakeExecPlan(pf, "(memory)", -1);
   ScaleCompute(p, 1e-3);
   return p;
 }
@@ -89,7 +89,7 @@ TEST_CASE("--forward model runs a DeepSeek-V3.2 plan end to end with real comput
       1, {"model.preset=deepseek-v3.2", "model.layers=4", "cache.device_pages_per_lane=2400",
           "cache.host_pages_per_lane=6000", "gather.method=packed", "backup.schedule=per-layer"});
   const PlanFile pf = ReplayPlan("traces/kvtester_trace_0034.json", cfg, 12);
-  ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
   UseModelForward(plan);
   CHECK(plan.forward_plan.preset == "deepseek-v3.2");
   TempDir dir;
@@ -225,7 +225,7 @@ TEST_CASE(
   int64_t merges = 0;
   for (const RequestPlan& p : pf.requests) merges += p.prefix_pages > 0 ? 1 : 0;
   REQUIRE(merges > 0);
-  ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
   UseModelForward(plan);
   TempDir dir;
   const RunOptions o = CudaOptions(dir);
@@ -254,7 +254,7 @@ TEST_CASE("--forward model refuses a token-interleaved plan above cp_size 1 with
       2, {"model.preset=deepseek-v3.2", "model.layers=2", "cache.device_pages_per_lane=1200",
           "cache.placement=interleave", "cache.interleave_tokens=1"});
   const PlanFile pf = ReplayPlan("traces/kvtester_trace_0034.json", cfg, 6);
-  ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
   UseModelForward(plan);
   TempDir dir;
   RunOptions o = CudaOptions(dir);
@@ -324,8 +324,10 @@ TEST_CASE("a plan larger than the GPU fails with the sizes it asked for") {
   PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 10);
   // 2 Gi slots (the most a plan header may hold) x 2 layers x 768 B = 3 TiB; the header's config
   // block repeats the field and must agree.
-  pf.header["device_pages_per_lane"] = int64_t{2} << 30;
-  pf.header["config"]["cache.device_pages_per_lane"] = int64_t{2} << 30;
+  nlohmann::json line = pf.header.json;
+  line["device_pages_per_lane"] = int64_t{2} << 30;
+  line["config"]["cache.device_pages_per_lane"] = int64_t{2} << 30;
+  pf.header = ParsePlanHeader(line, "(memory)");
   TempDir dir;
   const RunOutcome out = RunLocal(GpuPlan(pf), CudaOptions(dir));
   CHECK(out.exit_code == 1);

@@ -19,6 +19,7 @@
 #include "policies/registry.h"
 #include "sim/config.h"
 #include "sim/predict/plan.h"
+#include "sim/predict/plan_pricing.h"
 #include "sim/report/report.h"
 #include "traces/trace_reader.h"
 
@@ -66,12 +67,19 @@ inline ReplayConfig SmallConfig(int cp_size, const std::vector<std::string>& set
 inline PlanFile ReplayTrace(const Trace& t, const ReplayConfig& cfg) {
   auto policy = MakePolicy(cfg.policy, cfg, t);
   PlanFile pf;
-  pf.header = PlanHeader(cfg);
+  std::optional<ProfileFile> profile;
+  if (!cfg.hardware.profile.empty()) profile = ReadProfileFile(cfg.hardware.profile);
+  pf.header = PlanHeaderOf(cfg, profile ? &*profile : nullptr);
+  // Each request priced as the plan writer prices it (layer_spin_s).
+  const SpinPricer spin(profile ? &profile->profile : nullptr, cfg.hardware.profile,
+                        cfg.cache.cp_size, cfg.cache.page_tokens);
   ReplaySinks sinks;
   int64_t line = 2;
   sinks.on_request = [&](const RequestPlan& p, const RequestCost*) {
+    RequestPlan priced = p;
+    priced.layer_spin_s = spin.LayerS(p);
     pf.requests.push_back(
-        PlanFromJson(nlohmann::json::parse(PlanToJson(p, cfg).dump()), "(memory)", line++));
+        PlanFromJson(nlohmann::json::parse(PlanToJson(priced, cfg).dump()), "(memory)", line++));
   };
   RunReplay(cfg, *policy, t, EngineOptions{}, {}, sinks);
   return pf;

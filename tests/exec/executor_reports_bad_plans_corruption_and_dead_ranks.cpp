@@ -39,19 +39,20 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("nope.jsonl")),
                        doctest::Contains("cannot open plan file"), InputError);
   {
-    std::ofstream(dir.File("v4.jsonl")) << R"({"kvlanes_plan": 4, "cp_size": 1})"
+    std::ofstream(dir.File("v5.jsonl")) << R"({"kvlanes_plan": 5, "cp_size": 1})"
                                         << "\n";
-    CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("v4.jsonl")),
-                         doctest::Contains("v4.jsonl:1: kvlanes_plan: plan version 4"), InputError);
+    CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("v5.jsonl")),
+                         doctest::Contains("v5.jsonl:1: kvlanes_plan: plan version 5"), InputError);
   }
   const ReplayConfig cfg = TwoRankConfig("packed");
   PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5);
-  pf.header.erase("layers");
-  CHECK_THROWS_WITH_AS(MakeExecPlan(pf, "p.jsonl", "", -1),
+  nlohmann::json line = pf.header.json;
+  line.erase("layers");
+  CHECK_THROWS_WITH_AS(ParsePlanHeader(line, "p.jsonl"),
                        doctest::Contains("p.jsonl:1: layers: missing"), InputError);
-  pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5);
-  pf.header["host_layout"] = "sideways";
-  CHECK_THROWS_WITH_AS(MakeExecPlan(pf, "p.jsonl", "", -1),
+  line = pf.header.json;
+  line["host_layout"] = "sideways";
+  CHECK_THROWS_WITH_AS(ParsePlanHeader(line, "p.jsonl"),
                        doctest::Contains("host_layout: expected one of"), InputError);
 }
 
@@ -73,7 +74,7 @@ TEST_CASE("a plan that contradicts itself fails with exit code 2 naming the op")
   }
   REQUIRE(done);
   TempDir dir;
-  const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", "", -1), HostOptions(dir, kTimeoutS));
+  const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", -1), HostOptions(dir, kTimeoutS));
   CHECK(out.exit_code == 2);
   CHECK(out.message.find(id) != std::string::npos);
   CHECK(out.message.find("should be in device slot") != std::string::npos);
@@ -87,8 +88,7 @@ TEST_CASE("an owner_major gather over owners that are not cyclic is refused nami
   const PlanFile good = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
   {
     TempDir dir;
-    const RunOutcome out =
-        RunLocal(MakeExecPlan(good, "p.jsonl", "", -1), HostOptions(dir, kTimeoutS));
+    const RunOutcome out = RunLocal(MakeExecPlan(good, "p.jsonl", -1), HostOptions(dir, kTimeoutS));
     REQUIRE_MESSAGE(out.exit_code == 0, out.message);
   }
   // The same plan with the first gather of at least two pages claiming another placement, and
@@ -109,8 +109,7 @@ TEST_CASE("an owner_major gather over owners that are not cyclic is refused nami
     }
     REQUIRE(!id.empty());
     TempDir dir;
-    const RunOutcome out =
-        RunLocal(MakeExecPlan(pf, "p.jsonl", "", -1), HostOptions(dir, kTimeoutS));
+    const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", -1), HostOptions(dir, kTimeoutS));
     CHECK(out.exit_code == 2);
     CHECK(out.message.find(id) != std::string::npos);
     CHECK(out.message.find(swap_owners ? "owner-major order needs rank"
@@ -124,7 +123,7 @@ TEST_CASE(
     "no file") {
   const ReplayConfig cfg = TwoRankConfig("packed");
   const ExecPlan plan =
-      MakeExecPlan(ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5), "p.jsonl", "", -1);
+      MakeExecPlan(ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5), "p.jsonl", -1);
   TempDir dir;
   RunOptions o = HostOptions(dir, kTimeoutS);
   o.span_trace = dir.File("missing/spans.json");
@@ -173,7 +172,7 @@ TEST_CASE("a byte flipped before a gather is reported with op, rank and page on 
       TempDir dir;
       RunOptions o = HostOptions(dir, kTimeoutS);
       o.exec.faults.push_back(ParseFault("corrupt:0:" + id));
-      ExecPlan plan = MakeExecPlan(pf, "p.jsonl", "", -1);
+      ExecPlan plan = MakeExecPlan(pf, "p.jsonl", -1);
       CHECK(plan.geo.dense_layers == plan.geo.layers);  // small plans keep every layer
       if (one_layer_buffer) plan.geo.dense_layers = 1;
       const RunOutcome out = RunLocal(plan, o);
@@ -193,7 +192,7 @@ TEST_CASE("a byte flipped in a host page is caught when the page is loaded back"
   TempDir dir;
   RunOptions o = HostOptions(dir, kTimeoutS);
   o.exec.faults.push_back(ParseFault("corrupt:" + std::to_string(lane) + ":" + id));
-  const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", "", -1), o);
+  const RunOutcome out = RunLocal(MakeExecPlan(pf, "p.jsonl", -1), o);
   CHECK(out.exit_code == 1);
   // The lane's own rank reports the load-back; the gather of the same request may fail first on
   // another rank (the loaded page is in the prefix), so look at the lane's own message.
@@ -209,7 +208,7 @@ TEST_CASE(
   const ReplayConfig cfg =
       SmallConfig(4, {"cache.device_pages_per_lane=600", "gather.method=dense"});
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 80);
-  const ExecPlan plan = MakeExecPlan(pf, "p.jsonl", "", -1);
+  const ExecPlan plan = MakeExecPlan(pf, "p.jsonl", -1);
   const std::string id = FirstOp(pf, cfg, "gather").first;
   {
     TempDir dir;

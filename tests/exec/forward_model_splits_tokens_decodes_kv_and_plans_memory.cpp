@@ -110,7 +110,10 @@ TEST_CASE("the proxy's memory plan names its parts and grows with the tokens") {
 }
 
 TEST_CASE("a plan whose pools cannot hold the shape's KV is refused for the model forward") {
-  nlohmann::json header = {{"config", {{"model.preset", "llama-3-70b"}}}};
+  // The header's config block and its preset, as ParsePlanHeader reads them.
+  PlanHeader header;
+  header.config = {{"model.preset", "llama-3-70b"}};
+  header.model_preset = "llama-3-70b";
   std::vector<RequestPlan> reqs(1);
   reqs[0].computed_tokens = 100;
   reqs[0].prefix_pages = 2;
@@ -122,7 +125,9 @@ TEST_CASE("a plan whose pools cannot hold the shape's KV is refused for the mode
                        doctest::Contains("p.jsonl:1: pools:"), InputError);
   CHECK_THROWS_WITH_AS(MakeForwardPlan(header, reqs, 64, {"latent"}, {4096}, "p.jsonl"),
                        doctest::Contains("reads the pool named 'kv'"), InputError);
-  nlohmann::json bad = {{"config", {{"model.preset", "llama-4"}}}};
+  PlanHeader bad;
+  bad.config = {{"model.preset", "llama-4"}};
+  bad.model_preset = "llama-4";
   CHECK_THROWS_WITH_AS(MakeForwardPlan(bad, reqs, 64, {"kv"}, {4096}, "p.jsonl"),
                        doctest::Contains("unknown model preset 'llama-4'"), InputError);
 }

@@ -33,7 +33,7 @@ TEST_CASE("host backend all-reduces the reported host hits and gets the simulato
   REQUIRE(with_load > 0);  // some agreed hits were loaded back after the collective
   TempDir dir;
   RunOptions o = HostOptions(dir, 120);
-  const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
+  const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", -1), o);
   REQUIRE_MESSAGE(out.exit_code == 0, out.message);
   const nlohmann::json m = ReadJson(o.out);
   std::set<std::pair<std::string, int>> got;
@@ -62,7 +62,7 @@ TEST_CASE("a rank reporting a shorter hit than the plan agreed on fails the agre
     }
   REQUIRE(request >= 0);
   TempDir dir;
-  const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), HostOptions(dir, 60));
+  const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", -1), HostOptions(dir, 60));
   CHECK(out.exit_code != 0);
   CHECK(out.message.find("verification failed in request " + std::to_string(request)) !=
         std::string::npos);
@@ -82,7 +82,7 @@ TEST_CASE("hit agreement reports of the wrong count are refused with the request
     }
   REQUIRE(changed);
   TempDir dir;
-  const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), HostOptions(dir, 60));
+  const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", -1), HostOptions(dir, 60));
   CHECK(out.exit_code == 2);
   CHECK(out.message.find("hit_agreement.reports holds 3 reports for cp_size 4") !=
         std::string::npos);

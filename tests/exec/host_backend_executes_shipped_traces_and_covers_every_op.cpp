@@ -83,7 +83,7 @@ TEST_CASE(
     const ReplayConfig cfg = SmallConfig(c.cp, c.sets);
     const PlanFile pf = c.trace[0] == '(' ? ReplayTrace(AlignedPrefixTrace(5), cfg)
                                           : ReplayPlan(c.trace, cfg, c.requests);
-    const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+    const ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
     TempDir dir;
     RunOptions o = HostOptions(dir, 60);
     o.timeline = dir.File("timeline.json");
@@ -156,7 +156,7 @@ TEST_CASE(
     }
     TempDir dir;
     RunOptions o = HostOptions(dir, 60);
-    const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
+    const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", -1), o);
     REQUIRE_MESSAGE(out.exit_code == 0, out.message);
     const nlohmann::json m = ReadJson(o.out);
     CHECK(m["verified_bytes"].get<int64_t>() == ExpectedVerifiedBytes(pf, cfg));
@@ -194,7 +194,7 @@ TEST_CASE(
     }
     TempDir dir;
     RunOptions o = HostOptions(dir, 60);
-    const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
+    const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", -1), o);
     REQUIRE_MESSAGE(out.exit_code == 0, out.message);
     const nlohmann::json m = ReadJson(o.out);
     // Every rank holds lane 0's pages: each checks every broadcast record and every loaded page.
@@ -225,7 +225,7 @@ TEST_CASE(
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 120);
   TempDir dir;
   const RunOptions o = HostOptions(dir, 60);
-  const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
+  const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", -1), o);
   REQUIRE_MESSAGE(out.exit_code == 0, out.message);
   std::map<std::string, nlohmann::json> by_id;
   const nlohmann::json measured = ReadJson(o.out);
@@ -259,7 +259,7 @@ TEST_CASE("request seconds leave out the time every rank was held behind a secon
   const ReplayConfig cfg =
       SmallConfig(2, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=600"});
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 2);
-  const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  const ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
   auto op = [](int rank, double a, double b) {
     MeasuredOp m;
     m.id = "0/compute";
@@ -383,7 +383,7 @@ TEST_CASE(
     TempDir dir;
     RunOptions o = HostOptions(dir, 60);
     o.span_trace = dir.File("spans.json");
-    const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
+    const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", -1), o);
     REQUIRE_MESSAGE(out.exit_code == 0, out.message);
     CHECK_FALSE(std::filesystem::exists(o.span_trace + ".tmp"));
 
@@ -639,7 +639,7 @@ TEST_CASE("gather phases tile each gather layer exactly and are no part of the o
     const PlanFile pf = c.method == "zigzag"
                             ? ReplayTrace(AlignedPrefixTrace(5), cfg)
                             : ReplayPlan("traces/kvtester_trace_0034.json", cfg, 40);
-    const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+    const ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
     auto run = [&](bool keep) {
       const std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(plan.geo);
       const std::unique_ptr<RankBackend> b = MakeHostBackend(plan.geo, *seg, 0, 60);
@@ -800,7 +800,7 @@ class StagingWatch : public ForwardingBackend {
 TEST_CASE("the forward layer's page list is staged outside the span its compute op times") {
   const ReplayConfig cfg = SmallConfig(1, {"cache.device_pages_per_lane=3000"});
   const ExecPlan plan =
-      MakeExecPlan(ReplayPlan("traces/kvtester_trace_0034.json", cfg, 12), "(memory)", "", -1);
+      MakeExecPlan(ReplayPlan("traces/kvtester_trace_0034.json", cfg, 12), "(memory)", -1);
   const std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(plan.geo);
   StagingWatch b(MakeHostBackend(plan.geo, *seg, 0, 60));
   ExecOptions eo;
@@ -845,7 +845,7 @@ class EvictWatch : public ForwardingBackend {
 TEST_CASE("with evict_caches each request starts after an eviction that every stream waits for") {
   const ReplayConfig cfg = SmallConfig(1, {"cache.device_pages_per_lane=3000"});
   const ExecPlan plan =
-      MakeExecPlan(ReplayPlan("traces/kvtester_trace_0034.json", cfg, 10), "(memory)", "", -1);
+      MakeExecPlan(ReplayPlan("traces/kvtester_trace_0034.json", cfg, 10), "(memory)", -1);
   for (const bool evict : {false, true}) {
     const std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(plan.geo);
     EvictWatch b(MakeHostBackend(plan.geo, *seg, 0, 60));
@@ -880,7 +880,7 @@ TEST_CASE("op lengths come from their own marks, not from the difference of two 
       SmallConfig(1, {"cache.device_pages_per_lane=3000", "cache.host_pages_per_lane=6000",
                       "backup.schedule=per-layer"});
   const ExecPlan plan =
-      MakeExecPlan(ReplayPlan("traces/kvtester_trace_0034.json", cfg, 30), "(memory)", "", -1);
+      MakeExecPlan(ReplayPlan("traces/kvtester_trace_0034.json", cfg, 30), "(memory)", -1);
   const std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(plan.geo);
   CoarsePlacement b(MakeHostBackend(plan.geo, *seg, 0, 60));
   ExecOptions eo;

@@ -30,7 +30,7 @@ TEST_CASE("host backend merges the partial attention of token-interleaved prefix
     REQUIRE(merges > 0);
     TempDir dir;
     RunOptions o = HostOptions(dir, 120);
-    const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), o);
+    const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", -1), o);
     REQUIRE_MESSAGE(out.exit_code == 0, out.message);
     const nlohmann::json m = ReadJson(o.out);
     int64_t ops = 0;
@@ -64,7 +64,7 @@ TEST_CASE("a merged prefix whose pages are not one unit per rank is refused") {
     }
   REQUIRE(changed);
   TempDir dir;
-  const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", "", -1), HostOptions(dir, 60));
+  const RunOutcome out = RunLocal(MakeExecPlan(pf, "(memory)", -1), HostOptions(dir, 60));
   CHECK(out.exit_code == 2);
   CHECK(out.message.find("partial_merge: logical page 0 is on rank 1") != std::string::npos);
 }

@@ -33,8 +33,8 @@ TEST_CASE("host backend gathers layers ahead into a ring of dense layers and che
               "backup.schedule=per-layer", "gather.prefetch_layers=" + std::to_string(k)});
       const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
       // The plan records the choice (only when it is not the default).
-      CHECK(pf.header["config"].contains("gather.prefetch_layers") == (k > 0));
-      ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+      CHECK(pf.header.json["config"].contains("gather.prefetch_layers") == (k > 0));
+      ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
       CHECK(plan.prefetch_layers == k);
       // These small pools fit every layer; force the ring so the reuse of its layers runs.
       plan.geo.dense_layers = k + 1;
@@ -54,9 +54,10 @@ TEST_CASE("host backend gathers layers ahead into a ring of dense layers and che
 TEST_CASE("a plan header with a prefetch_layers outside 0..2 is refused with its field") {
   const ReplayConfig cfg = SmallConfig(1, {});
   PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 3);
-  pf.header["config"]["gather.prefetch_layers"] = 3;
+  nlohmann::json line = pf.header.json;
+  line["config"]["gather.prefetch_layers"] = 3;
   try {
-    (void)MakeExecPlan(pf, "plan.jsonl", "", -1);
+    (void)ParsePlanHeader(line, "plan.jsonl");
     FAIL("accepted prefetch_layers 3");
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find("plan.jsonl:1: config.gather.prefetch_layers") !=

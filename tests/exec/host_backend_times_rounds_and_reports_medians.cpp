@@ -35,7 +35,7 @@ TEST_CASE("the measured report gives each op's and request's median over the tim
   const ReplayConfig cfg =
       SmallConfig(1, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=600"});
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 2);
-  const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  const ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
   std::vector<RankResult> ranks(1);
   // Request 0's compute takes 1, 4 and 2 s in rounds 0-2; request 1's spans two ops.
   ranks[0].ops = {Op("0/compute", 0, 0, 0, 1),       Op("1/compute", 0, 0, 1, 2),
@@ -104,7 +104,7 @@ TEST_CASE("timed rounds run the plan again from an empty cache and verify every 
       2, {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000",
           "gather.method=packed", "cache.write_policy=write_back", "backup.schedule=tail"});
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
-  const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  const ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
   std::map<int, nlohmann::json> by_rounds;
   for (int rounds : {1, 3}) {
     CAPTURE(rounds);
@@ -145,7 +145,7 @@ TEST_CASE("rank 0 reports each timed round as it ends (the console's progress)")
   const ReplayConfig cfg =
       SmallConfig(1, {"cache.device_pages_per_lane=600", "cache.host_pages_per_lane=600"});
   const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 4);
-  const ExecPlan plan = MakeExecPlan(pf, "(memory)", "", -1);
+  const ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
   std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(plan.geo);
   std::unique_ptr<RankBackend> b = MakeHostBackend(plan.geo, *seg, 0, 60);
   ExecOptions opts;

@@ -62,7 +62,7 @@ TEST_CASE(
   const Replayed rep = ReplayToPlan();
   const PlanFile plan = ReadPlanFile(rep.plan_path);
   std::remove(rep.plan_path.c_str());
-  const ReplayConfig cfg = ConfigFromPlanHeader(plan.header, rep.plan_path);
+  const ReplayConfig cfg = PlanReplayConfig(plan.header, rep.plan_path);
   CHECK(cfg.cache.cp_size == 4);
   const CostModel model(LoadHardwareProfile(kProfile), cfg, kProfile);
   const Predictions pred = PredictPlan(model, cfg, plan.requests);
@@ -181,9 +181,9 @@ TEST_CASE(
   ApplyConfigSetting("model.preset=deepseek-v3.2", cfg);
   ApplyConfigSetting("model.layers=4", cfg);
   REQUIRE(cfg.model.layers == 4);
-  nlohmann::json header;
-  header["config"] = nlohmann::json::parse(ConfigToJson(cfg).dump());
-  const ReplayConfig back = ConfigFromPlanHeader(header, "plan.jsonl");
+  PlanHeader header;
+  header.config = nlohmann::json::parse(ConfigToJson(cfg).dump());
+  const ReplayConfig back = PlanReplayConfig(header, "plan.jsonl");
   CHECK(back.model.layers == 4);
   CHECK(back.model.preset == "deepseek-v3.2");
   CHECK(ConfigToJson(back).dump() == ConfigToJson(cfg).dump());

@@ -14,6 +14,7 @@
 #include "policies/registry.h"
 #include "sim/predict/content_hash.h"
 #include "sim/predict/plan.h"
+#include "sim/predict/plan_pricing.h"
 #include "sim/report/report.h"
 #include "tests/sim/predict/temp_file.h"
 #include "traces/input_error.h"
@@ -91,8 +92,14 @@ TEST_CASE("the streamed plan lines are PlanToJson's dump byte for byte, ops coun
     std::vector<RequestPlan> recorded;
     const std::vector<std::string> lines = Lines(ReplayPlanText(cfg, &recorded));
     REQUIRE(lines.size() == recorded.size() + 2);
-    CHECK(lines[0] == PlanHeader(cfg).dump());
+    CHECK(lines[0] == PlanHeaderJson(cfg, nullptr).dump());
     size_t ops = 0;
+    // The writer prices each request's forward spin (version 4); the recorded plans are not.
+    const SpinPricer spin(nullptr, "", cfg.cache.cp_size, cfg.cache.page_tokens);
+    for (RequestPlan& r : recorded) {
+      CHECK(r.layer_spin_s == -1);
+      r.layer_spin_s = spin.LayerS(r);
+    }
     for (size_t i = 0; i < recorded.size(); ++i) {
       const nlohmann::ordered_json j = PlanToJson(recorded[i], cfg);
       REQUIRE(lines[i + 1] == j.dump());
@@ -143,7 +150,9 @@ TEST_CASE("a pool name that needs JSON escapes is written as nlohmann writes it"
   const std::vector<std::string> lines = Lines(ReplayPlanText(cfg, &recorded));
   REQUIRE(lines.size() == recorded.size() + 2);
   size_t copies = 0;
+  const SpinPricer spin(nullptr, "", cfg.cache.cp_size, cfg.cache.page_tokens);
   for (size_t i = 0; i < recorded.size(); ++i) {
+    recorded[i].layer_spin_s = spin.LayerS(recorded[i]);  // as the writer prices it
     REQUIRE(lines[i + 1] == PlanToJson(recorded[i], cfg).dump());
     copies += recorded[i].load_back.size() + recorded[i].backup.size();
   }
@@ -197,13 +206,14 @@ TEST_CASE("a whole plan reads back; cut, padded or miscounted plans are refused 
   nlohmann::ordered_json v1 = nlohmann::ordered_json::parse(lines[0]);
   v1["kvlanes_plan"] = 1;
   CHECK(ReadError(v1.dump() + "\n" + Join(lines, 1, n - 1))
-            .find("PLAN:1: kvlanes_plan: plan version 1, this build reads versions 2..3 (version "
+            .find("PLAN:1: kvlanes_plan: plan version 1, this build reads versions 2..4 (version "
                   "1 plans carry no trailer") == 0);
 }
 
 TEST_CASE("the header stores the hardware profile; it is read back from anywhere, hash checked") {
   const ReplayConfig cfg = RichConfig(true);
-  const nlohmann::ordered_json h = PlanHeader(cfg);
+  const ProfileFile file = ReadProfileFile(cfg.hardware.profile);
+  const nlohmann::ordered_json h = PlanHeaderJson(cfg, &file);
   REQUIRE(h.contains("hardware_profile"));
   std::ifstream in(kProfile, std::ios::binary);
   const std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -215,7 +225,8 @@ TEST_CASE("the header stores the hardware profile; it is read back from anywhere
   // Read from another directory, with the path no longer valid: the stored text is used.
   nlohmann::json moved = nlohmann::json::parse(h.dump());
   moved["hardware_profile"]["path"] = "config/../no/such/profile.yaml";
-  const std::optional<PlanProfile> p = PlanHeaderProfile(moved, "p.jsonl");
+  const std::optional<PlanProfile> p =
+      ResolvePlanProfile(ParsePlanHeader(moved, "p.jsonl"), "", "p.jsonl");
   REQUIRE(p.has_value());
   CHECK(p->path == "config/../no/such/profile.yaml");
   const HardwareProfile direct = LoadHardwareProfile(kProfile);
@@ -226,12 +237,10 @@ TEST_CASE("the header stores the hardware profile; it is read back from anywhere
 
   // An edited profile text no longer matches its hash.
   moved["hardware_profile"]["yaml"] = yaml + "\n# edited\n";
-  CHECK_THROWS_WITH_AS(PlanHeaderProfile(moved, "p.jsonl"),
+  CHECK_THROWS_WITH_AS(ResolvePlanProfile(ParsePlanHeader(moved, "p.jsonl"), "", "p.jsonl"),
                        doctest::Contains("p.jsonl:1: hardware_profile.fnv1a64: is "), InputError);
   // A plan written without a profile stores none.
-  CHECK_FALSE(
-      PlanHeaderProfile(nlohmann::json::parse(PlanHeader(RichConfig(false)).dump()), "p.jsonl")
-          .has_value());
+  CHECK_FALSE(ResolvePlanProfile(PlanHeaderOf(RichConfig(false), nullptr), "", "p.jsonl"));
 }
 
 }  // namespace kvlanes::test

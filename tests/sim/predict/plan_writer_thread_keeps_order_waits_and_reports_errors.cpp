@@ -18,6 +18,7 @@
 
 #include "policies/registry.h"
 #include "sim/predict/plan.h"
+#include "sim/predict/plan_pricing.h"
 #include "sim/report/report.h"
 #include "tests/sim/predict/stream_bufs.h"
 #include "traces/input_error.h"
@@ -52,7 +53,7 @@ std::vector<RequestPlan> RecordedPlans(const ReplayConfig& cfg) {
 std::string Write(const ReplayConfig& cfg, const std::vector<RequestPlan>& plans,
                   PlanWriterOptions opts, bool move) {
   std::ostringstream out;
-  PlanWriter w(out, cfg, opts);
+  PlanWriter w(out, cfg, nullptr, opts);
   for (const RequestPlan& p : plans) {
     if (move) {
       RequestPlan copy = p;
@@ -85,8 +86,13 @@ TEST_CASE("the writer thread writes the foreground writer's bytes, in order, for
   const std::string expected = Write(cfg, plans, fg, false);
   // The foreground writer is the one line per request of AppendPlanLine between header and
   // trailer (the format's own test checks those lines against PlanToJson).
+  // Each line priced as the writer prices it (layer_spin_s, no profile: the default terms).
+  const SpinPricer spin(nullptr, "", cfg.cache.cp_size, cfg.cache.page_tokens);
   std::string lines;
-  for (const RequestPlan& p : plans) AppendPlanLine(p, cfg, lines);
+  for (RequestPlan p : plans) {
+    p.layer_spin_s = spin.LayerS(p);
+    AppendPlanLine(p, cfg, lines);
+  }
   CHECK(expected.find(lines) != std::string::npos);
   for (size_t q : {2, 3, 16, 1000}) {
     for (bool move : {false, true}) {
@@ -127,7 +133,7 @@ TEST_CASE("a moved plan comes back as a recycled plan the engine can record into
   const ReplayConfig cfg = RichConfig();
   const std::vector<RequestPlan> plans = RecordedPlans(cfg);
   std::ostringstream out;
-  PlanWriter w(out, cfg, PlanWriterOptions{.queue_plans = 2});
+  PlanWriter w(out, cfg, nullptr, PlanWriterOptions{.queue_plans = 2});
   RequestPlan p = plans[3];
   w.Add(std::move(p));
   p = plans[4];  // whatever it held, it is a valid plan
@@ -149,7 +155,7 @@ TEST_CASE("a full queue makes Add wait until the writer takes a plan (back-press
   opts.wait_limit = 600s;
   std::vector<RequestPlan> plans;
   for (int64_t r = 0; r < 4; ++r) plans.push_back(BigPlan(r, 80000));  // each line > 1 MiB
-  PlanWriter w(out, cfg, opts);
+  PlanWriter w(out, cfg, nullptr, opts);
   w.Add(plans[0]);
   WaitUntil([&] { return gate.entered(); });  // the writer thread is held in its first write
   w.Add(plans[1]);  // the queue's two slots: plan 0's (until its write returns) and plan 1's
@@ -181,7 +187,7 @@ TEST_CASE("an output that takes nothing fails Add past the wait limit, naming th
     opts.queue_plans = 2;
     opts.wait_limit = 300ms;
     opts.name = "out/stalled.plan.jsonl";
-    PlanWriter w(out, cfg, opts);
+    PlanWriter w(out, cfg, nullptr, opts);
     w.Add(BigPlan(0, 80000));
     WaitUntil([&] { return gate.entered(); });
     try {
@@ -206,7 +212,7 @@ TEST_CASE("a failed write reaches Add or Finish with the output's name") {
         opts.background = background;
         opts.queue_plans = 4;
         opts.name = "full/plan.jsonl";
-        PlanWriter w(out, cfg, opts);
+        PlanWriter w(out, cfg, nullptr, opts);
         for (int k = 0; k < 20; ++k)
           for (const RequestPlan& p : plans) w.Add(p);
         w.Finish();
@@ -219,7 +225,7 @@ TEST_CASE("a writer dropped without Finish ends its thread and writes no trailer
   const std::vector<RequestPlan> plans = RecordedPlans(cfg);
   std::ostringstream out;
   {
-    PlanWriter w(out, cfg, PlanWriterOptions{.queue_plans = 4});
+    PlanWriter w(out, cfg, nullptr, PlanWriterOptions{.queue_plans = 4});
     for (const RequestPlan& p : plans) w.Add(p);
   }
   CHECK(out.str().find("kvlanes_plan_end") == std::string::npos);

@@ -1,7 +1,8 @@
 // libFuzzer target of the plan reader: the input is a plan file's text. It goes through
 // ReadPlanFile (version, ValidatePlanHeader, every request line, the trailer's counts), then, when
 // read, through what the executor derives from it before touching memory (MakeExecPlan: geometry,
-// per-request size checks, the stored profile; UseModelForward). An InputError is the expected
+// per-request size checks, the forward spin, priced from the stored profile for older plans;
+// UseModelForward). An InputError is the expected
 // answer to bad input; anything else escapes to libFuzzer. The reader reads from a path, so each
 // input is written to one file per process first. Built only with -DKVLANES_FUZZ=ON and clang
 // (tools/fuzz.sh).
@@ -15,6 +16,7 @@
 
 #include "exec/executor.h"
 #include "sim/predict/plan.h"
+#include "sim/predict/plan_pricing.h"
 #include "traces/input_error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -30,7 +32,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   try {
-    kvlanes::exec::ExecPlan e = kvlanes::exec::MakeExecPlan(std::move(plan), kPath, "", -1);
+    // A plan of version 2 or 3 carries no forward spin: priced as `kvlanes exec` prices it.
+    if (!plan.header.forward_spin)
+      kvlanes::PricePlanSpin(plan, kvlanes::ResolvePlanProfile(plan.header, "", kPath));
+    kvlanes::exec::ExecPlan e = kvlanes::exec::MakeExecPlan(std::move(plan), kPath, -1);
     kvlanes::exec::UseModelForward(e);
   } catch (const kvlanes::InputError&) {
   }

@@ -1,0 +1,478 @@
+// The plan reader (plan.h): request lines back into RequestPlan (PlanFromJson) and whole plan
+// files (ReadPlanFile), every field checked and located. It needs nothing of the predicting side,
+// so the executor's library links it without the cost model (docs/architecture.md).
+#include <cmath>
+#include <istream>
+#include <map>
+#include <utility>
+
+#include "kernels/page_layout.h"
+#include "sim/cache/placement.h"
+#include "sim/predict/plan.h"
+#include "sim/predict/plan_runs.h"
+#include "traces/input_error.h"
+#include "traces/input_file.h"
+#include "traces/json_strict.h"
+
+namespace kvlanes {
+
+bool operator==(const RequestPlan& a, const RequestPlan& b) {
+  return a.request == b.request && a.replica == b.replica && a.arrival_ns == b.arrival_ns &&
+         a.input_tokens == b.input_tokens && a.device_hit_pages == b.device_hit_pages &&
+         a.host_match_pages == b.host_match_pages && a.loaded_pages == b.loaded_pages &&
+         a.prefix_pages == b.prefix_pages && a.computed_tokens == b.computed_tokens &&
+         a.cached == b.cached && a.evictions == b.evictions && a.write_back == b.write_back &&
+         a.load_back == b.load_back && a.new_pages == b.new_pages &&
+         a.gather_method == b.gather_method && a.proven_zigzag == b.proven_zigzag &&
+         a.runs == b.runs && a.run_extents == b.run_extents && a.prefix == b.prefix &&
+         a.shard_pages == b.shard_pages && a.backup_schedule == b.backup_schedule &&
+         a.backup == b.backup && a.hit_reports == b.hit_reports &&
+         a.agreed_hit_pages == b.agreed_hit_pages;
+}
+
+namespace {
+
+using namespace plan_runs;
+
+struct Field {
+  const std::string& file;
+  int64_t line;
+  [[noreturn]] void Fail(const std::string& field, const std::string& msg) const {
+    throw InputError(file, line, field, msg);
+  }
+  const nlohmann::json& At(const nlohmann::json& j, const char* key) const {
+    if (!j.is_object() || !j.contains(key)) Fail(key, "missing");
+    return j.at(key);
+  }
+  int64_t Int(const nlohmann::json& j, const char* key) const {
+    const auto& v = At(j, key);
+    if (!v.is_number_integer()) Fail(key, "expected an integer");
+    return v.get<int64_t>();
+  }
+  std::string Str(const nlohmann::json& j, const char* key) const {
+    const auto& v = At(j, key);
+    if (!v.is_string()) Fail(key, "expected a string");
+    return v.get<std::string>();
+  }
+  std::vector<std::array<uint32_t, 2>> PairList(const nlohmann::json& j, const char* key) const {
+    const auto& v = At(j, key);
+    if (!v.is_array()) Fail(key, "expected a list of pairs");
+    std::vector<std::array<uint32_t, 2>> out;
+    out.reserve(v.size());
+    for (const auto& p : v) {
+      if (!p.is_array() || p.size() != 2 || !p[0].is_number_unsigned() ||
+          !p[1].is_number_unsigned() || p[0].get<uint64_t>() > UINT32_MAX ||
+          p[1].get<uint64_t>() > UINT32_MAX)
+        Fail(key, "expected [a, b] pairs of integers in 0..2^32-1");
+      out.push_back({p[0].get<uint32_t>(), p[1].get<uint32_t>()});
+    }
+    return out;
+  }
+  // A version-3 run list under `key`: [[first..., count], ...], tuple i of a run being first + i x
+  // `step`, expanded into emit(tuple). `names` names the tuple's values, `hi` their largest
+  // values (the last tuple of a run too); a count is 1 or more, and the line's runs together
+  // expand to at most kMaxPlanLinePages tuples (`budget`: how many the line may still add).
+  template <size_t N, typename Emit>
+  void RunList(const nlohmann::json& j, const char* key, const std::array<int64_t, N>& step,
+               const std::array<const char*, N>& names, const std::array<uint64_t, N>& hi,
+               int64_t& budget, Emit emit) const {
+    std::string shape = "[";
+    for (const char* n : names) shape.append(n).append(", ");
+    shape += "count]";
+    const auto& v = At(j, key);
+    if (!v.is_array()) Fail(key, "expected a list of runs " + shape);
+    for (size_t r = 0; r < v.size(); ++r) {
+      const auto& run = v[r];
+      const std::string at = "run " + std::to_string(r) + ": ";
+      if (!run.is_array() || run.size() != N + 1 || !run[N].is_number_integer()) {
+        Fail(key, std::string(at).append("expected ").append(shape).append(" of integers"));
+      }
+      std::array<uint64_t, N> first{};
+      for (size_t k = 0; k < N; ++k) {
+        const auto& x = run[k];
+        if (!x.is_number_integer() || (!x.is_number_unsigned() && x.get<int64_t>() < 0)) {
+          Fail(key, std::string(at)
+                        .append("expected ")
+                        .append(shape)
+                        .append(" of integers, ")
+                        .append(names[k])
+                        .append(" >= 0"));
+        }
+        first[k] = x.get<uint64_t>();
+        if (first[k] > hi[k]) {
+          Fail(key,
+               at + names[k] + " " + std::to_string(first[k]) + " beyond " + std::to_string(hi[k]));
+        }
+      }
+      const auto& c = run[N];
+      if (!c.is_number_unsigned() || c.get<uint64_t>() == 0)
+        Fail(key, at + "count " + c.dump() + ", expected 1 or more");
+      if (c.get<uint64_t>() > static_cast<uint64_t>(budget)) {
+        Fail(key, at + "count " + c.dump() + ": the line's runs would hold more than " +
+                      std::to_string(kMaxPlanLinePages) + " tuples (kMaxPlanLinePages)");
+      }
+      const auto count = static_cast<int64_t>(c.get<uint64_t>());
+      for (size_t k = 0; k < N; ++k) {
+        // first <= 2^32 and count <= 2^24: no overflow in 64 bits.
+        const uint64_t last = first[k] + static_cast<uint64_t>(step[k] * (count - 1));
+        if (last > hi[k]) {
+          Fail(key, at + names[k] + " runs from " + std::to_string(first[k]) + " past " +
+                        std::to_string(hi[k]) + " (count " + std::to_string(count) +
+                        ", last would be " + std::to_string(last) + ")");
+        }
+      }
+      budget -= count;
+      std::array<uint64_t, N> t = first;
+      for (int64_t i = 0; i < count; ++i) {
+        emit(t);
+        for (size_t k = 0; k < N; ++k) t[k] += static_cast<uint64_t>(step[k]);
+      }
+    }
+  }
+};
+
+// A copy op moves one of the header's pools in the header's host layout; the executor has no other.
+void CheckCopyPoolAndLayout(const Field& f, const nlohmann::json& op, const std::string& pool,
+                            const PlanHeader& h) {
+  bool known = false;
+  std::string names;
+  for (const PoolSpec& q : h.pools) {
+    known = known || q.name == pool;
+    names += (names.empty() ? "" : ", ") + q.name;
+  }
+  if (!known) f.Fail("pool", "'" + pool + "' is not a pool of the plan header (" + names + ")");
+  const std::string layout = f.Str(op, "layout");
+  if (layout != h.host_layout_name)
+    f.Fail("layout", "'" + layout + "' differs from the plan header's host_layout '" +
+                         h.host_layout_name + "'");
+}
+
+constexpr uint64_t kU32 = UINT32_MAX;
+constexpr uint64_t kOwnerMax = 65535;
+
+// A copy op of a pool other than the first: the same lane and pages as the first pool's op of
+// that kind and lane, which must come before it.
+void CheckRepeatedPoolOp(const Field& f, const std::vector<LaneCopy>& first_pool_ops,
+                         const LaneCopy& c, const std::string& kind, const std::string& pool,
+                         const std::string& first_pool, const char* pages_key) {
+  for (const LaneCopy& have : first_pool_ops) {
+    if (have.lane != c.lane) continue;
+    if (have.pages != c.pages)
+      f.Fail(pages_key, kind + " op of pool '" + pool + "' on lane " + std::to_string(c.lane) +
+                            " lists other pages than pool '" + first_pool + "'s op");
+    return;
+  }
+  f.Fail("pool", kind + " op of pool '" + pool + "' on lane " + std::to_string(c.lane) +
+                     " has no op of pool '" + first_pool + "' before it");
+}
+
+}  // namespace
+
+namespace {
+
+// The request-level fields of a request line (everything but its ops).
+void ReadRequestFields(const Field& f, const nlohmann::json& j, int version, RequestPlan& p) {
+  p.request = f.Int(j, "request");
+  if (j.contains("replica")) {
+    p.replica = f.Int(j, "replica");
+    if (p.replica < 0) f.Fail("replica", "must be >= 0");
+  }
+  if (j.contains("trace_request")) {
+    p.trace_request = f.Int(j, "trace_request");
+    if (p.trace_request < 0) f.Fail("trace_request", "must be >= 0");
+  }
+  p.arrival_ns = f.Int(j, "arrival_ns");
+  p.input_tokens = f.Int(j, "input_tokens");
+  p.device_hit_pages = f.Int(j, "device_hit_pages");
+  p.host_match_pages = f.Int(j, "host_match_pages");
+  p.loaded_pages = f.Int(j, "loaded_pages");
+  p.prefix_pages = f.Int(j, "prefix_pages");
+  p.computed_tokens = f.Int(j, "computed_tokens");
+  if (!f.At(j, "cached").is_boolean()) f.Fail("cached", "expected true or false");
+  p.cached = j["cached"].get<bool>();
+  if (j.contains("hit_agreement")) {
+    const auto& h = j["hit_agreement"];
+    if (!h.is_object()) f.Fail("hit_agreement", "expected {reports, agreed_pages}");
+    const auto& reports = f.At(h, "reports");
+    if (!reports.is_array() || reports.empty())
+      f.Fail("hit_agreement.reports", "expected a non-empty list");
+    for (const auto& r : reports) {
+      if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > p.host_match_pages)
+        f.Fail("hit_agreement.reports", "expected integers in 0..host_match_pages (" +
+                                            std::to_string(p.host_match_pages) + ")");
+      p.hit_reports.push_back(r.get<int64_t>());
+    }
+    p.agreed_hit_pages = f.Int(h, "agreed_pages");
+    if (p.agreed_hit_pages < 0 || p.agreed_hit_pages > p.host_match_pages)
+      f.Fail("hit_agreement.agreed_pages",
+             "expected 0..host_match_pages (" + std::to_string(p.host_match_pages) + ")");
+  }
+  if (version >= 4 && j.contains("layer_spin_s")) {  // ReadPlanFile requires it in a file
+    const auto& spin = j["layer_spin_s"];
+    if (!spin.is_number() || !(spin.get<double>() >= 0) || !std::isfinite(spin.get<double>()))
+      f.Fail("layer_spin_s", "expected a finite number of seconds >= 0");
+    p.layer_spin_s = spin.get<double>();
+  }
+}
+
+// The ops of one request line, read into `p`. Version 3 lists pages as runs (`page_runs`,
+// `slot_runs`), version 2 one tuple each.
+struct OpReader {
+  const Field& f;
+  RequestPlan& p;
+  const PlanHeader* header;
+  bool runs;
+  const char* pages_key;
+  int64_t budget = kMaxPlanLinePages;  // tuples the line's runs may still expand to
+  std::string first_pool;
+
+  void Evict(const nlohmann::json& op) {
+    const std::string tier = f.Str(op, "tier");
+    if (tier != "device" && tier != "host") f.Fail("tier", "expected device or host");
+    SlotFree e{tier == "device" ? Tier::kDevice : Tier::kHost, {}};
+    if (runs) {
+      f.RunList<2>(op, "slot_runs", kSlotStep, {"lane", "slot"}, {kU32, kU32}, budget,
+                   [&](const std::array<uint64_t, 2>& t) {
+                     e.slots.push_back({static_cast<uint32_t>(t[0]), static_cast<uint32_t>(t[1])});
+                   });
+    } else {
+      e.slots = f.PairList(op, "slots");
+    }
+    p.evictions.push_back(std::move(e));
+  }
+
+  // Ops repeat per pool; the first pool's op carries the lane's pages, and every other pool's
+  // op must repeat them (the executor moves every pool by the first one's list).
+  void Copy(const nlohmann::json& op, const std::string& kind) {
+    const std::string pool = f.Str(op, "pool");
+    if (header) CheckCopyPoolAndLayout(f, op, pool, *header);
+    if (first_pool.empty()) first_pool = pool;
+    const int64_t lane = f.Int(op, "lane");
+    if (lane < 0 || lane > 65535) f.Fail("lane", "out of range");
+    LaneCopy c{static_cast<uint16_t>(lane), {}};
+    if (runs) {
+      f.RunList<2>(op, "page_runs", kCopyStep, {"device_slot", "host_slot"}, {kU32, kU32}, budget,
+                   [&](const std::array<uint64_t, 2>& t) {
+                     c.pages.push_back({static_cast<uint32_t>(t[0]), static_cast<uint32_t>(t[1])});
+                   });
+    } else {
+      c.pages = f.PairList(op, "pages");
+    }
+    std::vector<LaneCopy>& list = kind == "write_back"  ? p.write_back
+                                  : kind == "load_back" ? p.load_back
+                                                        : p.backup;
+    if (pool != first_pool) {
+      CheckRepeatedPoolOp(f, list, c, kind, pool, first_pool, pages_key);
+      return;
+    }
+    if (kind == "backup")
+      p.backup_schedule =
+          kBackupScheduleNames.Parse(f.Str(op, "schedule"), "schedule", f.file, f.line);
+    list.push_back(std::move(c));
+  }
+
+  void Compute(const nlohmann::json& op) {
+    if (runs) {
+      f.RunList<4>(op, "page_runs", kComputeStep, {"pos", "owner", "slot", "extent"},
+                   {kU32, kOwnerMax, kU32, kU32}, budget, [&](const std::array<uint64_t, 4>& t) {
+                     p.new_pages.push_back(
+                         NewPage{static_cast<int64_t>(t[0]), static_cast<uint16_t>(t[1]),
+                                 static_cast<uint32_t>(t[2]), static_cast<uint32_t>(t[3])});
+                   });
+      return;
+    }
+    const auto& pages = f.At(op, "pages");
+    if (!pages.is_array()) f.Fail("pages", "expected a list");
+    for (const auto& q : pages) {
+      if (!q.is_array() || q.size() != 4)
+        f.Fail("pages", "expected [pos, owner, slot, extent] entries");
+      for (const auto& x : q)
+        if (!x.is_number_unsigned() || x.get<uint64_t>() > UINT32_MAX)
+          f.Fail("pages", "expected integers in 0..2^32-1");
+      if (q[1].get<uint64_t>() > 65535) f.Fail("pages", "owner rank beyond 65535");
+      p.new_pages.push_back(NewPage{q[0].get<int64_t>(), q[1].get<uint16_t>(), q[2].get<uint32_t>(),
+                                    q[3].get<uint32_t>()});
+    }
+  }
+
+  void GatherPages(const nlohmann::json& op) {
+    if (runs) {
+      f.RunList<2>(op, "page_runs", kGatherStep, {"owner", "slot"}, {kOwnerMax, kU32}, budget,
+                   [&](const std::array<uint64_t, 2>& t) {
+                     p.prefix.push_back(
+                         PrefixPage{static_cast<uint16_t>(t[0]), static_cast<uint32_t>(t[1])});
+                   });
+    } else {
+      for (const auto& [owner, slot] : f.PairList(op, "pages")) {
+        if (owner > 65535) f.Fail("pages", "owner rank beyond 65535");
+        p.prefix.push_back(PrefixPage{static_cast<uint16_t>(owner), slot});
+      }
+    }
+    if (static_cast<int64_t>(p.prefix.size()) != p.prefix_pages)
+      f.Fail(pages_key, (runs ? "the runs hold " : "holds ") + std::to_string(p.prefix.size()) +
+                            " pages, prefix_pages says " + std::to_string(p.prefix_pages));
+  }
+
+  void Gather(const nlohmann::json& op) {
+    p.gather_method = kGatherMethodNames.Parse(f.Str(op, "method"), "method", f.file, f.line);
+    if (!f.At(op, "proven_zigzag").is_boolean()) f.Fail("proven_zigzag", "expected true or false");
+    p.proven_zigzag = op["proven_zigzag"].get<bool>();
+    for (const auto& r : f.At(op, "runs")) {
+      PrefixRun run{static_cast<uint32_t>(f.Int(r, "extent")), f.Int(r, "first_page"),
+                    f.Int(r, "pages")};
+      const PlacementRule& rule =
+          ParsePlacementRule(f.Str(r, "placement"), "placement", f.file, f.line);
+      Extent e{f.Int(r, "extent_request"), f.Int(r, "extent_first_page"), f.Int(r, "extent_pages"),
+               rule.name, static_cast<int>(f.Int(r, "ranks"))};
+      p.runs.push_back(run);
+      p.run_extents.push_back(e);
+    }
+    for (const auto& s : f.At(op, "shard_pages")) {
+      if (!s.is_number_integer()) f.Fail("shard_pages", "expected integers");
+      p.shard_pages.push_back(s.get<int64_t>());
+    }
+    GatherPages(op);
+  }
+
+  void Op(const nlohmann::json& op) {
+    const std::string kind = f.Str(op, "kind");
+    if (kind == "evict") {
+      Evict(op);
+    } else if (kind == "write_back" || kind == "load_back" || kind == "backup") {
+      Copy(op, kind);
+    } else if (kind == "compute") {
+      Compute(op);
+    } else if (kind == "gather") {
+      Gather(op);
+    } else {
+      f.Fail("kind", "unknown op kind '" + kind + "'");
+    }
+  }
+};
+
+}  // namespace
+
+RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64_t line,
+                         int version, const PlanHeader* header) {
+  const Field f{file, line};
+  RequestPlan p;
+  ReadRequestFields(f, j, version, p);
+  const auto& ops = f.At(j, "ops");
+  if (!ops.is_array()) f.Fail("ops", "expected a list");
+  if (ops.empty()) f.Fail("ops", "empty (every request has at least its compute op)");
+  const bool runs = version >= 3;
+  OpReader reader{f, p, header, runs, runs ? "page_runs" : "pages"};
+  for (const auto& op : ops) reader.Op(op);
+  return p;
+}
+
+namespace {
+
+// The longest plan line ReadPlanFile reads (64 MiB, as for a trace line): a longer one is refused
+// as soon as that many bytes are read.
+constexpr int64_t kMaxPlanLineBytes = int64_t{64} << 20;
+
+// std::getline, but a line longer than kMaxPlanLineBytes is refused as soon as that many bytes are
+// read: a path that never ends a line (/dev/zero) stops there instead of filling memory.
+bool GetPlanLine(std::istream& in, std::string& line, const std::string& path, int64_t n) {
+  line.clear();
+  std::streambuf* sb = in.rdbuf();
+  bool any = false;
+  for (int c = sb->sbumpc(); c != std::char_traits<char>::eof(); c = sb->sbumpc()) {
+    any = true;
+    if (c == '\n') return true;
+    if (line.size() >= static_cast<size_t>(kMaxPlanLineBytes))
+      throw InputError(path, n, "",
+                       "line longer than " + std::to_string(kMaxPlanLineBytes) +
+                           " bytes (kMaxPlanLineBytes): not a plan line");
+    line.push_back(static_cast<char>(c));
+  }
+  return any;
+}
+
+}  // namespace
+
+namespace {
+
+// Line 1: the version, then the header (ParsePlanHeader).
+PlanHeader ReadHeaderLine(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object() || !j.contains("kvlanes_plan"))
+    throw InputError(path, 1, "kvlanes_plan", "not a kvlanes plan (header missing)");
+  const nlohmann::json& v = j["kvlanes_plan"];
+  if (!v.is_number_integer() || v.get<int64_t>() < kOldestPlanVersion ||
+      v.get<int64_t>() > kPlanVersion)
+    throw InputError(
+        path, 1, "kvlanes_plan",
+        "plan version " + v.dump() + ", this build reads versions " +
+            std::to_string(kOldestPlanVersion) + ".." + std::to_string(kPlanVersion) +
+            (v == 1 ? " (version 1 plans carry no trailer: replay the trace again)" : ""));
+  PlanHeader h = ParsePlanHeader(j, path);
+  if (h.version >= 4 && !h.forward_spin)
+    throw InputError(path, 1, "forward_spin", "missing from a version 4 plan header");
+  return h;
+}
+
+// The trailer's counts against what was read.
+void CheckTrailer(const nlohmann::json& j, const Field& f, size_t requests, int64_t ops) {
+  const nlohmann::json& t = j["kvlanes_plan_end"];
+  const int64_t want_requests = f.Int(t, "requests"), want_ops = f.Int(t, "ops");
+  if (want_requests != static_cast<int64_t>(requests))
+    f.Fail("kvlanes_plan_end.requests", "the trailer counts " + std::to_string(want_requests) +
+                                            " requests, the plan holds " +
+                                            std::to_string(requests));
+  if (want_ops != ops)
+    f.Fail("kvlanes_plan_end.ops", "the trailer counts " + std::to_string(want_ops) +
+                                       " ops, the plan holds " + std::to_string(ops));
+}
+
+}  // namespace
+
+PlanFile ReadPlanFile(const std::string& path) {
+  // Opened without blocking, each read bounded in time (a FIFO with no writer is refused).
+  InputStreambuf buf(path, "plan file");
+  std::istream in(&buf);
+  PlanFile out;
+  std::string line;
+  int64_t n = 0, ops = 0, trailer_line = 0;
+  // Request numbers count within a replica (serving mode); each (replica, request) once.
+  std::map<std::pair<int64_t, int64_t>, int64_t> seen;
+  while (GetPlanLine(in, line, path, n + 1)) {
+    ++n;
+    if (line.empty()) continue;
+    if (trailer_line > 0)
+      throw InputError(path, n, "",
+                       "a line after the trailer (line " + std::to_string(trailer_line) + ")");
+    nlohmann::json j = ParseJsonStrict(line, path, n);
+    if (n == 1) {
+      out.header = ReadHeaderLine(j, path);
+      continue;
+    }
+    if (j.is_object() && j.contains("kvlanes_plan_end")) {
+      CheckTrailer(j, Field{path, n}, out.requests.size(), ops);
+      trailer_line = n;
+      continue;
+    }
+    RequestPlan& r =
+        out.requests.emplace_back(PlanFromJson(j, path, n, out.header.version, &out.header));
+    if (out.header.version >= 4 && r.layer_spin_s < 0)
+      throw InputError(path, n, "layer_spin_s", "missing from a version 4 request line");
+    const auto [it, fresh] = seen.emplace(std::pair{r.replica, r.request}, n);
+    if (!fresh)
+      throw InputError(path, n, "request",
+                       "request " + std::to_string(r.request) +
+                           (r.replica >= 0 ? " of replica " + std::to_string(r.replica) : "") +
+                           " appears twice (first at line " + std::to_string(it->second) + ")");
+    ops += static_cast<int64_t>(j["ops"].size());
+  }
+  if (in.bad()) throw InputError(path, n, "", "read error");
+  if (n == 0) throw InputError(path, 0, "", "empty plan file");
+  if (trailer_line == 0)
+    throw InputError(path, n, "kvlanes_plan_end",
+                     "the plan ends at line " + std::to_string(n) +
+                         " without its trailer: it was cut short (or is still being written)");
+  if (out.requests.empty())
+    throw InputError(path, n, "", "the plan holds a header and no requests (cut short?)");
+  return out;
+}
+
+}  // namespace kvlanes
