@@ -14,6 +14,7 @@
 #include "sim/predict/plan_pricing.h"
 #include "sim/predict/plan_runs.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 
 namespace kvlanes {
 namespace {

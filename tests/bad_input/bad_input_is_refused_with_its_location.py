@@ -599,8 +599,14 @@ def stored_profile_cycle(h):
     h["hardware_profile"]["fnv1a64"] = format(fnv, "016x")
 
 
-p, out = exec_plan(plan_with("cyc_plan.jsonl", header_fn=stored_profile_cycle, base=prof_plan), path("cyc_out.json"))
-expect_refused("plan's stored profile alias cycle is refused", p, out, "cyc_plan.jsonl", "alias cycle")
+# exec runs a version-4 plan from its forward_spin and never parses the stored profile; check
+# prices the plan with it, so check is where the cycle must be refused.
+out = path("cyc_out.json")
+expect_refused("plan's stored profile alias cycle is refused",
+               [kvlanes, "check", "--plan",
+                plan_with("cyc_plan.jsonl", header_fn=stored_profile_cycle, base=prof_plan),
+                "--measured", path("measured.json"), "--json", out],
+               out, "cyc_plan.jsonl", "alias cycle")
 
 # Sizes, times and samples no real run produces: refused with their location, not nan or inf.
 first_seconds = re.search(r'"seconds": [0-9.e-]+', json.dumps(measured, indent=1)).group(0)

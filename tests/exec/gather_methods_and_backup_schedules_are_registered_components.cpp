@@ -266,7 +266,7 @@ ExecPlan PlanWith(GatherMethod m) {
       SmallConfig(kRanks, {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000",
                            "gather.method=packed"});
   ExecPlan plan =
-      MakeExecPlan(ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60), "(memory)", "", -1);
+      MakeExecPlan(ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60), "(memory)", -1);
   for (RequestPlan& r : plan.requests) r.gather_method = m;
   return plan;
 }

@@ -17,6 +17,28 @@
 namespace kvlanes::exec::testing {
 namespace {
 
+// The trace-event format's thread ids are integers named by thread_name metadata events: the
+// stream name of each (pid, tid).
+template <class Json>
+std::map<std::pair<int, int>, std::string> ThreadNames(const Json& events) {
+  std::map<std::pair<int, int>, std::string> names;
+  for (const auto& e : events)
+    if (e["ph"] == "M" && e["name"] == "thread_name")
+      names[{e["pid"].template get<int>(), e["tid"].template get<int>()}] =
+          e["args"]["name"].template get<std::string>();
+  return names;
+}
+
+template <class Json>
+std::string ThreadOf(const std::map<std::pair<int, int>, std::string>& names, const Json& e) {
+  const auto it = names.find({e["pid"].template get<int>(), e["tid"].template get<int>()});
+  return it == names.end() ? "(unnamed tid " + e["tid"].dump() + ")" : it->second;
+}
+
+}  // namespace
+
+namespace {
+
 struct Case {
   const char* trace;
   int cp;
@@ -116,7 +138,13 @@ TEST_CASE(
     CHECK(m["context"]["gate"]["opened_early"].get<int64_t>() == 0);
     for (const auto& r : m["requests"]) CHECK(r["host_enqueue_s"].get<double>() >= 0);
     const nlohmann::json t = ReadJson(o.timeline);
-    CHECK(t["traceEvents"].size() == m["ops"].size() + static_cast<size_t>(c.cp));
+    size_t complete = 0, processes = 0;  // plus a thread_name event per rank and stream
+    for (const auto& e : t["traceEvents"]) {
+      complete += e["ph"] == "X";
+      processes += e["name"] == "process_name";
+    }
+    CHECK(complete == m["ops"].size());
+    CHECK(processes == static_cast<size_t>(c.cp));
   }
   for (const char* k : {"evict", "write_back", "load_back", "compute", "gather", "backup"}) {
     CAPTURE(k);
@@ -391,6 +419,7 @@ TEST_CASE(
     const nlohmann::json t = ReadJson(o.span_trace);  // throws if it is not JSON
     REQUIRE(t["traceEvents"].is_array());
     const nlohmann::json& ev = t["traceEvents"];
+    const auto tnames = ThreadNames(ev);
 
     // Metadata first: one process per rank, a thread for every stream that has spans.
     std::set<int> processes;
@@ -402,8 +431,8 @@ TEST_CASE(
         CHECK(ev[i]["args"]["name"] == "rank " + std::to_string(ev[i]["pid"].get<int>()));
       } else {
         CHECK(ev[i]["name"] == "thread_name");
-        threads.insert({ev[i]["pid"].get<int>(), ev[i]["tid"].get<std::string>()});
-        CHECK(ev[i]["args"]["name"] == ev[i]["tid"]);
+        CHECK(ev[i]["tid"].is_number_integer());
+        threads.insert({ev[i]["pid"].get<int>(), ThreadOf(tnames, ev[i])});
       }
     }
     std::set<int> all_ranks;
@@ -426,19 +455,18 @@ TEST_CASE(
     std::map<std::tuple<std::string, int, int64_t>, std::pair<double, double>>
         gather_layers;  // ts, dur
     std::map<std::tuple<std::string, int, int64_t>, std::vector<Phase>> phases;
-    std::tuple<double, int, std::string> prev{-1e300, -1, ""};
+    std::tuple<double, int, int> prev{-1e300, -1, -1};
     for (; i < ev.size(); ++i) {
       const nlohmann::json& e = ev[i];
       REQUIRE(e["ph"] == "X");
       const std::string op = e["args"]["op"];
       const int pid = e["pid"];
-      const std::tuple<double, int, std::string> key{e["ts"].get<double>(), pid,
-                                                     e["tid"].get<std::string>()};
+      const std::tuple<double, int, int> key{e["ts"].get<double>(), pid, e["tid"].get<int>()};
       CHECK_MESSAGE(prev <= key, "event ", i, " (", op, ") is out of order");
       prev = key;
       CHECK(e["dur"].get<double>() >= 0);
       CHECK(e["args"]["request"].get<int64_t>() == std::stoll(op.substr(0, op.find('/'))));
-      used_threads.insert({pid, e["tid"].get<std::string>()});
+      used_threads.insert({pid, ThreadOf(tnames, e)});
       if (e["cat"] == "gather_phase") {
         REQUIRE(e["args"].contains("phase"));
         REQUIRE(e["args"].contains("layer"));
@@ -448,7 +476,7 @@ TEST_CASE(
         for (const auto& a : e["args"].items()) arg_keys.insert(a.key());
         CHECK(arg_keys == std::set<std::string>{"op", "layer", "request", "phase"});
         phases[{op, pid, e["args"]["layer"].get<int64_t>()}].push_back(
-            Phase{ph, e["tid"].get<std::string>(), e["ts"].get<double>(), e["dur"].get<double>()});
+            Phase{ph, ThreadOf(tnames, e), e["ts"].get<double>(), e["dur"].get<double>()});
         continue;
       }
       CHECK(e["name"] == op);
@@ -464,7 +492,7 @@ TEST_CASE(
       s.dur_us += e["dur"].get<double>();
       s.layers.push_back(e["args"].contains("layer") ? e["args"]["layer"].get<int64_t>() : -1);
       s.cat = e["cat"];
-      s.tid = e["tid"];
+      s.tid = ThreadOf(tnames, e);
     }
     CHECK(threads == used_threads);
 
@@ -582,12 +610,13 @@ TEST_CASE("the span trace of hand-made ranks is sorted by ts, pid and tid, metad
   const nlohmann::ordered_json t = MeasuredSpanTrace(ranks);
   const auto& ev = t["traceEvents"];
   REQUIRE(ev.size() == 10);  // 2 processes, 3 threads, 5 spans
+  const auto tnames = ThreadNames(ev);
   std::vector<std::string> heads;
   for (size_t i = 0; i < 5; ++i) {
     CHECK(ev[i]["ph"] == "M");
     heads.push_back(ev[i]["name"].get<std::string>() + " " +
                     std::to_string(ev[i]["pid"].get<int>()) +
-                    (ev[i].contains("tid") ? " " + ev[i]["tid"].get<std::string>() : ""));
+                    (ev[i].contains("tid") ? " " + ThreadOf(tnames, ev[i]) : ""));
   }
   CHECK(heads == std::vector<std::string>{"process_name 0", "thread_name 0 collective",
                                           "thread_name 0 host", "process_name 1",
@@ -595,7 +624,7 @@ TEST_CASE("the span trace of hand-made ranks is sorted by ts, pid and tid, metad
   std::vector<std::tuple<double, int, std::string, int64_t>> spans;
   for (size_t i = 5; i < ev.size(); ++i)
     spans.emplace_back(
-        ev[i]["ts"].get<double>(), ev[i]["pid"].get<int>(), ev[i]["tid"].get<std::string>(),
+        ev[i]["ts"].get<double>(), ev[i]["pid"].get<int>(), ThreadOf(tnames, ev[i]),
         ev[i]["args"].contains("layer") ? ev[i]["args"]["layer"].get<int64_t>() : -1);
   using S = std::tuple<double, int, std::string, int64_t>;
   CHECK(spans == std::vector<S>{S{1e6, 0, "collective", 0}, S{1e6, 0, "host", -1},
@@ -734,6 +763,7 @@ TEST_CASE(
   const nlohmann::ordered_json t = MeasuredSpanTrace(ranks);
   const auto& ev = t["traceEvents"];
   REQUIRE(ev.size() == 6);  // 1 process, 1 thread, 1 layer, 3 phases
+  const auto tnames = ThreadNames(ev);
   CHECK(ev[2]["name"] == "7/gather");
   CHECK(ev[2]["cat"] == "gather");
   CHECK_FALSE(ev[2]["args"].contains("phase"));
@@ -745,7 +775,7 @@ TEST_CASE(
     CHECK(e["name"] == std::string("7/gather:") + names[k]);
     CHECK(e["cat"] == "gather_phase");
     CHECK(e["ph"] == "X");
-    CHECK(e["tid"] == "collective");
+    CHECK(ThreadOf(tnames, e) == "collective");
     CHECK(e["pid"] == 0);
     CHECK(e["ts"].get<double>() == ts[k]);
     CHECK(e["dur"].get<double>() == dur[k]);

@@ -117,13 +117,18 @@ TEST_CASE("sweep merge refuses shards of different grids and missing shards") {
     std::ofstream(path) << j.dump();
   };
   const std::string dir = std::filesystem::temp_directory_path().string();
-  nlohmann::ordered_json a = {{"sweep_version", 1},
-                              {"grid", {{"runs", 2}, {"policies", {"lru"}}}},
-                              {"shard", {{"index", 0}, {"count", 2}}},
-                              {"runs", {{{"grid_index", 0}, {"policy", "lru"}}}}};
+  const std::string key = "cache.device_pages_per_lane";
+  nlohmann::ordered_json vary = nlohmann::ordered_json::array();
+  vary.push_back({{"key", key}, {"values", {"10", "20"}}});
+  nlohmann::ordered_json a = {
+      {"sweep_version", 1},
+      {"grid", {{"runs", 2}, {"policies", {"lru"}}, {"vary", vary}}},
+      {"shard", {{"index", 0}, {"count", 2}}},
+      {"runs", {{{"grid_index", 0}, {"policy", "lru"}, {"vary", {{key, "10"}}}}}}};
   nlohmann::ordered_json b = a;
   b["shard"]["index"] = 1;
   b["runs"][0]["grid_index"] = 1;
+  b["runs"][0]["vary"][key] = "20";
   const std::string pa = dir + "/kvlanes_merge_test_a.json",
                     pb = dir + "/kvlanes_merge_test_b.json",
                     pc = dir + "/kvlanes_merge_test_c.json";

@@ -71,7 +71,7 @@ TEST_CASE("the engine's minimum agreement runs one all-reduce per host match and
     cfg.cache.placement = "interleave";
     cfg.cache.write_policy = "write_back";
     cfg.cache.cp_hit_agreement = rule;
-    const test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
+    test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
     test::Harness h(cfg, policy);
     h.Run({1, 2, 3, 4, 5, 6, 7});
     h.Run({11, 12, 13, 14, 15, 16, 17});

@@ -45,7 +45,7 @@ TEST_CASE("a layer_split cache keeps every page on the lane of record and broadc
   // 4 ranks, 2 layers: blocks of one layer, so 5 slots of 2 layers per lane hold 10 pages.
   ReplayConfig cfg = test::TinyConfig(4, 5);
   cfg.cache.placement = "layer_split";
-  const test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
+  test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
   test::Harness h(cfg, policy);
   CHECK(h.dev(0).capacity == 10);
   h.Run({1, 2, 3, 4, 5, 6});

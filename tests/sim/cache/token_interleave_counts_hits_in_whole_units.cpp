@@ -52,7 +52,7 @@ TEST_CASE("a unit spanning blocks is keyed by all its blocks, a unit inside one 
 TEST_CASE("token interleave counts hits in whole units of one page per lane") {
   // cp 2, one token per page and per block: a unit is 2 pages (2 tokens), one on each lane.
   const ReplayConfig cfg = Interleaved(2, 10, 1);
-  const test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
+  test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
   test::Harness h(cfg, policy);
   h.Run({1, 2, 3, 4, 5});  // 5 tokens: 2 whole units keyed, the 5th page is computed, not cached
   CHECK(h.c().device_hit_tokens == 0);
@@ -82,7 +82,7 @@ TEST_CASE("token interleave counts hits in whole units of one page per lane") {
 
 TEST_CASE("page interleave on the same inputs hits at page granularity") {
   const ReplayConfig cfg = Interleaved(2, 10, 0);
-  const test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
+  test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
   test::Harness h(cfg, policy);
   h.Run({1, 2, 3, 4, 5});
   h.Run({1, 2, 3, 7, 8, 9, 10});
@@ -93,7 +93,7 @@ TEST_CASE("page interleave on the same inputs hits at page granularity") {
 TEST_CASE("eviction under token interleave frees whole units") {
   // 3 page slots per lane: 3 units. Two inputs of 2 units each do not fit together.
   const ReplayConfig cfg = Interleaved(2, 3, 1);
-  const test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
+  test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
   test::Harness h(cfg, policy);
   h.Run({1, 2, 3, 4, 5});
   CHECK(h.dev(0).used() == 2);
@@ -161,7 +161,7 @@ TEST_CASE("gather.bytes counts a merged prefix as the queries and partials it mo
   CHECK(PartialMergeQueryRowBytes(cfg.model.shape) == 64);
   CHECK(PartialMergePartialRowBytes(cfg.model.shape) == 80);
   CHECK(PartialMergeBytes(cfg, 5) == 2 * 5 * 144);
-  const test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
+  test::ScriptedPolicy policy(cfg, PlanScope::kLanes);
   test::Harness h(cfg, policy);
   h.Run({1, 2, 3, 4, 5});         // no prefix
   h.Run({1, 2, 3, 7, 8, 9, 10});  // a 2-page prefix merged, 5 tokens computed
@@ -176,7 +176,7 @@ TEST_CASE("gather.bytes counts a merged prefix as the queries and partials it mo
 
   // Page interleave, same inputs: the prefixes are gathered, their bytes are the pages'.
   const ReplayConfig pcfg = Interleaved(2, 10, 0);
-  const test::ScriptedPolicy ppolicy(pcfg, PlanScope::kLanes);
+  test::ScriptedPolicy ppolicy(pcfg, PlanScope::kLanes);
   test::Harness ph(pcfg, ppolicy);
   ph.Run({1, 2, 3, 4, 5});
   ph.Run({1, 2, 3, 7, 8, 9, 10});

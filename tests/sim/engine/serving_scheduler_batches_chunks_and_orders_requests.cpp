@@ -62,7 +62,7 @@ struct Served {
   ServingResult res;
   Served(ReplayConfig c, const Trace& t) : cfg(std::move(c)) {
     cfg.serving.mode = "serving";
-    std::vector<const CachePolicy*> ps;
+    std::vector<CachePolicy*> ps;
     for (int64_t r = 0; r < cfg.serving.replicas; ++r) {
       policies.push_back(MakePolicy("lanes", cfg, t));
       ps.push_back(policies.back().get());

@@ -114,11 +114,11 @@ TEST_CASE("the engine's device lanes hold what the scratch leaves") {
   // c + ceil(3c / 2) <= 100: c = 40 (40 + 60 = 100; 41 + 62 = 103).
   ReplayConfig cfg = test::TinyConfig(1, 100);
   cfg.gather.method = "packed";
-  const test::ScriptedPolicy outside(cfg, PlanScope::kLanes);
+  test::ScriptedPolicy outside(cfg, PlanScope::kLanes);
   test::Harness a(cfg, outside);
   CHECK(a.dev(0).capacity == 100);
   cfg.gather.scratch = "counted";
-  const test::ScriptedPolicy counted(cfg, PlanScope::kLanes);
+  test::ScriptedPolicy counted(cfg, PlanScope::kLanes);
   test::Harness b(cfg, counted);
   CHECK(b.dev(0).capacity == 40);
   // Two requests of 31 pages each fit beside each other in 100 pages, not in 40: the first one's

@@ -249,7 +249,7 @@ TEST_CASE("version 2 plans are still read: the same plan per tuple, and the comm
     CHECK((version == 2 || version == 3));
     version2 += version == 2;
     REQUIRE_FALSE(held.requests.empty());
-    schedules.insert(held.header["config"]["backup.schedule"].get<std::string>());
+    schedules.insert(held.header.config["backup.schedule"].get<std::string>());
     ReplayConfig hcfg;  // what the line writer reads: page size, pools, host layout
     hcfg.cache.page_tokens = held.header.page_tokens;
     hcfg.model.layers = held.header.layers;
