@@ -68,8 +68,7 @@ if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
-# Build time on a fresh 2-core machine: the heavy common headers are precompiled per target
-# (KVLANES_PCH, cmake/precompiled_headers.cmake), and ccache is used where it is installed.
+# ccache is used where it is installed (a rebuild after a small change then recompiles little).
 launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
