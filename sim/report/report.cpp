@@ -21,6 +21,58 @@ using J = nlohmann::ordered_json;
 
 // The report's body from counters and the lanes of every ledger (one per replica; `replica`
 // fields only when there are several engines, i.e. in serving mode).
+// The report's `lanes`: every lane of every replica (`replica` only in serving mode).
+J LanesJson(const std::vector<const Ledger*>& ledgers, bool serving) {
+  J lanes = J::array();
+  for (size_t rep = 0; rep < ledgers.size(); ++rep) {
+    const Ledger& l = *ledgers[rep];
+    for (int r = 0; r < l.lanes(); ++r) {
+      const LaneAccount& d = l.at(Tier::kDevice, r);
+      const LaneAccount& h = l.at(Tier::kHost, r);
+      J lane;
+      if (serving) lane["replica"] = rep;
+      lane["rank"] = r;
+      lane.update(J{{"device_capacity_pages", d.capacity},
+                    {"device_used_pages", d.used()},
+                    {"device_peak_pages", d.peak},
+                    {"device_evictable_pages", d.evictable()},
+                    {"device_protected_pages", d.protected_pages()},
+                    {"host_capacity_pages", h.capacity},
+                    {"host_used_pages", h.used()},
+                    {"host_peak_pages", h.peak},
+                    {"host_evictable_pages", h.evictable()},
+                    {"host_protected_pages", h.protected_pages()}});
+      lanes.push_back(std::move(lane));
+    }
+  }
+  return lanes;
+}
+
+// The report's `layer_split` (placement by layer), per replica and rank.
+J LayerSplitJson(const ReplayConfig& cfg, const std::vector<const Ledger*>& ledgers, bool serving) {
+  // layer_split: lane 0 keeps the account of every page; rank r stores them for its layers.
+  J split = J::array();
+  const int ranks = static_cast<int>(cfg.cache.cp_size);
+  for (size_t rep = 0; rep < ledgers.size(); ++rep)
+    for (int r = 0; r < ranks; ++r) {
+      int64_t b, e;
+      LayerBlock(cfg.model.layers, ranks, r, &b, &e);
+      const LaneAccount& d = ledgers[rep]->at(Tier::kDevice, 0);
+      const LaneAccount& h = ledgers[rep]->at(Tier::kHost, 0);
+      J x;
+      if (serving) x["replica"] = rep;
+      x.update(
+          J{{"rank", r},
+            {"layers", J::array({b, e})},
+            {"device_used_page_layers", d.used() * (e - b)},
+            {"device_capacity_page_layers", cfg.cache.device_pages_per_lane * cfg.model.layers},
+            {"host_used_page_layers", h.used() * (e - b)},
+            {"host_capacity_page_layers", cfg.cache.host_pages_per_lane * cfg.model.layers}});
+      split.push_back(std::move(x));
+    }
+  return split;
+}
+
 J ReportBody(const ReplayConfig& cfg, const CachePolicy& policy, const Trace& trace,
              const ReplayCounters& c, EvictionOrder order,
              const std::vector<const Ledger*>& ledgers, bool serving) {
@@ -79,52 +131,8 @@ J ReportBody(const ReplayConfig& cfg, const CachePolicy& policy, const Trace& tr
   J schedules = J::object();
   for (const auto& [name, n] : c.backup_schedule_counts) schedules[name] = n;
   j["backup"] = J{{"schedule_counts", schedules}};
-  J lanes = J::array();
-  for (size_t rep = 0; rep < ledgers.size(); ++rep) {
-    const Ledger& l = *ledgers[rep];
-    for (int r = 0; r < l.lanes(); ++r) {
-      const LaneAccount& d = l.at(Tier::kDevice, r);
-      const LaneAccount& h = l.at(Tier::kHost, r);
-      J lane;
-      if (serving) lane["replica"] = rep;
-      lane["rank"] = r;
-      lane.update(J{{"device_capacity_pages", d.capacity},
-                    {"device_used_pages", d.used()},
-                    {"device_peak_pages", d.peak},
-                    {"device_evictable_pages", d.evictable()},
-                    {"device_protected_pages", d.protected_pages()},
-                    {"host_capacity_pages", h.capacity},
-                    {"host_used_pages", h.used()},
-                    {"host_peak_pages", h.peak},
-                    {"host_evictable_pages", h.evictable()},
-                    {"host_protected_pages", h.protected_pages()}});
-      lanes.push_back(std::move(lane));
-    }
-  }
-  j["lanes"] = lanes;
-  if (policy.Placement().by_layer) {
-    // layer_split: lane 0 keeps the account of every page; rank r stores them for its layers.
-    J split = J::array();
-    const int ranks = static_cast<int>(cfg.cache.cp_size);
-    for (size_t rep = 0; rep < ledgers.size(); ++rep)
-      for (int r = 0; r < ranks; ++r) {
-        int64_t b, e;
-        LayerBlock(cfg.model.layers, ranks, r, &b, &e);
-        const LaneAccount& d = ledgers[rep]->at(Tier::kDevice, 0);
-        const LaneAccount& h = ledgers[rep]->at(Tier::kHost, 0);
-        J x;
-        if (serving) x["replica"] = rep;
-        x.update(
-            J{{"rank", r},
-              {"layers", J::array({b, e})},
-              {"device_used_page_layers", d.used() * (e - b)},
-              {"device_capacity_page_layers", cfg.cache.device_pages_per_lane * cfg.model.layers},
-              {"host_used_page_layers", h.used() * (e - b)},
-              {"host_capacity_page_layers", cfg.cache.host_pages_per_lane * cfg.model.layers}});
-        split.push_back(std::move(x));
-      }
-    j["layer_split"] = split;
-  }
+  j["lanes"] = LanesJson(ledgers, serving);
+  if (policy.Placement().by_layer) j["layer_split"] = LayerSplitJson(cfg, ledgers, serving);
   if (cfg.cache.interleave_tokens > 0) {
     // Token interleave: hits, inserts and evictions count in units of one page on every lane.
     const int64_t unit = cfg.cache.UnitPages();
