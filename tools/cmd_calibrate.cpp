@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "sim/compare/calibrate.h"
@@ -13,6 +14,7 @@
 #include "sim/predict/hardware_profile.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
+#include "tools/run_progress.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
 
@@ -215,7 +217,12 @@ int CmdCalibrate(int argc, const char* const* argv) {
     if (!vm.count("measurements"))
       throw InputError("", 0, "--measurements", "a measurement file is required");
     if (!vm.count("out")) throw InputError("", 0, "--out", "an output file is required");
-    const CalibrateOptions opt = CalibrateOptionsFrom(vm);
+    CalibrateOptions opt = CalibrateOptionsFrom(vm);
+    std::optional<RunProgress> progress;  // a line per group fitted (on a terminal, one line)
+    opt.progress = [&](const std::string& group, size_t, size_t total) {
+      if (!progress) progress.emplace("calibrate", total, !vm["quiet"].as<bool>(), "groups");
+      progress->Done(group + " fitted");
+    };
     std::vector<Measurements> parts;
     for (const std::string& f : vm["measurements"].as<std::vector<std::string>>())
       parts.push_back(ReadMeasurements(f));

@@ -14,9 +14,14 @@ namespace kvlanes::cli {
 
 class RunProgress {
  public:
-  // `what`: the command ("sweep"); `total`: the runs; nothing is printed unless `enabled`.
-  RunProgress(std::string what, size_t total, bool enabled)
-      : what_(std::move(what)), total_(total), enabled_(enabled), tty_(isatty(2) != 0) {}
+  // `what`: the command ("sweep"); `total`: the runs (or other `unit`s); nothing is printed
+  // unless `enabled`.
+  RunProgress(std::string what, size_t total, bool enabled, std::string unit = "runs")
+      : what_(std::move(what)),
+        unit_(std::move(unit)),
+        total_(total),
+        enabled_(enabled),
+        tty_(isatty(2) != 0) {}
 
   // One more run finished; `step` says which and what it gave ("lru x=1: token hit ratio 0.5").
   // The time left is the mean time per finished run times the runs left (runs in parallel
@@ -28,8 +33,8 @@ class RunProgress {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const double left = spent / static_cast<double>(done_) * static_cast<double>(total_ - done_);
     if (tty_) {
-      std::fprintf(stderr, "\r\033[K%s: %zu/%zu runs, %.1f s spent, about %.0f s left (%s)",
-                   what_.c_str(), done_, total_, spent, left, step.c_str());
+      std::fprintf(stderr, "\r\033[K%s: %zu/%zu %s, %.1f s spent, about %.0f s left (%s)",
+                   what_.c_str(), done_, total_, unit_.c_str(), spent, left, step.c_str());
       if (done_ == total_) std::fprintf(stderr, "\n");
       return;
     }
@@ -39,6 +44,7 @@ class RunProgress {
 
  private:
   std::string what_;
+  std::string unit_;
   size_t total_;
   bool enabled_;
   bool tty_;

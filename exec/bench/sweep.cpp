@@ -25,16 +25,24 @@ nlohmann::ordered_json Sweeper::Run() {
   const std::string mode =
       o_.backend == "host" ? "memcpy" : (o_.tier_copy == "memcpy" ? "memcpy2d" : o_.tier_copy);
   const std::string layout(kernels::HostLayoutName(geo_.host_layout));
-  if (o_.copies) {
-    TierCopySamples(layout, mode);
-    SubmitSamples(layout, mode);
-    PackedGatherSamples();
-  }
-  if (o_.backups) BackupPassSamples(layout, mode);
   const bool model = o_.forward == "model";
-  if (model && o_.forward_grid) ForwardGridSamples();
-  const int64_t expired0 = b_.GatesExpired();
-  if (o_.pairs) PairSamples();
+  // Two passes over the groups: the first counts their steps (Step answers false, so no step
+  // does any work), the second runs them with the count known for the progress lines.
+  int64_t expired0 = 0;
+  for (const bool counting : {true, false}) {
+    counting_ = counting;
+    skipped_.clear();
+    if (!counting) progress_.Plan(planned_);
+    if (o_.copies) {
+      TierCopySamples(layout, mode);
+      SubmitSamples(layout, mode);
+      PackedGatherSamples();
+    }
+    if (o_.backups) BackupPassSamples(layout, mode);
+    if (model && o_.forward_grid) ForwardGridSamples();
+    expired0 = b_.GatesExpired();
+    if (o_.pairs) PairSamples();
+  }
 
   nlohmann::ordered_json ctx;
   ctx["geometry"] = GeometryJson(geo_, layout, mode);
@@ -50,8 +58,17 @@ nlohmann::ordered_json Sweeper::Run() {
   return MeasurementDocument(b_, o_, std::move(ctx), std::move(samples_));
 }
 
-void Sweeper::Progress(const std::string& what) {
-  if (o_.progress) o_.progress(what);
+bool Sweeper::Step(const std::string& what) {
+  if (counting_) {
+    ++planned_;
+    return false;
+  }
+  progress_.Start(o_.progress, what);
+  return true;
+}
+
+void Sweeper::Note(const std::string& line) {
+  if (o_.progress && !counting_) o_.progress("  " + line);
 }
 
 // Runs of pages adjacent on both sides (what a memcpy plan merges into one copy).

@@ -116,7 +116,9 @@ struct SweepOptions {
   // not with what the previous repeat left in L2.
   bool cache_evict = true;
   uint64_t seed = 1;
-  std::function<void(const std::string&)> progress;  // one line per group (may be empty)
+  // Progress: one line per step ("[k/N] what (s spent, about s left)"), and result lines within a
+  // step (indented); may be empty.
+  std::function<void(const std::string&)> progress;
 };
 
 // The page counts the sweep visits up to `max` (powers of two, then `max`).

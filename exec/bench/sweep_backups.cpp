@@ -15,8 +15,9 @@ void Sweeper::BackupPassSamples(const std::string& layout, const std::string& mo
   for (const int64_t g : o_.backup_gather_pages) gathers.insert(std::min<int64_t>(g, o_.max_pages));
   for (const int64_t gp : gathers)
     for (const bool tail : {false, true}) {
-      Progress(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") +
-               ", gather of " + std::to_string(gp) + " pages beside it");
+      if (!Step(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") +
+                ", gather of " + std::to_string(gp) + " pages beside it"))
+        continue;
       for (const int64_t run : o_.backup_runs)
         for (const int64_t n : SweepPageCounts(std::min<int64_t>(o_.max_pages, kBackupMaxPages)))
           BackupSamples(n, run, gp, tail, layout, mode);

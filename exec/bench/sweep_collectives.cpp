@@ -16,6 +16,7 @@ class CollectiveSweeper {
 
   nlohmann::ordered_json Run() {
     b_.StartEpoch();
+    progress_.Plan(3);  // all_gather, all_reduce, peer_read
     const int N = geo_.ranks;
     const int64_t record = geo_.page_layer_bytes();
     const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
@@ -75,7 +76,7 @@ class CollectiveSweeper {
 
  private:
   void Progress(const std::string& what) {
-    if (o_.progress && b_.rank() == 0) o_.progress(what);
+    if (b_.rank() == 0) progress_.Start(o_.progress, what);
   }
 
   void Add(nlohmann::ordered_json x, int64_t bytes, const std::string& label) {
@@ -123,6 +124,7 @@ class CollectiveSweeper {
   RankBackend& b_;
   ExecGeometry geo_;
   std::mt19937_64 rng_;
+  StepProgress progress_;
   nlohmann::ordered_json samples_ = nlohmann::ordered_json::array();
 };
 

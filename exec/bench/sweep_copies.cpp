@@ -15,10 +15,11 @@ void Sweeper::TierCopySamples(const std::string& layout, const std::string& mode
     for (const int64_t run : o_.slot_runs)  // the copy grid once per slot run length
       for (int k = 0; k < geo_.num_pools(); ++k)
         for (const bool all : {false, true}) {
-          Progress(std::string("host_copy ") + (h2d ? "h2d" : "d2h") + " pool " +
-                   geo_.pool_names[static_cast<size_t>(k)] +
-                   (all ? ", all layers" : ", one layer") +
-                   (run > 1 ? ", runs of " + std::to_string(run) + " pages" : ""));
+          if (!Step(std::string("host_copy ") + (h2d ? "h2d" : "d2h") + " pool " +
+                    geo_.pool_names[static_cast<size_t>(k)] +
+                    (all ? ", all layers" : ", one layer") +
+                    (run > 1 ? ", runs of " + std::to_string(run) + " pages" : "")))
+            continue;
           for (const int64_t n : all ? all_counts : counts) {
             const int64_t nl = all ? geo_.layers : 1;
             const std::vector<double> t = Time(s, [&] {
@@ -52,7 +53,7 @@ void Sweeper::TierCopySamples(const std::string& layout, const std::string& mode
 
 // Submission: host time of enqueueing a batch of one-layer copies of 8 pages.
 void Sweeper::SubmitSamples(const std::string& layout, const std::string& mode) {
-  Progress("copy_submit");
+  if (!Step("copy_submit")) return;
   for (const TierDirection dir : {TierDirection::kHostToDevice, TierDirection::kDeviceToHost}) {
     const bool h2d = dir == TierDirection::kHostToDevice;
     const Stream s = h2d ? Stream::kH2D : Stream::kD2H;

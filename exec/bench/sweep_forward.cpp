@@ -33,7 +33,6 @@ ForwardWork& Sweeper::Work(int64_t new_tokens, int64_t prefix_tokens) {
 // tokens, prefix) of the grid. The sample's time is the per-layer mean over the model's layers
 // (each kind's median weighted by its layer count, per repeat), so `layers` is 1.
 void Sweeper::ForwardGridSamples() {
-  Progress("forward (the model proxy, per layer)");
   const ModelShape& ms = o_.model_shape;
   const std::vector<KindLayers> kinds = ModelLayerKinds();
   int64_t kv_bytes = 0;  // all pools of one layer, per token
@@ -47,6 +46,9 @@ void Sweeper::ForwardGridSamples() {
         continue;
       }
       const int64_t p = p_asked / geo_.page_tokens * geo_.page_tokens;
+      if (!Step("forward (the model proxy, per layer), " + std::to_string(n) + " new tokens over " +
+                std::to_string(p) + " prefix tokens"))
+        continue;
       std::vector<double> mix(static_cast<size_t>(o_.repeats), 0.0);
       double flops = 0, bytes = 0;
       nlohmann::ordered_json per_kind = nlohmann::ordered_json::array();
@@ -90,7 +92,7 @@ void Sweeper::ForwardGridSamples() {
                     "forward %lld new over %lld prefix: %.3f ms a layer, %.0f TFLOP/s",
                     static_cast<long long>(n), static_cast<long long>(p),
                     1e3 * x["median_s"].get<double>(), x["tflops"].get<double>());
-      Progress(line);
+      Note(line);
       samples_.push_back(std::move(x));
     }
 }

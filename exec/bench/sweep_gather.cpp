@@ -7,7 +7,7 @@ namespace kvlanes::exec::sweep {
 // One layer of a packed gather at one rank: pack the owned pages, unpack them into order.
 void Sweeper::PackedGatherSamples() {
   const std::vector<int64_t> counts = SweepPageCounts(o_.max_pages);
-  Progress("device_copy (packed gather layer)");
+  if (!Step("device_copy (packed gather layer)")) return;
   for (const int64_t n : counts) {
     const std::vector<double> t = Time(Stream::kComm, [&] {
       const auto [d, h] = Slots(n);

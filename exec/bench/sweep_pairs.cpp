@@ -71,15 +71,15 @@ void Sweeper::PairSamples() {
   std::set<int64_t> pages;
   for (const int64_t n : o_.pair_pages) pages.insert(std::min<int64_t>(n, o_.max_pages));
   const TierDirection h2d = TierDirection::kHostToDevice, d2h = TierDirection::kDeviceToHost;
-  Progress("overlap: copies beside a gather and beside copies");
   for (const int64_t n : pages) {
+    if (!Step("overlap: copies of " + std::to_string(n) + " pages beside a gather and copies"))
+      continue;
     Pair(CopyOp(h2d, Stream::kH2D, n), GatherOp(n));
     Pair(CopyOp(d2h, Stream::kD2H, n), GatherOp(n));
     Pair(CopyOp(h2d, Stream::kH2D, n), CopyOp(d2h, Stream::kD2H, n));
     Pair(CopyOp(h2d, Stream::kH2D, n), CopyOp(h2d, Stream::kD2H, n));
     Pair(CopyOp(d2h, Stream::kD2H, n), CopyOp(d2h, Stream::kH2D, n));
   }
-  Progress("overlap: copies and gathers beside a " + o_.forward + " forward layer");
   std::vector<PairOp> forwards;
   std::vector<nlohmann::ordered_json> shapes;  // what each forward layer is, for first_gather
   if (o_.forward == "model") {
@@ -104,20 +104,25 @@ void Sweeper::PairSamples() {
   }
   for (const PairOp& f : forwards)
     for (const int64_t n : pages) {
+      if (!Step("overlap: copies and a gather of " + std::to_string(n) + " pages beside a " +
+                f.what))
+        continue;
       Pair(CopyOp(h2d, Stream::kH2D, n), f);
       Pair(CopyOp(d2h, Stream::kD2H, n), f);
       Pair(GatherOp(n), f);
     }
-  Progress("first_gather: a gather layer after a " + o_.forward +
-           " forward layer, then the next layer of its slots");
   std::set<int64_t> first_pages = pages;
   if (!o_.first_gather_pages.empty()) {
     first_pages.clear();
     for (const int64_t n : o_.first_gather_pages)
       first_pages.insert(std::min<int64_t>(n, o_.max_pages));
   }
-  for (size_t i = 0; i < forwards.size(); ++i)
+  for (size_t i = 0; i < forwards.size(); ++i) {
+    if (!Step("first_gather: a gather layer after a " + forwards[i].what +
+              ", then the next layer of its slots"))
+      continue;
     for (const int64_t n : first_pages) FirstGatherSample(forwards[i], shapes[i], n);
+  }
 }
 
 }  // namespace kvlanes::exec::sweep

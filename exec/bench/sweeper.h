@@ -121,6 +121,36 @@ struct PairTimes {
   std::vector<double> a, b, both;
 };
 
+// The sweep's progress, one line per step through SweepOptions::progress: the step's number of
+// the steps planned, the time spent and the time left (the mean time of the steps done times the
+// steps still to run: an estimate, as steps differ in length).
+class StepProgress {
+ public:
+  void Plan(size_t total) {
+    total_ = total;
+    done_ = 0;
+    start_ = Clock::now();
+  }
+  void Start(const std::function<void(const std::string&)>& out, const std::string& what) {
+    ++done_;
+    if (!out) return;
+    const double spent = std::chrono::duration<double>(Clock::now() - start_).count();
+    char times[96];
+    if (done_ > 1) {
+      const double left = spent / static_cast<double>(done_ - 1) *
+                          static_cast<double>(total_ + 1 - std::min(done_, total_ + 1));
+      std::snprintf(times, sizeof times, " (%.1f s spent, about %.0f s left)", spent, left);
+    } else {
+      times[0] = 0;
+    }
+    out("[" + std::to_string(done_) + "/" + std::to_string(total_) + "] " + what + times);
+  }
+
+ private:
+  size_t total_ = 0, done_ = 0;
+  Clock::time_point start_ = Clock::now();
+};
+
 // The measurement file: the backend's context, what every sweep records (date, tool, backend,
 // warm-up, repeats), then `ctx`'s entries, and the samples.
 inline nlohmann::ordered_json MeasurementDocument(const RankBackend& b, const SweepOptions& o,
@@ -208,7 +238,11 @@ class Sweeper {
   // layer, then layer l + 1 of the same slots. Times both gather layers; behind the request gate.
   void FirstGatherSample(const PairOp& fwd, const nlohmann::ordered_json& shape, int64_t n);
 
-  void Progress(const std::string& what);
+  // A step of the sweep begins: false while Run counts the steps (the caller skips the step's
+  // work), else prints the step's progress line and returns true.
+  bool Step(const std::string& what);
+  // A line of results within a step (printed as it is).
+  void Note(const std::string& line);
 
   // Runs of pages adjacent on both sides (what a memcpy plan merges into one copy).
   static int64_t Runs(const std::vector<int32_t>& d, const std::vector<int32_t>& h);
@@ -273,6 +307,9 @@ class Sweeper {
   std::array<ForwardWork, 4> work_;
   size_t work_next_ = 0;
   std::vector<std::string> skipped_;  // grid points left out, with why
+  bool counting_ = false;             // Run's first pass: count the steps, run none
+  size_t planned_ = 0;
+  StepProgress progress_;
 };
 
 // Several ranks (o.ranks > 1): the collectives and peer reads, every rank taking part

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -1214,15 +1215,20 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
   out.profile.measured = true;
   Calibration c{m, base, opt, out, {}};
   // The groups in the order their fits, notes and base parameters are reported.
-  FitHostCopies(c);
-  FitBackups(c);
-  FitCopySubmit(c);
-  FitDeviceCopies(c);
-  NoteFirstGather(c);
-  FitGatherAfterForward(c);
-  FitCollectives(c);
-  FitForward(c);
-  FitOverlap(c);
+  const std::pair<const char*, void (*)(Calibration&)> groups[] = {
+      {"host copies", FitHostCopies},
+      {"backups", FitBackups},
+      {"copy submission", FitCopySubmit},
+      {"device copies", FitDeviceCopies},
+      {"first gathers", NoteFirstGather},
+      {"gathers after a forward pass", FitGatherAfterForward},
+      {"collectives", FitCollectives},
+      {"forward pass", FitForward},
+      {"overlap", FitOverlap}};
+  for (size_t i = 0; i < std::size(groups); ++i) {
+    groups[i].second(c);
+    if (opt.progress) opt.progress(groups[i].first, i + 1, std::size(groups));
+  }
   RequireNoneMissing(c);
   out.profile.source = SourceOf(m, base, out);
   return out;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,8 @@ struct CalibrateOptions {
   // Overlap samples: keep those timed beside this forward pass, model or synthetic ("" = the
   // only one present).
   std::string overlap_forward;
+  // Called after each parameter group is fitted: the group, the groups done and their number.
+  std::function<void(const std::string& group, size_t done, size_t total)> progress;
   std::string name = "calibrated";
 };
 

@@ -172,6 +172,24 @@ def long_runs_show_progress_with_the_time_left():
         steps = re.findall(rf"^{command}: \[(\d)/3\] .* s spent, about \d+ s left\)$", r.stderr, re.M)
         check(r.returncode == 0 and sorted(steps) == ["1", "2", "3"],
               f"{command}: a line per finished run with the time left ({steps})")
+    # bench sweep: a line as each step starts, numbered of the steps planned, with the time left.
+    sweep_file = os.path.join(work, "sweep.json")
+    r = run("bench", "sweep", "--backend", "host", "--max-pages", "8", "--max-all-layer-pages", "4",
+            "--repeats", "2", "--warmup", "0", "--only", "copies",
+            "--out", sweep_file)
+    steps = re.findall(r"^sweep: \[(\d+)/(\d+)\] ", r.stderr, re.M)
+    total = {t for _, t in steps}
+    check(r.returncode == 0 and len(steps) > 3 and len(total) == 1
+          and [int(k) for k, _ in steps] == list(range(1, int(total.pop()) + 1))
+          and len(re.findall(r" s spent, about \d+ s left\)$", r.stderr, re.M)) == len(steps) - 1,
+          f"bench sweep: a numbered line per step with the time left ({len(steps)} steps)")
+    # calibrate: a line per parameter group fitted.
+    r = run("calibrate", "--measurements", sweep_file, "--out", os.path.join(work, "fit.yaml"),
+            "--base", os.path.join(src, "config/profiles/h200.yaml"))
+    groups = re.findall(r"^calibrate: \[(\d+)/(\d+)\] .* fitted \(.* s left\)$", r.stderr, re.M)
+    check(r.returncode == 0 and len(groups) > 3 and groups[-1][0] == groups[-1][1],
+          f"calibrate: a line per parameter group with the time left ({len(groups)} lines; "
+          f"{r.stderr[-300:]!r})")
 
 
 def readme_defaults_agree_with_help():

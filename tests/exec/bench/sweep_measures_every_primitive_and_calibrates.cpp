@@ -128,6 +128,29 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
 
 // Backups at two slot run lengths: every sample grid once per length, with its run_pages, and
 // calibrate fits a cost per entry beside the bandwidth for both schedules.
+TEST_CASE("sweep: progress numbers every step of the steps planned, with the time left") {
+  SweepOptions o = SmallSweep();
+  o.pairs = true;
+  o.pair_pages = {4, 8};
+  o.pair_forward_s = {1e-5};
+  std::vector<std::string> lines;
+  o.progress = [&](const std::string& s) { lines.push_back(s); };
+  const nlohmann::ordered_json doc = RunSweep(o);
+  // host copies: 2 directions x 2 pools x (one layer, all layers); submit; gather; backups: 2
+  // gather sizes (0 and 1024, 2048 capped at 32) x 2 schedules; pairs: 2 page counts, then 2
+  // beside the forward layer, 1 first_gather.
+  const size_t planned = 8 + 1 + 1 + 4 + 2 + 2 + 1;
+  REQUIRE(lines.size() == planned);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string head = "[" + std::to_string(i + 1) + "/" + std::to_string(planned) + "] ";
+    CHECK(lines[i].rfind(head, 0) == 0);
+    if (i > 0) CHECK(lines[i].find(" s spent, about ") != std::string::npos);
+  }
+  CHECK(lines.front().find("host_copy h2d pool kv, one layer") != std::string::npos);
+  CHECK(lines.back().find("first_gather") != std::string::npos);
+  CHECK(doc["samples"].size() > planned);  // the steps ran: a count pass alone records nothing
+}
+
 TEST_CASE("sweep: backups over several slot run lengths, and calibrate fits their entry cost") {
   SweepOptions o = SmallSweep();
   o.copies = false;
