@@ -215,6 +215,7 @@ int CmdCalibrate(int argc, const char* const* argv) {
     if (!vm.count("measurements"))
       throw InputError("", 0, "--measurements", "a measurement file is required");
     if (!vm.count("out")) throw InputError("", 0, "--out", "an output file is required");
+    CheckOutputOptions(vm, {"out"}, {"measurements", "base"});
     const CalibrateOptions opt = CalibrateOptionsFrom(vm);
     std::vector<Measurements> parts;
     for (const std::string& f : vm["measurements"].as<std::vector<std::string>>())
