@@ -10,6 +10,7 @@
 #include "sim/compare/calibrate.h"
 #include "sim/compare/measurements.h"
 #include "sim/compare/profile_writer.h"
+#include "sim/model/model_shapes.h"
 #include "sim/predict/hardware_profile.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
@@ -106,7 +107,10 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
     opt.run_pages = vm["run-pages"].as<int64_t>();
     if (opt.run_pages < 1) throw InputError("", 0, "--run-pages", "must be >= 1");
   }
-  if (vm.count("model-preset")) opt.model_preset = vm["model-preset"].as<std::string>();
+  if (vm.count("model-preset")) {
+    opt.model_preset = vm["model-preset"].as<std::string>();
+    FindModelPreset(opt.model_preset, "--model-preset");  // a misspelt name, even with no samples
+  }
   const std::string form = vm["compute-form"].as<std::string>();
   if (form != "table" && form != "linear" && form != "rescale")
     throw InputError("", 0, "--compute-form",

@@ -2,9 +2,9 @@
 // complete, so a failed or interrupted run never leaves a partial file that looks finished:
 //   - the temp file is locked (flock) while it is written, and a second run asked for the same
 //     output is refused instead of the two replacing each other;
-//   - SIGINT and SIGTERM (unless inherited ignored) and SIGABRT (an uncaught exception, a broken
-//     invariant) remove every temp file still being written, then end the process as the signal
-//     would have;
+//   - SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ (each unless inherited ignored) and SIGABRT (an
+//     uncaught exception, a broken invariant) remove every temp file still being written, then
+//     end the process as the signal would have;
 //   - "-" is standard output, and a path that exists and is not a regular file (/dev/stdout, a
 //     FIFO) is written in place, never renamed over. Such a file is opened without blocking: a
 //     FIFO that no process reads is refused after kOutputOpenWaitSeconds, and a reader that
@@ -107,7 +107,10 @@ inline std::array<std::atomic<bool>, kMaxTemps> temp_used{};
 // The signals that remove the temp files: SIGINT and SIGTERM, and SIGABRT, which ends the process
 // on any failure that is not an InputError (an uncaught exception, a broken invariant), so that
 // no failure leaves a stale FILE.tmp behind.
-inline constexpr std::array<int, 3> kTempSignals = {SIGINT, SIGTERM, SIGABRT};
+// SIGHUP (the terminal closed), SIGPIPE (a reader of standard output went away) and SIGXFSZ (past
+// `ulimit -f`) end the process by default too, and would leave the temp files behind.
+inline constexpr std::array<int, 6> kTempSignals = {SIGINT, SIGTERM, SIGABRT,
+                                                    SIGHUP, SIGPIPE, SIGXFSZ};
 
 // The handlers that were installed before ours, restored before the signal is raised again so
 // that whoever handled it before (a shell's default, a test framework) still sees it.

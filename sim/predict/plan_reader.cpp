@@ -395,6 +395,10 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
   const auto& ops = f.At(j, "ops");
   if (!ops.is_array()) f.Fail("ops", "expected a list");
   if (ops.empty()) f.Fail("ops", "empty (every request has at least its compute op)");
+  if (header && p.prefix_pages > header->cp_size * header->device_pages_per_lane)
+    f.Fail("prefix_pages",
+           std::to_string(p.prefix_pages) + " beyond cp_size x device_pages_per_lane (" +
+               std::to_string(header->cp_size * header->device_pages_per_lane) + ")");
   const bool runs = version >= 3;
   OpReader reader{f, p, header, runs, runs ? "page_runs" : "pages"};
   for (const auto& op : ops) reader.Op(op);

@@ -888,5 +888,20 @@ expect_refused("--max-file-bytes 0 names the option",
                [kvlanes, "trace", "stats", trace, "--max-file-bytes", "0", "--json", path("st.json")],
                path("st.json"), "--max-file-bytes")
 
+plan_line_case("plan prefix_pages beyond cp_size x device_pages_per_lane is refused by check",
+               lambda r: r.__setitem__("prefix_pages", header["cp_size"] * header["device_pages_per_lane"] + 1),
+               ["prefix_pages", "beyond cp_size x device_pages_per_lane"])
+expect_refused("calibrate --model-preset with an unknown name is refused without forward samples",
+               [kvlanes, "calibrate", "--measurements", sweep_copy, "--base", prof, "--model-preset", "bogus",
+                "--out", path("preset_fit.yaml")], path("preset_fit.yaml"), "--model-preset", "bogus")
+# A run killed by SIGXFSZ (past `ulimit -f`) removes its temp files, as SIGTERM does.
+xf = path("xfsz_tl.json")
+r = subprocess.run("ulimit -f 1; exec " + " ".join([kvlanes, "replay", trace, "-q", "--profile", prof, "--timeline",
+                                                    xf]), shell=True, capture_output=True, text=True, timeout=60)
+ok = r.returncode in (-25, 153) and not os.path.exists(xf) and not os.path.exists(xf + ".tmp")
+print(("ok   " if ok else "FAIL ") + f"a run killed by SIGXFSZ leaves no temp file (exit {r.returncode})")
+if not ok:
+    failures.append("SIGXFSZ temp file")
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
