@@ -54,10 +54,21 @@ inline void ReportUsageError(const std::string& command, const boost::program_op
                command.c_str());
 }
 
-// Refuses two of this command's output options that name one output, before any work
+// Refuses two of this command's output options that name one output, or an output that names
+// one of the files of its input options `inputs` (a string or a list each), before any work
 // (CheckDistinctOutputs). A CSV option also names its context file, "<csv>.context.json".
 inline void CheckOutputOptions(const boost::program_options::variables_map& vm,
-                               std::initializer_list<const char*> options) {
+                               std::initializer_list<const char*> options,
+                               std::initializer_list<const char*> inputs = {}) {
+  std::vector<OutputOption> ins;
+  for (const char* o : inputs) {
+    if (!vm.count(o)) continue;
+    const boost::any& v = vm[o].value();
+    if (const auto* one = boost::any_cast<std::string>(&v))
+      ins.push_back({std::string("--") + o, *one});
+    if (const auto* many = boost::any_cast<std::vector<std::string>>(&v))
+      for (const std::string& p : *many) ins.push_back({std::string("--") + o, p});
+  }
   std::vector<OutputOption> outs;
   for (const char* o : options) {
     if (!vm.count(o)) continue;
@@ -66,7 +77,7 @@ inline void CheckOutputOptions(const boost::program_options::variables_map& vm,
     if (std::string_view(o).ends_with("csv") && path != "-")
       outs.push_back({std::string("--") + o + " (its context file)", path + ".context.json"});
   }
-  CheckDistinctOutputs(outs);
+  CheckDistinctOutputs(outs, ins);
 }
 
 // Parses argv[1..] into vm (positional arguments per `pos`, may be null). On a usage error

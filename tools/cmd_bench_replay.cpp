@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -611,6 +612,11 @@ int CmdBenchReplay(int argc, const char* const* argv) {
     if (repeat < 1 || repeat > 1000000)
       throw InputError("", 0, "--repeat", "must be in 1..1000000, got " + std::to_string(repeat));
     g_wall_clock = vm["wall"].as<bool>();
+    CheckOutputOptions(vm, {"json"}, {"trace", "config", "profile"});
+    const std::string out_dir = vm["out-dir"].as<std::string>();
+    if (std::error_code ec; !std::filesystem::is_directory(out_dir, ec))
+      throw InputError(out_dir, 0, "--out-dir",
+                       "is not a directory (the timed plan and timeline are written there)");
     const int64_t rss_start = RssBytes();
 
     // Load (and scale) first, so that the first replay's peak memory is not hidden by the
@@ -654,7 +660,7 @@ int CmdBenchReplay(int argc, const char* const* argv) {
     // without outputs, with the plan stream written to a file, and with the timeline written.
     // Each output's cost is its run minus the run without outputs (medians).
     const bool has_profile = !cfg.hardware.profile.empty();
-    const OutputRuns out_t = TimeOutputs(cfg, trace, repeat, vm["out-dir"].as<std::string>());
+    const OutputRuns out_t = TimeOutputs(cfg, trace, repeat, out_dir);
 
     BenchReplayRun b{
         trace,  cfg,      scale,    repeat,   rss_start,   rss_loaded, peak_after_replay,

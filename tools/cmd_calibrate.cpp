@@ -11,6 +11,7 @@
 #include "sim/compare/calibrate.h"
 #include "sim/compare/measurements.h"
 #include "sim/compare/profile_writer.h"
+#include "sim/model/model_shapes.h"
 #include "sim/predict/hardware_profile.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
@@ -108,7 +109,10 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
     opt.run_pages = vm["run-pages"].as<int64_t>();
     if (opt.run_pages < 1) throw InputError("", 0, "--run-pages", "must be >= 1");
   }
-  if (vm.count("model-preset")) opt.model_preset = vm["model-preset"].as<std::string>();
+  if (vm.count("model-preset")) {
+    opt.model_preset = vm["model-preset"].as<std::string>();
+    FindModelPreset(opt.model_preset, "--model-preset");  // a misspelt name, even with no samples
+  }
   const std::string form = vm["compute-form"].as<std::string>();
   if (form != "table" && form != "linear" && form != "rescale")
     throw InputError("", 0, "--compute-form",
@@ -217,6 +221,7 @@ int CmdCalibrate(int argc, const char* const* argv) {
     if (!vm.count("measurements"))
       throw InputError("", 0, "--measurements", "a measurement file is required");
     if (!vm.count("out")) throw InputError("", 0, "--out", "an output file is required");
+    CheckOutputOptions(vm, {"out"}, {"measurements", "base"});
     CalibrateOptions opt = CalibrateOptionsFrom(vm);
     std::optional<RunProgress> progress;  // a line per group fitted (on a terminal, one line)
     opt.progress = [&](const std::string& group, size_t, size_t total) {

@@ -136,15 +136,16 @@ CheckOptions CheckOptionsFrom(const po::variables_map& vm) {
   opt.max_p95 = vm["max-p95"].as<double>() / 100;
   opt.max_total = vm["max-total"].as<double>() / 100;
   opt.allow_missing = vm["allow-missing"].as<bool>();
-  opt.worst = vm["worst"].as<size_t>();
+  const int64_t worst = vm["worst"].as<int64_t>();
+  if (worst < 0) throw InputError("", 0, "--worst", "must be >= 0, got " + std::to_string(worst));
+  opt.worst = static_cast<size_t>(worst);
   for (const char* k : {"max-median", "max-p95", "max-total"})
     if (!(vm[k].as<double>() >= 0) || !std::isfinite(vm[k].as<double>()))
       throw InputError("", 0, std::string("--") + k, "must be a finite percentage >= 0");
   return opt;
 }
 
-// From --plan (predicted here, optionally written out; `config_hash` set to the plan's) or from
-// --predicted.
+// From --plan (predicted here; `config_hash` set to the plan's) or from --predicted.
 Predictions LoadPredictions(const po::variables_map& vm, double compute_scale,
                             const std::function<bool()>& synthetic, std::string& config_hash) {
   if (!vm.count("plan")) return ReadPredictions(vm["predicted"].as<std::string>());
@@ -153,9 +154,6 @@ Predictions LoadPredictions(const po::variables_map& vm, double compute_scale,
   Predictions pred = PredictFromPlan(vm["plan"].as<std::string>(),
                                      vm.count("profile") ? vm["profile"].as<std::string>() : "",
                                      compute_scale, synthetic, replica, config_hash);
-  if (vm.count("write-predicted"))
-    WriteFileAtomically(vm["write-predicted"].as<std::string>(),
-                        PredictionsToJson(pred).dump(1) + "\n");
   return pred;
 }
 
@@ -241,7 +239,7 @@ void AddCheckOptions(po::options_description& desc) {
        "whole replay: largest total error, percent")
       ("allow-missing", po::bool_switch(),
        "ids on one side only are reported but do not fail the verdict")
-      ("worst", po::value<size_t>()->default_value(d.worst), "how many worst operations to list")
+      ("worst", po::value<int64_t>()->default_value(static_cast<int64_t>(d.worst)), "how many worst operations to list")
       ("json", po::value<std::string>(), "write the report as JSON")
       ("plot", po::value<std::string>(),
        "draw predicted vs measured (FILE.png or FILE.svg; python3 + matplotlib)")
@@ -276,7 +274,8 @@ int CmdCheck(int argc, const char* const* argv) {
     return 0;
   }
   try {
-    CheckOutputOptions(vm, {"json", "write-predicted", "plot"});
+    CheckOutputOptions(vm, {"json", "write-predicted", "plot"},
+                       {"plan", "predicted", "measured", "profile"});
     if (vm.count("predicted") == vm.count("plan"))
       throw InputError("", 0, "--predicted", "give either --predicted or --plan (exactly one)");
     if (!vm.count("measured")) throw InputError("", 0, "--measured", "a measured file is required");
@@ -313,6 +312,8 @@ int CmdCheck(int argc, const char* const* argv) {
     if (vm.count("plan"))
       CheckSamePlan(meas, plan_hash, vm["measured"].as<std::string>(),
                     vm["plan"].as<std::string>());
+    const std::string predicted_json =
+        vm.count("write-predicted") ? PredictionsToJson(pred).dump(1) + "\n" : "";
     const size_t not_run = KeepExecutedRequests(pred, meas);
     if (not_run > 0 && !vm["quiet"].as<bool>())
       std::printf("the run executed the first %lld requests: %zu later ones left out\n",
@@ -322,6 +323,10 @@ int CmdCheck(int argc, const char* const* argv) {
     if (vm.count("plan")) doc["forward"] = forward;
     if (vm.count("replica")) doc["replica"] = vm["replica"].as<int64_t>();
     const std::string json = doc.dump(1) + "\n";
+    // Written once the measured file is known to belong to the plan, so that a refused check
+    // leaves no output behind.
+    if (vm.count("write-predicted"))
+      WriteFileAtomically(vm["write-predicted"].as<std::string>(), predicted_json);
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), json);
     if (!vm["quiet"].as<bool>()) {
       if (vm.count("replica"))

@@ -61,7 +61,7 @@ int CmdCompare(int argc, const char* const* argv) {
     return 0;
   }
   try {
-    CheckOutputOptions(vm, {"json", "csv"});
+    CheckOutputOptions(vm, {"json", "csv"}, {"trace", "config", "profile"});
     if (vm.count("policy"))
       throw InputError("", 0, "--policy", "compare takes --policies a,b,c (comma-separated)");
     if (!vm.count("policies"))

@@ -141,7 +141,7 @@ void DeviceOptions(const po::variables_map& vm, ExecArgs& a) {
 
 ExecArgs ExecArgsFrom(const po::variables_map& vm) {
   if (!vm.count("out")) throw InputError("", 0, "--out", "required (the measured JSON)");
-  CheckOutputOptions(vm, {"out", "timeline", "span-trace"});
+  CheckOutputOptions(vm, {"out", "timeline", "span-trace"}, {"plan", "trace", "config", "profile"});
   if (vm.count("plan") == vm.count("trace"))
     throw InputError("", 0, "--plan", "give exactly one of --plan FILE or --trace FILE");
   ExecArgs a;

@@ -96,6 +96,7 @@ int CmdRegRecord(int argc, const char* const* argv) {
     return rc;
   try {
     if (!vm.count("out")) throw InputError("", 0, "--out", "required: the golden file to write");
+    CheckOutputOptions(vm, {"out"}, {"suite"});
     const regress::Suite suite =
         regress::LoadSuite(vm["suite"].as<std::string>(), RegistryCatalog());
     const int threads = Threads(vm);
@@ -136,6 +137,8 @@ int CmdRegCheck(int argc, const char* const* argv) {
   try {
     if (!vm.count("golden"))
       throw InputError("", 0, "--golden", "required: the golden file written by record");
+    CheckOutputOptions(vm, {"junit"}, {"suite", "golden"});
+    if (vm["update"].as<bool>()) CheckOutputOptions(vm, {"golden"}, {"suite"});
     const regress::Suite suite =
         regress::LoadSuite(vm["suite"].as<std::string>(), RegistryCatalog());
     const std::string golden_path = vm["golden"].as<std::string>();

@@ -163,7 +163,8 @@ int CmdReplay(int argc, const char* const* argv) {
     return 0;
   }
   try {
-    CheckOutputOptions(vm, {"json", "plan", "timeline", "requests-csv"});
+    CheckOutputOptions(vm, {"json", "plan", "timeline", "requests-csv"},
+                       {"trace", "config", "profile"});
     ReplayInputs in = LoadReplayInputs(vm);
     if (vm.count("warmup-s")) {
       const double w = vm["warmup-s"].as<double>();

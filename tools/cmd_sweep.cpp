@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -98,6 +99,41 @@ void WarnSmallHostTier(const std::vector<ReplayJob>& jobs, const std::vector<siz
   if (count > 0)
     std::fprintf(stderr, "sweep: %zu of %zu runs (the first: %s): %s\n", count, jobs.size(),
                  first.c_str(), warning.c_str());
+}
+
+// The image formats matplotlib writes (its savefig formats), checked before any work so that a
+// misspelt --plot does not fail only after the whole sweep has run.
+void CheckPlotName(const po::variables_map& vm) {
+  if (!vm.count("plot")) return;
+  const std::string plot = vm["plot"].as<std::string>();
+  const auto dot = plot.rfind('.');
+  const std::string ext = dot == std::string::npos ? "" : plot.substr(dot + 1);
+  static const std::set<std::string> kFormats = {"eps",  "jpeg", "jpg",  "pdf",  "pgf",
+                                                 "png",  "ps",   "raw",  "rgba", "svg",
+                                                 "svgz", "tif",  "tiff", "webp"};
+  if (!kFormats.count(ext))
+    throw InputError(plot, 0, "--plot",
+                     "the format comes from the extension: one of .png, .svg, .pdf, .eps, .jpg, "
+                     ".tif, .webp, .ps, .pgf, .raw, .rgba, .svgz");
+}
+
+// The most runs one sweep grid may hold (every shard builds and checks every run's config before
+// running its own): a product of --vary lists beyond it is refused before any work instead of
+// running for days (or wrapping the count).
+constexpr size_t kMaxSweepRuns = size_t{1} << 20;
+
+void CheckGridSize(const Grid& grid) {
+  size_t runs = std::max<size_t>(1, grid.policies.size());
+  std::string factors = std::to_string(grid.policies.size()) + " policies";
+  for (const VaryAxis& a : grid.axes) {
+    const size_t n = a.values.size();
+    factors += " x " + std::to_string(n) + " (" + a.key + ")";
+    runs = n == 0 || runs > kMaxSweepRuns / n ? kMaxSweepRuns + 1 : runs * n;
+  }
+  if (runs > kMaxSweepRuns)
+    throw InputError("", 0, "--vary",
+                     "the grid holds more than " + std::to_string(kMaxSweepRuns) +
+                         " runs (kMaxSweepRuns): " + factors);
 }
 
 // Writes the outputs shared by sweep and sweep merge.
@@ -204,7 +240,8 @@ int CmdSweep(int argc, const char* const* argv) {
     return 0;
   }
   try {
-    CheckOutputOptions(vm, {"json", "csv", "plot"});
+    CheckOutputOptions(vm, {"json", "csv", "plot"}, {"trace", "config", "profile"});
+    CheckPlotName(vm);
     if (vm.count("policy"))
       throw InputError("", 0, "--policy", "sweep takes --policies a,b,c (comma-separated)");
     ReplayInputs in = LoadReplayInputs(vm);
@@ -220,6 +257,7 @@ int CmdSweep(int argc, const char* const* argv) {
         grid.axes.push_back(std::move(a));
       }
     }
+    CheckGridSize(grid);
     auto [shard, shards] = vm.count("shard") ? ParseShard(vm["shard"].as<std::string>())
                                              : std::pair<size_t, size_t>{0, 1};
     const int threads = vm.count("jobs") ? vm["jobs"].as<int>()
@@ -293,7 +331,8 @@ int CmdSweepMerge(int argc, const char* const* argv) {
     return 0;
   }
   try {
-    CheckOutputOptions(vm, {"json", "csv", "plot"});
+    CheckOutputOptions(vm, {"json", "csv", "plot"}, {"shards"});
+    CheckPlotName(vm);
     const J doc = MergeSweepFiles(vm.count("shards") ? vm["shards"].as<std::vector<std::string>>()
                                                      : std::vector<std::string>{});
     WriteOutputs(doc, vm, vm["quiet"].as<bool>());

@@ -109,6 +109,9 @@ int CmdTraceStats(int argc, const char* const* argv) {
         throw InputError("", 0, format_from, e.message());
       }
     }
+    std::vector<OutputOption> inputs;
+    for (const std::string& f : files) inputs.push_back({"FILE", f});
+    CheckDistinctOutputs({{"--json", json_path}}, inputs);
     const Trace trace = LoadTrace(files, fmt, opt);
     const TraceStats stats = ComputeTraceStats(trace);
     std::cout << "trace: " << files.front() << (files.size() > 1 ? " (and others)" : "")

@@ -2,9 +2,9 @@
 // complete, so a failed or interrupted run never leaves a partial file that looks finished:
 //   - the temp file is locked (flock) while it is written, and a second run asked for the same
 //     output is refused instead of the two replacing each other;
-//   - SIGINT and SIGTERM (unless inherited ignored) and SIGABRT (an uncaught exception, a broken
-//     invariant) remove every temp file still being written, then end the process as the signal
-//     would have;
+//   - SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ (each unless inherited ignored) and SIGABRT (an
+//     uncaught exception, a broken invariant) remove every temp file still being written, then
+//     end the process as the signal would have;
 //   - "-" is standard output, and a path that exists and is not a regular file (/dev/stdout, a
 //     FIFO) is written in place, never renamed over. Such a file is opened without blocking: a
 //     FIFO that no process reads is refused after kOutputOpenWaitSeconds, and a reader that
@@ -13,11 +13,13 @@
 #pragma once
 
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -26,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <ostream>
 #include <streambuf>
@@ -54,11 +57,31 @@ inline bool WaitWritable(int fd, int seconds) {
   }
 }
 
+// Whether `fd` is a blocking pipe, FIFO or socket (standard output handed to us by a shell): a
+// write to it blocks for as long as the reader takes nothing, and its mode is shared with the
+// parent, so it is not made non-blocking; WriteAll waits for room with poll instead.
+inline bool IsBlockingPipe(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) return false;
+  const int flags = ::fcntl(fd, F_GETFL);
+  return flags >= 0 && (flags & O_NONBLOCK) == 0;
+}
+
 // write(2) of the whole buffer to `fd`, waiting at most `stall_seconds` each time the reader
-// takes nothing. Returns "" or the reason it stopped.
+// takes nothing. On a blocking pipe each write is at most PIPE_BUF bytes after poll reported
+// room (a free pipe buffer holds a page, so such a write does not block). Returns "" or the
+// reason it stopped.
 inline std::string WriteAll(int fd, const char* p, size_t left, int stall_seconds) {
+  const bool blocking_pipe = IsBlockingPipe(fd);
   while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
+    size_t chunk = left;
+    if (blocking_pipe) {
+      if (!WaitWritable(fd, stall_seconds))
+        return "the reader took no data for " + std::to_string(stall_seconds) +
+               " s (is the output stalled?)";
+      chunk = std::min<size_t>(left, PIPE_BUF);
+    }
+    const ssize_t n = ::write(fd, p, chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (!WaitWritable(fd, stall_seconds))
@@ -84,7 +107,10 @@ inline std::array<std::atomic<bool>, kMaxTemps> temp_used{};
 // The signals that remove the temp files: SIGINT and SIGTERM, and SIGABRT, which ends the process
 // on any failure that is not an InputError (an uncaught exception, a broken invariant), so that
 // no failure leaves a stale FILE.tmp behind.
-inline constexpr std::array<int, 3> kTempSignals = {SIGINT, SIGTERM, SIGABRT};
+// SIGHUP (the terminal closed), SIGPIPE (a reader of standard output went away) and SIGXFSZ (past
+// `ulimit -f`) end the process by default too, and would leave the temp files behind.
+inline constexpr std::array<int, 6> kTempSignals = {SIGINT, SIGTERM, SIGABRT,
+                                                    SIGHUP, SIGPIPE, SIGXFSZ};
 
 // The handlers that were installed before ours, restored before the signal is raised again so
 // that whoever handled it before (a shell's default, a test framework) still sees it.
@@ -183,6 +209,8 @@ class OutputFile {
  public:
   explicit OutputFile(std::string path) : path_(std::move(path)) {
     if (path_ == "-") {
+      if (::fcntl(STDOUT_FILENO, F_GETFL) < 0)
+        throw InputError(path_, 0, "", "standard output is closed (started with >&-?)");
       FlushStdout();
       fd_ = STDOUT_FILENO;
       return;
@@ -193,11 +221,8 @@ class OutputFile {
       OpenInPlace();
       return;
     }
-    tmp_ = path_ + ".tmp";
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0)
-      throw InputError(path_, 0, "",
-                       std::string("cannot open for writing: ") + std::strerror(errno));
+    tmp_ = TempPathFor(path_);
+    OpenTemp();
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd_);
       fd_ = -1;
@@ -245,6 +270,38 @@ class OutputFile {
   }
 
  private:
+  // "<path>.tmp", or, where that name would pass NAME_MAX (255 bytes), the name cut short with a
+  // hash of the whole name, so that an output with a long valid name still gets a temp file and
+  // two runs asked for one output still meet at one temp file.
+  static std::string TempPathFor(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    const size_t base = slash == std::string::npos ? 0 : slash + 1;
+    constexpr size_t kNameMax = 255;
+    if (path.size() - base + 4 <= kNameMax) return path + ".tmp";
+    char hash[24];
+    std::snprintf(hash, sizeof hash, ".%016zx", std::hash<std::string>{}(path.substr(base)));
+    return path.substr(0, base + kNameMax - 4 - 17) + hash + ".tmp";
+  }
+  // Opens the temp file without following a symlink and without blocking: a stale "<path>.tmp"
+  // that is a symlink (writing through it would truncate its target), a FIFO (the open would
+  // block forever) or a directory is refused, naming it.
+  void OpenTemp() {
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    struct stat st {};
+    if (fd_ >= 0 && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) {
+      ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+      return;
+    }
+    const int err = fd_ >= 0 ? 0 : errno;
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    if (err == 0 || err == ELOOP || err == EISDIR || err == ENXIO || err == EWOULDBLOCK)
+      throw InputError(path_, 0, "",
+                       "its temp file " + tmp_ +
+                           " exists and is not a regular file (a symlink, FIFO or directory); "
+                           "remove it or choose another output path");
+    throw InputError(path_, 0, "", std::string("cannot open for writing: ") + std::strerror(err));
+  }
   // A device, FIFO or socket, written in place. Opened O_NONBLOCK (a FIFO with no reader fails
   // with ENXIO at once instead of blocking), retried until a reader comes or the wait ends; the
   // descriptor stays non-blocking, so every write waits for the reader with a bound (WriteAll).
@@ -293,31 +350,64 @@ struct OutputOption {
   std::string path;
 };
 
-// Throws InputError(path, 0, option) when two options name one output, before any work: both
-// "-" (standard output: the two would interleave), one path text, or one file reached through
-// different spellings (./a and a, a symlink: compared as canonical paths). Unset options ("")
-// are skipped. Without it the later output silently replaced the earlier one.
-inline void CheckDistinctOutputs(const std::vector<OutputOption>& outputs) {
-  std::vector<std::string> keys;
-  for (const OutputOption& o : outputs) {
-    std::string key = o.path;
-    if (!o.path.empty() && o.path != "-") {
-      std::error_code ec;
-      const std::filesystem::path canon = std::filesystem::weakly_canonical(o.path, ec);
-      if (!ec) key = canon.string();
-    }
-    keys.push_back(std::move(key));
+namespace output_file_detail {
+
+// What a path names, for comparing outputs with each other and with inputs: "file:DEV:INO" for an
+// existing file (one file through ./, a symlink or a hard link; "-" is standard output's file),
+// else the canonical path after following dangling symlinks (a link to a file not yet written).
+// /dev/null may be named any number of times ("" never matches).
+inline std::string FileIdentity(const std::string& path) {
+  struct stat st {};
+  const bool exists =
+      path == "-" ? ::fstat(STDOUT_FILENO, &st) == 0 : ::stat(path.c_str(), &st) == 0;
+  if (exists) {
+    struct stat null_st {};
+    if (S_ISCHR(st.st_mode) && ::stat("/dev/null", &null_st) == 0 && st.st_rdev == null_st.st_rdev)
+      return path == "-" ? "-" : "";
+    return "file:" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
   }
+  if (path == "-") return "-";
+  std::error_code ec;
+  std::filesystem::path p = path;
+  for (int hops = 0; hops < 40 && std::filesystem::is_symlink(p, ec); ++hops) {
+    const std::filesystem::path target = std::filesystem::read_symlink(p, ec);
+    if (ec) break;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  const std::filesystem::path canon = std::filesystem::weakly_canonical(p, ec);
+  return "path:" + (ec ? p.lexically_normal().string() : canon.string());
+}
+
+}  // namespace output_file_detail
+
+// Throws InputError(path, 0, option) when two options name one output, before any work: both
+// "-" (standard output: the two would interleave), or one file however it is spelled (./a and a,
+// a symlink, a hard link, /dev/stdout and "-": FileIdentity); and when an output names one of
+// `inputs` (the command's input files: the output would replace what it is read from). Unset
+// options ("") are skipped. Without it the later output silently replaced the earlier one.
+inline void CheckDistinctOutputs(const std::vector<OutputOption>& outputs,
+                                 const std::vector<OutputOption>& inputs = {}) {
+  std::vector<std::string> keys;
+  for (const OutputOption& o : outputs)
+    keys.push_back(o.path.empty() ? "" : output_file_detail::FileIdentity(o.path));
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (outputs[i].path.empty()) continue;
+    if (keys[i].empty()) continue;
     for (size_t j = 0; j < i; ++j) {
-      if (outputs[j].path.empty() || keys[j] != keys[i]) continue;
+      if (keys[j] != keys[i]) continue;
       throw InputError(outputs[i].path, 0, outputs[i].option,
-                       outputs[i].path == "-"
+                       outputs[i].path == "-" || outputs[j].path == "-"
                            ? "standard output is already " + outputs[j].option +
                                  "'s output: the two would interleave; give one a file"
                            : "names the same file as " + outputs[j].option +
                                  ": one would replace the other; give each its own path");
+    }
+    for (const OutputOption& in : inputs) {
+      if (in.path.empty() || in.path == "-" || output_file_detail::FileIdentity(in.path) != keys[i])
+        continue;
+      throw InputError(outputs[i].path, 0, outputs[i].option,
+                       "names the same file as the input " + in.option +
+                           ": writing it would replace what the command reads; give the output "
+                           "its own path");
     }
   }
 }

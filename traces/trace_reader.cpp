@@ -297,11 +297,11 @@ void CheckOptions(const TraceOptions& opt) {
                          " (0 means the format's default)");
   }
   if (opt.max_file_bytes <= 0) {
-    throw InputError("", 0, "max_file_bytes",
+    throw InputError("", 0, "--max-file-bytes",
                      "must be positive, got " + std::to_string(opt.max_file_bytes));
   }
   if (opt.max_line_bytes <= 0) {
-    throw InputError("", 0, "max_line_bytes",
+    throw InputError("", 0, "--max-line-bytes",
                      "must be positive, got " + std::to_string(opt.max_line_bytes));
   }
 }

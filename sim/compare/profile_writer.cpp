@@ -46,18 +46,39 @@ std::string Bands(const BandedCost& c, const char* max_key = "max_bytes",
   return s + "]";
 }
 
+// A file name as comment text: UTF-8 (JsonSafeText) on one line (control bytes such as a newline,
+// which would end the comment and turn the rest of the name into YAML, as \xHH), so that the
+// written profile reads back whatever the measurement files were called.
+std::string CommentText(const std::string& name) {
+  std::string out;
+  for (const char ch : JsonSafeText(name)) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (b >= 0x20 && b != 0x7f) {
+      out += ch;
+      continue;
+    }
+    char esc[8];
+    std::snprintf(esc, sizeof esc, "\\x%02X", b);
+    out += esc;
+  }
+  return out;
+}
+
 // The comment block at the top: where the fit came from, every group's residuals, what the
 // base profile gave and the notes.
 std::string HeaderComments(const CalibrationResult& r, const std::string& measurements_file) {
   std::string y;
-  y += "# Fitted by `kvlanes calibrate` from " + measurements_file +
+  y += "# Fitted by `kvlanes calibrate` from " + CommentText(measurements_file) +
        " (method: docs/calibration.md).\n";
   y += "# Residuals are |predicted - measured| / measured over each group's samples.\n";
   for (const FitReport& f : r.fits)
-    y += "#   " + f.group + ": " + std::to_string(f.samples) + " samples, median " +
-         Pct(f.median_rel_err) + ", max " + Pct(f.max_rel_err) + " (line " +
-         std::to_string(f.max_line) +
-         (f.max_file.empty() || f.max_file == measurements_file ? "" : " of " + f.max_file) + ")\n";
+    y +=
+        "#   " + f.group + ": " + std::to_string(f.samples) + " samples, median " +
+        Pct(f.median_rel_err) + ", max " + Pct(f.max_rel_err) + " (line " +
+        std::to_string(f.max_line) +
+        (f.max_file.empty() || f.max_file == measurements_file ? ""
+                                                               : " of " + CommentText(f.max_file)) +
+        ")\n";
   if (!r.kept_from_base.empty()) {
     y += "# Kept from the base profile (no samples):";
     for (const auto& k : r.kept_from_base) y += " " + k;
@@ -100,9 +121,9 @@ std::string CopyCostYaml(const HardwareProfile::CopyCost& c) {
 
 std::string ProfileToYaml(const CalibrationResult& r, const std::string& measurements_file) {
   const HardwareProfile& p = r.profile;
-  // The path goes into the YAML, which must stay UTF-8 to be read back.
-  std::string y = HeaderComments(r, JsonSafeText(measurements_file));
-  y += "name: " + nlohmann::json(p.name).dump() + "\n";
+  // The paths and the name go into the YAML, which must stay UTF-8 to be read back.
+  std::string y = HeaderComments(r, measurements_file);
+  y += "name: " + nlohmann::json(JsonSafeText(p.name)).dump() + "\n";
   y += std::string("measured: ") + (p.measured ? "true" : "false") + "\n";
   y += "source: " + nlohmann::json(p.source).dump() + "\n\n";
   y += "host_device:\n" + FitComment(r, "host_device", "  ");

@@ -47,7 +47,16 @@ struct Field {
   int64_t Int(const nlohmann::json& j, const char* key) const {
     const auto& v = At(j, key);
     if (!v.is_number_integer()) Fail(key, "expected an integer");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      Fail(key, v.dump() + " beyond 2^63-1");
     return v.get<int64_t>();
+  }
+  // Int, refused outside lo..hi (both named in the message).
+  int64_t IntIn(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi) const {
+    const int64_t v = Int(j, key);
+    if (v < lo || v > hi)
+      Fail(key, std::to_string(v) + " outside " + std::to_string(lo) + ".." + std::to_string(hi));
+    return v;
   }
   std::string Str(const nlohmann::json& j, const char* key) const {
     const auto& v = At(j, key);
@@ -171,8 +180,14 @@ void CheckRepeatedPoolOp(const Field& f, const std::vector<LaneCopy>& first_pool
 namespace {
 
 // The request-level fields of a request line (everything but its ops).
+// Counts of a request line: tokens and pages up to 2^40 (what a trace may hold), request numbers
+// and arrival times not negative, a forward spin of at most an hour per layer (as a profile's
+// seconds terms), so that nothing derived from them wraps or runs for ever.
+constexpr int64_t kMaxPlanCount = int64_t{1} << 40;
+constexpr double kMaxLayerSpinSeconds = 3600;
+
 void ReadRequestFields(const Field& f, const nlohmann::json& j, int version, RequestPlan& p) {
-  p.request = f.Int(j, "request");
+  p.request = f.IntIn(j, "request", 0, kMaxPlanCount);
   if (j.contains("replica")) {
     p.replica = f.Int(j, "replica");
     if (p.replica < 0) f.Fail("replica", "must be >= 0");
@@ -181,13 +196,13 @@ void ReadRequestFields(const Field& f, const nlohmann::json& j, int version, Req
     p.trace_request = f.Int(j, "trace_request");
     if (p.trace_request < 0) f.Fail("trace_request", "must be >= 0");
   }
-  p.arrival_ns = f.Int(j, "arrival_ns");
-  p.input_tokens = f.Int(j, "input_tokens");
-  p.device_hit_pages = f.Int(j, "device_hit_pages");
-  p.host_match_pages = f.Int(j, "host_match_pages");
-  p.loaded_pages = f.Int(j, "loaded_pages");
-  p.prefix_pages = f.Int(j, "prefix_pages");
-  p.computed_tokens = f.Int(j, "computed_tokens");
+  p.arrival_ns = f.IntIn(j, "arrival_ns", 0, INT64_MAX);
+  p.input_tokens = f.IntIn(j, "input_tokens", 1, kMaxPlanCount);
+  p.device_hit_pages = f.IntIn(j, "device_hit_pages", 0, kMaxPlanCount);
+  p.host_match_pages = f.IntIn(j, "host_match_pages", 0, kMaxPlanCount);
+  p.loaded_pages = f.IntIn(j, "loaded_pages", 0, kMaxPlanCount);
+  p.prefix_pages = f.IntIn(j, "prefix_pages", 0, kMaxPlanCount);
+  p.computed_tokens = f.IntIn(j, "computed_tokens", 0, p.input_tokens);
   if (!f.At(j, "cached").is_boolean()) f.Fail("cached", "expected true or false");
   p.cached = j["cached"].get<bool>();
   if (j.contains("hit_agreement")) {
@@ -209,8 +224,9 @@ void ReadRequestFields(const Field& f, const nlohmann::json& j, int version, Req
   }
   if (version >= 4 && j.contains("layer_spin_s")) {  // ReadPlanFile requires it in a file
     const auto& spin = j["layer_spin_s"];
-    if (!spin.is_number() || !(spin.get<double>() >= 0) || !std::isfinite(spin.get<double>()))
-      f.Fail("layer_spin_s", "expected a finite number of seconds >= 0");
+    if (!spin.is_number() || !(spin.get<double>() >= 0) ||
+        !(spin.get<double>() <= kMaxLayerSpinSeconds))
+      f.Fail("layer_spin_s", "expected seconds in 0..3600, got " + spin.dump());
     p.layer_spin_s = spin.get<double>();
   }
 }
@@ -226,12 +242,27 @@ struct OpReader {
   int64_t budget = kMaxPlanLinePages;  // tuples the line's runs may still expand to
   std::string first_pool;
 
+  // The largest lane (owner rank), device slot and host slot the header allows (without a
+  // header, what the tuples' types hold): a page beyond them is refused where it is read.
+  uint64_t MaxLane() const {
+    return header ? static_cast<uint64_t>(header->cp_size - 1) : kOwnerMax;
+  }
+  uint64_t MaxDeviceSlot() const {
+    return header ? static_cast<uint64_t>(header->device_pages_per_lane - 1) : kU32;
+  }
+  uint64_t MaxHostSlot() const {
+    return header && header->host_pages_per_lane > 0
+               ? static_cast<uint64_t>(header->host_pages_per_lane - 1)
+               : kU32;
+  }
+
   void Evict(const nlohmann::json& op) {
     const std::string tier = f.Str(op, "tier");
     if (tier != "device" && tier != "host") f.Fail("tier", "expected device or host");
     SlotFree e{tier == "device" ? Tier::kDevice : Tier::kHost, {}};
     if (runs) {
-      f.RunList<2>(op, "slot_runs", kSlotStep, {"lane", "slot"}, {kU32, kU32}, budget,
+      f.RunList<2>(op, "slot_runs", kSlotStep, {"lane", "slot"},
+                   {MaxLane(), e.tier == Tier::kDevice ? MaxDeviceSlot() : MaxHostSlot()}, budget,
                    [&](const std::array<uint64_t, 2>& t) {
                      e.slots.push_back({static_cast<uint32_t>(t[0]), static_cast<uint32_t>(t[1])});
                    });
@@ -246,13 +277,16 @@ struct OpReader {
   void Copy(const nlohmann::json& op, const std::string& kind) {
     const std::string pool = f.Str(op, "pool");
     if (header) CheckCopyPoolAndLayout(f, op, pool, *header);
+    // The kind decides the direction; a written direction that disagrees was edited by hand.
+    const char* direction = kind == "load_back" ? "h2d" : "d2h";
+    if (op.contains("direction") && op["direction"] != direction)
+      f.Fail("direction", op["direction"].dump() + ", but a " + kind + " copies " + direction);
     if (first_pool.empty()) first_pool = pool;
-    const int64_t lane = f.Int(op, "lane");
-    if (lane < 0 || lane > 65535) f.Fail("lane", "out of range");
+    const int64_t lane = f.IntIn(op, "lane", 0, static_cast<int64_t>(MaxLane()));
     LaneCopy c{static_cast<uint16_t>(lane), {}};
     if (runs) {
-      f.RunList<2>(op, "page_runs", kCopyStep, {"device_slot", "host_slot"}, {kU32, kU32}, budget,
-                   [&](const std::array<uint64_t, 2>& t) {
+      f.RunList<2>(op, "page_runs", kCopyStep, {"device_slot", "host_slot"},
+                   {MaxDeviceSlot(), MaxHostSlot()}, budget, [&](const std::array<uint64_t, 2>& t) {
                      c.pages.push_back({static_cast<uint32_t>(t[0]), static_cast<uint32_t>(t[1])});
                    });
     } else {
@@ -274,7 +308,8 @@ struct OpReader {
   void Compute(const nlohmann::json& op) {
     if (runs) {
       f.RunList<4>(op, "page_runs", kComputeStep, {"pos", "owner", "slot", "extent"},
-                   {kU32, kOwnerMax, kU32, kU32}, budget, [&](const std::array<uint64_t, 4>& t) {
+                   {kU32, MaxLane(), MaxDeviceSlot(), kU32}, budget,
+                   [&](const std::array<uint64_t, 4>& t) {
                      p.new_pages.push_back(
                          NewPage{static_cast<int64_t>(t[0]), static_cast<uint16_t>(t[1]),
                                  static_cast<uint32_t>(t[2]), static_cast<uint32_t>(t[3])});
@@ -297,8 +332,8 @@ struct OpReader {
 
   void GatherPages(const nlohmann::json& op) {
     if (runs) {
-      f.RunList<2>(op, "page_runs", kGatherStep, {"owner", "slot"}, {kOwnerMax, kU32}, budget,
-                   [&](const std::array<uint64_t, 2>& t) {
+      f.RunList<2>(op, "page_runs", kGatherStep, {"owner", "slot"}, {MaxLane(), MaxDeviceSlot()},
+                   budget, [&](const std::array<uint64_t, 2>& t) {
                      p.prefix.push_back(
                          PrefixPage{static_cast<uint16_t>(t[0]), static_cast<uint32_t>(t[1])});
                    });
@@ -360,6 +395,10 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
   const auto& ops = f.At(j, "ops");
   if (!ops.is_array()) f.Fail("ops", "expected a list");
   if (ops.empty()) f.Fail("ops", "empty (every request has at least its compute op)");
+  if (header && p.prefix_pages > header->cp_size * header->device_pages_per_lane)
+    f.Fail("prefix_pages",
+           std::to_string(p.prefix_pages) + " beyond cp_size x device_pages_per_lane (" +
+               std::to_string(header->cp_size * header->device_pages_per_lane) + ")");
   const bool runs = version >= 3;
   OpReader reader{f, p, header, runs, runs ? "page_runs" : "pages"};
   for (const auto& op : ops) reader.Op(op);
@@ -462,6 +501,13 @@ PlanFile ReadPlanFile(const std::string& path) {
                        "request " + std::to_string(r.request) +
                            (r.replica >= 0 ? " of replica " + std::to_string(r.replica) : "") +
                            " appears twice (first at line " + std::to_string(it->second) + ")");
+    // The writer numbers each replica's requests in the order it writes them: a line that goes
+    // back (lines swapped or moved by hand) would run the requests in another order than planned.
+    if (auto next = std::next(it); next != seen.end() && next->first.first == r.replica)
+      throw InputError(path, n, "request",
+                       "request " + std::to_string(r.request) + " after request " +
+                           std::to_string(next->first.second) + " (line " +
+                           std::to_string(next->second) + "): a plan's requests ascend");
     ops += static_cast<int64_t>(j["ops"].size());
   }
   if (in.bad()) throw InputError(path, n, "", "read error");

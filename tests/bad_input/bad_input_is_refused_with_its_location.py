@@ -175,7 +175,7 @@ for what, pred, fn, needles in [
     ("plan request with an empty ops list", lambda r: True, lambda r: r.__setitem__("ops", []), ["ops", "empty"]),
     ("plan second pool's pages disagree with the first's", has_copy, second_pool_pages, ["page_runs", "pool 'idx'"]),
     ("plan compute page owner beyond 65535", compute_pred, compute_edit(lambda run: run.__setitem__(1, 70000)),
-     ["page_runs", "owner 70000 beyond 65535"]),
+     ["page_runs", "owner 70000 beyond 1"]),
     ("plan prefix_pages beyond the device pools",
      lambda r: r["prefix_pages"] == 0, lambda r: r.__setitem__("prefix_pages", 2**62), ["prefix_pages"]),
     ("plan compute run of count 0", compute_pred, compute_edit(set_count(0)),
@@ -183,7 +183,7 @@ for what, pred, fn, needles in [
     ("plan evict run of count -1", evict_pred, evict_edit(set_count(-1)),
      ["slot_runs: run 0: count -1, expected 1 or more"]),
     ("plan compute run stepping past slot 2^32-1", compute_pred, compute_edit(overflow_slot),
-     ["page_runs: run 0: slot runs from 4294967294 past 4294967295"]),
+     ["page_runs: run 0: slot 4294967294 beyond 63"]),
     ("plan compute run without its count", compute_pred, compute_edit(lambda run: run.pop()),
      ["page_runs: run 0: expected [pos, owner, slot, extent, count] of integers"]),
 ]:
@@ -727,6 +727,181 @@ print(("ok   " if ok else "FAIL ") + "an inherited ignored SIGTERM stays ignored
       (f"exit {proc.returncode}" if signalled else "the run ended before the signal") + " " + err.strip()[-200:])
 if not ok:
     failures.append("ignored SIGTERM")
+
+# ---- A fresh probe's causes: outputs that would replace inputs, one file through a hard link or
+# a dangling symlink, stale temp files that are not files, long names, plan counts and lanes, order.
+def intact(what, p, before):
+    if open(p, "rb").read() != before:
+        print(f"FAIL {what}: {p} was changed")
+        failures.append(what)
+
+
+def ok_run(what, argv, *outs):
+    r = subprocess.run(argv, capture_output=True, timeout=120)
+    ok = r.returncode == 0 and all(os.path.exists(o) for o in outs)
+    print(("ok   " if ok else "FAIL ") + what + ("" if ok else ": " + r.stderr.decode(errors="replace")[-300:]))
+    if not ok:
+        failures.append(what)
+
+
+trace_bytes = open(trace, "rb").read()
+sweep_copy = path("sweep_copy.json")
+shutil.copy(sweep_src, sweep_copy)
+for what, argv, needles, guarded in [
+    ("replay --json naming its own trace is refused before it replaces the trace",
+     [kvlanes, "replay", trace, "-q", "--json", trace], ["--json", "the input --trace"], trace),
+    ("check --json naming its measured file is refused",
+     [kvlanes, "check", "--plan", path("plan.jsonl"), "--measured", path("measured.json"), "--profile", prof,
+      "--json", path("measured.json")], ["--json", "the input --measured"], path("measured.json")),
+    ("exec --span-trace naming its plan is refused",
+     [kvlanes, "exec", "--plan", path("plan.jsonl"), "--backend", "host", "-q", "--out", path("so.json"),
+      "--span-trace", path("plan.jsonl")], ["--span-trace", "the input --plan"], path("plan.jsonl")),
+    ("calibrate --out naming its measurement file is refused",
+     [kvlanes, "calibrate", "--measurements", sweep_copy, "--out", sweep_copy], ["--out", "the input --measurements"],
+     sweep_copy),
+    ("trace stats --json naming the trace is refused",
+     [kvlanes, "trace", "stats", trace, "--json", trace], ["--json", "the input FILE"], trace),
+]:
+    before = open(guarded, "rb").read()
+    timed_refusal(what, argv, path("never.out"), *needles, limit=10)
+    intact(what, guarded, before)
+suite_yaml = write("reg_suite.yaml", "policies: [lru]\nmetrics: {requests: {}}\ncases:\n  - name: a\n"
+                   "    traces: [t.jsonl]\n    set: {cache.cp_size: 1}\n")
+before = open(suite_yaml, "rb").read()
+timed_refusal("regress record -o naming its suite is refused",
+              [kvlanes, "regress", "record", suite_yaml, "-q", "-o", suite_yaml], path("never.out"), "--out",
+              "the input --suite", limit=10)
+intact("regress record -o naming its suite", suite_yaml, before)
+
+# One file however it is named: a hard link, a symlink to a file not yet written, "-" and /dev/stdout.
+for n in ("hl_a", "hl_b", "dl_link"):
+    if os.path.lexists(path(n)):
+        os.remove(path(n))
+open(path("hl_a"), "w").close()
+os.link(path("hl_a"), path("hl_b"))
+os.symlink("dl_target.json", path("dl_link"))
+for what, argv, needles in [
+    ("replay --json and --plan through a hard link are one file",
+     [kvlanes, "replay", trace, "-q", "--json", path("hl_a"), "--plan", path("hl_b")], ["--plan", "--json"]),
+    ("replay --json and --requests-csv through a dangling symlink are one file",
+     [kvlanes, "replay", trace, "-q", "--json", path("dl_target.json"), "--requests-csv", path("dl_link")],
+     ["--requests-csv", "--json"]),
+    ("replay --json - and --requests-csv /dev/stdout would interleave",
+     [kvlanes, "replay", trace, "-q", "--json", "-", "--requests-csv", "/dev/stdout"], ["--requests-csv", "--json"]),
+]:
+    timed_refusal(what, argv, path("dl_target.json"), *needles, limit=10)
+
+# A stale FILE.tmp that is a FIFO (the open blocked for ever) or a symlink (the output truncated
+# its target: here the trace) is refused, naming it; a 255-byte output name (its .tmp would pass
+# NAME_MAX) is written.
+for kind in ("fifo", "symlink"):
+    out = path("stale_" + kind + ".json")
+    if os.path.lexists(out + ".tmp"):
+        os.remove(out + ".tmp")
+    if kind == "fifo":
+        os.mkfifo(out + ".tmp")
+    else:
+        os.symlink(trace, out + ".tmp")
+    r = subprocess.run([kvlanes, "replay", trace, "-q", "--json", out], capture_output=True, text=True, timeout=60)
+    ok = r.returncode == 2 and "not a regular file" in r.stderr and not os.path.exists(out) and \
+        open(trace, "rb").read() == trace_bytes
+    print(("ok   " if ok else "FAIL ") + f"a stale temp file that is a {kind} is refused: " + r.stderr.strip()[-200:])
+    if not ok:
+        failures.append("stale .tmp " + kind)
+    os.remove(out + ".tmp")
+ok_run("a 255-byte output name is written", [kvlanes, "replay", trace, "-q", "--json", path("n" * 255)],
+       path("n" * 255))
+
+# --json - with standard output closed names standard output.
+r = subprocess.run(" ".join([kvlanes, "replay", trace, "-q", "--json", "-", ">&-"]), shell=True, capture_output=False,
+                   stderr=subprocess.PIPE, text=True, timeout=60)
+ok = r.returncode == 2 and "standard output is closed" in r.stderr
+print(("ok   " if ok else "FAIL ") + "--json - with standard output closed says so: " + r.stderr.strip()[-200:])
+if not ok:
+    failures.append("closed stdout")
+
+# Plan request lines: counts, lanes and slots beyond the header, order and direction are refused
+# by the reader exec and check share (check prices what exec would refuse otherwise).
+def plan_line_case(what, fn, needles, pred=lambda r: True):
+    p = plan_with("line_case.jsonl", line_fn=edit_request(pred, fn))
+    out = path("check.json")
+    expect_refused(what, [kvlanes, "check", "--plan", p, "--measured", path("measured.json"), "--profile", prof,
+                          "--json", out], out, "line_case.jsonl:", *needles)
+
+
+def first_op(kind):
+    def get(r):
+        return next(o for o in r["ops"] if o["kind"] == kind)
+    return get
+
+
+plan_line_case("plan request number -1 is refused", lambda r: r.__setitem__("request", -1), ["request", "outside"])
+plan_line_case("plan arrival_ns below 0 is refused", lambda r: r.__setitem__("arrival_ns", -5), ["arrival_ns"])
+plan_line_case("plan computed_tokens above input_tokens is refused",
+               lambda r: r.__setitem__("computed_tokens", r["input_tokens"] + 1), ["computed_tokens"])
+plan_line_case("plan layer_spin_s of 1e308 is refused", lambda r: r.__setitem__("layer_spin_s", 1e308),
+               ["layer_spin_s", "0..3600"])
+plan_line_case("plan compute owner equal to cp_size is refused",
+               compute_edit(lambda run: run.__setitem__(1, header["cp_size"])), ["owner", "beyond"], compute_pred)
+plan_line_case("plan compute slot equal to device_pages_per_lane is refused",
+               compute_edit(lambda run: run.__setitem__(2, header["device_pages_per_lane"])), ["slot", "beyond"],
+               compute_pred)
+plan_line_case("plan backup direction h2d is refused", lambda r: first_op("backup")(r).__setitem__(
+    "direction", "h2d"), ["direction"], lambda r: any(o["kind"] == "backup" for o in r["ops"]))
+p = plan_with("swapped.jsonl", line_fn=lambda lines: [lines[0], lines[2], lines[1]] + lines[3:])
+expect_refused("plan request lines out of order are refused",
+               [kvlanes, "check", "--plan", p, "--measured", path("measured.json"), "--profile", prof,
+                "--json", path("check.json")], path("check.json"), "swapped.jsonl:3:", "request", "ascend")
+
+# check: nothing written when the measured file is refused; --worst below 0.
+other = plan_with("other_plan.jsonl", header_fn=lambda h: h["config"].__setitem__("cache.load_back_min_tokens", 11))
+expect_refused("check --write-predicted is not left when the measured file measures another plan",
+               [kvlanes, "check", "--plan", other, "--measured", path("measured.json"), "--profile", prof,
+                "--write-predicted", path("pred_left.json")], path("pred_left.json"), "config_hash")
+expect_refused("check --worst -1 is refused", [kvlanes, "check", "--plan", path("plan.jsonl"), "--measured",
+                                               path("measured.json"), "--profile", prof, "--worst", "-1"],
+               path("never.out"), "--worst")
+
+# calibrate from a measurement file whose name is not UTF-8 or holds a newline: the profile is
+# written and reads back (the name went raw into a YAML comment, and the check aborted).
+for name in (b"m\xff.json", b"m\nx: 1.json"):
+    m = os.path.join(work.encode(), name)
+    shutil.copy(sweep_src, m)
+    out = path("odd_fit.yaml")
+    ok_run("calibrate from a measurement file named %r writes a profile that loads" % name,
+           [kvlanes.encode(), b"calibrate", b"--measurements", m, b"--base", prof.encode(), b"--out", out.encode(),
+            b"-q"], out)
+    os.remove(m)
+
+# sweep: a grid past kMaxSweepRuns and an unknown --plot format, refused before any replay.
+timed_refusal("sweep grid of 10^10 runs is refused before any work",
+              [kvlanes, "sweep", trace, "-q", "--policies", "lru", "--vary", "cache.device_pages_per_lane=1:100000:1",
+               "--vary", "cache.host_pages_per_lane=1:100000:1", "--json", path("big_grid.json")],
+              path("big_grid.json"), "--vary", "kMaxSweepRuns", limit=10)
+timed_refusal("sweep --plot with an unknown format is refused before any work",
+              [kvlanes, "sweep", trace, "-q", "--vary", "cache.cp_size=1,2", "--json", path("plot_grid.json"),
+               "--plot", path("grid.bmp")] + SMALL[2:], path("plot_grid.json"), "grid.bmp", "--plot", limit=10)
+expect_refused("bench replay --out-dir that is not a directory names it",
+               [kvlanes, "bench", "replay", trace, "--repeat", "1", "--out-dir", path("no_such_dir"), "--json",
+                path("bench.json")], path("bench.json"), "no_such_dir", "--out-dir")
+expect_refused("--max-file-bytes 0 names the option",
+               [kvlanes, "trace", "stats", trace, "--max-file-bytes", "0", "--json", path("st.json")],
+               path("st.json"), "--max-file-bytes")
+
+plan_line_case("plan prefix_pages beyond cp_size x device_pages_per_lane is refused by check",
+               lambda r: r.__setitem__("prefix_pages", header["cp_size"] * header["device_pages_per_lane"] + 1),
+               ["prefix_pages", "beyond cp_size x device_pages_per_lane"])
+expect_refused("calibrate --model-preset with an unknown name is refused without forward samples",
+               [kvlanes, "calibrate", "--measurements", sweep_copy, "--base", prof, "--model-preset", "bogus",
+                "--out", path("preset_fit.yaml")], path("preset_fit.yaml"), "--model-preset", "bogus")
+# A run killed by SIGXFSZ (past `ulimit -f`) removes its temp files, as SIGTERM does.
+xf = path("xfsz_tl.json")
+r = subprocess.run("ulimit -f 1; exec " + " ".join([kvlanes, "replay", trace, "-q", "--profile", prof, "--timeline",
+                                                    xf]), shell=True, capture_output=True, text=True, timeout=60)
+ok = r.returncode in (-25, 153) and not os.path.exists(xf) and not os.path.exists(xf + ".tmp")
+print(("ok   " if ok else "FAIL ") + f"a run killed by SIGXFSZ leaves no temp file (exit {r.returncode})")
+if not ok:
+    failures.append("SIGXFSZ temp file")
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

@@ -193,7 +193,7 @@ TEST_CASE("a line over max_line_bytes and a file over max_file_bytes are refused
     LoadTrace({p}, std::nullopt, opt);
     FAIL("a zero limit must be refused");
   } catch (const InputError& e) {
-    CHECK(e.field() == "max_file_bytes");
+    CHECK(e.field() == "--max-file-bytes");
   }
 }
 

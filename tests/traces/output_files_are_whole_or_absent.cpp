@@ -214,5 +214,38 @@ TEST_CASE("a reader that stops taking data fails the write within the stall boun
   waitpid(pid, &status, 0);
 }
 
+TEST_CASE("a blocking pipe (standard output) whose reader takes nothing fails within the bound") {
+  // Standard output handed over by a shell stays blocking (its mode is shared with the parent):
+  // WriteAll waits for room with poll and writes at most PIPE_BUF bytes at a time instead.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const std::string big(1 << 22, 'x');
+  const auto start = std::chrono::steady_clock::now();
+  const std::string why = output_file_detail::WriteAll(fds[1], big.data(), big.size(), 1);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(why.find("the reader took no data for 1 s") != std::string::npos);
+  CHECK(s >= 0.9);
+  CHECK(s < 5);
+  CHECK((::fcntl(fds[1], F_GETFL) & O_NONBLOCK) == 0);  // the descriptor's mode is left alone
+  // A reader that keeps reading gets every byte.
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[1]);
+    char buf[65536];
+    ssize_t n = 0, total = 0;
+    while ((n = ::read(fds[0], buf, sizeof buf)) > 0) total += n;
+    // What the stalled write left in the pipe comes first, then the whole second write.
+    _exit(total >= static_cast<ssize_t>(big.size()) ? 0 : 1);
+  }
+  ::close(fds[0]);
+  CHECK(output_file_detail::WriteAll(fds[1], big.data(), big.size(), 1).empty());
+  ::close(fds[1]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
 }  // namespace
 }  // namespace kvlanes
