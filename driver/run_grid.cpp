@@ -1,4 +1,4 @@
-#include "tools/run_grid.h"
+#include "driver/run_grid.h"
 
 #include <sys/stat.h>
 
@@ -22,7 +22,7 @@
 #include "traces/json_strict.h"
 #include "traces/output_file.h"
 
-namespace kvlanes::cli {
+namespace kvlanes::driver {
 
 using J = nlohmann::ordered_json;
 
@@ -551,4 +551,4 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
   return out;
 }
 
-}  // namespace kvlanes::cli
+}  // namespace kvlanes::driver

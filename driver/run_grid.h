@@ -17,7 +17,7 @@
 #include "sim/engine/replay_engine.h"
 #include "traces/trace.h"
 
-namespace kvlanes::cli {
+namespace kvlanes::driver {
 
 // One replay: a registered policy on a validated config and the trace it replays.
 struct ReplayJob {
@@ -91,4 +91,4 @@ void PrintRunsTable(FILE* out, const nlohmann::ordered_json& runs,
 // file, a different grid, a shard given twice or missing, runs missing or duplicated.
 nlohmann::ordered_json MergeSweepFiles(const std::vector<std::string>& paths);
 
-}  // namespace kvlanes::cli
+}  // namespace kvlanes::driver

@@ -13,11 +13,12 @@
 #include <utility>
 #include <vector>
 
+#include "driver/replay_inputs.h"
+#include "driver/run_grid.h"
 #include "policies/registry.h"
 #include "sim/config.h"
 #include "sim/report/report.h"
 #include "sim/report/request_table.h"
-#include "tools/run_grid.h"
 #include "traces/build_info.h"
 #include "traces/input_error.h"
 #include "traces/input_file.h"
@@ -99,15 +100,8 @@ std::vector<std::string> Paths(const py::object& trace) {
 
 Trace LoadFor(const ReplayConfig& cfg, const std::vector<std::string>& paths, bool allow_unsorted) {
   TraceOptions opt;
-  opt.page_tokens = cfg.cache.page_tokens;
-  opt.block_tokens = cfg.trace.block_tokens;
   opt.allow_unsorted = allow_unsorted;
-  std::optional<TraceFormat> fmt;
-  if (cfg.trace.format != "auto") fmt = ParseTraceFormat(cfg.trace.format);
-  Trace t = LoadTrace(paths, fmt, opt);
-  if (t.requests.empty())
-    throw InputError(t.sources.empty() ? "" : t.sources[0], 0, "", "the trace holds no requests");
-  return t;
+  return driver::LoadTraceFor(cfg, paths, opt);
 }
 
 py::object ToPython(const J& j) { return py::module_::import("json").attr("loads")(j.dump()); }
@@ -131,9 +125,9 @@ py::dict Columns(const RequestTable& t) {
 }
 
 // Run i's config; an error names the vary value as the caller wrote it (vary['key'] = value).
-ReplayConfig RunConfigOf(const ReplayConfig& base, const cli::Grid& grid, size_t i) {
+ReplayConfig RunConfigOf(const ReplayConfig& base, const driver::Grid& grid, size_t i) {
   try {
-    return cli::GridRunConfig(base, grid, i);
+    return driver::GridRunConfig(base, grid, i);
   } catch (const InputError& e) {
     std::string field = e.field();  // "--vary key=value"
     static const std::string kVary = "--vary ";
@@ -207,13 +201,13 @@ py::object Compare(const py::object& trace, const std::vector<std::string>& poli
   {
     py::gil_scoped_release release;
     const Trace t = LoadFor(base, paths, allow_unsorted);
-    std::vector<cli::ReplayJob> jobs;
+    std::vector<driver::ReplayJob> jobs;
     for (const auto& n : policies) {
       ReplayConfig cfg = base;
       cfg.policy = n;
-      jobs.push_back(cli::ReplayJob{n, cfg, &t});
+      jobs.push_back(driver::ReplayJob{n, cfg, &t});
     }
-    const auto reports = cli::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
+    const auto reports = driver::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
     doc["compare_version"] = 1;
     doc["context"] = {{"trace", JsonSafeTexts(t.sources)},
                       {"requests", t.requests.size()},
@@ -230,13 +224,13 @@ py::object Sweep(const py::object& trace, const std::vector<std::string>& polici
   if (policies.empty()) throw InputError("", 0, "policies", "name at least one policy");
   for (const auto& n : policies) CheckPolicyName(n, "policies");
   const ReplayConfig base = MakeConfig(config, std::nullopt, profile, set);
-  cli::Grid grid;
+  driver::Grid grid;
   grid.policies = policies;
   // Per axis, each value's YAML text -> the Python value given, handed back in the result (the
   // grid works on the text; the caller gets 5000 back, not "5000").
   std::vector<std::map<std::string, py::object>> given;
   for (const auto& [k, v] : vary) {
-    cli::VaryAxis a;
+    driver::VaryAxis a;
     a.key = py::str(k).cast<std::string>();
     if (py::isinstance<py::str>(v) || py::isinstance<py::dict>(v) ||
         !py::isinstance<py::iterable>(v))
@@ -258,21 +252,21 @@ py::object Sweep(const py::object& trace, const std::vector<std::string>& polici
     py::gil_scoped_release release;
     // Runs that change how the trace is read get it read their way, once per distinct way.
     std::map<std::tuple<int64_t, int64_t, std::string>, Trace> traces;
-    std::vector<cli::ReplayJob> jobs;
+    std::vector<driver::ReplayJob> jobs;
     for (size_t i = 0; i < grid.size(); ++i) {
       ReplayConfig cfg = RunConfigOf(base, grid, i);
       const auto key =
           std::make_tuple(cfg.cache.page_tokens, cfg.trace.block_tokens, cfg.trace.format);
       auto it = traces.find(key);
       if (it == traces.end()) it = traces.emplace(key, LoadFor(cfg, paths, allow_unsorted)).first;
-      jobs.push_back(cli::ReplayJob{cfg.policy, cfg, &it->second});
+      jobs.push_back(driver::ReplayJob{cfg.policy, cfg, &it->second});
     }
-    const auto reports = cli::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
+    const auto reports = driver::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
     std::vector<size_t> every(jobs.size());
     std::iota(every.begin(), every.end(), size_t{0});
-    doc = cli::SweepDoc(base, grid,
-                        jobs.empty() ? std::vector<std::string>{} : jobs[0].trace->sources, every,
-                        reports, std::nullopt);
+    doc = driver::SweepDoc(base, grid,
+                           jobs.empty() ? std::vector<std::string>{} : jobs[0].trace->sources,
+                           every, reports, std::nullopt);
   }
   py::object out = ToPython(doc);
   for (size_t a = 0; a < grid.axes.size(); ++a) {
