@@ -19,6 +19,7 @@
 #include "sim/config.h"
 #include "sim/report/report.h"
 #include "sim/report/request_table.h"
+#include "sim/yaml_input.h"
 #include "traces/build_info.h"
 #include "traces/input_error.h"
 #include "traces/input_file.h"
@@ -48,23 +49,42 @@ bool IsPath(const py::handle& p) {
   return py::isinstance<py::str>(p) || py::hasattr(p, "__fspath__");
 }
 
+// Where each key of one dict parameter was written (dotted key -> "set['cache']['cp_size']"), so
+// a key given both dotted and nested is refused as a config file refuses it, not the last one
+// winning.
+using WrittenKeys = std::map<std::string, std::string>;
+
 // {"cache": {"cp_size": 4}} and {"cache.cp_size": 4} both become cache.cp_size=4. An error names
 // the parameter and key as the caller wrote them (set['cache.cp_size']), not the command line's
-// --set.
+// --set. `written` is the path of `d` as the caller wrote it ("set['cache']"), `depth` the
+// number of dicts around `d`'s keys: nesting is bounded as in a config file (kMaxYamlDepth).
 void ApplyDict(const py::dict& d, const std::string& param, const std::string& prefix,
-               ReplayConfig& cfg) {
+               const std::string& written, int depth, WrittenKeys& seen, ReplayConfig& cfg) {
   for (const auto& [k, v] : d) {
-    const std::string key = prefix + py::str(k).cast<std::string>();
+    const std::string name = py::str(k).cast<std::string>();
+    const std::string key = prefix + name;
+    const std::string at = written + "['" + name + "']";
     if (py::isinstance<py::dict>(v) && key != "model.pools") {
-      ApplyDict(v.cast<py::dict>(), param, key + ".", cfg);
+      if (depth >= kMaxYamlDepth)
+        throw InputError("", 0, param + "['" + key + "']",
+                         "nested deeper than " + std::to_string(kMaxYamlDepth) + " levels");
+      ApplyDict(v.cast<py::dict>(), param, key + ".", at, depth + 1, seen, cfg);
       continue;
     }
+    const auto [first, fresh] = seen.emplace(key, at);
+    if (!fresh) throw InputError("", 0, at, "given twice (also as " + first->second + ")");
     try {
       ApplyConfigSetting(key + "=" + YamlValue(v), cfg);
     } catch (const InputError& e) {
       throw InputError("", 0, param + "['" + key + "']", e.message());
     }
   }
+}
+
+// A dict parameter's keys over `cfg` (ApplyDict from the top).
+void ApplyDict(const py::dict& d, const std::string& param, ReplayConfig& cfg) {
+  WrittenKeys seen;
+  ApplyDict(d, param, "", param, 1, seen, cfg);
 }
 
 // Defaults, then the config (a YAML path or a dict), then policy and profile, then `set`.
@@ -74,14 +94,14 @@ ReplayConfig MakeConfig(const py::object& config, const std::optional<std::strin
   if (IsPath(config)) {
     LoadConfigFile(PathOf(config, "config"), cfg);
   } else if (py::isinstance<py::dict>(config)) {
-    ApplyDict(config.cast<py::dict>(), "config", "", cfg);
+    ApplyDict(config.cast<py::dict>(), "config", cfg);
   } else if (!config.is_none()) {
     throw py::type_error("config: a YAML file path (str or pathlib.Path) or a dict of config keys");
   }
   if (policy) cfg.policy = *policy;
   if (!profile.is_none()) cfg.hardware.profile = PathOf(profile, "profile");
   if (py::isinstance<py::dict>(set))
-    ApplyDict(set.cast<py::dict>(), "set", "", cfg);
+    ApplyDict(set.cast<py::dict>(), "set", cfg);
   else if (!set.is_none())
     throw py::type_error("set: a dict of config keys");
   ValidateConfig(cfg);
