@@ -6,7 +6,8 @@
 #   target_link_libraries(my_kvlanes PRIVATE kvlanes::main)  # every kvlanes command, plus main
 # Targets: kvlanes::plan (the config, the plan header and reader), kvlanes::sim (the policy
 # interface sim/cache/policy.h, the engine, the replay driver sim/engine/replay_driver.h), kvlanes::policies (policies/registry.h and the shipped policies),
-# kvlanes::cli (replay setup, grids, regress), kvlanes::commands (kvlanes::cli::Main),
+# kvlanes::driver (replay inputs, grids, regress runs: what the commands and the Python module
+# share), kvlanes::cli (the replay options), kvlanes::commands (kvlanes::cli::Main),
 # kvlanes::main (main itself), and the kvlanes executable.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -14,7 +15,7 @@ include(CMakePackageConfigHelpers)
 set(KVLANES_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/kvlanes)
 set(KVLANES_EXPORTED
     kvlanes_traces kvlanes_plan kvlanes_sim kvlanes_methods kvlanes_policies kvlanes_regress kvlanes_compare kvlanes_kernels
-    kvlanes_exec kvlanes_exec_bench kvlanes_cli kvlanes_commands kvlanes_main)
+    kvlanes_exec kvlanes_exec_bench kvlanes_driver kvlanes_cli kvlanes_commands kvlanes_main)
 if(KVLANES_WITH_CUDA)
   list(APPEND KVLANES_EXPORTED kvlanes_kernels_bench)
 endif()
@@ -36,7 +37,7 @@ install(TARGETS ${KVLANES_EXPORTED} EXPORT kvlanesTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 install(TARGETS kvlanes EXPORT kvlanesTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
-install(DIRECTORY traces sim methods policies tools exec kernels
+install(DIRECTORY traces sim methods policies driver tools exec kernels
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvlanes COMPONENT dev
         FILES_MATCHING PATTERN "*.h")
 # `sweep --plot` finds its script beside the command (tools/cmd_sweep.cpp).

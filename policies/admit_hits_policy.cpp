@@ -11,11 +11,17 @@
 namespace kvlanes {
 namespace {
 
+constexpr PolicyKey kHostWriteMinHits{
+    .key = "admission.host_write_min_hits",
+    .help = "policy admit-hits: hit count at which a node may be written to host",
+    .default_integer = 2,
+    .min_integer = 1,
+    .always_listed = true};
+
 class AdmitHitsPolicy final : public ConfiguredPolicy {
  public:
   explicit AdmitHitsPolicy(const PolicyInputs& in)
-      : ConfiguredPolicy(in),
-        min_hits_(static_cast<uint64_t>(in.cfg.admission.host_write_min_hits)) {}
+      : ConfiguredPolicy(in), min_hits_(static_cast<uint64_t>(kHostWriteMinHits.Integer(in.cfg))) {}
   std::string_view Name() const override { return "admit-hits"; }
   EvictionPlan PlanEviction(const CacheView& view, const LaneDemand& demand) const override {
     return PlanCascadeEviction(view, demand, PlanScope::kLanes);
@@ -29,6 +35,8 @@ class AdmitHitsPolicy final : public ConfiguredPolicy {
 };
 
 }  // namespace
+
+std::vector<PolicyKey> AdmitHitsPolicyKeys() { return {kHostWriteMinHits}; }
 
 std::unique_ptr<CachePolicy> MakeAdmitHitsPolicy(const PolicyInputs& in) {
   return std::make_unique<AdmitHitsPolicy>(in);

@@ -28,7 +28,7 @@ std::vector<PolicyInfo>& Table() {
        "offline bound: evict the page used farthest in the future, bypass pages used later",
        &MakeOraclePolicy},
       {"admit-hits", "lanes + host writes only at hit count >= admission.host_write_min_hits",
-       &MakeAdmitHitsPolicy},
+       &MakeAdmitHitsPolicy, AdmitHitsPolicyKeys()},
       {"admit-owner",
        "lanes + refuse a host write when its owner lane holds only locked or newer pages",
        &MakeAdmitOwnerPolicy},
@@ -62,8 +62,18 @@ std::vector<PolicyInfo>& Table() {
        "NAME+bypass works)",
        [](const PolicyInputs& in) { return MakeBypassComposite("lru", in); }},
   };
+  static const bool keys_registered = [] {
+    for (const PolicyInfo& p : table)
+      for (const PolicyKey& k : p.keys) RegisterPolicyKey(k);
+    return true;
+  }();
+  (void)keys_registered;
   return table;
 }
+
+// The built-in policies' keys join the config's table before main runs, so a config file read
+// before any policy is made knows them.
+[[maybe_unused]] const bool kBuiltInPolicyKeys = (Table(), true);
 
 bool ValidPolicyName(std::string_view name) {
   if (name.empty()) return false;
@@ -90,7 +100,8 @@ void RegisterPolicy(const PolicyInfo& info) {
                  why);
     std::abort();
   }
-  Table().push_back(PolicyInfo{info.name, info.help ? info.help : "", info.make});
+  for (const PolicyKey& k : info.keys) RegisterPolicyKey(k);
+  Table().push_back(PolicyInfo{info.name, info.help ? info.help : "", info.make, info.keys});
 }
 
 std::string PolicyNames() {

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policies/policy_inputs.h"
@@ -21,6 +22,9 @@ struct PolicyInfo {
   const char* name;
   const char* help;  // one line for --help
   PolicyFactory make;
+  // The config keys the policy owns (its knobs), registered with the config (RegisterPolicyKey)
+  // when the policy is: the YAML file, --set, --help and validation find them there.
+  std::vector<PolicyKey> keys = {};
 };
 
 // The built-in table followed by the policies added with RegisterPolicy, in registration order.
@@ -33,10 +37,12 @@ const std::vector<PolicyInfo>& RegisteredPolicies();
 // strings have static storage.
 void RegisterPolicy(const PolicyInfo& info);
 // Registers a policy at static initialization: `const kvlanes::PolicyRegistrar r{"name", "help",
-// &MakeMyPolicy};` at namespace scope in a file of the executable.
+// &MakeMyPolicy};` at namespace scope in a file of the executable (with its keys as a fourth
+// argument, when it has any).
 struct PolicyRegistrar {
-  PolicyRegistrar(const char* name, const char* help, PolicyFactory make) {
-    RegisterPolicy(PolicyInfo{name, help, make});
+  PolicyRegistrar(const char* name, const char* help, PolicyFactory make,
+                  std::vector<PolicyKey> keys = {}) {
+    RegisterPolicy(PolicyInfo{name, help, make, std::move(keys)});
   }
 };
 // Besides the table, any `NAME+tinylfu` is a policy, NAME a table name that is neither a
@@ -62,6 +68,7 @@ std::unique_ptr<CachePolicy> MakeFifoPolicy(const PolicyInputs& in);
 std::unique_ptr<CachePolicy> MakeSlruPolicy(const PolicyInputs& in);
 std::unique_ptr<CachePolicy> MakeOraclePolicy(const PolicyInputs& in);
 std::unique_ptr<CachePolicy> MakeAdmitHitsPolicy(const PolicyInputs& in);
+std::vector<PolicyKey> AdmitHitsPolicyKeys();
 std::unique_ptr<CachePolicy> MakeAdmitOwnerPolicy(const PolicyInputs& in);
 std::unique_ptr<CachePolicy> MakeLaneBalancePolicy(const PolicyInputs& in);
 std::unique_ptr<CachePolicy> MakeS3FifoPolicy(const PolicyInputs& in);

@@ -13,11 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "driver/replay_inputs.h"
+#include "driver/run_grid.h"
 #include "policies/registry.h"
 #include "sim/config.h"
 #include "sim/report/report.h"
 #include "sim/report/request_table.h"
-#include "tools/run_grid.h"
+#include "sim/yaml_input.h"
 #include "traces/build_info.h"
 #include "traces/input_error.h"
 #include "traces/input_file.h"
@@ -47,23 +49,42 @@ bool IsPath(const py::handle& p) {
   return py::isinstance<py::str>(p) || py::hasattr(p, "__fspath__");
 }
 
+// Where each key of one dict parameter was written (dotted key -> "set['cache']['cp_size']"), so
+// a key given both dotted and nested is refused as a config file refuses it, not the last one
+// winning.
+using WrittenKeys = std::map<std::string, std::string>;
+
 // {"cache": {"cp_size": 4}} and {"cache.cp_size": 4} both become cache.cp_size=4. An error names
 // the parameter and key as the caller wrote them (set['cache.cp_size']), not the command line's
-// --set.
+// --set. `written` is the path of `d` as the caller wrote it ("set['cache']"), `depth` the
+// number of dicts around `d`'s keys: nesting is bounded as in a config file (kMaxYamlDepth).
 void ApplyDict(const py::dict& d, const std::string& param, const std::string& prefix,
-               ReplayConfig& cfg) {
+               const std::string& written, int depth, WrittenKeys& seen, ReplayConfig& cfg) {
   for (const auto& [k, v] : d) {
-    const std::string key = prefix + py::str(k).cast<std::string>();
+    const std::string name = py::str(k).cast<std::string>();
+    const std::string key = prefix + name;
+    const std::string at = written + "['" + name + "']";
     if (py::isinstance<py::dict>(v) && key != "model.pools") {
-      ApplyDict(v.cast<py::dict>(), param, key + ".", cfg);
+      if (depth >= kMaxYamlDepth)
+        throw InputError("", 0, param + "['" + key + "']",
+                         "nested deeper than " + std::to_string(kMaxYamlDepth) + " levels");
+      ApplyDict(v.cast<py::dict>(), param, key + ".", at, depth + 1, seen, cfg);
       continue;
     }
+    const auto [first, fresh] = seen.emplace(key, at);
+    if (!fresh) throw InputError("", 0, at, "given twice (also as " + first->second + ")");
     try {
       ApplyConfigSetting(key + "=" + YamlValue(v), cfg);
     } catch (const InputError& e) {
       throw InputError("", 0, param + "['" + key + "']", e.message());
     }
   }
+}
+
+// A dict parameter's keys over `cfg` (ApplyDict from the top).
+void ApplyDict(const py::dict& d, const std::string& param, ReplayConfig& cfg) {
+  WrittenKeys seen;
+  ApplyDict(d, param, "", param, 1, seen, cfg);
 }
 
 // Defaults, then the config (a YAML path or a dict), then policy and profile, then `set`.
@@ -73,14 +94,14 @@ ReplayConfig MakeConfig(const py::object& config, const std::optional<std::strin
   if (IsPath(config)) {
     LoadConfigFile(PathOf(config, "config"), cfg);
   } else if (py::isinstance<py::dict>(config)) {
-    ApplyDict(config.cast<py::dict>(), "config", "", cfg);
+    ApplyDict(config.cast<py::dict>(), "config", cfg);
   } else if (!config.is_none()) {
     throw py::type_error("config: a YAML file path (str or pathlib.Path) or a dict of config keys");
   }
   if (policy) cfg.policy = *policy;
   if (!profile.is_none()) cfg.hardware.profile = PathOf(profile, "profile");
   if (py::isinstance<py::dict>(set))
-    ApplyDict(set.cast<py::dict>(), "set", "", cfg);
+    ApplyDict(set.cast<py::dict>(), "set", cfg);
   else if (!set.is_none())
     throw py::type_error("set: a dict of config keys");
   ValidateConfig(cfg);
@@ -99,15 +120,8 @@ std::vector<std::string> Paths(const py::object& trace) {
 
 Trace LoadFor(const ReplayConfig& cfg, const std::vector<std::string>& paths, bool allow_unsorted) {
   TraceOptions opt;
-  opt.page_tokens = cfg.cache.page_tokens;
-  opt.block_tokens = cfg.trace.block_tokens;
   opt.allow_unsorted = allow_unsorted;
-  std::optional<TraceFormat> fmt;
-  if (cfg.trace.format != "auto") fmt = ParseTraceFormat(cfg.trace.format);
-  Trace t = LoadTrace(paths, fmt, opt);
-  if (t.requests.empty())
-    throw InputError(t.sources.empty() ? "" : t.sources[0], 0, "", "the trace holds no requests");
-  return t;
+  return driver::LoadTraceFor(cfg, paths, opt);
 }
 
 py::object ToPython(const J& j) { return py::module_::import("json").attr("loads")(j.dump()); }
@@ -131,9 +145,9 @@ py::dict Columns(const RequestTable& t) {
 }
 
 // Run i's config; an error names the vary value as the caller wrote it (vary['key'] = value).
-ReplayConfig RunConfigOf(const ReplayConfig& base, const cli::Grid& grid, size_t i) {
+ReplayConfig RunConfigOf(const ReplayConfig& base, const driver::Grid& grid, size_t i) {
   try {
-    return cli::GridRunConfig(base, grid, i);
+    return driver::GridRunConfig(base, grid, i);
   } catch (const InputError& e) {
     std::string field = e.field();  // "--vary key=value"
     static const std::string kVary = "--vary ";
@@ -207,13 +221,13 @@ py::object Compare(const py::object& trace, const std::vector<std::string>& poli
   {
     py::gil_scoped_release release;
     const Trace t = LoadFor(base, paths, allow_unsorted);
-    std::vector<cli::ReplayJob> jobs;
+    std::vector<driver::ReplayJob> jobs;
     for (const auto& n : policies) {
       ReplayConfig cfg = base;
       cfg.policy = n;
-      jobs.push_back(cli::ReplayJob{n, cfg, &t});
+      jobs.push_back(driver::ReplayJob{n, cfg, &t});
     }
-    const auto reports = cli::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
+    const auto reports = driver::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
     doc["compare_version"] = 1;
     doc["context"] = {{"trace", JsonSafeTexts(t.sources)},
                       {"requests", t.requests.size()},
@@ -230,13 +244,13 @@ py::object Sweep(const py::object& trace, const std::vector<std::string>& polici
   if (policies.empty()) throw InputError("", 0, "policies", "name at least one policy");
   for (const auto& n : policies) CheckPolicyName(n, "policies");
   const ReplayConfig base = MakeConfig(config, std::nullopt, profile, set);
-  cli::Grid grid;
+  driver::Grid grid;
   grid.policies = policies;
   // Per axis, each value's YAML text -> the Python value given, handed back in the result (the
   // grid works on the text; the caller gets 5000 back, not "5000").
   std::vector<std::map<std::string, py::object>> given;
   for (const auto& [k, v] : vary) {
-    cli::VaryAxis a;
+    driver::VaryAxis a;
     a.key = py::str(k).cast<std::string>();
     if (py::isinstance<py::str>(v) || py::isinstance<py::dict>(v) ||
         !py::isinstance<py::iterable>(v))
@@ -245,6 +259,10 @@ py::object Sweep(const py::object& trace, const std::vector<std::string>& polici
                            py::repr(v).cast<std::string>() + "])");
     given.emplace_back();
     for (const auto& x : v) {
+      if (a.values.size() == driver::kMaxSweepRuns)  // an endless or huge iterable: stop reading
+        throw InputError("", 0, "vary['" + a.key + "']",
+                         "more than " + std::to_string(driver::kMaxSweepRuns) +
+                             " values (kMaxSweepRuns, the most runs of a sweep grid)");
       a.values.push_back(YamlValue(x));
       given.back().emplace(a.values.back(), py::reinterpret_borrow<py::object>(x));
     }
@@ -252,27 +270,28 @@ py::object Sweep(const py::object& trace, const std::vector<std::string>& polici
       throw InputError("", 0, "vary['" + a.key + "']", "give at least one value");
     grid.axes.push_back(std::move(a));
   }
+  driver::CheckGridSize(grid, "vary");
   const std::vector<std::string> paths = Paths(trace);
   J doc;
   {
     py::gil_scoped_release release;
     // Runs that change how the trace is read get it read their way, once per distinct way.
     std::map<std::tuple<int64_t, int64_t, std::string>, Trace> traces;
-    std::vector<cli::ReplayJob> jobs;
+    std::vector<driver::ReplayJob> jobs;
     for (size_t i = 0; i < grid.size(); ++i) {
       ReplayConfig cfg = RunConfigOf(base, grid, i);
       const auto key =
           std::make_tuple(cfg.cache.page_tokens, cfg.trace.block_tokens, cfg.trace.format);
       auto it = traces.find(key);
       if (it == traces.end()) it = traces.emplace(key, LoadFor(cfg, paths, allow_unsorted)).first;
-      jobs.push_back(cli::ReplayJob{cfg.policy, cfg, &it->second});
+      jobs.push_back(driver::ReplayJob{cfg.policy, cfg, &it->second});
     }
-    const auto reports = cli::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
+    const auto reports = driver::RunReplayJobs(jobs, Threads(threads, jobs.size()), {});
     std::vector<size_t> every(jobs.size());
     std::iota(every.begin(), every.end(), size_t{0});
-    doc = cli::SweepDoc(base, grid,
-                        jobs.empty() ? std::vector<std::string>{} : jobs[0].trace->sources, every,
-                        reports, std::nullopt);
+    doc = driver::SweepDoc(base, grid,
+                           jobs.empty() ? std::vector<std::string>{} : jobs[0].trace->sources,
+                           every, reports, std::nullopt);
   }
   py::object out = ToPython(doc);
   for (size_t a = 0; a < grid.axes.size(); ++a) {

@@ -2,9 +2,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -155,6 +159,8 @@ struct KeySpec {
   // that outputs written before the key existed stay byte-identical (the capacities in tokens
   // or bytes, resolved into pages, are null = not given by default).
   bool listed_when_set = false;
+  // Owned by a policy (RegisterPolicyKey), not the engine.
+  bool policy_owned = false;
 };
 
 #define KV_INT_KEY(path, field, help_text)                                                   \
@@ -262,8 +268,9 @@ KeySpec ListedWhenSet(KeySpec k) {
   return k;
 }
 
-const std::vector<KeySpec>& BaseKeys() {
-  static const std::vector<KeySpec> keys = {
+// The policy and cache keys.
+std::vector<KeySpec> CacheKeys() {
+  return {
       KeySpec{
           "policy", "cache policy by name (kvlanes replay --help lists them)",
           [](ReplayConfig& c, const YAML::Node& n, const Where& w) { c.policy = AsString(n, w); },
@@ -306,6 +313,12 @@ const std::vector<KeySpec>& BaseKeys() {
           "placement interleave: 0 deals whole pages; k > 0 interleaves KV by runs of k tokens "
           "over the ranks (decode CP; must divide cache.page_tokens), the cache unit becomes "
           "page_tokens x cp_size and the prefix is merged, not gathered (partial_merge)")),
+  };
+}
+
+// The trace, model, gather, backup and hardware keys.
+std::vector<KeySpec> InputAndMethodKeys() {
+  return {
       KeySpec{"trace.format", "trace format",
               [](ReplayConfig& c, const YAML::Node& n, const Where& w) {
                 std::string v = AsString(n, w);
@@ -362,9 +375,12 @@ const std::vector<KeySpec>& BaseKeys() {
                 c.hardware.profile = v;
               },
               [](const ReplayConfig& c) { return nlohmann::ordered_json(c.hardware.profile); }},
-      KV_INT_KEY("admission.host_write_min_hits", admission.host_write_min_hits,
-                 "policy admit-hits: hit count at which a node may be written to host"),
-      // Serving mode (docs/serving.md); listed in outputs only when serving.mode is serving.
+  };
+}
+
+// The serving keys (docs/serving.md); listed in outputs only when serving.mode is serving.
+std::vector<KeySpec> ServingKeys() {
+  return {
       KV_SERVING_KEY(KV_NAMED_KEY("serving.mode", serving.mode,
                                   "sequential (requests one at a time, the reference semantics) | "
                                   "serving (queue, batched prefill, replicas, router)",
@@ -403,6 +419,13 @@ const std::vector<KeySpec>& BaseKeys() {
                                    "request rate)",
                                    0, true)),
   };
+}
+
+// The engine's keys in table order (the model shape keys are added after model.pools).
+std::vector<KeySpec> BaseKeys() {
+  std::vector<KeySpec> keys = CacheKeys();
+  for (auto part : {InputAndMethodKeys(), ServingKeys()})
+    keys.insert(keys.end(), part.begin(), part.end());
   return keys;
 }
 
@@ -448,8 +471,10 @@ std::vector<KeySpec> ModelShapeKeys() {
   return k;
 }
 
-const std::vector<KeySpec>& Keys() {
-  static const std::vector<KeySpec> keys = [] {
+// The table: the engine's keys with the model shape keys after model.pools, and the policies'
+// keys (RegisterPolicyKey) before serving.mode.
+std::vector<KeySpec>& MutableKeys() {
+  static std::vector<KeySpec> keys = [] {
     std::vector<KeySpec> all = BaseKeys();
     auto at = all.begin();
     while (at != all.end() && std::string_view(at->key) != "model.pools") ++at;
@@ -459,6 +484,53 @@ const std::vector<KeySpec>& Keys() {
     return all;
   }();
   return keys;
+}
+
+const std::vector<KeySpec>& Keys() { return MutableKeys(); }
+
+// The registered policy keys, in registration order (ValidateConfig checks their ranges).
+std::vector<PolicyKey>& PolicyKeys() {
+  static std::vector<PolicyKey> keys;
+  return keys;
+}
+
+KeySpec PolicyKeySpec(const PolicyKey& p) {
+  KeySpec k{p.key, p.help,
+            [p](ReplayConfig& c, const YAML::Node& n, const Where& w) {
+              if (p.type == PolicyKey::Type::kInteger) {
+                c.policy_keys[p.key] = AsInt(n, w);
+                return;
+              }
+              const std::string v = AsString(n, w);
+              if (std::find(p.names.begin(), p.names.end(), v) == p.names.end())
+                ThrowUnknownName("value", v, p.names, w.key, w.file, w.line);
+              c.policy_keys[p.key] = v;
+            },
+            [p](const ReplayConfig& c) {
+              return p.type == PolicyKey::Type::kInteger ? nlohmann::ordered_json(p.Integer(c))
+                                                         : nlohmann::ordered_json(p.Name(c));
+            }};
+  k.listed_when_set = !p.always_listed;
+  k.policy_owned = true;
+  return k;
+}
+
+// Each integer policy key within its range, located where it was set.
+void ValidatePolicyKeys(const ReplayConfig& c) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (const PolicyKey& k : PolicyKeys()) {
+    if (k.type != PolicyKey::Type::kInteger) continue;
+    const int64_t v = k.Integer(c);
+    if (v >= k.min_integer && v <= k.max_integer) continue;
+    const std::string lo = std::to_string(k.min_integer), hi = std::to_string(k.max_integer);
+    const std::string msg = k.max_integer == kMax   ? "must be >= " + lo
+                            : k.min_integer == kMin ? "must be <= " + hi
+                                                    : "must be in " + lo + ".." + hi;
+    const auto it = c.origins.find(k.key);
+    if (it == c.origins.end()) throw InputError("", 0, k.key, msg);
+    throw InputError(it->second.file, it->second.line, it->second.field, msg);
+  }
 }
 
 const KeySpec* FindKey(const std::string& key) {
@@ -583,6 +655,31 @@ void CheckCapacityUnits(const ReplayConfig& c, const std::string& file) {
 
 }  // namespace
 
+int64_t PolicyKey::Integer(const ReplayConfig& c) const {
+  const auto it = c.policy_keys.find(key);
+  return it == c.policy_keys.end() ? default_integer : std::get<int64_t>(it->second);
+}
+
+std::string PolicyKey::Name(const ReplayConfig& c) const {
+  const auto it = c.policy_keys.find(key);
+  return it == c.policy_keys.end() ? default_name : std::get<std::string>(it->second);
+}
+
+void RegisterPolicyKey(const PolicyKey& key) {
+  std::vector<KeySpec>& keys = MutableKeys();
+  for (const KeySpec& k : keys) {
+    if (std::string_view(k.key) != key.key) continue;
+    if (k.policy_owned) return;  // read by more than one policy
+    std::fprintf(stderr, "kvlanes: cannot register policy key '%s': the engine has that key\n",
+                 key.key);
+    std::abort();
+  }
+  auto at = keys.begin();
+  while (at != keys.end() && std::string_view(at->key) != "serving.mode") ++at;
+  keys.insert(at, PolicyKeySpec(key));
+  PolicyKeys().push_back(key);
+}
+
 void LoadConfigFile(const std::string& path, ReplayConfig& cfg) {
   const YAML::Node root = LoadYamlFile(path, "config file");
   if (root.IsNull()) return;
@@ -675,7 +772,7 @@ void ValidateConfig(const ReplayConfig& c) {
   need(c.cache.load_back_min_tokens >= 0, "cache.load_back_min_tokens", "must be >= 0");
   need(c.trace.block_tokens >= 0, "trace.block_tokens", "must be >= 0");
   need(c.model.layers > 0, "model.layers", "must be > 0");
-  need(c.admission.host_write_min_hits >= 1, "admission.host_write_min_hits", "must be >= 1");
+  ValidatePolicyKeys(c);
   need(!c.model.pools.empty(), "model.pools", "needs at least one pool");
   ValidateModelShape(c.model.shape, c.model.layers);
   need(c.hardware.profile.empty() ? c.gather.method != "cost" : true, "gather.method",

@@ -1,12 +1,17 @@
-// Replay configuration: one struct per component with its defaults; keys, help text and
-// validation live in one table (config.cpp). The YAML file, `--set key=value`, the JSON report
-// and the docs all use the same dotted key names. Unknown keys are errors listing valid ones.
+// Replay configuration: one struct per engine component with its defaults; keys, help text and
+// validation live in one table (config.cpp), which the policies' own keys (PolicyKey) join. The
+// YAML file, `--set key=value`, the JSON report and the docs all use the same dotted key names.
+// Unknown keys are errors listing valid ones.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "sim/checked_math.h"
@@ -146,12 +151,6 @@ struct HardwareConfig {
   std::string profile;
 };
 
-// Parameters of the admission policies (policies/admit_hits_policy.cpp); other policies ignore
-// them.
-struct AdmissionConfig {
-  int64_t host_write_min_hits = 2;  // admit-hits: back a node up once its hit count reaches this
-};
-
 // serving.mode: requests one at a time in trace order (the reference semantics), or an
 // event-driven engine with a queue, batched and chunked prefill and replicas (docs/serving.md).
 enum class ServingMode { kSequential, kServing };
@@ -186,6 +185,34 @@ struct ServingConfig {
   bool Enabled() const { return mode == "serving"; }
 };
 
+struct ReplayConfig;
+
+// A config key that a policy owns (its knob): the policy registers it with the policy registry
+// (policies/registry.h), which hands it to RegisterPolicyKey; the YAML file, --set, --help,
+// ValidateConfig and the report then find it beside the engine's keys. The engine never reads it.
+struct PolicyKey {
+  enum class Type { kInteger, kName };
+  const char* key;   // dotted, in a section of its own ("admission.host_write_min_hits")
+  const char* help;  // one line for --help, naming the policies that read it
+  Type type = Type::kInteger;
+  // kInteger: the default and the range ValidateConfig holds it to.
+  int64_t default_integer = 0;
+  int64_t min_integer = std::numeric_limits<int64_t>::min();
+  int64_t max_integer = std::numeric_limits<int64_t>::max();
+  // kName: the default and the valid values (an unknown one is refused where it is read; the
+  // names have static storage).
+  const char* default_name = "";
+  std::span<const std::string_view> names = {};
+  // Listed in reports and plan headers at its default too (keys that outputs have always
+  // carried). Off, a key is listed only when set, so registering a policy with a new key
+  // changes no other run's output or config hash.
+  bool always_listed = false;
+
+  // The value in `c`: the one set, else the default. REQUIRES: the type matches.
+  int64_t Integer(const ReplayConfig& c) const;
+  std::string Name(const ReplayConfig& c) const;
+};
+
 // Where a key's value came from, so a range error found later names the file and line.
 struct ConfigOrigin {
   std::string file;  // "" for --set
@@ -201,12 +228,21 @@ struct ReplayConfig {
   GatherConfig gather;
   BackupConfig backup;
   HardwareConfig hardware;
-  AdmissionConfig admission;
   ServingConfig serving;
+  // The values of the keys policies own (PolicyKey), by key; a key left at its default is absent.
+  std::map<std::string, std::variant<int64_t, std::string>> policy_keys;
   // Key -> where it was last set (keys left at their defaults are absent). Not configuration:
   // only error messages read it.
   std::map<std::string, ConfigOrigin> origins;
 };
+
+// Adds a policy's key to the config's table, after the engine's hardware keys and the policy
+// keys registered before it (so the table order, which reports and help follow, is fixed by the
+// registration order). Registering a key of the same name again keeps the first (two policies
+// may read one knob). REQUIRES: called before any config is read (policies/registry.cpp does it
+// at static initialization); `key` is not an engine key (aborts otherwise); the strings have
+// static storage.
+void RegisterPolicyKey(const PolicyKey& key);
 
 // Loads a YAML file over the defaults. Throws InputError naming file, line and key.
 void LoadConfigFile(const std::string& path, ReplayConfig& cfg);

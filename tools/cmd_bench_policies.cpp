@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "driver/run_grid.h"
 #include "policies/registry.h"
 #include "sim/config.h"
 #include "sim/engine/replay_engine.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
-#include "tools/run_grid.h"
 #include "tools/scaled_trace.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
@@ -60,7 +60,7 @@ Replayed ReplayOnce(const std::string& policy_name, const ReplayConfig& cfg, con
 std::vector<std::string> TimedPolicies(const po::variables_map& vm) {
   std::vector<std::string> names{"lru"};
   if (vm.count("policies")) {
-    for (const std::string& n : SplitList(vm["policies"].as<std::string>(), "--policies")) {
+    for (const std::string& n : driver::SplitList(vm["policies"].as<std::string>(), "--policies")) {
       CheckPolicyName(n, "--policies");
       if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
     }

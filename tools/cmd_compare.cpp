@@ -5,12 +5,12 @@
 #include <iostream>
 #include <thread>
 
+#include "driver/run_grid.h"
 #include "policies/registry.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/config_help.h"
 #include "tools/replay_setup.h"
-#include "tools/run_grid.h"
 #include "tools/run_progress.h"
 #include "traces/input_error.h"
 #include "traces/input_file.h"
@@ -67,14 +67,14 @@ int CmdCompare(int argc, const char* const* argv) {
     if (!vm.count("policies"))
       throw InputError("", 0, "--policies", "required (e.g. --policies lru,lfu,oracle)");
     const std::vector<std::string> names =
-        SplitList(vm["policies"].as<std::string>(), "--policies");
+        driver::SplitList(vm["policies"].as<std::string>(), "--policies");
     for (const auto& n : names) CheckPolicyName(n, "--policies");
     const ReplayInputs in = LoadReplayInputs(vm);
-    std::vector<ReplayJob> jobs;
+    std::vector<driver::ReplayJob> jobs;
     for (const auto& n : names) {
       ReplayConfig cfg = in.config;
       cfg.policy = n;
-      jobs.push_back(ReplayJob{n, cfg, &in.trace});
+      jobs.push_back(driver::ReplayJob{n, cfg, &in.trace});
     }
     const int threads = vm.count("jobs") ? vm["jobs"].as<int>()
                                          : static_cast<int>(std::thread::hardware_concurrency());
@@ -84,7 +84,7 @@ int CmdCompare(int argc, const char* const* argv) {
     if (!warning.empty()) std::fprintf(stderr, "%s: %s\n", argv[0], warning.c_str());
     RunProgress progress("compare", jobs.size(), !quiet);
     const auto reports =
-        RunReplayJobs(jobs, threads, [&](size_t i, const nlohmann::ordered_json& r) {
+        driver::RunReplayJobs(jobs, threads, [&](size_t i, const nlohmann::ordered_json& r) {
           char ratio[64];
           std::snprintf(ratio, sizeof ratio, " done, token hit ratio %.4f",
                         r["token_hit_ratio"].get<double>());
@@ -98,7 +98,7 @@ int CmdCompare(int argc, const char* const* argv) {
     out["runs"] = nlohmann::ordered_json::array();
     for (const auto& r : reports) out["runs"].push_back(r);
     if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), out.dump(2) + "\n");
-    if (vm.count("csv")) WriteRunsCsv(vm["csv"].as<std::string>(), out["runs"], {});
+    if (vm.count("csv")) driver::WriteRunsCsv(vm["csv"].as<std::string>(), out["runs"], {});
     if (!quiet) {
       FILE* console = SummaryStream(vm, {"json", "csv"});
       std::fprintf(
@@ -108,7 +108,7 @@ int CmdCompare(int argc, const char* const* argv) {
           static_cast<long long>(in.config.cache.device_pages_per_lane),
           static_cast<long long>(in.config.cache.host_pages_per_lane),
           static_cast<long long>(in.config.cache.page_tokens));
-      PrintRunsTable(console, out["runs"], {});
+      driver::PrintRunsTable(console, out["runs"], {});
     }
     return 0;
   } catch (const InputError& e) {

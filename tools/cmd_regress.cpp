@@ -6,13 +6,13 @@
 #include <set>
 #include <thread>
 
+#include "driver/regress_run.h"
+#include "driver/run_grid.h"
 #include "policies/registry.h"
 #include "sim/regress/conformance.h"
 #include "sim/regress/golden.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "tools/regress_run.h"
-#include "tools/run_grid.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
 
@@ -75,7 +75,7 @@ int Threads(const po::variables_map& vm) {
 // The golden leaves of every run of the suite.
 std::vector<Json> RunLeaves(const regress::Suite& suite, const std::vector<regress::SuiteRun>& runs,
                             int threads) {
-  const std::vector<Json> reports = RunSuite(suite, threads, false, nullptr);
+  const std::vector<Json> reports = driver::RunSuite(suite, threads, false, nullptr);
   std::vector<Json> leaves;
   for (size_t i = 0; i < runs.size(); ++i)
     leaves.push_back(regress::EntryLeaves(suite.cases[runs[i].case_index], reports[i]));
@@ -98,7 +98,7 @@ int CmdRegRecord(int argc, const char* const* argv) {
     if (!vm.count("out")) throw InputError("", 0, "--out", "required: the golden file to write");
     CheckOutputOptions(vm, {"out"}, {"suite"});
     const regress::Suite suite =
-        regress::LoadSuite(vm["suite"].as<std::string>(), RegistryCatalog());
+        regress::LoadSuite(vm["suite"].as<std::string>(), driver::RegistryCatalog());
     const int threads = Threads(vm);
     const auto runs = regress::SuiteRuns(suite);
     const auto leaves = RunLeaves(suite, runs, threads);
@@ -140,7 +140,7 @@ int CmdRegCheck(int argc, const char* const* argv) {
     CheckOutputOptions(vm, {"junit"}, {"suite", "golden"});
     if (vm["update"].as<bool>()) CheckOutputOptions(vm, {"golden"}, {"suite"});
     const regress::Suite suite =
-        regress::LoadSuite(vm["suite"].as<std::string>(), RegistryCatalog());
+        regress::LoadSuite(vm["suite"].as<std::string>(), driver::RegistryCatalog());
     const std::string golden_path = vm["golden"].as<std::string>();
     const regress::Golden golden = regress::LoadGolden(golden_path);
     const int threads = Threads(vm);
@@ -210,9 +210,10 @@ int CmdRegConform(int argc, const char* const* argv) {
       rc >= 0)
     return rc;
   try {
-    regress::Suite suite = regress::LoadSuite(vm["suite"].as<std::string>(), RegistryCatalog());
+    regress::Suite suite =
+        regress::LoadSuite(vm["suite"].as<std::string>(), driver::RegistryCatalog());
     if (vm.count("policies")) {
-      const auto names = SplitList(vm["policies"].as<std::string>(), "--policies");
+      const auto names = driver::SplitList(vm["policies"].as<std::string>(), "--policies");
       for (const auto& n : names) CheckPolicyName(n, "--policies");
       for (auto& c : suite.cases) c.policies = names;
     }
@@ -222,8 +223,8 @@ int CmdRegConform(int argc, const char* const* argv) {
     // invariant), once without: the reports must be byte-identical (determinism; the check
     // must not change a decision).
     std::vector<size_t> requests;
-    const auto checked = RunSuite(suite, threads, true, nullptr, &requests);
-    const auto plain = RunSuite(suite, threads, false, nullptr);
+    const auto checked = driver::RunSuite(suite, threads, true, nullptr, &requests);
+    const auto plain = driver::RunSuite(suite, threads, false, nullptr);
     size_t failed = 0;
     for (size_t i = 0; i < runs.size(); ++i) {
       const auto& c = suite.cases[runs[i].case_index];

@@ -122,9 +122,8 @@ void PrintSummary(FILE* out, const nlohmann::ordered_json& r) {
                  static_cast<long long>(l["host_peak_pages"].get<int64_t>()));
 }
 
-}  // namespace
-
-int CmdReplay(int argc, const char* const* argv) {
+// The options of `kvlanes replay`: the replay options, then the outputs and switches.
+po::options_description ReplayCommandOptions() {
   po::options_description desc("options");
   AddReplayOptions(desc);
   desc.add_options()("json", po::value<std::string>(), "write the JSON report to this file")(
@@ -144,6 +143,13 @@ int CmdReplay(int argc, const char* const* argv) {
       "warmup-s", po::value<double>(),
       "serving mode: leave requests arriving in the first SECONDS out of the serving metrics "
       "(the same as --set serving.warmup_s=SECONDS)")("help,h", "this help");
+  return desc;
+}
+
+}  // namespace
+
+int CmdReplay(int argc, const char* const* argv) {
+  const po::options_description desc = ReplayCommandOptions();
   po::positional_options_description pos;
   pos.add("trace", -1);
   po::variables_map vm;

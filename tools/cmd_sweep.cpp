@@ -15,12 +15,12 @@
 #include <thread>
 #include <tuple>
 
+#include "driver/run_grid.h"
 #include "policies/registry.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/config_help.h"
 #include "tools/replay_setup.h"
-#include "tools/run_grid.h"
 #include "tools/run_progress.h"
 #include "traces/input_error.h"
 #include "traces/input_file.h"
@@ -82,8 +82,8 @@ void Plot(const std::string& sweep_json, const std::string& plot) {
 
 // One warning on stderr for the runs whose host tier is smaller than their device tier
 // (HostTierWarning), naming the first of them: a capacity sweep's curve goes flat there.
-void WarnSmallHostTier(const std::vector<ReplayJob>& jobs, const std::vector<size_t>& mine,
-                       const Grid& grid) {
+void WarnSmallHostTier(const std::vector<driver::ReplayJob>& jobs, const std::vector<size_t>& mine,
+                       const driver::Grid& grid) {
   size_t count = 0;
   std::string first;
   std::string warning;
@@ -117,30 +117,11 @@ void CheckPlotName(const po::variables_map& vm) {
                      ".tif, .webp, .ps, .pgf, .raw, .rgba, .svgz");
 }
 
-// The most runs one sweep grid may hold (every shard builds and checks every run's config before
-// running its own): a product of --vary lists beyond it is refused before any work instead of
-// running for days (or wrapping the count).
-constexpr size_t kMaxSweepRuns = size_t{1} << 20;
-
-void CheckGridSize(const Grid& grid) {
-  size_t runs = std::max<size_t>(1, grid.policies.size());
-  std::string factors = std::to_string(grid.policies.size()) + " policies";
-  for (const VaryAxis& a : grid.axes) {
-    const size_t n = a.values.size();
-    factors += " x " + std::to_string(n) + " (" + a.key + ")";
-    runs = n == 0 || runs > kMaxSweepRuns / n ? kMaxSweepRuns + 1 : runs * n;
-  }
-  if (runs > kMaxSweepRuns)
-    throw InputError("", 0, "--vary",
-                     "the grid holds more than " + std::to_string(kMaxSweepRuns) +
-                         " runs (kMaxSweepRuns): " + factors);
-}
-
 // Writes the outputs shared by sweep and sweep merge.
 void WriteOutputs(const J& doc, const po::variables_map& vm, bool quiet) {
   const std::vector<std::string> keys = VaryKeys(doc["grid"]);
   if (vm.count("json")) WriteFileAtomically(vm["json"].as<std::string>(), doc.dump(2) + "\n");
-  if (vm.count("csv")) WriteRunsCsv(vm["csv"].as<std::string>(), doc["runs"], keys);
+  if (vm.count("csv")) driver::WriteRunsCsv(vm["csv"].as<std::string>(), doc["runs"], keys);
   if (vm.count("plot")) {
     std::string src;
     std::string tmp;
@@ -162,7 +143,7 @@ void WriteOutputs(const J& doc, const po::variables_map& vm, bool quiet) {
     }
     if (!tmp.empty()) std::remove(tmp.c_str());
   }
-  if (!quiet) PrintRunsTable(SummaryStream(vm, {"json", "csv"}), doc["runs"], keys);
+  if (!quiet) driver::PrintRunsTable(SummaryStream(vm, {"json", "csv"}), doc["runs"], keys);
 }
 
 void AddOutputOptions(po::options_description& desc) {
@@ -245,20 +226,20 @@ int CmdSweep(int argc, const char* const* argv) {
     if (vm.count("policy"))
       throw InputError("", 0, "--policy", "sweep takes --policies a,b,c (comma-separated)");
     ReplayInputs in = LoadReplayInputs(vm);
-    Grid grid;
-    grid.policies = SplitList(
+    driver::Grid grid;
+    grid.policies = driver::SplitList(
         vm.count("policies") ? vm["policies"].as<std::string>() : in.config.policy, "--policies");
     for (const auto& p : grid.policies) CheckPolicyName(p, "--policies");
     if (vm.count("vary")) {
       for (const auto& v : vm["vary"].as<std::vector<std::string>>()) {
-        VaryAxis a = ParseVary(v);
+        driver::VaryAxis a = driver::ParseVary(v);
         for (const auto& b : grid.axes)
           if (b.key == a.key) throw InputError("", 0, "--vary " + a.key, "given twice");
         grid.axes.push_back(std::move(a));
       }
     }
-    CheckGridSize(grid);
-    auto [shard, shards] = vm.count("shard") ? ParseShard(vm["shard"].as<std::string>())
+    driver::CheckGridSize(grid, "--vary");
+    auto [shard, shards] = vm.count("shard") ? driver::ParseShard(vm["shard"].as<std::string>())
                                              : std::pair<size_t, size_t>{0, 1};
     const int threads = vm.count("jobs") ? vm["jobs"].as<int>()
                                          : static_cast<int>(std::thread::hardware_concurrency());
@@ -268,20 +249,20 @@ int CmdSweep(int argc, const char* const* argv) {
     // at once. Runs that change how the trace is read (page or block size, format) get the
     // trace read their way, once per distinct way.
     std::vector<size_t> mine;
-    std::vector<ReplayJob> jobs;
+    std::vector<driver::ReplayJob> jobs;
     std::map<std::tuple<int64_t, int64_t, std::string>, Trace> traces;
     traces.emplace(std::make_tuple(in.config.cache.page_tokens, in.config.trace.block_tokens,
                                    in.config.trace.format),
                    std::move(in.trace));
     for (size_t i = 0; i < grid.size(); ++i) {
-      ReplayConfig cfg = GridRunConfig(in.config, grid, i);
+      ReplayConfig cfg = driver::GridRunConfig(in.config, grid, i);
       if (i % shards != shard) continue;
       const auto key =
           std::make_tuple(cfg.cache.page_tokens, cfg.trace.block_tokens, cfg.trace.format);
       auto it = traces.find(key);
       if (it == traces.end()) it = traces.emplace(key, LoadTraceFor(cfg, vm)).first;
       mine.push_back(i);
-      jobs.push_back(ReplayJob{cfg.policy, cfg, &it->second});
+      jobs.push_back(driver::ReplayJob{cfg.policy, cfg, &it->second});
     }
     const bool quiet = vm["quiet"].as<bool>();
     if (!quiet)
@@ -293,7 +274,7 @@ int CmdSweep(int argc, const char* const* argv) {
                    std::min<int>(threads, static_cast<int>(std::max<size_t>(1, jobs.size()))));
     WarnSmallHostTier(jobs, mine, grid);
     RunProgress progress("sweep", jobs.size(), !quiet);
-    const auto reports = RunReplayJobs(jobs, threads, [&](size_t j, const J& r) {
+    const auto reports = driver::RunReplayJobs(jobs, threads, [&](size_t j, const J& r) {
       std::string what = jobs[j].policy;
       for (const auto& [k, v] : grid.Run(mine[j]).second) what += " " + k + "=" + v;
       char ratio[64];
@@ -302,8 +283,8 @@ int CmdSweep(int argc, const char* const* argv) {
       progress.Done(what + ratio);
     });
 
-    const J doc = SweepDoc(in.config, grid, traces.begin()->second.sources, mine, reports,
-                           std::make_pair(shard, shards));
+    const J doc = driver::SweepDoc(in.config, grid, traces.begin()->second.sources, mine, reports,
+                                   std::make_pair(shard, shards));
     WriteOutputs(doc, vm, quiet);
     return 0;
   } catch (const InputError& e) {
@@ -333,8 +314,9 @@ int CmdSweepMerge(int argc, const char* const* argv) {
   try {
     CheckOutputOptions(vm, {"json", "csv", "plot"}, {"shards"});
     CheckPlotName(vm);
-    const J doc = MergeSweepFiles(vm.count("shards") ? vm["shards"].as<std::vector<std::string>>()
-                                                     : std::vector<std::string>{});
+    const J doc =
+        driver::MergeSweepFiles(vm.count("shards") ? vm["shards"].as<std::vector<std::string>>()
+                                                   : std::vector<std::string>{});
     WriteOutputs(doc, vm, vm["quiet"].as<bool>());
     return 0;
   } catch (const InputError& e) {

@@ -18,6 +18,30 @@
 #include "traces/trace_stats.h"
 
 namespace kvlanes::cli {
+namespace {
+
+// --set with replay's key names for the keys that shape a trace's pages, into the options;
+// `format_from` becomes the option a format error names.
+void ApplyTraceStatsSets(const std::vector<std::string>& sets, TraceOptions& opt,
+                         std::string& format, std::string& format_from) {
+  for (const std::string& s : sets) {
+    const std::string key = s.substr(0, s.find('='));
+    static const std::vector<std::string_view> kKeys = {"cache.page_tokens", "trace.block_tokens",
+                                                        "trace.format"};
+    if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end())
+      ThrowUnknownName("trace stats key", key, kKeys, "--set", "", 0);
+    ReplayConfig c;
+    ApplyConfigSetting(s, c);
+    if (key == "cache.page_tokens") opt.page_tokens = c.cache.page_tokens;
+    if (key == "trace.block_tokens") opt.block_tokens = c.trace.block_tokens;
+    if (key == "trace.format") {
+      format = c.trace.format == "auto" ? "" : c.trace.format;
+      format_from = "--set trace.format";
+    }
+  }
+}
+
+}  // namespace
 
 int CmdTraceStats(int argc, const char* const* argv) {
   namespace po = boost::program_options;
@@ -85,22 +109,7 @@ int CmdTraceStats(int argc, const char* const* argv) {
 
   std::string format_from = "--format";
   try {
-    // --set with replay's key names for the keys that shape a trace's pages.
-    for (const std::string& s : sets) {
-      const std::string key = s.substr(0, s.find('='));
-      static const std::vector<std::string_view> kKeys = {"cache.page_tokens", "trace.block_tokens",
-                                                          "trace.format"};
-      if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end())
-        ThrowUnknownName("trace stats key", key, kKeys, "--set", "", 0);
-      ReplayConfig c;
-      ApplyConfigSetting(s, c);
-      if (key == "cache.page_tokens") opt.page_tokens = c.cache.page_tokens;
-      if (key == "trace.block_tokens") opt.block_tokens = c.trace.block_tokens;
-      if (key == "trace.format") {
-        format = c.trace.format == "auto" ? "" : c.trace.format;
-        format_from = "--set trace.format";
-      }
-    }
+    ApplyTraceStatsSets(sets, opt, format, format_from);
     std::optional<TraceFormat> fmt;
     if (!format.empty()) {
       try {

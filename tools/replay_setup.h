@@ -1,5 +1,6 @@
-// Options shared by every command that replays a trace (replay now; compare, sweep, explain
-// later): trace files and format, config file, policy, --set overrides.
+// Options shared by every command that replays a trace (replay, compare, sweep, explain, ...):
+// trace files and format, config file, policy, --set overrides, read into the driver's
+// ReplaySources (driver/replay_inputs.h), and progress on stderr.
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/replay_inputs.h"
 #include "sim/config.h"
 #include "traces/trace.h"
 #include "traces/trace_reader.h"
@@ -21,19 +23,13 @@ void AddReplayOptions(boost::program_options::options_description& desc, bool po
 void AddTraceLimitOptions(boost::program_options::options_description& desc,
                           TraceOptions* bind = nullptr);
 
-struct ReplayInputs {
-  ReplayConfig config;
-  Trace trace;
-};
+using driver::HostTierWarning;
+using driver::ReplayInputs;
 
-// Defaults, then --config, then --policy, then each --set in order; validated; then the trace
-// loaded with the config's page size. Throws InputError.
+// The driver's LoadReplayInputs (driver/replay_inputs.h) on the sources the options give:
+// --config, --policy, --profile, --format, each --set in order, --trace with its limits and
+// --allow-unsorted; errors name the options. Throws InputError.
 ReplayInputs LoadReplayInputs(const boost::program_options::variables_map& vm);
-// A warning (one line, "" when none) for a config whose host tier holds fewer pages per lane
-// than its device tier: host hits then come only from the few evicted pages the host still
-// holds, a capacity curve over device pages goes flat, and host hits drop to 0 past the host's
-// size. Capacities must be resolved into pages (ValidateConfig).
-std::string HostTierWarning(const ReplayConfig& c);
 // The trace files of --trace read for `cfg` (its page size, block size and format), as
 // LoadReplayInputs does; for runs whose config differs from the base in those keys.
 Trace LoadTraceFor(const ReplayConfig& cfg, const boost::program_options::variables_map& vm);

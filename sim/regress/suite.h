@@ -46,7 +46,7 @@ struct Suite {
 };
 
 // The policy names a suite may use; supplied by the caller so that this library does not depend
-// on policies/ (tools/regress_run.h passes the registry).
+// on policies/ (driver/regress_run.h passes the registry).
 struct PolicyCatalog {
   std::function<std::vector<std::string>()> all;       // for `policies: all`
   std::function<void(const std::string& name)> check;  // throws InputError when unknown

@@ -8,7 +8,7 @@
 
 #include "sim/regress/suite.h"
 
-namespace kvlanes::cli {
+namespace kvlanes::driver {
 
 // The registry (policies/registry.h) as the suite reader sees it.
 regress::PolicyCatalog RegistryCatalog();
@@ -24,4 +24,4 @@ std::vector<nlohmann::ordered_json> RunSuite(const regress::Suite& suite, int th
                                              const std::function<void(size_t)>& on_done,
                                              std::vector<size_t>* trace_requests = nullptr);
 
-}  // namespace kvlanes::cli
+}  // namespace kvlanes::driver

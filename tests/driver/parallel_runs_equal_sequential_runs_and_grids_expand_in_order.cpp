@@ -6,13 +6,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "driver/run_grid.h"
 #include "policies/registry.h"
 #include "sim/report/report.h"
-#include "tools/run_grid.h"
 #include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
-namespace kvlanes::cli {
+namespace kvlanes::driver {
 
 TEST_CASE("compare on parallel threads gives byte-identical reports to sequential runs") {
   ReplayConfig cfg;
@@ -158,4 +158,4 @@ TEST_CASE("sweep merge refuses shards of different grids and missing shards") {
   for (const auto& p : {pa, pb, pc}) std::remove(p.c_str());
 }
 
-}  // namespace kvlanes::cli
+}  // namespace kvlanes::driver

@@ -17,7 +17,7 @@
 #include "sim/engine/replay_engine.h"
 #include "traces/trace.h"
 
-namespace kvlanes::cli {
+namespace kvlanes::driver {
 
 // One replay: a registered policy on a validated config and the trace it replays.
 struct ReplayJob {
@@ -57,6 +57,14 @@ struct Grid {
   std::pair<std::string, std::vector<std::pair<std::string, std::string>>> Run(size_t i) const;
 };
 
+// The most runs one sweep grid may hold (every shard builds and checks every run's config before
+// running its own): a product of vary lists beyond it is refused before any work instead of
+// running for days (or wrapping the count).
+inline constexpr size_t kMaxSweepRuns = size_t{1} << 20;
+
+// Throws InputError naming `option` when the grid holds more than kMaxSweepRuns runs.
+void CheckGridSize(const Grid& grid, const std::string& option);
+
 // Base config with run i's settings applied and validated; errors name the --vary value.
 ReplayConfig GridRunConfig(const ReplayConfig& base, const Grid& grid, size_t i);
 
@@ -91,4 +99,4 @@ void PrintRunsTable(FILE* out, const nlohmann::ordered_json& runs,
 // file, a different grid, a shard given twice or missing, runs missing or duplicated.
 nlohmann::ordered_json MergeSweepFiles(const std::vector<std::string>& paths);
 
-}  // namespace kvlanes::cli
+}  // namespace kvlanes::driver

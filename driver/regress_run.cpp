@@ -1,13 +1,13 @@
-#include "tools/regress_run.h"
+#include "driver/regress_run.h"
 
 #include <optional>
 
+#include "driver/run_grid.h"
 #include "policies/registry.h"
-#include "tools/run_grid.h"
 #include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
-namespace kvlanes::cli {
+namespace kvlanes::driver {
 
 regress::PolicyCatalog RegistryCatalog() {
   regress::PolicyCatalog c;
@@ -53,4 +53,4 @@ std::vector<nlohmann::ordered_json> RunSuite(const regress::Suite& suite, int th
   });
 }
 
-}  // namespace kvlanes::cli
+}  // namespace kvlanes::driver

@@ -1,4 +1,4 @@
-#include "tools/run_grid.h"
+#include "driver/run_grid.h"
 
 #include <sys/stat.h>
 
@@ -22,7 +22,7 @@
 #include "traces/json_strict.h"
 #include "traces/output_file.h"
 
-namespace kvlanes::cli {
+namespace kvlanes::driver {
 
 using J = nlohmann::ordered_json;
 
@@ -176,6 +176,20 @@ std::pair<std::string, std::vector<std::pair<std::string, std::string>>> Grid::R
     i /= a.values.size();
   }
   return {policies[i], settings};
+}
+
+void CheckGridSize(const Grid& grid, const std::string& option) {
+  size_t runs = std::max<size_t>(1, grid.policies.size());
+  std::string factors = std::to_string(grid.policies.size()) + " policies";
+  for (const VaryAxis& a : grid.axes) {
+    const size_t n = a.values.size();
+    factors += " x " + std::to_string(n) + " (" + a.key + ")";
+    runs = n == 0 || runs > kMaxSweepRuns / n ? kMaxSweepRuns + 1 : runs * n;
+  }
+  if (runs > kMaxSweepRuns)
+    throw InputError("", 0, option,
+                     "the grid holds more than " + std::to_string(kMaxSweepRuns) +
+                         " runs (kMaxSweepRuns): " + factors);
 }
 
 ReplayConfig GridRunConfig(const ReplayConfig& base, const Grid& grid, size_t i) {
@@ -551,4 +565,4 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
   return out;
 }
 
-}  // namespace kvlanes::cli
+}  // namespace kvlanes::driver

@@ -1,0 +1,81 @@
+"""The kvlanes Python module reads a config dict (config= or set=) as strictly as a config file:
+a dict nested past the YAML walk's depth bound (256) is refused with an InputError naming the
+key path, not a crash; a key given both dotted and nested in one dict is refused naming both
+spellings, not the last one winning; the same key in config= and then set= is an override.
+
+usage: module_refuses_deep_and_doubled_config_dicts.py SOURCE_DIR
+(PYTHONPATH must hold the built module, as ctest sets it.)
+"""
+import pathlib
+import sys
+
+import kvlanes
+
+src = pathlib.Path(sys.argv[1])
+trace = src / "traces" / "mooncake_excerpt.jsonl"
+small = {"serving.mode": "sequential", "cache.host_pages_per_lane": 0}
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def error_of(call):
+    try:
+        call()
+    except Exception as e:  # the message and type are what is checked
+        return e
+    return None
+
+
+def nested(depth, leaf):
+    d = leaf
+    for _ in range(depth - 1):
+        d = {"x": d}
+    return d
+
+
+def a_dict_nested_100000_deep_is_an_input_error():
+    for param in ("set", "config"):
+        e = error_of(lambda: kvlanes.replay(trace, **{param: nested(100000, {"x": 1})}))
+        check(isinstance(e, kvlanes.InputError) and isinstance(e, ValueError)
+              and "nested deeper than 256 levels" in str(e)
+              and f"{param}['x.x.x." in str(e),
+              f"{param}= nested 100000 deep: InputError naming the key path ({str(e)[:80]}...)")
+
+
+def a_dict_nested_256_deep_is_read_to_its_leaf():
+    # 256 dicts are within the bound: the leaf's key is read (and is unknown).
+    e = error_of(lambda: kvlanes.replay(trace, set=nested(256, {"x": 1})))
+    check(isinstance(e, kvlanes.InputError) and "unknown key" in str(e)
+          and "nested deeper" not in str(e),
+          f"set= nested 256 deep: the leaf key is read ({str(e)[:60]}...)")
+
+
+def a_key_dotted_and_nested_in_one_dict_is_refused():
+    e = error_of(lambda: kvlanes.replay(trace, set={"cache.cp_size": 0, "cache": {"cp_size": 4}}))
+    check(isinstance(e, kvlanes.InputError)
+          and "set['cache']['cp_size']: given twice (also as set['cache.cp_size'])" in str(e),
+          f"dotted then nested: refused naming both ({e})")
+    e = error_of(lambda: kvlanes.replay(trace, config={"cache": {"cp_size": 4}, "cache.cp_size": 0}))
+    check(isinstance(e, kvlanes.InputError)
+          and "config['cache.cp_size']: given twice (also as config['cache']['cp_size'])" in str(e),
+          f"nested then dotted: refused naming both ({e})")
+
+
+def a_key_in_config_then_set_is_an_override():
+    r = kvlanes.replay(trace, policy="lru", config={"cache.cp_size": 4},
+                       set=dict(small, cache={"cp_size": 2}))
+    got = r["report"]["config"]["cache.cp_size"]
+    check(got == 2, f"config= then set=: set wins, as --set over --config (cp_size {got})")
+
+
+for test in (a_dict_nested_100000_deep_is_an_input_error, a_dict_nested_256_deep_is_read_to_its_leaf,
+             a_key_dotted_and_nested_in_one_dict_is_refused, a_key_in_config_then_set_is_an_override):
+    print(f"--- {test.__name__}")
+    test()
+print(f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
