@@ -1,7 +1,8 @@
 """The kvlanes Python module reads a config dict (config= or set=) as strictly as a config file:
 a dict nested past the YAML walk's depth bound (256) is refused with an InputError naming the
 key path, not a crash; a key given both dotted and nested in one dict is refused naming both
-spellings, not the last one winning; the same key in config= and then set= is an override.
+spellings, not the last one winning; the same key in config= and then set= is an override; a
+sweep grid past the CLI's bound is refused before any run.
 
 usage: module_refuses_deep_and_doubled_config_dicts.py SOURCE_DIR
 (PYTHONPATH must hold the built module, as ctest sets it.)
@@ -73,8 +74,23 @@ def a_key_in_config_then_set_is_an_override():
     check(got == 2, f"config= then set=: set wins, as --set over --config (cp_size {got})")
 
 
+def a_sweep_grid_too_large_is_refused_before_any_run():
+    # A vary list of 10^12 values (read without end before the bound) and a product of lists
+    # past the bound: both InputErrors naming vary, as `kvlanes sweep --vary` refuses them.
+    e = error_of(lambda: kvlanes.sweep(trace, policies=["lru"],
+                                       vary={"cache.device_pages_per_lane": range(10**12)}))
+    check(isinstance(e, kvlanes.InputError) and "vary['cache.device_pages_per_lane']" in str(e)
+          and "kMaxSweepRuns" in str(e), f"a 10^12-value vary list: refused ({e})")
+    e = error_of(lambda: kvlanes.sweep(trace, policies=["lru"],
+                                       vary={"cache.device_pages_per_lane": range(1, 2049),
+                                             "trace.rate_scale": range(1, 1025)}))
+    check(isinstance(e, kvlanes.InputError) and "vary" in str(e) and "2048 (" in str(e),
+          f"a 2^21-run product: refused naming its factors ({e})")
+
+
 for test in (a_dict_nested_100000_deep_is_an_input_error, a_dict_nested_256_deep_is_read_to_its_leaf,
-             a_key_dotted_and_nested_in_one_dict_is_refused, a_key_in_config_then_set_is_an_override):
+             a_key_dotted_and_nested_in_one_dict_is_refused, a_key_in_config_then_set_is_an_override,
+             a_sweep_grid_too_large_is_refused_before_any_run):
     print(f"--- {test.__name__}")
     test()
 print(f"{len(failures)} failed")
