@@ -3,7 +3,8 @@
 // "key=value" per line (ApplyConfigSetting each, then ValidateConfig). An InputError is the
 // expected answer to bad input; anything else escapes to libFuzzer. LoadConfigFile reads from a
 // path, so each input is written to one file per process first. Built only with -DKVLANES_FUZZ=ON
-// and clang (tools/fuzz.sh).
+// and clang (tools/fuzz.sh). The policies are registered first, so their own keys (admission.*)
+// are read as the CLI reads them.
 #include <unistd.h>
 
 #include <cstddef>
@@ -12,10 +13,13 @@
 #include <sstream>
 #include <string>
 
+#include "policies/registry.h"
 #include "sim/config.h"
 #include "traces/input_error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const size_t kPolicies = kvlanes::RegisteredPolicies().size();  // registers their keys
+  (void)kPolicies;
   const std::string text(reinterpret_cast<const char*>(data), size);
   static const std::string kPath = "/tmp/kvlanes-fuzz-config-" + std::to_string(getpid()) + ".yaml";
   {
