@@ -361,8 +361,9 @@ TEST_CASE("a gather method defined in a test is chosen by a replay and run from 
   const RunOptions o = HostOptions(dir, 60);
   const RunOutcome out = RunLocal(plan, o);
   REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+  const nlohmann::json measured = ReadJson(o.out);
   int64_t ops = 0;
-  for (const auto& op : ReadJson(o.out)["ops"])
+  for (const auto& op : measured["ops"])
     if (op["kind"] == "gather") {
       CHECK(op["method"] == "rank_major");
       ++ops;
