@@ -1,6 +1,7 @@
 // A gather method as one component (docs/architecture.md, "Methods"): everything about one way
-// of materializing a request's prefix on every rank lives in its own file (methods/gather_*.cpp)
+// of materializing a request's prefix on every rank lives in its own file (methods/gather_*.h)
 //   cost formula    one gather layer's seconds and bytes from the cost model's primitive terms
+//                   (non-virtual: methods/method_costs.h, compiled into the simulator only)
 //   plan checks     the prefixes it can gather (owners it needs proven, limits), as errors
 //   index build     this rank's GatherIndex from the plan's prefix
 //   device recipe   one layer, written once over the backend's primitives (exec/backend.h), so
@@ -10,6 +11,11 @@
 //   verification    where the result lands (dense buffer or records) and so how it is checked
 // and is found by its GatherMethod through one table (methods/registry.cpp). The executor, the
 // cost model and the warm-up ask the component; none of them switches over the methods.
+//
+// This interface is the measuring side's: the executor links the components (kvlanes_methods)
+// without the cost model. The cost formulas are inline members of each component's class, so
+// they are compiled only where the cost model's table instantiates them (methods/method_costs.h,
+// sim/predict/method_costs.cpp); the executor's objects hold no cost model symbol.
 #pragma once
 
 #include <cstdint>
@@ -20,19 +26,9 @@
 
 #include "exec/backend.h"
 #include "sim/cache/decisions.h"
-#include "sim/predict/cost_model.h"
+#include "sim/predict/plan.h"
 
 namespace kvlanes {
-
-// What a gather layer's cost formula reads: the cost model's terms and the gather's shape.
-struct GatherLayerShape {
-  std::span<const int64_t> shard_pages;  // per rank: the pages it owns
-  double prefix_pages = 0;               // P
-  double max_shard_pages = 0;            // S, the largest shard
-  double page_layer_bytes = 0;           // b, one page of one layer, all pools
-  double ranks = 1;                      // N
-  double kernel_ratio = 1;               // k: the gather's kernels after a forward layer
-};
 
 // The prefix a plan asks a method to gather, as the executor's plan check sees it.
 struct GatherPrefixView {
@@ -53,19 +49,11 @@ enum class GatherResult { kDense, kRecords, kNone };
 class GatherMethodImpl {
  public:
   virtual ~GatherMethodImpl() = default;
-  virtual GatherMethod Id() const = 0;
-  // The plan's, config's and report's name (kGatherMethodNames for the shipped ones).
+  // Its place in the registry's table (sim/cache/decisions.h, GatherMethod).
+  GatherMethod Id() const;
+  // The plan's, config's and report's name (kGatherMethodNames); a shipped component's class
+  // also holds it as kName, which the name table reads without building the component.
   virtual const char* Name() const = 0;
-
-  // ---- cost formula (docs/cost_model.md, "Gather"). Fills per_layer_s, bytes_per_rank and
-  // once_s of `c` for one layer; CostModel::GatherLayer sets the first layer and the total.
-  // REQUIRES: the arithmetic is the documented formula's, term for term in its order.
-  virtual void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const = 0;
-  // The request's cost for a prefix of `prefix_pages` pages when the method prices itself from
-  // something else than the prefix (partial_merge: the new tokens' queries); false: LayerCost.
-  virtual bool RequestCost(const CostModel&, const ForwardShape&, GatherCost&) const {
-    return false;
-  }
 
   // ---- properties the executor and the request schedule read.
   virtual GatherLayout Layout() const { return GatherLayout::kPaged; }
@@ -116,9 +104,10 @@ const std::vector<const GatherMethodImpl*>& RegisteredGatherMethods();
 // The component of `m`; aborts for a method no component is registered for (a plan's method
 // name was checked against the names when it was read).
 const GatherMethodImpl& GatherMethodOf(GatherMethod m);
-// Adds a component (tests, and methods kept outside the tree) before any replay or run starts.
-// REQUIRES: its Id and Name are not registered yet.
-void RegisterGatherMethod(const GatherMethodImpl* method);
+// Adds a component (tests, and methods kept outside the tree) before any replay or run starts,
+// under the next id, which it returns (RegisterGatherComponent in methods/method_costs.h adds its
+// cost formula too). REQUIRES: its Name is not registered yet.
+GatherMethod RegisterGatherMethod(const GatherMethodImpl* method);
 
 // Span trace only: a mark after a phase's work, which ends the phase (none otherwise).
 inline void EndGatherPhase(exec::RankBackend& b, exec::Stream s, exec::GatherPhases* phases,

@@ -1,38 +1,30 @@
-// The tables of gather methods (methods/gather_method.h) and backup schedules
-// (methods/backup_schedule.h): one line per component, in their name tables' order. Adding one:
-// its file, its line here, its source in methods/CMakeLists.txt.
+// The executor's tables of gather methods (methods/gather_method.h) and backup schedules
+// (methods/backup_schedule.h), built from the shipped lists (methods/shipped.h). Only the
+// components' index builds and recipes are compiled here: their cost formulas are inline
+// members that this unit never calls (the cost model's table: sim/predict/method_costs.cpp).
 #include <algorithm>
-#include <cstring>
 
-#include "methods/backup_schedule.h"
-#include "methods/gather_method.h"
+#include "methods/shipped.h"
 #include "sim/check.h"
 
 namespace kvlanes {
 
-const GatherMethodImpl& DenseGatherMethod();
-const GatherMethodImpl& PackedGatherMethod();
-const GatherMethodImpl& P2pGatherMethod();
-const GatherMethodImpl& ZigzagGatherMethod();
-const GatherMethodImpl& OwnerMajorGatherMethod();
-const GatherMethodImpl& BroadcastGatherMethod();
-const GatherMethodImpl& PartialMergeGatherMethod();
-const BackupScheduleImpl& PerLayerBackupSchedule();
-const BackupScheduleImpl& TailBackupSchedule();
-
 namespace {
 
+template <class Base, class... M>
+std::vector<const Base*> Instances(ComponentList<M...>) {
+  return {&ShippedInstance<M>()...};
+}
+
 std::vector<const GatherMethodImpl*>& GatherTable() {
-  static std::vector<const GatherMethodImpl*> table = {
-      &DenseGatherMethod(),       &PackedGatherMethod(),     &P2pGatherMethod(),
-      &ZigzagGatherMethod(),      &OwnerMajorGatherMethod(), &BroadcastGatherMethod(),
-      &PartialMergeGatherMethod()};
+  static std::vector<const GatherMethodImpl*> table =
+      Instances<GatherMethodImpl>(ShippedGatherMethods{});
   return table;
 }
 
 const std::vector<const BackupScheduleImpl*>& BackupTable() {
-  static const std::vector<const BackupScheduleImpl*> table = {&PerLayerBackupSchedule(),
-                                                               &TailBackupSchedule()};
+  static const std::vector<const BackupScheduleImpl*> table =
+      Instances<BackupScheduleImpl>(ShippedBackupSchedules{});
   return table;
 }
 
@@ -40,18 +32,27 @@ const std::vector<const BackupScheduleImpl*>& BackupTable() {
 
 const std::vector<const GatherMethodImpl*>& RegisteredGatherMethods() { return GatherTable(); }
 
-const GatherMethodImpl& GatherMethodOf(GatherMethod m) {
-  for (const GatherMethodImpl* g : GatherTable())
-    if (g->Id() == m) return *g;
-  KV_CHECK(false, "no gather method component for method " << static_cast<int>(m));
+GatherMethod GatherMethodImpl::Id() const {
+  const std::vector<const GatherMethodImpl*>& table = GatherTable();
+  const auto it = std::find(table.begin(), table.end(), this);
+  KV_CHECK(it != table.end(), "gather method " << Name() << " is not registered");
+  return static_cast<GatherMethod>(it - table.begin());
 }
 
-void RegisterGatherMethod(const GatherMethodImpl* method) {
+const GatherMethodImpl& GatherMethodOf(GatherMethod m) {
+  const size_t i = static_cast<size_t>(m);
+  KV_CHECK(i < GatherTable().size(), "no gather method component for method " << i);
+  return *GatherTable()[i];
+}
+
+GatherMethod RegisterGatherMethod(const GatherMethodImpl* method) {
   KV_CHECK(method != nullptr, "null gather method");
-  for (const GatherMethodImpl* g : GatherTable())
-    KV_CHECK(g->Id() != method->Id() && std::strcmp(g->Name(), method->Name()) != 0,
-             "gather method " << method->Name() << " registered twice");
+  GatherTable();  // the shipped ones first, under their ids
+  const GatherMethod id = AddGatherMethodName(method->Name());
   GatherTable().push_back(method);
+  KV_CHECK(static_cast<size_t>(id) + 1 == GatherTable().size(),
+           "gather method " << method->Name() << ": names and components out of step");
+  return id;
 }
 
 const std::vector<const BackupScheduleImpl*>& RegisteredBackupSchedules() { return BackupTable(); }

@@ -14,16 +14,6 @@ exec::RecordBuffer ExchangeShards(exec::RankBackend& b, const exec::GatherIndex&
   return exec::RecordBuffer::kRecv;
 }
 
-double ExchangeShardsS(const CostModel& m, const GatherLayerShape& s) {
-  const double b = s.page_layer_bytes, S = s.max_shard_pages, N = s.ranks;
-  return s.kernel_ratio * m.KernelCopyS(S * b) + m.AllGatherS(N * S * b);
-}
-
-double ExchangeShardsBytes(const GatherLayerShape& s) {
-  const double b = s.page_layer_bytes, S = s.max_shard_pages, N = s.ranks;
-  return (N - 1) / N * N * S * b;
-}
-
 std::vector<exec::PageTag> HostExchangeShards(std::span<const exec::GatherIndex> per_rank,
                                               const GatherMethodImpl::SlotReader& slot) {
   KV_CHECK(!per_rank.empty(), "no ranks");

@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "methods/gather_method.h"
+#include "methods/method_costs.h"
 
 namespace kvlanes {
 
@@ -18,8 +18,16 @@ exec::RecordBuffer ExchangeShards(exec::RankBackend& b, const exec::GatherIndex&
 // Cost of the exchange of one layer: pack the owned pages (padded to the largest shard) and
 // all-gather N shards rank-major: k KernelCopyS(S b) + AllGatherS(N S b); each rank sends and
 // receives (N - 1) / N of N S b bytes.
-double ExchangeShardsS(const CostModel& m, const GatherLayerShape& s);
-double ExchangeShardsBytes(const GatherLayerShape& s);
+// Inline, as every cost formula: compiled only into the simulator (methods/method_costs.h).
+inline double ExchangeShardsS(const CostModel& m, const GatherLayerShape& s) {
+  const double b = s.page_layer_bytes, S = s.max_shard_pages, N = s.ranks;
+  return s.kernel_ratio * m.KernelCopyS(S * b) + m.AllGatherS(N * S * b);
+}
+
+inline double ExchangeShardsBytes(const GatherLayerShape& s) {
+  const double b = s.page_layer_bytes, S = s.max_shard_pages, N = s.ranks;
+  return (N - 1) / N * N * S * b;
+}
 
 // Host recipe: the all-gather's output on plain values, rank r's shard at r * shard_pages.
 // Padding records hold a default PageTag.

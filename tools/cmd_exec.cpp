@@ -186,14 +186,16 @@ PlanFile LoadPlan(const po::variables_map& vm, std::string& source) {
     return ReadPlanFile(source);
   }
   ReplayInputs in = LoadReplayInputs(vm);
-  auto policy = MakePolicy(in.config.policy, in.config, in.trace);
+  // One cost model for the run, shared by the policy of every replica.
+  const PolicyInputs policy_in{in.config, in.trace, PolicyCostModel(in.config)};
+  auto policy = MakePolicy(in.config.policy, policy_in);
   std::optional<ProfileFile> read;  // read once: the replay and the plan's header use it
   if (!in.config.hardware.profile.empty()) read = ReadProfileFile(in.config.hardware.profile);
   ReplaySinks sinks;
   sinks.profile = read ? &*read : nullptr;
   sinks.on_request = [&](const RequestPlan& p, const RequestCost*) { pf.requests.push_back(p); };
   sinks.on_admit = [&](const RequestPlan& p) { pf.requests.push_back(p); };
-  sinks.replica_policy = [&in] { return MakePolicy(in.config.policy, in.config, in.trace); };
+  sinks.replica_policy = [&] { return MakePolicy(in.config.policy, policy_in); };
   RunReplay(in.config, *policy, in.trace, EngineOptions{}, {}, sinks);
   source = "(in memory, replayed from";
   for (const auto& t : vm["trace"].as<std::vector<std::string>>()) source += " " + t;

@@ -3,6 +3,12 @@
 // names, so they are part of the file formats (docs/plan.md).
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "traces/name_table.h"
 
 namespace kvlanes {
@@ -16,17 +22,32 @@ namespace kvlanes {
 // every rank attends over its own KV and the partial outputs are merged exactly by their
 // log-sum-exp; the only method of KV interleaved by token (cache.interleave_tokens), which the
 // layout decides.
+//
+// A method's id is its place in the table of registered methods (methods/registry.cpp): the
+// shipped ones in methods/shipped.h's order, then those registered at run time
+// (RegisterGatherMethod). The constants below name the shipped methods that the engine and the
+// policies choose by name; a method no code names needs none.
 enum class GatherMethod { kDense, kPacked, kP2p, kZigzag, kOwnerMajor, kBroadcast, kPartialMerge };
 
-inline constexpr NameTable<GatherMethod, 7> kGatherMethodNames{
-    {{{GatherMethod::kDense, "dense"},
-      {GatherMethod::kPacked, "packed"},
-      {GatherMethod::kP2p, "p2p"},
-      {GatherMethod::kZigzag, "zigzag"},
-      {GatherMethod::kOwnerMajor, "owner_major"},
-      {GatherMethod::kBroadcast, "broadcast"},
-      {GatherMethod::kPartialMerge, "partial_merge"}}},
-    "gather method"};
+// The names of the registered gather methods, as a NameTable gives them: the shipped ones from
+// their components (methods/shipped.h), then the registered ones (sim/cache/decisions.cpp).
+struct GatherMethodNameTable {
+  std::string_view what = "gather method";
+  // The name of `m`; aborts for an id no method is registered with (a bug).
+  std::string_view Name(GatherMethod m) const;
+  const char* CName(GatherMethod m) const { return Name(m).data(); }
+  std::optional<GatherMethod> Find(std::string_view name) const;
+  // Throws InputError naming `where` (and file/line when given), the valid names and the closest.
+  GatherMethod Parse(std::string_view name, const std::string& where, const std::string& file = "",
+                     int64_t line = 0) const;
+  std::vector<std::string_view> Names() const;
+  std::string List() const { return JoinNames(Names()); }
+};
+inline constexpr GatherMethodNameTable kGatherMethodNames{};
+
+// Gives `name` the next id (methods/registry.cpp's RegisterGatherMethod calls it).
+// REQUIRES: no method of that name is registered yet; called before any replay or run starts.
+GatherMethod AddGatherMethodName(const char* name);
 
 // When a request's host backups are copied: layer by layer during the forward pass, or after it.
 enum class BackupSchedule { kPerLayer, kTail };

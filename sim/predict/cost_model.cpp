@@ -2,8 +2,7 @@
 
 #include <algorithm>
 
-#include "methods/backup_schedule.h"
-#include "methods/gather_method.h"
+#include "methods/method_costs.h"
 #include "sim/check.h"
 #include "traces/input_error.h"
 
@@ -145,16 +144,16 @@ double CostModel::KernelWriteS(double bytes) const {
 double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes,
                               double runs, int pool) const {
   const HardwareProfile::CopyCost& b =
-      BackupScheduleOf(s).Terms(hw_, pool >= 0 && pool < static_cast<int>(pool_names_.size())
-                                         ? pool_names_[static_cast<size_t>(pool)]
-                                         : std::string());
+      BackupCostFor(s).Terms(hw_, pool >= 0 && pool < static_cast<int>(pool_names_.size())
+                                      ? pool_names_[static_cast<size_t>(pool)]
+                                      : std::string());
   if (b.gbps > 0) return b.Seconds(1, runs * layers, bytes);
   return CopyLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
 }
 
 double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes,
                                 double runs) const {
-  const HardwareProfile::CopyCost& b = BackupScheduleOf(s).Terms(hw_, std::string());
+  const HardwareProfile::CopyCost& b = BackupCostFor(s).Terms(hw_, std::string());
   // Per pool where the pools have their own terms or the bytes per entry pick a band (the pools'
   // chunks differ in size).
   if ((!hw_.backup_pools.empty() || !b.entry_bands.bands.empty()) && b.gbps > 0) {
@@ -231,7 +230,7 @@ GatherCost CostModel::GatherLayer(GatherMethod m, std::span<const int64_t> shard
   const GatherLayerShape shape{
       shard_pages,       static_cast<double>(prefix_pages), static_cast<double>(max_shard),
       page_layer_bytes_, static_cast<double>(ranks_),       k};
-  GatherMethodOf(m).LayerCost(*this, shape, c);
+  GatherCostFor(m).LayerCost(*this, shape, c);
   c.first_layer_s = c.per_layer_s;
   c.total_s = c.once_s + c.LayersS(layers_);
   return c;
@@ -283,7 +282,7 @@ BackupCost CostModel::Backup(BackupSchedule s, std::span<const int64_t> pages_pe
       layer_copy = std::max(
           layer_copy, BackupCopiesS(BackupSchedule::kPerLayer, pages, 1,
                                     static_cast<double>(pages) * page_layer_bytes_, runs(lane)));
-  BackupScheduleOf(s).ClosedForm(*this, pages_per_lane, layer_end_s, layer_copy, runs, pools_, c);
+  BackupCostFor(s).ClosedForm(*this, pages_per_lane, layer_end_s, layer_copy, runs, pools_, c);
   c.beyond_forward_s = c.total_s - c.forward_s;
   return c;
 }
@@ -494,7 +493,7 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   // A method may price itself from something else than the prefix (partial_merge: queries and
   // partial outputs).
   const GatherMethodImpl& method = GatherMethodOf(f.gather);
-  if (!method.RequestCost(*this, f, terms.gather))
+  if (!GatherCostFor(f.gather).RequestCost(*this, f, terms.gather))
     terms.gather = Gather(f.gather, f.shard_pages, f.prefix_pages);
   terms.gathers = f.prefix_pages > 0;
   // A gather that reads peers' pools (p2p) is ordered by no event: the executor loads every
@@ -550,7 +549,7 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   if (backed == 0) {
     b.total_s = c.forward_s;
   } else {
-    terms.backup->ScheduledTotal(*this, backup_end, pools_, b);
+    BackupCostFor(f.backup).ScheduledTotal(*this, backup_end, pools_, b);
   }
   b.beyond_forward_s = b.total_s - b.forward_s;
   c.service_s = b.total_s;

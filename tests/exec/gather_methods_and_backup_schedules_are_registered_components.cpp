@@ -4,7 +4,8 @@
 // plain values, which must give back the prefix in logical order). And a method defined in this
 // file alone, registered through RegisterGatherMethod, runs through the cost model and the
 // executor on the host backend, its result verified byte by byte: adding a method touches its
-// own file and the registry's table, nothing else.
+// own file and the registry's table, nothing else. Components register on both sides
+// (RegisterGatherComponent): the executor's table of recipes and the cost model's of formulas.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,7 +18,9 @@
 #include "forwarding_backend.h"
 #include "methods/backup_schedule.h"
 #include "methods/gather_method.h"
+#include "methods/method_costs.h"
 #include "methods/shard_exchange.h"
+#include "policies/forwarding_policy.h"
 #include "sim/predict/hardware_profile.h"
 
 namespace kvlanes::exec::testing {
@@ -124,20 +127,30 @@ TEST_CASE("every registered gather method has a cost formula, a device recipe an
       {"owner_major", {"pack", "all-gather"}},
       {"p2p", {"peer_gather"}},
       {"broadcast", {"pack", "broadcast"}}};
-  // Every name the plans may carry has its component.
-  for (const auto& [id, n] : kGatherMethodNames.entries) {
-    const std::string name(n);
+  // The ids the engine and the policies name are the shipped components of those names, and
+  // every name the plans may carry has its component under the id it parses to.
+  const std::vector<std::pair<GatherMethod, std::string>> named = {
+      {GatherMethod::kDense, "dense"},
+      {GatherMethod::kPacked, "packed"},
+      {GatherMethod::kP2p, "p2p"},
+      {GatherMethod::kZigzag, "zigzag"},
+      {GatherMethod::kOwnerMajor, "owner_major"},
+      {GatherMethod::kBroadcast, "broadcast"},
+      {GatherMethod::kPartialMerge, "partial_merge"}};
+  for (const auto& [id, name] : named) {
     CAPTURE(name);
     CHECK(std::string(GatherMethodOf(id).Name()) == name);
+    CHECK(kGatherMethodNames.Parse(name, "method") == id);
   }
+  for (std::string_view n : kGatherMethodNames.Names())
+    CHECK(std::string(GatherMethodOf(kGatherMethodNames.Parse(n, "method")).Name()) == n);
   for (const GatherMethodImpl* m : RegisteredGatherMethods()) {
     CAPTURE(m->Name());
     // The shipped methods (a test may have registered examples of its own).
-    const auto& shipped = kGatherMethodNames.entries;
-    if (std::none_of(shipped.begin(), shipped.end(),
-                     [&](const auto& e) { return e.first == m->Id(); }))
+    if (std::none_of(named.begin(), named.end(), [&](const auto& e) { return e.first == m->Id(); }))
       continue;
     CHECK(&GatherMethodOf(m->Id()) == m);
+    CHECK(GatherCostFor(m->Id()).Id() == m->Id());
     const std::vector<PrefixPage> prefix = PrefixFor(*m);
     const std::vector<GatherIndex> per_rank = IndicesFor(*m, prefix, m->Id());
     std::vector<int64_t> shards(kRanks, 0);
@@ -148,7 +161,7 @@ TEST_CASE("every registered gather method has a cost formula, a device recipe an
       f.prefix_pages = kPages;
       f.new_tokens = 64;
       GatherCost c;
-      REQUIRE(m->RequestCost(cm, f, c));
+      REQUIRE(GatherCostFor(m->Id()).RequestCost(cm, f, c));
       CHECK(c.per_layer_s > 0);
       CHECK(m->HostGather(per_rank, Pools(prefix, false)).empty());
       continue;
@@ -190,6 +203,7 @@ TEST_CASE("every registered backup schedule has a cost formula and a recipe") {
   for (const BackupScheduleImpl* s : RegisteredBackupSchedules()) {
     CAPTURE(s->Name());
     CHECK(&BackupScheduleOf(s->Id()) == s);
+    CHECK(BackupCostFor(s->Id()).Id() == s->Id());
     ++recipes[s->CopiesEachLayer()];
     const std::vector<int64_t> pages = {8, 4};
     const std::vector<double> ends = {1e-3, 2e-3};
@@ -208,12 +222,10 @@ TEST_CASE("every registered backup schedule has a cost formula and a recipe") {
 // table (no reorder pass). `broken` reads the records backwards, which verification must catch.
 class RankMajorRecords final : public GatherMethodImpl {
  public:
-  RankMajorRecords(GatherMethod id, const char* name, bool broken)
-      : id_(id), name_(name), broken_(broken) {}
-  GatherMethod Id() const override { return id_; }
+  RankMajorRecords(const char* name, bool broken) : name_(name), broken_(broken) {}
   const char* Name() const override { return name_; }
   GatherResult Result() const override { return GatherResult::kRecords; }
-  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const override {
+  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const {
     c.per_layer_s = s.kernel_ratio * m.KernelCopyS(s.max_shard_pages * s.page_layer_bytes) +
                     m.AllGatherS(s.ranks * s.max_shard_pages * s.page_layer_bytes);
   }
@@ -242,23 +254,20 @@ class RankMajorRecords final : public GatherMethodImpl {
   }
 
  private:
-  GatherMethod id_;
   const char* name_;
   bool broken_;
 };
 
-const GatherMethod kRankMajor = static_cast<GatherMethod>(100);
-const GatherMethod kRankMajorBroken = static_cast<GatherMethod>(101);
+// Registered once, before the first test that needs them runs; the ids come from the registry.
+struct Examples {
+  GatherMethod good, broken;
+};
 
-void RegisterExamples() {
-  static const RankMajorRecords good(kRankMajor, "rank_major", false);
-  static const RankMajorRecords broken(kRankMajorBroken, "rank_major_broken", true);
-  static const bool once = [] {
-    RegisterGatherMethod(&good);
-    RegisterGatherMethod(&broken);
-    return true;
-  }();
-  (void)once;
+const Examples& RegisterExamples() {
+  static const RankMajorRecords good("rank_major", false);
+  static const RankMajorRecords broken("rank_major_broken", true);
+  static const Examples ids{RegisterGatherComponent(good), RegisterGatherComponent(broken)};
+  return ids;
 }
 
 ExecPlan PlanWith(GatherMethod m) {
@@ -272,7 +281,7 @@ ExecPlan PlanWith(GatherMethod m) {
 }
 
 TEST_CASE("a gather method defined in a test alone runs through the cost model and the executor") {
-  RegisterExamples();
+  const GatherMethod kRankMajor = RegisterExamples().good;
   const GatherMethodImpl& m = GatherMethodOf(kRankMajor);
   CHECK(std::string(m.Name()) == "rank_major");
   // Its cost formula, through the cost model (first layer and total set around it).
@@ -307,8 +316,59 @@ TEST_CASE("a gather method defined in a test alone runs through the cost model a
 
   // The same method with a wrong page table is caught by the executor's verification.
   TempDir dir2;
-  const RunOutcome bad = RunLocal(PlanWith(kRankMajorBroken), HostOptions(dir2, 60));
+  const RunOutcome bad = RunLocal(PlanWith(RegisterExamples().broken), HostOptions(dir2, 60));
   CHECK(bad.exit_code != 0);
+}
+
+// ---- The same method chosen by a replay: a policy defined here (lanes' decisions, but every
+// gathered prefix by rank_major) is replayed, each request's plan goes through the plan's JSON
+// form (the method by its registered name), and the executor runs the plan on the host backend.
+class ChoosesRankMajor final : public ForwardingPolicy {
+ public:
+  using ForwardingPolicy::ForwardingPolicy;
+  GatherMethod ChooseGather(const CacheView&, const GatherContext&) const override {
+    return RegisterExamples().good;
+  }
+};
+
+std::unique_ptr<CachePolicy> MakeChoosesRankMajor(const PolicyInputs& in) {
+  return std::make_unique<ChoosesRankMajor>("rank_major_chooser", MakePolicy("lanes", in));
+}
+
+TEST_CASE("a gather method defined in a test is chosen by a replay and run from its plan") {
+  const GatherMethod id = RegisterExamples().good;
+  static const bool registered = [] {
+    RegisterPolicy(PolicyInfo{"rank_major_chooser", "test: lanes, gathering by rank_major",
+                              &MakeChoosesRankMajor});
+    return true;
+  }();
+  REQUIRE(registered);
+  ReplayConfig cfg =
+      SmallConfig(kRanks, {"cache.device_pages_per_lane=1200", "cache.host_pages_per_lane=3000"});
+  cfg.policy = "rank_major_chooser";
+  const PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 60);
+  int64_t gathers = 0;
+  for (const RequestPlan& r : pf.requests)
+    if (r.prefix_pages > 0) {
+      CHECK(r.gather_method == id);
+      CHECK(nlohmann::json::parse(PlanToJson(r, cfg).dump()).dump().find("\"rank_major\"") !=
+            std::string::npos);
+      ++gathers;
+    }
+  REQUIRE(gathers > 0);
+  const ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
+  TempDir dir;
+  const RunOptions o = HostOptions(dir, 60);
+  const RunOutcome out = RunLocal(plan, o);
+  REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+  const nlohmann::json measured = ReadJson(o.out);
+  int64_t ops = 0;
+  for (const auto& op : measured["ops"])
+    if (op["kind"] == "gather") {
+      CHECK(op["method"] == "rank_major");
+      ++ops;
+    }
+  CHECK(ops == gathers * kRanks);
 }
 
 }  // namespace

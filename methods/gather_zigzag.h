@@ -1,22 +1,23 @@
 // zigzag: the prefix split into 2N chunks, rank r owning chunks r and 2N-1-r (proven by the
 // placement: RequestPlan::proven_zigzag). Pack, all-gather, and a reorder whose record of each
 // page is a closed formula (kernels::ZigzagRun), so no index is uploaded.
+#pragma once
+
 #include <string>
 
 #include "kernels/materialize.h"
 #include "methods/shard_exchange.h"
 
-namespace kvlanes {
-namespace {
+namespace kvlanes::methods {
 
 class Zigzag final : public GatherMethodImpl {
  public:
-  GatherMethod Id() const override { return GatherMethod::kZigzag; }
-  const char* Name() const override { return "zigzag"; }
+  static constexpr const char* kName = "zigzag";
+  const char* Name() const override { return kName; }
 
   // pack owned pages (padded to the largest shard), all-gather rank-major, reorder into logical
   // order by the closed zigzag formula.
-  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const override {
+  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const {
     c.per_layer_s =
         ExchangeShardsS(m, s) + s.kernel_ratio * m.KernelCopyS(s.prefix_pages * s.page_layer_bytes);
     c.bytes_per_rank = ExchangeShardsBytes(s);
@@ -65,11 +66,4 @@ class Zigzag final : public GatherMethodImpl {
   }
 };
 
-}  // namespace
-
-const GatherMethodImpl& ZigzagGatherMethod() {
-  static const Zigzag method;
-  return method;
-}
-
-}  // namespace kvlanes
+}  // namespace kvlanes::methods

@@ -2,23 +2,24 @@
 // descriptor), so the rank-major output of a padded all-gather is the order attention reads
 // through its page table: pack and all-gather, no reorder pass and no index upload. The result
 // is the records, checked in place every layer (the next layer overwrites them).
+#pragma once
+
 #include <string>
 
 #include "methods/shard_exchange.h"
 
-namespace kvlanes {
-namespace {
+namespace kvlanes::methods {
 
 class OwnerMajor final : public GatherMethodImpl {
  public:
-  GatherMethod Id() const override { return GatherMethod::kOwnerMajor; }
-  const char* Name() const override { return "owner_major"; }
+  static constexpr const char* kName = "owner_major";
+  const char* Name() const override { return kName; }
   GatherResult Result() const override { return GatherResult::kRecords; }
 
   // pack owned pages (shards differ by at most one page in an owner-major prefix), padded
   // all-gather; its rank-major output is the owner-major order attention reads through its
   // page table: no reorder pass and no index.
-  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const override {
+  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const {
     c.per_layer_s = ExchangeShardsS(m, s);
     c.bytes_per_rank = ExchangeShardsBytes(s);
   }
@@ -63,11 +64,4 @@ class OwnerMajor final : public GatherMethodImpl {
   }
 };
 
-}  // namespace
-
-const GatherMethodImpl& OwnerMajorGatherMethod() {
-  static const OwnerMajor method;
-  return method;
-}
-
-}  // namespace kvlanes
+}  // namespace kvlanes::methods

@@ -4,18 +4,19 @@
 // merged exactly by their log-sum-exp. The merge itself runs in the forward pass (the executor's
 // BeginModelMerge on the device, PartialMerge on the host: docs/executor.md, "partial_merge");
 // this component holds its cost, its checks and its place in the request.
+#pragma once
+
 #include <string>
 
-#include "methods/gather_method.h"
+#include "methods/method_costs.h"
 #include "sim/check.h"
 
-namespace kvlanes {
-namespace {
+namespace kvlanes::methods {
 
 class PartialMergeMethod final : public GatherMethodImpl {
  public:
-  GatherMethod Id() const override { return GatherMethod::kPartialMerge; }
-  const char* Name() const override { return "partial_merge"; }
+  static constexpr const char* kName = "partial_merge";
+  const char* Name() const override { return kName; }
   GatherLayout Layout() const override { return GatherLayout::kInterleaved; }
   GatherResult Result() const override { return GatherResult::kNone; }
   bool UsesCollectives() const override { return false; }  // exchanges through the rendezvous
@@ -23,8 +24,8 @@ class PartialMergeMethod final : public GatherMethodImpl {
   int64_t LayersAhead(int64_t) const override { return 0; }
 
   // No KV moves: the request prices its queries and partial outputs (CostModel::PartialMerge).
-  void LayerCost(const CostModel&, const GatherLayerShape&, GatherCost&) const override {}
-  bool RequestCost(const CostModel& m, const ForwardShape& f, GatherCost& c) const override {
+  void LayerCost(const CostModel&, const GatherLayerShape&, GatherCost&) const {}
+  bool RequestCost(const CostModel& m, const ForwardShape& f, GatherCost& c) const {
     if (f.prefix_pages == 0) return false;
     c = m.PartialMerge(f.new_tokens);
     return true;
@@ -57,11 +58,4 @@ class PartialMergeMethod final : public GatherMethodImpl {
   }
 };
 
-}  // namespace
-
-const GatherMethodImpl& PartialMergeGatherMethod() {
-  static const PartialMergeMethod method;
-  return method;
-}
-
-}  // namespace kvlanes
+}  // namespace kvlanes::methods

@@ -1,17 +1,18 @@
 // dense: every rank scatters the pages it owns into a zeroed buffer of the whole prefix, then
 // the ranks all-reduce (sum) it. Needs no proof of the owners and no reorder.
-#include "methods/gather_method.h"
+#pragma once
 
-namespace kvlanes {
-namespace {
+#include "methods/method_costs.h"
+
+namespace kvlanes::methods {
 
 class Dense final : public GatherMethodImpl {
  public:
-  GatherMethod Id() const override { return GatherMethod::kDense; }
-  const char* Name() const override { return "dense"; }
+  static constexpr const char* kName = "dense";
+  const char* Name() const override { return kName; }
 
   // zero the full buffer, scatter owned pages into place, all-reduce (sum) the buffer.
-  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const override {
+  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const {
     const double b = s.page_layer_bytes, P = s.prefix_pages, S = s.max_shard_pages, N = s.ranks;
     c.per_layer_s = s.kernel_ratio * m.KernelWriteS(P * b) + s.kernel_ratio * m.KernelCopyS(S * b) +
                     m.AllReduceS(P * b);
@@ -50,11 +51,4 @@ class Dense final : public GatherMethodImpl {
   }
 };
 
-}  // namespace
-
-const GatherMethodImpl& DenseGatherMethod() {
-  static const Dense method;
-  return method;
-}
-
-}  // namespace kvlanes
+}  // namespace kvlanes::methods

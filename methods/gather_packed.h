@@ -1,20 +1,21 @@
 // packed: each rank packs the pages it owns (padded to the largest shard), the ranks all-gather
 // the shards rank-major, and an explicit index (uploaded once per request) puts every record in
 // logical order. Works for any owners.
+#pragma once
+
 #include "kernels/materialize.h"
 #include "methods/shard_exchange.h"
 
-namespace kvlanes {
-namespace {
+namespace kvlanes::methods {
 
 class Packed final : public GatherMethodImpl {
  public:
-  GatherMethod Id() const override { return GatherMethod::kPacked; }
-  const char* Name() const override { return "packed"; }
+  static constexpr const char* kName = "packed";
+  const char* Name() const override { return kName; }
 
   // pack owned pages (padded to the largest shard), all-gather rank-major, reorder into logical
   // order by an explicit index, uploaded once per request.
-  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const override {
+  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const {
     c.per_layer_s =
         ExchangeShardsS(m, s) + s.kernel_ratio * m.KernelCopyS(s.prefix_pages * s.page_layer_bytes);
     c.bytes_per_rank = ExchangeShardsBytes(s);
@@ -47,11 +48,4 @@ class Packed final : public GatherMethodImpl {
   }
 };
 
-}  // namespace
-
-const GatherMethodImpl& PackedGatherMethod() {
-  static const Packed method;
-  return method;
-}
-
-}  // namespace kvlanes
+}  // namespace kvlanes::methods

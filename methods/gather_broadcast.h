@@ -2,22 +2,23 @@
 // belongs to one rank and lane 0's pages are on every rank: per layer, the layer's owner packs
 // that layer of the prefix in logical order and broadcasts it. The records, in logical order,
 // are the result (checked in place, as owner_major's).
+#pragma once
+
 #include "methods/shard_exchange.h"
 #include "sim/cache/placement.h"
 
-namespace kvlanes {
-namespace {
+namespace kvlanes::methods {
 
 class Broadcast final : public GatherMethodImpl {
  public:
-  GatherMethod Id() const override { return GatherMethod::kBroadcast; }
-  const char* Name() const override { return "broadcast"; }
+  static constexpr const char* kName = "broadcast";
+  const char* Name() const override { return kName; }
   GatherLayout Layout() const override { return GatherLayout::kLayerSplit; }
   GatherResult Result() const override { return GatherResult::kRecords; }
 
   // layer_split: the layer's owner packs the layer's prefix pages in logical order, then
   // broadcasts them; every other rank receives the whole prefix of that layer.
-  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const override {
+  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const {
     const double b = s.page_layer_bytes, P = s.prefix_pages;
     c.per_layer_s = s.kernel_ratio * m.KernelCopyS(P * b) + m.BroadcastS(P * b);
     c.bytes_per_rank = m.ranks() > 1 ? P * b : 0;
@@ -56,11 +57,4 @@ class Broadcast final : public GatherMethodImpl {
   }
 };
 
-}  // namespace
-
-const GatherMethodImpl& BroadcastGatherMethod() {
-  static const Broadcast method;
-  return method;
-}
-
-}  // namespace kvlanes
+}  // namespace kvlanes::methods

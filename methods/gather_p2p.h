@@ -1,24 +1,25 @@
 // p2p: every rank reads the prefix straight from its owners' device pools (CUDA IPC; the host
 // backend's shared pools), its own pages by a local copy, in one kernel. No collective orders
 // the reads, so every layer is loaded back first and the ranks synchronise around the gather.
+#pragma once
+
 #include <algorithm>
 #include <string>
 
-#include "methods/gather_method.h"
+#include "methods/method_costs.h"
 
-namespace kvlanes {
-namespace {
+namespace kvlanes::methods {
 
 class P2p final : public GatherMethodImpl {
  public:
-  GatherMethod Id() const override { return GatherMethod::kP2p; }
-  const char* Name() const override { return "p2p"; }
+  static constexpr const char* kName = "p2p";
+  const char* Name() const override { return kName; }
   bool ReadsPeers() const override { return true; }
   bool UsesCollectives() const override { return false; }
 
   // each rank copies its own pages locally and reads every peer's pages into place, in one
   // kernel whose HBM copy and NVLink reads run side by side: the slower of the two.
-  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const override {
+  void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const {
     const double b = s.page_layer_bytes, P = s.prefix_pages;
     const int ranks = m.ranks();
     double worst = 0, worst_bytes = 0;
@@ -68,11 +69,4 @@ class P2p final : public GatherMethodImpl {
   }
 };
 
-}  // namespace
-
-const GatherMethodImpl& P2pGatherMethod() {
-  static const P2p method;
-  return method;
-}
-
-}  // namespace kvlanes
+}  // namespace kvlanes::methods
