@@ -33,14 +33,25 @@ namespace {
 using J = nlohmann::ordered_json;
 
 // JSON text is YAML, so a Python value dumped by the json module is a valid `--set` value.
-std::string YamlValue(const py::handle& v) {
-  return py::module_::import("json").attr("dumps")(v).cast<std::string>();
+// `at` names the value as the caller wrote it (set['cache.cp_size']): a value JSON cannot hold
+// (an object, bytes, a list that contains itself) is an InputError naming it.
+std::string YamlValue(const py::handle& v, const std::string& at) {
+  try {
+    return py::module_::import("json").attr("dumps")(v).cast<std::string>();
+  } catch (py::error_already_set& e) {
+    throw InputError("", 0, at,
+                     "a number, string, bool, None or a list of them, got " +
+                         py::str(py::type::of(v).attr("__name__")).cast<std::string>() + " (" +
+                         e.what() + ")");
+  }
 }
 
-// A path given as str or os.PathLike (pathlib.Path), as a string; `param` names the parameter.
+// A path given as str or os.PathLike (pathlib.Path), as the bytes the file system sees
+// (os.fsencode: a name that is not UTF-8 arrives as surrogate escapes and goes back to its
+// bytes); `param` names the parameter.
 std::string PathOf(const py::handle& p, const std::string& param) {
   if (py::isinstance<py::str>(p) || py::hasattr(p, "__fspath__"))
-    return py::str(py::module_::import("os").attr("fspath")(p)).cast<std::string>();
+    return py::module_::import("os").attr("fsencode")(p).cast<std::string>();
   throw py::type_error(param + ": a path (str or pathlib.Path), got " +
                        py::str(py::type::of(p).attr("__name__")).cast<std::string>());
 }
@@ -74,7 +85,7 @@ void ApplyDict(const py::dict& d, const std::string& param, const std::string& p
     const auto [first, fresh] = seen.emplace(key, at);
     if (!fresh) throw InputError("", 0, at, "given twice (also as " + first->second + ")");
     try {
-      ApplyConfigSetting(key + "=" + YamlValue(v), cfg);
+      ApplyConfigSetting(key + "=" + YamlValue(v, at), cfg);
     } catch (const InputError& e) {
       throw InputError("", 0, param + "['" + key + "']", e.message());
     }
@@ -263,7 +274,7 @@ py::object Sweep(const py::object& trace, const std::vector<std::string>& polici
         throw InputError("", 0, "vary['" + a.key + "']",
                          "more than " + std::to_string(driver::kMaxSweepRuns) +
                              " values (kMaxSweepRuns, the most runs of a sweep grid)");
-      a.values.push_back(YamlValue(x));
+      a.values.push_back(YamlValue(x, "vary['" + a.key + "']"));
       given.back().emplace(a.values.back(), py::reinterpret_borrow<py::object>(x));
     }
     if (a.values.empty())

@@ -88,9 +88,30 @@ def a_sweep_grid_too_large_is_refused_before_any_run():
           f"a 2^21-run product: refused naming its factors ({e})")
 
 
+def values_and_paths_python_cannot_write_are_named():
+    # A dict that contains itself: the depth bound, not a crash. A value JSON cannot hold: an
+    # InputError naming the key. A path with a byte that is not UTF-8 (a surrogate escape): read
+    # as its bytes, so the error is the file system's, naming the file.
+    loop = {}
+    loop["x"] = loop
+    e = error_of(lambda: kvlanes.replay(trace, config=loop))
+    check(isinstance(e, kvlanes.InputError) and "nested deeper than 256" in str(e),
+          f"config= holding itself: refused by the depth bound ({str(e)[:80]}...)")
+    for value in (object(), b"4", [1, []]):
+        if isinstance(value, list):
+            value[1].append(value)  # a list that contains itself
+        e = error_of(lambda: kvlanes.replay(trace, set={"cache.cp_size": value}))
+        check(isinstance(e, kvlanes.InputError) and "set['cache.cp_size']" in str(e),
+              f"set= value of type {type(value).__name__}: refused naming the key ({e})")
+    e = error_of(lambda: kvlanes.replay(str(src / "traces") + "/tr\udcff.jsonl"))
+    check(isinstance(e, kvlanes.InputError) and "tr" in str(e) and ".jsonl" in str(e),
+          f"a non-UTF-8 trace path: read as its bytes, not found ({e})")
+
+
 for test in (a_dict_nested_100000_deep_is_an_input_error, a_dict_nested_256_deep_is_read_to_its_leaf,
              a_key_dotted_and_nested_in_one_dict_is_refused, a_key_in_config_then_set_is_an_override,
-             a_sweep_grid_too_large_is_refused_before_any_run):
+             a_sweep_grid_too_large_is_refused_before_any_run,
+             values_and_paths_python_cannot_write_are_named):
     print(f"--- {test.__name__}")
     test()
 print(f"{len(failures)} failed")
