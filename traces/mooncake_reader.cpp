@@ -156,6 +156,26 @@ struct ByteClasses {
   return c;
 }
 
+// Two ids of at most 8 digits each, at a0 and a1 (8 bytes readable at each), into out[0], out[1]:
+// each one's digits moved to the top of its 64-bit half as SwarDigits does, then both combined
+// at once in pairs, fours and eights (16-bit, 32-bit and 64-bit multiplications).
+inline void TwoIds(const char* a0, int len0, const char* a1, int len1, uint64_t* out) {
+  uint64_t w0, w1;
+  std::memcpy(&w0, a0, 8);
+  std::memcpy(&w1, a1, 8);
+  const uint64_t x0 = (w0 - 0x3030303030303030ull) << (8 * (8 - len0));
+  const uint64_t x1 = (w1 - 0x3030303030303030ull) << (8 * (8 - len1));
+  const __m128i x = _mm_and_si128(
+      _mm_set_epi64x(static_cast<int64_t>(x1), static_cast<int64_t>(x0)), _mm_set1_epi8(0x0F));
+  const __m128i pairs =
+      _mm_add_epi16(_mm_mullo_epi16(_mm_and_si128(x, _mm_set1_epi16(0x00FF)), _mm_set1_epi16(10)),
+                    _mm_srli_epi16(x, 8));
+  const __m128i fours = _mm_madd_epi16(pairs, _mm_set1_epi32((1 << 16) | 100));
+  const __m128i eights =
+      _mm_add_epi64(_mm_mul_epu32(fours, _mm_set1_epi64x(10000)), _mm_srli_epi64(fours, 32));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), eights);
+}
+
 // At the byte after '[': when the list up to its ']' has the form Mooncake files write,
 // "D, D, D" (D: 1 to 13 digits, no leading zero), and every id is below 2^40, its ids are
 // appended to *ids, *pp moved past the ']', true. False otherwise, *ids then as it was. The form
@@ -225,9 +245,7 @@ bool CanonicalIdList(const char** pp, const char* e, std::vector<uint64_t>* ids)
       out[k++] = v;
       all |= v;
     };
-    // Two ids at a time where both have at most 8 digits (all but the rarest): each one's digits
-    // moved to the top of its 64-bit half as SwarDigits does, then both combined at once in
-    // pairs, fours and eights (16-bit, 32-bit and 64-bit multiplications).
+    // Two ids at a time where both have at most 8 digits (all but the rarest): TwoIds.
     uint64_t m = starts;
     while (m != 0) {
       const int at0 = __builtin_ctzll(m);
@@ -246,20 +264,7 @@ bool CanonicalIdList(const char** pp, const char* e, std::vector<uint64_t>* ids)
         one(at1);
         continue;
       }
-      uint64_t w0, w1;
-      std::memcpy(&w0, blk + at0, 8);
-      std::memcpy(&w1, blk + at1, 8);
-      const uint64_t x0 = (w0 - 0x3030303030303030ull) << (8 * (8 - len0));
-      const uint64_t x1 = (w1 - 0x3030303030303030ull) << (8 * (8 - len1));
-      const __m128i x = _mm_and_si128(
-          _mm_set_epi64x(static_cast<int64_t>(x1), static_cast<int64_t>(x0)), _mm_set1_epi8(0x0F));
-      const __m128i pairs = _mm_add_epi16(
-          _mm_mullo_epi16(_mm_and_si128(x, _mm_set1_epi16(0x00FF)), _mm_set1_epi16(10)),
-          _mm_srli_epi16(x, 8));
-      const __m128i fours = _mm_madd_epi16(pairs, _mm_set1_epi32((1 << 16) | 100));
-      const __m128i eights =
-          _mm_add_epi64(_mm_mul_epu32(fours, _mm_set1_epi64x(10000)), _mm_srli_epi64(fours, 32));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k), eights);
+      TwoIds(blk + at0, len0, blk + at1, len1, out + k);
       all |= out[k] | out[k + 1];
       k += 2;
     }
