@@ -20,7 +20,7 @@ double CostModelForward::ChunkS(int64_t new_tokens, int64_t context_tokens) cons
 }
 
 double CostModelForward::RequestExtraS(const RequestPlan& plan) const {
-  const RequestCost c = m_.Request(plan);
+  const RequestCost c = m_.Request(plan, false);
   return std::max(0.0, c.service_s - c.compute_s);
 }
 
