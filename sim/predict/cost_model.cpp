@@ -1,6 +1,8 @@
 #include "sim/predict/cost_model.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 
 #include "methods/backup_schedule.h"
 #include "methods/gather_method.h"
@@ -39,6 +41,15 @@ std::vector<int64_t> RunsPerLane(const std::vector<LaneCopy>& copies, int ranks)
   for (const LaneCopy& c : copies) n[c.lane] += SlotRuns(c);
   return n;
 }
+
+namespace {
+
+uint64_t NextModelId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
 
 ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedule backup) {
   ForwardShape f;
@@ -84,7 +95,8 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
       partial_row_bytes_(PartialMergePartialRowBytes(cfg.model.shape)),
       prefetch_layers_(cfg.gather.prefetch_layers),
       overlap_(OverlapTable::Of(hw_)),
-      unshared_(overlap_.Trivial()) {
+      unshared_(overlap_.Trivial()),
+      id_(NextModelId()) {
   for (const PoolSpec& p : cfg.model.pools) {
     pool_names_.push_back(p.name);
     pool_share_.push_back(static_cast<double>(p.bytes_per_token_layer * cfg.cache.page_tokens) /
@@ -434,10 +446,12 @@ RequestOps AddRequestOps(Schedule& s, const std::vector<LaneWork>& classes, cons
 // The ops of one schedule rank that TimeUnshared reports, by what they are.
 enum class UnsharedOp { kIndex, kLoad, kGather, kCompute, kBackup };
 
-// When the request's schedule ends, without building it.
+// When the request's schedule ends, without building it: the forward pass, and the backups under
+// either schedule (with every share 1 the backups do not change the forward pass).
 struct UnsharedEnds {
-  double forward_s = 0;   // the last forward layer's end over the schedule ranks
-  double backup_end = 0;  // the last backup copy's end (0 without backups)
+  double forward_s = 0;  // the last forward layer's end over the schedule ranks
+  // The last backup copy's end (0 without backups), per layer and as a tail.
+  double per_layer_end = 0, tail_end = 0;
 };
 
 // The times Schedule::Run gives the ops AddRequestOps builds when every overlap share is 1,
@@ -447,7 +461,8 @@ struct UnsharedEnds {
 // its deps ended, plus its delay), a gather group when its last member is ready. Each start is
 // the same max and each end the same sum as in the event loop, so the times are equal bit for
 // bit (a test holds them to Schedule::Run). `record(op, rank, layer, start, end)` receives every
-// op's times (layer -1: all layers or none); `ring` is scratch.
+// op's times (layer -1: all layers or none), the backups of t.backup's schedule; `ring` is
+// scratch.
 template <class Record>
 UnsharedEnds TimeUnshared(const std::vector<LaneWork>& classes, const RequestTerms& t, size_t L,
                           std::vector<double>& ring, Record&& record) {
@@ -509,10 +524,10 @@ UnsharedEnds TimeUnshared(const std::vector<LaneWork>& classes, const RequestTer
       st[1] = ready + t.compute_layer_s;
       st[4 + slot] = st[1];
       record(UnsharedOp::kCompute, q, static_cast<int64_t>(l), ready, st[1]);
-      if (w.backup_pages > 0 && each_layer) {
+      if (w.backup_pages > 0) {
         const double start = std::max(st[2], st[1]);
         st[2] = start + w.backup_layer;
-        record(UnsharedOp::kBackup, q, static_cast<int64_t>(l), start, st[2]);
+        if (each_layer) record(UnsharedOp::kBackup, q, static_cast<int64_t>(l), start, st[2]);
       }
     }
   }
@@ -522,12 +537,12 @@ UnsharedEnds TimeUnshared(const std::vector<LaneWork>& classes, const RequestTer
     double* st = ring.data() + q * stride;
     ends.forward_s = std::max(ends.forward_s, st[1]);
     if (w.backup_pages == 0) continue;
-    if (!each_layer) {
-      const double start = std::max(st[2], st[1]) + t.tail_submit_s;
-      st[2] = start + w.backup_tail;
-      record(UnsharedOp::kBackup, q, -1, start, st[2]);
-    }
-    ends.backup_end = std::max(ends.backup_end, st[2]);
+    ends.per_layer_end = std::max(ends.per_layer_end, st[2]);
+    // The tail copy is the first op of its stream.
+    const double start = std::max(0.0, st[1]) + t.tail_submit_s;
+    const double end = start + w.backup_tail;
+    if (!each_layer) record(UnsharedOp::kBackup, q, -1, start, end);
+    ends.tail_end = std::max(ends.tail_end, end);
   }
   return ends;
 }
@@ -686,15 +701,77 @@ double ScheduleInDetail(RequestCost& c, const std::vector<LaneWork>& classes,
 
 }  // namespace
 
+namespace {
+
+// Fills c's backup block and service time from its forward end and the backups' end under
+// `schedule` (`backed`: the request backs pages up).
+void BackupTotals(const CostModel& m, const BackupScheduleImpl& schedule, bool backed,
+                  double backup_end, RequestCost& c) {
+  BackupCost& b = c.backup;
+  b.forward_s = c.forward_s;
+  if (!backed) {
+    b.total_s = c.forward_s;
+  } else {
+    schedule.ScheduledTotal(m, backup_end, m.pools(), b);
+  }
+  b.beyond_forward_s = b.total_s - b.forward_s;
+  c.service_s = b.total_s;
+}
+
+// The last totals-only evaluations of this thread (CostModel::Evaluate without schedule detail,
+// every share 1), by model and shape, each under both backup schedules: a request's `cost`
+// decisions price one shape under each schedule, for every gather method, then the chosen
+// method's again. Per thread, so that replays on several threads share nothing.
+struct TotalsMemo {
+  struct Entry {
+    uint64_t model = 0;  // 0: empty
+    std::vector<int64_t> key;
+    RequestCost per_layer, tail;
+  };
+  std::array<Entry, 8> entries;
+  size_t next = 0;             // the entry the next miss replaces
+  std::vector<int64_t> key;    // the shape being looked up
+  std::vector<double> ring;    // TimeUnshared's scratch
+  std::vector<int> lane_rank;  // LaneClasses' output, not kept (no schedule detail)
+
+  // The key of `f`: every field Evaluate reads but the backup schedule.
+  void KeyOf(const ForwardShape& f) {
+    key.clear();
+    key.insert(key.end(), {f.new_tokens, f.prefix_tokens, f.prefix_pages, f.prefetch_layers,
+                           static_cast<int64_t>(f.gather)});
+    for (std::span<const int64_t> v :
+         {f.shard_pages, f.load_back_pages, f.backup_pages, f.backup_runs}) {
+      key.push_back(static_cast<int64_t>(v.size()));
+      key.insert(key.end(), v.begin(), v.end());
+    }
+  }
+  const Entry* Find(uint64_t model) const {
+    for (const Entry& e : entries)
+      if (e.model == model && e.key == key) return &e;
+    return nullptr;
+  }
+};
+
+thread_local TotalsMemo g_totals;
+
+}  // namespace
+
 RequestCost CostModel::Evaluate(const ForwardShape& f) const {
-  RequestCost c;
   const size_t L = static_cast<size_t>(layers_);
+  const bool totals_only = unshared_ && !f.schedule_detail;
+  TotalsMemo& memo = g_totals;
+  if (totals_only) {
+    memo.KeyOf(f);
+    if (const TotalsMemo::Entry* e = memo.Find(id_))
+      return f.backup == BackupSchedule::kTail ? e->tail : e->per_layer;
+  }
+  RequestCost c;
   int64_t backed = 0;
   for (int64_t x : f.backup_pages) backed += x;
   const RequestTerms terms = TermsOf(*this, f);
   std::vector<int64_t> members;
   const std::vector<LaneWork> classes =
-      LaneClasses(LaneWorkOf(*this, f, terms), c.lane_rank, members);
+      LaneClasses(LaneWorkOf(*this, f, terms), totals_only ? memo.lane_rank : c.lane_rank, members);
 
   // Closed forms of the ops alone on the slowest lane, then what overlap added.
   double load_slowest = 0;
@@ -702,30 +779,29 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   c.compute_s = terms.compute_layer_s * static_cast<double>(layers_);
   c.gather_s = terms.gather.total_s;
   c.load_back_copy_s = load_slowest * (terms.load_all_first ? 1.0 : static_cast<double>(layers_));
-  double backup_end = 0;
-  if (unshared_ && !f.schedule_detail) {
-    // Nothing overlaps to add, and the totals need no ops.
-    std::vector<double> ring;
-    const UnsharedEnds e =
-        TimeUnshared(classes, terms, L, ring, [](UnsharedOp, size_t, int64_t, double, double) {});
+  if (totals_only) {
+    // Nothing overlaps to add, and the totals need no ops. Both schedules at once, for the memo.
+    const UnsharedEnds e = TimeUnshared(classes, terms, L, memo.ring,
+                                        [](UnsharedOp, size_t, int64_t, double, double) {});
     c.forward_s = e.forward_s;
-    backup_end = e.backup_end;
-  } else {
-    backup_end = ScheduleInDetail(c, classes, members, terms, L, overlap_, unshared_);
-    c.forward_s = c.layer_end_s.back();
+    c.load_back_exposed_s = std::max(0.0, c.forward_s - c.compute_s - c.gather_s);
+    TotalsMemo::Entry& slot = memo.entries[memo.next];
+    memo.next = (memo.next + 1) % memo.entries.size();
+    slot.model = id_;
+    slot.key.assign(memo.key.begin(), memo.key.end());
+    slot.per_layer = c;
+    BackupTotals(*this, BackupScheduleOf(BackupSchedule::kPerLayer), backed > 0, e.per_layer_end,
+                 slot.per_layer);
+    slot.tail = c;
+    BackupTotals(*this, BackupScheduleOf(BackupSchedule::kTail), backed > 0, e.tail_end, slot.tail);
+    return f.backup == BackupSchedule::kTail ? slot.tail : slot.per_layer;
   }
+  const double backup_end = ScheduleInDetail(c, classes, members, terms, L, overlap_, unshared_);
+  c.forward_s = c.layer_end_s.back();
   // Exposed load-back: the forward pass beyond its gather and compute spans. With layers
   // gathered ahead, gather time hidden under compute makes this smaller, never below 0.
   c.load_back_exposed_s = std::max(0.0, c.forward_s - c.compute_s - c.gather_s);
-  BackupCost& b = c.backup;
-  b.forward_s = c.forward_s;
-  if (backed == 0) {
-    b.total_s = c.forward_s;
-  } else {
-    terms.backup->ScheduledTotal(*this, backup_end, pools_, b);
-  }
-  b.beyond_forward_s = b.total_s - b.forward_s;
-  c.service_s = b.total_s;
+  BackupTotals(*this, *terms.backup, backed > 0, backup_end, c);
   return c;
 }
 

@@ -76,8 +76,9 @@ struct ForwardShape {
   GatherMethod gather = GatherMethod::kPacked;
   BackupSchedule backup = BackupSchedule::kPerLayer;
   int64_t prefetch_layers = -1;  // gather.prefetch_layers; -1: the cost model's (its config's)
-  // false: Evaluate may leave the schedule's detail (ops, times, layer_end_s, load_end_s) empty
-  // and price the totals alone, which is faster (a decision reads service_s only).
+  // false: Evaluate may leave the schedule's detail (ops, times, layer_end_s, load_end_s,
+  // lane_rank) empty and price the totals alone, which is faster (a decision reads service_s
+  // only); where every overlap share is 1 it also keeps the last few such totals per thread.
   bool schedule_detail = true;
 };
 
@@ -173,6 +174,9 @@ class CostModel {
   int64_t prefetch_layers_;
   OverlapTable overlap_;
   bool unshared_;  // every overlap share is 1: no op slows another (TimeUnshared times them)
+  // Names this model's terms in the per-thread memo of totals-only evaluations (a copy has the
+  // same terms, so it keeps the id).
+  uint64_t id_;
 };
 
 // One new token's data that partial_merge moves per layer (docs/cost_model.md): its bf16 queries
