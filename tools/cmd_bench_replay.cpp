@@ -371,10 +371,17 @@ struct DefaultConfigRuns {
   std::vector<std::vector<double>> driver_s;  // per row, per repetition
 };
 
-DefaultConfigRuns TimeDefaultConfig(const std::string& path, const ReplayConfig& plain,
-                                    const Trace& plain_trace, int scale, int repeat,
-                                    const po::variables_map& vm) {
+DefaultConfigRuns TimeDefaultConfig(const po::variables_map& vm, const ReplayConfig& plain,
+                                    const Trace& plain_trace, int scale, int repeat) {
   DefaultConfigRuns d;
+  // The default path is the repository's: run elsewhere without the option, the rows are left
+  // out (said on stderr); a path given that cannot be read is an error.
+  const std::string path = vm["default-config"].as<std::string>();
+  if (vm["default-config"].defaulted() && ::access(path.c_str(), R_OK) != 0) {
+    std::fprintf(stderr, "note: no %s here: its driver rows are left out (--default-config)\n",
+                 path.c_str());
+    return d;
+  }
   if (path.empty()) return d;
   d.path = path;
   const std::vector<std::pair<std::string, std::vector<std::string>>> variants = {
@@ -728,15 +735,7 @@ int CmdBenchReplay(int argc, const char* const* argv) {
     const bool has_profile = !cfg.hardware.profile.empty();
     const OutputRuns out_t = TimeOutputs(cfg, trace, repeat, vm["out-dir"].as<std::string>());
 
-    // The default path is the repository's: run elsewhere without the option, the rows are left
-    // out (said on stderr); a path given that cannot be read is an error.
-    std::string dflt_path = vm["default-config"].as<std::string>();
-    if (vm["default-config"].defaulted() && ::access(dflt_path.c_str(), R_OK) != 0) {
-      std::fprintf(stderr, "note: no %s here: its driver rows are left out (--default-config)\n",
-                   dflt_path.c_str());
-      dflt_path.clear();
-    }
-    const DefaultConfigRuns dflt = TimeDefaultConfig(dflt_path, cfg, trace, scale, repeat, vm);
+    const DefaultConfigRuns dflt = TimeDefaultConfig(vm, cfg, trace, scale, repeat);
 
     BenchReplayRun b{
         trace,  cfg,      scale,    repeat,   rss_start,   rss_loaded, peak_after_replay,
