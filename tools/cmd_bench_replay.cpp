@@ -302,8 +302,10 @@ OutputRuns TimeOutputs(const ReplayConfig& cfg, const Trace& trace, int repeat,
   OutputRuns o;
   const auto run_driver = [&](const ReplaySinks& sinks) {
     auto policy = MakePolicy(cfg.policy, cfg, trace);
+    ReplaySinks with_replicas = sinks;  // serving mode: a policy per further replica
+    with_replicas.replica_policy = [&] { return MakePolicy(cfg.policy, cfg, trace); };
     const StageTimes a = StageTimes::Now();
-    RunReplay(cfg, *policy, trace, EngineOptions{}, {}, sinks);
+    RunReplay(cfg, *policy, trace, EngineOptions{}, {}, with_replicas);
     return StageTimes::Now() - a;
   };
   const std::string plan_path = dir + "/kvlanes_bench_replay_plan.jsonl";
@@ -359,6 +361,67 @@ FloorTimes MedianFloor(const std::vector<FloorTimes>& floors) {
   return fl;
 }
 
+// The shipped default config's rows beside the plain replay's: the driver (RunReplay with
+// predictions, no outputs) of the same trace under that config as it is, in sequential mode, and
+// in sequential mode with the fixed choices (gather.method packed, backup.schedule tail) its
+// `cost` choices are measured against (docs/replay.md, "Speed"); each the median of `repeat`,
+// interleaved per repetition.
+struct DefaultConfigRuns {
+  std::string path;  // empty: not measured
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> driver_s;  // per row, per repetition
+};
+
+DefaultConfigRuns TimeDefaultConfig(const po::variables_map& vm, const ReplayConfig& plain,
+                                    const Trace& plain_trace, int scale, int repeat) {
+  DefaultConfigRuns d;
+  // The default path is the repository's: run elsewhere without the option, the rows are left
+  // out (said on stderr); a path given that cannot be read is an error.
+  const std::string path = vm["default-config"].as<std::string>();
+  if (vm["default-config"].defaulted() && ::access(path.c_str(), R_OK) != 0) {
+    std::fprintf(stderr, "note: no %s here: its driver rows are left out (--default-config)\n",
+                 path.c_str());
+    return d;
+  }
+  if (path.empty()) return d;
+  d.path = path;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> variants = {
+      {"as configured", {}},
+      {"sequential", {"serving.mode=sequential"}},
+      {"sequential, packed/tail",
+       {"serving.mode=sequential", "gather.method=packed", "backup.schedule=tail"}}};
+  std::vector<ReplayConfig> cfgs;
+  for (const auto& [name, sets] : variants) {
+    ReplayConfig c;
+    LoadConfigFile(path, c);
+    for (const std::string& s : sets) ApplyConfigSetting(s, c);
+    ValidateConfig(c);
+    cfgs.push_back(std::move(c));
+    d.names.push_back(name);
+  }
+  // The trace as the config reads it (its page and block sizes may differ from the plain run's).
+  Trace own;
+  const ReplayConfig& c0 = cfgs[0];
+  const bool same = c0.cache.page_tokens == plain.cache.page_tokens &&
+                    c0.trace.block_tokens == plain.trace.block_tokens &&
+                    c0.trace.format == plain.trace.format;
+  if (!same) own = ScaleTrace(LoadTraceFor(c0, vm), scale);
+  const Trace& trace = same ? plain_trace : own;
+  d.driver_s.resize(cfgs.size());
+  for (int rep = 0; rep < repeat; ++rep) {
+    for (size_t k = 0; k < cfgs.size(); ++k) {
+      const ReplayConfig& cfg = cfgs[k];
+      auto policy = MakePolicy(cfg.policy, cfg, trace);
+      ReplaySinks sinks;
+      sinks.replica_policy = [&] { return MakePolicy(cfg.policy, cfg, trace); };
+      const StageTimes a = StageTimes::Now();
+      RunReplay(cfg, *policy, trace, EngineOptions{}, {}, sinks);
+      d.driver_s[k].push_back((StageTimes::Now() - a).clock);
+    }
+  }
+  return d;
+}
+
 // What bench replay measured, for the table and the JSON.
 struct BenchReplayRun {
   const Trace& trace;
@@ -371,6 +434,7 @@ struct BenchReplayRun {
   const ReplayRuns& rr;
   const ReportRuns& rep_t;
   const OutputRuns& out_t;
+  const DefaultConfigRuns& dflt;
 };
 
 // The medians of bench replay's measurements; each output stage's time is its run's minus the
@@ -499,6 +563,11 @@ void PrintBenchReplay(const BenchReplayRun& b) {
   } else {
     std::printf("%-34s %10s (needs a hardware profile)\n", "timeline writing (extra)", "-");
   }
+  if (!b.dflt.path.empty()) {
+    std::printf("driver under %s (scale %d):\n", b.dflt.path.c_str(), scale);
+    for (size_t k = 0; k < b.dflt.names.size(); ++k)
+      row(("  " + b.dflt.names[k]).c_str(), Median(b.dflt.driver_s[k]));
+  }
   // The output stages against the replay (engine loop), by each clock: the target is <= 1x
   // (docs/replay.md, "Speed"). The replay is one thread, so its time stands for all three.
   std::printf("%-34s %10s %14s %10s\n", "output / replay", g_wall_clock ? "wall" : "thread",
@@ -574,6 +643,13 @@ nlohmann::ordered_json BenchReplayJson(const BenchReplayRun& b) {
   j["rss_loaded_bytes"] = rss_loaded;
   j["peak_rss_bytes"] = peak_after_replay;
   j["plan_bytes"] = out_t.plan_bytes;
+  if (!b.dflt.path.empty()) {
+    nlohmann::ordered_json d;
+    d["config"] = b.dflt.path;
+    for (size_t k = 0; k < b.dflt.names.size(); ++k)
+      d["driver_s"][b.dflt.names[k]] = Median(b.dflt.driver_s[k]);
+    j["default_config"] = d;
+  }
   return j;
 }
 
@@ -589,6 +665,9 @@ int CmdBenchReplay(int argc, const char* const* argv) {
       "out-dir", po::value<std::string>()->default_value("/tmp"),
       "where the plan and timeline written by the output stages go (removed afterwards)")(
       "wall", po::bool_switch(), "time with the wall clock instead of the thread's CPU time")(
+      "default-config", po::value<std::string>()->default_value("config/default.yaml"),
+      "also time the driver under this config (as configured, sequential, and sequential with "
+      "packed/tail), as rows beside the plain one; \"\" skips them")(
       "json", po::value<std::string>(), "write the results as JSON")("help,h", "this help");
   po::positional_options_description pos;
   pos.add("trace", -1);
@@ -662,10 +741,12 @@ int CmdBenchReplay(int argc, const char* const* argv) {
     const bool has_profile = !cfg.hardware.profile.empty();
     const OutputRuns out_t = TimeOutputs(cfg, trace, repeat, out_dir);
 
+    const DefaultConfigRuns dflt = TimeDefaultConfig(vm, cfg, trace, scale, repeat);
+
     BenchReplayRun b{
         trace,  cfg,      scale,    repeat,   rss_start,   rss_loaded, peak_after_replay,
         load_s, copies_s, reload_s, floor_ok, has_profile, floors,     rr,
-        rep_t,  out_t};
+        rep_t,  out_t,    dflt};
     PrintBenchReplay(b);
     if (vm.count("json"))
       WriteFileAtomically(vm["json"].as<std::string>(), BenchReplayJson(b).dump(2) + "\n");

@@ -544,7 +544,8 @@ int CmdExplain(int argc, const char* const* argv) {
     for (int64_t i = 0; i <= target; ++i) {
       engine.Process(in.trace.requests[static_cast<size_t>(i)],
                      (predictor || i == target) ? &plan : nullptr);
-      const RequestCost* c = predictor ? &predictor->Add(plan) : nullptr;
+      // The target's cost with its schedule's ops (the explanation lists them).
+      const RequestCost* c = predictor ? &predictor->Add(plan, i == target) : nullptr;
       if (i == target) {
         const J doc = ExplainJson(in.config, plan, cost.get(), c);
         const std::string out = vm.count("json") ? vm["json"].as<std::string>() : "";

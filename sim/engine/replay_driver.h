@@ -34,7 +34,8 @@ struct ReplaySinks {
   std::ostream* timeline = nullptr;        // predicted Chrome trace events (needs a profile)
   std::string timeline_name = "timeline";  // its name in errors (the file's path)
   bool timeline_layers = false;  // the timeline also has every op of each request schedule
-  // Called after each request with its plan and, with a profile, its predicted cost.
+  // Called after each request with its plan and, with a profile, its predicted cost (its totals;
+  // the schedule's ops and times only with a timeline).
   std::function<void(const RequestPlan&, const RequestCost*)> on_request;
   // In serving mode, the plan of each request at its admission (plan.replica set), with no
   // cost. Serving mode calls this instead of on_request.

@@ -20,7 +20,7 @@ double CostModelForward::ChunkS(int64_t new_tokens, int64_t context_tokens) cons
 }
 
 double CostModelForward::RequestExtraS(const RequestPlan& plan) const {
-  const RequestCost c = m_.Request(plan);
+  const RequestCost c = m_.Request(plan, false);
   return std::max(0.0, c.service_s - c.compute_s);
 }
 
@@ -179,8 +179,8 @@ const ServingResult& ServingReplay::Run(
 
 void ServingReplay::Arrive(size_t i, int64_t now) {
   (void)now;
-  std::vector<ReplicaView> views;
-  views.reserve(replicas_.size());
+  std::vector<ReplicaView>& views = views_;
+  views.clear();
   for (const auto& r : replicas_) views.push_back(ReplicaView{r->engine.get(), r->load_tokens});
   const Request& req = trace_->requests[i];
   const size_t r = replicas_.size() == 1 ? 0 : router_->Route(req, views);
@@ -194,24 +194,26 @@ void ServingReplay::Arrive(size_t i, int64_t now) {
 
 namespace {
 
-// The waiting requests in the order the schedule takes them: arrival order (fcfs), or under lpm
-// (queues up to kLpmMaxQueue) the longest cached prefix first, ties by arrival.
-std::vector<size_t> WaitingOrder(const std::deque<size_t>& waiting, const ReplayEngine& engine,
-                                 const Trace& trace, const std::string& schedule) {
-  std::vector<size_t> order(waiting.begin(), waiting.end());
-  if (schedule == "lpm" && order.size() > 1 && order.size() <= kLpmMaxQueue) {
-    std::vector<std::pair<int64_t, size_t>> keyed;
-    keyed.reserve(order.size());
-    for (size_t k = 0; k < order.size(); ++k) {
-      const MatchPeek m = engine.Peek(trace.requests[order[k]]);
-      keyed.emplace_back(-(m.device_pages + m.host_pages), k);
-    }
-    std::stable_sort(keyed.begin(), keyed.end());  // longest first; ties by arrival
-    std::vector<size_t> sorted;
-    for (const auto& [neg, k] : keyed) sorted.push_back(order[k]);
-    order = std::move(sorted);
+// Whether the schedule reorders the waiting requests now: lpm, for queues of 2 to kLpmMaxQueue.
+bool Reorders(const std::deque<size_t>& waiting, const std::string& schedule) {
+  return schedule == "lpm" && waiting.size() > 1 && waiting.size() <= kLpmMaxQueue;
+}
+
+// The waiting requests in the order lpm takes them: the longest cached prefix first, ties by
+// arrival. (Otherwise the order is the queue's own, arrival order, read in place.)
+std::vector<size_t> LpmOrder(const std::deque<size_t>& waiting, const ReplayEngine& engine,
+                             const Trace& trace) {
+  std::vector<std::pair<int64_t, size_t>> keyed;
+  keyed.reserve(waiting.size());
+  for (size_t k = 0; k < waiting.size(); ++k) {
+    const MatchPeek m = engine.Peek(trace.requests[waiting[k]]);
+    keyed.emplace_back(-(m.device_pages + m.host_pages), k);
   }
-  return order;
+  std::stable_sort(keyed.begin(), keyed.end());  // longest first; ties by arrival
+  std::vector<size_t> sorted;
+  sorted.reserve(keyed.size());
+  for (const auto& [neg, k] : keyed) sorted.push_back(waiting[k]);
+  return sorted;
 }
 
 }  // namespace
@@ -234,10 +236,15 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
     rep.pass.emplace_back(run.request, take);
     left -= take;
   }
-  // Then new requests, in the schedule's order.
-  const std::vector<size_t> order = WaitingOrder(rep.waiting, *rep.engine, *trace_, sc.schedule);
+  // Then new requests, in the schedule's order: lpm's, or the queue's own (read in place, so a
+  // long queue costs nothing per pass; those taken are then its first ones).
+  const bool reorder = Reorders(rep.waiting, sc.schedule);
+  const std::vector<size_t> lpm =
+      reorder ? LpmOrder(rep.waiting, *rep.engine, *trace_) : std::vector<size_t>();
   std::vector<size_t> taken;
-  for (size_t i : order) {
+  const size_t waiting = rep.waiting.size();
+  for (size_t k = 0; k < waiting; ++k) {
+    const size_t i = reorder ? lpm[k] : rep.waiting[k];
     if (left <= 0) break;
     if (!batching && !rep.pass.empty()) break;
     const Request& req = trace_->requests[i];
@@ -280,7 +287,12 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
     rep.running.push_back(run);
     taken.push_back(i);
   }
-  for (size_t i : taken) rep.waiting.erase(std::find(rep.waiting.begin(), rep.waiting.end(), i));
+  if (reorder) {
+    for (size_t i : taken) rep.waiting.erase(std::find(rep.waiting.begin(), rep.waiting.end(), i));
+  } else {
+    rep.waiting.erase(rep.waiting.begin(),
+                      rep.waiting.begin() + static_cast<std::ptrdiff_t>(taken.size()));
+  }
   if (rep.pass.empty()) return;
   double pass_s = cost_.PassBaseS();
   int64_t tokens = 0;

@@ -136,6 +136,7 @@ class ServingReplay {
   std::function<void(const RequestPlan&, int, size_t)> on_admit_;
   PassObserver on_pass_;
   std::vector<PassChunk> chunks_;      // the pass given to on_pass_
+  std::vector<ReplicaView> views_;     // what the router sees, refilled at each arrival
   std::vector<Admission> admissions_;  // per trace index
   ServingResult result_;
   struct Event {

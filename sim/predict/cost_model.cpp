@@ -1,6 +1,8 @@
 #include "sim/predict/cost_model.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 
 #include "methods/method_costs.h"
 #include "sim/check.h"
@@ -39,6 +41,15 @@ std::vector<int64_t> RunsPerLane(const std::vector<LaneCopy>& copies, int ranks)
   return n;
 }
 
+namespace {
+
+uint64_t NextModelId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedule backup) {
   ForwardShape f;
   f.new_tokens = ctx.new_tokens;
@@ -49,6 +60,7 @@ ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedu
   f.backup_pages = ctx.backup_pages;
   f.gather = gather;
   f.backup = backup;
+  f.schedule_detail = false;  // a decision reads the totals only
   return f;
 }
 
@@ -81,7 +93,9 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
       query_row_bytes_(PartialMergeQueryRowBytes(cfg.model.shape)),
       partial_row_bytes_(PartialMergePartialRowBytes(cfg.model.shape)),
       prefetch_layers_(cfg.gather.prefetch_layers),
-      overlap_(OverlapTable::Of(hw_)) {
+      overlap_(OverlapTable::Of(hw_)),
+      unshared_(overlap_.Trivial()),
+      id_(NextModelId()) {
   for (const PoolSpec& p : cfg.model.pools) {
     pool_names_.push_back(p.name);
     pool_share_.push_back(static_cast<double>(p.bytes_per_token_layer * cfg.cache.page_tokens) /
@@ -346,9 +360,10 @@ struct RequestTerms {
   double tail_submit_s = 0;  // the tail backup's submission, once the forward pass ends
 };
 
-// Each schedule rank's ops by layer (-1: none).
+// Each schedule rank's ops by layer (-1: none), and its gather index upload (-1: none).
 struct RequestOps {
   std::vector<std::vector<int>> load, compute, gather, backup;
+  std::vector<int> index;
 };
 
 // The request's ops as the executor enqueues them (exec/executor.cpp, RankRun::Request), on each
@@ -361,7 +376,8 @@ RequestOps AddRequestOps(Schedule& s, const std::vector<LaneWork>& classes, cons
   const int R = static_cast<int>(classes.size());
   const size_t Ru = classes.size();
   RequestOps ops{std::vector<std::vector<int>>(Ru), std::vector<std::vector<int>>(Ru),
-                 std::vector<std::vector<int>>(Ru), std::vector<std::vector<int>>(Ru)};
+                 std::vector<std::vector<int>>(Ru), std::vector<std::vector<int>>(Ru),
+                 std::vector<int>(Ru, -1)};
   for (int q = 0; q < R; ++q) {
     const LaneWork& w = classes[static_cast<size_t>(q)];
     const size_t qu = static_cast<size_t>(q);
@@ -369,8 +385,8 @@ RequestOps AddRequestOps(Schedule& s, const std::vector<LaneWork>& classes, cons
     // executor uploads it while setting the gather up; it does not wait for the load-back
     // copies, so it is not placed on the h2d engine).
     if (t.gathers && t.gather.once_s > 0)
-      s.Add(MakeOp("gather_index", OpKind::kH2D, SchedStream::kComm, Engine::kNone, t.gather.once_s,
-                   -1, q));
+      ops.index[qu] = s.Add(MakeOp("gather_index", OpKind::kH2D, SchedStream::kComm, Engine::kNone,
+                                   t.gather.once_s, -1, q));
     ops.load[qu].assign(L, -1);
     ops.compute[qu].assign(L, -1);
     ops.gather[qu].assign(L, -1);
@@ -424,6 +440,110 @@ RequestOps AddRequestOps(Schedule& s, const std::vector<LaneWork>& classes, cons
     ops.backup[static_cast<size_t>(q)].push_back(s.Add(bo));
   }
   return ops;
+}
+
+// The ops of one schedule rank that TimeUnshared reports, by what they are.
+enum class UnsharedOp { kIndex, kLoad, kGather, kCompute, kBackup };
+
+// When the request's schedule ends, without building it: the forward pass, and the backups under
+// either schedule (with every share 1 the backups do not change the forward pass).
+struct UnsharedEnds {
+  double forward_s = 0;  // the last forward layer's end over the schedule ranks
+  // The last backup copy's end (0 without backups), per layer and as a tail.
+  double per_layer_end = 0, tail_end = 0;
+};
+
+// The times Schedule::Run gives the ops AddRequestOps builds when every overlap share is 1,
+// computed in the order AddRequestOps adds them, without building or running them. No op then
+// slows another (each ends work_s after it starts), and each copy engine serves one stream only,
+// so it never makes an op wait: an op starts when it is ready (its stream's previous op ended,
+// its deps ended, plus its delay), a gather group when its last member is ready. Each start is
+// the same max and each end the same sum as in the event loop, so the times are equal bit for
+// bit (a test holds them to Schedule::Run). `record(op, rank, layer, start, end)` receives every
+// op's times (layer -1: all layers or none), the backups of t.backup's schedule; `ring` is
+// scratch.
+template <class Record>
+UnsharedEnds TimeUnshared(const std::vector<LaneWork>& classes, const RequestTerms& t, size_t L,
+                          std::vector<double>& ring, Record&& record) {
+  const size_t R = classes.size();
+  // Per rank: its comm, compute, d2h and h2d streams' last end, then the compute ends of the
+  // last `keep` layers (layer l's at l % keep: the forward layer whose buffer gather l reuses
+  // is l - 1 - ahead, in the slot layer l's own end takes next).
+  const size_t keep =
+      static_cast<size_t>(std::clamp<int64_t>(t.ahead, 0, static_cast<int64_t>(L))) + 1;
+  const size_t stride = 4 + keep;
+  ring.assign(R * stride, 0.0);
+  const bool each_layer = t.backup->CopiesEachLayer();
+  for (size_t q = 0; q < R; ++q) {
+    double* st = ring.data() + q * stride;
+    if (t.gathers && t.gather.once_s > 0) {
+      st[0] = 0.0 + t.gather.once_s;
+      record(UnsharedOp::kIndex, q, -1, 0.0, st[0]);
+    }
+    if (classes[q].load_pages > 0 && t.load_all_first) {
+      st[3] = 0.0 + classes[q].load;
+      record(UnsharedOp::kLoad, q, -1, 0.0, st[3]);
+    }
+  }
+  double group_start = 0;
+  for (size_t l = 0; l < L; ++l) {
+    const int64_t reuse = static_cast<int64_t>(l) - 1 - t.ahead;
+    const size_t slot = l % keep;
+    for (size_t q = 0; q < R; ++q) {
+      double* st = ring.data() + q * stride;
+      if (classes[q].load_pages > 0 && !t.load_all_first) {
+        const double start = st[3];
+        st[3] = start + classes[q].load;
+        record(UnsharedOp::kLoad, q, static_cast<int64_t>(l), start, st[3]);
+      }
+    }
+    if (t.gathers) {
+      // Each gather's ready time: its stream, its layer's load-back, the forward layer whose
+      // buffer it reuses; a group (several ranks) starts at its members' latest.
+      for (size_t q = 0; q < R; ++q) {
+        const double* st = ring.data() + q * stride;
+        double ready = st[0];
+        if (classes[q].load_pages > 0) ready = std::max(ready, st[3]);
+        if (reuse >= 0) ready = std::max(ready, st[4 + slot]);
+        group_start = q == 0 ? ready : std::max(group_start, ready);
+      }
+    }
+    for (size_t q = 0; q < R; ++q) {
+      const LaneWork& w = classes[q];
+      double* st = ring.data() + q * stride;
+      double ready = st[1];
+      if (t.gathers) {
+        const double end = group_start + (l == 0 ? t.gather.first_layer_s : t.gather.per_layer_s);
+        record(UnsharedOp::kGather, q, static_cast<int64_t>(l), group_start, end);
+        st[0] = end;
+        ready = std::max(ready, end);
+      } else if (w.load_pages > 0) {
+        ready = std::max(ready, st[3]);
+      }
+      st[1] = ready + t.compute_layer_s;
+      st[4 + slot] = st[1];
+      record(UnsharedOp::kCompute, q, static_cast<int64_t>(l), ready, st[1]);
+      if (w.backup_pages > 0) {
+        const double start = std::max(st[2], st[1]);
+        st[2] = start + w.backup_layer;
+        if (each_layer) record(UnsharedOp::kBackup, q, static_cast<int64_t>(l), start, st[2]);
+      }
+    }
+  }
+  UnsharedEnds ends;
+  for (size_t q = 0; q < R; ++q) {
+    const LaneWork& w = classes[q];
+    double* st = ring.data() + q * stride;
+    ends.forward_s = std::max(ends.forward_s, st[1]);
+    if (w.backup_pages == 0) continue;
+    ends.per_layer_end = std::max(ends.per_layer_end, st[2]);
+    // The tail copy is the first op of its stream.
+    const double start = std::max(0.0, st[1]) + t.tail_submit_s;
+    const double end = start + w.backup_tail;
+    if (!each_layer) record(UnsharedOp::kBackup, q, -1, start, end);
+    ends.tail_end = std::max(ends.tail_end, end);
+  }
+  return ends;
 }
 
 // What overlap added to the ops alone: the most any schedule rank's spans grew on each of the
@@ -482,27 +602,32 @@ double ReadLayerEnds(RequestCost& c, const RequestOps& ops, const std::vector<Sc
 
 }  // namespace
 
-RequestCost CostModel::Evaluate(const ForwardShape& f) const {
-  RequestCost c;
-  const size_t L = static_cast<size_t>(layers_);
-  const size_t lanes =
-      std::max({static_cast<size_t>(ranks_), f.load_back_pages.size(), f.backup_pages.size()});
-  int64_t backed = 0;
-  for (int64_t x : f.backup_pages) backed += x;
+namespace {
+
+// The request's terms and each lane's copies (RequestTerms, LaneWork) from its shape.
+RequestTerms TermsOf(const CostModel& m, const ForwardShape& f) {
   RequestTerms terms;
   // A method may price itself from something else than the prefix (partial_merge: queries and
   // partial outputs).
   const GatherMethodImpl& method = GatherMethodOf(f.gather);
-  if (!GatherCostFor(f.gather).RequestCost(*this, f, terms.gather))
-    terms.gather = Gather(f.gather, f.shard_pages, f.prefix_pages);
+  if (!GatherCostFor(f.gather).RequestCost(m, f, terms.gather))
+    terms.gather = m.Gather(f.gather, f.shard_pages, f.prefix_pages);
   terms.gathers = f.prefix_pages > 0;
   // A gather that reads peers' pools (p2p) is ordered by no event: the executor loads every
   // layer of the load-backs first, one copy per pool, and every gather layer waits for that.
   terms.load_all_first = terms.gathers && method.ReadsPeers();
-  terms.compute_layer_s = ComputeLayerS(f.new_tokens, f.prefix_tokens);
-  terms.ahead = method.LayersAhead(f.prefetch_layers < 0 ? prefetch_layers_ : f.prefetch_layers);
+  terms.compute_layer_s = m.ComputeLayerS(f.new_tokens, f.prefix_tokens);
+  terms.ahead = method.LayersAhead(f.prefetch_layers < 0 ? m.prefetch_layers() : f.prefetch_layers);
   terms.backup = &BackupScheduleOf(f.backup);
-  terms.tail_submit_s = static_cast<double>(pools_) * hw_.copy_submit_s;
+  terms.tail_submit_s = static_cast<double>(m.pools()) * m.hw().copy_submit_s;
+  return terms;
+}
+
+std::vector<LaneWork> LaneWorkOf(const CostModel& m, const ForwardShape& f,
+                                 const RequestTerms& terms) {
+  const size_t lanes =
+      std::max({static_cast<size_t>(m.ranks()), f.load_back_pages.size(), f.backup_pages.size()});
+  const auto pools = static_cast<double>(m.pools());
   std::vector<LaneWork> work(lanes);
   for (size_t r = 0; r < lanes; ++r) {
     LaneWork& w = work[r];
@@ -510,27 +635,142 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
     w.backup_pages = At(f.backup_pages, r);
     w.backup_runs = std::max<int64_t>(1, At(f.backup_runs, r));
     if (w.load_pages > 0) {
-      const int64_t layers = terms.load_all_first ? layers_ : 1;
-      w.load = CopiesLatencyS(w.load_pages, layers) +
-               static_cast<double>(w.load_pages) * page_layer_bytes_ * static_cast<double>(layers) /
-                   (hw_.h2d_gbps * 1e9) +
-               static_cast<double>(pools_) * hw_.copy_submit_s;
+      const int64_t layers = terms.load_all_first ? m.layers() : 1;
+      w.load = m.CopiesLatencyS(w.load_pages, layers) +
+               static_cast<double>(w.load_pages) * m.page_layer_bytes() *
+                   static_cast<double>(layers) / (m.hw().h2d_gbps * 1e9) +
+               pools * m.hw().copy_submit_s;
     }
     if (w.backup_pages > 0) {
-      const double bytes = static_cast<double>(w.backup_pages) * page_layer_bytes_;
+      const double bytes = static_cast<double>(w.backup_pages) * m.page_layer_bytes();
       const auto runs = static_cast<double>(w.backup_runs);
-      w.backup_layer = BackupCopiesS(BackupSchedule::kPerLayer, w.backup_pages, 1, bytes, runs);
-      w.backup_tail = BackupCopiesS(BackupSchedule::kTail, w.backup_pages, layers_,
-                                    bytes * static_cast<double>(layers_), runs);
+      w.backup_layer = m.BackupCopiesS(BackupSchedule::kPerLayer, w.backup_pages, 1, bytes, runs);
+      w.backup_tail = m.BackupCopiesS(BackupSchedule::kTail, w.backup_pages, m.layers(),
+                                      bytes * static_cast<double>(m.layers()), runs);
     }
   }
-  std::vector<int64_t> members;
-  const std::vector<LaneWork> classes = LaneClasses(work, c.lane_rank, members);
+  return work;
+}
 
+// The ops of the request schedule and their times: by the event loop, or by TimeUnshared where
+// every overlap share is 1 (the same times). Fills c's schedule detail and adds what overlap
+// added to its totals; returns the last backup's end (0 without backups).
+double ScheduleInDetail(RequestCost& c, const std::vector<LaneWork>& classes,
+                        const std::vector<int64_t>& members, const RequestTerms& terms, size_t L,
+                        const OverlapTable& overlap, bool unshared) {
   Schedule s;
   s.Reserve(classes.size() * (4 * L + 3));
   const RequestOps ops = AddRequestOps(s, classes, terms, L);
-  std::vector<ScheduledOp> t = s.Run(overlap_);
+  std::vector<ScheduledOp> t;
+  if (unshared) {
+    t.resize(s.ops().size());
+    std::vector<double> ring;
+    TimeUnshared(classes, terms, L, ring,
+                 [&](UnsharedOp k, size_t q, int64_t l, double start, double end) {
+                   const size_t lu = l < 0 ? 0 : static_cast<size_t>(l);
+                   int i = -1;
+                   switch (k) {
+                     case UnsharedOp::kIndex:
+                       i = ops.index[q];
+                       break;
+                     case UnsharedOp::kLoad:
+                       i = ops.load[q][lu];
+                       break;
+                     case UnsharedOp::kGather:
+                       i = ops.gather[q][lu];
+                       break;
+                     case UnsharedOp::kCompute:
+                       i = ops.compute[q][lu];
+                       break;
+                     case UnsharedOp::kBackup:
+                       i = ops.backup[q][l < 0 ? 0 : lu];
+                       break;
+                   }
+                   t[static_cast<size_t>(i)] = ScheduledOp{start, end, false};
+                 });
+  } else {
+    t = s.Run(overlap);
+  }
+  AddOverlap(c, s, t, members);
+  const double backup_end = ReadLayerEnds(c, ops, t, L);
+  c.ops = s.Release();
+  c.times = std::move(t);
+  return backup_end;
+}
+
+}  // namespace
+
+namespace {
+
+// Fills c's backup block and service time from its forward end and the backups' end under
+// `schedule` (`backed`: the request backs pages up).
+void BackupTotals(const CostModel& m, const BackupScheduleCost& schedule, bool backed,
+                  double backup_end, RequestCost& c) {
+  BackupCost& b = c.backup;
+  b.forward_s = c.forward_s;
+  if (!backed) {
+    b.total_s = c.forward_s;
+  } else {
+    schedule.ScheduledTotal(m, backup_end, m.pools(), b);
+  }
+  b.beyond_forward_s = b.total_s - b.forward_s;
+  c.service_s = b.total_s;
+}
+
+// The last totals-only evaluations of this thread (CostModel::Evaluate without schedule detail,
+// every share 1), by model and shape, each under both backup schedules: a request's `cost`
+// decisions price one shape under each schedule, for every gather method, then the chosen
+// method's again. Per thread, so that replays on several threads share nothing.
+struct TotalsMemo {
+  struct Entry {
+    uint64_t model = 0;  // 0: empty
+    std::vector<int64_t> key;
+    RequestCost per_layer, tail;
+  };
+  std::array<Entry, 8> entries;
+  size_t next = 0;             // the entry the next miss replaces
+  std::vector<int64_t> key;    // the shape being looked up
+  std::vector<double> ring;    // TimeUnshared's scratch
+  std::vector<int> lane_rank;  // LaneClasses' output, not kept (no schedule detail)
+
+  // The key of `f`: every field Evaluate reads but the backup schedule.
+  void KeyOf(const ForwardShape& f) {
+    key.clear();
+    key.insert(key.end(), {f.new_tokens, f.prefix_tokens, f.prefix_pages, f.prefetch_layers,
+                           static_cast<int64_t>(f.gather)});
+    for (std::span<const int64_t> v :
+         {f.shard_pages, f.load_back_pages, f.backup_pages, f.backup_runs}) {
+      key.push_back(static_cast<int64_t>(v.size()));
+      key.insert(key.end(), v.begin(), v.end());
+    }
+  }
+  const Entry* Find(uint64_t model) const {
+    for (const Entry& e : entries)
+      if (e.model == model && e.key == key) return &e;
+    return nullptr;
+  }
+};
+
+thread_local TotalsMemo g_totals;
+
+}  // namespace
+
+RequestCost CostModel::Evaluate(const ForwardShape& f) const {
+  const size_t L = static_cast<size_t>(layers_);
+  const bool totals_only = unshared_ && !f.schedule_detail;
+  TotalsMemo& memo = g_totals;
+  if (totals_only) {
+    memo.KeyOf(f);
+    if (const TotalsMemo::Entry* e = memo.Find(id_))
+      return f.backup == BackupSchedule::kTail ? e->tail : e->per_layer;
+  }
+  RequestCost c;
+  int64_t backed = 0;
+  for (int64_t x : f.backup_pages) backed += x;
+  const RequestTerms terms = TermsOf(*this, f);
+  std::vector<int64_t> members;
+  const std::vector<LaneWork> classes =
+      LaneClasses(LaneWorkOf(*this, f, terms), totals_only ? memo.lane_rank : c.lane_rank, members);
 
   // Closed forms of the ops alone on the slowest lane, then what overlap added.
   double load_slowest = 0;
@@ -538,27 +778,33 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   c.compute_s = terms.compute_layer_s * static_cast<double>(layers_);
   c.gather_s = terms.gather.total_s;
   c.load_back_copy_s = load_slowest * (terms.load_all_first ? 1.0 : static_cast<double>(layers_));
-  AddOverlap(c, s, t, members);
-  const double backup_end = ReadLayerEnds(c, ops, t, L);
+  if (totals_only) {
+    // Nothing overlaps to add, and the totals need no ops. Both schedules at once, for the memo.
+    const UnsharedEnds e = TimeUnshared(classes, terms, L, memo.ring,
+                                        [](UnsharedOp, size_t, int64_t, double, double) {});
+    c.forward_s = e.forward_s;
+    c.load_back_exposed_s = std::max(0.0, c.forward_s - c.compute_s - c.gather_s);
+    TotalsMemo::Entry& slot = memo.entries[memo.next];
+    memo.next = (memo.next + 1) % memo.entries.size();
+    slot.model = id_;
+    slot.key.assign(memo.key.begin(), memo.key.end());
+    slot.per_layer = c;
+    BackupTotals(*this, BackupCostFor(BackupSchedule::kPerLayer), backed > 0, e.per_layer_end,
+                 slot.per_layer);
+    slot.tail = c;
+    BackupTotals(*this, BackupCostFor(BackupSchedule::kTail), backed > 0, e.tail_end, slot.tail);
+    return f.backup == BackupSchedule::kTail ? slot.tail : slot.per_layer;
+  }
+  const double backup_end = ScheduleInDetail(c, classes, members, terms, L, overlap_, unshared_);
   c.forward_s = c.layer_end_s.back();
   // Exposed load-back: the forward pass beyond its gather and compute spans. With layers
   // gathered ahead, gather time hidden under compute makes this smaller, never below 0.
   c.load_back_exposed_s = std::max(0.0, c.forward_s - c.compute_s - c.gather_s);
-  BackupCost& b = c.backup;
-  b.forward_s = c.forward_s;
-  if (backed == 0) {
-    b.total_s = c.forward_s;
-  } else {
-    BackupCostFor(f.backup).ScheduledTotal(*this, backup_end, pools_, b);
-  }
-  b.beyond_forward_s = b.total_s - b.forward_s;
-  c.service_s = b.total_s;
-  c.ops = s.Release();
-  c.times = std::move(t);
+  BackupTotals(*this, BackupCostFor(f.backup), backed > 0, backup_end, c);
   return c;
 }
 
-RequestCost CostModel::Request(const RequestPlan& p) const {
+RequestCost CostModel::Request(const RequestPlan& p, bool schedule_detail) const {
   // Write-back at eviction: all layers of the evicted pages, before the forward pass.
   double write_back = 0;
   for (int64_t pages : PagesPerLane(p.write_back, ranks_))
@@ -567,7 +813,8 @@ RequestCost CostModel::Request(const RequestPlan& p) const {
           std::max(write_back, pools_ * hw_.copy_submit_s + CopiesLatencyS(pages, layers_) +
                                    static_cast<double>(pages) * page_layer_bytes_ *
                                        static_cast<double>(layers_) / (hw_.d2h_gbps * 1e9));
-  const PlanShape f(p, ranks_, page_tokens_, prefetch_layers_);
+  PlanShape f(p, ranks_, page_tokens_, prefetch_layers_);
+  f.shape.schedule_detail = schedule_detail;
   RequestCost c = Evaluate(f.shape);
   c.write_back_s = write_back;
   c.hit_agreement_s = HitAgreementS(p.host_match_pages);

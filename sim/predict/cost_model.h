@@ -76,6 +76,10 @@ struct ForwardShape {
   GatherMethod gather = GatherMethod::kPacked;
   BackupSchedule backup = BackupSchedule::kPerLayer;
   int64_t prefetch_layers = -1;  // gather.prefetch_layers; -1: the cost model's (its config's)
+  // false: Evaluate may leave the schedule's detail (ops, times, layer_end_s, load_end_s,
+  // lane_rank) empty and price the totals alone, which is faster (a decision reads service_s
+  // only); where every overlap share is 1 it also keeps the last few such totals per thread.
+  bool schedule_detail = true;
 };
 
 class CostModel {
@@ -86,6 +90,7 @@ class CostModel {
   const HardwareProfile& hw() const { return hw_; }
   int ranks() const { return ranks_; }
   int64_t layers() const { return layers_; }
+  int64_t pools() const { return pools_; }
   double page_layer_bytes() const { return page_layer_bytes_; }  // one page, one layer, all pools
 
   double ComputeLayerS(int64_t new_tokens, int64_t prefix_tokens) const;
@@ -149,8 +154,9 @@ class CostModel {
   // by the request schedule (schedule.h, docs/cost_model.md "The request schedule").
   RequestCost Evaluate(const ForwardShape& shape) const;
   int64_t prefetch_layers() const { return prefetch_layers_; }
-  // A whole plan: write-back at eviction + Evaluate of its shape.
-  RequestCost Request(const RequestPlan& p) const;
+  // A whole plan: write-back at eviction + Evaluate of its shape (`schedule_detail` as
+  // ForwardShape's).
+  RequestCost Request(const RequestPlan& p, bool schedule_detail = true) const;
 
  private:
   HardwareProfile hw_;
@@ -167,6 +173,10 @@ class CostModel {
   double partial_row_bytes_ = 0;  // one token's partial outputs (bf16) and lse (fp32), all heads
   int64_t prefetch_layers_;
   OverlapTable overlap_;
+  bool unshared_;  // every overlap share is 1: no op slows another (TimeUnshared times them)
+  // Names this model's terms in the per-thread memo of totals-only evaluations (a copy has the
+  // same terms, so it keeps the id).
+  uint64_t id_;
 };
 
 // One new token's data that partial_merge moves per layer (docs/cost_model.md): its bf16 queries
@@ -187,7 +197,8 @@ int64_t SlotRuns(const LaneCopy& c);
 // Their sum per lane.
 std::vector<int64_t> RunsPerLane(const std::vector<LaneCopy>& copies, int ranks);
 
-// The forward shape of a decision context with the given choices.
+// The forward shape of a decision context with the given choices (no schedule detail: a
+// decision reads the totals).
 ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedule backup);
 
 // The forward shape of a plan; `shape` points into the per-lane vectors held beside it.

@@ -14,8 +14,8 @@ namespace kvlanes {
 Predictor::Predictor(const CostModel& model, TimelineWriter* timeline, bool layer_slices)
     : model_(model), timeline_(timeline), layer_slices_(layer_slices) {}
 
-const RequestCost& Predictor::Add(const RequestPlan& p) {
-  last_ = model_.Request(p);
+const RequestCost& Predictor::Add(const RequestPlan& p, bool schedule_detail) {
+  last_ = model_.Request(p, schedule_detail || timeline_ != nullptr);
   const double arrival = static_cast<double>(p.arrival_ns) * 1e-9;
   if (first_arrival_s_ < 0) first_arrival_s_ = arrival;
   const double start = std::max(arrival, free_at_s_);

@@ -21,8 +21,9 @@ class Predictor {
   // forward and backup) as a slice inside its request's span.
   Predictor(const CostModel& model, TimelineWriter* timeline, bool layer_slices = false);
 
-  // REQUIRES: requests in arrival order.
-  const RequestCost& Add(const RequestPlan& p);
+  // REQUIRES: requests in arrival order. The cost's schedule detail (ops, times, layer ends) is
+  // filled where `schedule_detail` or a timeline asks for it, else left empty (faster).
+  const RequestCost& Add(const RequestPlan& p, bool schedule_detail = false);
   nlohmann::ordered_json Summary() const;
   // When the last added request started (s, on the trace's clock).
   double last_start_s() const { return last_start_s_; }

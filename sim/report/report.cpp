@@ -217,11 +217,14 @@ J RequestMetrics(const std::vector<const ServedRequest*>& reqs) {
   j["hit_tokens"] = hit;
   j["computed_tokens"] = computed;
   j["token_hit_ratio"] = in > 0 ? static_cast<double>(hit) / static_cast<double>(in) : 0.0;
-  const auto pct = [](std::vector<double> v, double q) {
-    return v.empty() ? 0.0 : Percentile(std::move(v), q);
-  };
   double qsum = 0;
-  for (double x : queue) qsum += x;
+  for (double x : queue) qsum += x;  // in request order, before the sort
+  // Each list sorted once for all its percentiles.
+  std::sort(ttft.begin(), ttft.end());
+  std::sort(queue.begin(), queue.end());
+  const auto pct = [](const std::vector<double>& sorted, double q) {
+    return sorted.empty() ? 0.0 : PercentileOfSorted(sorted, q);
+  };
   j["ttft_p50_s"] = pct(ttft, 0.5);
   j["ttft_p90_s"] = pct(ttft, 0.9);
   j["ttft_p99_s"] = pct(ttft, 0.99);
