@@ -171,8 +171,9 @@ ExecArgs ExecArgsFrom(const po::variables_map& vm) {
     o.exec.round_done = [start](int done, int rounds) {
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::fprintf(stderr, "kvlanes exec: round %d of %d done, %.1f s since the start\n", done,
-                   rounds, s);
+      std::fprintf(stderr,
+                   "kvlanes exec: round %d of %d done, %.1f s since the start, about %.0f s left\n",
+                   done, rounds, s, s / done * (rounds - done));
     };
   }
   return a;

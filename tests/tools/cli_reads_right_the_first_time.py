@@ -183,6 +183,13 @@ def long_runs_show_progress_with_the_time_left():
           and [int(k) for k, _ in steps] == list(range(1, int(total.pop()) + 1))
           and len(re.findall(r" s spent, about \d+ s left\)$", r.stderr, re.M)) == len(steps) - 1,
           f"bench sweep: a numbered line per step with the time left ({len(steps)} steps)")
+    # exec: a line per timed round with the time left.
+    r = run("exec", "--plan", small_plan(), "--backend", "host", "--max-requests", "5", "--rounds",
+            "2", "--out", os.path.join(work, "rounds.json"))
+    rounds = re.findall(r"^kvlanes exec: round (\d) of 2 done, [\d.]+ s since the start, about "
+                        r"\d+ s left$", r.stderr, re.M)
+    check(r.returncode == 0 and rounds == ["1", "2"],
+          f"exec: a line per timed round with the time left ({rounds}; {r.stderr[-200:]!r})")
     # calibrate: a line per parameter group fitted.
     r = run("calibrate", "--measurements", sweep_file, "--out", os.path.join(work, "fit.yaml"),
             "--base", os.path.join(src, "config/profiles/h200.yaml"))
