@@ -42,7 +42,7 @@ std::string YamlValue(const py::handle& v, const std::string& at) {
     throw InputError("", 0, at,
                      "a number, string, bool, None or a list of them, got " +
                          py::str(py::type::of(v).attr("__name__")).cast<std::string>() + " (" +
-                         e.what() + ")");
+                         py::str(e.value()).cast<std::string>() + ")");
   }
 }
 
@@ -331,7 +331,12 @@ PYBIND11_MODULE(kvlanes, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const kvlanes::InputError& e) {
-      PyErr_SetString(input_error.ptr(), kvlanes::python::InPythonWords(e.what()).c_str());
+      // A message may hold bytes that are not UTF-8 (a path's): shown as \xNN escapes.
+      const std::string text = kvlanes::python::InPythonWords(e.what());
+      PyObject* msg = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()),
+                                           "backslashreplace");
+      PyErr_SetObject(input_error.ptr(), msg);
+      Py_XDECREF(msg);
     }
   });
   m.def("replay", &kp::Replay, py::arg("trace"), py::kw_only(), py::arg("config") = py::none(),
