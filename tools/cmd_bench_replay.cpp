@@ -655,7 +655,8 @@ nlohmann::ordered_json BenchReplayJson(const BenchReplayRun& b) {
 
 }  // namespace
 
-int CmdBenchReplay(int argc, const char* const* argv) {
+// The options of `kvlanes bench replay`: the replay's, then its own.
+po::options_description BenchReplayOptions() {
   po::options_description desc("options");
   AddReplayOptions(desc);
   desc.add_options()("repeat", po::value<int>()->default_value(5),
@@ -669,6 +670,11 @@ int CmdBenchReplay(int argc, const char* const* argv) {
       "also time the driver under this config (as configured, sequential, and sequential with "
       "packed/tail), as rows beside the plain one; \"\" skips them")(
       "json", po::value<std::string>(), "write the results as JSON")("help,h", "this help");
+  return desc;
+}
+
+int CmdBenchReplay(int argc, const char* const* argv) {
+  const po::options_description desc = BenchReplayOptions();
   po::positional_options_description pos;
   pos.add("trace", -1);
   po::variables_map vm;
