@@ -551,7 +551,7 @@ if hasattr(os, "mkfifo"):
                   [kvlanes, "sweep", "merge", fifo("fifo_shard.json"), "--json", merged], merged,
                   "fifo_shard.json: ", "no data for 10 s")
 
-# ---- the second probe (issue 45): cycles, depth, silent overrides, sizes, odd paths, FIFOs
+# ---- the second probe: cycles, depth, silent overrides, sizes, odd paths, FIFOs
 # One YAML walk (sim/yaml_input.*) for --config, --set, profiles and a plan's stored profile: an
 # alias that contains itself was expanded until memory ran out (a list) or for minutes (a map).
 for what, text, needles in [

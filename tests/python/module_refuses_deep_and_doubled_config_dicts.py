@@ -11,27 +11,11 @@ import pathlib
 import sys
 
 import kvlanes
+from checks import check, error_of, finish
 
 src = pathlib.Path(sys.argv[1])
 trace = src / "traces" / "mooncake_excerpt.jsonl"
 small = {"serving.mode": "sequential", "cache.host_pages_per_lane": 0}
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def error_of(call):
-    try:
-        call()
-    except Exception as e:  # the message and type are what is checked
-        return e
-    return None
-
-
 def nested(depth, leaf):
     d = leaf
     for _ in range(depth - 1):
@@ -114,5 +98,4 @@ for test in (a_dict_nested_100000_deep_is_an_input_error, a_dict_nested_256_deep
              values_and_paths_python_cannot_write_are_named):
     print(f"--- {test.__name__}")
     test()
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

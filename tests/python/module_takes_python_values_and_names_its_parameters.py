@@ -11,28 +11,12 @@ import pathlib
 import sys
 
 import kvlanes
+from checks import check, error_of, finish
 
 src = pathlib.Path(sys.argv[1])
 os.chdir(src)
 trace = src / "traces" / "mooncake_excerpt.jsonl"
 small = {"serving.mode": "sequential", "cache.cp_size": 1, "cache.host_pages_per_lane": 0}
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def error_of(call):
-    try:
-        call()
-    except Exception as e:  # the message and type are what is checked
-        return e
-    return None
-
-
 def paths_may_be_pathlib_paths():
     r = kvlanes.replay(trace, set=small, policy="lru")
     s = kvlanes.replay(str(trace), set=small, policy="lru")
@@ -87,5 +71,4 @@ for test in (paths_may_be_pathlib_paths, vary_values_come_back_as_given,
              a_scalar_vary_value_names_its_key, errors_name_python_parameters_not_flags):
     print(f"--- {test.__name__}")
     test()
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The command line as a new user meets it (issue 44): group help, the valid values of every
+"""The command line as a new user meets it: group help, the valid values of every
 named config key in --help (the same lists the parser gives), data on stdout that stays
 parseable with the summary elsewhere, "did you mean" for mistyped options, errors named for the
 option given, a hint for a copied config's profile, a warning for a host tier smaller than the
