@@ -113,6 +113,11 @@ struct GemmShape {
   int64_t flops() const { return 2 * batch * m * n * k; }
 };
 enum class LayerKind { kDense, kMoe };
+// A request's forward pass runs its new tokens in chunks of at most this many tokens per rank, as
+// an engine's chunked prefill does: the executor's proxy allocates for one chunk and runs the
+// chunks in order within each layer (each chunk's attention over the prefix and the chunks before
+// it), and the compute model prices each chunk (HardwareProfile::ComputeLayerS).
+inline constexpr int64_t kPrefillChunkTokens = 16384;
 LayerKind LayerKindOf(const ModelShape& s, int64_t layer);
 // The GEMMs of one layer for `tokens` tokens (the rank's new tokens), in execution order: the
 // attention's projections before the attention (names "q_a", "q_b", "q_absorb", "kv_a",
