@@ -822,7 +822,7 @@ struct ComputePoint {
   const Sample* s = nullptr;
 };
 
-// The rows of compute.table from points sorted by (n, p) (HardwareProfile::ComputeRow).
+// The rows of a compute table from points sorted by (n, p) (HardwareProfile::ComputeRow).
 std::vector<HardwareProfile::ComputeRow> TableOf(const std::vector<ComputePoint>& pts) {
   std::vector<HardwareProfile::ComputeRow> rows;
   for (const ComputePoint& x : pts) {
@@ -833,17 +833,24 @@ std::vector<HardwareProfile::ComputeRow> TableOf(const std::vector<ComputePoint>
   return rows;
 }
 
-// compute.table from the forward samples (after the linear fit, whose terms the ratios use):
-// every (new tokens, prefix) point, repeated points averaged. Its residuals are leave-one-out:
-// each point predicted from the table without it, so they say how well the table interpolates
-// (at its own points it is exact).
-void FitComputeTable(Calibration& c, const std::vector<const Sample*>& s) {
-  HardwareProfile& p = c.profile();
+// Per-layer seconds of a forward sample: the mean layer's (kind -1), or one kind's time alone.
+double LayerSecondsOf(const Sample& x, int kind) {
+  if (kind < 0) return x.median_s / static_cast<double>(x.layers);
+  for (const Sample::KindTime& k : x.per_kind)
+    if (k.kind == kind) return k.median_s;
+  return 0;
+}
+
+// A compute table for terms `t` (after their linear fit, whose terms the ratios use) from the
+// forward samples' per-layer times of `kind`: every (new tokens, prefix) point, repeated points
+// averaged. Its residuals are leave-one-out: each point predicted from the table without it, so
+// they say how well the table interpolates (at its own points it is exact). `group` names it.
+void FitComputeTable(Calibration& c, const std::vector<const Sample*>& s, int kind,
+                     const std::string& group, HardwareProfile::KindTerms& t) {
   std::vector<ComputePoint> pts;
   for (const Sample* x : s)
     pts.push_back({static_cast<double>(x->new_tokens) / static_cast<double>(x->ranks),
-                   static_cast<double>(x->prefix_tokens),
-                   x->median_s / static_cast<double>(x->layers), x});
+                   static_cast<double>(x->prefix_tokens), LayerSecondsOf(*x, kind), x});
   std::stable_sort(pts.begin(), pts.end(), [](const ComputePoint& a, const ComputePoint& b) {
     return a.n != b.n ? a.n < b.n : a.p < b.p;
   });
@@ -861,31 +868,64 @@ void FitComputeTable(Calibration& c, const std::vector<const Sample*>& s) {
     count.push_back(1);
   }
   for (size_t i = 0; i < merged.size(); ++i) merged[i].t /= count[i];
-  if (repeated > 0)
+  if (repeated > 0 && kind < 0)
     c.out.notes.push_back(std::to_string(repeated) +
                           " forward samples repeat a (new tokens, prefix) point: averaged into "
                           "compute.table");
   for (const ComputePoint& x : merged)
-    if (!(p.LinearLayerS(x.n, x.p, 1) > 0))
+    if (!(t.LinearS(x.n, x.p, 1) > 0))
       throw InputError(c.m.file, x.s->line, "forward",
-                       "the fitted linear compute terms are 0 at a measured point, so the table "
-                       "cannot be written (add samples or use --compute-form linear)");
+                       "the fitted linear compute terms of " + group +
+                           " are 0 at a measured point, so the table cannot be written (add "
+                           "samples or use --compute-form linear)");
   std::vector<double> rel;
   std::vector<const Sample*> used;
-  HardwareProfile loo = p;
+  HardwareProfile::KindTerms loo = t;
   for (size_t i = 0; i < merged.size() && merged.size() > 1; ++i) {
     std::vector<ComputePoint> rest = merged;
     rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
-    loo.compute_table = TableOf(rest);
+    loo.table = TableOf(rest);
     const ComputePoint& x = merged[i];
-    rel.push_back((loo.ComputeLayerS(x.n, x.p, 1) - x.t) / x.t);
+    rel.push_back((loo.TableS(x.n, x.p, 1) - x.t) / x.t);
     used.push_back(x.s);
   }
-  p.compute_table = TableOf(merged);
-  FitReport r = Report("compute.table", used, rel);
+  t.table = TableOf(merged);
+  FitReport r = Report(group + ".table", used, rel);
   r.samples = static_cast<int64_t>(merged.size());
-  r.note = std::to_string(p.compute_table.size()) + " rows; residuals leave one point out";
+  r.note = std::to_string(t.table.size()) + " rows; residuals leave one point out";
   c.out.fits.push_back(std::move(r));
+}
+
+// Terms `t` of one layer (the mean layer, kind -1, or one kind's) from the forward samples:
+// base + (token * n + pair * n * (p + n/2)) / N by least squares on relative error, then, with
+// --compute-form table, the table (FitComputeTable). `group` names the fits.
+void FitTerms(Calibration& c, const std::vector<const Sample*>& s, int kind,
+              const std::string& group, HardwareProfile::KindTerms& t) {
+  Eigen::MatrixXd a(static_cast<Eigen::Index>(s.size()), 3);
+  Eigen::VectorXd y(static_cast<Eigen::Index>(s.size()));
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto r = static_cast<Eigen::Index>(i);
+    const double n = static_cast<double>(s[i]->new_tokens),
+                 pre = static_cast<double>(s[i]->prefix_tokens);
+    const double ranks = static_cast<double>(s[i]->ranks);
+    a(r, 0) = 1;
+    a(r, 1) = n / ranks;
+    a(r, 2) = n * (pre + n / 2) / ranks;
+    y[r] = LayerSecondsOf(*s[i], kind);
+  }
+  RequireRank(a, y, c.m.file, "forward",
+              "vary new_tokens over at least three values and prefix_tokens over at least two");
+  const LinearFit f = FitRelative(a, y);
+  t.layer_base_s = f.x[0];
+  t.layer_token_s = f.x[1];
+  t.layer_attn_pair_s = f.x[2];
+  FitReport r = Report(group, s, f.rel_err);
+  r.params = {{"layer_base_s", t.layer_base_s},
+              {"layer_token_s", t.layer_token_s},
+              {"layer_attn_pair_s", t.layer_attn_pair_s}};
+  c.out.fits.push_back(std::move(r));
+  t.table.clear();
+  if (c.opt.compute_table) FitComputeTable(c, s, kind, group, t);
 }
 
 // --compute-form rescale: the base's compute terms and table times k, the median over the
@@ -904,7 +944,8 @@ void RescaleCompute(Calibration& c, const std::vector<const Sample*>& s,
       throw InputError(c.m.file, x->line, "preset",
                        "a forward sample of '" + x->preset + "' cannot rescale compute terms " +
                            "measured on '" + b.compute_model_preset + "'");
-    if (b.compute_model_layers > 0 && x->model_layers != b.compute_model_layers)
+    if (!b.HasComputeKinds() && b.compute_model_layers > 0 &&
+        x->model_layers != b.compute_model_layers)
       throw InputError(c.m.file, x->line, "model_layers",
                        "a forward sample of a " + std::to_string(x->model_layers) +
                            "-layer model cannot rescale compute terms measured at " +
@@ -913,7 +954,16 @@ void RescaleCompute(Calibration& c, const std::vector<const Sample*>& s,
   std::vector<double> ratio;
   for (const Sample* x : s) {
     const double n = static_cast<double>(x->new_tokens) / static_cast<double>(x->ranks);
-    const double priced = b.TableLayerS(n, static_cast<double>(x->prefix_tokens), 1);
+    HardwareProfile at = b;  // with per-kind terms: composed for the sample's layer kinds
+    if (b.HasComputeKinds()) {
+      int64_t kinds[2] = {0, 0};
+      for (const Sample::KindTime& k : x->per_kind) kinds[k.kind] += k.layers;
+      if (kinds[0] + kinds[1] == 0 || !at.ComposeDepth(kinds[0], kinds[1]).empty())
+        throw InputError(c.m.file, x->line, "per_kind",
+                         "the base profile's per-kind compute terms need each sample's layer "
+                         "kinds (per_kind) of kinds the base has");
+    }
+    const double priced = at.TableLayerS(n, static_cast<double>(x->prefix_tokens), 1);
     if (!(priced > 0))
       throw InputError(c.m.file, x->line, "forward",
                        "the base profile prices this point at 0 s, so there is nothing to rescale");
@@ -927,6 +977,7 @@ void RescaleCompute(Calibration& c, const std::vector<const Sample*>& s,
   p.layer_token_s = b.layer_token_s;
   p.layer_attn_pair_s = b.layer_attn_pair_s;
   p.compute_table = b.compute_table;
+  for (int k = 0; k < 2; ++k) p.compute_kinds[k] = b.compute_kinds[k];
   p.compute_measured = b.compute_measured;
   p.compute_model_preset = b.compute_model_preset.empty() ? preset : b.compute_model_preset;
   p.compute_model_layers = b.compute_model_layers;
@@ -977,6 +1028,8 @@ void FitForward(Calibration& c) {
       p.compute_model_layers = c.base->compute_model_layers;
       p.compute_table = c.base->compute_table;
       if (!p.compute_table.empty()) c.out.kept_from_base.push_back("compute.table");
+      for (int k = 0; k < 2; ++k) p.compute_kinds[k] = c.base->compute_kinds[k];
+      if (c.base->HasComputeKinds()) c.out.kept_from_base.push_back("compute.layer_kinds");
     }
     return;
   }
@@ -992,25 +1045,12 @@ void FitForward(Calibration& c) {
     RescaleCompute(c, s, preset);
     return;
   }
-  Eigen::MatrixXd a(static_cast<Eigen::Index>(s.size()), 3);
-  Eigen::VectorXd t(static_cast<Eigen::Index>(s.size()));
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto r = static_cast<Eigen::Index>(i);
-    const double n = static_cast<double>(s[i]->new_tokens),
-                 pre = static_cast<double>(s[i]->prefix_tokens);
-    const double ranks = static_cast<double>(s[i]->ranks);
-    a(r, 0) = 1;
-    a(r, 1) = n / ranks;
-    a(r, 2) = n * (pre + n / 2) / ranks;
-    t[r] = s[i]->median_s / static_cast<double>(s[i]->layers);
-  }
-  RequireRank(a, t, c.m.file, "forward",
-              "vary new_tokens over at least three values and prefix_tokens over at least two");
-  const LinearFit f = FitRelative(a, t);
-  FitReport r = Report("compute", s, f.rel_err);
-  p.layer_base_s = f.x[0];
-  p.layer_token_s = f.x[1];
-  p.layer_attn_pair_s = f.x[2];
+  HardwareProfile::KindTerms mean;
+  const size_t mean_fit = c.out.fits.size();
+  FitTerms(c, s, -1, "compute", mean);
+  p.layer_base_s = mean.layer_base_s;
+  p.layer_token_s = mean.layer_token_s;
+  p.layer_attn_pair_s = mean.layer_attn_pair_s;
   // Measured on the proxy of a named preset: the profile says so (a replay of another preset is
   // refused). Samples without a preset (older files) leave the terms unlabelled.
   p.compute_measured = !preset.empty();
@@ -1020,16 +1060,26 @@ void FitForward(Calibration& c) {
   for (const Sample* x : s)
     if (x->model_layers != p.compute_model_layers) p.compute_model_layers = 0;
   if (!preset.empty())
-    r.note = "model preset " + preset +
-             (p.compute_model_layers > 0
-                  ? ", " + std::to_string(p.compute_model_layers) + " layers"
-                  : ", model layer count not given or not the same in every sample");
-  r.params = {{"layer_base_s", p.layer_base_s},
-              {"layer_token_s", p.layer_token_s},
-              {"layer_attn_pair_s", p.layer_attn_pair_s}};
-  c.out.fits.push_back(std::move(r));
-  p.compute_table.clear();
-  if (c.opt.compute_table) FitComputeTable(c, s);
+    c.out.fits[mean_fit].note =
+        "model preset " + preset +
+        (p.compute_model_layers > 0
+             ? ", " + std::to_string(p.compute_model_layers) + " layers"
+             : ", model layer count not given or not the same in every sample");
+  // Each layer kind's own terms, when every sample times the kinds (per_kind): a replay of any
+  // depth then composes them. The mean table is left out then (the kinds price every depth).
+  bool kinds = p.compute_measured;
+  for (const Sample* x : s) kinds = kinds && !x->per_kind.empty();
+  for (int k = 0; k < 2 && kinds; ++k) {
+    std::vector<const Sample*> ks;
+    for (const Sample* x : s)
+      if (LayerSecondsOf(*x, k) > 0) ks.push_back(x);
+    if (ks.empty()) continue;
+    HardwareProfile::KindTerms& t = p.compute_kinds[k];
+    FitTerms(c, ks, k, std::string("compute.layer_kinds.") + HardwareProfile::kComputeKindNames[k],
+             t);
+    t.measured = true;
+  }
+  p.compute_table = p.HasComputeKinds() ? std::vector<HardwareProfile::ComputeRow>{} : mean.table;
 }
 
 // ---------------------------------------------------------------- overlap shares
@@ -1231,6 +1281,13 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
   }
   RequireNoneMissing(c);
   out.profile.source = SourceOf(m, base, out);
+  // What the measurements ran on (the first file's context stands for several, as in SourceOf).
+  const bool several =
+      m.context.contains("files") && m.context["files"].is_array() && !m.context["files"].empty();
+  const nlohmann::json& ctx = several ? m.context["files"][0]["context"] : m.context;
+  for (const char* k : kMeasuredOnKeys)
+    if (ctx.is_object() && ctx.contains(k) && ctx[k].is_string())
+      out.profile.measured_on[k] = ctx[k].get<std::string>();
   return out;
 }
 

@@ -96,11 +96,23 @@ void ParseForward(const JsonCursor& s, Sample& x) {
   if (s.Has("layers")) x.layers = s.Key("layers").IntAtLeast(1);
   x.forward = ParseForwardMode(s);
   x.preset = OptStr(s, "preset");
-  if (s.Has("per_kind")) {  // descriptive, but its layer counts say how deep the model was
+  if (s.Has("per_kind")) {  // each kind's time, and with their layer counts the model's depth
     const JsonCursor k = s.Key("per_kind");
     k.ExpectArray();
-    for (size_t i = 0; i < k.Size(); ++i)
-      if (k.Index(i).Has("layers")) x.model_layers += k.Index(i).Key("layers").IntAtLeast(1);
+    for (size_t i = 0; i < k.Size(); ++i) {
+      const JsonCursor e = k.Index(i);
+      if (e.Has("layers")) x.model_layers += e.Key("layers").IntAtLeast(1);
+      if (!e.Has("layer_kind") || !e.Has("median_s") || !e.Has("layers")) continue;
+      const std::string name = e.Key("layer_kind").Str();
+      Sample::KindTime t;
+      t.kind = name == "dense" ? 0 : name == "moe" ? 1 : -1;
+      if (t.kind < 0) e.Key("layer_kind").Fail("expected dense or moe, got '" + name + "'");
+      for (const Sample::KindTime& o : x.per_kind)
+        if (o.kind == t.kind) e.Key("layer_kind").Fail("'" + name + "' given twice");
+      t.layers = e.Key("layers").IntAtLeast(1);
+      t.median_s = e.Key("median_s").Seconds(kMaxSampleSeconds, true);
+      x.per_kind.push_back(t);
+    }
   }
 }
 

@@ -72,6 +72,14 @@ struct Sample {
   // forward: the layer count of the model measured (the sum of per_kind[].layers; 0: not given).
   // A proxy sample times the mean layer (layers 1) of a model of model_layers layers.
   int64_t model_layers = 0;
+  // forward "model": each layer kind's own time (per_kind[]: layer_kind dense or moe, its layer
+  // count in the model measured, the median of one such layer); empty when not given.
+  struct KindTime {
+    int kind = 0;  // index into HardwareProfile::kComputeKindNames
+    int64_t layers = 0;
+    double median_s = 0;
+  };
+  std::vector<KindTime> per_kind;
   // forward, overlap, backup: the sweep's forward pass ("model": the proxy, "synthetic": the spin
   // kernel; "" = not given: forward and overlap samples are read as measured on the proxy, backup
   // samples on the spin, as the sweeps before the key timed them); forward: the preset measured.

@@ -17,6 +17,21 @@ std::string Num(double v) {
   return std::string(buf, r.ptr);
 }
 
+// A compute table's rows, one per line at `indent`.
+std::string TableRows(const std::vector<HardwareProfile::ComputeRow>& rows,
+                      const std::string& indent) {
+  std::string y;
+  for (const HardwareProfile::ComputeRow& row : rows) {
+    y += indent + "- {new_tokens: " + Num(row.new_tokens) + ", prefix_tokens: [";
+    for (size_t i = 0; i < row.prefix_tokens.size(); ++i)
+      y += (i ? ", " : "") + Num(row.prefix_tokens[i]);
+    y += "], layer_s: [";
+    for (size_t i = 0; i < row.layer_s.size(); ++i) y += (i ? ", " : "") + Num(row.layer_s[i]);
+    y += "]}\n";
+  }
+  return y;
+}
+
 std::string Pct(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f%%", 100 * v);
@@ -125,7 +140,15 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   std::string y = HeaderComments(r, measurements_file);
   y += "name: " + nlohmann::json(JsonSafeText(p.name)).dump() + "\n";
   y += std::string("measured: ") + (p.measured ? "true" : "false") + "\n";
-  y += "source: " + nlohmann::json(p.source).dump() + "\n\n";
+  y += "source: " + nlohmann::json(p.source).dump() + "\n";
+  if (!p.measured_on.empty()) {
+    y += "measured_on:\n";
+    for (const char* k : kMeasuredOnKeys)
+      if (p.measured_on.count(k))
+        y += std::string("  ") + k + ": " +
+             nlohmann::json(JsonSafeText(p.measured_on.at(k))).dump() + "\n";
+  }
+  y += "\n";
   y += "host_device:\n" + FitComment(r, "host_device", "  ");
   y += "  h2d_gbps: " + Num(p.h2d_gbps) + "\n";
   y += "  d2h_gbps: " + Num(p.d2h_gbps) + "\n";
@@ -184,14 +207,24 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
     y += FitComment(r, "compute.table", "  ");
     y += "  # per-layer seconds measured at (new_tokens, prefix_tokens); between and beyond the\n"
          "  # points the linear terms above times the interpolated measured / linear ratio\n";
-    y += "  table:\n";
-    for (const HardwareProfile::ComputeRow& row : p.compute_table) {
-      y += "    - {new_tokens: " + Num(row.new_tokens) + ", prefix_tokens: [";
-      for (size_t i = 0; i < row.prefix_tokens.size(); ++i)
-        y += (i ? ", " : "") + Num(row.prefix_tokens[i]);
-      y += "], layer_s: [";
-      for (size_t i = 0; i < row.layer_s.size(); ++i) y += (i ? ", " : "") + Num(row.layer_s[i]);
-      y += "]}\n";
+    y += "  table:\n" + TableRows(p.compute_table, "    ");
+  }
+  if (p.HasComputeKinds()) {
+    y += "  # each layer kind alone (same form as the terms above); a replay of any depth of this\n"
+         "  # preset weighs them by the kinds' shares of its layers\n";
+    y += "  layer_kinds:\n";
+    for (int k = 0; k < 2; ++k) {
+      const HardwareProfile::KindTerms& t = p.compute_kinds[k];
+      if (!t.measured) continue;
+      const std::string name = HardwareProfile::kComputeKindNames[k];
+      const std::string group = "compute.layer_kinds." + name;
+      y += "    " + name + ":\n" + FitComment(r, group, "      ");
+      y += "      layer_base_s: " + Num(t.layer_base_s) + "\n";
+      y += "      layer_token_s: " + Num(t.layer_token_s) + "\n";
+      y += "      layer_attn_pair_s: " + Num(t.layer_attn_pair_s) + "\n";
+      if (!t.table.empty())
+        y += FitComment(r, group + ".table", "      ") + "      table:\n" +
+             TableRows(t.table, "        ");
     }
   }
   if (!p.overlap.empty()) {

@@ -80,6 +80,40 @@ PlanShape::PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens, int64
   shape.prefetch_layers = prefetch_layers;
 }
 
+void FitComputeToModel(HardwareProfile& hw, const ModelConfig& model,
+                       const std::string& profile_path) {
+  if (!hw.compute_measured) return;
+  if (hw.compute_model_preset != model.preset)
+    throw InputError(
+        profile_path, 0, "compute.model_preset",
+        "profile '" + hw.name + "' has compute terms measured for model preset '" +
+            hw.compute_model_preset + "', but this run uses model.preset '" + model.preset +
+            "': calibrate a profile for it or set model.preset=" + hw.compute_model_preset);
+  if (hw.HasComputeKinds()) {
+    int64_t kinds[2] = {0, 0};
+    for (int64_t l = 0; l < model.layers; ++l)
+      ++kinds[LayerKindOf(model.shape, l) == LayerKind::kMoe ? 1 : 0];
+    const std::string missing = hw.ComposeDepth(kinds[0], kinds[1]);
+    if (!missing.empty())
+      throw InputError(profile_path, 0, "compute.layer_kinds",
+                       "profile '" + hw.name + "' has no terms for " + missing +
+                           " layers, but this run's model (" + std::to_string(model.layers) +
+                           " layers of '" + model.preset + "') has " + missing +
+                           " layers: calibrate from a forward sweep of a model that has them");
+    return;
+  }
+  if (hw.compute_model_layers > 0 && hw.compute_model_layers != model.layers)
+    throw InputError(
+        profile_path, 0, "compute.model_layers",
+        "profile '" + hw.name + "' has compute terms measured at " +
+            std::to_string(hw.compute_model_layers) + " layers of '" + hw.compute_model_preset +
+            "' (its per-layer times are that model's mean over dense and MoE layers, and it has "
+            "no per-kind terms, compute.layer_kinds), but this run uses model.layers " +
+            std::to_string(model.layers) + ": calibrate from a sweep at " +
+            std::to_string(model.layers) + " layers, or from one that times each layer kind, or " +
+            "set model.layers=" + std::to_string(hw.compute_model_layers));
+}
+
 CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::string& profile_path)
     : hw_(std::move(hw)),
       ranks_(static_cast<int>(cfg.cache.cp_size)),
@@ -101,23 +135,7 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
     pool_share_.push_back(static_cast<double>(p.bytes_per_token_layer * cfg.cache.page_tokens) /
                           page_layer_bytes_);
   }
-  if (hw_.compute_measured && hw_.compute_model_preset != cfg.model.preset)
-    throw InputError(
-        profile_path, 0, "compute.model_preset",
-        "profile '" + hw_.name + "' has compute terms measured for model preset '" +
-            hw_.compute_model_preset + "', but this run uses model.preset '" + cfg.model.preset +
-            "': calibrate a profile for it or set model.preset=" + hw_.compute_model_preset);
-  if (hw_.compute_measured && hw_.compute_model_layers > 0 &&
-      hw_.compute_model_layers != cfg.model.layers)
-    throw InputError(
-        profile_path, 0, "compute.model_layers",
-        "profile '" + hw_.name + "' has compute terms measured at " +
-            std::to_string(hw_.compute_model_layers) + " layers of '" + hw_.compute_model_preset +
-            "' (its per-layer times are that model's mean over dense and MoE layers), but this "
-            "run uses model.layers " +
-            std::to_string(cfg.model.layers) + ": measure and calibrate at " +
-            std::to_string(cfg.model.layers) +
-            " layers or set model.layers=" + std::to_string(hw_.compute_model_layers));
+  FitComputeToModel(hw_, cfg.model, profile_path);
   if (ranks_ > 1) {
     coll_ = hw_.Collectives(ranks_);
     if (!coll_)

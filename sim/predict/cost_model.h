@@ -82,6 +82,13 @@ struct ForwardShape {
   bool schedule_detail = true;
 };
 
+// Checks a profile's measured compute terms against the model a replay or plan runs and prices
+// its depth: with per-kind terms (compute.layer_kinds) composes them for the model's layers
+// (HardwareProfile::ComposeDepth); without them the terms' layer count must be the model's.
+// Throws InputError naming `profile_path` and the field.
+void FitComputeToModel(HardwareProfile& hw, const ModelConfig& model,
+                       const std::string& profile_path);
+
 class CostModel {
  public:
   // Throws InputError naming the profile when it lacks a collective model for cp_size > 1.

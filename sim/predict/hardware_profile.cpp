@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string_view>
 #include <vector>
 
+#include "sim/model/model_shapes.h"
 #include "sim/yaml_input.h"
 #include "traces/input_error.h"
 #include "traces/input_file.h"
@@ -134,9 +136,10 @@ struct Reader {
 
   // compute.table: rows {new_tokens, prefix_tokens: [...], layer_s: [...]}, checked against the
   // linear terms already read (the ratio at each point needs them > 0 there).
-  std::vector<HardwareProfile::ComputeRow> ComputeTable(const YAML::Node& node,
-                                                        const HardwareProfile& p) const {
-    const std::string path = "compute.table";
+  // `path` names the table; `linear(n, p)`: its linear terms on one rank.
+  std::vector<HardwareProfile::ComputeRow> ComputeTable(
+      const YAML::Node& node, const std::string& path,
+      const std::function<double(double, double)>& linear) const {
     if (!node.IsSequence() || node.size() == 0)
       Fail(node, path, "expected a list of rows {new_tokens, prefix_tokens, layer_s}");
     std::vector<HardwareProfile::ComputeRow> rows;
@@ -160,7 +163,7 @@ struct Reader {
           Fail(row["prefix_tokens"], pre + "prefix_tokens", "must grow");
         if (!(c.layer_s[j] <= kMaxProfileSeconds))
           Fail(row["layer_s"], pre + "layer_s", "must be at most 3600 s (kMaxProfileSeconds)");
-        if (!(p.LinearLayerS(c.new_tokens, c.prefix_tokens[j], 1) > 0))
+        if (!(linear(c.new_tokens, c.prefix_tokens[j]) > 0))
           Fail(row, pre + "new_tokens",
                "the linear compute terms are 0 here, so the table's ratio is undefined");
       }
@@ -188,45 +191,90 @@ double HardwareProfile::LinearLayerS(double n, double p, double ranks) const {
   return layer_base_s + (layer_token_s * n + layer_attn_pair_s * n * (p + n / 2)) / ranks;
 }
 
+double HardwareProfile::KindTerms::LinearS(double n, double p, double ranks) const {
+  return layer_base_s + (layer_token_s * n + layer_attn_pair_s * n * (p + n / 2)) / ranks;
+}
+
 namespace {
 
 // The table's measured / linear ratio along one row at prefix p: between the row's points the
 // measured seconds interpolated linearly in p, over the linear form there (the proxy's time is
 // close to linear in the prefix between points; interpolating the ratio instead multiplies two
 // lines and bulges, up to 10% at mid points 0..3072 on the H200, docs/cost_model.md); beyond
-// them the end point's ratio.
-double RowRatio(const HardwareProfile& h, const HardwareProfile::ComputeRow& r, double p) {
-  const auto at = [&](size_t i) {
-    return r.layer_s[i] / h.LinearLayerS(r.new_tokens, r.prefix_tokens[i], 1);
-  };
+// them the end point's ratio. `linear(n, p)`: the linear form on one rank.
+template <typename Linear>
+double RowRatio(const Linear& linear, const HardwareProfile::ComputeRow& r, double p) {
+  const auto at = [&](size_t i) { return r.layer_s[i] / linear(r.new_tokens, r.prefix_tokens[i]); };
   const std::vector<double>& x = r.prefix_tokens;
   if (p <= x.front()) return at(0);
   if (p >= x.back()) return at(x.size() - 1);
   const size_t j = static_cast<size_t>(std::upper_bound(x.begin(), x.end(), p) - x.begin());
   const double w = (p - x[j - 1]) / (x[j] - x[j - 1]);
-  return ((1 - w) * r.layer_s[j - 1] + w * r.layer_s[j]) / h.LinearLayerS(r.new_tokens, p, 1);
+  return ((1 - w) * r.layer_s[j - 1] + w * r.layer_s[j]) / linear(r.new_tokens, p);
 }
 
-}  // namespace
-
-double HardwareProfile::ComputeLayerS(double n, double p, double ranks) const {
-  return TableLayerS(n, p, ranks) + compute_extra_layer_s;
-}
-
-double HardwareProfile::TableLayerS(double n, double p, double ranks) const {
-  const double linear = LinearLayerS(n, p, ranks);
-  if (compute_table.empty() || !(n > 0)) return linear;
-  // Between rows: linear in log(new tokens) (the GEMMs' efficiency steps are about ratios of
-  // sizes); the first or last row's ratio beyond them.
+// The linear form `linear_s` (at n, p over the ranks) times the table's ratio at (n / ranks, p):
+// between rows linear in log(new tokens) (the GEMMs' efficiency steps are about ratios of sizes);
+// the first or last row's ratio beyond them.
+template <typename Linear>
+double TableS(const Linear& linear, const std::vector<HardwareProfile::ComputeRow>& t,
+              double linear_s, double n, double p, double ranks) {
+  if (t.empty() || !(n > 0)) return linear_s;
   const double q = n / ranks;
-  const auto& t = compute_table;
-  if (q <= t.front().new_tokens) return linear * RowRatio(*this, t.front(), p);
-  if (q >= t.back().new_tokens) return linear * RowRatio(*this, t.back(), p);
+  if (q <= t.front().new_tokens) return linear_s * RowRatio(linear, t.front(), p);
+  if (q >= t.back().new_tokens) return linear_s * RowRatio(linear, t.back(), p);
   size_t j = 1;
   while (t[j].new_tokens < q) ++j;
   const double w =
       std::log(q / t[j - 1].new_tokens) / std::log(t[j].new_tokens / t[j - 1].new_tokens);
-  return linear * ((1 - w) * RowRatio(*this, t[j - 1], p) + w * RowRatio(*this, t[j], p));
+  return linear_s * ((1 - w) * RowRatio(linear, t[j - 1], p) + w * RowRatio(linear, t[j], p));
+}
+
+}  // namespace
+
+double HardwareProfile::KindTerms::TableS(double n, double p, double ranks) const {
+  const auto linear = [this](double nn, double pp) { return LinearS(nn, pp, 1); };
+  return kvlanes::TableS(linear, table, LinearS(n, p, ranks), n, p, ranks);
+}
+
+double HardwareProfile::ComputeLayerS(double n, double p, double ranks) const {
+  // A rank's tokens beyond one chunk: chunk by chunk, each over the prefix and the chunks before.
+  const double chunk = static_cast<double>(kPrefillChunkTokens) * ranks;
+  if (!(n > chunk) || !(n <= chunk * 1e5)) return TableLayerS(n, p, ranks) + compute_extra_layer_s;
+  double s = 0;
+  for (double done = 0; done < n; done += chunk)
+    s += TableLayerS(std::min(chunk, n - done), p + done, ranks);
+  return s + compute_extra_layer_s;
+}
+
+double HardwareProfile::TableLayerS(double n, double p, double ranks) const {
+  if (compute_composed) {
+    double s = 0;
+    for (const KindTerms& k : compute_kinds)
+      if (k.weight > 0) s += k.weight * k.TableS(n, p, ranks);
+    return s;
+  }
+  const auto linear = [this](double nn, double pp) { return LinearLayerS(nn, pp, 1); };
+  return kvlanes::TableS(linear, compute_table, LinearLayerS(n, p, ranks), n, p, ranks);
+}
+
+std::string HardwareProfile::ComposeDepth(int64_t dense, int64_t moe) {
+  const int64_t counts[2] = {dense, moe};
+  for (int k = 0; k < 2; ++k)
+    if (counts[k] > 0 && !compute_kinds[k].measured) return kComputeKindNames[k];
+  const double layers = static_cast<double>(dense + moe);
+  layer_base_s = layer_token_s = layer_attn_pair_s = 0;
+  for (int k = 0; k < 2; ++k) {
+    KindTerms& t = compute_kinds[k];
+    t.weight = static_cast<double>(counts[k]) / layers;
+    layer_base_s += t.weight * t.layer_base_s;
+    layer_token_s += t.weight * t.layer_token_s;
+    layer_attn_pair_s += t.weight * t.layer_attn_pair_s;
+  }
+  compute_table.clear();
+  compute_model_layers = dense + moe;
+  compute_composed = true;
+  return "";
 }
 
 void HardwareProfile::ScaleCompute(double k) {
@@ -236,6 +284,14 @@ void HardwareProfile::ScaleCompute(double k) {
   layer_attn_pair_s *= k;
   for (ComputeRow& r : compute_table)
     for (double& s : r.layer_s) s *= k;
+  for (KindTerms& t : compute_kinds) {
+    if (k == 0) t.table.clear();
+    t.layer_base_s *= k;
+    t.layer_token_s *= k;
+    t.layer_attn_pair_s *= k;
+    for (ComputeRow& r : t.table)
+      for (double& s : r.layer_s) s *= k;
+  }
 }
 
 double HardwareProfile::KernelCopyS(double payload_bytes) const {
@@ -333,6 +389,7 @@ namespace {
 
 std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YAML::Node& root,
                                                        const std::string& key, bool forward_only);
+void ReadComputeKinds(const Reader& r, const YAML::Node& node, HardwareProfile& p);
 
 // host_device's backup terms: backup_per_layer, backup_tail, their _synthetic twins and
 // backup_pools (the same per pool).
@@ -377,13 +434,23 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   Reader r{path};
   if (root.IsNull()) throw InputError(path, 0, "", "the hardware profile is empty (no keys)");
   r.OnlyKeys(root, "",
-             {"name", "source", "measured", "host_device", "device", "collectives", "compute",
-              "overlap", "overlap_synthetic"});
+             {"name", "source", "measured", "measured_on", "host_device", "device", "collectives",
+              "compute", "overlap", "overlap_synthetic"});
   HardwareProfile p;
   if (!root["name"]) r.Fail(root, "name", "missing");
   p.name = root["name"].Scalar();
   p.source = root["source"] ? root["source"].Scalar() : "";
   p.measured = root["measured"] && root["measured"].as<bool>();
+  if (const YAML::Node on = root["measured_on"]) {
+    if (!on.IsMap()) r.Fail(on, "measured_on", "expected a map {gpu, driver_version, ...}");
+    r.OnlyKeys(on, "measured_on.",
+               {"gpu", "driver_version", "cuda_runtime_version", "nccl_version"});
+    for (const auto& kv : on) {
+      if (!kv.second.IsScalar())
+        r.Fail(kv.second, "measured_on." + kv.first.Scalar(), "expected a text value");
+      p.measured_on[kv.first.Scalar()] = kv.second.Scalar();
+    }
+  }
   const YAML::Node hd = root["host_device"];
   if (!hd) r.Fail(root, "host_device", "missing");
   r.OnlyKeys(
@@ -444,7 +511,7 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   if (!cp) r.Fail(root, "compute", "missing");
   r.OnlyKeys(cp, "compute.",
              {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "measured", "model_preset",
-              "model_layers", "table", "synthetic_layer_s"});
+              "model_layers", "table", "layer_kinds", "synthetic_layer_s"});
   p.compute_measured = cp["measured"] && cp["measured"].as<bool>();
   p.compute_model_preset = cp["model_preset"] ? cp["model_preset"].Scalar() : "";
   if (p.compute_measured && p.compute_model_preset.empty())
@@ -458,7 +525,10 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   p.layer_base_s = r.Num(cp, "layer_base_s", "compute.", false);
   p.layer_token_s = r.Num(cp, "layer_token_s", "compute.", false);
   p.layer_attn_pair_s = r.Num(cp, "layer_attn_pair_s", "compute.", false);
-  if (const YAML::Node t = cp["table"]) p.compute_table = r.ComputeTable(t, p);
+  if (const YAML::Node t = cp["table"])
+    p.compute_table = r.ComputeTable(
+        t, "compute.table", [&p](double n, double pre) { return p.LinearLayerS(n, pre, 1); });
+  if (const YAML::Node k = cp["layer_kinds"]) ReadComputeKinds(r, k, p);
   if (cp["synthetic_layer_s"]) {
     p.synthetic_layer_s = r.Num(cp, "synthetic_layer_s", "compute.", false);
     if (p.synthetic_layer_s > kMaxProfileSeconds)
@@ -471,6 +541,34 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
     p.overlap_synthetic = ReadOverlap(r, root, "overlap_synthetic", true);
   }
   return p;
+}
+
+// compute.layer_kinds: {dense: {layer_base_s, layer_token_s, layer_attn_pair_s, table}, moe: ...},
+// each kind optional, its table optional; only with measured compute terms (the kinds' times are
+// of one preset's proxy).
+void ReadComputeKinds(const Reader& r, const YAML::Node& node, HardwareProfile& p) {
+  if (!node.IsMap())
+    r.Fail(node, "compute.layer_kinds", "expected a map {dense: {...}, moe: {...}}");
+  if (!p.compute_measured)
+    r.Fail(node, "compute.layer_kinds",
+           "per-kind terms are measured ones: give compute.measured and compute.model_preset");
+  r.OnlyKeys(node, "compute.layer_kinds.", {"dense", "moe"});
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = HardwareProfile::kComputeKindNames[i];
+    const YAML::Node k = node[name];
+    if (!k) continue;
+    const std::string pre = "compute.layer_kinds." + name + ".";
+    r.OnlyKeys(k, pre, {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "table"});
+    HardwareProfile::KindTerms& t = p.compute_kinds[i];
+    t.measured = true;
+    t.layer_base_s = r.Num(k, "layer_base_s", pre, false);
+    t.layer_token_s = r.Num(k, "layer_token_s", pre, false);
+    t.layer_attn_pair_s = r.Num(k, "layer_attn_pair_s", pre, false);
+    if (const YAML::Node tb = k["table"])
+      t.table = r.ComputeTable(tb, pre + "table", [&t](double n, double pre_tokens) {
+        return t.LinearS(n, pre_tokens, 1);
+      });
+  }
 }
 
 // The list under `key` (overlap, overlap_synthetic), or none; with `forward_only` every entry

@@ -36,10 +36,18 @@ struct CollectiveModel {
 // (pack, unpack, scatter kernels).
 const std::vector<std::string>& OverlapKindNames();
 
+// The keys of HardwareProfile::measured_on, as the sweep's and the executor's contexts name them.
+inline constexpr const char* kMeasuredOnKeys[] = {"gpu", "driver_version", "cuda_runtime_version",
+                                                  "nccl_version"};
+
 struct HardwareProfile {
   std::string name;
   std::string source;     // where the numbers come from
   bool measured = false;  // false: reference figures or models, not yet calibrated here
+  // Optional (YAML measured_on): what the measurements ran on, by kMeasuredOnKeys (the sweep's
+  // context: GPU name, driver, CUDA runtime and NCCL versions); `check` notes a measured run on
+  // another GPU.
+  std::map<std::string, std::string> measured_on;
   // Host <-> device copies of pinned memory (per rank, each rank its own link).
   double h2d_gbps = 0;
   double d2h_gbps = 0;
@@ -137,7 +145,8 @@ struct HardwareProfile {
   std::string compute_model_preset;
   // Optional (YAML compute.model_layers): the layer count of the model the terms were measured
   // at. Per-layer times are the mean over that model's layers, whose mix of dense and MoE layers
-  // depends on the count, so a replay with another model.layers is refused. 0: not recorded.
+  // depends on the count, so a replay with another model.layers is refused unless the profile
+  // has compute_kinds (then any depth is composed from them). 0: not recorded.
   int64_t compute_model_layers = 0;
   // Optional (YAML compute.table): per-layer seconds measured on one GPU at points (new tokens,
   // prefix tokens), one row per new-token count, rows by growing new tokens and each row's
@@ -150,14 +159,40 @@ struct HardwareProfile {
     std::vector<double> layer_s;
   };
   std::vector<ComputeRow> compute_table;
+  // Optional (YAML compute.layer_kinds.dense / .moe): the terms of one layer kind alone (dense:
+  // attention and the dense MLP; moe: attention and the MoE), each of the form of the mean terms
+  // above (linear terms and a table), fitted from the per-kind times of the forward sweep
+  // (`bench sweep --forward model` times every kind of the model). With them a replay of any
+  // depth of the measured preset is priced: ComposeDepth weighs each kind by its share of the
+  // model's layers, so the model's compute is the sum of its layers' prices.
+  struct KindTerms {
+    bool measured = false;
+    double layer_base_s = 0, layer_token_s = 0, layer_attn_pair_s = 0;
+    std::vector<ComputeRow> table;
+    double weight = 0;  // set by ComposeDepth: the kind's share of the replay's layers
+    double LinearS(double new_tokens, double prefix_tokens, double ranks) const;
+    double TableS(double new_tokens, double prefix_tokens, double ranks) const;
+  };
+  static constexpr const char* kComputeKindNames[2] = {"dense", "moe"};
+  KindTerms compute_kinds[2];  // by kComputeKindNames
+  bool HasComputeKinds() const { return compute_kinds[0].measured || compute_kinds[1].measured; }
+  // Prices a model of `dense` dense and `moe` MoE layers from compute_kinds: every compute time is
+  // then the kinds' times weighted by their layer counts, the mean linear terms above become the
+  // weighted ones, compute_model_layers the model's depth. Returns the name of a kind the model
+  // has and the profile lacks (nothing is changed then), "" when done.
+  std::string ComposeDepth(int64_t dense, int64_t moe);
+  bool compute_composed = false;  // ComposeDepth was called
   // base + (token_s n + attn_pair_s n (p + n / 2)) / ranks: the linear terms alone.
   double LinearLayerS(double new_tokens, double prefix_tokens, double ranks) const;
   // One layer's forward pass on each of `ranks` ranks: LinearLayerS times the table's ratio at
-  // (new_tokens / ranks, prefix_tokens), the ratio 1 without a table.
+  // (new_tokens / ranks, prefix_tokens), the ratio 1 without a table (the kinds' weighted sum
+  // once composed). A rank's new tokens beyond kPrefillChunkTokens run in chunks, each priced
+  // over the prefix and the chunks before it (sim/model/model_shapes.h).
   double ComputeLayerS(double new_tokens, double prefix_tokens, double ranks) const;
-  // ComputeLayerS without compute_extra_layer_s: the linear terms times the table's ratio.
+  // ComputeLayerS of one chunk without compute_extra_layer_s: the linear terms times the table's
+  // ratio (the kinds' weighted sum once composed).
   double TableLayerS(double new_tokens, double prefix_tokens, double ranks) const;
-  // Every compute time times `k` (the linear terms and the table; --compute-scale).
+  // Every compute time times `k` (the linear terms and the tables; --compute-scale).
   void ScaleCompute(double k);
   // Optional (YAML compute.synthetic_layer_s): the synthetic forward pass (`kvlanes exec --forward
   // synthetic`: one spin kernel per layer, busy for the modelled time) takes this much longer than

@@ -60,13 +60,14 @@ void PricePlanSpin(PlanFile& plan, const std::optional<PlanProfile>& profile) {
     // collective model for this rank count is accepted (an empty model satisfies the check).
     if (h.cp_size > 1 && !hw.Collectives(static_cast<int>(h.cp_size)))
       hw.collectives.push_back(CollectiveModel{static_cast<int>(h.cp_size), {}, {}, {}, 0});
-    ReplayConfig cfg;
+    ReplayConfig cfg = PlanModelConfig(h, "plan");
     if (!h.model_preset.empty()) cfg.model.preset = h.model_preset;
     cfg.cache.cp_size = h.cp_size;
     cfg.cache.page_tokens = h.page_tokens;
     cfg.model.layers = h.layers;
     cfg.model.pools = h.pools;
     (void)CostModel(hw, cfg, path);
+    FitComputeToModel(hw, cfg.model, path);  // the depth's mix of layer kinds, as CostModel does
   }
   const SpinPricer pricer(profile ? &hw : nullptr, path, h.cp_size, h.page_tokens);
   for (RequestPlan& r : plan.requests) r.layer_spin_s = pricer.LayerS(r);

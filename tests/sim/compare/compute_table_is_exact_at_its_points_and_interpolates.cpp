@@ -211,9 +211,11 @@ TEST_CASE("compute table: bad tables are refused with the field named") {
 TEST_CASE("compute table: the layer count it was measured at is recorded and enforced") {
   HardwareProfile truth = TruthProfile();
   nlohmann::json samples = BentSamples(truth);
-  for (auto& x : samples)  // the mean layer of a model of 3 dense and 1 MoE layer, as the sweep
-    x["per_kind"] = {{{"layer_kind", "dense"}, {"layers", 3}, {"median_s", 1e-3}},
-                     {{"layer_kind", "moe"}, {"layers", 1}, {"median_s", 2e-3}}};
+  // The mean layer of a model of 3 dense and 1 MoE layer, the kinds' layer counts given but not
+  // their times (so no per-kind terms: the mean's layer count binds).
+  for (auto& x : samples)
+    x["per_kind"] = {{{"layer_kind", "dense"}, {"layers", 3}},
+                     {{"layer_kind", "moe"}, {"layers", 1}}};
   const CalibrationResult r =
       Calibrate(ParseMeasurements(Doc(samples).dump(1), "l4.json"), &truth, CalibrateOptions{});
   CHECK(r.profile.compute_model_layers == 4);
