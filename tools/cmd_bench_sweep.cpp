@@ -71,6 +71,8 @@ void PrintForwardTable(const nlohmann::ordered_json& doc) {
                 kPeakGbps / 1000);
 }
 
+}  // namespace
+
 // Every option of `bench sweep`, with the defaults of SweepOptions.
 po::options_description SweepOptionsDescription() {
   po::options_description desc("options");
@@ -138,6 +140,8 @@ po::options_description SweepOptionsDescription() {
   // clang-format on
   return desc;
 }
+
+namespace {
 
 void PrintSweepHelp(const char* argv0, const po::options_description& desc) {
   const std::string self = argv0;

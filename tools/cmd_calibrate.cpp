@@ -138,6 +138,8 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
   return opt;
 }
 
+}  // namespace
+
 // calibrate's options, with the defaults of CalibrateOptions.
 po::options_description CalibrateOptionsDescription() {
   po::options_description desc("options");
@@ -192,9 +194,11 @@ po::options_description CalibrateOptionsDescription() {
   return desc;
 }
 
-}  // namespace
+namespace {}  // namespace
 
 int CmdCalibrate(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i)  // one command per GPU: the recipe's sweeps, then this fit
+    if (std::string(argv[i]) == "--sweep") return CmdCalibrateSweep(argc, argv);
   const po::options_description desc = CalibrateOptionsDescription();
   po::variables_map vm;
   if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;

@@ -22,6 +22,7 @@
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "traces/input_error.h"
+#include "traces/input_file.h"
 #include "traces/output_file.h"
 
 namespace po = boost::program_options;
@@ -96,7 +97,8 @@ Plotter CheckPlotting(const std::string& out) {
 // read.
 Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path,
                             double compute_scale, const std::function<bool()>& synthetic,
-                            std::optional<int64_t> replica, std::string& config_hash) {
+                            std::optional<int64_t> replica, std::string& config_hash,
+                            std::string& profile_gpu) {
   PlanFile plan = ReadPlanFile(plan_path);
   config_hash = plan.header.config_hash;
   if (replica) {
@@ -118,6 +120,7 @@ Predictions PredictFromPlan(const std::string& plan_path, std::string profile_pa
   profile_path = profile->path;
   cfg.hardware.profile = profile_path;
   HardwareProfile& hw = profile->profile;
+  if (hw.measured_on.count("gpu")) profile_gpu = hw.measured_on.at("gpu");
   // As `kvlanes exec --compute-scale`: the synthetic forward pass ran for this share of the model,
   // with the spin's own per-layer time and shares where the profile has them.
   if (synthetic()) {
@@ -147,13 +150,14 @@ CheckOptions CheckOptionsFrom(const po::variables_map& vm) {
 
 // From --plan (predicted here; `config_hash` set to the plan's) or from --predicted.
 Predictions LoadPredictions(const po::variables_map& vm, double compute_scale,
-                            const std::function<bool()>& synthetic, std::string& config_hash) {
+                            const std::function<bool()>& synthetic, std::string& config_hash,
+                            std::string& profile_gpu) {
   if (!vm.count("plan")) return ReadPredictions(vm["predicted"].as<std::string>());
   std::optional<int64_t> replica;
   if (vm.count("replica")) replica = vm["replica"].as<int64_t>();
   Predictions pred = PredictFromPlan(vm["plan"].as<std::string>(),
                                      vm.count("profile") ? vm["profile"].as<std::string>() : "",
-                                     compute_scale, synthetic, replica, config_hash);
+                                     compute_scale, synthetic, replica, config_hash, profile_gpu);
   return pred;
 }
 
@@ -306,9 +310,13 @@ int CmdCheck(int argc, const char* const* argv) {
       if (forward == "auto") forward = ForwardOf(vm, meas_file);
       return forward == "synthetic";
     };
-    std::string plan_hash;
-    Predictions pred = LoadPredictions(vm, compute_scale, synthetic, plan_hash);
+    std::string plan_hash, profile_gpu;
+    Predictions pred = LoadPredictions(vm, compute_scale, synthetic, plan_hash, profile_gpu);
     const Measured& meas = meas_file();
+    const std::string run_gpu =
+        meas.context.is_object() && meas.context.contains("gpu") && meas.context["gpu"].is_string()
+            ? meas.context["gpu"].get<std::string>()
+            : "";
     if (vm.count("plan"))
       CheckSamePlan(meas, plan_hash, vm["measured"].as<std::string>(),
                     vm["plan"].as<std::string>());
@@ -322,6 +330,10 @@ int CmdCheck(int argc, const char* const* argv) {
     auto doc = CheckReportToJson(report);
     if (vm.count("plan")) doc["forward"] = forward;
     if (vm.count("replica")) doc["replica"] = vm["replica"].as<int64_t>();
+    // A run on another GPU than the profile's measurements: said, not refused (a transfer check).
+    const bool other_gpu = !profile_gpu.empty() && !run_gpu.empty() && profile_gpu != run_gpu;
+    if (other_gpu)
+      doc["gpu"] = {{"run", JsonSafeText(run_gpu)}, {"profile", JsonSafeText(profile_gpu)}};
     const std::string json = doc.dump(1) + "\n";
     // Written once the measured file is known to belong to the plan, so that a refused check
     // leaves no output behind.
@@ -332,6 +344,9 @@ int CmdCheck(int argc, const char* const* argv) {
       if (vm.count("replica"))
         std::printf("replica %lld of the plan\n",
                     static_cast<long long>(vm["replica"].as<int64_t>()));
+      if (other_gpu)
+        std::printf("note: the run measured %s; the profile was measured on %s\n",
+                    JsonSafeText(run_gpu).c_str(), JsonSafeText(profile_gpu).c_str());
       std::fputs(FormatCheckReport(report).c_str(), stdout);
     }
     if (vm.count("plot")) DrawPlot(vm, plotter, json);
