@@ -247,7 +247,11 @@ std::vector<std::string> CalibrateArgs(const po::variables_map& vm, const Recipe
                                        const std::vector<std::string>& files,
                                        const std::string& out) {
   std::vector<std::string> a = {"kvlanes calibrate"};
-  a.insert(a.end(), r.calibrate_args.begin(), r.calibrate_args.end());
+  // The host backend copies one way (memcpy): a recipe's copy mode names a GPU's.
+  const bool host = vm["backend"].as<std::string>() == "host";
+  for (size_t i = 0; i + 1 < r.calibrate_args.size(); i += 2)
+    if (!(host && r.calibrate_args[i] == "--mode"))
+      a.insert(a.end(), {r.calibrate_args[i], r.calibrate_args[i + 1]});
   for (const std::string& f : files) a.insert(a.end(), {"--measurements", f});
   const std::string base = vm.count("base") ? vm["base"].as<std::string>() : r.base;
   if (!base.empty()) a.insert(a.end(), {"--base", base});
