@@ -151,9 +151,9 @@ class CudaBackend : public RankBackend {
             "the CUDA backend; this plan has cp_size " +
             std::to_string(geo_.ranks) +
             " (run it with --forward synthetic, where the merge is checked on the host)");
-      forward_ =
-          std::make_unique<ForwardModelCuda>(o.forward->shape, geo_.layers, o.forward->kv_row_bytes,
-                                             o.forward->max_tokens, o.forward->max_keys);
+      forward_ = std::make_unique<ForwardModelCuda>(
+          o.forward->shape, geo_.layers, o.forward->kv_row_bytes, o.forward->max_tokens,
+          o.forward->max_keys, 1, kScoreChunkElems, o.forward->chunk_tokens);
       if (geo_.interleave_tokens > 0) forward_->ReservePartialMerge();
     }
     for (int s = 0; s < kNumStreams; ++s)

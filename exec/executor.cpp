@@ -144,7 +144,8 @@ void UseModelForward(ExecPlan& plan) {
   plan.compute_model = {{"forward", "model"},
                         {"model_preset", plan.forward_plan.preset},
                         {"max_tokens", plan.forward_plan.max_tokens},
-                        {"max_keys", plan.forward_plan.max_keys}};
+                        {"max_keys", plan.forward_plan.max_keys},
+                        {"chunk_tokens", plan.forward_plan.chunk_tokens}};
 }
 
 void ScaleCompute(ExecPlan& plan, double scale) {

@@ -149,11 +149,30 @@ std::string ForwardMemory::Describe() const {
                   static_cast<double>(b) / (1 << 30));
     s += buf;
   }
+  if (chunk_tokens > 0)
+    s += " (activations for a chunk of " + std::to_string(chunk_tokens) + " tokens)";
   return s;
 }
 
+std::vector<PrefillChunk> PrefillChunks(std::span<const int32_t> positions, int64_t total_keys,
+                                        int64_t chunk_tokens) {
+  std::vector<PrefillChunk> out;
+  const int64_t n = static_cast<int64_t>(positions.size());
+  const int64_t step = std::max<int64_t>(chunk_tokens, 1);
+  for (int64_t first = 0; first < n; first += step) {
+    PrefillChunk c;
+    c.first = first;
+    c.count = std::min(step, n - first);
+    const auto chunk = positions.subspan(static_cast<size_t>(first), static_cast<size_t>(c.count));
+    const int32_t last = *std::max_element(chunk.begin(), chunk.end());
+    c.keys = std::min<int64_t>(total_keys, static_cast<int64_t>(last) + 1);
+    out.push_back(c);
+  }
+  return out;
+}
+
 ForwardMemory PlanForwardMemory(const ModelShape& s, int64_t layers, int64_t max_tokens,
-                                int64_t max_keys) {
+                                int64_t max_keys, int64_t chunk_tokens) {
   ForwardMemory m;
   // Weights: one buffer per GEMM name (attention GEMMs shared by both layer kinds), routed
   // experts all of them.
@@ -164,7 +183,10 @@ ForwardMemory PlanForwardMemory(const ModelShape& s, int64_t layers, int64_t max
   if (any_moe) kinds.push_back(LayerKind::kMoe);
   if (LayerKindOf(s, 0) == LayerKind::kMoe) kinds.erase(kinds.begin());
   int64_t act = 0;
-  const int64_t t = std::max<int64_t>(max_tokens, 1);
+  // t: the tokens of one chunk (the activations); request: every new token of a request.
+  const int64_t request = std::max<int64_t>(max_tokens, 1);
+  const int64_t t = ForwardChunkTokens(request, chunk_tokens);
+  m.chunk_tokens = t;
   for (LayerKind k : kinds) {
     for (const GemmShape& g : LayerGemms(s, k, 1)) {
       const bool expert = g.name == "expert_gate_up" || g.name == "expert_down";
@@ -194,14 +216,14 @@ ForwardMemory PlanForwardMemory(const ModelShape& s, int64_t layers, int64_t max
   m.parts.push_back({"queries", 2 * t * s.heads * dk});
   m.parts.push_back({"attention output", 2 * t * s.heads * std::max(dv, s.v_head_dim)});
   const int64_t new_row = s.is_mla() ? dk : 2 * kvh * dk;
-  m.parts.push_back({"new-token KV", 2 * t * new_row});
+  m.parts.push_back({"new-token KV", 2 * request * new_row});
   const int64_t keys = PaddedKeys(max_keys);
   m.parts.push_back(
       {"decoded keys and values", 2 * kvh * keys * dk + (s.is_mla() ? 0 : 2 * kvh * keys * dv)});
   const int64_t score_elems =
       std::min<int64_t>(kScoreChunkElems, std::max<int64_t>(kvh * s.attn_group() * keys, 1) * t);
   m.parts.push_back({"scores chunk", 6 * std::max(score_elems, kvh * s.attn_group() * keys)});
-  m.parts.push_back({"token positions", 4 * t});
+  m.parts.push_back({"token positions", 4 * request});
   return m;
 }
 
@@ -228,6 +250,7 @@ ForwardPlan MakeForwardPlan(const PlanHeader& header, const std::vector<RequestP
     f.max_tokens = std::max(f.max_tokens, r.computed_tokens);
     f.max_keys = std::max(f.max_keys, r.prefix_pages * page_tokens + r.computed_tokens);
   }
+  f.chunk_tokens = ForwardChunkTokens(f.max_tokens);
   return f;
 }
 

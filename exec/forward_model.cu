@@ -257,6 +257,10 @@ struct ForwardModelCuda::Impl {
   int32_t* pos = nullptr;
   int32_t* pos_host = nullptr;  // pinned staging of the positions
   int64_t prefix = 0, new_tokens = 0, queries = 0;
+  // The rank's queries run in chunks of at most chunk_tokens (the activations' size). The
+  // current chunk: queries [chunk_q0, chunk_q0 + chunk_n), attending over keys [0, chunk_keys);
+  // SetRequest makes it the first chunk, a layer leaves its last.
+  int64_t chunk_tokens = 1, chunk_q0 = 0, chunk_n = 0, chunk_keys = 0;
   // partial_merge's key positions then new-token row indices (2 x max_keys each side), made on
   // its first call.
   int32_t* part_idx = nullptr;
@@ -267,6 +271,18 @@ struct ForwardModelCuda::Impl {
   float *part_out = nullptr, *part_lse = nullptr, *merged_out = nullptr, *merged_lse = nullptr;
   unsigned int* diff = nullptr;
   int64_t merged_n = 0;  // outputs of the latest MergeLayer (0: none this request)
+
+  void SetChunk(const PrefillChunk& c) {
+    chunk_q0 = c.first;
+    chunk_n = c.count;
+    chunk_keys = c.keys;
+  }
+  std::vector<PrefillChunk> Chunks() const {
+    return PrefillChunks(std::span<const int32_t>(pos_host, static_cast<size_t>(queries)),
+                         prefix + new_tokens, chunk_tokens);
+  }
+  // One chunk of a layer (the current chunk): its GEMMs, its KV rows into place, `attend`.
+  void LayerChunk(int64_t layer, const std::function<void()>& attend, cudaStream_t s);
 
   void AllocPartialIdx() {
     if (part_idx) return;
@@ -289,16 +305,17 @@ struct ForwardModelCuda::Impl {
     return static_cast<T*>(p);
   }
 
-  // The chunk loop of both attentions (Attention, StagedPartialAttention) over the decoded keys
-  // and values (Sp padded rows): the queries in chunks of at most score_elems scores; a chunk's
-  // key count is keys_for(its latest query's position) (at most Sp, a multiple of kKeyPad);
-  // scores = Q K^T * scale (fp32), softmax(t0, cr, kc) turns them into bf16 probabilities, and
-  // `out` (bf16 or fp32, [kv_heads][queries * group][value_dim]) rows from t0 * group = P V.
+  // The loop of both attentions (Attention, StagedPartialAttention) over the decoded keys and
+  // values (Sp padded rows) for the current chunk's queries: in pieces of at most score_elems
+  // scores; a piece's key count is keys_for(its latest query's position) (at most Sp, a multiple
+  // of kKeyPad); scores = Q K^T * scale (fp32), softmax(t0, cr, kc) turns them into bf16
+  // probabilities (t0: the piece's first query within the chunk), and `out` (bf16 or fp32,
+  // [kv_heads][chunk_n * group][value_dim]) rows from t0 * group = P V.
   template <typename KeysFor, typename Softmax>
   void AttendInChunks(int64_t Sp, KeysFor keys_for, Softmax softmax, void* out,
                       cudaDataType out_type, const std::string& what, cudaStream_t s) {
     const int64_t kvh = kv.kv_heads, dk = kv.key_dim, dv = kv.value_dim;
-    const int64_t group = shape.heads / kvh, rows = queries * group;
+    const int64_t group = shape.heads / kvh, rows = chunk_n * group;
     const __nv_bfloat16* values = kv.mla ? k : v;
     const int64_t ldv = kv.mla ? dk : dv;
     const int64_t out_elem = out_type == CUDA_R_32F ? 4 : 2;
@@ -307,10 +324,11 @@ struct ForwardModelCuda::Impl {
     BlasCheck(cublasSetStream(blas, s), "cublasSetStream");
     const int64_t per_token = kvh * group * Sp;
     const int64_t chunk = std::max<int64_t>(1, score_elems / per_token);
-    for (int64_t t0 = 0; t0 < queries; t0 += chunk) {
-      const int64_t ct = std::min(chunk, queries - t0), cr = ct * group;
+    const int32_t* chunk_pos = pos_host + chunk_q0;
+    for (int64_t t0 = 0; t0 < chunk_n; t0 += chunk) {
+      const int64_t ct = std::min(chunk, chunk_n - t0), cr = ct * group;
       int32_t last = 0;
-      for (int64_t i = t0; i < t0 + ct; ++i) last = std::max(last, pos_host[i]);
+      for (int64_t i = t0; i < t0 + ct; ++i) last = std::max(last, chunk_pos[i]);
       const int64_t kc = keys_for(last);
       // scores[g][cr][kc] = Q_g[t0 rows] K_g[:kc]^T * scale
       BlasCheck(cublasGemmStridedBatchedEx(
@@ -350,15 +368,16 @@ struct ForwardModelCuda::Impl {
 
 ForwardModelCuda::ForwardModelCuda(const ModelShape& shape, int64_t layers, int64_t kv_row_bytes,
                                    int64_t max_tokens, int64_t max_keys, uint64_t seed,
-                                   int64_t score_chunk_elems)
+                                   int64_t score_chunk_elems, int64_t chunk_tokens)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.shape = shape;
   m.layers = layers;
   m.max_tokens = std::max<int64_t>(max_tokens, 1);
   m.max_keys = std::max<int64_t>(max_keys, 1);
+  m.chunk_tokens = ForwardChunkTokens(m.max_tokens, chunk_tokens);
   m.kv = MakeKvDecode(shape, kv_row_bytes);
-  m.mem = PlanForwardMemory(shape, layers, m.max_tokens, m.max_keys);
+  m.mem = PlanForwardMemory(shape, layers, m.max_tokens, m.max_keys, m.chunk_tokens);
   size_t free_b = 0, total_b = 0;
   CudaCheck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
   if (m.mem.total() > static_cast<int64_t>(free_b))
@@ -382,12 +401,14 @@ ForwardModelCuda::ForwardModelCuda(const ModelShape& shape, int64_t layers, int6
                                                  seed * 1000003u + m.weights.size());
       m.weights[g.name] = w;
     }
-    for (const GemmShape& g : LayerGemms(shape, kind, m.max_tokens)) {
+    for (const GemmShape& g : LayerGemms(shape, kind, m.chunk_tokens)) {
       const bool expert = g.name == "expert_gate_up" || g.name == "expert_down";
       act = std::max({act, (expert ? 1 : g.batch) * g.m * g.k, g.batch * g.m * g.n});
     }
   }
-  const int64_t T = m.max_tokens, kvh = m.kv.kv_heads, dk = m.kv.key_dim, dv = m.kv.value_dim;
+  // T: the tokens of one chunk (the activations); R: every new token of a request.
+  const int64_t T = m.chunk_tokens, R = m.max_tokens;
+  const int64_t kvh = m.kv.kv_heads, dk = m.kv.key_dim, dv = m.kv.value_dim;
   m.hidden = m.Alloc<__nv_bfloat16>(2 * T * shape.hidden, "hidden states");
   FillUniformKernel<<<Blocks(T * shape.hidden, 256), 256>>>(m.hidden, T * shape.hidden, 1.7f,
                                                             seed * 7919u + 17u);
@@ -396,7 +417,7 @@ ForwardModelCuda::ForwardModelCuda(const ModelShape& shape, int64_t layers, int6
   m.q = m.Alloc<__nv_bfloat16>(2 * T * shape.heads * dk, "queries");
   m.out = m.Alloc<__nv_bfloat16>(2 * T * shape.heads * std::max(dv, shape.v_head_dim),
                                  "attention output");
-  m.new_kv = m.Alloc<__nv_bfloat16>(2 * T * m.kv.new_row(), "new-token KV");
+  m.new_kv = m.Alloc<__nv_bfloat16>(2 * R * m.kv.new_row(), "new-token KV");
   const int64_t keys = PaddedKeys(m.max_keys);
   m.k = m.Alloc<__nv_bfloat16>(2 * kvh * keys * dk, "decoded keys");
   if (!m.kv.mla) m.v = m.Alloc<__nv_bfloat16>(2 * kvh * keys * dv, "decoded values");
@@ -404,11 +425,11 @@ ForwardModelCuda::ForwardModelCuda(const ModelShape& shape, int64_t layers, int6
   m.score_elems = std::max(std::min<int64_t>(score_chunk_elems, per_token * T), per_token);
   m.scores = m.Alloc<float>(4 * m.score_elems, "scores chunk");
   m.probs = m.Alloc<__nv_bfloat16>(2 * m.score_elems, "scores chunk");
-  m.pos = m.Alloc<int32_t>(4 * T, "token positions");
-  CudaCheck(cudaHostAlloc(reinterpret_cast<void**>(&m.pos_host), static_cast<size_t>(4 * T),
+  m.pos = m.Alloc<int32_t>(4 * R, "token positions");
+  CudaCheck(cudaHostAlloc(reinterpret_cast<void**>(&m.pos_host), static_cast<size_t>(4 * R),
                           cudaHostAllocDefault),
             "cudaHostAlloc (positions)");
-  CudaCheck(cudaMemset(m.new_kv, 0, static_cast<size_t>(2 * T * m.kv.new_row())), "cudaMemset");
+  CudaCheck(cudaMemset(m.new_kv, 0, static_cast<size_t>(2 * R * m.kv.new_row())), "cudaMemset");
   CudaCheck(cudaMemset(m.q, 0, static_cast<size_t>(2 * T * shape.heads * dk)), "cudaMemset");
   CudaCheck(cudaGetLastError(), "fill launch");
   CudaCheck(cudaDeviceSynchronize(), "initialisation");
@@ -436,8 +457,10 @@ void ForwardModelCuda::SetRequest(int64_t prefix, int64_t new_tokens,
   m.prefix = prefix;
   m.new_tokens = new_tokens;
   m.queries = static_cast<int64_t>(positions.size());
+  m.SetChunk(PrefillChunk{});
   if (positions.empty()) return;
   std::copy(positions.begin(), positions.end(), m.pos_host);
+  m.SetChunk(m.Chunks().front());
   CudaCheck(cudaMemcpyAsync(m.pos, m.pos_host, positions.size_bytes(), cudaMemcpyHostToDevice, s),
             "positions upload");
 }
@@ -445,9 +468,13 @@ void ForwardModelCuda::SetRequest(int64_t prefix, int64_t new_tokens,
 int64_t ForwardModelCuda::AttentionChunks() const {
   const Impl& m = *impl_;
   if (m.queries == 0) return 0;
-  const int64_t per_token = m.shape.heads * PaddedKeys(m.prefix + m.new_tokens);
-  const int64_t chunk = std::max<int64_t>(1, m.score_elems / std::max<int64_t>(per_token, 1));
-  return (m.queries + chunk - 1) / chunk;
+  int64_t pieces = 0;
+  for (const PrefillChunk& c : m.Chunks()) {
+    const int64_t per_token = m.shape.heads * PaddedKeys(c.keys);
+    const int64_t piece = std::max<int64_t>(1, m.score_elems / std::max<int64_t>(per_token, 1));
+    pieces += (c.count + piece - 1) / piece;
+  }
+  return pieces;
 }
 
 void ForwardModelCuda::Attention(const void* kv_dense, cudaStream_t s) {
@@ -457,8 +484,8 @@ void ForwardModelCuda::Attention(const void* kv_dense, cudaStream_t s) {
 void ForwardModelCuda::Attention(const KvRows& prefix, cudaStream_t s) {
   Impl& m = *impl_;
   const KvDecode& d = m.kv;
-  const int64_t S = m.prefix + m.new_tokens;
-  if (m.queries == 0 || S == 0) return;
+  const int64_t S = m.chunk_keys;  // the keys the current chunk's queries see
+  if (m.chunk_n == 0 || S == 0) return;
   const int64_t kvh = d.kv_heads, group = m.shape.heads / kvh;
   const int64_t Sp = PaddedKeys(S);
   BuildKvKernel<<<dim3(static_cast<unsigned>(Sp), static_cast<unsigned>(kvh)), 128, 0, s>>>(
@@ -470,8 +497,8 @@ void ForwardModelCuda::Attention(const KvRows& prefix, cudaStream_t s) {
       // zero keys and values, the rows in between get probability 0)
       [&](int32_t last) { return std::min(Sp, PaddedKeys(static_cast<int64_t>(last) + 1)); },
       [&](int64_t t0, int64_t cr, int64_t kc) {
-        CausalSoftmaxKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(m.scores, m.probs, cr,
-                                                                            kc, group, m.pos, t0);
+        CausalSoftmaxKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(
+            m.scores, m.probs, cr, kc, group, m.pos + m.chunk_q0, t0);
         CudaCheck(cudaGetLastError(), "softmax launch");
       },
       m.out, CUDA_R_16BF, "attention", s);
@@ -528,8 +555,8 @@ void ForwardModelCuda::StagedPartialAttention(const KvRows& shard, float* out, f
   Impl& m = *impl_;
   const KvDecode& d = m.kv;
   const int64_t kvh = d.kv_heads, dv = d.value_dim;
-  const int64_t group = m.shape.heads / kvh, rows = m.queries * group;
-  if (m.queries == 0) return;
+  const int64_t group = m.shape.heads / kvh, rows = m.chunk_n * group;
+  if (m.chunk_n == 0) return;
   const int64_t nshard = m.part_shard, keys = m.part_shard + m.part_new;
   if (keys == 0) {  // the rank holds no key of the request: every row's lse is -inf
     CudaCheck(cudaMemsetAsync(out, 0, static_cast<size_t>(4 * kvh * rows * dv), s), "memset");
@@ -552,7 +579,7 @@ void ForwardModelCuda::StagedPartialAttention(const KvRows& shard, float* out, f
       },
       [&](int64_t t0, int64_t cr, int64_t kc) {
         MaskedSoftmaxLseKernel<<<static_cast<unsigned>(kvh * cr), 256, 0, s>>>(
-            m.scores, m.probs, cr, kc, group, m.pos, t0, m.part_idx, keys, lse, rows);
+            m.scores, m.probs, cr, kc, group, m.pos + m.chunk_q0, t0, m.part_idx, keys, lse, rows);
         CudaCheck(cudaGetLastError(), "masked softmax launch");
       },
       out, CUDA_R_32F, "partial attention", s);
@@ -566,7 +593,7 @@ void ForwardModelCuda::Layer(int64_t layer, const void* kv_dense, cudaStream_t s
 void ForwardModelCuda::ReservePartialMerge() {
   Impl& m = *impl_;
   if (m.merged_out) return;
-  const int64_t rows = m.shape.heads * m.max_tokens, dv = m.kv.value_dim;
+  const int64_t rows = m.shape.heads * m.chunk_tokens, dv = m.kv.value_dim;
   m.mem.parts.push_back({"partial_merge outputs", 4 * (2 * rows * dv + 2 * rows) + 4});
   m.AllocPartialIdx();
   m.part_out = m.Alloc<float>(4 * rows * dv, "partial_merge outputs");
@@ -582,7 +609,7 @@ void ForwardModelCuda::MergeLayer(int64_t layer, const KvRows& shard, cudaStream
   RunLayer(
       layer,
       [&] {
-        const int64_t rows = m.kv.kv_heads * m.queries * (m.shape.heads / m.kv.kv_heads);
+        const int64_t rows = m.kv.kv_heads * m.chunk_n * (m.shape.heads / m.kv.kv_heads);
         const int64_t n = rows * m.kv.value_dim;
         StagedPartialAttention(shard, m.part_out, m.part_lse, s);
         CudaCheck(kernels::MergePartialsKernel(m.part_out, m.part_lse, 1, rows, m.kv.value_dim,
@@ -617,10 +644,22 @@ int64_t ForwardModelCuda::merged_outputs() const { return impl_->merged_n; }
 void ForwardModelCuda::RunLayer(int64_t layer, const std::function<void()>& attend,
                                 cudaStream_t s) {
   Impl& m = *impl_;
-  const int64_t T = m.queries;
-  if (T == 0) return;
+  if (m.queries == 0) return;
+  // Chunked prefill: the chunks in position order, each over the KV rows of the ones before it.
+  for (const PrefillChunk& c : m.Chunks()) {
+    m.SetChunk(c);
+    m.LayerChunk(layer, attend, s);
+  }
+}
+
+void ForwardModelCuda::Impl::LayerChunk(int64_t layer, const std::function<void()>& attend,
+                                        cudaStream_t s) {
+  Impl& m = *this;
+  const int64_t T = m.chunk_n;
   const LayerKind kind = LayerKindOf(m.shape, layer);
-  // Where each GEMM reads and writes (docs/forward_pass.md, "The proxy's layer").
+  // Where each GEMM reads and writes (docs/forward_pass.md, "The proxy's layer"). The hidden
+  // states and scratch hold one chunk: every chunk reads the hidden states the one before it
+  // left (the proxy's GEMMs compute on scratch values, docs/forward_pass.md).
   __nv_bfloat16 *X = m.hidden, *A = m.act[0], *B = m.act[1];
   bool attended = false;
   for (const GemmShape& g : LayerGemms(m.shape, kind, T)) {
@@ -670,8 +709,8 @@ void ForwardModelCuda::RunLayer(int64_t layer, const std::function<void()>& atte
     }
     m.Gemm(g, in, stride_a, m.weights.at(n), out, s);
     if (n == "kv_a" || n == "kv") {
-      ScatterRowsKernel<<<static_cast<unsigned>(T), 128, 0, s>>>(A, m.kv.new_row(), m.pos, T,
-                                                                 m.prefix, m.new_kv);
+      ScatterRowsKernel<<<static_cast<unsigned>(T), 128, 0, s>>>(
+          A, m.kv.new_row(), m.pos + m.chunk_q0, T, m.prefix, m.new_kv);
       CudaCheck(cudaGetLastError(), "scatter launch");
     }
     // The router's reads of the hidden states must precede the shared expert's writes to A.
@@ -679,6 +718,7 @@ void ForwardModelCuda::RunLayer(int64_t layer, const std::function<void()>& atte
   if (!attended) attend();
 }
 
+int64_t ForwardModelCuda::chunk_tokens() const { return impl_->chunk_tokens; }
 void* ForwardModelCuda::queries() const { return impl_->q; }
 void* ForwardModelCuda::new_kv() const { return impl_->new_kv; }
 void* ForwardModelCuda::output() const { return impl_->out; }

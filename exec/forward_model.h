@@ -6,7 +6,9 @@
 // exec/forward_model_cuda.h.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -98,18 +100,43 @@ std::vector<float> AttentionReference(const AttentionProblem& a, std::vector<flo
 // the proxy's codes), the bound the proxy's attention keeps to its CPU reference.
 inline constexpr double kPartialAttentionTolerance = 0.03;
 
+// The tokens of one chunk of the proxy's forward pass (kPrefillChunkTokens, chunked prefill) for
+// requests of at most `max_tokens` new tokens: the size its activations are allocated for.
+inline int64_t ForwardChunkTokens(int64_t max_tokens, int64_t chunk_tokens = kPrefillChunkTokens) {
+  return std::max<int64_t>(1, std::min(max_tokens, chunk_tokens));
+}
+
+// One chunk of a rank's queries in a layer: queries [first, first + count) of the rank's
+// positions, and the keys its attention reads, [0, keys): the prefix and every new token up to
+// its latest query's position (the chunks before it and its own; later chunks' tokens are
+// masked for all of its queries).
+struct PrefillChunk {
+  int64_t first = 0, count = 0, keys = 0;
+};
+// The chunks of a rank's query `positions` (absolute, ascending) of a request of `total_keys`
+// prefix + new tokens, in order, each of at most `chunk_tokens` queries; none without queries.
+std::vector<PrefillChunk> PrefillChunks(std::span<const int32_t> positions, int64_t total_keys,
+                                        int64_t chunk_tokens);
+
 // The proxy's device memory for a plan (bytes), each part named, so a plan that does not fit is
 // refused with the sizes before any work.
 struct ForwardMemory {
   std::vector<std::pair<std::string, int64_t>> parts;
+  int64_t chunk_tokens = 0;  // the tokens of one chunk that the activations are sized for
   int64_t total() const;
-  std::string Describe() const;  // "weights (attention) 0.37 GiB, ..."
+  // "weights (attention) 0.37 GiB, ... (activations for a chunk of 16384 tokens)"
+  std::string Describe() const;
 };
 // max_tokens: the most new tokens of a request of the plan (any rank computes at most these);
-// max_keys: the most prefix + new tokens.
+// max_keys: the most prefix + new tokens. The activations (hidden states, GEMM scratch, queries,
+// attention output, scores chunk) are sized for one chunk, ForwardChunkTokens(max_tokens,
+// chunk_tokens); the new-token KV (every new token of a request: earlier chunks' rows stay for
+// later chunks' attention), the decoded keys and values (max_keys) and the token positions (the
+// rank's queries of a request, staged once) for the whole request.
 ForwardMemory PlanForwardMemory(const ModelShape& s, int64_t layers, int64_t max_tokens,
-                                int64_t max_keys);
-// Scores of one attention chunk: at most this many fp32 elements (the chunk size of queries).
+                                int64_t max_keys, int64_t chunk_tokens = kPrefillChunkTokens);
+// Scores of one piece of a chunk's attention: at most this many fp32 elements (the attention
+// runs a chunk's queries in pieces of this many scores).
 inline constexpr int64_t kScoreChunkElems = int64_t{1} << 28;  // 1 GiB fp32 + 0.5 GiB bf16
 // The proxy's attention keeps its key rows, score rows and probability rows at a multiple of
 // kKeyPad keys, the padding zero: cuBLAS picks its tensor-core kernels only for leading dimensions
@@ -121,7 +148,7 @@ inline int64_t PaddedKeys(int64_t keys) { return (keys + kKeyPad - 1) / kKeyPad 
 
 // What the proxy needs of a plan: the shape, the preset's name, which pool holds the KV and its
 // bytes per token, and the sizes to allocate for (the most new tokens of a request, the most
-// prefix + new tokens).
+// prefix + new tokens, the tokens of one chunk: ForwardChunkTokens(max_tokens)).
 struct ForwardPlan {
   ModelShape shape;
   std::string preset;
@@ -129,6 +156,7 @@ struct ForwardPlan {
   int64_t kv_row_bytes = 0;
   int64_t max_tokens = 0;
   int64_t max_keys = 0;
+  int64_t chunk_tokens = kPrefillChunkTokens;
 };
 // Throws InputError (source, line 1) when the header's shape does not fit its pools.
 ForwardPlan MakeForwardPlan(const PlanHeader& header, const std::vector<RequestPlan>& requests,

@@ -217,6 +217,7 @@ ForwardPlan SweepForwardPlan(const SweepOptions& o) {
     fit(std::min(sweep::kBackupMaxPages * geo.page_tokens, o.backup_forward_tokens), 0);
   f.max_tokens = std::max<int64_t>(f.max_tokens, 1);
   f.max_keys = std::max<int64_t>(f.max_keys, 1);
+  f.chunk_tokens = ForwardChunkTokens(f.max_tokens);
   return f;
 }
 

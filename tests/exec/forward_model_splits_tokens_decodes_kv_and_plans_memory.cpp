@@ -109,6 +109,123 @@ TEST_CASE("the proxy's memory plan names its parts and grows with the tokens") {
   CHECK(small.Describe().find("weights (attention)") != std::string::npos);
 }
 
+// The parts of PlanForwardMemory that are sized for one chunk of tokens.
+int64_t PartBytes(const ForwardMemory& m, const std::string& name) {
+  for (const auto& [n, b] : m.parts)
+    if (n == name) return b;
+  FAIL("no part named ", name);
+  return -1;
+}
+
+TEST_CASE("a 108,000-token request of DeepSeek-V3.2 at 4 layers plans its proxy for one chunk") {
+  // The kv-cache-tester trace's first request: its activations for all its tokens at once did
+  // not fit an 80 GB GPU; in chunks of kPrefillChunkTokens they are those of a 16,384-token
+  // request, and only the new-token KV and the positions grow with the request.
+  const ModelShape s = FindModelPreset("deepseek-v3.2", "t").shape;
+  const ForwardMemory whole = PlanForwardMemory(s, 4, 108000, 110000, 108000);
+  const ForwardMemory big = PlanForwardMemory(s, 4, 108000, 110000);
+  const ForwardMemory one = PlanForwardMemory(s, 4, kPrefillChunkTokens, 110000);
+  MESSAGE("proxy for 108,000 new tokens over 110,000 keys: ", big.total() / 1e9, " GB in chunks; ",
+          whole.total() / 1e9, " GB unchunked\n  ", big.Describe());
+  CHECK(big.chunk_tokens == kPrefillChunkTokens);
+  CHECK(whole.chunk_tokens == 108000);
+  CHECK(big.total() < 40'000'000'000);
+  CHECK(whole.total() > 80'000'000'000);
+  for (const char* part : {"weights (attention)", "weights (dense MLP)", "weights (MoE)",
+                           "hidden states", "GEMM scratch (2)", "queries", "attention output",
+                           "decoded keys and values", "scores chunk"}) {
+    CAPTURE(part);
+    CHECK(PartBytes(big, part) == PartBytes(one, part));
+  }
+  CHECK(PartBytes(big, "hidden states") == 2 * kPrefillChunkTokens * s.hidden);
+  // Every new token's KV row (576 bf16 elements: the absorbed latent and rope) and position.
+  CHECK(PartBytes(big, "new-token KV") == 2 * 108000 * 576);
+  CHECK(PartBytes(big, "token positions") == 4 * 108000);
+  CHECK(big.Describe().find("(activations for a chunk of 16384 tokens)") != std::string::npos);
+  // A request below the chunk is one chunk of its own size.
+  const ForwardMemory small = PlanForwardMemory(s, 4, 1000, 9000);
+  CHECK(small.chunk_tokens == 1000);
+  CHECK(PartBytes(small, "queries") ==
+        PartBytes(PlanForwardMemory(s, 4, 1000, 9000, 1000), "queries"));
+  CHECK(ForwardChunkTokens(0) == 1);
+  CHECK(ForwardChunkTokens(100000) == kPrefillChunkTokens);
+}
+
+TEST_CASE("a rank's queries run in chunks in position order, each reading keys to its latest") {
+  RequestPlan p;
+  p.prefix_pages = 3;      // 12 tokens of 4-token pages
+  p.computed_tokens = 30;  // [12, 42), rank 0 of 2: zigzag chunks 0 and 3 (8 + 7 tokens)
+  const std::vector<int32_t> pos = RankTokenPositions(p, 4, 2, 0);
+  REQUIRE(pos.size() == 15);
+  const std::vector<PrefillChunk> chunks = PrefillChunks(pos, 42, 4);
+  REQUIRE(chunks.size() == 4);
+  int64_t next = 0;
+  for (const PrefillChunk& c : chunks) {
+    CHECK(c.first == next);
+    CHECK(c.count == std::min<int64_t>(4, 15 - c.first));
+    CHECK(c.keys == pos[static_cast<size_t>(c.first + c.count - 1)] + 1);
+    next += c.count;
+  }
+  CHECK(next == 15);
+  CHECK(chunks[1].keys == 20);  // positions 16..19: the first zigzag chunk ends at 20
+  CHECK(chunks.back().keys == 42);
+  CHECK(PrefillChunks(pos, 42, kPrefillChunkTokens).size() == 1);
+  CHECK(PrefillChunks({}, 42, 5).empty());
+}
+
+TEST_CASE("attention in chunks over each chunk's keys equals the attention of all queries") {
+  // The CPU reference run per chunk (its queries, the keys up to its latest query: the prefix,
+  // the earlier chunks' new tokens and its own) gives the rows of the whole attention exactly.
+  ModelShape s;
+  s.attention = "gqa";
+  s.kv_dtype = "bf16";
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 8;
+  AttentionProblem a;
+  a.kv = MakeKvDecode(s, 2 * 2 * 8 * 2);
+  a.group = 2;
+  a.scale = 0.35f;
+  a.prefix = 10;
+  a.new_tokens = 23;
+  std::vector<uint8_t> dense(static_cast<size_t>(a.prefix * a.kv.row_bytes));
+  for (size_t i = 0; i < dense.size(); ++i) dense[i] = static_cast<uint8_t>(i * 37 + 11);
+  a.dense = dense.data();
+  RequestPlan p;
+  p.prefix_pages = 5;  // 2-token pages
+  p.computed_tokens = a.new_tokens;
+  a.positions = RankTokenPositions(p, 2, 2, 1);
+  auto value = [](size_t i) { return RoundBf16(std::sin(0.7f * static_cast<float>(i)) * 2.0f); };
+  a.new_kv.resize(static_cast<size_t>(a.new_tokens * a.kv.new_row()));
+  for (size_t i = 0; i < a.new_kv.size(); ++i) a.new_kv[i] = value(i);
+  const int64_t rows = a.queries() * a.group, dk = a.kv.key_dim, dv = a.kv.value_dim;
+  a.q.resize(static_cast<size_t>(a.kv.kv_heads * rows * dk));
+  for (size_t i = 0; i < a.q.size(); ++i) a.q[i] = value(i + 1000);
+  const std::vector<float> all = AttentionReference(a);
+  const std::vector<PrefillChunk> chunks = PrefillChunks(a.positions, a.prefix + a.new_tokens, 3);
+  REQUIRE(chunks.size() >= 3);
+  for (const PrefillChunk& c : chunks) {
+    AttentionProblem b = a;
+    b.new_tokens = c.keys - a.prefix;  // the new-token rows past the chunk's keys are not read
+    b.new_kv.resize(static_cast<size_t>(b.new_tokens * a.kv.new_row()));
+    b.positions.assign(a.positions.begin() + c.first, a.positions.begin() + c.first + c.count);
+    b.q.clear();
+    for (int64_t g = 0; g < a.kv.kv_heads; ++g) {
+      const auto head = a.q.begin() + (g * rows + c.first * a.group) * dk;
+      b.q.insert(b.q.end(), head, head + c.count * a.group * dk);
+    }
+    const std::vector<float> part = AttentionReference(b);
+    const int64_t crows = c.count * a.group;
+    int64_t differ = 0;
+    for (int64_t g = 0; g < a.kv.kv_heads; ++g)
+      for (int64_t i = 0; i < crows * dv; ++i)
+        differ += part[static_cast<size_t>(g * crows * dv + i)] !=
+                  all[static_cast<size_t>((g * rows + c.first * a.group) * dv + i)];
+    CAPTURE(c.first);
+    CHECK(differ == 0);
+  }
+}
+
 TEST_CASE("a plan whose pools cannot hold the shape's KV is refused for the model forward") {
   // The header's config block and its preset, as ParsePlanHeader reads them.
   PlanHeader header;
@@ -121,6 +238,7 @@ TEST_CASE("a plan whose pools cannot hold the shape's KV is refused for the mode
   CHECK(f.preset == "llama-3-70b");
   CHECK(f.max_tokens == 100);
   CHECK(f.max_keys == 228);
+  CHECK(f.chunk_tokens == 100);  // a request below kPrefillChunkTokens is one chunk
   CHECK_THROWS_WITH_AS(MakeForwardPlan(header, reqs, 64, {"kv"}, {1152}, "p.jsonl"),
                        doctest::Contains("p.jsonl:1: pools:"), InputError);
   CHECK_THROWS_WITH_AS(MakeForwardPlan(header, reqs, 64, {"latent"}, {4096}, "p.jsonl"),

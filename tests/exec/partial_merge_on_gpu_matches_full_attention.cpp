@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -266,10 +267,9 @@ TEST_CASE("without a prefix, rows that see one rank's keys only merge past the -
   CheckCase(Case{SmallMla("bf16"), 4, 1, 0, 33});
 }
 
-TEST_CASE("a merged layer read through its page table matches full attention; a wrong page not") {
-  // The executor's form (MergeLayer): the rank's pages in a layer-first pool, read through the
-  // page table; the check (MergedDifference) reads the whole prefix the same way. A shard whose
-  // page table names page 0's slot for page 1 attends over other keys and must fail the check.
+// chunk_tokens: the layer's chunks of queries (8 new tokens: one chunk, or 3, 3, 2).
+void CheckMergedLayer(int64_t chunk_tokens) {
+  CAPTURE(chunk_tokens);
   const ModelShape s = SmallMla("fp8");
   const int64_t row = ImpliedPools(s)[0].bytes_per_token_layer;
   const int64_t pages = 2, prefix = pages * kPageTokens, n = 8, chunk = kPageTokens * row;
@@ -280,7 +280,7 @@ TEST_CASE("a merged layer read through its page table matches full attention; a 
     std::copy(dense.begin() + p * chunk, dense.begin() + (p + 1) * chunk,
               pool.begin() + slots[static_cast<size_t>(p)] * chunk);
   uint8_t* d_pool = Upload(pool);
-  ForwardModelCuda f(s, 2, row, n, prefix + n, 1);
+  ForwardModelCuda f(s, 2, row, n, prefix + n, 1, kScoreChunkElems, chunk_tokens);
   f.ReservePartialMerge();
   std::vector<int32_t> pos, shard_pos;
   for (int32_t t = 0; t < prefix; ++t) shard_pos.push_back(t);
@@ -296,13 +296,26 @@ TEST_CASE("a merged layer read through its page table matches full attention; a 
     return d;
   };
   const double good = run(slots);
-  CHECK(f.merged_outputs() == s.heads * n * f.decode().value_dim);
+  // The check covers the last chunk's queries.
+  const int64_t last = n % chunk_tokens == 0 ? std::min(n, chunk_tokens) : n % chunk_tokens;
+  CHECK(f.merged_outputs() == s.heads * last * f.decode().value_dim);
   const double bad = run({slots[0], slots[0]});
   MESSAGE("max |merged - full| = ", good, "; with page 1 read from page 0's slot: ", bad);
   CHECK(good < kPartialAttentionTolerance);
   CHECK(bad > kPartialAttentionTolerance);
   cudaFree(d_full);
   cudaFree(d_pool);
+}
+
+TEST_CASE("a merged layer read through its page table matches full attention; a wrong page not") {
+  // The executor's form (MergeLayer): the rank's pages in a layer-first pool, read through the
+  // page table; the check (MergedDifference) reads the whole prefix the same way. A shard whose
+  // page table names page 0's slot for page 1 attends over other keys and must fail the check.
+  CheckMergedLayer(kPrefillChunkTokens);
+}
+
+TEST_CASE("a merged layer in chunks of queries matches full attention for its last chunk") {
+  CheckMergedLayer(3);
 }
 
 TEST_CASE("partial attention refuses key positions out of order or range") {
