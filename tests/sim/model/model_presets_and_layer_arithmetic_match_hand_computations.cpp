@@ -158,17 +158,26 @@ TEST_CASE("a Llama-3-70B layer's FLOPs and bytes follow the GQA shapes") {
   CHECK(LayerWeightBytes(s, LayerKind::kDense) == static_cast<int64_t>(weights));
 }
 
-TEST_CASE("the default config keeps the DeepSeek-V3.2 pools without a preset") {
+TEST_CASE("the default config names the DeepSeek-V3.2 preset, the built-in model without one") {
   ReplayConfig c;
   CHECK(c.model.preset.empty());
   CHECK(c.model.layers == 61);
   REQUIRE(c.model.pools.size() == 2);
   CHECK(c.model.pools[0].bytes_per_token_layer == 656);
   CHECK(c.model.pools[1].bytes_per_token_layer == 132);
-  LoadConfigFile(KVLANES_SOURCE_DIR "/config/default.yaml", c);
-  CHECK(c.model.preset.empty());
-  CHECK(c.model.pools.size() == 2);
-  CHECK_NOTHROW(ValidateConfig(c));
+  // config/default.yaml names the preset (so a profile calibrated for it applies) and its
+  // layers and pools are the built-in ones.
+  ReplayConfig d;
+  LoadConfigFile(KVLANES_SOURCE_DIR "/config/default.yaml", d);
+  CHECK(d.model.preset == "deepseek-v3.2");
+  CHECK(d.model.layers == c.model.layers);
+  REQUIRE(d.model.pools.size() == 2);
+  CHECK(d.model.pools[0].bytes_per_token_layer == 656);
+  CHECK(d.model.pools[1].bytes_per_token_layer == 132);
+  CHECK(d.model.shape.dense_layers == c.model.shape.dense_layers);
+  CHECK(d.model.shape.experts == c.model.shape.experts);
+  CHECK(d.model.shape.hidden == c.model.shape.hidden);
+  CHECK_NOTHROW(ValidateConfig(d));
 }
 
 TEST_CASE("model.preset replaces layers, pools and shapes; later keys override it") {
