@@ -5,8 +5,8 @@
 // measurement files stay beside the profile for `check` and the record.
 #include <yaml-cpp/yaml.h>
 
-#include <boost/program_options.hpp>
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -40,21 +40,21 @@ struct Recipe {
 };
 
 // Options a recipe may not set: the command sets them itself.
-const std::vector<std::string> kReserved = {"out",  "measurements", "config", "set",  "backend",
-                                            "device", "quiet",      "help",   "name", "base"};
+const std::vector<std::string> kReserved = {"out",    "measurements", "config", "set",  "backend",
+                                            "device", "quiet",        "help",   "name", "base"};
 
 // A recipe by name (config/recipes/NAME.yaml from here, then from the source tree) or by path.
 std::string RecipePath(const std::string& r) {
   namespace fs = std::filesystem;
   if (r.find('/') != std::string::npos || r.ends_with(".yaml")) return r;
-  for (const std::string dir : {std::string("config/recipes/"),
-                                std::string(KVLANES_SOURCE_DIR) + "/config/recipes/"}) {
+  for (const std::string dir :
+       {std::string("config/recipes/"), std::string(KVLANES_SOURCE_DIR) + "/config/recipes/"}) {
     std::error_code ec;
     if (fs::is_regular_file(dir + r + ".yaml", ec)) return dir + r + ".yaml";
   }
-  throw InputError("", 0, "--recipe",
-                   "no recipe '" + r +
-                       "' in config/recipes/ (give a name there, e.g. standard, or a path)");
+  throw InputError(
+      "", 0, "--recipe",
+      "no recipe '" + r + "' in config/recipes/ (give a name there, e.g. standard, or a path)");
 }
 
 // The entries of a map of options as `--key value` (a list's items joined by commas); each key
@@ -109,11 +109,13 @@ Recipe LoadRecipe(const std::string& name) {
   const auto fail = [&](const YAML::Node& at, const std::string& field, const std::string& msg) {
     throw InputError(r.file, at.IsDefined() ? at.Mark().line + 1 : 0, field, msg);
   };
-  if (!root.IsMap()) fail(root, "recipe", "expected a map {recipe, model_layers, steps, calibrate}");
+  if (!root.IsMap())
+    fail(root, "recipe", "expected a map {recipe, model_layers, steps, calibrate}");
   for (const auto& kv : root)
     if (kv.first.Scalar() != "recipe" && kv.first.Scalar() != "model_layers" &&
         kv.first.Scalar() != "steps" && kv.first.Scalar() != "calibrate")
-      fail(kv.first, kv.first.Scalar(), "unknown key (valid: recipe, model_layers, steps, calibrate)");
+      fail(kv.first, kv.first.Scalar(),
+           "unknown key (valid: recipe, model_layers, steps, calibrate)");
   const YAML::Node ml = root["model_layers"];
   if (!ml || !ml.IsScalar()) fail(root, "model_layers", "missing (the layers the sweeps time)");
   r.model_layers = WholeNumber(ml, r.file, "model_layers", 1, 1000);
@@ -141,8 +143,8 @@ Recipe LoadRecipe(const std::string& name) {
   r.calibrate_args = FlagsOf(cal, r.file, "calibrate", CalibrateOptionsDescription(), {"base"});
   if (cal["base"]) {
     const std::filesystem::path b = cal["base"].Scalar();
-    r.base = b.is_absolute() ? b.string()
-                             : (std::filesystem::path(r.file).parent_path() / b).string();
+    r.base =
+        b.is_absolute() ? b.string() : (std::filesystem::path(r.file).parent_path() / b).string();
   }
   return r;
 }
@@ -269,7 +271,8 @@ int DryRun(const po::variables_map& vm, const Recipe& r, const std::string& dir,
   const auto print = [](const std::vector<std::string>& a) {
     std::string line;
     for (const std::string& x : a) {
-      const bool plain = !x.empty() && x.find_first_of(" '\"\\$`*?[]{}()<>|&;#~!") == std::string::npos;
+      const bool plain =
+          !x.empty() && x.find_first_of(" '\"\\$`*?[]{}()<>|&;#~!") == std::string::npos;
       line += (line.empty() ? "" : " ") + (plain || line.empty() ? x : "'" + x + "'");
     }
     std::printf("%s\n", line.c_str());
@@ -322,7 +325,8 @@ int CmdCalibrateSweep(int argc, const char* const* argv) {
     if (vm["dry-run"].as<bool>()) return DryRun(vm, r, dir, out);
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec) throw InputError(dir, 0, "--out", "cannot create the measurement folder: " + ec.message());
+    if (ec)
+      throw InputError(dir, 0, "--out", "cannot create the measurement folder: " + ec.message());
     int rc = 0;
     const std::vector<std::string> files = RunSteps(vm, r, dir, rc);
     if (rc != 0) return rc;

@@ -37,10 +37,15 @@ nlohmann::json Sample(double n, double p, bool moe = true) {
   nlohmann::json kinds = {{{"layer_kind", "dense"}, {"layers", 3}, {"median_s", DenseS(n, p)}}};
   if (moe) kinds.push_back({{"layer_kind", "moe"}, {"layers", 1}, {"median_s", MoeS(n, p)}});
   const double mean = moe ? (3 * DenseS(n, p) + MoeS(n, p)) / 4 : DenseS(n, p);
-  return {{"kind", "forward"},         {"forward", "model"}, {"preset", "deepseek-v3.2"},
-          {"new_tokens", int64_t(n)},  {"prefix_tokens", int64_t(p)},
-          {"ranks", 1},                {"layers", 1},
-          {"median_s", mean},          {"repeats", 3},
+  return {{"kind", "forward"},
+          {"forward", "model"},
+          {"preset", "deepseek-v3.2"},
+          {"new_tokens", int64_t(n)},
+          {"prefix_tokens", int64_t(p)},
+          {"ranks", 1},
+          {"layers", 1},
+          {"median_s", mean},
+          {"repeats", 3},
           {"per_kind", std::move(kinds)}};
 }
 
@@ -77,7 +82,9 @@ std::string RefusalOf(const HardwareProfile& h, const ReplayConfig& c) {
 
 }  // namespace
 
-TEST_CASE("compute per layer kind: each kind fitted from the sweep's per-kind times, exact at the points") {
+TEST_CASE(
+    "compute per layer kind: each kind fitted from the sweep's per-kind times, exact at the "
+    "points") {
   const HardwareProfile h = Fitted();
   REQUIRE(h.compute_kinds[0].measured);
   REQUIRE(h.compute_kinds[1].measured);
