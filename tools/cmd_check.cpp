@@ -194,6 +194,18 @@ void CheckSamePlan(const Measured& meas, const std::string& plan_hash, const std
                          plan_path + " measures this one)");
 }
 
+// A run on another GPU than the profile's measurements is said, not refused (a transfer check):
+// the note, or "" when the GPUs agree or either is unknown.
+std::string OtherGpuNote(const Measured& meas, const std::string& profile_gpu) {
+  const nlohmann::json& c = meas.context;
+  if (profile_gpu.empty() || !c.is_object() || !c.contains("gpu") || !c["gpu"].is_string())
+    return "";
+  const std::string run_gpu = c["gpu"].get<std::string>();
+  if (run_gpu == profile_gpu) return "";
+  return "the run measured " + JsonSafeText(run_gpu) + "; the profile was measured on " +
+         JsonSafeText(profile_gpu);
+}
+
 // Runs the plot script on the report's JSON: the --json file when given, else a temporary copy.
 void DrawPlot(const po::variables_map& vm, const Plotter& plotter, const std::string& json) {
   const std::string out = vm["plot"].as<std::string>();
@@ -313,10 +325,6 @@ int CmdCheck(int argc, const char* const* argv) {
     std::string plan_hash, profile_gpu;
     Predictions pred = LoadPredictions(vm, compute_scale, synthetic, plan_hash, profile_gpu);
     const Measured& meas = meas_file();
-    const std::string run_gpu =
-        meas.context.is_object() && meas.context.contains("gpu") && meas.context["gpu"].is_string()
-            ? meas.context["gpu"].get<std::string>()
-            : "";
     if (vm.count("plan"))
       CheckSamePlan(meas, plan_hash, vm["measured"].as<std::string>(),
                     vm["plan"].as<std::string>());
@@ -330,10 +338,8 @@ int CmdCheck(int argc, const char* const* argv) {
     auto doc = CheckReportToJson(report);
     if (vm.count("plan")) doc["forward"] = forward;
     if (vm.count("replica")) doc["replica"] = vm["replica"].as<int64_t>();
-    // A run on another GPU than the profile's measurements: said, not refused (a transfer check).
-    const bool other_gpu = !profile_gpu.empty() && !run_gpu.empty() && profile_gpu != run_gpu;
-    if (other_gpu)
-      doc["gpu"] = {{"run", JsonSafeText(run_gpu)}, {"profile", JsonSafeText(profile_gpu)}};
+    const std::string other_gpu = OtherGpuNote(meas, profile_gpu);
+    if (!other_gpu.empty()) doc["gpu"] = other_gpu;
     const std::string json = doc.dump(1) + "\n";
     // Written once the measured file is known to belong to the plan, so that a refused check
     // leaves no output behind.
@@ -344,9 +350,7 @@ int CmdCheck(int argc, const char* const* argv) {
       if (vm.count("replica"))
         std::printf("replica %lld of the plan\n",
                     static_cast<long long>(vm["replica"].as<int64_t>()));
-      if (other_gpu)
-        std::printf("note: the run measured %s; the profile was measured on %s\n",
-                    JsonSafeText(run_gpu).c_str(), JsonSafeText(profile_gpu).c_str());
+      if (!other_gpu.empty()) std::printf("note: %s\n", other_gpu.c_str());
       std::fputs(FormatCheckReport(report).c_str(), stdout);
     }
     if (vm.count("plot")) DrawPlot(vm, plotter, json);

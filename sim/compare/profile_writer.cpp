@@ -132,6 +132,48 @@ std::string CopyCostYaml(const HardwareProfile::CopyCost& c) {
          "}";
 }
 
+// The compute section: the mean layer's terms, its table or each layer kind's terms and table.
+std::string ComputeYaml(const CalibrationResult& r) {
+  const HardwareProfile& p = r.profile;
+  std::string y;
+  y += "compute:\n" + FitComment(r, "compute", "  ");
+  if (p.compute_measured)
+    y += "  measured: true\n  model_preset: \"" + p.compute_model_preset + "\"\n";
+  if (p.compute_measured && p.compute_model_layers > 0)
+    y += "  model_layers: " + std::to_string(p.compute_model_layers) + "\n";
+  y += "  layer_base_s: " + Num(p.layer_base_s) + "\n";
+  y += "  layer_token_s: " + Num(p.layer_token_s) + "\n";
+  y += "  layer_attn_pair_s: " + Num(p.layer_attn_pair_s) + "\n";
+  if (p.synthetic_layer_s > 0)
+    y += FitComment(r, "compute.synthetic_layer_s", "  ") +
+         "  synthetic_layer_s: " + Num(p.synthetic_layer_s) + "\n";
+  if (!p.compute_table.empty()) {
+    y += FitComment(r, "compute.table", "  ");
+    y += "  # per-layer seconds measured at (new_tokens, prefix_tokens); between and beyond the\n"
+         "  # points the linear terms above times the interpolated measured / linear ratio\n";
+    y += "  table:\n" + TableRows(p.compute_table, "    ");
+  }
+  if (p.HasComputeKinds()) {
+    y += "  # each layer kind alone (same form as the terms above); a replay of any depth of this\n"
+         "  # preset weighs them by the kinds' shares of its layers\n";
+    y += "  layer_kinds:\n";
+    for (int k = 0; k < 2; ++k) {
+      const HardwareProfile::KindTerms& t = p.compute_kinds[k];
+      if (!t.measured) continue;
+      const std::string name = HardwareProfile::kComputeKindNames[k];
+      const std::string group = "compute.layer_kinds." + name;
+      y += "    " + name + ":\n" + FitComment(r, group, "      ");
+      y += "      layer_base_s: " + Num(t.layer_base_s) + "\n";
+      y += "      layer_token_s: " + Num(t.layer_token_s) + "\n";
+      y += "      layer_attn_pair_s: " + Num(t.layer_attn_pair_s) + "\n";
+      if (!t.table.empty())
+        y += FitComment(r, group + ".table", "      ") + "      table:\n" +
+             TableRows(t.table, "        ");
+    }
+  }
+  return y;
+}
+
 }  // namespace
 
 std::string ProfileToYaml(const CalibrationResult& r, const std::string& measurements_file) {
@@ -192,41 +234,7 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   }
   y += "\n";
   y += CollectivesYaml(r);
-  y += "compute:\n" + FitComment(r, "compute", "  ");
-  if (p.compute_measured)
-    y += "  measured: true\n  model_preset: \"" + p.compute_model_preset + "\"\n";
-  if (p.compute_measured && p.compute_model_layers > 0)
-    y += "  model_layers: " + std::to_string(p.compute_model_layers) + "\n";
-  y += "  layer_base_s: " + Num(p.layer_base_s) + "\n";
-  y += "  layer_token_s: " + Num(p.layer_token_s) + "\n";
-  y += "  layer_attn_pair_s: " + Num(p.layer_attn_pair_s) + "\n";
-  if (p.synthetic_layer_s > 0)
-    y += FitComment(r, "compute.synthetic_layer_s", "  ") +
-         "  synthetic_layer_s: " + Num(p.synthetic_layer_s) + "\n";
-  if (!p.compute_table.empty()) {
-    y += FitComment(r, "compute.table", "  ");
-    y += "  # per-layer seconds measured at (new_tokens, prefix_tokens); between and beyond the\n"
-         "  # points the linear terms above times the interpolated measured / linear ratio\n";
-    y += "  table:\n" + TableRows(p.compute_table, "    ");
-  }
-  if (p.HasComputeKinds()) {
-    y += "  # each layer kind alone (same form as the terms above); a replay of any depth of this\n"
-         "  # preset weighs them by the kinds' shares of its layers\n";
-    y += "  layer_kinds:\n";
-    for (int k = 0; k < 2; ++k) {
-      const HardwareProfile::KindTerms& t = p.compute_kinds[k];
-      if (!t.measured) continue;
-      const std::string name = HardwareProfile::kComputeKindNames[k];
-      const std::string group = "compute.layer_kinds." + name;
-      y += "    " + name + ":\n" + FitComment(r, group, "      ");
-      y += "      layer_base_s: " + Num(t.layer_base_s) + "\n";
-      y += "      layer_token_s: " + Num(t.layer_token_s) + "\n";
-      y += "      layer_attn_pair_s: " + Num(t.layer_attn_pair_s) + "\n";
-      if (!t.table.empty())
-        y += FitComment(r, group + ".table", "      ") + "      table:\n" +
-             TableRows(t.table, "        ");
-    }
-  }
+  y += ComputeYaml(r);
   if (!p.overlap.empty()) {
     y += "\noverlap:\n";
     for (const auto& o : p.overlap)

@@ -390,6 +390,7 @@ namespace {
 std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YAML::Node& root,
                                                        const std::string& key, bool forward_only);
 void ReadComputeKinds(const Reader& r, const YAML::Node& node, HardwareProfile& p);
+void ReadCompute(const Reader& r, const YAML::Node& root, HardwareProfile& p);
 
 // host_device's backup terms: backup_per_layer, backup_tail, their _synthetic twins and
 // backup_pools (the same per pool).
@@ -507,6 +508,17 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
       p.collectives.push_back(std::move(m));
     }
   }
+  ReadCompute(r, root, p);
+  p.overlap = ReadOverlap(r, root, "overlap", false);
+  if (root["overlap_synthetic"]) {
+    p.has_overlap_synthetic = true;
+    p.overlap_synthetic = ReadOverlap(r, root, "overlap_synthetic", true);
+  }
+  return p;
+}
+
+// The compute section: the mean layer's terms and table, the kinds', the spin's overhead.
+void ReadCompute(const Reader& r, const YAML::Node& root, HardwareProfile& p) {
   const YAML::Node cp = root["compute"];
   if (!cp) r.Fail(root, "compute", "missing");
   r.OnlyKeys(cp, "compute.",
@@ -535,12 +547,6 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
       r.Fail(cp["synthetic_layer_s"], "compute.synthetic_layer_s",
              "must be at most 3600 s (kMaxProfileSeconds)");
   }
-  p.overlap = ReadOverlap(r, root, "overlap", false);
-  if (root["overlap_synthetic"]) {
-    p.has_overlap_synthetic = true;
-    p.overlap_synthetic = ReadOverlap(r, root, "overlap_synthetic", true);
-  }
-  return p;
 }
 
 // compute.layer_kinds: {dense: {layer_base_s, layer_token_s, layer_attn_pair_s, table}, moe: ...},
