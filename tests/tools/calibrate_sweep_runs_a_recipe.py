@@ -77,6 +77,21 @@ def recipe_runs_on_the_host_backend_into_a_profile_check_accepts():
     c = run("check", "--plan", plan, "--profile", out, "--measured", meas)
     check(c.returncode in (0, 1) and "whole replay" in c.stdout,
           f"check accepts the recipe's profile (exit {c.returncode})\n" + c.stderr[-1000:])
+    # A run on another GPU than the profile's: said, not refused.
+    prof2, meas2 = os.path.join(work, "other_gpu.yaml"), os.path.join(work, "other_gpu.json")
+    with open(prof2, "w") as f:
+        f.write(text.replace("\nhost_device:", '\nmeasured_on:\n  gpu: "GPU A"\n\nhost_device:', 1)
+                if "measured_on:" not in text else re.sub(r'(?m)^  gpu: .*$', '  gpu: "GPU A"', text))
+    m = json.load(open(meas))
+    m["context"]["gpu"] = "GPU B"
+    json.dump(m, open(meas2, "w"))
+    g = run("check", "--plan", plan, "--profile", prof2, "--measured", meas2, "--json",
+            os.path.join(work, "other_gpu_check.json"))
+    doc = json.load(open(os.path.join(work, "other_gpu_check.json"))) if g.returncode in (0, 1) else {}
+    check(g.returncode in (0, 1) and
+          "note: the run measured GPU B; the profile was measured on GPU A" in g.stdout and
+          "GPU B" in doc.get("gpu", ""),
+          "check notes a run on another GPU than the profile's\n" + g.stdout[:300] + g.stderr[-500:])
 
 
 def bad_recipes_are_refused_naming_file_line_and_key():
