@@ -237,6 +237,15 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
   // The device pages the gather's buffers take from the cache (gather.scratch).
   j["gather_scratch"] = GatherScratchJson(GatherScratchOf(cfg), cfg.cache.device_pages_per_lane);
   j["backup_config"] = cfg.backup.schedule;
+  // What is explained: one cache in arrival order, whatever serving.mode says (serving mode's
+  // replicas and router give another cache state; `replay --requests-csv` has its per-request
+  // figures).
+  j["mode"] = "sequential";
+  if (cfg.serving.mode == "serving")
+    j["mode_note"] = "the config's serving mode (" + std::to_string(cfg.serving.replicas) +
+                     " replicas, router " + cfg.serving.router +
+                     ") is not replayed here: this follows one cache in arrival order; `kvlanes "
+                     "replay --requests-csv` gives serving mode's figures per request";
   j["request"] = p.request;
   j["arrival_s"] = static_cast<double>(p.arrival_ns) * 1e-9;
   j["input_tokens"] = p.input_tokens;
@@ -443,6 +452,8 @@ void PrintExplain(const J& j) {
               j["policy"].get<std::string>().c_str(), i(j["cp_size"]),
               j["gather_config"].get<std::string>().c_str(),
               j["backup_config"].get<std::string>().c_str());
+  std::printf("mode       %s%s\n", j["mode"].get<std::string>().c_str(),
+              j.contains("mode_note") ? (": " + j["mode_note"].get<std::string>()).c_str() : "");
   std::printf("request %lld: arrival %.6f s, %lld input tokens (%lld pages)\n", i(j["request"]),
               j["arrival_s"].get<double>(), i(j["input_tokens"]), i(j["input_pages"]));
   if (const J& gs = j["gather_scratch"]; gs["scratch"].get<std::string>() == "counted")

@@ -107,6 +107,13 @@ void PrintSummary(FILE* out, const nlohmann::ordered_json& r) {
     std::fprintf(out, "    TTFT p50 %.3f s, p99 %.3f s (queueing %.1f s in total)",
                  p["ttft_p50_s"].get<double>(), p["ttft_p99_s"].get<double>(),
                  p["queue_s"].get<double>());
+    if (!r.contains("serving") && p.contains("offered_load")) {  // one instance, arrival order
+      std::fprintf(out, "\n    load %.2f of one instance: busy %.1f s over a %.1f s trace span",
+                   p["offered_load"].get<double>(), p["total_s"].get<double>(),
+                   p["span_s"].get<double>());
+      if (!p["warning"].is_null())
+        std::fprintf(out, "\n  WARNING: %s", p["warning"].get<std::string>().c_str());
+    }
   }
   if (r.contains("serving")) PrintServing(out, r["serving"]);
   // Replica/rank in both modes (sequential mode is replica 0), so the tables line up.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@ const RequestCost& Predictor::Add(const RequestPlan& p, bool schedule_detail) {
   last_ = model_.Request(p, schedule_detail || timeline_ != nullptr);
   const double arrival = static_cast<double>(p.arrival_ns) * 1e-9;
   if (first_arrival_s_ < 0) first_arrival_s_ = arrival;
+  last_arrival_s_ = std::max(last_arrival_s_, arrival);
   const double start = std::max(arrival, free_at_s_);
   const double finish = start + last_.service_s;
   last_start_s_ = start;
@@ -59,6 +61,22 @@ nlohmann::ordered_json Predictor::Summary() const {
   }();
   j["ttft_p50_s"] = ttft_s_.empty() ? 0.0 : Percentile(ttft_s_, 0.50);
   j["ttft_p99_s"] = ttft_s_.empty() ? 0.0 : Percentile(ttft_s_, 0.99);
+  // One instance serves the requests in arrival order: busy longer than the trace lasts, its
+  // queue grows and TTFT measures the backlog, not the engine (serving mode spreads the load over
+  // replicas). offered_load: busy over the span from the first to the last arrival.
+  const double span = std::max(0.0, last_arrival_s_ - first_arrival_s_);
+  j["span_s"] = span;
+  j["offered_load"] = span > 0 ? total_s_ / span : 0.0;
+  if (span > 0 && total_s_ > span) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "overloaded: one instance is offered %.2fx its capacity (busy %.1f s over a "
+                  "%.1f s trace span); TTFT measures the backlog (serving mode: replicas)",
+                  total_s_ / span, total_s_, span);
+    j["warning"] = buf;
+  } else {
+    j["warning"] = nullptr;
+  }
   return j;
 }
 

@@ -154,6 +154,27 @@ def small_host_tier_is_warned():
           "sweep: the runs whose device tier passes the host tier are counted in one warning")
 
 
+def sequential_replay_says_its_load_and_explain_names_its_mode():
+    cfg = os.path.join(src, "config/default.yaml")
+    r = run("replay", "--trace", TRACE, "--config", cfg, "--set", "serving.mode=sequential")
+    load = re.search(r"^    load ([0-9.]+) of one instance: busy ([0-9.]+) s over a ([0-9.]+) s trace "
+                     r"span$", r.stdout, re.M)
+    check(r.returncode == 0 and load is not None and
+          abs(float(load.group(1)) - float(load.group(2)) / float(load.group(3))) < 0.01 and
+          (float(load.group(1)) > 1) == ("WARNING: overloaded: one instance" in r.stdout),
+          "sequential replay: a load line (busy over the trace span), warned above 1")
+    r = run("replay", "--trace", TRACE, "--config", cfg, "--set", "serving.mode=sequential",
+            "--set", "model.layers=4", "-q", "--json", "-")
+    p = json.loads(r.stdout)["predicted"] if r.returncode == 0 else {}
+    check(p.get("warning") is None and 0 < p.get("offered_load", 0) < 1,
+          f"sequential replay at 4 layers: load below 1, no warning ({p.get('offered_load')})")
+    e = run("explain", "--trace", TRACE, "--config", cfg, "--request", "5")
+    check(e.returncode == 0 and re.search(r"^mode       sequential: the config's serving mode "
+                                          r"\(5 replicas, router prefix\) is not replayed here",
+                                          e.stdout, re.M) is not None,
+          "explain names the mode it explains, and that the config's serving mode is not it")
+
+
 def check_invariants_is_confirmed():
     r = run("replay", "--trace", TRACE, *SMALL, "--check-invariants")
     check(r.returncode == 0 and re.search(r"invariants .* after each of the 1000 requests: "
@@ -275,7 +296,8 @@ def exec_explains_zero_verified_bytes():
 for test in (group_help_lists_subcommands_and_exits_0, help_lists_every_named_key_s_valid_values,
              json_to_stdout_stays_parseable_without_quiet, mistyped_option_gets_a_suggestion,
              format_error_names_the_format_option, copied_config_hints_at_its_profile,
-             small_host_tier_is_warned, check_invariants_is_confirmed,
+             small_host_tier_is_warned, sequential_replay_says_its_load_and_explain_names_its_mode,
+             check_invariants_is_confirmed,
              long_runs_show_progress_with_the_time_left, readme_defaults_agree_with_help,
              exec_timelines_use_integer_thread_ids,
              exec_without_a_gpu_says_so_once_and_suggests_the_host_backend,
