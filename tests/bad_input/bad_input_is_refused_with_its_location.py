@@ -168,6 +168,15 @@ def overflow_slot(run):  # a compute run's slot (index 2) steps past 2^32-1
 
 
 has_copy = lambda r: any(op.get("pool") == "idx" and op["page_runs"] for op in r["ops"])
+
+
+def first_op(kind, key, value):
+    """(pred, edit) for the first request with an op of `kind`: edit sets that op's `key`."""
+    def ops(r):
+        return [op for op in r.get("ops", []) if op["kind"] == kind]
+    return (lambda r: bool(ops(r))), (lambda r: ops(r)[0].__setitem__(key, value))
+
+
 compute_pred, compute_edit = first_run("compute")
 gather_pred, gather_edit = first_run("gather")
 evict_pred, evict_edit = first_run("evict", "slot_runs")
@@ -186,6 +195,16 @@ for what, pred, fn, needles in [
      ["page_runs: run 0: slot 4294967294 beyond 63"]),
     ("plan compute run without its count", compute_pred, compute_edit(lambda run: run.pop()),
      ["page_runs: run 0: expected [pos, owner, slot, extent, count] of integers"]),
+    # Fields the executor does not read, derived by the writer: an edited value is refused, not
+    # carried along unread.
+    ("plan compute op id empty", *first_op("compute", "id", ""), ['id: ""', "/compute"]),
+    ("plan evict op id of another op", *first_op("evict", "id", "0/compute"), ["id:", "/evict/0"]),
+    ("plan compute new_tokens -1", *first_op("compute", "new_tokens", -1), ["new_tokens: -1", "computed_tokens"]),
+    ("plan compute new_tokens 2^60", *first_op("compute", "new_tokens", 2**60),
+     ["new_tokens: 1152921504606846976", "computed_tokens"]),
+    ("plan compute prefix_tokens -5", *first_op("compute", "prefix_tokens", -5), ["prefix_tokens: -5", "page_tokens"]),
+    ("plan backup op bytes 2^62", *first_op("backup", "bytes", 2**62),
+     ["bytes: 4611686018427387904", "bytes_per_token_layer"]),
 ]:
     p, out = exec_plan(plan_with("req_case.jsonl", line_fn=edit_request(pred, fn)))
     expect_refused(what, p, out, "req_case.jsonl:", *needles)
@@ -194,6 +213,9 @@ for what, pred, fn, needles in [
      ["page_runs: run 0: count 1099511627776", "kMaxPlanLinePages"]),
     ("plan gather runs that do not add up to prefix_pages", gather_pred,
      gather_edit(lambda run: run.__setitem__(-1, run[-1] + 1)), ["page_runs: the runs hold", "prefix_pages says"]),
+    ("plan gather op id empty", *first_op("gather", "id", ""), ['id: ""', "/gather"]),
+    ("plan gather bytes 2^62", *first_op("gather", "bytes", 2**62), ["bytes: 4611686018427387904", "prefix_pages x"]),
+    ("plan gather prefix_pages -1", *first_op("gather", "prefix_pages", -1), ["prefix_pages: -1", "request's prefix_pages"]),
 ]:
     p, out = exec_plan(plan_with("gather_case.jsonl", line_fn=edit_request(pred, fn), base=gather_plan_lines))
     expect_refused(what, p, out, "gather_case.jsonl:", *needles)
