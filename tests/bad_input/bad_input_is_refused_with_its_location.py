@@ -727,6 +727,15 @@ merge_case("sweep merge refuses a run whose config contradicts its vary",
 merge_case("sweep merge names a grid_index beyond the grid",
            lambda d: d["runs"][1].__setitem__("grid_index", 99), ["runs[].grid_index", "beyond the grid"])
 
+merge_case("sweep merge refuses a token_hit_ratio that is a string",
+           lambda d: d["runs"][0].__setitem__("token_hit_ratio", "nan"),
+           ["runs[].token_hit_ratio", "run 0", '"nan"', "0..1"])
+merge_case("sweep merge refuses a count that is not an integer",
+           lambda d: d["runs"][1]["evicted_pages"].__setitem__("device", -1.5),
+           ["runs[].evicted_pages.device", "run 1", "-1.5", "integer >= 0"])
+merge_case("sweep merge names the shard file and the runs it lacks",
+           lambda d: d["runs"].pop(), ["runs:", "shard 0/1", "holds 1 of its 2 runs, lacking run 1"])
+
 # A SIGTERM the parent ignores stays ignored: the run goes on and its outputs are written, where
 # the handler used to delete the temp files and the run ended with exit 2 "cannot rename".
 import signal
