@@ -282,6 +282,14 @@ for what, text, needles in [
     argv, out = replay(["--config", cfg])
     expect_refused(what, argv, out, "case.yaml", *needles)
 
+# A pool too large for factors set in a file and by --set: located at the largest factor set (the
+# file's page_tokens), every factor named with where it was set.
+cfg = write("pool_case.yaml", "cache:\n  page_tokens: 1099511627776\n")
+argv, out = replay(["--set", "model.layers=1", "--config", cfg])
+expect_refused("config page_tokens 2^40 with --set model.layers names the file's key", argv, out,
+               "pool_case.yaml:2: cache.page_tokens:", "overflows 64 bits", "model.layers --set model.layers",
+               "cache.device_pages_per_lane default")
+
 for what, setting, needles in [
     ("--set model.layers=2e9 overflows a pool", "model.layers=2000000000", ["--set model.layers", "2^48"]),
     ("--set page_tokens x layers x bytes wraps 64 bits", "cache.page_tokens=4611686018427387904",
@@ -726,7 +734,6 @@ merge_case("sweep merge refuses a run whose config contradicts its vary",
            lambda d: d["runs"][0]["config"].__setitem__("cache.cp_size", 2), ["runs[].config", "cache.cp_size"])
 merge_case("sweep merge names a grid_index beyond the grid",
            lambda d: d["runs"][1].__setitem__("grid_index", 99), ["runs[].grid_index", "beyond the grid"])
-
 merge_case("sweep merge refuses a token_hit_ratio that is a string",
            lambda d: d["runs"][0].__setitem__("token_hit_ratio", "nan"),
            ["runs[].token_hit_ratio", "run 0", '"nan"', "0..1"])
