@@ -270,6 +270,13 @@ namespace {
 
 int64_t I(const J& r, const char* ptr) { return r.at(J::json_pointer(ptr)).get<int64_t>(); }
 
+// The counts of a run that its CSV row holds after requests, input_tokens and the ratios.
+constexpr const char* kRunCounts[] = {
+    "/device_hit_tokens",  "/host_hit_tokens",       "/computed_tokens",   "/evicted_pages/device",
+    "/evicted_pages/host", "/lane_deficit_failures", "/uncached_requests", "/bypassed_pages",
+    "/load_back/pages",    "/load_back/bytes",       "/host_writes/pages", "/host_writes/bytes",
+    "/host_writes/refused"};
+
 double Ratio(const J& r, const char* ptr) {
   const int64_t in = I(r, "/input_tokens");
   return in > 0 ? static_cast<double>(I(r, ptr)) / static_cast<double>(in) : 0.0;
@@ -308,12 +315,7 @@ std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) 
     std::snprintf(buf, sizeof buf, ",%.6f,%.6f", Ratio(r, "/device_hit_tokens"),
                   Ratio(r, "/host_hit_tokens"));
     os << buf;
-    for (const char* p :
-         {"/device_hit_tokens", "/host_hit_tokens", "/computed_tokens", "/evicted_pages/device",
-          "/evicted_pages/host", "/lane_deficit_failures", "/uncached_requests", "/bypassed_pages",
-          "/load_back/pages", "/load_back/bytes", "/host_writes/pages", "/host_writes/bytes",
-          "/host_writes/refused"})
-      os << "," << I(r, p);
+    for (const char* p : kRunCounts) os << "," << I(r, p);
     // Predicted TTFT percentiles when the run had a hardware profile (serving mode: those of
     // its schedule, docs/serving.md), else empty fields.
     if (r.contains("serving")) {
@@ -470,6 +472,72 @@ void CheckRunMatchesGrid(const J& r, const Grid& g, size_t gi, const Need& need)
   }
 }
 
+// A value for a message, cut to 80 characters.
+std::string Shown(const J& v) {
+  std::string s = v.dump();
+  return s.size() > 80 ? s.substr(0, 80) + "..." : s;
+}
+
+// The fields of run `gi` that the merged file's table and CSV read (RunsToCsv, PrintRunsTable),
+// with their types: a shard edited by hand is refused naming the field, not merged.
+void CheckRunFields(const J& r, size_t gi, const Need& need) {
+  const std::string run = "run " + std::to_string(gi) + ": ";
+  for (const char* key : {"policy", "eviction_order", "placement"})
+    need(r.contains(key) && r[key].is_string(), ("runs[]." + std::string(key)).c_str(),
+         run + "expected a name");
+  const J& ratio = r.contains("token_hit_ratio") ? r["token_hit_ratio"] : J();
+  need(ratio.is_number() && ratio.get<double>() >= 0 && ratio.get<double>() <= 1,
+       "runs[].token_hit_ratio", run + Shown(ratio) + ", expected a number in 0..1");
+  std::vector<const char*> counts = {"/requests", "/input_tokens"};
+  counts.insert(counts.end(), std::begin(kRunCounts), std::end(kRunCounts));
+  for (const char* ptr : counts) {
+    const J::json_pointer at(ptr);
+    std::string field = "runs[]" + at.to_string();
+    std::replace(field.begin(), field.end(), '/', '.');
+    const bool ok = r.contains(at) && r[at].is_number_integer() &&
+                    (r[at].is_number_unsigned() || r[at].get<int64_t>() >= 0);
+    need(ok, field.c_str(),
+         run + (r.contains(at) ? Shown(r[at]) : "missing") + ", expected an integer >= 0");
+  }
+  for (const auto& [section, ptr] : {std::pair{"predicted", "/predicted/ttft_p50_s"},
+                                     std::pair{"predicted", "/predicted/ttft_p99_s"},
+                                     std::pair{"serving", "/serving/total/ttft_p50_s"},
+                                     std::pair{"serving", "/serving/total/ttft_p99_s"}}) {
+    if (!r.contains(section)) continue;
+    const J::json_pointer at(ptr);
+    std::string field = "runs[]" + at.to_string();
+    std::replace(field.begin(), field.end(), '/', '.');
+    need(r.contains(at) && r[at].is_number(), field.c_str(), run + "expected seconds (a number)");
+  }
+}
+
+// Every run of the grid was read from the shard it belongs to (run gi in shard gi mod shards);
+// otherwise the error names the first short shard's file and, for each short shard, its file and
+// the runs it lacks.
+void CheckEveryRunMerged(const std::map<size_t, J>& runs, size_t total, size_t shards,
+                         const std::map<size_t, std::string>& shard_file) {
+  std::string first_file, msg;
+  for (size_t s = 0; s < shards; ++s) {
+    std::vector<size_t> lack;
+    size_t own = 0;
+    for (size_t gi = s; gi < total; gi += shards, ++own)
+      if (!runs.count(gi)) lack.push_back(gi);
+    if (lack.empty()) continue;
+    if (first_file.empty()) first_file = shard_file.at(s);
+    msg += (msg.empty() ? "" : "; ") + std::string("shard ") + std::to_string(s) + "/" +
+           std::to_string(shards) + " (" + shard_file.at(s) + ") holds " +
+           std::to_string(own - lack.size()) + " of its " + std::to_string(own) +
+           " runs, lacking run" + (lack.size() > 1 ? "s " : " ");
+    for (size_t i = 0; i < lack.size() && i < 8; ++i)
+      msg += (i ? ", " : "") + std::to_string(lack[i]);
+    if (lack.size() > 8) msg += " and " + std::to_string(lack.size() - 8) + " more";
+  }
+  if (!msg.empty())
+    throw InputError(first_file, 0, "runs",
+                     msg + " of the " + std::to_string(total) +
+                         "-run grid (a shard file written by an interrupted run?)");
+}
+
 }  // namespace
 
 J MergeSweepFiles(const std::vector<std::string>& paths) {
@@ -532,6 +600,7 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
            "run " + std::to_string(gi) + " is beyond the grid, which has " +
                std::to_string(g.size()) + " runs (grid.runs, grid.policies x grid.vary)");
       CheckRunMatchesGrid(r, g, gi, need);
+      CheckRunFields(r, gi, need);
       need(gi % count == index, "runs[].grid_index",
            "run " + std::to_string(gi) + " does not belong to shard " + std::to_string(index) +
                "/" + std::to_string(count));
@@ -549,12 +618,7 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
   if (!missing.empty())
     throw InputError("", 0, "sweep merge",
                      "missing shards " + missing + " of " + std::to_string(shards));
-  const size_t total = grid["runs"].get<size_t>();
-  if (runs.size() != total || (!runs.empty() && runs.rbegin()->first >= total))
-    throw InputError("", 0, "sweep merge",
-                     "the shards hold " + std::to_string(runs.size()) + " runs of a " +
-                         std::to_string(total) +
-                         "-run grid (a shard file was written by an interrupted run?)");
+  CheckEveryRunMerged(runs, grid["runs"].get<size_t>(), shards, shard_file);
   J out;
   out["sweep_version"] = 1;
   out["grid"] = grid;

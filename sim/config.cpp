@@ -720,29 +720,53 @@ namespace {
   throw InputError(it->second.file, it->second.line, it->second.field, msg);
 }
 
-// Every pool of every tier must fit in kMaxPoolBytes; the product is computed checked, so a
-// value that would wrap is refused with the factors named.
-void ValidatePoolSizes(const ReplayConfig& c) {
-  // The factor set last in a file locates the error; the field names the whole product.
-  auto fail = [&](const std::string& msg) {
-    for (const char* k : {"model.layers", "model.pools", "cache.page_tokens",
-                          "cache.device_pages_per_lane", "cache.host_pages_per_lane"})
-      if (c.origins.count(k)) FailAt(c, k, msg);
-    throw InputError("", 0, "model.layers", msg);
+// Where `key` got its value, for a message: "c.yaml:2", "--set model.layers", "model.preset at
+// c.yaml:3" (a model key the preset set) or "default".
+std::string OriginText(const ReplayConfig& c, const std::string& key) {
+  auto at = [](const ConfigOrigin& o) {
+    return o.file.empty() ? o.field : o.file + ":" + std::to_string(o.line);
   };
+  if (const auto it = c.origins.find(key); it != c.origins.end()) return at(it->second);
+  if (const auto it = c.origins.find("model.preset");
+      key.rfind("model.", 0) == 0 && it != c.origins.end())
+    return "model.preset at " + at(it->second);
+  return "default";
+}
+
+// Every pool of every tier must fit in kMaxPoolBytes; the product is computed checked, so a
+// value that would wrap is refused with the factors named, each with where it was set. The
+// largest factor that was set (by a file or --set) locates the error: the likeliest culprit.
+void ValidatePoolSizes(const ReplayConfig& c) {
   for (const PoolSpec& p : c.model.pools) {
     for (const auto& [what, pages] :
-         {std::pair{"device_pages_per_lane", c.cache.device_pages_per_lane},
-          std::pair{"host_pages_per_lane", c.cache.host_pages_per_lane}}) {
+         {std::pair{"cache.device_pages_per_lane", c.cache.device_pages_per_lane},
+          std::pair{"cache.host_pages_per_lane", c.cache.host_pages_per_lane}}) {
       const std::optional<int64_t> bytes =
           CheckedProduct({p.bytes_per_token_layer, c.cache.page_tokens, c.model.layers, pages});
-      if (!bytes || *bytes > kMaxPoolBytes)
-        fail("pool '" + p.name + "': bytes_per_token_layer " +
-             std::to_string(p.bytes_per_token_layer) + " x cache.page_tokens " +
-             std::to_string(c.cache.page_tokens) + " x model.layers " +
-             std::to_string(c.model.layers) + " x cache." + what + " " + std::to_string(pages) +
-             (bytes ? " = " + std::to_string(*bytes) + " bytes" : " overflows 64 bits") +
-             ", more than the 2^48 bytes one pool may hold");
+      if (bytes && *bytes <= kMaxPoolBytes) continue;
+      const std::pair<std::string, int64_t> factors[] = {{"model.pools", p.bytes_per_token_layer},
+                                                         {"cache.page_tokens", c.cache.page_tokens},
+                                                         {"model.layers", c.model.layers},
+                                                         {what, pages}};
+      std::string origins;
+      const std::string* culprit = nullptr;
+      int64_t largest = -1;
+      for (const auto& [key, value] : factors) {
+        origins += (origins.empty() ? "" : ", ") + key + " " + OriginText(c, key);
+        if (c.origins.count(key) && value > largest) {
+          culprit = &key;
+          largest = value;
+        }
+      }
+      const std::string msg =
+          "pool '" + p.name + "': bytes_per_token_layer " +
+          std::to_string(p.bytes_per_token_layer) + " x cache.page_tokens " +
+          std::to_string(c.cache.page_tokens) + " x model.layers " +
+          std::to_string(c.model.layers) + " x " + what + " " + std::to_string(pages) +
+          (bytes ? " = " + std::to_string(*bytes) + " bytes" : " overflows 64 bits") +
+          ", more than the 2^48 bytes one pool may hold (set: " + origins + ")";
+      if (culprit) FailAt(c, *culprit, msg);
+      throw InputError("", 0, "model.layers", msg);
     }
   }
 }

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <istream>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "kernels/page_layout.h"
 #include "sim/cache/placement.h"
+#include "sim/checked_math.h"
 #include "sim/predict/plan.h"
 #include "sim/predict/plan_runs.h"
 #include "traces/input_error.h"
@@ -256,7 +258,56 @@ struct OpReader {
                : kU32;
   }
 
+  // The fields the executor does not read but the writer derives from what this reader has read
+  // (AppendPlanLine, plan.cpp): an op's id, a copy's and a gather's bytes, a compute op's token
+  // counts. Where present, each must be what the writer would have written, so an edited value
+  // is refused instead of being carried along unread.
+  void ExpectId(const nlohmann::json& op, const std::string& want) const {
+    if (!op.contains("id")) return;
+    const auto& v = op["id"];
+    if (!v.is_string() || v.get<std::string>() != want) {
+      std::string got = v.dump();
+      if (got.size() > 80) got = got.substr(0, 80) + "...";
+      f.Fail("id", got + ", but the writer names this op \"" + want + "\"");
+    }
+  }
+  // `key` where present: the writer's value, want() (`formula` says how it is derived), or,
+  // where this reader cannot derive it (want() is nullopt: no header, a partial_merge gather), an
+  // integer >= 0. want() is called only for a present key.
+  template <typename Want>
+  void ExpectInt(const nlohmann::json& op, const char* key, Want want,
+                 const std::string& formula) const {
+    if (!op.contains(key)) return;
+    const int64_t v = f.Int(op, key);
+    const std::optional<int64_t> w = want();
+    if (w && v != *w)
+      f.Fail(key, std::to_string(v) + ", but " + formula + " = " + std::to_string(*w));
+    if (v < 0) f.Fail(key, std::to_string(v) + ", expected an integer >= 0");
+  }
+  // The bytes of `pages` pages of the header's pool `k`, or of all its pools (k = npos), as the
+  // writer computes them (PoolBytes, GatherOpBytes; plan.cpp); nullopt without a header.
+  std::optional<int64_t> PagesBytes(size_t k, int64_t pages) const {
+    if (!header) return std::nullopt;
+    int64_t sum = 0;
+    for (size_t i = 0; i < header->pools.size(); ++i) {
+      if (k != std::string::npos && i != k) continue;
+      const auto b = CheckedProduct(
+          {header->pools[i].bytes_per_token_layer, header->page_tokens, header->layers, pages});
+      if (!b || __builtin_add_overflow(sum, *b, &sum))
+        f.Fail("bytes", "the pages' bytes overflow 64 bits: no value is right");
+    }
+    return sum;
+  }
+  size_t PoolIndex(const std::string& pool) const {
+    if (header)
+      for (size_t i = 0; i < header->pools.size(); ++i)
+        if (header->pools[i].name == pool) return i;
+    return 0;  // unused without a header (PagesBytes is nullopt)
+  }
+  std::string Pre() const { return std::to_string(p.request) + "/"; }
+
   void Evict(const nlohmann::json& op) {
+    ExpectId(op, Pre() + "evict/" + std::to_string(p.evictions.size()));
     const std::string tier = f.Str(op, "tier");
     if (tier != "device" && tier != "host") f.Fail("tier", "expected device or host");
     SlotFree e{tier == "device" ? Tier::kDevice : Tier::kHost, {}};
@@ -283,6 +334,7 @@ struct OpReader {
       f.Fail("direction", op["direction"].dump() + ", but a " + kind + " copies " + direction);
     if (first_pool.empty()) first_pool = pool;
     const int64_t lane = f.IntIn(op, "lane", 0, static_cast<int64_t>(MaxLane()));
+    ExpectId(op, Pre() + kind + "/l" + std::to_string(lane) + "/" + pool);
     LaneCopy c{static_cast<uint16_t>(lane), {}};
     if (runs) {
       f.RunList<2>(op, "page_runs", kCopyStep, {"device_slot", "host_slot"},
@@ -292,6 +344,10 @@ struct OpReader {
     } else {
       c.pages = f.PairList(op, "pages");
     }
+    ExpectInt(
+        op, "bytes",
+        [&] { return PagesBytes(PoolIndex(pool), static_cast<int64_t>(c.pages.size())); },
+        "pages x bytes_per_token_layer x page_tokens x layers of pool '" + pool + "'");
     std::vector<LaneCopy>& list = kind == "write_back"  ? p.write_back
                                   : kind == "load_back" ? p.load_back
                                                         : p.backup;
@@ -306,6 +362,19 @@ struct OpReader {
   }
 
   void Compute(const nlohmann::json& op) {
+    ExpectId(op, Pre() + "compute");
+    ExpectInt(
+        op, "new_tokens", [&] { return std::optional<int64_t>(p.computed_tokens); },
+        "the request's computed_tokens");
+    ExpectInt(
+        op, "prefix_tokens",
+        [&]() -> std::optional<int64_t> {
+          if (!header) return std::nullopt;
+          const auto t = CheckedProduct({p.prefix_pages, header->page_tokens});
+          if (!t) f.Fail("prefix_tokens", "prefix_pages x page_tokens overflows 64 bits");
+          return t;
+        },
+        "prefix_pages x the header's page_tokens");
     if (runs) {
       f.RunList<4>(op, "page_runs", kComputeStep, {"pos", "owner", "slot", "extent"},
                    {kU32, MaxLane(), MaxDeviceSlot(), kU32}, budget,
@@ -349,7 +418,20 @@ struct OpReader {
   }
 
   void Gather(const nlohmann::json& op) {
+    ExpectId(op, Pre() + "gather");
     p.gather_method = kGatherMethodNames.Parse(f.Str(op, "method"), "method", f.file, f.line);
+    ExpectInt(
+        op, "prefix_pages", [&] { return std::optional<int64_t>(p.prefix_pages); },
+        "the request's prefix_pages");
+    // A partial_merge gather's bytes (queries and partials, PartialMergeBytes) come from the
+    // model's shape, which the cost model prices and this reader does not: only their type.
+    ExpectInt(
+        op, "bytes",
+        [&]() -> std::optional<int64_t> {
+          if (p.gather_method == GatherMethod::kPartialMerge) return std::nullopt;
+          return PagesBytes(std::string::npos, p.prefix_pages);
+        },
+        "prefix_pages x the page bytes of every pool");
     if (!f.At(op, "proven_zigzag").is_boolean()) f.Fail("proven_zigzag", "expected true or false");
     p.proven_zigzag = op["proven_zigzag"].get<bool>();
     for (const auto& r : f.At(op, "runs")) {

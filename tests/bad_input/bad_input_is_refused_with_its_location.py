@@ -168,6 +168,15 @@ def overflow_slot(run):  # a compute run's slot (index 2) steps past 2^32-1
 
 
 has_copy = lambda r: any(op.get("pool") == "idx" and op["page_runs"] for op in r["ops"])
+
+
+def first_op(kind, key, value):
+    """(pred, edit) for the first request with an op of `kind`: edit sets that op's `key`."""
+    def ops(r):
+        return [op for op in r.get("ops", []) if op["kind"] == kind]
+    return (lambda r: bool(ops(r))), (lambda r: ops(r)[0].__setitem__(key, value))
+
+
 compute_pred, compute_edit = first_run("compute")
 gather_pred, gather_edit = first_run("gather")
 evict_pred, evict_edit = first_run("evict", "slot_runs")
@@ -186,6 +195,16 @@ for what, pred, fn, needles in [
      ["page_runs: run 0: slot 4294967294 beyond 63"]),
     ("plan compute run without its count", compute_pred, compute_edit(lambda run: run.pop()),
      ["page_runs: run 0: expected [pos, owner, slot, extent, count] of integers"]),
+    # Fields the executor does not read, derived by the writer: an edited value is refused, not
+    # carried along unread.
+    ("plan compute op id empty", *first_op("compute", "id", ""), ['id: ""', "/compute"]),
+    ("plan evict op id of another op", *first_op("evict", "id", "0/compute"), ["id:", "/evict/0"]),
+    ("plan compute new_tokens -1", *first_op("compute", "new_tokens", -1), ["new_tokens: -1", "computed_tokens"]),
+    ("plan compute new_tokens 2^60", *first_op("compute", "new_tokens", 2**60),
+     ["new_tokens: 1152921504606846976", "computed_tokens"]),
+    ("plan compute prefix_tokens -5", *first_op("compute", "prefix_tokens", -5), ["prefix_tokens: -5", "page_tokens"]),
+    ("plan backup op bytes 2^62", *first_op("backup", "bytes", 2**62),
+     ["bytes: 4611686018427387904", "bytes_per_token_layer"]),
 ]:
     p, out = exec_plan(plan_with("req_case.jsonl", line_fn=edit_request(pred, fn)))
     expect_refused(what, p, out, "req_case.jsonl:", *needles)
@@ -194,6 +213,9 @@ for what, pred, fn, needles in [
      ["page_runs: run 0: count 1099511627776", "kMaxPlanLinePages"]),
     ("plan gather runs that do not add up to prefix_pages", gather_pred,
      gather_edit(lambda run: run.__setitem__(-1, run[-1] + 1)), ["page_runs: the runs hold", "prefix_pages says"]),
+    ("plan gather op id empty", *first_op("gather", "id", ""), ['id: ""', "/gather"]),
+    ("plan gather bytes 2^62", *first_op("gather", "bytes", 2**62), ["bytes: 4611686018427387904", "prefix_pages x"]),
+    ("plan gather prefix_pages -1", *first_op("gather", "prefix_pages", -1), ["prefix_pages: -1", "request's prefix_pages"]),
 ]:
     p, out = exec_plan(plan_with("gather_case.jsonl", line_fn=edit_request(pred, fn), base=gather_plan_lines))
     expect_refused(what, p, out, "gather_case.jsonl:", *needles)
@@ -259,6 +281,14 @@ for what, text, needles in [
     cfg = write("case.yaml", text)
     argv, out = replay(["--config", cfg])
     expect_refused(what, argv, out, "case.yaml", *needles)
+
+# A pool too large for factors set in a file and by --set: located at the largest factor set (the
+# file's page_tokens), every factor named with where it was set.
+cfg = write("pool_case.yaml", "cache:\n  page_tokens: 1099511627776\n")
+argv, out = replay(["--set", "model.layers=1", "--config", cfg])
+expect_refused("config page_tokens 2^40 with --set model.layers names the file's key", argv, out,
+               "pool_case.yaml:2: cache.page_tokens:", "overflows 64 bits", "model.layers --set model.layers",
+               "cache.device_pages_per_lane default")
 
 for what, setting, needles in [
     ("--set model.layers=2e9 overflows a pool", "model.layers=2000000000", ["--set model.layers", "2^48"]),
@@ -704,6 +734,14 @@ merge_case("sweep merge refuses a run whose config contradicts its vary",
            lambda d: d["runs"][0]["config"].__setitem__("cache.cp_size", 2), ["runs[].config", "cache.cp_size"])
 merge_case("sweep merge names a grid_index beyond the grid",
            lambda d: d["runs"][1].__setitem__("grid_index", 99), ["runs[].grid_index", "beyond the grid"])
+merge_case("sweep merge refuses a token_hit_ratio that is a string",
+           lambda d: d["runs"][0].__setitem__("token_hit_ratio", "nan"),
+           ["runs[].token_hit_ratio", "run 0", '"nan"', "0..1"])
+merge_case("sweep merge refuses a count that is not an integer",
+           lambda d: d["runs"][1]["evicted_pages"].__setitem__("device", -1.5),
+           ["runs[].evicted_pages.device", "run 1", "-1.5", "integer >= 0"])
+merge_case("sweep merge names the shard file and the runs it lacks",
+           lambda d: d["runs"].pop(), ["runs:", "shard 0/1", "holds 1 of its 2 runs, lacking run 1"])
 
 # A SIGTERM the parent ignores stays ignored: the run goes on and its outputs are written, where
 # the handler used to delete the temp files and the run ended with exit 2 "cannot rename".

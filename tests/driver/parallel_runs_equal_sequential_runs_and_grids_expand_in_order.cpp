@@ -120,11 +120,28 @@ TEST_CASE("sweep merge refuses shards of different grids and missing shards") {
   const std::string key = "cache.device_pages_per_lane";
   nlohmann::ordered_json vary = nlohmann::ordered_json::array();
   vary.push_back({{"key", key}, {"values", {"10", "20"}}});
-  nlohmann::ordered_json a = {
-      {"sweep_version", 1},
-      {"grid", {{"runs", 2}, {"policies", {"lru"}}, {"vary", vary}}},
-      {"shard", {{"index", 0}, {"count", 2}}},
-      {"runs", {{{"grid_index", 0}, {"policy", "lru"}, {"vary", {{key, "10"}}}}}}};
+  nlohmann::ordered_json a = {{"sweep_version", 1},
+                              {"grid", {{"runs", 2}, {"policies", {"lru"}}, {"vary", vary}}},
+                              {"shard", {{"index", 0}, {"count", 2}}},
+                              {"runs", nlohmann::ordered_json::array()}};
+  // A run with the fields its table and CSV read, which sweep merge checks.
+  a["runs"].push_back({{"grid_index", 0},
+                       {"policy", "lru"},
+                       {"vary", {{key, "10"}}},
+                       {"eviction_order", "lru"},
+                       {"placement", "zigzag"},
+                       {"requests", 1},
+                       {"input_tokens", 100},
+                       {"token_hit_ratio", 0.5},
+                       {"device_hit_tokens", 50},
+                       {"host_hit_tokens", 0},
+                       {"computed_tokens", 50},
+                       {"evicted_pages", {{"device", 0}, {"host", 0}}},
+                       {"lane_deficit_failures", 0},
+                       {"uncached_requests", 0},
+                       {"bypassed_pages", 0},
+                       {"load_back", {{"pages", 0}, {"bytes", 0}}},
+                       {"host_writes", {{"pages", 0}, {"bytes", 0}, {"refused", 0}}}});
   nlohmann::ordered_json b = a;
   b["shard"]["index"] = 1;
   b["runs"][0]["grid_index"] = 1;
@@ -145,6 +162,18 @@ TEST_CASE("sweep merge refuses shards of different grids and missing shards") {
     err = e.what();
   }
   CHECK(err == "sweep merge: missing shards 1 of 2");
+  nlohmann::ordered_json short_b = b;
+  short_b["runs"] = nlohmann::ordered_json::array();
+  write(pc, short_b);
+  err.clear();
+  try {
+    MergeSweepFiles({pa, pc});
+  } catch (const InputError& e) {
+    err = e.what();
+  }
+  CHECK(err == pc + ": runs: shard 1/2 (" + pc +
+                   ") holds 0 of its 1 runs, lacking run 1 of the 2-run grid (a shard file "
+                   "written by an interrupted run?)");
   nlohmann::ordered_json c = b;
   c["grid"]["policies"] = {"lfu"};
   write(pc, c);
