@@ -225,11 +225,11 @@ J EvictionsJson(const RequestPlan& p, int ranks) {
   return out;
 }
 
-J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cost,
-              const RequestCost* c) {
-  const int ranks = static_cast<int>(cfg.cache.cp_size);
-  const int64_t P = cfg.cache.page_tokens;
-  J j;
+// The config an explanation is of, and what is explained: one cache in arrival order, whatever
+// serving.mode says (serving mode's
+// replicas and router give another cache state; `replay --requests-csv` has its per-request
+// figures).
+void AddConfigAndMode(const ReplayConfig& cfg, J& j) {
   j["explain_version"] = 1;
   j["policy"] = cfg.policy;
   j["cp_size"] = cfg.cache.cp_size;
@@ -237,15 +237,20 @@ J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* co
   // The device pages the gather's buffers take from the cache (gather.scratch).
   j["gather_scratch"] = GatherScratchJson(GatherScratchOf(cfg), cfg.cache.device_pages_per_lane);
   j["backup_config"] = cfg.backup.schedule;
-  // What is explained: one cache in arrival order, whatever serving.mode says (serving mode's
-  // replicas and router give another cache state; `replay --requests-csv` has its per-request
-  // figures).
   j["mode"] = "sequential";
   if (cfg.serving.mode == "serving")
     j["mode_note"] = "the config's serving mode (" + std::to_string(cfg.serving.replicas) +
                      " replicas, router " + cfg.serving.router +
                      ") is not replayed here: this follows one cache in arrival order; `kvlanes "
                      "replay --requests-csv` gives serving mode's figures per request";
+}
+
+J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cost,
+              const RequestCost* c) {
+  const int ranks = static_cast<int>(cfg.cache.cp_size);
+  const int64_t P = cfg.cache.page_tokens;
+  J j;
+  AddConfigAndMode(cfg, j);
   j["request"] = p.request;
   j["arrival_s"] = static_cast<double>(p.arrival_ns) * 1e-9;
   j["input_tokens"] = p.input_tokens;
