@@ -130,6 +130,12 @@ Recipe LoadRecipe(const std::string& name) {
       fail(s, path, "expected {name, expect_s, sweep}");
     RecipeStep st;
     st.name = s["name"].Scalar();
+    // The name is the measurement file's: letters, digits, '_' and '-' only.
+    if (st.name.empty() ||
+        st.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                  "0123456789_-") != std::string::npos)
+      fail(s["name"], path + ".name",
+           "'" + st.name + "': a step's name names its measurement file: letters, digits, _ and -");
     for (const RecipeStep& o : r.steps)
       if (o.name == st.name) fail(s["name"], path + ".name", "'" + st.name + "' given twice");
     st.expect_s =

@@ -102,6 +102,8 @@ def bad_recipes_are_refused_naming_file_line_and_key():
         ("      repeats: 3\n", "      repeats: 3\n      out: x.json\n",
          r"bad\.yaml:\d+: steps\[0\]\.sweep\.out: set by the command itself"),
         ("model_layers: 2\n", "model_layers: two\n", r"bad\.yaml:\d+: model_layers: expected a whole number"),
+        ("  - name: copies\n", "  - name: ../copies\n",
+         r"bad\.yaml:\d+: steps\[0\]\.name: '\.\./copies': a step's name names its measurement file"),
         ("  run-pages: 4\n", "  run-pages: 4\n  layouts: x\n",
          r"bad\.yaml:\d+: calibrate\.layouts: not an option of the command"),
     ]
