@@ -43,14 +43,20 @@ struct Recipe {
 const std::vector<std::string> kReserved = {"out",    "measurements", "config", "set",  "backend",
                                             "device", "quiet",        "help",   "name", "base"};
 
-// A recipe by name (config/recipes/NAME.yaml from here, then from the source tree) or by path.
+// A recipe by name or by path. A name is config/recipes/NAME.yaml from here, then where the
+// install put the shipped configs (PREFIX/share/kvlanes/config beside PREFIX/bin/kvlanes), then
+// in the source tree the binary was built from.
 std::string RecipePath(const std::string& r) {
   namespace fs = std::filesystem;
   if (r.find('/') != std::string::npos || r.ends_with(".yaml")) return r;
-  for (const std::string dir :
-       {std::string("config/recipes/"), std::string(KVLANES_SOURCE_DIR) + "/config/recipes/"}) {
+  std::error_code exe_ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", exe_ec);
+  const std::string installed =
+      exe_ec ? std::string() : (exe.parent_path() / "../share/kvlanes/config/recipes/").string();
+  for (const std::string& dir : {std::string("config/recipes/"), installed,
+                                 std::string(KVLANES_SOURCE_DIR) + "/config/recipes/"}) {
     std::error_code ec;
-    if (fs::is_regular_file(dir + r + ".yaml", ec)) return dir + r + ".yaml";
+    if (!dir.empty() && fs::is_regular_file(dir + r + ".yaml", ec)) return dir + r + ".yaml";
   }
   throw InputError(
       "", 0, "--recipe",

@@ -72,6 +72,19 @@ if not os.access(os.path.join(bin_dir, "kvlanes"), os.X_OK):
 if not os.path.exists(os.path.join(prefix, "share/kvlanes/config/default.yaml")):
     fail("the install puts the shipped configs into PREFIX/share/kvlanes/config")
 
+# The installed kvlanes finds the shipped calibration recipes away from any clone.
+elsewhere = os.path.join(run_dir, "elsewhere")
+os.makedirs(elsewhere, exist_ok=True)
+r = subprocess.run([os.path.join(bin_dir, "kvlanes"), "calibrate", "--sweep", "--dry-run", "--out",
+                    "p.yaml"], cwd=elsewhere, capture_output=True, text=True)
+want = os.path.realpath(os.path.join(prefix, "share/kvlanes/config/recipes/standard.yaml"))
+named = re.match(r"^# recipe (\S+):", r.stdout)
+if r.returncode != 0 or not named or os.path.realpath(named.group(1)) != want:
+    fail("the installed kvlanes finds the standard recipe in PREFIX/share/kvlanes/config/recipes",
+         r.stdout[:300] + r.stderr[-500:])
+else:
+    print("ok   the installed kvlanes finds the standard recipe where the install put it")
+
 for d in ["traces", "config"]:
     shutil.copytree(os.path.join(src, d), os.path.join(run_dir, d))
 path = [p for p in os.environ.get("PATH", "").split(os.pathsep)
