@@ -197,6 +197,16 @@ int RunCommand(int (*cmd)(int, const char* const*), const std::vector<std::strin
   return cmd(static_cast<int>(args.size()), argv.data());
 }
 
+// A step the host backend cannot run (the model forward pass): skipped there, with a line.
+bool SkippedHere(const po::variables_map& vm, const RecipeStep& st) {
+  return st.model_forward && vm["backend"].as<std::string>() == "host";
+}
+
+// Where a step's measurements go.
+std::string StepFile(const std::string& dir, const RecipeStep& st) {
+  return dir + "/" + st.name + ".json";
+}
+
 // The options every step takes from the command: geometry, backend, output.
 std::vector<std::string> StepArgs(const po::variables_map& vm, const Recipe& r,
                                   const RecipeStep& st, const std::string& out) {
@@ -217,7 +227,6 @@ std::vector<std::string> StepArgs(const po::variables_map& vm, const Recipe& r,
 // Runs the steps; returns the measurement files written (0 on success in `rc`).
 std::vector<std::string> RunSteps(const po::variables_map& vm, const Recipe& r,
                                   const std::string& dir, int& rc) {
-  const bool host = vm["backend"].as<std::string>() == "host";
   const bool quiet = vm["quiet"].as<bool>();
   const auto start = std::chrono::steady_clock::now();
   double done_expect = 0, left_expect = 0;
@@ -230,7 +239,7 @@ std::vector<std::string> RunSteps(const po::variables_map& vm, const Recipe& r,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // The recipe's times, scaled by how this machine compares with them so far.
     const double left = done_expect > 0 ? left_expect * spent / done_expect : left_expect;
-    if (host && st.model_forward) {
+    if (SkippedHere(vm, st)) {
       if (!quiet)
         std::fprintf(stderr,
                      "calibrate --sweep: [%zu/%zu] %s skipped: it runs the model forward pass, "
@@ -242,7 +251,7 @@ std::vector<std::string> RunSteps(const po::variables_map& vm, const Recipe& r,
     if (!quiet)
       std::fprintf(stderr, "calibrate --sweep: [%zu/%zu] %s (%.0f s spent, about %.0f s left)\n",
                    i + 1, r.steps.size(), st.name.c_str(), spent, left);
-    const std::string out = dir + "/" + st.name + ".json";
+    const std::string out = StepFile(dir, st);
     rc = RunCommand(&CmdBenchSweep, StepArgs(vm, r, st, out));
     if (rc != 0) {
       std::fprintf(stderr, "calibrate --sweep: step %s failed (exit %d); no profile written\n",
@@ -289,16 +298,15 @@ int DryRun(const po::variables_map& vm, const Recipe& r, const std::string& dir,
     }
     std::printf("%s\n", line.c_str());
   };
-  const bool host = vm["backend"].as<std::string>() == "host";
   std::vector<std::string> files;
   std::printf("# recipe %s: %zu steps, then the fit\n", r.file.c_str(), r.steps.size());
   for (const RecipeStep& st : r.steps) {
-    if (host && st.model_forward) {
+    if (SkippedHere(vm, st)) {
       std::printf("# %s skipped: it runs the model forward pass (not on the host backend)\n",
                   st.name.c_str());
       continue;
     }
-    files.push_back(dir + "/" + st.name + ".json");
+    files.push_back(StepFile(dir, st));
     print(StepArgs(vm, r, st, files.back()));
   }
   print(CalibrateArgs(vm, r, files, out));

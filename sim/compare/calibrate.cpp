@@ -1238,17 +1238,24 @@ void RequireNoneMissing(const Calibration& c) {
                    "no samples for " + list + ", and no --base profile to take them from");
 }
 
+// The context the measurements stand under: with several files (MergeMeasurements) the first
+// file's (a sweep split into runs on one machine; their names are in m.file).
+bool SeveralFiles(const Measurements& m) {
+  return m.context.contains("files") && m.context["files"].is_array() &&
+         !m.context["files"].empty();
+}
+const nlohmann::json& FirstContext(const Measurements& m) {
+  return SeveralFiles(m) ? m.context["files"][0]["context"] : m.context;
+}
+
 // Where the profile came from: the measurements and their context, and what the base gave.
 std::string SourceOf(const Measurements& m, const HardwareProfile* base,
                      const CalibrationResult& out) {
-  // Several files (MergeMeasurements): the first file's context stands for them (a sweep split
-  // into runs on one machine); their names are in m.file.
-  const bool several =
-      m.context.contains("files") && m.context["files"].is_array() && !m.context["files"].empty();
-  std::string source = "kvlanes calibrate on " + JsonSafeText(m.file) + "; context " +
-                       (several ? m.context["files"][0]["context"].dump() + " (of the first of " +
-                                      std::to_string(m.context["files"].size()) + " files)"
-                                : m.context.dump());
+  std::string source =
+      "kvlanes calibrate on " + JsonSafeText(m.file) + "; context " + FirstContext(m).dump() +
+      (SeveralFiles(m)
+           ? " (of the first of " + std::to_string(m.context["files"].size()) + " files)"
+           : "");
   if (!out.kept_from_base.empty()) {
     source += "; from base profile '" + base->name + "' (no samples):";
     for (const auto& x : out.kept_from_base) source += " " + x;
@@ -1281,10 +1288,8 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
   }
   RequireNoneMissing(c);
   out.profile.source = SourceOf(m, base, out);
-  // What the measurements ran on (the first file's context stands for several, as in SourceOf).
-  const bool several =
-      m.context.contains("files") && m.context["files"].is_array() && !m.context["files"].empty();
-  const nlohmann::json& ctx = several ? m.context["files"][0]["context"] : m.context;
+  // What the measurements ran on.
+  const nlohmann::json& ctx = FirstContext(m);
   for (const char* k : kMeasuredOnKeys)
     if (ctx.is_object() && ctx.contains(k) && ctx[k].is_string())
       out.profile.measured_on[k] = ctx[k].get<std::string>();

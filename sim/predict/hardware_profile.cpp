@@ -187,12 +187,22 @@ struct Reader {
 
 }  // namespace
 
+namespace {
+
+// base + (token n + pair n (p + n / 2)) / ranks: the linear compute form, for the mean layer's
+// terms and each kind's.
+double LinearForm(double base, double token, double pair, double n, double p, double ranks) {
+  return base + (token * n + pair * n * (p + n / 2)) / ranks;
+}
+
+}  // namespace
+
 double HardwareProfile::LinearLayerS(double n, double p, double ranks) const {
-  return layer_base_s + (layer_token_s * n + layer_attn_pair_s * n * (p + n / 2)) / ranks;
+  return LinearForm(layer_base_s, layer_token_s, layer_attn_pair_s, n, p, ranks);
 }
 
 double HardwareProfile::KindTerms::LinearS(double n, double p, double ranks) const {
-  return layer_base_s + (layer_token_s * n + layer_attn_pair_s * n * (p + n / 2)) / ranks;
+  return LinearForm(layer_base_s, layer_token_s, layer_attn_pair_s, n, p, ranks);
 }
 
 namespace {
