@@ -1,8 +1,11 @@
 #include "sim/yaml_input.h"
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 #include <set>
+#include <sstream>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -68,6 +71,56 @@ class YamlWalk {
   int64_t visited_ = 0;
 };
 
+// Counts a stream's documents from the parser's events and refuses one that would not end.
+// yaml-cpp 0.7 (Debian 12) loops for ever in LoadAll on a token that starts no node (a stray `,`
+// at the top level): each round yields an empty document at the same place and allocates until
+// memory runs out (fixed upstream in yaml-cpp 0.8, jbeder/yaml-cpp#1319). A document that starts
+// where the previous one started consumed nothing, so the parser is stuck there.
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (documents_ > 0 && mark.pos == last_start_.pos) {
+      stuck_ = true;
+      stuck_at_ = mark;
+    }
+    last_start_ = mark;
+    ++documents_;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  bool stuck() const { return stuck_; }
+  const YAML::Mark& stuck_at() const { return stuck_at_; }
+
+ private:
+  int64_t documents_ = 0;
+  YAML::Mark last_start_;
+  YAML::Mark stuck_at_;
+  bool stuck_ = false;
+};
+
+// Parses `text` for events only, stopping at the first document that consumes nothing; throws
+// what the parser throws.
+void RefuseStuckStream(const std::string& text, const std::string& file, const std::string& field,
+                       const std::string& syntax_prefix) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentCounter counter;
+  while (parser.HandleNextDocument(counter))
+    if (counter.stuck())
+      throw InputError(file, counter.stuck_at().line + 1, field,
+                       syntax_prefix + "a token that starts no value (a stray `,`?)");
+}
+
 // YAML::LoadAll, with yaml-cpp's exceptions turned into InputErrors located in `file` (or at
 // `field` for a command-line value). One document only: yaml-cpp's Load would silently drop
 // everything after a `---`, a syntax error included.
@@ -75,6 +128,7 @@ YAML::Node ParseOne(const std::string& text, const std::string& file, const std:
                     const std::string& syntax_prefix) {
   std::vector<YAML::Node> docs;
   try {
+    RefuseStuckStream(text, file, field, syntax_prefix);
     docs = YAML::LoadAll(text);
   } catch (const YAML::DeepRecursion& e) {
     throw InputError(file, e.mark.line + 1, field,

@@ -599,6 +599,9 @@ for what, text, needles in [
      [":3:", "cache.cp_size", "given twice (also at line 1)"]),
     ("config second YAML document is refused", "cache:\n  cp_size: 2\n---\ncache:\n  cp_size: 4\n",
      [":4:", "second YAML document"]),
+    # yaml-cpp 0.7 loops in LoadAll on a token that starts no value, allocating until memory runs out.
+    ("config stray comma at the top is a syntax error", ", \n  cache: {cp_size: 2}\n",
+     [":1:", "YAML syntax error", "starts no value"]),
 ]:
     cfg = write("case.yaml", text)
     argv, out = replay(["--config", cfg])
@@ -606,9 +609,13 @@ for what, text, needles in [
 for what, setting, needles in [
     ("--set alias cycle is refused", "model.pools=&a [1, *a]", ["--set model.pools", "alias cycle"]),
     ("--set alias cycle in a map is refused", "model.pools=&a {k: *a}", ["--set model.pools", "alias cycle"]),
+    ("--set stray comma is a syntax error", "cache.cp_size=,", ["--set cache.cp_size", "starts no value"]),
 ]:
     argv, out = replay(["--set", setting])
     expect_refused(what, argv, out, *needles)
+argv, out = replay(["--set", "hardware.profile=" + write("prof.yaml", ", # a stray comma\n" + good_profile)])
+expect_refused("profile stray comma at the top is a syntax error", argv, out, "prof.yaml:1:", "YAML syntax error",
+               "starts no value")
 profile_case("profile alias cycle is refused", h2d, "h2d_gbps: &a {k: *a}", ["host_device.h2d_gbps.k", "alias cycle"])
 profile_case("profile index_bytes_per_page 2^63-1 is refused", "index_bytes_per_page: 8",
              "index_bytes_per_page: 9223372036854775807", ["device.index_bytes_per_page", "at most 4096"])
