@@ -16,7 +16,8 @@
 # duplicate outputs are command-line matters, mutated by
 # tests/bad_input/config_and_profile_mutations_are_read_or_refused.py.
 # A finding (crash, sanitizer report, an exception other than InputError) stops that reader's run
-# with its input saved as build-fuzz/fuzz-out/<reader>/crash-*; the script then exits 1.
+# with its input saved as build-fuzz/fuzz-out/<reader>/crash-* (timeout-* for an input over 10 s,
+# oom-* for one over 2 GB); the script then exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=60
@@ -58,11 +59,15 @@ fuzz_one() {
     *) dict=(-dict=tests/traces/fuzz/json.dict) ;;
   esac
   echo "fuzz: $r for $seconds s" >&2
-  if "$bin" -max_total_time="$seconds" -print_final_stats=1 "${dict[@]}" \
-       -max_len=262144 -artifact_prefix="$out/" "$corpus" >"$out/log" 2>&1; then
+  # An input that runs over 10 s is a finding (saved as timeout-*): it catches a parser that loops
+  # while allocating before the memory limit does, whose report can itself hang; the outer kill
+  # bounds the whole run.
+  if timeout -s KILL $((seconds + 120)) "$bin" -max_total_time="$seconds" -timeout=10 \
+       -print_final_stats=1 "${dict[@]}" -max_len=262144 -artifact_prefix="$out/" "$corpus" \
+       >"$out/log" 2>&1; then
     echo "fuzz: $r: $(grep -m1 'stat::number_of_executed_units' "$out/log" | awk '{print $2}') executions, no finding ($out/log)" >"$out/verdict"
   else
-    echo "fuzz: $r: FINDING (see $out/log and $out/crash-*)" >"$out/verdict"; tail -30 "$out/log" >&2
+    echo "fuzz: $r: FINDING (see $out/log and $out/crash-*, timeout-*, oom-*)" >"$out/verdict"; tail -30 "$out/log" >&2
     return 1
   fi
 }
