@@ -198,17 +198,14 @@ enum class RecordBuffer { kSend, kRecv };
 //   owner_major  pack, all-gather          broadcast  pack (the layer's owner), broadcast
 using GatherPhases = std::vector<std::pair<std::string, int>>;
 
-class RankBackend {
- public:
-  virtual ~RankBackend() = default;
-  virtual std::string_view Name() const = 0;
-  virtual int rank() const = 0;
-  virtual int ranks() const = 0;
-  virtual const ExecGeometry& geometry() const = 0;
-  // Machine, versions and device of this rank (the measured report's context block).
-  virtual nlohmann::ordered_json Context() const = 0;
+// The backend's capabilities, one interface each; the executor, the gather recipes
+// (methods/) and the calibration sweep ask for the one they use. Every backend has all of them
+// but the model forward pass (RankBackend::model_forward), which only the CUDA backend has.
 
-  // --- Time. A mark is a point on a stream; its time is known after Sync(). ---
+// Time. A mark is a point on a stream; its time is known after Sync().
+class StreamClock {
+ public:
+  virtual ~StreamClock() = default;
   virtual int Mark(Stream s) = 0;
   // `waiter` does not run past this point before `mark` is reached.
   virtual void Wait(Stream waiter, int mark) = 0;
@@ -236,8 +233,82 @@ class RankBackend {
   // Gates the backend opened itself before work that would not fit the launch queue behind a held
   // gate (the host would block until the timeout); their requests' later ops include host time.
   virtual int64_t GatesOpenedEarly() { return 0; }
+};
 
-  // --- Work, enqueued on a stream. Index spans must stay valid until the next Sync(). ---
+// Memory: the tiers, copies between them, and the test hooks that damage them. Index spans must
+// stay valid until the next Sync().
+class TierMemory {
+ public:
+  virtual ~TierMemory() = default;
+  // Leaves the caches the next op reads through full of unrelated written data, as after a
+  // forward layer: the CUDA backend writes a scratch buffer of twice the GPU's L2 on `s`; the host
+  // backend writes 64 MiB of host memory (larger than the last-level caches of common CPUs).
+  // Untimed set-up for `kvlanes bench sweep --cache-evict on`.
+  virtual void EvictCaches(Stream s) = 0;
+  // Tier copy of one pool, layers [layers.begin, layers.end).
+  virtual void TierCopy(Stream s, int pool, kernels::TierDirection dir,
+                        std::span<const int32_t> device_slots, std::span<const int32_t> host_slots,
+                        kernels::LayerRange layers) = 0;
+  // Test hooks (the --fault option): flip one byte of a device page / host page.
+  virtual void CorruptDevicePage(int pool, int32_t slot, int64_t layer) = 0;
+  virtual void CorruptHostPage(int pool, int32_t slot, int64_t layer) = 0;
+};
+
+// The gather's local primitives (composed per method by GatherLayer, exec/gather.h). Each is
+// about one layer of the current gather and this rank's buffers, all pools.
+class GatherKernels {
+ public:
+  virtual ~GatherKernels() = default;
+  // Makes `index` the current gather (copies it where the device can read it).
+  virtual void PrepareGather(const GatherIndex& index) = 0;
+  // scatter_dense: the layer's dense region <- this rank's owned pages, zeros elsewhere.
+  virtual void ScatterDense(Stream s, int64_t layer) = 0;
+  // pack: the send buffer's first records <- this rank's pack_slots (padding records untouched).
+  virtual void PackShard(Stream s, int64_t layer) = 0;
+  // The dense region <- the records of `from` by the unpack index / the zigzag formula.
+  virtual void Unpack(Stream s, int64_t layer, RecordBuffer from) = 0;
+  virtual void ZigzagReorder(Stream s, int64_t layer, RecordBuffer from) = 0;
+};
+
+// Reads of other ranks' pools (CUDA IPC; the host backend's shared segments).
+class PeerAccess {
+ public:
+  virtual ~PeerAccess() = default;
+  // p2p: the dense region <- each page of the current gather read from its owner's pool.
+  virtual void PeerGather(Stream s, int64_t layer) = 0;
+};
+
+// Between ranks. The collectives run on this backend's own buffers (no gather needed; the
+// calibration sweep times them bare); every rank calls them with the same arguments, in the same
+// order. REQUIRES: ranks() > 1, bytes within the geometry's send_bytes() / dense_bytes().
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  // `bytes` per rank from the send buffer, rank-major into the receive buffer.
+  virtual void AllGather(Stream s, int64_t bytes) = 0;
+  // uint8 sum, in place, of dense buffer bytes [offset, offset + bytes).
+  virtual void AllReduce(Stream s, int64_t offset, int64_t bytes) = 0;
+  // `bytes` from rank `root`'s send buffer into every rank's receive buffer (the root's too), at
+  // its start.
+  virtual void Broadcast(Stream s, int root, int64_t bytes) = 0;
+  // The host-hit agreement of cache.cp_hit_agreement min: the minimum of every rank's `mine`
+  // (one int64 all-reduce, NCCL's ncclMin on the CUDA backend), enqueued on `s`; read its result
+  // with AllReduceMinResult(handle) after Sync().
+  virtual int AllReduceMin(Stream s, int64_t mine) = 0;
+  virtual int64_t AllReduceMinResult(int handle) const = 0;
+  // Synchronous, bounded by the timeout.
+  virtual void Barrier() = 0;
+  // Every rank's `mine`, in rank order, on every rank. Any size.
+  virtual std::vector<std::string> AllGatherBytes(const std::string& mine) = 0;
+  // This rank failed: stop the other ranks' waits (NCCL: abort the communicator). noexcept: it
+  // runs on the way out of a failure.
+  virtual void Abort(const std::string& reason) noexcept = 0;
+};
+
+// The synthetic forward pass: writes each layer's new pages and keeps the device busy.
+class ForwardPass {
+ public:
+  virtual ~ForwardPass() = default;
   // Synthetic forward pass of one layer: writes the pattern of `pages` (this layer, every pool)
   // and keeps the device busy for at least busy_s (the host backend only writes).
   virtual void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages,
@@ -250,70 +321,27 @@ class RankBackend {
     (void)s;
     (void)pages;
   }
-  // The forward-pass proxy (--forward model): PrepareForward once per request, then
-  // ModelForwardLayer per layer instead of ForwardLayer: the proxy's layer over the layer's kv
-  // region of the dense buffer (a gather of work.prefix_pages pages), then the pattern of
-  // `pages` as ForwardLayer writes it. `work` stays valid until the next Sync(). Backends
-  // without a proxy refuse (ExecError).
-  virtual void PrepareForward(const ForwardWork& work) {
-    (void)work;
-    throw ExecError("backend " + std::string(Name()) + " has no model forward pass");
-  }
-  virtual void ModelForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages) {
-    (void)s, (void)layer, (void)pages;
-    throw ExecError("backend " + std::string(Name()) + " has no model forward pass");
-  }
+};
+
+// The forward-pass proxy (--forward model, exec/forward_model.h): PrepareForward once per
+// request, then ModelForwardLayer per layer instead of ForwardLayer.
+class ModelForward {
+ public:
+  virtual ~ModelForward() = default;
+  virtual void PrepareForward(const ForwardWork& work) = 0;
+  // The proxy's layer over the layer's kv region of the dense buffer (a gather of
+  // work.prefix_pages pages), then the pattern of `pages` as ForwardLayer writes it. `work` stays
+  // valid until the next Sync().
+  virtual void ModelForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages) = 0;
   // After a merged request's Sync (work.merge): the full attention of its last layer's queries
   // over the whole prefix, compared with the merged output that layer used. Synchronous.
-  virtual MergeCheck ModelMergeCheck() {
-    throw ExecError("backend " + std::string(Name()) + " has no model forward pass");
-  }
-  // Leaves the caches the next op reads through full of unrelated written data, as after a
-  // forward layer: the CUDA backend writes a scratch buffer of twice the GPU's L2 on `s`; the host
-  // backend writes 64 MiB of host memory (larger than the last-level caches of common CPUs).
-  // Untimed set-up for `kvlanes bench sweep --cache-evict on`.
-  virtual void EvictCaches(Stream s) = 0;
-  // Tier copy of one pool, layers [layers.begin, layers.end).
-  virtual void TierCopy(Stream s, int pool, kernels::TierDirection dir,
-                        std::span<const int32_t> device_slots, std::span<const int32_t> host_slots,
-                        kernels::LayerRange layers) = 0;
-  // Makes `index` the current gather (copies it where the device can read it).
-  virtual void PrepareGather(const GatherIndex& index) = 0;
+  virtual MergeCheck ModelMergeCheck() = 0;
+};
 
-  // --- The gather's primitives (composed per method by GatherLayer, exec/gather.h). Each is
-  // about one layer of the current gather and this rank's buffers, all pools. ---
-  // scatter_dense: the layer's dense region <- this rank's owned pages, zeros elsewhere.
-  virtual void ScatterDense(Stream s, int64_t layer) = 0;
-  // pack: the send buffer's first records <- this rank's pack_slots (padding records untouched).
-  virtual void PackShard(Stream s, int64_t layer) = 0;
-  // The dense region <- the records of `from` by the unpack index / the zigzag formula.
-  virtual void Unpack(Stream s, int64_t layer, RecordBuffer from) = 0;
-  virtual void ZigzagReorder(Stream s, int64_t layer, RecordBuffer from) = 0;
-  // p2p: the dense region <- each page read from its owner's pool.
-  virtual void PeerGather(Stream s, int64_t layer) = 0;
-  // The collectives, on this backend's own buffers (no gather needed; the calibration sweep times
-  // them bare). AllGather: `bytes` per rank from the send buffer, rank-major into the receive
-  // buffer. AllReduce: uint8 sum, in place, of dense buffer bytes [offset, offset + bytes).
-  // Collective: every rank calls them with the same arguments. REQUIRES: ranks() > 1, bytes
-  // within the geometry's send_bytes() / dense_bytes().
-  virtual void AllGather(Stream s, int64_t bytes) = 0;
-  virtual void AllReduce(Stream s, int64_t offset, int64_t bytes) = 0;
-  // Broadcast: `bytes` from rank `root`'s send buffer into every rank's receive buffer (the root's
-  // too), at its start. Collective, as above.
-  virtual void Broadcast(Stream s, int root, int64_t bytes) = 0;
-
-  // The host-hit agreement of cache.cp_hit_agreement min: the minimum of every rank's `mine`
-  // (one int64 all-reduce, NCCL's ncclMin on the CUDA backend), enqueued on `s`; read its result
-  // with AllReduceMinResult(handle) after Sync(). Collective, as above. REQUIRES ranks() > 1.
-  virtual int AllReduceMin(Stream s, int64_t mine) {
-    (void)s, (void)mine;
-    throw ExecError("backend " + std::string(Name()) + " has no min all-reduce");
-  }
-  virtual int64_t AllReduceMinResult(int handle) const {
-    (void)handle;
-    throw ExecError("backend " + std::string(Name()) + " has no min all-reduce");
-  }
-
+// Every byte checked against the pattern (exec/pattern.h).
+class Verification {
+ public:
+  virtual ~Verification() = default;
   // Compares the dense buffer (current gather, one layer) with the pattern of index.tags.
   // Items are logical pages. Returns a handle for VerifyResultOf().
   virtual int VerifyDense(Stream s, int64_t layer) = 0;
@@ -325,19 +353,31 @@ class RankBackend {
   virtual int VerifyPages(Stream s, int pool, std::span<const int32_t> slots,
                           std::span<const PageTag> tags) = 0;
   virtual VerifyResult VerifyResultOf(int handle) const = 0;
+};
 
-  // --- Between ranks (synchronous, bounded by the timeout). ---
-  virtual void Barrier() = 0;
-  // Every rank's `mine`, in rank order, on every rank. Any size.
-  virtual std::vector<std::string> AllGatherBytes(const std::string& mine) = 0;
-
-  // This rank failed: stop the other ranks' waits (NCCL: abort the communicator). noexcept: it
-  // runs on the way out of a failure.
-  virtual void Abort(const std::string& reason) noexcept = 0;
-
-  // --- Test hooks (the --fault option): flip one byte of a device page / host page. ---
-  virtual void CorruptDevicePage(int pool, int32_t slot, int64_t layer) = 0;
-  virtual void CorruptHostPage(int pool, int32_t slot, int64_t layer) = 0;
+// One rank's backend: every capability above, and the model forward pass where it has one.
+class RankBackend : public StreamClock,
+                    public TierMemory,
+                    public GatherKernels,
+                    public PeerAccess,
+                    public Collectives,
+                    public ForwardPass,
+                    public Verification {
+ public:
+  ~RankBackend() override = default;
+  virtual std::string_view Name() const = 0;
+  virtual int rank() const = 0;
+  virtual int ranks() const = 0;
+  virtual const ExecGeometry& geometry() const = 0;
+  // Machine, versions and device of this rank (the measured report's context block).
+  virtual nlohmann::ordered_json Context() const = 0;
+  // The forward-pass proxy, or null where the backend has none (the host backend).
+  virtual ModelForward* model_forward() { return nullptr; }
+  // The proxy, or an ExecError naming the backend that has none.
+  ModelForward& RequireModelForward() {
+    if (ModelForward* m = model_forward()) return *m;
+    throw ExecError("backend " + std::string(Name()) + " has no model forward pass");
+  }
 };
 
 }  // namespace kvlanes::exec

@@ -99,10 +99,15 @@ class ChunkArena {
   size_t cur_ = 0;
 };
 
-class CudaBackend : public RankBackend {
+// The CUDA backend, in four layers, each a class over the one below: CudaRank (the device, its
+// memory, streams and communicator, made and freed; the request gate and the abort, which
+// construction and destruction use), CudaClock (marks, the gate, tier copies: StreamClock and
+// TierMemory), CudaExchange (GatherKernels, PeerAccess, Collectives) and CudaBackend (the
+// context, ForwardPass, ModelForward and Verification).
+class CudaRank : public RankBackend {
  public:
-  CudaBackend(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rv,
-              const CudaBackendOptions& o)
+  CudaRank(const ExecGeometry& geo, int rank, int local_rank, Rendezvous& rv,
+           const CudaBackendOptions& o)
       : geo_(geo), rank_(rank), rv_(rv), o_(o) {
     // Before CUDA starts in this process: more hardware work queues than the default 8, so our
     // four streams and NCCL's need not share one. On the H200 run of 2026-11-29 (kvtester
@@ -175,7 +180,7 @@ class CudaBackend : public RankBackend {
     Check(cudaEventRecord(epoch_, streams_[0]), "cudaEventRecord");
   }
 
-  ~CudaBackend() override {
+  ~CudaRank() override {
     cudaSetDevice(device_);
     for (size_t r = 0; r < peer_base_.size(); ++r)
       if (peer_base_[r] && static_cast<int>(r) != rank_) cudaIpcCloseMemHandle(peer_base_[r]);
@@ -203,43 +208,305 @@ class CudaBackend : public RankBackend {
   }
 
   std::string_view Name() const override { return "cuda"; }
+
   int rank() const override { return rank_; }
+
   int ranks() const override { return geo_.ranks; }
+
   const ExecGeometry& geometry() const override { return geo_; }
 
-  nlohmann::ordered_json Context() const override {
-    int driver = 0, runtime = 0, nccl = 0;
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    ncclGetVersion(&nccl);
-    char host[256] = {}, bus[32] = {};
-    gethostname(host, sizeof(host) - 1);
-    cudaDeviceGetPCIBusId(bus, sizeof(bus), device_);
-    char uuid[64];
-    const unsigned char* u = reinterpret_cast<const unsigned char*>(prop_.uuid.bytes);
-    std::snprintf(uuid, sizeof(uuid),
-                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                  u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-                  u[14], u[15]);
-    return {{"host", host},
-            {"gpu", prop_.name},
-            {"gpu_index", device_},
-            {"gpu_uuid", uuid},
-            {"pci_bus_id", bus},
-            {"sm_count", prop_.multiProcessorCount},
-            {"gpu_memory_bytes", prop_.totalGlobalMem},
-            {"driver_version", VersionString(driver)},
-            {"cuda_runtime_version", VersionString(runtime)},
-            {"nccl_version", nccl_ ? NcclVersionString(nccl)
-                                   : "not used (" + NcclVersionString(nccl) + " available)"},
-            {"tier_copy", o_.tier_copy == "kernel"  ? "kernel (mapped pinned memory)"
-                          : o_.tier_copy == "batch" ? "cudaMemcpyBatchAsync"
-                                                    : "cudaMemcpy2DAsync"},
-            {"p2p", o_.needs_p2p ? "CUDA IPC" : "not used"},
-            {"cuda_device_max_connections", std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
-                                                ? std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
-                                                : ""}};
+  void OpenGate() override {
+    if (!gate_held_) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // everything enqueued before the release
+    *static_cast<volatile uint32_t*>(gate_) = gate_ticket_;
+    gate_held_ = false;
   }
+
+  void Abort(const std::string&) noexcept override {
+    OpenGate();
+    if (comm_ && !aborted_) {
+      aborted_ = true;
+      ncclCommAbort(comm_);
+    }
+  }
+
+ protected:
+  static std::string VersionString(int v) {
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  }
+
+  static std::string NcclVersionString(int v) {
+    return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+           std::to_string(v % 100);
+  }
+
+  cudaStream_t S(Stream s) const { return streams_[static_cast<int>(s)]; }
+
+  [[noreturn]] void Fail(const std::string& what) {
+    Abort(what);
+    throw ExecError("rank " + std::to_string(rank_) + " (GPU " + std::to_string(device_) +
+                    "): " + what);
+  }
+
+  void Check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess)
+      Fail(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+  }
+
+  void CheckNcclAsync() {
+    if (!comm_ || aborted_) return;
+    ncclResult_t r = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &r);
+    if (r != ncclSuccess && r != ncclInProgress)
+      Fail(std::string("NCCL: ") + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
+  }
+
+  // Non-blocking communicator: a call may answer ncclInProgress; wait (bounded) until it is done.
+  // The first milliseconds are a busy poll: a collective is usually enqueued within microseconds,
+  // and a sleep here would leave the GPU idle between the gather's kernels (on two H200s a 50 us
+  // sleep per call cost ~150 us per gather layer, docs/multi_gpu.md). Then 50 us sleeps.
+  void WaitNccl(const char* what, bool throw_on_error = true) {
+    const auto start = Clock::now();
+    const auto deadline = start + std::chrono::duration<double>(o_.timeout_s);
+    const auto spin_until = start + std::chrono::milliseconds(5);
+    while (true) {
+      ncclResult_t r = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &r);
+      if (r == ncclSuccess) return;
+      if (r != ncclInProgress) {
+        if (!throw_on_error) return;
+        Fail(std::string(what) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) +
+             ")");
+      }
+      if (Clock::now() > deadline) {
+        if (!throw_on_error) return;
+        Fail(std::string(what) + ": timed out after " + std::to_string(o_.timeout_s) +
+             " s (a peer rank hung or died?)");
+      }
+      if (Clock::now() < spin_until) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
+
+  void Nccl(ncclResult_t r, const char* what) {
+    if (r == ncclInProgress) {
+      WaitNccl(what);
+      return;
+    }
+    if (r != ncclSuccess)
+      Fail(std::string(what) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
+  }
+
+  // `bytes` of `src` in device memory, copied on `stream` (through the pinned arena, which keeps
+  // the source alive until the next ReleaseMarks, after a Sync).
+  void* ToDevice(const void* src, size_t bytes, cudaStream_t stream) {
+    if (bytes == 0) return nullptr;
+    const void* host = arena_.Put(src, bytes);
+    void* dev = dev_arena_.Take(bytes);
+    Check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync (index upload)");
+    return dev;
+  }
+
+  std::vector<DeviceId> Exchange(const DeviceId& mine) {
+    const std::vector<std::string> all =
+        rv_.AllGather(std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)));
+    std::vector<DeviceId> ids(all.size());
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].size() != sizeof(DeviceId))
+        throw ExecError("rendezvous: rank " + std::to_string(r) +
+                        " sent a malformed device record");
+      std::memcpy(&ids[r], all[r].data(), sizeof(DeviceId));
+    }
+    return ids;
+  }
+
+  void Allocate() {
+    const double pools = static_cast<double>(geo_.device_pool_bytes());
+    const double dense = static_cast<double>(geo_.dense_bytes()),
+                 send = static_cast<double>(geo_.send_bytes()),
+                 recv = static_cast<double>(geo_.recv_bytes());
+    size_t free_b = 0, total_b = 0;
+    Check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    const double need = pools + dense + send + recv;
+    const std::string sizes =
+        "device pools " + GiB(pools) + " (" + std::to_string(geo_.device_slots) + " slots x " +
+        std::to_string(geo_.layers) + " layers x " + std::to_string(geo_.page_layer_bytes()) +
+        " B per page-layer, all pools), dense buffer " + GiB(dense) + " (" +
+        std::to_string(geo_.max_prefix_pages) + " prefix pages, " +
+        std::to_string(geo_.dense_layers) + " layer(s)), all-gather send " + GiB(send) +
+        " and receive " + GiB(recv);
+    if (need > static_cast<double>(free_b))
+      Fail("out of device memory: the plan needs " + GiB(need) + " = " + sizes + "; GPU " +
+           std::to_string(device_) + " (" + prop_.name + ") has " +
+           GiB(static_cast<double>(free_b)) + " free of " + GiB(static_cast<double>(total_b)));
+    auto dev_alloc = [&](char** p, double bytes, const char* what) {
+      if (bytes <= 0) return;
+      const cudaError_t e = cudaMalloc(p, static_cast<size_t>(bytes));
+      if (e != cudaSuccess)
+        Fail(std::string("out of device memory allocating the ") + what + " (" + GiB(bytes) +
+             "); the plan needs " + GiB(need) + " = " + sizes);
+    };
+    dev_alloc(&pools_, pools, "device pools");
+    dev_alloc(&dense_, dense, "dense buffer");
+    dev_alloc(&send_, send, "all-gather send buffer");
+    dev_alloc(&recv_, recv, "all-gather receive buffer");
+    const double host = static_cast<double>(geo_.host_pool_bytes());
+    if (host > 0) {
+      const cudaError_t e = cudaHostAlloc(&host_, static_cast<size_t>(host),
+                                          cudaHostAllocMapped | cudaHostAllocPortable);
+      if (e != cudaSuccess)
+        Fail("cannot allocate the pinned host pool: " + GiB(host) + " (" +
+             std::to_string(geo_.host_slots) + " slots x " + std::to_string(geo_.layers) +
+             " layers x " + std::to_string(geo_.page_layer_bytes()) + " B, layout " +
+             std::string(kernels::HostLayoutName(geo_.host_layout)) +
+             "): " + cudaGetErrorString(e));
+    }
+  }
+
+  void InitNccl() {
+    ncclUniqueId id{};
+    if (rank_ == 0 && ncclGetUniqueId(&id) != ncclSuccess) Fail("ncclGetUniqueId failed");
+    const std::vector<std::string> all = rv_.AllGather(
+        rank_ == 0 ? std::string(reinterpret_cast<const char*>(&id), sizeof(id)) : "");
+    if (all[0].size() != sizeof(id)) throw ExecError("rendezvous: rank 0 sent no NCCL unique id");
+    std::memcpy(&id, all[0].data(), sizeof(id));
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;  // every wait is ours, bounded by the timeout; a hang aborts the communicator
+    const ncclResult_t r = ncclCommInitRankConfig(&comm_, geo_.ranks, id, rank_, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress)
+      Fail(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
+    WaitNccl("ncclCommInitRankConfig");
+  }
+
+  void OpenPeers() {
+    DeviceId me{};
+    gethostname(me.host, sizeof(me.host) - 1);
+    me.device = device_;
+    me.has_pools = pools_ != nullptr;
+    if (pools_) Check(cudaIpcGetMemHandle(&me.pools, pools_), "cudaIpcGetMemHandle");
+    const std::vector<DeviceId> ids = Exchange(me);
+    peer_base_.assign(static_cast<size_t>(geo_.ranks), nullptr);
+    for (int r = 0; r < geo_.ranks; ++r) {
+      if (r == rank_) {
+        peer_base_[static_cast<size_t>(r)] = pools_;
+        continue;
+      }
+      if (std::strcmp(ids[static_cast<size_t>(r)].host, me.host) != 0 ||
+          !ids[static_cast<size_t>(r)].has_pools)
+        continue;
+      void* p = nullptr;
+      const cudaError_t e = cudaIpcOpenMemHandle(&p, ids[static_cast<size_t>(r)].pools,
+                                                 cudaIpcMemLazyEnablePeerAccess);
+      if (e != cudaSuccess)
+        Fail("cudaIpcOpenMemHandle of rank " + std::to_string(r) + "'s pools (GPU " +
+             std::to_string(ids[static_cast<size_t>(r)].device) + "): " + cudaGetErrorString(e));
+      peer_base_[static_cast<size_t>(r)] = p;
+    }
+  }
+
+  // The current gather's dense regions of `layer`, one per pool, and where its records are.
+  std::vector<kernels::DenseRef> DenseRefs(int64_t layer) const {
+    return geo_.dense_refs(dense_, layer, gi_->prefix_pages);
+  }
+
+  const char* Records(RecordBuffer from) const {
+    return from == RecordBuffer::kRecv ? recv_ : send_;
+  }
+
+  std::vector<kernels::PoolRef> Pools() const {
+    std::vector<kernels::PoolRef> pools;
+    for (int k = 0; k < geo_.num_pools(); ++k) pools.push_back(Pool(k));
+    return pools;
+  }
+
+  kernels::PoolRef Pool(int k) const { return PoolAt(pools_, k); }
+
+  kernels::PoolRef PoolAt(void* base, int k) const {
+    int64_t off = 0;
+    for (int j = 0; j < k; ++j) off += geo_.pool_geometry(j).total_bytes();
+    return kernels::PoolRef{static_cast<char*>(base) + off, geo_.pool_geometry(k)};
+  }
+
+  kernels::HostPoolRef HostPool(int k) const {
+    int64_t off = 0;
+    for (int j = 0; j < k; ++j)
+      off += kernels::HostPoolBytes(geo_.pool_geometry(j), geo_.host_slots);
+    return kernels::HostPoolRef{static_cast<char*>(host_) + off, geo_.host_slots, geo_.host_layout};
+  }
+
+  ChunkSet PoolChunks() const {
+    ChunkSet set;
+    for (int k = 0; k < geo_.num_pools(); ++k) {
+      const kernels::PoolRef p = Pool(k);
+      set.seg[k] = ChunkSegment{static_cast<char*>(p.data), p.geo.layer_stride_bytes(),
+                                p.geo.chunk_bytes(), k};
+    }
+    set.num_segments = geo_.num_pools();
+    return set;
+  }
+
+  ExecGeometry geo_;
+  int rank_;
+  Rendezvous& rv_;
+  CudaBackendOptions o_;
+  int device_ = 0;
+  cudaDeviceProp prop_{};
+  bool nccl_ = true;
+  ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;
+  // The request gate (HoldStreams): mapped pinned words {ticket the host opened, expiries}.
+  uint32_t* gate_ = nullptr;
+  uint32_t* gate_dev_ = nullptr;
+  uint32_t gate_ticket_ = 0;
+  bool gate_held_ = false;
+  int64_t gates_opened_early_ = 0;
+  // ModelForwardLayer opens a held gate before a layer of more query chunks than this (each chunk
+  // launches two GEMMs and a softmax). On one H200 a request's first layer of about 60 chunks
+  // left the host 0.05 s of enqueue, one of about 160 chunks blocked it for 0.5 s (a request
+  // gate of 1 s).
+  static constexpr int64_t kGateMaxAttentionChunks = 64;
+  cudaStream_t streams_[kNumStreams] = {};
+  cudaEvent_t epoch_ = nullptr;
+  std::vector<cudaEvent_t> events_;
+  size_t next_event_ = 0;
+  char* pools_ = nullptr;
+  char* dense_ = nullptr;
+  char* send_ = nullptr;
+  char* recv_ = nullptr;
+  void* host_ = nullptr;
+  void* barrier_buf_ = nullptr;
+  void* evict_buf_ = nullptr;  // EvictCaches: twice the L2, allocated on first use
+  size_t evict_bytes_ = 0;
+  unsigned evict_count_ = 0;
+  VerifyOut* verify_dev_ = nullptr;
+  size_t verify_capacity_ = 0;
+  std::vector<void*> peer_base_;
+  ChunkArena arena_{ChunkArena::Kind::kPinned};
+  std::vector<std::pair<VerifyOut*, int64_t>> results_;
+  std::vector<const int64_t*> reduced_;  // AllReduceMin results (pinned), until ReleaseMarks
+  const GatherIndex* gi_ = nullptr;
+  const int32_t *d_owner_slot_ = nullptr, *d_pack_slots_ = nullptr, *d_unpack_ = nullptr,
+                *d_page_records_ = nullptr, *d_src_rank_ = nullptr, *d_src_slot_ = nullptr,
+                *d_owned_pages_ = nullptr, *d_owned_slots_ = nullptr;
+  std::vector<int32_t> owned_pages_, owned_slots_;  // dense gathers: this rank's pages and slots
+  int64_t num_owned_ = 0;
+  const PageTag* d_tags_ = nullptr;
+  ChunkArena dev_arena_{ChunkArena::Kind::kDevice};
+  std::pair<const void*, size_t> forward_key_{nullptr, 0};
+  const PageTag* forward_tags_ = nullptr;
+  const int32_t* forward_slots_ = nullptr;
+  std::unique_ptr<ForwardModelCuda> forward_;
+  const ForwardWork* forward_work_ = nullptr;
+  const int32_t* forward_shard_slots_ = nullptr;  // device copy of forward_work_->shard_slots
+};
+
+class CudaClock : public CudaRank {
+ public:
+  using CudaRank::CudaRank;
 
   int Mark(Stream s) override {
     if (next_event_ == events_.size()) {
@@ -250,10 +517,12 @@ class CudaBackend : public RankBackend {
     Check(cudaEventRecord(events_[next_event_], S(s)), "cudaEventRecord");
     return static_cast<int>(next_event_++);
   }
+
   void Wait(Stream waiter, int mark) override {
     Check(cudaStreamWaitEvent(S(waiter), events_[static_cast<size_t>(mark)], 0),
           "cudaStreamWaitEvent");
   }
+
   void Sync() override {
     OpenGate();
     const auto deadline = Clock::now() + std::chrono::duration<double>(o_.timeout_s);
@@ -271,6 +540,7 @@ class CudaBackend : public RankBackend {
       }
     }
   }
+
   int HoldStreams(double timeout_s) override {
     OpenGate();
     const uint64_t ns = static_cast<uint64_t>(std::max(0.0, timeout_s) * 1e9);
@@ -281,27 +551,27 @@ class CudaBackend : public RankBackend {
     gate_held_ = true;
     return open;
   }
-  void OpenGate() override {
-    if (!gate_held_) return;
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // everything enqueued before the release
-    *static_cast<volatile uint32_t*>(gate_) = gate_ticket_;
-    gate_held_ = false;
-  }
+
   int64_t GatesExpired() override { return *static_cast<volatile uint32_t*>(gate_ + 1); }
+
   int64_t GatesOpenedEarly() override { return gates_opened_early_; }
+
   void StartEpoch() override {
     Check(cudaEventRecord(epoch_, streams_[0]), "cudaEventRecord");
     Sync();
   }
+
   double MarkSeconds(int mark) const override {
     return ElapsedSeconds(epoch_, events_[static_cast<size_t>(mark)]);
   }
+
   // Directly between the two events: cudaEventElapsedTime's float milliseconds keep about 0.5 us
   // for a pair microseconds apart, but only 1.95 us steps for each of two marks 20 s from the
   // epoch.
   double MarkInterval(int from, int to) const override {
     return ElapsedSeconds(events_[static_cast<size_t>(from)], events_[static_cast<size_t>(to)]);
   }
+
   void ReleaseMarks() override {
     next_event_ = 0;
     arena_.Reset();
@@ -309,89 +579,6 @@ class CudaBackend : public RankBackend {
     forward_key_ = {nullptr, 0};
     results_.clear();
     reduced_.clear();
-  }
-
-  void StageForwardWrites(Stream s, std::span<const PageWrite> pages) override {
-    // Every layer of a request writes the same pages: upload their list to the device once.
-    if (forward_key_.first == pages.data() && forward_key_.second == pages.size()) return;
-    std::vector<PageTag> tags;
-    std::vector<int32_t> slots;
-    for (const PageWrite& w : pages) {
-      tags.push_back(w.tag);
-      slots.push_back(w.slot);
-    }
-    forward_tags_ =
-        static_cast<const PageTag*>(ToDevice(tags.data(), tags.size() * sizeof(PageTag), S(s)));
-    forward_slots_ =
-        static_cast<const int32_t*>(ToDevice(slots.data(), slots.size() * sizeof(int32_t), S(s)));
-    forward_key_ = {pages.data(), pages.size()};
-  }
-
-  void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages,
-                    double busy_s) override {
-    ChunkSet set = PoolChunks();
-    StageForwardWrites(s, pages);
-    set.tags = forward_tags_;
-    set.pages = forward_slots_;
-    set.num_items = static_cast<int64_t>(pages.size());
-    set.layer_begin = layer;
-    set.layer_end = layer + 1;
-    Check(SyntheticForward(set, static_cast<uint64_t>(std::max(0.0, busy_s) * 1e9),
-                           prop_.multiProcessorCount, S(s)),
-          "synthetic forward launch");
-  }
-
-  void PrepareForward(const ForwardWork& w) override {
-    if (!forward_) throw ExecError("rank " + std::to_string(rank_) + ": no model forward pass");
-    forward_work_ = &w;
-    forward_->SetRequest(w.prefix_pages * geo_.page_tokens, w.new_tokens, w.positions,
-                         S(Stream::kCompute));
-    if (w.merge) {
-      // The rank's pages and the new tokens it computed (at cp_size 1: every new token).
-      forward_shard_slots_ = static_cast<const int32_t*>(ToDevice(
-          w.shard_slots.data(), w.shard_slots.size() * sizeof(int32_t), S(Stream::kCompute)));
-      forward_->SetPartialKeys(w.shard_pos, w.positions, S(Stream::kCompute));
-    }
-  }
-
-  // Rows of the kv pool's layer `layer` through the rank's prefix pages (the merged prefix).
-  KvRows ShardRows(int64_t layer) const {
-    const kernels::PoolRef p = Pool(o_.forward->kv_pool);
-    return KvRows{static_cast<const char*>(p.data) + layer * p.geo.layer_stride_bytes(),
-                  forward_shard_slots_, geo_.page_tokens, p.geo.chunk_bytes()};
-  }
-
-  MergeCheck ModelMergeCheck() override {
-    if (!forward_ || !forward_work_ || !forward_work_->merge)
-      throw ExecError("rank " + std::to_string(rank_) + ": ModelMergeCheck without a merge");
-    // At cp_size 1 the rank's pages, in position order, are the whole prefix: the full attention
-    // reads them through the page table with the causal mask alone.
-    MergeCheck c;
-    if (forward_->merged_outputs() == 0) return c;  // the rank computed no token: no query
-    c.max_abs_diff = forward_->MergedDifference(ShardRows(geo_.layers - 1), S(Stream::kCompute));
-    c.outputs = forward_->merged_outputs();
-    return c;
-  }
-
-  void ModelForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages) override {
-    if (!forward_ || !forward_work_)
-      throw ExecError("rank " + std::to_string(rank_) +
-                      ": ModelForwardLayer before PrepareForward");
-    if (forward_work_->merge) {
-      forward_->MergeLayer(layer, ShardRows(layer), S(s));
-      ForwardLayer(s, layer, pages, 0.0);
-      return;
-    }
-    // A layer of more attention chunks than the launch queue holds behind a held gate would block
-    // the host until the gate's timeout (docs/executor.md, "The request gate"): open it first.
-    if (gate_held_ && forward_->AttentionChunks() > kGateMaxAttentionChunks) {
-      OpenGate();
-      ++gates_opened_early_;
-    }
-    const std::vector<kernels::DenseRef> refs =
-        geo_.dense_refs(dense_, layer, forward_work_->prefix_pages);
-    forward_->Layer(layer, refs[static_cast<size_t>(o_.forward->kv_pool)].data, S(s));
-    ForwardLayer(s, layer, pages, 0.0);  // the new pages' pattern (what later ops verify)
   }
 
   void EvictCaches(Stream s) override {
@@ -429,6 +616,39 @@ class CudaBackend : public RankBackend {
       }
     }
   }
+
+  void CorruptDevicePage(int pool, int32_t slot, int64_t layer) override {
+    OpenGate();  // a synchronous copy next (test hook)
+    const kernels::PoolRef p = Pool(pool);
+    char* at = static_cast<char*>(p.data) + (layer * p.geo.num_slots + slot) * p.geo.chunk_bytes();
+    unsigned char v = 0;
+    Check(cudaMemcpy(&v, at, 1, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    v ^= 0x5a;
+    Check(cudaMemcpy(at, &v, 1, cudaMemcpyHostToDevice), "cudaMemcpy");
+    Check(cudaStreamSynchronize(nullptr),
+          "cudaStreamSynchronize");  // landed before later stream work
+  }
+
+  void CorruptHostPage(int pool, int32_t slot, int64_t layer) override {
+    const kernels::HostPoolRef h = HostPool(pool);
+    static_cast<unsigned char*>(h.data)[kernels::HostElementOffset(
+        geo_.host_layout, geo_.pool_geometry(pool), geo_.host_slots, slot, layer, 0)] ^= 0x5a;
+  }
+
+ protected:
+  double ElapsedSeconds(cudaEvent_t a, cudaEvent_t b) const {
+    float ms = 0;
+    const cudaError_t e = cudaEventElapsedTime(&ms, a, b);
+    if (e != cudaSuccess)
+      throw ExecError("rank " + std::to_string(rank_) +
+                      ": cudaEventElapsedTime: " + cudaGetErrorString(e));
+    return static_cast<double>(ms) * 1e-3;
+  }
+};
+
+class CudaExchange : public CudaClock {
+ public:
+  using CudaClock::CudaClock;
 
   void PrepareGather(const GatherIndex& g) override {
     gi_ = &g;
@@ -559,6 +779,7 @@ class CudaBackend : public RankBackend {
     reduced_.push_back(host);
     return static_cast<int>(reduced_.size()) - 1;
   }
+
   int64_t AllReduceMinResult(int handle) const override {
     return *reduced_.at(static_cast<size_t>(handle));
   }
@@ -571,6 +792,181 @@ class CudaBackend : public RankBackend {
     char* const at = dense_ + offset;
     Nccl(ncclAllReduce(at, at, static_cast<size_t>(bytes), ncclUint8, ncclSum, comm_, S(s)),
          "ncclAllReduce");
+  }
+
+  void Barrier() override {
+    if (!comm_) {
+      rv_.AllGather("");
+      return;
+    }
+    Nccl(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, streams_[1]),
+         "ncclAllReduce (barrier)");
+    Sync();
+  }
+
+  std::vector<std::string> AllGatherBytes(const std::string& mine) override {
+    OpenGate();
+    if (!comm_) return rv_.AllGather(mine);
+    const int N = geo_.ranks;
+    uint64_t* sizes_d = nullptr;
+    Check(cudaMalloc(&sizes_d, sizeof(uint64_t) * (N + 1)), "cudaMalloc");
+    const uint64_t n = mine.size();
+    // The host-to-device copies go on the all-gather's stream: a plain cudaMemcpy from pageable
+    // memory may return before its DMA lands, and the non-blocking stream would not wait for it
+    // (a 1-rank run read a half-copied result: a NUL in its JSON).
+    Check(cudaMemcpyAsync(sizes_d + N, &n, sizeof(n), cudaMemcpyHostToDevice, streams_[1]),
+          "cudaMemcpyAsync");
+    Nccl(ncclAllGather(sizes_d + N, sizes_d, 1, ncclUint64, comm_, streams_[1]),
+         "ncclAllGather (sizes)");
+    Sync();
+    std::vector<uint64_t> sizes(static_cast<size_t>(N));
+    Check(cudaMemcpy(sizes.data(), sizes_d, sizeof(uint64_t) * N, cudaMemcpyDeviceToHost),
+          "cudaMemcpy");
+    cudaFree(sizes_d);
+    const uint64_t longest = std::max<uint64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
+    char* buf = nullptr;
+    Check(cudaMalloc(&buf, longest * (N + 1)), "cudaMalloc (result exchange)");
+    Check(cudaMemcpyAsync(buf + longest * N, mine.data(), n, cudaMemcpyHostToDevice, streams_[1]),
+          "cudaMemcpyAsync");
+    Nccl(ncclAllGather(buf + longest * N, buf, longest, ncclUint8, comm_, streams_[1]),
+         "ncclAllGather (results)");
+    Sync();
+    std::vector<std::string> all(static_cast<size_t>(N));
+    for (int r = 0; r < N; ++r) {
+      all[static_cast<size_t>(r)].resize(sizes[static_cast<size_t>(r)]);
+      Check(cudaMemcpy(all[static_cast<size_t>(r)].data(), buf + longest * r,
+                       sizes[static_cast<size_t>(r)], cudaMemcpyDeviceToHost),
+            "cudaMemcpy");
+    }
+    cudaFree(buf);
+    return all;
+  }
+
+ protected:
+  void RequireCollective() const {
+    if (geo_.ranks < 2 || !comm_)
+      throw ExecError("rank " + std::to_string(rank_) +
+                      ": a collective needs several ranks and NCCL");
+  }
+  kernels::PoolRef PeerPool(int r, int k) const {
+    return PoolAt(peer_base_[static_cast<size_t>(r)], k);
+  }
+};
+
+class CudaBackend final : public CudaExchange, public ModelForward {
+ public:
+  using CudaExchange::CudaExchange;
+
+  ModelForward* model_forward() override { return forward_ ? this : nullptr; }
+
+  nlohmann::ordered_json Context() const override {
+    int driver = 0, runtime = 0, nccl = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    ncclGetVersion(&nccl);
+    char host[256] = {}, bus[32] = {};
+    gethostname(host, sizeof(host) - 1);
+    cudaDeviceGetPCIBusId(bus, sizeof(bus), device_);
+    char uuid[64];
+    const unsigned char* u = reinterpret_cast<const unsigned char*>(prop_.uuid.bytes);
+    std::snprintf(uuid, sizeof(uuid),
+                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                  u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+                  u[14], u[15]);
+    return {{"host", host},
+            {"gpu", prop_.name},
+            {"gpu_index", device_},
+            {"gpu_uuid", uuid},
+            {"pci_bus_id", bus},
+            {"sm_count", prop_.multiProcessorCount},
+            {"gpu_memory_bytes", prop_.totalGlobalMem},
+            {"driver_version", VersionString(driver)},
+            {"cuda_runtime_version", VersionString(runtime)},
+            {"nccl_version", nccl_ ? NcclVersionString(nccl)
+                                   : "not used (" + NcclVersionString(nccl) + " available)"},
+            {"tier_copy", o_.tier_copy == "kernel"  ? "kernel (mapped pinned memory)"
+                          : o_.tier_copy == "batch" ? "cudaMemcpyBatchAsync"
+                                                    : "cudaMemcpy2DAsync"},
+            {"p2p", o_.needs_p2p ? "CUDA IPC" : "not used"},
+            {"cuda_device_max_connections", std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
+                                                ? std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
+                                                : ""}};
+  }
+
+  void StageForwardWrites(Stream s, std::span<const PageWrite> pages) override {
+    // Every layer of a request writes the same pages: upload their list to the device once.
+    if (forward_key_.first == pages.data() && forward_key_.second == pages.size()) return;
+    std::vector<PageTag> tags;
+    std::vector<int32_t> slots;
+    for (const PageWrite& w : pages) {
+      tags.push_back(w.tag);
+      slots.push_back(w.slot);
+    }
+    forward_tags_ =
+        static_cast<const PageTag*>(ToDevice(tags.data(), tags.size() * sizeof(PageTag), S(s)));
+    forward_slots_ =
+        static_cast<const int32_t*>(ToDevice(slots.data(), slots.size() * sizeof(int32_t), S(s)));
+    forward_key_ = {pages.data(), pages.size()};
+  }
+
+  void ForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages,
+                    double busy_s) override {
+    ChunkSet set = PoolChunks();
+    StageForwardWrites(s, pages);
+    set.tags = forward_tags_;
+    set.pages = forward_slots_;
+    set.num_items = static_cast<int64_t>(pages.size());
+    set.layer_begin = layer;
+    set.layer_end = layer + 1;
+    Check(SyntheticForward(set, static_cast<uint64_t>(std::max(0.0, busy_s) * 1e9),
+                           prop_.multiProcessorCount, S(s)),
+          "synthetic forward launch");
+  }
+
+  void PrepareForward(const ForwardWork& w) override {
+    if (!forward_) throw ExecError("rank " + std::to_string(rank_) + ": no model forward pass");
+    forward_work_ = &w;
+    forward_->SetRequest(w.prefix_pages * geo_.page_tokens, w.new_tokens, w.positions,
+                         S(Stream::kCompute));
+    if (w.merge) {
+      // The rank's pages and the new tokens it computed (at cp_size 1: every new token).
+      forward_shard_slots_ = static_cast<const int32_t*>(ToDevice(
+          w.shard_slots.data(), w.shard_slots.size() * sizeof(int32_t), S(Stream::kCompute)));
+      forward_->SetPartialKeys(w.shard_pos, w.positions, S(Stream::kCompute));
+    }
+  }
+
+  MergeCheck ModelMergeCheck() override {
+    if (!forward_ || !forward_work_ || !forward_work_->merge)
+      throw ExecError("rank " + std::to_string(rank_) + ": ModelMergeCheck without a merge");
+    // At cp_size 1 the rank's pages, in position order, are the whole prefix: the full attention
+    // reads them through the page table with the causal mask alone.
+    MergeCheck c;
+    if (forward_->merged_outputs() == 0) return c;  // the rank computed no token: no query
+    c.max_abs_diff = forward_->MergedDifference(ShardRows(geo_.layers - 1), S(Stream::kCompute));
+    c.outputs = forward_->merged_outputs();
+    return c;
+  }
+
+  void ModelForwardLayer(Stream s, int64_t layer, std::span<const PageWrite> pages) override {
+    if (!forward_ || !forward_work_)
+      throw ExecError("rank " + std::to_string(rank_) +
+                      ": ModelForwardLayer before PrepareForward");
+    if (forward_work_->merge) {
+      forward_->MergeLayer(layer, ShardRows(layer), S(s));
+      ForwardLayer(s, layer, pages, 0.0);
+      return;
+    }
+    // A layer of more attention chunks than the launch queue holds behind a held gate would block
+    // the host until the gate's timeout (docs/executor.md, "The request gate"): open it first.
+    if (gate_held_ && forward_->AttentionChunks() > kGateMaxAttentionChunks) {
+      OpenGate();
+      ++gates_opened_early_;
+    }
+    const std::vector<kernels::DenseRef> refs =
+        geo_.dense_refs(dense_, layer, forward_work_->prefix_pages);
+    forward_->Layer(layer, refs[static_cast<size_t>(o_.forward->kv_pool)].data, S(s));
+    ForwardLayer(s, layer, pages, 0.0);  // the new pages' pattern (what later ops verify)
   }
 
   int VerifyDense(Stream s, int64_t layer) override {
@@ -633,293 +1029,12 @@ class CudaBackend : public RankBackend {
     return r;
   }
 
-  void Barrier() override {
-    if (!comm_) {
-      rv_.AllGather("");
-      return;
-    }
-    Nccl(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, streams_[1]),
-         "ncclAllReduce (barrier)");
-    Sync();
-  }
-
-  std::vector<std::string> AllGatherBytes(const std::string& mine) override {
-    OpenGate();
-    if (!comm_) return rv_.AllGather(mine);
-    const int N = geo_.ranks;
-    uint64_t* sizes_d = nullptr;
-    Check(cudaMalloc(&sizes_d, sizeof(uint64_t) * (N + 1)), "cudaMalloc");
-    const uint64_t n = mine.size();
-    // The host-to-device copies go on the all-gather's stream: a plain cudaMemcpy from pageable
-    // memory may return before its DMA lands, and the non-blocking stream would not wait for it
-    // (a 1-rank run read a half-copied result: a NUL in its JSON).
-    Check(cudaMemcpyAsync(sizes_d + N, &n, sizeof(n), cudaMemcpyHostToDevice, streams_[1]),
-          "cudaMemcpyAsync");
-    Nccl(ncclAllGather(sizes_d + N, sizes_d, 1, ncclUint64, comm_, streams_[1]),
-         "ncclAllGather (sizes)");
-    Sync();
-    std::vector<uint64_t> sizes(static_cast<size_t>(N));
-    Check(cudaMemcpy(sizes.data(), sizes_d, sizeof(uint64_t) * N, cudaMemcpyDeviceToHost),
-          "cudaMemcpy");
-    cudaFree(sizes_d);
-    const uint64_t longest = std::max<uint64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
-    char* buf = nullptr;
-    Check(cudaMalloc(&buf, longest * (N + 1)), "cudaMalloc (result exchange)");
-    Check(cudaMemcpyAsync(buf + longest * N, mine.data(), n, cudaMemcpyHostToDevice, streams_[1]),
-          "cudaMemcpyAsync");
-    Nccl(ncclAllGather(buf + longest * N, buf, longest, ncclUint8, comm_, streams_[1]),
-         "ncclAllGather (results)");
-    Sync();
-    std::vector<std::string> all(static_cast<size_t>(N));
-    for (int r = 0; r < N; ++r) {
-      all[static_cast<size_t>(r)].resize(sizes[static_cast<size_t>(r)]);
-      Check(cudaMemcpy(all[static_cast<size_t>(r)].data(), buf + longest * r,
-                       sizes[static_cast<size_t>(r)], cudaMemcpyDeviceToHost),
-            "cudaMemcpy");
-    }
-    cudaFree(buf);
-    return all;
-  }
-
-  void Abort(const std::string&) noexcept override {
-    OpenGate();
-    if (comm_ && !aborted_) {
-      aborted_ = true;
-      ncclCommAbort(comm_);
-    }
-  }
-
-  void CorruptDevicePage(int pool, int32_t slot, int64_t layer) override {
-    OpenGate();  // a synchronous copy next (test hook)
-    const kernels::PoolRef p = Pool(pool);
-    char* at = static_cast<char*>(p.data) + (layer * p.geo.num_slots + slot) * p.geo.chunk_bytes();
-    unsigned char v = 0;
-    Check(cudaMemcpy(&v, at, 1, cudaMemcpyDeviceToHost), "cudaMemcpy");
-    v ^= 0x5a;
-    Check(cudaMemcpy(at, &v, 1, cudaMemcpyHostToDevice), "cudaMemcpy");
-    Check(cudaStreamSynchronize(nullptr),
-          "cudaStreamSynchronize");  // landed before later stream work
-  }
-  void CorruptHostPage(int pool, int32_t slot, int64_t layer) override {
-    const kernels::HostPoolRef h = HostPool(pool);
-    static_cast<unsigned char*>(h.data)[kernels::HostElementOffset(
-        geo_.host_layout, geo_.pool_geometry(pool), geo_.host_slots, slot, layer, 0)] ^= 0x5a;
-  }
-
  private:
-  static std::string VersionString(int v) {
-    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-  }
-  static std::string NcclVersionString(int v) {
-    return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-           std::to_string(v % 100);
-  }
-
-  cudaStream_t S(Stream s) const { return streams_[static_cast<int>(s)]; }
-
-  [[noreturn]] void Fail(const std::string& what) {
-    Abort(what);
-    throw ExecError("rank " + std::to_string(rank_) + " (GPU " + std::to_string(device_) +
-                    "): " + what);
-  }
-  void Check(cudaError_t e, const char* what) {
-    if (e != cudaSuccess)
-      Fail(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
-  }
-  void CheckNcclAsync() {
-    if (!comm_ || aborted_) return;
-    ncclResult_t r = ncclSuccess;
-    ncclCommGetAsyncError(comm_, &r);
-    if (r != ncclSuccess && r != ncclInProgress)
-      Fail(std::string("NCCL: ") + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
-  }
-  // Non-blocking communicator: a call may answer ncclInProgress; wait (bounded) until it is done.
-  // The first milliseconds are a busy poll: a collective is usually enqueued within microseconds,
-  // and a sleep here would leave the GPU idle between the gather's kernels (on two H200s a 50 us
-  // sleep per call cost ~150 us per gather layer, docs/multi_gpu.md). Then 50 us sleeps.
-  void WaitNccl(const char* what, bool throw_on_error = true) {
-    const auto start = Clock::now();
-    const auto deadline = start + std::chrono::duration<double>(o_.timeout_s);
-    const auto spin_until = start + std::chrono::milliseconds(5);
-    while (true) {
-      ncclResult_t r = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &r);
-      if (r == ncclSuccess) return;
-      if (r != ncclInProgress) {
-        if (!throw_on_error) return;
-        Fail(std::string(what) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) +
-             ")");
-      }
-      if (Clock::now() > deadline) {
-        if (!throw_on_error) return;
-        Fail(std::string(what) + ": timed out after " + std::to_string(o_.timeout_s) +
-             " s (a peer rank hung or died?)");
-      }
-      if (Clock::now() < spin_until) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
-  }
-  void Nccl(ncclResult_t r, const char* what) {
-    if (r == ncclInProgress) {
-      WaitNccl(what);
-      return;
-    }
-    if (r != ncclSuccess)
-      Fail(std::string(what) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
-  }
-
-  // `bytes` of `src` in device memory, copied on `stream` (through the pinned arena, which keeps
-  // the source alive until the next ReleaseMarks, after a Sync).
-  void* ToDevice(const void* src, size_t bytes, cudaStream_t stream) {
-    if (bytes == 0) return nullptr;
-    const void* host = arena_.Put(src, bytes);
-    void* dev = dev_arena_.Take(bytes);
-    Check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream),
-          "cudaMemcpyAsync (index upload)");
-    return dev;
-  }
-
-  std::vector<DeviceId> Exchange(const DeviceId& mine) {
-    const std::vector<std::string> all =
-        rv_.AllGather(std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)));
-    std::vector<DeviceId> ids(all.size());
-    for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r].size() != sizeof(DeviceId))
-        throw ExecError("rendezvous: rank " + std::to_string(r) +
-                        " sent a malformed device record");
-      std::memcpy(&ids[r], all[r].data(), sizeof(DeviceId));
-    }
-    return ids;
-  }
-
-  void Allocate() {
-    const double pools = static_cast<double>(geo_.device_pool_bytes());
-    const double dense = static_cast<double>(geo_.dense_bytes()),
-                 send = static_cast<double>(geo_.send_bytes()),
-                 recv = static_cast<double>(geo_.recv_bytes());
-    size_t free_b = 0, total_b = 0;
-    Check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-    const double need = pools + dense + send + recv;
-    const std::string sizes =
-        "device pools " + GiB(pools) + " (" + std::to_string(geo_.device_slots) + " slots x " +
-        std::to_string(geo_.layers) + " layers x " + std::to_string(geo_.page_layer_bytes()) +
-        " B per page-layer, all pools), dense buffer " + GiB(dense) + " (" +
-        std::to_string(geo_.max_prefix_pages) + " prefix pages, " +
-        std::to_string(geo_.dense_layers) + " layer(s)), all-gather send " + GiB(send) +
-        " and receive " + GiB(recv);
-    if (need > static_cast<double>(free_b))
-      Fail("out of device memory: the plan needs " + GiB(need) + " = " + sizes + "; GPU " +
-           std::to_string(device_) + " (" + prop_.name + ") has " +
-           GiB(static_cast<double>(free_b)) + " free of " + GiB(static_cast<double>(total_b)));
-    auto dev_alloc = [&](char** p, double bytes, const char* what) {
-      if (bytes <= 0) return;
-      const cudaError_t e = cudaMalloc(p, static_cast<size_t>(bytes));
-      if (e != cudaSuccess)
-        Fail(std::string("out of device memory allocating the ") + what + " (" + GiB(bytes) +
-             "); the plan needs " + GiB(need) + " = " + sizes);
-    };
-    dev_alloc(&pools_, pools, "device pools");
-    dev_alloc(&dense_, dense, "dense buffer");
-    dev_alloc(&send_, send, "all-gather send buffer");
-    dev_alloc(&recv_, recv, "all-gather receive buffer");
-    const double host = static_cast<double>(geo_.host_pool_bytes());
-    if (host > 0) {
-      const cudaError_t e = cudaHostAlloc(&host_, static_cast<size_t>(host),
-                                          cudaHostAllocMapped | cudaHostAllocPortable);
-      if (e != cudaSuccess)
-        Fail("cannot allocate the pinned host pool: " + GiB(host) + " (" +
-             std::to_string(geo_.host_slots) + " slots x " + std::to_string(geo_.layers) +
-             " layers x " + std::to_string(geo_.page_layer_bytes()) + " B, layout " +
-             std::string(kernels::HostLayoutName(geo_.host_layout)) +
-             "): " + cudaGetErrorString(e));
-    }
-  }
-
-  void InitNccl() {
-    ncclUniqueId id{};
-    if (rank_ == 0 && ncclGetUniqueId(&id) != ncclSuccess) Fail("ncclGetUniqueId failed");
-    const std::vector<std::string> all = rv_.AllGather(
-        rank_ == 0 ? std::string(reinterpret_cast<const char*>(&id), sizeof(id)) : "");
-    if (all[0].size() != sizeof(id)) throw ExecError("rendezvous: rank 0 sent no NCCL unique id");
-    std::memcpy(&id, all[0].data(), sizeof(id));
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;  // every wait is ours, bounded by the timeout; a hang aborts the communicator
-    const ncclResult_t r = ncclCommInitRankConfig(&comm_, geo_.ranks, id, rank_, &cfg);
-    if (r != ncclSuccess && r != ncclInProgress)
-      Fail(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
-    WaitNccl("ncclCommInitRankConfig");
-  }
-
-  void OpenPeers() {
-    DeviceId me{};
-    gethostname(me.host, sizeof(me.host) - 1);
-    me.device = device_;
-    me.has_pools = pools_ != nullptr;
-    if (pools_) Check(cudaIpcGetMemHandle(&me.pools, pools_), "cudaIpcGetMemHandle");
-    const std::vector<DeviceId> ids = Exchange(me);
-    peer_base_.assign(static_cast<size_t>(geo_.ranks), nullptr);
-    for (int r = 0; r < geo_.ranks; ++r) {
-      if (r == rank_) {
-        peer_base_[static_cast<size_t>(r)] = pools_;
-        continue;
-      }
-      if (std::strcmp(ids[static_cast<size_t>(r)].host, me.host) != 0 ||
-          !ids[static_cast<size_t>(r)].has_pools)
-        continue;
-      void* p = nullptr;
-      const cudaError_t e = cudaIpcOpenMemHandle(&p, ids[static_cast<size_t>(r)].pools,
-                                                 cudaIpcMemLazyEnablePeerAccess);
-      if (e != cudaSuccess)
-        Fail("cudaIpcOpenMemHandle of rank " + std::to_string(r) + "'s pools (GPU " +
-             std::to_string(ids[static_cast<size_t>(r)].device) + "): " + cudaGetErrorString(e));
-      peer_base_[static_cast<size_t>(r)] = p;
-    }
-  }
-
-  void RequireCollective() const {
-    if (geo_.ranks < 2 || !comm_)
-      throw ExecError("rank " + std::to_string(rank_) +
-                      ": a collective needs several ranks and NCCL");
-  }
-  // The current gather's dense regions of `layer`, one per pool, and where its records are.
-  std::vector<kernels::DenseRef> DenseRefs(int64_t layer) const {
-    return geo_.dense_refs(dense_, layer, gi_->prefix_pages);
-  }
-  const char* Records(RecordBuffer from) const {
-    return from == RecordBuffer::kRecv ? recv_ : send_;
-  }
-  std::vector<kernels::PoolRef> Pools() const {
-    std::vector<kernels::PoolRef> pools;
-    for (int k = 0; k < geo_.num_pools(); ++k) pools.push_back(Pool(k));
-    return pools;
-  }
-  kernels::PoolRef Pool(int k) const { return PoolAt(pools_, k); }
-  kernels::PoolRef PeerPool(int r, int k) const {
-    return PoolAt(peer_base_[static_cast<size_t>(r)], k);
-  }
-  kernels::PoolRef PoolAt(void* base, int k) const {
-    int64_t off = 0;
-    for (int j = 0; j < k; ++j) off += geo_.pool_geometry(j).total_bytes();
-    return kernels::PoolRef{static_cast<char*>(base) + off, geo_.pool_geometry(k)};
-  }
-  kernels::HostPoolRef HostPool(int k) const {
-    int64_t off = 0;
-    for (int j = 0; j < k; ++j)
-      off += kernels::HostPoolBytes(geo_.pool_geometry(j), geo_.host_slots);
-    return kernels::HostPoolRef{static_cast<char*>(host_) + off, geo_.host_slots, geo_.host_layout};
-  }
-  ChunkSet PoolChunks() const {
-    ChunkSet set;
-    for (int k = 0; k < geo_.num_pools(); ++k) {
-      const kernels::PoolRef p = Pool(k);
-      set.seg[k] = ChunkSegment{static_cast<char*>(p.data), p.geo.layer_stride_bytes(),
-                                p.geo.chunk_bytes(), k};
-    }
-    set.num_segments = geo_.num_pools();
-    return set;
+  // Rows of the kv pool's layer `layer` through the rank's prefix pages (the merged prefix).
+  KvRows ShardRows(int64_t layer) const {
+    const kernels::PoolRef p = Pool(o_.forward->kv_pool);
+    return KvRows{static_cast<const char*>(p.data) + layer * p.geo.layer_stride_bytes(),
+                  forward_shard_slots_, geo_.page_tokens, p.geo.chunk_bytes()};
   }
   // The kernel's counters live in device memory (atomics to mapped host memory are not portable
   // over PCIe); they are initialised and read back by copies on the same stream.
@@ -941,69 +1056,6 @@ class CudaBackend : public RankBackend {
     results_.emplace_back(host, checked);
     return static_cast<int>(i);
   }
-
-  ExecGeometry geo_;
-  int rank_;
-  Rendezvous& rv_;
-  CudaBackendOptions o_;
-  int device_ = 0;
-  cudaDeviceProp prop_{};
-  bool nccl_ = true;
-  ncclComm_t comm_ = nullptr;
-  bool aborted_ = false;
-  // The request gate (HoldStreams): mapped pinned words {ticket the host opened, expiries}.
-  uint32_t* gate_ = nullptr;
-  uint32_t* gate_dev_ = nullptr;
-  uint32_t gate_ticket_ = 0;
-  bool gate_held_ = false;
-  int64_t gates_opened_early_ = 0;
-  // ModelForwardLayer opens a held gate before a layer of more query chunks than this (each chunk
-  // launches two GEMMs and a softmax). On one H200 a request's first layer of about 60 chunks
-  // left the host 0.05 s of enqueue, one of about 160 chunks blocked it for 0.5 s (a request
-  // gate of 1 s).
-  static constexpr int64_t kGateMaxAttentionChunks = 64;
-  cudaStream_t streams_[kNumStreams] = {};
-  double ElapsedSeconds(cudaEvent_t a, cudaEvent_t b) const {
-    float ms = 0;
-    const cudaError_t e = cudaEventElapsedTime(&ms, a, b);
-    if (e != cudaSuccess)
-      throw ExecError("rank " + std::to_string(rank_) +
-                      ": cudaEventElapsedTime: " + cudaGetErrorString(e));
-    return static_cast<double>(ms) * 1e-3;
-  }
-
-  cudaEvent_t epoch_ = nullptr;
-  std::vector<cudaEvent_t> events_;
-  size_t next_event_ = 0;
-  char* pools_ = nullptr;
-  char* dense_ = nullptr;
-  char* send_ = nullptr;
-  char* recv_ = nullptr;
-  void* host_ = nullptr;
-  void* barrier_buf_ = nullptr;
-  void* evict_buf_ = nullptr;  // EvictCaches: twice the L2, allocated on first use
-  size_t evict_bytes_ = 0;
-  unsigned evict_count_ = 0;
-  VerifyOut* verify_dev_ = nullptr;
-  size_t verify_capacity_ = 0;
-  std::vector<void*> peer_base_;
-  ChunkArena arena_{ChunkArena::Kind::kPinned};
-  std::vector<std::pair<VerifyOut*, int64_t>> results_;
-  std::vector<const int64_t*> reduced_;  // AllReduceMin results (pinned), until ReleaseMarks
-  const GatherIndex* gi_ = nullptr;
-  const int32_t *d_owner_slot_ = nullptr, *d_pack_slots_ = nullptr, *d_unpack_ = nullptr,
-                *d_page_records_ = nullptr, *d_src_rank_ = nullptr, *d_src_slot_ = nullptr,
-                *d_owned_pages_ = nullptr, *d_owned_slots_ = nullptr;
-  std::vector<int32_t> owned_pages_, owned_slots_;  // dense gathers: this rank's pages and slots
-  int64_t num_owned_ = 0;
-  const PageTag* d_tags_ = nullptr;
-  ChunkArena dev_arena_{ChunkArena::Kind::kDevice};
-  std::pair<const void*, size_t> forward_key_{nullptr, 0};
-  const PageTag* forward_tags_ = nullptr;
-  const int32_t* forward_slots_ = nullptr;
-  std::unique_ptr<ForwardModelCuda> forward_;
-  const ForwardWork* forward_work_ = nullptr;
-  const int32_t* forward_shard_slots_ = nullptr;  // device copy of forward_work_->shard_slots
 };
 
 }  // namespace

@@ -322,40 +322,24 @@ struct RequestRun {
   std::vector<int> layer_marks;  // each forward layer's end, as they are enqueued
 };
 
-class RankRun {
+// One rank's run of a plan, in four layers, each a class over the one below: RankState (the
+// plan, the slot bookkeeping and the measured ops), RankCopies (evictions, write-backs,
+// load-backs and backups), RankGathers (gathers, merges, the host-hit agreement and their
+// checks) and RankRun (warm-up, each request's phases, timing and verification).
+class RankState {
  public:
-  RankRun(const ExecPlan& plan, RankBackend& b, const ExecOptions& opts)
-      : plan_(plan), geo_(plan.geo), b_(b), opts_(opts), me_(b.rank()) {
+  RankState(const ExecPlan& plan, RankBackend& b, const ExecOptions& opts)
+      : plan_(plan),
+        geo_(plan.geo),
+        b_(b),
+        model_(plan.forward == ForwardMode::kModel ? &b.RequireModelForward() : nullptr),
+        opts_(opts),
+        me_(b.rank()) {
     dev_.resize(static_cast<size_t>(geo_.device_slots));
     host_.resize(static_cast<size_t>(geo_.host_slots));
   }
 
-  RankResult Run() {
-    WarmUp();
-    b_.Barrier();
-    b_.StartEpoch();
-    host_epoch_ = Clock::now();
-    for (round_ = 0; round_ < std::max(opts_.rounds, 1); ++round_) {
-      if (round_ > 0) {  // the plan starts from an empty cache: so does each round
-        dev_.assign(dev_.size(), SlotState{});
-        host_.assign(host_.size(), SlotState{});
-      }
-      for (size_t i = 0; i < plan_.requests.size(); ++i) Request(i);
-      if (opts_.round_done && me_ == 0) opts_.round_done(round_ + 1, std::max(opts_.rounds, 1));
-    }
-    RankResult r;
-    r.rank = me_;
-    r.ops = std::move(done_);
-    r.spans = std::move(done_spans_);
-    r.requests = std::move(host_times_);
-    r.gates_expired = b_.GatesExpired();
-    r.gates_opened_early = b_.GatesOpenedEarly();
-    r.verified_bytes = verified_bytes_;
-    r.context = b_.Context();
-    return r;
-  }
-
- private:
+ protected:
   // ---- plan consistency: the plan contradicts itself (or the executor's reading of it).
   // Whether this rank holds the pages of `lane`: its own lane, or under layer_split lane 0 (every
   // rank holds every page; ExecGeometry::layer_split).
@@ -378,6 +362,7 @@ class RankRun {
       PlanFail(req, id, "device slot " + std::to_string(slot) + " >= device_pages_per_lane");
     return dev_[slot];
   }
+
   SlotState& Host(size_t req, const std::string& id, uint32_t slot) {
     if (slot >= host_.size())
       PlanFail(req, id, "host slot " + std::to_string(slot) + " >= host_pages_per_lane");
@@ -426,162 +411,35 @@ class RankRun {
     return index_store_.back().data();
   }
 
-  // ---- warm-up: every primitive the plan uses, on scratch pages, untimed.
-  void WarmUp() {
-    bool has_host = geo_.host_slots > 0;
-    std::vector<GatherMethod> methods;
-    for (const RequestPlan& r : plan_.requests)
-      if (r.prefix_pages > 0 && GatherMethodOf(r.gather_method).Gathers() &&
-          std::find(methods.begin(), methods.end(), r.gather_method) == methods.end())
-        methods.push_back(r.gather_method);
-    const int64_t n =
-        std::min<int64_t>({geo_.device_slots, std::max<int64_t>(geo_.host_slots, 1), 8});
-    std::vector<int32_t> slots(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-    // The proxy: one small request's first and last layer (both layer kinds), so cuBLAS has
-    // picked its kernels before the epoch.
-    ForwardWork warm;
-    if (plan_.forward == ForwardMode::kModel) {
-      warm.new_tokens = std::min<int64_t>(64, std::max<int64_t>(plan_.forward_plan.max_tokens, 1));
-      for (int32_t t = 0; t < warm.new_tokens; ++t) warm.positions.push_back(t);
-    }
-    // Merged prefixes (KV interleaved by token): the partial attention's fp32-output GEMMs too,
-    // over the new tokens alone.
-    ForwardWork warm_merge = warm;
-    warm_merge.merge = true;
-    const bool merges = plan_.forward == ForwardMode::kModel && geo_.interleave_tokens > 0;
-    for (int it = 0; it < opts_.warmup; ++it) {
-      if (plan_.forward == ForwardMode::kModel) {
-        WarmForward(warm);
-        if (merges) WarmForward(warm_merge);
-      }
-      b_.ForwardLayer(Stream::kCompute, 0, {}, 1e-5);
-      if (has_host)
-        for (int k = 0; k < geo_.num_pools(); ++k) {
-          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, slots, slots,
-                      LayerRange{0, geo_.layers});
-          b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, slots, slots,
-                      LayerRange{0, geo_.layers});
-          b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, slots, slots,
-                      LayerRange{0, 1});
-          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, slots, slots,
-                      LayerRange{0, 1});
-        }
-      b_.Sync();
-      for (GatherMethod m : methods) {
-        GatherIndex g = ScratchGather(m);
-        b_.PrepareGather(g);
-        b_.Barrier();
-        GatherLayer(b_, g, Stream::kComm, 0);
-        b_.Sync();
-        b_.Barrier();
-      }
-      b_.ReleaseMarks();
-    }
-  }
+  const ExecPlan& plan_;
+  const ExecGeometry& geo_;
+  RankBackend& b_;
+  ModelForward* model_;  // --forward model: the backend's proxy
+  const ExecOptions& opts_;
+  int me_;
+  int round_ = 0;  // the timed round being run
+  std::vector<SlotState> dev_, host_;
+  std::vector<MeasuredOp> ops_, done_;
+  std::vector<RequestHostTime> host_times_;
+  std::pair<int, int> pause_{-1, -1};  // marks around this request's second gate (p2p)
+  std::vector<PendingSpan> spans_;
+  std::vector<MeasuredSpan> done_spans_;  // keep_spans: every resolved span (op: index into done_)
+  std::vector<PendingVerify> verifies_;
+  std::vector<PendingCheck> load_checks_;
+  std::vector<const RequestPlan*> dense_verify_prefix_;
+  std::deque<std::vector<int32_t>> index_store_;
+  std::deque<std::vector<PageTag>> tag_store_;
+  std::deque<std::vector<PageWrite>> write_store_;
+  std::deque<GatherIndex> gathers_;
+  int64_t verified_bytes_ = 0;
+  Clock::time_point host_epoch_;
+};
 
-  // The proxy's first and last layer (both layer kinds) at `w`'s shapes, untimed, reading the
-  // dense buffer as it is and writing no page: cuBLAS makes its per-shape choices here, not in a
-  // timed layer. Waits for the device.
-  void WarmForward(const ForwardWork& w) {
-    b_.PrepareForward(w);
-    b_.ModelForwardLayer(Stream::kCompute, 0, {});
-    if (geo_.layers > 1) b_.ModelForwardLayer(Stream::kCompute, geo_.layers - 1, {});
-    b_.Sync();
-  }
+class RankCopies : public RankState {
+ public:
+  using RankState::RankState;
 
-  // A gather over scratch pages (owners round-robin or zigzag, slots from 0), data irrelevant.
-  GatherIndex ScratchGather(GatherMethod m) const {
-    const int N = geo_.ranks;
-    const int64_t P = std::min<int64_t>(geo_.max_prefix_pages, geo_.device_slots);
-    std::vector<PrefixPage> prefix(static_cast<size_t>(P));
-    std::vector<int64_t> count(static_cast<size_t>(N), 0);
-    const GatherMethodImpl& method = GatherMethodOf(m);
-    for (int64_t p = 0; p < P; ++p) {
-      const int owner = method.ScratchOwner(p, P, N);
-      prefix[static_cast<size_t>(p)] = PrefixPage{
-          static_cast<uint16_t>(owner), static_cast<uint32_t>(count[static_cast<size_t>(owner)]++)};
-    }
-    std::vector<PageTag> tags(static_cast<size_t>(P));
-    return BuildGather(m, prefix, tags);
-  }
-
-  GatherIndex BuildGather(GatherMethod m, const std::vector<PrefixPage>& prefix,
-                          std::vector<PageTag> tags) const {
-    GatherIndex g;
-    g.method = m;
-    g.prefix_pages = static_cast<int64_t>(prefix.size());
-    g.tags = std::move(tags);
-    GatherMethodOf(m).BuildIndex(me_, geo_.ranks, prefix, g);
-    return g;
-  }
-
-  // ---- one request, in phases; its state goes through them in a RequestRun.
-  void Request(size_t ri) {
-    RequestRun q;
-    q.ri = ri;
-    q.p = &plan_.requests[ri];
-    q.pre = std::to_string(q.p->request) + "/";
-    // A real engine runs a batch shape it has run before (CUDA graphs, tuned GEMMs); the proxy
-    // meets each request's shapes for the first time, and cuBLAS's host-side choice for a new
-    // shape (milliseconds per GEMM) would be timed in the request's first layer.
-    // A merged prefix (partial_merge) reads no dense buffer and is not warmed: its shapes
-    // depend on the rank's shard, which BeginModelMerge sets up after the barrier.
-    const bool merged = q.p->prefix_pages > 0 && !GatherMethodOf(q.p->gather_method).Gathers();
-    if (plan_.forward == ForwardMode::kModel && opts_.forward_warm && !merged) {
-      const ForwardWork w = ForwardWorkOf(*q.p);
-      WarmForward(w);
-    }
-    if (opts_.evict_caches) {
-      b_.EvictCaches(Stream::kCompute);
-      const int evicted = b_.Mark(Stream::kCompute);
-      for (const Stream s : {Stream::kComm, Stream::kH2D, Stream::kD2H}) b_.Wait(s, evicted);
-    }
-    b_.Barrier();  // ranks start each request together: a collective's time is not a peer's lag
-    q.host_t0 = Clock::now();
-    pause_ = {-1, -1};
-    if (opts_.gate) b_.HoldStreams(opts_.gate_timeout_s);
-    q.start_mark = b_.Mark(Stream::kCompute);
-    q.first_op = ops_.size();
-    Evict(q);
-    const int wb_done = WriteBack(q);
-    // The load-backs run after the write-backs (which may free the host slots they fill) and
-    // after the group agreed on the hit (cache.cp_hit_agreement min).
-    b_.Wait(Stream::kH2D, wb_done);
-    if (!q.p->hit_reports.empty()) AgreeOnHit(q);
-    PlanLoadBacks(q);
-    // Gather set-up. A p2p gather reads peers' pools, which no event orders: every rank loads
-    // all layers first, then the ranks synchronise (so peers' pages are in place).
-    // partial_merge gathers nothing: BeginGather checks the prefix and merges (PartialMerge).
-    const GatherMethodImpl& method = GatherMethodOf(q.p->gather_method);
-    const bool merges = q.p->prefix_pages > 0 && !method.Gathers();
-    q.gathers = q.p->prefix_pages > 0 && !merges;
-    q.p2p = q.gathers && method.ReadsPeers();
-    if (q.p2p) q.all_loaded = LoadLayers(q, LayerRange{0, geo_.layers}, -1);
-    // With the proxy the merge runs in the layers' attention on the device (BeginModelMerge);
-    // else on the host, over values derived from the pages (PartialMerge).
-    if (merges && plan_.forward == ForwardMode::kModel) {
-      q.merge_op = BeginModelMerge(q);
-      q.host_timed.push_back(q.merge_op);
-    } else if (merges) {
-      q.host_timed.push_back(BeginGather(ri, *q.p, q.pre));
-    }
-    if (q.gathers) {
-      q.gop = BeginGather(ri, *q.p, q.pre);
-      q.gather = &gathers_.back();
-    }
-    PlanCompute(q);
-    PlanBackups(q);
-    for (int64_t l = 0; l < geo_.layers; ++l) {
-      RunLayer(q, l);
-      if (l == 0 && opts_.gate && opts_.gate_first_layer) b_.OpenGate();
-    }
-    if (!BackupScheduleOf(q.p->backup_schedule).CopiesEachLayer())
-      BackUp(q, LayerRange{0, geo_.layers}, -1);
-    EnqueueChecks(q);
-    Finish(q);
-  }
-
+ protected:
   // Evictions: free-list bookkeeping only; slots keep their data (a write-back reads it).
   void Evict(RequestRun& q) {
     for (size_t i = 0; i < q.p->evictions.size(); ++i) {
@@ -702,49 +560,6 @@ class RankRun {
     return b_.Mark(Stream::kH2D);
   }
 
-  // What this rank's proxy computes for `p`: the prefix it attends over and its token positions.
-  ForwardWork ForwardWorkOf(const RequestPlan& p) const {
-    return ForwardWork{p.prefix_pages, p.computed_tokens,
-                       RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_)};
-  }
-
-  // The synthetic forward pass: the pages it writes and its op.
-  void PlanCompute(RequestRun& q) {
-    const RequestPlan& p = *q.p;
-    const std::string cid = q.pre + "compute";
-    ApplyFaults(cid, nullptr);
-    std::vector<PageWrite> writes;
-    for (const NewPage& n : p.new_pages) {
-      if (!MyLane(n.owner)) continue;
-      SlotState& s = Dev(q.ri, cid, n.device_slot);
-      if (s.used)
-        PlanFail(q.ri, cid,
-                 "writes device slot " + std::to_string(n.device_slot) + ", which is in use");
-      s = SlotState{PageTag{n.extent, 0, n.pos}, true, true};
-      writes.push_back(PageWrite{static_cast<int32_t>(n.device_slot), s.tag});
-    }
-    write_store_.push_back(std::move(writes));
-    q.writes = &write_store_.back();
-    const int64_t L = geo_.layers;
-    q.cop = AddOp(cid, "compute", Stream::kCompute,
-                  static_cast<int64_t>(q.writes->size()) * L * geo_.page_layer_bytes(),
-                  static_cast<int64_t>(q.writes->size()));
-    ops_[q.cop].extra = {{"new_tokens", p.computed_tokens},
-                         {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
-                         {"layers", L}};
-    if (plan_.forward == ForwardMode::kModel) {
-      // Field by field: BeginModelMerge has set the merge's fields already.
-      const ForwardWork w = ForwardWorkOf(p);
-      q.forward.prefix_pages = w.prefix_pages;
-      q.forward.new_tokens = w.new_tokens;
-      q.forward.positions = w.positions;
-      ops_[q.cop].extra["forward"] = "model";
-      ops_[q.cop].extra["rank_tokens"] = q.forward.positions.size();
-    } else {
-      ops_[q.cop].extra["target_layer_s"] = plan_.layer_busy_s[q.ri];
-    }
-  }
-
   // Backup ops of this rank (one per pool), their slots and the shadow update.
   void PlanBackups(RequestRun& q) {
     const int64_t L = geo_.layers;
@@ -779,27 +594,49 @@ class RankRun {
     }
   }
 
-  // Layer l: load it (h2d), gather it (comm, after layer l-1's forward: the gather and the
-  // forward pass take turns), forward it (compute), back it up (d2h, per-layer schedule).
-  void RunLayer(RequestRun& q, int64_t l) {
-    const int loaded = q.p2p ? q.all_loaded : LoadLayers(q, LayerRange{l, l + 1}, l);
-    const int ready = q.gathers ? GatherOneLayer(q, l, loaded) : loaded;
-    b_.Wait(Stream::kCompute, ready);
-    // Set-up outside the timed span, as `bench sweep` times a forward layer: the proxy's request
-    // (once per request) and the pattern's page list (uploaded once per request).
-    if (plan_.forward == ForwardMode::kModel && l == 0) b_.PrepareForward(q.forward);
-    b_.StageForwardWrites(Stream::kCompute, *q.writes);
-    const int m0 = b_.Mark(Stream::kCompute);
-    if (plan_.forward == ForwardMode::kModel) {
-      b_.ModelForwardLayer(Stream::kCompute, l, *q.writes);
-    } else {
-      b_.ForwardLayer(Stream::kCompute, l, *q.writes, plan_.layer_busy_s[q.ri]);
+  // Backs up layers `r` of every backup op after the last forward layer (layer: r's one layer,
+  // or -1 for the whole op at once).
+  void BackUp(const RequestRun& q, LayerRange r, int64_t layer) {
+    if (q.backups.empty()) return;
+    b_.Wait(Stream::kD2H, q.last_mark);
+    for (const LayerCopyOp& bo : q.backups) {
+      const int c0 = b_.Mark(Stream::kD2H);
+      b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n},
+                  r);
+      spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H), layer});
     }
-    q.last_mark = b_.Mark(Stream::kCompute);
-    q.layer_marks.push_back(q.last_mark);
-    spans_.push_back({q.cop, m0, q.last_mark, l});
-    if (BackupScheduleOf(q.p->backup_schedule).CopiesEachLayer())
-      BackUp(q, LayerRange{l, l + 1}, l);
+  }
+};
+
+class RankGathers : public RankCopies {
+ public:
+  using RankCopies::RankCopies;
+
+ protected:
+  // A gather over scratch pages (owners round-robin or zigzag, slots from 0), data irrelevant.
+  GatherIndex ScratchGather(GatherMethod m) const {
+    const int N = geo_.ranks;
+    const int64_t P = std::min<int64_t>(geo_.max_prefix_pages, geo_.device_slots);
+    std::vector<PrefixPage> prefix(static_cast<size_t>(P));
+    std::vector<int64_t> count(static_cast<size_t>(N), 0);
+    const GatherMethodImpl& method = GatherMethodOf(m);
+    for (int64_t p = 0; p < P; ++p) {
+      const int owner = method.ScratchOwner(p, P, N);
+      prefix[static_cast<size_t>(p)] = PrefixPage{
+          static_cast<uint16_t>(owner), static_cast<uint32_t>(count[static_cast<size_t>(owner)]++)};
+    }
+    std::vector<PageTag> tags(static_cast<size_t>(P));
+    return BuildGather(m, prefix, tags);
+  }
+
+  GatherIndex BuildGather(GatherMethod m, const std::vector<PrefixPage>& prefix,
+                          std::vector<PageTag> tags) const {
+    GatherIndex g;
+    g.method = m;
+    g.prefix_pages = static_cast<int64_t>(prefix.size());
+    g.tags = std::move(tags);
+    GatherMethodOf(m).BuildIndex(me_, geo_.ranks, prefix, g);
+    return g;
   }
 
   // One gather layer after its load-back (`loaded`) and the forward layer that last read the
@@ -835,64 +672,6 @@ class RankRun {
       dense_verify_prefix_.push_back(q.p);
     }
     return ready;
-  }
-
-  // Backs up layers `r` of every backup op after the last forward layer (layer: r's one layer,
-  // or -1 for the whole op at once).
-  void BackUp(const RequestRun& q, LayerRange r, int64_t layer) {
-    if (q.backups.empty()) return;
-    b_.Wait(Stream::kD2H, q.last_mark);
-    for (const LayerCopyOp& bo : q.backups) {
-      const int c0 = b_.Mark(Stream::kD2H);
-      b_.TierCopy(Stream::kD2H, bo.pool, TierDirection::kDeviceToHost, {bo.d, bo.n}, {bo.h, bo.n},
-                  r);
-      spans_.push_back({bo.op, c0, b_.Mark(Stream::kD2H), layer});
-    }
-  }
-
-  // Checks after the timed work: one stream waits for every stream's last op, then compares
-  // the loaded pages and (when the dense buffer holds every layer) the gathered layers.
-  void EnqueueChecks(const RequestRun& q) {
-    const int ends[] = {b_.Mark(Stream::kCompute), b_.Mark(Stream::kH2D), b_.Mark(Stream::kD2H)};
-    for (int e : ends) b_.Wait(Stream::kComm, e);
-    for (const PendingCheck& chk : load_checks_)
-      verifies_.push_back(PendingVerify{
-          b_.VerifyPages(Stream::kComm, chk.pool, {chk.dev, chk.n}, {chk.tags, chk.n}), chk.op_id,
-          chk.what, chk.dev, chk.host, chk.tags});
-    load_checks_.clear();
-    if (q.gathers && DenseHoldsEveryLayer() &&
-        GatherMethodOf(q.gather->method).Result() == GatherResult::kDense)
-      for (int64_t l = 0; l < geo_.layers; ++l) {
-        verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather",
-                                          "layer " + std::to_string(l)});
-        dense_verify_prefix_.push_back(q.p);
-      }
-  }
-
-  // Releases the streams, waits for them, resolves the request's times and checks, and forgets
-  // its bookkeeping.
-  void Finish(const RequestRun& q) {
-    b_.OpenGate();
-    RequestHostTime ht;
-    ht.request = q.p->request;
-    ht.round = round_;
-    ht.enqueue_s = std::chrono::duration<double>(Clock::now() - q.host_t0).count();
-    b_.Sync();
-    if (q.p2p) b_.Barrier();  // nobody reuses a slot a peer may still be reading
-    if (pause_.first >= 0) {
-      ht.pause_begin_s = b_.MarkSeconds(pause_.first);
-      ht.pause_end_s = b_.MarkSeconds(pause_.second);
-    }
-    host_times_.push_back(ht);
-    if (q.forward.merge) CheckModelMerge(q);
-    if (q.agree_handle >= 0) CheckHitAgreement(q);
-    Resolve(q.start_mark, q.host_timed, q.first_op, q.p->request);
-    CheckVerifications(*q.p);
-    b_.ReleaseMarks();
-    index_store_.clear();
-    tag_store_.clear();
-    write_store_.clear();
-    gathers_.clear();
   }
 
   // cache.cp_hit_agreement min: the group's minimum all-reduce of the hits the ranks report (the
@@ -982,7 +761,7 @@ class RankRun {
   // the merged output that layer used, within kPartialAttentionTolerance; the outputs compared
   // count in the verified bytes (4 bytes each).
   void CheckModelMerge(const RequestRun& q) {
-    const MergeCheck c = b_.ModelMergeCheck();
+    const MergeCheck c = model_->ModelMergeCheck();
     MeasuredOp& o = ops_[q.merge_op];
     o.extra["checked_layer"] = geo_.layers - 1;
     o.extra["outputs_checked"] = c.outputs;
@@ -1165,6 +944,278 @@ class RankRun {
                       {"shard_pages", g.shard_pages}};
     return op;
   }
+};
+
+class RankRun : public RankGathers {
+ public:
+  using RankGathers::RankGathers;
+
+  RankResult Run() {
+    WarmUp();
+    b_.Barrier();
+    b_.StartEpoch();
+    host_epoch_ = Clock::now();
+    for (round_ = 0; round_ < std::max(opts_.rounds, 1); ++round_) {
+      if (round_ > 0) {  // the plan starts from an empty cache: so does each round
+        dev_.assign(dev_.size(), SlotState{});
+        host_.assign(host_.size(), SlotState{});
+      }
+      for (size_t i = 0; i < plan_.requests.size(); ++i) Request(i);
+      if (opts_.round_done && me_ == 0) opts_.round_done(round_ + 1, std::max(opts_.rounds, 1));
+    }
+    RankResult r;
+    r.rank = me_;
+    r.ops = std::move(done_);
+    r.spans = std::move(done_spans_);
+    r.requests = std::move(host_times_);
+    r.gates_expired = b_.GatesExpired();
+    r.gates_opened_early = b_.GatesOpenedEarly();
+    r.verified_bytes = verified_bytes_;
+    r.context = b_.Context();
+    return r;
+  }
+
+ private:
+  // ---- warm-up: every primitive the plan uses, on scratch pages, untimed.
+  void WarmUp() {
+    bool has_host = geo_.host_slots > 0;
+    std::vector<GatherMethod> methods;
+    for (const RequestPlan& r : plan_.requests)
+      if (r.prefix_pages > 0 && GatherMethodOf(r.gather_method).Gathers() &&
+          std::find(methods.begin(), methods.end(), r.gather_method) == methods.end())
+        methods.push_back(r.gather_method);
+    const int64_t n =
+        std::min<int64_t>({geo_.device_slots, std::max<int64_t>(geo_.host_slots, 1), 8});
+    std::vector<int32_t> slots(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    // The proxy: one small request's first and last layer (both layer kinds), so cuBLAS has
+    // picked its kernels before the epoch.
+    ForwardWork warm;
+    if (plan_.forward == ForwardMode::kModel) {
+      warm.new_tokens = std::min<int64_t>(64, std::max<int64_t>(plan_.forward_plan.max_tokens, 1));
+      for (int32_t t = 0; t < warm.new_tokens; ++t) warm.positions.push_back(t);
+    }
+    // Merged prefixes (KV interleaved by token): the partial attention's fp32-output GEMMs too,
+    // over the new tokens alone.
+    ForwardWork warm_merge = warm;
+    warm_merge.merge = true;
+    const bool merges = plan_.forward == ForwardMode::kModel && geo_.interleave_tokens > 0;
+    for (int it = 0; it < opts_.warmup; ++it) {
+      if (plan_.forward == ForwardMode::kModel) {
+        WarmForward(warm);
+        if (merges) WarmForward(warm_merge);
+      }
+      b_.ForwardLayer(Stream::kCompute, 0, {}, 1e-5);
+      if (has_host)
+        for (int k = 0; k < geo_.num_pools(); ++k) {
+          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, slots, slots,
+                      LayerRange{0, geo_.layers});
+          b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, slots, slots,
+                      LayerRange{0, geo_.layers});
+          b_.TierCopy(Stream::kH2D, k, TierDirection::kHostToDevice, slots, slots,
+                      LayerRange{0, 1});
+          b_.TierCopy(Stream::kD2H, k, TierDirection::kDeviceToHost, slots, slots,
+                      LayerRange{0, 1});
+        }
+      b_.Sync();
+      for (GatherMethod m : methods) {
+        GatherIndex g = ScratchGather(m);
+        b_.PrepareGather(g);
+        b_.Barrier();
+        GatherLayer(b_, g, Stream::kComm, 0);
+        b_.Sync();
+        b_.Barrier();
+      }
+      b_.ReleaseMarks();
+    }
+  }
+
+  // The proxy's first and last layer (both layer kinds) at `w`'s shapes, untimed, reading the
+  // dense buffer as it is and writing no page: cuBLAS makes its per-shape choices here, not in a
+  // timed layer. Waits for the device.
+  void WarmForward(const ForwardWork& w) {
+    model_->PrepareForward(w);
+    model_->ModelForwardLayer(Stream::kCompute, 0, {});
+    if (geo_.layers > 1) model_->ModelForwardLayer(Stream::kCompute, geo_.layers - 1, {});
+    b_.Sync();
+  }
+
+  // ---- one request, in phases; its state goes through them in a RequestRun.
+  void Request(size_t ri) {
+    RequestRun q;
+    q.ri = ri;
+    q.p = &plan_.requests[ri];
+    q.pre = std::to_string(q.p->request) + "/";
+    // A real engine runs a batch shape it has run before (CUDA graphs, tuned GEMMs); the proxy
+    // meets each request's shapes for the first time, and cuBLAS's host-side choice for a new
+    // shape (milliseconds per GEMM) would be timed in the request's first layer.
+    // A merged prefix (partial_merge) reads no dense buffer and is not warmed: its shapes
+    // depend on the rank's shard, which BeginModelMerge sets up after the barrier.
+    const bool merged = q.p->prefix_pages > 0 && !GatherMethodOf(q.p->gather_method).Gathers();
+    if (plan_.forward == ForwardMode::kModel && opts_.forward_warm && !merged) {
+      const ForwardWork w = ForwardWorkOf(*q.p);
+      WarmForward(w);
+    }
+    if (opts_.evict_caches) {
+      b_.EvictCaches(Stream::kCompute);
+      const int evicted = b_.Mark(Stream::kCompute);
+      for (const Stream s : {Stream::kComm, Stream::kH2D, Stream::kD2H}) b_.Wait(s, evicted);
+    }
+    b_.Barrier();  // ranks start each request together: a collective's time is not a peer's lag
+    q.host_t0 = Clock::now();
+    pause_ = {-1, -1};
+    if (opts_.gate) b_.HoldStreams(opts_.gate_timeout_s);
+    q.start_mark = b_.Mark(Stream::kCompute);
+    q.first_op = ops_.size();
+    Evict(q);
+    const int wb_done = WriteBack(q);
+    // The load-backs run after the write-backs (which may free the host slots they fill) and
+    // after the group agreed on the hit (cache.cp_hit_agreement min).
+    b_.Wait(Stream::kH2D, wb_done);
+    if (!q.p->hit_reports.empty()) AgreeOnHit(q);
+    PlanLoadBacks(q);
+    // Gather set-up. A p2p gather reads peers' pools, which no event orders: every rank loads
+    // all layers first, then the ranks synchronise (so peers' pages are in place).
+    // partial_merge gathers nothing: BeginGather checks the prefix and merges (PartialMerge).
+    const GatherMethodImpl& method = GatherMethodOf(q.p->gather_method);
+    const bool merges = q.p->prefix_pages > 0 && !method.Gathers();
+    q.gathers = q.p->prefix_pages > 0 && !merges;
+    q.p2p = q.gathers && method.ReadsPeers();
+    if (q.p2p) q.all_loaded = LoadLayers(q, LayerRange{0, geo_.layers}, -1);
+    // With the proxy the merge runs in the layers' attention on the device (BeginModelMerge);
+    // else on the host, over values derived from the pages (PartialMerge).
+    if (merges && plan_.forward == ForwardMode::kModel) {
+      q.merge_op = BeginModelMerge(q);
+      q.host_timed.push_back(q.merge_op);
+    } else if (merges) {
+      q.host_timed.push_back(BeginGather(ri, *q.p, q.pre));
+    }
+    if (q.gathers) {
+      q.gop = BeginGather(ri, *q.p, q.pre);
+      q.gather = &gathers_.back();
+    }
+    PlanCompute(q);
+    PlanBackups(q);
+    for (int64_t l = 0; l < geo_.layers; ++l) {
+      RunLayer(q, l);
+      if (l == 0 && opts_.gate && opts_.gate_first_layer) b_.OpenGate();
+    }
+    if (!BackupScheduleOf(q.p->backup_schedule).CopiesEachLayer())
+      BackUp(q, LayerRange{0, geo_.layers}, -1);
+    EnqueueChecks(q);
+    Finish(q);
+  }
+
+  // What this rank's proxy computes for `p`: the prefix it attends over and its token positions.
+  ForwardWork ForwardWorkOf(const RequestPlan& p) const {
+    return ForwardWork{p.prefix_pages, p.computed_tokens,
+                       RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_)};
+  }
+
+  // The synthetic forward pass: the pages it writes and its op.
+  void PlanCompute(RequestRun& q) {
+    const RequestPlan& p = *q.p;
+    const std::string cid = q.pre + "compute";
+    ApplyFaults(cid, nullptr);
+    std::vector<PageWrite> writes;
+    for (const NewPage& n : p.new_pages) {
+      if (!MyLane(n.owner)) continue;
+      SlotState& s = Dev(q.ri, cid, n.device_slot);
+      if (s.used)
+        PlanFail(q.ri, cid,
+                 "writes device slot " + std::to_string(n.device_slot) + ", which is in use");
+      s = SlotState{PageTag{n.extent, 0, n.pos}, true, true};
+      writes.push_back(PageWrite{static_cast<int32_t>(n.device_slot), s.tag});
+    }
+    write_store_.push_back(std::move(writes));
+    q.writes = &write_store_.back();
+    const int64_t L = geo_.layers;
+    q.cop = AddOp(cid, "compute", Stream::kCompute,
+                  static_cast<int64_t>(q.writes->size()) * L * geo_.page_layer_bytes(),
+                  static_cast<int64_t>(q.writes->size()));
+    ops_[q.cop].extra = {{"new_tokens", p.computed_tokens},
+                         {"prefix_tokens", p.prefix_pages * geo_.page_tokens},
+                         {"layers", L}};
+    if (plan_.forward == ForwardMode::kModel) {
+      // Field by field: BeginModelMerge has set the merge's fields already.
+      const ForwardWork w = ForwardWorkOf(p);
+      q.forward.prefix_pages = w.prefix_pages;
+      q.forward.new_tokens = w.new_tokens;
+      q.forward.positions = w.positions;
+      ops_[q.cop].extra["forward"] = "model";
+      ops_[q.cop].extra["rank_tokens"] = q.forward.positions.size();
+    } else {
+      ops_[q.cop].extra["target_layer_s"] = plan_.layer_busy_s[q.ri];
+    }
+  }
+
+  // Layer l: load it (h2d), gather it (comm, after layer l-1's forward: the gather and the
+  // forward pass take turns), forward it (compute), back it up (d2h, per-layer schedule).
+  void RunLayer(RequestRun& q, int64_t l) {
+    const int loaded = q.p2p ? q.all_loaded : LoadLayers(q, LayerRange{l, l + 1}, l);
+    const int ready = q.gathers ? GatherOneLayer(q, l, loaded) : loaded;
+    b_.Wait(Stream::kCompute, ready);
+    // Set-up outside the timed span, as `bench sweep` times a forward layer: the proxy's request
+    // (once per request) and the pattern's page list (uploaded once per request).
+    if (plan_.forward == ForwardMode::kModel && l == 0) model_->PrepareForward(q.forward);
+    b_.StageForwardWrites(Stream::kCompute, *q.writes);
+    const int m0 = b_.Mark(Stream::kCompute);
+    if (plan_.forward == ForwardMode::kModel) {
+      model_->ModelForwardLayer(Stream::kCompute, l, *q.writes);
+    } else {
+      b_.ForwardLayer(Stream::kCompute, l, *q.writes, plan_.layer_busy_s[q.ri]);
+    }
+    q.last_mark = b_.Mark(Stream::kCompute);
+    q.layer_marks.push_back(q.last_mark);
+    spans_.push_back({q.cop, m0, q.last_mark, l});
+    if (BackupScheduleOf(q.p->backup_schedule).CopiesEachLayer())
+      BackUp(q, LayerRange{l, l + 1}, l);
+  }
+
+  // Checks after the timed work: one stream waits for every stream's last op, then compares
+  // the loaded pages and (when the dense buffer holds every layer) the gathered layers.
+  void EnqueueChecks(const RequestRun& q) {
+    const int ends[] = {b_.Mark(Stream::kCompute), b_.Mark(Stream::kH2D), b_.Mark(Stream::kD2H)};
+    for (int e : ends) b_.Wait(Stream::kComm, e);
+    for (const PendingCheck& chk : load_checks_)
+      verifies_.push_back(PendingVerify{
+          b_.VerifyPages(Stream::kComm, chk.pool, {chk.dev, chk.n}, {chk.tags, chk.n}), chk.op_id,
+          chk.what, chk.dev, chk.host, chk.tags});
+    load_checks_.clear();
+    if (q.gathers && DenseHoldsEveryLayer() &&
+        GatherMethodOf(q.gather->method).Result() == GatherResult::kDense)
+      for (int64_t l = 0; l < geo_.layers; ++l) {
+        verifies_.push_back(PendingVerify{b_.VerifyDense(Stream::kComm, l), q.pre + "gather",
+                                          "layer " + std::to_string(l)});
+        dense_verify_prefix_.push_back(q.p);
+      }
+  }
+
+  // Releases the streams, waits for them, resolves the request's times and checks, and forgets
+  // its bookkeeping.
+  void Finish(const RequestRun& q) {
+    b_.OpenGate();
+    RequestHostTime ht;
+    ht.request = q.p->request;
+    ht.round = round_;
+    ht.enqueue_s = std::chrono::duration<double>(Clock::now() - q.host_t0).count();
+    b_.Sync();
+    if (q.p2p) b_.Barrier();  // nobody reuses a slot a peer may still be reading
+    if (pause_.first >= 0) {
+      ht.pause_begin_s = b_.MarkSeconds(pause_.first);
+      ht.pause_end_s = b_.MarkSeconds(pause_.second);
+    }
+    host_times_.push_back(ht);
+    if (q.forward.merge) CheckModelMerge(q);
+    if (q.agree_handle >= 0) CheckHitAgreement(q);
+    Resolve(q.start_mark, q.host_timed, q.first_op, q.p->request);
+    CheckVerifications(*q.p);
+    b_.ReleaseMarks();
+    index_store_.clear();
+    tag_store_.clear();
+    write_store_.clear();
+    gathers_.clear();
+  }
 
   // Turns marks into times: each span's start and end; an op's seconds = the sum of its spans'
   // lengths, start/end = the first start and last end (gather phase spans, which lie inside the
@@ -1248,28 +1299,6 @@ class RankRun {
       throw ExecError("verification failed in request " + std::to_string(p.request) + " (" +
                       std::to_string(failures) + " check(s)): " + err.str());
   }
-
-  const ExecPlan& plan_;
-  const ExecGeometry& geo_;
-  RankBackend& b_;
-  const ExecOptions& opts_;
-  int me_;
-  int round_ = 0;  // the timed round being run
-  std::vector<SlotState> dev_, host_;
-  std::vector<MeasuredOp> ops_, done_;
-  std::vector<RequestHostTime> host_times_;
-  std::pair<int, int> pause_{-1, -1};  // marks around this request's second gate (p2p)
-  std::vector<PendingSpan> spans_;
-  std::vector<MeasuredSpan> done_spans_;  // keep_spans: every resolved span (op: index into done_)
-  std::vector<PendingVerify> verifies_;
-  std::vector<PendingCheck> load_checks_;
-  std::vector<const RequestPlan*> dense_verify_prefix_;
-  std::deque<std::vector<int32_t>> index_store_;
-  std::deque<std::vector<PageTag>> tag_store_;
-  std::deque<std::vector<PageWrite>> write_store_;
-  std::deque<GatherIndex> gathers_;
-  int64_t verified_bytes_ = 0;
-  Clock::time_point host_epoch_;
 };
 
 }  // namespace

@@ -46,7 +46,7 @@ void Sweeper::BackupSamples(int64_t n, int64_t run, int64_t gather_pages, bool t
     for (size_t i = 0; i < d.size(); ++i)
       writes.push_back(PageWrite{d[i], PageTag{1, 0, static_cast<int64_t>(i)}});
     // Set up before the gate, as the executor does (its forward layers' spans open after).
-    if (model) b_.PrepareForward(Work(tokens, 0));
+    if (model) b_.RequireModelForward().PrepareForward(Work(tokens, 0));
     b_.StageForwardWrites(Stream::kCompute, writes);
     EvictCachesNow();
     if (o_.backup_gate) b_.HoldStreams(1.0);
@@ -63,7 +63,7 @@ void Sweeper::BackupSamples(int64_t n, int64_t run, int64_t gather_pages, bool t
       // Writes the pages backed up, as the executor: the proxy's layer, then the pages' pattern;
       // or the spin, which writes it.
       if (model)
-        b_.ModelForwardLayer(Stream::kCompute, l, writes);
+        b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, l, writes);
       else
         b_.ForwardLayer(Stream::kCompute, l, writes, kBackupForwardS);
       fwd = b_.Mark(Stream::kCompute);

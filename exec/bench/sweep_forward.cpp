@@ -54,9 +54,9 @@ void Sweeper::ForwardGridSamples() {
       nlohmann::ordered_json per_kind = nlohmann::ordered_json::array();
       for (const KindLayers& k : kinds) {
         const std::vector<double> t = Time(Stream::kCompute, [&] {
-          b_.PrepareForward(Work(n, p));
+          b_.RequireModelForward().PrepareForward(Work(n, p));
           const int64_t l = k.first;
-          return [this, l] { b_.ModelForwardLayer(Stream::kCompute, l, {}); };
+          return [this, l] { b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, l, {}); };
         });
         const double w = static_cast<double>(k.count) / static_cast<double>(geo_.layers);
         for (size_t i = 0; i < t.size(); ++i) mix[i] += w * t[i];
@@ -117,9 +117,9 @@ PairOp Sweeper::ModelForwardOp(int64_t n, int64_t p, const KindLayers& k) {
                 std::to_string(n) + " new tokens over " + std::to_string(p) + " prefix tokens",
             {}};
   op.make = [this, n, p, k]() -> std::function<void()> {
-    b_.PrepareForward(Work(n, p));
+    b_.RequireModelForward().PrepareForward(Work(n, p));
     const int64_t l = k.first;
-    return [this, l] { b_.ModelForwardLayer(Stream::kCompute, l, {}); };
+    return [this, l] { b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, l, {}); };
   };
   return op;
 }

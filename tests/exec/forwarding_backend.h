@@ -39,11 +39,7 @@ class ForwardingBackend : public RankBackend {
   void StageForwardWrites(Stream s, std::span<const PageWrite> p) override {
     b_->StageForwardWrites(s, p);
   }
-  void PrepareForward(const ForwardWork& w) override { b_->PrepareForward(w); }
-  void ModelForwardLayer(Stream s, int64_t l, std::span<const PageWrite> p) override {
-    b_->ModelForwardLayer(s, l, p);
-  }
-  MergeCheck ModelMergeCheck() override { return b_->ModelMergeCheck(); }
+  ModelForward* model_forward() override { return b_->model_forward(); }
   void EvictCaches(Stream s) override { b_->EvictCaches(s); }
   void TierCopy(Stream s, int pool, kernels::TierDirection d, std::span<const int32_t> dev,
                 std::span<const int32_t> host, kernels::LayerRange l) override {

@@ -39,7 +39,7 @@ SweepOptions PairSweep() {
 // The host backend with a stand-in for the proxy: PrepareForward and ModelForwardLayer record
 // what the sweep asked for (and write the pages, as the proxy's layer does), so the forward grid's
 // code path runs where there is no GPU.
-class ProxyStandIn : public testing::ForwardingBackend {
+class ProxyStandIn : public testing::ForwardingBackend, public ModelForward {
  public:
   explicit ProxyStandIn(std::unique_ptr<RankBackend> b) : ForwardingBackend(std::move(b)) {}
   std::vector<std::tuple<int64_t, int64_t, size_t>> prepared;  // prefix pages, new, positions
@@ -54,6 +54,8 @@ class ProxyStandIn : public testing::ForwardingBackend {
     ++layers[layer];
     b_->ForwardLayer(s, layer, pages, 0);
   }
+  MergeCheck ModelMergeCheck() override { throw ExecError("the stand-in merges nothing"); }
+  ModelForward* model_forward() override { return this; }
   void EvictCaches(Stream s) override {
     ++evictions;
     b_->EvictCaches(s);
