@@ -22,6 +22,21 @@ namespace po = boost::program_options;
 namespace kvlanes::cli {
 namespace {
 
+// The mean request's time to first token by what filled it (docs/serving.md#the-ttft-breakdown).
+void PrintServingBreakdown(FILE* out, const nlohmann::ordered_json& total) {
+  const auto& p = total["predicted"];
+  const double n = static_cast<double>(std::max<int64_t>(1, total["requests"].get<int64_t>()));
+  const auto ms = [&](const char* k) { return p[k].get<double>() / n * 1e3; };
+  std::fprintf(out,
+               "    TTFT mean %.1f ms = queue %.1f + own compute %.1f + pass base %.1f + batch "
+               "mates %.1f + extra %.1f + between passes %.1f\n"
+               "      extra, each priced alone: gather %.1f, load-back stalls %.1f, backups "
+               "exposed %.1f, write-back %.1f, hit agreement %.1f ms\n",
+               ms("ttft_s"), ms("queue_s"), ms("compute_s"), ms("pass_base_s"), ms("batch_mates_s"),
+               ms("extra_s"), ms("between_passes_s"), ms("gather_s"), ms("load_back_stall_s"),
+               ms("backup_exposed_s"), ms("write_back_s"), ms("hit_agreement_s"));
+}
+
 // Serving mode's lines (docs/serving.md#metrics): load, TTFT in seconds, per replica.
 void PrintServing(FILE* out, const nlohmann::ordered_json& s) {
   const auto& t = s["total"];
@@ -48,6 +63,7 @@ void PrintServing(FILE* out, const nlohmann::ordered_json& s) {
                t["ttft_p99_s"].get<double>(), t["queue_mean_s"].get<double>(),
                t["queue_p99_s"].get<double>(), static_cast<long long>(t["requests"].get<int64_t>()),
                static_cast<long long>(s["warmup_requests"].get<int64_t>()));
+  PrintServingBreakdown(out, t);
   std::fprintf(out, "    replica  requests  hit ratio  load   TTFT p50 s  p99 s     peak queue\n");
   for (const auto& x : s["per_replica"])
     std::fprintf(out, "    %7lld  %8lld  %9.4f  %5.2f  %10.3f  %8.3f  %10lld\n",

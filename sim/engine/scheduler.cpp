@@ -19,9 +19,16 @@ double CostModelForward::ChunkS(int64_t new_tokens, int64_t context_tokens) cons
          static_cast<double>(m_.layers());
 }
 
-double CostModelForward::RequestExtraS(const RequestPlan& plan) const {
+RequestExtra CostModelForward::RequestExtraS(const RequestPlan& plan) const {
   const RequestCost c = m_.Request(plan, false);
-  return std::max(0.0, c.service_s - c.compute_s);
+  RequestExtra e;
+  e.total_s = std::max(0.0, c.service_s - c.compute_s);
+  e.gather_s = c.gather_s;
+  e.load_back_stall_s = c.load_back_exposed_s;
+  e.backup_exposed_s = c.backup.beyond_forward_s;
+  e.write_back_s = c.write_back_s;
+  e.hit_agreement_s = c.hit_agreement_s;
+  return e;
 }
 
 namespace {
@@ -67,7 +74,7 @@ struct ServingReplay::Running {
   size_t request = 0;
   int64_t remaining = 0;  // tokens still to compute
   int64_t context = 0;    // tokens before its next chunk
-  double extra_s = 0;     // RequestExtraS, charged with its first chunk
+  RequestExtra extra;     // RequestExtraS, charged with its first chunk
   bool started = false;
 };
 
@@ -278,7 +285,7 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
     }
     if (on_admit_) on_admit_(plan_, static_cast<int>(r), i);
     Running run{i, a.computed_tokens, a.prefix_tokens,
-                cost_.NeedsPlan() ? cost_.RequestExtraS(plan_) : 0.0, false};
+                cost_.NeedsPlan() ? cost_.RequestExtraS(plan_) : RequestExtra{}, false};
     rep.load_tokens += a.computed_tokens - req.input_tokens;
     const int64_t take =
         batching && sc.chunk_tokens > 0 ? std::min({run.remaining, chunk, left}) : run.remaining;
@@ -294,7 +301,8 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
                       rep.waiting.begin() + static_cast<std::ptrdiff_t>(taken.size()));
   }
   if (rep.pass.empty()) return;
-  double pass_s = cost_.PassBaseS();
+  const double base_s = cost_.PassBaseS();
+  double pass_s = base_s;
   int64_t tokens = 0;
   chunks_.clear();
   for (const auto& [req, take] : rep.pass) {
@@ -302,14 +310,24 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
     Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
                                  [i](const Running& x) { return x.request == i; });
     if (on_pass_) chunks_.push_back(PassChunk{i, take, run.context});
-    pass_s += cost_.ChunkS(take, run.context);
-    if (!run.started) pass_s += run.extra_s;
+    const double chunk_s = cost_.ChunkS(take, run.context);
+    pass_s += chunk_s;
+    ServedRequest& s = result_.requests[i];
+    s.compute_s += chunk_s;
+    s.pass_base_s += base_s;
+    if (!run.started) {
+      pass_s += run.extra.total_s;
+      s.extra = run.extra;
+    }
     run.started = true;
     tokens += take;
   }
   const int64_t pass_ns =
       std::max<int64_t>(1, StepNs(pass_s, cfg_.hardware.profile, "compute",
                                   "a prefill pass priced by the profile's compute terms"));
+  for (const auto& chunk : rep.pass)
+    result_.requests[chunk.first].in_passes_ns =
+        ClockAdd(result_.requests[chunk.first].in_passes_ns, pass_ns, "hardware.profile");
   rep.busy = true;
   rep.stats.busy_ns = ClockAdd(rep.stats.busy_ns, pass_ns, "hardware.profile");
   ++rep.stats.passes;

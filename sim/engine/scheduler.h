@@ -8,6 +8,7 @@
 // are ordered by (time, kind, sequence), so the same inputs give the same schedule.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,9 +24,21 @@
 
 namespace kvlanes {
 
+// A request's cost beyond its compute (RequestExtraS), in total and by kind. The kinds are
+// each priced alone (docs/cost_model.md): where the request's schedule overlaps them (a gather
+// beside compute, load-backs under a gather), their sum exceeds total_s.
+struct RequestExtra {
+  double total_s = 0;            // what the pass is charged
+  double gather_s = 0;           // materialization, all layers
+  double load_back_stall_s = 0;  // forward pass delay waiting for load-back
+  double backup_exposed_s = 0;   // backups beyond the forward pass
+  double write_back_s = 0;       // device -> host copies at eviction, before the forward pass
+  double hit_agreement_s = 0;    // cache.cp_hit_agreement min: the all-reduce
+};
+
 // The time of a forward pass, the seam between the scheduler and the cost model. A pass takes
-// PassBaseS() + the ChunkS of each chunk in it + the RequestExtraS of each request whose first
-// chunk it runs (docs/serving.md#pass-time).
+// PassBaseS() + the ChunkS of each chunk in it + the RequestExtraS total of each request whose
+// first chunk it runs (docs/serving.md#pass-time).
 class ForwardCost {
  public:
   virtual ~ForwardCost() = default;
@@ -35,7 +48,7 @@ class ForwardCost {
   virtual double ChunkS(int64_t new_tokens, int64_t context_tokens) const = 0;
   // A request's cost beyond its compute (gather, load-back stalls, backups beyond the forward
   // pass, write-back at eviction), from its plan.
-  virtual double RequestExtraS(const RequestPlan& plan) const = 0;
+  virtual RequestExtra RequestExtraS(const RequestPlan& plan) const = 0;
   // Whether RequestExtraS reads the plan (the scheduler records plans only then or for a sink).
   virtual bool NeedsPlan() const = 0;
 };
@@ -49,7 +62,7 @@ class CostModelForward final : public ForwardCost {
   explicit CostModelForward(const CostModel& m) : m_(m) {}
   double PassBaseS() const override;
   double ChunkS(int64_t new_tokens, int64_t context_tokens) const override;
-  double RequestExtraS(const RequestPlan& plan) const override;
+  RequestExtra RequestExtraS(const RequestPlan& plan) const override;
   bool NeedsPlan() const override { return true; }
 
  private:
@@ -69,7 +82,24 @@ struct ServedRequest {
   int64_t computed_tokens = 0;
   bool cached = true;
   bool waited_for_pages = false;  // could not get pages at its turn while others were in flight
+  // Its time to first token by what filled it (docs/serving.md#the-ttft-breakdown): the passes it
+  // ran in took in_passes_ns; of them its own chunks' compute (ChunkS) compute_s, the passes'
+  // fixed cost pass_base_s, its extra (charged with its first chunk) extra, and the rest was its
+  // batch mates' work.
+  int64_t in_passes_ns = 0;
+  double compute_s = 0;
+  double pass_base_s = 0;
+  RequestExtra extra;
 };
+
+// The part of the passes `s` ran in that went to its batch mates' chunks (and their extras):
+// what its passes took beyond its own compute, the passes' fixed cost and its own extra. Passes
+// are rounded up to whole nanoseconds, so a request alone in its passes can come out a few
+// nanoseconds over; below zero is rounding and reads 0.
+inline double BatchMatesS(const ServedRequest& s) {
+  const double own = s.compute_s + s.pass_base_s + s.extra.total_s;
+  return std::max(0.0, static_cast<double>(s.in_passes_ns) * 1e-9 - own);
+}
 
 struct ReplicaStats {
   int64_t busy_ns = 0;  // sum of its forward passes

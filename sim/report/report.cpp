@@ -233,6 +233,45 @@ J RequestMetrics(const std::vector<const ServedRequest*>& reqs) {
   return j;
 }
 
+// Where the counted requests' time to first token went, summed over them (seconds;
+// docs/serving.md#the-ttft-breakdown): queueing before the first pass, the passes they ran in
+// (their own compute, the passes' fixed cost, their extras, their batch mates' work), and waits
+// between their passes. The extra's kinds are each priced alone and may overlap.
+J ServingBreakdown(const std::vector<const ServedRequest*>& reqs) {
+  double queue = 0, compute = 0, base = 0, extra = 0, mates = 0, between = 0, ttft = 0;
+  RequestExtra parts;
+  for (const ServedRequest* q : reqs) {
+    const double t = static_cast<double>(q->first_token_ns - q->arrival_ns) / 1e9;
+    const double wait = static_cast<double>(q->admit_ns - q->arrival_ns) / 1e9;
+    ttft += t;
+    queue += wait;
+    compute += q->compute_s;
+    base += q->pass_base_s;
+    extra += q->extra.total_s;
+    mates += BatchMatesS(*q);
+    between += std::max(0.0, t - wait - static_cast<double>(q->in_passes_ns) / 1e9);
+    parts.gather_s += q->extra.gather_s;
+    parts.load_back_stall_s += q->extra.load_back_stall_s;
+    parts.backup_exposed_s += q->extra.backup_exposed_s;
+    parts.write_back_s += q->extra.write_back_s;
+    parts.hit_agreement_s += q->extra.hit_agreement_s;
+  }
+  J j;
+  j["ttft_s"] = ttft;
+  j["queue_s"] = queue;
+  j["compute_s"] = compute;
+  j["pass_base_s"] = base;
+  j["batch_mates_s"] = mates;
+  j["extra_s"] = extra;
+  j["gather_s"] = parts.gather_s;
+  j["load_back_stall_s"] = parts.load_back_stall_s;
+  j["backup_exposed_s"] = parts.backup_exposed_s;
+  j["write_back_s"] = parts.write_back_s;
+  j["hit_agreement_s"] = parts.hit_agreement_s;
+  j["between_passes_s"] = between;
+  return j;
+}
+
 }  // namespace
 
 nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResult& res,
@@ -304,6 +343,7 @@ nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResul
   total["mean_pass_tokens"] =
       passes > 0 ? static_cast<double>(pass_tokens) / static_cast<double>(passes) : 0.0;
   total["page_waits"] = page_waits;
+  total["predicted"] = ServingBreakdown(all);
   j["total"] = total;
   j["per_replica"] = reps;
   // Overloaded when a replica is busy longer than the trace lasts: its queue grows without

@@ -75,6 +75,10 @@ void RequestTable::Add(const RequestPlan& p, const RequestCost* cost) {
     r.service_s = cost->service_s;
     r.queue_s = cost->queue_s;
     r.ttft_s = cost->ttft_s;
+    r.compute_s = cost->compute_s;
+    r.gather_s = cost->gather_s;
+    r.load_back_stall_s = cost->load_back_exposed_s;
+    r.backup_exposed_s = cost->backup.beyond_forward_s;
   }
   rows_.push_back(std::move(r));
 }
@@ -96,6 +100,12 @@ void RequestTable::Served(const ServingResult& res) {
     r.queue_s = static_cast<double>(s.admit_ns - s.arrival_ns) * 1e-9;
     r.service_s = static_cast<double>(s.first_token_ns - s.admit_ns) * 1e-9;
     r.ttft_s = static_cast<double>(s.first_token_ns - s.arrival_ns) * 1e-9;
+    r.compute_s = s.compute_s;
+    r.gather_s = s.extra.gather_s;
+    r.load_back_stall_s = s.extra.load_back_stall_s;
+    r.backup_exposed_s = s.extra.backup_exposed_s;
+    r.pass_base_s = s.pass_base_s;
+    r.batch_mates_s = BatchMatesS(s);
   }
 }
 
@@ -106,12 +116,17 @@ std::vector<std::string> RequestTable::Columns() const {
            {"arrival_s", "input_tokens", "device_hit_tokens", "host_hit_tokens", "computed_tokens",
             "cached", "evicted_pages", "load_back_pages", "write_back_pages", "backup_pages",
             "prefix_runs", "gather_method", "backup_schedule"});
-  if (timed_) c.insert(c.end(), {"service_s", "queue_s", "ttft_s"});
+  if (timed_)
+    c.insert(c.end(), {"service_s", "queue_s", "ttft_s", "compute_s", "gather_s",
+                       "load_back_stall_s", "backup_exposed_s"});
+  if (timed_ && serving_) c.insert(c.end(), {"pass_base_s", "batch_mates_s"});
   return c;
 }
 
 RequestTable::Kind RequestTable::ColumnKind(const std::string& c) const {
-  if (c == "arrival_s" || c == "service_s" || c == "queue_s" || c == "ttft_s") return Kind::kReal;
+  for (const char* real : {"arrival_s", "service_s", "queue_s", "ttft_s", "compute_s", "gather_s",
+                           "load_back_stall_s", "backup_exposed_s", "pass_base_s", "batch_mates_s"})
+    if (c == real) return Kind::kReal;
   if (c == "gather_method" || c == "backup_schedule") return Kind::kText;
   for (const auto& k : kIntegerColumns)
     if (k == c) return Kind::kInteger;
@@ -145,6 +160,12 @@ std::vector<double> RequestTable::Reals(const std::string& c) const {
   if (timed_ && c == "service_s") field = &Row::service_s;
   if (timed_ && c == "queue_s") field = &Row::queue_s;
   if (timed_ && c == "ttft_s") field = &Row::ttft_s;
+  if (timed_ && c == "compute_s") field = &Row::compute_s;
+  if (timed_ && c == "gather_s") field = &Row::gather_s;
+  if (timed_ && c == "load_back_stall_s") field = &Row::load_back_stall_s;
+  if (timed_ && c == "backup_exposed_s") field = &Row::backup_exposed_s;
+  if (timed_ && serving_ && c == "pass_base_s") field = &Row::pass_base_s;
+  if (timed_ && serving_ && c == "batch_mates_s") field = &Row::batch_mates_s;
   if (!field) throw std::out_of_range("RequestTable: no real column '" + c + "'");
   std::vector<double> v;
   v.reserve(rows_.size());

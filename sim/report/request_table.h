@@ -42,6 +42,11 @@ class RequestTable {
             computed_tokens = 0, cached = 0, evicted_pages = 0, load_back_pages = 0,
             write_back_pages = 0, backup_pages = 0, prefix_runs = 0, replica = 0;
     double arrival_s = 0, service_s = 0, queue_s = 0, ttft_s = 0;
+    // The predicted parts of its time (docs/serving.md#the-ttft-breakdown): its own compute, and
+    // gather, load-back stalls and backups beyond the forward pass, each priced alone; in serving
+    // mode also the passes' fixed cost and its batch mates' share of the passes it ran in.
+    double compute_s = 0, gather_s = 0, load_back_stall_s = 0, backup_exposed_s = 0,
+           pass_base_s = 0, batch_mates_s = 0;
     std::string gather_method, backup_schedule;
   };
   Row FromPlan(const RequestPlan& p) const;

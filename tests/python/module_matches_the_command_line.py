@@ -64,6 +64,18 @@ check(sum(cols["evicted_pages"]) == rep["evicted_pages"]["device"], "device evic
 check(abs(sum(cols["queue_s"]) - rep["predicted"]["queue_s"]) <= 1e-6 * max(1, rep["predicted"]["queue_s"]),
       "queue seconds sum to the predicted total")
 check(all(t >= s for t, s in zip(cols["ttft_s"], cols["service_s"])), "TTFT >= service time")
+check(abs(sum(cols["compute_s"]) - rep["predicted"]["compute_s"]) <= 1e-6 * rep["predicted"]["compute_s"],
+      "compute seconds sum to the predicted total")
+
+# serving mode: each request's TTFT splits into queue, its passes' parts and batch mates; the
+# columns sum to the report's breakdown
+d = kvlanes.replay(trace, config="config/default.yaml")
+sv, sc = d["report"]["serving"]["total"]["predicted"], d["requests"]
+for key in ("compute_s", "pass_base_s", "batch_mates_s", "gather_s", "queue_s", "ttft_s"):
+    check(abs(sum(sc[key]) - sv[key]) <= 1e-6 * max(1.0, sv[key]), f"serving {key} sums to total.predicted")
+parts = [sv[k] for k in ("queue_s", "compute_s", "pass_base_s", "extra_s", "batch_mates_s", "between_passes_s")]
+check(abs(sum(parts) - sv["ttft_s"]) <= 1e-6 * sv["ttft_s"],
+      f"serving TTFT = queue + compute + pass base + extra + batch mates + between: {sum(parts)} vs {sv['ttft_s']}")
 
 # a nested dict and dotted keys give the same config; a YAML file works as config
 flat = kvlanes.replay(trace, policy="lru", set={"cache.cp_size": 2, "cache.device_pages_per_lane": 3000},

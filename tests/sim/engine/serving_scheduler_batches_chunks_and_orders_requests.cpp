@@ -17,7 +17,8 @@
 namespace kvlanes {
 namespace {
 
-// 1 ms per pass, 1 us per token, no per-request extra; records every chunk it times.
+// 1 ms per pass, 1 us per token, a per-request extra of extra_s (0 unless set: a gather); records
+// every chunk it times.
 class LinearCost final : public ForwardCost {
  public:
   double PassBaseS() const override { return 1e-3; }
@@ -25,8 +26,13 @@ class LinearCost final : public ForwardCost {
     chunks.emplace_back(n, ctx);
     return 1e-6 * static_cast<double>(n);
   }
-  double RequestExtraS(const RequestPlan&) const override { return 0; }
-  bool NeedsPlan() const override { return false; }
+  RequestExtra RequestExtraS(const RequestPlan&) const override {
+    RequestExtra e;
+    e.total_s = e.gather_s = extra_s;
+    return e;
+  }
+  bool NeedsPlan() const override { return extra_s > 0; }
+  double extra_s = 0;
   mutable std::vector<std::pair<int64_t, int64_t>> chunks;
 };
 
@@ -60,7 +66,8 @@ struct Served {
   LinearCost cost;
   std::unique_ptr<ServingReplay> sim;
   ServingResult res;
-  Served(ReplayConfig c, const Trace& t) : cfg(std::move(c)) {
+  Served(ReplayConfig c, const Trace& t, double extra_s = 0) : cfg(std::move(c)) {
+    cost.extra_s = extra_s;
     cfg.serving.mode = "serving";
     std::vector<CachePolicy*> ps;
     for (int64_t r = 0; r < cfg.serving.replicas; ++r) {
@@ -116,6 +123,39 @@ TEST_CASE("a partly prefilled request goes first and new ones fill the rest of t
   CHECK(s.res.requests[2].admit_ns == s.res.requests[1].first_token_ns);
   CHECK(s.res.requests[0].first_token_ns == s.res.requests[2].first_token_ns);
   CHECK(s.res.replicas[0].pass_tokens == 380);
+}
+
+TEST_CASE(
+    "a request's time to first token splits into queue, own compute, passes' base, extra "
+    "and batch mates") {
+  ReplayConfig cfg = Tiny(1000);
+  cfg.serving.max_batch_tokens = 150;
+  cfg.serving.chunk_tokens = 100;
+  const double e = 2e-4, us = 1e-6, base = 1e-3;
+  Served s(cfg, TraceOf({At(0, Ids(100, 250)), At(0, Ids(400, 50)), At(0, Ids(600, 80))}), e);
+  // pass 1: r0 100 + r1 50 (+ both extras); pass 2: r0 100 + r2 50 (+ r2's); pass 3: r0 50 + r2 30.
+  const double p1 = base + 150 * us + 2 * e, p2 = base + 150 * us + e, p3 = base + 80 * us;
+  struct Want {
+    double queue, compute, bases, mates, ttft;
+  };
+  const Want want[3] = {{0, 250 * us, 3 * base, 50 * us + e + 80 * us + e, p1 + p2 + p3},
+                        {0, 50 * us, base, 100 * us + e, p1},
+                        {p1, 80 * us, 2 * base, 150 * us, p1 + p2 + p3}};
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const ServedRequest& q = s.res.requests[i];
+    const double ttft = static_cast<double>(q.first_token_ns - q.arrival_ns) * 1e-9;
+    const double queue = static_cast<double>(q.admit_ns - q.arrival_ns) * 1e-9;
+    CHECK(ttft == doctest::Approx(want[i].ttft).epsilon(1e-9));
+    CHECK(queue == doctest::Approx(want[i].queue).epsilon(1e-9));
+    CHECK(q.compute_s == doctest::Approx(want[i].compute).epsilon(1e-12));
+    CHECK(q.pass_base_s == doctest::Approx(want[i].bases).epsilon(1e-12));
+    CHECK(q.extra.total_s == e);
+    CHECK(q.extra.gather_s == e);
+    CHECK(BatchMatesS(q) == doctest::Approx(want[i].mates).epsilon(1e-6));
+    // Nothing is left over: queue + its passes = TTFT (no wait between its passes here).
+    CHECK(queue + static_cast<double>(q.in_passes_ns) * 1e-9 == doctest::Approx(ttft));
+  }
 }
 
 TEST_CASE("lpm admits the waiting request with the longest cached prefix first; fcfs by arrival") {
