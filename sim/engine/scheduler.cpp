@@ -300,7 +300,11 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
     rep.waiting.erase(rep.waiting.begin(),
                       rep.waiting.begin() + static_cast<std::ptrdiff_t>(taken.size()));
   }
-  if (rep.pass.empty()) return;
+  if (!rep.pass.empty()) StartPass(r, now);
+}
+
+void ServingReplay::StartPass(size_t r, int64_t now) {
+  Replica& rep = *replicas_[r];
   const double base_s = cost_.PassBaseS();
   double pass_s = base_s;
   int64_t tokens = 0;

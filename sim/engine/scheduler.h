@@ -153,6 +153,9 @@ class ServingReplay {
   struct Running;
   void Arrive(size_t i, int64_t now);
   void TrySchedule(size_t r, int64_t now);
+  // Prices the pass TrySchedule formed in replica r (rep.pass), charges its requests' parts and
+  // schedules its end.
+  void StartPass(size_t r, int64_t now);
   void EndPass(size_t r, int64_t now);
   void ReleaseRequest(size_t r, size_t i, int64_t now);
   // Pushes an event; kinds order events of one time: releases, then pass ends.
