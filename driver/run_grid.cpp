@@ -294,6 +294,36 @@ std::string CsvField(const std::string& s) {
   return q + "\"";
 }
 
+// A run's predicted times (with a hardware profile): TTFT percentiles and the mean request's
+// queue, compute, gather, load-back stalls and exposed backups, from serving mode's schedule
+// (docs/serving.md, "The TTFT breakdown") or the sequential predictor. Absent without a profile.
+struct RunTimes {
+  bool present = false;
+  double p50 = 0, p99 = 0, queue = 0, compute = 0, gather = 0, load_back_stall = 0, backups = 0;
+};
+
+RunTimes TimesOf(const J& r) {
+  RunTimes t;
+  const bool serving = r.contains("serving");
+  if (!serving && !r.contains("predicted")) return t;
+  const J& head = serving ? r["serving"]["total"] : r["predicted"];
+  const J* parts = serving ? (head.contains("predicted") ? &head["predicted"] : nullptr) : &head;
+  const J& count = serving ? head["requests"] : r["requests"];
+  const double n = std::max(1.0, count.get<double>());
+  const auto mean = [&](const char* key) {
+    return parts && parts->contains(key) ? (*parts)[key].get<double>() / n : 0.0;
+  };
+  t.present = true;
+  t.p50 = head["ttft_p50_s"].get<double>();
+  t.p99 = head["ttft_p99_s"].get<double>();
+  t.queue = mean("queue_s");
+  t.compute = mean("compute_s");
+  t.gather = mean("gather_s");
+  t.load_back_stall = mean(serving ? "load_back_stall_s" : "load_back_s");
+  t.backups = mean("backup_exposed_s");
+  return t;
+}
+
 }  // namespace
 
 std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) {
@@ -303,7 +333,9 @@ std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) 
         "host_hit_ratio,device_hit_tokens,host_hit_tokens,computed_tokens,evicted_device_pages,"
         "evicted_host_pages,lane_deficit_failures,uncached_requests,bypassed_pages,"
         "load_back_pages,load_back_bytes,host_write_pages,host_write_bytes,host_write_refused,"
-        "predicted_ttft_p50_s,predicted_ttft_p99_s\n";
+        "predicted_ttft_p50_s,predicted_ttft_p99_s,predicted_queue_mean_s,"
+        "predicted_compute_mean_s,predicted_gather_mean_s,predicted_load_back_stall_mean_s,"
+        "predicted_backup_exposed_mean_s\n";
   char buf[64];
   for (const auto& r : runs) {
     for (const auto& k : vary_keys) os << CsvField(VaryValue(r, k)) << ",";
@@ -316,19 +348,16 @@ std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) 
                   Ratio(r, "/host_hit_tokens"));
     os << buf;
     for (const char* p : kRunCounts) os << "," << I(r, p);
-    // Predicted TTFT percentiles when the run had a hardware profile (serving mode: those of
-    // its schedule, docs/serving.md), else empty fields.
-    if (r.contains("serving")) {
-      std::snprintf(buf, sizeof buf, ",%.9g,%.9g",
-                    r["serving"]["total"]["ttft_p50_s"].get<double>(),
-                    r["serving"]["total"]["ttft_p99_s"].get<double>());
-      os << buf;
-    } else if (r.contains("predicted")) {
-      std::snprintf(buf, sizeof buf, ",%.9g,%.9g", r["predicted"]["ttft_p50_s"].get<double>(),
-                    r["predicted"]["ttft_p99_s"].get<double>());
-      os << buf;
+    // Predicted times when the run had a hardware profile (serving mode: those of its schedule,
+    // docs/serving.md), else empty fields.
+    const RunTimes t = TimesOf(r);
+    if (t.present) {
+      for (double v : {t.p50, t.p99, t.queue, t.compute, t.gather, t.load_back_stall, t.backups}) {
+        std::snprintf(buf, sizeof buf, ",%.9g", v);
+        os << buf;
+      }
     } else {
-      os << ",,";
+      os << ",,,,,,,";
     }
     os << "\n";
   }
@@ -374,7 +403,7 @@ void PrintRunsTable(FILE* out, const J& runs, const std::vector<std::string>& va
   bool predicted = false;
   for (const auto& r : runs) {
     pw = std::max(pw, r["policy"].get<std::string>().size());
-    predicted = predicted || r.contains("predicted");
+    predicted = predicted || TimesOf(r).present;
   }
   for (size_t i = 0; i < vary_keys.size(); ++i)
     std::fprintf(out, "%-*s  ", static_cast<int>(widths[i]), vary_keys[i].c_str());
@@ -399,9 +428,8 @@ void PrintRunsTable(FILE* out, const J& runs, const std::vector<std::string>& va
                  static_cast<long long>(I(r, "/lane_deficit_failures")),
                  static_cast<long long>(I(r, "/uncached_requests")), I(r, "/load_back/bytes") / 1e9,
                  I(r, "/host_writes/bytes") / 1e9);
-    if (r.contains("predicted"))
-      std::fprintf(out, "  %9.3f  %9.3f", r["predicted"]["ttft_p50_s"].get<double>(),
-                   r["predicted"]["ttft_p99_s"].get<double>());
+    const RunTimes t = TimesOf(r);
+    if (t.present) std::fprintf(out, "  %9.3f  %9.3f", t.p50, t.p99);
     std::fprintf(out, "\n");
   }
 }
@@ -502,7 +530,8 @@ void CheckRunFields(const J& r, size_t gi, const Need& need) {
   for (const auto& [section, ptr] : {std::pair{"predicted", "/predicted/ttft_p50_s"},
                                      std::pair{"predicted", "/predicted/ttft_p99_s"},
                                      std::pair{"serving", "/serving/total/ttft_p50_s"},
-                                     std::pair{"serving", "/serving/total/ttft_p99_s"}}) {
+                                     std::pair{"serving", "/serving/total/ttft_p99_s"},
+                                     std::pair{"serving", "/serving/total/requests"}}) {
     if (!r.contains(section)) continue;
     const J::json_pointer at(ptr);
     std::string field = "runs[]" + at.to_string();

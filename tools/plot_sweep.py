@@ -57,7 +57,8 @@ def draw(doc, x=None, source="the sweep"):
     lines = {}
     for r in doc["runs"]:
         label = r["policy"] + "".join(f" {k}={r['vary'][k]}" for k in others)
-        pred = r.get("predicted")
+        # Predicted TTFT: serving mode's schedule, else the sequential predictor (docs/serving.md).
+        pred = r["serving"]["total"] if "serving" in r else r.get("predicted")
         lines.setdefault(label, []).append((x_value(r), r["token_hit_ratio"],
                                             r["device_hit_tokens"] / max(1, r["input_tokens"]),
                                             pred["ttft_p50_s"] if pred else None,

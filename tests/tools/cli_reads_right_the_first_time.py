@@ -175,6 +175,26 @@ def sequential_replay_says_its_load_and_explain_names_its_mode():
           "explain names the mode it explains, and that the config's serving mode is not it")
 
 
+def serving_compare_shows_ttft_and_the_breakdown():
+    cfg = os.path.join(src, "config/default.yaml")
+    csv_path, json_path = os.path.join(work, "serving_compare.csv"), os.path.join(work, "serving_compare.json")
+    r = run("compare", "--trace", TRACE, "--config", cfg, "--policies", "lru,fifo", "--csv", csv_path,
+            "--json", json_path)
+    check(r.returncode == 0 and "TTFT p50   TTFT p99" in r.stdout,
+          f"compare in serving mode prints predicted TTFT ({r.stdout[-400:]!r})")
+    if r.returncode != 0:
+        return
+    runs = json.load(open(json_path))["runs"]
+    rows = list(csv.DictReader(open(csv_path)))
+    for run_, row in zip(runs, rows):
+        total = run_["serving"]["total"]
+        n = total["requests"]
+        check(abs(float(row["predicted_ttft_p50_s"]) - total["ttft_p50_s"]) < 1e-6 and
+              abs(float(row["predicted_compute_mean_s"]) - total["predicted"]["compute_s"] / n) < 1e-6 and
+              abs(float(row["predicted_queue_mean_s"]) - total["predicted"]["queue_s"] / n) < 1e-6,
+              f"compare CSV in serving mode: TTFT and the mean breakdown of {row['policy']} are the schedule's")
+
+
 def check_invariants_is_confirmed():
     r = run("replay", "--trace", TRACE, *SMALL, "--check-invariants")
     check(r.returncode == 0 and re.search(r"invariants .* after each of the 1000 requests: "
@@ -297,6 +317,7 @@ for test in (group_help_lists_subcommands_and_exits_0, help_lists_every_named_ke
              json_to_stdout_stays_parseable_without_quiet, mistyped_option_gets_a_suggestion,
              format_error_names_the_format_option, copied_config_hints_at_its_profile,
              small_host_tier_is_warned, sequential_replay_says_its_load_and_explain_names_its_mode,
+             serving_compare_shows_ttft_and_the_breakdown,
              check_invariants_is_confirmed,
              long_runs_show_progress_with_the_time_left, readme_defaults_agree_with_help,
              exec_timelines_use_integer_thread_ids,
