@@ -15,6 +15,7 @@
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/config_help.h"
+#include "tools/explain_serving.h"
 #include "tools/replay_setup.h"
 #include "traces/input_error.h"
 #include "traces/output_file.h"
@@ -225,10 +226,8 @@ J EvictionsJson(const RequestPlan& p, int ranks) {
   return out;
 }
 
-// The config an explanation is of, and what is explained: one cache in arrival order, whatever
-// serving.mode says (serving mode's
-// replicas and router give another cache state; `replay --requests-csv` has its per-request
-// figures).
+// The config an explanation is of, and the mode it replays: serving.mode's (sequential: one
+// cache in arrival order; serving: the replicas, router and passes, tools/explain_serving.h).
 void AddConfigAndMode(const ReplayConfig& cfg, J& j) {
   j["explain_version"] = 1;
   j["policy"] = cfg.policy;
@@ -237,12 +236,11 @@ void AddConfigAndMode(const ReplayConfig& cfg, J& j) {
   // The device pages the gather's buffers take from the cache (gather.scratch).
   j["gather_scratch"] = GatherScratchJson(GatherScratchOf(cfg), cfg.cache.device_pages_per_lane);
   j["backup_config"] = cfg.backup.schedule;
-  j["mode"] = "sequential";
-  if (cfg.serving.mode == "serving")
-    j["mode_note"] = "the config's serving mode (" + std::to_string(cfg.serving.replicas) +
-                     " replicas, router " + cfg.serving.router +
-                     ") is not replayed here: this follows one cache in arrival order; `kvlanes "
-                     "replay --requests-csv` gives serving mode's figures per request";
+  j["mode"] = cfg.serving.Enabled() ? "serving" : "sequential";
+  if (cfg.serving.Enabled())
+    j["mode_note"] = std::to_string(cfg.serving.replicas) + " replica(s), router " +
+                     cfg.serving.router + ", schedule " + cfg.serving.schedule +
+                     ": the request as serving mode admitted it";
 }
 
 J ExplainJson(const ReplayConfig& cfg, const RequestPlan& p, const CostModel* cost,
@@ -514,6 +512,27 @@ void PrintExplain(const J& j) {
       pr["backup_beyond_forward_s"].get<double>() * 1e3, pr["service_s"].get<double>() * 1e3);
 }
 
+// Serving mode: the request as the schedule admitted it, its decisions priced alone.
+int ExplainServed(const po::variables_map& vm, const ReplayInputs& in, int64_t target) {
+  if (in.config.hardware.profile.empty())
+    throw InputError("", 0, "serving.mode",
+                     "'serving' needs a hardware profile (hardware.profile) to schedule passes");
+  const CostModel cost(LoadHardwareProfile(in.config.hardware.profile), in.config,
+                       in.config.hardware.profile);
+  const ServingAdmission a = ExplainServing(in.config, in.trace, target, cost);
+  const RequestCost c = cost.Request(a.plan, true);
+  J doc = ExplainJson(in.config, a.plan, &cost, &c);
+  doc["request"] = target;  // the trace index (the plan counts within its replica)
+  doc["serving"] = a.block;
+  const std::string out = vm.count("json") ? vm["json"].as<std::string>() : "";
+  if (!out.empty()) WriteFileAtomically(out, doc.dump(2) + "\n");
+  if (out != "-") {
+    PrintExplain(doc);
+    PrintServingAdmission(doc["serving"]);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int CmdExplain(int argc, const char* const* argv) {
@@ -547,6 +566,7 @@ int CmdExplain(int argc, const char* const* argv) {
     if (target < 0 || target >= n)
       throw InputError("", 0, "--request",
                        "must be in 0.." + std::to_string(n - 1) + " for this trace");
+    if (in.config.serving.Enabled()) return ExplainServed(vm, in, target);
     auto policy = MakePolicy(in.config.policy, in.config, in.trace);
     ReplayEngine engine(in.config, *policy, in.trace.block_tokens);
     std::unique_ptr<CostModel> cost;

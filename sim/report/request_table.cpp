@@ -25,9 +25,9 @@ std::string CsvField(const std::string& s) {
 }
 
 const std::vector<std::string> kIntegerColumns = {
-    "request",         "replica",          "input_tokens", "device_hit_tokens",
-    "host_hit_tokens", "computed_tokens",  "cached",       "evicted_pages",
-    "load_back_pages", "write_back_pages", "backup_pages", "prefix_runs"};
+    "request",         "replica",     "input_tokens",    "device_hit_tokens", "host_hit_tokens",
+    "computed_tokens", "cached",      "evicted_pages",   "load_back_pages",   "write_back_pages",
+    "backup_pages",    "prefix_runs", "waited_for_pages"};
 
 }  // namespace
 
@@ -106,6 +106,7 @@ void RequestTable::Served(const ServingResult& res) {
     r.backup_exposed_s = s.extra.backup_exposed_s;
     r.pass_base_s = s.pass_base_s;
     r.batch_mates_s = BatchMatesS(s);
+    r.waited_for_pages = s.waited_for_pages ? 1 : 0;
   }
 }
 
@@ -119,7 +120,7 @@ std::vector<std::string> RequestTable::Columns() const {
   if (timed_)
     c.insert(c.end(), {"service_s", "queue_s", "ttft_s", "compute_s", "gather_s",
                        "load_back_stall_s", "backup_exposed_s"});
-  if (timed_ && serving_) c.insert(c.end(), {"pass_base_s", "batch_mates_s"});
+  if (timed_ && serving_) c.insert(c.end(), {"pass_base_s", "batch_mates_s", "waited_for_pages"});
   return c;
 }
 
@@ -147,6 +148,7 @@ std::vector<int64_t> RequestTable::Integers(const std::string& c) const {
   if (c == "write_back_pages") field = &Row::write_back_pages;
   if (c == "backup_pages") field = &Row::backup_pages;
   if (c == "prefix_runs") field = &Row::prefix_runs;
+  if (timed_ && serving_ && c == "waited_for_pages") field = &Row::waited_for_pages;
   if (!field) throw std::out_of_range("RequestTable: no integer column '" + c + "'");
   std::vector<int64_t> v;
   v.reserve(rows_.size());

@@ -40,7 +40,8 @@ class RequestTable {
   struct Row {
     int64_t request = 0, input_tokens = 0, device_hit_tokens = 0, host_hit_tokens = 0,
             computed_tokens = 0, cached = 0, evicted_pages = 0, load_back_pages = 0,
-            write_back_pages = 0, backup_pages = 0, prefix_runs = 0, replica = 0;
+            write_back_pages = 0, backup_pages = 0, prefix_runs = 0, replica = 0,
+            waited_for_pages = 0;  // serving mode: its admission waited for pages in flight
     double arrival_s = 0, service_s = 0, queue_s = 0, ttft_s = 0;
     // The predicted parts of its time (docs/serving.md#the-ttft-breakdown): its own compute, and
     // gather, load-back stalls and backups beyond the forward pass, each priced alone; in serving

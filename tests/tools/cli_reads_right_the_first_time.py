@@ -168,11 +168,38 @@ def sequential_replay_says_its_load_and_explain_names_its_mode():
     p = json.loads(r.stdout)["predicted"] if r.returncode == 0 else {}
     check(p.get("warning") is None and 0 < p.get("offered_load", 0) < 1,
           f"sequential replay at 4 layers: load below 1, no warning ({p.get('offered_load')})")
-    e = run("explain", "--trace", TRACE, "--config", cfg, "--request", "5")
-    check(e.returncode == 0 and re.search(r"^mode       sequential: the config's serving mode "
-                                          r"\(5 replicas, router prefix\) is not replayed here",
-                                          e.stdout, re.M) is not None,
-          "explain names the mode it explains, and that the config's serving mode is not it")
+    e = run("explain", "--trace", TRACE, "--config", cfg, "--set", "serving.mode=sequential", "--request", "5")
+    check(e.returncode == 0 and re.search(r"^mode       sequential$", e.stdout, re.M) is not None and
+          "serving    replica" not in e.stdout, "explain in sequential mode says so")
+
+
+def explain_in_serving_mode_shows_the_admission():
+    # Tight device pages and one replica: some admissions wait for pages held by requests in flight.
+    cfg = ["--config", os.path.join(src, "config/default.yaml"), "--set", "cache.device_pages_per_lane=800",
+           "--set", "serving.replicas=1"]
+    table = os.path.join(work, "waits.csv")
+    r = run("replay", "--trace", TRACE, *cfg, "-q", "--requests-csv", table)
+    rows = list(csv.DictReader(open(table))) if r.returncode == 0 else []
+    waited = [x for x in rows if x["waited_for_pages"] == "1"]
+    check(len(waited) > 0, f"a tight serving replay has requests that waited for pages ({len(waited)})")
+    if not waited:
+        return
+    row = waited[0]
+    e = run("explain", "--trace", TRACE, *cfg, "--request", row["request"], "--json", "-")
+    doc = json.loads(e.stdout) if e.returncode == 0 else {}
+    sv = doc.get("serving", {})
+    check(doc.get("mode") == "serving" and sv.get("waited_for_pages") is True and
+          abs(sv.get("ttft_s", -1) - float(row["ttft_s"])) < 1e-6 and
+          abs(sv.get("queue_s", -1) - float(row["queue_s"])) < 1e-6,
+          f"explain in serving mode: request {row['request']} waited for pages, with the replay's queue and TTFT")
+    passes = sv.get("passes", [])
+    check(len(passes) > 0 and sum(p["tokens"] for p in passes) == int(row["computed_tokens"]) and
+          all(p["start_s"] >= sv["admitted_s"] - 1e-9 for p in passes),
+          "its passes start after its admission and compute its tokens")
+    t = run("explain", "--trace", TRACE, *cfg, "--request", row["request"])
+    check(t.returncode == 0 and "it waited for pages held by requests in flight" in t.stdout and
+          re.search(r"^pass       at .* batch mates ", t.stdout, re.M) is not None,
+          "the text names the wait and lists each pass with its batch mates")
 
 
 def serving_compare_shows_ttft_and_the_breakdown():
@@ -317,7 +344,7 @@ for test in (group_help_lists_subcommands_and_exits_0, help_lists_every_named_ke
              json_to_stdout_stays_parseable_without_quiet, mistyped_option_gets_a_suggestion,
              format_error_names_the_format_option, copied_config_hints_at_its_profile,
              small_host_tier_is_warned, sequential_replay_says_its_load_and_explain_names_its_mode,
-             serving_compare_shows_ttft_and_the_breakdown,
+             serving_compare_shows_ttft_and_the_breakdown, explain_in_serving_mode_shows_the_admission,
              check_invariants_is_confirmed,
              long_runs_show_progress_with_the_time_left, readme_defaults_agree_with_help,
              exec_timelines_use_integer_thread_ids,
