@@ -300,6 +300,7 @@ std::string CsvField(const std::string& s) {
 struct RunTimes {
   bool present = false;
   double p50 = 0, p99 = 0, queue = 0, compute = 0, gather = 0, load_back_stall = 0, backups = 0;
+  double hit_saved = 0;  // in total, seconds (CostModel::HitSavedS)
 };
 
 RunTimes TimesOf(const J& r) {
@@ -321,6 +322,7 @@ RunTimes TimesOf(const J& r) {
   t.gather = mean("gather_s");
   t.load_back_stall = mean(serving ? "load_back_stall_s" : "load_back_s");
   t.backups = mean("backup_exposed_s");
+  t.hit_saved = mean("hit_saved_s") * n;
   return t;
 }
 
@@ -335,7 +337,7 @@ std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) 
         "load_back_pages,load_back_bytes,host_write_pages,host_write_bytes,host_write_refused,"
         "predicted_ttft_p50_s,predicted_ttft_p99_s,predicted_queue_mean_s,"
         "predicted_compute_mean_s,predicted_gather_mean_s,predicted_load_back_stall_mean_s,"
-        "predicted_backup_exposed_mean_s\n";
+        "predicted_backup_exposed_mean_s,predicted_hit_saved_s\n";
   char buf[64];
   for (const auto& r : runs) {
     for (const auto& k : vary_keys) os << CsvField(VaryValue(r, k)) << ",";
@@ -352,12 +354,13 @@ std::string RunsToCsv(const J& runs, const std::vector<std::string>& vary_keys) 
     // docs/serving.md), else empty fields.
     const RunTimes t = TimesOf(r);
     if (t.present) {
-      for (double v : {t.p50, t.p99, t.queue, t.compute, t.gather, t.load_back_stall, t.backups}) {
+      for (double v : {t.p50, t.p99, t.queue, t.compute, t.gather, t.load_back_stall, t.backups,
+                       t.hit_saved}) {
         std::snprintf(buf, sizeof buf, ",%.9g", v);
         os << buf;
       }
     } else {
-      os << ",,,,,,,";
+      os << ",,,,,,,,";
     }
     os << "\n";
   }
@@ -410,7 +413,7 @@ void PrintRunsTable(FILE* out, const J& runs, const std::vector<std::string>& va
   std::fprintf(out, "%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw),
                "policy", "hit", "device", "host", "evicted dev", "evicted hst", "lane def",
                "uncached", "load-back",
-               predicted ? "host write  TTFT p50   TTFT p99" : "host write");
+               predicted ? "host write  TTFT p50   TTFT p99  hit saved" : "host write");
   for (size_t i = 0; i < vary_keys.size(); ++i)
     std::fprintf(out, "%-*s  ", static_cast<int>(widths[i]), "");
   std::fprintf(out, "%-*s  %7s %7s %7s  %11s %11s  %8s %8s  %10s %10s\n", static_cast<int>(pw), "",
@@ -429,7 +432,7 @@ void PrintRunsTable(FILE* out, const J& runs, const std::vector<std::string>& va
                  static_cast<long long>(I(r, "/uncached_requests")), I(r, "/load_back/bytes") / 1e9,
                  I(r, "/host_writes/bytes") / 1e9);
     const RunTimes t = TimesOf(r);
-    if (t.present) std::fprintf(out, "  %9.3f  %9.3f", t.p50, t.p99);
+    if (t.present) std::fprintf(out, "  %9.3f  %9.3f  %9.3f", t.p50, t.p99, t.hit_saved);
     std::fprintf(out, "\n");
   }
 }

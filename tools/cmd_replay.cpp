@@ -35,6 +35,8 @@ void PrintServingBreakdown(FILE* out, const nlohmann::ordered_json& total) {
                ms("ttft_s"), ms("queue_s"), ms("compute_s"), ms("pass_base_s"), ms("batch_mates_s"),
                ms("extra_s"), ms("between_passes_s"), ms("gather_s"), ms("load_back_stall_s"),
                ms("backup_exposed_s"), ms("write_back_s"), ms("hit_agreement_s"));
+  std::fprintf(out, "    hits saved %.3f s of compute (gather and load-back stalls deducted)\n",
+               p["hit_saved_s"].get<double>());
 }
 
 // Serving mode's lines (docs/serving.md#metrics): load, TTFT in seconds, per replica.
@@ -120,6 +122,8 @@ void PrintSummary(FILE* out, const nlohmann::ordered_json& r) {
         p["total_s"].get<double>(), p["compute_s"].get<double>(), p["gather_s"].get<double>(),
         p["load_back_s"].get<double>(), p["backup_exposed_s"].get<double>(),
         p["write_back_s"].get<double>());
+    std::fprintf(out, "    hits saved %.3f s of compute (gather and load-back stalls deducted)\n",
+                 p["hit_saved_s"].get<double>());
     std::fprintf(out, "    TTFT p50 %.3f s, p99 %.3f s (queueing %.1f s in total)",
                  p["ttft_p50_s"].get<double>(), p["ttft_p99_s"].get<double>(),
                  p["queue_s"].get<double>());

@@ -28,6 +28,7 @@ RequestExtra CostModelForward::RequestExtraS(const RequestPlan& plan) const {
   e.backup_exposed_s = c.backup.beyond_forward_s;
   e.write_back_s = c.write_back_s;
   e.hit_agreement_s = c.hit_agreement_s;
+  e.hit_saved_s = m_.HitSavedS(plan, c);
   return e;
 }
 

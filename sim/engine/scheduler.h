@@ -34,6 +34,7 @@ struct RequestExtra {
   double backup_exposed_s = 0;   // backups beyond the forward pass
   double write_back_s = 0;       // device -> host copies at eviction, before the forward pass
   double hit_agreement_s = 0;    // cache.cp_hit_agreement min: the all-reduce
+  double hit_saved_s = 0;        // CostModel::HitSavedS (not part of total_s)
 };
 
 // The time of a forward pass, the seam between the scheduler and the cost model. A pass takes

@@ -145,6 +145,15 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
   }
 }
 
+double CostModel::HitSavedS(const RequestPlan& p, const RequestCost& c) const {
+  // No prefix: its compute is the uncached compute (priced once, so no rounding residue).
+  const double saved =
+      p.prefix_pages > 0
+          ? ComputeLayerS(p.input_tokens, 0) * static_cast<double>(layers_) - c.compute_s
+          : 0.0;
+  return saved - c.gather_s - c.load_back_exposed_s;
+}
+
 double CostModel::ComputeLayerS(int64_t new_tokens, int64_t prefix_tokens) const {
   return hw_.ComputeLayerS(static_cast<double>(new_tokens), static_cast<double>(prefix_tokens),
                            ranks_);

@@ -62,6 +62,7 @@ struct RequestCost {
   // instance and arrival to the end of the forward pass (TTFT).
   double queue_s = 0;
   double ttft_s = 0;
+  double hit_saved_s = 0;  // CostModel::HitSavedS (set by the Predictor)
 };
 
 // What the cost of one request's forward pass and backups depends on.
@@ -101,6 +102,11 @@ class CostModel {
   double page_layer_bytes() const { return page_layer_bytes_; }  // one page, one layer, all pools
 
   double ComputeLayerS(int64_t new_tokens, int64_t prefix_tokens) const;
+  // The compute seconds a request's cache hit saved (docs/cost_model.md, "Time saved by hits"):
+  // the forward compute of all its input tokens with no cached prefix, minus its compute with the
+  // prefix (`c`), minus the gather and load-back stalls the prefix cost. Negative when the hit
+  // cost more than it saved.
+  double HitSavedS(const RequestPlan& p, const RequestCost& c) const;
   double DeviceCopyS(double payload_bytes) const;  // read + write of the payload
   double DeviceWriteS(double bytes) const;         // write only (zero fill)
   // One kernel, launch included: copying `payload_bytes` / zero-filling `bytes`. Uses the

@@ -36,6 +36,8 @@ const RequestCost& Predictor::Add(const RequestPlan& p, bool schedule_detail) {
   backup_exposed_s_ += last_.backup.beyond_forward_s;
   backup_submit_s_ += last_.backup.submit_s;
   write_back_s_ += last_.write_back_s;
+  last_.hit_saved_s = model_.HitSavedS(p, last_);
+  hit_saved_s_ += last_.hit_saved_s;
   if (timeline_) AddEvents(p, last_, start);
   return last_;
 }
@@ -54,6 +56,7 @@ nlohmann::ordered_json Predictor::Summary() const {
   j["backup_submit_s"] = backup_submit_s_;
   j["write_back_s"] = write_back_s_;
   j["queue_s"] = queue_s_;
+  j["hit_saved_s"] = hit_saved_s_;
   j["ttft_mean_s"] = ttft_s_.empty() ? 0.0 : [&] {
     double s = 0;
     for (double t : ttft_s_) s += t;

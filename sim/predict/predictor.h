@@ -57,6 +57,7 @@ class Predictor {
   double first_arrival_s_ = -1, last_arrival_s_ = 0;
   double total_s_ = 0, compute_s_ = 0, load_back_s_ = 0, load_back_copy_s_ = 0, gather_s_ = 0;
   double backup_exposed_s_ = 0, backup_submit_s_ = 0, write_back_s_ = 0, queue_s_ = 0;
+  double hit_saved_s_ = 0;  // CostModel::HitSavedS summed
   std::vector<double> ttft_s_;
 };
 

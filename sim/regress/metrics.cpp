@@ -61,6 +61,7 @@ const std::vector<MetricInfo>& MetricTable() {
       {"predicted.ttft_mean_s", "/predicted/ttft_mean_s", S::kScalar, true},
       {"predicted.ttft_p50_s", "/predicted/ttft_p50_s", S::kScalar, true},
       {"predicted.ttft_p99_s", "/predicted/ttft_p99_s", S::kScalar, true},
+      {"predicted.hit_saved_s", "/predicted/hit_saved_s", S::kScalar, true},
   };
   return table;
 }

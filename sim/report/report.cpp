@@ -255,6 +255,7 @@ J ServingBreakdown(const std::vector<const ServedRequest*>& reqs) {
     parts.backup_exposed_s += q->extra.backup_exposed_s;
     parts.write_back_s += q->extra.write_back_s;
     parts.hit_agreement_s += q->extra.hit_agreement_s;
+    parts.hit_saved_s += q->extra.hit_saved_s;
   }
   J j;
   j["ttft_s"] = ttft;
@@ -269,6 +270,7 @@ J ServingBreakdown(const std::vector<const ServedRequest*>& reqs) {
   j["write_back_s"] = parts.write_back_s;
   j["hit_agreement_s"] = parts.hit_agreement_s;
   j["between_passes_s"] = between;
+  j["hit_saved_s"] = parts.hit_saved_s;
   return j;
 }
 

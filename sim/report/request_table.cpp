@@ -79,6 +79,7 @@ void RequestTable::Add(const RequestPlan& p, const RequestCost* cost) {
     r.gather_s = cost->gather_s;
     r.load_back_stall_s = cost->load_back_exposed_s;
     r.backup_exposed_s = cost->backup.beyond_forward_s;
+    r.hit_saved_s = cost->hit_saved_s;
   }
   rows_.push_back(std::move(r));
 }
@@ -104,6 +105,7 @@ void RequestTable::Served(const ServingResult& res) {
     r.gather_s = s.extra.gather_s;
     r.load_back_stall_s = s.extra.load_back_stall_s;
     r.backup_exposed_s = s.extra.backup_exposed_s;
+    r.hit_saved_s = s.extra.hit_saved_s;
     r.pass_base_s = s.pass_base_s;
     r.batch_mates_s = BatchMatesS(s);
     r.waited_for_pages = s.waited_for_pages ? 1 : 0;
@@ -119,14 +121,15 @@ std::vector<std::string> RequestTable::Columns() const {
             "prefix_runs", "gather_method", "backup_schedule"});
   if (timed_)
     c.insert(c.end(), {"service_s", "queue_s", "ttft_s", "compute_s", "gather_s",
-                       "load_back_stall_s", "backup_exposed_s"});
+                       "load_back_stall_s", "backup_exposed_s", "hit_saved_s"});
   if (timed_ && serving_) c.insert(c.end(), {"pass_base_s", "batch_mates_s", "waited_for_pages"});
   return c;
 }
 
 RequestTable::Kind RequestTable::ColumnKind(const std::string& c) const {
-  for (const char* real : {"arrival_s", "service_s", "queue_s", "ttft_s", "compute_s", "gather_s",
-                           "load_back_stall_s", "backup_exposed_s", "pass_base_s", "batch_mates_s"})
+  for (const char* real :
+       {"arrival_s", "service_s", "queue_s", "ttft_s", "compute_s", "gather_s", "load_back_stall_s",
+        "backup_exposed_s", "hit_saved_s", "pass_base_s", "batch_mates_s"})
     if (c == real) return Kind::kReal;
   if (c == "gather_method" || c == "backup_schedule") return Kind::kText;
   for (const auto& k : kIntegerColumns)
@@ -166,6 +169,7 @@ std::vector<double> RequestTable::Reals(const std::string& c) const {
   if (timed_ && c == "gather_s") field = &Row::gather_s;
   if (timed_ && c == "load_back_stall_s") field = &Row::load_back_stall_s;
   if (timed_ && c == "backup_exposed_s") field = &Row::backup_exposed_s;
+  if (timed_ && c == "hit_saved_s") field = &Row::hit_saved_s;
   if (timed_ && serving_ && c == "pass_base_s") field = &Row::pass_base_s;
   if (timed_ && serving_ && c == "batch_mates_s") field = &Row::batch_mates_s;
   if (!field) throw std::out_of_range("RequestTable: no real column '" + c + "'");

@@ -47,7 +47,7 @@ class RequestTable {
     // gather, load-back stalls and backups beyond the forward pass, each priced alone; in serving
     // mode also the passes' fixed cost and its batch mates' share of the passes it ran in.
     double compute_s = 0, gather_s = 0, load_back_stall_s = 0, backup_exposed_s = 0,
-           pass_base_s = 0, batch_mates_s = 0;
+           pass_base_s = 0, batch_mates_s = 0, hit_saved_s = 0;
     std::string gather_method, backup_schedule;
   };
   Row FromPlan(const RequestPlan& p) const;

@@ -66,12 +66,17 @@ check(abs(sum(cols["queue_s"]) - rep["predicted"]["queue_s"]) <= 1e-6 * max(1, r
 check(all(t >= s for t, s in zip(cols["ttft_s"], cols["service_s"])), "TTFT >= service time")
 check(abs(sum(cols["compute_s"]) - rep["predicted"]["compute_s"]) <= 1e-6 * rep["predicted"]["compute_s"],
       "compute seconds sum to the predicted total")
+check(abs(sum(cols["hit_saved_s"]) - rep["predicted"]["hit_saved_s"]) <= 1e-6 * max(1, abs(rep["predicted"]["hit_saved_s"])),
+      "seconds saved by hits sum to the predicted total")
+# (the schedule's load-back stall of a request without load-back can be a rounding residue, 1e-15 s)
+check(all(abs(s) < 1e-12 or h > 0 for s, h in zip(cols["hit_saved_s"], cols["device_hit_tokens"])) and
+      any(s > 0 for s in cols["hit_saved_s"]), "only requests with a device hit save time here, and some do")
 
 # serving mode: each request's TTFT splits into queue, its passes' parts and batch mates; the
 # columns sum to the report's breakdown
 d = kvlanes.replay(trace, config="config/default.yaml")
 sv, sc = d["report"]["serving"]["total"]["predicted"], d["requests"]
-for key in ("compute_s", "pass_base_s", "batch_mates_s", "gather_s", "queue_s", "ttft_s"):
+for key in ("compute_s", "pass_base_s", "batch_mates_s", "gather_s", "queue_s", "ttft_s", "hit_saved_s"):
     check(abs(sum(sc[key]) - sv[key]) <= 1e-6 * max(1.0, sv[key]), f"serving {key} sums to total.predicted")
 parts = [sv[k] for k in ("queue_s", "compute_s", "pass_base_s", "extra_s", "batch_mates_s", "between_passes_s")]
 check(abs(sum(parts) - sv["ttft_s"]) <= 1e-6 * sv["ttft_s"],
