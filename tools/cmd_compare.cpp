@@ -103,11 +103,16 @@ int CmdCompare(int argc, const char* const* argv) {
       FILE* console = SummaryStream(vm, {"json", "csv"});
       std::fprintf(
           console,
-          "%zu requests, cp_size %lld, %lld device + %lld host pages per lane, page %lld tokens\n",
+          "%zu requests, cp_size %lld, %lld device + %lld host pages per lane, page %lld tokens; "
+          "%s\n",
           in.trace.requests.size(), static_cast<long long>(in.config.cache.cp_size),
           static_cast<long long>(in.config.cache.device_pages_per_lane),
           static_cast<long long>(in.config.cache.host_pages_per_lane),
-          static_cast<long long>(in.config.cache.page_tokens));
+          static_cast<long long>(in.config.cache.page_tokens),
+          in.config.serving.Enabled()
+              ? ("serving mode, " + std::to_string(in.config.serving.replicas) + " replica(s)")
+                    .c_str()
+              : "sequential mode");
       driver::PrintRunsTable(console, out["runs"], {});
     }
     return 0;

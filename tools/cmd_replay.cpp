@@ -81,9 +81,16 @@ void PrintServing(FILE* out, const nlohmann::ordered_json& s) {
 void PrintSummary(FILE* out, const nlohmann::ordered_json& r) {
   auto i = [&](const char* k) { return r[k].get<int64_t>(); };
   const double in = static_cast<double>(std::max<int64_t>(1, i("input_tokens")));
-  std::fprintf(out, "policy %s on %zu lanes, %lld requests, %lld input tokens\n",
+  // The mode replayed (docs/serving.md): serving mode's replicas, or one cache in arrival order.
+  const std::string mode = r.contains("serving")
+                               ? "serving mode, " +
+                                     std::to_string(r["serving"]["replicas"].get<int64_t>()) +
+                                     " replica(s)"
+                               : std::string("sequential mode, one cache in arrival order");
+  std::fprintf(out, "policy %s on %zu lanes, %lld requests, %lld input tokens; %s\n",
                r["policy"].get<std::string>().c_str(), r["lanes"].size(),
-               static_cast<long long>(i("requests")), static_cast<long long>(i("input_tokens")));
+               static_cast<long long>(i("requests")), static_cast<long long>(i("input_tokens")),
+               mode.c_str());
   std::fprintf(out, "  token hit ratio        %.4f  (device %.4f, host %.4f)\n",
                r["token_hit_ratio"].get<double>(), i("device_hit_tokens") / in,
                i("host_hit_tokens") / in);
