@@ -12,11 +12,12 @@ namespace kvlanes::kernels {
 namespace {
 
 using Byte = unsigned char;
-std::string Num(int64_t v) { return std::to_string(v); }
+std::string TierNum(int64_t v) { return std::to_string(v); }
 
 void RequireSlot(int64_t value, int64_t hi, const char* what, int64_t i) {
-  KVLANES_KERNELS_CHECK(value >= 0 && value < hi, std::string(what) + "[" + Num(i) + "] = " +
-                                                      Num(value) + " outside [0, " + Num(hi) + ")");
+  KVLANES_KERNELS_CHECK(value >= 0 && value < hi, std::string(what) + "[" + TierNum(i) +
+                                                      "] = " + TierNum(value) + " outside [0, " +
+                                                      TierNum(hi) + ")");
 }
 
 }  // namespace
@@ -27,22 +28,23 @@ std::string_view TierDirectionName(TierDirection dir) {
 
 std::string ValidateArgs(const TierCopyArgs& a) {
   if (a.pools.empty() || a.pools.size() > static_cast<size_t>(kMaxPools)) {
-    return "pools: need 1.." + Num(kMaxPools) + " pool pairs, got " + Num(a.pools.size());
+    return "pools: need 1.." + TierNum(kMaxPools) + " pool pairs, got " + TierNum(a.pools.size());
   }
   if (a.num_pages < 0) return "num_pages is negative";
   if (a.layers.begin < 0 || a.layers.end < a.layers.begin) {
-    return "layers: bad range [" + Num(a.layers.begin) + ", " + Num(a.layers.end) + ")";
+    return "layers: bad range [" + TierNum(a.layers.begin) + ", " + TierNum(a.layers.end) + ")";
   }
   const bool moves = a.num_pages > 0 && a.layers.size() > 0;
   for (size_t k = 0; k < a.pools.size(); ++k) {
-    const std::string what = "pools[" + Num(k) + "]";
+    const std::string what = "pools[" + TierNum(k) + "]";
     const PoolGeometry& g = a.pools[k].device.geo;
     if (g.num_layers < 0 || g.num_slots < 0 || g.page_tokens < 1 || g.elem_bytes < 1) {
       return what + ": bad device geometry (page_tokens and elem_bytes must be >= 1)";
     }
     if (a.pools[k].host.num_slots < 0) return what + ": host num_slots is negative";
     if (a.layers.end > g.num_layers) {
-      return what + ": layers end " + Num(a.layers.end) + " > num_layers " + Num(g.num_layers);
+      return what + ": layers end " + TierNum(a.layers.end) + " > num_layers " +
+             TierNum(g.num_layers);
     }
     if (moves && (a.pools[k].device.data == nullptr || a.pools[k].host.data == nullptr)) {
       return what + ": device or host data is null";
@@ -130,9 +132,9 @@ std::vector<Copy2D> PlanTierMemcpys(const TierCopyArgs& a, MemcpyShape shape) {
     };
     for (const PageRun& run : runs) {
       KVLANES_KERNELS_CHECK(run.device_slot >= 0 && run.device_slot + run.num_pages <= g.num_slots,
-                            "device slots of a run outside [0, " + Num(g.num_slots) + ")");
+                            "device slots of a run outside [0, " + TierNum(g.num_slots) + ")");
       KVLANES_KERNELS_CHECK(run.host_slot >= 0 && run.host_slot + run.num_pages <= hslots,
-                            "host slots of a run outside [0, " + Num(hslots) + ")");
+                            "host slots of a run outside [0, " + TierNum(hslots) + ")");
       const int64_t n = run.num_pages;
       const int64_t d0 = run.device_slot;
       const int64_t h0 = run.host_slot;

@@ -2,7 +2,7 @@
 // counted in a history that outlives eviction (a ghost of sightings, not of cache hits).
 //
 // Priority of a device candidate (smallest evicted first): last_access + kBonusEpochs x
-// (min(s, kMaxSightings) - 1), ties by node id, where s is the number of requests that
+// (min(s, kMaxCountedSightings) - 1), ties by node id, where s is the number of requests that
 // contained the block of the node's last page (the deepest one: a request that reaches it
 // passes the node's other blocks). Every request that offers a new extent records each of its
 // blocks once, after its own admission decision, in a 4-way set-associative table of
@@ -30,8 +30,8 @@
 namespace kvlanes {
 namespace {
 
-constexpr uint64_t kBonusEpochs = 1000;  // recency credited per sighting beyond the first
-constexpr uint64_t kMaxSightings = 3;    // sightings beyond this earn nothing more
+constexpr uint64_t kBonusEpochs = 1000;       // recency credited per sighting beyond the first
+constexpr uint64_t kMaxCountedSightings = 3;  // sightings beyond this earn nothing more
 // seen_lru_host writes a node to host from this many sightings on: under write_through the
 // engine asks on a node's first hit, when it has been seen twice, so 3 waits for a second reuse
 // (or a reuse of a prefix the cache had lost); under write_back it keeps pages seen once or
@@ -66,9 +66,10 @@ class SeenLruPolicy final : public QueuePolicy {
   EvictionPlan Plan(const CacheView& view, const LaneDemand& demand) const override;
 
  private:
-  // The class of the node's page j: its block's sightings, within [1, kMaxSightings].
+  // The class of the node's page j: its block's sightings, within [1, kMaxCountedSightings].
   uint64_t Class(const Node& n, int64_t j) const {
-    return std::clamp<uint64_t>(Sightings(n.keys[static_cast<size_t>(j)].block), 1, kMaxSightings);
+    return std::clamp<uint64_t>(Sightings(n.keys[static_cast<size_t>(j)].block), 1,
+                                kMaxCountedSightings);
   }
   // Priority of the node's first `pages` pages: that of their last page.
   EvictionPriority Key(const Node& n, int64_t pages) const {

@@ -84,7 +84,7 @@ void WarmPageCache(const std::string& path) {
   ::close(fd);
 }
 
-double Median(std::vector<double> v) {
+double ReadMedian(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -100,7 +100,7 @@ Times Time(int reps, Fn&& fn) {
     wall.push_back(WallSeconds() - w);
     cpu.push_back(CpuSeconds() - c);
   }
-  return Times{Median(cpu), Median(wall)};
+  return Times{ReadMedian(cpu), ReadMedian(wall)};
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ struct StageTimes {
 // Medians of each clock of `v`.
 StageTimes MedianTimes(const std::vector<StageTimes>& v);
 
-double Median(std::vector<double> v) {
+double ReplayMedian(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -146,7 +146,7 @@ StageTimes MedianTimes(const std::vector<StageTimes>& v) {
     p.push_back(t.process);
     w.push_back(t.wall);
   }
-  return {Median(c), Median(p), Median(w)};
+  return {ReplayMedian(c), ReplayMedian(p), ReplayMedian(w)};
 }
 
 struct FloorTimes {
@@ -354,9 +354,9 @@ FloorTimes MedianFloor(const std::vector<FloorTimes>& floors) {
     k.push_back(f.keys);
   }
   FloorTimes fl;
-  fl.read = Median(r);
-  fl.parse = Median(p);
-  fl.keys = Median(k);
+  fl.read = ReplayMedian(r);
+  fl.parse = ReplayMedian(p);
+  fl.keys = ReplayMedian(k);
   fl.page_keys = floors[0].page_keys;
   return fl;
 }
@@ -449,8 +449,8 @@ struct BenchMedians {
 BenchMedians MediansOf(const BenchReplayRun& b) {
   BenchMedians m{};
   m.n = static_cast<double>(b.trace.requests.size());
-  m.replay = Median(b.rr.replay_s);
-  m.report = Median(b.rep_t.report_s);
+  m.replay = ReplayMedian(b.rr.replay_s);
+  m.report = ReplayMedian(b.rep_t.report_s);
   m.driver_t = MedianTimes(b.out_t.driver_s);
   m.plan_t = MedianTimes(b.out_t.plan_s) - m.driver_t;
   m.timeline_t = b.has_profile ? MedianTimes(b.out_t.timeline_s) - m.driver_t : StageTimes{};
@@ -566,7 +566,7 @@ void PrintBenchReplay(const BenchReplayRun& b) {
   if (!b.dflt.path.empty()) {
     std::printf("driver under %s (scale %d):\n", b.dflt.path.c_str(), scale);
     for (size_t k = 0; k < b.dflt.names.size(); ++k)
-      row(("  " + b.dflt.names[k]).c_str(), Median(b.dflt.driver_s[k]));
+      row(("  " + b.dflt.names[k]).c_str(), ReplayMedian(b.dflt.driver_s[k]));
   }
   // The output stages against the replay (engine loop), by each clock: the target is <= 1x
   // (docs/replay.md, "Speed"). The replay is one thread, so its time stands for all three.
@@ -647,7 +647,7 @@ nlohmann::ordered_json BenchReplayJson(const BenchReplayRun& b) {
     nlohmann::ordered_json d;
     d["config"] = b.dflt.path;
     for (size_t k = 0; k < b.dflt.names.size(); ++k)
-      d["driver_s"][b.dflt.names[k]] = Median(b.dflt.driver_s[k]);
+      d["driver_s"][b.dflt.names[k]] = ReplayMedian(b.dflt.driver_s[k]);
     j["default_config"] = d;
   }
   return j;

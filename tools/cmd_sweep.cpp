@@ -42,7 +42,7 @@ std::vector<std::string> VaryKeys(const J& grid) {
 
 // The plotting script: $KVLANES_PLOT_SCRIPT, else plot_sweep.py beside the executable (the build
 // copies it there), else the source tree's tools/plot_sweep.py.
-std::string PlotScript() {
+std::string SweepPlotScript() {
   if (const char* env = std::getenv("KVLANES_PLOT_SCRIPT")) return env;
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -64,7 +64,7 @@ std::string Python() {
 
 // Draws `sweep_json` (a file) into `plot` with python3 + matplotlib. Throws InputError.
 void Plot(const std::string& sweep_json, const std::string& plot) {
-  const std::string script = PlotScript(), python = Python();
+  const std::string script = SweepPlotScript(), python = Python();
   std::vector<std::string> args = {python, script, sweep_json, plot};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -157,8 +157,8 @@ void AddOutputOptions(po::options_description& desc) {
       "quiet,q", po::bool_switch(), "no progress, no table")("help,h", "this help");
 }
 
-bool Parse(int argc, const char* const* argv, const po::options_description& desc,
-           const po::positional_options_description& pos, po::variables_map& vm) {
+bool ParseSweep(int argc, const char* const* argv, const po::options_description& desc,
+                const po::positional_options_description& pos, po::variables_map& vm) {
   try {
     po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
     po::notify(vm);
@@ -169,7 +169,7 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
   }
 }
 
-void PrintSweepHelp(const char* command, const po::options_description& desc) {
+void PrintSweepCommandHelp(const char* command, const po::options_description& desc) {
   PrintHelp(
       std::cout,
       std::string(command) +
@@ -215,9 +215,9 @@ int CmdSweep(int argc, const char* const* argv) {
   hidden.add_options()("policy", po::value<std::string>(), "");
   po::options_description all;
   all.add(desc).add(hidden);
-  if (!Parse(argc, argv, all, pos, vm)) return 2;
+  if (!ParseSweep(argc, argv, all, pos, vm)) return 2;
   if (vm.count("help")) {
-    PrintSweepHelp(argv[0], desc);
+    PrintSweepCommandHelp(argv[0], desc);
     return 0;
   }
   try {
@@ -301,7 +301,7 @@ int CmdSweepMerge(int argc, const char* const* argv) {
   po::positional_options_description pos;
   pos.add("shards", -1);
   po::variables_map vm;
-  if (!Parse(argc, argv, desc, pos, vm)) return 2;
+  if (!ParseSweep(argc, argv, desc, pos, vm)) return 2;
   if (vm.count("help")) {
     PrintHelp(
         std::cout, std::string(argv[0]) + " SHARD.json... [--json FILE] [--csv FILE] [--plot FILE]",

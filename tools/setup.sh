@@ -46,6 +46,10 @@ packages=(cmake g++ make python3 libeigen3-dev libyaml-cpp-dev libboost-program-
 # The Python module (python/, docs/python.md) is built by the test and install commands.
 if [[ $mode == test || $mode == install ]]; then packages+=(pybind11-dev python3-dev); fi
 if [[ $mode == format ]]; then packages=(clang-format); fi
+# Ninja, where packages can be installed (root); otherwise make builds (without it where missing).
+if [[ $mode != format && $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+  packages+=(ninja-build)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -73,7 +77,19 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >build-configure.log 2>&1 || {
+# The set-up build: -O2 as in RelWithDebInfo but without debug information (Release with -O2,
+# the same optimisation, so the same outputs and speed), each target compiled as one translation
+# unit (CMake's unity build: the heavy third-party headers are parsed and their templates compiled
+# once per target, not once per file), Ninja where installed (it compiles a target's files while
+# the libraries it links are still being built), test executables at -O1 (their own code only:
+# it compiles in less time, the product libraries they test keep -O2). A build folder keeps the
+# generator it was made with.
+# Developers wanting debug information or per-file rebuilds configure their own folder (README).
+gen=()
+if [[ ! -f build/CMakeCache.txt ]] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
+cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O2 \
+    "-DCMAKE_CUDA_FLAGS_RELEASE=-O2 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=0 \
+    -DKVLANES_TEST_CXX_FLAGS=-O1 "${launcher[@]}" >build-configure.log 2>&1 || {
   cat build-configure.log >&2; echo "setup: cmake configure failed (log above)" >&2; exit 1; }
 rm -f build-configure.log
 

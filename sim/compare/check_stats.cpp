@@ -118,7 +118,7 @@ namespace {
 
 double Ape(double predicted, double measured) { return std::fabs(predicted - measured) / measured; }
 
-std::string Pct(double v) {
+std::string CheckPct(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.2f%%", 100 * v);
   return b;
@@ -250,9 +250,10 @@ void PickWorst(const CheckOptions& opt, CheckReport& r) {
 
 void RowReasons(const KindRow& k, const CheckOptions& opt, std::vector<std::string>& reasons) {
   if (k.stats.median > opt.max_median)
-    reasons.push_back(k.kind + " median APE " + Pct(k.stats.median) + " > " + Pct(opt.max_median));
+    reasons.push_back(k.kind + " median APE " + CheckPct(k.stats.median) + " > " +
+                      CheckPct(opt.max_median));
   if (k.stats.p95 > opt.max_p95)
-    reasons.push_back(k.kind + " p95 APE " + Pct(k.stats.p95) + " > " + Pct(opt.max_p95));
+    reasons.push_back(k.kind + " p95 APE " + CheckPct(k.stats.p95) + " > " + CheckPct(opt.max_p95));
 }
 
 // The verdict: pass when no row, the total or (unless allowed) a missing id gives a reason.
@@ -263,8 +264,8 @@ void Verdict(const CheckOptions& opt, CheckReport& r) {
   if (!r.total_available)
     r.reasons.push_back("whole-replay total not measured: " + r.total_unavailable);
   else if (r.total_error > opt.max_total)
-    r.reasons.push_back("whole-replay total error " + Pct(r.total_error) + " > " +
-                        Pct(opt.max_total));
+    r.reasons.push_back("whole-replay total error " + CheckPct(r.total_error) + " > " +
+                        CheckPct(opt.max_total));
   if (!opt.allow_missing && (r.predicted_only.count || r.measured_only.count))
     r.reasons.push_back(std::to_string(r.predicted_only.count) + " predicted ids not measured, " +
                         std::to_string(r.measured_only.count) + " measured ids not predicted");
@@ -357,9 +358,9 @@ std::string FormatCheckReport(const CheckReport& r) {
   o << line;
   auto row = [&](const KindRow& k) {
     std::snprintf(line, sizeof line, "%-12s %7zu %10s %10s %10s %13.6g %13.6g  %s\n",
-                  k.kind.c_str(), k.stats.count, Pct(k.stats.median).c_str(),
-                  Pct(k.stats.p95).c_str(), Pct(k.stats.max).c_str(), k.predicted_s, k.measured_s,
-                  k.pass ? "pass" : "FAIL");
+                  k.kind.c_str(), k.stats.count, CheckPct(k.stats.median).c_str(),
+                  CheckPct(k.stats.p95).c_str(), CheckPct(k.stats.max).c_str(), k.predicted_s,
+                  k.measured_s, k.pass ? "pass" : "FAIL");
     o << line;
   };
   for (const KindRow& k : r.kinds) row(k);
@@ -370,8 +371,8 @@ std::string FormatCheckReport(const CheckReport& r) {
   if (r.total_available) {
     std::snprintf(line, sizeof line,
                   "whole replay: predicted %.6g s, measured %.6g s, error %s (max %s): %s\n",
-                  r.total_predicted_s, r.total_measured_s, Pct(r.total_error).c_str(),
-                  Pct(r.options.max_total).c_str(),
+                  r.total_predicted_s, r.total_measured_s, CheckPct(r.total_error).c_str(),
+                  CheckPct(r.options.max_total).c_str(),
                   r.total_error <= r.options.max_total ? "pass" : "FAIL");
     o << line;
   } else {
@@ -400,7 +401,7 @@ std::string FormatCheckReport(const CheckReport& r) {
     for (const JoinedOp& w : r.worst) {
       std::snprintf(line, sizeof line,
                     "  %-28s %-11s predicted %11.4g s  measured %11.4g s  APE %s\n", w.id.c_str(),
-                    w.kind.c_str(), w.predicted_s, w.measured_s, Pct(w.ape).c_str());
+                    w.kind.c_str(), w.predicted_s, w.measured_s, CheckPct(w.ape).c_str());
       o << line;
     }
   }

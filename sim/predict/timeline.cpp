@@ -10,7 +10,7 @@ namespace kvlanes {
 namespace {
 
 namespace ja = json_append;
-constexpr size_t kBufferBytes = size_t{1} << 20;
+constexpr size_t kTimelineBufferBytes = size_t{1} << 20;
 // An event's bytes besides its name and args: the separator, the fixed keys, pid, tid, three
 // numbers (ts, dur or "s", the request) and the braces, with room to spare.
 constexpr size_t kEventBytes = 96 + 5 * ja::kMaxNumberChars;
@@ -46,7 +46,7 @@ char* Put(char* p, std::string_view s) {
 
 TimelineWriter::TimelineWriter(std::ostream& out, int ranks, TimelineWriterOptions opts)
     : out_(out), ranks_(ranks), opts_(std::move(opts)) {
-  buf_.resize(kBufferBytes + (kBufferBytes >> 3));
+  buf_.resize(kTimelineBufferBytes + (kTimelineBufferBytes >> 3));
   const std::string_view open = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   std::memcpy(buf_.data(), open.data(), open.size());
   len_ = open.size();
@@ -130,7 +130,7 @@ void TimelineWriter::Drain() {
 void TimelineWriter::Format(const Chunk& c) {
   for (const Event& e : c.events) {
     FormatEvent(c, e);
-    if (len_ >= kBufferBytes) Drain();
+    if (len_ >= kTimelineBufferBytes) Drain();
   }
 }
 

@@ -9,7 +9,7 @@ namespace kvlanes {
 namespace {
 
 namespace ja = json_append;
-constexpr size_t kBufferBytes = size_t{1} << 20;
+constexpr size_t kServingBufferBytes = size_t{1} << 20;
 
 double Us(int64_t ns) { return static_cast<double>(ns) * 1e-3; }
 
@@ -21,7 +21,7 @@ ServingTimelineWriter::ServingTimelineWriter(std::ostream& out, int replicas, si
       passes_(static_cast<size_t>(replicas), 0),
       slots_named_(static_cast<size_t>(replicas), 0),
       started_(requests, 0) {
-  buf_.reserve(kBufferBytes + 4096);
+  buf_.reserve(kServingBufferBytes + 4096);
   buf_.append("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   for (int r = 0; r < replicas; ++r) {
     Meta(r, 0, "process_name", "replica " + std::to_string(r), -1);
@@ -45,7 +45,7 @@ void ServingTimelineWriter::Meta(int pid, int tid, const char* kind, const std::
 }
 
 void ServingTimelineWriter::Flush(bool force) {
-  if (!force && buf_.size() < kBufferBytes) return;
+  if (!force && buf_.size() < kServingBufferBytes) return;
   out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
   buf_.clear();
 }

@@ -9,7 +9,7 @@
 namespace kvlanes::exec::testing {
 namespace {
 
-int64_t ExpectedVerifiedBytes(const PlanFile& pf, const ReplayConfig& cfg) {
+int64_t RingVerifiedBytes(const PlanFile& pf, const ReplayConfig& cfg) {
   const int64_t page_layer = cfg.model.PageBytes(cfg.cache.page_tokens) / cfg.model.layers;
   int64_t b = 0;
   for (const RequestPlan& p : pf.requests) {
@@ -46,7 +46,7 @@ TEST_CASE("host backend gathers layers ahead into a ring of dense layers and che
       const RunOutcome out = RunLocal(plan, o);
       REQUIRE_MESSAGE(out.exit_code == 0, out.message);
       const nlohmann::json m = ReadJson(o.out);
-      CHECK(m["verified_bytes"].get<int64_t>() == ExpectedVerifiedBytes(pf, cfg));
+      CHECK(m["verified_bytes"].get<int64_t>() == RingVerifiedBytes(pf, cfg));
       CHECK(NoChildrenLeft());
     }
 }

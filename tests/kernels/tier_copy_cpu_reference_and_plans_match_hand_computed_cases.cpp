@@ -19,7 +19,7 @@ namespace {
 // layer 0 = [slot0: 0 1][slot1: 2 3], layer 1 = [slot0: 4 5][slot1: 6 7].
 const k::PoolGeometry kSmall{.num_layers = 2, .num_slots = 2, .page_tokens = 2, .elem_bytes = 1};
 
-Bytes Iota(int64_t n) {
+Bytes IotaBytes(int64_t n) {
   Bytes b(static_cast<size_t>(n));
   std::iota(b.begin(), b.end(), 0);
   return b;
@@ -58,7 +58,7 @@ TEST_CASE("a device-to-host copy of two swapped pages lands in each host layout"
     const k::HostLayout layout = entry.first;
     const Bytes& host_expected = entry.second;
     CAPTURE(k::HostLayoutName(layout));
-    Bytes dev = Iota(8);
+    Bytes dev = IotaBytes(8);
     Bytes host(8, 0xEE);
     const k::TierPoolPair pair{.device = {.data = dev.data(), .geo = kSmall},
                                .host = {.data = host.data(), .num_slots = 2, .layout = layout}};
@@ -77,12 +77,12 @@ TEST_CASE("a device-to-host copy of two swapped pages lands in each host layout"
     args.pools = {&back, 1};
     args.direction = k::TierDirection::kHostToDevice;
     k::TierCopyCpu(args);
-    CHECK(cleared == Iota(8));
+    CHECK(cleared == IotaBytes(8));
   }
 }
 
 TEST_CASE("a tier copy of one layer leaves the other layer untouched") {
-  Bytes dev = Iota(8);
+  Bytes dev = IotaBytes(8);
   Bytes host(8, 0xEE);
   const std::vector<int32_t> dev_slots = {1}, host_slots = {0};
   const k::TierPoolPair pair{

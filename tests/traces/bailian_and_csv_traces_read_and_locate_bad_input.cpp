@@ -21,7 +21,7 @@ namespace {
 using testing::ScratchDir;
 using testing::ShippedTrace;
 
-std::string Slurp(const std::string& path) {
+std::string SlurpLines(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
@@ -72,7 +72,7 @@ TEST_CASE("the bailian reader loads the shipped sample exactly as written") {
   const Trace t = LoadTrace({path}, TraceFormat::kBailian, Page16());
   CHECK(t.format == TraceFormat::kBailian);
   CHECK(t.block_tokens == 16);
-  std::istringstream lines(Slurp(path));
+  std::istringstream lines(SlurpLines(path));
   std::string text;
   size_t i = 0;
   while (std::getline(lines, text)) {
@@ -195,7 +195,7 @@ TEST_CASE("the csv reader loads the shipped sample exactly as written") {
   CHECK(t.format == TraceFormat::kCsv);
   CHECK(t.block_tokens == 512);
   // An independent parse of the same text.
-  std::istringstream lines(Slurp(path));
+  std::istringstream lines(SlurpLines(path));
   std::string text;
   std::getline(lines, text);
   CHECK(text == "timestamp_ms,input_length,output_length,hash_ids");

@@ -25,8 +25,9 @@ using testing::ScratchDir;
 
 // Loads and expects an InputError at exactly path:line with `field`, the message containing
 // `fragment`.
-void ExpectError(const std::string& path, std::optional<TraceFormat> fmt, int64_t line,
-                 const std::string& field, const std::string& fragment, TraceOptions opt = {}) {
+void ExpectHostileError(const std::string& path, std::optional<TraceFormat> fmt, int64_t line,
+                        const std::string& field, const std::string& fragment,
+                        TraceOptions opt = {}) {
   try {
     LoadTrace({path}, fmt, opt);
     FAIL("expected an InputError at " << path << ":" << line << " field " << field);
@@ -48,23 +49,24 @@ std::string Mooncake(const std::string& second_line) { return kLine1 + second_li
 
 TEST_CASE("a number beyond a double is refused naming its field, in every reader") {
   ScratchDir dir;
-  ExpectError(dir.Write("a.jsonl", Mooncake(R"({"timestamp": 1e400, "input_length": 600,)"
-                                            R"( "output_length": 5, "hash_ids": [1, 2]})")),
-              TraceFormat::kMooncake, 2, "timestamp", "number 1e400 overflows a double");
-  ExpectError(dir.Write("b.jsonl", Mooncake(R"({"timestamp": 1, "input_length": -1e400,)"
-                                            R"( "output_length": 5, "hash_ids": [1, 2]})")),
-              std::nullopt, 2, "input_length", "overflows a double");
-  ExpectError(dir.Write("c.jsonl", Mooncake(R"({"timestamp": 1, "input_length": 600,)"
-                                            R"( "output_length": 5, "hash_ids": [1, 2e400]})")),
-              std::nullopt, 2, "hash_ids", "element 1 must be a non-negative integer");
-  ExpectError(dir.Write("k.json",
-                        "{\"block_size\": 64,\n\"requests\": [\n"
-                        "{\"t\": 1e999, \"in\": 10, \"out\": 1, \"hash_ids\": []}]}\n"),
-              std::nullopt, 3, "t", "number 1e999 overflows a double");
-  ExpectError(dir.Write("t.jsonl",
-                        "{\"timestamp\": 0, \"tokens\": [1, 1e400], "
-                        "\"output_length\": 1}\n"),
-              std::nullopt, 1, "tokens", "element 1 must be a non-negative integer");
+  ExpectHostileError(dir.Write("a.jsonl", Mooncake(R"({"timestamp": 1e400, "input_length": 600,)"
+                                                   R"( "output_length": 5, "hash_ids": [1, 2]})")),
+                     TraceFormat::kMooncake, 2, "timestamp", "number 1e400 overflows a double");
+  ExpectHostileError(dir.Write("b.jsonl", Mooncake(R"({"timestamp": 1, "input_length": -1e400,)"
+                                                   R"( "output_length": 5, "hash_ids": [1, 2]})")),
+                     std::nullopt, 2, "input_length", "overflows a double");
+  ExpectHostileError(
+      dir.Write("c.jsonl", Mooncake(R"({"timestamp": 1, "input_length": 600,)"
+                                    R"( "output_length": 5, "hash_ids": [1, 2e400]})")),
+      std::nullopt, 2, "hash_ids", "element 1 must be a non-negative integer");
+  ExpectHostileError(dir.Write("k.json",
+                               "{\"block_size\": 64,\n\"requests\": [\n"
+                               "{\"t\": 1e999, \"in\": 10, \"out\": 1, \"hash_ids\": []}]}\n"),
+                     std::nullopt, 3, "t", "number 1e999 overflows a double");
+  ExpectHostileError(dir.Write("t.jsonl",
+                               "{\"timestamp\": 0, \"tokens\": [1, 1e400], "
+                               "\"output_length\": 1}\n"),
+                     std::nullopt, 1, "tokens", "element 1 must be a non-negative integer");
   // A number the reader does not use is only syntax-checked: the file loads.
   const std::string ignored =
       dir.Write("i.jsonl", R"({"timestamp": 0, "input_length": 600, "output_length": 5,)"
@@ -75,26 +77,27 @@ TEST_CASE("a number beyond a double is refused naming its field, in every reader
 
 TEST_CASE("an integer beyond 64 bits is refused as too large, naming its field") {
   ScratchDir dir;
-  ExpectError(dir.Write("a.jsonl", Mooncake(R"({"timestamp": 1, "input_length": )"
-                                            R"(99999999999999999999, "output_length": 5,)"
-                                            R"( "hash_ids": [1, 2]})")),
-              TraceFormat::kMooncake, 2, "input_length",
-              "integer 99999999999999999999 is too large");
-  ExpectError(dir.Write("b.jsonl", Mooncake(R"({"timestamp": 9223372036854775808,)"
-                                            R"( "input_length": 600, "output_length": 5,)"
-                                            R"( "hash_ids": [1, 2]})")),
-              TraceFormat::kMooncake, 2, "timestamp", "is too large");
-  ExpectError(dir.Write("c.jsonl", Mooncake(R"({"timestamp": 9223372036855, "input_length": 600,)"
-                                            R"( "output_length": 5, "hash_ids": [1, 2]})")),
-              TraceFormat::kMooncake, 2, "timestamp", "ms is too large");
-  ExpectError(dir.Write("d.jsonl", Mooncake(R"({"timestamp": 1, "input_length": 600,)"
-                                            R"( "output_length": 5, "hash_ids": [1,)"
-                                            R"( 18446744073709551616]})")),
-              TraceFormat::kMooncake, 2, "hash_ids", "element 1 is 18446744073709551616");
-  ExpectError(dir.Write("t.jsonl",
-                        "{\"timestamp\": 0, \"tokens\": [9223372036854775808], "
-                        "\"output_length\": 1}\n"),
-              TraceFormat::kTokens, 1, "tokens", "below 2^63");
+  ExpectHostileError(dir.Write("a.jsonl", Mooncake(R"({"timestamp": 1, "input_length": )"
+                                                   R"(99999999999999999999, "output_length": 5,)"
+                                                   R"( "hash_ids": [1, 2]})")),
+                     TraceFormat::kMooncake, 2, "input_length",
+                     "integer 99999999999999999999 is too large");
+  ExpectHostileError(dir.Write("b.jsonl", Mooncake(R"({"timestamp": 9223372036854775808,)"
+                                                   R"( "input_length": 600, "output_length": 5,)"
+                                                   R"( "hash_ids": [1, 2]})")),
+                     TraceFormat::kMooncake, 2, "timestamp", "is too large");
+  ExpectHostileError(
+      dir.Write("c.jsonl", Mooncake(R"({"timestamp": 9223372036855, "input_length": 600,)"
+                                    R"( "output_length": 5, "hash_ids": [1, 2]})")),
+      TraceFormat::kMooncake, 2, "timestamp", "ms is too large");
+  ExpectHostileError(dir.Write("d.jsonl", Mooncake(R"({"timestamp": 1, "input_length": 600,)"
+                                                   R"( "output_length": 5, "hash_ids": [1,)"
+                                                   R"( 18446744073709551616]})")),
+                     TraceFormat::kMooncake, 2, "hash_ids", "element 1 is 18446744073709551616");
+  ExpectHostileError(dir.Write("t.jsonl",
+                               "{\"timestamp\": 0, \"tokens\": [9223372036854775808], "
+                               "\"output_length\": 1}\n"),
+                     TraceFormat::kTokens, 1, "tokens", "below 2^63");
 }
 
 // {"t": 0, "type": "subagent", "requests": [ ... ]} nested `depth` times.
@@ -109,12 +112,13 @@ std::string NestedGroups(int depth) {
 
 TEST_CASE("100,000 nested sub-agent groups give a depth error, not a stack overflow") {
   ScratchDir dir;
-  ExpectError(dir.Write("deep.json", NestedGroups(100'000)), std::nullopt, 1, "",
-              "nested deeper than 256 levels");
-  ExpectError(dir.Write("deep_arrays.jsonl",
-                        R"({"timestamp": 0, "input_length": 600, "output_length": 5, "x": )" +
-                            std::string(100'000, '[') + std::string(100'000, ']') + "}\n"),
-              TraceFormat::kMooncake, 1, "", "nested deeper than 256 levels");
+  ExpectHostileError(dir.Write("deep.json", NestedGroups(100'000)), std::nullopt, 1, "",
+                     "nested deeper than 256 levels");
+  ExpectHostileError(
+      dir.Write("deep_arrays.jsonl",
+                R"({"timestamp": 0, "input_length": 600, "output_length": 5, "x": )" +
+                    std::string(100'000, '[') + std::string(100'000, ']') + "}\n"),
+      TraceFormat::kMooncake, 1, "", "nested deeper than 256 levels");
   // Nesting within the limit is flattened, with times adding up along the chain of groups.
   const Trace t = LoadTrace({dir.Write("ok.json", NestedGroups(100))}, std::nullopt, {});
   REQUIRE(t.requests.size() == 1);
@@ -123,28 +127,29 @@ TEST_CASE("100,000 nested sub-agent groups give a depth error, not a stack overf
 
 TEST_CASE("duplicate keys in a record are refused naming the key and the line") {
   ScratchDir dir;
-  ExpectError(dir.Write("a.jsonl", Mooncake(R"({"timestamp": 1, "input_length": 600,)"
-                                            R"( "timestamp": 2, "output_length": 5,)"
-                                            R"( "hash_ids": [1, 2]})")),
-              TraceFormat::kMooncake, 2, "timestamp", "duplicate key \"timestamp\"");
-  ExpectError(
+  ExpectHostileError(dir.Write("a.jsonl", Mooncake(R"({"timestamp": 1, "input_length": 600,)"
+                                                   R"( "timestamp": 2, "output_length": 5,)"
+                                                   R"( "hash_ids": [1, 2]})")),
+                     TraceFormat::kMooncake, 2, "timestamp", "duplicate key \"timestamp\"");
+  ExpectHostileError(
       dir.Write("b.jsonl", Mooncake(R"({"timestamp": 1, "input_length": 600, "x": 1,)"
                                     R"( "output_length": 5, "x": {}, "hash_ids": [1, 2]})")),
       std::nullopt, 2, "x", "duplicate key \"x\"");
-  ExpectError(dir.Write("k.json",
-                        "{\"block_size\": 64,\n\"requests\": [\n"
-                        "{\"t\": 0, \"in\": 10, \"out\": 1, \"hash_ids\": []},\n"
-                        "{\"t\": 1, \"in\": 10,\n \"in\": 11, \"out\": 1, \"hash_ids\": []}]}\n"),
-              std::nullopt, 5, "in", "duplicate key \"in\"");
-  ExpectError(dir.Write("t.jsonl",
-                        "{\"timestamp\": 0, \"tokens\": [1], \"tokens\": [2], "
-                        "\"output_length\": 1}\n"),
-              TraceFormat::kTokens, 1, "tokens", "duplicate key");
+  ExpectHostileError(
+      dir.Write("k.json",
+                "{\"block_size\": 64,\n\"requests\": [\n"
+                "{\"t\": 0, \"in\": 10, \"out\": 1, \"hash_ids\": []},\n"
+                "{\"t\": 1, \"in\": 10,\n \"in\": 11, \"out\": 1, \"hash_ids\": []}]}\n"),
+      std::nullopt, 5, "in", "duplicate key \"in\"");
+  ExpectHostileError(dir.Write("t.jsonl",
+                               "{\"timestamp\": 0, \"tokens\": [1], \"tokens\": [2], "
+                               "\"output_length\": 1}\n"),
+                     TraceFormat::kTokens, 1, "tokens", "duplicate key");
   // Many keys: the set that takes over from the list still finds the repeat.
   std::string many = R"({"timestamp": 0, "input_length": 600, "output_length": 5, )";
   for (int i = 0; i < 200; ++i) many += "\"k" + std::to_string(i) + "\": 0, ";
   many += R"("k150": 1, "hash_ids": [1, 2]})";
-  ExpectError(dir.Write("m.jsonl", many + "\n"), std::nullopt, 1, "k150", "duplicate key");
+  ExpectHostileError(dir.Write("m.jsonl", many + "\n"), std::nullopt, 1, "k150", "duplicate key");
 }
 
 TEST_CASE("a UTF-8 byte order mark is accepted at the start of a file and named elsewhere") {
@@ -156,23 +161,23 @@ TEST_CASE("a UTF-8 byte order mark is accepted at the start of a file and named 
                                                "\"in\": 64, \"out\": 1, \"hash_ids\": [1]}]}")},
                   TraceFormat::kKvTester, {})
             .requests.size() == 1);
-  ExpectError(dir.Write("mid.jsonl", kLine1 + bom + kLine1), TraceFormat::kMooncake, 2, "",
-              "byte order mark (BOM; one is accepted only at the start of a file)");
+  ExpectHostileError(dir.Write("mid.jsonl", kLine1 + bom + kLine1), TraceFormat::kMooncake, 2, "",
+                     "byte order mark (BOM; one is accepted only at the start of a file)");
 }
 
 TEST_CASE("a format given that the file does not have says what the file looks like") {
   ScratchDir dir;
   const std::string m = dir.Write("m.jsonl", kLine1 + kLine1);
-  ExpectError(m, TraceFormat::kKvTester, 2, "",
-              "the file looks like Mooncake JSONL (its first record has "
-              "hash_ids/input_length), not kvtester: pass --format mooncake");
+  ExpectHostileError(m, TraceFormat::kKvTester, 2, "",
+                     "the file looks like Mooncake JSONL (its first record has "
+                     "hash_ids/input_length), not kvtester: pass --format mooncake");
   const std::string k = dir.Write("k.json",
                                   "{\n\"block_size\": 64,\n\"requests\": [{\"t\": 0, \"in\": 64, "
                                   "\"out\": 1, \"hash_ids\": [1]}]\n}\n");
-  ExpectError(k, TraceFormat::kMooncake, 1, "", "looks like kv-cache-tester JSON");
+  ExpectHostileError(k, TraceFormat::kMooncake, 1, "", "looks like kv-cache-tester JSON");
   const std::string tok =
       dir.Write("t.jsonl", "{\"timestamp\": 0, \"tokens\": [1, 2], \"output_length\": 1}\n");
-  ExpectError(tok, TraceFormat::kMooncake, 1, "input_length", "looks like tokens JSONL");
+  ExpectHostileError(tok, TraceFormat::kMooncake, 1, "input_length", "looks like tokens JSONL");
 }
 
 TEST_CASE("a line over max_line_bytes and a file over max_file_bytes are refused") {
@@ -180,12 +185,12 @@ TEST_CASE("a line over max_line_bytes and a file over max_file_bytes are refused
   const std::string p = dir.Write("m.jsonl", kLine1 + kLine1 + kLine1);
   TraceOptions opt;
   opt.max_line_bytes = static_cast<int64_t>(kLine1.size()) - 2;  // the line without its newline
-  ExpectError(p, std::nullopt, 1, "", "bytes, over the limit of", opt);
+  ExpectHostileError(p, std::nullopt, 1, "", "bytes, over the limit of", opt);
   opt.max_line_bytes = static_cast<int64_t>(kLine1.size()) - 1;  // exactly one line: accepted
   CHECK(LoadTrace({p}, std::nullopt, opt).requests.size() == 3);
   opt = {};
   opt.max_file_bytes = 3 * static_cast<int64_t>(kLine1.size()) - 1;
-  ExpectError(p, std::nullopt, 0, "", "over the limit of", opt);
+  ExpectHostileError(p, std::nullopt, 0, "", "over the limit of", opt);
   opt.max_file_bytes = 3 * static_cast<int64_t>(kLine1.size());
   CHECK(LoadTrace({p}, std::nullopt, opt).requests.size() == 3);
   opt.max_file_bytes = 0;
@@ -239,8 +244,8 @@ TEST_CASE("a path that never ends stops with a clear error") {
 TEST_CASE("malformed strings, numbers and trailing content are syntax errors at their line") {
   ScratchDir dir;
   const auto bad = [&](const std::string& line, const std::string& fragment) {
-    ExpectError(dir.Write("s.jsonl", Mooncake(line)), TraceFormat::kMooncake, 2, "",
-                "malformed JSON: " + fragment);
+    ExpectHostileError(dir.Write("s.jsonl", Mooncake(line)), TraceFormat::kMooncake, 2, "",
+                       "malformed JSON: " + fragment);
   };
   bad("{\"timestamp\": 1, \"x\": \"\xC3\x28\"}", "ill-formed UTF-8");
   bad("{\"timestamp\": 1, \"x\": \"a\tb\"}", "control character");
@@ -251,8 +256,8 @@ TEST_CASE("malformed strings, numbers and trailing content are syntax errors at 
   bad("{\"timestamp\": 1} {}", "expected the end of the line after the record");
   bad("{\"timestamp\": 1, \"x\": tru}", "expected a value");
   bad("{\"timestamp\": 1, \"x\": \"open", "unterminated string");
-  ExpectError(dir.Write("k.json", "{\"block_size\": 64, \"requests\": []}\n{}\n"),
-              TraceFormat::kKvTester, 2, "", "the end of the file after the document");
+  ExpectHostileError(dir.Write("k.json", "{\"block_size\": 64, \"requests\": []}\n{}\n"),
+                     TraceFormat::kKvTester, 2, "", "the end of the file after the document");
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ using reader::FileTrace;
 using testing::Slurp;
 
 // One file's requests and ids as a flat list, or the error its read gave.
-struct Outcome {
+struct ChunkedOutcome {
   std::optional<std::string> error;
   std::vector<int64_t> fields;  // per request: arrival, input, output, line, source, id count
   std::vector<uint64_t> ids;    // every request's ids, in request order
@@ -39,8 +39,8 @@ struct Outcome {
   TraceFormat format = TraceFormat::kCsv;
 };
 
-Outcome Flatten(const FileTrace& ft) {
-  Outcome o;
+ChunkedOutcome Flatten(const FileTrace& ft) {
+  ChunkedOutcome o;
   for (const Request& r : ft.requests) {
     o.fields.insert(o.fields.end(),
                     {r.arrival_ns, r.input_tokens, r.output_tokens, r.line,
@@ -53,20 +53,20 @@ Outcome Flatten(const FileTrace& ft) {
 }
 
 // The whole-text path: what LoadTrace did for every file before it read Mooncake files in chunks.
-Outcome WholeText(const std::string& path, std::optional<TraceFormat> fmt,
-                  const TraceOptions& opt) {
+ChunkedOutcome WholeText(const std::string& path, std::optional<TraceFormat> fmt,
+                         const TraceOptions& opt) {
   try {
     return Flatten(reader::ParseTraceText(path, ReadTraceFile(path, opt), fmt, opt));
   } catch (const InputError& e) {
-    Outcome o;
+    ChunkedOutcome o;
     o.error = e.what();
     return o;
   }
 }
 
 // The chunked path, or nullopt when it leaves the file to the whole-text path.
-std::optional<Outcome> Chunked(const std::string& path, std::optional<TraceFormat> fmt,
-                               const TraceOptions& opt, size_t chunk) {
+std::optional<ChunkedOutcome> Chunked(const std::string& path, std::optional<TraceFormat> fmt,
+                                      const TraceOptions& opt, size_t chunk) {
   FileTrace ft;
   if (!reader::StreamMooncakeFile(path, fmt, opt, chunk, &ft)) return std::nullopt;
   return Flatten(ft);
@@ -76,8 +76,8 @@ std::optional<Outcome> Chunked(const std::string& path, std::optional<TraceForma
 // a Mooncake file.
 bool Agree(const std::string& path, size_t chunk, std::optional<TraceFormat> fmt = std::nullopt,
            const TraceOptions& opt = {}) {
-  const Outcome whole = WholeText(path, fmt, opt);
-  const std::optional<Outcome> chunked = Chunked(path, fmt, opt, chunk);
+  const ChunkedOutcome whole = WholeText(path, fmt, opt);
+  const std::optional<ChunkedOutcome> chunked = Chunked(path, fmt, opt, chunk);
   INFO("file " << path << ", chunk " << chunk
                << ", whole-text error: " << whole.error.value_or("none"));
   if (whole.error || whole.format != TraceFormat::kMooncake) {
@@ -96,8 +96,8 @@ bool Agree(const std::string& path, size_t chunk, std::optional<TraceFormat> fmt
 // LoadTrace on one file against the whole-text path: the same requests, or the same message.
 void LoadTraceAgrees(const std::string& path, std::optional<TraceFormat> fmt = std::nullopt,
                      const TraceOptions& opt = {}) {
-  const Outcome whole = WholeText(path, fmt, opt);
-  Outcome loaded;
+  const ChunkedOutcome whole = WholeText(path, fmt, opt);
+  ChunkedOutcome loaded;
   try {
     const Trace t = LoadTrace({path}, fmt, opt);
     for (const Request& r : t.requests) {

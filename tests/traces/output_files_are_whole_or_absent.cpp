@@ -28,7 +28,7 @@ bool Exists(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0;
 }
-std::string Slurp(const std::string& p) {
+std::string SlurpOutput(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -39,7 +39,7 @@ TEST_CASE("a committed file appears whole; an uncommitted one leaves nothing beh
   const std::string dir = TempDir();
   const std::string path = dir + "/out.json";
   WriteFileAtomically(path, "{\"a\": 1}\n");
-  CHECK(Slurp(path) == "{\"a\": 1}\n");
+  CHECK(SlurpOutput(path) == "{\"a\": 1}\n");
   CHECK_FALSE(Exists(path + ".tmp"));
   {
     StreamingFile f(dir + "/plan.jsonl");
@@ -62,7 +62,7 @@ TEST_CASE("a second writer of the same output is refused while the first writes"
     CHECK(std::string(e.what()).find("is being written by another run") != std::string::npos);
   }
   first.Commit();
-  CHECK(Slurp(path) == "first\n");
+  CHECK(SlurpOutput(path) == "first\n");
 }
 
 TEST_CASE("a stale temp file of a killed run is taken over") {
@@ -70,7 +70,7 @@ TEST_CASE("a stale temp file of a killed run is taken over") {
   const std::string path = dir + "/out.json";
   { std::ofstream(path + ".tmp") << "stale partial content that is longer"; }
   WriteFileAtomically(path, "new\n");
-  CHECK(Slurp(path) == "new\n");
+  CHECK(SlurpOutput(path) == "new\n");
 }
 
 TEST_CASE("a special file is written in place, never renamed over") {
@@ -100,7 +100,7 @@ TEST_CASE("'-' is standard output") {
   waitpid(pid, &status, 0);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
-  CHECK(Slurp(captured) == "to stdout\n");
+  CHECK(SlurpOutput(captured) == "to stdout\n");
   CHECK_FALSE(Exists("-"));
 }
 
@@ -165,7 +165,7 @@ TEST_CASE("a SIGTERM the process was started with ignored stays ignored and the 
   });
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
-  CHECK(Slurp(path) == "whole\n");
+  CHECK(SlurpOutput(path) == "whole\n");
   CHECK_FALSE(Exists(path + ".tmp"));
 }
 

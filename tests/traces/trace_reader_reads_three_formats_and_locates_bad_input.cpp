@@ -22,7 +22,7 @@ using testing::ShippedTrace;
 
 constexpr uint64_t kLow40 = (uint64_t{1} << 40) - 1;
 
-std::string Slurp(const std::string& path) {
+std::string SlurpText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
@@ -74,7 +74,7 @@ TEST_CASE("the Mooncake reader loads the shipped synthetic trace exactly as writ
 
   // Compare every record with an independent line-by-line parse: the first file keeps its ids,
   // ms become ns, and order is file order (the file is sorted).
-  std::istringstream lines(Slurp(path));
+  std::istringstream lines(SlurpText(path));
   std::string text;
   size_t i = 0;
   int64_t blocks = 0;
@@ -139,7 +139,7 @@ TEST_CASE("the kv-cache-tester reader loads all shipped conversations, one names
   // Independent count: every file's requests (the shipped files hold no sub-agent groups).
   size_t expected = 0;
   for (const std::string& src : t.sources) {
-    const nlohmann::json j = nlohmann::json::parse(Slurp(src));
+    const nlohmann::json j = nlohmann::json::parse(SlurpText(src));
     expected += j["requests"].size();
   }
   CHECK(t.requests.size() == expected);
@@ -159,7 +159,8 @@ TEST_CASE("the kv-cache-tester reader loads all shipped conversations, one names
   // Seconds become ns with llround(t * 1e9): check one file against its JSON.
   const Trace one =
       LoadTrace({ShippedTrace("kvtester_trace_0034.json")}, TraceFormat::kKvTester, {});
-  const nlohmann::json j = nlohmann::json::parse(Slurp(ShippedTrace("kvtester_trace_0034.json")));
+  const nlohmann::json j =
+      nlohmann::json::parse(SlurpText(ShippedTrace("kvtester_trace_0034.json")));
   REQUIRE(one.requests.size() == j["requests"].size());
   for (size_t i = 0; i < one.requests.size(); ++i) {
     const nlohmann::json& q = j["requests"][i];
@@ -240,7 +241,7 @@ TEST_CASE("the tokens reader interns exact, chained page ids from token content"
 
 TEST_CASE("block ids are namespaced per file so two files never share a prefix") {
   ScratchDir dir;
-  const std::string excerpt = Slurp(ShippedTrace("mooncake_excerpt.jsonl"));
+  const std::string excerpt = SlurpText(ShippedTrace("mooncake_excerpt.jsonl"));
   const std::string a = dir.Write("a.jsonl", excerpt);
   const std::string b = dir.Write("b.jsonl", excerpt);
   const Trace one = LoadTrace({a}, std::nullopt, {});

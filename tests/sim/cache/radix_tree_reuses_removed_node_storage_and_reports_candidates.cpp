@@ -12,7 +12,7 @@
 namespace kvlanes {
 namespace {
 
-NodeId Leaf(RadixTree& t, NodeId parent, uint64_t first_id, size_t pages, uint64_t epoch) {
+NodeId LeafRun(RadixTree& t, NodeId parent, uint64_t first_id, size_t pages, uint64_t epoch) {
   std::vector<PageKey> keys;
   for (size_t i = 0; i < pages; ++i) keys.push_back(PageKey{first_id + i, 0});
   std::vector<PageInfo> info(pages);
@@ -67,7 +67,7 @@ TEST_CASE("removed nodes give their storage to new nodes and read as dead placeh
   RadixTree t(EvictionOrder::kLru);
   NodeId last = kRootId;
   for (uint64_t i = 1; i <= 1000; ++i) {
-    const NodeId id = Leaf(t, kRootId, i * 100, 64, i);
+    const NodeId id = LeafRun(t, kRootId, i * 100, 64, i);
     CHECK(id > last);  // ids are creation order, never reused
     last = id;
     if (i > 3) Evict(t, id - 3);  // at most 4 leaves alive at once
@@ -87,7 +87,7 @@ TEST_CASE("removed nodes give their storage to new nodes and read as dead placeh
 
 TEST_CASE("a split leaves both parts with lists of their own size") {
   RadixTree t(EvictionOrder::kLru);
-  const NodeId a = Leaf(t, kRootId, 0, 100, 1);
+  const NodeId a = LeafRun(t, kRootId, 0, 100, 1);
   std::vector<PageKey> q;
   for (uint64_t i = 0; i < 10; ++i) q.push_back(PageKey{i, 0});
   q.push_back(PageKey{999, 0});
@@ -101,12 +101,12 @@ TEST_CASE("a split leaves both parts with lists of their own size") {
 
 TEST_CASE("an attached observer sees every candidate set change") {
   RadixTree t(EvictionOrder::kLru);
-  const NodeId a = Leaf(t, kRootId, 0, 8, 1);
+  const NodeId a = LeafRun(t, kRootId, 0, 8, 1);
   Mirror mirror;
   t.SetObserver(&mirror);
   CHECK(mirror.attached == 1);
   CHECK(mirror.sets[0] == Ids(t, Tier::kDevice));  // told of the candidates at attach
-  const NodeId b = Leaf(t, a, 100, 4, 2);          // a stops being a candidate, b starts
+  const NodeId b = LeafRun(t, a, 100, 4, 2);       // a stops being a candidate, b starts
   CHECK(mirror.sets[0] == Ids(t, Tier::kDevice));
   CHECK(mirror.sets[0] == std::set<NodeId>{b});
   t.Lock(b, +1, {});

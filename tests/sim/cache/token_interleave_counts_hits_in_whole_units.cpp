@@ -21,7 +21,7 @@ ReplayConfig Interleaved(int cp, int64_t device_per_lane, int64_t interleave_tok
   return cfg;
 }
 
-std::string ErrorOf(ReplayConfig c) {
+std::string InterleaveErrorOf(ReplayConfig c) {
   try {
     ValidateConfig(c);
   } catch (const InputError& e) {
@@ -191,16 +191,16 @@ TEST_CASE("interleave_tokens needs the interleave placement and must divide the 
   ReplayConfig c;
   c.cache.cp_size = 4;
   c.cache.interleave_tokens = 16;
-  CHECK(ErrorOf(c).find("cache.interleave_tokens") != std::string::npos);
-  CHECK(ErrorOf(c).find("placement interleave") != std::string::npos);
+  CHECK(InterleaveErrorOf(c).find("cache.interleave_tokens") != std::string::npos);
+  CHECK(InterleaveErrorOf(c).find("placement interleave") != std::string::npos);
   c.cache.placement = "interleave";
-  CHECK(ErrorOf(c).empty());
+  CHECK(InterleaveErrorOf(c).empty());
   c.cache.interleave_tokens = 48;  // does not divide 64
-  CHECK(ErrorOf(c).find("48 does not divide cache.page_tokens 64") != std::string::npos);
+  CHECK(InterleaveErrorOf(c).find("48 does not divide cache.page_tokens 64") != std::string::npos);
   c.cache.interleave_tokens = -1;
-  CHECK(ErrorOf(c).find("must be >= 0") != std::string::npos);
+  CHECK(InterleaveErrorOf(c).find("must be >= 0") != std::string::npos);
   c.cache.interleave_tokens = 64;  // block-level interleave: one page per run
-  CHECK(ErrorOf(c).empty());
+  CHECK(InterleaveErrorOf(c).empty());
   CHECK(c.cache.UnitPages() == 4);
 }
 

@@ -14,7 +14,9 @@
 namespace kvlanes::test {
 namespace {
 
-bool Near(double fitted, double truth, double tol) { return std::fabs(fitted / truth - 1) <= tol; }
+bool NearTruth(double fitted, double truth, double tol) {
+  return std::fabs(fitted / truth - 1) <= tol;
+}
 
 // Forward samples of the proxy of `preset` from `t`'s compute terms (the per-layer mean, as the
 // sweep writes it), noise `amp`.
@@ -67,7 +69,7 @@ nlohmann::json PairSample(const std::string& victim, const std::string& beside, 
           {"repeats", 11}};
 }
 
-nlohmann::json Doc(nlohmann::json samples) {
+nlohmann::json FitDoc(nlohmann::json samples) {
   return {{"kvlanes_measurements", 1},
           {"context", {{"generator", "tests/sim/compare"}}},
           {"samples", std::move(samples)}};
@@ -98,11 +100,11 @@ TEST_CASE("compute terms: recovered from the proxy's forward samples, named for 
   HardwareProfile wrong = truth;
   wrong.layer_token_s *= 10;
   for (auto& x : ForwardSamples(wrong, "deepseek-v3.2", noise, "synthetic")) samples.push_back(x);
-  const Measurements m = ParseMeasurements(Doc(samples).dump(1), "fwd.json");
+  const Measurements m = ParseMeasurements(FitDoc(samples).dump(1), "fwd.json");
   const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
-  CHECK(Near(r.profile.layer_base_s, truth.layer_base_s, 0.10));
-  CHECK(Near(r.profile.layer_token_s, truth.layer_token_s, 0.03));
-  CHECK(Near(r.profile.layer_attn_pair_s, truth.layer_attn_pair_s, 0.03));
+  CHECK(NearTruth(r.profile.layer_base_s, truth.layer_base_s, 0.10));
+  CHECK(NearTruth(r.profile.layer_token_s, truth.layer_token_s, 0.03));
+  CHECK(NearTruth(r.profile.layer_attn_pair_s, truth.layer_attn_pair_s, 0.03));
   CHECK(r.profile.compute_measured);
   CHECK(r.profile.compute_model_preset == "deepseek-v3.2");
   bool noted = false;
@@ -130,14 +132,14 @@ TEST_CASE("compute terms: samples of two presets need --model-preset") {
   HardwareProfile other = truth;
   other.layer_token_s *= 3;
   for (auto& x : ForwardSamples(other, "llama-3-70b", noise)) samples.push_back(x);
-  const Measurements m = ParseMeasurements(Doc(samples).dump(1), "two.json");
+  const Measurements m = ParseMeasurements(FitDoc(samples).dump(1), "two.json");
   CHECK_THROWS_WITH(Calibrate(m, &truth, CalibrateOptions{}),
                     doctest::Contains("choose one with --model-preset"));
   CalibrateOptions opt;
   opt.model_preset = "llama-3-70b";
   const CalibrationResult r = Calibrate(m, &truth, opt);
   CHECK(r.profile.compute_model_preset == "llama-3-70b");
-  CHECK(Near(r.profile.layer_token_s, other.layer_token_s, 0.03));
+  CHECK(NearTruth(r.profile.layer_token_s, other.layer_token_s, 0.03));
   opt.model_preset = "deepseek-v3";
   CHECK_THROWS_WITH(Calibrate(m, &truth, opt), doctest::Contains("no forward samples with preset"));
 }
@@ -148,7 +150,7 @@ TEST_CASE("overlap shares: recovered per pair from noisy pair samples, written a
   nlohmann::json samples = PairSamples(noise, "model");
   // Pairs that hardly ran at once say nothing about sharing: left out with a note.
   samples.push_back(PairSample("d2h", "gather", 1e-3, 0.01, 0.2, 1.0, "model"));
-  const Measurements m = ParseMeasurements(Doc(samples).dump(1), "pairs.json");
+  const Measurements m = ParseMeasurements(FitDoc(samples).dump(1), "pairs.json");
   const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
   for (const auto& entry : kShares) {
     const auto& pair = entry.first;  // not a structured binding: CAPTURE's lambda captures it
@@ -200,7 +202,7 @@ TEST_CASE(
         samples.push_back(x);
       }
   }
-  const Measurements m = ParseMeasurements(Doc(samples).dump(1), "both.json");
+  const Measurements m = ParseMeasurements(FitDoc(samples).dump(1), "both.json");
   const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
   CHECK(r.profile.OverlapShareOf("gather", "forward") == doctest::Approx(0.3).epsilon(0.02));
   CHECK(r.profile.OverlapShareOf("h2d", "gather") == doctest::Approx(0.8).epsilon(0.02));
@@ -272,7 +274,7 @@ TEST_CASE("overlap_synthetic and forward_busy_s: bad entries name the field") {
       doctest::Contains("overlap_synthetic[0].share"));
   nlohmann::json x = PairSample("h2d", "forward", 1e-4, 0.5, 0.9, 1, "model");
   x["forward_busy_s"] = 1e-4;
-  CHECK_THROWS_WITH(ParseMeasurements(Doc(nlohmann::json::array({x})).dump(1), "pairs.json"),
+  CHECK_THROWS_WITH(ParseMeasurements(FitDoc(nlohmann::json::array({x})).dump(1), "pairs.json"),
                     doctest::Contains("forward_busy_s: only for a synthetic forward pass"));
 }
 
@@ -280,14 +282,14 @@ TEST_CASE("overlap samples: bad kinds and missing times name the line and field"
   // json::array({s}), not {s}: a one-element brace list is the array under gcc but a copy of s
   // under clang.
   nlohmann::json s = PairSample("h2d", "gpu", 1e-3, 0.5, 0.5, 1, "model");
-  CHECK_THROWS_WITH(ParseMeasurements(Doc(nlohmann::json::array({s})).dump(1), "bad.json"),
+  CHECK_THROWS_WITH(ParseMeasurements(FitDoc(nlohmann::json::array({s})).dump(1), "bad.json"),
                     doctest::Contains("samples[0].beside: unknown op kind 'gpu'"));
   s = PairSample("h2d", "gather", 1e-3, 0.5, 0.5, 1, "model");
   s.erase("alone_s");
-  CHECK_THROWS_WITH(ParseMeasurements(Doc(nlohmann::json::array({s})).dump(1), "bad.json"),
+  CHECK_THROWS_WITH(ParseMeasurements(FitDoc(nlohmann::json::array({s})).dump(1), "bad.json"),
                     doctest::Contains("alone_s"));
   s = PairSample("h2d", "gather", 1e-3, 0.5, 0.5, 1, "spin");
-  CHECK_THROWS_WITH(ParseMeasurements(Doc(nlohmann::json::array({s})).dump(1), "bad.json"),
+  CHECK_THROWS_WITH(ParseMeasurements(FitDoc(nlohmann::json::array({s})).dump(1), "bad.json"),
                     doctest::Contains("samples[0].forward: expected model or synthetic"));
 }
 
@@ -309,7 +311,7 @@ TEST_CASE("first_gather samples: read, noted with their median ratio, nothing fi
                        {"pages", pages},
                        {"forward", "model"}});
   }
-  const Measurements m = ParseMeasurements(Doc(samples).dump(1), "first.json");
+  const Measurements m = ParseMeasurements(FitDoc(samples).dump(1), "first.json");
   REQUIRE(m.samples.size() == 5);
   CHECK(m.samples[1].next_s == 2e-5);
   CHECK(m.samples[1].pages == 64);
@@ -321,7 +323,7 @@ TEST_CASE("first_gather samples: read, noted with their median ratio, nothing fi
   CHECK(noted);
   for (const FitReport& f : r.fits) CHECK(f.group != "first_gather");
   samples[0].erase("next_s");
-  CHECK_THROWS_WITH(ParseMeasurements(Doc(samples).dump(1), "bad.json"),
+  CHECK_THROWS_WITH(ParseMeasurements(FitDoc(samples).dump(1), "bad.json"),
                     doctest::Contains("samples[0].next_s"));
 }
 

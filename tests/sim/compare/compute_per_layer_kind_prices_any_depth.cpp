@@ -20,8 +20,8 @@
 namespace kvlanes::test {
 namespace {
 
-const std::vector<double> kNew = {97, 413, 1237, 3001, 7919};
-const std::vector<double> kPrefix = {0, 6144, 24576, 72000};
+const std::vector<double> kKindNew = {97, 413, 1237, 3001, 7919};
+const std::vector<double> kKindPrefix = {0, 6144, 24576, 72000};
 
 // A dense layer: linear terms bent by size; a MoE layer: slower per token, bent otherwise.
 double DenseS(double n, double p) {
@@ -51,8 +51,8 @@ nlohmann::json Sample(double n, double p, bool moe = true) {
 
 HardwareProfile Fitted(bool moe = true) {
   nlohmann::json s = nlohmann::json::array();
-  for (double n : kNew)
-    for (double p : kPrefix) s.push_back(Sample(n, p, moe));
+  for (double n : kKindNew)
+    for (double p : kKindPrefix) s.push_back(Sample(n, p, moe));
   const nlohmann::json doc = {{"kvlanes_measurements", 1},
                               {"context", {{"generator", "tests/sim/compare"}}},
                               {"samples", s}};
@@ -89,8 +89,8 @@ TEST_CASE(
   REQUIRE(h.compute_kinds[0].measured);
   REQUIRE(h.compute_kinds[1].measured);
   CHECK(h.compute_table.empty());  // the kinds price every depth: no mean table beside them
-  for (double n : kNew)
-    for (double p : kPrefix) {
+  for (double n : kKindNew)
+    for (double p : kKindPrefix) {
       CHECK(h.compute_kinds[0].TableS(n, p, 1) == doctest::Approx(DenseS(n, p)));
       CHECK(h.compute_kinds[1].TableS(n, p, 1) == doctest::Approx(MoeS(n, p)));
     }

@@ -64,7 +64,7 @@ nlohmann::json BentSamples(const HardwareProfile& truth) {
   return s;
 }
 
-std::string ProfileYaml(const std::string& table) {
+std::string TableProfileYaml(const std::string& table) {
   return "name: t\nhost_device: {h2d_gbps: 50, d2h_gbps: 50, copy_latency_s: 1e-6, "
          "copy_submit_s: 1e-6}\ndevice: {copy_gbps: 3000, kernel_launch_s: 4e-6}\n"
          "compute:\n  layer_base_s: 1e-5\n  layer_token_s: 1e-6\n  layer_attn_pair_s: 1e-10\n"
@@ -179,7 +179,7 @@ TEST_CASE("compute table: bad tables are refused with the field named") {
   const auto refused = [](const std::string& table, const std::string& field) {
     CAPTURE(table);
     try {
-      ParseHardwareProfile(ProfileYaml(table), "p.yaml");
+      ParseHardwareProfile(TableProfileYaml(table), "p.yaml");
       FAIL("accepted");
     } catch (const InputError& e) {
       CHECK(std::string(e.what()).find(field) != std::string::npos);
@@ -202,7 +202,8 @@ TEST_CASE("compute table: bad tables are refused with the field named") {
           "compute.table[0].x");
   refused("    []\n", "compute.table");
   const HardwareProfile ok = ParseHardwareProfile(
-      ProfileYaml("    - {new_tokens: 100, prefix_tokens: [0, 1000], layer_s: [2e-4, 3e-4]}\n"),
+      TableProfileYaml(
+          "    - {new_tokens: 100, prefix_tokens: [0, 1000], layer_s: [2e-4, 3e-4]}\n"),
       "p.yaml");
   REQUIRE(ok.compute_table.size() == 1);
   CHECK(ok.ComputeLayerS(100, 1000, 1) == doctest::Approx(3e-4));
@@ -255,7 +256,8 @@ TEST_CASE("compute table: the layer count it was measured at is recorded and enf
   // A layer count that is not a whole positive number is refused with the field named.
   for (const char* bad : {"2.5", "0", "-4", "x"}) {
     CAPTURE(bad);
-    std::string y = ProfileYaml("    - {new_tokens: 100, prefix_tokens: [0], layer_s: [1e-4]}\n");
+    std::string y =
+        TableProfileYaml("    - {new_tokens: 100, prefix_tokens: [0], layer_s: [1e-4]}\n");
     y.replace(y.find("compute:\n") + 9, 0, std::string("  model_layers: ") + bad + "\n");
     try {
       ParseHardwareProfile(y, "p.yaml");

@@ -30,7 +30,7 @@ Caught Catch(const std::function<void()>& fn) {
 }
 
 // Line 1 is "{", each sample is on its own line from line 4.
-std::string Doc(const std::vector<std::string>& samples) {
+std::string SamplesDoc(const std::vector<std::string>& samples) {
   std::string s = "{\n  \"kvlanes_measurements\": 1,\n  \"context\": {},\n  \"samples\": [\n";
   for (size_t i = 0; i < samples.size(); ++i)
     s += "    " + samples[i] + (i + 1 < samples.size() ? ",\n" : "\n");
@@ -45,7 +45,8 @@ const std::string kGood =
 TEST_CASE("a bad sample value names the file, the sample's line and the field") {
   const Caught c = Catch([] {
     ParseMeasurements(
-        Doc({kGood, kGood,
+        SamplesDoc(
+            {kGood, kGood,
              R"({"kind": "host_copy", "direction": "h2d", "bytes": -5, "copies": 1, "median_s": 1e-5, "repeats": 5})"}),
         "m.json");
   });
@@ -58,12 +59,13 @@ TEST_CASE("a bad sample value names the file, the sample's line and the field") 
 TEST_CASE("missing fields, unknown kinds, unknown keys and bad directions are named") {
   Caught c = Catch([] {
     ParseMeasurements(
-        Doc({R"({"kind": "host_copy", "direction": "h2d", "bytes": 1, "copies": 1, "repeats": 5})"}),
+        SamplesDoc(
+            {R"({"kind": "host_copy", "direction": "h2d", "bytes": 1, "copies": 1, "repeats": 5})"}),
         "m.json");
   });
   CHECK(c.what == "m.json:5: samples[0].median_s: missing");
   c = Catch([] {
-    ParseMeasurements(Doc({kGood, R"({"kind": "warp_drive", "median_s": 1, "repeats": 1})"}),
+    ParseMeasurements(SamplesDoc({kGood, R"({"kind": "warp_drive", "median_s": 1, "repeats": 1})"}),
                       "m.json");
   });
   CHECK(c.line == 6);
@@ -73,7 +75,8 @@ TEST_CASE("missing fields, unknown kinds, unknown keys and bad directions are na
       std::string::npos);
   c = Catch([] {
     ParseMeasurements(
-        Doc({R"({"kind": "device_copy", "bytes": 1, "op": "copy", "median_s": 1, "repeats": 1, "colour": 3})"}),
+        SamplesDoc(
+            {R"({"kind": "device_copy", "bytes": 1, "op": "copy", "median_s": 1, "repeats": 1, "colour": 3})"}),
         "m.json");
   });
   CHECK(c.field == "samples[0].colour");
@@ -81,13 +84,15 @@ TEST_CASE("missing fields, unknown kinds, unknown keys and bad directions are na
                     "kernels, variant)") != std::string::npos);
   c = Catch([] {
     ParseMeasurements(
-        Doc({R"({"kind": "host_copy", "direction": "up", "bytes": 1, "copies": 1, "median_s": 1, "repeats": 1})"}),
+        SamplesDoc(
+            {R"({"kind": "host_copy", "direction": "up", "bytes": 1, "copies": 1, "median_s": 1, "repeats": 1})"}),
         "m.json");
   });
   CHECK(c.what == "m.json:5: samples[0].direction: expected h2d or d2h, got 'up'");
   c = Catch([] {
     ParseMeasurements(
-        Doc({R"({"kind": "peer_read", "ranks": 4, "peers": 4, "bytes": 1, "median_s": 1, "repeats": 1})"}),
+        SamplesDoc(
+            {R"({"kind": "peer_read", "ranks": 4, "peers": 4, "bytes": 1, "median_s": 1, "repeats": 1})"}),
         "m.json");
   });
   CHECK(c.what == "m.json:5: samples[0].peers: must be < ranks (4)");
@@ -115,7 +120,7 @@ TEST_CASE("samples that cannot determine the profile are errors saying what is m
       R"({"kind": "host_copy", "direction": "h2d", "bytes": 4096, "copies": 1, "median_s": 1e-5, "repeats": 5})";
   HardwareProfile base = TruthProfile();
   Caught c = Catch([&] {
-    Calibrate(ParseMeasurements(Doc({same, same, same}), "m.json"), &base, {});
+    Calibrate(ParseMeasurements(SamplesDoc({same, same, same}), "m.json"), &base, {});
   });
   CHECK(c.field == "host_copy");
   CHECK(c.what.find("cannot separate") != std::string::npos);
@@ -134,7 +139,7 @@ TEST_CASE("samples that cannot determine the profile are errors saying what is m
   // No samples for most parameters and no base.
   const std::string big =
       R"({"kind": "host_copy", "direction": "h2d", "bytes": 4194304, "copies": 1, "median_s": 1e-4, "repeats": 5})";
-  c = Catch([&] { Calibrate(ParseMeasurements(Doc({kGood, big}), "m.json"), nullptr, {}); });
+  c = Catch([&] { Calibrate(ParseMeasurements(SamplesDoc({kGood, big}), "m.json"), nullptr, {}); });
   CHECK(c.what.find("no samples for host_device.d2h_gbps, host_device.copy_submit_s") !=
         std::string::npos);
   CHECK(c.what.find("and no --base profile") != std::string::npos);

@@ -45,7 +45,7 @@ Request At(int64_t t_ns, std::vector<uint64_t> ids, int64_t out = 0) {
   return r;
 }
 
-std::vector<uint64_t> Ids(uint64_t from, int64_t n) {
+std::vector<uint64_t> ServingIds(uint64_t from, int64_t n) {
   std::vector<uint64_t> v;
   for (int64_t i = 0; i < n; ++i) v.push_back(from + static_cast<uint64_t>(i));
   return v;
@@ -86,7 +86,8 @@ ReplayConfig Tiny(int64_t pages) { return test::TinyConfig(1, pages); }
 TEST_CASE("a pass takes requests whole until the next would exceed the token budget") {
   ReplayConfig cfg = Tiny(1000);
   cfg.serving.max_batch_tokens = 250;
-  Served s(cfg, TraceOf({At(0, Ids(100, 100)), At(0, Ids(300, 100)), At(0, Ids(500, 100))}));
+  Served s(cfg, TraceOf({At(0, ServingIds(100, 100)), At(0, ServingIds(300, 100)),
+                         At(0, ServingIds(500, 100))}));
   CHECK(s.res.replicas[0].passes == 2);
   const int64_t first = kMs + 200 * 1000;  // base + 200 tokens
   CHECK(s.res.requests[0].first_token_ns == first);
@@ -97,7 +98,7 @@ TEST_CASE("a pass takes requests whole until the next would exceed the token bud
 
 TEST_CASE("batching off serves one whole request per pass") {
   ReplayConfig cfg = Tiny(1000);
-  Served s(cfg, TraceOf({At(0, Ids(100, 100)), At(0, Ids(300, 100))}));
+  Served s(cfg, TraceOf({At(0, ServingIds(100, 100)), At(0, ServingIds(300, 100))}));
   CHECK(s.res.replicas[0].passes == 2);
   CHECK(s.res.requests[1].admit_ns == s.res.requests[0].first_token_ns);
 }
@@ -106,7 +107,7 @@ TEST_CASE("chunked prefill splits a long request and counts earlier chunks as co
   ReplayConfig cfg = Tiny(1000);
   cfg.serving.max_batch_tokens = 100;
   cfg.serving.chunk_tokens = 100;
-  Served s(cfg, TraceOf({At(0, Ids(100, 250))}));
+  Served s(cfg, TraceOf({At(0, ServingIds(100, 250))}));
   CHECK(s.res.replicas[0].passes == 3);
   CHECK(s.cost.chunks == std::vector<std::pair<int64_t, int64_t>>{{100, 0}, {100, 100}, {50, 200}});
   CHECK(s.res.requests[0].first_token_ns == 3 * kMs + 250 * 1000);
@@ -116,7 +117,8 @@ TEST_CASE("a partly prefilled request goes first and new ones fill the rest of t
   ReplayConfig cfg = Tiny(1000);
   cfg.serving.max_batch_tokens = 150;
   cfg.serving.chunk_tokens = 100;
-  Served s(cfg, TraceOf({At(0, Ids(100, 250)), At(0, Ids(400, 50)), At(0, Ids(600, 80))}));
+  Served s(cfg, TraceOf({At(0, ServingIds(100, 250)), At(0, ServingIds(400, 50)),
+                         At(0, ServingIds(600, 80))}));
   // pass 1: r0 100 + r1 50; pass 2: r0 100 + r2 50; pass 3: r0 50 + r2 30.
   CHECK(s.res.replicas[0].passes == 3);
   CHECK(s.res.requests[1].first_token_ns == kMs + 150 * 1000);
@@ -161,8 +163,8 @@ TEST_CASE(
 TEST_CASE("lpm admits the waiting request with the longest cached prefix first; fcfs by arrival") {
   // r0 caches 1..20 and keeps the replica busy; r1 (no shared prefix) and r2 (shares 1..20)
   // wait behind it.
-  const Trace t = TraceOf({At(0, Ids(1, 20)), At(1000, Ids(100, 5)), At(2000, [] {
-                             auto v = Ids(1, 20);
+  const Trace t = TraceOf({At(0, ServingIds(1, 20)), At(1000, ServingIds(100, 5)), At(2000, [] {
+                             auto v = ServingIds(1, 20);
                              v.push_back(999);
                              return v;
                            }())});
@@ -243,7 +245,8 @@ TEST_CASE("prefix routing keeps conversations on one replica and hits more than 
   // Three conversations take turns on two replicas; each turn extends its previous input.
   // Round robin moves a conversation to the other replica every turn.
   std::vector<Request> reqs;
-  std::vector<std::vector<uint64_t>> conv{Ids(1, 10), Ids(1000, 10), Ids(5000, 10)};
+  std::vector<std::vector<uint64_t>> conv{ServingIds(1, 10), ServingIds(1000, 10),
+                                          ServingIds(5000, 10)};
   for (int turn = 0; turn < 6; ++turn) {
     for (auto& c : conv) {
       c.push_back(c[0] * 100 + static_cast<uint64_t>(turn));
@@ -274,7 +277,7 @@ TEST_CASE("prefix routing keeps conversations on one replica and hits more than 
 TEST_CASE("the report warns when a replica is offered more than its capacity") {
   // 20 requests of 1000 tokens, 1 ms apart: 2 ms of work per ms of trace.
   std::vector<Request> reqs;
-  for (int i = 0; i < 20; ++i) reqs.push_back(At(i * kMs, Ids(10000 * (i + 1), 1000)));
+  for (int i = 0; i < 20; ++i) reqs.push_back(At(i * kMs, ServingIds(10000 * (i + 1), 1000)));
   ReplayConfig cfg = Tiny(100000);
   Served s(cfg, TraceOf(reqs));
   const auto j = ServingToJson(s.cfg, s.res, false);
@@ -293,7 +296,7 @@ TEST_CASE("the report warns when a replica is offered more than its capacity") {
 
 TEST_CASE("warm-up requests are left out of the serving metrics") {
   std::vector<Request> reqs;
-  for (int i = 0; i < 10; ++i) reqs.push_back(At(i * 10 * kMs, Ids(100 * (i + 1), 10)));
+  for (int i = 0; i < 10; ++i) reqs.push_back(At(i * 10 * kMs, ServingIds(100 * (i + 1), 10)));
   ReplayConfig cfg = Tiny(1000);
   cfg.serving.warmup_s = 0.035;  // requests at 0, 10, 20, 30 ms
   Served s(cfg, TraceOf(reqs));

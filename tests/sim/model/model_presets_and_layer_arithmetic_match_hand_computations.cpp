@@ -13,7 +13,7 @@
 namespace kvlanes {
 namespace {
 
-std::string ErrorOf(const std::function<void()>& f) {
+std::string ModelErrorOf(const std::function<void()>& f) {
   try {
     f();
   } catch (const InputError& e) {
@@ -22,7 +22,7 @@ std::string ErrorOf(const std::function<void()>& f) {
   return "";
 }
 
-std::string WriteTemp(const std::string& name, const std::string& text) {
+std::string ModelWriteTemp(const std::string& name, const std::string& text) {
   const std::string path = std::string("/tmp/kvlanes_model_test_") + name;
   std::ofstream(path) << text;
   return path;
@@ -199,7 +199,7 @@ TEST_CASE("model.preset replaces layers, pools and shapes; later keys override i
 
   // In a file the preset applies first, whatever the order of the keys beside it.
   const std::string p =
-      WriteTemp("order.yaml", "model:\n  hidden: 1024\n  preset: deepseek-v3\n  layers: 2\n");
+      ModelWriteTemp("order.yaml", "model:\n  hidden: 1024\n  preset: deepseek-v3\n  layers: 2\n");
   ReplayConfig f;
   LoadConfigFile(p, f);
   CHECK(f.model.preset == "deepseek-v3");
@@ -210,40 +210,42 @@ TEST_CASE("model.preset replaces layers, pools and shapes; later keys override i
 
 TEST_CASE("bad model keys name the file, line and key and list the valid presets") {
   ReplayConfig c;
-  const std::string unknown = ErrorOf([&] { ApplyConfigSetting("model.preset=deepseek-v4", c); });
+  const std::string unknown =
+      ModelErrorOf([&] { ApplyConfigSetting("model.preset=deepseek-v4", c); });
   CHECK(unknown.find("--set model.preset") != std::string::npos);
   CHECK(unknown.find("unknown model preset 'deepseek-v4'") != std::string::npos);
   CHECK(unknown.find("deepseek-v3, deepseek-v3.2, glm-5, llama-3-70b") != std::string::npos);
   CHECK(unknown.find("did you mean 'deepseek-v3'") != std::string::npos);
 
-  const std::string p = WriteTemp("bad.yaml", "model:\n  preset: glm-5\n  heads: many\n");
+  const std::string p = ModelWriteTemp("bad.yaml", "model:\n  preset: glm-5\n  heads: many\n");
   ReplayConfig f;
-  const std::string bad = ErrorOf([&] { LoadConfigFile(p, f); });
+  const std::string bad = ModelErrorOf([&] { LoadConfigFile(p, f); });
   CHECK(bad.find(p + ":3: model.heads: expected an integer") != std::string::npos);
 
   const std::string q =
-      WriteTemp("badpreset.yaml", "cache:\n  cp_size: 2\nmodel:\n  preset: glm5\n");
-  const std::string bp = ErrorOf([&] { LoadConfigFile(q, f); });
+      ModelWriteTemp("badpreset.yaml", "cache:\n  cp_size: 2\nmodel:\n  preset: glm5\n");
+  const std::string bp = ModelErrorOf([&] { LoadConfigFile(q, f); });
   CHECK(bp.find(q + ":4: model.preset: unknown model preset 'glm5'") != std::string::npos);
   CHECK(bp.find("did you mean 'glm-5'") != std::string::npos);
 
   ReplayConfig g;
   ApplyConfigSetting("model.attention=gqa", g);
-  CHECK(ErrorOf([&] { ValidateConfig(g); }).find("model.kv_heads: must be > 0 for gqa") !=
+  CHECK(ModelErrorOf([&] { ValidateConfig(g); }).find("model.kv_heads: must be > 0 for gqa") !=
         std::string::npos);
   ApplyConfigSetting("model.kv_heads=3", g);
   ApplyConfigSetting("model.head_dim=64", g);
-  CHECK(ErrorOf([&] {
+  CHECK(ModelErrorOf([&] {
           ValidateConfig(g);
         }).find("model.heads: 128 query heads are not a multiple of 3 kv_heads") !=
         std::string::npos);
-  CHECK(ErrorOf([&] {
+  CHECK(ModelErrorOf([&] {
           ApplyConfigSetting("model.attention=mha", g);
         }).find("unknown attention kind 'mha'") != std::string::npos);
   ReplayConfig h;
   ApplyConfigSetting("model.experts_active=300", h);
-  CHECK(ErrorOf([&] { ValidateConfig(h); }).find("model.experts_active: must be in 1..experts") !=
-        std::string::npos);
+  CHECK(ModelErrorOf([&] {
+          ValidateConfig(h);
+        }).find("model.experts_active: must be in 1..experts") != std::string::npos);
 }
 
 TEST_CASE("a profile with compute measured for one preset refuses a run of another") {
@@ -253,14 +255,14 @@ TEST_CASE("a profile with compute measured for one preset refuses a run of anoth
   const auto at = text.find("compute:\n");
   REQUIRE(at != std::string::npos);
   text.insert(at + 9, "  measured: true\n  model_preset: deepseek-v3\n");
-  const std::string path = WriteTemp("measured.yaml", text);
+  const std::string path = ModelWriteTemp("measured.yaml", text);
   const HardwareProfile hw = LoadHardwareProfile(path);
   CHECK(hw.compute_measured);
   CHECK(hw.compute_model_preset == "deepseek-v3");
 
   ReplayConfig c;
   c.cache.cp_size = 1;
-  const std::string err = ErrorOf([&] { CostModel m(hw, c, path); });
+  const std::string err = ModelErrorOf([&] { CostModel m(hw, c, path); });
   CHECK(err.find(path + ": compute.model_preset: profile '") != std::string::npos);
   CHECK(err.find("measured for model preset 'deepseek-v3', but this run uses model.preset ''") !=
         std::string::npos);
@@ -270,8 +272,8 @@ TEST_CASE("a profile with compute measured for one preset refuses a run of anoth
   // A measured compute section must say which preset it was measured for.
   std::string no_preset = text;
   no_preset.erase(no_preset.find("  model_preset: deepseek-v3\n"), 28);
-  const std::string p2 = WriteTemp("measured_nopreset.yaml", no_preset);
-  CHECK(ErrorOf([&] { LoadHardwareProfile(p2); }).find("compute.model_preset") !=
+  const std::string p2 = ModelWriteTemp("measured_nopreset.yaml", no_preset);
+  CHECK(ModelErrorOf([&] { LoadHardwareProfile(p2); }).find("compute.model_preset") !=
         std::string::npos);
 }
 

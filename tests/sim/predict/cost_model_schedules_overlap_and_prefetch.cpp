@@ -10,7 +10,7 @@
 namespace kvlanes {
 namespace {
 
-HardwareProfile Profile() {
+HardwareProfile OverlapProfile() {
   HardwareProfile p;
   p.name = "test";
   p.h2d_gbps = 50;
@@ -25,7 +25,7 @@ HardwareProfile Profile() {
   return p;
 }
 
-ReplayConfig Config(int64_t prefetch) {
+ReplayConfig OverlapConfig(int64_t prefetch) {
   ReplayConfig cfg;
   cfg.cache.cp_size = 1;
   cfg.cache.page_tokens = 64;
@@ -56,7 +56,8 @@ struct Shape {
 
 TEST_CASE("layer-ahead gathers run beside the previous layer's forward pass") {
   const Shape s(0, 0);
-  const CostModel m0(Profile(), Config(0)), m1(Profile(), Config(1)), m2(Profile(), Config(2));
+  const CostModel m0(OverlapProfile(), OverlapConfig(0)), m1(OverlapProfile(), OverlapConfig(1)),
+      m2(OverlapProfile(), OverlapConfig(2));
   const GatherCost g = m0.Gather(GatherMethod::kPacked, s.shard, 4000);
   const double c = m0.ComputeLayerS(20, 4000 * 64);
   REQUIRE(g.per_layer_s < c);  // the gather of a layer fits under one layer's compute
@@ -83,7 +84,7 @@ TEST_CASE("layer-ahead gathers run beside the previous layer's forward pass") {
 
 TEST_CASE("overlap shares slow exactly the ops that run beside the named kind") {
   const Shape s(200, 300);
-  const CostModel plain(Profile(), Config(0));
+  const CostModel plain(OverlapProfile(), OverlapConfig(0));
   const RequestCost a = plain.Evaluate(s.f);
   CHECK(a.load_back_stretch == 1);
   CHECK(a.gather_stretch == 1);
@@ -91,9 +92,9 @@ TEST_CASE("overlap shares slow exactly the ops that run beside the named kind") 
   CHECK(a.backup_stretch == 1);
   // Load-back copies beside the forward pass at half speed: the copy stream takes longer, the
   // forward pass (no share listed for it) is not slowed.
-  HardwareProfile hw = Profile();
+  HardwareProfile hw = OverlapProfile();
   hw.overlap = {{"h2d", "forward", 0.5}};
-  const CostModel slow(hw, Config(0));
+  const CostModel slow(hw, OverlapConfig(0));
   const RequestCost b = slow.Evaluate(s.f);
   CHECK(b.load_back_stretch > 1);
   CHECK(b.load_back_copy_s > a.load_back_copy_s);
@@ -103,7 +104,7 @@ TEST_CASE("overlap shares slow exactly the ops that run beside the named kind") 
   // Per-layer backups beside the next layer's gather: those backups slow down (the last one has
   // no gather beside it, so the request's end need not move).
   hw.overlap = {{"d2h", "gather", 0.25}};
-  const RequestCost d = CostModel(hw, Config(0)).Evaluate(s.f);
+  const RequestCost d = CostModel(hw, OverlapConfig(0)).Evaluate(s.f);
   CHECK(d.backup_stretch > 1);
   CHECK(d.backup.total_s >= a.backup.total_s);
   CHECK(d.forward_s == a.forward_s);
@@ -112,7 +113,7 @@ TEST_CASE("overlap shares slow exactly the ops that run beside the named kind") 
   // beside the forward pass (the packed index upload runs before any forward layer).
   hw.overlap = {{"forward", "h2d", 0.5}};
   const Shape none(0, 300);
-  const RequestCost e = CostModel(hw, Config(0)).Evaluate(none.f);
+  const RequestCost e = CostModel(hw, OverlapConfig(0)).Evaluate(none.f);
   const RequestCost e0 = plain.Evaluate(none.f);
   CHECK(e.service_s == e0.service_s);
   CHECK(e.compute_stretch == 1);
@@ -120,12 +121,12 @@ TEST_CASE("overlap shares slow exactly the ops that run beside the named kind") 
 
 TEST_CASE("the request schedule matches the closed form of the forward pass without overlap") {
   const Shape s(200, 300);
-  const CostModel m(Profile(), Config(0));
+  const CostModel m(OverlapProfile(), OverlapConfig(0));
   const RequestCost c = m.Evaluate(s.f);
   const GatherCost g = m.Gather(GatherMethod::kPacked, s.shard, 4000);
   const double comp = m.ComputeLayerS(20, 4000 * 64);
   const std::vector<int64_t> lanes{200};
-  const double load = m.LayerTierCopyS(lanes, true) + 2 * Profile().copy_submit_s;
+  const double load = m.LayerTierCopyS(lanes, true) + 2 * OverlapProfile().copy_submit_s;
   double load_end = 0, fwd = g.once_s;
   for (int l = 0; l < 10; ++l) {
     load_end += load;

@@ -14,7 +14,7 @@ namespace kvlanes {
 namespace {
 
 // 10 layers; a page-layer is 64 tokens x (600 + 100) B = 44,800 B.
-ReplayConfig Config(int64_t cp, const char* method, int64_t prefetch, int64_t device_pages) {
+ReplayConfig ScratchConfig(int64_t cp, const char* method, int64_t prefetch, int64_t device_pages) {
   ReplayConfig cfg;
   cfg.cache.cp_size = cp;
   cfg.cache.page_tokens = 64;
@@ -31,7 +31,7 @@ ReplayConfig Config(int64_t cp, const char* method, int64_t prefetch, int64_t de
 }  // namespace
 
 TEST_CASE("outside, the default, leaves every device page to the cache") {
-  ReplayConfig cfg = Config(1, "packed", 2, 1000);
+  ReplayConfig cfg = ScratchConfig(1, "packed", 2, 1000);
   cfg.gather.scratch = ReplayConfig{}.gather.scratch;
   CHECK(cfg.gather.scratch == "outside");
   const GatherScratch s = GatherScratchOf(cfg);
@@ -44,7 +44,7 @@ TEST_CASE("a packed gather on one rank: ring, send and receive buffers of the wh
   // u(c) = 1 x c (ring of one layer of the largest prefix, 1 x c) + c (send) + c (receive) = 3c
   // page-layers; the largest c with c + ceil(3c / 10) <= 1000: c = 769 (769 + 231 = 1000;
   // 770 + 231 = 1001 does not fit).
-  const GatherScratch s = GatherScratchOf(Config(1, "packed", 0, 1000));
+  const GatherScratch s = GatherScratchOf(ScratchConfig(1, "packed", 0, 1000));
   CHECK(s.counted);
   CHECK(s.ring_layers == 1);
   CHECK(s.packs);
@@ -57,7 +57,7 @@ TEST_CASE("a packed gather on one rank: ring, send and receive buffers of the wh
 
 TEST_CASE("two layers gathered ahead make a ring of three") {
   // u(c) = 3c + c + c = 5c; c + ceil(c / 2) <= 1000: c = 666 (666 + 333 = 999; 667 + 334 = 1001).
-  const GatherScratch s = GatherScratchOf(Config(1, "packed", 2, 1000));
+  const GatherScratch s = GatherScratchOf(ScratchConfig(1, "packed", 2, 1000));
   CHECK(s.ring_layers == 3);
   CHECK(s.cache_pages == 666);
   CHECK(s.pages_lost == 334);
@@ -66,7 +66,7 @@ TEST_CASE("two layers gathered ahead make a ring of three") {
 TEST_CASE("a dense gather over four ranks needs the ring of the whole group's prefix only") {
   // Largest prefix 4c; ring of 2: u(c) = 8c; c + ceil(8c / 10) <= 1000: c = 555 (555 + 444 =
   // 999; 556 + 445 = 1001).
-  const GatherScratch s = GatherScratchOf(Config(4, "dense", 1, 1000));
+  const GatherScratch s = GatherScratchOf(ScratchConfig(4, "dense", 1, 1000));
   CHECK_FALSE(s.packs);
   CHECK(s.max_prefix_pages == 4 * 555);
   CHECK(s.cache_pages == 555);
@@ -76,7 +76,7 @@ TEST_CASE("a dense gather over four ranks needs the ring of the whole group's pr
 TEST_CASE("cost may pick owner_major, whose result is a ring of receive buffers") {
   // Ring of 2 dense layers (2 x 4c) + send (c) + ring of 2 receive buffers (2 x 4c) = 17c;
   // c + ceil(17c / 10) <= 1000: c = 370 (370 + 629 = 999; 371 + 631 = 1002).
-  const GatherScratch s = GatherScratchOf(Config(4, "cost", 1, 1000));
+  const GatherScratch s = GatherScratchOf(ScratchConfig(4, "cost", 1, 1000));
   CHECK(s.cache_pages == 370);
   CHECK(s.page_layers == 17 * 370);
 }
@@ -85,7 +85,7 @@ TEST_CASE("layer_split's broadcast ring holds the lane's largest prefix of one l
   // layer_split on 4 ranks of 10 layers: a lane of c pages holds floor(10c / 3) pages of its
   // block of at most 3 layers; u(c) = floor(10c / 3); c = 750 (2500 page-layers, 250 pages:
   // 1000); c = 751 gives 2503, 251 pages: 1002.
-  ReplayConfig cfg = Config(4, "packed", 0, 1000);
+  ReplayConfig cfg = ScratchConfig(4, "packed", 0, 1000);
   cfg.cache.placement = "layer_split";
   const GatherScratch s = GatherScratchOf(cfg);
   CHECK(s.cache_pages == 750);
@@ -95,7 +95,7 @@ TEST_CASE("layer_split's broadcast ring holds the lane's largest prefix of one l
 
 TEST_CASE("a ring that leaves the cache no page is refused at gather.scratch") {
   // One page: 1 + ceil(3 / 10) = 2 > 1.
-  ReplayConfig cfg = Config(1, "packed", 0, 1);
+  ReplayConfig cfg = ScratchConfig(1, "packed", 0, 1);
   std::string what;
   try {
     ValidateConfig(cfg);

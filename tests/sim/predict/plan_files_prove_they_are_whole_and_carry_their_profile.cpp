@@ -27,7 +27,7 @@ constexpr const char* kProfile = KVLANES_SOURCE_DIR "/config/profiles/8xh200_ncc
 
 // A replay with a host tier and write-back, so evictions, write-backs, load-backs, gathers and
 // backups all appear, on two pools.
-ReplayConfig RichConfig(bool with_profile) {
+ReplayConfig ProfiledConfig(bool with_profile) {
   ReplayConfig cfg;
   for (const char* s : {"cache.cp_size=4", "cache.device_pages_per_lane=2000",
                         "cache.host_pages_per_lane=3000", "cache.write_policy=write_back"})
@@ -44,7 +44,7 @@ const Trace& Excerpt() {
 }
 
 // The plan file text of a replay, and the plans it recorded.
-std::string ReplayPlanText(const ReplayConfig& cfg, std::vector<RequestPlan>* recorded) {
+std::string RecordedPlanText(const ReplayConfig& cfg, std::vector<RequestPlan>* recorded) {
   auto policy = MakePolicy("lanes", cfg, Excerpt());
   std::ostringstream out;
   ReplaySinks sinks;
@@ -87,10 +87,10 @@ std::string ReadError(const std::string& content) {
 TEST_CASE("the streamed plan lines are PlanToJson's dump byte for byte, ops counted") {
   std::set<std::string> kinds;
   for (const char* write_policy : {"write_back", "write_through"}) {
-    ReplayConfig cfg = RichConfig(false);
+    ReplayConfig cfg = ProfiledConfig(false);
     ApplyConfigSetting(std::string("cache.write_policy=") + write_policy, cfg);
     std::vector<RequestPlan> recorded;
-    const std::vector<std::string> lines = Lines(ReplayPlanText(cfg, &recorded));
+    const std::vector<std::string> lines = Lines(RecordedPlanText(cfg, &recorded));
     REQUIRE(lines.size() == recorded.size() + 2);
     CHECK(lines[0] == PlanHeaderJson(cfg, nullptr).dump());
     size_t ops = 0;
@@ -117,7 +117,7 @@ TEST_CASE("the streamed plan lines are PlanToJson's dump byte for byte, ops coun
 }
 
 TEST_CASE("integer lists are written as nlohmann writes them at every digit count and length") {
-  const ReplayConfig cfg = RichConfig(false);
+  const ReplayConfig cfg = ProfiledConfig(false);
   // Every value with 1..10 digits at both ends of its range, and lists long enough that the
   // writer's tuple buffer is flushed into the line several times.
   std::vector<uint32_t> edges = {0, 4294967295u};
@@ -144,10 +144,10 @@ TEST_CASE("integer lists are written as nlohmann writes them at every digit coun
 }
 
 TEST_CASE("a pool name that needs JSON escapes is written as nlohmann writes it") {
-  ReplayConfig cfg = RichConfig(false);
+  ReplayConfig cfg = ProfiledConfig(false);
   cfg.model.pools = {{"kv \"main\"\\\t\xc3\xa9", 64}, {"idx", 8}};
   std::vector<RequestPlan> recorded;
-  const std::vector<std::string> lines = Lines(ReplayPlanText(cfg, &recorded));
+  const std::vector<std::string> lines = Lines(RecordedPlanText(cfg, &recorded));
   REQUIRE(lines.size() == recorded.size() + 2);
   size_t copies = 0;
   const SpinPricer spin(nullptr, "", cfg.cache.cp_size, cfg.cache.page_tokens);
@@ -161,8 +161,8 @@ TEST_CASE("a pool name that needs JSON escapes is written as nlohmann writes it"
 
 TEST_CASE("a whole plan reads back; cut, padded or miscounted plans are refused at their line") {
   std::vector<RequestPlan> recorded;
-  const ReplayConfig cfg = RichConfig(false);
-  const std::string text = ReplayPlanText(cfg, &recorded);
+  const ReplayConfig cfg = ProfiledConfig(false);
+  const std::string text = RecordedPlanText(cfg, &recorded);
   const std::vector<std::string> lines = Lines(text);
   const size_t n = lines.size();  // header, requests, trailer
   {
@@ -211,7 +211,7 @@ TEST_CASE("a whole plan reads back; cut, padded or miscounted plans are refused 
 }
 
 TEST_CASE("the header stores the hardware profile; it is read back from anywhere, hash checked") {
-  const ReplayConfig cfg = RichConfig(true);
+  const ReplayConfig cfg = ProfiledConfig(true);
   const ProfileFile file = ReadProfileFile(cfg.hardware.profile);
   const nlohmann::ordered_json h = PlanHeaderJson(cfg, &file);
   REQUIRE(h.contains("hardware_profile"));
@@ -240,7 +240,7 @@ TEST_CASE("the header stores the hardware profile; it is read back from anywhere
   CHECK_THROWS_WITH_AS(ResolvePlanProfile(ParsePlanHeader(moved, "p.jsonl"), "", "p.jsonl"),
                        doctest::Contains("p.jsonl:1: hardware_profile.fnv1a64: is "), InputError);
   // A plan written without a profile stores none.
-  CHECK_FALSE(ResolvePlanProfile(PlanHeaderOf(RichConfig(false), nullptr), "", "p.jsonl"));
+  CHECK_FALSE(ResolvePlanProfile(PlanHeaderOf(ProfiledConfig(false), nullptr), "", "p.jsonl"));
 }
 
 }  // namespace kvlanes::test

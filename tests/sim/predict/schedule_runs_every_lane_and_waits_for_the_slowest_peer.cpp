@@ -15,8 +15,8 @@
 namespace kvlanes {
 namespace {
 
-SchedOp Op(const char* name, OpKind k, SchedStream s, double work_s, int rank,
-           Engine e = Engine::kNone) {
+SchedOp LaneOp(const char* name, OpKind k, SchedStream s, double work_s, int rank,
+               Engine e = Engine::kNone) {
   SchedOp o;
   o.name = name;
   o.kind = k;
@@ -27,16 +27,16 @@ SchedOp Op(const char* name, OpKind k, SchedStream s, double work_s, int rank,
   return o;
 }
 
-HardwareProfile Profile() { return test::HandProfile(2, {{0, 10e-6, 100}}); }
+HardwareProfile LaneProfile() { return test::HandProfile(2, {{0, 10e-6, 100}}); }
 
-ReplayConfig Config(int ranks) { return test::HandConfig(ranks); }
+ReplayConfig LaneConfig(int ranks) { return test::HandConfig(ranks); }
 
 }  // namespace
 
 TEST_CASE("each rank has its own copy engines: copies of two ranks do not serialize") {
   Schedule s;
-  const int a = s.Add(Op("a", OpKind::kH2D, SchedStream::kH2D, 3e-3, 0, Engine::kCopyH2D));
-  const int b = s.Add(Op("b", OpKind::kH2D, SchedStream::kH2D, 1e-3, 1, Engine::kCopyH2D));
+  const int a = s.Add(LaneOp("a", OpKind::kH2D, SchedStream::kH2D, 3e-3, 0, Engine::kCopyH2D));
+  const int b = s.Add(LaneOp("b", OpKind::kH2D, SchedStream::kH2D, 1e-3, 1, Engine::kCopyH2D));
   const auto t = s.Run(OverlapTable());
   CHECK(t[a].start_s == 0);
   CHECK(t[b].start_s == 0);
@@ -46,15 +46,15 @@ TEST_CASE("each rank has its own copy engines: copies of two ranks do not serial
 
 TEST_CASE("a collective starts on every rank when its slowest peer is ready") {
   Schedule s;
-  const int c0 = s.Add(Op("load", OpKind::kH2D, SchedStream::kH2D, 3e-3, 0, Engine::kCopyH2D));
-  const int c1 = s.Add(Op("load", OpKind::kH2D, SchedStream::kH2D, 1e-3, 1, Engine::kCopyH2D));
+  const int c0 = s.Add(LaneOp("load", OpKind::kH2D, SchedStream::kH2D, 3e-3, 0, Engine::kCopyH2D));
+  const int c1 = s.Add(LaneOp("load", OpKind::kH2D, SchedStream::kH2D, 1e-3, 1, Engine::kCopyH2D));
   int g[2], f[2];
   for (int r = 0; r < 2; ++r) {
-    SchedOp go = Op("gather", OpKind::kGather, SchedStream::kComm, 1e-3, r);
+    SchedOp go = LaneOp("gather", OpKind::kGather, SchedStream::kComm, 1e-3, r);
     go.deps[0] = r == 0 ? c0 : c1;
     go.group = 0;
     g[r] = s.Add(go);
-    SchedOp fo = Op("compute", OpKind::kForward, SchedStream::kCompute, 2e-3, r);
+    SchedOp fo = LaneOp("compute", OpKind::kForward, SchedStream::kCompute, 2e-3, r);
     fo.deps[0] = g[r];
     f[r] = s.Add(fo);
   }
@@ -71,15 +71,17 @@ TEST_CASE("shares slow only ops of the same rank") {
   OverlapTable ov;
   ov.share[static_cast<int>(OpKind::kH2D)][static_cast<int>(OpKind::kForward)] = 0.5;
   Schedule s;
-  const int copy = s.Add(Op("copy", OpKind::kH2D, SchedStream::kH2D, 2e-3, 0, Engine::kCopyH2D));
-  const int other = s.Add(Op("fwd", OpKind::kForward, SchedStream::kCompute, 2e-3, 1));
+  const int copy =
+      s.Add(LaneOp("copy", OpKind::kH2D, SchedStream::kH2D, 2e-3, 0, Engine::kCopyH2D));
+  const int other = s.Add(LaneOp("fwd", OpKind::kForward, SchedStream::kCompute, 2e-3, 1));
   const auto t = s.Run(ov);
   CHECK(t[copy].end_s == 2e-3);  // the forward pass runs on rank 1
   CHECK_FALSE(t[copy].slowed);
   CHECK(t[other].end_s == 2e-3);
   Schedule same;
-  const int c2 = same.Add(Op("copy", OpKind::kH2D, SchedStream::kH2D, 2e-3, 0, Engine::kCopyH2D));
-  same.Add(Op("fwd", OpKind::kForward, SchedStream::kCompute, 2e-3, 0));
+  const int c2 =
+      same.Add(LaneOp("copy", OpKind::kH2D, SchedStream::kH2D, 2e-3, 0, Engine::kCopyH2D));
+  same.Add(LaneOp("fwd", OpKind::kForward, SchedStream::kCompute, 2e-3, 0));
   const auto t2 = same.Run(ov);
   // At half speed for the 2 ms the forward pass runs: 1 ms of work, then 1 ms alone.
   CHECK(t2[c2].end_s == doctest::Approx(3e-3));
@@ -89,7 +91,7 @@ TEST_CASE("shares slow only ops of the same rank") {
 TEST_CASE("a fast lane's backups run while the slow lane still loads") {
   // cp_size 2, no prefix (no collective ties the lanes): lane 0 loads 200 pages a layer and
   // backs up nothing, lane 1 loads nothing and backs up 100 pages a layer (per-layer).
-  const CostModel m(Profile(), Config(2));
+  const CostModel m(LaneProfile(), LaneConfig(2));
   const std::vector<int64_t> load{200, 0}, backup{0, 100};
   ForwardShape f;
   f.new_tokens = 20;
@@ -125,7 +127,7 @@ TEST_CASE("a fast lane's backups run while the slow lane still loads") {
 }
 
 TEST_CASE("lanes with the same copies share one schedule rank") {
-  const CostModel m(Profile(), Config(2));
+  const CostModel m(LaneProfile(), LaneConfig(2));
   const std::vector<int64_t> load{50, 50}, shard{8, 8};
   ForwardShape f;
   f.new_tokens = 20;
@@ -140,7 +142,7 @@ TEST_CASE("lanes with the same copies share one schedule rank") {
 }
 
 TEST_CASE("a p2p gather's load-backs copy every layer before its first gather layer") {
-  const CostModel m(Profile(), Config(1));
+  const CostModel m(LaneProfile(), LaneConfig(1));
   const std::vector<int64_t> load{30}, shard{40};
   ForwardShape f;
   f.new_tokens = 20;

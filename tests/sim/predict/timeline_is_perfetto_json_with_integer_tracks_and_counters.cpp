@@ -16,7 +16,8 @@
 namespace kvlanes::test {
 namespace {
 
-constexpr const char* kProfile = KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml";
+constexpr const char* kTimelineProfile =
+    KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml";
 
 struct Run {
   std::string timeline;
@@ -28,7 +29,7 @@ Run Replay(bool layers = false) {
   ReplayConfig cfg;
   for (const std::string& s : std::vector<std::string>{
            "cache.cp_size=4", "cache.device_pages_per_lane=2000", "cache.host_pages_per_lane=3000",
-           "cache.write_policy=write_back", std::string("hardware.profile=") + kProfile})
+           "cache.write_policy=write_back", std::string("hardware.profile=") + kTimelineProfile})
     ApplyConfigSetting(s, cfg);
   ValidateConfig(cfg);
   const Trace trace =

@@ -46,7 +46,7 @@ void Events(T& w, int ranks, int64_t n) {
   }
 }
 
-std::string Write(int ranks, int64_t n, TimelineWriterOptions opts) {
+std::string WriteTimeline(int ranks, int64_t n, TimelineWriterOptions opts) {
   std::ostringstream out;
   T w(out, ranks, opts);
   Events(w, ranks, n);
@@ -101,7 +101,7 @@ TEST_CASE(
     "the writer thread writes the foreground writer's bytes, in order, for any chunk and queue") {
   const int ranks = 4;
   const int64_t n = 3000;  // about 31,000 events, over 4 MiB: several buffers
-  const std::string expected = Write(ranks, n, Foreground());
+  const std::string expected = WriteTimeline(ranks, n, Foreground());
   REQUIRE(expected.size() > (size_t{4} << 20));
   // The events are in the order given: request ids never decrease through the document.
   const nlohmann::json doc = nlohmann::json::parse(expected);
@@ -122,11 +122,11 @@ TEST_CASE(
       TimelineWriterOptions bg;
       bg.chunk_events = chunk;
       bg.queue_chunks = q;
-      CHECK(Write(ranks, n, bg) == expected);
+      CHECK(WriteTimeline(ranks, n, bg) == expected);
     }
     TimelineWriterOptions fg = Foreground();
     fg.chunk_events = chunk;
-    CHECK(Write(ranks, n, fg) == expected);
+    CHECK(WriteTimeline(ranks, n, fg) == expected);
   }
 }
 

@@ -18,7 +18,7 @@ namespace kvlanes::test {
 namespace {
 
 constexpr const char* kTrace = KVLANES_SOURCE_DIR "/traces/mooncake_excerpt.jsonl";
-constexpr const char* kProfile = KVLANES_SOURCE_DIR "/config/profiles/h200.yaml";
+constexpr const char* kContextProfile = KVLANES_SOURCE_DIR "/config/profiles/h200.yaml";
 
 std::string FileText(const char* path) {
   std::ifstream in(path, std::ios::binary);
@@ -28,7 +28,7 @@ std::string FileText(const char* path) {
 nlohmann::ordered_json Report() {
   ReplayConfig cfg;
   ApplyConfigSetting("cache.cp_size=1", cfg);
-  ApplyConfigSetting(std::string("hardware.profile=") + kProfile, cfg);
+  ApplyConfigSetting(std::string("hardware.profile=") + kContextProfile, cfg);
   ValidateConfig(cfg);
   const Trace trace = LoadTrace({kTrace}, std::nullopt, {});
   auto policy = MakePolicy("lru", cfg, trace);
@@ -54,9 +54,9 @@ TEST_CASE("the report's context names the build, the config hash, the traces and
   // specification (it gives the published vectors below) over the 230,740 bytes of the file.
   CHECK(c["traces"][0]["xxh64"] == "094ca76f37c3e3f9");
   CHECK_FALSE(c["traces"][0].contains("fnv1a64"));
-  CHECK(c["hardware_profile"]["path"] == kProfile);
-  CHECK(c["hardware_profile"]["fnv1a64"] == Fnv1a64Hex(FileText(kProfile)));
-  CHECK(c["hardware_profile"]["name"] == LoadHardwareProfile(kProfile).name);
+  CHECK(c["hardware_profile"]["path"] == kContextProfile);
+  CHECK(c["hardware_profile"]["fnv1a64"] == Fnv1a64Hex(FileText(kContextProfile)));
+  CHECK(c["hardware_profile"]["name"] == LoadHardwareProfile(kContextProfile).name);
   // Known values of the hash (FNV-1a 64 test vectors).
   CHECK(Fnv1a64Hex("") == "cbf29ce484222325");
   CHECK(Fnv1a64Hex("a") == "af63dc4c8601ec8c");
