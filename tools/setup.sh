@@ -77,8 +77,8 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
-# The set-up build: -O2 as in RelWithDebInfo but without debug information (Release with -O2,
-# the same optimisation, so the same outputs and speed), each target compiled as one translation
+# The set-up build: -O2 -DNDEBUG as in RelWithDebInfo but without debug information (Release with
+# -O2 -DNDEBUG, the same optimisation and checks, so the same outputs and speed), each target compiled as one translation
 # unit (CMake's unity build: the heavy third-party headers are parsed and their templates compiled
 # once per target, not once per file), Ninja where installed (it compiles a target's files while
 # the libraries it links are still being built), test executables at -O1 (their own code only:
@@ -87,7 +87,7 @@ fi
 # Developers wanting debug information or per-file rebuilds configure their own folder (README).
 gen=()
 if [[ ! -f build/CMakeCache.txt ]] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
-cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O2 \
+cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" \
     "-DCMAKE_CUDA_FLAGS_RELEASE=-O2 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=0 \
     -DKVLANES_TEST_CXX_FLAGS=-O1 "${launcher[@]}" >build-configure.log 2>&1 || {
   cat build-configure.log >&2; echo "setup: cmake configure failed (log above)" >&2; exit 1; }
