@@ -14,7 +14,7 @@ include(CMakePackageConfigHelpers)
 
 set(KVLANES_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/kvlanes)
 set(KVLANES_EXPORTED
-    kvlanes_traces kvlanes_plan kvlanes_sim kvlanes_methods kvlanes_policies kvlanes_regress kvlanes_compare kvlanes_kernels
+    kvlanes_io kvlanes_traces kvlanes_plan kvlanes_sim kvlanes_methods kvlanes_policies kvlanes_regress kvlanes_compare kvlanes_kernels
     kvlanes_exec kvlanes_exec_bench kvlanes_driver kvlanes_cli kvlanes_commands kvlanes_main)
 if(KVLANES_WITH_CUDA)
   list(APPEND KVLANES_EXPORTED kvlanes_kernels_bench)
@@ -37,7 +37,7 @@ install(TARGETS ${KVLANES_EXPORTED} EXPORT kvlanesTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 install(TARGETS kvlanes EXPORT kvlanesTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
-install(DIRECTORY traces sim methods policies driver tools exec kernels
+install(DIRECTORY io base traces sim methods policies driver tools exec kernels
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvlanes COMPONENT dev
         FILES_MATCHING PATTERN "*.h")
 # `sweep --plot` finds its script beside the command (tools/cmd_sweep.cpp).

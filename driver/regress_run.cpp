@@ -3,8 +3,8 @@
 #include <optional>
 
 #include "driver/run_grid.h"
+#include "io/input_error.h"
 #include "policies/registry.h"
-#include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes::driver {

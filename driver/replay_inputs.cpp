@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "io/input_error.h"
 #include "policies/registry.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::driver {
 

@@ -15,12 +15,12 @@
 #include <string_view>
 #include <thread>
 
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/json_strict.h"
+#include "io/output_file.h"
 #include "policies/registry.h"
 #include "sim/report/report.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/json_strict.h"
-#include "traces/output_file.h"
 
 namespace kvlanes::driver {
 

@@ -18,12 +18,12 @@
 
 #include "exec/exec_error.h"
 #include "exec/pattern.h"
+#include "io/name_table.h"
 #include "kernels/materialize.h"
 #include "kernels/page_layout.h"
 #include "kernels/tier_copy.h"
 #include "kernels/zigzag.h"
 #include "sim/cache/policy.h"
-#include "traces/name_table.h"
 
 namespace kvlanes::exec {
 

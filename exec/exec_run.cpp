@@ -19,13 +19,13 @@
 #include <thread>
 #include <tuple>
 
+#include "base/percentile.h"
 #include "exec/exec_error.h"
 #include "exec/host_backend.h"
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/output_file.h"
 #include "methods/gather_method.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/output_file.h"
-#include "traces/percentile.h"
 #if KVLANES_WITH_CUDA
 #include "exec/cuda_backend.h"
 #endif

@@ -17,7 +17,7 @@
 
 #include "exec/executor.h"
 #include "exec/launch.h"
-#include "traces/output_file.h"
+#include "io/output_file.h"
 
 namespace kvlanes::exec {
 

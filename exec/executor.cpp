@@ -13,13 +13,13 @@
 #include "exec/exec_error.h"
 #include "exec/gather.h"
 #include "exec/partial_merge_check.h"
+#include "io/input_error.h"
+#include "io/input_file.h"
 #include "kernels/materialize.h"
 #include "methods/backup_schedule.h"
 #include "methods/gather_method.h"
 #include "sim/cache/placement.h"
 #include "sim/check.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
 
 namespace kvlanes::exec {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <map>
 
+#include "io/input_error.h"
 #include "kernels/zigzag.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::exec {
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "exec/pattern.h"  // KVLANES_EXEC_HD
+#include "io/name_table.h"
 #include "sim/model/model_shapes.h"
 #include "sim/predict/plan.h"
-#include "traces/name_table.h"
 
 namespace kvlanes::exec {
 

@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "exec/exec_error.h"
-#include "traces/input_error.h"
+#include "io/input_error.h"
 
 namespace kvlanes::exec {
 namespace {

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "traces/name_table.h"
+#include "io/name_table.h"
 
 namespace kvlanes::exec {
 

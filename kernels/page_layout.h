@@ -31,7 +31,7 @@
 #include <string>
 #include <string_view>
 
-#include "traces/name_table.h"
+#include "io/name_table.h"
 
 #if defined(__CUDACC__)
 #define KVLANES_HD __host__ __device__

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "traces/input_error.h"
+#include "io/input_error.h"
 
 namespace kvlanes {
 

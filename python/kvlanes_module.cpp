@@ -15,14 +15,14 @@
 
 #include "driver/replay_inputs.h"
 #include "driver/run_grid.h"
+#include "io/build_info.h"
+#include "io/input_error.h"
+#include "io/input_file.h"
 #include "policies/registry.h"
 #include "sim/config.h"
 #include "sim/report/report.h"
 #include "sim/report/request_table.h"
 #include "sim/yaml_input.h"
-#include "traces/build_info.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
 #include "traces/trace_reader.h"
 
 namespace py = pybind11;

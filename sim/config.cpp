@@ -16,14 +16,14 @@
 #include <utility>
 #include <vector>
 
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/name_table.h"
 #include "kernels/page_layout.h"
 #include "sim/cache/eviction_order.h"
 #include "sim/cache/placement.h"
 #include "sim/predict/gather_scratch.h"
 #include "sim/yaml_input.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/name_table.h"
 #include "traces/trace.h"
 
 namespace kvlanes {

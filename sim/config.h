@@ -14,9 +14,9 @@
 #include <variant>
 #include <vector>
 
+#include "io/name_table.h"
 #include "sim/checked_math.h"
 #include "sim/model/model_shapes.h"
-#include "traces/name_table.h"
 
 namespace kvlanes {
 

@@ -10,8 +10,8 @@
 #include <variant>
 #include <vector>
 
-#include "traces/input_error.h"
-#include "traces/input_file.h"
+#include "io/input_error.h"
+#include "io/input_file.h"
 
 namespace kvlanes {
 

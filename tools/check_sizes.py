@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 
-PRODUCT = ["traces", "sim", "policies", "methods", "exec", "kernels", "driver", "tools", "python"]
+PRODUCT = ["io", "base", "traces", "sim", "policies", "methods", "exec", "kernels", "driver", "tools", "python"]
 FUNCTION_KINDS = {"function"}
 CLASS_KINDS = {"class", "struct", "union"}
 

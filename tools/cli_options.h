@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "io/input_error.h"
+#include "io/name_table.h"
+#include "io/output_file.h"
 #include "sim/predict/plan.h"
-#include "traces/input_error.h"
-#include "traces/name_table.h"
-#include "traces/output_file.h"
 
 namespace kvlanes::cli {
 

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "io/input_error.h"
+#include "io/output_file.h"
 #include "kernels/bench/bench_kernels.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "traces/input_error.h"
-#include "traces/output_file.h"
 
 namespace kvlanes::cli {
 namespace {

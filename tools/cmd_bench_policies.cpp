@@ -15,7 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "base/percentile.h"
 #include "driver/run_grid.h"
+#include "io/input_error.h"
+#include "io/output_file.h"
 #include "policies/registry.h"
 #include "sim/config.h"
 #include "sim/engine/replay_engine.h"
@@ -23,9 +26,6 @@
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
 #include "tools/scaled_trace.h"
-#include "traces/input_error.h"
-#include "traces/output_file.h"
-#include "traces/percentile.h"
 
 namespace po = boost::program_options;
 

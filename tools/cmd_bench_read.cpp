@@ -23,12 +23,12 @@
 #include <string>
 #include <vector>
 
+#include "io/build_info.h"
+#include "io/input_error.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
-#include "traces/build_info.h"
 #include "traces/format_readers.h"
-#include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
 namespace po = boost::program_options;

@@ -22,6 +22,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "io/input_error.h"
+#include "io/output_file.h"
 #include "policies/registry.h"
 #include "sim/engine/replay_engine.h"
 #include "sim/report/report.h"
@@ -29,8 +31,6 @@
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
 #include "tools/scaled_trace.h"
-#include "traces/input_error.h"
-#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 

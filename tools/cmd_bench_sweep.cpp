@@ -12,11 +12,11 @@
 #include "exec/bench/sweep.h"
 #include "exec/exec_error.h"
 #include "exec/forward_model.h"
+#include "io/input_error.h"
+#include "io/output_file.h"
 #include "sim/config.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "traces/input_error.h"
-#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 

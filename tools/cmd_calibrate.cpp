@@ -8,6 +8,8 @@
 #include <optional>
 #include <sstream>
 
+#include "io/input_error.h"
+#include "io/output_file.h"
 #include "sim/compare/calibrate.h"
 #include "sim/compare/measurements.h"
 #include "sim/compare/profile_writer.h"
@@ -16,8 +18,6 @@
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/run_progress.h"
-#include "traces/input_error.h"
-#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "io/input_error.h"
 #include "sim/yaml_input.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "traces/input_error.h"
 
 namespace po = boost::program_options;
 

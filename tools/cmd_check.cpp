@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/output_file.h"
 #include "sim/compare/check_stats.h"
 #include "sim/compare/op_predictions.h"
 #include "sim/predict/cost_model.h"
@@ -21,9 +24,6 @@
 #include "sim/predict/plan_pricing.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 

@@ -6,19 +6,38 @@
 #include <thread>
 
 #include "driver/run_grid.h"
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/output_file.h"
 #include "policies/registry.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/config_help.h"
 #include "tools/replay_setup.h"
 #include "tools/run_progress.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 
 namespace kvlanes::cli {
+
+namespace {
+
+// The line above the table: the trace, the cache and the mode the runs replayed.
+void PrintCompareHeader(FILE* console, const ReplayInputs& in) {
+  std::fprintf(
+      console,
+      "%zu requests, cp_size %lld, %lld device + %lld host pages per lane, page %lld tokens; "
+      "%s\n",
+      in.trace.requests.size(), static_cast<long long>(in.config.cache.cp_size),
+      static_cast<long long>(in.config.cache.device_pages_per_lane),
+      static_cast<long long>(in.config.cache.host_pages_per_lane),
+      static_cast<long long>(in.config.cache.page_tokens),
+      in.config.serving.Enabled()
+          ? ("serving mode, " + std::to_string(in.config.serving.replicas) + " replica(s)").c_str()
+          : "sequential mode");
+}
+
+}  // namespace
 
 int CmdCompare(int argc, const char* const* argv) {
   po::options_description desc("options");
@@ -101,18 +120,7 @@ int CmdCompare(int argc, const char* const* argv) {
     if (vm.count("csv")) driver::WriteRunsCsv(vm["csv"].as<std::string>(), out["runs"], {});
     if (!quiet) {
       FILE* console = SummaryStream(vm, {"json", "csv"});
-      std::fprintf(
-          console,
-          "%zu requests, cp_size %lld, %lld device + %lld host pages per lane, page %lld tokens; "
-          "%s\n",
-          in.trace.requests.size(), static_cast<long long>(in.config.cache.cp_size),
-          static_cast<long long>(in.config.cache.device_pages_per_lane),
-          static_cast<long long>(in.config.cache.host_pages_per_lane),
-          static_cast<long long>(in.config.cache.page_tokens),
-          in.config.serving.Enabled()
-              ? ("serving mode, " + std::to_string(in.config.serving.replicas) + " replica(s)")
-                    .c_str()
-              : "sequential mode");
+      PrintCompareHeader(console, in);
       driver::PrintRunsTable(console, out["runs"], {});
     }
     return 0;

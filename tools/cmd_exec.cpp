@@ -11,13 +11,13 @@
 
 #include "exec/exec_error.h"
 #include "exec/exec_run.h"
+#include "io/input_error.h"
 #include "policies/registry.h"
 #include "sim/predict/plan_pricing.h"
 #include "sim/report/report.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
-#include "traces/input_error.h"
 
 namespace po = boost::program_options;
 

@@ -6,6 +6,8 @@
 #include <iostream>
 #include <memory>
 
+#include "io/input_error.h"
+#include "io/output_file.h"
 #include "policies/registry.h"
 #include "sim/cache/placement.h"
 #include "sim/engine/replay_engine.h"
@@ -17,8 +19,6 @@
 #include "tools/config_help.h"
 #include "tools/explain_serving.h"
 #include "tools/replay_setup.h"
-#include "traces/input_error.h"
-#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 

@@ -8,13 +8,13 @@
 
 #include "driver/regress_run.h"
 #include "driver/run_grid.h"
+#include "io/input_error.h"
+#include "io/output_file.h"
 #include "policies/registry.h"
 #include "sim/regress/conformance.h"
 #include "sim/regress/golden.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#include "traces/input_error.h"
-#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 

@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "io/input_error.h"
+#include "io/output_file.h"
 #include "policies/registry.h"
 #include "sim/predict/cost_model.h"
 #include "sim/report/report.h"
@@ -14,8 +16,6 @@
 #include "tools/commands.h"
 #include "tools/config_help.h"
 #include "tools/replay_setup.h"
-#include "traces/input_error.h"
-#include "traces/output_file.h"
 
 namespace po = boost::program_options;
 

@@ -16,15 +16,15 @@
 #include <tuple>
 
 #include "driver/run_grid.h"
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/output_file.h"
 #include "policies/registry.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/config_help.h"
 #include "tools/replay_setup.h"
 #include "tools/run_progress.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/output_file.h"
 
 extern char** environ;
 

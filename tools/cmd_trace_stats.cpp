@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "io/input_error.h"
+#include "io/output_file.h"
 #include "sim/config.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 #include "tools/replay_setup.h"
-#include "traces/input_error.h"
-#include "traces/output_file.h"
 #include "traces/trace_reader.h"
 #include "traces/trace_stats.h"
 

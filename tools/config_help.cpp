@@ -2,8 +2,8 @@
 
 #include <sstream>
 
+#include "io/input_error.h"
 #include "sim/config.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::cli {
 

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "io/input_error.h"
 #include "policies/registry.h"
 #include "sim/engine/scheduler.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::cli {
 namespace {

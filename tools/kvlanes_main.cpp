@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "io/build_info.h"
+#include "io/name_table.h"
 #include "tools/commands.h"
-#include "traces/build_info.h"
-#include "traces/name_table.h"
 
 namespace {
 

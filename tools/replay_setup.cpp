@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "traces/input_error.h"
+#include "io/input_error.h"
 #include "traces/trace.h"
 #include "traces/trace_reader.h"
 

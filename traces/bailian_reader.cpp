@@ -4,8 +4,8 @@
 // traces/README.md, "bailian".
 #include <utility>
 
+#include "base/huge_pages.h"
 #include "traces/format_readers.h"
-#include "traces/huge_pages.h"
 #include "traces/record_fields.h"
 
 namespace kvlanes::reader {

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "io/json_scan.h"
 #include "traces/format_readers.h"
-#include "traces/json_scan.h"
 #include "traces/record_fields.h"
 
 namespace kvlanes::reader {

@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "traces/format_readers.h"
-#include "traces/huge_pages.h"
 #include "traces/record_fields.h"
 
 namespace kvlanes::reader {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "traces/json_scan.h"
+#include "io/json_scan.h"
 
 namespace kvlanes::reader {
 

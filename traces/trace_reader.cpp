@@ -21,11 +21,11 @@
 #include <string_view>
 #include <utility>
 
+#include "base/huge_pages.h"
+#include "io/input_file.h"
+#include "io/json_location.h"
+#include "io/json_scan.h"
 #include "traces/format_readers.h"
-#include "traces/huge_pages.h"
-#include "traces/input_file.h"
-#include "traces/json_location.h"
-#include "traces/json_scan.h"
 #include "traces/record_fields.h"
 
 namespace kvlanes {

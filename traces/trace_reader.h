@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "traces/input_error.h"
+#include "io/input_error.h"
 #include "traces/trace.h"
 
 namespace kvlanes {

@@ -7,7 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "traces/percentile.h"
+#include "base/percentile.h"
 
 namespace kvlanes {
 namespace {

@@ -12,7 +12,7 @@
 #include "exec/exec_run.h"
 #include "exec/host_backend.h"
 #include "exec/launch.h"
-#include "traces/input_file.h"
+#include "io/input_file.h"
 #if KVLANES_WITH_CUDA
 #include "exec/cuda_backend.h"
 #endif

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "base/percentile.h"
 #include "exec/bench/sweep.h"
 #include "exec/exec_error.h"
 #include "exec/gather.h"
-#include "traces/percentile.h"
 
 namespace kvlanes::exec::sweep {
 

@@ -4,8 +4,8 @@
 // docs/kernels.md, "scatter_dense variants".
 #pragma once
 
+#include "io/name_table.h"
 #include "kernels/tuning.h"
-#include "traces/name_table.h"
 
 namespace kvlanes::kernels {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "traces/name_table.h"
+#include "io/name_table.h"
 
 namespace kvlanes {
 

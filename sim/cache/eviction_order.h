@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "traces/name_table.h"
+#include "io/name_table.h"
 
 namespace kvlanes {
 

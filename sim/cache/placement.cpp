@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "io/name_table.h"
 #include "sim/check.h"
 #include "sim/checked_math.h"
-#include "traces/name_table.h"
 
 namespace kvlanes {
 

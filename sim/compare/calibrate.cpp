@@ -7,9 +7,9 @@
 #include <map>
 #include <set>
 
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/percentile.h"
+#include "base/percentile.h"
+#include "io/input_error.h"
+#include "io/input_file.h"
 
 namespace kvlanes {
 namespace {

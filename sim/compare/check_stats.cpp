@@ -8,10 +8,10 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/json_location.h"
-#include "traces/percentile.h"
+#include "base/percentile.h"
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/json_location.h"
 
 namespace kvlanes {
 

@@ -53,7 +53,7 @@ struct ErrorStats {
   size_t count = 0;
   double median = 0, p95 = 0, max = 0;  // of APE = |predicted - measured| / measured
 };
-// Percentiles by linear interpolation between closest ranks (traces/percentile.h). REQUIRES
+// Percentiles by linear interpolation between closest ranks (base/percentile.h). REQUIRES
 // non-empty.
 ErrorStats SummarizeErrors(const std::vector<double>& ape);
 

@@ -5,10 +5,10 @@
 #include <sstream>
 #include <utility>
 
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/json_location.h"
 #include "sim/predict/hardware_profile.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/json_location.h"
 
 namespace kvlanes {
 namespace {

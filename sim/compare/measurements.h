@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "traces/name_table.h"
+#include "io/name_table.h"
 
 namespace kvlanes {
 

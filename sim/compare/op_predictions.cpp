@@ -4,10 +4,10 @@
 #include <map>
 #include <sstream>
 
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/json_location.h"
 #include "sim/predict/predictor.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/json_location.h"
 
 namespace kvlanes {
 namespace {

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "traces/input_file.h"
+#include "io/input_file.h"
 
 namespace kvlanes {
 namespace {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "io/input_error.h"
 #include "sim/engine/scheduler.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
@@ -13,7 +14,6 @@
 #include "sim/predict/timeline.h"
 #include "sim/report/report.h"
 #include "sim/report/serving_timeline.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 

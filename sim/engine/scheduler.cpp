@@ -5,8 +5,8 @@
 #include <deque>
 #include <limits>
 
+#include "io/input_error.h"
 #include "sim/check.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "traces/input_error.h"
+#include "io/input_error.h"
 
 namespace kvlanes {
 

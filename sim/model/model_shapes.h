@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "traces/name_table.h"
+#include "io/name_table.h"
 
 namespace kvlanes {
 

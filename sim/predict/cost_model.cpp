@@ -4,9 +4,9 @@
 #include <array>
 #include <atomic>
 
+#include "io/input_error.h"
 #include "methods/method_costs.h"
 #include "sim/check.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 

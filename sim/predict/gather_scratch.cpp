@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <string>
 
+#include "io/input_error.h"
 #include "sim/cache/placement.h"
 #include "sim/check.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 namespace {

@@ -11,11 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/name_table.h"
 #include "sim/model/model_shapes.h"
 #include "sim/yaml_input.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/name_table.h"
 
 namespace kvlanes {
 

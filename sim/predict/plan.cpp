@@ -6,6 +6,8 @@
 #include <ostream>
 #include <utility>
 
+#include "io/input_error.h"
+#include "io/input_file.h"
 #include "kernels/page_layout.h"
 #include "sim/checked_math.h"
 #include "sim/predict/content_hash.h"
@@ -13,8 +15,6 @@
 #include "sim/predict/json_append.h"
 #include "sim/predict/plan_pricing.h"
 #include "sim/predict/plan_runs.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
 
 namespace kvlanes {
 namespace {

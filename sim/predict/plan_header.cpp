@@ -2,9 +2,9 @@
 
 #include <utility>
 
+#include "io/input_error.h"
 #include "sim/checked_math.h"
 #include "sim/predict/content_hash.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 namespace {

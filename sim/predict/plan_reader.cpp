@@ -7,14 +7,14 @@
 #include <optional>
 #include <utility>
 
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/json_strict.h"
 #include "kernels/page_layout.h"
 #include "sim/cache/placement.h"
 #include "sim/checked_math.h"
 #include "sim/predict/plan.h"
 #include "sim/predict/plan_runs.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/json_strict.h"
 
 namespace kvlanes {
 

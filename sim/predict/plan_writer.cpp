@@ -5,10 +5,10 @@
 #include <ostream>
 #include <utility>
 
+#include "io/input_error.h"
 #include "kernels/page_layout.h"
 #include "sim/predict/plan.h"
 #include "sim/predict/plan_pricing.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 

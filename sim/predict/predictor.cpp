@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/percentile.h"
 #include "methods/backup_schedule.h"
-#include "traces/percentile.h"
 
 namespace kvlanes {
 

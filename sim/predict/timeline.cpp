@@ -3,8 +3,8 @@
 #include <cstring>
 #include <utility>
 
+#include "io/input_error.h"
 #include "sim/predict/json_append.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 namespace {

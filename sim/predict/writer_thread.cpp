@@ -9,8 +9,8 @@
 #include <thread>
 #include <utility>
 
+#include "io/input_error.h"
 #include "sim/check.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 

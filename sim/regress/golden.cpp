@@ -8,10 +8,10 @@
 #include <set>
 #include <sstream>
 
-#include "traces/build_info.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/json_location.h"
+#include "io/build_info.h"
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/json_location.h"
 
 namespace kvlanes::regress {
 

@@ -20,7 +20,7 @@ using Json = nlohmann::ordered_json;
 // The golden leaves of one run: every metric its case pins, from the run's replay report.
 Json EntryLeaves(const SuiteCase& c, const Json& report);
 
-// This build and this suite: version and commit (traces/build_info.h), build type, suite path
+// This build and this suite: version and commit (io/build_info.h), build type, suite path
 // and hash.
 Json Provenance(const Suite& suite);
 

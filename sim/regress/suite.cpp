@@ -10,10 +10,10 @@
 #include <map>
 #include <sstream>
 
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/name_table.h"
 #include "sim/yaml_input.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/name_table.h"
 
 namespace kvlanes::regress {
 

@@ -12,10 +12,10 @@
 #include <optional>
 #include <tuple>
 
+#include "io/build_info.h"
+#include "io/input_file.h"
 #include "sim/predict/content_hash.h"
 #include "sim/predict/hardware_profile.h"
-#include "traces/build_info.h"
-#include "traces/input_file.h"
 
 namespace kvlanes {
 namespace {

@@ -4,14 +4,14 @@
 #include <memory>
 #include <string>
 
+#include "base/percentile.h"
+#include "io/input_error.h"
+#include "io/input_file.h"
 #include "sim/cache/eviction_order.h"
 #include "sim/cache/placement.h"
 #include "sim/engine/scheduler.h"
 #include "sim/predict/gather_scratch.h"
 #include "sim/report/provenance.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/percentile.h"
 
 namespace kvlanes {
 

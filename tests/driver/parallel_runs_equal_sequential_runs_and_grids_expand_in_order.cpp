@@ -7,9 +7,9 @@
 #include <fstream>
 
 #include "driver/run_grid.h"
+#include "io/input_error.h"
 #include "policies/registry.h"
 #include "sim/report/report.h"
-#include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes::driver {

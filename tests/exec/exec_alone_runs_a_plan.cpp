@@ -8,8 +8,8 @@
 
 #include "exec/exec_run.h"
 #include "exec/executor.h"
+#include "io/input_error.h"
 #include "sim/predict/plan.h"
-#include "traces/input_error.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "exec/forward_model.h"
-#include "traces/input_error.h"
+#include "io/input_error.h"
 
 namespace kvlanes::exec {
 

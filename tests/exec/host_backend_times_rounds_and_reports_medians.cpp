@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/percentile.h"
 #include "exec/exec_error.h"
 #include "exec/host_backend.h"
 #include "exec_cases.h"
-#include "traces/percentile.h"
 
 namespace kvlanes::exec::testing {
 namespace {

@@ -15,7 +15,7 @@
 #include "exec/exec_error.h"
 #include "exec/launch.h"
 #include "exec_cases.h"
-#include "traces/input_error.h"
+#include "io/input_error.h"
 
 namespace kvlanes::exec::testing {
 namespace {

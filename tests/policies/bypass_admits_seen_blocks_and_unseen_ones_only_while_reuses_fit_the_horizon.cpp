@@ -2,8 +2,8 @@
 // seen before is admitted), the interval histogram that decides unseen blocks, and the names.
 #include <doctest/doctest.h>
 
+#include "io/input_error.h"
 #include "tests/policies/hand_cases.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::test {
 

@@ -6,9 +6,9 @@
 
 #include <string>
 
+#include "io/input_error.h"
 #include "policies/registry.h"
 #include "sim/config.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::test {
 namespace {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "io/input_error.h"
 #include "policies/count_min_sketch.h"
 #include "tests/policies/hand_cases.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::test {
 

@@ -5,8 +5,8 @@
 #include <functional>
 #include <string>
 
+#include "io/input_error.h"
 #include "sim/config.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 namespace {

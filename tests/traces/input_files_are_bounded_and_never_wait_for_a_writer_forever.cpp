@@ -1,4 +1,4 @@
-// ReadInputFile and InputFd (traces/input_file.*): a FIFO that no process writes, or whose writer
+// ReadInputFile and InputFd (io/input_file.*): a FIFO that no process writes, or whose writer
 // stops without closing, ends in an InputError naming the file within the wait limit instead of a
 // hang; a FIFO with a writer, a regular file and an empty file read as they are.
 #include <doctest/doctest.h>
@@ -12,9 +12,9 @@
 #include <string>
 #include <thread>
 
+#include "io/input_error.h"
+#include "io/input_file.h"
 #include "tests/traces/test_files.h"
-#include "traces/input_error.h"
-#include "traces/input_file.h"
 
 namespace kvlanes {
 namespace {

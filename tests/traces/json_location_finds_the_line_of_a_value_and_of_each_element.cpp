@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "traces/input_error.h"
-#include "traces/json_location.h"
+#include "io/input_error.h"
+#include "io/json_location.h"
 
 namespace kvlanes {
 namespace {

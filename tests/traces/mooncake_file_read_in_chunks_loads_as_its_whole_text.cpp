@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "io/input_error.h"
 #include "tests/traces/test_files.h"
 #include "traces/format_readers.h"
-#include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "traces/name_table.h"
+#include "io/name_table.h"
 
 namespace kvlanes {
 namespace {

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "traces/output_file.h"
+#include "io/output_file.h"
 
 namespace kvlanes {
 namespace {

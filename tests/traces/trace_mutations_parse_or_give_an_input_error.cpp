@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "io/input_error.h"
 #include "traces/format_readers.h"
-#include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
 namespace {

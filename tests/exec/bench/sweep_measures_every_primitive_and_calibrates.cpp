@@ -11,10 +11,10 @@
 
 #include "exec/bench/sweep.h"
 #include "exec/exec_error.h"
+#include "io/input_error.h"
 #include "sim/compare/calibrate.h"
 #include "sim/compare/measurements.h"
 #include "sim/predict/hardware_profile.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::exec {
 namespace {

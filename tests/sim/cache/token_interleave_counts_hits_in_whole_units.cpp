@@ -4,12 +4,12 @@
 
 #include <vector>
 
+#include "io/input_error.h"
 #include "sim/cache/cache_unit.h"
 #include "sim/config.h"
 #include "sim/predict/cost_model.h"
 #include "sim/report/report.h"
 #include "tests/sim/harness.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 namespace {

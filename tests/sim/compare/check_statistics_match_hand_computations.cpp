@@ -2,8 +2,8 @@
 // by hand: APE = |predicted - measured| / measured; percentiles interpolate between closest ranks.
 #include <doctest/doctest.h>
 
+#include "io/input_error.h"
 #include "sim/compare/check_stats.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::test {
 namespace {

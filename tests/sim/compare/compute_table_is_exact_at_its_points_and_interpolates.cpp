@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "io/input_error.h"
 #include "sim/compare/calibrate.h"
 #include "sim/compare/measurements.h"
 #include "sim/compare/profile_writer.h"
@@ -14,7 +15,6 @@
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
 #include "tests/sim/compare/synthetic.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::test {
 namespace {

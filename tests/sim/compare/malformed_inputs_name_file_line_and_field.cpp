@@ -4,12 +4,12 @@
 
 #include <functional>
 
+#include "io/input_error.h"
 #include "sim/compare/calibrate.h"
 #include "sim/compare/check_stats.h"
 #include "sim/compare/measurements.h"
 #include "sim/compare/op_predictions.h"
 #include "tests/sim/compare/synthetic.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::test {
 namespace {

@@ -134,7 +134,10 @@ TEST_CASE(
   cfg.serving.max_batch_tokens = 150;
   cfg.serving.chunk_tokens = 100;
   const double e = 2e-4, us = 1e-6, base = 1e-3;
-  Served s(cfg, TraceOf({At(0, Ids(100, 250)), At(0, Ids(400, 50)), At(0, Ids(600, 80))}), e);
+  Served s(cfg,
+           TraceOf({At(0, ServingIds(100, 250)), At(0, ServingIds(400, 50)),
+                    At(0, ServingIds(600, 80))}),
+           e);
   // pass 1: r0 100 + r1 50 (+ both extras); pass 2: r0 100 + r2 50 (+ r2's); pass 3: r0 50 + r2 30.
   const double p1 = base + 150 * us + 2 * e, p2 = base + 150 * us + e, p3 = base + 80 * us;
   struct Want {

@@ -4,11 +4,11 @@
 #include <functional>
 #include <string>
 
+#include "io/input_error.h"
 #include "sim/config.h"
 #include "sim/model/model_shapes.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 namespace {

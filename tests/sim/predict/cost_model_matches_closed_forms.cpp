@@ -4,9 +4,9 @@
 #include <fstream>
 #include <functional>
 
+#include "io/input_error.h"
 #include "sim/predict/cost_model.h"
 #include "tests/sim/predict/hand_profile.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 namespace {

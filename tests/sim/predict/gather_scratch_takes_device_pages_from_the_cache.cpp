@@ -6,9 +6,9 @@
 
 #include <string>
 
+#include "io/input_error.h"
 #include "sim/predict/gather_scratch.h"
 #include "tests/sim/harness.h"
-#include "traces/input_error.h"
 
 namespace kvlanes {
 namespace {

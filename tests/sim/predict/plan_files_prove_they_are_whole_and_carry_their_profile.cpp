@@ -11,13 +11,13 @@
 #include <set>
 #include <sstream>
 
+#include "io/input_error.h"
 #include "policies/registry.h"
 #include "sim/predict/content_hash.h"
 #include "sim/predict/plan.h"
 #include "sim/predict/plan_pricing.h"
 #include "sim/report/report.h"
 #include "tests/sim/predict/temp_file.h"
-#include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes::test {

@@ -16,12 +16,12 @@
 #include <string>
 #include <thread>
 
+#include "io/input_error.h"
 #include "policies/registry.h"
 #include "sim/predict/plan.h"
 #include "sim/predict/plan_pricing.h"
 #include "sim/report/report.h"
 #include "tests/sim/predict/stream_bufs.h"
-#include "traces/input_error.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes::test {

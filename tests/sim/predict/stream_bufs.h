@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "traces/input_error.h"
+#include "io/input_error.h"
 
 namespace kvlanes::test {
 

@@ -4,9 +4,9 @@
 
 #include <fstream>
 
+#include "io/input_error.h"
 #include "sim/regress/golden.h"
 #include "tests/sim/regress/suite_files.h"
-#include "traces/input_error.h"
 
 namespace kvlanes::test {
 

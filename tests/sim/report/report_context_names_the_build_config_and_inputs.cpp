@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/build_info.h"
 #include "policies/registry.h"
 #include "sim/predict/content_hash.h"
 #include "sim/report/provenance.h"
 #include "sim/report/report.h"
-#include "traces/build_info.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes::test {

@@ -13,9 +13,9 @@
 #include <sstream>
 #include <string>
 
+#include "io/input_error.h"
 #include "policies/registry.h"
 #include "sim/config.h"
-#include "traces/input_error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const size_t kPolicies = kvlanes::RegisteredPolicies().size();  // registers their keys

@@ -15,9 +15,9 @@
 #include <utility>
 
 #include "exec/executor.h"
+#include "io/input_error.h"
 #include "sim/predict/plan.h"
 #include "sim/predict/plan_pricing.h"
-#include "traces/input_error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string kPath = "/tmp/kvlanes-fuzz-plan-" + std::to_string(getpid()) + ".jsonl";

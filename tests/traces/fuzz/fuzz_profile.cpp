@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "io/input_error.h"
 #include "sim/predict/hardware_profile.h"
-#include "traces/input_error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

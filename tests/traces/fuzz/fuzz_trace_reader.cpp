@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "io/input_error.h"
 #include "traces/format_readers.h"
-#include "traces/input_error.h"
 #include "traces/trace.h"
 #include "traces/trace_reader.h"
 

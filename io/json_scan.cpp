@@ -1,4 +1,4 @@
-#include "traces/json_scan.h"
+#include "io/json_scan.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "traces/input_file.h"
+#include "io/input_file.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "traces/input_error.h"
-#include "traces/json_location.h"
+#include "io/input_error.h"
+#include "io/json_location.h"
 
 namespace kvlanes {
 

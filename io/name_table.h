@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "traces/input_error.h"
+#include "io/input_error.h"
 
 namespace kvlanes {
 

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "traces/input_error.h"
+#include "io/input_error.h"
 
 namespace kvlanes::reader {
 

@@ -1,4 +1,4 @@
-#include "traces/json_strict.h"
+#include "io/json_strict.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -6,9 +6,9 @@
 #include <variant>
 #include <vector>
 
-#include "traces/input_error.h"
-#include "traces/json_location.h"
-#include "traces/json_scan.h"
+#include "io/input_error.h"
+#include "io/json_location.h"
+#include "io/json_scan.h"
 
 namespace kvlanes {
 namespace {

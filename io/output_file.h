@@ -36,7 +36,7 @@
 #include <thread>
 #include <vector>
 
-#include "traces/input_error.h"
+#include "io/input_error.h"
 
 namespace kvlanes {
 

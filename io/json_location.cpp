@@ -1,14 +1,14 @@
-#include "traces/json_location.h"
+#include "io/json_location.h"
 
 #include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
-#include "traces/input_error.h"
-#include "traces/input_file.h"
-#include "traces/json_strict.h"
-#include "traces/name_table.h"
+#include "io/input_error.h"
+#include "io/input_file.h"
+#include "io/json_strict.h"
+#include "io/name_table.h"
 
 namespace kvlanes {
 namespace {
