@@ -239,13 +239,7 @@ int CmdExec(int argc, const char* const* argv) {
   AddExecOptions(desc);
   AddReplayOptions(desc);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    ReportUsageError(argv[0], e, desc);
-    return 2;
-  }
+  if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
     PrintHelp(
         std::cout,

@@ -941,5 +941,19 @@ print(("ok   " if ok else "FAIL ") + f"a run killed by SIGXFSZ leaves no temp fi
 if not ok:
     failures.append("SIGXFSZ temp file")
 
+# ---- A blind probe's causes
+# A stray argument of a command that takes no positional ones is named and refused; Boost dropped
+# it silently (`calibrate --sweep zzz` ran the standard recipe, `check ... zzz` gave a verdict).
+for what, argv, out in [
+    ("check", [kvlanes, "check", "--plan", path("plan.jsonl"), "--measured", path("measured.json"), "--profile", prof,
+               "--json", path("stray_check.json")], path("stray_check.json")),
+    ("exec", [kvlanes, "exec", "--plan", path("plan.jsonl"), "--backend", "host", "-q", "--out", path("stray_m.json")],
+     path("stray_m.json")),
+    ("calibrate --sweep", [kvlanes, "calibrate", "--sweep", "--backend", "host", "--quick", "--dry-run", "--out",
+                           path("stray_fit.yaml")], path("stray_fit.yaml")),
+]:
+    expect_refused("%s with a stray argument names it" % what, argv + ["stray_zzz"], out, "unexpected argument",
+                   "stray_zzz")
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
