@@ -56,8 +56,8 @@ def plan_with(name, header_fn=None, line_fn=None, raw=None, base=None):
     return write(name, "\n".join(lines) + "\n")
 
 
-def expect_refused(what, argv, out, *needles, env=None):
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+def expect_refused(what, argv, out, *needles, env=None, cwd=None):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=cwd,
                        env=dict(os.environ, **(env or {})))
     msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "(no message)"
     problems = []
@@ -954,6 +954,14 @@ for what, argv, out in [
 ]:
     expect_refused("%s with a stray argument names it" % what, argv + ["stray_zzz"], out, "unexpected argument",
                    "stray_zzz")
+
+# Two outputs naming one file not yet written, spelled two ways: the relative name stayed relative
+# while ./x, a/../x or an absolute path became absolute, and the later output replaced the other.
+os.makedirs(path("spell_dir"), exist_ok=True)
+for other in ["./spelled.json", "spell_dir/../spelled.json", path("spelled.json")]:
+    expect_refused("replay --requests-csv %s names --json's file spelled another way" % other,
+                   [kvlanes, "replay", trace, "-q", "--json", "spelled.json", "--requests-csv", other],
+                   path("spelled.json"), "names the same file as --json", cwd=work)
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
