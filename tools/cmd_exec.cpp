@@ -186,7 +186,7 @@ PlanFile LoadPlan(const po::variables_map& vm, std::string& source) {
     source = vm["plan"].as<std::string>();
     return ReadPlanFile(source);
   }
-  ReplayInputs in = LoadReplayInputs(vm);
+  ReplayInputs in = LoadReplayInputs(vm, {"out", "timeline", "span-trace"});
   // One cost model for the run, shared by the policy of every replica.
   const PolicyInputs policy_in{in.config, in.trace, PolicyCostModel(in.config)};
   auto policy = MakePolicy(in.config.policy, policy_in);

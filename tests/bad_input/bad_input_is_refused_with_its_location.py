@@ -963,5 +963,38 @@ for other in ["./spelled.json", "spell_dir/../spelled.json", path("spelled.json"
                    [kvlanes, "replay", trace, "-q", "--json", "spelled.json", "--requests-csv", other],
                    path("spelled.json"), "names the same file as --json", cwd=work)
 
+# An output naming an input the command's own output check did not list: each is refused and the
+# input is left as it was (bench sweep and calibrate --sweep replaced their --config, regress
+# record a trace of the suite, replay the profile its config names).
+small_cfg = write("probe_small.yaml", "cache: {cp_size: 1, device_pages_per_lane: 64, host_pages_per_lane: 64}\n"
+                                      "model: {layers: 2, pools: [{name: kv, bytes_per_token_layer: 16}]}\n")
+prof_copy = write("probe_prof.yaml", open(os.path.join(src, "config/profiles/8xh200_nccl_model.yaml")).read())
+cfg_with_prof = write("probe_cfg_prof.yaml", "hardware: {profile: probe_prof.yaml}\n")
+suite_file = write("probe_suite.yaml", "cases:\n  - name: c\n    traces: [t.jsonl]\n    policies: [lru]\n"
+                                       "    metrics: {evicted_pages: {}}\n")
+for what, argv, guarded, needles in [
+    ("bench sweep --out naming its --config", [kvlanes, "bench", "sweep", "--backend", "host", "--quick", "--config",
+                                              small_cfg, "--out", small_cfg], small_cfg, ["--out", "the input --config"]),
+    ("calibrate --sweep --out naming its --config", [kvlanes, "calibrate", "--sweep", "--backend", "host", "--quick",
+                                                    "--config", small_cfg, "--out", small_cfg], small_cfg,
+     ["--out", "the input --config"]),
+    ("bench policies --json naming its trace", [kvlanes, "bench", "policies", "--trace", trace, "--rounds", "1",
+                                               "--policies", "lfu", "--json", trace], trace, ["--json", "--trace"]),
+    ("bench replay --json naming its --default-config", [kvlanes, "bench", "replay", "--trace", trace, "--repeat", "1",
+                                                        "--default-config", small_cfg, "--json", small_cfg], small_cfg,
+     ["--json", "--default-config"]),
+    ("replay --json naming the hardware profile its config sets", [kvlanes, "replay", trace, "-q", "--config",
+                                                                   cfg_with_prof, "--json", prof_copy], prof_copy,
+     ["--json", "hardware.profile (", "probe_cfg_prof.yaml:1"]),
+    ("regress record --out naming a trace of the suite", [kvlanes, "regress", "record", suite_file, "-q", "--out",
+                                                          trace], trace, ["--out", "case 'c' traces"]),
+    ("regress check --junit naming a trace of the suite", [kvlanes, "regress", "check", suite_file, "-q", "--golden",
+                                                           path("never_golden.json"), "--junit", trace], trace,
+     ["--junit", "case 'c' traces"]),
+]:
+    before = open(guarded, "rb").read()
+    expect_refused(what + " is refused", argv, path("never.out"), *needles)
+    intact(what, guarded, before)
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
