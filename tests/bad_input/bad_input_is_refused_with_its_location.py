@@ -996,5 +996,22 @@ for what, argv, guarded, needles in [
     expect_refused(what + " is refused", argv, path("never.out"), *needles)
     intact(what, guarded, before)
 
+# The measured context keys check reads, of the wrong type: an uncaught type error aborted check
+# (compute_model.forward), or the same-plan check was skipped (config_hash).
+for key_path, value, needles in [
+    (["compute_model", "forward"], 7, ["context.compute_model.forward", "expected a string"]),
+    (["compute_model", "forward"], None, ["context.compute_model.forward", "expected a string"]),
+    (["compute_model", "forward"], "spin", ["context.compute_model.forward", "expected model or synthetic"]),
+    (["compute_model"], [], ["context.compute_model", "expected an object"]),
+    (["config_hash"], 7, ["context.config_hash", "expected a string"]),
+]:
+    m = json.loads(json.dumps(measured))
+    node = m.setdefault("context", {})
+    for k in key_path[:-1]:
+        node = node.setdefault(k, {})
+    node[key_path[-1]] = value
+    check_case("measured context.%s = %s is refused" % (".".join(key_path), json.dumps(value)),
+               json.dumps(m, indent=1), needles)
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
