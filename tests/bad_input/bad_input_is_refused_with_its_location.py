@@ -1013,5 +1013,14 @@ for key_path, value, needles in [
     check_case("measured context.%s = %s is refused" % (".".join(key_path), json.dumps(value)),
                json.dumps(m, indent=1), needles)
 
+# sweep merge: a shard index or count that is not a whole number (an uncaught type error), and a
+# count past the most runs a grid holds (the list of missing shards took every byte of memory).
+for field, value in [("index", None), ("index", "0"), ("count", [2]), ("count", -1), ("count", 10**11)]:
+    merge_case("sweep merge refuses shard.%s = %s" % (field, json.dumps(value)),
+               lambda d, f=field, v=value: d["shard"].__setitem__(f, v), ["shard." + field, "whole number"])
+timed_refusal("sweep --shard 0/10^11 is refused (at most the most runs a grid holds)",
+              [kvlanes, "sweep", trace, "-q", "--vary", "cache.cp_size=1,2", "--shard", "0/100000000000", "--json",
+               path("shard_big.json")] + SMALL[2:], path("shard_big.json"), "--shard", "at most", limit=10)
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
