@@ -1022,5 +1022,20 @@ timed_refusal("sweep --shard 0/10^11 is refused (at most the most runs a grid ho
               [kvlanes, "sweep", trace, "-q", "--vary", "cache.cp_size=1,2", "--shard", "0/100000000000", "--json",
                path("shard_big.json")] + SMALL[2:], path("shard_big.json"), "--shard", "at most", limit=10)
 
+# A host sweep's first_gather sample of 2^51 pages: calibrate wrote it into the profile, whose
+# reader refuses more than 10^9 pages, and aborted ("the written profile does not load").
+host_sweep = path("probe_host_sweep.json")
+subprocess.check_call([kvlanes, "bench", "sweep", "--backend", "host", "--quick", "-q", "--config", small_cfg, "--out",
+                       host_sweep], stderr=subprocess.DEVNULL)
+doc = json.load(open(host_sweep))
+for smp in doc["samples"]:
+    if smp["kind"] == "first_gather":
+        smp["pages"] = 2**51
+big_pages = write("probe_big_pages.json", json.dumps(doc, indent=1))
+expect_refused("calibrate refuses a first_gather sample of 2^51 pages", [
+    kvlanes, "calibrate", "--measurements", big_pages, "--base", os.path.join(src, "config/profiles/h200.yaml"),
+    "--backup-gather-pages", "0", "--out", path("big_pages.yaml")], path("big_pages.yaml"), "probe_big_pages.json",
+    ".pages", "at most 1000000000")
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
