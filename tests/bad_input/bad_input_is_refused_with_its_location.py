@@ -1037,5 +1037,18 @@ expect_refused("calibrate refuses a first_gather sample of 2^51 pages", [
     "--backup-gather-pages", "0", "--out", path("big_pages.yaml")], path("big_pages.yaml"), "probe_big_pages.json",
     ".pages", "at most 1000000000")
 
+# A model-shape error (checked in sim/model, which knows no origins) names the file and line
+# where its key was set, or the preset that set it; it named the key alone.
+for what, text, needles in [
+    ("config model.experts_active beyond model.experts names its line",
+     "model:\n  experts: 4\n  experts_active: 8\n", ["probe_shape.yaml:3:", "model.experts_active"]),
+    ("config gqa with kv_heads 0 names its line", "model:\n  attention: gqa\n  kv_heads: 0\n  head_dim: 128\n",
+     ["probe_shape.yaml:3:", "model.kv_heads"]),
+    ("config mla over a gqa preset names the preset's line", "model:\n  preset: llama-3-70b\n  attention: mla\n",
+     ["model.kv_lora_rank", "model.preset at", "probe_shape.yaml:2"]),
+]:
+    argv, out = replay(["--config", write("probe_shape.yaml", text)])
+    expect_refused(what, argv, out, *needles)
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
