@@ -58,6 +58,15 @@ ReplayInputs LoadReplayInputs(const ReplaySources& src) {
   for (const std::string& s : src.sets) ApplyConfigSetting(s, in.config);
   ValidateConfig(in.config);
   CheckNamedInputs(in.config);
+  if (!in.config.hardware.profile.empty()) {
+    const auto it = in.config.origins.find("hardware.profile");
+    const std::string field =
+        it == in.config.origins.end() ? "hardware.profile"
+        : it->second.file.empty()
+            ? it->second.field
+            : "hardware.profile (" + it->second.file + ":" + std::to_string(it->second.line) + ")";
+    CheckDistinctOutputs(src.outputs, {{field, in.config.hardware.profile}});
+  }
   if (src.traces.empty()) throw InputError("", 0, src.traces_field, "a trace file is required");
   in.trace = LoadTraceFor(in.config, src.traces, src.trace_options);
   return in;

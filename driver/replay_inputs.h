@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/config.h"
+#include "io/output_file.h"
 #include "traces/trace.h"
 #include "traces/trace_reader.h"
 
@@ -27,6 +28,9 @@ struct ReplaySources {
   std::vector<std::string> traces;
   std::string traces_field = "trace";
   TraceOptions trace_options;  // page and block tokens are taken from the config
+  // The front end's output files: none may be the hardware profile the config names (a profile
+  // set in a config file is no option of the command, so its own output check cannot see it).
+  std::vector<OutputOption> outputs;
 };
 
 struct ReplayInputs {
@@ -35,7 +39,8 @@ struct ReplayInputs {
 };
 
 // Defaults, then the config file, then the policy, the profile and the format, then each `set`
-// in order; validated; the named inputs checked (CheckNamedInputs); then the trace read with the
+// in order; validated; the named inputs checked (CheckNamedInputs) and `outputs` checked against
+// the hardware profile (CheckDistinctOutputs); then the trace read with the
 // config's page size (LoadTraceFor; no trace is an error at `traces_field`). Throws InputError.
 ReplayInputs LoadReplayInputs(const ReplaySources& src);
 // The checks ValidateConfig cannot make (sim/ knows no policy and opens no file), located where

@@ -263,6 +263,10 @@ std::pair<size_t, size_t> ParseShard(const std::string& arg) {
     fail();
   }
   if (n == 0 || i >= n) fail();
+  if (n > kMaxSweepRuns)  // sweep merge takes no more: a shard beyond the grid's runs is empty
+    throw InputError("", 0, "--shard",
+                     "N is at most " + std::to_string(kMaxSweepRuns) +
+                         " (the most runs a grid holds), got '" + arg + "'");
   return {i, n};
 }
 
@@ -570,6 +574,25 @@ void CheckEveryRunMerged(const std::map<size_t, J>& runs, size_t total, size_t s
                          "-run grid (a shard file written by an interrupted run?)");
 }
 
+// A shard file's {index, count}: whole numbers, count in 1..kMaxSweepRuns (as --shard takes it),
+// index below count. A string or null here was an uncaught type error, and a count of 10^11 made
+// the "missing shards" list take every byte of memory.
+template <typename Need>
+std::pair<size_t, size_t> ShardOfSweepFile(const J& doc, const Need& need) {
+  need(doc.contains("shard") && doc["shard"].is_object() && doc["shard"].contains("index") &&
+           doc["shard"].contains("count"),
+       "shard", "missing");
+  const J& count = doc["shard"]["count"];
+  const J& index = doc["shard"]["index"];
+  need(count.is_number_unsigned() && count.get<size_t>() >= 1 &&
+           count.get<size_t>() <= kMaxSweepRuns,
+       "shard.count",
+       "must be a whole number in 1.." + std::to_string(kMaxSweepRuns) + ", got " + count.dump());
+  need(index.is_number_unsigned() && index.get<size_t>() < count.get<size_t>(), "shard.index",
+       "must be a whole number below shard.count " + count.dump() + ", got " + index.dump());
+  return {index.get<size_t>(), count.get<size_t>()};
+}
+
 }  // namespace
 
 J MergeSweepFiles(const std::vector<std::string>& paths) {
@@ -604,21 +627,17 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
          "unsupported version " + doc["sweep_version"].dump());
     need(doc.contains("grid") && doc["grid"].is_object() && doc["grid"].contains("runs"), "grid",
          "missing");
-    need(doc.contains("shard") && doc["shard"].contains("index") && doc["shard"].contains("count"),
-         "shard", "missing");
+    const auto [index, count] = ShardOfSweepFile(doc, need);
     need(doc.contains("runs") && doc["runs"].is_array(), "runs", "missing");
     if (grid_from.empty()) {
       grid = doc["grid"];
       grid_from = path;
-      shards = doc["shard"]["count"].get<size_t>();
+      shards = count;
     }
     need(doc["grid"] == grid, "grid",
          "differs from " + grid_from + "'s (another trace, config, policy list or --vary)");
-    const size_t count = doc["shard"]["count"].get<size_t>(),
-                 index = doc["shard"]["index"].get<size_t>();
     need(count == shards, "shard.count",
          std::to_string(count) + " shards here, " + std::to_string(shards) + " in " + grid_from);
-    need(index < count, "shard.index", "out of range");
     const auto [it, fresh] = shard_file.emplace(index, path);
     need(fresh, "shard.index",
          "shard " + std::to_string(index) + "/" + std::to_string(count) + " is also in " +
@@ -645,9 +664,14 @@ J MergeSweepFiles(const std::vector<std::string>& paths) {
         "", 0, "sweep merge",
         "no shard files given (" + std::to_string(skipped) + " CSV context sidecars skipped)");
   std::string missing;
-  for (size_t s = 0; s < shards; ++s)
-    if (!shard_file.count(s)) missing += (missing.empty() ? "" : ", ") + std::to_string(s);
-  if (!missing.empty())
+  const size_t lacking = shards - shard_file.size();
+  for (size_t s = 0, listed = 0; s < shards && listed < 20; ++s)
+    if (!shard_file.count(s)) {
+      missing += (missing.empty() ? "" : ", ") + std::to_string(s);
+      ++listed;
+    }
+  if (lacking > 20) missing += ", ... (" + std::to_string(lacking) + " in all)";
+  if (lacking > 0)
     throw InputError("", 0, "sweep merge",
                      "missing shards " + missing + " of " + std::to_string(shards));
   CheckEveryRunMerged(runs, grid["runs"].get<size_t>(), shards, shard_file);

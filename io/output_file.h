@@ -374,6 +374,11 @@ inline std::string FileIdentity(const std::string& path) {
     if (ec) break;
     p = target.is_absolute() ? target : p.parent_path() / target;
   }
+  // Absolute first: weakly_canonical leaves a relative path whose first part does not exist
+  // relative ("o.json") but makes "./o.json" or "a/../o.json" absolute, so one file spelled two
+  // ways gave two identities and the later output replaced the earlier.
+  const std::filesystem::path abs = std::filesystem::absolute(p, ec);
+  if (!ec) p = abs;
   const std::filesystem::path canon = std::filesystem::weakly_canonical(p, ec);
   return "path:" + (ec ? p.lexically_normal().string() : canon.string());
 }

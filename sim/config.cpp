@@ -569,6 +569,7 @@ void ApplyNode(const std::string& prefix, const YAML::Node& node, const std::str
     const Where w{file, YamlLine(p), "model.preset"};
     NoteKey("model.preset", w, seen);
     FindKey("model.preset")->set(cfg, p, w);
+    cfg.origins["model.preset"] = ConfigOrigin{file, w.line, "model.preset"};
   }
   for (const auto& kv : node) {
     const std::string name = kv.first.Scalar();
@@ -798,7 +799,13 @@ void ValidateConfig(const ReplayConfig& c) {
   need(c.model.layers > 0, "model.layers", "must be > 0");
   ValidatePolicyKeys(c);
   need(!c.model.pools.empty(), "model.pools", "needs at least one pool");
-  ValidateModelShape(c.model.shape, c.model.layers);
+  try {
+    ValidateModelShape(c.model.shape, c.model.layers);
+  } catch (const InputError& e) {  // sim/model knows no origins: located here, as range errors are
+    if (c.origins.count(e.field())) FailAt(c, e.field(), e.message());
+    throw InputError("", 0, e.field(),
+                     e.message() + " (" + e.field() + ": " + OriginText(c, e.field()) + ")");
+  }
   need(c.hardware.profile.empty() ? c.gather.method != "cost" : true, "gather.method",
        "'cost' needs a hardware profile (hardware.profile)");
   need(c.hardware.profile.empty() ? c.backup.schedule != "cost" : true, "backup.schedule",

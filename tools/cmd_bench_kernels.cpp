@@ -331,7 +331,9 @@ int CmdBenchKernels(int argc, const char* const* argv) {
 
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(visible).run(), vm);
+    const po::parsed_options parsed = po::command_line_parser(argc, argv).options(visible).run();
+    RefuseStrayArguments(parsed);
+    po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::cerr << UsageErrorLine(name, e, visible) << "\n";

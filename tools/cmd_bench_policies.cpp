@@ -116,7 +116,8 @@ int CmdBenchPolicies(int argc, const char* const* argv) {
     if (warmup < 0 || warmup > 1000)
       throw InputError("", 0, "--warmup", "must be in 0..1000, got " + std::to_string(warmup));
     const std::vector<std::string> names = TimedPolicies(vm);
-    ReplayInputs in = LoadReplayInputs(vm);
+    CheckOutputOptions(vm, {"json"}, {"trace", "config", "profile"});
+    ReplayInputs in = LoadReplayInputs(vm, {"json"});
     in.trace = ScaleTrace(in.trace, scale);
     const Trace& trace = in.trace;
     const ReplayConfig& cfg = in.config;

@@ -697,7 +697,7 @@ int CmdBenchReplay(int argc, const char* const* argv) {
     if (repeat < 1 || repeat > 1000000)
       throw InputError("", 0, "--repeat", "must be in 1..1000000, got " + std::to_string(repeat));
     g_wall_clock = vm["wall"].as<bool>();
-    CheckOutputOptions(vm, {"json"}, {"trace", "config", "profile"});
+    CheckOutputOptions(vm, {"json"}, {"trace", "config", "profile", "default-config"});
     const std::string out_dir = vm["out-dir"].as<std::string>();
     if (std::error_code ec; !std::filesystem::is_directory(out_dir, ec))
       throw InputError(out_dir, 0, "--out-dir",
@@ -707,7 +707,7 @@ int CmdBenchReplay(int argc, const char* const* argv) {
     // Load (and scale) first, so that the first replay's peak memory is not hidden by the
     // floor's buffers.
     const auto t0 = Clock::now();
-    ReplayInputs in = LoadReplayInputs(vm);
+    ReplayInputs in = LoadReplayInputs(vm, {"json"});
     const auto t1 = Clock::now();
     if (scale > 1) in.trace = ScaleTrace(in.trace, scale);
     const double load_s = Seconds(t0, Clock::now());

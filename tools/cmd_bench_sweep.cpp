@@ -375,6 +375,7 @@ int CmdBenchSweep(int argc, const char* const* argv) {
   }
   try {
     if (!vm.count("out")) throw InputError("", 0, "--out", "required (the measurement JSON)");
+    CheckOutputOptions(vm, {"out"}, {"config"});
     exec::SweepOptions o;
     ReadSweepGeometry(vm, o);
     ReadSweepBackend(vm, o);

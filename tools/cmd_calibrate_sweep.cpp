@@ -335,6 +335,7 @@ int CmdCalibrateSweep(int argc, const char* const* argv) {
   try {
     if (!vm.count("out")) throw InputError("", 0, "--out", "required (the profile YAML)");
     const std::string out = vm["out"].as<std::string>();
+    CheckOutputOptions(vm, {"out"}, {"config", "base"});
     const std::string b = vm["backend"].as<std::string>();
     if (b != "cuda" && b != "host")
       throw InputError("", 0, "--backend", "expected cuda or host, got '" + b + "'");

@@ -88,7 +88,7 @@ int CmdCompare(int argc, const char* const* argv) {
     const std::vector<std::string> names =
         driver::SplitList(vm["policies"].as<std::string>(), "--policies");
     for (const auto& n : names) CheckPolicyName(n, "--policies");
-    const ReplayInputs in = LoadReplayInputs(vm);
+    const ReplayInputs in = LoadReplayInputs(vm, {"json", "csv"});
     std::vector<driver::ReplayJob> jobs;
     for (const auto& n : names) {
       ReplayConfig cfg = in.config;

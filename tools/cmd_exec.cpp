@@ -186,7 +186,7 @@ PlanFile LoadPlan(const po::variables_map& vm, std::string& source) {
     source = vm["plan"].as<std::string>();
     return ReadPlanFile(source);
   }
-  ReplayInputs in = LoadReplayInputs(vm);
+  ReplayInputs in = LoadReplayInputs(vm, {"out", "timeline", "span-trace"});
   // One cost model for the run, shared by the policy of every replica.
   const PolicyInputs policy_in{in.config, in.trace, PolicyCostModel(in.config)};
   auto policy = MakePolicy(in.config.policy, policy_in);
@@ -239,13 +239,7 @@ int CmdExec(int argc, const char* const* argv) {
   AddExecOptions(desc);
   AddReplayOptions(desc);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    ReportUsageError(argv[0], e, desc);
-    return 2;
-  }
+  if (!ParseArgs(argc, argv, desc, nullptr, vm)) return 2;
   if (vm.count("help")) {
     PrintHelp(
         std::cout,

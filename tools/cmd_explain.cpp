@@ -560,7 +560,7 @@ int CmdExplain(int argc, const char* const* argv) {
   try {
     if (!vm.count("request")) throw InputError("", 0, "--request", "which request? (--request N)");
     CheckOutputOptions(vm, {"json"}, {"trace", "config", "profile"});
-    ReplayInputs in = LoadReplayInputs(vm);
+    ReplayInputs in = LoadReplayInputs(vm, {"json"});
     const int64_t target = vm["request"].as<int64_t>();
     const int64_t n = static_cast<int64_t>(in.trace.requests.size());
     if (target < 0 || target >= n)

@@ -72,6 +72,25 @@ int Threads(const po::variables_map& vm) {
   return t;
 }
 
+// Refuses output `option` when it names a file the suite reads: a case's trace, config file or
+// hardware profile (CheckOutputOptions sees only the suite file itself). Before any replay.
+void CheckOutputAgainstSuite(const po::variables_map& vm, const char* option,
+                             const regress::Suite& suite) {
+  if (!vm.count(option)) return;
+  std::vector<OutputOption> ins;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& what, const std::string& p) {
+    if (!p.empty() && seen.insert(p).second) ins.push_back({what, p});
+  };
+  for (const regress::SuiteCase& c : suite.cases) {
+    for (const std::string& t : c.traces) add("case '" + c.name + "' traces", t);
+    add("case '" + c.name + "' profile", c.config.hardware.profile);
+    for (const auto& [key, origin] : c.config.origins)
+      add("case '" + c.name + "' config", origin.file);
+  }
+  CheckDistinctOutputs({{std::string("--") + option, vm[option].as<std::string>()}}, ins);
+}
+
 // The golden leaves of every run of the suite.
 std::vector<Json> RunLeaves(const regress::Suite& suite, const std::vector<regress::SuiteRun>& runs,
                             int threads) {
@@ -99,6 +118,7 @@ int CmdRegRecord(int argc, const char* const* argv) {
     CheckOutputOptions(vm, {"out"}, {"suite"});
     const regress::Suite suite =
         regress::LoadSuite(vm["suite"].as<std::string>(), driver::RegistryCatalog());
+    CheckOutputAgainstSuite(vm, "out", suite);
     const int threads = Threads(vm);
     const auto runs = regress::SuiteRuns(suite);
     const auto leaves = RunLeaves(suite, runs, threads);
@@ -141,6 +161,8 @@ int CmdRegCheck(int argc, const char* const* argv) {
     if (vm["update"].as<bool>()) CheckOutputOptions(vm, {"golden"}, {"suite"});
     const regress::Suite suite =
         regress::LoadSuite(vm["suite"].as<std::string>(), driver::RegistryCatalog());
+    CheckOutputAgainstSuite(vm, "junit", suite);
+    if (vm["update"].as<bool>()) CheckOutputAgainstSuite(vm, "golden", suite);
     const std::string golden_path = vm["golden"].as<std::string>();
     const regress::Golden golden = regress::LoadGolden(golden_path);
     const int threads = Threads(vm);

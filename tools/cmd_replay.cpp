@@ -205,7 +205,7 @@ int CmdReplay(int argc, const char* const* argv) {
   try {
     CheckOutputOptions(vm, {"json", "plan", "timeline", "requests-csv"},
                        {"trace", "config", "profile"});
-    ReplayInputs in = LoadReplayInputs(vm);
+    ReplayInputs in = LoadReplayInputs(vm, {"json", "plan", "timeline", "requests-csv"});
     if (vm.count("warmup-s")) {
       const double w = vm["warmup-s"].as<double>();
       if (!std::isfinite(w) || w < 0)

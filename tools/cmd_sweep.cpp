@@ -225,7 +225,7 @@ int CmdSweep(int argc, const char* const* argv) {
     CheckPlotName(vm);
     if (vm.count("policy"))
       throw InputError("", 0, "--policy", "sweep takes --policies a,b,c (comma-separated)");
-    ReplayInputs in = LoadReplayInputs(vm);
+    ReplayInputs in = LoadReplayInputs(vm, {"json", "csv", "plot"});
     driver::Grid grid;
     grid.policies = driver::SplitList(
         vm.count("policies") ? vm["policies"].as<std::string>() : in.config.policy, "--policies");

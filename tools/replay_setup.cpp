@@ -55,7 +55,8 @@ TraceOptions TraceOptionsOf(const po::variables_map& vm) {
 
 }  // namespace
 
-ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
+ReplayInputs LoadReplayInputs(const po::variables_map& vm,
+                              std::initializer_list<const char*> outputs) {
   driver::ReplaySources src;
   auto text = [&vm](const char* option) -> std::optional<std::string> {
     if (!vm.count(option)) return std::nullopt;
@@ -72,6 +73,8 @@ ReplayInputs LoadReplayInputs(const po::variables_map& vm) {
   if (vm.count("trace")) src.traces = vm["trace"].as<std::vector<std::string>>();
   src.traces_field = "--trace";
   src.trace_options = TraceOptionsOf(vm);
+  for (const char* o : outputs)
+    if (vm.count(o)) src.outputs.push_back({std::string("--") + o, vm[o].as<std::string>()});
   return driver::LoadReplayInputs(src);
 }
 

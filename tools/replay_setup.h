@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,10 @@ using driver::ReplayInputs;
 
 // The driver's LoadReplayInputs (driver/replay_inputs.h) on the sources the options give:
 // --config, --policy, --profile, --format, each --set in order, --trace with its limits and
-// --allow-unsorted; errors name the options. Throws InputError.
-ReplayInputs LoadReplayInputs(const boost::program_options::variables_map& vm);
+// --allow-unsorted; errors name the options. `outputs` are the command's output options: none
+// may name the hardware profile the config sets. Throws InputError.
+ReplayInputs LoadReplayInputs(const boost::program_options::variables_map& vm,
+                              std::initializer_list<const char*> outputs = {});
 // The trace files of --trace read for `cfg` (its page size, block size and format), as
 // LoadReplayInputs does; for runs whose config differs from the base in those keys.
 Trace LoadTraceFor(const ReplayConfig& cfg, const boost::program_options::variables_map& vm);

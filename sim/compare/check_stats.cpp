@@ -22,6 +22,23 @@ namespace {
 constexpr double kMaxMeasuredOpSeconds = 3600;
 constexpr double kMaxMeasuredRunSeconds = 1e7;
 
+// The context keys `kvlanes check` reads (the plan's config hash, the GPU, the forward pass), each
+// of its type where present: a forward pass that was not a string aborted check with an uncaught
+// type error, and a config_hash that was not a string skipped the same-plan check silently.
+void CheckMeasuredContext(const JsonCursor& ctx) {
+  ctx.ExpectObject();
+  for (const char* key : {"config_hash", "gpu"})
+    if (ctx.Has(key)) ctx.Key(key).Str();
+  if (!ctx.Has("compute_model")) return;
+  const JsonCursor cm = ctx.Key("compute_model");
+  cm.ExpectObject();
+  if (!cm.Has("forward")) return;
+  const std::string f = cm.Key("forward").Str();
+  if (f != "model" && f != "synthetic")
+    cm.Key("forward").Fail("expected model or synthetic (the executor's forward pass), got '" +
+                           JsonSafeText(f) + "'");
+}
+
 }  // namespace
 
 Measured ParseMeasured(const std::string& text, const std::string& file) {
@@ -30,10 +47,8 @@ Measured ParseMeasured(const std::string& text, const std::string& file) {
   root.ExpectObject();  // other top-level keys (verified_bytes, plan, ...) are the executor's own
   Measured m;
   m.file = file;
-  if (root.Has("context")) {
-    root.Key("context").ExpectObject();
-    m.context = root.Key("context").value();
-  }
+  if (root.Has("context")) CheckMeasuredContext(root.Key("context"));
+  if (root.Has("context")) m.context = root.Key("context").value();
   const JsonCursor ops = root.Key("ops");
   ops.ExpectArray();
   if (ops.Size() == 0) ops.Fail("holds no ops (nothing was measured)");

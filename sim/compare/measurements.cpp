@@ -154,6 +154,10 @@ void ParseFirstGather(const JsonCursor& s, Sample& x) {
               "forward_s", "variant"});
   x.bytes = s.Key("bytes").NumAtLeast(0, true);
   x.pages = s.Key("pages").IntAtLeast(1);
+  if (x.pages > HardwareProfile::PagesRatio::kMaxPages)
+    s.Key("pages").Fail("must be at most " +
+                        std::to_string(HardwareProfile::PagesRatio::kMaxPages) +
+                        " pages (a profile's gather_after_forward table holds no more)");
   x.next_s = s.Key("next_s").NumAtLeast(0, true);
   if (x.next_s > kMaxSampleSeconds)
     s.Key("next_s").Fail("must be at most " + std::to_string(kMaxSampleSeconds) +

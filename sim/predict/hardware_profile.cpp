@@ -120,7 +120,7 @@ struct Reader {
       OnlyKeys(e, p, {"pages", "ratio"});
       HardwareProfile::PagesRatio x;
       const double pages = Num(e, "pages", p, true);
-      if (pages != std::floor(pages) || pages > 1e9)
+      if (pages != std::floor(pages) || pages > HardwareProfile::PagesRatio::kMaxPages)
         Fail(e["pages"], p + "pages", "expected a whole page count");
       x.pages = static_cast<int64_t>(pages);
       x.ratio = Num(e, "ratio", p, true);

@@ -114,6 +114,9 @@ struct HardwareProfile {
     int64_t pages = 0;
     double ratio = 1;
     static constexpr int kMax = 10;  // a profile holds ratios below this
+    // and page counts up to this (a measurement file's first_gather samples too, so that a
+    // fitted profile always loads)
+    static constexpr int64_t kMaxPages = 1000000000;
   };
   std::vector<PagesRatio> gather_after_forward;
   // The same after the synthetic spin (first_gather samples of `--forward synthetic`); used only

@@ -56,8 +56,8 @@ def plan_with(name, header_fn=None, line_fn=None, raw=None, base=None):
     return write(name, "\n".join(lines) + "\n")
 
 
-def expect_refused(what, argv, out, *needles, env=None):
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+def expect_refused(what, argv, out, *needles, env=None, cwd=None):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=cwd,
                        env=dict(os.environ, **(env or {})))
     msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "(no message)"
     problems = []
@@ -947,6 +947,115 @@ ok = r.returncode in (-25, 153) and not os.path.exists(xf) and not os.path.exist
 print(("ok   " if ok else "FAIL ") + f"a run killed by SIGXFSZ leaves no temp file (exit {r.returncode})")
 if not ok:
     failures.append("SIGXFSZ temp file")
+
+# ---- A blind probe's causes
+# A stray argument of a command that takes no positional ones is named and refused; Boost dropped
+# it silently (`calibrate --sweep zzz` ran the standard recipe, `check ... zzz` gave a verdict).
+for what, argv, out in [
+    ("check", [kvlanes, "check", "--plan", path("plan.jsonl"), "--measured", path("measured.json"), "--profile", prof,
+               "--json", path("stray_check.json")], path("stray_check.json")),
+    ("exec", [kvlanes, "exec", "--plan", path("plan.jsonl"), "--backend", "host", "-q", "--out", path("stray_m.json")],
+     path("stray_m.json")),
+    ("calibrate --sweep", [kvlanes, "calibrate", "--sweep", "--backend", "host", "--quick", "--dry-run", "--out",
+                           path("stray_fit.yaml")], path("stray_fit.yaml")),
+]:
+    expect_refused("%s with a stray argument names it" % what, argv + ["stray_zzz"], out, "unexpected argument",
+                   "stray_zzz")
+
+# Two outputs naming one file not yet written, spelled two ways: the relative name stayed relative
+# while ./x, a/../x or an absolute path became absolute, and the later output replaced the other.
+os.makedirs(path("spell_dir"), exist_ok=True)
+for other in ["./spelled.json", "spell_dir/../spelled.json", path("spelled.json")]:
+    expect_refused("replay --requests-csv %s names --json's file spelled another way" % other,
+                   [kvlanes, "replay", trace, "-q", "--json", "spelled.json", "--requests-csv", other],
+                   path("spelled.json"), "names the same file as --json", cwd=work)
+
+# An output naming an input the command's own output check did not list: each is refused and the
+# input is left as it was (bench sweep and calibrate --sweep replaced their --config, regress
+# record a trace of the suite, replay the profile its config names).
+small_cfg = write("probe_small.yaml", "cache: {cp_size: 1, device_pages_per_lane: 64, host_pages_per_lane: 64}\n"
+                                      "model: {layers: 2, pools: [{name: kv, bytes_per_token_layer: 16}]}\n")
+prof_copy = write("probe_prof.yaml", open(os.path.join(src, "config/profiles/8xh200_nccl_model.yaml")).read())
+cfg_with_prof = write("probe_cfg_prof.yaml", "hardware: {profile: probe_prof.yaml}\n")
+suite_file = write("probe_suite.yaml", "cases:\n  - name: c\n    traces: [t.jsonl]\n    policies: [lru]\n"
+                                       "    metrics: {evicted_pages: {}}\n")
+for what, argv, guarded, needles in [
+    ("bench sweep --out naming its --config", [kvlanes, "bench", "sweep", "--backend", "host", "--quick", "--config",
+                                              small_cfg, "--out", small_cfg], small_cfg, ["--out", "the input --config"]),
+    ("calibrate --sweep --out naming its --config", [kvlanes, "calibrate", "--sweep", "--backend", "host", "--quick",
+                                                    "--config", small_cfg, "--out", small_cfg], small_cfg,
+     ["--out", "the input --config"]),
+    ("bench policies --json naming its trace", [kvlanes, "bench", "policies", "--trace", trace, "--rounds", "1",
+                                               "--policies", "lfu", "--json", trace], trace, ["--json", "--trace"]),
+    ("bench replay --json naming its --default-config", [kvlanes, "bench", "replay", "--trace", trace, "--repeat", "1",
+                                                        "--default-config", small_cfg, "--json", small_cfg], small_cfg,
+     ["--json", "--default-config"]),
+    ("replay --json naming the hardware profile its config sets", [kvlanes, "replay", trace, "-q", "--config",
+                                                                   cfg_with_prof, "--json", prof_copy], prof_copy,
+     ["--json", "hardware.profile (", "probe_cfg_prof.yaml:1"]),
+    ("regress record --out naming a trace of the suite", [kvlanes, "regress", "record", suite_file, "-q", "--out",
+                                                          trace], trace, ["--out", "case 'c' traces"]),
+    ("regress check --junit naming a trace of the suite", [kvlanes, "regress", "check", suite_file, "-q", "--golden",
+                                                           path("never_golden.json"), "--junit", trace], trace,
+     ["--junit", "case 'c' traces"]),
+]:
+    before = open(guarded, "rb").read()
+    expect_refused(what + " is refused", argv, path("never.out"), *needles)
+    intact(what, guarded, before)
+
+# The measured context keys check reads, of the wrong type: an uncaught type error aborted check
+# (compute_model.forward), or the same-plan check was skipped (config_hash).
+for key_path, value, needles in [
+    (["compute_model", "forward"], 7, ["context.compute_model.forward", "expected a string"]),
+    (["compute_model", "forward"], None, ["context.compute_model.forward", "expected a string"]),
+    (["compute_model", "forward"], "spin", ["context.compute_model.forward", "expected model or synthetic"]),
+    (["compute_model"], [], ["context.compute_model", "expected an object"]),
+    (["config_hash"], 7, ["context.config_hash", "expected a string"]),
+]:
+    m = json.loads(json.dumps(measured))
+    node = m.setdefault("context", {})
+    for k in key_path[:-1]:
+        node = node.setdefault(k, {})
+    node[key_path[-1]] = value
+    check_case("measured context.%s = %s is refused" % (".".join(key_path), json.dumps(value)),
+               json.dumps(m, indent=1), needles)
+
+# sweep merge: a shard index or count that is not a whole number (an uncaught type error), and a
+# count past the most runs a grid holds (the list of missing shards took every byte of memory).
+for field, value in [("index", None), ("index", "0"), ("count", [2]), ("count", -1), ("count", 10**11)]:
+    merge_case("sweep merge refuses shard.%s = %s" % (field, json.dumps(value)),
+               lambda d, f=field, v=value: d["shard"].__setitem__(f, v), ["shard." + field, "whole number"])
+timed_refusal("sweep --shard 0/10^11 is refused (at most the most runs a grid holds)",
+              [kvlanes, "sweep", trace, "-q", "--vary", "cache.cp_size=1,2", "--shard", "0/100000000000", "--json",
+               path("shard_big.json")] + SMALL[2:], path("shard_big.json"), "--shard", "at most", limit=10)
+
+# A host sweep's first_gather sample of 2^51 pages: calibrate wrote it into the profile, whose
+# reader refuses more than 10^9 pages, and aborted ("the written profile does not load").
+host_sweep = path("probe_host_sweep.json")
+subprocess.check_call([kvlanes, "bench", "sweep", "--backend", "host", "--quick", "-q", "--config", small_cfg, "--out",
+                       host_sweep], stderr=subprocess.DEVNULL)
+doc = json.load(open(host_sweep))
+for smp in doc["samples"]:
+    if smp["kind"] == "first_gather":
+        smp["pages"] = 2**51
+big_pages = write("probe_big_pages.json", json.dumps(doc, indent=1))
+expect_refused("calibrate refuses a first_gather sample of 2^51 pages", [
+    kvlanes, "calibrate", "--measurements", big_pages, "--base", os.path.join(src, "config/profiles/h200.yaml"),
+    "--backup-gather-pages", "0", "--out", path("big_pages.yaml")], path("big_pages.yaml"), "probe_big_pages.json",
+    ".pages", "at most 1000000000")
+
+# A model-shape error (checked in sim/model, which knows no origins) names the file and line
+# where its key was set, or the preset that set it; it named the key alone.
+for what, text, needles in [
+    ("config model.experts_active beyond model.experts names its line",
+     "model:\n  experts: 4\n  experts_active: 8\n", ["probe_shape.yaml:3:", "model.experts_active"]),
+    ("config gqa with kv_heads 0 names its line", "model:\n  attention: gqa\n  kv_heads: 0\n  head_dim: 128\n",
+     ["probe_shape.yaml:3:", "model.kv_heads"]),
+    ("config mla over a gqa preset names the preset's line", "model:\n  preset: llama-3-70b\n  attention: mla\n",
+     ["model.kv_lora_rank", "model.preset at", "probe_shape.yaml:2"]),
+]:
+    argv, out = replay(["--config", write("probe_shape.yaml", text)])
+    expect_refused(what, argv, out, *needles)
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
