@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/config.h"
 #include "io/output_file.h"
+#include "sim/config.h"
 #include "traces/trace.h"
 #include "traces/trace_reader.h"
 
