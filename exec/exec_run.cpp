@@ -603,6 +603,51 @@ std::map<std::pair<int64_t, int>, HostFacts> HostFactsOf(const std::vector<RankR
   return facts;
 }
 
+// A serving pass's records (exec/executor.h, RunPasses): the pass itself, a request's time to
+// first token and a later chunk's spin, which are not a request's own ops.
+bool IsServingRecord(const MeasuredOp& m) {
+  return m.kind == "pass" || m.kind == "ttft" || m.kind == "chunk";
+}
+
+// Serving plans: each pass's seconds (its parts' device time), host seconds, tokens and chunks,
+// and each request's arrival, queue and time to first token (rank 0's records; medians over the
+// rounds). Empty when the plan has no passes.
+OJ MeasuredServing(const std::vector<RankResult>& ranks) {
+  std::map<std::string, std::vector<const MeasuredOp*>> by_id;
+  std::vector<std::string> order;
+  for (const MeasuredOp& m : ranks.front().ops) {
+    if (m.kind != "pass" && m.kind != "ttft") continue;
+    auto& v = by_id[m.id];
+    if (v.empty()) order.push_back(m.id);
+    v.push_back(&m);
+  }
+  OJ passes = OJ::array(), requests = OJ::array();
+  for (const std::string& id : order) {
+    const std::vector<const MeasuredOp*>& v = by_id[id];
+    std::vector<double> s, host, queue;
+    for (const MeasuredOp* m : v) {
+      s.push_back(m->seconds);
+      host.push_back(m->kind == "pass" ? m->extra.value("host_s", 0.0) : m->start_s);
+      queue.push_back(m->extra.value("queue_s", 0.0));
+    }
+    const MeasuredOp& m = *v.front();
+    if (m.kind == "pass") {
+      passes.push_back({{"pass", m.extra.value("pass", int64_t{0})},
+                        {"seconds", Percentile(s, 0.5)},
+                        {"host_s", Percentile(host, 0.5)},
+                        {"tokens", m.extra.value("tokens", int64_t{0})},
+                        {"chunks", m.extra.value("chunks", int64_t{0})}});
+    } else {
+      requests.push_back({{"request", std::stoll(id.substr(0, id.find('/')))},
+                          {"arrival_s", Percentile(host, 0.5)},
+                          {"queue_s", Percentile(queue, 0.5)},
+                          {"ttft_s", Percentile(s, 0.5)}});
+    }
+  }
+  if (passes.empty()) return OJ();
+  return {{"passes", std::move(passes)}, {"requests", std::move(requests)}};
+}
+
 // Per request and round: from its first op's start to its last op's end on any rank (the
 // request's span; ranks' epochs are aligned by a barrier), less the time every rank was paused.
 // A request's seconds are their median over the rounds; the requests' sum is the replay's
@@ -612,6 +657,7 @@ OJ MeasuredRequests(const std::vector<RankResult>& ranks, int rounds, double& to
   std::map<int64_t, std::vector<std::pair<double, double>>> span;
   for (const RankResult& r : ranks)
     for (const MeasuredOp& m : r.ops) {
+      if (IsServingRecord(m)) continue;
       const int64_t q = std::stoll(m.id.substr(0, m.id.find('/')));
       auto& v = span[q];
       if (v.empty())
@@ -674,6 +720,7 @@ nlohmann::ordered_json MeasuredReport(const ExecPlan& plan, const std::vector<Ra
   j["requests"] = MeasuredRequests(ranks, rounds, total, round_totals);
   j["total_s"] = total;
   if (rounds > 1) j["round_totals_s"] = RoundsJson(round_totals);
+  if (OJ s = MeasuredServing(ranks); !s.is_null()) j["serving"] = std::move(s);
   j["ops"] = ops;
   return j;
 }

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -111,9 +113,14 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, int64_t max_requ
   e.source = source;
   ExecGeometry& g = e.geo;
   g = GeometryOf(plan.header);
-  if (max_requests >= 0 && static_cast<int64_t>(plan.requests.size()) > max_requests)
+  if (max_requests >= 0 && static_cast<int64_t>(plan.requests.size()) > max_requests) {
     plan.requests.resize(static_cast<size_t>(max_requests));
+    KeepPassesOf(plan.passes, plan.requests,
+                 plan.header.forward_spin ? plan.header.forward_spin->layer_base_s : 0);
+  }
   e.requests = std::move(plan.requests);
+  e.passes = std::move(plan.passes);
+  if (plan.header.forward_spin) e.spin_layer_base_s = plan.header.forward_spin->layer_base_s;
   for (const RequestPlan& r : e.requests) CheckRequestSizes(r, g, source);
   for (const RequestPlan& r : e.requests) {
     if (r.prefix_pages == 0) continue;
@@ -150,6 +157,11 @@ void UseModelForward(ExecPlan& plan) {
 
 void ScaleCompute(ExecPlan& plan, double scale) {
   for (double& s : plan.layer_busy_s) s *= scale;
+  for (PlanPass& p : plan.passes) {
+    p.layer_spin_s *= scale;
+    for (PlanPassChunk& c : p.chunks) c.layer_spin_s *= scale;
+  }
+  plan.spin_layer_base_s *= scale;
   plan.compute_model["scale"] = scale;
 }
 
@@ -322,10 +334,11 @@ struct RequestRun {
   std::vector<int> layer_marks;  // each forward layer's end, as they are enqueued
 };
 
-// One rank's run of a plan, in four layers, each a class over the one below: RankState (the
+// One rank's run of a plan, in five layers, each a class over the one below: RankState (the
 // plan, the slot bookkeeping and the measured ops), RankCopies (evictions, write-backs,
 // load-backs and backups), RankGathers (gathers, merges, the host-hit agreement and their
-// checks) and RankRun (warm-up, each request's phases, timing and verification).
+// checks), RankRun (warm-up, each request's phases, timing and verification) and RankServe (the
+// timed rounds, of requests one at a time or of a serving plan's passes).
 class RankState {
  public:
   RankState(const ExecPlan& plan, RankBackend& b, const ExecOptions& opts)
@@ -950,32 +963,9 @@ class RankRun : public RankGathers {
  public:
   using RankGathers::RankGathers;
 
-  RankResult Run() {
-    WarmUp();
-    b_.Barrier();
-    b_.StartEpoch();
-    host_epoch_ = Clock::now();
-    for (round_ = 0; round_ < std::max(opts_.rounds, 1); ++round_) {
-      if (round_ > 0) {  // the plan starts from an empty cache: so does each round
-        dev_.assign(dev_.size(), SlotState{});
-        host_.assign(host_.size(), SlotState{});
-      }
-      for (size_t i = 0; i < plan_.requests.size(); ++i) Request(i);
-      if (opts_.round_done && me_ == 0) opts_.round_done(round_ + 1, std::max(opts_.rounds, 1));
-    }
-    RankResult r;
-    r.rank = me_;
-    r.ops = std::move(done_);
-    r.spans = std::move(done_spans_);
-    r.requests = std::move(host_times_);
-    r.gates_expired = b_.GatesExpired();
-    r.gates_opened_early = b_.GatesOpenedEarly();
-    r.verified_bytes = verified_bytes_;
-    r.context = b_.Context();
-    return r;
-  }
+ protected:
+  double spin_ = 0;  // the current request's synthetic spin per layer
 
- private:
   // ---- warm-up: every primitive the plan uses, on scratch pages, untimed.
   void WarmUp() {
     bool has_host = geo_.host_slots > 0;
@@ -1040,8 +1030,11 @@ class RankRun : public RankGathers {
     b_.Sync();
   }
 
-  // ---- one request, in phases; its state goes through them in a RequestRun.
-  void Request(size_t ri) {
+  // ---- one request, in phases; its state goes through them in a RequestRun. `spin` >= 0: the
+  // synthetic forward pass spins that per layer instead of the request's layer_spin_s (its
+  // share of a serving pass).
+  void Request(size_t ri, double spin = -1) {
+    spin_ = spin >= 0 ? spin : plan_.layer_busy_s[ri];
     RequestRun q;
     q.ri = ri;
     q.p = &plan_.requests[ri];
@@ -1145,7 +1138,7 @@ class RankRun : public RankGathers {
       ops_[q.cop].extra["forward"] = "model";
       ops_[q.cop].extra["rank_tokens"] = q.forward.positions.size();
     } else {
-      ops_[q.cop].extra["target_layer_s"] = plan_.layer_busy_s[q.ri];
+      ops_[q.cop].extra["target_layer_s"] = spin_;
     }
   }
 
@@ -1163,7 +1156,7 @@ class RankRun : public RankGathers {
     if (plan_.forward == ForwardMode::kModel) {
       model_->ModelForwardLayer(Stream::kCompute, l, *q.writes);
     } else {
-      b_.ForwardLayer(Stream::kCompute, l, *q.writes, plan_.layer_busy_s[q.ri]);
+      b_.ForwardLayer(Stream::kCompute, l, *q.writes, spin_);
     }
     q.last_mark = b_.Mark(Stream::kCompute);
     q.layer_marks.push_back(q.last_mark);
@@ -1301,12 +1294,187 @@ class RankRun : public RankGathers {
   }
 };
 
+// The run: its timed rounds, each of the requests one at a time or of a serving plan's passes.
+class RankServe : public RankRun {
+ public:
+  using RankRun::RankRun;
+
+  RankResult Run() {
+    WarmUp();
+    b_.Barrier();
+    b_.StartEpoch();
+    host_epoch_ = Clock::now();
+    for (round_ = 0; round_ < std::max(opts_.rounds, 1); ++round_) {
+      if (round_ > 0) {  // the plan starts from an empty cache: so does each round
+        dev_.assign(dev_.size(), SlotState{});
+        host_.assign(host_.size(), SlotState{});
+      }
+      if (plan_.passes.empty()) {
+        for (size_t i = 0; i < plan_.requests.size(); ++i) Request(i);
+      } else {
+        RunPasses();
+      }
+      if (opts_.round_done && me_ == 0) opts_.round_done(round_ + 1, std::max(opts_.rounds, 1));
+    }
+    RankResult r;
+    r.rank = me_;
+    r.ops = std::move(done_);
+    r.spans = std::move(done_spans_);
+    r.requests = std::move(host_times_);
+    r.gates_expired = b_.GatesExpired();
+    r.gates_opened_early = b_.GatesOpenedEarly();
+    r.verified_bytes = verified_bytes_;
+    r.context = b_.Context();
+    return r;
+  }
+
+ private:
+  // ---- serving plans: the replica's passes in turn, arrivals open loop (docs/executor.md,
+  // "Serving passes"). A request's ops run in the pass of its first chunk, which spins that
+  // chunk's share of the pass; a later chunk spins its share alone (ChunkSpin). The pass's
+  // layer base is spun once, by its first part.
+  void RunPasses() {
+    std::map<int64_t, size_t> ri_of;
+    std::vector<int64_t> arrival;  // serving mode's clock (trace.rate_scale applied)
+    for (size_t i = 0; i < plan_.requests.size(); ++i) {
+      ri_of[plan_.requests[i].request] = i;
+      arrival.push_back(ServedArrivalNs(plan_.requests[i].arrival_ns, plan_.header.rate_scale));
+    }
+    const int64_t origin = *std::min_element(arrival.begin(), arrival.end());
+    std::vector<int> chunks_left(plan_.requests.size(), 0);
+    for (const PlanPass& p : plan_.passes)
+      for (const PlanPassChunk& c : p.chunks) ++chunks_left[ri_of.at(c.request)];
+    std::vector<bool> started(plan_.requests.size(), false);
+    const double t0 = HostSeconds();  // the round's arrival clock starts with its first pass
+    for (const PlanPass& pass : plan_.passes) {
+      std::vector<size_t> admitted;
+      int64_t due_ns = 0;
+      for (const PlanPassChunk& c : pass.chunks)
+        if (const size_t ri = ri_of.at(c.request); !started[ri]) {
+          admitted.push_back(ri);
+          due_ns = std::max(due_ns, arrival[ri] - origin);
+        }
+      WaitUntilHost(t0 + static_cast<double>(due_ns) * 1e-9);
+      const double host_start = HostSeconds();
+      double device_s = 0, base = plan_.spin_layer_base_s;
+      std::vector<size_t> finished;
+      for (const PlanPassChunk& c : pass.chunks) {
+        const size_t ri = ri_of.at(c.request);
+        const double spin = std::max(0.0, c.layer_spin_s - plan_.spin_layer_base_s + base);
+        base = 0;
+        const size_t before = done_.size();
+        if (!started[ri]) {
+          started[ri] = true;
+          Request(ri, spin);
+        } else {
+          ChunkSpin(ri, pass.index, spin);
+        }
+        device_s += DeviceSpan(before);
+        if (--chunks_left[ri] == 0) finished.push_back(ri);
+      }
+      const double host_end = HostSeconds();
+      RecordPass(pass, device_s, host_start, host_end);
+      for (size_t ri : admitted)
+        ttft_.push_back(
+            {ri, t0 + static_cast<double>(arrival[ri] - origin) * 1e-9, host_start, -1});
+      for (size_t ri : finished)
+        for (PassTimes& t : ttft_)
+          if (t.ri == ri && t.first_token_s < 0) t.first_token_s = host_end;
+    }
+    for (const PassTimes& t : ttft_) RecordFirstToken(t);
+    ttft_.clear();
+  }
+
+  struct PassTimes {
+    size_t ri;
+    double arrival_s, admit_s, first_token_s;  // host seconds from the epoch
+  };
+  std::vector<PassTimes> ttft_;
+
+  double HostSeconds() const {
+    return std::chrono::duration<double>(Clock::now() - host_epoch_).count();
+  }
+  // Sleeps until `s` host seconds from the epoch (at once when past).
+  void WaitUntilHost(double s) const {
+    const double left = s - HostSeconds();
+    if (left > 0) std::this_thread::sleep_for(std::chrono::duration<double>(left));
+  }
+  // The device time of the ops done_ gained from `first` on: their last end less first start.
+  double DeviceSpan(size_t first) const {
+    if (first >= done_.size()) return 0;
+    double a = done_[first].start_s, b = done_[first].end_s;
+    for (size_t i = first; i < done_.size(); ++i) {
+      a = std::min(a, done_[i].start_s);
+      b = std::max(b, done_[i].end_s);
+    }
+    return b - a;
+  }
+
+  // A later chunk of a request whose ops ran with its first: its share of the pass's compute,
+  // every layer, as op "<request>/chunk/p<pass>".
+  void ChunkSpin(size_t ri, int64_t pass, double spin) {
+    const RequestPlan& p = plan_.requests[ri];
+    b_.Barrier();
+    const int start = b_.Mark(Stream::kCompute);
+    const size_t first = ops_.size();
+    const size_t op = AddOp(std::to_string(p.request) + "/chunk/p" + std::to_string(pass), "chunk",
+                            Stream::kCompute, 0, 0);
+    ops_[op].extra = {{"target_layer_s", spin}, {"layers", geo_.layers}};
+    for (int64_t l = 0; l < geo_.layers; ++l) {
+      const int m0 = b_.Mark(Stream::kCompute);
+      b_.ForwardLayer(Stream::kCompute, l, {}, spin);
+      spans_.push_back({op, m0, b_.Mark(Stream::kCompute), l});
+    }
+    b_.Sync();
+    Resolve(start, {}, first, p.request);
+    b_.ReleaseMarks();
+  }
+
+  // The pass as one measured record "pass/<index>": seconds = its parts' device time (the host's
+  // enqueueing between them left out), start and end on the host clock.
+  void RecordPass(const PlanPass& pass, double device_s, double host_start, double host_end) {
+    MeasuredOp o;
+    o.id = "pass/" + std::to_string(pass.index);
+    o.kind = "pass";
+    o.rank = me_;
+    o.seconds = device_s;
+    o.start_s = host_start;
+    o.end_s = host_end;
+    o.stream = "host";
+    o.round = round_;
+    int64_t tokens = 0;
+    for (const PlanPassChunk& c : pass.chunks) tokens += c.tokens;
+    o.extra = {{"pass", pass.index},
+               {"chunks", pass.chunks.size()},
+               {"tokens", tokens},
+               {"host_s", host_end - host_start},
+               {"target_layer_s", pass.layer_spin_s}};
+    done_.push_back(std::move(o));
+  }
+
+  // A request's time to first token: "<request>/ttft", seconds = the end of the pass of its last
+  // chunk less its arrival, on the host clock; queue_s = its pass's start less its arrival.
+  void RecordFirstToken(const PassTimes& t) {
+    MeasuredOp o;
+    o.id = std::to_string(plan_.requests[t.ri].request) + "/ttft";
+    o.kind = "ttft";
+    o.rank = me_;
+    o.seconds = t.first_token_s - t.arrival_s;
+    o.start_s = t.arrival_s;
+    o.end_s = t.first_token_s;
+    o.stream = "host";
+    o.round = round_;
+    o.extra = {{"queue_s", std::max(0.0, t.admit_s - t.arrival_s)}};
+    done_.push_back(std::move(o));
+  }
+};
+
 }  // namespace
 
 RankResult ExecuteRank(const ExecPlan& plan, RankBackend& backend, const ExecOptions& opts) {
   KV_CHECK(backend.ranks() == plan.geo.ranks,
            "backend has " << backend.ranks() << " ranks, plan " << plan.geo.ranks);
-  RankRun run(plan, backend, opts);
+  RankServe run(plan, backend, opts);
   return run.Run();
 }
 

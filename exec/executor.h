@@ -25,7 +25,11 @@ struct ExecPlan {
   PlanHeader header;
   std::vector<RequestPlan> requests;
   ExecGeometry geo;
-  std::vector<double> layer_busy_s;      // per request: its layer_spin_s (plan version 4)
+  std::vector<double> layer_busy_s;  // per request: its layer_spin_s (plan version 4)
+  // Serving plans (version 5): the replica's passes, run in turn (docs/executor.md, "Serving
+  // passes"), and the layer base their chunks' spins share (forward_spin's, scaled as they are).
+  std::vector<PlanPass> passes;
+  double spin_layer_base_s = 0;
   std::string source;                    // plan file, or the trace it was replayed from
   std::string config_hash;               // FNV-1a 64 of the header's config, hex
   nlohmann::ordered_json compute_model;  // where layer_busy_s comes from (forward_spin)
@@ -39,15 +43,17 @@ struct ExecPlan {
 
 // Sizes the memory from the parsed header and takes each request's layer_spin_s (a plan without
 // them, of version 2 or 3, is priced first by the command: PricePlanSpin, plan_pricing.h; the
-// executor reads no hardware profile). max_requests < 0: all. Throws InputError naming file,
-// line and field.
+// executor reads no hardware profile). max_requests < 0: all; with passes, the passes keep the
+// chunks of the requests kept (a pass left empty goes) and their spins are summed again.
+// Throws InputError naming file, line and field.
 ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, int64_t max_requests);
 
 // Makes the plan's forward pass the proxy (exec/forward_model.h) of the header's model shape;
 // compute_model then names it. Throws InputError when the shape does not fit the pools.
 void UseModelForward(ExecPlan& plan);
 
-// Multiplies every layer_busy_s by `scale` (>= 0) and records it in compute_model.scale.
+// Multiplies every layer_busy_s (and pass and chunk spin) by `scale` (>= 0) and records it in
+// compute_model.scale.
 void ScaleCompute(ExecPlan& plan, double scale);
 
 // Test hooks (--fault KIND:RANK:OPID), applied on RANK just before it runs op OPID:

@@ -142,11 +142,11 @@ inline void PrintHelp(std::ostream& out, const std::string& usage, const std::st
   if (!after.empty()) out << "\n" << after;
 }
 
-// Keeps replica `n`'s requests of a serving-mode plan (option --replica of exec and check): each
-// replica is its own CP group with its own slots, so its records alone are a complete plan
-// (their request numbers count within it). Throws InputError naming --replica.
-inline void SelectReplica(std::vector<RequestPlan>& requests, int64_t n,
-                          const std::string& source) {
+// Keeps replica `n`'s requests and passes of a serving-mode plan (option --replica of exec and
+// check): each replica is its own CP group with its own slots, so its records alone are a complete
+// plan (their request numbers count within it). Throws InputError naming --replica.
+inline void SelectReplica(PlanFile& plan, int64_t n, const std::string& source) {
+  std::vector<RequestPlan>& requests = plan.requests;
   if (n < 0) throw InputError("", 0, "--replica", "must be >= 0, got " + std::to_string(n));
   bool any_replica = false;
   std::vector<RequestPlan> kept;
@@ -160,6 +160,7 @@ inline void SelectReplica(std::vector<RequestPlan>& requests, int64_t n,
   if (kept.empty())
     throw InputError(source, 0, "--replica", "no request of replica " + std::to_string(n));
   requests = std::move(kept);
+  std::erase_if(plan.passes, [n](const PlanPass& p) { return p.replica != n; });
 }
 
 // The replicas a plan's records name, ascending (empty for a sequential-mode plan).

@@ -18,6 +18,7 @@
 #include "io/output_file.h"
 #include "sim/compare/check_stats.h"
 #include "sim/compare/op_predictions.h"
+#include "sim/compare/serving_check.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
 #include "sim/predict/plan.h"
@@ -92,17 +93,38 @@ Plotter CheckPlotting(const std::string& out) {
 // A serving-mode plan of several replicas is checked one replica at a time: each replica's
 // records are one CP group's plan, and their op ids (request numbers counting within the
 // replica) repeat across replicas.
+// A serving plan's passes, handed over with the cost model that priced the plan (the check of
+// the passes and the times to first token).
+using ServingHook = std::function<void(const CostModel&, const PlanFile&)>;
+
+// The serving check of a run that measured passes (a run of the requests one at a time has none):
+// the plan's passes of the requests that ran, priced by the plan's cost model, against them.
+ServingHook ServingCheckHook(std::optional<ServingCheck>& out,
+                             const std::function<const Measured&()>& meas_file) {
+  return [&out, meas_file](const CostModel& model, const PlanFile& plan) {
+    const Measured& m = meas_file();
+    if (m.pass_s.empty()) return;
+    std::vector<RequestPlan> requests = plan.requests;
+    if (m.requests_executed && *m.requests_executed < static_cast<int64_t>(requests.size()))
+      requests.resize(static_cast<size_t>(*m.requests_executed));
+    std::vector<PlanPass> passes = plan.passes;
+    KeepPassesOf(passes, requests, 0);
+    out =
+        CheckServing(PredictServing(model, requests, passes, plan.header.rate_scale), requests, m);
+  };
+}
+
 // `synthetic` says whether the run used the synthetic forward pass: asked only once the plan has
 // been read and its replicas checked, so that a bad plan is refused before the measured file is
 // read.
 Predictions PredictFromPlan(const std::string& plan_path, std::string profile_path,
                             double compute_scale, const std::function<bool()>& synthetic,
                             std::optional<int64_t> replica, std::string& config_hash,
-                            std::string& profile_gpu) {
+                            std::string& profile_gpu, const ServingHook& serving) {
   PlanFile plan = ReadPlanFile(plan_path);
   config_hash = plan.header.config_hash;
   if (replica) {
-    SelectReplica(plan.requests, *replica, plan_path);
+    SelectReplica(plan, *replica, plan_path);
   } else if (const std::vector<int64_t> r = PlanReplicas(plan.requests); r.size() > 1) {
     throw InputError(plan_path, 0, "--replica",
                      "the plan holds " + std::to_string(r.size()) +
@@ -129,6 +151,7 @@ Predictions PredictFromPlan(const std::string& plan_path, std::string profile_pa
     hw.ScaleCompute(compute_scale);
   }
   const CostModel model(hw, cfg, profile_path);
+  if (!plan.passes.empty() && serving) serving(model, plan);
   return PredictPlan(model, cfg, plan.requests);
 }
 
@@ -151,13 +174,13 @@ CheckOptions CheckOptionsFrom(const po::variables_map& vm) {
 // From --plan (predicted here; `config_hash` set to the plan's) or from --predicted.
 Predictions LoadPredictions(const po::variables_map& vm, double compute_scale,
                             const std::function<bool()>& synthetic, std::string& config_hash,
-                            std::string& profile_gpu) {
+                            std::string& profile_gpu, const ServingHook& serving) {
   if (!vm.count("plan")) return ReadPredictions(vm["predicted"].as<std::string>());
   std::optional<int64_t> replica;
   if (vm.count("replica")) replica = vm["replica"].as<int64_t>();
-  Predictions pred = PredictFromPlan(vm["plan"].as<std::string>(),
-                                     vm.count("profile") ? vm["profile"].as<std::string>() : "",
-                                     compute_scale, synthetic, replica, config_hash, profile_gpu);
+  Predictions pred = PredictFromPlan(
+      vm["plan"].as<std::string>(), vm.count("profile") ? vm["profile"].as<std::string>() : "",
+      compute_scale, synthetic, replica, config_hash, profile_gpu, serving);
   return pred;
 }
 
@@ -323,7 +346,9 @@ int CmdCheck(int argc, const char* const* argv) {
       return forward == "synthetic";
     };
     std::string plan_hash, profile_gpu;
-    Predictions pred = LoadPredictions(vm, compute_scale, synthetic, plan_hash, profile_gpu);
+    std::optional<ServingCheck> serving;
+    Predictions pred = LoadPredictions(vm, compute_scale, synthetic, plan_hash, profile_gpu,
+                                       ServingCheckHook(serving, meas_file));
     const Measured& meas = meas_file();
     if (vm.count("plan"))
       CheckSamePlan(meas, plan_hash, vm["measured"].as<std::string>(),
@@ -338,6 +363,7 @@ int CmdCheck(int argc, const char* const* argv) {
     auto doc = CheckReportToJson(report);
     if (vm.count("plan")) doc["forward"] = forward;
     if (vm.count("replica")) doc["replica"] = vm["replica"].as<int64_t>();
+    if (serving) doc["serving"] = ServingCheckToJson(*serving);
     const std::string other_gpu = OtherGpuNote(meas, profile_gpu);
     if (!other_gpu.empty()) doc["gpu"] = other_gpu;
     const std::string json = doc.dump(1) + "\n";
@@ -352,6 +378,7 @@ int CmdCheck(int argc, const char* const* argv) {
                     static_cast<long long>(vm["replica"].as<int64_t>()));
       if (!other_gpu.empty()) std::printf("note: %s\n", other_gpu.c_str());
       std::fputs(FormatCheckReport(report).c_str(), stdout);
+      if (serving) std::fputs(FormatServingCheck(*serving).c_str(), stdout);
     }
     if (vm.count("plot")) DrawPlot(vm, plotter, json);
     return report.pass ? 0 : 1;

@@ -211,7 +211,7 @@ PlanFile LoadPlan(const po::variables_map& vm, std::string& source) {
 exec::ExecPlan MakePlan(const po::variables_map& vm, const ExecArgs& a) {
   std::string source;
   PlanFile pf = LoadPlan(vm, source);
-  if (vm.count("replica")) SelectReplica(pf.requests, vm["replica"].as<int64_t>(), source);
+  if (vm.count("replica")) SelectReplica(pf, vm["replica"].as<int64_t>(), source);
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : "";
   if (!profile.empty() || !pf.header.forward_spin || !vm.count("plan"))
     PricePlanSpin(pf, ResolvePlanProfile(pf.header, profile, source));
@@ -222,6 +222,11 @@ exec::ExecPlan MakePlan(const po::variables_map& vm, const ExecArgs& a) {
   if (exec::kForwardModeNames.Parse(forward, "--forward") == exec::ForwardMode::kModel) {
     if (a.run.backend != "cuda")
       throw InputError("", 0, "--forward", "model needs --backend cuda (use synthetic)");
+    if (!plan.passes.empty())
+      throw InputError(source, 0, "--forward",
+                       "model: a serving plan's passes run the synthetic forward pass only (one "
+                       "proxy forward over a pass's chunks is not built yet); add --forward "
+                       "synthetic");
     if (vm["compute-scale"].as<double>() != 1.0)
       throw InputError("", 0, "--compute-scale",
                        "scales the synthetic forward pass only (add --forward synthetic)");

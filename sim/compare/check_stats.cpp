@@ -39,6 +39,27 @@ void CheckMeasuredContext(const JsonCursor& ctx) {
                            JsonSafeText(f) + "'");
 }
 
+// The `serving` block of a serving plan's run (exec_run.cpp, MeasuredServing).
+void ReadServingBlock(const JsonCursor& s, Measured& m) {
+  s.ExpectObject();
+  const JsonCursor passes = s.Key("passes");
+  passes.ExpectArray();
+  for (size_t i = 0; i < passes.Size(); ++i) {
+    const JsonCursor p = passes.Index(i);
+    p.ExpectObject();
+    m.pass_s[p.Key("pass").IntAtLeast(0)] = p.Key("seconds").Seconds(kMaxMeasuredRunSeconds, true);
+  }
+  const JsonCursor reqs = s.Key("requests");
+  reqs.ExpectArray();
+  for (size_t i = 0; i < reqs.Size(); ++i) {
+    const JsonCursor r = reqs.Index(i);
+    r.ExpectObject();
+    m.first_token[r.Key("request").IntAtLeast(0)] = {
+        r.Key("queue_s").Seconds(kMaxMeasuredRunSeconds, true),
+        r.Key("ttft_s").Seconds(kMaxMeasuredRunSeconds, true)};
+  }
+}
+
 }  // namespace
 
 Measured ParseMeasured(const std::string& text, const std::string& file) {
@@ -64,6 +85,8 @@ Measured ParseMeasured(const std::string& text, const std::string& file) {
     // the executor times inside the request's compute op.
     const double s =
         o.Key("seconds").Seconds(kMaxMeasuredOpSeconds, kind != "evict" && kind != "gather");
+    // A serving run's pass, time to first token and later-chunk records: the `serving` block's.
+    if (kind == "pass" || kind == "ttft" || kind == "chunk") continue;
     if (!id_rank.emplace(id, rank).second)
       o.Key("rank").Fail("op '" + id + "' measured twice on rank " + std::to_string(rank));
     auto [it, fresh] = index.emplace(id, m.ops.size());
@@ -91,6 +114,7 @@ Measured ParseMeasured(const std::string& text, const std::string& file) {
       if (!fresh) it->second = std::max(it->second, s);
     }
   }
+  if (root.Has("serving")) ReadServingBlock(root.Key("serving"), m);
   if (root.Has("total_s")) m.total_s = root.Key("total_s").Seconds(kMaxMeasuredRunSeconds, true);
   if (root.Has("requests_executed"))
     m.requests_executed = root.Key("requests_executed").IntAtLeast(0);

@@ -3,6 +3,7 @@
 // thresholds. Formulas and the measured file's contract: docs/calibration.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,10 @@ struct Measured {
   std::optional<double> total_s;        // whole replay, when the file gives it
   // How many of the plan's first requests ran (`kvlanes exec --max-requests`), when given.
   std::optional<int64_t> requests_executed;
+  // A serving plan's run (its `serving` block): each pass's seconds by index, each request's
+  // queue and time to first token by number.
+  std::map<int64_t, double> pass_s;
+  std::map<int64_t, std::array<double, 2>> first_token;  // request: queue_s, ttft_s
 };
 // A run of a plan's first N requests (Measured::requests_executed): the predictions of the
 // others left out, so per-op and whole-replay figures compare the same requests. Returns how

@@ -43,9 +43,7 @@ constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
 // we, which also bounds the replay's cost.
 constexpr size_t kLpmMaxQueue = 128;
 
-int64_t ScaledNs(int64_t ns, double scale) {
-  return scale == 1.0 ? ns : std::llround(static_cast<double>(ns) / scale);
-}
+int64_t ScaledNs(int64_t ns, double scale) { return ServedArrivalNs(ns, scale); }
 
 // The longest one pass or one decode hold may take (116 days): beyond it the inputs (a profile's
 // compute terms, a decode rate) describe no machine, and the nanosecond clock could overflow.

@@ -155,9 +155,10 @@ PlanHeader PlanHeaderOf(const ReplayConfig& cfg, const ProfileFile* profile) {
   return ParsePlanHeader(nlohmann::json::parse(PlanHeaderJson(cfg, profile).dump()), "(memory)");
 }
 
-nlohmann::ordered_json PlanTrailer(int64_t requests, int64_t ops) {
+nlohmann::ordered_json PlanTrailer(int64_t requests, int64_t ops, int64_t passes) {
   J t;
   t["kvlanes_plan_end"] = J{{"requests", requests}, {"ops", ops}};
+  if (passes > 0) t["kvlanes_plan_end"]["passes"] = passes;
   return t;
 }
 

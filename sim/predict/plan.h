@@ -20,6 +20,7 @@
 #include "sim/cache/policy.h"
 #include "sim/config.h"
 #include "sim/predict/plan_header.h"
+#include "sim/predict/plan_passes.h"
 #include "sim/predict/writer_thread.h"
 
 namespace kvlanes {
@@ -118,8 +119,9 @@ nlohmann::ordered_json PlanToJson(const RequestPlan& p, const ReplayConfig& cfg)
 // Appends PlanToJson(p, cfg).dump() and "\n" to `out`, byte for byte, without building the JSON
 // object; returns the number of ops in the line.
 size_t AppendPlanLine(const RequestPlan& p, const ReplayConfig& cfg, std::string& out);
-// Last line: {"kvlanes_plan_end": {"requests": R, "ops": O}}.
-nlohmann::ordered_json PlanTrailer(int64_t requests, int64_t ops);
+// Last line: {"kvlanes_plan_end": {"requests": R, "ops": O}}, with "passes": P after them when
+// the plan holds serving mode's pass lines.
+nlohmann::ordered_json PlanTrailer(int64_t requests, int64_t ops, int64_t passes = 0);
 // Inverse of PlanToJson: a request line of plan format `version` (kOldestPlanVersion..
 // kPlanVersion; version 2 lists pages one tuple each). Throws InputError(file, line, field) on
 // malformed input, a malformed run included (count below 1, a tuple beyond its field's range, the
@@ -165,8 +167,12 @@ class PlanWriter {
   // Takes `p`'s contents; `p` is left holding a recycled plan's lists (contents unspecified,
   // capacity kept) for the engine to reset (ReplayEngine::Process resets it before recording).
   void Add(RequestPlan&& p);
-  // REQUIRES: called once, after the last Add(). Writes the trailer, flushes and, in the
-  // background, waits for the writer thread to end.
+  // Serving mode: records one forward pass (its layer_spin_s priced here). The passes are held
+  // (about 40 bytes a pass and 24 a chunk) and written after the last request line, before the
+  // trailer. REQUIRES: called on the thread that calls Add(), before Finish().
+  void AddPass(PlanPass p);
+  // REQUIRES: called once, after the last Add(). Writes the pass lines and the trailer, flushes
+  // and, in the background, waits for the writer thread to end.
   void Finish();
 
  private:
@@ -179,6 +185,7 @@ class PlanWriter {
   std::string buf_;
   int64_t requests_ = 0, ops_ = 0;
   std::unique_ptr<SpinPricer> spin_;
+  std::vector<PlanPass> passes_;
   std::vector<RequestPlan> slots_;  // the queue's plans (writer_thread.h), in the background
   std::unique_ptr<WriterThread> thread_;
 };
@@ -186,6 +193,7 @@ class PlanWriter {
 struct PlanFile {
   PlanHeader header;
   std::vector<RequestPlan> requests;
+  std::vector<PlanPass> passes;  // serving mode's passes (version 5), in the order they started
 };
 // Reads a whole plan file (version kOldestPlanVersion..kPlanVersion), checking the version, the
 // header (ValidatePlanHeader) and that the trailer's counts match what was read (a plan without

@@ -1,5 +1,6 @@
 #include "sim/predict/plan_header.h"
 
+#include <cmath>
 #include <utility>
 
 #include "io/input_error.h"
@@ -105,6 +106,12 @@ void ParseConfigSubset(PlanHeader& h, const std::string& file) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 2)
       throw InputError(file, 1, "config.gather.prefetch_layers", "expected 0, 1 or 2");
     h.prefetch_layers = v.get<int64_t>();
+  }
+  if (c.contains("trace.rate_scale")) {
+    const nlohmann::json& v = c["trace.rate_scale"];
+    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+      throw InputError(file, 1, "config.trace.rate_scale", "expected a finite number > 0");
+    h.rate_scale = v.get<double>();
   }
   if (c.contains("model.preset") && c["model.preset"].is_string())
     h.model_preset = c["model.preset"].get<std::string>();

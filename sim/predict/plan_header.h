@@ -17,13 +17,14 @@
 
 namespace kvlanes {
 
+// Version 5 adds serving mode's pass lines after the request lines (plan_passes.h).
 // Version 4 adds each request's `layer_spin_s` and the header's `forward_spin` (what the
 // synthetic forward pass spins, priced by the replay, so the executor needs no cost model).
 // Version 3 writes every per-page list as arithmetic runs ([first tuple..., count], a fixed step
 // per op kind; docs/plan.md, "Page runs"); version 2 (per-page tuples) is still read. Version 2
 // added the trailer line and the header's hardware_profile; version 1 files (no trailer, so no
 // proof that they are whole) are refused.
-inline constexpr int kPlanVersion = 4;
+inline constexpr int kPlanVersion = 5;
 // The oldest version ReadPlanFile reads.
 inline constexpr int kOldestPlanVersion = 2;
 
@@ -63,6 +64,7 @@ struct PlanHeader {
   bool layer_split = false;       // cache.placement layer_split
   int64_t interleave_tokens = 0;  // cache.interleave_tokens: 0 or a divisor of page_tokens
   int64_t prefetch_layers = 0;    // gather.prefetch_layers: 0..2
+  double rate_scale = 1.0;        // trace.rate_scale: serving mode's arrivals are divided by it
   std::string model_preset;       // model.preset ("" when absent)
   nlohmann::json config;          // the whole config block as stored (null when absent)
   std::string config_hash;        // FNV-1a 64 (hex) of config.dump(): ties measured files

@@ -1,6 +1,7 @@
 #include "sim/predict/plan_pricing.h"
 
 #include <utility>
+#include <vector>
 
 #include "io/input_error.h"
 #include "sim/predict/content_hash.h"
@@ -45,6 +46,15 @@ SpinPricer::SpinPricer(const HardwareProfile* profile, const std::string& path, 
   hw_.compute_extra_layer_s = 0;  // the modelled layer, not the spin's own overhead
 }
 
+double SpinPricer::ChunkLayerS(int64_t tokens, int64_t context) const {
+  return hw_.ComputeLayerS(static_cast<double>(tokens), static_cast<double>(context), ranks_);
+}
+
+void SpinPricer::PricePass(PlanPass& pass) const {
+  for (PlanPassChunk& c : pass.chunks) c.layer_spin_s = ChunkLayerS(c.tokens, c.context);
+  pass.layer_spin_s = PassLayerS(pass.chunks, hw_.layer_base_s);
+}
+
 double SpinPricer::LayerS(const RequestPlan& p) const {
   return hw_.ComputeLayerS(static_cast<double>(p.computed_tokens),
                            static_cast<double>(p.prefix_pages * page_tokens_), ranks_);
@@ -71,6 +81,7 @@ void PricePlanSpin(PlanFile& plan, const std::optional<PlanProfile>& profile) {
   }
   const SpinPricer pricer(profile ? &hw : nullptr, path, h.cp_size, h.page_tokens);
   for (RequestPlan& r : plan.requests) r.layer_spin_s = pricer.LayerS(r);
+  for (PlanPass& p : plan.passes) pricer.PricePass(p);
   plan.header.forward_spin = pricer.Source();
 }
 

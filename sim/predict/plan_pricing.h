@@ -31,6 +31,10 @@ class SpinPricer {
   SpinPricer(const HardwareProfile* profile, const std::string& path, int64_t ranks,
              int64_t page_tokens);
   double LayerS(const RequestPlan& p) const;
+  // The same for `tokens` new tokens after `context` tokens (a serving pass's chunk).
+  double ChunkLayerS(int64_t tokens, int64_t context) const;
+  // Prices a serving pass: each chunk's ChunkLayerS and the pass's PassLayerS (plan_passes.h).
+  void PricePass(PlanPass& pass) const;
   // The header's forward_spin record of these terms.
   const PlanSpinSource& Source() const { return source_; }
 
@@ -41,10 +45,11 @@ class SpinPricer {
   PlanSpinSource source_;
 };
 
-// Prices every request of `plan` (layer_spin_s) and its header's forward_spin with `profile`
-// (nullopt: the default terms), checking the profile against the plan's model as the cost model
-// does (a profile with measured compute terms names its model preset and layer count). For plans
-// of versions 2 and 3, which carry no spin, and for `kvlanes exec --profile`. Throws InputError.
+// Prices every request and pass of `plan` (layer_spin_s) and its header's forward_spin with
+// `profile` (nullopt: the default terms), checking the profile against the plan's model as the cost
+// model does (a profile with measured compute terms names its model preset and layer count). For
+// plans of versions 2 and 3, which carry no spin, and for `kvlanes exec --profile`. Throws
+// InputError.
 void PricePlanSpin(PlanFile& plan, const std::optional<PlanProfile>& profile);
 
 }  // namespace kvlanes

@@ -529,14 +529,20 @@ PlanHeader ReadHeaderLine(const nlohmann::json& j, const std::string& path) {
             (v == 1 ? " (version 1 plans carry no trailer: replay the trace again)" : ""));
   PlanHeader h = ParsePlanHeader(j, path);
   if (h.version >= 4 && !h.forward_spin)
-    throw InputError(path, 1, "forward_spin", "missing from a version 4 plan header");
+    throw InputError(path, 1, "forward_spin",
+                     "missing from a version " + std::to_string(h.version) + " plan header");
   return h;
 }
 
 // The trailer's counts against what was read.
-void CheckTrailer(const nlohmann::json& j, const Field& f, size_t requests, int64_t ops) {
+void CheckTrailer(const nlohmann::json& j, const Field& f, size_t requests, int64_t ops,
+                  size_t passes) {
   const nlohmann::json& t = j["kvlanes_plan_end"];
   const int64_t want_requests = f.Int(t, "requests"), want_ops = f.Int(t, "ops");
+  const int64_t want_passes = t.is_object() && t.contains("passes") ? f.Int(t, "passes") : 0;
+  if (want_passes != static_cast<int64_t>(passes))
+    f.Fail("kvlanes_plan_end.passes", "the trailer counts " + std::to_string(want_passes) +
+                                          " passes, the plan holds " + std::to_string(passes));
   if (want_requests != static_cast<int64_t>(requests))
     f.Fail("kvlanes_plan_end.requests", "the trailer counts " + std::to_string(want_requests) +
                                             " requests, the plan holds " +
@@ -555,6 +561,7 @@ PlanFile ReadPlanFile(const std::string& path) {
   PlanFile out;
   std::string line;
   int64_t n = 0, ops = 0, trailer_line = 0;
+  std::vector<int64_t> pass_lines;
   // Request numbers count within a replica (serving mode); each (replica, request) once.
   std::map<std::pair<int64_t, int64_t>, int64_t> seen;
   while (GetPlanLine(in, line, path, n + 1)) {
@@ -569,14 +576,29 @@ PlanFile ReadPlanFile(const std::string& path) {
       continue;
     }
     if (j.is_object() && j.contains("kvlanes_plan_end")) {
-      CheckTrailer(j, Field{path, n}, out.requests.size(), ops);
+      CheckTrailer(j, Field{path, n}, out.requests.size(), ops, out.passes.size());
       trailer_line = n;
       continue;
     }
+    if (IsPassLine(j)) {  // version 5: serving mode's passes, after every request line
+      if (out.header.version < 5)
+        throw InputError(path, n, "pass",
+                         "a pass line in a version " + std::to_string(out.header.version) +
+                             " plan (pass lines are version 5's)");
+      out.passes.push_back(PassFromJson(j, path, n));
+      pass_lines.push_back(n);
+      continue;
+    }
+    if (!pass_lines.empty())
+      throw InputError(path, n, "request",
+                       "a request line after the pass lines (line " +
+                           std::to_string(pass_lines.front()) + "): requests come first");
     RequestPlan& r =
         out.requests.emplace_back(PlanFromJson(j, path, n, out.header.version, &out.header));
     if (out.header.version >= 4 && r.layer_spin_s < 0)
-      throw InputError(path, n, "layer_spin_s", "missing from a version 4 request line");
+      throw InputError(path, n, "layer_spin_s",
+                       "missing from a version " + std::to_string(out.header.version) +
+                           " request line");
     const auto [it, fresh] = seen.emplace(std::pair{r.replica, r.request}, n);
     if (!fresh)
       throw InputError(path, n, "request",
@@ -600,6 +622,7 @@ PlanFile ReadPlanFile(const std::string& path) {
                          " without its trailer: it was cut short (or is still being written)");
   if (out.requests.empty())
     throw InputError(path, n, "", "the plan holds a header and no requests (cut short?)");
+  CheckPlanPasses(out.requests, out.passes, pass_lines, out.header.rate_scale, path);
   return out;
 }
 

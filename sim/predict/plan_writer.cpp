@@ -7,6 +7,7 @@
 
 #include "io/input_error.h"
 #include "kernels/page_layout.h"
+#include "sim/predict/cost_model.h"
 #include "sim/predict/plan.h"
 #include "sim/predict/plan_pricing.h"
 
@@ -14,16 +15,22 @@ namespace kvlanes {
 
 namespace {
 constexpr size_t kPlanBufferBytes = size_t{1} << 20;
+
+// The spin's pricer: the profile's compute terms fitted to the replay's model as the cost model
+// fits them (FitComputeToModel: a profile with per-kind terms composed for this depth), so each
+// spin is the compute the replay predicts.
+std::unique_ptr<SpinPricer> FittedSpinPricer(const ReplayConfig& cfg, const ProfileFile* profile) {
+  if (!profile)
+    return std::make_unique<SpinPricer>(nullptr, "", cfg.cache.cp_size, cfg.cache.page_tokens);
+  HardwareProfile hw = profile->profile;
+  FitComputeToModel(hw, cfg.model, profile->path);
+  return std::make_unique<SpinPricer>(&hw, profile->path, cfg.cache.cp_size, cfg.cache.page_tokens);
+}
 }  // namespace
 
 PlanWriter::PlanWriter(std::ostream& out, const ReplayConfig& cfg, const ProfileFile* profile,
                        PlanWriterOptions opts)
-    : out_(out),
-      cfg_(cfg),
-      opts_(std::move(opts)),
-      spin_(std::make_unique<SpinPricer>(profile ? &profile->profile : nullptr,
-                                         profile ? profile->path : "", cfg.cache.cp_size,
-                                         cfg.cache.page_tokens)) {
+    : out_(out), cfg_(cfg), opts_(std::move(opts)), spin_(FittedSpinPricer(cfg, profile)) {
   // Refused before the replay starts: the executor and the reader hold at most kMaxPools pools.
   if (cfg.model.pools.size() > static_cast<size_t>(kernels::kMaxPools))
     throw InputError("", 0, "model.pools",
@@ -57,8 +64,17 @@ void PlanWriter::Drain() {
   if (!out_) throw InputError(opts_.name, 0, "", "write failed (disk full?)");
 }
 
+void PlanWriter::AddPass(PlanPass p) {
+  spin_->PricePass(p);
+  passes_.push_back(std::move(p));
+}
+
 void PlanWriter::WriteTrailer() {
-  buf_ += PlanTrailer(requests_, ops_).dump();
+  for (const PlanPass& p : passes_) {
+    AppendPassLine(p, buf_);
+    if (buf_.size() >= kPlanBufferBytes) Drain();
+  }
+  buf_ += PlanTrailer(requests_, ops_, static_cast<int64_t>(passes_.size())).dump();
   buf_.push_back('\n');
   Drain();
   out_.flush();

@@ -93,8 +93,8 @@ spin = header["forward_spin"]
 for k in ("name", "layer_base_s", "layer_token_s", "layer_attn_pair_s"):
     if cm[k] != spin[k]:
         fail("measured compute_model is the plan's forward_spin", k)
-if header["kvlanes_plan"] != 4 or any("layer_spin_s" not in json.loads(l) for l in plan_lines[1:-1]):
-    fail("the plan is version 4 with a layer_spin_s per request", plan_lines[0][:80])
+if header["kvlanes_plan"] != 5 or any("layer_spin_s" not in json.loads(l) for l in plan_lines[1:-1]):
+    fail("the plan is version 5 with a layer_spin_s per request", plan_lines[0][:80])
 
 # ---- a version 3 plan (no spin) is priced by the command from its stored profile, the same way
 v3h = dict(header)

@@ -39,10 +39,10 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("nope.jsonl")),
                        doctest::Contains("cannot open plan file"), InputError);
   {
-    std::ofstream(dir.File("v5.jsonl")) << R"({"kvlanes_plan": 5, "cp_size": 1})"
+    std::ofstream(dir.File("v6.jsonl")) << R"({"kvlanes_plan": 6, "cp_size": 1})"
                                         << "\n";
-    CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("v5.jsonl")),
-                         doctest::Contains("v5.jsonl:1: kvlanes_plan: plan version 5"), InputError);
+    CHECK_THROWS_WITH_AS(ReadPlanFile(dir.File("v6.jsonl")),
+                         doctest::Contains("v6.jsonl:1: kvlanes_plan: plan version 6"), InputError);
   }
   const ReplayConfig cfg = TwoRankConfig("packed");
   PlanFile pf = ReplayPlan("traces/mooncake_excerpt.jsonl", cfg, 5);

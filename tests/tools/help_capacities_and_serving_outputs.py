@@ -128,7 +128,17 @@ serving = ["--trace", "traces/mooncake_excerpt.jsonl", "--config", "config/defau
 r = run("replay", *serving, "--plan", plan, "--timeline", timeline, "--requests-csv", table)
 check(r.returncode == 0, "a serving-mode replay writes a plan and a timeline: " + r.stderr.strip())
 if r.returncode == 0:
-    recs = [json.loads(l) for l in open(plan).read().splitlines()[1:-1]]
+    lines = [json.loads(l) for l in open(plan).read().splitlines()[1:-1]]
+    recs = [l for l in lines if "pass" not in l]
+    passes = [l["pass"] for l in lines if "pass" in l]
+    check(lines[:len(recs)] == recs and len(passes) > 0,
+          "the request lines come first, then the pass lines")
+    computed = {}
+    for ps in passes:
+        for req, tokens, _, _ in ps["chunks"]:
+            computed[(ps["replica"], req)] = computed.get((ps["replica"], req), 0) + tokens
+    check(all(computed.get((p["replica"], p["request"])) == p["computed_tokens"] for p in recs),
+          "every request's chunks in the pass lines add up to its computed tokens")
     rows = list(csv.DictReader(open(table)))
     check(sorted(p["trace_request"] for p in recs) == list(range(len(rows))),
           "plan records name every trace index once")

@@ -1,0 +1,167 @@
+#include "sim/compare/serving_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "base/percentile.h"
+#include "io/input_error.h"
+#include "sim/engine/scheduler.h"
+
+namespace kvlanes {
+
+namespace {
+
+double ServingApe(double predicted, double measured) {
+  return measured > 0 ? std::fabs(predicted - measured) / measured : 0.0;
+}
+
+// The schedule of fixed passes from their seconds: a pass starts at the later of the previous
+// one's end and the arrival of the last request it admits; a request's queue ends with the start
+// of its first pass, its first token with the end of the pass of its last chunk.
+void FixedPassSchedule(const std::vector<RequestPlan>& requests,
+                       const std::vector<PlanPass>& passes, double rate_scale,
+                       const std::vector<double>& pass_s, std::vector<double>& queue,
+                       std::vector<double>& ttft) {
+  std::map<int64_t, size_t> at;
+  std::vector<int64_t> ns;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    at[requests[i].request] = i;
+    ns.push_back(ServedArrivalNs(requests[i].arrival_ns, rate_scale));
+  }
+  const int64_t origin = ns.empty() ? 0 : *std::min_element(ns.begin(), ns.end());
+  const auto arrival = [&](size_t i) { return static_cast<double>(ns[i] - origin) * 1e-9; };
+  queue.assign(requests.size(), -1);
+  ttft.assign(requests.size(), -1);
+  double end = 0;
+  for (size_t k = 0; k < passes.size(); ++k) {
+    double start = end;
+    for (const PlanPassChunk& c : passes[k].chunks)
+      if (const size_t i = at.at(c.request); queue[i] < 0) start = std::max(start, arrival(i));
+    end = start + pass_s[k];
+    for (const PlanPassChunk& c : passes[k].chunks) {
+      const size_t i = at.at(c.request);
+      if (queue[i] < 0) queue[i] = start - arrival(i);
+      ttft[i] = end - arrival(i);  // the last pass that holds a chunk of it sets it last
+    }
+  }
+}
+
+}  // namespace
+
+ServingSchedule PredictServing(const CostModel& model, const std::vector<RequestPlan>& requests,
+                               const std::vector<PlanPass>& passes, double rate_scale) {
+  const CostModelForward cost(model);
+  std::map<int64_t, const RequestPlan*> by_number;
+  for (const RequestPlan& r : requests) by_number[r.request] = &r;
+  ServingSchedule s;
+  std::map<int64_t, bool> started;
+  for (const PlanPass& p : passes) {
+    double t = cost.PassBaseS();
+    for (const PlanPassChunk& c : p.chunks) {
+      t += cost.ChunkS(c.tokens, c.context);
+      if (!started[c.request]) t += cost.RequestExtraS(*by_number.at(c.request)).total_s;
+      started[c.request] = true;
+    }
+    s.pass_s.push_back(t);
+  }
+  FixedPassSchedule(requests, passes, rate_scale, s.pass_s, s.queue_s, s.ttft_s);
+  return s;
+}
+
+ServingCheck CheckServing(const ServingSchedule& s, const std::vector<RequestPlan>& requests,
+                          const Measured& meas) {
+  ServingCheck c;
+  std::vector<double> pass_ape;
+  for (size_t k = 0; k < s.pass_s.size(); ++k) {
+    const auto m = meas.pass_s.find(static_cast<int64_t>(k));
+    if (m == meas.pass_s.end())
+      throw InputError(meas.file, 0, "serving.passes",
+                       "pass " + std::to_string(k) + " of the plan was not measured");
+    pass_ape.push_back(ServingApe(s.pass_s[k], m->second));
+    c.predicted_pass_s += s.pass_s[k];
+    c.measured_pass_s += m->second;
+  }
+  std::vector<double> ttft_ape, pred, got, queue_pred, queue_got;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const auto m = meas.first_token.find(requests[i].request);
+    if (m == meas.first_token.end())
+      throw InputError(meas.file, 0, "serving.requests",
+                       "request " + std::to_string(requests[i].request) + " has no time to first "
+                                                                          "token");
+    ttft_ape.push_back(ServingApe(s.ttft_s[i], m->second[1]));
+    pred.push_back(s.ttft_s[i]);
+    got.push_back(m->second[1]);
+    queue_pred.push_back(s.queue_s[i]);
+    queue_got.push_back(m->second[0]);
+    c.ttft_points.push_back({s.ttft_s[i], m->second[1]});
+  }
+  c.passes = pass_ape.size();
+  c.requests = ttft_ape.size();
+  if (!pass_ape.empty()) c.pass_error = SummarizeErrors(pass_ape);
+  if (!ttft_ape.empty()) {
+    c.ttft_error = SummarizeErrors(ttft_ape);
+    const double q[3] = {0.5, 0.9, 0.99};
+    for (int k = 0; k < 3; ++k) {
+      c.ttft_pred[k] = Percentile(pred, q[k]);
+      c.ttft_meas[k] = Percentile(got, q[k]);
+    }
+    for (size_t i = 0; i < queue_pred.size(); ++i) {
+      c.queue_pred += queue_pred[i] / static_cast<double>(queue_pred.size());
+      c.queue_meas += queue_got[i] / static_cast<double>(queue_got.size());
+    }
+  }
+  return c;
+}
+
+nlohmann::ordered_json ServingCheckToJson(const ServingCheck& c) {
+  const auto stats = [](const ErrorStats& e) {
+    return nlohmann::ordered_json{
+        {"count", e.count}, {"median_ape", e.median}, {"p95_ape", e.p95}, {"max_ape", e.max}};
+  };
+  nlohmann::ordered_json j;
+  j["passes"] = stats(c.pass_error);
+  j["passes"]["predicted_s"] = c.predicted_pass_s;
+  j["passes"]["measured_s"] = c.measured_pass_s;
+  j["ttft"] = stats(c.ttft_error);
+  const char* names[3] = {"p50", "p90", "p99"};
+  for (int k = 0; k < 3; ++k)
+    j["ttft"][names[k]] = {{"predicted_s", c.ttft_pred[k]},
+                           {"measured_s", c.ttft_meas[k]},
+                           {"error", ServingApe(c.ttft_pred[k], c.ttft_meas[k])}};
+  j["queue_mean"] = {{"predicted_s", c.queue_pred},
+                     {"measured_s", c.queue_meas},
+                     {"error", ServingApe(c.queue_pred, c.queue_meas)}};
+  nlohmann::ordered_json pts = nlohmann::ordered_json::array();
+  for (const auto& p : c.ttft_points) pts.push_back({p[0], p[1]});
+  j["ttft_points"] = std::move(pts);
+  return j;
+}
+
+std::string FormatServingCheck(const ServingCheck& c) {
+  char buf[512];
+  std::string out = "serving passes (one replica's schedule, passes as serving mode formed them)\n";
+  std::snprintf(buf, sizeof buf,
+                "  %zu passes: predicted %.6g s, measured %.6g s; pass APE median %.2f%%, p95 "
+                "%.2f%%, max %.2f%%\n",
+                c.passes, c.predicted_pass_s, c.measured_pass_s, 100 * c.pass_error.median,
+                100 * c.pass_error.p95, 100 * c.pass_error.max);
+  out += buf;
+  const char* names[3] = {"p50", "p90", "p99"};
+  for (int k = 0; k < 3; ++k) {
+    std::snprintf(buf, sizeof buf, "  TTFT %s predicted %.4f s, measured %.4f s, error %.2f%%\n",
+                  names[k], c.ttft_pred[k], c.ttft_meas[k],
+                  100 * ServingApe(c.ttft_pred[k], c.ttft_meas[k]));
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "  queue mean predicted %.4f s, measured %.4f s, error %.2f%%; per-request TTFT "
+                "APE median %.2f%%, p95 %.2f%% (%zu requests)\n",
+                c.queue_pred, c.queue_meas, 100 * ServingApe(c.queue_pred, c.queue_meas),
+                100 * c.ttft_error.median, 100 * c.ttft_error.p95, c.requests);
+  out += buf;
+  return out;
+}
+
+}  // namespace kvlanes

@@ -1,0 +1,47 @@
+// `kvlanes check` on a serving plan's run (docs/serving.md, "On the GPU"): each pass's predicted
+// time (the serving formula, priced by the check's cost model) against its measured time, and
+// each request's time to first token and queue on the schedule those times give: a pass starts
+// when the one before it ends or when its last admitted request arrives, whichever is later, and
+// keeps the requests serving mode put in it.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/compare/check_stats.h"
+#include "sim/predict/cost_model.h"
+#include "sim/predict/plan.h"
+
+namespace kvlanes {
+
+// The predicted schedule of a replica's passes: each pass's seconds, and per request (the plan's
+// order) its queue and time to first token, seconds.
+struct ServingSchedule {
+  std::vector<double> pass_s;
+  std::vector<double> queue_s, ttft_s;
+};
+// REQUIRES: `passes` hold the chunks of exactly `requests` (CheckPlanPasses, KeepPassesOf).
+// `rate_scale`: the plan's trace.rate_scale (arrivals in serving mode's clock, ServedArrivalNs).
+ServingSchedule PredictServing(const CostModel& model, const std::vector<RequestPlan>& requests,
+                               const std::vector<PlanPass>& passes, double rate_scale);
+
+struct ServingCheck {
+  size_t passes = 0, requests = 0;
+  ErrorStats pass_error;  // APE per pass
+  ErrorStats ttft_error;  // APE per request
+  double predicted_pass_s = 0, measured_pass_s = 0;  // sums
+  // TTFT percentiles (p50, p90, p99) and mean queue, predicted and measured.
+  double ttft_pred[3] = {0, 0, 0}, ttft_meas[3] = {0, 0, 0};
+  double queue_pred = 0, queue_meas = 0;
+  std::vector<std::array<double, 2>> ttft_points;  // per request: predicted, measured
+};
+// Joins the schedule with the measured file's `serving` block (passes by index, requests by
+// number). Throws InputError naming the measured file when a pass or request is missing.
+ServingCheck CheckServing(const ServingSchedule& s, const std::vector<RequestPlan>& requests,
+                          const Measured& meas);
+nlohmann::ordered_json ServingCheckToJson(const ServingCheck& c);
+std::string FormatServingCheck(const ServingCheck& c);
+
+}  // namespace kvlanes
