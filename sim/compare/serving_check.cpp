@@ -88,8 +88,9 @@ ServingCheck CheckServing(const ServingSchedule& s, const std::vector<RequestPla
     const auto m = meas.first_token.find(requests[i].request);
     if (m == meas.first_token.end())
       throw InputError(meas.file, 0, "serving.requests",
-                       "request " + std::to_string(requests[i].request) + " has no time to first "
-                                                                          "token");
+                       "request " + std::to_string(requests[i].request) +
+                           " has no time to first "
+                           "token");
     ttft_ape.push_back(ServingApe(s.ttft_s[i], m->second[1]));
     pred.push_back(s.ttft_s[i]);
     got.push_back(m->second[1]);

@@ -29,8 +29,8 @@ ServingSchedule PredictServing(const CostModel& model, const std::vector<Request
 
 struct ServingCheck {
   size_t passes = 0, requests = 0;
-  ErrorStats pass_error;  // APE per pass
-  ErrorStats ttft_error;  // APE per request
+  ErrorStats pass_error;                             // APE per pass
+  ErrorStats ttft_error;                             // APE per request
   double predicted_pass_s = 0, measured_pass_s = 0;  // sums
   // TTFT percentiles (p50, p90, p99) and mean queue, predicted and measured.
   double ttft_pred[3] = {0, 0, 0}, ttft_meas[3] = {0, 0, 0};

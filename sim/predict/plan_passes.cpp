@@ -72,9 +72,9 @@ PlanPass PassFromJson(const nlohmann::json& line, const std::string& file, int64
   if (!j.contains("layer_spin_s") || !j["layer_spin_s"].is_number() ||
       !(j["layer_spin_s"].get<double>() >= 0) ||
       !(j["layer_spin_s"].get<double>() <= kMaxPassLayerSpinSeconds))
-    f.Fail("pass.layer_spin_s", "expected seconds in 0..3600, got " +
-                                    (j.contains("layer_spin_s") ? j["layer_spin_s"].dump()
-                                                                : std::string("nothing")));
+    f.Fail("pass.layer_spin_s",
+           "expected seconds in 0..3600, got " +
+               (j.contains("layer_spin_s") ? j["layer_spin_s"].dump() : std::string("nothing")));
   p.layer_spin_s = j["layer_spin_s"].get<double>();
   if (!j.contains("chunks") || !j["chunks"].is_array() || j["chunks"].empty())
     f.Fail("pass.chunks", "expected a non-empty list of [request, tokens, context, layer_spin_s]");
@@ -89,8 +89,8 @@ PlanPass PassFromJson(const nlohmann::json& line, const std::string& file, int64
     if (!c[3].is_number() || !(c[3].get<double>() >= 0) ||
         !(c[3].get<double>() <= kMaxPassLayerSpinSeconds))
       f.Fail("pass.chunks", "expected a chunk's layer_spin_s in 0..3600 s, got " + c.dump());
-    p.chunks.push_back(PlanPassChunk{c[0].get<int64_t>(), c[1].get<int64_t>(),
-                                     c[2].get<int64_t>(), c[3].get<double>()});
+    p.chunks.push_back(PlanPassChunk{c[0].get<int64_t>(), c[1].get<int64_t>(), c[2].get<int64_t>(),
+                                     c[3].get<double>()});
   }
   return p;
 }
@@ -163,13 +163,13 @@ void CheckPlanPasses(const std::vector<RequestPlan>& requests, const std::vector
     const auto s = seen.find({r.replica, r.request});
     const int64_t got = s == seen.end() ? -1 : s->second.tokens;
     if (got != r.computed_tokens)
-      throw InputError(file, lines.back(), "pass.chunks",
-                       "request " + std::to_string(r.request) +
-                           (r.replica >= 0 ? " of replica " + std::to_string(r.replica) : "") +
-                           (got < 0 ? " is in no pass"
-                                    : "'s chunks add up to " + std::to_string(got) +
-                                          " tokens, not its " +
-                                          std::to_string(r.computed_tokens) + " computed tokens"));
+      throw InputError(
+          file, lines.back(), "pass.chunks",
+          "request " + std::to_string(r.request) +
+              (r.replica >= 0 ? " of replica " + std::to_string(r.replica) : "") +
+              (got < 0 ? " is in no pass"
+                       : "'s chunks add up to " + std::to_string(got) + " tokens, not its " +
+                             std::to_string(r.computed_tokens) + " computed tokens"));
   }
 }
 

@@ -17,9 +17,9 @@ struct RequestPlan;
 // A request's arrival in serving mode's clock: its trace time divided by trace.rate_scale,
 // rounded to the nanosecond (request lines carry the trace time; pass lines serving mode's).
 inline int64_t ServedArrivalNs(int64_t trace_ns, double rate_scale) {
-  return rate_scale == 1.0 ? trace_ns
-                           : static_cast<int64_t>(std::llround(static_cast<double>(trace_ns) /
-                                                               rate_scale));
+  return rate_scale == 1.0
+             ? trace_ns
+             : static_cast<int64_t>(std::llround(static_cast<double>(trace_ns) / rate_scale));
 }
 
 // One request's share of a pass: `request` is its number within the replica (the request line's
@@ -71,12 +71,11 @@ void KeepPassesOf(std::vector<PlanPass>& passes, const std::vector<RequestPlan>&
 
 // Checks the passes of a whole plan against its requests: a replica's passes are numbered 0, 1,
 // ... and start in that order, no earlier than the previous one ends; every chunk names a request
-// of its replica, whose first chunk starts no earlier than it arrives (ServedArrivalNs) and whose chunks follow one
-// another (each one's context is the previous one's plus its tokens) and add up to its
-// computed_tokens; with passes, every request has its chunks. `lines[k]` is pass k's line.
+// of its replica, whose first chunk starts no earlier than it arrives (ServedArrivalNs) and whose
+// chunks follow one another (each one's context is the previous one's plus its tokens) and add up
+// to its computed_tokens; with passes, every request has its chunks. `lines[k]` is pass k's line.
 // Throws InputError naming the file, the pass's line and the field.
 void CheckPlanPasses(const std::vector<RequestPlan>& requests, const std::vector<PlanPass>& passes,
-                     const std::vector<int64_t>& lines, double rate_scale,
-                     const std::string& file);
+                     const std::vector<int64_t>& lines, double rate_scale, const std::string& file);
 
 }  // namespace kvlanes

@@ -596,9 +596,9 @@ PlanFile ReadPlanFile(const std::string& path) {
     RequestPlan& r =
         out.requests.emplace_back(PlanFromJson(j, path, n, out.header.version, &out.header));
     if (out.header.version >= 4 && r.layer_spin_s < 0)
-      throw InputError(path, n, "layer_spin_s",
-                       "missing from a version " + std::to_string(out.header.version) +
-                           " request line");
+      throw InputError(
+          path, n, "layer_spin_s",
+          "missing from a version " + std::to_string(out.header.version) + " request line");
     const auto [it, fresh] = seen.emplace(std::pair{r.replica, r.request}, n);
     if (!fresh)
       throw InputError(path, n, "request",

@@ -17,17 +17,18 @@
 namespace kvlanes::exec::testing {
 namespace {
 
-constexpr const char* kServingPlanProfile = KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml";
+constexpr const char* kServingPlanProfile =
+    KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml";
 
 // The excerpt's first 80 requests (arrivals over 22.0 s, four of them hitting an earlier one's
 // prefix) 60 times as dense: 0.37 s of arrivals, one replica of two ranks, passes of 4,096
 // tokens in chunks of 2,048.
 PlanFile ServingPlan() {
-  ReplayConfig cfg = SmallConfig(
-      2, {"cache.device_pages_per_lane=1500", "cache.host_pages_per_lane=1500",
-          "serving.mode=serving", "serving.replicas=1", "serving.max_batch_tokens=4096",
-          "serving.chunk_tokens=2048", "trace.rate_scale=60",
-          std::string("hardware.profile=") + kServingPlanProfile});
+  ReplayConfig cfg =
+      SmallConfig(2, {"cache.device_pages_per_lane=1500", "cache.host_pages_per_lane=1500",
+                      "serving.mode=serving", "serving.replicas=1", "serving.max_batch_tokens=4096",
+                      "serving.chunk_tokens=2048", "trace.rate_scale=60",
+                      std::string("hardware.profile=") + kServingPlanProfile});
   TraceOptions opt;
   opt.page_tokens = cfg.cache.page_tokens;
   Trace t = LoadTrace({SourcePath("traces/mooncake_excerpt.jsonl")}, std::nullopt, opt);
@@ -61,8 +62,7 @@ TEST_CASE("a serving plan runs pass by pass, each pass after its requests arrive
   for (const auto& op : m["ops"]) {
     if (op["rank"] != 0) continue;
     if (op["kind"] == "pass") passes.push_back(op);
-    if (op["kind"] == "ttft")
-      first_token[std::stoll(op["id"].get<std::string>())] = op;
+    if (op["kind"] == "ttft") first_token[std::stoll(op["id"].get<std::string>())] = op;
     if (op["kind"] == "chunk") chunk_ops.insert(op["id"].get<std::string>());
   }
   REQUIRE(passes.size() == pf.passes.size());

@@ -25,7 +25,8 @@
 namespace kvlanes::test {
 namespace {
 
-constexpr const char* kServingProfile = KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml";
+constexpr const char* kServingProfile =
+    KVLANES_SOURCE_DIR "/config/profiles/8xh200_nccl_model.yaml";
 
 // Two replicas, batches of 16,384 tokens in chunks of 4,096, arrivals four times as dense as the
 // trace's, so passes hold several requests and long requests span several passes.
@@ -183,8 +184,8 @@ TEST_CASE("pass lines that contradict the requests are refused with file, line a
   // requests' chunks no longer add up.
   const size_t count_at = trailer + std::string("\"passes\":").size();
   const int64_t count = std::stoll(text.substr(count_at));
-  e = ReadError(Replace(text.substr(0, count_at) + std::to_string(count - 1) + "}}\n",
-                        pass_line + "\n", ""));
+  e = ReadError(
+      Replace(text.substr(0, count_at) + std::to_string(count - 1) + "}}\n", pass_line + "\n", ""));
   CHECK(e.find("pass.") != std::string::npos);
 }
 
