@@ -1,9 +1,9 @@
 // libCacheSim's binary traces: `lcs` (an 8192-byte header, then fixed-size little-endian records
 // of one of eight versions) and `oracle_general` (version 1's 24-byte record with no header).
 // Each record is one request for one cached object; the reader makes it a request of one block
-// whose id is the object id, interned per file (traces/README.md, "lcs" and "oracle_general",
-// states the mapping and where the layouts come from). There are no lines: errors name the
-// record's 1-based index and its byte offset.
+// (and one token to compute) whose id is the object id, interned per file (traces/README.md, "lcs"
+// and "oracle_general", states the mapping and where the layouts come from). There are no lines:
+// errors name the record's 1-based index and its byte offset.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +30,8 @@ constexpr size_t kLcsRecordBytes[] = {0, 24, 28, 36, 40, 44, 52, 68, 100};
 constexpr int64_t kLcsMaxVersion = 8;
 constexpr size_t kOracleGeneralRecordBytes = 24;  // lcs version 1's record
 constexpr int64_t kNsPerClockSecond = 1'000'000'000;
+// A request is a block and one token (ObjectRequests::Add): the block must leave room for it.
+constexpr int64_t kMaxBlockTokens = int64_t{1} << 62;
 
 uint64_t LoadLe(const char* p, int bytes) {
   uint64_t v = 0;
@@ -49,6 +51,10 @@ class ObjectRequests {
   ObjectRequests(const std::string& path, const TraceOptions& opt, FileTrace* out)
       : path_(path), opt_(opt), out_(out) {
     out_->block_tokens = opt.block_tokens > 0 ? opt.block_tokens : opt.page_tokens;
+    if (out_->block_tokens > kMaxBlockTokens) {
+      throw InputError(path, 0, "block_tokens",
+                       "block size " + std::to_string(out_->block_tokens) + " tokens is too large");
+    }
   }
 
   [[noreturn]] void Fail(int64_t index, size_t offset, const char* field,
@@ -84,7 +90,9 @@ class ObjectRequests {
     const auto [it, fresh] = ids_.try_emplace(obj_id, ids_.size());
     Request r;
     r.arrival_ns = arrival_ns;
-    r.input_tokens = out_->block_tokens;
+    // The object's block is the cacheable prefix; the one token past it is the one the engine
+    // computes in any request, so a request for a cached object hits its whole block.
+    r.input_tokens = out_->block_tokens + 1;
     r.output_tokens = 0;
     r.line = index;
     const size_t first = out_->ids.size();

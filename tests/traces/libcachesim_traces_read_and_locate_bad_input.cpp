@@ -83,7 +83,7 @@ void CheckMapped(const Trace& t, int64_t block) {
   for (size_t i = 0; i < 5; ++i) {
     const Request& r = t.requests[i];
     CHECK(r.arrival_ns == secs[i] * 1'000'000'000);
-    CHECK(r.input_tokens == block);
+    CHECK(r.input_tokens == block + 1);  // the object's block and the token computed past it
     CHECK(r.output_tokens == 0);
     CHECK(r.block_ids == std::vector<uint64_t>{ids[i]});
     CHECK(r.line == record[i]);
