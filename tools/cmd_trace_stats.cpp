@@ -60,9 +60,9 @@ int CmdTraceStats(int argc, const char* const* argv) {
           .c_str())(
       "block-tokens", po::value(&opt.block_tokens)->default_value(0),
       "tokens per block id; 0 = the format's default (mooncake 512, kvtester the file's "
-      "block_size, tokens the page size)")("page-tokens",
-                                           po::value(&opt.page_tokens)->default_value(64),
-                                           "tokens per KV page; must divide the block size")(
+      "block_size, bailian 16, csv 512, tokens, lcs and oracle_general the page size)")(
+      "page-tokens", po::value(&opt.page_tokens)->default_value(64),
+      "tokens per KV page; must divide the block size")(
       "allow-unsorted", po::bool_switch(&opt.allow_unsorted),
       "sort each file by time instead of refusing timestamps that go backwards")(
       "json", po::value(&json_path), "also write the statistics as a JSON object to this file")(

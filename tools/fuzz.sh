@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of the readers (clang, -fsanitize=fuzzer,address,undefined;
 # tests/traces/fuzz) in build-fuzz/ and runs each for a given time from the seed corpus of
-# tests/traces/fuzz/corpus (the shipped traces' first records, a small plan, the shipped config
-# and profiles), printing the executions. Readers: the five trace formats (mooncake, kvtester,
-# tokens, bailian, csv), plan (ReadPlanFile and what the executor derives from a plan), config
+# tests/traces/fuzz/corpus (the shipped traces' first records, the hand-made libCacheSim samples,
+# a small plan, the shipped config and profiles), printing the executions. Readers: the seven
+# trace formats (mooncake, kvtester, tokens, bailian, csv, lcs, oracle_general), plan (ReadPlanFile and what the executor derives from a plan), config
 # (a YAML config file, and --set lines) and profile (a hardware profile).
 #   tools/fuzz.sh                      60 s per reader, every reader
 #   tools/fuzz.sh --seconds 3600       an hour each
@@ -31,12 +31,15 @@ while (($#)); do
     --build) build=$2; shift 2 ;;
     --build-only) build_only=1; shift ;;
     --parallel) parallel=1; shift ;;
-    mooncake|kvtester|tokens|bailian|csv|plan|config|profile) readers+=("$1"); shift ;;
+    mooncake|kvtester|tokens|bailian|csv|lcs|oracle_general|plan|config|profile)
+      readers+=("$1"); shift ;;
     *) echo "usage: tools/fuzz.sh [--seconds N] [--build DIR] [--build-only] [--parallel]" \
-            "[mooncake|kvtester|tokens|bailian|csv|plan|config|profile]..." >&2; exit 2 ;;
+            "[mooncake|kvtester|tokens|bailian|csv|lcs|oracle_general|plan|config|profile]..." >&2
+       exit 2 ;;
   esac
 done
-((${#readers[@]})) || readers=(mooncake kvtester tokens bailian csv plan config profile)
+((${#readers[@]})) ||
+  readers=(mooncake kvtester tokens bailian csv lcs oracle_general plan config profile)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang)" >&2; exit 2; }
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 mkdir -p "$build"
@@ -54,7 +57,7 @@ fuzz_one() {
   cp -n tests/traces/fuzz/corpus/"$r"/* "$corpus"/ 2>/dev/null || true
   bin=$(find "$build" -name "fuzz_$r" -type f -perm -u+x | head -1)
   case "$r" in
-    csv) ;;
+    csv|lcs|oracle_general) ;;  # CSV has no JSON tokens, the binary formats none
     config|profile) dict=(-dict=tests/traces/fuzz/yaml.dict) ;;
     *) dict=(-dict=tests/traces/fuzz/json.dict) ;;
   esac

@@ -79,6 +79,16 @@ void ReadBailian(const std::string& path, const std::string& data, const TraceOp
                  FileTrace* out);
 void ReadCsv(const std::string& path, const std::string& data, const TraceOptions& opt,
              FileTrace* out);
+// libCacheSim's binary traces (lcs_reader.cpp): `data` is the file's bytes, unchanged.
+void ReadLcs(const std::string& path, const std::string& data, const TraceOptions& opt,
+             FileTrace* out);
+void ReadOracleGeneral(const std::string& path, const std::string& data, const TraceOptions& opt,
+                       FileTrace* out);
+
+// The first 8 bytes of a libCacheSim lcs trace (its header's start_magic, little-endian).
+inline constexpr uint64_t kLcsMagic = 0x123456789abcdef0;
+// True when data[0, size) starts with kLcsMagic.
+bool HasLcsMagic(const char* data, size_t size);
 
 // One file's text (as ReadTraceFile returns it) through the reader of `fmt` (or the detected
 // format), with the checks every format shares. `path` names the file in errors. What LoadTrace

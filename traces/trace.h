@@ -17,15 +17,18 @@
 
 namespace kvlanes {
 
-enum class TraceFormat { kMooncake, kKvTester, kTokens, kBailian, kCsv };
+enum class TraceFormat { kMooncake, kKvTester, kTokens, kBailian, kCsv, kLcs, kOracleGeneral };
 
 // The names `--format`, `trace.format` and reports use.
-inline constexpr NameTable<TraceFormat, 5> kTraceFormatNames{{{{TraceFormat::kMooncake, "mooncake"},
-                                                               {TraceFormat::kKvTester, "kvtester"},
-                                                               {TraceFormat::kTokens, "tokens"},
-                                                               {TraceFormat::kBailian, "bailian"},
-                                                               {TraceFormat::kCsv, "csv"}}},
-                                                             "trace format"};
+inline constexpr NameTable<TraceFormat, 7> kTraceFormatNames{
+    {{{TraceFormat::kMooncake, "mooncake"},
+      {TraceFormat::kKvTester, "kvtester"},
+      {TraceFormat::kTokens, "tokens"},
+      {TraceFormat::kBailian, "bailian"},
+      {TraceFormat::kCsv, "csv"},
+      {TraceFormat::kLcs, "lcs"},
+      {TraceFormat::kOracleGeneral, "oracle_general"}}},
+    "trace format"};
 
 // A request's block ids: a read-only run of a store that many requests share (the readers put every
 // request of a file into one array, so loading a trace takes no allocation per request). A copy

@@ -83,7 +83,9 @@ const char* FirstControlByte(const char* b, const char* e) {
                        " bytes for one trace file (raise it with --max-file-bytes)");
 }
 
-std::string ReadFileText(const std::string& path, int64_t max_bytes) {
+// `binary`: the bytes as they are (oracle_general); otherwise a control byte is refused unless
+// the file starts with the lcs magic number (a libCacheSim lcs trace, binary too).
+std::string ReadFileText(const std::string& path, int64_t max_bytes, bool binary) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
     if (st.st_size > max_bytes) TooLarge(path, std::to_string(st.st_size) + " bytes", max_bytes);
@@ -110,6 +112,8 @@ std::string ReadFileText(const std::string& path, int64_t max_bytes) {
       n += got;
     }
     data.resize(old + n);
+    if (old == 0) binary = binary || reader::HasLcsMagic(data.data(), data.size());
+    if (binary) checked = data.size();
     const char* bad = FirstControlByte(data.data() + checked, data.data() + data.size());
     if (bad != data.data() + data.size()) {
       char what[64];
@@ -209,6 +213,7 @@ bool IsCsvHeader(const std::string& data, size_t first) {
 }
 
 TraceFormat DetectFromData(const std::string& path, const std::string& data) {
+  if (reader::HasLcsMagic(data.data(), data.size())) return TraceFormat::kLcs;
   const size_t first = data.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) throw InputError(path, 0, "", "file is empty: no records");
   // LineOfByte takes 1-based offsets.
@@ -245,6 +250,10 @@ const char* FormatLooks(TraceFormat f) {
     case TraceFormat::kCsv:
       return "CSV (its first line is a header naming timestamp_ms,input_length,output_length,"
              "hash_ids)";
+    case TraceFormat::kLcs:
+      return "a libCacheSim lcs trace (it starts with the lcs header's magic number)";
+    case TraceFormat::kOracleGeneral:  // never guessed: it has no header to recognise
+      return "libCacheSim oracleGeneral";
   }
   return "";
 }
@@ -319,7 +328,7 @@ TraceFormat DetectTraceFormat(const std::string& path) {
 }
 
 std::string ReadTraceFile(const std::string& path, const TraceOptions& opt) {
-  std::string data = ReadFileText(path, opt.max_file_bytes);
+  std::string data = ReadFileText(path, opt.max_file_bytes, /*binary=*/false);
   DropByteOrderMark(&data);
   return data;
 }
@@ -327,6 +336,7 @@ std::string ReadTraceFile(const std::string& path, const TraceOptions& opt) {
 namespace reader {
 
 std::optional<TraceFormat> GuessTraceFormat(const std::string& path, const std::string& data) {
+  if (HasLcsMagic(data.data(), data.size())) return TraceFormat::kLcs;
   const size_t first = data.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) return std::nullopt;
   if (data[first] != '{') {
@@ -405,7 +415,9 @@ FileTrace ParseTraceText(const std::string& path, const std::string& text,
                          std::optional<TraceFormat> fmt, const TraceOptions& opt) {
   std::string owned;
   const std::string* data = &text;
-  if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) {
+  // The binary formats' bytes are taken as they are (a record may start with those of a BOM).
+  const bool binary = fmt == TraceFormat::kLcs || fmt == TraceFormat::kOracleGeneral;
+  if (!binary && text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) {
     owned = text.substr(3);
     data = &owned;
   }
@@ -427,6 +439,12 @@ FileTrace ParseTraceText(const std::string& path, const std::string& text,
         break;
       case TraceFormat::kCsv:
         ReadCsv(path, *data, opt, &ft);
+        break;
+      case TraceFormat::kLcs:
+        ReadLcs(path, *data, opt, &ft);
+        break;
+      case TraceFormat::kOracleGeneral:
+        ReadOracleGeneral(path, *data, opt, &ft);
         break;
     }
   } catch (const InputError& e) {
@@ -539,8 +557,11 @@ Trace LoadTrace(const std::vector<std::string>& paths, std::optional<TraceFormat
     const std::string& path = files[i];
     FileTrace ft;
     try {
-      if (!reader::StreamMooncakeFile(path, fmt, opt, reader::kStreamChunkBytes, &ft))
+      if (fmt == TraceFormat::kLcs || fmt == TraceFormat::kOracleGeneral) {  // binary formats
+        ft = reader::ParseTraceText(path, ReadFileText(path, opt.max_file_bytes, true), fmt, opt);
+      } else if (!reader::StreamMooncakeFile(path, fmt, opt, reader::kStreamChunkBytes, &ft)) {
         ft = reader::ParseTraceText(path, ReadTraceFile(path, opt), fmt, opt);
+      }
     } catch (const std::bad_alloc&) {
       // The limits were raised past the memory there is (a 2 GB line under --max-line-bytes
       // 4GiB): what was allocated for this file is freed by now, so the error can be reported.

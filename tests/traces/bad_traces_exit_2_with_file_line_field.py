@@ -6,6 +6,7 @@ message that starts with file:line: field: (as the case says), and leave no outp
 usage: bad_traces_exit_2_with_file_line_field.py KVLANES SOURCE_DIR
 """
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -16,8 +17,28 @@ BAILIAN = ('{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length
            '"output_length": 3, "type": "text", "turn": 1, "hash_ids": [7, 8, 9]}\n')
 CSV_HEAD = "timestamp_ms,input_length,output_length,hash_ids\n0,600,5,1 2\n"
 
-# (name, file text, extra arguments, expected message start after the path, fragment)
+LCS_MAGIC = 0x123456789ABCDEF0
+
+
+def lcs_header(version, n_req, end_magic=LCS_MAGIC):
+    """A libCacheSim lcs header (8192 bytes): magic, version, the stat block, the end magic."""
+    return (struct.pack("<QQqqq", LCS_MAGIC, version, 1, n_req, n_req) + bytes(8192 - 48)
+            + struct.pack("<Q", end_magic))
+
+
+def og_record(t, obj, size):  # lcs version 1 / oracleGeneral: 24 bytes
+    return struct.pack("<IQIq", t, obj, size, -1)
+
+
+# (name, file text (bytes: a binary file), extra arguments, expected message start after the
+# path, fragment)
 CASES = [
+    ("lcs_end_magic.lcs", lcs_header(1, 1, end_magic=7) + og_record(1, 5, 10), [],
+     ": end_magic: ", "lcs header: is 0x0000000000000007"),
+    ("lcs_truncated.lcs", lcs_header(1, 0) + og_record(1, 5, 10) + og_record(2, 6, 10)[:20], [],
+     ": ", "record 2 (byte offset 8216): the file ends 20 bytes into a record of 24 bytes"),
+    ("oracle_general_backwards.bin", og_record(5, 1, 10) + og_record(3, 2, 10),
+     ["--format", "oracle_general"], ": clock_time: ", "record 2 (byte offset 24)"),
     ("overflowing_double.jsonl",
      GOOD + '{"timestamp": 1e400, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}\n',
      [], ":2: timestamp: ", "overflows a double"),
@@ -73,8 +94,12 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         for name, text, extra, where, fragment in CASES:
             path = os.path.join(d, name)
-            with open(path, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
+            if isinstance(text, bytes):
+                with open(path, "wb") as f:
+                    f.write(text)
+            else:
+                with open(path, "w", encoding="utf-8", newline="") as f:
+                    f.write(text)
             commands = [
                 ("trace stats", lambda out: ["trace", "stats", path, "--json", out]),
                 ("replay", lambda out: ["replay", "--trace", path, "--json", out]),

@@ -174,8 +174,10 @@ std::string Check(const std::string& path, const std::string& text, TraceFormat 
   opt.page_tokens = fmt == TraceFormat::kTokens || fmt == TraceFormat::kBailian ? 4 : 64;
   opt.allow_unsorted = true;
   const bool jsonl = fmt != TraceFormat::kKvTester;
-  // CSV is not JSON: only "parses or gives an InputError naming the file" applies.
-  const bool csv = fmt == TraceFormat::kCsv;
+  // CSV and the libCacheSim binary formats are not JSON: only "parses or gives an InputError
+  // naming the file" applies.
+  const bool csv =
+      fmt == TraceFormat::kCsv || fmt == TraceFormat::kLcs || fmt == TraceFormat::kOracleGeneral;
   for (const std::optional<TraceFormat> f :
        {std::optional<TraceFormat>(fmt), std::optional<TraceFormat>()}) {
     try {
@@ -248,6 +250,7 @@ int main(int argc, char** argv) {
     }
   }
   const std::string src = KVLANES_SOURCE_DIR "/traces/";
+  const std::string fixtures = KVLANES_SOURCE_DIR "/tests/fixtures/traces/";
   struct Seed {
     TraceFormat fmt;
     const char* name;
@@ -276,6 +279,10 @@ int main(int argc, char** argv) {
         "{\"timestamp\": 4, \"tokens\": [1,2,3], \"output_length\": 0}\n"}},
       {TraceFormat::kBailian, "bailian", {FirstLines(Slurp(src + "bailian/sample.jsonl"), 12)}},
       {TraceFormat::kCsv, "csv", {Slurp(src + "csv/sample.csv")}},
+      {TraceFormat::kLcs, "lcs", {Slurp(fixtures + "lcs_v2_sample.lcs")}},
+      {TraceFormat::kOracleGeneral,
+       "oracle_general",
+       {Slurp(fixtures + "oracle_general_sample.bin")}},
   };
   int failures = 0;
   for (size_t s = 0; s < seeds.size(); ++s) {

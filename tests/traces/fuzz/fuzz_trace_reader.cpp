@@ -1,9 +1,9 @@
 // libFuzzer target of one trace reader (KVLANES_FUZZ_FORMAT: 0 mooncake, 1 kvtester, 2 tokens,
-// 3 bailian, 4 csv):
-// the input is a trace file's text; it goes through the reader of that format and through
-// format detection. An InputError is the expected answer to bad input; any other exception
-// escapes and libFuzzer reports it, as it reports crashes and sanitizer findings. Built only with
-// -DKVLANES_FUZZ=ON and clang (tools/fuzz.sh).
+// 3 bailian, 4 csv, 5 lcs, 6 oracle_general):
+// the input is a trace file's text (bytes, for the libCacheSim formats); it goes through the reader
+// of that format and through format detection. An InputError is the expected answer to bad input;
+// any other exception escapes and libFuzzer reports it, as it reports crashes and sanitizer
+// findings. Built only with -DKVLANES_FUZZ=ON and clang (tools/fuzz.sh).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -22,11 +22,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     kvlanes::TraceFormat format;
     int64_t page_tokens;
   };
-  constexpr FormatPages kFormats[] = {{kvlanes::TraceFormat::kMooncake, 64},
-                                      {kvlanes::TraceFormat::kKvTester, 64},
-                                      {kvlanes::TraceFormat::kTokens, 4},
-                                      {kvlanes::TraceFormat::kBailian, 16},
-                                      {kvlanes::TraceFormat::kCsv, 64}};
+  constexpr FormatPages kFormats[] = {
+      {kvlanes::TraceFormat::kMooncake, 64},     {kvlanes::TraceFormat::kKvTester, 64},
+      {kvlanes::TraceFormat::kTokens, 4},        {kvlanes::TraceFormat::kBailian, 16},
+      {kvlanes::TraceFormat::kCsv, 64},          {kvlanes::TraceFormat::kLcs, 64},
+      {kvlanes::TraceFormat::kOracleGeneral, 64}};
   const kvlanes::TraceFormat fmt = kFormats[KVLANES_FUZZ_FORMAT].format;
   kvlanes::TraceOptions opt;
   opt.page_tokens = kFormats[KVLANES_FUZZ_FORMAT].page_tokens;
