@@ -31,6 +31,8 @@ const Entry kCommands[] = {
     {"sweep merge", &kvlanes::cli::CmdSweepMerge,
      "join the shard outputs of one sweep (--shard I/N)"},
     {"sweep", &kvlanes::cli::CmdSweep, "grid of replays over config values (capacity curves)"},
+    {"mrc", &kvlanes::cli::CmdMrc,
+     "token hit ratio against device capacity, in one pass where exact (lru)"},
     {"explain", &kvlanes::cli::CmdExplain,
      "one request's decisions, alternatives and predicted costs"},
     {"exec", &kvlanes::cli::CmdExec,

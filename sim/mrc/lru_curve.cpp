@@ -1,0 +1,319 @@
+#include "sim/mrc/lru_curve.h"
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+
+#include "sim/cache/placement.h"
+#include "sim/cache/radix_tree.h"
+#include "sim/check.h"
+#include "sim/predict/gather_scratch.h"
+
+namespace kvlanes {
+namespace {
+
+// Pages per stamp in a Fenwick tree: a node's pages sit at its stamp, and stamps grow with
+// recency in eviction order (the lowest stamp is evicted first). Grows by doubling.
+class StampPages {
+ public:
+  void Add(int64_t stamp, int64_t pages) {
+    if (stamp >= static_cast<int64_t>(fen_.size())) Grow(stamp + 1);
+    total_ += pages;
+    for (int64_t i = stamp; i < static_cast<int64_t>(fen_.size()); i += i & -i)
+      fen_[static_cast<size_t>(i)] += pages;
+  }
+  int64_t Total() const { return total_; }
+  // Pages at stamps <= s.
+  int64_t Prefix(int64_t s) const {
+    int64_t sum = 0;
+    for (s = std::min<int64_t>(s, static_cast<int64_t>(fen_.size()) - 1); s > 0; s -= s & -s)
+      sum += fen_[static_cast<size_t>(s)];
+    return sum;
+  }
+  // Pages at stamps >= s: the stack depth of the bottom of the node at stamp s.
+  int64_t Suffix(int64_t s) const { return total_ - Prefix(s - 1); }
+  // The largest depth at a node boundary that is <= z: what is left once the lowest stamps are
+  // taken away whole until at most z pages remain.
+  int64_t BoundaryAtMost(int64_t z) const {
+    const int64_t target = total_ - z;  // pages to take away at least
+    if (target <= 0) return total_;
+    int64_t pos = 0, rem = target;
+    const int64_t n = static_cast<int64_t>(fen_.size()) - 1;
+    int64_t step = 1;
+    while (step * 2 <= n) step *= 2;
+    for (; step > 0; step /= 2) {
+      if (pos + step <= n && fen_[static_cast<size_t>(pos + step)] < rem) {
+        pos += step;
+        rem -= fen_[static_cast<size_t>(pos)];
+      }
+    }
+    return total_ - Prefix(pos + 1);
+  }
+
+ private:
+  void Grow(int64_t need) {
+    size_t size = std::max<size_t>(fen_.size(), 1024);
+    while (static_cast<int64_t>(size) < need) size *= 2;
+    std::vector<int64_t> plain(size, 0);
+    for (size_t i = 1; i < fen_.size(); ++i) plain[i] = Prefix(i) - Prefix(i - 1);
+    fen_.assign(size, 0);
+    for (size_t i = 1; i < size; ++i) {
+      fen_[i] += plain[i];
+      const size_t up = i + (i & (~i + 1));
+      if (up < size) fen_[up] += fen_[i];
+    }
+  }
+  std::vector<int64_t> fen_{0};  // 1-based
+  int64_t total_ = 0;
+};
+
+// One capacity's state: the pages resident (the top `resident` pages of the stack).
+struct CapacityState {
+  int64_t cache_pages = 0;  // per lane, once gather.scratch has taken its pages
+  int64_t resident = 0;     // pages of the group
+  bool exact = true;
+};
+
+// The never-evicting tree, its nodes' stamps, and every capacity's state.
+class OnePass final : public CandidateObserver {
+ public:
+  OnePass(const ReplayConfig& cfg, const Trace& trace, std::span<const int64_t> pages_per_lane);
+  void Process(const Request& req);
+  LruCurve Result() const;
+
+  void Attach(const RadixTree&) override {}
+  void OnCandidate(const Node&, Tier, bool) override {}
+  void OnSplit(const Node& head, const Node& tail) override {
+    Grow(head.id);
+    stamp_[head.id] = stamp_[tail.id];
+    weight_[head.id] = static_cast<int64_t>(head.keys.size());
+    weight_[tail.id] -= weight_[head.id];
+    touched_.push_back(tail.id);
+    split_tail_pages_ = static_cast<int64_t>(tail.keys.size());
+  }
+
+ private:
+  void Grow(NodeId id) {
+    if (id >= stamp_.size()) {
+      stamp_.resize(static_cast<size_t>(id) + 1, 0);
+      weight_.resize(static_cast<size_t>(id) + 1, 0);
+      pending_.resize(static_cast<size_t>(id) + 1, 0);
+    }
+  }
+  void BuildKeys(const Request& req);
+  // Gives every node of touched_ a new stamp above all others, in the engine's eviction order
+  // among them: a node goes after its touched children, siblings by id.
+  void Restamp();
+  // The new leaf of keys [from, keyed) below `parent`, owners placed over the extent
+  // [ext_start, total) as the engine places them.
+  NodeId AddLeaf(NodeId parent, int64_t from, int64_t ext_start, int64_t total);
+  void Capacity(size_t k, int64_t matched, int64_t total, NodeId beyond);
+
+  int ranks_;
+  int64_t page_tokens_, pages_per_block_;
+  const PlacementRule* placement_;
+  RadixTree tree_{EvictionOrder::kLru};
+  StampPages stack_;
+  int64_t next_stamp_ = 1;
+  uint64_t epoch_ = 0;
+  std::vector<int64_t> stamp_, weight_;
+  std::vector<uint32_t> pending_;  // Restamp's scratch: touched children not yet stamped
+  std::vector<NodeId> touched_;
+  std::vector<RadixTree::PathStep> path_;
+  std::vector<int64_t> depth_;       // stack depth of each path node's bottom, before the request
+  std::vector<int64_t> path_end_;    // pages matched through each path node
+  std::vector<int64_t> lane_pages_;  // [node i][lane]: pages of path nodes < i per lane
+  std::vector<PageKey> keys_;
+  std::vector<uint16_t> owners_;
+  std::vector<CapacityState> cap_;
+  int64_t keyed_ = 0;
+  int64_t split_tail_pages_ = 0;  // pages of the tail the match split off (0: no split)
+  LruCurve out_;
+};
+
+OnePass::OnePass(const ReplayConfig& cfg, const Trace& trace,
+                 std::span<const int64_t> pages_per_lane)
+    : ranks_(static_cast<int>(cfg.cache.cp_size)),
+      page_tokens_(cfg.cache.page_tokens),
+      pages_per_block_(trace.block_tokens / cfg.cache.page_tokens),
+      placement_(&ParsePlacementRule(cfg.cache.placement, "cache.placement")) {
+  tree_.SetObserver(this);
+  Grow(kRootId);
+  for (int64_t p : pages_per_lane) {
+    ReplayConfig c = cfg;
+    c.cache.device_pages_per_lane = p;
+    cap_.push_back(CapacityState{GatherScratchOf(c, false).cache_pages, 0, true});
+    CurvePoint point;
+    point.pages_per_lane = p;
+    point.lane_hit_tokens.assign(static_cast<size_t>(ranks_), 0);
+    out_.points.push_back(std::move(point));
+  }
+}
+
+void OnePass::BuildKeys(const Request& req) {
+  keys_.clear();
+  const uint32_t ppb = static_cast<uint32_t>(pages_per_block_);
+  for (int64_t i = 0, b = 0; i < keyed_; ++b) {
+    const uint64_t block = req.block_ids[static_cast<size_t>(b)];
+    for (uint32_t sub = 0; sub < ppb && i < keyed_; ++sub, ++i) keys_.push_back({block, sub});
+  }
+}
+
+void OnePass::Restamp() {
+  if (touched_.empty()) return;
+  std::sort(touched_.begin(), touched_.end());
+  touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+  // Mark the touched set (pending_ = 1 + touched children), then stamp leaves of it first.
+  Grow(static_cast<NodeId>(tree_.node_slots() - 1));
+  for (NodeId id : touched_) pending_[id] = 1;
+  for (NodeId id : touched_) {
+    const NodeId p = tree_.node(id).parent;
+    if (p != kRootId && pending_[p] > 0) ++pending_[p];
+  }
+  std::priority_queue<NodeId, std::vector<NodeId>, std::greater<>> ready;
+  for (NodeId id : touched_)
+    if (pending_[id] == 1) ready.push(id);
+  while (!ready.empty()) {
+    const NodeId id = ready.top();
+    ready.pop();
+    pending_[id] = 0;
+    if (stamp_[id] > 0) stack_.Add(stamp_[id], -weight_[id]);
+    stamp_[id] = next_stamp_++;
+    weight_[id] = static_cast<int64_t>(tree_.node(id).keys.size());
+    stack_.Add(stamp_[id], weight_[id]);
+    const NodeId p = tree_.node(id).parent;
+    if (p != kRootId && pending_[p] > 0 && --pending_[p] == 1) ready.push(p);
+  }
+  touched_.clear();
+}
+
+NodeId OnePass::AddLeaf(NodeId parent, int64_t from, int64_t ext_start, int64_t total) {
+  owners_.assign(static_cast<size_t>(total - ext_start), 0);
+  if (ranks_ > 1) placement_->assign(ranks_, ext_start, owners_);
+  const size_t n = static_cast<size_t>(keyed_ - from);
+  std::vector<PageInfo> pages(n);
+  for (size_t j = 0; j < n; ++j)
+    pages[j].owner = owners_[static_cast<size_t>(from - ext_start) + j];
+  std::vector<PageKey> keys(keys_.begin() + from, keys_.begin() + keyed_);
+  const NodeId leaf = tree_.AddLeaf(parent, std::move(keys), std::move(pages),
+                                    std::vector<uint32_t>(n, 0), epoch_, 1);
+  Grow(leaf);
+  return leaf;
+}
+
+void OnePass::Process(const Request& req) {
+  ++epoch_;
+  const int64_t P = page_tokens_, L = req.input_tokens, B = pages_per_block_ * P;
+  keyed_ = KeyedPages(req, L, P, B);
+  const int64_t cap = KeyedPages(req, L - 1, P, B);
+  const int64_t total = (L + P - 1) / P;
+  BuildKeys(req);
+  split_tail_pages_ = 0;
+  const MatchResult m =
+      tree_.Match(std::span<const PageKey>(keys_.data(), static_cast<size_t>(cap)), epoch_, &path_);
+  depth_.clear();
+  path_end_.clear();
+  lane_pages_.assign(static_cast<size_t>(ranks_), 0);
+  for (const RadixTree::PathStep& st : path_) {
+    const Node& n = tree_.node(st.node);
+    depth_.push_back(stack_.Suffix(stamp_[st.node]));
+    path_end_.push_back(st.first + static_cast<int64_t>(n.keys.size()));
+    touched_.push_back(st.node);
+    if (ranks_ == 1) continue;
+    const size_t row = lane_pages_.size();
+    lane_pages_.resize(row + static_cast<size_t>(ranks_));
+    std::copy_n(lane_pages_.begin() + static_cast<ptrdiff_t>(row - static_cast<size_t>(ranks_)),
+                ranks_, lane_pages_.begin() + static_cast<ptrdiff_t>(row));
+    for (const PageInfo& pi : n.pages) ++lane_pages_[row + pi.owner];
+  }
+  const int64_t matched = m.device_pages;
+  // The node past the match that the insert walk enters (its last keyed page), if any.
+  const NodeId beyond = keyed_ > cap && matched == cap
+                            ? tree_.Child(m.last_node, keys_[static_cast<size_t>(cap)])
+                            : kNoNode;
+  Restamp();  // the match refreshed the path (and split tails) before the engine evicts
+  for (size_t k = 0; k < cap_.size(); ++k) Capacity(k, matched, total, beyond);
+  const RadixTree::InsertWalk walk = tree_.WalkForInsert(
+      std::span<const PageKey>(keys_.data(), static_cast<size_t>(keyed_)), epoch_,
+      [this](NodeId id, int64_t) { touched_.push_back(id); }, path_);
+  if (walk.consumed < keyed_) touched_.push_back(AddLeaf(walk.node, walk.consumed, matched, total));
+  Restamp();
+  ++out_.requests;
+  out_.input_tokens += L;
+}
+
+// One capacity's view of the request: the resident part of the path is hit; then the engine's
+// reserve, whole-node eviction from the bottom of the stack, the uncached case and the insert.
+void OnePass::Capacity(size_t k, int64_t matched, int64_t total, NodeId beyond) {
+  CapacityState& s = cap_[k];
+  CurvePoint& pt = out_.points[k];
+  const int64_t C = s.cache_pages * ranks_;
+  const size_t hit_nodes = static_cast<size_t>(
+      std::upper_bound(depth_.begin(), depth_.end(), s.resident) - depth_.begin());
+  const int64_t h = hit_nodes > 0 ? path_end_[hit_nodes - 1] : 0;
+  pt.hit_tokens += h * page_tokens_;
+  if (ranks_ > 1)
+    for (int r = 0; r < ranks_; ++r)
+      pt.lane_hit_tokens[static_cast<size_t>(r)] +=
+          lane_pages_[hit_nodes * static_cast<size_t>(ranks_) + static_cast<size_t>(r)] *
+          page_tokens_;
+  if (h < matched) s.exact = false;  // the cache re-inserts pages the tree holds: nodes differ
+  // The match moved the whole path (and the tail of a split) to the top of the stack, resident
+  // here or not; the pages not resident here stand in the stack's top `resident + absent` pages
+  // without being in the cache (absent = 0 where exact).
+  const int64_t absent =
+      matched - h + (split_tail_pages_ > 0 && depth_.back() > s.resident ? split_tail_pages_ : 0);
+  const int64_t need = total - h;
+  const int64_t reserve = need == 0 ? 0 : std::min<int64_t>(ranks_, need);
+  if (C - s.resident < need + reserve)
+    s.resident = std::max(stack_.BoundaryAtMost(C - need - reserve + absent), h + absent) - absent;
+  if (C - s.resident < need) {  // uncached: the tree inserts what the cache does not
+    s.exact = false;
+    return;
+  }
+  int64_t reused = h;
+  if (beyond != kNoNode) {
+    if (h == matched && stack_.Suffix(stamp_[beyond]) <= s.resident) {
+      ++reused;
+    } else {
+      s.exact = false;
+    }
+  }
+  s.resident += keyed_ - reused;
+}
+
+LruCurve OnePass::Result() const {
+  LruCurve r = out_;
+  for (size_t k = 0; k < cap_.size(); ++k) {
+    r.points[k].exact = ranks_ == 1 && cap_[k].exact;
+    if (ranks_ == 1) r.points[k].lane_hit_tokens[0] = r.points[k].hit_tokens;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string OnePassUnsupported(const ReplayConfig& cfg, std::string_view policy) {
+  if (policy != "lru" && !(policy == "lanes" && cfg.cache.eviction == "lru"))
+    return "policy " + std::string(policy) +
+           ": only lru (or lanes with cache.eviction lru) keeps one recency order";
+  if (cfg.cache.host_pages_per_lane > 0) return "a host tier (cache.host_pages_per_lane > 0)";
+  if (cfg.serving.mode != "sequential")
+    return "serving mode (requests in flight lock pages while others evict)";
+  if (cfg.cache.interleave_tokens > 0) return "token interleave (cache.interleave_tokens > 0)";
+  const PlacementRule* rule = FindPlacementRule(cfg.cache.placement);
+  if (rule == nullptr || rule->assign == nullptr || rule->by_layer || rule->from_allocator)
+    return "placement " + cfg.cache.placement + " (owners depend on the cache state)";
+  return "";
+}
+
+LruCurve OnePassLruCurve(const ReplayConfig& cfg, const Trace& trace,
+                         std::span<const int64_t> pages_per_lane) {
+  KV_CHECK(trace.block_tokens % cfg.cache.page_tokens == 0,
+           "block of " << trace.block_tokens << " tokens is not a multiple of the page");
+  OnePass pass(cfg, trace, pages_per_lane);
+  for (const Request& r : trace.requests) pass.Process(r);
+  return pass.Result();
+}
+
+}  // namespace kvlanes
