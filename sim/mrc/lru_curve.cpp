@@ -5,8 +5,8 @@
 #include <queue>
 
 #include "sim/cache/placement.h"
-#include "sim/cache/radix_tree.h"
 #include "sim/check.h"
+#include "sim/mrc/stack_tree.h"
 #include "sim/predict/gather_scratch.h"
 
 namespace kvlanes {
@@ -75,24 +75,24 @@ struct CapacityState {
 };
 
 // The never-evicting tree, its nodes' stamps, and every capacity's state.
-class OnePass final : public CandidateObserver {
+class OnePass {
  public:
   OnePass(const ReplayConfig& cfg, const Trace& trace, std::span<const int64_t> pages_per_lane);
-  void Process(const Request& req);
+  // Request `index` of the trace, in replay order.
+  void Process(uint32_t index);
   LruCurve Result() const;
 
-  void Attach(const RadixTree&) override {}
-  void OnCandidate(const Node&, Tier, bool) override {}
-  void OnSplit(const Node& head, const Node& tail) override {
-    Grow(head.id);
-    stamp_[head.id] = stamp_[tail.id];
-    weight_[head.id] = static_cast<int64_t>(head.keys.size());
-    weight_[tail.id] -= weight_[head.id];
-    touched_.push_back(tail.id);
-    split_tail_pages_ = static_cast<int64_t>(tail.keys.size());
+ private:
+  // `tail` was split: `head`, new, took its first pages. Both keep the old stamp until restamped.
+  void OnSplit(NodeId head, NodeId tail) {
+    Grow(head);
+    stamp_[head] = stamp_[tail];
+    weight_[head] = tree_.node(head).len;
+    weight_[tail] -= weight_[head];
+    touched_.push_back(tail);
+    split_tail_pages_ = tree_.node(tail).len;
   }
 
- private:
   void Grow(NodeId id) {
     if (id >= stamp_.size()) {
       stamp_.resize(static_cast<size_t>(id) + 1, 0);
@@ -106,20 +106,20 @@ class OnePass final : public CandidateObserver {
   void Restamp();
   // The new leaf of keys [from, keyed) below `parent`, owners placed over the extent
   // [ext_start, total) as the engine places them.
-  NodeId AddLeaf(NodeId parent, int64_t from, int64_t ext_start, int64_t total);
+  NodeId AddLeaf(NodeId parent, uint32_t request, int64_t from, int64_t ext_start, int64_t total);
   void Capacity(size_t k, int64_t matched, int64_t total, NodeId beyond);
 
   int ranks_;
   int64_t page_tokens_, pages_per_block_;
+  const Trace& trace_;
   const PlacementRule* placement_;
-  RadixTree tree_{EvictionOrder::kLru};
+  StackTree tree_;
   StampPages stack_;
   int64_t next_stamp_ = 1;
-  uint64_t epoch_ = 0;
   std::vector<int64_t> stamp_, weight_;
   std::vector<uint32_t> pending_;  // Restamp's scratch: touched children not yet stamped
   std::vector<NodeId> touched_;
-  std::vector<RadixTree::PathStep> path_;
+  std::vector<NodeId> path_;
   std::vector<int64_t> depth_;       // stack depth of each path node's bottom, before the request
   std::vector<int64_t> path_end_;    // pages matched through each path node
   std::vector<int64_t> lane_pages_;  // [node i][lane]: pages of path nodes < i per lane
@@ -136,9 +136,10 @@ OnePass::OnePass(const ReplayConfig& cfg, const Trace& trace,
     : ranks_(static_cast<int>(cfg.cache.cp_size)),
       page_tokens_(cfg.cache.page_tokens),
       pages_per_block_(trace.block_tokens / cfg.cache.page_tokens),
-      placement_(&ParsePlacementRule(cfg.cache.placement, "cache.placement")) {
-  tree_.SetObserver(this);
-  Grow(kRootId);
+      trace_(trace),
+      placement_(&ParsePlacementRule(cfg.cache.placement, "cache.placement")),
+      tree_(trace, pages_per_block_, cfg.cache.cp_size > 1) {
+  Grow(StackTree::kRoot);
   for (int64_t p : pages_per_lane) {
     ReplayConfig c = cfg;
     c.cache.device_pages_per_lane = p;
@@ -164,11 +165,11 @@ void OnePass::Restamp() {
   std::sort(touched_.begin(), touched_.end());
   touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
   // Mark the touched set (pending_ = 1 + touched children), then stamp leaves of it first.
-  Grow(static_cast<NodeId>(tree_.node_slots() - 1));
+  Grow(static_cast<NodeId>(tree_.size() - 1));
   for (NodeId id : touched_) pending_[id] = 1;
   for (NodeId id : touched_) {
     const NodeId p = tree_.node(id).parent;
-    if (p != kRootId && pending_[p] > 0) ++pending_[p];
+    if (p != StackTree::kRoot && pending_[p] > 0) ++pending_[p];
   }
   std::priority_queue<NodeId, std::vector<NodeId>, std::greater<>> ready;
   for (NodeId id : touched_)
@@ -179,64 +180,70 @@ void OnePass::Restamp() {
     pending_[id] = 0;
     if (stamp_[id] > 0) stack_.Add(stamp_[id], -weight_[id]);
     stamp_[id] = next_stamp_++;
-    weight_[id] = static_cast<int64_t>(tree_.node(id).keys.size());
+    weight_[id] = tree_.node(id).len;
     stack_.Add(stamp_[id], weight_[id]);
     const NodeId p = tree_.node(id).parent;
-    if (p != kRootId && pending_[p] > 0 && --pending_[p] == 1) ready.push(p);
+    if (p != StackTree::kRoot && pending_[p] > 0 && --pending_[p] == 1) ready.push(p);
   }
   touched_.clear();
 }
 
-NodeId OnePass::AddLeaf(NodeId parent, int64_t from, int64_t ext_start, int64_t total) {
-  owners_.assign(static_cast<size_t>(total - ext_start), 0);
-  if (ranks_ > 1) placement_->assign(ranks_, ext_start, owners_);
-  const size_t n = static_cast<size_t>(keyed_ - from);
-  std::vector<PageInfo> pages(n);
-  for (size_t j = 0; j < n; ++j)
-    pages[j].owner = owners_[static_cast<size_t>(from - ext_start) + j];
-  std::vector<PageKey> keys(keys_.begin() + from, keys_.begin() + keyed_);
-  const NodeId leaf = tree_.AddLeaf(parent, std::move(keys), std::move(pages),
-                                    std::vector<uint32_t>(n, 0), epoch_, 1);
+NodeId OnePass::AddLeaf(NodeId parent, uint32_t request, int64_t from, int64_t ext_start,
+                        int64_t total) {
+  std::span<const uint16_t> owners;
+  if (ranks_ > 1) {
+    owners_.assign(static_cast<size_t>(total - ext_start), 0);
+    placement_->assign(ranks_, ext_start, owners_);
+    owners = std::span<const uint16_t>(owners_).subspan(static_cast<size_t>(from - ext_start),
+                                                        static_cast<size_t>(keyed_ - from));
+  }
+  const NodeId leaf = tree_.AddLeaf(parent, request, from, keyed_ - from, owners);
   Grow(leaf);
   return leaf;
 }
 
-void OnePass::Process(const Request& req) {
-  ++epoch_;
+void OnePass::Process(uint32_t index) {
+  const Request& req = trace_.requests[index];
   const int64_t P = page_tokens_, L = req.input_tokens, B = pages_per_block_ * P;
   keyed_ = KeyedPages(req, L, P, B);
   const int64_t cap = KeyedPages(req, L - 1, P, B);
   const int64_t total = (L + P - 1) / P;
   BuildKeys(req);
   split_tail_pages_ = 0;
-  const MatchResult m =
-      tree_.Match(std::span<const PageKey>(keys_.data(), static_cast<size_t>(cap)), epoch_, &path_);
+  path_.clear();
+  const auto on_split = [this](NodeId head, NodeId tail) { OnSplit(head, tail); };
+  NodeId last = StackTree::kRoot;
+  const int64_t matched = tree_.Walk(
+      std::span<const PageKey>(keys_.data(), static_cast<size_t>(cap)), StackTree::kRoot, 0, &last,
+      [this](NodeId id) { path_.push_back(id); }, on_split);
   depth_.clear();
   path_end_.clear();
   lane_pages_.assign(static_cast<size_t>(ranks_), 0);
-  for (const RadixTree::PathStep& st : path_) {
-    const Node& n = tree_.node(st.node);
-    depth_.push_back(stack_.Suffix(stamp_[st.node]));
-    path_end_.push_back(st.first + static_cast<int64_t>(n.keys.size()));
-    touched_.push_back(st.node);
+  for (NodeId id : path_) {
+    const StackTree::Node& n = tree_.node(id);
+    depth_.push_back(stack_.Suffix(stamp_[id]));
+    path_end_.push_back(n.first + n.len);
+    touched_.push_back(id);
     if (ranks_ == 1) continue;
     const size_t row = lane_pages_.size();
     lane_pages_.resize(row + static_cast<size_t>(ranks_));
     std::copy_n(lane_pages_.begin() + static_cast<ptrdiff_t>(row - static_cast<size_t>(ranks_)),
                 ranks_, lane_pages_.begin() + static_cast<ptrdiff_t>(row));
-    for (const PageInfo& pi : n.pages) ++lane_pages_[row + pi.owner];
+    for (int64_t j = 0; j < n.len; ++j)
+      ++lane_pages_[row + tree_.owners()[static_cast<size_t>(n.owner_at + j)]];
   }
-  const int64_t matched = m.device_pages;
   // The node past the match that the insert walk enters (its last keyed page), if any.
   const NodeId beyond = keyed_ > cap && matched == cap
-                            ? tree_.Child(m.last_node, keys_[static_cast<size_t>(cap)])
-                            : kNoNode;
+                            ? tree_.Child(last, keys_[static_cast<size_t>(cap)])
+                            : ChildIndex::kNone;
   Restamp();  // the match refreshed the path (and split tails) before the engine evicts
   for (size_t k = 0; k < cap_.size(); ++k) Capacity(k, matched, total, beyond);
-  const RadixTree::InsertWalk walk = tree_.WalkForInsert(
-      std::span<const PageKey>(keys_.data(), static_cast<size_t>(keyed_)), epoch_,
-      [this](NodeId id, int64_t) { touched_.push_back(id); }, path_);
-  if (walk.consumed < keyed_) touched_.push_back(AddLeaf(walk.node, walk.consumed, matched, total));
+  NodeId deepest = last;
+  const int64_t consumed =
+      matched + tree_.Walk(
+                    std::span<const PageKey>(keys_.data(), static_cast<size_t>(keyed_)), last,
+                    matched, &deepest, [this](NodeId id) { touched_.push_back(id); }, on_split);
+  if (consumed < keyed_) touched_.push_back(AddLeaf(deepest, index, consumed, matched, total));
   Restamp();
   ++out_.requests;
   out_.input_tokens += L;
@@ -272,7 +279,7 @@ void OnePass::Capacity(size_t k, int64_t matched, int64_t total, NodeId beyond) 
     return;
   }
   int64_t reused = h;
-  if (beyond != kNoNode) {
+  if (beyond != ChildIndex::kNone) {
     if (h == matched && stack_.Suffix(stamp_[beyond]) <= s.resident) {
       ++reused;
     } else {
@@ -312,7 +319,7 @@ LruCurve OnePassLruCurve(const ReplayConfig& cfg, const Trace& trace,
   KV_CHECK(trace.block_tokens % cfg.cache.page_tokens == 0,
            "block of " << trace.block_tokens << " tokens is not a multiple of the page");
   OnePass pass(cfg, trace, pages_per_lane);
-  for (const Request& r : trace.requests) pass.Process(r);
+  for (size_t i = 0; i < trace.requests.size(); ++i) pass.Process(static_cast<uint32_t>(i));
   return pass.Result();
 }
 
