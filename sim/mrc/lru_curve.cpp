@@ -67,11 +67,21 @@ class StampPages {
   int64_t total_ = 0;
 };
 
-// One capacity's state: the pages resident (the top `resident` pages of the stack).
+// One capacity's state. The cache holds the nodes in the top `resident + ghost_pages` pages of
+// the stack (its region) except the ghosts: nodes the never-evicting tree refreshed (split tails,
+// the rest of a path this cache missed) that this cache does not hold. Where the point is exact
+// there are no ghosts and the cache holds the top `resident` pages.
 struct CapacityState {
   int64_t cache_pages = 0;  // per lane, once gather.scratch has taken its pages
-  int64_t resident = 0;     // pages of the group
+  int64_t resident = 0;     // pages held, all lanes
+  std::vector<NodeId> ghosts;
+  int64_t ghost_pages = 0;
   bool exact = true;
+  // The request being processed: path nodes hit, whether its pages are cached, whether the node
+  // past the match (its last keyed page) is held.
+  size_t hit_nodes = 0;
+  bool cached = true;
+  bool beyond_held = false;
 };
 
 // The never-evicting tree, its nodes' stamps, and every capacity's state.
@@ -90,7 +100,36 @@ class OnePass {
     weight_[head] = tree_.node(head).len;
     weight_[tail] -= weight_[head];
     touched_.push_back(tail);
-    split_tail_pages_ = tree_.node(tail).len;
+    split_tail_ = tail;
+    for (CapacityState& c : cap_)
+      if (IsGhost(c, tail)) c.ghosts.push_back(head);  // the pages stay ghost pages
+  }
+  static bool IsGhost(const CapacityState& s, NodeId id) {
+    return std::find(s.ghosts.begin(), s.ghosts.end(), id) != s.ghosts.end();
+  }
+  // Marks `id` (now at the top of the stack) as not held by the cache of `s`.
+  void AddGhost(CapacityState& s, NodeId id) {
+    if (IsGhost(s, id)) return;
+    const int64_t len = tree_.node(id).len;
+    // A node the region counted as held below a node the cache misses: it cannot be held.
+    if (stamp_[id] > 0 && stack_.Suffix(stamp_[id]) <= s.resident + s.ghost_pages)
+      s.resident -= len;
+    s.ghosts.push_back(id);
+    s.ghost_pages += len;
+  }
+  void RemoveGhost(CapacityState& s, NodeId id) {
+    auto it = std::find(s.ghosts.begin(), s.ghosts.end(), id);
+    if (it == s.ghosts.end()) return;
+    s.ghost_pages -= tree_.node(id).len;
+    *it = s.ghosts.back();
+    s.ghosts.pop_back();
+  }
+  // Ghost pages within the top `b` pages of the stack.
+  int64_t GhostPagesWithin(const CapacityState& s, int64_t b) const {
+    int64_t g = 0;
+    for (NodeId id : s.ghosts)
+      if (stack_.Suffix(stamp_[id]) <= b) g += tree_.node(id).len;
+    return g;
   }
 
   void Grow(NodeId id) {
@@ -107,7 +146,14 @@ class OnePass {
   // The new leaf of keys [from, keyed) below `parent`, owners placed over the extent
   // [ext_start, total) as the engine places them.
   NodeId AddLeaf(NodeId parent, uint32_t request, int64_t from, int64_t ext_start, int64_t total);
-  void Capacity(size_t k, int64_t matched, int64_t total, NodeId beyond);
+  // A capacity's view of the request up to the insert: hits, ghosts, eviction, cached or not.
+  void CapacityMatch(size_t k, int64_t matched, int64_t total, NodeId beyond);
+  // Evicts whole nodes from the bottom of the region until at most `z` held pages remain (the
+  // locked path, the top `matched` pages, stays).
+  void EvictTo(CapacityState& s, int64_t z, int64_t matched);
+  // The insert: the cache's new pages are held; what the tree inserted and this cache did not
+  // becomes ghosts.
+  void CapacityInsert(size_t k, int64_t matched, NodeId beyond, NodeId beyond_head, NodeId leaf);
 
   int ranks_;
   int64_t page_tokens_, pages_per_block_;
@@ -127,7 +173,8 @@ class OnePass {
   std::vector<uint16_t> owners_;
   std::vector<CapacityState> cap_;
   int64_t keyed_ = 0;
-  int64_t split_tail_pages_ = 0;  // pages of the tail the match split off (0: no split)
+  NodeId split_tail_ = ChildIndex::kNone;  // the tail a walk split off last
+  NodeId match_tail_ = ChildIndex::kNone;  // the tail the request's match split off
   LruCurve out_;
 };
 
@@ -143,7 +190,9 @@ OnePass::OnePass(const ReplayConfig& cfg, const Trace& trace,
   for (int64_t p : pages_per_lane) {
     ReplayConfig c = cfg;
     c.cache.device_pages_per_lane = p;
-    cap_.push_back(CapacityState{GatherScratchOf(c, false).cache_pages, 0, true});
+    CapacityState st;
+    st.cache_pages = GatherScratchOf(c, false).cache_pages;
+    cap_.push_back(std::move(st));
     CurvePoint point;
     point.pages_per_lane = p;
     point.lane_hit_tokens.assign(static_cast<size_t>(ranks_), 0);
@@ -209,7 +258,7 @@ void OnePass::Process(uint32_t index) {
   const int64_t cap = KeyedPages(req, L - 1, P, B);
   const int64_t total = (L + P - 1) / P;
   BuildKeys(req);
-  split_tail_pages_ = 0;
+  split_tail_ = ChildIndex::kNone;
   path_.clear();
   const auto on_split = [this](NodeId head, NodeId tail) { OnSplit(head, tail); };
   NodeId last = StackTree::kRoot;
@@ -236,57 +285,97 @@ void OnePass::Process(uint32_t index) {
   const NodeId beyond = keyed_ > cap && matched == cap
                             ? tree_.Child(last, keys_[static_cast<size_t>(cap)])
                             : ChildIndex::kNone;
+  match_tail_ = split_tail_;
   Restamp();  // the match refreshed the path (and split tails) before the engine evicts
-  for (size_t k = 0; k < cap_.size(); ++k) Capacity(k, matched, total, beyond);
-  NodeId deepest = last;
+  for (size_t k = 0; k < cap_.size(); ++k) CapacityMatch(k, matched, total, beyond);
+  NodeId deepest = last, beyond_head = ChildIndex::kNone;
+  const auto on_insert = [this, &beyond_head](NodeId id) {
+    touched_.push_back(id);
+    beyond_head = id;
+  };
   const int64_t consumed =
-      matched + tree_.Walk(
-                    std::span<const PageKey>(keys_.data(), static_cast<size_t>(keyed_)), last,
-                    matched, &deepest, [this](NodeId id) { touched_.push_back(id); }, on_split);
-  if (consumed < keyed_) touched_.push_back(AddLeaf(deepest, index, consumed, matched, total));
+      matched + tree_.Walk(std::span<const PageKey>(keys_.data(), static_cast<size_t>(keyed_)),
+                           last, matched, &deepest, on_insert, on_split);
+  NodeId leaf = ChildIndex::kNone;
+  if (consumed < keyed_) {
+    leaf = AddLeaf(deepest, index, consumed, matched, total);
+    touched_.push_back(leaf);
+  }
+  for (size_t k = 0; k < cap_.size(); ++k) CapacityInsert(k, matched, beyond, beyond_head, leaf);
   Restamp();
   ++out_.requests;
   out_.input_tokens += L;
 }
 
-// One capacity's view of the request: the resident part of the path is hit; then the engine's
-// reserve, whole-node eviction from the bottom of the stack, the uncached case and the insert.
-void OnePass::Capacity(size_t k, int64_t matched, int64_t total, NodeId beyond) {
+// One capacity's view of the request up to the insert: the held part of the path is hit; then
+// the engine's reserve, whole-node eviction from the bottom of the stack and the uncached case.
+void OnePass::CapacityMatch(size_t k, int64_t matched, int64_t total, NodeId beyond) {
   CapacityState& s = cap_[k];
   CurvePoint& pt = out_.points[k];
   const int64_t C = s.cache_pages * ranks_;
-  const size_t hit_nodes = static_cast<size_t>(
-      std::upper_bound(depth_.begin(), depth_.end(), s.resident) - depth_.begin());
-  const int64_t h = hit_nodes > 0 ? path_end_[hit_nodes - 1] : 0;
+  size_t hit = 0;
+  const int64_t region = s.resident + s.ghost_pages;
+  while (hit < path_.size() && depth_[hit] <= region && !IsGhost(s, path_[hit])) ++hit;
+  s.hit_nodes = hit;
+  const int64_t h = hit > 0 ? path_end_[hit - 1] : 0;
   pt.hit_tokens += h * page_tokens_;
   if (ranks_ > 1)
     for (int r = 0; r < ranks_; ++r)
       pt.lane_hit_tokens[static_cast<size_t>(r)] +=
-          lane_pages_[hit_nodes * static_cast<size_t>(ranks_) + static_cast<size_t>(r)] *
-          page_tokens_;
-  if (h < matched) s.exact = false;  // the cache re-inserts pages the tree holds: nodes differ
-  // The match moved the whole path (and the tail of a split) to the top of the stack, resident
-  // here or not; the pages not resident here stand in the stack's top `resident + absent` pages
-  // without being in the cache (absent = 0 where exact).
-  const int64_t absent =
-      matched - h + (split_tail_pages_ > 0 && depth_.back() > s.resident ? split_tail_pages_ : 0);
+          lane_pages_[hit * static_cast<size_t>(ranks_) + static_cast<size_t>(r)] * page_tokens_;
+  if (h < matched) {
+    s.exact = false;  // the cache inserts again pages the tree holds: their nodes differ
+    for (size_t i = hit; i < path_.size(); ++i) AddGhost(s, path_[i]);
+    if (match_tail_ != ChildIndex::kNone) AddGhost(s, match_tail_);
+  }
   const int64_t need = total - h;
   const int64_t reserve = need == 0 ? 0 : std::min<int64_t>(ranks_, need);
-  if (C - s.resident < need + reserve)
-    s.resident = std::max(stack_.BoundaryAtMost(C - need - reserve + absent), h + absent) - absent;
-  if (C - s.resident < need) {  // uncached: the tree inserts what the cache does not
-    s.exact = false;
+  if (C - s.resident < need + reserve) EvictTo(s, C - need - reserve, matched);
+  s.cached = C - s.resident >= need;
+  if (!s.cached) s.exact = false;  // uncached: the tree inserts what the cache does not
+  s.beyond_held = beyond != ChildIndex::kNone && h == matched &&
+                  stack_.Suffix(stamp_[beyond]) <= s.resident + s.ghost_pages &&
+                  !IsGhost(s, beyond);
+  if (beyond != ChildIndex::kNone && !s.beyond_held) s.exact = false;
+}
+
+void OnePass::EvictTo(CapacityState& s, int64_t z, int64_t matched) {
+  // The largest node boundary b whose held pages (b less the ghost pages within it) are <= z:
+  // held pages grow with b, so b = BoundaryAtMost(z + ghosts within b) is reached from above.
+  int64_t g = s.ghost_pages, b = 0;
+  for (;;) {
+    b = std::max(stack_.BoundaryAtMost(z + g), matched);
+    const int64_t within = GhostPagesWithin(s, b);
+    if (within == g || b == matched) {
+      g = within;
+      break;
+    }
+    g = within;
+  }
+  s.resident = b - g;
+  size_t keep = 0;
+  for (NodeId id : s.ghosts)
+    if (stack_.Suffix(stamp_[id]) <= b) s.ghosts[keep++] = id;
+  s.ghosts.resize(keep);
+  s.ghost_pages = g;
+}
+
+void OnePass::CapacityInsert(size_t k, int64_t matched, NodeId beyond, NodeId beyond_head,
+                             NodeId leaf) {
+  CapacityState& s = cap_[k];
+  if (!s.cached) {
+    if (leaf != ChildIndex::kNone) AddGhost(s, leaf);
     return;
   }
-  int64_t reused = h;
-  if (beyond != ChildIndex::kNone) {
-    if (h == matched && stack_.Suffix(stamp_[beyond]) <= s.resident) {
-      ++reused;
-    } else {
-      s.exact = false;
-    }
-  }
-  s.resident += keyed_ - reused;
+  const int64_t h = s.hit_nodes > 0 ? path_end_[s.hit_nodes - 1] : 0;
+  for (size_t i = s.hit_nodes; i < path_.size(); ++i) RemoveGhost(s, path_[i]);
+  s.resident += keyed_ - h - (s.beyond_held ? 1 : 0);
+  if (beyond == ChildIndex::kNone || s.beyond_held) return;
+  // The cache's new leaf took the page past the match; the rest of that node, refreshed by the
+  // tree's walk, is not held.
+  if (beyond_head != ChildIndex::kNone) RemoveGhost(s, beyond_head);
+  if (beyond_head != beyond) AddGhost(s, beyond);
+  (void)matched;
 }
 
 LruCurve OnePass::Result() const {
