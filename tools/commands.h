@@ -17,6 +17,7 @@ int CmdBenchReplay(int argc, const char* const* argv);   // tools/cmd_bench_repl
 int CmdCompare(int argc, const char* const* argv);       // tools/cmd_compare.cpp
 int CmdSweep(int argc, const char* const* argv);         // tools/cmd_sweep.cpp
 int CmdMrc(int argc, const char* const* argv);           // tools/cmd_mrc.cpp
+int CmdBenchMrc(int argc, const char* const* argv);      // tools/cmd_bench_mrc.cpp
 int CmdSweepMerge(int argc, const char* const* argv);    // tools/cmd_sweep.cpp
 int CmdExplain(int argc, const char* const* argv);       // tools/cmd_explain.cpp
 int CmdExec(int argc, const char* const* argv);          // tools/cmd_exec.cpp

@@ -48,6 +48,8 @@ const Entry kCommands[] = {
      "replay speed: requests/s, page operations/s, peak memory"},
     {"bench policies", &kvlanes::cli::CmdBenchPolicies,
      "replay speed of policies against lru, interleaved rounds, one table"},
+    {"bench mrc", &kvlanes::cli::CmdBenchMrc,
+     "one-pass capacity curve against a replay per point: time and accuracy"},
     {"bench read", &kvlanes::cli::CmdBenchRead,
      "trace loading speed: read (the ceiling), parse and load, GB/s"},
     {"regress record", &kvlanes::cli::CmdRegRecord, "run a regress suite, write its golden file"},

@@ -34,9 +34,15 @@ class StampPages {
   int64_t Suffix(int64_t s) const { return total_ - Prefix(s - 1); }
   // The largest depth at a node boundary that is <= z: what is left once the lowest stamps are
   // taken away whole until at most z pages remain.
-  int64_t BoundaryAtMost(int64_t z) const {
+  int64_t BoundaryAtMost(int64_t z) const { return total_ - Prefix(LastTaken(z)); }
+  // The lowest stamp within the top `b` pages (b a boundary): Suffix(s) <= b iff s >= this.
+  int64_t FirstStampWithin(int64_t b) const { return LastTaken(b) + 1; }
+
+ private:
+  // The smallest stamp j whose Prefix(j) >= total - z (0 when nothing need be taken).
+  int64_t LastTaken(int64_t z) const {
     const int64_t target = total_ - z;  // pages to take away at least
-    if (target <= 0) return total_;
+    if (target <= 0) return 0;
     int64_t pos = 0, rem = target;
     const int64_t n = static_cast<int64_t>(fen_.size()) - 1;
     int64_t step = 1;
@@ -47,10 +53,9 @@ class StampPages {
         rem -= fen_[static_cast<size_t>(pos)];
       }
     }
-    return total_ - Prefix(pos + 1);
+    return pos + 1;
   }
 
- private:
   void Grow(int64_t need) {
     size_t size = std::max<size_t>(fen_.size(), 1024);
     while (static_cast<int64_t>(size) < need) size *= 2;
@@ -72,9 +77,10 @@ class StampPages {
 // the rest of a path this cache missed) that this cache does not hold. Where the point is exact
 // there are no ghosts and the cache holds the top `resident` pages.
 struct CapacityState {
-  int64_t cache_pages = 0;  // per lane, once gather.scratch has taken its pages
-  int64_t resident = 0;     // pages held, all lanes
-  std::vector<NodeId> ghosts;
+  int64_t cache_pages = 0;     // per lane, once gather.scratch has taken its pages
+  int64_t resident = 0;        // pages held, all lanes
+  std::vector<NodeId> ghosts;  // may hold nodes no longer ghosts (flag kGhost cleared)
+  std::vector<uint8_t> flags;  // per node id: kGhost, kListed (in `ghosts`)
   int64_t ghost_pages = 0;
   bool exact = true;
   // The request being processed: path nodes hit, whether its pages are cached, whether the node
@@ -102,11 +108,13 @@ class OnePass {
     touched_.push_back(tail);
     split_tail_ = tail;
     for (CapacityState& c : cap_)
-      if (IsGhost(c, tail)) c.ghosts.push_back(head);  // the pages stay ghost pages
+      if (IsGhost(c, tail)) {  // the pages stay ghost pages
+        c.flags[head] = kGhost | kListed;
+        c.ghosts.push_back(head);
+      }
   }
-  static bool IsGhost(const CapacityState& s, NodeId id) {
-    return std::find(s.ghosts.begin(), s.ghosts.end(), id) != s.ghosts.end();
-  }
+  static constexpr uint8_t kGhost = 1, kListed = 2;
+  static bool IsGhost(const CapacityState& s, NodeId id) { return (s.flags[id] & kGhost) != 0; }
   // Marks `id` (now at the top of the stack) as not held by the cache of `s`.
   void AddGhost(CapacityState& s, NodeId id) {
     if (IsGhost(s, id)) return;
@@ -114,21 +122,21 @@ class OnePass {
     // A node the region counted as held below a node the cache misses: it cannot be held.
     if (stamp_[id] > 0 && stack_.Suffix(stamp_[id]) <= s.resident + s.ghost_pages)
       s.resident -= len;
-    s.ghosts.push_back(id);
+    if (!(s.flags[id] & kListed)) s.ghosts.push_back(id);
+    s.flags[id] = kGhost | kListed;
     s.ghost_pages += len;
   }
   void RemoveGhost(CapacityState& s, NodeId id) {
-    auto it = std::find(s.ghosts.begin(), s.ghosts.end(), id);
-    if (it == s.ghosts.end()) return;
+    if (!IsGhost(s, id)) return;
     s.ghost_pages -= tree_.node(id).len;
-    *it = s.ghosts.back();
-    s.ghosts.pop_back();
+    s.flags[id] &= static_cast<uint8_t>(~kGhost);
   }
   // Ghost pages within the top `b` pages of the stack.
   int64_t GhostPagesWithin(const CapacityState& s, int64_t b) const {
+    const int64_t first = stack_.FirstStampWithin(b);
     int64_t g = 0;
     for (NodeId id : s.ghosts)
-      if (stack_.Suffix(stamp_[id]) <= b) g += tree_.node(id).len;
+      if (IsGhost(s, id) && stamp_[id] >= first) g += tree_.node(id).len;
     return g;
   }
 
@@ -137,6 +145,7 @@ class OnePass {
       stamp_.resize(static_cast<size_t>(id) + 1, 0);
       weight_.resize(static_cast<size_t>(id) + 1, 0);
       pending_.resize(static_cast<size_t>(id) + 1, 0);
+      for (CapacityState& c : cap_) c.flags.resize(static_cast<size_t>(id) + 1, 0);
     }
   }
   void BuildKeys(const Request& req);
@@ -354,8 +363,14 @@ void OnePass::EvictTo(CapacityState& s, int64_t z, int64_t matched) {
   }
   s.resident = b - g;
   size_t keep = 0;
-  for (NodeId id : s.ghosts)
-    if (stack_.Suffix(stamp_[id]) <= b) s.ghosts[keep++] = id;
+  const int64_t first = stack_.FirstStampWithin(b);
+  for (NodeId id : s.ghosts) {
+    if (IsGhost(s, id) && stamp_[id] >= first) {
+      s.ghosts[keep++] = id;
+    } else {
+      s.flags[id] = 0;  // evicted with the region, or held again
+    }
+  }
   s.ghosts.resize(keep);
   s.ghost_pages = g;
 }
