@@ -35,9 +35,8 @@ struct MrcClocks {
 MrcClocks MrcNow() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  const double wall = std::chrono::duration<double>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   return {static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec), wall};
 }
 
@@ -66,7 +65,7 @@ struct MrcBenchTimes {
 };
 
 void PrintMrcAccuracy(const std::vector<int64_t>& pages, const LruCurve& one,
-                   const std::vector<int64_t>& replayed, int64_t input) {
+                      const std::vector<int64_t>& replayed, int64_t input) {
   double worst = 0;
   int64_t worst_at = 0, within = 0, exact = 0, exact_equal = 0;
   for (size_t k = 0; k < pages.size(); ++k) {
@@ -138,7 +137,8 @@ int CmdBenchMrc(int argc, const char* const* argv) {
           wall.push_back(c.wall);
         }
       });
-      const MrcClocks pass = MrcTime([&] { one = OnePassLruCurve(configs.front(), in.trace, pages); });
+      const MrcClocks pass =
+          MrcTime([&] { one = OnePassLruCurve(configs.front(), in.trace, pages); });
       t.one_cpu.push_back(MrcMedian(cpu));
       t.one_wall.push_back(MrcMedian(wall));
       t.all_cpu.push_back(all.cpu);
@@ -147,10 +147,11 @@ int CmdBenchMrc(int argc, const char* const* argv) {
       t.pass_wall.push_back(pass.wall);
     }
     const double ceiling = MrcMedian(t.one_cpu);
-    std::printf("bench mrc: %s, %zu requests, policy %s, cp_size %lld, %zu points; process CPU "
-                "(user + system) and wall, medians of %d\n",
-                in.trace.sources.front().c_str(), in.trace.requests.size(), policy.c_str(),
-                static_cast<long long>(in.config.cache.cp_size), pages.size(), reps);
+    std::printf(
+        "bench mrc: %s, %zu requests, policy %s, cp_size %lld, %zu points; process CPU "
+        "(user + system) and wall, medians of %d\n",
+        in.trace.sources.front().c_str(), in.trace.requests.size(), policy.c_str(),
+        static_cast<long long>(in.config.cache.cp_size), pages.size(), reps);
     std::printf("%-34s %10s %10s %14s\n", "stage", "cpu_s", "wall_s", "cpu / 1 replay");
     const auto row = [&](const char* what, const std::vector<double>& c,
                          const std::vector<double>& w) {
