@@ -115,13 +115,13 @@ class OnePass {
   }
   static constexpr uint8_t kGhost = 1, kListed = 2;
   static bool IsGhost(const CapacityState& s, NodeId id) { return (s.flags[id] & kGhost) != 0; }
-  // Marks `id` (now at the top of the stack) as not held by the cache of `s`.
-  void AddGhost(CapacityState& s, NodeId id) {
+  // Marks `id` as not held by the cache of `s`; `depth` is the stack depth of its bottom where
+  // the region was measured (0: not in the stack).
+  void AddGhost(CapacityState& s, NodeId id, int64_t depth) {
     if (IsGhost(s, id)) return;
     const int64_t len = tree_.node(id).len;
     // A node the region counted as held below a node the cache misses: it cannot be held.
-    if (stamp_[id] > 0 && stack_.Suffix(stamp_[id]) <= s.resident + s.ghost_pages)
-      s.resident -= len;
+    if (depth > 0 && depth <= s.resident + s.ghost_pages) s.resident -= len;
     if (!(s.flags[id] & kListed)) s.ghosts.push_back(id);
     s.flags[id] = kGhost | kListed;
     s.ghost_pages += len;
@@ -334,8 +334,9 @@ void OnePass::CapacityMatch(size_t k, int64_t matched, int64_t total, NodeId bey
           lane_pages_[hit * static_cast<size_t>(ranks_) + static_cast<size_t>(r)] * page_tokens_;
   if (h < matched) {
     s.exact = false;  // the cache inserts again pages the tree holds: their nodes differ
-    for (size_t i = hit; i < path_.size(); ++i) AddGhost(s, path_[i]);
-    if (match_tail_ != ChildIndex::kNone) AddGhost(s, match_tail_);
+    // Depths from before the match moved these nodes to the top (a split tail shares its head's).
+    for (size_t i = hit; i < path_.size(); ++i) AddGhost(s, path_[i], depth_[i]);
+    if (match_tail_ != ChildIndex::kNone) AddGhost(s, match_tail_, depth_.back());
   }
   const int64_t need = total - h;
   const int64_t reserve = need == 0 ? 0 : std::min<int64_t>(ranks_, need);
@@ -379,7 +380,7 @@ void OnePass::CapacityInsert(size_t k, int64_t matched, NodeId beyond, NodeId be
                              NodeId leaf) {
   CapacityState& s = cap_[k];
   if (!s.cached) {
-    if (leaf != ChildIndex::kNone) AddGhost(s, leaf);
+    if (leaf != ChildIndex::kNone) AddGhost(s, leaf, 0);
     return;
   }
   const int64_t h = s.hit_nodes > 0 ? path_end_[s.hit_nodes - 1] : 0;
@@ -389,7 +390,7 @@ void OnePass::CapacityInsert(size_t k, int64_t matched, NodeId beyond, NodeId be
   // The cache's new leaf took the page past the match; the rest of that node, refreshed by the
   // tree's walk, is not held.
   if (beyond_head != ChildIndex::kNone) RemoveGhost(s, beyond_head);
-  if (beyond_head != beyond) AddGhost(s, beyond);
+  if (beyond_head != beyond) AddGhost(s, beyond, stack_.Suffix(stamp_[beyond]));
   (void)matched;
 }
 

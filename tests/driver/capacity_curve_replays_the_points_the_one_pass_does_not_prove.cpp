@@ -57,7 +57,8 @@ TEST_CASE("capacity curve takes exact points from the one pass and replays the r
 
 TEST_CASE("capacity curve replays every point where the one pass does not apply") {
   const Trace t = Excerpt();
-  const ReplayConfig cfg = Config({"policy=lru", "cache.cp_size=2", "cache.host_pages_per_lane=4000"});
+  const ReplayConfig cfg =
+      Config({"policy=lru", "cache.cp_size=2", "cache.host_pages_per_lane=4000"});
   const std::vector<int64_t> pages = {1000, 8000};
   const MrcCurve c = CapacityCurve(cfg, "lru", t, pages, true, 2);
   CHECK(c.one_pass_unsupported.find("host tier") != std::string::npos);

@@ -164,7 +164,8 @@ TEST_CASE("one-pass curve of a shipped trace: exact points equal replays, estima
   CHECK(exact >= 2);  // 160000 and 400000 pages hold the whole excerpt
 }
 
-TEST_CASE("one-pass points at several lanes are estimates with per-lane parts summing to the total") {
+TEST_CASE(
+    "one-pass points at several lanes are estimates with per-lane parts summing to the total") {
   ReplayConfig cfg;
   ApplyConfigSetting("policy=lru", cfg);
   ApplyConfigSetting("cache.cp_size=4", cfg);
