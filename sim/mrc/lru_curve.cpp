@@ -131,14 +131,6 @@ class OnePass {
     s.ghost_pages -= tree_.node(id).len;
     s.flags[id] &= static_cast<uint8_t>(~kGhost);
   }
-  // Ghost pages within the top `b` pages of the stack.
-  int64_t GhostPagesWithin(const CapacityState& s, int64_t b) const {
-    const int64_t first = stack_.FirstStampWithin(b);
-    int64_t g = 0;
-    for (NodeId id : s.ghosts)
-      if (IsGhost(s, id) && stamp_[id] >= first) g += tree_.node(id).len;
-    return g;
-  }
 
   void Grow(NodeId id) {
     if (id >= stamp_.size()) {
@@ -352,27 +344,27 @@ void OnePass::CapacityMatch(size_t k, int64_t matched, int64_t total, NodeId bey
 void OnePass::EvictTo(CapacityState& s, int64_t z, int64_t matched) {
   // The largest node boundary b whose held pages (b less the ghost pages within it) are <= z:
   // held pages grow with b, so b = BoundaryAtMost(z + ghosts within b) is reached from above.
+  // b only falls, so a ghost outside one b is outside the next: each pass drops those.
   int64_t g = s.ghost_pages, b = 0;
   for (;;) {
     b = std::max(stack_.BoundaryAtMost(z + g), matched);
-    const int64_t within = GhostPagesWithin(s, b);
-    if (within == g || b == matched) {
-      g = within;
-      break;
+    const int64_t first = stack_.FirstStampWithin(b);
+    int64_t within = 0;
+    size_t keep = 0;
+    for (NodeId id : s.ghosts) {
+      if (IsGhost(s, id) && stamp_[id] >= first) {
+        s.ghosts[keep++] = id;
+        within += tree_.node(id).len;
+      } else {
+        s.flags[id] = 0;  // evicted with the region, or held again
+      }
     }
+    s.ghosts.resize(keep);
+    const bool done = within == g || b == matched;
     g = within;
+    if (done) break;
   }
   s.resident = b - g;
-  size_t keep = 0;
-  const int64_t first = stack_.FirstStampWithin(b);
-  for (NodeId id : s.ghosts) {
-    if (IsGhost(s, id) && stamp_[id] >= first) {
-      s.ghosts[keep++] = id;
-    } else {
-      s.flags[id] = 0;  // evicted with the region, or held again
-    }
-  }
-  s.ghosts.resize(keep);
   s.ghost_pages = g;
 }
 
