@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "driver/run_grid.h"
+#include "io/input_error.h"
 #include "policies/registry.h"
 #include "sim/engine/replay_driver.h"
 #include "sim/mrc/lru_curve.h"
@@ -27,6 +28,27 @@ const char* MrcSourceName(MrcSource s) {
 double HitRatio(int64_t hit, int64_t input) {
   const double in = input > 0 ? static_cast<double>(input) : 1.0;
   return static_cast<double>(hit) / in;
+}
+
+std::vector<int64_t> MrcCapacities(const std::string& vary) {
+  const VaryAxis a = ParseVary(vary);
+  if (a.key != "cache.device_pages_per_lane")
+    throw InputError("", 0, "--vary " + a.key,
+                     "varies cache.device_pages_per_lane only (kvlanes sweep varies any key)");
+  std::vector<int64_t> out;
+  for (const std::string& v : a.values) {
+    size_t used = 0;
+    long long x = 0;
+    try {
+      x = std::stoll(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != v.size() || x < 1)
+      throw InputError("", 0, "--vary " + a.key + "=" + v, "not an integer >= 1");
+    out.push_back(x);
+  }
+  return out;
 }
 
 ReplayConfig MrcPointConfig(const ReplayConfig& base, const std::string& policy, int64_t pages) {

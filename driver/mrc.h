@@ -1,7 +1,7 @@
 // Capacity curves (`kvlanes mrc`): the token hit ratio, in total and per owner lane, at every
 // device capacity of a list. Points the one pass (sim/mrc/lru_curve.h) proves exact come from
 // it; the others are replayed, or with `estimate` taken from the one pass as estimates. Every
-// point says which it is (docs/replay.md, "Capacity curves in one pass").
+// point says which it is (docs/policies.md, "Capacity curves in one pass").
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,10 @@ struct MrcCurve {
   std::string one_pass_unsupported;
   std::vector<MrcPoint> points;
 };
+
+// The capacities of a --vary argument "cache.device_pages_per_lane=LIST" (sweep's list and range
+// syntax), each an integer >= 1. Throws InputError naming --vary and the value.
+std::vector<int64_t> MrcCapacities(const std::string& vary);
 
 // The config of one point: `base` with cache.device_pages_per_lane = pages, validated as
 // `kvlanes sweep --vary` validates it. Throws InputError naming the --vary value.

@@ -27,30 +27,6 @@ namespace {
 
 constexpr const char* kMrcKey = "cache.device_pages_per_lane";
 
-// The capacities of --vary cache.device_pages_per_lane=LIST (sweep's list and range syntax).
-std::vector<int64_t> MrcCapacities(const po::variables_map& vm) {
-  if (!vm.count("vary"))
-    throw InputError("", 0, "--vary", std::string("required: ") + kMrcKey + "=LIST");
-  const driver::VaryAxis a = driver::ParseVary(vm["vary"].as<std::string>());
-  if (a.key != kMrcKey)
-    throw InputError("", 0, "--vary " + a.key,
-                     std::string("mrc varies ") + kMrcKey + " only (kvlanes sweep varies any key)");
-  std::vector<int64_t> out;
-  for (const std::string& v : a.values) {
-    size_t used = 0;
-    long long x = 0;
-    try {
-      x = std::stoll(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != v.size() || x < 1)
-      throw InputError("", 0, "--vary " + a.key + "=" + v, "not an integer >= 1");
-    out.push_back(x);
-  }
-  return out;
-}
-
 // A ratio as the replay report writes it (JSON's shortest round-trip form of the double).
 std::string RatioText(int64_t hit, int64_t input) { return J(driver::HitRatio(hit, input)).dump(); }
 
@@ -100,7 +76,7 @@ void PrintMrcHelp(const char* command, const po::options_description& desc) {
             "trace; the points that pass proves equal to a replay are `one-pass exact`, the\n"
             "others are replayed (`replayed`), or with --estimate given as the one pass's\n"
             "`one-pass estimate`. Other configs are replayed point by point. Times, TTFT and\n"
-            "every other report field need kvlanes sweep (docs/replay.md, \"Capacity curves\n"
+            "every other report field need kvlanes sweep (docs/policies.md, \"Capacity curves\n"
             "in one pass\").",
             desc,
             {"kvlanes mrc --trace traces/mooncake_excerpt.jsonl --policy lru "
@@ -132,7 +108,9 @@ int CmdMrc(int argc, const char* const* argv) {
   }
   try {
     CheckOutputOptions(vm, {"json"}, {"trace", "config", "profile"});
-    const std::vector<int64_t> pages = MrcCapacities(vm);
+    if (!vm.count("vary"))
+      throw InputError("", 0, "--vary", std::string("required: ") + kMrcKey + "=LIST");
+    const std::vector<int64_t> pages = driver::MrcCapacities(vm["vary"].as<std::string>());
     const int threads = vm.count("jobs") ? vm["jobs"].as<int>()
                                          : static_cast<int>(std::thread::hardware_concurrency());
     if (threads < 1) throw InputError("", 0, "--jobs", "must be >= 1");

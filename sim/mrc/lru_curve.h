@@ -1,7 +1,7 @@
 // One-pass LRU capacity curves: the token hit ratio of a replay at many device capacities from
 // one walk of the trace, by stack distances over the nodes of a radix tree that never evicts
 // (Mattson et al. 1970), with the engine's eviction rules (whole nodes, the one-page reserve,
-// uncached requests) applied per capacity. docs/replay.md, "Capacity curves in one pass", states
+// uncached requests) applied per capacity. docs/policies.md, "Capacity curves in one pass", states
 // where a point is exact and how a point that is not is marked.
 #pragma once
 
