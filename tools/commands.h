@@ -16,6 +16,8 @@ int CmdBenchKernels(int argc, const char* const* argv);  // tools/cmd_bench_kern
 int CmdBenchReplay(int argc, const char* const* argv);   // tools/cmd_bench_replay.cpp
 int CmdCompare(int argc, const char* const* argv);       // tools/cmd_compare.cpp
 int CmdSweep(int argc, const char* const* argv);         // tools/cmd_sweep.cpp
+int CmdMrc(int argc, const char* const* argv);           // tools/cmd_mrc.cpp
+int CmdBenchMrc(int argc, const char* const* argv);      // tools/cmd_bench_mrc.cpp
 int CmdSweepMerge(int argc, const char* const* argv);    // tools/cmd_sweep.cpp
 int CmdExplain(int argc, const char* const* argv);       // tools/cmd_explain.cpp
 int CmdExec(int argc, const char* const* argv);          // tools/cmd_exec.cpp
