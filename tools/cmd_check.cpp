@@ -114,6 +114,18 @@ ServingHook ServingCheckHook(std::optional<ServingCheck>& out,
   };
 }
 
+// The check of a run: op by op, and for a run of serving passes pass by pass
+// (KeepServingComparable, AddServingVerdict).
+CheckReport CompareRun(Predictions& pred, const Measured& meas,
+                       const std::optional<ServingCheck>& serving, const CheckOptions& opt) {
+  if (!serving) return RunCheck(pred, meas, opt);
+  Measured compared = meas;
+  KeepServingComparable(*serving, pred, compared);
+  CheckReport report = RunCheck(pred, compared, opt);
+  AddServingVerdict(*serving, opt, report);
+  return report;
+}
+
 // `synthetic` says whether the run used the synthetic forward pass: asked only once the plan has
 // been read and its replicas checked, so that a bad plan is refused before the measured file is
 // read.
@@ -359,7 +371,7 @@ int CmdCheck(int argc, const char* const* argv) {
     if (not_run > 0 && !vm["quiet"].as<bool>())
       std::printf("the run executed the first %lld requests: %zu later ones left out\n",
                   static_cast<long long>(*meas.requests_executed), not_run);
-    const CheckReport report = RunCheck(pred, meas, opt);
+    const CheckReport report = CompareRun(pred, meas, serving, opt);
     auto doc = CheckReportToJson(report);
     if (vm.count("plan")) doc["forward"] = forward;
     if (vm.count("replica")) doc["replica"] = vm["replica"].as<int64_t>();

@@ -116,6 +116,34 @@ ServingCheck CheckServing(const ServingSchedule& s, const std::vector<RequestPla
   return c;
 }
 
+void KeepServingComparable(const ServingCheck& c, Predictions& pred, Measured& meas) {
+  std::erase_if(pred.ops, [](const OpPrediction& o) { return o.kind == "compute"; });
+  std::erase_if(meas.ops, [](const MeasuredOp& o) { return o.kind == "compute"; });
+  pred.requests.clear();
+  meas.request_s.clear();
+  pred.total_s = c.predicted_pass_s;
+  meas.total_s = c.measured_pass_s;
+}
+
+void AddServingVerdict(const ServingCheck& c, const CheckOptions& opt, CheckReport& r) {
+  const auto pct = [](double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2f%%", 100 * x);
+    return std::string(b);
+  };
+  const auto over = [&](const std::string& what, double got, double limit) {
+    if (got > limit) r.reasons.push_back(what + " " + pct(got) + " > " + pct(limit));
+  };
+  over("serving pass median APE", c.pass_error.median, opt.max_median);
+  over("serving pass p95 APE", c.pass_error.p95, opt.max_p95);
+  const char* names[3] = {"p50", "p90", "p99"};
+  for (int k = 0; k < 3; ++k)
+    over(std::string("serving TTFT ") + names[k] + " error",
+         ServingApe(c.ttft_pred[k], c.ttft_meas[k]), opt.max_total);
+  over("serving queue mean error", ServingApe(c.queue_pred, c.queue_meas), opt.max_p95);
+  r.pass = r.reasons.empty();
+}
+
 nlohmann::ordered_json ServingCheckToJson(const ServingCheck& c) {
   const auto stats = [](const ErrorStats& e) {
     return nlohmann::ordered_json{

@@ -41,6 +41,13 @@ struct ServingCheck {
 // number). Throws InputError naming the measured file when a pass or request is missing.
 ServingCheck CheckServing(const ServingSchedule& s, const std::vector<RequestPlan>& requests,
                           const Measured& meas);
+// The per-op check of a serving run (before RunCheck): a request's compute op spun its first
+// chunk's share of its pass, so compute ops and request times leave the comparison and the whole
+// replay is the sum of the passes, predicted and measured. Copies and gathers stay op by op.
+void KeepServingComparable(const ServingCheck& c, Predictions& pred, Measured& meas);
+// The serving figures in the verdict (after RunCheck): pass APE median <= max_median and p95 <=
+// max_p95, TTFT p50, p90 and p99 errors <= max_total, the mean queue's error <= max_p95.
+void AddServingVerdict(const ServingCheck& c, const CheckOptions& opt, CheckReport& r);
 nlohmann::ordered_json ServingCheckToJson(const ServingCheck& c);
 std::string FormatServingCheck(const ServingCheck& c);
 

@@ -190,3 +190,49 @@ TEST_CASE("pass lines that contradict the requests are refused with file, line a
 }
 
 }  // namespace kvlanes::test
+
+namespace kvlanes::test {
+
+TEST_CASE("a serving run is checked pass by pass and its verdict takes passes, TTFT and queues") {
+  ServingCheck c;
+  c.pass_error = ErrorStats{10, 0.02, 0.20, 0.30};
+  c.ttft_pred[0] = 1;
+  c.ttft_meas[0] = 1;
+  c.ttft_pred[1] = 2;
+  c.ttft_meas[1] = 2;
+  c.ttft_pred[2] = 3;
+  c.ttft_meas[2] = 3.5;
+  c.queue_pred = 1;
+  c.queue_meas = 1.05;
+  c.predicted_pass_s = 40;
+  c.measured_pass_s = 41;
+  CheckReport r;
+  r.pass = true;
+  AddServingVerdict(c, CheckOptions{}, r);
+  CHECK(!r.pass);
+  REQUIRE(r.reasons.size() == 2);
+  CHECK(r.reasons[0] == "serving pass p95 APE 20.00% > 15.00%");
+  CHECK(r.reasons[1] == "serving TTFT p99 error 14.29% > 5.00%");
+
+  // Compute ops (a chunk's share of its pass) and request times leave the per-op comparison; the
+  // whole replay becomes the passes' sums.
+  Predictions pred;
+  pred.ops = {{"0/compute", "compute", 1.0}, {"0/backup/l0/kv", "backup", 0.1}};
+  pred.requests = {RequestPrediction{0, 0, 1.1, 1.1}};
+  Measured meas;
+  meas.ops = {{"0/compute", "compute", 0.5, 1, 1}, {"0/backup/l0/kv", "backup", 0.1, 1, 2}};
+  meas.request_s[0] = 0.6;
+  KeepServingComparable(c, pred, meas);
+  REQUIRE(pred.ops.size() == 1);
+  CHECK(pred.ops[0].kind == "backup");
+  REQUIRE(meas.ops.size() == 1);
+  CHECK(pred.requests.empty());
+  CHECK(meas.request_s.empty());
+  CHECK(pred.total_s == 40);
+  CHECK(*meas.total_s == 41);
+  const CheckReport joined = RunCheck(pred, meas, CheckOptions{});
+  CHECK(joined.total_available);
+  CHECK(joined.total_error == doctest::Approx(1.0 / 41));
+}
+
+}  // namespace kvlanes::test
