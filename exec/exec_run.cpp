@@ -50,9 +50,27 @@ bool NeedsP2p(const ExecPlan& plan) {
   return false;
 }
 
+// A serving plan's run: its passes' time, and the measured times to first token and queues.
+void PrintServingSummary(const nlohmann::ordered_json& serving) {
+  double pass_s = 0, queue = 0;
+  for (const auto& p : serving["passes"]) pass_s += p["seconds"].get<double>();
+  std::vector<double> ttft;
+  for (const auto& r : serving["requests"]) {
+    ttft.push_back(r["ttft_s"].get<double>());
+    queue += r["queue_s"].get<double>();
+  }
+  if (ttft.empty()) return;
+  std::printf(
+      "  serving: %zu passes, %.6f s (device); TTFT p50 %.4f s, p90 %.4f s, p99 %.4f s; queue "
+      "mean %.4f s (%zu requests, open loop)\n",
+      serving["passes"].size(), pass_s, Percentile(ttft, 0.5), Percentile(ttft, 0.9),
+      Percentile(ttft, 0.99), queue / static_cast<double>(ttft.size()), ttft.size());
+}
+
 void PrintSummary(const nlohmann::ordered_json& report) {
   std::map<std::string, std::pair<int64_t, double>> by_kind;
   for (const auto& o : report["ops"]) {
+    if (o["kind"] == "pass" || o["kind"] == "ttft") continue;  // the serving line's
     auto& k = by_kind[o["kind"].get<std::string>()];
     ++k.first;
     k.second += o["seconds"].get<double>();
@@ -76,6 +94,7 @@ void PrintSummary(const nlohmann::ordered_json& report) {
     if (r.contains("host_enqueue_s")) enqueue += r["host_enqueue_s"].get<double>();
   std::printf("  request time %.6f s (device), host enqueue %.6f s\n",
               report["total_s"].get<double>(), enqueue);
+  if (report.contains("serving")) PrintServingSummary(report["serving"]);
   const auto& gate = report["context"]["gate"];
   if (gate.contains("expired") && gate["expired"].get<int64_t>() > 0)
     std::printf(

@@ -253,7 +253,10 @@ int CmdExec(int argc, const char* const* argv) {
         "Repeats a replay's decisions on real hardware: device pools, pinned host pools, NCCL\n"
         "collectives, CUDA IPC peer reads, host<->device copies and a forward pass;\n"
         "checks every gathered and loaded byte against a deterministic page pattern; measures\n"
-        "every op.",
+        "every op. A serving-mode plan runs one replica (--replica N) as serving mode's forward\n"
+        "passes, its requests arriving open loop at their trace times (trace.rate_scale\n"
+        "applied): each pass and each request's queue and time to first token are measured\n"
+        "(docs/executor.md, \"Serving passes\"; compare with `kvlanes check --replica N`).",
         desc,
         {"kvlanes exec --plan plan.jsonl --out measured.json --timeline measured_timeline.json",
          "kvlanes exec --plan small_plan.jsonl --backend host --max-requests 200 --out "
