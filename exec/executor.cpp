@@ -1365,7 +1365,7 @@ class RankServe : public RankRun {
         const size_t before = done_.size();
         if (!started[ri]) {
           started[ri] = true;
-          Request(ri, spin);
+          Request(ri, spin);  // with the proxy: its whole forward (the command checked it fits)
         } else {
           ChunkSpin(ri, pass.index, spin);
         }

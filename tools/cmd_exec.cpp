@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -222,11 +223,18 @@ exec::ExecPlan MakePlan(const po::variables_map& vm, const ExecArgs& a) {
   if (exec::kForwardModeNames.Parse(forward, "--forward") == exec::ForwardMode::kModel) {
     if (a.run.backend != "cuda")
       throw InputError("", 0, "--forward", "model needs --backend cuda (use synthetic)");
-    if (!plan.passes.empty())
-      throw InputError(source, 0, "--forward",
-                       "model: a serving plan's passes run the synthetic forward pass only (one "
-                       "proxy forward over a pass's chunks is not built yet); add --forward "
-                       "synthetic");
+    // The proxy runs a request's tokens in one forward (its own chunks inside): a request
+    // prefilled over several passes would need its forward split across them.
+    std::map<int64_t, int64_t> first_pass;
+    for (const PlanPass& p : plan.passes)
+      for (const PlanPassChunk& c : p.chunks)
+        if (const auto [it, fresh] = first_pass.emplace(c.request, p.index); !fresh)
+          throw InputError(source, 0, "--forward",
+                           "model: request " + std::to_string(c.request) +
+                               " is prefilled over passes " + std::to_string(it->second) + " and " +
+                               std::to_string(p.index) +
+                               ", and the proxy runs a request's tokens in one pass (replay "
+                               "with serving.chunk_tokens 0, or use --forward synthetic)");
     if (vm["compute-scale"].as<double>() != 1.0)
       throw InputError("", 0, "--compute-scale",
                        "scales the synthetic forward pass only (add --forward synthetic)");
