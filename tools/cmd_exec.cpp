@@ -197,6 +197,7 @@ PlanFile LoadPlan(const po::variables_map& vm, std::string& source) {
   sinks.profile = read ? &*read : nullptr;
   sinks.on_request = [&](const RequestPlan& p, const RequestCost*) { pf.requests.push_back(p); };
   sinks.on_admit = [&](const RequestPlan& p) { pf.requests.push_back(p); };
+  sinks.on_pass = [&](const PlanPass& p) { pf.passes.push_back(p); };  // priced by MakePlan
   sinks.replica_policy = [&] { return MakePolicy(in.config.policy, policy_in); };
   RunReplay(in.config, *policy, in.trace, EngineOptions{}, {}, sinks);
   source = "(in memory, replayed from";

@@ -66,26 +66,26 @@ nlohmann::ordered_json RunServing(const ReplayConfig& cfg, CachePolicy& policy, 
     timeline = std::make_unique<ServingTimelineWriter>(
         *sinks.timeline, static_cast<int>(cfg.serving.replicas), trace.requests.size());
   // The plan's pass lines name each chunk's request by its number within the replica.
-  std::vector<int64_t> replica_request(plan_writer ? trace.requests.size() : 0, -1);
+  const bool passes_out = plan_writer || sinks.on_pass;
+  std::vector<int64_t> replica_request(passes_out ? trace.requests.size() : 0, -1);
   std::vector<int64_t> passes(static_cast<size_t>(cfg.serving.replicas), 0);
-  if (timeline || plan_writer)
+  if (timeline || passes_out)
     serving.set_pass_observer(
         [&](size_t r, int64_t t0, int64_t dur, const std::vector<PassChunk>& chunks) {
           if (timeline) timeline->Pass(r, t0, dur, chunks, serving.result());
-          if (!plan_writer) return;
+          if (!passes_out) return;
           PlanPass pass{static_cast<int64_t>(r), passes[r]++, t0, dur, 0, {}};
           for (const PassChunk& c : chunks)
             pass.chunks.push_back({replica_request[c.request], c.tokens, c.context, 0});
-          plan_writer->AddPass(std::move(pass));
+          if (sinks.on_pass) sinks.on_pass(pass);
+          if (plan_writer) plan_writer->AddPass(std::move(pass));
         });
   std::function<void(const RequestPlan&, int, size_t)> on_admit;
-  if (sinks.plan || sinks.on_admit || sinks.on_admit_at || timeline)
+  if (sinks.plan || sinks.on_admit || sinks.on_admit_at || timeline || passes_out)
     on_admit = [&](const RequestPlan& p, int, size_t i) {
       if (timeline) timeline->Admit(i, p.request);
-      if (plan_writer) {
-        replica_request[i] = p.request;
-        plan_writer->Add(p);
-      }
+      if (passes_out) replica_request[i] = p.request;
+      if (plan_writer) plan_writer->Add(p);
       if (sinks.on_admit) sinks.on_admit(p);
       if (sinks.on_admit_at) sinks.on_admit_at(i, p);
     };

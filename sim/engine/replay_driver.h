@@ -44,6 +44,9 @@ struct ReplaySinks {
   // served, what happened to every request (admission, first token, replica).
   std::function<void(size_t, const RequestPlan&)> on_admit_at;
   std::function<void(const ServingResult&)> on_served;
+  // Serving mode: each forward pass as it starts, as the plan's pass line holds it (its chunks'
+  // requests numbered within the replica; spins not priced).
+  std::function<void(const PlanPass&)> on_pass;
   // Serving mode with serving.replicas > 1: makes the policy of each further replica (the one
   // passed to RunReplay serves replica 0). Policies keep state per cache, so each replica has
   // its own.
