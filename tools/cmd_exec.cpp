@@ -213,7 +213,15 @@ PlanFile LoadPlan(const po::variables_map& vm, std::string& source) {
 exec::ExecPlan MakePlan(const po::variables_map& vm, const ExecArgs& a) {
   std::string source;
   PlanFile pf = LoadPlan(vm, source);
-  if (vm.count("replica")) SelectReplica(pf, vm["replica"].as<int64_t>(), source);
+  if (vm.count("replica")) {
+    SelectReplica(pf, vm["replica"].as<int64_t>(), source);
+  } else if (const std::vector<int64_t> r = PlanReplicas(pf.requests); r.size() > 1) {
+    throw InputError(source, 0, "--replica",
+                     "the plan holds " + std::to_string(r.size()) +
+                         " replicas (serving mode), each its own CP group with its own slots: "
+                         "run one at a time with --replica N (0.." +
+                         std::to_string(r.back()) + ")");
+  }
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : "";
   if (!profile.empty() || !pf.header.forward_spin || !vm.count("plan"))
     PricePlanSpin(pf, ResolvePlanProfile(pf.header, profile, source));

@@ -124,7 +124,10 @@ timeline = os.path.join(work, "serving_timeline.json")
 table = os.path.join(work, "serving_requests.csv")
 serving = ["--trace", "traces/mooncake_excerpt.jsonl", "--config", "config/default.yaml", "-q",
            "--set", "serving.replicas=2", "--set", "cache.cp_size=2", "--set", "model.layers=2",
-           "--set", "cache.device_pages_per_lane=1200", "--set", "cache.host_pages_per_lane=3000"]
+           "--set", "cache.device_pages_per_lane=1200", "--set", "cache.host_pages_per_lane=3000",
+           # exec runs a replica's passes with the requests arriving open loop: ten times as
+           # dense, the first 30 of a replica arrive within about a second
+           "--set", "trace.rate_scale=10"]
 r = run("replay", *serving, "--plan", plan, "--timeline", timeline, "--requests-csv", table)
 check(r.returncode == 0, "a serving-mode replay writes a plan and a timeline: " + r.stderr.strip())
 if r.returncode == 0:
@@ -152,6 +155,10 @@ if r.returncode == 0:
     r = run("check", "--plan", plan, "--measured", os.path.join(work, "none.json"))
     check(r.returncode == 2 and "--replica" in r.stderr and "2 replicas" in r.stderr,
           "check refuses a plan of two replicas without --replica: " + r.stderr.strip())
+    r = run("exec", "--plan", plan, "--backend", "host", "--out", os.path.join(work, "never.json"))
+    check(r.returncode == 2 and "--replica" in r.stderr and "2 replicas" in r.stderr
+          and not os.path.exists(os.path.join(work, "never.json")),
+          "exec refuses a plan of two replicas without --replica: " + r.stderr.strip())
     meas = {}
     for rep_ in (0, 1):
         m = os.path.join(work, f"measured_r{rep_}.json")
