@@ -16,7 +16,9 @@ constexpr int64_t kDeepTokens = 1024;
 // Owns a policy and an engine with pages and blocks of kDeepTokens tokens on `cp` lanes.
 struct DeepRun {
   DeepRun(const std::string& policy, int cp, int64_t pages_per_lane)
-      : cfg(Config(cp, pages_per_lane)), trace(Blocks()), p(MakePolicy(policy, cfg, trace)),
+      : cfg(Config(cp, pages_per_lane)),
+        trace(Blocks()),
+        p(MakePolicy(policy, cfg, trace)),
         engine(cfg, *p, kDeepTokens) {}
   static ReplayConfig Config(int cp, int64_t pages_per_lane) {
     ReplayConfig c = TinyConfig(cp, pages_per_lane);
@@ -102,7 +104,6 @@ TEST_CASE("gdsf serves both lanes and keeps the deep node on two lanes") {
 
 TEST_CASE("conversation gaps give a keep time from the gaps' percentile once eight are seen") {
   ConversationGaps gaps;
-  std::vector<PageKey> turn;
   uint64_t epoch = 0;
   // Conversation c: [c] at one epoch, [c c+1000] two epochs later: a gap of 2 each.
   for (uint64_t c = 1; c <= 8; ++c) {
@@ -114,45 +115,61 @@ TEST_CASE("conversation gaps give a keep time from the gaps' percentile once eig
   CHECK(gaps.gaps() == 8);
   // 2 lies in bucket floor(8 log2 2) = 8, whose upper edge is ceil(2^(9/8)) = 3.
   CHECK(gaps.Ttl() == 3);
-  CHECK(gaps.Expiry(8 + 1000) == epoch + 3);
+  CHECK(gaps.Expiry(8 + 1000) == epoch + 3);  // a second turn is kept
+  CHECK(gaps.Expiry(8 + 100) == 0);           // a first turn is not
   CHECK(gaps.Expiry(12345) == 0);
 }
 
 namespace {
 
-// Eight two-turn conversations, each turn two requests apart ([c], [c+100 c+200], [c c+1000]):
-// the learned keep time is 3 epochs (test above). Capacity 48: 32 pages cached, nothing evicted.
-// Then [500] (epoch 25, 1 page) and, at epoch 26, a 14-page request that needs 16 free pages of
-// the 15 left: one page at least must go.
+// True when the pages keyed `path` (one per page) are all cached on device.
+bool CachedPath(const HandRun& r, const std::vector<uint64_t>& path) {
+  NodeId at = kRootId;
+  for (size_t i = 0; i < path.size();) {
+    at = r.tree().Child(at, PageKey{path[i], 0});
+    if (at == kNoNode || !r.tree().node(at).on_device()) return false;
+    i += r.tree().node(at).keys.size();
+  }
+  return true;
+}
+
+// Eight two-turn conversations, each turn two requests apart ([c], a spacer [c+100 .. c+400],
+// [c c+1000 c+2000]): the keep time is 3 epochs (test above); 56 pages cached, nothing evicted
+// (capacity 72). Then a conversation [500] (epoch 25) and its second turn [500 501] (epoch 26,
+// a gap of 1; the keep time stays 3), and at epoch 27 a 15-page request that needs 17 free pages
+// of the 14 left: pages must go. Values f x c (f = 0.3 for a block seen once, 1.3 twice): the
+// leaf [501] 0.3 (1 + 1.5 / K) is the lowest; the spacers and the leaves [c+1000 c+2000] are
+// 0.3 (1 + 2 / K); the nodes [c] and [500] (seen twice) 1.3 (1 + 0.5 / K).
 void RunConversationScenario(HandRun& r) {
   for (uint64_t c = 1; c <= 8; ++c) {
     r.Run({c});
-    r.Run({c + 100, c + 200});
-    r.Run({c, c + 1000});
+    r.Run({c + 100, c + 200, c + 300, c + 400});
+    r.Run({c, c + 1000, c + 2000});
   }
   r.Run({500});
-  r.Run(Range(600, 14));
+  r.Run({500, 501});
+  r.Run(Range(600, 15));
 }
 
 }  // namespace
 
 TEST_CASE("gdsf_conv keeps a conversation's prefix within its keep time and not past it") {
-  HandRun conv("gdsf_conv", 48), base("gdsf", 48);
+  HandRun conv("gdsf_conv", 72), base("gdsf", 72);
   RunConversationScenario(conv);
   RunConversationScenario(base);
-  // Values (clock 0, nothing evicted yet): [500] 1 + 0.5 / K (seen once, half a page deep) is
-  // the lowest, below the spacers [c+100 c+200] (1 + 1 / K) and the second turns' leaves
-  // (1 + 1.5 / K): gdsf evicts it. gdsf_conv keeps it until epoch 25 + 3 = 28 and evicts the
-  // oldest spacer (2 pages) instead.
-  CHECK_FALSE(base.Cached(500));
-  CHECK(conv.Cached(500));
-  CHECK(conv.engine.counters().evicted_device_pages == 2);
-  conv.Run({700});  // epoch 27: 3 pages free, nothing evicted
-  CHECK(conv.Cached(500));
-  // Epoch 28: a gap of 3 from [500] reaches the keep time; [500] falls back to its value, now
-  // the lowest (the clock rose to the spacer's 1 + 1 / K), and goes.
+  // gdsf evicts [501] first; gdsf_conv keeps it until epoch 26 + 3 = 29 and evicts the oldest
+  // spacer (4 pages) instead.
+  CHECK_FALSE(CachedPath(base, {500, 501}));
+  CHECK(CachedPath(conv, {500, 501}));
+  CHECK(conv.engine.counters().evicted_device_pages == 4);
+  conv.Run({700});  // epoch 28 (a third turn now would hit): 3 pages free, nothing evicted
+  CHECK(CachedPath(conv, {500, 501}));
+  CHECK(conv.engine.counters().evicted_device_pages == 4);
+  // Epoch 29: the keep time ends; [501] falls back to its value, now the lowest (the clock rose
+  // to the spacer's), and goes.
   conv.Run({701});
-  CHECK_FALSE(conv.Cached(500));
+  CHECK_FALSE(CachedPath(conv, {500, 501}));
+  CHECK(CachedPath(conv, {500}));
 }
 
 }  // namespace kvlanes::test
