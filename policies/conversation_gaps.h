@@ -7,10 +7,11 @@
 //   them (epochs) are one inter-turn gap;
 // - the keep time (TTL) is the kPercentile of the gaps seen so far (a histogram of 8 buckets
 //   per octave, the bucket's upper edge), 0 until kMinGaps gaps were seen;
-// - the blocks of a request that continues a conversation are kept until its epoch + the TTL at
-//   its arrival (the latest such expiry of any request that contained the block); a first turn
-//   keeps nothing (keeping first turns too, the Mooncake excerpt at 1.6e6 tokens saved 197.5 s
-//   instead of 214.5 s: most of its requests are one-offs).
+// - the nodes a request that continues a conversation passes are kept until its epoch + the TTL
+//   at its arrival; a node's keep time is that of the latest request that passed it (the epoch
+//   in its last_access), so nothing is stored per block for it; a first turn keeps nothing
+//   (keeping first turns too, the Mooncake excerpt at 1.6e6 tokens saved 197.5 s instead of
+//   214.5 s: most of its requests are one-offs).
 // Lookups are by block through a hash map (never iterated), so decisions stay deterministic.
 #pragma once
 
@@ -34,51 +35,44 @@ class ConversationGaps {
   static constexpr int kBucketsPerOctave = 8;
 
   // A request with `keys` arrives at `epoch` (1-based, increasing): learns its gap to the turn it
-  // continues, if any, and then, if it continues one, marks its blocks kept until epoch + TTL.
+  // continues, if any, and then, if it continues one, keeps what it passed until epoch + TTL.
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
     blocks_.clear();
     for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i)) blocks_.push_back(keys[i].block);
     bool continues = false;
     for (size_t i = blocks_.size(); i-- > 0;) {
-      const auto it = seen_.find(blocks_[i]);
-      if (it == seen_.end() || it->second.tail_epoch == 0 || it->second.tail_epoch >= epoch)
-        continue;
-      Learn(epoch - it->second.tail_epoch);
+      const auto it = tails_.find(blocks_[i]);
+      if (it == tails_.end() || it->second >= epoch) continue;
+      Learn(epoch - it->second);
       continues = true;
       break;
     }
-    const uint64_t until = continues ? epoch + Ttl() : 0;
-    for (size_t i = 0; i < blocks_.size(); ++i) {
-      Seen& s = seen_[blocks_[i]];
-      s.expiry = std::max(s.expiry, until);
-      if (i + 2 >= blocks_.size()) s.tail_epoch = epoch;
-    }
+    if (until_.size() <= epoch) until_.resize(epoch + 1, 0);
+    until_[epoch] = continues ? epoch + Ttl() : 0;
+    for (size_t i = blocks_.size() >= 2 ? blocks_.size() - 2 : 0; i < blocks_.size(); ++i)
+      tails_[blocks_[i]] = epoch;
   }
 
-  // The epoch until which `block` is kept (0: never seen).
-  uint64_t Expiry(uint64_t block) const {
-    const auto it = seen_.find(block);
-    return it == seen_.end() ? 0 : it->second.expiry;
-  }
+  // The epoch until which the request of `epoch` keeps what it passed (0: nothing kept, or no
+  // such request recorded).
+  uint64_t KeptUntil(uint64_t epoch) const { return epoch < until_.size() ? until_[epoch] : 0; }
 
   // The current keep time in epochs: the kPercentile gap, 0 before kMinGaps gaps.
   uint64_t Ttl() const {
     if (gaps_ < kMinGaps) return 0;
+    // From the top: the percentile lies in the first bucket (downwards) below which fewer than
+    // kPercentile x gaps remain; the long gaps are few, so few buckets are passed.
     const double want = kPercentile * static_cast<double>(gaps_);
-    uint64_t below = 0;
-    for (size_t b = 0; b < counts_.size(); ++b) {
-      below += counts_[b];
-      if (static_cast<double>(below) >= want) return UpperEdge(b);
+    uint64_t below = gaps_;
+    for (size_t b = top_; b > 0; --b) {
+      if (static_cast<double>(below - counts_[b]) < want) return UpperEdge(b);
+      below -= counts_[b];
     }
-    return UpperEdge(counts_.size() - 1);
+    return UpperEdge(0);
   }
   uint64_t gaps() const { return gaps_; }
 
  private:
-  struct Seen {
-    uint64_t expiry = 0;      // kept until this epoch
-    uint64_t tail_epoch = 0;  // latest request that ended in this block (0: none)
-  };
   static constexpr size_t kBuckets = 64 * kBucketsPerOctave;
   // Bucket b holds the gaps g with floor(kBucketsPerOctave x log2(g)) == b.
   static size_t Bucket(uint64_t gap) {
@@ -90,11 +84,16 @@ class ConversationGaps {
         std::ceil(std::exp2(static_cast<double>(b + 1) / kBucketsPerOctave)));
   }
   void Learn(uint64_t gap) {
-    ++counts_[Bucket(gap)];
+    const size_t b = Bucket(gap);
+    ++counts_[b];
+    top_ = std::max(top_, b);
     ++gaps_;
   }
 
-  std::unordered_map<uint64_t, Seen> seen_;
+  // Per block: the latest request whose last two blocks held it.
+  std::unordered_map<uint64_t, uint64_t> tails_;
+  std::vector<uint64_t> until_;  // per epoch: what that request passed is kept until then
+  size_t top_ = 0;               // the highest bucket holding a gap
   std::array<uint64_t, kBuckets> counts_{};
   uint64_t gaps_ = 0;
   std::vector<uint64_t> blocks_;  // scratch: a request's distinct blocks in order

@@ -19,9 +19,10 @@
 // so its f and L are those of its last use); the plan keys the parents the cascade unlocks with
 // the plan's running clock, the index files them after the plan with the committed one.
 //
-// `gdsf_conv` adds a class above H: a node whose last page's block a request contained within
-// the conversation keep time (policies/conversation_gaps.h) is evicted only after every node
-// that is not; once the time passes (OnPlanning), the node falls back to its H.
+// `gdsf_conv` adds a class above H: a node last passed by a request that continues a
+// conversation, within the keep time learned from the inter-turn gaps
+// (policies/conversation_gaps.h), is evicted only after every node that is not; once the time
+// passes (OnPlanning), the node falls back to its H.
 // Both serve lane deficits as `lanes` does (DemandTracker) and report eviction order lru; the
 // host tier, admission, placement and gather are the configured behaviour.
 #include <algorithm>
@@ -107,7 +108,7 @@ class GdsfPolicy final : public QueuePolicy {
   uint64_t Sightings(const Node& n) const { return history_.Sightings(n.keys.back().block); }
   // gdsf_conv: the epoch until which the node is kept (0 for gdsf).
   uint64_t KeptUntil(const Node& n) const {
-    return conversations_ ? gaps_.Expiry(n.keys.back().block) : 0;
+    return conversations_ ? gaps_.KeptUntil(n.last_access) : 0;
   }
   EvictionPriority Key(const Node& n, uint64_t clock) const {
     const uint64_t kept = KeptUntil(n) > now_ ? kKeptClass : 0;

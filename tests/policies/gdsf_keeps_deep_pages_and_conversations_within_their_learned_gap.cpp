@@ -115,9 +115,9 @@ TEST_CASE("conversation gaps give a keep time from the gaps' percentile once eig
   CHECK(gaps.gaps() == 8);
   // 2 lies in bucket floor(8 log2 2) = 8, whose upper edge is ceil(2^(9/8)) = 3.
   CHECK(gaps.Ttl() == 3);
-  CHECK(gaps.Expiry(8 + 1000) == epoch + 3);  // a second turn is kept
-  CHECK(gaps.Expiry(8 + 100) == 0);           // a first turn is not
-  CHECK(gaps.Expiry(12345) == 0);
+  CHECK(gaps.KeptUntil(epoch) == epoch + 3);  // a second turn is kept
+  CHECK(gaps.KeptUntil(epoch - 1) == 0);      // a first turn is not
+  CHECK(gaps.KeptUntil(epoch + 1) == 0);      // not recorded
 }
 
 namespace {
