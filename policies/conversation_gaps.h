@@ -12,7 +12,7 @@
 //   in its last_access), so nothing is stored per block for it; a first turn keeps nothing
 //   (keeping first turns too, the Mooncake excerpt at 1.6e6 tokens saved 197.5 s instead of
 //   214.5 s: most of its requests are one-offs).
-// Lookups are by block through a hash map (never iterated), so decisions stay deterministic.
+// Lookups are by block through a hash table (never iterated), so decisions stay deterministic.
 #pragma once
 
 #include <algorithm>
@@ -20,7 +20,6 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "policies/block_runs.h"
@@ -41,16 +40,16 @@ class ConversationGaps {
     for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i)) blocks_.push_back(keys[i].block);
     bool continues = false;
     for (size_t i = blocks_.size(); i-- > 0;) {
-      const auto it = tails_.find(blocks_[i]);
-      if (it == tails_.end() || it->second >= epoch) continue;
-      Learn(epoch - it->second);
+      const uint64_t tail = tails_.Find(blocks_[i]);
+      if (tail == 0 || tail >= epoch) continue;
+      Learn(epoch - tail);
       continues = true;
       break;
     }
     if (until_.size() <= epoch) until_.resize(epoch + 1, 0);
     until_[epoch] = continues ? epoch + Ttl() : 0;
     for (size_t i = blocks_.size() >= 2 ? blocks_.size() - 2 : 0; i < blocks_.size(); ++i)
-      tails_[blocks_[i]] = epoch;
+      tails_.Set(blocks_[i], epoch);
   }
 
   // The epoch until which the request of `epoch` keeps what it passed (0: nothing kept, or no
@@ -90,8 +89,51 @@ class ConversationGaps {
     ++gaps_;
   }
 
+  // Block -> epoch, open addressing with linear probing in a flat table that doubles at half
+  // full: a request that continues nothing looks up each of its blocks, mostly absent, and a
+  // miss here ends at the first empty slot, usually the one hashed to.
+  class TailTable {
+   public:
+    uint64_t Find(uint64_t block) const {
+      for (size_t i = Slot(block);; i = (i + 1) & mask_) {
+        if (slots_[i].epoch == 0) return 0;
+        if (slots_[i].block == block) return slots_[i].epoch;
+      }
+    }
+    // REQUIRES: epoch > 0.
+    void Set(uint64_t block, uint64_t epoch) {
+      if (2 * (used_ + 1) > slots_.size()) Grow();
+      size_t i = Slot(block);
+      while (slots_[i].epoch != 0 && slots_[i].block != block) i = (i + 1) & mask_;
+      used_ += slots_[i].epoch == 0;
+      slots_[i] = Entry{block, epoch};
+    }
+
+   private:
+    struct Entry {
+      uint64_t block = 0;
+      uint64_t epoch = 0;  // 0 = empty
+    };
+    size_t Slot(uint64_t block) const {
+      uint64_t x = block * 0x9E3779B97F4A7C15ull;
+      x ^= x >> 29;
+      return static_cast<size_t>(x) & mask_;
+    }
+    void Grow() {
+      std::vector<Entry> old = std::move(slots_);
+      slots_.assign(std::max<size_t>(1024, 2 * old.size()), Entry{});
+      mask_ = slots_.size() - 1;
+      used_ = 0;
+      for (const Entry& e : old)
+        if (e.epoch != 0) Set(e.block, e.epoch);
+    }
+    std::vector<Entry> slots_ = std::vector<Entry>(1024);
+    size_t mask_ = 1023;
+    size_t used_ = 0;
+  };
+
   // Per block: the latest request whose last two blocks held it.
-  std::unordered_map<uint64_t, uint64_t> tails_;
+  TailTable tails_;
   std::vector<uint64_t> until_;  // per epoch: what that request passed is kept until then
   size_t top_ = 0;               // the highest bucket holding a gap
   std::array<uint64_t, kBuckets> counts_{};
