@@ -77,6 +77,8 @@ std::unique_ptr<CachePolicy> MakeArcPolicy(const PolicyInputs& in);
 std::unique_ptr<CachePolicy> MakeSeenLruPolicy(const PolicyInputs& in);
 std::unique_ptr<CachePolicy> MakeSeenLruHostPolicy(const PolicyInputs& in);
 std::unique_ptr<CachePolicy> MakeSeenRatePolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeGdsfPolicy(const PolicyInputs& in);
+std::unique_ptr<CachePolicy> MakeGdsfConvPolicy(const PolicyInputs& in);
 // `base+tinylfu`: policy `base` with TinyLFU device admission (tinylfu_policy.cpp).
 // REQUIRES: `base` names a registered policy that is neither a composite nor `oracle`.
 std::unique_ptr<CachePolicy> MakeTinyLfuComposite(const std::string& base, const PolicyInputs& in);

@@ -15,6 +15,11 @@ Each compare command is printed (to stderr) before it runs, and its JSON is kept
 --summary: the same runs on every other kv-cache-tester trace shipped (traces/kvtester/, at the
 capacities of trace 0169), one row per trace, cp_size and capacity: LRU, the oracle, the online
 policy with the highest hit ratio and the gap it closes, and the largest loss to LRU.
+--saved: time saved by hits (predicted.hit_saved_s, docs/cost_model.md) on every shipped request
+trace, cp_size 1, no host tier: a capacity sweep of lru and oracle (SAVED_TRACES) finds the
+capacity where lru's hit_saved_s falls furthest below the oracle's, and there every policy of
+SAVED_POLICIES is run; one row per trace and policy: token hit ratio, hit_saved_s and its change
+against lru.
 """
 import argparse
 import glob
@@ -36,6 +41,20 @@ TRACES = [
 CP_SIZES = [1, 4]
 # --summary: the other kv-cache-tester traces, at trace 0169's capacities.
 SUMMARY_CAPACITIES = [50_000, 100_000, 200_000]
+# --saved: the shipped request traces, each with its page size (one that divides its block size)
+# and the capacities (tokens) swept to find lru's worst; the two samples hold a few thousand
+# tokens, so their grid is smaller.
+LARGE = [25_000, 100_000, 400_000, 1_600_000, 6_400_000]
+SMALL = [500, 1_000, 2_000, 4_000, 8_000]
+SAVED_TRACES = [
+    ("mooncake excerpt", "traces/mooncake_excerpt.jsonl", 64, LARGE),
+    ("mooncake conversation", "traces/mooncake/conversation_trace.jsonl", 64, LARGE),
+    ("kvtester 0034", "traces/kvtester_trace_0034.json", 64, LARGE),
+    ("kvtester subagents 0291", "traces/kvtester_subagents_0291.json", 64, LARGE),
+    ("bailian sample", "traces/bailian/sample.jsonl", 16, SMALL),
+    ("csv sample", "traces/csv/sample.csv", 64, SMALL),
+]
+SAVED_POLICIES = "lru,seen_lru,s3fifo,lru+tinylfu,oracle,gdsf,gdsf_conv,gdsf+tinylfu"
 PAGE_TOKENS = 64
 # Below this LRU-to-oracle gap (in token hit ratio) the fraction closed is not shown: it would
 # divide by almost nothing.
@@ -44,19 +63,22 @@ DEFAULT_POLICIES = ("lru,oracle,s3fifo,sieve,arc,lru+tinylfu,lru+bypass,s3fifo+b
                     "arc+bypass,lru+tinylfu+bypass,seen_lru,seen_lru+bypass,seen_lru_host,seen_rate")
 
 
-def compare_command(kvlanes, trace, cp, tokens, policies, jobs, out):
-    pages = tokens // PAGE_TOKENS // cp
+def compare_command(kvlanes, trace, cp, tokens, policies, jobs, out, page_tokens=PAGE_TOKENS):
+    pages = tokens // page_tokens // cp
     host = 2 * pages if cp > 1 else 0
     return [kvlanes, "compare", "--trace", trace, "--config", "config/default.yaml",
             "--set", "serving.mode=sequential", "--set", f"cache.cp_size={cp}",
+            "--set", f"cache.page_tokens={page_tokens}",
             "--set", f"cache.device_pages_per_lane={pages}",
             "--set", f"cache.host_pages_per_lane={host}",
             "--policies", policies, "--jobs", str(jobs), "-q", "--json", out]
 
 
-def run_compare(args, path, cp, tokens):
-    out = os.path.join(args.out, f"{os.path.basename(path)}.cp{cp}.{tokens}.json")
-    cmd = compare_command(args.kvlanes, path, cp, tokens, args.policies, args.jobs, out)
+def run_compare(args, path, cp, tokens, policies=None, page_tokens=PAGE_TOKENS):
+    policies = policies or args.policies
+    tag = "" if policies == args.policies else "." + policies.replace(",", "_")
+    out = os.path.join(args.out, f"{os.path.basename(path)}.cp{cp}.{tokens}{tag}.json")
+    cmd = compare_command(args.kvlanes, path, cp, tokens, policies, args.jobs, out, page_tokens)
     print(" ".join(cmd), file=sys.stderr)
     if not (args.reuse and os.path.exists(out)):
         subprocess.run(cmd, cwd=ROOT, check=True)
@@ -89,6 +111,40 @@ def summary(args):
                 sys.stdout.flush()
 
 
+def input_tokens(args, path, page_tokens):
+    out = subprocess.run([args.kvlanes, "trace", "stats", path, "--page-tokens", str(page_tokens)],
+                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    line = next(l for l in out.splitlines() if l.startswith("input tokens"))
+    return int(line.split()[-1].replace(",", ""))
+
+
+def saved(args):
+    wanted = [t for t in args.traces.split(",") if t]
+    print("| trace | device tokens | policy | token hit ratio | hit saved (s) | vs lru |")
+    print("|---|---|---|---|---|---|")
+    for label, path, page_tokens, capacities in SAVED_TRACES:
+        if wanted and label not in wanted:
+            continue
+        sweep = {t: run_compare(args, path, 1, t, "lru,oracle", page_tokens) for t in capacities}
+        loss = {t: r["oracle"]["predicted"]["hit_saved_s"] - r["lru"]["predicted"]["hit_saved_s"]
+                for t, r in sweep.items()}
+        tokens = max(capacities, key=lambda t: (loss[t], -t))
+        runs = run_compare(args, path, 1, tokens, args.policies, page_tokens)
+        # The bound: every request hits its longest prefix seen before (cp_size 1, no host tier:
+        # a request's saved seconds only grow with its prefix), i.e. lru with room for the trace.
+        unbounded = 2 * input_tokens(args, path, page_tokens)
+        runs["infinite cache (bound)"] = run_compare(args, path, 1, unbounded, "lru",
+                                                     page_tokens)["lru"]
+        base = runs["lru"]["predicted"]["hit_saved_s"]
+        for name, r in runs.items():
+            s = r["predicted"]["hit_saved_s"]
+            rel = f"{(s - base) / base:+.1%}" if base > 1e-9 else "-"
+            shown = f"{s:,.1f}" if abs(s) >= 100 else f"{s:.3f}"
+            print(f"| {label} | {tokens:,} | `{name}` | {r['token_hit_ratio']:.4f} | {shown} | "
+                  f"{rel} |")
+        sys.stdout.flush()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kvlanes", default=os.path.join(ROOT, "build", "kvlanes"))
@@ -100,12 +156,19 @@ def main():
                     help="print from the JSON files already in --out instead of replaying")
     ap.add_argument("--summary", action="store_true",
                     help="one row per run on the other kv-cache-tester traces (see above)")
+    ap.add_argument("--saved", action="store_true",
+                    help="hit_saved_s at lru's worst capacity on every shipped trace (see above)")
     args = ap.parse_args()
+    if args.saved and args.policies == DEFAULT_POLICIES:
+        args.policies = SAVED_POLICIES
     args.out = os.path.abspath(args.out)
     args.kvlanes = os.path.abspath(args.kvlanes)
     os.makedirs(args.out, exist_ok=True)
     if args.summary:
         summary(args)
+        return
+    if args.saved:
+        saved(args)
         return
     wanted = [t for t in args.traces.split(",") if t]
     print("| trace | cp | device tokens | policy | token hit ratio | gap closed | evicted pages "
