@@ -228,11 +228,11 @@ TEST_CASE("the page check counts the device match only when not every page of th
     const LaneAccount& d = eng.ledger().at(Tier::kDevice, 0);
     return r.input_tokens - eng.Peek(r).device_pages + 1 <= d.free() + d.evictable();
   };
-  const Request extends = test::Tokens({1, 2, 3, 4});  // 4 pages, 3 matched: needs 2
+  const Request extends = test::Tokens({1, 2, 3, 4});    // 4 pages, 3 matched: needs 2
   const Request longer = test::Tokens({1, 2, 3, 4, 5});  // needs 3
-  const Request fresh = test::Tokens({7, 8});             // needs 3, matches nothing
-  const Request one = test::Tokens({9});                  // needs 2 without a match
-  CHECK(eng.CouldAllocate(extends));  // only through its match
+  const Request fresh = test::Tokens({7, 8});            // needs 3, matches nothing
+  const Request one = test::Tokens({9});                 // needs 2 without a match
+  CHECK(eng.CouldAllocate(extends));                     // only through its match
   CHECK(!eng.CouldAllocate(longer));
   CHECK(!eng.CouldAllocate(fresh));
   CHECK(eng.CouldAllocate(one));  // fits whatever it matches
