@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <chrono>
@@ -389,7 +390,8 @@ DefaultConfigRuns TimeDefaultConfig(const po::variables_map& vm, const ReplayCon
       {"as configured", {}},
       {"sequential", {"serving.mode=sequential"}},
       {"sequential, packed/tail",
-       {"serving.mode=sequential", "gather.method=packed", "backup.schedule=tail"}}};
+       {"serving.mode=sequential", "gather.method=packed", "backup.schedule=tail"}},
+      {"as configured, packed/tail", {"gather.method=packed", "backup.schedule=tail"}}};
   std::vector<ReplayConfig> cfgs;
   for (const auto& [name, sets] : variants) {
     ReplayConfig c;
@@ -421,6 +423,27 @@ DefaultConfigRuns TimeDefaultConfig(const po::variables_map& vm, const ReplayCon
   }
   return d;
 }
+
+// The config as it is (serving mode in the shipped one) against sequential mode, per request (both
+// replay every request of the trace once): the median over repetitions of the ratio of the two
+// rows' times in the same repetition, so that load shared by both runs of a pair cancels; with the
+// lowest and highest. Rows `as` and `seq` index DefaultConfigRuns::names.
+struct PairedRatio {
+  double median = 0, low = 0, high = 0;
+};
+
+PairedRatio RatioOfRows(const DefaultConfigRuns& d, size_t as, size_t seq) {
+  std::vector<double> r;
+  for (size_t k = 0; k < d.driver_s[as].size(); ++k)
+    if (d.driver_s[seq][k] > 0) r.push_back(d.driver_s[as][k] / d.driver_s[seq][k]);
+  if (r.empty()) return {};
+  const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
+  return {ReplayMedian(r), *lo, *hi};
+}
+
+// The rows compared: (as configured, sequential), (as configured packed/tail, sequential
+// packed/tail), by their index in DefaultConfigRuns::names.
+constexpr std::array<std::array<size_t, 2>, 2> kDefaultConfigPairs = {{{0, 1}, {3, 2}}};
 
 // What bench replay measured, for the table and the JSON.
 struct BenchReplayRun {
@@ -567,6 +590,11 @@ void PrintBenchReplay(const BenchReplayRun& b) {
     std::printf("driver under %s (scale %d):\n", b.dflt.path.c_str(), scale);
     for (size_t k = 0; k < b.dflt.names.size(); ++k)
       row(("  " + b.dflt.names[k]).c_str(), ReplayMedian(b.dflt.driver_s[k]));
+    for (const auto& [as, seq] : kDefaultConfigPairs) {
+      const PairedRatio q = RatioOfRows(b.dflt, as, seq);
+      std::printf("  %s / %s per request: %.3f (paired by repetition; %.3f to %.3f)\n",
+                  b.dflt.names[as].c_str(), b.dflt.names[seq].c_str(), q.median, q.low, q.high);
+    }
   }
   // The output stages against the replay (engine loop), by each clock: the target is <= 1x
   // (docs/replay.md, "Speed"). The replay is one thread, so its time stands for all three.
@@ -648,6 +676,11 @@ nlohmann::ordered_json BenchReplayJson(const BenchReplayRun& b) {
     d["config"] = b.dflt.path;
     for (size_t k = 0; k < b.dflt.names.size(); ++k)
       d["driver_s"][b.dflt.names[k]] = ReplayMedian(b.dflt.driver_s[k]);
+    for (const auto& [as, seq] : kDefaultConfigPairs) {
+      const PairedRatio q = RatioOfRows(b.dflt, as, seq);
+      d["per_request_ratio"][b.dflt.names[as] + " / " + b.dflt.names[seq]] = {
+          {"median", q.median}, {"low", q.low}, {"high", q.high}};
+    }
     j["default_config"] = d;
   }
   return j;
@@ -667,8 +700,9 @@ po::options_description BenchReplayOptions() {
       "where the plan and timeline written by the output stages go (removed afterwards)")(
       "wall", po::bool_switch(), "time with the wall clock instead of the thread's CPU time")(
       "default-config", po::value<std::string>()->default_value("config/default.yaml"),
-      "also time the driver under this config (as configured, sequential, and sequential with "
-      "packed/tail), as rows beside the plain one; \"\" skips them")(
+      "also time the driver under this config (as configured, sequential, sequential with "
+      "packed/tail, and as configured with packed/tail), as rows beside the plain one, and the "
+      "per-request ratio of the config as it is to sequential mode; \"\" skips them")(
       "json", po::value<std::string>(), "write the results as JSON")("help,h", "this help");
   return desc;
 }

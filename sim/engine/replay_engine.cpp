@@ -444,14 +444,17 @@ MatchPeek ReplayEngine::Peek(const Request& req) const {
 
 bool ReplayEngine::CouldAllocate(const Request& req) const {
   const int64_t P = page_tokens_;
-  const int64_t need = (req.input_tokens + P - 1) / P - Peek(req).device_pages + 1;
   int64_t room = 0;
   // layer_split: only the lane of record holds pages; the others' slots are never used.
   for (int r = 0; r < (placement_->by_layer ? 1 : ranks_); ++r) {
     const LaneAccount& d = ledger_.at(Tier::kDevice, r);
     room += d.free() + d.evictable();
   }
-  return need <= room;
+  // The need is the request's pages less its device match, plus the reserved page: at most all
+  // its pages + 1. When that fits, the match (a walk of the tree) cannot change the answer.
+  const int64_t most = (req.input_tokens + P - 1) / P + 1;
+  if (most <= room) return true;
+  return most - Peek(req).device_pages <= room;
 }
 
 // A fresh plan for the next request that keeps the lists' capacity: a plan is recorded for

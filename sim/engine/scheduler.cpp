@@ -122,7 +122,7 @@ const ServingResult& ServingReplay::Run(
   result_ = ServingResult{};
   result_.requests.resize(n);
   result_.replicas.assign(replicas_.size(), ReplicaStats{});
-  admissions_.assign(n, Admission{});
+  locks_.assign(n, {kRootId, kRootId});
   heap_.clear();
   admitted_ = 0;
   const double scale = cfg_.trace.rate_scale;
@@ -247,7 +247,8 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
   const bool reorder = Reorders(rep.waiting, sc.schedule);
   const std::vector<size_t> lpm =
       reorder ? LpmOrder(rep.waiting, *rep.engine, *trace_) : std::vector<size_t>();
-  std::vector<size_t> taken;
+  std::vector<size_t>& taken = taken_;
+  taken.clear();
   const size_t waiting = rep.waiting.size();
   for (size_t k = 0; k < waiting; ++k) {
     const size_t i = reorder ? lpm[k] : rep.waiting[k];
@@ -270,7 +271,7 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
     }
     const bool record = on_admit_ || cost_.NeedsPlan();
     const Admission a = rep.engine->Admit(req, record ? &plan_ : nullptr);
-    admissions_[i] = a;
+    locks_[i] = {a.match_node, a.held_node};
     ++admitted_;
     ++rep.in_flight;
     ServedRequest& s = result_.requests[i];
@@ -343,7 +344,8 @@ void ServingReplay::EndPass(size_t r, int64_t now) {
   Replica& rep = *replicas_[r];
   KV_CHECK(rep.busy, "pass end on idle replica " << r);
   rep.busy = false;
-  std::vector<size_t> done;
+  std::vector<size_t>& done = done_;
+  done.clear();
   for (const auto& [req, take] : rep.pass) {
     const size_t i = req;  // a plain copy: KV_CHECK's lambda cannot capture a binding in clang 14
     Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
@@ -374,7 +376,10 @@ void ServingReplay::EndPass(size_t r, int64_t now) {
 
 void ServingReplay::ReleaseRequest(size_t r, size_t i, int64_t now) {
   Replica& rep = *replicas_[r];
-  rep.engine->Release(admissions_[i]);
+  Admission a;
+  a.match_node = locks_[i][0];
+  a.held_node = locks_[i][1];
+  rep.engine->Release(a);
   --rep.in_flight;
   result_.requests[i].release_ns = now;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -74,6 +75,8 @@ class CostModelForward final : public ForwardCost {
 // after trace.rate_scale).
 struct ServedRequest {
   int32_t replica = -1;
+  bool cached = true;
+  bool waited_for_pages = false;  // could not get pages at its turn while others were in flight
   int64_t arrival_ns = 0;
   int64_t admit_ns = -1;        // matched and given its pages
   int64_t first_token_ns = -1;  // end of the pass that computed its last chunk
@@ -81,8 +84,6 @@ struct ServedRequest {
   int64_t input_tokens = 0;
   int64_t hit_tokens = 0;  // device hit + loaded back
   int64_t computed_tokens = 0;
-  bool cached = true;
-  bool waited_for_pages = false;  // could not get pages at its turn while others were in flight
   // Its time to first token by what filled it (docs/serving.md#the-ttft-breakdown): the passes it
   // ran in took in_passes_ns; of them its own chunks' compute (ChunkS) compute_s, the passes'
   // fixed cost pass_base_s, its extra (charged with its first chunk) extra, and the rest was its
@@ -169,9 +170,13 @@ class ServingReplay {
   const Trace* trace_ = nullptr;
   std::function<void(const RequestPlan&, int, size_t)> on_admit_;
   PassObserver on_pass_;
-  std::vector<PassChunk> chunks_;      // the pass given to on_pass_
-  std::vector<ReplicaView> views_;     // what the router sees, refilled at each arrival
-  std::vector<Admission> admissions_;  // per trace index
+  std::vector<PassChunk> chunks_;   // the pass given to on_pass_
+  std::vector<ReplicaView> views_;  // what the router sees, refilled at each arrival
+  // Per trace index, the locks its admission holds until its release: {match node, held node}
+  // of its Admission (8 bytes a request instead of the whole Admission).
+  std::vector<std::array<NodeId, 2>> locks_;
+  std::vector<size_t> taken_;  // TrySchedule: requests admitted into the pass being formed
+  std::vector<size_t> done_;   // EndPass: requests whose prefill the pass finished
   ServingResult result_;
   struct Event {
     int64_t t;

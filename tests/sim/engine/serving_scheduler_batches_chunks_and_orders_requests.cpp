@@ -216,6 +216,36 @@ TEST_CASE("a request that cannot find pages while others hold theirs waits for t
   CHECK(a.release_ns == a.first_token_ns + 1000 * 1000 * kMs);
 }
 
+TEST_CASE("the page check counts the device match only when not every page of the request fits") {
+  // Capacity 5: A keeps 3 pages locked (admitted, not released), so 2 are free and none is
+  // unlocked. The check must equal its definition, pages - device match + 1 <= free + unlocked,
+  // whether or not it needs the match to decide.
+  ReplayConfig cfg = Tiny(5);
+  auto pol = MakePolicy("lanes", cfg, TraceOf({}));
+  ReplayEngine eng(cfg, *pol, 1);
+  const Admission a = eng.Admit(test::Tokens({1, 2, 3}));
+  const auto defined = [&](const Request& r) {
+    const LaneAccount& d = eng.ledger().at(Tier::kDevice, 0);
+    return r.input_tokens - eng.Peek(r).device_pages + 1 <= d.free() + d.evictable();
+  };
+  const Request extends = test::Tokens({1, 2, 3, 4});    // 4 pages, 3 matched: needs 2
+  const Request longer = test::Tokens({1, 2, 3, 4, 5});  // needs 3
+  const Request fresh = test::Tokens({7, 8});            // needs 3, matches nothing
+  const Request one = test::Tokens({9});                 // needs 2 without a match
+  CHECK(eng.CouldAllocate(extends));                     // only through its match
+  CHECK(!eng.CouldAllocate(longer));
+  CHECK(!eng.CouldAllocate(fresh));
+  CHECK(eng.CouldAllocate(one));  // fits whatever it matches
+  for (const Request& r : {extends, longer, fresh, one}) CHECK(eng.CouldAllocate(r) == defined(r));
+  // Released, A's pages are unlocked (room 5): everything fits, the longest (6 pages with the
+  // reserved one) only through its match.
+  eng.Release(a);
+  for (const Request& r : {extends, longer, fresh, one}) {
+    CHECK(eng.CouldAllocate(r));
+    CHECK(eng.CouldAllocate(r) == defined(r));
+  }
+}
+
 TEST_CASE("routers choose by turn, by load and by the longest cached prefix") {
   ReplayConfig cfg = Tiny(100);
   const Trace t = TraceOf({});
