@@ -1333,6 +1333,11 @@ class RankServe : public RankRun {
   // "Serving passes"). A request's ops run in the pass of its first chunk, which spins that
   // chunk's share of the pass; a later chunk spins its share alone (ChunkSpin). The pass's
   // layer base is spun once, by its first part.
+  struct PassTimes {
+    size_t ri = 0;
+    double arrival_s = 0, admit_s = 0, first_token_s = -1;  // host seconds from the epoch
+  };
+
   void RunPasses() {
     std::map<int64_t, size_t> ri_of;
     std::vector<int64_t> arrival;  // serving mode's clock (trace.rate_scale applied)
@@ -1345,6 +1350,7 @@ class RankServe : public RankRun {
     for (const PlanPass& p : plan_.passes)
       for (const PlanPassChunk& c : p.chunks) ++chunks_left[ri_of.at(c.request)];
     std::vector<bool> started(plan_.requests.size(), false);
+    std::vector<PassTimes> times(plan_.requests.size());  // per request, in admission order
     const double t0 = HostSeconds();  // the round's arrival clock starts with its first pass
     for (const PlanPass& pass : plan_.passes) {
       std::vector<size_t> admitted;
@@ -1375,21 +1381,11 @@ class RankServe : public RankRun {
       const double host_end = HostSeconds();
       RecordPass(pass, device_s, host_start, host_end);
       for (size_t ri : admitted)
-        ttft_.push_back(
-            {ri, t0 + static_cast<double>(arrival[ri] - origin) * 1e-9, host_start, -1});
-      for (size_t ri : finished)
-        for (PassTimes& t : ttft_)
-          if (t.ri == ri && t.first_token_s < 0) t.first_token_s = host_end;
+        times[ri] = {ri, t0 + static_cast<double>(arrival[ri] - origin) * 1e-9, host_start, -1};
+      for (size_t ri : finished) times[ri].first_token_s = host_end;
     }
-    for (const PassTimes& t : ttft_) RecordFirstToken(t);
-    ttft_.clear();
+    for (const PassTimes& t : times) RecordFirstToken(t);
   }
-
-  struct PassTimes {
-    size_t ri;
-    double arrival_s, admit_s, first_token_s;  // host seconds from the epoch
-  };
-  std::vector<PassTimes> ttft_;
 
   double HostSeconds() const {
     return std::chrono::duration<double>(Clock::now() - host_epoch_).count();
