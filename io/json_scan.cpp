@@ -325,16 +325,10 @@ RawValue TextScanner::Value(int depth) {
   v.kind = PeekKind();
   switch (v.kind) {
     case JsonKind::kNumber:
-      Number();
-      break;
     case JsonKind::kString:
-      String(nullptr);
-      break;
     case JsonKind::kBool:
-      Literal(*p_ == 't' ? "true" : "false");
-      break;
     case JsonKind::kNull:
-      Literal("null");
+      Scalar(v.kind);
       break;
     case JsonKind::kArray:
     case JsonKind::kObject: {
@@ -386,7 +380,11 @@ bool TextScanner::StartMember(char closer) {
   }
   const JsonKind k = PeekKind();
   if (k == JsonKind::kArray || k == JsonKind::kObject) return true;
-  // A scalar member: scanned here, the container continues.
+  Scalar(k);  // a scalar member: scanned here, the container continues
+  return false;
+}
+
+void TextScanner::Scalar(JsonKind k) {
   switch (k) {
     case JsonKind::kNumber:
       Number();
@@ -401,7 +399,6 @@ bool TextScanner::StartMember(char closer) {
       Literal("null");
       break;
   }
-  return false;
 }
 
 // ---- RecordScanner --------------------------------------------------------------------------

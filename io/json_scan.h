@@ -162,6 +162,8 @@ class TextScanner {
   // Inside a container, at a member: reads the key (objects) and a scalar value; true when the
   // value is a container (the cursor then stands on its bracket).
   bool StartMember(char closer);
+  // Scans the scalar of kind `k` (number, string, bool or null) at the cursor.
+  void Scalar(JsonKind k);
   void Literal(const char* word);
   void Utf8();  // at a byte >= 0x80 inside a string
   uint32_t Hex4();
