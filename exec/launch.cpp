@@ -43,6 +43,36 @@ std::string ClaimPath(const std::string& dir, int rank) {
   return dir + "/claim.rank" + std::to_string(rank);
 }
 
+// Locked by a claim's holder once its token is written (RendezvousClaim::Take): a claim file
+// locked while this one is not is still being written over, its text possibly a dead run's.
+std::string ReadyPath(const std::string& dir, int rank) {
+  return dir + "/ready.rank" + std::to_string(rank);
+}
+
+// Opens `path` non-blocking (a FIFO in its place must not block) and returns the descriptor when
+// it is a regular file, else -1.
+int OpenRegular(const std::string& path, int flags) {
+  const int fd = open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Takes flock(op | LOCK_NB) on fd, retrying while another holds it until `deadline`. Returns 0,
+// or the errno of the last try (EWOULDBLOCK: still held at the deadline).
+int LockBy(int fd, int op, Clock::time_point deadline) {
+  while (flock(fd, op | LOCK_NB) != 0) {
+    const int e = errno;
+    if ((e != EWOULDBLOCK && e != EINTR) || Clock::now() > deadline) return e;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return 0;
+}
+
 std::string ReadFd(int fd) {
   std::string out;
   char buf[512];
@@ -364,23 +394,20 @@ std::unique_ptr<RendezvousClaim> RendezvousClaim::Take(const std::string& dir, i
     throw InputError("", 0, "--rendezvous",
                      "cannot create the claim " + path + ": " + std::strerror(errno));
   const auto deadline = Deadline(wait_s);
-  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK && errno != EINTR) {
-      const std::string why = std::strerror(errno);
-      close(fd);
-      throw InputError("", 0, "--rendezvous", "cannot lock the claim " + path + ": " + why);
-    }
-    if (Clock::now() > deadline) {
-      std::string holder = ReadFd(fd);
-      while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+  if (const int e = LockBy(fd, LOCK_EX, deadline); e != 0) {
+    if (e != EWOULDBLOCK && e != EINTR) {
       close(fd);
       throw InputError("", 0, "--rendezvous",
-                       "directory " + dir + " is in use by another run: rank " +
-                           std::to_string(rank) + " is claimed by " +
-                           (holder.empty() ? "a live process" : holder) + " (" + path +
-                           " is locked); give each run its own directory");
+                       "cannot lock the claim " + path + ": " + std::strerror(e));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::string holder = ReadFd(fd);
+    while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+    close(fd);
+    throw InputError("", 0, "--rendezvous",
+                     "directory " + dir + " is in use by another run: rank " +
+                         std::to_string(rank) + " is claimed by " +
+                         (holder.empty() ? "a live process" : holder) + " (" + path +
+                         " is locked); give each run its own directory");
   }
   const bool stale = !ReadFd(fd).empty();
   char host[256] = {0};
@@ -400,33 +427,41 @@ std::unique_ptr<RendezvousClaim> RendezvousClaim::Take(const std::string& dir, i
     close(fd);
     throw InputError("", 0, "--rendezvous", "cannot write the claim " + path + ": " + why);
   }
-  return std::unique_ptr<RendezvousClaim>(new RendezvousClaim(fd, token, stale));
+  // Only now is the token readable as live: until the ready lock is taken, a reader that finds
+  // the claim locked may still read the text a dead run left in it. Nobody else takes the ready
+  // lock while we hold the claim; a reader's momentary probe is waited out.
+  const std::string ready_path = ReadyPath(dir, rank);
+  const int ready = OpenRegular(ready_path, O_RDWR | O_CREAT);
+  const int e = ready < 0 ? 0 : LockBy(ready, LOCK_EX, Clock::now() + std::chrono::seconds(5));
+  if (ready < 0 || e != 0) {
+    const std::string why = ready < 0 ? "cannot open it as a regular file" : std::strerror(e);
+    if (ready >= 0) close(ready);
+    close(fd);
+    throw InputError("", 0, "--rendezvous", "cannot lock " + ready_path + ": " + why);
+  }
+  return std::unique_ptr<RendezvousClaim>(new RendezvousClaim(fd, ready, token, stale));
 }
 
 RendezvousClaim::~RendezvousClaim() {
-  if (fd_ >= 0) close(fd_);  // drops the lock; the file stays (a stale claim for the next run)
+  // Drops the locks, ready first; the files stay (a stale claim for the next run).
+  if (ready_fd_ >= 0) close(ready_fd_);
+  if (fd_ >= 0) close(fd_);
 }
 
 std::string LiveClaimToken(const std::string& dir, int rank) {
-  // Non-blocking: a FIFO in the claim's place must not block the open; only a regular file is
-  // a claim.
-  const int fd = open(ClaimPath(dir, rank).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  // Live means the ready lock is held: its holder wrote the claim's token before taking it.
+  // (Our probe lock is released at once; a claimant that meets it retries.)
+  const int ready = OpenRegular(ReadyPath(dir, rank), O_RDONLY);
+  if (ready < 0) return "";
+  const bool held = flock(ready, LOCK_SH | LOCK_NB) != 0;
+  close(ready);
+  if (!held) return "";
+  const int fd = OpenRegular(ClaimPath(dir, rank), O_RDONLY);
   if (fd < 0) return "";
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return "";
-  }
-  // Lockable means nobody holds it: stale or not yet taken. (Our probe lock is released at once;
-  // a claimant that meets it retries within its wait.)
-  if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
-    close(fd);
-    return "";
-  }
   std::string text = ReadFd(fd);
   close(fd);
   const size_t nl = text.find('\n');
-  return nl == std::string::npos ? "" : text.substr(0, nl);  // "" while being written
+  return nl == std::string::npos ? "" : text.substr(0, nl);
 }
 
 RendezvousSpec ParseRendezvous(std::string_view text) {

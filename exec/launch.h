@@ -55,9 +55,11 @@ RendezvousSpec ParseRendezvous(std::string_view text);
 RendezvousSpec DefaultRendezvous(const GetEnvFn& getenv);
 
 // One rank's claim on a `file:` rendezvous directory: DIR/claim.rank<r>, locked (flock) for as
-// long as the claiming process lives and holding "pid P on host H (started T)". A directory
-// whose rank r is claimed by a live process belongs to another run and is refused; a claim
-// whose process died (the lock went with it) is stale and is taken over.
+// long as the claiming process lives and holding "pid P on host H (started T)", and
+// DIR/ready.rank<r>, locked once that token is written (until then the claim file may still hold
+// a dead run's token). A directory whose rank r is claimed by a live process belongs to another
+// run and is refused; a claim whose process died (the locks went with it) is stale and is taken
+// over.
 class RendezvousClaim {
  public:
   // Throws InputError(field "--rendezvous") naming the run that holds the claim when it is
@@ -70,15 +72,15 @@ class RendezvousClaim {
   bool took_stale() const { return took_stale_; }  // a dead run's claim was taken over
 
  private:
-  RendezvousClaim(int fd, std::string token, bool stale)
-      : fd_(fd), token_(std::move(token)), took_stale_(stale) {}
-  int fd_;
+  RendezvousClaim(int fd, int ready_fd, std::string token, bool stale)
+      : fd_(fd), ready_fd_(ready_fd), token_(std::move(token)), took_stale_(stale) {}
+  int fd_, ready_fd_;
   std::string token_;
   bool took_stale_;
 };
 
 // The token of the live claim on rank `rank` of `dir`; "" when there is none, or when it is
-// stale or still being written.
+// stale or still being written (its ready lock not yet taken).
 std::string LiveClaimToken(const std::string& dir, int rank);
 
 // The most bytes one rank may exchange in one rendezvous round (4 GiB), over TCP and through a

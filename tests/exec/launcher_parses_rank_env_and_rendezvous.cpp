@@ -3,6 +3,7 @@
 // bytes between ranks (threads here, loopback only) and time out naming the missing rank.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -158,6 +159,28 @@ TEST_CASE(
   CHECK(r1->AllGather("new 1") == std::vector<std::string>{"new 0", "new 1"});
   t.join();
   CHECK(got == std::vector<std::string>{"new 0", "new 1"});
+}
+
+// The window in which a new claimant holds the claim lock but has not yet written its token
+// over the dead run's: the claim file is locked and still names the dead run. A reader must not
+// take that text as the live token (it would accept the dead run's round files as this run's).
+TEST_CASE("a claim being taken over is not live until its holder has written its own token") {
+  TempDir dir;
+  {
+    auto dead = RendezvousClaim::Take(dir.path(), 1, 1);
+    CHECK(LiveClaimToken(dir.path(), 1) == dead->token());
+  }
+  CHECK(LiveClaimToken(dir.path(), 1).empty());  // the holder died: stale
+  // A claimant between its lock and its write: the lock is held, the text is the dead run's.
+  const int fd = open(dir.File("claim.rank1").c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  REQUIRE(flock(fd, LOCK_EX | LOCK_NB) == 0);
+  CHECK(LiveClaimToken(dir.path(), 1).empty());
+  close(fd);
+  // Taken over in full, the new token is live.
+  auto live = RendezvousClaim::Take(dir.path(), 1, 1);
+  CHECK(live->took_stale());
+  CHECK(LiveClaimToken(dir.path(), 1) == live->token());
 }
 
 // A round file replaced by a FIFO (whose open would block forever), by a link to /dev/zero
