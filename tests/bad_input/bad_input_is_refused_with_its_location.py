@@ -11,6 +11,12 @@ kvlanes, src, work = sys.argv[1:4]
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 failures = []
+printing = threading.Lock()
+
+
+def say(line):  # one whole line, also from the threads of background cases
+    with printing:
+        print(line, flush=True)
 
 
 def path(name):
@@ -71,7 +77,7 @@ def expect_refused(what, argv, out, *needles, env=None, cwd=None):
             problems.append(f"left {p}")
             os.remove(p)
     ok = not problems
-    print(("ok   " if ok else "FAIL ") + what + ": " + msg + ("" if ok else "  [" + "; ".join(problems) + "]"))
+    say(("ok   " if ok else "FAIL ") + what + ": " + msg + ("" if ok else "  [" + "; ".join(problems) + "]"))
     if not ok:
         failures.append(what)
 
@@ -245,7 +251,7 @@ v2 = plan_with("v2.jsonl", raw="\n".join(as_version2(plan_lines)) + "\n")
 r = subprocess.run([kvlanes, "exec", "--plan", v2, "--backend", "host", "-q", "--timeout-s", "20",
                     "--out", path("v2_measured.json")], capture_output=True, text=True, timeout=60)
 ok = r.returncode == 0 and os.path.exists(path("v2_measured.json")) and '"pages"' in open(v2).read()
-print(("ok   " if ok else "FAIL ") + "a version-2 plan still runs" + ("" if ok else f": exit {r.returncode} {r.stderr[-300:]}"))
+say(("ok   " if ok else "FAIL ") + "a version-2 plan still runs" + ("" if ok else f": exit {r.returncode} {r.stderr[-300:]}"))
 if not ok:
     failures.append("version-2 plan")
 
@@ -472,21 +478,34 @@ def timed_refusal(what, argv, out, *needles, limit=30):
     t = time.time()
     expect_refused(what, argv, out, *needles)
     if time.time() - t > limit:
-        print(f"FAIL {what}: took {time.time() - t:.1f} s, more than {limit}")
+        say(f"FAIL {what}: took {time.time() - t:.1f} s, more than {limit}")
         failures.append(what)
+
+
+# The cases that wait out kInputWaitSeconds run in threads beside the rest of the suite (each
+# with outputs of its own) and are joined before the verdict: the waits overlap instead of adding
+# up to most of the suite's time.
+background = []
+
+
+def timed_refusal_beside(what, argv, out, *needles):
+    t = threading.Thread(target=timed_refusal, args=(what, argv, out) + needles)
+    t.start()
+    background.append(t)
 
 
 if hasattr(os, "mkfifo"):
     waited = "no data for 10 s"
-    argv, out = replay(["--config", fifo("fifo_config.yaml")])
-    timed_refusal("config file a FIFO with no writer", argv, out, "fifo_config.yaml: ", waited)
-    argv, out = replay(["--set", "hardware.profile=" + fifo("fifo_profile.yaml")])
-    timed_refusal("hardware profile a FIFO with no writer", argv, out, "fifo_profile.yaml: ", waited)
-    p, out = exec_plan(fifo("fifo_plan.jsonl"))
-    timed_refusal("plan a FIFO with no writer", p, out, "fifo_plan.jsonl: ", waited)
-    out = path("report.json")
-    timed_refusal("trace a FIFO with no writer", [kvlanes, "replay", fifo("fifo_trace.jsonl"), "-q", "--json", out],
-                  out, "fifo_trace.jsonl: ", waited)
+    argv, out = replay(["--config", fifo("fifo_config.yaml")], path("fifo_config_report.json"))
+    timed_refusal_beside("config file a FIFO with no writer", argv, out, "fifo_config.yaml: ", waited)
+    argv, out = replay(["--set", "hardware.profile=" + fifo("fifo_profile.yaml")], path("fifo_profile_report.json"))
+    timed_refusal_beside("hardware profile a FIFO with no writer", argv, out, "fifo_profile.yaml: ", waited)
+    p, out = exec_plan(fifo("fifo_plan.jsonl"), path("fifo_plan_out.json"))
+    timed_refusal_beside("plan a FIFO with no writer", p, out, "fifo_plan.jsonl: ", waited)
+    out = path("fifo_trace_report.json")
+    timed_refusal_beside("trace a FIFO with no writer",
+                         [kvlanes, "replay", fifo("fifo_trace.jsonl"), "-q", "--json", out], out,
+                         "fifo_trace.jsonl: ", waited)
 
     def written(name, text):
         p = fifo(name)
@@ -510,7 +529,7 @@ if hasattr(os, "mkfifo"):
             os.remove(out)
         r = subprocess.run(argv_fn(), capture_output=True, text=True, timeout=60)
         ok = r.returncode == 0 and os.path.exists(out)
-        print(("ok   " if ok else "FAIL ") + what + ("" if ok else f": exit {r.returncode}: {r.stderr.strip()[-300:]}"))
+        say(("ok   " if ok else "FAIL ") + what + ("" if ok else f": exit {r.returncode}: {r.stderr.strip()[-300:]}"))
         if not ok:
             failures.append(what)
         if os.path.exists(out):
@@ -558,7 +577,7 @@ r = subprocess.run([kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--
                    capture_output=True, text=True, timeout=60)
 ok = r.returncode == 2 and "is being written by another run" in r.stderr and os.path.exists(busy + ".tmp") \
     and not os.path.exists(busy)
-print(("ok   " if ok else "FAIL ") + "exec --out being written by another run: " + r.stderr.strip()[-200:])
+say(("ok   " if ok else "FAIL ") + "exec --out being written by another run: " + r.stderr.strip()[-200:])
 if not ok:
     failures.append("--out in use")
 other.close()
@@ -567,7 +586,7 @@ claim.close()  # the claim is now stale (its holder let go): a new run takes it 
 r = subprocess.run([kvlanes, "exec", "--plan", p, "--backend", "host", "-q", "--launch", "local", "--timeout-s", "20",
                     "--out", out], capture_output=True, text=True, timeout=60)
 ok = r.returncode == 0 and os.path.exists(out)
-print(("ok   " if ok else "FAIL ") + "the valid plan still runs after the refusals")
+say(("ok   " if ok else "FAIL ") + "the valid plan still runs after the refusals")
 if not ok:
     failures.append("valid plan")
 
@@ -577,9 +596,9 @@ merged = path("merged.json")
 expect_refused("sweep merge input with a key given twice", [kvlanes, "sweep", "merge", shard, "--json", merged],
                merged, "shard_dup.json:1: sweep_version", "given twice")
 if hasattr(os, "mkfifo"):
-    timed_refusal("sweep merge input a FIFO with no writer",
-                  [kvlanes, "sweep", "merge", fifo("fifo_shard.json"), "--json", merged], merged,
-                  "fifo_shard.json: ", "no data for 10 s")
+    timed_refusal_beside("sweep merge input a FIFO with no writer",
+                         [kvlanes, "sweep", "merge", fifo("fifo_shard.json"), "--json", path("fifo_merged.json")],
+                         path("fifo_merged.json"), "fifo_shard.json: ", "no data for 10 s")
 
 # ---- the second probe: cycles, depth, silent overrides, sizes, odd paths, FIFOs
 # One YAML walk (sim/yaml_input.*) for --config, --set, profiles and a plan's stored profile: an
@@ -681,13 +700,13 @@ for what, argv, needles in [
 
 # An output that is a FIFO nobody reads: opened without blocking, refused after a bounded wait.
 if hasattr(os, "mkfifo"):
-    timed_refusal("replay --json into a FIFO nobody reads is refused within the wait",
-                  [kvlanes, "replay", trace, "-q", "--json", fifo("fifo_out.json")], path("none"),
-                  "fifo_out.json", "no process opened it for reading")
-    timed_refusal("exec --out into a FIFO nobody reads is refused within the wait",
-                  [kvlanes, "exec", "--plan", path("plan.jsonl"), "--backend", "host", "-q", "--timeout-s", "10",
-                   "--out", fifo("fifo_measured.json")], path("none"), "fifo_measured.json",
-                  "no process opened it for reading")
+    timed_refusal_beside("replay --json into a FIFO nobody reads is refused within the wait",
+                         [kvlanes, "replay", trace, "-q", "--json", fifo("fifo_out.json")], path("none"),
+                         "fifo_out.json", "no process opened it for reading")
+    timed_refusal_beside("exec --out into a FIFO nobody reads is refused within the wait",
+                         [kvlanes, "exec", "--plan", path("plan.jsonl"), "--backend", "host", "-q", "--timeout-s", "10",
+                          "--out", fifo("fifo_measured.json")], path("none"), "fifo_measured.json",
+                         "no process opened it for reading")
 
 # Paths that are not UTF-8 are written into JSON with their odd bytes escaped (\xFF), not an
 # uncaught type_error.316 at the end of the run (which left the plan's .tmp behind).
@@ -702,7 +721,7 @@ ok = r.returncode == 0 and os.path.exists(path("odd.json")) and os.path.exists(p
     "tr\\xFF.jsonl" in json.load(open(path("odd.json")))["trace"]["sources"][0] and \
     "prof\\xFE.yaml" in json.load(open(path("odd.json")))["context"]["hardware_profile"]["path"] and \
     not any(n.endswith(".tmp") for n in os.listdir(work))
-print(("ok   " if ok else "FAIL ") + "a path that is not UTF-8 is written into JSON escaped: " +
+say(("ok   " if ok else "FAIL ") + "a path that is not UTF-8 is written into JSON escaped: " +
       r.stderr.decode(errors="replace").strip()[-200:])
 if not ok:
     failures.append("non-UTF-8 path")
@@ -719,7 +738,7 @@ argv, out = replay(["--format", "bogus"])
 expect_refused("--format bogus is named as --format", argv, out, "--format: ", "bogus")
 r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
 if "--set" in r.stderr:
-    print("FAIL --format bogus mentions --set: " + r.stderr.strip())
+    say("FAIL --format bogus mentions --set: " + r.stderr.strip())
     failures.append("--format names --set")
 
 # sweep merge: a run must be the grid's run of its grid_index.
@@ -768,7 +787,7 @@ if signalled:
     proc.send_signal(signal.SIGTERM)
 err = proc.communicate(timeout=120)[1]
 ok = signalled and proc.returncode == 0 and os.path.exists(sig_out)
-print(("ok   " if ok else "FAIL ") + "an inherited ignored SIGTERM stays ignored: " +
+say(("ok   " if ok else "FAIL ") + "an inherited ignored SIGTERM stays ignored: " +
       (f"exit {proc.returncode}" if signalled else "the run ended before the signal") + " " + err.strip()[-200:])
 if not ok:
     failures.append("ignored SIGTERM")
@@ -777,14 +796,14 @@ if not ok:
 # a dangling symlink, stale temp files that are not files, long names, plan counts and lanes, order.
 def intact(what, p, before):
     if open(p, "rb").read() != before:
-        print(f"FAIL {what}: {p} was changed")
+        say(f"FAIL {what}: {p} was changed")
         failures.append(what)
 
 
 def ok_run(what, argv, *outs):
     r = subprocess.run(argv, capture_output=True, timeout=120)
     ok = r.returncode == 0 and all(os.path.exists(o) for o in outs)
-    print(("ok   " if ok else "FAIL ") + what + ("" if ok else ": " + r.stderr.decode(errors="replace")[-300:]))
+    say(("ok   " if ok else "FAIL ") + what + ("" if ok else ": " + r.stderr.decode(errors="replace")[-300:]))
     if not ok:
         failures.append(what)
 
@@ -850,7 +869,7 @@ for kind in ("fifo", "symlink"):
     r = subprocess.run([kvlanes, "replay", trace, "-q", "--json", out], capture_output=True, text=True, timeout=60)
     ok = r.returncode == 2 and "not a regular file" in r.stderr and not os.path.exists(out) and \
         open(trace, "rb").read() == trace_bytes
-    print(("ok   " if ok else "FAIL ") + f"a stale temp file that is a {kind} is refused: " + r.stderr.strip()[-200:])
+    say(("ok   " if ok else "FAIL ") + f"a stale temp file that is a {kind} is refused: " + r.stderr.strip()[-200:])
     if not ok:
         failures.append("stale .tmp " + kind)
     os.remove(out + ".tmp")
@@ -861,7 +880,7 @@ ok_run("a 255-byte output name is written", [kvlanes, "replay", trace, "-q", "--
 r = subprocess.run(" ".join([kvlanes, "replay", trace, "-q", "--json", "-", ">&-"]), shell=True, capture_output=False,
                    stderr=subprocess.PIPE, text=True, timeout=60)
 ok = r.returncode == 2 and "standard output is closed" in r.stderr
-print(("ok   " if ok else "FAIL ") + "--json - with standard output closed says so: " + r.stderr.strip()[-200:])
+say(("ok   " if ok else "FAIL ") + "--json - with standard output closed says so: " + r.stderr.strip()[-200:])
 if not ok:
     failures.append("closed stdout")
 
@@ -944,7 +963,7 @@ xf = path("xfsz_tl.json")
 r = subprocess.run("ulimit -f 1; exec " + " ".join([kvlanes, "replay", trace, "-q", "--profile", prof, "--timeline",
                                                     xf]), shell=True, capture_output=True, text=True, timeout=60)
 ok = r.returncode in (-25, 153) and not os.path.exists(xf) and not os.path.exists(xf + ".tmp")
-print(("ok   " if ok else "FAIL ") + f"a run killed by SIGXFSZ leaves no temp file (exit {r.returncode})")
+say(("ok   " if ok else "FAIL ") + f"a run killed by SIGXFSZ leaves no temp file (exit {r.returncode})")
 if not ok:
     failures.append("SIGXFSZ temp file")
 
@@ -1057,5 +1076,7 @@ for what, text, needles in [
     argv, out = replay(["--config", write("probe_shape.yaml", text)])
     expect_refused(what, argv, out, *needles)
 
+for t in background:
+    t.join()
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
