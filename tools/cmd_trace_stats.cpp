@@ -81,7 +81,8 @@ int CmdTraceStats(int argc, const char* const* argv) {
     PrintHelp(out, name + " FILE... [options]",
               "Summary statistics of a request trace: requests, time span, input length mean/p50/\n"
               "p99/max, distinct block ids and the infinite-cache token hit ratio (formulas in\n"
-              "traces/README.md). FILE: a trace file, or a directory of *.json/*.jsonl files;\n"
+              "traces/README.md). FILE: a trace file, or a directory of *.json/*.jsonl/*.csv/*.lcs "
+              "files;\n"
               "several files are merged in arrival order, each with its own block-id namespace.",
               visible,
               {"kvlanes trace stats traces/mooncake_excerpt.jsonl",

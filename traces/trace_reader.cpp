@@ -281,14 +281,16 @@ std::vector<std::string> ExpandPaths(const std::vector<std::string>& paths) {
       if (ec) throw InputError(p, 0, "", "cannot list directory: " + ec.message());
       const fs::directory_entry& e = *it;
       const std::string ext = e.path().extension().string();
-      if (ext != ".json" && ext != ".jsonl" && ext != ".csv") continue;
+      // libCacheSim's lcs files carry a magic number; oracleGeneral files have none (their
+      // format must be named), so a directory does not take them in.
+      if (ext != ".json" && ext != ".jsonl" && ext != ".csv" && ext != ".lcs") continue;
       const bool dir = e.is_directory(ec);
       if (ec) throw InputError(e.path().string(), 0, "", "cannot read: " + ec.message());
       if (!dir) names.push_back(e.path().filename().string());
     }
     if (ec) throw InputError(p, 0, "", "cannot list directory: " + ec.message());
     if (names.empty())
-      throw InputError(p, 0, "", "directory holds no *.json, *.jsonl or *.csv files");
+      throw InputError(p, 0, "", "directory holds no *.json, *.jsonl, *.csv or *.lcs files");
     std::sort(names.begin(), names.end());
     for (const std::string& n : names) files.push_back((fs::path(p) / n).string());
   }

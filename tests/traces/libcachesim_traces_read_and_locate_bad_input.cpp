@@ -159,6 +159,21 @@ TEST_CASE("lcs files merge in time order with the second file's ids namespaced")
   CHECK(t.requests[2].block_ids == std::vector<uint64_t>{1});
 }
 
+TEST_CASE("a directory's lcs files are part of it, merged as if named one by one") {
+  ScratchDir dir;
+  const std::string a = dir.Write("a.lcs", Lcs(1, {{5, 42, 1}, {20, 43, 1}}));
+  const std::string b = dir.Write("b.lcs", Lcs(3, {{10, 42, 1}}));
+  dir.Write("c.oracleGeneral.bin", OracleGeneral(kRecs));  // no magic: never taken in
+  const Trace named = LoadTrace({a, b}, std::nullopt, {});
+  const Trace whole = LoadTrace({dir.path()}, std::nullopt, {});
+  REQUIRE(whole.requests.size() == 3);
+  for (size_t i = 0; i < whole.requests.size(); ++i) {
+    CHECK(whole.requests[i].block_ids == named.requests[i].block_ids);
+    CHECK(whole.requests[i].arrival_ns == named.requests[i].arrival_ns);
+    CHECK(whole.requests[i].source == named.requests[i].source);
+  }
+}
+
 TEST_CASE("lcs headers and records that cannot be read are refused naming the field") {
   ExpectError(std::string(100, '\0'), TraceFormat::kLcs, "", "shorter than the 8192-byte header");
   std::string wrong_start = Lcs(1, kRecs);

@@ -495,7 +495,7 @@ TEST_CASE("tokens, detection and file errors are located too") {
                    0, "", "no such file");
   ScratchDir empty_dir;
   ExpectInputError({empty_dir.path()}, std::nullopt, {}, empty_dir.path(), 0, "",
-                   "directory holds no *.json, *.jsonl or *.csv files");
+                   "directory holds no *.json, *.jsonl, *.csv or *.lcs files");
   CHECK_THROWS_AS(DetectTraceFormat(missing), InputError);
   CHECK_THROWS_AS(LoadTrace({}, std::nullopt, {}), InputError);
 }
