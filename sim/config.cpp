@@ -734,6 +734,29 @@ std::string OriginText(const ReplayConfig& c, const std::string& key) {
   return "default";
 }
 
+// The keys whose values make a model-shape rule apply to `field` (ValidateModelShape): the
+// attention kind for its head counts, the experts for the MoE sizes, the indexer heads for their
+// dimension. The origin of the first of them that was set (a file or --set), else null.
+const ConfigOrigin* ShapeRuleCause(const ReplayConfig& c, const std::string& field) {
+  static const std::map<std::string, std::vector<std::string>> kCauses = {
+      {"model.kv_heads", {"model.attention", "model.preset"}},
+      {"model.head_dim", {"model.attention", "model.preset"}},
+      {"model.heads", {"model.kv_heads", "model.attention"}},
+      {"model.kv_lora_rank", {"model.attention", "model.preset"}},
+      {"model.qk_nope_dim", {"model.attention", "model.preset"}},
+      {"model.v_head_dim", {"model.attention", "model.preset"}},
+      {"model.index_head_dim", {"model.index_heads"}},
+      {"model.intermediate", {"model.dense_layers", "model.experts"}},
+      {"model.experts_active", {"model.experts", "model.layers"}},
+      {"model.moe_intermediate", {"model.experts", "model.layers"}},
+  };
+  const auto it = kCauses.find(field);
+  if (it == kCauses.end()) return nullptr;
+  for (const std::string& key : it->second)
+    if (const auto o = c.origins.find(key); o != c.origins.end()) return &o->second;
+  return nullptr;
+}
+
 // Every pool of every tier must fit in kMaxPoolBytes; the product is computed checked, so a
 // value that would wrap is refused with the factors named, each with where it was set. The
 // largest factor that was set (by a file or --set) locates the error: the likeliest culprit.
@@ -803,8 +826,16 @@ void ValidateConfig(const ReplayConfig& c) {
     ValidateModelShape(c.model.shape, c.model.layers);
   } catch (const InputError& e) {  // sim/model knows no origins: located here, as range errors are
     if (c.origins.count(e.field())) FailAt(c, e.field(), e.message());
-    throw InputError("", 0, e.field(),
-                     e.message() + " (" + e.field() + ": " + OriginText(c, e.field()) + ")");
+    const std::string left = " (" + e.field() + ": " + OriginText(c, e.field()) + ")";
+    // A key left at its default breaks a rule only because another key was set: the error is
+    // located at that key's line, naming both.
+    if (const ConfigOrigin* cause = ShapeRuleCause(c, e.field()))
+      throw InputError(
+          cause->file, cause->line, e.field(),
+          e.message() + left + "; the rule applies because of " + cause->field +
+              (cause->file.empty() ? ""
+                                   : " at " + cause->file + ":" + std::to_string(cause->line)));
+    throw InputError("", 0, e.field(), e.message() + left);
   }
   need(c.hardware.profile.empty() ? c.gather.method != "cost" : true, "gather.method",
        "'cost' needs a hardware profile (hardware.profile)");

@@ -119,6 +119,31 @@ TEST_CASE("a range error found at validation names the file and line the key was
         "/tmp/kvlanes_cfg_test_range.yaml:3: cache.cp_size: must be in 1..4096");
 }
 
+TEST_CASE(
+    "a model-shape rule broken by a key left at its default is located at the key that made it "
+    "apply") {
+  ReplayConfig c;
+  LoadConfigFile(WriteTemp("gqa.yaml", "model:\n  attention: gqa\n  head_dim: 128\n"), c);
+  CHECK(ErrorOf([&] { ValidateConfig(c); }) ==
+        "/tmp/kvlanes_cfg_test_gqa.yaml:2: model.kv_heads: must be > 0 for gqa attention "
+        "(model.kv_heads: default); the rule applies because of model.attention at "
+        "/tmp/kvlanes_cfg_test_gqa.yaml:2");
+  ReplayConfig m;
+  LoadConfigFile(WriteTemp("moe.yaml", "model:\n  layers: 4\n  experts: 4\n"), m);
+  const std::string moe = ErrorOf([&] { ValidateConfig(m); });
+  CHECK(
+      moe.rfind("/tmp/kvlanes_cfg_test_moe.yaml:3: model.experts_active: must be in 1..experts (4)",
+                0) == 0);
+  CHECK(moe.find("because of model.experts at") != std::string::npos);
+  // Given on the command line: named as given, with no file.
+  ReplayConfig s;
+  ApplyConfigSetting("model.attention=gqa", s);
+  ApplyConfigSetting("model.head_dim=128", s);
+  CHECK(ErrorOf([&] { ValidateConfig(s); }) ==
+        "model.kv_heads: must be > 0 for gqa attention (model.kv_heads: default); the rule applies "
+        "because of --set model.attention");
+}
+
 TEST_CASE("a key given twice in one YAML map is refused naming the key and its second line") {
   ReplayConfig c;
   const std::string p = WriteTemp("dup.yaml", "cache:\n  page_tokens: 64\n  page_tokens: 32\n");
