@@ -120,14 +120,16 @@ const ServingResult& ServingReplay::Run(
   on_admit_ = on_admit;
   const size_t n = trace.requests.size();
   result_ = ServingResult{};
-  result_.requests.resize(n);
   result_.replicas.assign(replicas_.size(), ReplicaStats{});
   locks_.assign(n, {kRootId, kRootId});
   heap_.clear();
   admitted_ = 0;
   const double scale = cfg_.trace.rate_scale;
+  // Each record written once, whole (a resize would first zero the memory, then this loop
+  // write it again: two passes over records that do not fit in cache).
+  result_.requests.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    ServedRequest& s = result_.requests[i];
+    ServedRequest& s = result_.requests.emplace_back();
     s.arrival_ns = ScaledNs(trace.requests[i].arrival_ns, scale);
     s.input_tokens = trace.requests[i].input_tokens;
   }
