@@ -7,18 +7,11 @@ shows every request's chunks on its replica's passes.
 
 usage: help_capacities_and_serving_outputs.py KVLANES SOURCE_DIR WORK_DIR
 """
-import csv, json, os, re, shutil, subprocess, sys
+import csv, json, os, re, subprocess
 
-kvlanes, src, work = sys.argv[1:4]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
-failures = []
+from script_checks import check, finish, start
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+kvlanes, src, work = start()
 
 
 def run(*args, cwd=src):
@@ -205,5 +198,4 @@ if r.returncode == 0:
     check(len(queued) == len(rows) and abs(sum(queued) - sum(float(r_["queue_s"]) for r_ in rows)) < 1e-3,
           "first chunks carry the queueing time of the table")
 
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

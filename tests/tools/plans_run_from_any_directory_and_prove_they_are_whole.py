@@ -6,19 +6,13 @@ replay timeline is JSON with integer pid and tid.
 
 usage: plans_run_from_any_directory_and_prove_they_are_whole.py KVLANES SOURCE_DIR WORK_DIR
 """
-import json, os, shutil, subprocess, sys
+import json, os, subprocess
 
-kvlanes, src, work = sys.argv[1:4]
-shutil.rmtree(work, ignore_errors=True)
+from script_checks import check, finish, start
+
+kvlanes, src, work = start()
 elsewhere = os.path.join(work, "elsewhere")
 os.makedirs(elsewhere)
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
 
 
 plan = os.path.join(work, "plan.jsonl")
@@ -74,5 +68,4 @@ check({e["args"]["name"] for e in ev if e["name"] == "process_name"} == {"rank 0
       "timeline processes are named")
 check(any(e["ph"] == "C" for e in ev), "timeline has counter tracks")
 
-if failures:
-    sys.exit(f"{len(failures)} check(s) failed")
+finish()

@@ -7,18 +7,11 @@ write nothing; `regress conform` passes.
 
 usage: regress_record_check_update_and_bad_inputs.py KVLANES SOURCE_DIR WORK_DIR
 """
-import json, os, shutil, subprocess, sys
+import json, os, shutil, subprocess
 
-kvlanes, src, work = sys.argv[1:4]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
-failures = []
+from script_checks import check, finish, start
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+kvlanes, src, work = start()
 
 
 def path(name):
@@ -125,6 +118,4 @@ check(rc == 2 and "--golden" in err, "check without --golden exits 2")
 rc, out, err = run("conform", path("suite.yaml"), "-q")
 check(rc == 0, "conform passes on the shipped policies: " + out + err)
 
-if failures:
-    print("%d failed" % len(failures))
-    sys.exit(1)
+finish()

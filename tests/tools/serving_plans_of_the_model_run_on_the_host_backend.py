@@ -7,18 +7,11 @@ host backend is no GPU; the run, its records and the check's serving verdict are
 
 usage: serving_plans_of_the_model_run_on_the_host_backend.py KVLANES SOURCE_DIR WORK_DIR
 """
-import json, os, shutil, subprocess, sys
+import json, os, subprocess
 
-kvlanes, src, work = sys.argv[1:4]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
-failures = []
+from script_checks import check, finish, start
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+kvlanes, src, work = start()
 
 
 def run(*args):
@@ -95,5 +88,4 @@ for layers in (4, 61):
               and s["queue_mean"]["measured_s"] >= 0 and len(s["ttft_points"]) == REQUESTS,
               f"{what}: the verdict has the pass errors, TTFT p50/p90/p99, the queue and a point per request")
 
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()
