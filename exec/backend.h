@@ -160,6 +160,11 @@ struct ForwardWork {
   int64_t prefix_pages = 0;
   int64_t new_tokens = 0;
   std::vector<int32_t> positions;
+  // A serving pass of several requests (docs/forward_pass.md, "A pass of several requests"): the
+  // GEMMs of each layer run once, over the pass's tokens, in the layers of its first request
+  // (gemm_tokens: the rank's tokens of the whole pass), and the later requests' layers run their
+  // attention alone (gemm_tokens 0). -1: the request's own tokens (a request on its own).
+  int64_t gemm_tokens = -1;
   // partial_merge (KV interleaved by token): the prefix is not gathered; each layer's attention is
   // the rank's partial attention over its own prefix pages and its new tokens, merged
   // (docs/executor.md, "partial_merge"). shard_slots: this rank's prefix pages' device slots in

@@ -927,7 +927,7 @@ class CudaBackend final : public CudaExchange, public ModelForward {
     if (!forward_) throw ExecError("rank " + std::to_string(rank_) + ": no model forward pass");
     forward_work_ = &w;
     forward_->SetRequest(w.prefix_pages * geo_.page_tokens, w.new_tokens, w.positions,
-                         S(Stream::kCompute));
+                         S(Stream::kCompute), w.gemm_tokens);
     if (w.merge) {
       // The rank's pages and the new tokens it computed (at cp_size 1: every new token).
       forward_shard_slots_ = static_cast<const int32_t*>(ToDevice(

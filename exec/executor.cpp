@@ -146,7 +146,8 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, int64_t max_requ
 
 void UseModelForward(ExecPlan& plan) {
   plan.forward_plan = MakeForwardPlan(plan.header, plan.requests, plan.geo.page_tokens,
-                                      plan.geo.pool_names, plan.geo.elem_bytes, plan.source);
+                                      plan.geo.pool_names, plan.geo.elem_bytes, plan.source,
+                                      plan.passes);
   plan.forward = ForwardMode::kModel;
   plan.compute_model = {{"forward", "model"},
                         {"model_preset", plan.forward_plan.preset},
@@ -965,6 +966,8 @@ class RankRun : public RankGathers {
 
  protected:
   double spin_ = 0;  // the current request's synthetic spin per layer
+  // --forward model: the current request's ForwardWork::gemm_tokens (-1: its own tokens)
+  int64_t gemm_tokens_ = -1;
 
   // ---- warm-up: every primitive the plan uses, on scratch pages, untimed.
   void WarmUp() {
@@ -1032,9 +1035,11 @@ class RankRun : public RankGathers {
 
   // ---- one request, in phases; its state goes through them in a RequestRun. `spin` >= 0: the
   // synthetic forward pass spins that per layer instead of the request's layer_spin_s (its
-  // share of a serving pass).
-  void Request(size_t ri, double spin = -1) {
+  // share of a serving pass). `gemm_tokens`: the proxy's GEMM tokens in a pass of several
+  // requests (ForwardWork::gemm_tokens).
+  void Request(size_t ri, double spin = -1, int64_t gemm_tokens = -1) {
     spin_ = spin >= 0 ? spin : plan_.layer_busy_s[ri];
+    gemm_tokens_ = gemm_tokens;
     RequestRun q;
     q.ri = ri;
     q.p = &plan_.requests[ri];
@@ -1101,8 +1106,10 @@ class RankRun : public RankGathers {
 
   // What this rank's proxy computes for `p`: the prefix it attends over and its token positions.
   ForwardWork ForwardWorkOf(const RequestPlan& p) const {
-    return ForwardWork{p.prefix_pages, p.computed_tokens,
-                       RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_)};
+    ForwardWork w{p.prefix_pages, p.computed_tokens,
+                  RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_)};
+    w.gemm_tokens = gemm_tokens_;
+    return w;
   }
 
   // The synthetic forward pass: the pages it writes and its op.
@@ -1135,7 +1142,9 @@ class RankRun : public RankGathers {
       q.forward.prefix_pages = w.prefix_pages;
       q.forward.new_tokens = w.new_tokens;
       q.forward.positions = w.positions;
+      q.forward.gemm_tokens = w.gemm_tokens;
       ops_[q.cop].extra["forward"] = "model";
+      if (w.gemm_tokens >= 0) ops_[q.cop].extra["pass_gemm_tokens"] = w.gemm_tokens;
       ops_[q.cop].extra["rank_tokens"] = q.forward.positions.size();
     } else {
       ops_[q.cop].extra["target_layer_s"] = spin_;
@@ -1363,6 +1372,7 @@ class RankServe : public RankRun {
       WaitUntilHost(t0 + static_cast<double>(due_ns) * 1e-9);
       const double host_start = HostSeconds();
       double device_s = 0, base = plan_.spin_layer_base_s;
+      int64_t gemm = PassGemmTokens(pass, ri_of);
       std::vector<size_t> finished;
       for (const PlanPassChunk& c : pass.chunks) {
         const size_t ri = ri_of.at(c.request);
@@ -1371,7 +1381,10 @@ class RankServe : public RankRun {
         const size_t before = done_.size();
         if (!started[ri]) {
           started[ri] = true;
-          Request(ri, spin);  // with the proxy: its whole forward (the command checked it fits)
+          // With the proxy: its whole forward (the command checked it fits); in a pass of several
+          // requests the first runs the pass's GEMMs, the others their attention alone.
+          Request(ri, spin, gemm);
+          if (gemm >= 0) gemm = 0;
         } else {
           ChunkSpin(ri, pass.index, spin);
         }
@@ -1385,6 +1398,18 @@ class RankServe : public RankRun {
       for (size_t ri : finished) times[ri].first_token_s = host_end;
     }
     for (const PassTimes& t : times) RecordFirstToken(t);
+  }
+
+  // The proxy's GEMM tokens of a pass's first request (ForwardWork::gemm_tokens): with the
+  // proxy and several requests in the pass, this rank's tokens of all of them; else -1.
+  int64_t PassGemmTokens(const PlanPass& pass, const std::map<int64_t, size_t>& ri_of) const {
+    if (plan_.forward != ForwardMode::kModel || pass.chunks.size() < 2) return -1;
+    int64_t tokens = 0;
+    for (const PlanPassChunk& c : pass.chunks)
+      tokens += static_cast<int64_t>(
+          RankTokenPositions(plan_.requests[ri_of.at(c.request)], geo_.page_tokens, geo_.ranks, me_)
+              .size());
+    return tokens;
   }
 
   double HostSeconds() const {

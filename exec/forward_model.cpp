@@ -171,6 +171,13 @@ std::vector<PrefillChunk> PrefillChunks(std::span<const int32_t> positions, int6
   return out;
 }
 
+std::vector<int64_t> GemmPieces(int64_t tokens, int64_t chunk_tokens) {
+  std::vector<int64_t> out;
+  const int64_t step = std::max<int64_t>(chunk_tokens, 1);
+  for (int64_t done = 0; done < tokens; done += step) out.push_back(std::min(step, tokens - done));
+  return out;
+}
+
 ForwardMemory PlanForwardMemory(const ModelShape& s, int64_t layers, int64_t max_tokens,
                                 int64_t max_keys, int64_t chunk_tokens) {
   ForwardMemory m;
@@ -229,7 +236,8 @@ ForwardMemory PlanForwardMemory(const ModelShape& s, int64_t layers, int64_t max
 
 ForwardPlan MakeForwardPlan(const PlanHeader& header, const std::vector<RequestPlan>& requests,
                             int64_t page_tokens, const std::vector<std::string>& pool_names,
-                            const std::vector<int64_t>& pool_bytes, const std::string& source) {
+                            const std::vector<int64_t>& pool_bytes, const std::string& source,
+                            const std::vector<PlanPass>& passes) {
   const ReplayConfig c = PlanModelConfig(header, source);
   ForwardPlan f;
   f.shape = c.model.shape;
@@ -249,6 +257,11 @@ ForwardPlan MakeForwardPlan(const PlanHeader& header, const std::vector<RequestP
   for (const RequestPlan& r : requests) {
     f.max_tokens = std::max(f.max_tokens, r.computed_tokens);
     f.max_keys = std::max(f.max_keys, r.prefix_pages * page_tokens + r.computed_tokens);
+  }
+  for (const PlanPass& p : passes) {
+    int64_t tokens = 0;
+    for (const PlanPassChunk& c : p.chunks) tokens += c.tokens;
+    f.max_tokens = std::max(f.max_tokens, tokens);
   }
   f.chunk_tokens = ForwardChunkTokens(f.max_tokens);
   return f;

@@ -257,6 +257,7 @@ struct ForwardModelCuda::Impl {
   int32_t* pos = nullptr;
   int32_t* pos_host = nullptr;  // pinned staging of the positions
   int64_t prefix = 0, new_tokens = 0, queries = 0;
+  int64_t gemm_tokens = -1;  // SetRequest's: -1, GEMMs per chunk; else the pass's, then attention
   // The rank's queries run in chunks of at most chunk_tokens (the activations' size). The
   // current chunk: queries [chunk_q0, chunk_q0 + chunk_n), attending over keys [0, chunk_keys);
   // SetRequest makes it the first chunk, a layer leaves its last.
@@ -283,6 +284,18 @@ struct ForwardModelCuda::Impl {
   }
   // One chunk of a layer (the current chunk): its GEMMs, its KV rows into place, `attend`.
   void LayerChunk(int64_t layer, const std::function<void()>& attend, cudaStream_t s);
+  // The layer's GEMMs over `tokens` tokens alone (a pass's, SetRequest's gemm_tokens): no KV
+  // rows, no attention.
+  void LayerGemmsOnly(int64_t layer, int64_t tokens, cudaStream_t s);
+  // Where GEMM `g` of a layer reads and writes: input, output and the input's batch stride.
+  struct GemmIo {
+    const __nv_bfloat16* in;
+    __nv_bfloat16* out;
+    int64_t stride_a;
+  };
+  GemmIo IoOf(const GemmShape& g) const;
+  // The current chunk's new KV rows into place, from the KV projection's output in the scratch.
+  void ScatterChunkRows(cudaStream_t s);
 
   void AllocPartialIdx() {
     if (part_idx) return;
@@ -443,8 +456,13 @@ ForwardModelCuda::~ForwardModelCuda() {
 }
 
 void ForwardModelCuda::SetRequest(int64_t prefix, int64_t new_tokens,
-                                  std::span<const int32_t> positions, cudaStream_t s) {
+                                  std::span<const int32_t> positions, cudaStream_t s,
+                                  int64_t gemm_tokens) {
   Impl& m = *impl_;
+  if (gemm_tokens > m.max_tokens)
+    throw ExecError("forward model: a pass's GEMMs over " + std::to_string(gemm_tokens) +
+                    " tokens exceed the " + std::to_string(m.max_tokens) + " it was made for");
+  m.gemm_tokens = std::max<int64_t>(gemm_tokens, -1);
   if (static_cast<int64_t>(positions.size()) > m.max_tokens || prefix + new_tokens > m.max_keys)
     throw ExecError("forward model: request of " + std::to_string(positions.size()) +
                     " queries over " + std::to_string(prefix + new_tokens) +
@@ -644,6 +662,18 @@ int64_t ForwardModelCuda::merged_outputs() const { return impl_->merged_n; }
 void ForwardModelCuda::RunLayer(int64_t layer, const std::function<void()>& attend,
                                 cudaStream_t s) {
   Impl& m = *impl_;
+  if (m.gemm_tokens >= 0) {
+    // A pass of several requests: its GEMMs (in the first request's layers), then this request's
+    // chunks' KV rows and attention, in position order.
+    for (const int64_t t : GemmPieces(m.gemm_tokens, m.chunk_tokens)) m.LayerGemmsOnly(layer, t, s);
+    if (m.queries == 0) return;
+    for (const PrefillChunk& c : m.Chunks()) {
+      m.SetChunk(c);
+      m.ScatterChunkRows(s);
+      attend();
+    }
+    return;
+  }
   if (m.queries == 0) return;
   // Chunked prefill: the chunks in position order, each over the KV rows of the ones before it.
   for (const PrefillChunk& c : m.Chunks()) {
@@ -652,70 +682,71 @@ void ForwardModelCuda::RunLayer(int64_t layer, const std::function<void()>& atte
   }
 }
 
+void ForwardModelCuda::Impl::ScatterChunkRows(cudaStream_t s) {
+  if (chunk_n == 0) return;
+  ScatterRowsKernel<<<static_cast<unsigned>(chunk_n), 128, 0, s>>>(
+      act[0], kv.new_row(), pos + chunk_q0, chunk_n, prefix, new_kv);
+  CudaCheck(cudaGetLastError(), "scatter launch");
+}
+
+void ForwardModelCuda::Impl::LayerGemmsOnly(int64_t layer, int64_t tokens, cudaStream_t s) {
+  for (const GemmShape& g : LayerGemms(shape, LayerKindOf(shape, layer), tokens)) {
+    const GemmIo io = IoOf(g);
+    Gemm(g, io.in, io.stride_a, weights.at(g.name), io.out, s);
+  }
+}
+
 void ForwardModelCuda::Impl::LayerChunk(int64_t layer, const std::function<void()>& attend,
                                         cudaStream_t s) {
   Impl& m = *this;
-  const int64_t T = m.chunk_n;
   const LayerKind kind = LayerKindOf(m.shape, layer);
-  // Where each GEMM reads and writes (docs/forward_pass.md, "The proxy's layer"). The hidden
-  // states and scratch hold one chunk: every chunk reads the hidden states the one before it
-  // left (the proxy's GEMMs compute on scratch values, docs/forward_pass.md).
-  __nv_bfloat16 *X = m.hidden, *A = m.act[0], *B = m.act[1];
   bool attended = false;
-  for (const GemmShape& g : LayerGemms(m.shape, kind, T)) {
+  for (const GemmShape& g : LayerGemms(m.shape, kind, m.chunk_n)) {
     const std::string& n = g.name;
-    const bool after = n == "v_absorb" || n == "o";
-    if (after && !attended) {
+    if ((n == "v_absorb" || n == "o") && !attended) {
       attend();
       attended = true;
     }
-    const __nv_bfloat16* in = X;
-    __nv_bfloat16* out = A;
-    int64_t stride_a = g.m * g.k;
-    if (n == "q_a") {
-      out = A;
-    } else if (n == "q_b") {
-      in = m.shape.q_lora_rank > 0 ? A : X;
-      out = B;
-    } else if (n == "q_absorb") {
-      in = B;
-      out = m.q;
-    } else if (n == "index_q") {
-      in = m.shape.q_lora_rank > 0 ? A : X;
-      out = B;
-    } else if (n == "q") {
-      out = m.q;
-    } else if (n == "kv_a" || n == "kv") {
-      out = A;
-    } else if (n == "index_k" || n == "index_w") {
-      out = B;
-    } else if (n == "v_absorb") {
-      in = m.out;
-      out = A;
-    } else if (n == "o") {
-      in = m.kv.mla ? A : m.out;
-      out = X;
-    } else if (n == "gate_up" || n == "shared_gate_up" || n == "router") {
-      out = A;
-    } else if (n == "down" || n == "shared_down") {
-      in = A;
-      out = X;
-    } else if (n == "expert_gate_up") {
-      stride_a = 0;  // every expert reads the first rows of the hidden states
-      out = A;
-    } else if (n == "expert_down") {
-      in = A;
-      out = B;
-    }
-    m.Gemm(g, in, stride_a, m.weights.at(n), out, s);
-    if (n == "kv_a" || n == "kv") {
-      ScatterRowsKernel<<<static_cast<unsigned>(T), 128, 0, s>>>(
-          A, m.kv.new_row(), m.pos + m.chunk_q0, T, m.prefix, m.new_kv);
-      CudaCheck(cudaGetLastError(), "scatter launch");
-    }
+    const GemmIo io = IoOf(g);
+    m.Gemm(g, io.in, io.stride_a, m.weights.at(n), io.out, s);
+    if (n == "kv_a" || n == "kv") m.ScatterChunkRows(s);
     // The router's reads of the hidden states must precede the shared expert's writes to A.
   }
   if (!attended) attend();
+}
+
+// Where each GEMM reads and writes (docs/forward_pass.md, "The proxy's layer"). The hidden states
+// and scratch hold one chunk: every chunk reads the hidden states the one before it left (the
+// proxy's GEMMs compute on scratch values, docs/forward_pass.md).
+ForwardModelCuda::Impl::GemmIo ForwardModelCuda::Impl::IoOf(const GemmShape& g) const {
+  __nv_bfloat16 *X = hidden, *A = act[0], *B = act[1];
+  const std::string& n = g.name;
+  GemmIo io{X, A, g.m * g.k};
+  if (n == "q_b" || n == "index_q") {
+    io.in = shape.q_lora_rank > 0 ? A : X;
+    io.out = B;
+  } else if (n == "q_absorb") {
+    io.in = B;
+    io.out = q;
+  } else if (n == "q") {
+    io.out = q;
+  } else if (n == "index_k" || n == "index_w") {
+    io.out = B;
+  } else if (n == "v_absorb") {
+    io.in = out;
+  } else if (n == "o") {
+    io.in = kv.mla ? A : out;
+    io.out = X;
+  } else if (n == "down" || n == "shared_down") {
+    io.in = A;
+    io.out = X;
+  } else if (n == "expert_gate_up") {
+    io.stride_a = 0;  // every expert reads the first rows of the hidden states
+  } else if (n == "expert_down") {
+    io.in = A;
+    io.out = B;
+  }
+  return io;
 }
 
 int64_t ForwardModelCuda::chunk_tokens() const { return impl_->chunk_tokens; }

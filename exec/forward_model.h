@@ -16,6 +16,7 @@
 #include "io/name_table.h"
 #include "sim/model/model_shapes.h"
 #include "sim/predict/plan.h"
+#include "sim/predict/plan_passes.h"
 
 namespace kvlanes::exec {
 
@@ -118,6 +119,11 @@ struct PrefillChunk {
 std::vector<PrefillChunk> PrefillChunks(std::span<const int32_t> positions, int64_t total_keys,
                                         int64_t chunk_tokens);
 
+// A serving pass's GEMMs (docs/forward_pass.md, "A pass of several requests"): `tokens` new
+// tokens split into pieces of at most `chunk_tokens` (full pieces first), each piece one set of
+// the layer's GEMMs. None for no tokens.
+std::vector<int64_t> GemmPieces(int64_t tokens, int64_t chunk_tokens);
+
 // The proxy's device memory for a plan (bytes), each part named, so a plan that does not fit is
 // refused with the sizes before any work.
 struct ForwardMemory {
@@ -147,8 +153,9 @@ inline constexpr int64_t kKeyPad = 64;
 inline int64_t PaddedKeys(int64_t keys) { return (keys + kKeyPad - 1) / kKeyPad * kKeyPad; }
 
 // What the proxy needs of a plan: the shape, the preset's name, which pool holds the KV and its
-// bytes per token, and the sizes to allocate for (the most new tokens of a request, the most
-// prefix + new tokens, the tokens of one chunk: ForwardChunkTokens(max_tokens)).
+// bytes per token, and the sizes to allocate for (the most new tokens of a request or of a
+// serving pass, whose GEMMs run over all its tokens; the most prefix + new tokens; the tokens of
+// one chunk: ForwardChunkTokens(max_tokens)).
 struct ForwardPlan {
   ModelShape shape;
   std::string preset;
@@ -161,6 +168,7 @@ struct ForwardPlan {
 // Throws InputError (source, line 1) when the header's shape does not fit its pools.
 ForwardPlan MakeForwardPlan(const PlanHeader& header, const std::vector<RequestPlan>& requests,
                             int64_t page_tokens, const std::vector<std::string>& pool_names,
-                            const std::vector<int64_t>& pool_bytes, const std::string& source);
+                            const std::vector<int64_t>& pool_bytes, const std::string& source,
+                            const std::vector<PlanPass>& passes = {});
 
 }  // namespace kvlanes::exec

@@ -50,8 +50,12 @@ class ForwardModelCuda {
   // through one pinned staging buffer: REQUIRES the previous request's work to have completed
   // (the executor syncs between requests). The current chunk becomes the request's first
   // (PrefillChunks with chunk_tokens(): all its queries when there are at most that many).
+  // `gemm_tokens` (a serving pass of several requests, ForwardWork::gemm_tokens): -1, each chunk's
+  // GEMMs over its own queries; >= 0, each layer runs the GEMMs of gemm_tokens tokens first (in
+  // GemmPieces of chunk_tokens(); at most max_tokens) and then each chunk's attention alone (its
+  // KV rows scattered from the GEMM scratch, then its attention).
   void SetRequest(int64_t prefix, int64_t new_tokens, std::span<const int32_t> positions,
-                  cudaStream_t s);
+                  cudaStream_t s, int64_t gemm_tokens = -1);
   // One layer, per chunk of the rank's queries in position order (chunked prefill,
   // kPrefillChunkTokens): query/KV projections of the chunk's tokens, their KV rows into the
   // new-token rows (which hold every new token of the request, so later chunks see them),

@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "exec/exec_error.h"
 #include "exec/forward_model_cuda.h"
 #include "exec/pattern.h"
 
@@ -305,6 +306,75 @@ TEST_CASE("a layer in chunks attends each chunk over the prefix and the earlier 
   const double without = MaxAbsDiff(AttentionReference(only_last), gpu);
   MESSAGE("against the reference without the first chunks' rows: ", without);
   CHECK(without > 0.03);
+  cudaFree(d);
+}
+
+TEST_CASE("in a pass of several requests a later request's layer attends alone, over its rows") {
+  // The pass's first request runs the GEMMs of the whole pass (gemm_tokens 3 x 64 in chunks of
+  // 7: 28 pieces) and its own attention; the second (gemm_tokens 0) runs no GEMM: each of its 5
+  // chunks scatters its KV rows from the scratch and attends. Its last chunk's output must be the
+  // reference attention over the prefix and the rows its chunks wrote, with the queries as they
+  // are, and only rank 0's rows are written.
+  ModelShape s;
+  s.hidden = 512;
+  s.heads = 8;
+  s.q_lora_rank = 128;
+  s.kv_lora_rank = 128;
+  s.qk_rope_dim = 32;
+  s.qk_nope_dim = 32;
+  s.v_head_dim = 32;
+  s.index_heads = 4;
+  s.index_head_dim = 32;
+  s.dense_layers = 1;
+  s.intermediate = 512;
+  s.experts = 0;
+  const int64_t row = ImpliedPools(s)[0].bytes_per_token_layer;
+  const int64_t prefix_pages = 4, n = 64, prefix = prefix_pages * kPageTokens;
+  ForwardModelCuda f(s, 1, row, 3 * n, prefix + n, 1, kScoreChunkElems, 7);
+  const std::vector<uint8_t> dense = DensePrefix(prefix_pages, row);
+  void* d = nullptr;
+  REQUIRE(cudaMalloc(&d, dense.size()) == cudaSuccess);
+  REQUIRE(cudaMemcpy(d, dense.data(), dense.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+  const std::vector<int32_t> pos = Rank0Positions(prefix, n);
+  f.SetRequest(prefix, n, pos, nullptr, 3 * n);
+  f.Layer(0, d, nullptr);
+  CHECK_THROWS_AS(f.SetRequest(prefix, n, pos, nullptr, 3 * n + 1), ExecError);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  REQUIRE(cudaMemset(f.new_kv(), 0, static_cast<size_t>(2 * n * f.decode().new_row())) ==
+          cudaSuccess);
+  const std::vector<float> q_before =
+      DownloadBf16(f.queries(), f.decode().kv_heads * 4 * s.attn_group() * f.decode().key_dim);
+  f.SetRequest(prefix, n, pos, nullptr, 0);
+  CHECK(f.AttentionChunks() == 5);
+  f.Layer(0, d, nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  AttentionProblem a;
+  a.kv = f.decode();
+  a.group = s.attn_group();
+  a.scale = 1.0f / std::sqrt(static_cast<float>(s.softmax_dim()));
+  a.prefix = prefix;
+  a.new_tokens = n;
+  a.dense = dense.data();
+  a.positions.assign(pos.end() - 4, pos.end());
+  const int64_t rows = a.kv.kv_heads * a.queries() * a.group;
+  a.q = DownloadBf16(f.queries(), rows * a.kv.key_dim);
+  CHECK(a.q == q_before);  // no GEMM wrote the queries
+  a.new_kv = DownloadBf16(f.new_kv(), n * a.kv.new_row());
+  int64_t written = 0, wrong = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    bool nonzero = false;
+    for (int64_t e = 0; e < a.kv.new_row(); ++e)
+      nonzero |= a.new_kv[static_cast<size_t>(t * a.kv.new_row() + e)] != 0.0f;
+    const bool mine = std::find(pos.begin(), pos.end(), prefix + t) != pos.end();
+    written += nonzero ? 1 : 0;
+    wrong += nonzero != mine ? 1 : 0;
+  }
+  CHECK(written == 32);
+  CHECK(wrong == 0);
+  const std::vector<float> gpu = DownloadBf16(f.output(), rows * a.kv.value_dim);
+  const double err = MaxAbsDiff(AttentionReference(a), gpu);
+  MESSAGE("attention alone, last chunk of 5: max |gpu - reference| = ", err);
+  CHECK(err < 0.03);
   cudaFree(d);
 }
 

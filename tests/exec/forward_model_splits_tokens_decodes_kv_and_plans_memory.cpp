@@ -250,4 +250,29 @@ TEST_CASE("a plan whose pools cannot hold the shape's KV is refused for the mode
                        doctest::Contains("unknown model preset 'llama-4'"), InputError);
 }
 
+TEST_CASE("a serving pass's GEMMs run over its tokens in pieces, and the proxy is sized for them") {
+  CHECK(GemmPieces(0, 16384).empty());
+  CHECK(GemmPieces(5000, 16384) == std::vector<int64_t>{5000});
+  CHECK(GemmPieces(16384, 16384) == std::vector<int64_t>{16384});
+  CHECK(GemmPieces(40000, 16384) == std::vector<int64_t>{16384, 16384, 7232});
+  // A pass of three requests of 100, 300 and 50 tokens: its GEMMs run over 450 tokens, beyond any
+  // one request's, so the activations hold 450 (one chunk).
+  PlanHeader header;
+  header.config = {{"model.preset", "llama-3-70b"}};
+  header.model_preset = "llama-3-70b";
+  std::vector<RequestPlan> reqs(3);
+  const int64_t tokens[] = {100, 300, 50};
+  PlanPass pass;
+  for (size_t i = 0; i < 3; ++i) {
+    reqs[i].request = static_cast<int64_t>(i);
+    reqs[i].computed_tokens = tokens[i];
+    pass.chunks.push_back(PlanPassChunk{reqs[i].request, tokens[i], 0, 0.0});
+  }
+  CHECK(MakeForwardPlan(header, reqs, 64, {"kv"}, {4096}, "p.jsonl").max_tokens == 300);
+  const ForwardPlan f = MakeForwardPlan(header, reqs, 64, {"kv"}, {4096}, "p.jsonl", {pass});
+  CHECK(f.max_tokens == 450);
+  CHECK(f.chunk_tokens == 450);
+  CHECK(f.max_keys == 300);
+}
+
 }  // namespace kvlanes::exec
