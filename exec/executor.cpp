@@ -145,9 +145,9 @@ ExecPlan MakeExecPlan(PlanFile plan, const std::string& source, int64_t max_requ
 }
 
 void UseModelForward(ExecPlan& plan) {
-  plan.forward_plan = MakeForwardPlan(plan.header, plan.requests, plan.geo.page_tokens,
-                                      plan.geo.pool_names, plan.geo.elem_bytes, plan.source,
-                                      plan.passes);
+  plan.forward_plan =
+      MakeForwardPlan(plan.header, plan.requests, plan.geo.page_tokens, plan.geo.pool_names,
+                      plan.geo.elem_bytes, plan.source, plan.passes);
   plan.forward = ForwardMode::kModel;
   plan.compute_model = {{"forward", "model"},
                         {"model_preset", plan.forward_plan.preset},
