@@ -1106,8 +1106,10 @@ class RankRun : public RankGathers {
 
   // What this rank's proxy computes for `p`: the prefix it attends over and its token positions.
   ForwardWork ForwardWorkOf(const RequestPlan& p) const {
-    ForwardWork w{p.prefix_pages, p.computed_tokens,
-                  RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_)};
+    ForwardWork w;
+    w.prefix_pages = p.prefix_pages;
+    w.new_tokens = p.computed_tokens;
+    w.positions = RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_);
     w.gemm_tokens = gemm_tokens_;
     return w;
   }

@@ -119,6 +119,10 @@ po::options_description SweepOptionsDescription() {
        "forward (the forward grid), pairs (overlap); default: all")
       ("forward-tokens", po::value<std::string>(), "forward grid: new-token counts (comma list)")
       ("forward-prefix", po::value<std::string>(), "forward grid: prefix token counts (comma list)")
+      ("forward-pass-requests", po::value<std::string>(),
+       "forward grid: also passes of k requests of each new-token count over no prefix, one set "
+       "of GEMMs per layer over the pass's tokens, as exec runs a serving pass (comma list of k "
+       "in [2, 64]; default: none)")
       ("pair-pages", po::value<std::string>(), "pairs: page counts of the copies and gathers (comma list)")
       ("first-gather-pages", po::value<std::string>(),
        "pairs: page counts of the gather layers timed after a forward layer and of their next "
@@ -331,6 +335,9 @@ void ReadSweepGroups(const po::variables_map& vm, exec::SweepOptions& o) {
   if (vm.count("forward-prefix"))
     o.forward_prefix_tokens =
         IntList(vm["forward-prefix"].as<std::string>(), "--forward-prefix", 0);
+  if (vm.count("forward-pass-requests"))
+    o.forward_pass_requests =
+        IntList(vm["forward-pass-requests"].as<std::string>(), "--forward-pass-requests", 2);
   if (vm.count("pair-pages"))
     o.pair_pages = IntList(vm["pair-pages"].as<std::string>(), "--pair-pages", 1);
   if (vm.count("first-gather-pages"))

@@ -40,6 +40,7 @@ nlohmann::ordered_json Sweeper::Run() {
     }
     if (o_.backups) BackupPassSamples(layout, mode);
     if (model && o_.forward_grid) ForwardGridSamples();
+    if (model && o_.forward_grid) ForwardPassSamples();
     expired0 = b_.GatesExpired();
     if (o_.pairs) PairSamples();
   }
@@ -180,6 +181,8 @@ void ValidateForward(const SweepOptions& o) {
     if (n < 1) throw ExecError("sweep: forward new tokens must be >= 1");
   for (const int64_t p : o.forward_prefix_tokens)
     if (p < 0) throw ExecError("sweep: forward prefix tokens must be >= 0");
+  for (const int64_t k : o.forward_pass_requests)
+    if (k < 2 || k > 64) throw ExecError("sweep: forward pass requests must be in [2, 64]");
   for (const int64_t n : o.pair_pages)
     if (n < 1) throw ExecError("sweep: pair page counts must be >= 1");
   for (const int64_t n : o.first_gather_pages)
@@ -209,8 +212,10 @@ ForwardPlan SweepForwardPlan(const SweepOptions& o) {
     f.max_keys = std::max(f.max_keys, p / geo.page_tokens * geo.page_tokens + n);
   };
   if (o.forward_grid)
-    for (const int64_t n : o.forward_new_tokens)
+    for (const int64_t n : o.forward_new_tokens) {
       for (const int64_t p : o.forward_prefix_tokens) fit(n, p);
+      for (const int64_t k : o.forward_pass_requests) fit(k * n, 0);  // the pass's GEMM tokens
+    }
   if (o.pairs)
     for (const auto& [n, p] : o.pair_forward_shapes) fit(n, p);
   if (o.backups)

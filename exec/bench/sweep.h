@@ -15,7 +15,8 @@
 // With forward "model" (the executor's proxy, exec/forward_model.h; cuda) the sweep also times
 //   forward      one layer of the proxy per layer kind over a grid of (new tokens, prefix tokens),
 //                one sample per point: the per-layer time of the model's mix of layer kinds, with
-//                its FLOPs, HBM bytes, TFLOP/s and GB/s (and each kind's own)
+//                its FLOPs, HBM bytes, TFLOP/s and GB/s (and each kind's own); with
+//                forward_pass_requests also passes of k requests (pass_requests k)
 // and with either forward pass the pairs (docs/calibration.md, "Overlap"):
 //   overlap      two ops on separate streams released together by the request gate, each also
 //                timed alone: h2d or d2h copies (one layer, every pool) beside a packed gather
@@ -101,6 +102,11 @@ struct SweepOptions {
   // above the dense buffer, max_pages pages, are left out).
   std::vector<int64_t> forward_new_tokens = {128, 512, 2048, 8192};
   std::vector<int64_t> forward_prefix_tokens = {0, 8192, 32768};
+  // Forward grid, passes of several requests (docs/calibration.md, "Batched passes"): for each
+  // count k here and each new-token count n of the grid, a pass of k requests of n new tokens
+  // over no prefix, as `exec` runs a serving pass with the proxy (one set of GEMMs per layer over
+  // the pass's k n tokens, each request's attention on its own). Empty: none.
+  std::vector<int64_t> forward_pass_requests;
   // Pairs: the copies' and gathers' page counts (one layer, capped at max_pages), and the forward
   // layer beside them: synthetic spins of these seconds, or proxy layers of these (new tokens,
   // prefix tokens).

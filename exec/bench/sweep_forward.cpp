@@ -23,6 +23,7 @@ ForwardWork& Sweeper::Work(int64_t new_tokens, int64_t prefix_tokens) {
   ForwardWork& w = work_[work_next_++ % work_.size()];
   w.prefix_pages = prefix_tokens / geo_.page_tokens;
   w.new_tokens = new_tokens;
+  w.gemm_tokens = -1;
   w.positions.resize(static_cast<size_t>(new_tokens));
   const int64_t first = w.prefix_pages * geo_.page_tokens;
   std::iota(w.positions.begin(), w.positions.end(), static_cast<int32_t>(first));
@@ -92,6 +93,67 @@ void Sweeper::ForwardGridSamples() {
                     "forward %lld new over %lld prefix: %.3f ms a layer, %.0f TFLOP/s",
                     static_cast<long long>(n), static_cast<long long>(p),
                     1e3 * x["median_s"].get<double>(), x["tflops"].get<double>());
+      Note(line);
+      samples_.push_back(std::move(x));
+    }
+}
+
+// forward "model", passes of several requests: for each k of forward_pass_requests and each
+// new-token count n of the grid, one layer per kind of a pass of k requests of n new tokens over
+// no prefix, as `exec` runs it (docs/forward_pass.md, "A pass of several requests"): the first
+// request's layer runs the GEMMs of the pass's k n tokens and its own attention, each other
+// request's layer its attention alone. Each is timed on its own, as the executor measures a pass
+// as the sum of its parts; a repeat's pass is the first's time plus k - 1 times the other's.
+// Samples as the grid's, with pass_requests k.
+void Sweeper::ForwardPassSamples() {
+  const std::vector<KindLayers> kinds = ModelLayerKinds();
+  for (const int64_t k : o_.forward_pass_requests)
+    for (const int64_t n : o_.forward_new_tokens) {
+      if (!Step("forward pass of " + std::to_string(k) + " requests of " + std::to_string(n) +
+                " new tokens (the model proxy, per layer)"))
+        continue;
+      std::vector<double> mix(static_cast<size_t>(o_.repeats), 0.0);
+      nlohmann::ordered_json per_kind = nlohmann::ordered_json::array();
+      for (const KindLayers& kl : kinds) {
+        auto layer = [&](int64_t gemm_tokens) {
+          return Time(Stream::kCompute, [&, gemm_tokens] {
+            ForwardWork& w = Work(n, 0);
+            w.gemm_tokens = gemm_tokens;
+            b_.RequireModelForward().PrepareForward(w);
+            const int64_t l = kl.first;
+            return
+                [this, l] { b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, l, {}); };
+          });
+        };
+        const std::vector<double> first = layer(k * n), other = layer(0);
+        std::vector<double> t(first.size());
+        for (size_t i = 0; i < t.size(); ++i)
+          t[i] = first[i] + static_cast<double>(k - 1) * other[std::min(i, other.size() - 1)];
+        const double w = static_cast<double>(kl.count) / static_cast<double>(geo_.layers);
+        for (size_t i = 0; i < t.size() && i < mix.size(); ++i) mix[i] += w * t[i];
+        nlohmann::ordered_json x = Stats("forward", t);
+        x.erase("kind");
+        x["layer_kind"] = kl.kind == LayerKind::kMoe ? "moe" : "dense";
+        x["layers"] = kl.count;
+        x["first_median_s"] = Stats("forward", first)["median_s"];
+        x["other_median_s"] = Stats("forward", other)["median_s"];
+        per_kind.push_back(std::move(x));
+      }
+      nlohmann::ordered_json x = Stats("forward", mix);
+      x["forward"] = "model";
+      x["preset"] = o_.model_preset;
+      x["new_tokens"] = n;
+      x["prefix_tokens"] = 0;
+      x["pass_requests"] = k;
+      x["ranks"] = 1;
+      x["layers"] = 1;
+      x["per_kind"] = std::move(per_kind);
+      x["label"] = "proxy layer of a pass of " + std::to_string(k) + " requests of " +
+                   std::to_string(n) + " new tokens (mean over the model's layers)";
+      char line[160];
+      std::snprintf(line, sizeof line, "forward pass of %lld x %lld new: %.3f ms a layer",
+                    static_cast<long long>(k), static_cast<long long>(n),
+                    1e3 * x["median_s"].get<double>());
       Note(line);
       samples_.push_back(std::move(x));
     }

@@ -214,6 +214,7 @@ class Sweeper {
   // tokens, prefix) of the grid. The sample's time is the per-layer mean over the model's layers
   // (each kind's median weighted by its layer count, per repeat), so `layers` is 1.
   void ForwardGridSamples();
+  void ForwardPassSamples();
 
   // The ops of the pairs.
   PairOp CopyOp(TierDirection dir, Stream s, int64_t n);

@@ -928,6 +928,52 @@ void FitTerms(Calibration& c, const std::vector<const Sample*>& s, int kind,
   if (c.opt.compute_table) FitComputeTable(c, s, kind, group, t);
 }
 
+// Serving mode's pass formula (docs/serving.md, "Pass time") against the samples of passes of k
+// requests of n new tokens (bench sweep forward_pass_requests): per layer, base + k (price(n) -
+// base), base the fitted layer_base_s, per kind when the profile has kinds (else the mean
+// layer's terms `mean`). Reported as fits "<group>.passes"; the note gives the batching saving
+// the samples measured per extra request, k price(n) - pass over k - 1 (median), beside the base
+// the formula credits. Nothing is written to the profile.
+void CheckPasses(Calibration& c, const std::vector<const Sample*>& passes,
+                 const HardwareProfile::KindTerms& mean) {
+  const HardwareProfile& p = c.profile();
+  std::vector<std::pair<int, std::string>> groups;
+  if (p.HasComputeKinds()) {
+    for (int k = 0; k < 2; ++k)
+      if (p.compute_kinds[k].measured)
+        groups.push_back({k, std::string("compute.layer_kinds.") +
+                                 HardwareProfile::kComputeKindNames[k] + ".passes"});
+  } else {
+    groups.push_back({-1, "compute.passes"});
+  }
+  for (const auto& [kind, group] : groups) {
+    const HardwareProfile::KindTerms& t = kind < 0 ? mean : p.compute_kinds[kind];
+    std::vector<const Sample*> used;
+    std::vector<double> rel, saving;
+    for (const Sample* x : passes) {
+      const double measured = LayerSecondsOf(*x, kind);
+      if (!(measured > 0)) continue;
+      const double k = static_cast<double>(x->pass_requests);
+      const double one = t.table.empty() ? t.LinearS(static_cast<double>(x->new_tokens), 0, 1)
+                                         : t.TableS(static_cast<double>(x->new_tokens), 0, 1);
+      const double priced = t.layer_base_s + k * (one - t.layer_base_s);
+      used.push_back(x);
+      rel.push_back((priced - measured) / measured);
+      saving.push_back((k * one - measured) / (k - 1));
+    }
+    if (used.empty()) continue;
+    FitReport r = Report(group, used, rel);
+    std::sort(saving.begin(), saving.end());
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "pass formula over the fitted terms; measured saving per extra request %.4g ms "
+                  "a layer (median), the formula credits %.4g ms",
+                  1e3 * PercentileOfSorted(saving, 0.5), 1e3 * t.layer_base_s);
+    r.note = buf;
+    c.out.fits.push_back(std::move(r));
+  }
+}
+
 // --compute-form rescale: the base's compute terms and table times k, the median over the
 // samples of measured / the base's price. The samples must be of the base's preset and layer
 // count (another model's proxy says nothing about this one's table). Residuals are after the
@@ -1003,12 +1049,16 @@ void RescaleCompute(Calibration& c, const std::vector<const Sample*>& s,
 // left out; samples of several presets need --model-preset.
 void FitForward(Calibration& c) {
   HardwareProfile& p = c.profile();
-  std::vector<const Sample*> s;
+  std::vector<const Sample*> s, passes;
   std::set<std::string> presets;
   size_t synthetic = 0;
   for (const Sample* x : OfKind(c.m, SampleKind::kForward)) {
     if (x->forward == "synthetic") {
       ++synthetic;
+      continue;
+    }
+    if (x->pass_requests > 1) {  // priced by the pass formula after the fit, not fitted
+      passes.push_back(x);
       continue;
     }
     s.push_back(x);
@@ -1080,6 +1130,8 @@ void FitForward(Calibration& c) {
     t.measured = true;
   }
   p.compute_table = p.HasComputeKinds() ? std::vector<HardwareProfile::ComputeRow>{} : mean.table;
+  std::erase_if(passes, [&](const Sample* x) { return x->preset != preset; });
+  if (!passes.empty()) CheckPasses(c, passes, mean);
 }
 
 // ---------------------------------------------------------------- overlap shares

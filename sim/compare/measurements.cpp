@@ -89,13 +89,18 @@ std::string ParseForwardMode(const JsonCursor& s) {
 
 void ParseForward(const JsonCursor& s, Sample& x) {
   s.OnlyKeys({KV_COMMON, "new_tokens", "prefix_tokens", "ranks", "layers", "forward", "preset",
-              "per_kind", "flops", "hbm_bytes", "tflops", "gbps"});
+              "per_kind", "flops", "hbm_bytes", "tflops", "gbps", "pass_requests"});
   x.new_tokens = s.Key("new_tokens").IntAtLeast(1);
   x.prefix_tokens = s.Key("prefix_tokens").IntAtLeast(0);
   if (s.Has("ranks")) x.ranks = s.Key("ranks").IntAtLeast(1);
   if (s.Has("layers")) x.layers = s.Key("layers").IntAtLeast(1);
   x.forward = ParseForwardMode(s);
   x.preset = OptStr(s, "preset");
+  if (s.Has("pass_requests")) {
+    if (x.forward != "model") s.Key("pass_requests").Fail("only with forward 'model'");
+    x.pass_requests = s.Key("pass_requests").IntAtLeast(2);
+    if (x.pass_requests > 64) s.Key("pass_requests").Fail("must be at most 64");
+  }
   if (s.Has("per_kind")) {  // each kind's time, and with their layer counts the model's depth
     const JsonCursor k = s.Key("per_kind");
     k.ExpectArray();

@@ -68,6 +68,9 @@ struct Sample {
   int64_t peers = 0;         // peer_read
   int64_t new_tokens = 0;    // forward; backup over the model: the proxy's new tokens
   int64_t prefix_tokens = 0;
+  // forward "model": a pass of this many requests of new_tokens each (bench sweep
+  // forward_pass_requests; docs/calibration.md, "Batched passes"); 1: one request.
+  int64_t pass_requests = 1;
   int64_t layers = 1;  // forward: the time covers this many layers
   // forward: the layer count of the model measured (the sum of per_kind[].layers; 0: not given).
   // A proxy sample times the mean layer (layers 1) of a model of model_layers layers.

@@ -155,3 +155,53 @@ TEST_CASE("compute: a rank's tokens beyond one prefill chunk are priced chunk by
 }
 
 }  // namespace kvlanes::test
+
+namespace kvlanes::test {
+
+TEST_CASE(
+    "samples of batched passes are kept out of the grid's fit and priced by the pass formula, "
+    "each kind's measured saving per extra request reported") {
+  // Passes of k requests of n tokens that save exactly 0.05 ms (dense) and 0.1 ms (MoE) a layer per
+  // extra request: the check reports each kind's measured saving, and residuals against the
+  // formula's fitted base.
+  nlohmann::json s = nlohmann::json::array();
+  for (double n : kKindNew)
+    for (double p : kKindPrefix) s.push_back(Sample(n, p));
+  for (const int k : {2, 4})
+    for (double n : kKindNew) {
+      const double dense = k * DenseS(n, 0) - (k - 1) * 5e-5, moe = k * MoeS(n, 0) - (k - 1) * 1e-4;
+      nlohmann::json x = Sample(n, 0);
+      x["pass_requests"] = k;
+      x["per_kind"][0]["median_s"] = dense;
+      x["per_kind"][1]["median_s"] = moe;
+      x["median_s"] = (3 * dense + moe) / 4;
+      s.push_back(x);
+    }
+  const nlohmann::json doc = {
+      {"kvlanes_measurements", 1}, {"context", nlohmann::json::object()}, {"samples", s}};
+  const HardwareProfile truth = TruthProfile();
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(doc.dump(1), "passes.json"), &truth, CalibrateOptions{});
+  // The grid's fit is the one without the pass samples: exact at its points.
+  for (double n : kKindNew)
+    CHECK(r.profile.compute_kinds[1].TableS(n, 0, 1) == doctest::Approx(MoeS(n, 0)));
+  int checked = 0;
+  for (const FitReport& f : r.fits) {
+    const bool dense = f.group == "compute.layer_kinds.dense.passes";
+    if (!dense && f.group != "compute.layer_kinds.moe.passes") continue;
+    ++checked;
+    CHECK(f.samples == 10);
+    CAPTURE(f.note);
+    CHECK(f.note.find(dense ? "saving per extra request 0.05 ms"
+                            : "saving per extra request 0.1 ms") != std::string::npos);
+  }
+  CHECK(checked == 2);
+  // A pass sample of the synthetic forward pass is refused, naming the key.
+  nlohmann::json bad = doc;
+  bad["samples"][0]["pass_requests"] = 2;
+  bad["samples"][0]["forward"] = "synthetic";
+  CHECK_THROWS_WITH_AS(ParseMeasurements(bad.dump(1), "bad.json"),
+                       doctest::Contains("pass_requests: only with forward 'model'"), InputError);
+}
+
+}  // namespace kvlanes::test
