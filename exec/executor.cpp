@@ -968,6 +968,9 @@ class RankRun : public RankGathers {
   double spin_ = 0;  // the current request's synthetic spin per layer
   // --forward model: the current request's ForwardWork::gemm_tokens (-1: its own tokens)
   int64_t gemm_tokens_ = -1;
+  // A serving plan's shapes were warmed before the round's arrival clock (RankServe::RunPasses):
+  // no request warms its own inside the timed passes.
+  bool warmed_ahead_ = false;
 
   // ---- warm-up: every primitive the plan uses, on scratch pages, untimed.
   void WarmUp() {
@@ -1050,7 +1053,7 @@ class RankRun : public RankGathers {
     // A merged prefix (partial_merge) reads no dense buffer and is not warmed: its shapes
     // depend on the rank's shard, which BeginModelMerge sets up after the barrier.
     const bool merged = q.p->prefix_pages > 0 && !GatherMethodOf(q.p->gather_method).Gathers();
-    if (plan_.forward == ForwardMode::kModel && opts_.forward_warm && !merged) {
+    if (plan_.forward == ForwardMode::kModel && opts_.forward_warm && !merged && !warmed_ahead_) {
       const ForwardWork w = ForwardWorkOf(*q.p);
       WarmForward(w);
     }
@@ -1362,6 +1365,7 @@ class RankServe : public RankRun {
       for (const PlanPassChunk& c : p.chunks) ++chunks_left[ri_of.at(c.request)];
     std::vector<bool> started(plan_.requests.size(), false);
     std::vector<PassTimes> times(plan_.requests.size());  // per request, in admission order
+    WarmPassShapes(ri_of);
     const double t0 = HostSeconds();  // the round's arrival clock starts with its first pass
     for (const PlanPass& pass : plan_.passes) {
       std::vector<size_t> admitted;
@@ -1400,6 +1404,30 @@ class RankServe : public RankRun {
       for (size_t ri : finished) times[ri].first_token_s = host_end;
     }
     for (const PassTimes& t : times) RecordFirstToken(t);
+  }
+
+  // --forward model with --forward-warm on: every request's shapes, as its pass runs them (the
+  // first of a pass of several with the pass's GEMM tokens), once, untimed, before the round's
+  // arrival clock starts: warming each request inside its pass would delay the passes after it
+  // on the host clock, which the times to first token are measured on.
+  void WarmPassShapes(const std::map<int64_t, size_t>& ri_of) {
+    if (plan_.forward != ForwardMode::kModel || !opts_.forward_warm || warmed_ahead_) return;
+    std::vector<bool> seen(plan_.requests.size(), false);
+    for (const PlanPass& pass : plan_.passes) {
+      int64_t gemm = PassGemmTokens(pass, ri_of);
+      for (const PlanPassChunk& c : pass.chunks) {
+        const size_t ri = ri_of.at(c.request);
+        if (seen[ri]) continue;
+        seen[ri] = true;
+        const RequestPlan& p = plan_.requests[ri];
+        gemm_tokens_ = gemm;
+        if (gemm >= 0) gemm = 0;
+        if (p.prefix_pages > 0 && !GatherMethodOf(p.gather_method).Gathers()) continue;  // merged
+        const ForwardWork w = ForwardWorkOf(p);
+        WarmForward(w);
+      }
+    }
+    warmed_ahead_ = true;
   }
 
   // The proxy's GEMM tokens of a pass's first request (ForwardWork::gemm_tokens): with the

@@ -430,6 +430,10 @@ ForwardModelCuda::ForwardModelCuda(const ModelShape& shape, int64_t layers, int6
   m.q = m.Alloc<__nv_bfloat16>(2 * T * shape.heads * dk, "queries");
   m.out = m.Alloc<__nv_bfloat16>(2 * T * shape.heads * std::max(dv, shape.v_head_dim),
                                  "attention output");
+  // The attention output as it stands before any attention: scratch values, as the hidden
+  // states' (a pass's GEMMs read it before its requests' attention, docs/forward_pass.md).
+  FillUniformKernel<<<Blocks(T * shape.heads * std::max(dv, shape.v_head_dim), 256), 256>>>(
+      m.out, T * shape.heads * std::max(dv, shape.v_head_dim), 1.7f, seed * 7919u + 29u);
   m.new_kv = m.Alloc<__nv_bfloat16>(2 * R * m.kv.new_row(), "new-token KV");
   const int64_t keys = PaddedKeys(m.max_keys);
   m.k = m.Alloc<__nv_bfloat16>(2 * kvh * keys * dk, "decoded keys");

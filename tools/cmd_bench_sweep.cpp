@@ -49,7 +49,7 @@ constexpr double kPeakTflops = 989, kPeakGbps = 4800;
 void PrintForwardTable(const nlohmann::ordered_json& doc) {
   bool any = false;
   for (const auto& s : doc["samples"]) {
-    if (s["kind"] != "forward") continue;
+    if (s["kind"] != "forward" || s.contains("pass_requests")) continue;  // passes: no FLOPs
     if (!any)
       std::printf("%-14s %-6s %8s %8s %10s %9s %6s %9s %6s\n", "preset", "layer", "new", "prefix",
                   "ms/layer", "TFLOP/s", "%peak", "GB/s", "%peak");
