@@ -1377,7 +1377,10 @@ class RankServe : public RankRun {
         }
       WaitUntilHost(t0 + static_cast<double>(due_ns) * 1e-9);
       const double host_start = HostSeconds();
-      double device_s = 0, base = plan_.spin_layer_base_s;
+      // The pass's first part spins the layer base and what the profile's batched-pass GEMMs add
+      // (pass.layer_spin_s beyond the base formula, HardwareProfile::PassBatchLayerS).
+      double device_s = 0, base = plan_.spin_layer_base_s + pass.layer_spin_s -
+                                  PassLayerS(pass.chunks, plan_.spin_layer_base_s);
       int64_t gemm = PassGemmTokens(pass, ri_of);
       std::vector<size_t> finished;
       for (const PlanPassChunk& c : pass.chunks) {

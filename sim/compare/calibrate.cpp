@@ -928,15 +928,51 @@ void FitTerms(Calibration& c, const std::vector<const Sample*>& s, int kind,
   if (c.opt.compute_table) FitComputeTable(c, s, kind, group, t);
 }
 
+// One kind's time of a pass sample's parts (KindTime first_s, other_s), or nullptr.
+const Sample::KindTime* PassParts(const Sample& x, int kind) {
+  for (const Sample::KindTime& k : x.per_kind)
+    if (k.kind == kind && k.first_s > 0 && k.other_s > 0) return &k;
+  return nullptr;
+}
+
+// Each kind's GEMMs alone at a pass's token counts (KindTerms::gemm_tokens, gemm_layer_s) from
+// the samples of passes of k requests of n new tokens: the first request's layer less another's
+// is the GEMMs over k n tokens; one request's layer (the fitted price at (n, 0)) less another's is
+// the GEMMs over n. Points of one token count are averaged.
+void FitPassGemm(const std::vector<const Sample*>& passes, int kind,
+                 HardwareProfile::KindTerms& t) {
+  std::map<int64_t, std::pair<double, int>> points;  // tokens -> (sum of seconds, count)
+  for (const Sample* x : passes) {
+    const Sample::KindTime* k = PassParts(*x, kind);
+    if (!k) continue;
+    const double n = static_cast<double>(x->new_tokens);
+    const double one = t.table.empty() ? t.LinearS(n, 0, 1) : t.TableS(n, 0, 1);
+    for (const auto& [tokens, s] :
+         {std::pair{x->new_tokens, one - k->other_s},
+          std::pair{x->pass_requests * x->new_tokens, k->first_s - k->other_s}}) {
+      auto& [sum, count] = points[tokens];
+      sum += std::max(0.0, s);
+      ++count;
+    }
+  }
+  t.gemm_tokens.clear();
+  t.gemm_layer_s.clear();
+  for (const auto& [tokens, sc] : points) {
+    t.gemm_tokens.push_back(static_cast<double>(tokens));
+    t.gemm_layer_s.push_back(sc.first / sc.second);
+  }
+}
+
 // Serving mode's pass formula (docs/serving.md, "Pass time") against the samples of passes of k
-// requests of n new tokens (bench sweep forward_pass_requests): per layer, base + k (price(n) -
-// base), base the fitted layer_base_s, per kind when the profile has kinds (else the mean
-// layer's terms `mean`). Reported as fits "<group>.passes"; the note gives the batching saving
-// the samples measured per extra request, k price(n) - pass over k - 1 (median), beside the base
-// the formula credits. Nothing is written to the profile.
-void CheckPasses(Calibration& c, const std::vector<const Sample*>& passes,
-                 const HardwareProfile::KindTerms& mean) {
-  const HardwareProfile& p = c.profile();
+// requests of n new tokens (bench sweep forward_pass_requests), per layer kind when the profile
+// has kinds (else over the mean layer's terms `mean`): first each kind's GEMMs at a pass's tokens
+// are taken from them (FitPassGemm: compute.layer_kinds.<kind>.pass_gemm), then the fits
+// "<group>.passes" report the formula without them, base + k (price(n) - base), whose note gives
+// the saving the samples measured per extra request, (k price(n) - pass) / (k - 1) (median),
+// beside the base the formula credits.
+void FitPasses(Calibration& c, const std::vector<const Sample*>& passes,
+               const HardwareProfile::KindTerms& mean) {
+  HardwareProfile& p = c.profile();
   std::vector<std::pair<int, std::string>> groups;
   if (p.HasComputeKinds()) {
     for (int k = 0; k < 2; ++k)
@@ -954,21 +990,23 @@ void CheckPasses(Calibration& c, const std::vector<const Sample*>& passes,
       const double measured = LayerSecondsOf(*x, kind);
       if (!(measured > 0)) continue;
       const double k = static_cast<double>(x->pass_requests);
-      const double one = t.table.empty() ? t.LinearS(static_cast<double>(x->new_tokens), 0, 1)
-                                         : t.TableS(static_cast<double>(x->new_tokens), 0, 1);
+      const double n = static_cast<double>(x->new_tokens);
+      const double one = t.table.empty() ? t.LinearS(n, 0, 1) : t.TableS(n, 0, 1);
       const double priced = t.layer_base_s + k * (one - t.layer_base_s);
       used.push_back(x);
       rel.push_back((priced - measured) / measured);
       saving.push_back((k * one - measured) / (k - 1));
     }
     if (used.empty()) continue;
+    if (kind >= 0) FitPassGemm(passes, kind, p.compute_kinds[kind]);
     FitReport r = Report(group, used, rel);
     std::sort(saving.begin(), saving.end());
-    char buf[200];
+    char buf[240];
     std::snprintf(buf, sizeof buf,
-                  "pass formula over the fitted terms; measured saving per extra request %.4g ms "
-                  "a layer (median), the formula credits %.4g ms",
-                  1e3 * PercentileOfSorted(saving, 0.5), 1e3 * t.layer_base_s);
+                  "the pass formula without pass_gemm; measured saving per extra request %.4g ms "
+                  "a layer (median), the formula credits %.4g ms; pass_gemm: %zu points",
+                  1e3 * PercentileOfSorted(saving, 0.5), 1e3 * t.layer_base_s,
+                  kind >= 0 ? p.compute_kinds[kind].gemm_tokens.size() : size_t{0});
     r.note = buf;
     c.out.fits.push_back(std::move(r));
   }
@@ -1131,7 +1169,7 @@ void FitForward(Calibration& c) {
   }
   p.compute_table = p.HasComputeKinds() ? std::vector<HardwareProfile::ComputeRow>{} : mean.table;
   std::erase_if(passes, [&](const Sample* x) { return x->preset != preset; });
-  if (!passes.empty()) CheckPasses(c, passes, mean);
+  if (!passes.empty()) FitPasses(c, passes, mean);
 }
 
 // ---------------------------------------------------------------- overlap shares

@@ -116,6 +116,10 @@ void ParseForward(const JsonCursor& s, Sample& x) {
         if (o.kind == t.kind) e.Key("layer_kind").Fail("'" + name + "' given twice");
       t.layers = e.Key("layers").IntAtLeast(1);
       t.median_s = e.Key("median_s").Seconds(kMaxSampleSeconds, true);
+      if (x.pass_requests > 1 && e.Has("first_median_s") && e.Has("other_median_s")) {
+        t.first_s = e.Key("first_median_s").Seconds(kMaxSampleSeconds, true);
+        t.other_s = e.Key("other_median_s").Seconds(kMaxSampleSeconds, true);
+      }
       x.per_kind.push_back(t);
     }
   }

@@ -81,6 +81,9 @@ struct Sample {
     int kind = 0;  // index into HardwareProfile::kComputeKindNames
     int64_t layers = 0;
     double median_s = 0;
+    // A pass sample's (pass_requests > 1) parts: the first request's layer (the pass's GEMMs and
+    // its attention) and another's (its attention alone), medians; 0 when not given.
+    double first_s = 0, other_s = 0;
   };
   std::vector<KindTime> per_kind;
   // forward, overlap, backup: the sweep's forward pass ("model": the proxy, "synthetic": the spin

@@ -169,6 +169,18 @@ std::string ComputeYaml(const CalibrationResult& r) {
       if (!t.table.empty())
         y += FitComment(r, group + ".table", "      ") + "      table:\n" +
              TableRows(t.table, "        ");
+      if (!t.gemm_tokens.empty()) {
+        y += FitComment(r, group + ".passes", "      ");
+        y += "      # the GEMMs alone at a pass's tokens: a pass of several chunks is priced as "
+             "their\n"
+             "      # times less their GEMMs plus the GEMMs over all its tokens\n";
+        std::string tokens, secs;
+        for (size_t i = 0; i < t.gemm_tokens.size(); ++i) {
+          tokens += (i ? ", " : "") + Num(t.gemm_tokens[i]);
+          secs += (i ? ", " : "") + Num(t.gemm_layer_s[i]);
+        }
+        y += "      pass_gemm: {tokens: [" + tokens + "], layer_s: [" + secs + "]}\n";
+      }
     }
   }
   return y;

@@ -59,6 +59,9 @@ ServingSchedule PredictServing(const CostModel& model, const std::vector<Request
   std::map<int64_t, bool> started;
   for (const PlanPass& p : passes) {
     double t = cost.PassBaseS();
+    std::vector<int64_t> tokens;
+    for (const PlanPassChunk& c : p.chunks) tokens.push_back(c.tokens);
+    t += cost.PassBatchS(tokens);
     for (const PlanPassChunk& c : p.chunks) {
       t += cost.ChunkS(c.tokens, c.context);
       if (!started[c.request]) t += cost.RequestExtraS(*by_number.at(c.request)).total_s;

@@ -19,6 +19,14 @@ double CostModelForward::ChunkS(int64_t new_tokens, int64_t context_tokens) cons
          static_cast<double>(m_.layers());
 }
 
+double CostModelForward::PassBatchS(const std::vector<int64_t>& chunk_tokens) const {
+  if (chunk_tokens.size() < 2) return 0;
+  const double ranks = static_cast<double>(m_.ranks());
+  std::vector<double> rank_tokens;
+  for (const int64_t t : chunk_tokens) rank_tokens.push_back(static_cast<double>(t) / ranks);
+  return m_.hw().PassBatchLayerS(rank_tokens) * static_cast<double>(m_.layers());
+}
+
 RequestExtra CostModelForward::RequestExtraS(const RequestPlan& plan) const {
   const RequestCost c = m_.Request(plan, false);
   RequestExtra e;
@@ -311,6 +319,10 @@ void ServingReplay::StartPass(size_t r, int64_t now) {
   double pass_s = base_s;
   int64_t tokens = 0;
   chunks_.clear();
+  pass_tokens_.clear();
+  for (const auto& [req, take] : rep.pass) pass_tokens_.push_back(take);
+  const double batch_s = cost_.PassBatchS(pass_tokens_);  // 0 for one chunk
+  pass_s += batch_s;
   for (const auto& [req, take] : rep.pass) {
     const size_t i = req;  // a plain copy: KV_CHECK's lambda cannot capture a binding in clang 14
     Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
@@ -320,7 +332,7 @@ void ServingReplay::StartPass(size_t r, int64_t now) {
     pass_s += chunk_s;
     ServedRequest& s = result_.requests[i];
     s.compute_s += chunk_s;
-    s.pass_base_s += base_s;
+    s.pass_base_s += base_s + batch_s;
     if (!run.started) {
       pass_s += run.extra.total_s;
       s.extra = run.extra;

@@ -39,8 +39,8 @@ struct RequestExtra {
 };
 
 // The time of a forward pass, the seam between the scheduler and the cost model. A pass takes
-// PassBaseS() + the ChunkS of each chunk in it + the RequestExtraS total of each request whose
-// first chunk it runs (docs/serving.md#pass-time).
+// PassBaseS() + the ChunkS of each chunk in it + PassBatchS of its chunks + the RequestExtraS
+// total of each request whose first chunk it runs (docs/serving.md#pass-time).
 class ForwardCost {
  public:
   virtual ~ForwardCost() = default;
@@ -48,6 +48,12 @@ class ForwardCost {
   virtual double PassBaseS() const = 0;
   // Compute a chunk of `new_tokens` adds after `context_tokens` of its request, all layers.
   virtual double ChunkS(int64_t new_tokens, int64_t context_tokens) const = 0;
+  // What running chunks of these new tokens in one pass adds to PassBaseS + their ChunkS, all
+  // layers (the profile's batched-pass GEMMs, HardwareProfile::PassBatchLayerS; 0 for one chunk).
+  virtual double PassBatchS(const std::vector<int64_t>& chunk_tokens) const {
+    (void)chunk_tokens;
+    return 0;
+  }
   // A request's cost beyond its compute (gather, load-back stalls, backups beyond the forward
   // pass, write-back at eviction), from its plan.
   virtual RequestExtra RequestExtraS(const RequestPlan& plan) const = 0;
@@ -64,6 +70,7 @@ class CostModelForward final : public ForwardCost {
   explicit CostModelForward(const CostModel& m) : m_(m) {}
   double PassBaseS() const override;
   double ChunkS(int64_t new_tokens, int64_t context_tokens) const override;
+  double PassBatchS(const std::vector<int64_t>& chunk_tokens) const override;
   RequestExtra RequestExtraS(const RequestPlan& plan) const override;
   bool NeedsPlan() const override { return true; }
 
@@ -170,8 +177,9 @@ class ServingReplay {
   const Trace* trace_ = nullptr;
   std::function<void(const RequestPlan&, int, size_t)> on_admit_;
   PassObserver on_pass_;
-  std::vector<PassChunk> chunks_;   // the pass given to on_pass_
-  std::vector<ReplicaView> views_;  // what the router sees, refilled at each arrival
+  std::vector<PassChunk> chunks_;     // the pass given to on_pass_
+  std::vector<int64_t> pass_tokens_;  // the pass's chunks' tokens (ForwardCost::PassBatchS)
+  std::vector<ReplicaView> views_;    // what the router sees, refilled at each arrival
   // Per trace index, the locks its admission holds until its release: {match node, held node}
   // of its Admission (8 bytes a request instead of the whole Admission).
   std::vector<std::array<NodeId, 2>> locks_;

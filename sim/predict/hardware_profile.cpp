@@ -268,6 +268,37 @@ double HardwareProfile::TableLayerS(double n, double p, double ranks) const {
   return kvlanes::TableS(linear, compute_table, LinearLayerS(n, p, ranks), n, p, ranks);
 }
 
+double HardwareProfile::KindTerms::GemmS(double tokens) const {
+  const size_t n = gemm_tokens.size();
+  if (n == 0) return 0;
+  if (n == 1 || tokens <= gemm_tokens.front()) return gemm_layer_s.front();
+  size_t j = 1;
+  while (j + 1 < n && tokens > gemm_tokens[j]) ++j;
+  const double x0 = gemm_tokens[j - 1], x1 = gemm_tokens[j];
+  const double y0 = gemm_layer_s[j - 1], y1 = gemm_layer_s[j];
+  return std::max(0.0, y0 + (y1 - y0) * (tokens - x0) / (x1 - x0));
+}
+
+double HardwareProfile::PassBatchLayerS(const std::vector<double>& rank_tokens) const {
+  if (rank_tokens.size() < 2 || !compute_composed) return 0;
+  for (const KindTerms& k : compute_kinds)
+    if (k.weight > 0 && k.gemm_tokens.empty()) return 0;
+  const double chunk = static_cast<double>(kPrefillChunkTokens);
+  auto g = [&](double tokens) {
+    double s = 0;
+    for (double done = 0; done < tokens; done += chunk)
+      for (const KindTerms& k : compute_kinds)
+        if (k.weight > 0) s += k.weight * k.GemmS(std::min(chunk, tokens - done));
+    return s;
+  };
+  double all = 0, each = 0;
+  for (const double t : rank_tokens) {
+    all += t;
+    each += g(t);
+  }
+  return g(all) - each + static_cast<double>(rank_tokens.size() - 1) * layer_base_s;
+}
+
 std::string HardwareProfile::ComposeDepth(int64_t dense, int64_t moe) {
   const int64_t counts[2] = {dense, moe};
   for (int k = 0; k < 2; ++k)
@@ -301,6 +332,7 @@ void HardwareProfile::ScaleCompute(double k) {
     t.layer_attn_pair_s *= k;
     for (ComputeRow& r : t.table)
       for (double& s : r.layer_s) s *= k;
+    for (double& s : t.gemm_layer_s) s *= k;
   }
 }
 
@@ -559,6 +591,29 @@ void ReadCompute(const Reader& r, const YAML::Node& root, HardwareProfile& p) {
   }
 }
 
+// compute.layer_kinds.<kind>.pass_gemm: {tokens: [...], layer_s: [...]}, the same length, tokens
+// ascending and positive, seconds in [0, kMaxProfileSeconds].
+void ReadPassGemm(const Reader& r, const YAML::Node& g, const std::string& key,
+                  HardwareProfile::KindTerms& t) {
+  if (!g.IsMap()) r.Fail(g, key, "expected {tokens: [...], layer_s: [...]}");
+  r.OnlyKeys(g, key + ".", {"tokens", "layer_s"});
+  for (const char* f : {"tokens", "layer_s"})
+    if (!g[f] || !g[f].IsSequence() || g[f].size() == 0)
+      r.Fail(g, key + "." + f, "expected a non-empty list of numbers");
+  if (g["tokens"].size() != g["layer_s"].size())
+    r.Fail(g, key + ".layer_s", "must have as many entries as tokens");
+  for (size_t i = 0; i < g["tokens"].size(); ++i) {
+    const double n = r.Value(g["tokens"][i], key + ".tokens", true);
+    const double s = r.Value(g["layer_s"][i], key + ".layer_s", false);
+    if (!(n >= 1) || (i > 0 && !(n > t.gemm_tokens.back())))
+      r.Fail(g["tokens"][i], key + ".tokens", "must be ascending token counts >= 1");
+    if (!(s >= 0 && s <= kMaxProfileSeconds))
+      r.Fail(g["layer_s"][i], key + ".layer_s", "must be seconds in [0, 3600]");
+    t.gemm_tokens.push_back(n);
+    t.gemm_layer_s.push_back(s);
+  }
+}
+
 // compute.layer_kinds: {dense: {layer_base_s, layer_token_s, layer_attn_pair_s, table}, moe: ...},
 // each kind optional, its table optional; only with measured compute terms (the kinds' times are
 // of one preset's proxy).
@@ -574,7 +629,8 @@ void ReadComputeKinds(const Reader& r, const YAML::Node& node, HardwareProfile& 
     const YAML::Node k = node[name];
     if (!k) continue;
     const std::string pre = "compute.layer_kinds." + name + ".";
-    r.OnlyKeys(k, pre, {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "table"});
+    r.OnlyKeys(k, pre,
+               {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "table", "pass_gemm"});
     HardwareProfile::KindTerms& t = p.compute_kinds[i];
     t.measured = true;
     t.layer_base_s = r.Num(k, "layer_base_s", pre, false);
@@ -584,6 +640,7 @@ void ReadComputeKinds(const Reader& r, const YAML::Node& node, HardwareProfile& 
       t.table = r.ComputeTable(tb, pre + "table", [&t](double n, double pre_tokens) {
         return t.LinearS(n, pre_tokens, 1);
       });
+    if (const YAML::Node g = k["pass_gemm"]) ReadPassGemm(r, g, pre + "pass_gemm", t);
   }
 }
 

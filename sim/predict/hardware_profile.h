@@ -172,6 +172,13 @@ struct HardwareProfile {
     bool measured = false;
     double layer_base_s = 0, layer_token_s = 0, layer_attn_pair_s = 0;
     std::vector<ComputeRow> table;
+    // Optional (YAML compute.layer_kinds.<kind>.pass_gemm: {tokens: [...], layer_s: [...]}): the
+    // layer's GEMMs alone over these token counts (ascending), from the sweep's batched passes
+    // (docs/cost_model.md, "Batched passes"): what a pass of several chunks runs once over all
+    // their tokens. GemmS interpolates linearly, holds the first value below it and extends the
+    // last two points' line above it.
+    std::vector<double> gemm_tokens, gemm_layer_s;
+    double GemmS(double tokens) const;
     double weight = 0;  // set by ComposeDepth: the kind's share of the replay's layers
     double LinearS(double new_tokens, double prefix_tokens, double ranks) const;
     double TableS(double new_tokens, double prefix_tokens, double ranks) const;
@@ -195,6 +202,13 @@ struct HardwareProfile {
   // ComputeLayerS of one chunk without compute_extra_layer_s: the linear terms times the table's
   // ratio (the kinds' weighted sum once composed).
   double TableLayerS(double new_tokens, double prefix_tokens, double ranks) const;
+  // A serving pass of chunks of `rank_tokens` new tokens each (one rank's), per layer, beside
+  // serving mode's formula base + sum (price - base): with a pass_gemm table on every kind the
+  // composed model has, G(sum) - sum G(n) + (k - 1) layer_base_s, G the kinds' weighted GemmS (a
+  // rank's tokens beyond kPrefillChunkTokens in pieces, as the proxy runs them); else 0. So the
+  // pass is priced as its chunks' times less their GEMMs plus the GEMMs over all its tokens. 0 for
+  // one chunk.
+  double PassBatchLayerS(const std::vector<double>& rank_tokens) const;
   // Every compute time times `k` (the linear terms and the tables; --compute-scale).
   void ScaleCompute(double k);
   // Optional (YAML compute.synthetic_layer_s): the synthetic forward pass (`kvlanes exec --forward

@@ -174,6 +174,12 @@ TEST_CASE(
       x["pass_requests"] = k;
       x["per_kind"][0]["median_s"] = dense;
       x["per_kind"][1]["median_s"] = moe;
+      // The parts: another request's layer (its attention alone) takes 0.3 of one request's, so
+      // the first's is the rest of the pass.
+      x["per_kind"][0]["other_median_s"] = 0.3 * DenseS(n, 0);
+      x["per_kind"][0]["first_median_s"] = dense - (k - 1) * 0.3 * DenseS(n, 0);
+      x["per_kind"][1]["other_median_s"] = 0.3 * MoeS(n, 0);
+      x["per_kind"][1]["first_median_s"] = moe - (k - 1) * 0.3 * MoeS(n, 0);
       x["median_s"] = (3 * dense + moe) / 4;
       s.push_back(x);
     }
@@ -196,6 +202,17 @@ TEST_CASE(
                             : "saving per extra request 0.1 ms") != std::string::npos);
   }
   CHECK(checked == 2);
+  // Each kind's GEMMs at a pass's tokens: 0.7 of one request at n, and at k n what the pass left;
+  // written and read back, they price a pass of two chunks of n at the depth's mix as the samples
+  // measured it: 2 price(n) less the saving, i.e. the base formula plus base - saving.
+  HardwareProfile h = ParseHardwareProfile(ProfileToYaml(r, "passes.json"), "passes.yaml");
+  REQUIRE(h.compute_kinds[0].gemm_tokens.size() == 3 * kKindNew.size());  // n, 2 n, 4 n
+  CHECK(h.compute_kinds[1].GemmS(413) == doctest::Approx(0.7 * MoeS(413, 0)));
+  REQUIRE(h.ComposeDepth(3, 1).empty());
+  const double base = h.layer_base_s;
+  CHECK(h.PassBatchLayerS({413, 413}) ==
+        doctest::Approx(base - (0.75 * 5e-5 + 0.25 * 1e-4)).epsilon(1e-6));
+  CHECK(h.PassBatchLayerS({413}) == 0);
   // A pass sample of the synthetic forward pass is refused, naming the key.
   nlohmann::json bad = doc;
   bad["samples"][0]["pass_requests"] = 2;
