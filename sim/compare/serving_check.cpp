@@ -83,6 +83,7 @@ ServingCheck CheckServing(const ServingSchedule& s, const std::vector<RequestPla
       throw InputError(meas.file, 0, "serving.passes",
                        "pass " + std::to_string(k) + " of the plan was not measured");
     pass_ape.push_back(ServingApe(s.pass_s[k], m->second));
+    c.pass_points.push_back({s.pass_s[k], m->second});
     c.predicted_pass_s += s.pass_s[k];
     c.measured_pass_s += m->second;
   }
@@ -168,6 +169,9 @@ nlohmann::ordered_json ServingCheckToJson(const ServingCheck& c) {
   nlohmann::ordered_json pts = nlohmann::ordered_json::array();
   for (const auto& p : c.ttft_points) pts.push_back({p[0], p[1]});
   j["ttft_points"] = std::move(pts);
+  nlohmann::ordered_json passes = nlohmann::ordered_json::array();
+  for (const auto& p : c.pass_points) passes.push_back({p[0], p[1]});
+  j["pass_points"] = std::move(passes);
   return j;
 }
 

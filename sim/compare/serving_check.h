@@ -36,6 +36,7 @@ struct ServingCheck {
   double ttft_pred[3] = {0, 0, 0}, ttft_meas[3] = {0, 0, 0};
   double queue_pred = 0, queue_meas = 0;
   std::vector<std::array<double, 2>> ttft_points;  // per request: predicted, measured
+  std::vector<std::array<double, 2>> pass_points;  // per pass, in order: predicted, measured
 };
 // Joins the schedule with the measured file's `serving` block (passes by index, requests by
 // number). Throws InputError naming the measured file when a pass or request is missing.
