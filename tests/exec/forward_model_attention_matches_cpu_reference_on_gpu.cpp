@@ -84,18 +84,26 @@ std::vector<int32_t> Rank0Positions(int64_t prefix, int64_t n) {
   return RankTokenPositions(p, kPageTokens, 2, 0);
 }
 
-// chunk_elems: the proxy's score chunk (1: one query per chunk, each chunk stopping at the
-// padded key count its query needs).
-void CheckShape(const ModelShape& s, int64_t row_bytes, int64_t prefix_pages, int64_t n,
-                int64_t chunk_elems = kScoreChunkElems) {
-  const int64_t prefix = prefix_pages * kPageTokens;
-  ForwardModelCuda f(s, 2, row_bytes, n, prefix + n, 1, chunk_elems);
+// The attention problem of the proxy `f` of shape `s`: its KV decode, the shape's group and
+// scale, `prefix` gathered and `n` new tokens; no queries, keys or positions yet.
+AttentionProblem ProblemOf(const ForwardModelCuda& f, const ModelShape& s, int64_t prefix,
+                           int64_t n) {
   AttentionProblem a;
   a.kv = f.decode();
   a.group = s.attn_group();
   a.scale = 1.0f / std::sqrt(static_cast<float>(s.softmax_dim()));
   a.prefix = prefix;
   a.new_tokens = n;
+  return a;
+}
+
+// chunk_elems: the proxy's score chunk (1: one query per chunk, each chunk stopping at the
+// padded key count its query needs).
+void CheckShape(const ModelShape& s, int64_t row_bytes, int64_t prefix_pages, int64_t n,
+                int64_t chunk_elems = kScoreChunkElems) {
+  const int64_t prefix = prefix_pages * kPageTokens;
+  ForwardModelCuda f(s, 2, row_bytes, n, prefix + n, 1, chunk_elems);
+  AttentionProblem a = ProblemOf(f, s, prefix, n);
   const std::vector<uint8_t> dense = DensePrefix(prefix_pages, row_bytes);
   a.dense = dense.data();
   a.positions = Rank0Positions(prefix, n);
@@ -188,7 +196,9 @@ TEST_CASE("attention in one-query chunks (the causal skip over padded keys) matc
   CheckShape(s, ImpliedPools(s)[0].bytes_per_token_layer, 9, 57, 1);
 }
 
-TEST_CASE("a whole proxy layer of each kind runs and leaves finite attention outputs") {
+// DeepSeek-V3.2's layer kinds at small dimensions: one dense layer, then MoE layers of `experts`
+// experts (4 active) or, with 0, dense layers only.
+ModelShape SmallMla(int64_t experts) {
   ModelShape s;
   s.hidden = 512;
   s.heads = 8;
@@ -201,9 +211,16 @@ TEST_CASE("a whole proxy layer of each kind runs and leaves finite attention out
   s.index_head_dim = 32;
   s.dense_layers = 1;
   s.intermediate = 512;
-  s.experts = 16;
-  s.experts_active = 4;
-  s.moe_intermediate = 64;
+  s.experts = experts;
+  if (experts > 0) {
+    s.experts_active = 4;
+    s.moe_intermediate = 64;
+  }
+  return s;
+}
+
+TEST_CASE("a whole proxy layer of each kind runs and leaves finite attention outputs") {
+  const ModelShape s = SmallMla(16);
   const int64_t row = ImpliedPools(s)[0].bytes_per_token_layer;
   const int64_t prefix_pages = 4, n = 64, prefix = prefix_pages * kPageTokens;
   ForwardModelCuda f(s, 3, row, n, prefix + n);
@@ -237,25 +254,41 @@ std::vector<float> DownloadBf16(const void* d, int64_t n) {
   return out;
 }
 
+// The attention problem of a layer's last chunk of 7 queries as the proxy left it: rank 0's last
+// 4 queries over the prefix `dense` and the new-token rows, the queries and rows downloaded.
+AttentionProblem LastChunkProblem(ForwardModelCuda& f, const ModelShape& s,
+                                  const std::vector<uint8_t>& dense,
+                                  const std::vector<int32_t>& pos, int64_t prefix, int64_t n) {
+  AttentionProblem a = ProblemOf(f, s, prefix, n);
+  a.dense = dense.data();
+  a.positions.assign(pos.end() - 4, pos.end());
+  a.q = DownloadBf16(f.queries(), a.kv.kv_heads * a.queries() * a.group * a.kv.key_dim);
+  a.new_kv = DownloadBf16(f.new_kv(), n * a.kv.new_row());
+  return a;
+}
+
+// Every new-token row of rank 0's tokens `pos` was written (non-zero), and no other.
+void CheckRowsOf(const AttentionProblem& a, const std::vector<int32_t>& pos) {
+  int64_t written = 0, wrong = 0;
+  for (int64_t t = 0; t < a.new_tokens; ++t) {
+    bool nonzero = false;
+    for (int64_t e = 0; e < a.kv.new_row(); ++e)
+      nonzero |= a.new_kv[static_cast<size_t>(t * a.kv.new_row() + e)] != 0.0f;
+    const bool mine = std::find(pos.begin(), pos.end(), a.prefix + t) != pos.end();
+    written += nonzero ? 1 : 0;
+    wrong += nonzero != mine ? 1 : 0;
+  }
+  CHECK(written == static_cast<int64_t>(pos.size()));
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("a layer in chunks attends each chunk over the prefix and the earlier chunks' tokens") {
   // Chunks of 7 queries: rank 0's 32 zigzag queries of 64 new tokens ([P, P + 16) and
   // [P + 48, P + 64)) run in 5 chunks. The layer leaves its last chunk's queries (P + 60 ..
   // P + 63) and attention output, and the new-token rows every chunk wrote: that output must be
   // the CPU reference's attention over the prefix and those rows, and every row of rank 0's
   // tokens must have been written (rank 1's stay zero).
-  ModelShape s;
-  s.hidden = 512;
-  s.heads = 8;
-  s.q_lora_rank = 128;
-  s.kv_lora_rank = 128;
-  s.qk_rope_dim = 32;
-  s.qk_nope_dim = 32;
-  s.v_head_dim = 32;
-  s.index_heads = 4;
-  s.index_head_dim = 32;
-  s.dense_layers = 1;
-  s.intermediate = 512;
-  s.experts = 0;
+  const ModelShape s = SmallMla(0);
   const int64_t row = ImpliedPools(s)[0].bytes_per_token_layer;
   const int64_t prefix_pages = 4, n = 64, prefix = prefix_pages * kPageTokens;
   ForwardModelCuda f(s, 1, row, n, prefix + n, 1, kScoreChunkElems, 7);
@@ -270,28 +303,9 @@ TEST_CASE("a layer in chunks attends each chunk over the prefix and the earlier 
   CHECK(f.AttentionChunks() == 5);
   f.Layer(0, d, nullptr);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  AttentionProblem a;
-  a.kv = f.decode();
-  a.group = s.attn_group();
-  a.scale = 1.0f / std::sqrt(static_cast<float>(s.softmax_dim()));
-  a.prefix = prefix;
-  a.new_tokens = n;
-  a.dense = dense.data();
-  a.positions.assign(pos.end() - 4, pos.end());
+  AttentionProblem a = LastChunkProblem(f, s, dense, pos, prefix, n);
   const int64_t rows = a.kv.kv_heads * a.queries() * a.group;
-  a.q = DownloadBf16(f.queries(), rows * a.kv.key_dim);
-  a.new_kv = DownloadBf16(f.new_kv(), n * a.kv.new_row());
-  int64_t written = 0, wrong = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    bool nonzero = false;
-    for (int64_t e = 0; e < a.kv.new_row(); ++e)
-      nonzero |= a.new_kv[static_cast<size_t>(t * a.kv.new_row() + e)] != 0.0f;
-    const bool mine = std::find(pos.begin(), pos.end(), prefix + t) != pos.end();
-    written += nonzero ? 1 : 0;
-    wrong += nonzero != mine ? 1 : 0;
-  }
-  CHECK(written == 32);
-  CHECK(wrong == 0);
+  CheckRowsOf(a, pos);
   const std::vector<float> ref = AttentionReference(a);
   const std::vector<float> gpu = DownloadBf16(f.output(), rows * a.kv.value_dim);
   const double err = MaxAbsDiff(ref, gpu);
@@ -315,19 +329,7 @@ TEST_CASE("in a pass of several requests a later request's layer attends alone, 
   // chunks scatters its KV rows from the scratch and attends. Its last chunk's output must be the
   // reference attention over the prefix and the rows its chunks wrote, with the queries as they
   // are, and only rank 0's rows are written.
-  ModelShape s;
-  s.hidden = 512;
-  s.heads = 8;
-  s.q_lora_rank = 128;
-  s.kv_lora_rank = 128;
-  s.qk_rope_dim = 32;
-  s.qk_nope_dim = 32;
-  s.v_head_dim = 32;
-  s.index_heads = 4;
-  s.index_head_dim = 32;
-  s.dense_layers = 1;
-  s.intermediate = 512;
-  s.experts = 0;
+  const ModelShape s = SmallMla(0);
   const int64_t row = ImpliedPools(s)[0].bytes_per_token_layer;
   const int64_t prefix_pages = 4, n = 64, prefix = prefix_pages * kPageTokens;
   ForwardModelCuda f(s, 1, row, 3 * n, prefix + n, 1, kScoreChunkElems, 7);
@@ -348,29 +350,10 @@ TEST_CASE("in a pass of several requests a later request's layer attends alone, 
   CHECK(f.AttentionChunks() == 5);
   f.Layer(0, d, nullptr);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  AttentionProblem a;
-  a.kv = f.decode();
-  a.group = s.attn_group();
-  a.scale = 1.0f / std::sqrt(static_cast<float>(s.softmax_dim()));
-  a.prefix = prefix;
-  a.new_tokens = n;
-  a.dense = dense.data();
-  a.positions.assign(pos.end() - 4, pos.end());
+  AttentionProblem a = LastChunkProblem(f, s, dense, pos, prefix, n);
   const int64_t rows = a.kv.kv_heads * a.queries() * a.group;
-  a.q = DownloadBf16(f.queries(), rows * a.kv.key_dim);
   CHECK(a.q == q_before);  // no GEMM wrote the queries
-  a.new_kv = DownloadBf16(f.new_kv(), n * a.kv.new_row());
-  int64_t written = 0, wrong = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    bool nonzero = false;
-    for (int64_t e = 0; e < a.kv.new_row(); ++e)
-      nonzero |= a.new_kv[static_cast<size_t>(t * a.kv.new_row() + e)] != 0.0f;
-    const bool mine = std::find(pos.begin(), pos.end(), prefix + t) != pos.end();
-    written += nonzero ? 1 : 0;
-    wrong += nonzero != mine ? 1 : 0;
-  }
-  CHECK(written == 32);
-  CHECK(wrong == 0);
+  CheckRowsOf(a, pos);
   const std::vector<float> gpu = DownloadBf16(f.output(), rows * a.kv.value_dim);
   const double err = MaxAbsDiff(AttentionReference(a), gpu);
   MESSAGE("attention alone, last chunk of 5: max |gpu - reference| = ", err);
