@@ -1052,9 +1052,9 @@ class RankRun : public RankGathers {
     // shape (milliseconds per GEMM) would be timed in the request's first layer.
     // A merged prefix (partial_merge) reads no dense buffer and is not warmed: its shapes
     // depend on the rank's shard, which BeginModelMerge sets up after the barrier.
-    const bool merged = q.p->prefix_pages > 0 && !GatherMethodOf(q.p->gather_method).Gathers();
-    if (plan_.forward == ForwardMode::kModel && opts_.forward_warm && !merged && !warmed_ahead_) {
-      const ForwardWork w = ForwardWorkOf(*q.p);
+    if (plan_.forward == ForwardMode::kModel && opts_.forward_warm && !MergesPrefix(*q.p) &&
+        !warmed_ahead_) {
+      const ForwardWork w = ForwardWorkOf(*q.p, gemm_tokens_);
       WarmForward(w);
     }
     if (opts_.evict_caches) {
@@ -1107,14 +1107,21 @@ class RankRun : public RankGathers {
     Finish(q);
   }
 
-  // What this rank's proxy computes for `p`: the prefix it attends over and its token positions.
-  ForwardWork ForwardWorkOf(const RequestPlan& p) const {
+  // What this rank's proxy computes for `p`: the prefix it attends over, its token positions, and
+  // `gemm_tokens` (ForwardWork::gemm_tokens).
+  ForwardWork ForwardWorkOf(const RequestPlan& p, int64_t gemm_tokens) const {
     ForwardWork w;
     w.prefix_pages = p.prefix_pages;
     w.new_tokens = p.computed_tokens;
     w.positions = RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_);
-    w.gemm_tokens = gemm_tokens_;
+    w.gemm_tokens = gemm_tokens;
     return w;
+  }
+
+  // A prefix merged by partial attention (partial_merge) rather than gathered: the proxy reads no
+  // dense buffer, and its shapes depend on the rank's shard (not warmed ahead).
+  static bool MergesPrefix(const RequestPlan& p) {
+    return p.prefix_pages > 0 && !GatherMethodOf(p.gather_method).Gathers();
   }
 
   // The synthetic forward pass: the pages it writes and its op.
@@ -1143,7 +1150,7 @@ class RankRun : public RankGathers {
                          {"layers", L}};
     if (plan_.forward == ForwardMode::kModel) {
       // Field by field: BeginModelMerge has set the merge's fields already.
-      const ForwardWork w = ForwardWorkOf(p);
+      const ForwardWork w = ForwardWorkOf(p, gemm_tokens_);
       q.forward.prefix_pages = w.prefix_pages;
       q.forward.new_tokens = w.new_tokens;
       q.forward.positions = w.positions;
@@ -1365,7 +1372,9 @@ class RankServe : public RankRun {
       for (const PlanPassChunk& c : p.chunks) ++chunks_left[ri_of.at(c.request)];
     std::vector<bool> started(plan_.requests.size(), false);
     std::vector<PassTimes> times(plan_.requests.size());  // per request, in admission order
-    WarmPassShapes(ri_of);
+    std::vector<int64_t> pass_gemm;  // per pass: its first request's GEMM tokens (PassGemmTokens)
+    for (const PlanPass& pass : plan_.passes) pass_gemm.push_back(PassGemmTokens(pass, ri_of));
+    WarmPassShapes(ri_of, pass_gemm);
     const double t0 = HostSeconds();  // the round's arrival clock starts with its first pass
     for (const PlanPass& pass : plan_.passes) {
       std::vector<size_t> admitted;
@@ -1381,7 +1390,7 @@ class RankServe : public RankRun {
       // (pass.layer_spin_s beyond the base formula, HardwareProfile::PassBatchLayerS).
       double device_s = 0, base = plan_.spin_layer_base_s + pass.layer_spin_s -
                                   PassLayerS(pass.chunks, plan_.spin_layer_base_s);
-      int64_t gemm = PassGemmTokens(pass, ri_of);
+      int64_t gemm = pass_gemm[&pass - plan_.passes.data()];
       std::vector<size_t> finished;
       for (const PlanPassChunk& c : pass.chunks) {
         const size_t ri = ri_of.at(c.request);
@@ -1413,21 +1422,19 @@ class RankServe : public RankRun {
   // first of a pass of several with the pass's GEMM tokens), once, untimed, before the round's
   // arrival clock starts: warming each request inside its pass would delay the passes after it
   // on the host clock, which the times to first token are measured on.
-  void WarmPassShapes(const std::map<int64_t, size_t>& ri_of) {
+  void WarmPassShapes(const std::map<int64_t, size_t>& ri_of,
+                      const std::vector<int64_t>& pass_gemm) {
     if (plan_.forward != ForwardMode::kModel || !opts_.forward_warm || warmed_ahead_) return;
     std::vector<bool> seen(plan_.requests.size(), false);
-    for (const PlanPass& pass : plan_.passes) {
-      int64_t gemm = PassGemmTokens(pass, ri_of);
-      for (const PlanPassChunk& c : pass.chunks) {
+    for (size_t k = 0; k < plan_.passes.size(); ++k) {
+      int64_t gemm = pass_gemm[k];
+      for (const PlanPassChunk& c : plan_.passes[k].chunks) {
         const size_t ri = ri_of.at(c.request);
         if (seen[ri]) continue;
         seen[ri] = true;
-        const RequestPlan& p = plan_.requests[ri];
-        gemm_tokens_ = gemm;
+        const int64_t g = gemm;
         if (gemm >= 0) gemm = 0;
-        if (p.prefix_pages > 0 && !GatherMethodOf(p.gather_method).Gathers()) continue;  // merged
-        const ForwardWork w = ForwardWorkOf(p);
-        WarmForward(w);
+        if (!MergesPrefix(plan_.requests[ri])) WarmForward(ForwardWorkOf(plan_.requests[ri], g));
       }
     }
     warmed_ahead_ = true;

@@ -127,10 +127,11 @@ void Sweeper::ForwardPassSamples() {
         };
         const std::vector<double> first = layer(k * n), other = layer(0);
         std::vector<double> t(first.size());
-        for (size_t i = 0; i < t.size(); ++i)
-          t[i] = first[i] + static_cast<double>(k - 1) * other[std::min(i, other.size() - 1)];
         const double w = static_cast<double>(kl.count) / static_cast<double>(geo_.layers);
-        for (size_t i = 0; i < t.size() && i < mix.size(); ++i) mix[i] += w * t[i];
+        for (size_t i = 0; i < t.size(); ++i) {  // both o_.repeats long
+          t[i] = first[i] + static_cast<double>(k - 1) * other[i];
+          mix[i] += w * t[i];
+        }
         nlohmann::ordered_json x = Stats("forward", t);
         x.erase("kind");
         x["layer_kind"] = kl.kind == LayerKind::kMoe ? "moe" : "dense";

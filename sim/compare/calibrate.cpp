@@ -946,7 +946,7 @@ void FitPassGemm(const std::vector<const Sample*>& passes, int kind,
     const Sample::KindTime* k = PassParts(*x, kind);
     if (!k) continue;
     const double n = static_cast<double>(x->new_tokens);
-    const double one = t.table.empty() ? t.LinearS(n, 0, 1) : t.TableS(n, 0, 1);
+    const double one = t.TableS(n, 0, 1);  // the linear terms without a table
     for (const auto& [tokens, s] :
          {std::pair{x->new_tokens, one - k->other_s},
           std::pair{x->pass_requests * x->new_tokens, k->first_s - k->other_s}}) {
@@ -991,7 +991,7 @@ void FitPasses(Calibration& c, const std::vector<const Sample*>& passes,
       if (!(measured > 0)) continue;
       const double k = static_cast<double>(x->pass_requests);
       const double n = static_cast<double>(x->new_tokens);
-      const double one = t.table.empty() ? t.LinearS(n, 0, 1) : t.TableS(n, 0, 1);
+      const double one = t.TableS(n, 0, 1);  // the linear terms without a table
       const double priced = t.layer_base_s + k * (one - t.layer_base_s);
       used.push_back(x);
       rel.push_back((priced - measured) / measured);

@@ -20,11 +20,8 @@ double CostModelForward::ChunkS(int64_t new_tokens, int64_t context_tokens) cons
 }
 
 double CostModelForward::PassBatchS(const std::vector<int64_t>& chunk_tokens) const {
-  if (chunk_tokens.size() < 2) return 0;
-  const double ranks = static_cast<double>(m_.ranks());
-  std::vector<double> rank_tokens;
-  for (const int64_t t : chunk_tokens) rank_tokens.push_back(static_cast<double>(t) / ranks);
-  return m_.hw().PassBatchLayerS(rank_tokens) * static_cast<double>(m_.layers());
+  return m_.hw().PassBatchLayerS(chunk_tokens, static_cast<double>(m_.ranks())) *
+         static_cast<double>(m_.layers());
 }
 
 RequestExtra CostModelForward::RequestExtraS(const RequestPlan& plan) const {

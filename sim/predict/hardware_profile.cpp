@@ -279,8 +279,8 @@ double HardwareProfile::KindTerms::GemmS(double tokens) const {
   return std::max(0.0, y0 + (y1 - y0) * (tokens - x0) / (x1 - x0));
 }
 
-double HardwareProfile::PassBatchLayerS(const std::vector<double>& rank_tokens) const {
-  if (rank_tokens.size() < 2 || !compute_composed) return 0;
+double HardwareProfile::PassBatchLayerS(std::span<const int64_t> chunk_tokens, double ranks) const {
+  if (chunk_tokens.size() < 2 || !compute_composed) return 0;
   for (const KindTerms& k : compute_kinds)
     if (k.weight > 0 && k.gemm_tokens.empty()) return 0;
   const double chunk = static_cast<double>(kPrefillChunkTokens);
@@ -292,11 +292,12 @@ double HardwareProfile::PassBatchLayerS(const std::vector<double>& rank_tokens) 
     return s;
   };
   double all = 0, each = 0;
-  for (const double t : rank_tokens) {
+  for (const int64_t n : chunk_tokens) {
+    const double t = static_cast<double>(n) / ranks;
     all += t;
     each += g(t);
   }
-  return g(all) - each + static_cast<double>(rank_tokens.size() - 1) * layer_base_s;
+  return g(all) - each + static_cast<double>(chunk_tokens.size() - 1) * layer_base_s;
 }
 
 std::string HardwareProfile::ComposeDepth(int64_t dense, int64_t moe) {

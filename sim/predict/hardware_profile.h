@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -202,13 +203,14 @@ struct HardwareProfile {
   // ComputeLayerS of one chunk without compute_extra_layer_s: the linear terms times the table's
   // ratio (the kinds' weighted sum once composed).
   double TableLayerS(double new_tokens, double prefix_tokens, double ranks) const;
-  // A serving pass of chunks of `rank_tokens` new tokens each (one rank's), per layer, beside
+  // A serving pass of chunks of `chunk_tokens` new tokens each (a rank computes a 1 / `ranks` share
+  // of each), per layer, beside
   // serving mode's formula base + sum (price - base): with a pass_gemm table on every kind the
   // composed model has, G(sum) - sum G(n) + (k - 1) layer_base_s, G the kinds' weighted GemmS (a
   // rank's tokens beyond kPrefillChunkTokens in pieces, as the proxy runs them); else 0. So the
   // pass is priced as its chunks' times less their GEMMs plus the GEMMs over all its tokens. 0 for
   // one chunk.
-  double PassBatchLayerS(const std::vector<double>& rank_tokens) const;
+  double PassBatchLayerS(std::span<const int64_t> chunk_tokens, double ranks) const;
   // Every compute time times `k` (the linear terms and the tables; --compute-scale).
   void ScaleCompute(double k);
   // Optional (YAML compute.synthetic_layer_s): the synthetic forward pass (`kvlanes exec --forward

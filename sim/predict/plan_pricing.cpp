@@ -51,14 +51,15 @@ double SpinPricer::ChunkLayerS(int64_t tokens, int64_t context) const {
 }
 
 void SpinPricer::PricePass(PlanPass& pass) const {
-  std::vector<double> rank_tokens;
+  std::vector<int64_t> tokens;
   for (PlanPassChunk& c : pass.chunks) {
     c.layer_spin_s = ChunkLayerS(c.tokens, c.context);
-    rank_tokens.push_back(static_cast<double>(c.tokens) / ranks_);
+    tokens.push_back(c.tokens);
   }
   // The batched-pass GEMMs (HardwareProfile::PassBatchLayerS) are in the pass's spin alone:
   // `exec` spins it with the pass's first part (its chunks' spins leave it out).
-  pass.layer_spin_s = PassLayerS(pass.chunks, hw_.layer_base_s) + hw_.PassBatchLayerS(rank_tokens);
+  pass.layer_spin_s =
+      PassLayerS(pass.chunks, hw_.layer_base_s) + hw_.PassBatchLayerS(tokens, ranks_);
 }
 
 double SpinPricer::LayerS(const RequestPlan& p) const {

@@ -210,9 +210,9 @@ TEST_CASE(
   CHECK(h.compute_kinds[1].GemmS(413) == doctest::Approx(0.7 * MoeS(413, 0)));
   REQUIRE(h.ComposeDepth(3, 1).empty());
   const double base = h.layer_base_s;
-  CHECK(h.PassBatchLayerS({413, 413}) ==
+  CHECK(h.PassBatchLayerS(std::vector<int64_t>{413, 413}, 1) ==
         doctest::Approx(base - (0.75 * 5e-5 + 0.25 * 1e-4)).epsilon(1e-6));
-  CHECK(h.PassBatchLayerS({413}) == 0);
+  CHECK(h.PassBatchLayerS(std::vector<int64_t>{413}, 1) == 0);
   // A pass sample of the synthetic forward pass is refused, naming the key.
   nlohmann::json bad = doc;
   bad["samples"][0]["pass_requests"] = 2;
