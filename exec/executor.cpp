@@ -966,8 +966,10 @@ class RankRun : public RankGathers {
 
  protected:
   double spin_ = 0;  // the current request's synthetic spin per layer
-  // --forward model: the current request's ForwardWork::gemm_tokens (-1: its own tokens)
+  // --forward model: the current request's ForwardWork::gemm_tokens (-1: its own tokens) and
+  // the serving chunk it computes in its first pass (every computed token outside serving plans)
   int64_t gemm_tokens_ = -1;
+  TokenRange chunk_;
   // A serving plan's shapes were warmed before the round's arrival clock (RankServe::RunPasses):
   // no request warms its own inside the timed passes.
   bool warmed_ahead_ = false;
@@ -1039,10 +1041,12 @@ class RankRun : public RankGathers {
   // ---- one request, in phases; its state goes through them in a RequestRun. `spin` >= 0: the
   // synthetic forward pass spins that per layer instead of the request's layer_spin_s (its
   // share of a serving pass). `gemm_tokens`: the proxy's GEMM tokens in a pass of several
-  // requests (ForwardWork::gemm_tokens).
-  void Request(size_t ri, double spin = -1, int64_t gemm_tokens = -1) {
+  // requests (ForwardWork::gemm_tokens). `chunk`: with the proxy, the tokens of the request's
+  // first serving chunk, which its forward computes here (a later chunk's run in ChunkForward).
+  void Request(size_t ri, double spin = -1, int64_t gemm_tokens = -1, TokenRange chunk = {}) {
     spin_ = spin >= 0 ? spin : plan_.layer_busy_s[ri];
     gemm_tokens_ = gemm_tokens;
+    chunk_ = chunk;
     RequestRun q;
     q.ri = ri;
     q.p = &plan_.requests[ri];
@@ -1054,7 +1058,7 @@ class RankRun : public RankGathers {
     // depend on the rank's shard, which BeginModelMerge sets up after the barrier.
     if (plan_.forward == ForwardMode::kModel && opts_.forward_warm && !MergesPrefix(*q.p) &&
         !warmed_ahead_) {
-      const ForwardWork w = ForwardWorkOf(*q.p, gemm_tokens_);
+      const ForwardWork w = ForwardWorkOf(*q.p, gemm_tokens_, chunk_);
       WarmForward(w);
     }
     if (opts_.evict_caches) {
@@ -1107,13 +1111,14 @@ class RankRun : public RankGathers {
     Finish(q);
   }
 
-  // What this rank's proxy computes for `p`: the prefix it attends over, its token positions, and
-  // `gemm_tokens` (ForwardWork::gemm_tokens).
-  ForwardWork ForwardWorkOf(const RequestPlan& p, int64_t gemm_tokens) const {
+  // What this rank's proxy computes for `p`: the prefix it attends over, its token positions (of
+  // `chunk` only: a serving chunk's queries attend over the prefix and the request's tokens before
+  // them, ForwardModelCuda::SetRequest), and `gemm_tokens` (ForwardWork::gemm_tokens).
+  ForwardWork ForwardWorkOf(const RequestPlan& p, int64_t gemm_tokens, TokenRange chunk) const {
     ForwardWork w;
     w.prefix_pages = p.prefix_pages;
     w.new_tokens = p.computed_tokens;
-    w.positions = RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_);
+    w.positions = RankTokenPositions(p, geo_.page_tokens, geo_.ranks, me_, chunk);
     w.gemm_tokens = gemm_tokens;
     return w;
   }
@@ -1150,13 +1155,14 @@ class RankRun : public RankGathers {
                          {"layers", L}};
     if (plan_.forward == ForwardMode::kModel) {
       // Field by field: BeginModelMerge has set the merge's fields already.
-      const ForwardWork w = ForwardWorkOf(p, gemm_tokens_);
+      const ForwardWork w = ForwardWorkOf(p, gemm_tokens_, chunk_);
       q.forward.prefix_pages = w.prefix_pages;
       q.forward.new_tokens = w.new_tokens;
       q.forward.positions = w.positions;
       q.forward.gemm_tokens = w.gemm_tokens;
       ops_[q.cop].extra["forward"] = "model";
       if (w.gemm_tokens >= 0) ops_[q.cop].extra["pass_gemm_tokens"] = w.gemm_tokens;
+      if (chunk_.end >= 0) ops_[q.cop].extra["chunk_tokens"] = chunk_.end - chunk_.begin;
       ops_[q.cop].extra["rank_tokens"] = q.forward.positions.size();
     } else {
       ops_[q.cop].extra["target_layer_s"] = spin_;
@@ -1352,12 +1358,14 @@ class RankServe : public RankRun {
  private:
   // ---- serving plans: the replica's passes in turn, arrivals open loop (docs/executor.md,
   // "Serving passes"). A request's ops run in the pass of its first chunk, which spins that
-  // chunk's share of the pass; a later chunk spins its share alone (ChunkSpin). The pass's
-  // layer base is spun once, by its first part.
+  // chunk's share of the pass; a later chunk spins its share alone (ChunkSpin), or with the proxy
+  // runs its queries' forward (ChunkForward). The pass's layer base is spun once, by its first
+  // part.
   struct PassTimes {
     size_t ri = 0;
     double arrival_s = 0, admit_s = 0, first_token_s = -1;  // host seconds from the epoch
   };
+  ForwardWork chunk_work_;  // ChunkForward's (the proxy keeps a pointer to it)
 
   void RunPasses() {
     std::map<int64_t, size_t> ri_of;
@@ -1372,9 +1380,11 @@ class RankServe : public RankRun {
       for (const PlanPassChunk& c : p.chunks) ++chunks_left[ri_of.at(c.request)];
     std::vector<bool> started(plan_.requests.size(), false);
     std::vector<PassTimes> times(plan_.requests.size());  // per request, in admission order
-    std::vector<int64_t> pass_gemm;  // per pass: its first request's GEMM tokens (PassGemmTokens)
-    for (const PlanPass& pass : plan_.passes) pass_gemm.push_back(PassGemmTokens(pass, ri_of));
-    WarmPassShapes(ri_of, pass_gemm);
+    const std::vector<std::vector<TokenRange>> ranges = ChunkRanges(ri_of);
+    std::vector<int64_t> pass_gemm;  // per pass: its first part's GEMM tokens (PassGemmTokens)
+    for (size_t k = 0; k < plan_.passes.size(); ++k)
+      pass_gemm.push_back(PassGemmTokens(plan_.passes[k], ranges[k], ri_of));
+    WarmPassShapes(ri_of, ranges, pass_gemm);
     const double t0 = HostSeconds();  // the round's arrival clock starts with its first pass
     for (const PlanPass& pass : plan_.passes) {
       std::vector<size_t> admitted;
@@ -1390,22 +1400,26 @@ class RankServe : public RankRun {
       // (pass.layer_spin_s beyond the base formula, HardwareProfile::PassBatchLayerS).
       double device_s = 0, base = plan_.spin_layer_base_s + pass.layer_spin_s -
                                   PassLayerS(pass.chunks, plan_.spin_layer_base_s);
-      int64_t gemm = pass_gemm[&pass - plan_.passes.data()];
+      const size_t k = static_cast<size_t>(&pass - plan_.passes.data());
+      int64_t gemm = pass_gemm[k];
       std::vector<size_t> finished;
-      for (const PlanPassChunk& c : pass.chunks) {
+      for (size_t j = 0; j < pass.chunks.size(); ++j) {
+        const PlanPassChunk& c = pass.chunks[j];
         const size_t ri = ri_of.at(c.request);
         const double spin = std::max(0.0, c.layer_spin_s - plan_.spin_layer_base_s + base);
         base = 0;
         const size_t before = done_.size();
+        // With the proxy, the chunk's forward; in a pass of several chunks the first part runs
+        // the pass's GEMMs, the others their attention alone.
         if (!started[ri]) {
           started[ri] = true;
-          // With the proxy: its whole forward (the command checked it fits); in a pass of several
-          // requests the first runs the pass's GEMMs, the others their attention alone.
-          Request(ri, spin, gemm);
-          if (gemm >= 0) gemm = 0;
+          Request(ri, spin, gemm, ranges[k][j]);
+        } else if (plan_.forward == ForwardMode::kModel) {
+          ChunkForward(ri, pass.index, ranges[k][j], gemm);
         } else {
           ChunkSpin(ri, pass.index, spin);
         }
+        if (gemm >= 0) gemm = 0;
         device_s += DeviceSpan(before);
         if (--chunks_left[ri] == 0) finished.push_back(ri);
       }
@@ -1418,37 +1432,55 @@ class RankServe : public RankRun {
     for (const PassTimes& t : times) RecordFirstToken(t);
   }
 
-  // --forward model with --forward-warm on: every request's shapes, as its pass runs them (the
+  // --forward model with --forward-warm on: every chunk's shapes, as its pass runs them (the
   // first of a pass of several with the pass's GEMM tokens), once, untimed, before the round's
   // arrival clock starts: warming each request inside its pass would delay the passes after it
   // on the host clock, which the times to first token are measured on.
   void WarmPassShapes(const std::map<int64_t, size_t>& ri_of,
+                      const std::vector<std::vector<TokenRange>>& ranges,
                       const std::vector<int64_t>& pass_gemm) {
     if (plan_.forward != ForwardMode::kModel || !opts_.forward_warm || warmed_ahead_) return;
-    std::vector<bool> seen(plan_.requests.size(), false);
     for (size_t k = 0; k < plan_.passes.size(); ++k) {
       int64_t gemm = pass_gemm[k];
-      for (const PlanPassChunk& c : plan_.passes[k].chunks) {
-        const size_t ri = ri_of.at(c.request);
-        if (seen[ri]) continue;
-        seen[ri] = true;
-        const int64_t g = gemm;
+      for (size_t j = 0; j < plan_.passes[k].chunks.size(); ++j) {
+        const RequestPlan& p = plan_.requests[ri_of.at(plan_.passes[k].chunks[j].request)];
+        if (!MergesPrefix(p)) WarmForward(ForwardWorkOf(p, gemm, ranges[k][j]));
         if (gemm >= 0) gemm = 0;
-        if (!MergesPrefix(plan_.requests[ri])) WarmForward(ForwardWorkOf(plan_.requests[ri], g));
       }
     }
     warmed_ahead_ = true;
   }
 
-  // The proxy's GEMM tokens of a pass's first request (ForwardWork::gemm_tokens): with the
-  // proxy and several requests in the pass, this rank's tokens of all of them; else -1.
-  int64_t PassGemmTokens(const PlanPass& pass, const std::map<int64_t, size_t>& ri_of) const {
+  // Per pass, per chunk: the chunk's tokens among its request's computed tokens (the plan's
+  // chunks of a request follow one another and add up to its computed tokens, PlanFile's
+  // reader checks); a request in one chunk computes them all (TokenRange's end -1).
+  std::vector<std::vector<TokenRange>> ChunkRanges(const std::map<int64_t, size_t>& ri_of) const {
+    std::vector<int64_t> done(plan_.requests.size(), 0);
+    std::vector<std::vector<TokenRange>> out;
+    for (const PlanPass& pass : plan_.passes) {
+      std::vector<TokenRange>& r = out.emplace_back();
+      for (const PlanPassChunk& c : pass.chunks) {
+        const size_t ri = ri_of.at(c.request);
+        const bool whole = done[ri] == 0 && c.tokens == plan_.requests[ri].computed_tokens;
+        r.push_back(whole ? TokenRange{} : TokenRange{done[ri], done[ri] + c.tokens});
+        done[ri] += c.tokens;
+      }
+    }
+    return out;
+  }
+
+  // The proxy's GEMM tokens of a pass's first part (ForwardWork::gemm_tokens): with the proxy
+  // and several chunks in the pass, this rank's tokens of all of them; else -1.
+  int64_t PassGemmTokens(const PlanPass& pass, const std::vector<TokenRange>& ranges,
+                         const std::map<int64_t, size_t>& ri_of) const {
     if (plan_.forward != ForwardMode::kModel || pass.chunks.size() < 2) return -1;
     int64_t tokens = 0;
-    for (const PlanPassChunk& c : pass.chunks)
-      tokens += static_cast<int64_t>(
-          RankTokenPositions(plan_.requests[ri_of.at(c.request)], geo_.page_tokens, geo_.ranks, me_)
-              .size());
+    for (size_t j = 0; j < pass.chunks.size(); ++j)
+      tokens += static_cast<int64_t>(RankTokenPositions(plan_.requests[ri_of.at(
+                                                            pass.chunks[j].request)],
+                                                        geo_.page_tokens, geo_.ranks, me_,
+                                                        ranges[j])
+                                         .size());
     return tokens;
   }
 
@@ -1484,6 +1516,35 @@ class RankServe : public RankRun {
     for (int64_t l = 0; l < geo_.layers; ++l) {
       const int m0 = b_.Mark(Stream::kCompute);
       b_.ForwardLayer(Stream::kCompute, l, {}, spin);
+      spans_.push_back({op, m0, b_.Mark(Stream::kCompute), l});
+    }
+    b_.Sync();
+    Resolve(start, {}, first, p.request);
+    b_.ReleaseMarks();
+  }
+
+  // With the proxy, a later chunk of a request whose ops ran with its first: the proxy's layers
+  // over the chunk's queries (`gemm`: ForwardWork::gemm_tokens), as op "<request>/chunk/p<pass>".
+  // Their attention reads the request's prefix rows where the dense buffer holds them now (the
+  // latest gather's bytes: the same reads; docs/executor.md, "Serving passes").
+  void ChunkForward(size_t ri, int64_t pass, TokenRange chunk, int64_t gemm) {
+    const RequestPlan& p = plan_.requests[ri];
+    chunk_work_ = ForwardWorkOf(p, gemm, chunk);
+    b_.Barrier();
+    const int start = b_.Mark(Stream::kCompute);
+    const size_t first = ops_.size();
+    const size_t op = AddOp(std::to_string(p.request) + "/chunk/p" + std::to_string(pass), "chunk",
+                            Stream::kCompute, 0, 0);
+    ops_[op].extra = {{"forward", "model"},
+                      {"new_tokens", chunk.end - chunk.begin},
+                      {"prefix_tokens", p.prefix_pages * geo_.page_tokens + chunk.begin},
+                      {"rank_tokens", chunk_work_.positions.size()},
+                      {"layers", geo_.layers}};
+    if (gemm >= 0) ops_[op].extra["pass_gemm_tokens"] = gemm;
+    model_->PrepareForward(chunk_work_);
+    for (int64_t l = 0; l < geo_.layers; ++l) {
+      const int m0 = b_.Mark(Stream::kCompute);
+      model_->ModelForwardLayer(Stream::kCompute, l, {});
       spans_.push_back({op, m0, b_.Mark(Stream::kCompute), l});
     }
     b_.Sync();

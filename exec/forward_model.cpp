@@ -41,6 +41,15 @@ std::vector<int32_t> RankTokenPositions(const RequestPlan& p, int64_t page_token
   return out;
 }
 
+std::vector<int32_t> RankTokenPositions(const RequestPlan& p, int64_t page_tokens, int ranks,
+                                        int rank, TokenRange range) {
+  std::vector<int32_t> out = RankTokenPositions(p, page_tokens, ranks, rank);
+  if (range.end < 0) return out;
+  const int64_t first = p.prefix_pages * page_tokens;
+  std::erase_if(out, [&](int32_t t) { return t < first + range.begin || t >= first + range.end; });
+  return out;
+}
+
 KvDecode MakeKvDecode(const ModelShape& s, int64_t row_bytes) {
   KvDecode d;
   d.row_bytes = row_bytes;

@@ -33,6 +33,17 @@ inline constexpr NameTable<ForwardMode, 2> kForwardModeNames{
 std::vector<int32_t> RankTokenPositions(const RequestPlan& p, int64_t page_tokens, int ranks,
                                         int rank);
 
+// A serving chunk's share of a request's computed tokens: indices [begin, end) of the computed
+// range (docs/executor.md, "Serving passes"); end -1: every computed token.
+struct TokenRange {
+  int64_t begin = 0;
+  int64_t end = -1;
+};
+
+// RankTokenPositions of the tokens in `range` only (ascending).
+std::vector<int32_t> RankTokenPositions(const RequestPlan& p, int64_t page_tokens, int ranks,
+                                        int rank, TokenRange range);
+
 // How the attention reads one token's row of the kv pool (one layer), docs/forward_pass.md. The
 // bytes are decoded as fixed-point codes, not as the float formats they stand for (the executor's
 // pages hold a byte pattern, not numbers): a 1-byte element is int8 / 64, a 2-byte element

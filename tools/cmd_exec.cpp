@@ -232,18 +232,19 @@ exec::ExecPlan MakePlan(const po::variables_map& vm, const ExecArgs& a) {
   if (exec::kForwardModeNames.Parse(forward, "--forward") == exec::ForwardMode::kModel) {
     if (a.run.backend != "cuda")
       throw InputError("", 0, "--forward", "model needs --backend cuda (use synthetic)");
-    // The proxy runs a request's tokens in one forward (its own chunks inside): a request
-    // prefilled over several passes would need its forward split across them.
+    // A request prefilled over several passes runs each chunk's queries in its pass; a merged
+    // prefix (KV interleaved by token) stages its keys once, with its first chunk.
     std::map<int64_t, int64_t> first_pass;
-    for (const PlanPass& p : plan.passes)
-      for (const PlanPassChunk& c : p.chunks)
-        if (const auto [it, fresh] = first_pass.emplace(c.request, p.index); !fresh)
-          throw InputError(source, 0, "--forward",
-                           "model: request " + std::to_string(c.request) +
-                               " is prefilled over passes " + std::to_string(it->second) + " and " +
-                               std::to_string(p.index) +
-                               ", and the proxy runs a request's tokens in one pass (replay "
-                               "with serving.chunk_tokens 0, or use --forward synthetic)");
+    if (plan.geo.interleave_tokens > 0)
+      for (const PlanPass& p : plan.passes)
+        for (const PlanPassChunk& c : p.chunks)
+          if (const auto [it, fresh] = first_pass.emplace(c.request, p.index); !fresh)
+            throw InputError(source, 0, "--forward",
+                             "model: request " + std::to_string(c.request) +
+                                 " is prefilled over passes " + std::to_string(it->second) +
+                                 " and " + std::to_string(p.index) +
+                                 ", and the proxy merges a token-interleaved prefix in one pass "
+                                 "(replay with serving.chunk_tokens 0, or use --forward synthetic)");
     if (vm["compute-scale"].as<double>() != 1.0)
       throw InputError("", 0, "--compute-scale",
                        "scales the synthetic forward pass only (add --forward synthetic)");

@@ -9,12 +9,16 @@
 //  - two ranks on one GPU with an NCCL gather: a clear error before any work;
 //  - a plan larger than the GPU: a clear error with the sizes;
 //  - a flipped byte: found by the GPU verification kernel, reported with op, rank and page;
-//  - --forward model on a token-interleaved plan: the merge on the GPU, checked per request.
+//  - --forward model on a token-interleaved plan: the merge on the GPU, checked per request;
+//  - --forward model on a serving plan whose requests span several passes: each chunk's queries.
 // Cases that need two GPUs carry the test suite "gpu2": ctest runs them as their own entry (label
 // gpu2, `--gpus 2 --test-suite=gpu2`), which exits 77 (skipped) where fewer than two GPUs are
 // visible, and runs the rest without them (label gpu). Run directly on one GPU, a gpu2 case
 // fails; it never passes unrun.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
 
 #include "exec_cases.h"
 
@@ -111,6 +115,53 @@ TEST_CASE("--forward model runs a DeepSeek-V3.2 plan end to end with real comput
   }
   CHECK(computes > 0);
   CHECK(with_prefix > 0);  // the attention read a gathered prefix
+  CHECK(NoChildrenLeft());
+}
+
+TEST_CASE("--forward model runs a serving plan whose requests are prefilled over several passes") {
+  // Passes of at most 4,096 tokens in chunks of 2,048: the excerpt's first requests (thousands
+  // of tokens each) span several passes; each later chunk runs the proxy over its own queries.
+  const ReplayConfig cfg = SmallConfig(
+      1, {"model.preset=deepseek-v3.2", "model.layers=4", "cache.device_pages_per_lane=2400",
+          "cache.host_pages_per_lane=6000", "gather.method=packed", "backup.schedule=tail",
+          "serving.mode=serving", "serving.replicas=1", "serving.max_batch_tokens=4096",
+          "serving.chunk_tokens=2048", "trace.rate_scale=60",
+          "hardware.profile=" + SourcePath("config/profiles/8xh200_nccl_model.yaml")});
+  const PlanFile pf = ServingPlanOf("traces/mooncake_excerpt.jsonl", cfg, 12);
+  std::map<int64_t, int64_t> chunks_of;
+  for (const PlanPass& p : pf.passes)
+    for (const PlanPassChunk& c : p.chunks) ++chunks_of[c.request];
+  REQUIRE(std::any_of(chunks_of.begin(), chunks_of.end(), [](auto& x) { return x.second > 1; }));
+  ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
+  UseModelForward(plan);
+  TempDir dir;
+  const RunOptions o = CudaOptions(dir);
+  const RunOutcome out = RunLocal(plan, o);
+  REQUIRE_MESSAGE(out.exit_code == 0, out.message);
+  const nlohmann::json m = ReadJson(o.out);
+  CHECK(m["verified_bytes"].get<int64_t>() > 0);
+  CHECK(m["serving"]["passes"].size() == pf.passes.size());
+  // Every request's tokens are computed once: its compute op's first chunk plus its chunk ops.
+  std::map<int64_t, int64_t> computed, later;
+  for (const auto& op : m["ops"]) {
+    const std::string kind = op["kind"].get<std::string>();
+    if (kind != "compute" && kind != "chunk") continue;
+    const std::string id = op["id"].get<std::string>();
+    const int64_t req = std::stoll(id.substr(0, id.find('/')));
+    CHECK(op["forward"] == "model");
+    CHECK(op["seconds"].get<double>() > 0);
+    const int64_t n = kind == "chunk" ? op["new_tokens"].get<int64_t>()
+                      : op.contains("chunk_tokens") ? op["chunk_tokens"].get<int64_t>()
+                                                    : op["new_tokens"].get<int64_t>();
+    CHECK(op["rank_tokens"].get<int64_t>() == n);  // cp_size 1: the rank computes every token
+    computed[req] += n;
+    if (kind == "chunk") ++later[req];
+  }
+  for (const RequestPlan& r : pf.requests) {
+    CAPTURE(r.request);
+    CHECK(computed[r.request] == r.computed_tokens);
+    CHECK(later[r.request] == chunks_of[r.request] - 1);
+  }
   CHECK(NoChildrenLeft());
 }
 

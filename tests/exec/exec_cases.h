@@ -85,6 +85,26 @@ inline PlanFile ReplayTrace(const Trace& t, const ReplayConfig& cfg) {
   return pf;
 }
 
+// A serving-mode config's plan with its pass lines (docs/plan.md), written and read back as a
+// file: the first `max_requests` requests of `trace`.
+inline PlanFile ServingPlanOf(const std::string& trace, const ReplayConfig& cfg,
+                              size_t max_requests) {
+  TraceOptions opt;
+  opt.page_tokens = cfg.cache.page_tokens;
+  Trace t = LoadTrace({SourcePath(trace)}, std::nullopt, opt);
+  if (t.requests.size() > max_requests) t.requests.resize(max_requests);
+  auto policy = MakePolicy(cfg.policy, cfg, t);
+  TempDir dir;
+  const std::string path = dir.File("plan.jsonl");
+  {
+    std::ofstream out(path);
+    ReplaySinks sinks;
+    sinks.plan = &out;
+    RunReplay(cfg, *policy, t, EngineOptions{}, {}, sinks);
+  }
+  return ReadPlanFile(path);
+}
+
 inline PlanFile ReplayPlan(const std::string& trace, const ReplayConfig& cfg, size_t max_requests) {
   TraceOptions opt;
   opt.page_tokens = cfg.cache.page_tokens;

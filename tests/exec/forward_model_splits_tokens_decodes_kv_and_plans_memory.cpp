@@ -32,6 +32,13 @@ TEST_CASE("every computed token goes to exactly one rank: owned new pages, the r
   for (int r = 0; r < 2; ++r)
     for (int32_t t : RankTokenPositions(u, 4, 2, r)) CHECK(all.insert(t).second);
   CHECK(all.size() == 10);
+  // A serving chunk's share: computed indices [4, 9) are tokens 12..16 of p; rank 0 owns page 3
+  // (12..15), rank 1 page 4 (16..19); the whole range (end -1) is every position.
+  CHECK(RankTokenPositions(p, 4, 2, 0, TokenRange{4, 9}) == std::vector<int32_t>{12, 13, 14, 15});
+  CHECK(RankTokenPositions(p, 4, 2, 1, TokenRange{4, 9}) == std::vector<int32_t>{16});
+  CHECK(RankTokenPositions(p, 4, 2, 0, TokenRange{}) == r0);
+  CHECK(RankTokenPositions(p, 4, 2, 1, TokenRange{0, 13}) == r1);
+  CHECK(RankTokenPositions(p, 4, 2, 0, TokenRange{0, 0}).empty());
 }
 
 TEST_CASE("the KV decode reads the latent, the rope part and GQA heads where the layout has them") {

@@ -7,12 +7,10 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "exec_cases.h"
-#include "tests/sim/predict/temp_file.h"
 
 namespace kvlanes::exec::testing {
 namespace {
@@ -24,22 +22,12 @@ constexpr const char* kServingPlanProfile =
 // prefix) 60 times as dense: 0.37 s of arrivals, one replica of two ranks, passes of 4,096
 // tokens in chunks of 2,048.
 PlanFile ServingPlan() {
-  ReplayConfig cfg =
+  const ReplayConfig cfg =
       SmallConfig(2, {"cache.device_pages_per_lane=1500", "cache.host_pages_per_lane=1500",
                       "serving.mode=serving", "serving.replicas=1", "serving.max_batch_tokens=4096",
                       "serving.chunk_tokens=2048", "trace.rate_scale=60",
                       std::string("hardware.profile=") + kServingPlanProfile});
-  TraceOptions opt;
-  opt.page_tokens = cfg.cache.page_tokens;
-  Trace t = LoadTrace({SourcePath("traces/mooncake_excerpt.jsonl")}, std::nullopt, opt);
-  t.requests.resize(80);
-  auto policy = MakePolicy(cfg.policy, cfg, t);
-  std::ostringstream out;
-  ReplaySinks sinks;
-  sinks.plan = &out;
-  RunReplay(cfg, *policy, t, EngineOptions{}, {}, sinks);
-  kvlanes::test::TempFile f(out.str());
-  return ReadPlanFile(f.path());
+  return ServingPlanOf("traces/mooncake_excerpt.jsonl", cfg, 80);
 }
 
 }  // namespace
