@@ -3,7 +3,7 @@
 
 Takes lines FIRST..LAST (1-based, inclusive) of a request trace, keeps the requests of at most
 --max-input-tokens, writes them as a window trace, and replays it in serving mode with one
-replica and unchunked prefill (each request in one pass: what `exec --forward model` runs),
+replica and unchunked prefill (each request in one pass; --set serving.chunk_tokens=N chunks it),
 finding for each load the `trace.rate_scale` whose replay reports that `offered_load` (busy time
 over the span; batching makes busy time depend on the rate, so the rate is corrected until the
 load is within 0.5%). Writes PREFIX_<load x 100>.jsonl per load and prints the rate and the plan's
