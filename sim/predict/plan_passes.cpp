@@ -101,10 +101,13 @@ void KeepPassesOf(std::vector<PlanPass>& passes, const std::vector<RequestPlan>&
   for (const RequestPlan& r : requests) kept.insert(r.request);
   std::vector<PlanPass> out;
   for (PlanPass& p : passes) {
+    const size_t before = p.chunks.size();
     std::erase_if(p.chunks, [&](const PlanPassChunk& c) { return !kept.count(c.request); });
     if (p.chunks.empty()) continue;
     p.index = static_cast<int64_t>(out.size());
-    p.layer_spin_s = PassLayerS(p.chunks, layer_base_s);
+    // A pass that keeps every chunk keeps its spin (with what a profile's batched-pass GEMMs add
+    // beyond PassLayerS); a pass that lost some is summed again without that term.
+    if (p.chunks.size() != before) p.layer_spin_s = PassLayerS(p.chunks, layer_base_s);
     out.push_back(std::move(p));
   }
   passes = std::move(out);

@@ -65,7 +65,9 @@ bool IsPassLine(const nlohmann::json& j);
 PlanPass PassFromJson(const nlohmann::json& j, const std::string& file, int64_t line);
 
 // The passes' chunks of `requests` alone (a run of a plan's first requests): a pass left empty
-// goes, the others are numbered again from 0 and their spins summed again (PassLayerS).
+// goes, the others are numbered again from 0; a pass that lost chunks has its spin summed again
+// (PassLayerS: without the batched-pass GEMM term, which needs the profile), the others keep
+// theirs.
 void KeepPassesOf(std::vector<PlanPass>& passes, const std::vector<RequestPlan>& requests,
                   double layer_base_s);
 

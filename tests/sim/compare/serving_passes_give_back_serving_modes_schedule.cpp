@@ -132,10 +132,13 @@ TEST_CASE("a run of a plan's first requests keeps their chunks in passes numbere
   for (const PlanPass& p : plan.passes)
     if (p.replica == 0) passes.push_back(p);
   const size_t before = passes.size();
+  std::map<int64_t, PlanPass> original;  // by start: each pass as the plan has it
+  for (const PlanPass& p : passes) original[p.start_ns] = p;
   KeepPassesOf(passes, first, 0);
   REQUIRE(!passes.empty());
   CHECK(passes.size() < before);
   std::map<int64_t, int64_t> tokens;
+  int64_t whole = 0, cut = 0;
   for (size_t k = 0; k < passes.size(); ++k) {
     CHECK(passes[k].index == static_cast<int64_t>(k));
     double spin = 0;
@@ -144,8 +147,17 @@ TEST_CASE("a run of a plan's first requests keeps their chunks in passes numbere
       tokens[c.request] += c.tokens;
       spin += c.layer_spin_s;
     }
-    CHECK(passes[k].layer_spin_s == doctest::Approx(spin));  // layer base 0: the chunks' sum
+    const PlanPass& was = original.at(passes[k].start_ns);
+    if (was.chunks.size() == passes[k].chunks.size()) {
+      ++whole;  // every chunk kept: the plan's spin, batched-pass term included
+      CHECK(passes[k].layer_spin_s == was.layer_spin_s);
+    } else {
+      ++cut;
+      CHECK(passes[k].layer_spin_s == doctest::Approx(spin));  // layer base 0: the chunks' sum
+    }
   }
+  CHECK(whole > 0);
+  MESSAGE(whole, " passes kept whole, ", cut, " cut");
   for (const RequestPlan& r : first) CHECK(tokens[r.request] == r.computed_tokens);
 }
 
