@@ -1476,11 +1476,10 @@ class RankServe : public RankRun {
     if (plan_.forward != ForwardMode::kModel || pass.chunks.size() < 2) return -1;
     int64_t tokens = 0;
     for (size_t j = 0; j < pass.chunks.size(); ++j)
-      tokens += static_cast<int64_t>(RankTokenPositions(plan_.requests[ri_of.at(
-                                                            pass.chunks[j].request)],
-                                                        geo_.page_tokens, geo_.ranks, me_,
-                                                        ranges[j])
-                                         .size());
+      tokens +=
+          static_cast<int64_t>(RankTokenPositions(plan_.requests[ri_of.at(pass.chunks[j].request)],
+                                                  geo_.page_tokens, geo_.ranks, me_, ranges[j])
+                                   .size());
     return tokens;
   }
 

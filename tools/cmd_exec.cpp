@@ -239,12 +239,12 @@ exec::ExecPlan MakePlan(const po::variables_map& vm, const ExecArgs& a) {
       for (const PlanPass& p : plan.passes)
         for (const PlanPassChunk& c : p.chunks)
           if (const auto [it, fresh] = first_pass.emplace(c.request, p.index); !fresh)
-            throw InputError(source, 0, "--forward",
-                             "model: request " + std::to_string(c.request) +
-                                 " is prefilled over passes " + std::to_string(it->second) +
-                                 " and " + std::to_string(p.index) +
-                                 ", and the proxy merges a token-interleaved prefix in one pass "
-                                 "(replay with serving.chunk_tokens 0, or use --forward synthetic)");
+            throw InputError(
+                source, 0, "--forward",
+                "model: request " + std::to_string(c.request) + " is prefilled over passes " +
+                    std::to_string(it->second) + " and " + std::to_string(p.index) +
+                    ", and the proxy merges a token-interleaved prefix in one pass "
+                    "(replay with serving.chunk_tokens 0, or use --forward synthetic)");
     if (vm["compute-scale"].as<double>() != 1.0)
       throw InputError("", 0, "--compute-scale",
                        "scales the synthetic forward pass only (add --forward synthetic)");

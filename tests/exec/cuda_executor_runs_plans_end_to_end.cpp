@@ -150,7 +150,7 @@ TEST_CASE("--forward model runs a serving plan whose requests are prefilled over
     const int64_t req = std::stoll(id.substr(0, id.find('/')));
     CHECK(op["forward"] == "model");
     CHECK(op["seconds"].get<double>() > 0);
-    const int64_t n = kind == "chunk" ? op["new_tokens"].get<int64_t>()
+    const int64_t n = kind == "chunk"               ? op["new_tokens"].get<int64_t>()
                       : op.contains("chunk_tokens") ? op["chunk_tokens"].get<int64_t>()
                                                     : op["new_tokens"].get<int64_t>();
     CHECK(op["rank_tokens"].get<int64_t>() == n);  // cp_size 1: the rank computes every token
