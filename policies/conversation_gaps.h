@@ -32,24 +32,37 @@ class ConversationGaps {
   static constexpr double kPercentile = 0.9;
   static constexpr uint64_t kMinGaps = 8;
   static constexpr int kBucketsPerOctave = 8;
+  static constexpr size_t kBatch = 8;  // blocks whose slots are prefetched together
 
   // A request with `keys` arrives at `epoch` (1-based, increasing): learns its gap to the turn it
   // continues, if any, and then, if it continues one, keeps what it passed until epoch + TTL.
+  // The blocks are looked up from the deepest (runs found backwards, kBatch at a time with their
+  // slots prefetched), so a request that continues a turn stops at that turn's tail without
+  // walking its whole prefix.
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
-    blocks_.clear();
-    for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i)) blocks_.push_back(keys[i].block);
     bool continues = false;
-    for (size_t i = blocks_.size(); i-- > 0;) {
-      const uint64_t tail = tails_.Find(blocks_[i]);
-      if (tail == 0 || tail >= epoch) continue;
-      Learn(epoch - tail);
-      continues = true;
-      break;
+    for (size_t end = keys.size(); end > 0 && !continues;) {
+      std::array<uint64_t, kBatch> batch{};
+      size_t count = 0;
+      for (; count < kBatch && end > 0; ++count) {
+        end = BlockRunStart(keys, end);
+        batch[count] = keys[end].block;
+        tails_.Prefetch(batch[count]);
+      }
+      for (size_t i = 0; i < count; ++i) {
+        const uint64_t tail = tails_.Find(batch[i]);
+        if (tail == 0 || tail >= epoch) continue;
+        Learn(epoch - tail);
+        continues = true;
+        break;
+      }
     }
     if (until_.size() <= epoch) until_.resize(epoch + 1, 0);
     until_[epoch] = continues ? epoch + Ttl() : 0;
-    for (size_t i = blocks_.size() >= 2 ? blocks_.size() - 2 : 0; i < blocks_.size(); ++i)
-      tails_.Set(blocks_[i], epoch);
+    if (keys.empty()) return;
+    const size_t last = BlockRunStart(keys, keys.size());  // the last two blocks, in order
+    if (last > 0) tails_.Set(keys[BlockRunStart(keys, last)].block, epoch);
+    tails_.Set(keys[last].block, epoch);
   }
 
   // The epoch until which the request of `epoch` keeps what it passed (0: nothing kept, or no
@@ -100,6 +113,7 @@ class ConversationGaps {
         if (slots_[i].block == block) return slots_[i].epoch;
       }
     }
+    void Prefetch(uint64_t block) const { __builtin_prefetch(&slots_[Slot(block)]); }
     // REQUIRES: epoch > 0.
     void Set(uint64_t block, uint64_t epoch) {
       if (2 * (used_ + 1) > slots_.size()) Grow();
@@ -138,7 +152,6 @@ class ConversationGaps {
   size_t top_ = 0;               // the highest bucket holding a gap
   std::array<uint64_t, kBuckets> counts_{};
   uint64_t gaps_ = 0;
-  std::vector<uint64_t> blocks_;  // scratch: a request's distinct blocks in order
 };
 
 }  // namespace kvlanes

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -27,6 +28,8 @@ class SightingsHistory {
   static constexpr int64_t kEntriesPerBlock = 16;
   static constexpr uint64_t kMinEntries = uint64_t{1} << 15;
   static constexpr size_t kWays = 4;
+  // Blocks ahead of the one being recorded whose sets are prefetched.
+  static constexpr size_t kLookAhead = 16;
 
   SightingsHistory(const ReplayConfig& cfg, const Trace& trace) {
     uint64_t w = kMinEntries;
@@ -39,23 +42,28 @@ class SightingsHistory {
   }
 
   // Records one sighting of each distinct block of `keys` (consecutive pages of one block count
-  // once) at `epoch`; a block already sighted at this epoch or later is left as it is.
+  // once) at `epoch`; a block already sighted at this epoch or later is left as it is. The blocks
+  // are hashed first, then recorded in order with the set kLookAhead blocks on prefetched: a
+  // request of a thousand blocks would evict its own early prefetches if all were issued first.
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
     blocks_.clear();
-    for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i)) {
-      const size_t set = Set(keys[i].block);
-      blocks_.push_back({keys[i].block, set});
-      __builtin_prefetch(&entries_[set], 1);
+    for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i))
+      blocks_.push_back({keys[i].block, Set(keys[i].block)});
+    const uint32_t at = static_cast<uint32_t>(std::min<uint64_t>(epoch, UINT32_MAX));
+    const size_t n = blocks_.size();
+    for (size_t i = 0; i < std::min(n, kLookAhead); ++i)
+      __builtin_prefetch(&entries_[blocks_[i].set], 1);
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kLookAhead < n) __builtin_prefetch(&entries_[blocks_[i + kLookAhead].set], 1);
+      Record(blocks_[i].block, blocks_[i].set, at);
     }
-    for (const Sighted& b : blocks_) Record(b.block, b.set, epoch);
   }
 
   // Requests that have contained `block` (0 when the history does not hold it).
   uint64_t Sightings(uint64_t block) const {
     const size_t set = Set(block);
-    for (size_t i = set; i < set + kWays; ++i)
-      if (entries_[i].last != 0 && entries_[i].block == block) return entries_[i].count;
-    return 0;
+    const uint32_t ways = Holding(block, set);
+    return ways == 0 ? 0 : entries_[set + static_cast<size_t>(std::countr_zero(ways))].count;
   }
 
  private:
@@ -74,21 +82,30 @@ class SightingsHistory {
     x ^= x >> 33;
     return static_cast<size_t>(x & mask_) * kWays;
   }
-  // Records `block`, whose set begins at entry `set` (Set(block)).
-  void Record(uint64_t block, size_t set, uint64_t at) {
-    const uint32_t epoch = static_cast<uint32_t>(std::min<uint64_t>(at, UINT32_MAX));
-    size_t victim = set;
-    for (size_t i = set; i < set + kWays; ++i) {
-      Entry& e = entries_[i];
-      if (e.last != 0 && e.block == block) {
-        if (epoch > e.last) {
-          e.last = epoch;
-          ++e.count;
-        }
-        return;
-      }
-      if (e.last < entries_[victim].last) victim = i;
+  // The ways of the set beginning at entry `set` that hold `block`, one bit per way.
+  uint32_t Holding(uint64_t block, size_t set) const {
+    uint32_t ways = 0;
+    for (size_t w = 0; w < kWays; ++w) {
+      const Entry& e = entries_[set + w];
+      ways |= static_cast<uint32_t>((e.last != 0) & (e.block == block)) << w;
     }
+    return ways;
+  }
+  // Records `block`, whose set begins at entry `set` (Set(block)), at `epoch`: the way holding
+  // it (a block is held by one way at most) counts one more sighting, else the first of the
+  // least recently seen ways takes it.
+  void Record(uint64_t block, size_t set, uint32_t epoch) {
+    if (const uint32_t ways = Holding(block, set); ways != 0) {
+      Entry& e = entries_[set + static_cast<size_t>(std::countr_zero(ways))];
+      if (epoch > e.last) {
+        e.last = epoch;
+        ++e.count;
+      }
+      return;
+    }
+    size_t victim = set;
+    for (size_t i = set + 1; i < set + kWays; ++i)
+      victim = entries_[i].last < entries_[victim].last ? i : victim;
     entries_[victim] = Entry{block, epoch, 1};
   }
 
