@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,8 @@ class SightingsHistory {
   static constexpr size_t kWays = 4;
   // Blocks ahead of the one being recorded whose sets are prefetched.
   static constexpr size_t kLookAhead = 16;
+  // Recent requests whose blocks are kept with the entries that hold them.
+  static constexpr size_t kRecentRequests = 4;
 
   SightingsHistory(const ReplayConfig& cfg, const Trace& trace) {
     uint64_t w = kMinEntries;
@@ -43,19 +46,38 @@ class SightingsHistory {
 
   // Records one sighting of each distinct block of `keys` (consecutive pages of one block count
   // once) at `epoch`; a block already sighted at this epoch or later is left as it is. The blocks
-  // are hashed first, then recorded in order with the set kLookAhead blocks on prefetched: a
-  // request of a thousand blocks would evict its own early prefetches if all were issued first.
+  // an earlier request with the same first block began with too (a conversation's next turn, an
+  // agent's next call) are found at the entries they were recorded in, checked, without hashing
+  // or searching their sets; the others are hashed first, then recorded in order with the set
+  // kLookAhead blocks on prefetched (a request of a thousand blocks would evict its own early
+  // prefetches if all were issued first). Either way each block is recorded where, and in the
+  // order, a search would.
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
-    blocks_.clear();
-    for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i))
-      blocks_.push_back({keys[i].block, Set(keys[i].block)});
     const uint32_t at = static_cast<uint32_t>(std::min<uint64_t>(epoch, UINT32_MAX));
-    const size_t n = blocks_.size();
-    for (size_t i = 0; i < std::min(n, kLookAhead); ++i)
-      __builtin_prefetch(&entries_[blocks_[i].set], 1);
-    for (size_t i = 0; i < n; ++i) {
-      if (i + kLookAhead < n) __builtin_prefetch(&entries_[blocks_[i + kLookAhead].set], 1);
-      Record(blocks_[i].block, blocks_[i].set, at);
+    std::vector<Held>& held = HeldFor(keys);
+    size_t i = 0;  // the next key
+    size_t k = 0;  // the next block's index in `held`
+    for (; i < keys.size() && k < held.size() && keys[i].block == held[k].block;
+         i = BlockRunEnd(keys, i), ++k) {
+      if (k + kLookAhead < held.size())
+        __builtin_prefetch(&entries_[held[k + kLookAhead].entry], 1);
+      Held& h = held[k];
+      Entry& e = entries_[h.entry];
+      if (e.last != 0 && e.block == h.block) {
+        Touch(e, at);
+      } else {
+        h.entry = Record(h.block, Set(h.block), at);
+      }
+    }
+    held.resize(k);
+    for (; i < keys.size(); i = BlockRunEnd(keys, i))
+      held.push_back({keys[i].block, Set(keys[i].block)});  // entry: the set, until recorded
+    const size_t n = held.size();
+    for (size_t j = k; j < std::min(n, k + kLookAhead); ++j)
+      __builtin_prefetch(&entries_[held[j].entry], 1);
+    for (size_t j = k; j < n; ++j) {
+      if (j + kLookAhead < n) __builtin_prefetch(&entries_[held[j + kLookAhead].entry], 1);
+      held[j].entry = Record(held[j].block, held[j].entry, at);
     }
   }
 
@@ -91,32 +113,54 @@ class SightingsHistory {
     }
     return ways;
   }
+  // One more sighting of the block `e` holds, at `epoch`, unless it was sighted then or later.
+  static void Touch(Entry& e, uint32_t epoch) {
+    if (epoch > e.last) {
+      e.last = epoch;
+      ++e.count;
+    }
+  }
   // Records `block`, whose set begins at entry `set` (Set(block)), at `epoch`: the way holding
   // it (a block is held by one way at most) counts one more sighting, else the first of the
-  // least recently seen ways takes it.
-  void Record(uint64_t block, size_t set, uint32_t epoch) {
+  // least recently seen ways takes it. Returns the entry that holds it.
+  size_t Record(uint64_t block, size_t set, uint32_t epoch) {
     if (const uint32_t ways = Holding(block, set); ways != 0) {
-      Entry& e = entries_[set + static_cast<size_t>(std::countr_zero(ways))];
-      if (epoch > e.last) {
-        e.last = epoch;
-        ++e.count;
-      }
-      return;
+      const size_t i = set + static_cast<size_t>(std::countr_zero(ways));
+      Touch(entries_[i], epoch);
+      return i;
     }
     size_t victim = set;
     for (size_t i = set + 1; i < set + kWays; ++i)
       victim = entries_[i].last < entries_[victim].last ? i : victim;
     entries_[victim] = Entry{block, epoch, 1};
+    return victim;
   }
 
   uint64_t mask_ = 0;
   std::vector<Entry, LineAlignedAllocator<Entry>> entries_;  // one set per cache line
-  // Scratch: a request's blocks, each with its set (hashed once).
-  struct Sighted {
+  // A recent request's distinct blocks in order, each with the entry it was recorded in (which
+  // a later block may have taken since).
+  struct Held {
     uint64_t block;
-    size_t set;
+    size_t entry;
   };
-  std::vector<Sighted> blocks_;
+  // The blocks of the latest request that began with the first block of `keys`, else of the
+  // least recent one, moved to the front of recent_ (the list this request's blocks replace).
+  std::vector<Held>& HeldFor(std::span<const PageKey> keys) {
+    size_t pick = kRecentRequests - 1;
+    for (size_t l = 0; l < kRecentRequests && !keys.empty(); ++l) {
+      if (!recent_[l].empty() && recent_[l][0].block == keys[0].block) {
+        pick = l;
+        break;
+      }
+    }
+    std::rotate(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(pick),
+                recent_.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
+    return recent_[0];
+  }
+  // The latest requests of as many first blocks (interleaved agents or conversations), the
+  // latest first.
+  std::array<std::vector<Held>, kRecentRequests> recent_;
 };
 
 }  // namespace kvlanes
