@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -33,6 +34,9 @@ class ConversationGaps {
   static constexpr uint64_t kMinGaps = 8;
   static constexpr int kBucketsPerOctave = 8;
   static constexpr size_t kBatch = 8;  // blocks whose slots are prefetched together
+
+  // For a trace of `requests` requests (each sets the tails of two blocks).
+  explicit ConversationGaps(size_t requests = 0) { tails_.Reserve(2 * requests); }
 
   // A request with `keys` arrives at `epoch` (1-based, increasing): learns its gap to the turn it
   // continues, if any, and then, if it continues one, keeps what it passed until epoch + TTL.
@@ -104,44 +108,60 @@ class ConversationGaps {
 
   // Block -> epoch, open addressing with linear probing in a flat table that doubles at half
   // full: a request that continues nothing looks up each of its blocks, mostly absent, and a
-  // miss here ends at the first empty slot, usually the one hashed to.
+  // miss here ends at the first empty slot, usually the one hashed to. Each slot has a one-byte
+  // tag (0 = empty, else 7 bits of the block's hash) in an array of its own, 16 times smaller
+  // than the slots, where a miss ends without reading a slot.
   class TailTable {
    public:
+    // Sized for `blocks` blocks without growing.
+    void Reserve(size_t blocks) {
+      if (2 * blocks > slots_.size()) Resize(std::bit_ceil(2 * blocks));
+    }
     uint64_t Find(uint64_t block) const {
-      for (size_t i = Slot(block);; i = (i + 1) & mask_) {
-        if (slots_[i].epoch == 0) return 0;
-        if (slots_[i].block == block) return slots_[i].epoch;
+      const uint64_t h = Hash(block);
+      const uint8_t tag = Tag(h);
+      for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+        if (tags_[i] == 0) return 0;
+        if (tags_[i] == tag && slots_[i].block == block) return slots_[i].epoch;
       }
     }
-    void Prefetch(uint64_t block) const { __builtin_prefetch(&slots_[Slot(block)]); }
+    void Prefetch(uint64_t block) const { __builtin_prefetch(&tags_[Hash(block) & mask_]); }
     // REQUIRES: epoch > 0.
     void Set(uint64_t block, uint64_t epoch) {
-      if (2 * (used_ + 1) > slots_.size()) Grow();
-      size_t i = Slot(block);
-      while (slots_[i].epoch != 0 && slots_[i].block != block) i = (i + 1) & mask_;
-      used_ += slots_[i].epoch == 0;
+      if (2 * (used_ + 1) > slots_.size()) Resize(2 * slots_.size());
+      const uint64_t h = Hash(block);
+      const uint8_t tag = Tag(h);
+      size_t i = h & mask_;
+      while (tags_[i] != 0 && (tags_[i] != tag || slots_[i].block != block)) i = (i + 1) & mask_;
+      used_ += tags_[i] == 0;
+      tags_[i] = tag;
       slots_[i] = Entry{block, epoch};
     }
 
    private:
     struct Entry {
       uint64_t block = 0;
-      uint64_t epoch = 0;  // 0 = empty
+      uint64_t epoch = 0;
     };
-    size_t Slot(uint64_t block) const {
+    static uint64_t Hash(uint64_t block) {
       uint64_t x = block * 0x9E3779B97F4A7C15ull;
-      x ^= x >> 29;
-      return static_cast<size_t>(x) & mask_;
+      return x ^ (x >> 29);
     }
-    void Grow() {
+    // The top 7 bits of the hash (the slot is taken from the low bits), plus one.
+    static uint8_t Tag(uint64_t h) { return static_cast<uint8_t>((h >> 57) + 1); }
+    // Moves every block to a table of `slots` slots (a power of two).
+    void Resize(size_t slots) {
       std::vector<Entry> old = std::move(slots_);
-      slots_.assign(std::max<size_t>(1024, 2 * old.size()), Entry{});
-      mask_ = slots_.size() - 1;
+      const std::vector<uint8_t> old_tags = std::move(tags_);
+      slots_.assign(slots, Entry{});
+      tags_.assign(slots, 0);
+      mask_ = slots - 1;
       used_ = 0;
-      for (const Entry& e : old)
-        if (e.epoch != 0) Set(e.block, e.epoch);
+      for (size_t i = 0; i < old.size(); ++i)
+        if (old_tags[i] != 0) Set(old[i].block, old[i].epoch);
     }
     std::vector<Entry> slots_ = std::vector<Entry>(1024);
+    std::vector<uint8_t> tags_ = std::vector<uint8_t>(1024, 0);
     size_t mask_ = 1023;
     size_t used_ = 0;
   };

@@ -66,7 +66,8 @@ class GdsfPolicy final : public QueuePolicy {
         conversations_(conversations),
         page_tokens_(static_cast<double>(in.cfg.cache.page_tokens)),
         pair_tokens_(PairTokens(in)),
-        history_(in.cfg, in.trace) {
+        history_(in.cfg, in.trace),
+        gaps_(conversations ? in.trace.requests.size() : 0) {
     FixOrder(EvictionOrder::kLru);
   }
   std::string_view Name() const override { return conversations_ ? "gdsf_conv" : "gdsf"; }
