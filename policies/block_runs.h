@@ -32,21 +32,4 @@ inline size_t BlockRunEnd(std::span<const PageKey> keys, size_t i) {
   return j;
 }
 
-// The index of the first key of the run that ends at keys[end - 1] (the runs walked from the
-// deepest, as BlockRunEnd walks them from the first). REQUIRES: 0 < end <= keys.size().
-inline size_t BlockRunStart(std::span<const PageKey> keys, size_t end) {
-  size_t j = end - 1;  // keys[j] is of the run's block; the run starts at j or before
-  const uint64_t block = keys[j].block;
-  if (j == 0 || keys[j - 1].block != block) return j;
-  for (; j >= 8; j -= 8) {
-    uint32_t differ = 0;  // bit k: keys[j - 1 - k] is of another block
-#pragma GCC unroll 8
-    for (uint32_t k = 0; k < 8; ++k)
-      differ |= static_cast<uint32_t>(keys[j - 1 - k].block != block) << k;
-    if (differ != 0) return j - static_cast<size_t>(std::countr_zero(differ));
-  }
-  while (j > 0 && keys[j - 1].block == block) --j;
-  return j;
-}
-
 }  // namespace kvlanes

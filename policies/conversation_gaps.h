@@ -33,40 +33,32 @@ class ConversationGaps {
   static constexpr double kPercentile = 0.9;
   static constexpr uint64_t kMinGaps = 8;
   static constexpr int kBucketsPerOctave = 8;
-  static constexpr size_t kBatch = 8;  // blocks whose slots are prefetched together
 
   // For a trace of `requests` requests (each sets the tails of two blocks).
   explicit ConversationGaps(size_t requests = 0) { tails_.Reserve(2 * requests); }
 
   // A request with `keys` arrives at `epoch` (1-based, increasing): learns its gap to the turn it
   // continues, if any, and then, if it continues one, keeps what it passed until epoch + TTL.
-  // The blocks are looked up from the deepest (runs found backwards, kBatch at a time with their
-  // slots prefetched), so a request that continues a turn stops at that turn's tail without
-  // walking its whole prefix.
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
+    blocks_.clear();
+    for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i)) blocks_.push_back(keys[i].block);
+    RecordBlocks(blocks_, epoch);
+  }
+  // The same, for a request given by its distinct blocks in order (the runs of its keys), looked
+  // up from the deepest.
+  void RecordBlocks(std::span<const uint64_t> blocks, uint64_t epoch) {
     bool continues = false;
-    for (size_t end = keys.size(); end > 0 && !continues;) {
-      std::array<uint64_t, kBatch> batch{};
-      size_t count = 0;
-      for (; count < kBatch && end > 0; ++count) {
-        end = BlockRunStart(keys, end);
-        batch[count] = keys[end].block;
-        tails_.Prefetch(batch[count]);
-      }
-      for (size_t i = 0; i < count; ++i) {
-        const uint64_t tail = tails_.Find(batch[i]);
-        if (tail == 0 || tail >= epoch) continue;
-        Learn(epoch - tail);
-        continues = true;
-        break;
-      }
+    const size_t n = blocks.size();
+    for (size_t i = n; i-- > 0;) {
+      const uint64_t tail = tails_.Find(blocks[i]);
+      if (tail == 0 || tail >= epoch) continue;
+      Learn(epoch - tail);
+      continues = true;
+      break;
     }
     if (until_.size() <= epoch) until_.resize(epoch + 1, 0);
     until_[epoch] = continues ? epoch + Ttl() : 0;
-    if (keys.empty()) return;
-    const size_t last = BlockRunStart(keys, keys.size());  // the last two blocks, in order
-    if (last > 0) tails_.Set(keys[BlockRunStart(keys, last)].block, epoch);
-    tails_.Set(keys[last].block, epoch);
+    for (size_t i = n >= 2 ? n - 2 : 0; i < n; ++i) tails_.Set(blocks[i], epoch);
   }
 
   // The epoch until which the request of `epoch` keeps what it passed (0: nothing kept, or no
@@ -107,10 +99,11 @@ class ConversationGaps {
   }
 
   // Block -> epoch, open addressing with linear probing in a flat table that doubles at half
-  // full: a request that continues nothing looks up each of its blocks, mostly absent, and a
-  // miss here ends at the first empty slot, usually the one hashed to. Each slot has a one-byte
-  // tag (0 = empty, else 7 bits of the block's hash) in an array of its own, 16 times smaller
-  // than the slots, where a miss ends without reading a slot.
+  // full. A request that continues nothing looks up each of its blocks, mostly absent, so the
+  // table keeps a filter of one bit per 1/8 slot (16 bits per block or more), set for each block
+  // it holds: a block whose bit is clear is absent, found in an array 16 times smaller than the
+  // slots with one well-predicted branch (a block whose bit another one set, at most 1 in 16,
+  // goes on to the slots).
   class TailTable {
    public:
     // Sized for `blocks` blocks without growing.
@@ -119,49 +112,51 @@ class ConversationGaps {
     }
     uint64_t Find(uint64_t block) const {
       const uint64_t h = Hash(block);
-      const uint8_t tag = Tag(h);
+      if (!Filtered(h)) return 0;
       for (size_t i = h & mask_;; i = (i + 1) & mask_) {
-        if (tags_[i] == 0) return 0;
-        if (tags_[i] == tag && slots_[i].block == block) return slots_[i].epoch;
+        if (slots_[i].epoch == 0) return 0;
+        if (slots_[i].block == block) return slots_[i].epoch;
       }
     }
-    void Prefetch(uint64_t block) const { __builtin_prefetch(&tags_[Hash(block) & mask_]); }
     // REQUIRES: epoch > 0.
     void Set(uint64_t block, uint64_t epoch) {
       if (2 * (used_ + 1) > slots_.size()) Resize(2 * slots_.size());
       const uint64_t h = Hash(block);
-      const uint8_t tag = Tag(h);
+      const size_t bit = FilterBit(h);
+      filter_[bit / 64] |= uint64_t{1} << (bit % 64);
       size_t i = h & mask_;
-      while (tags_[i] != 0 && (tags_[i] != tag || slots_[i].block != block)) i = (i + 1) & mask_;
-      used_ += tags_[i] == 0;
-      tags_[i] = tag;
+      while (slots_[i].epoch != 0 && slots_[i].block != block) i = (i + 1) & mask_;
+      used_ += slots_[i].epoch == 0;
       slots_[i] = Entry{block, epoch};
     }
 
    private:
     struct Entry {
       uint64_t block = 0;
-      uint64_t epoch = 0;
+      uint64_t epoch = 0;  // 0 = empty
     };
     static uint64_t Hash(uint64_t block) {
       uint64_t x = block * 0x9E3779B97F4A7C15ull;
       return x ^ (x >> 29);
     }
-    // The top 7 bits of the hash (the slot is taken from the low bits), plus one.
-    static uint8_t Tag(uint64_t h) { return static_cast<uint8_t>((h >> 57) + 1); }
+    // The filter's bit of a block of hash `h`: bits from above the slot's (8 x slots bits).
+    size_t FilterBit(uint64_t h) const { return (h >> 24) & (8 * mask_ + 7); }
+    bool Filtered(uint64_t h) const {
+      const size_t bit = FilterBit(h);
+      return (filter_[bit / 64] >> (bit % 64)) & 1;
+    }
     // Moves every block to a table of `slots` slots (a power of two).
     void Resize(size_t slots) {
       std::vector<Entry> old = std::move(slots_);
-      const std::vector<uint8_t> old_tags = std::move(tags_);
       slots_.assign(slots, Entry{});
-      tags_.assign(slots, 0);
+      filter_.assign(slots / 8, 0);
       mask_ = slots - 1;
       used_ = 0;
-      for (size_t i = 0; i < old.size(); ++i)
-        if (old_tags[i] != 0) Set(old[i].block, old[i].epoch);
+      for (const Entry& e : old)
+        if (e.epoch != 0) Set(e.block, e.epoch);
     }
     std::vector<Entry> slots_ = std::vector<Entry>(1024);
-    std::vector<uint8_t> tags_ = std::vector<uint8_t>(1024, 0);
+    std::vector<uint64_t> filter_ = std::vector<uint64_t>(1024 / 8, 0);
     size_t mask_ = 1023;
     size_t used_ = 0;
   };
@@ -172,6 +167,7 @@ class ConversationGaps {
   size_t top_ = 0;               // the highest bucket holding a gap
   std::array<uint64_t, kBuckets> counts_{};
   uint64_t gaps_ = 0;
+  std::vector<uint64_t> blocks_;  // scratch: a request's distinct blocks in order
 };
 
 }  // namespace kvlanes

@@ -75,7 +75,7 @@ class GdsfPolicy final : public QueuePolicy {
 
   void OnOffer(const CacheView& view, const DeviceOffer& offer) override {
     history_.RecordRequest(offer.keys, view.epoch);
-    if (conversations_) gaps_.RecordRequest(offer.keys, view.epoch);
+    if (conversations_) gaps_.RecordBlocks(history_.RequestBlocks(), view.epoch);
     now_ = std::max(now_, view.epoch);
   }
   void OnPlanning(const CacheView& view, const LaneDemand& demand) override {

@@ -48,38 +48,44 @@ class SightingsHistory {
   // once) at `epoch`; a block already sighted at this epoch or later is left as it is. The blocks
   // an earlier request with the same first block began with too (a conversation's next turn, an
   // agent's next call) are found at the entries they were recorded in, checked, without hashing
-  // or searching their sets; the others are hashed first, then recorded in order with the set
-  // kLookAhead blocks on prefetched (a request of a thousand blocks would evict its own early
-  // prefetches if all were issued first). Either way each block is recorded where, and in the
-  // order, a search would.
+  // or searching their sets; the others are hashed first (the first kLookAhead sets prefetched
+  // as they are found), then recorded in order with the set kLookAhead blocks on prefetched (a
+  // request of a thousand blocks would evict its own early prefetches if all were issued first).
+  // Either way each block is recorded where, and in the order, a search would.
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
     const uint32_t at = static_cast<uint32_t>(std::min<uint64_t>(epoch, UINT32_MAX));
-    std::vector<Held>& held = HeldFor(keys);
+    Held& held = HeldFor(keys);
+    std::vector<uint64_t>& blocks = held.blocks;
+    std::vector<size_t>& entries = held.entries;
     size_t i = 0;  // the next key
     size_t k = 0;  // the next block's index in `held`
-    for (; i < keys.size() && k < held.size() && keys[i].block == held[k].block;
+    for (; i < keys.size() && k < blocks.size() && keys[i].block == blocks[k];
          i = BlockRunEnd(keys, i), ++k) {
-      if (k + kLookAhead < held.size())
-        __builtin_prefetch(&entries_[held[k + kLookAhead].entry], 1);
-      Held& h = held[k];
-      Entry& e = entries_[h.entry];
-      if (e.last != 0 && e.block == h.block) {
+      if (k + kLookAhead < blocks.size()) __builtin_prefetch(&entries_[entries[k + kLookAhead]], 1);
+      Entry& e = entries_[entries[k]];
+      if (e.last != 0 && e.block == blocks[k]) {
         Touch(e, at);
       } else {
-        h.entry = Record(h.block, Set(h.block), at);
+        entries[k] = Record(blocks[k], Set(blocks[k]), at);
       }
     }
-    held.resize(k);
-    for (; i < keys.size(); i = BlockRunEnd(keys, i))
-      held.push_back({keys[i].block, Set(keys[i].block)});  // entry: the set, until recorded
-    const size_t n = held.size();
-    for (size_t j = k; j < std::min(n, k + kLookAhead); ++j)
-      __builtin_prefetch(&entries_[held[j].entry], 1);
+    blocks.resize(k);
+    entries.resize(k);
+    for (; i < keys.size(); i = BlockRunEnd(keys, i)) {
+      const size_t set = Set(keys[i].block);
+      if (blocks.size() < k + kLookAhead) __builtin_prefetch(&entries_[set], 1);
+      blocks.push_back(keys[i].block);
+      entries.push_back(set);  // the set, until recorded
+    }
+    const size_t n = blocks.size();
     for (size_t j = k; j < n; ++j) {
-      if (j + kLookAhead < n) __builtin_prefetch(&entries_[held[j + kLookAhead].entry], 1);
-      held[j].entry = Record(held[j].block, held[j].entry, at);
+      if (j + kLookAhead < n) __builtin_prefetch(&entries_[entries[j + kLookAhead]], 1);
+      entries[j] = Record(blocks[j], entries[j], at);
     }
   }
+
+  // The distinct blocks of the request recorded last, in order.
+  std::span<const uint64_t> RequestBlocks() const { return recent_[0].blocks; }
 
   // Requests that have contained `block` (0 when the history does not hold it).
   uint64_t Sightings(uint64_t block) const {
@@ -141,15 +147,15 @@ class SightingsHistory {
   // A recent request's distinct blocks in order, each with the entry it was recorded in (which
   // a later block may have taken since).
   struct Held {
-    uint64_t block;
-    size_t entry;
+    std::vector<uint64_t> blocks;
+    std::vector<size_t> entries;
   };
   // The blocks of the latest request that began with the first block of `keys`, else of the
   // least recent one, moved to the front of recent_ (the list this request's blocks replace).
-  std::vector<Held>& HeldFor(std::span<const PageKey> keys) {
+  Held& HeldFor(std::span<const PageKey> keys) {
     size_t pick = kRecentRequests - 1;
     for (size_t l = 0; l < kRecentRequests && !keys.empty(); ++l) {
-      if (!recent_[l].empty() && recent_[l][0].block == keys[0].block) {
+      if (!recent_[l].blocks.empty() && recent_[l].blocks[0] == keys[0].block) {
         pick = l;
         break;
       }
@@ -160,7 +166,7 @@ class SightingsHistory {
   }
   // The latest requests of as many first blocks (interleaved agents or conversations), the
   // latest first.
-  std::array<std::vector<Held>, kRecentRequests> recent_;
+  std::array<Held, kRecentRequests> recent_;
 };
 
 }  // namespace kvlanes
