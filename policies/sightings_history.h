@@ -22,6 +22,8 @@
 namespace kvlanes {
 
 class SightingsHistory {
+  friend struct SightingsHistoryInspector;  // tests: records by searching every block
+
  public:
   // Entries per block of device capacity (rounded up to a power of two), at least kMinEntries:
   // a block is first reused some hundreds of requests after its first use on the Mooncake
