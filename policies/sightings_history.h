@@ -54,35 +54,45 @@ class SightingsHistory {
   // as they are found), then recorded in order with the set kLookAhead blocks on prefetched (a
   // request of a thousand blocks would evict its own early prefetches if all were issued first).
   // Either way each block is recorded where, and in the order, a search would.
+  // The loops read the table, the list and the keys through local pointers and sizes: a store
+  // of an entry index may alias a member, which the compiler would then load again per block.
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
     const uint32_t at = static_cast<uint32_t>(std::min<uint64_t>(epoch, UINT32_MAX));
     Held& held = HeldFor(keys);
-    std::vector<uint64_t>& blocks = held.blocks;
-    std::vector<size_t>& entries = held.entries;
+    Entry* const table = entries_.data();
+    const uint64_t mask = mask_;
+    const PageKey* const key = keys.data();
+    const size_t n_keys = keys.size();
     size_t i = 0;  // the next key
     size_t k = 0;  // the next block's index in `held`
-    for (; i < keys.size() && k < blocks.size() && keys[i].block == blocks[k];
-         i = BlockRunEnd(keys, i), ++k) {
-      if (k + kLookAhead < blocks.size()) __builtin_prefetch(&entries_[entries[k + kLookAhead]], 1);
-      Entry& e = entries_[entries[k]];
-      if (e.last != 0 && e.block == blocks[k]) {
-        Touch(e, at);
-      } else {
-        entries[k] = Record(blocks[k], Set(blocks[k]), at);
+    {
+      const uint64_t* const block = held.blocks.data();
+      size_t* const entry = held.entries.data();
+      const size_t n_held = held.blocks.size();
+      for (; i < n_keys && k < n_held && key[i].block == block[k]; i = BlockRunEnd(keys, i), ++k) {
+        if (k + kLookAhead < n_held) __builtin_prefetch(&table[entry[k + kLookAhead]], 1);
+        Entry& e = table[entry[k]];
+        if (e.last != 0 && e.block == block[k]) {
+          Touch(e, at);
+        } else {
+          entry[k] = Record(table, block[k], Set(block[k], mask), at);
+        }
       }
     }
-    blocks.resize(k);
-    entries.resize(k);
-    for (; i < keys.size(); i = BlockRunEnd(keys, i)) {
-      const size_t set = Set(keys[i].block);
-      if (blocks.size() < k + kLookAhead) __builtin_prefetch(&entries_[set], 1);
-      blocks.push_back(keys[i].block);
-      entries.push_back(set);  // the set, until recorded
+    held.blocks.resize(k);
+    held.entries.resize(k);
+    for (; i < n_keys; i = BlockRunEnd(keys, i)) {
+      const size_t set = Set(key[i].block, mask);
+      if (held.blocks.size() < k + kLookAhead) __builtin_prefetch(&table[set], 1);
+      held.blocks.push_back(key[i].block);
+      held.entries.push_back(set);  // the set, until recorded
     }
-    const size_t n = blocks.size();
+    const uint64_t* const block = held.blocks.data();
+    size_t* const entry = held.entries.data();
+    const size_t n = held.blocks.size();
     for (size_t j = k; j < n; ++j) {
-      if (j + kLookAhead < n) __builtin_prefetch(&entries_[entries[j + kLookAhead]], 1);
-      entries[j] = Record(blocks[j], entries[j], at);
+      if (j + kLookAhead < n) __builtin_prefetch(&table[entry[j + kLookAhead]], 1);
+      entry[j] = Record(table, block[j], entry[j], at);
     }
   }
 
@@ -91,8 +101,8 @@ class SightingsHistory {
 
   // Requests that have contained `block` (0 when the history does not hold it).
   uint64_t Sightings(uint64_t block) const {
-    const size_t set = Set(block);
-    const uint32_t ways = Holding(block, set);
+    const size_t set = Set(block, mask_);
+    const uint32_t ways = Holding(entries_.data(), block, set);
     return ways == 0 ? 0 : entries_[set + static_cast<size_t>(std::countr_zero(ways))].count;
   }
 
@@ -103,20 +113,21 @@ class SightingsHistory {
     uint32_t count = 0;
   };
   static_assert(sizeof(Entry) * kWays == 64, "a set is one cache line");
-  size_t Set(uint64_t block) const {
+  // The first entry of the set of `block` in a table of mask + 1 sets.
+  static size_t Set(uint64_t block, uint64_t mask) {
     uint64_t x = block;
     x ^= x >> 33;
     x *= 0xFF51AFD7ED558CCDull;
     x ^= x >> 33;
     x *= 0xC4CEB9FE1A85EC53ull;
     x ^= x >> 33;
-    return static_cast<size_t>(x & mask_) * kWays;
+    return static_cast<size_t>(x & mask) * kWays;
   }
   // The ways of the set beginning at entry `set` that hold `block`, one bit per way.
-  uint32_t Holding(uint64_t block, size_t set) const {
+  static uint32_t Holding(const Entry* table, uint64_t block, size_t set) {
     uint32_t ways = 0;
     for (size_t w = 0; w < kWays; ++w) {
-      const Entry& e = entries_[set + w];
+      const Entry& e = table[set + w];
       ways |= static_cast<uint32_t>((e.last != 0) & (e.block == block)) << w;
     }
     return ways;
@@ -128,19 +139,19 @@ class SightingsHistory {
       ++e.count;
     }
   }
-  // Records `block`, whose set begins at entry `set` (Set(block)), at `epoch`: the way holding
-  // it (a block is held by one way at most) counts one more sighting, else the first of the
-  // least recently seen ways takes it. Returns the entry that holds it.
-  size_t Record(uint64_t block, size_t set, uint32_t epoch) {
-    if (const uint32_t ways = Holding(block, set); ways != 0) {
+  // Records `block`, whose set begins at entry `set` of `table` (Set(block)), at `epoch`: the
+  // way holding it (a block is held by one way at most) counts one more sighting, else the
+  // first of the least recently seen ways takes it. Returns the entry that holds it.
+  static size_t Record(Entry* table, uint64_t block, size_t set, uint32_t epoch) {
+    if (const uint32_t ways = Holding(table, block, set); ways != 0) {
       const size_t i = set + static_cast<size_t>(std::countr_zero(ways));
-      Touch(entries_[i], epoch);
+      Touch(table[i], epoch);
       return i;
     }
     size_t victim = set;
     for (size_t i = set + 1; i < set + kWays; ++i)
-      victim = entries_[i].last < entries_[victim].last ? i : victim;
-    entries_[victim] = Entry{block, epoch, 1};
+      victim = table[i].last < table[victim].last ? i : victim;
+    table[victim] = Entry{block, epoch, 1};
     return victim;
   }
 

@@ -19,7 +19,7 @@ struct SightingsHistoryInspector {
   static void RecordSearching(SightingsHistory& h, std::span<const PageKey> keys, uint64_t epoch) {
     const uint32_t at = static_cast<uint32_t>(epoch);
     for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i))
-      h.Record(keys[i].block, h.Set(keys[i].block), at);
+      h.Record(h.entries_.data(), keys[i].block, h.Set(keys[i].block, h.mask_), at);
   }
   static bool SameEntries(const SightingsHistory& a, const SightingsHistory& b) {
     if (a.entries_.size() != b.entries_.size()) return false;
