@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -33,14 +34,23 @@ class ConversationGaps {
   static constexpr uint64_t kMinGaps = 8;
   static constexpr int kBucketsPerOctave = 8;
 
+  // For a trace of `requests` requests (each sets the tails of two blocks).
+  explicit ConversationGaps(size_t requests = 0) { tails_.Reserve(2 * requests); }
+
   // A request with `keys` arrives at `epoch` (1-based, increasing): learns its gap to the turn it
   // continues, if any, and then, if it continues one, keeps what it passed until epoch + TTL.
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
     blocks_.clear();
     for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i)) blocks_.push_back(keys[i].block);
+    RecordBlocks(blocks_, epoch);
+  }
+  // The same, for a request given by its distinct blocks in order (the runs of its keys), looked
+  // up from the deepest.
+  void RecordBlocks(std::span<const uint64_t> blocks, uint64_t epoch) {
     bool continues = false;
-    for (size_t i = blocks_.size(); i-- > 0;) {
-      const uint64_t tail = tails_.Find(blocks_[i]);
+    const size_t n = blocks.size();
+    for (size_t i = n; i-- > 0;) {
+      const uint64_t tail = tails_.Find(blocks[i]);
       if (tail == 0 || tail >= epoch) continue;
       Learn(epoch - tail);
       continues = true;
@@ -48,8 +58,7 @@ class ConversationGaps {
     }
     if (until_.size() <= epoch) until_.resize(epoch + 1, 0);
     until_[epoch] = continues ? epoch + Ttl() : 0;
-    for (size_t i = blocks_.size() >= 2 ? blocks_.size() - 2 : 0; i < blocks_.size(); ++i)
-      tails_.Set(blocks_[i], epoch);
+    for (size_t i = n >= 2 ? n - 2 : 0; i < n; ++i) tails_.Set(blocks[i], epoch);
   }
 
   // The epoch until which the request of `epoch` keeps what it passed (0: nothing kept, or no
@@ -90,20 +99,32 @@ class ConversationGaps {
   }
 
   // Block -> epoch, open addressing with linear probing in a flat table that doubles at half
-  // full: a request that continues nothing looks up each of its blocks, mostly absent, and a
-  // miss here ends at the first empty slot, usually the one hashed to.
+  // full. A request that continues nothing looks up each of its blocks, mostly absent, so the
+  // table keeps a filter of one bit per 1/8 slot (16 bits per block or more), set for each block
+  // it holds: a block whose bit is clear is absent, found in an array 16 times smaller than the
+  // slots with one well-predicted branch (a block whose bit another one set, at most 1 in 16,
+  // goes on to the slots).
   class TailTable {
    public:
+    // Sized for `blocks` blocks without growing.
+    void Reserve(size_t blocks) {
+      if (2 * blocks > slots_.size()) Resize(std::bit_ceil(2 * blocks));
+    }
     uint64_t Find(uint64_t block) const {
-      for (size_t i = Slot(block);; i = (i + 1) & mask_) {
+      const uint64_t h = Hash(block);
+      if (!Filtered(h)) return 0;
+      for (size_t i = h & mask_;; i = (i + 1) & mask_) {
         if (slots_[i].epoch == 0) return 0;
         if (slots_[i].block == block) return slots_[i].epoch;
       }
     }
     // REQUIRES: epoch > 0.
     void Set(uint64_t block, uint64_t epoch) {
-      if (2 * (used_ + 1) > slots_.size()) Grow();
-      size_t i = Slot(block);
+      if (2 * (used_ + 1) > slots_.size()) Resize(2 * slots_.size());
+      const uint64_t h = Hash(block);
+      const size_t bit = FilterBit(h);
+      filter_[bit / 64] |= uint64_t{1} << (bit % 64);
+      size_t i = h & mask_;
       while (slots_[i].epoch != 0 && slots_[i].block != block) i = (i + 1) & mask_;
       used_ += slots_[i].epoch == 0;
       slots_[i] = Entry{block, epoch};
@@ -114,20 +135,28 @@ class ConversationGaps {
       uint64_t block = 0;
       uint64_t epoch = 0;  // 0 = empty
     };
-    size_t Slot(uint64_t block) const {
+    static uint64_t Hash(uint64_t block) {
       uint64_t x = block * 0x9E3779B97F4A7C15ull;
-      x ^= x >> 29;
-      return static_cast<size_t>(x) & mask_;
+      return x ^ (x >> 29);
     }
-    void Grow() {
+    // The filter's bit of a block of hash `h`: bits from above the slot's (8 x slots bits).
+    size_t FilterBit(uint64_t h) const { return (h >> 24) & (8 * mask_ + 7); }
+    bool Filtered(uint64_t h) const {
+      const size_t bit = FilterBit(h);
+      return (filter_[bit / 64] >> (bit % 64)) & 1;
+    }
+    // Moves every block to a table of `slots` slots (a power of two).
+    void Resize(size_t slots) {
       std::vector<Entry> old = std::move(slots_);
-      slots_.assign(std::max<size_t>(1024, 2 * old.size()), Entry{});
-      mask_ = slots_.size() - 1;
+      slots_.assign(slots, Entry{});
+      filter_.assign(slots / 8, 0);
+      mask_ = slots - 1;
       used_ = 0;
       for (const Entry& e : old)
         if (e.epoch != 0) Set(e.block, e.epoch);
     }
     std::vector<Entry> slots_ = std::vector<Entry>(1024);
+    std::vector<uint64_t> filter_ = std::vector<uint64_t>(1024 / 8, 0);
     size_t mask_ = 1023;
     size_t used_ = 0;
   };

@@ -66,7 +66,8 @@ class GdsfPolicy final : public QueuePolicy {
         conversations_(conversations),
         page_tokens_(static_cast<double>(in.cfg.cache.page_tokens)),
         pair_tokens_(PairTokens(in)),
-        history_(in.cfg, in.trace) {
+        history_(in.cfg, in.trace),
+        gaps_(conversations ? in.trace.requests.size() : 0) {
     FixOrder(EvictionOrder::kLru);
   }
   std::string_view Name() const override { return conversations_ ? "gdsf_conv" : "gdsf"; }
@@ -74,7 +75,7 @@ class GdsfPolicy final : public QueuePolicy {
 
   void OnOffer(const CacheView& view, const DeviceOffer& offer) override {
     history_.RecordRequest(offer.keys, view.epoch);
-    if (conversations_) gaps_.RecordRequest(offer.keys, view.epoch);
+    if (conversations_) gaps_.RecordBlocks(history_.RequestBlocks(), view.epoch);
     now_ = std::max(now_, view.epoch);
   }
   void OnPlanning(const CacheView& view, const LaneDemand& demand) override {

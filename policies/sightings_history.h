@@ -7,6 +7,8 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -20,6 +22,8 @@
 namespace kvlanes {
 
 class SightingsHistory {
+  friend struct SightingsHistoryInspector;  // tests: records by searching every block
+
  public:
   // Entries per block of device capacity (rounded up to a power of two), at least kMinEntries:
   // a block is first reused some hundreds of requests after its first use on the Mooncake
@@ -27,6 +31,10 @@ class SightingsHistory {
   static constexpr int64_t kEntriesPerBlock = 16;
   static constexpr uint64_t kMinEntries = uint64_t{1} << 15;
   static constexpr size_t kWays = 4;
+  // Blocks ahead of the one being recorded whose sets are prefetched.
+  static constexpr size_t kLookAhead = 16;
+  // Recent requests whose blocks are kept with the entries that hold them.
+  static constexpr size_t kRecentRequests = 4;
 
   SightingsHistory(const ReplayConfig& cfg, const Trace& trace) {
     uint64_t w = kMinEntries;
@@ -39,23 +47,63 @@ class SightingsHistory {
   }
 
   // Records one sighting of each distinct block of `keys` (consecutive pages of one block count
-  // once) at `epoch`; a block already sighted at this epoch or later is left as it is.
+  // once) at `epoch`; a block already sighted at this epoch or later is left as it is. The blocks
+  // an earlier request with the same first block began with too (a conversation's next turn, an
+  // agent's next call) are found at the entries they were recorded in, checked, without hashing
+  // or searching their sets; the others are hashed first (the first kLookAhead sets prefetched
+  // as they are found), then recorded in order with the set kLookAhead blocks on prefetched (a
+  // request of a thousand blocks would evict its own early prefetches if all were issued first).
+  // Either way each block is recorded where, and in the order, a search would.
+  // The loops read the table, the list and the keys through local pointers and sizes: a store
+  // of an entry index may alias a member, which the compiler would then load again per block.
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
-    blocks_.clear();
-    for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i)) {
-      const size_t set = Set(keys[i].block);
-      blocks_.push_back({keys[i].block, set});
-      __builtin_prefetch(&entries_[set], 1);
+    const uint32_t at = static_cast<uint32_t>(std::min<uint64_t>(epoch, UINT32_MAX));
+    Held& held = HeldFor(keys);
+    Entry* const table = entries_.data();
+    const uint64_t mask = mask_;
+    const PageKey* const key = keys.data();
+    const size_t n_keys = keys.size();
+    size_t i = 0;  // the next key
+    size_t k = 0;  // the next block's index in `held`
+    {
+      const uint64_t* const block = held.blocks.data();
+      size_t* const entry = held.entries.data();
+      const size_t n_held = held.blocks.size();
+      for (; i < n_keys && k < n_held && key[i].block == block[k]; i = BlockRunEnd(keys, i), ++k) {
+        if (k + kLookAhead < n_held) __builtin_prefetch(&table[entry[k + kLookAhead]], 1);
+        Entry& e = table[entry[k]];
+        if (e.last != 0 && e.block == block[k]) {
+          Touch(e, at);
+        } else {
+          entry[k] = Record(table, block[k], Set(block[k], mask), at);
+        }
+      }
     }
-    for (const Sighted& b : blocks_) Record(b.block, b.set, epoch);
+    held.blocks.resize(k);
+    held.entries.resize(k);
+    for (; i < n_keys; i = BlockRunEnd(keys, i)) {
+      const size_t set = Set(key[i].block, mask);
+      if (held.blocks.size() < k + kLookAhead) __builtin_prefetch(&table[set], 1);
+      held.blocks.push_back(key[i].block);
+      held.entries.push_back(set);  // the set, until recorded
+    }
+    const uint64_t* const block = held.blocks.data();
+    size_t* const entry = held.entries.data();
+    const size_t n = held.blocks.size();
+    for (size_t j = k; j < n; ++j) {
+      if (j + kLookAhead < n) __builtin_prefetch(&table[entry[j + kLookAhead]], 1);
+      entry[j] = Record(table, block[j], entry[j], at);
+    }
   }
+
+  // The distinct blocks of the request recorded last, in order.
+  std::span<const uint64_t> RequestBlocks() const { return recent_[0].blocks; }
 
   // Requests that have contained `block` (0 when the history does not hold it).
   uint64_t Sightings(uint64_t block) const {
-    const size_t set = Set(block);
-    for (size_t i = set; i < set + kWays; ++i)
-      if (entries_[i].last != 0 && entries_[i].block == block) return entries_[i].count;
-    return 0;
+    const size_t set = Set(block, mask_);
+    const uint32_t ways = Holding(entries_.data(), block, set);
+    return ways == 0 ? 0 : entries_[set + static_cast<size_t>(std::countr_zero(ways))].count;
   }
 
  private:
@@ -65,41 +113,73 @@ class SightingsHistory {
     uint32_t count = 0;
   };
   static_assert(sizeof(Entry) * kWays == 64, "a set is one cache line");
-  size_t Set(uint64_t block) const {
+  // The first entry of the set of `block` in a table of mask + 1 sets.
+  static size_t Set(uint64_t block, uint64_t mask) {
     uint64_t x = block;
     x ^= x >> 33;
     x *= 0xFF51AFD7ED558CCDull;
     x ^= x >> 33;
     x *= 0xC4CEB9FE1A85EC53ull;
     x ^= x >> 33;
-    return static_cast<size_t>(x & mask_) * kWays;
+    return static_cast<size_t>(x & mask) * kWays;
   }
-  // Records `block`, whose set begins at entry `set` (Set(block)).
-  void Record(uint64_t block, size_t set, uint64_t at) {
-    const uint32_t epoch = static_cast<uint32_t>(std::min<uint64_t>(at, UINT32_MAX));
-    size_t victim = set;
-    for (size_t i = set; i < set + kWays; ++i) {
-      Entry& e = entries_[i];
-      if (e.last != 0 && e.block == block) {
-        if (epoch > e.last) {
-          e.last = epoch;
-          ++e.count;
-        }
-        return;
-      }
-      if (e.last < entries_[victim].last) victim = i;
+  // The ways of the set beginning at entry `set` that hold `block`, one bit per way.
+  static uint32_t Holding(const Entry* table, uint64_t block, size_t set) {
+    uint32_t ways = 0;
+    for (size_t w = 0; w < kWays; ++w) {
+      const Entry& e = table[set + w];
+      ways |= static_cast<uint32_t>((e.last != 0) & (e.block == block)) << w;
     }
-    entries_[victim] = Entry{block, epoch, 1};
+    return ways;
+  }
+  // One more sighting of the block `e` holds, at `epoch`, unless it was sighted then or later.
+  static void Touch(Entry& e, uint32_t epoch) {
+    if (epoch > e.last) {
+      e.last = epoch;
+      ++e.count;
+    }
+  }
+  // Records `block`, whose set begins at entry `set` of `table` (Set(block)), at `epoch`: the
+  // way holding it (a block is held by one way at most) counts one more sighting, else the
+  // first of the least recently seen ways takes it. Returns the entry that holds it.
+  static size_t Record(Entry* table, uint64_t block, size_t set, uint32_t epoch) {
+    if (const uint32_t ways = Holding(table, block, set); ways != 0) {
+      const size_t i = set + static_cast<size_t>(std::countr_zero(ways));
+      Touch(table[i], epoch);
+      return i;
+    }
+    size_t victim = set;
+    for (size_t i = set + 1; i < set + kWays; ++i)
+      victim = table[i].last < table[victim].last ? i : victim;
+    table[victim] = Entry{block, epoch, 1};
+    return victim;
   }
 
   uint64_t mask_ = 0;
   std::vector<Entry, LineAlignedAllocator<Entry>> entries_;  // one set per cache line
-  // Scratch: a request's blocks, each with its set (hashed once).
-  struct Sighted {
-    uint64_t block;
-    size_t set;
+  // A recent request's distinct blocks in order, each with the entry it was recorded in (which
+  // a later block may have taken since).
+  struct Held {
+    std::vector<uint64_t> blocks;
+    std::vector<size_t> entries;
   };
-  std::vector<Sighted> blocks_;
+  // The blocks of the latest request that began with the first block of `keys`, else of the
+  // least recent one, moved to the front of recent_ (the list this request's blocks replace).
+  Held& HeldFor(std::span<const PageKey> keys) {
+    size_t pick = kRecentRequests - 1;
+    for (size_t l = 0; l < kRecentRequests && !keys.empty(); ++l) {
+      if (!recent_[l].blocks.empty() && recent_[l].blocks[0] == keys[0].block) {
+        pick = l;
+        break;
+      }
+    }
+    std::rotate(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(pick),
+                recent_.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
+    return recent_[0];
+  }
+  // The latest requests of as many first blocks (interleaved agents or conversations), the
+  // latest first.
+  std::array<Held, kRecentRequests> recent_;
 };
 
 }  // namespace kvlanes
