@@ -23,9 +23,6 @@
 #include <span>
 #include <vector>
 
-#include "policies/block_runs.h"
-#include "traces/trace.h"
-
 namespace kvlanes {
 
 class ConversationGaps {
@@ -37,15 +34,10 @@ class ConversationGaps {
   // For a trace of `requests` requests (each sets the tails of two blocks).
   explicit ConversationGaps(size_t requests = 0) { tails_.Reserve(2 * requests); }
 
-  // A request with `keys` arrives at `epoch` (1-based, increasing): learns its gap to the turn it
-  // continues, if any, and then, if it continues one, keeps what it passed until epoch + TTL.
-  void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
-    blocks_.clear();
-    for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i)) blocks_.push_back(keys[i].block);
-    RecordBlocks(blocks_, epoch);
-  }
-  // The same, for a request given by its distinct blocks in order (the runs of its keys), looked
-  // up from the deepest.
+  // A request arrives at `epoch` (1-based, increasing), given by its distinct blocks in order
+  // (the runs of its keys, SightingsHistory::RequestBlocks): learns its gap to the turn it
+  // continues, if any (its blocks looked up from the deepest), and then, if it continues one,
+  // keeps what it passed until epoch + TTL.
   void RecordBlocks(std::span<const uint64_t> blocks, uint64_t epoch) {
     bool continues = false;
     const size_t n = blocks.size();
@@ -167,7 +159,6 @@ class ConversationGaps {
   size_t top_ = 0;               // the highest bucket holding a gap
   std::array<uint64_t, kBuckets> counts_{};
   uint64_t gaps_ = 0;
-  std::vector<uint64_t> blocks_;  // scratch: a request's distinct blocks in order
 };
 
 }  // namespace kvlanes

@@ -108,9 +108,9 @@ TEST_CASE("conversation gaps give a keep time from the gaps' percentile once eig
   // Conversation c: [c] at one epoch, [c c+1000] two epochs later: a gap of 2 each.
   for (uint64_t c = 1; c <= 8; ++c) {
     CHECK(gaps.Ttl() == 0);  // fewer than 8 gaps
-    gaps.RecordRequest(std::vector<PageKey>{{c, 0}}, ++epoch);
-    gaps.RecordRequest(std::vector<PageKey>{{c + 100, 0}}, ++epoch);
-    gaps.RecordRequest(std::vector<PageKey>{{c, 0}, {c + 1000, 0}}, ++epoch);
+    gaps.RecordBlocks(std::vector<uint64_t>{c}, ++epoch);
+    gaps.RecordBlocks(std::vector<uint64_t>{c + 100}, ++epoch);
+    gaps.RecordBlocks(std::vector<uint64_t>{c, c + 1000}, ++epoch);
   }
   CHECK(gaps.gaps() == 8);
   // 2 lies in bucket floor(8 log2 2) = 8, whose upper edge is ceil(2^(9/8)) = 3.
