@@ -54,7 +54,7 @@ SAVED_TRACES = [
     ("bailian sample", "traces/bailian/sample.jsonl", 16, SMALL),
     ("csv sample", "traces/csv/sample.csv", 64, SMALL),
 ]
-SAVED_POLICIES = "lru,seen_lru,s3fifo,lru+tinylfu,oracle,gdsf,gdsf_conv,gdsf+tinylfu"
+SAVED_POLICIES = "lru,seen_lru,s3fifo,lru+tinylfu,oracle,gdsf,gdsf_conv,gdsf+tinylfu,lru+bypass,gdsf+bypass"
 PAGE_TOKENS = 64
 # Below this LRU-to-oracle gap (in token hit ratio) the fraction closed is not shown: it would
 # divide by almost nothing.
