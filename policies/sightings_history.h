@@ -1,9 +1,9 @@
-// The sightings history of seen_lru and seen_rate: for each block (the trace's hash unit), how
-// many requests have contained it and when the latest did, kept in a table that outlives
-// eviction (a ghost of sightings, not of cache hits). The table is 4-way set-associative: a new
-// block replaces the least recently seen entry of its set, so a forgotten block counts as seen
-// once again. Lookups and replacement use the block and epochs only, so replays stay
-// deterministic.
+// The sightings history of seen_lru, seen_rate, gdsf and the `+bypass` composite: for each block
+// (the trace's hash unit), how many requests have contained it and when the latest did, kept in
+// a table that outlives eviction (a ghost of sightings, not of cache hits). The table is 4-way
+// set-associative: a new block replaces the least recently seen entry of its set, so a forgotten
+// block counts as seen once again. Lookups and replacement use the block and epochs only, so
+// replays stay deterministic.
 #pragma once
 
 #include <algorithm>
@@ -36,14 +36,18 @@ class SightingsHistory {
   // Recent requests whose blocks are kept with the entries that hold them.
   static constexpr size_t kRecentRequests = 4;
 
-  SightingsHistory(const ReplayConfig& cfg, const Trace& trace) {
-    uint64_t w = kMinEntries;
-    const int64_t pages_per_block =
-        std::max<int64_t>(1, trace.block_tokens / std::max<int64_t>(1, cfg.cache.page_tokens));
-    const int64_t blocks = std::max<int64_t>(1, DeviceCapacityPages(cfg) / pages_per_block);
-    while (w < static_cast<uint64_t>(kEntriesPerBlock * blocks)) w <<= 1;
-    entries_.assign(static_cast<size_t>(w), Entry{});
-    mask_ = w / kWays - 1;
+  // The callback of RecordRequest for a caller that does not follow reuse intervals.
+  struct IgnoreReuse {
+    void operator()(uint32_t /*interval*/, uint64_t /*count*/) const {}
+  };
+
+  // A table of kEntriesPerBlock entries per block of device capacity.
+  SightingsHistory(const ReplayConfig& cfg, const Trace& trace)
+      : SightingsHistory(EntriesFor(cfg, trace)) {}
+  // A table of `entries` entries. REQUIRES: `entries` is a power of two, at least kWays.
+  explicit SightingsHistory(uint64_t entries) {
+    entries_.assign(static_cast<size_t>(entries), Entry{});
+    mask_ = entries / kWays - 1;
   }
 
   // Records one sighting of each distinct block of `keys` (consecutive pages of one block count
@@ -54,10 +58,27 @@ class SightingsHistory {
   // as they are found), then recorded in order with the set kLookAhead blocks on prefetched (a
   // request of a thousand blocks would evict its own early prefetches if all were issued first).
   // Either way each block is recorded where, and in the order, a search would.
+  // The sightings of blocks the table held, at a later epoch than their latest, are reuses: their
+  // intervals (epochs since the latest; uint32_t, as epochs saturate at 2^32 - 1) go to
+  // on_reuse(interval, count), one call per run of `count` consecutive reuses with the same
+  // interval, in the order of the blocks (a request's blocks were mostly sighted together before;
+  // the run is counted in a register, where a call per block kept its state in memory).
   // The loops read the table, the list and the keys through local pointers and sizes: a store
   // of an entry index may alias a member, which the compiler would then load again per block.
-  void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
+  template <typename OnReuse = IgnoreReuse>
+  void RecordRequest(std::span<const PageKey> keys, uint64_t epoch, OnReuse&& on_reuse = {}) {
     const uint32_t at = static_cast<uint32_t>(std::min<uint64_t>(epoch, UINT32_MAX));
+    uint32_t run = 0;    // the interval of the current run of reuses
+    uint64_t count = 0;  // its reuses
+    auto reused = [&](uint32_t interval) {
+      if (interval == 0) return;
+      if (interval != run) {
+        if (count > 0) on_reuse(run, count);
+        run = interval;
+        count = 0;
+      }
+      ++count;
+    };
     Held& held = HeldFor(keys);
     Entry* const table = entries_.data();
     const uint64_t mask = mask_;
@@ -73,9 +94,11 @@ class SightingsHistory {
         if (k + kLookAhead < n_held) __builtin_prefetch(&table[entry[k + kLookAhead]], 1);
         Entry& e = table[entry[k]];
         if (e.last != 0 && e.block == block[k]) {
-          Touch(e, at);
+          reused(Touch(e, at));
         } else {
-          entry[k] = Record(table, block[k], Set(block[k], mask), at);
+          const Recorded r = Record(table, block[k], Set(block[k], mask), at);
+          entry[k] = r.entry;
+          reused(r.interval);
         }
       }
     }
@@ -92,12 +115,21 @@ class SightingsHistory {
     const size_t n = held.blocks.size();
     for (size_t j = k; j < n; ++j) {
       if (j + kLookAhead < n) __builtin_prefetch(&table[entry[j + kLookAhead]], 1);
-      entry[j] = Record(table, block[j], entry[j], at);
+      const Recorded r = Record(table, block[j], entry[j], at);
+      entry[j] = r.entry;
+      reused(r.interval);
     }
+    if (count > 0) on_reuse(run, count);
   }
 
   // The distinct blocks of the request recorded last, in order.
   std::span<const uint64_t> RequestBlocks() const { return recent_[0].blocks; }
+
+  // Prefetches the set of `block`, for a caller about to look up several blocks. Inlined always:
+  // GCC finds a function whose only effect is a prefetch pure and deletes its calls.
+  [[gnu::always_inline]] void Prefetch(uint64_t block) const {
+    __builtin_prefetch(&entries_[Set(block, mask_)], 1);
+  }
 
   // Requests that have contained `block` (0 when the history does not hold it).
   uint64_t Sightings(uint64_t block) const {
@@ -133,26 +165,41 @@ class SightingsHistory {
     return ways;
   }
   // One more sighting of the block `e` holds, at `epoch`, unless it was sighted then or later.
-  static void Touch(Entry& e, uint32_t epoch) {
-    if (epoch > e.last) {
-      e.last = epoch;
-      ++e.count;
-    }
+  // Returns the epochs since its latest sighting, or 0 when there was none.
+  static uint32_t Touch(Entry& e, uint32_t epoch) {
+    if (epoch <= e.last) return 0;
+    const uint32_t interval = epoch - e.last;
+    e.last = epoch;
+    ++e.count;
+    return interval;
   }
+  struct Recorded {
+    size_t entry;       // the entry that holds the block
+    uint32_t interval;  // Touch's, 0 for a block the table did not hold
+  };
   // Records `block`, whose set begins at entry `set` of `table` (Set(block)), at `epoch`: the
   // way holding it (a block is held by one way at most) counts one more sighting, else the
-  // first of the least recently seen ways takes it. Returns the entry that holds it.
-  static size_t Record(Entry* table, uint64_t block, size_t set, uint32_t epoch) {
+  // first of the least recently seen ways takes it.
+  static Recorded Record(Entry* table, uint64_t block, size_t set, uint32_t epoch) {
     if (const uint32_t ways = Holding(table, block, set); ways != 0) {
       const size_t i = set + static_cast<size_t>(std::countr_zero(ways));
-      Touch(table[i], epoch);
-      return i;
+      return {i, Touch(table[i], epoch)};
     }
     size_t victim = set;
     for (size_t i = set + 1; i < set + kWays; ++i)
       victim = table[i].last < table[victim].last ? i : victim;
     table[victim] = Entry{block, epoch, 1};
-    return victim;
+    return {victim, 0};
+  }
+
+  // The table's entries for a device of cfg's capacity.
+  static uint64_t EntriesFor(const ReplayConfig& cfg, const Trace& trace) {
+    uint64_t w = kMinEntries;
+    const int64_t pages_per_block =
+        std::max<int64_t>(1, trace.block_tokens / std::max<int64_t>(1, cfg.cache.page_tokens));
+    const int64_t blocks = std::max<int64_t>(1, DeviceCapacityPages(cfg) / pages_per_block);
+    while (w < static_cast<uint64_t>(kEntriesPerBlock * blocks)) w <<= 1;
+    return w;
   }
 
   uint64_t mask_ = 0;
