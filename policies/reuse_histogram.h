@@ -30,14 +30,17 @@ class ReuseHistogram {
     double x = hist_[bucket];
     double total = total_;
     while (count > 0) {
-      // The most adds that keep the total within the limit (limit_ - total may round up).
-      uint64_t m = std::min<uint64_t>(count, static_cast<uint64_t>(std::max(0.0, limit_ - total)));
-      if (m > 0 && !(total + static_cast<double>(m) <= limit_)) --m;
-      if (m > 1 && AddsExactly(x, m) && AddsExactly(total, m)) {
-        x += static_cast<double>(m);
-        total += static_cast<double>(m);
-        count -= m;
-        continue;
+      if (count > 1) {
+        // The most adds that keep the total within the limit (limit_ - total may round up).
+        uint64_t m =
+            std::min<uint64_t>(count, static_cast<uint64_t>(std::max(0.0, limit_ - total)));
+        if (m > 0 && !(total + static_cast<double>(m) <= limit_)) --m;
+        if (m > 1 && AddsExactly(x, m) && AddsExactly(total, m)) {
+          x += static_cast<double>(m);
+          total += static_cast<double>(m);
+          count -= m;
+          continue;
+        }
       }
       x += 1;
       total += 1;

@@ -17,6 +17,7 @@
 #include "policies/block_runs.h"
 #include "policies/line_aligned.h"
 #include "policies/queue_policy.h"
+#include "sim/check.h"
 #include "traces/trace.h"
 
 namespace kvlanes {
@@ -33,6 +34,9 @@ class SightingsHistory {
   static constexpr size_t kWays = 4;
   // Blocks ahead of the one being recorded whose sets are prefetched.
   static constexpr size_t kLookAhead = 16;
+  // Blocks from the first key a PrepareRequest caller looks up whose entries or sets it
+  // prefetches.
+  static constexpr size_t kPrepareAhead = 64;
   // Recent requests whose blocks are kept with the entries that hold them.
   static constexpr size_t kRecentRequests = 4;
 
@@ -67,18 +71,8 @@ class SightingsHistory {
   // of an entry index may alias a member, which the compiler would then load again per block.
   template <typename OnReuse = IgnoreReuse>
   void RecordRequest(std::span<const PageKey> keys, uint64_t epoch, OnReuse&& on_reuse = {}) {
-    const uint32_t at = static_cast<uint32_t>(std::min<uint64_t>(epoch, UINT32_MAX));
-    uint32_t run = 0;    // the interval of the current run of reuses
-    uint64_t count = 0;  // its reuses
-    auto reused = [&](uint32_t interval) {
-      if (interval == 0) return;
-      if (interval != run) {
-        if (count > 0) on_reuse(run, count);
-        run = interval;
-        count = 0;
-      }
-      ++count;
-    };
+    const uint32_t at = Saturated(epoch);
+    ReuseRuns<OnReuse> reused{on_reuse};
     Held& held = HeldFor(keys);
     Entry* const table = entries_.data();
     const uint64_t mask = mask_;
@@ -102,24 +96,66 @@ class SightingsHistory {
         }
       }
     }
-    held.blocks.resize(k);
-    held.entries.resize(k);
-    for (; i < n_keys; i = BlockRunEnd(keys, i)) {
-      const size_t set = Set(key[i].block, mask);
-      if (held.blocks.size() < k + kLookAhead) __builtin_prefetch(&table[set], 1);
-      held.blocks.push_back(key[i].block);
-      held.entries.push_back(set);  // the set, until recorded
+    HashRest(held, keys, i, k, keys.size(), 0);
+    RecordRest(held, k, at, reused);
+    reused.Flush();
+    prepared_ = kNotPrepared;
+  }
+
+  // RecordRequest in two steps, for a caller that looks blocks up between a request's offer and
+  // its record (the +bypass composite): PrepareRequest(keys, from) finds the blocks the list of a
+  // recent request holds and hashes the others, prefetching the entries or sets of the first
+  // kLookAhead of each and of the first kPrepareAhead blocks from key `from` on (where the
+  // caller's lookups begin); CommitRequest(epoch, on_reuse) then records them as
+  // RecordRequest(keys, epoch, on_reuse) would. The table does not change in between, so lookups
+  // (Holds, Sightings) see it as before the request, and the sets they need first arrive while
+  // the caller works. CommitRequest aborts unless PrepareRequest was the last call that changed
+  // the history.
+  void PrepareRequest(std::span<const PageKey> keys, size_t from) {
+    Held& held = HeldFor(keys);
+    const Entry* const table = entries_.data();
+    const PageKey* const key = keys.data();
+    const size_t n_keys = keys.size();
+    const uint64_t* const block = held.blocks.data();
+    const size_t* const entry = held.entries.data();
+    const size_t n_held = held.blocks.size();
+    size_t i = 0;
+    size_t k = 0;
+    size_t fetched = 0;  // blocks from key `from` on whose entries were prefetched
+    for (; i < n_keys && k < n_held && key[i].block == block[k]; i = BlockRunEnd(keys, i), ++k) {
+      if (k < kLookAhead || (i >= from && fetched < kPrepareAhead)) {
+        __builtin_prefetch(&table[entry[k]], 1);
+        fetched += i >= from;
+      }
     }
+    HashRest(held, keys, i, k, from, fetched);
+    prepared_ = k;
+  }
+  template <typename OnReuse>
+  void CommitRequest(uint64_t epoch, OnReuse&& on_reuse) {
+    KV_CHECK(prepared_ != kNotPrepared, "SightingsHistory: CommitRequest without PrepareRequest");
+    const uint32_t at = Saturated(epoch);
+    ReuseRuns<OnReuse> reused{on_reuse};
+    Held& held = recent_[0];
+    Entry* const table = entries_.data();
+    const uint64_t mask = mask_;
     const uint64_t* const block = held.blocks.data();
     size_t* const entry = held.entries.data();
-    const size_t n = held.blocks.size();
-    for (size_t j = k; j < n; ++j) {
-      if (j + kLookAhead < n) __builtin_prefetch(&table[entry[j + kLookAhead]], 1);
-      const Recorded r = Record(table, block[j], entry[j], at);
-      entry[j] = r.entry;
-      reused(r.interval);
+    const size_t n_held = prepared_;
+    for (size_t k = 0; k < n_held; ++k) {
+      if (k + kLookAhead < n_held) __builtin_prefetch(&table[entry[k + kLookAhead]], 1);
+      Entry& e = table[entry[k]];
+      if (e.last != 0 && e.block == block[k]) {
+        reused(Touch(e, at));
+      } else {
+        const Recorded r = Record(table, block[k], Set(block[k], mask), at);
+        entry[k] = r.entry;
+        reused(r.interval);
+      }
     }
-    if (count > 0) on_reuse(run, count);
+    RecordRest(held, n_held, at, reused);
+    reused.Flush();
+    prepared_ = kNotPrepared;
   }
 
   // The distinct blocks of the request recorded last, in order.
@@ -129,6 +165,11 @@ class SightingsHistory {
   // GCC finds a function whose only effect is a prefetch pure and deletes its calls.
   [[gnu::always_inline]] void Prefetch(uint64_t block) const {
     __builtin_prefetch(&entries_[Set(block, mask_)], 1);
+  }
+
+  // Whether the history holds `block`.
+  bool Holds(uint64_t block) const {
+    return Holding(entries_.data(), block, Set(block, mask_)) != 0;
   }
 
   // Requests that have contained `block` (0 when the history does not hold it).
@@ -192,6 +233,28 @@ class SightingsHistory {
     return {victim, 0};
   }
 
+  static uint32_t Saturated(uint64_t epoch) {
+    return static_cast<uint32_t>(std::min<uint64_t>(epoch, UINT32_MAX));
+  }
+  // The reuses of a request, counted in runs of one interval that go to on_reuse.
+  template <typename OnReuse>
+  struct ReuseRuns {
+    OnReuse& on_reuse;
+    uint32_t run = 0;    // the interval of the current run
+    uint64_t count = 0;  // its reuses
+    void operator()(uint32_t interval) {
+      if (interval == 0) return;
+      if (interval != run) {
+        Flush();
+        run = interval;
+        count = 0;
+      }
+      ++count;
+    }
+    void Flush() {
+      if (count > 0) on_reuse(run, count);
+    }
+  };
   // The table's entries for a device of cfg's capacity.
   static uint64_t EntriesFor(const ReplayConfig& cfg, const Trace& trace) {
     uint64_t w = kMinEntries;
@@ -224,9 +287,46 @@ class SightingsHistory {
                 recent_.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
     return recent_[0];
   }
+  // Cuts `held` to its first k blocks (those keys[0, i) began with), then appends the distinct
+  // blocks of keys[i, end) with their sets, prefetching the first kLookAhead and those from key
+  // `from` on while fewer than kPrepareAhead were (`fetched` already).
+  void HashRest(Held& held, std::span<const PageKey> keys, size_t i, size_t k, size_t from,
+                size_t fetched) const {
+    const Entry* const table = entries_.data();
+    const uint64_t mask = mask_;
+    held.blocks.resize(k);
+    held.entries.resize(k);
+    for (; i < keys.size(); i = BlockRunEnd(keys, i)) {
+      const size_t set = Set(keys[i].block, mask);
+      if (held.blocks.size() < k + kLookAhead || (i >= from && fetched < kPrepareAhead)) {
+        __builtin_prefetch(&table[set], 1);
+        fetched += i >= from;
+      }
+      held.blocks.push_back(keys[i].block);
+      held.entries.push_back(set);  // the set, until recorded
+    }
+  }
+  // Records the blocks of `held` from the k-th on (their sets in `entries`), at `at`.
+  template <typename Runs>
+  void RecordRest(Held& held, size_t k, uint32_t at, Runs& reused) {
+    Entry* const table = entries_.data();
+    const uint64_t* const block = held.blocks.data();
+    size_t* const entry = held.entries.data();
+    const size_t n = held.blocks.size();
+    for (size_t j = k; j < n; ++j) {
+      if (j + kLookAhead < n) __builtin_prefetch(&table[entry[j + kLookAhead]], 1);
+      const Recorded r = Record(table, block[j], entry[j], at);
+      entry[j] = r.entry;
+      reused(r.interval);
+    }
+  }
+
   // The latest requests of as many first blocks (interleaved agents or conversations), the
   // latest first.
   std::array<Held, kRecentRequests> recent_;
+  // Blocks of recent_[0] that PrepareRequest found in its list; kNotPrepared after a record.
+  static constexpr size_t kNotPrepared = ~size_t{0};
+  size_t prepared_ = kNotPrepared;
 };
 
 }  // namespace kvlanes

@@ -81,7 +81,7 @@ TEST_CASE("the reuse histogram adds a run as adding its intervals one at a time 
 
 TEST_CASE("the reuse histogram's fraction within a horizon counts whole buckets") {
   ReuseHistogram h(1000);
-  CHECK(h.FractionWithin(100) == 0);  // no interval yet
+  CHECK(h.FractionWithin(100) == 0);      // no interval yet
   h.Add(ReuseHistogram::Bucket(1), 1);    // bucket 0: [1, 2)
   h.Add(ReuseHistogram::Bucket(5), 2);    // bucket 2: [4, 8)
   h.Add(ReuseHistogram::Bucket(300), 1);  // bucket 8: [256, 512)

@@ -113,6 +113,12 @@ class SearchedHistory {
     }
   }
   const std::pair<uint64_t, uint64_t>& entry(size_t i) const { return entries_[i]; }
+  bool Holds(uint64_t block) const {
+    const size_t set = SightingsHistoryInspector::Set(shape_, block);
+    for (size_t w = set; w < set + SightingsHistory::kWays; ++w)
+      if (entries_[w].second != 0 && entries_[w].first == block) return true;
+    return false;
+  }
 
  private:
   const SightingsHistory& shape_;  // for the sets
@@ -143,20 +149,29 @@ TEST_CASE("the sightings history records as a search of every block does") {
   CHECK(forgotten > 500);            // so entries were replaced
 }
 
-TEST_CASE("the sightings history reports the reuse intervals a search with 64-bit epochs finds") {
-  // A table of 2^14 entries (the +bypass composite sizes its own), 40,000 blocks replace some;
-  // the intervals reported go to a histogram in runs, as the composite's do, and those found to
-  // one that adds them one at a time.
+TEST_CASE(
+    "the sightings history prepared then committed reports the reuse intervals a search with "
+    "64-bit epochs finds") {
+  // A table of 2^14 entries (the +bypass composite sizes its own), 40,000 blocks replace some.
+  // As the composite does, each request is prepared, its blocks looked up (from a random key
+  // on), then committed, the intervals reported going to a histogram in runs; those the search
+  // finds go to one that adds them one at a time.
   SightingsHistory hinted(uint64_t{1} << 14);
   SearchedHistory searched(hinted);
   AgentRequests requests(7);
+  std::mt19937_64 rng(11);
   std::vector<uint64_t> reported, found;
   ReuseHistogram in_runs(1000);
   double one_at_a_time[ReuseHistogram::kBuckets] = {}, total = 0;
   uint64_t longest = 0;
   for (uint64_t epoch = 1; epoch <= kRequests; ++epoch) {
     const std::vector<PageKey> keys = requests.Next(epoch);
-    hinted.RecordRequest(keys, epoch, [&](uint32_t interval, uint64_t count) {
+    hinted.PrepareRequest(keys, rng() % keys.size());
+    bool same_lookups = true;  // the table as before the request
+    for (size_t i = 0; i < keys.size(); i = BlockRunEnd(keys, i))
+      same_lookups = same_lookups && hinted.Holds(keys[i].block) == searched.Holds(keys[i].block);
+    REQUIRE(same_lookups);
+    hinted.CommitRequest(epoch, [&](uint32_t interval, uint64_t count) {
       CHECK(count > 0);
       reported.insert(reported.end(), count, interval);
       in_runs.Add(ReuseHistogram::Bucket(interval), count);
