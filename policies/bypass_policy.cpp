@@ -18,14 +18,18 @@
 // page and every page after it are bypassed. Before that tier's first eviction every page is
 // cached.
 //
-// Sightings are per block (the trace's hash unit; its pages arrive together), kept in a 4-way
-// set-associative table of (block, last sighting) entries: a new block replaces the least
-// recently seen entry of its set, so the history is a bounded ghost. (Direct-mapped, two blocks
-// of one conversation that shared an entry evicted each other on every turn, and the one lost
-// stopped the admission of the whole extent behind it.) Every request that offers a new extent
-// records all its blocks (prefix included) after its own decision. The interval histogram has log2
-// buckets and is halved whenever it holds more than 4 x capacity (pages) intervals, so it follows
-// the recent trace.
+// Sightings are per block (the trace's hash unit; its pages arrive together), kept in a
+// SightingsHistory of its own size, a 4-way set-associative table of (block, last sighting)
+// entries: a new block replaces the least recently seen entry of its set, so the history is a
+// bounded ghost. (Direct-mapped, two blocks of one conversation that shared an entry evicted each
+// other on every turn, and the one lost stopped the admission of the whole extent behind it.)
+// Every request that offers a new extent records all its blocks (prefix included) after its own
+// decision, the blocks a recent request with the same first block began with too found at their
+// entries without a search (an agent's calls re-send a prefix of a thousand blocks); the
+// sightings of blocks held report their intervals, in runs of one interval, to the interval
+// histogram (policies/reuse_histogram.h), which has log2 buckets and is halved whenever it holds
+// more than 4 x capacity (pages) intervals, so it follows the recent trace. (The history's epochs
+// are 32-bit and saturate: intervals are exact for the first 2^32 - 1 requests of a replay.)
 //
 // With a base that has its own admission (`NAME+tinylfu+bypass`) both run and the shorter
 // admitted prefix wins.
@@ -36,10 +40,11 @@
 
 #include "policies/block_runs.h"
 #include "policies/forwarding_policy.h"
-#include "policies/line_aligned.h"
 #include "policies/offer_room.h"
 #include "policies/queue_policy.h"
 #include "policies/registry.h"
+#include "policies/reuse_histogram.h"
+#include "policies/sightings_history.h"
 #include "sim/check.h"
 
 namespace kvlanes {
@@ -50,11 +55,13 @@ namespace {
 // (on a kv-cache-tester trace at 1e5 tokens, 4096 entries forgot the previous turn's blocks).
 constexpr int64_t kHistoryPerPage = 4;
 constexpr uint64_t kMinHistory = uint64_t{1} << 20;
-constexpr size_t kWays = 4;  // entries per set of the history
 // Unseen blocks are admitted while at least this fraction of recent reuse intervals is within
 // the horizon. On the Mooncake synthetic trace at cp_size 1, 0.3 and 0.5 measured lower at 1e6
 // and 3e6 cached tokens than 0.7; never admitting unseen blocks lost 0.023 to lru at 1e7.
 constexpr double kAdmitUnseenWithin = 0.7;
+// Blocks whose history sets the admission prefetches ahead of the one it looks up, once it has
+// looked up more than the history prefetched when the request was offered.
+constexpr size_t kLookAhead = 16;
 
 class BypassComposite final : public ForwardingPolicy {
  public:
@@ -64,30 +71,25 @@ class BypassComposite final : public ForwardingPolicy {
         capacity_(std::max<int64_t>(
             1, horizon_tier_ == Tier::kHost
                    ? cfg.cache.host_pages_per_lane * static_cast<int64_t>(cfg.cache.cp_size)
-                   : DeviceCapacityPages(cfg))) {
-    uint64_t w = kMinHistory;
-    while (w < static_cast<uint64_t>(kHistoryPerPage * capacity_)) w <<= 1;
-    history_.assign(static_cast<size_t>(w), Entry{});
-    mask_ = w / kWays - 1;
-  }
+                   : DeviceCapacityPages(cfg))),
+        history_(HistoryEntries(capacity_)),
+        intervals_(4.0 * static_cast<double>(capacity_)) {}
 
   int64_t AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const override;
-  // The request's distinct blocks (consecutive pages of one block count once), their sets
-  // prefetched before the base's admission and this one look any up: the history is larger than
-  // the caches, and one miss after another was most of the admission's time.
+  // Every request that offers a new extent records its blocks, after its own decision: the
+  // history prepares them when offered (the blocks a recent request's list holds found, the
+  // others hashed; the entries or sets of the first blocks and of the new extent's first blocks,
+  // where the admission's lookups begin, prefetched while the admissions run) and records them
+  // when admitted.
   void OnOffer(const CacheView& view, const DeviceOffer& offer) override {
-    blocks_.clear();
-    for (size_t i = 0; i < offer.keys.size(); i = BlockRunEnd(offer.keys, i)) {
-      const size_t set = Set(offer.keys[i].block);
-      blocks_.push_back({offer.keys[i].block, set});
-      __builtin_prefetch(&history_[set], 1);
-    }
+    history_.PrepareRequest(offer.keys, static_cast<size_t>(offer.first_page));
     ForwardingPolicy::OnOffer(view, offer);
   }
-  // Every request that offers a new extent records its blocks, after its own decision.
   void OnAdmit(const CacheView& view, const DeviceOffer& offer, int64_t admitted) override {
     ForwardingPolicy::OnAdmit(view, offer, admitted);
-    for (const Sighted& b : blocks_) Record(b.block, b.set, view.epoch);
+    history_.CommitRequest(view.epoch, [this](uint32_t interval, uint64_t count) {
+      intervals_.Add(ReuseHistogram::Bucket(interval), count);
+    });
   }
   void OnEvict(const CacheView& view, const LaneDemand& demand, const EvictionPlan& plan) override {
     ForwardingPolicy::OnEvict(view, demand, plan);
@@ -95,62 +97,12 @@ class BypassComposite final : public ForwardingPolicy {
   }
 
  private:
-  struct Entry {
-    uint64_t block = 0;
-    uint64_t last = 0;  // epoch of the latest sighting; 0 = empty
-  };
-
-  static_assert(sizeof(Entry) * kWays == 64, "a set is one cache line");
-  // The first entry of the block's set of kWays entries.
-  size_t Set(uint64_t block) const {
-    uint64_t x = block;
-    x ^= x >> 33;
-    x *= 0xFF51AFD7ED558CCDull;
-    x ^= x >> 33;
-    x *= 0xC4CEB9FE1A85EC53ull;
-    x ^= x >> 33;
-    return static_cast<size_t>(x & mask_) * kWays;
+  static uint64_t HistoryEntries(int64_t capacity) {
+    uint64_t w = kMinHistory;
+    while (w < static_cast<uint64_t>(kHistoryPerPage * capacity)) w <<= 1;
+    return w;
   }
-  // The block's entry, or nullptr when the history does not hold it; `set` = Set(block).
-  size_t Find(uint64_t block, size_t set) const {
-    for (size_t i = set; i < set + kWays; ++i)
-      if (history_[i].last != 0 && history_[i].block == block) return i;
-    return kNotFound;
-  }
-  static constexpr size_t kNotFound = ~size_t{0};
-  bool Seen(uint64_t block) const { return Find(block, Set(block)) != kNotFound; }
-  void Record(uint64_t block, size_t set, uint64_t epoch) {
-    if (const size_t i = Find(block, set); i != kNotFound) {
-      Entry* e = &history_[i];
-      if (epoch > e->last) {
-        const uint64_t interval = epoch - e->last;
-        // Bucket b holds intervals in [2^b, 2^(b+1)); the last, 62, everything from 2^62.
-        const int b = std::min(62, static_cast<int>(std::bit_width(interval)) - 1);
-        hist_[b] += 1;
-        hist_total_ += 1;
-        if (hist_total_ > 4.0 * static_cast<double>(capacity_)) {
-          for (double& x : hist_) x *= 0.5;
-          hist_total_ *= 0.5;
-        }
-      }
-      e->last = epoch;
-      return;
-    }
-    // A new block replaces the set's least recently seen entry (an empty one first; ties: the
-    // first).
-    size_t victim = set;
-    for (size_t i = set + 1; i < set + kWays; ++i)
-      if (history_[i].last < history_[victim].last) victim = i;
-    history_[victim] = Entry{block, epoch};
-  }
-  // Fraction of recent reuse intervals within the horizon (whole buckets: a bucket counts when
-  // its largest interval is).
-  double WithinHorizon() const {
-    double in = 0;
-    for (int b = 0; b < 63; ++b)
-      if (static_cast<double>((uint64_t{2} << b) - 1) <= horizon_) in += hist_[b];
-    return hist_total_ > 0 ? in / hist_total_ : 0;
-  }
+  bool Seen(uint64_t block) const { return history_.Holds(block); }
   // Folds the ages of a plan's victims (of the horizon's tier) into its moving average.
   void LearnHorizon(const CacheView& view, const EvictionPlan& plan) {
     for (size_t i = 0; i < plan.victims.size(); ++i) {
@@ -168,17 +120,9 @@ class BypassComposite final : public ForwardingPolicy {
   // (a page the device evicts stays there, written through or written back), else the device.
   Tier horizon_tier_;
   int64_t capacity_;  // pages of that tier in the group
-  uint64_t mask_ = 0;
-  // One set of kWays entries per cache line.
-  std::vector<Entry, LineAlignedAllocator<Entry>> history_;
-  struct Sighted {
-    uint64_t block;
-    size_t set;  // Set(block)
-  };
-  std::vector<Sighted> blocks_;  // the offered request's blocks, from OnOffer to OnAdmit
-  double horizon_ = -1;          // requests; < 0 until the tier's first eviction
-  double hist_[64] = {};
-  double hist_total_ = 0;
+  SightingsHistory history_;
+  ReuseHistogram intervals_;  // of all blocks, halved above 4 x capacity intervals
+  double horizon_ = -1;       // requests; < 0 until the tier's first eviction
 };
 
 int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOffer& offer) const {
@@ -196,6 +140,15 @@ int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOff
     // histogram does not change before the blocks are recorded below).
     int admit_unseen = -1;
     const int64_t offered = std::min(keyed_new, admit);
+    // The history prefetched the sets of the extent's first kPrepareAhead blocks when the request
+    // was offered (most admissions stop within a few lookups); from the (kPrepareAhead -
+    // kLookAhead)-th lookup on, those of the kLookAhead blocks from the one looked up are
+    // prefetched: keys before `ahead` were, `fetched` of them at or after the block looked up
+    // last.
+    const size_t end = static_cast<size_t>(offer.first_page + offered);
+    size_t ahead = 0;
+    size_t fetched = 0;
+    size_t lookups = 0;
     int64_t j = 0;
     if (room.size() == 1 && room[0] > 0) {  // one room: its pages first, in one step
       j = std::min(room[0], offered);
@@ -211,9 +164,22 @@ int64_t BypassComposite::AdmitDevicePages(const CacheView& view, const DeviceOff
       if (!looked || k.block != block) {
         block = k.block;
         looked = true;
+        const size_t at = static_cast<size_t>(offer.first_page + j);
+        if (++lookups >= SightingsHistory::kPrepareAhead - kLookAhead) {
+          if (ahead <= at) {
+            ahead = at;
+            fetched = 0;
+          } else if (fetched > 0) {
+            --fetched;
+          }
+          for (; fetched < kLookAhead && ahead < end;
+               ++fetched, ahead = BlockRunEnd(offer.keys, ahead))
+            history_.Prefetch(offer.keys[ahead].block);
+        }
         in_horizon = Seen(block);
         if (!in_horizon) {
-          if (admit_unseen < 0) admit_unseen = WithinHorizon() >= kAdmitUnseenWithin;
+          if (admit_unseen < 0)
+            admit_unseen = intervals_.FractionWithin(horizon_) >= kAdmitUnseenWithin;
           in_horizon = admit_unseen != 0;
         }
       }

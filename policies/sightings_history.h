@@ -1,9 +1,9 @@
-// The sightings history of seen_lru and seen_rate: for each block (the trace's hash unit), how
-// many requests have contained it and when the latest did, kept in a table that outlives
-// eviction (a ghost of sightings, not of cache hits). The table is 4-way set-associative: a new
-// block replaces the least recently seen entry of its set, so a forgotten block counts as seen
-// once again. Lookups and replacement use the block and epochs only, so replays stay
-// deterministic.
+// The sightings history of seen_lru, seen_rate, gdsf and the `+bypass` composite: for each block
+// (the trace's hash unit), how many requests have contained it and when the latest did, kept in
+// a table that outlives eviction (a ghost of sightings, not of cache hits). The table is 4-way
+// set-associative: a new block replaces the least recently seen entry of its set, so a forgotten
+// block counts as seen once again. Lookups and replacement use the block and epochs only, so
+// replays stay deterministic.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "policies/block_runs.h"
 #include "policies/line_aligned.h"
 #include "policies/queue_policy.h"
+#include "sim/check.h"
 #include "traces/trace.h"
 
 namespace kvlanes {
@@ -33,17 +34,24 @@ class SightingsHistory {
   static constexpr size_t kWays = 4;
   // Blocks ahead of the one being recorded whose sets are prefetched.
   static constexpr size_t kLookAhead = 16;
+  // Blocks from the first key a PrepareRequest caller looks up whose entries or sets it
+  // prefetches.
+  static constexpr size_t kPrepareAhead = 64;
   // Recent requests whose blocks are kept with the entries that hold them.
   static constexpr size_t kRecentRequests = 4;
 
-  SightingsHistory(const ReplayConfig& cfg, const Trace& trace) {
-    uint64_t w = kMinEntries;
-    const int64_t pages_per_block =
-        std::max<int64_t>(1, trace.block_tokens / std::max<int64_t>(1, cfg.cache.page_tokens));
-    const int64_t blocks = std::max<int64_t>(1, DeviceCapacityPages(cfg) / pages_per_block);
-    while (w < static_cast<uint64_t>(kEntriesPerBlock * blocks)) w <<= 1;
-    entries_.assign(static_cast<size_t>(w), Entry{});
-    mask_ = w / kWays - 1;
+  // The callback of RecordRequest for a caller that does not follow reuse intervals.
+  struct IgnoreReuse {
+    void operator()(uint32_t /*interval*/, uint64_t /*count*/) const {}
+  };
+
+  // A table of kEntriesPerBlock entries per block of device capacity.
+  SightingsHistory(const ReplayConfig& cfg, const Trace& trace)
+      : SightingsHistory(EntriesFor(cfg, trace)) {}
+  // A table of `entries` entries. REQUIRES: `entries` is a power of two, at least kWays.
+  explicit SightingsHistory(uint64_t entries) {
+    entries_.assign(static_cast<size_t>(entries), Entry{});
+    mask_ = entries / kWays - 1;
   }
 
   // Records one sighting of each distinct block of `keys` (consecutive pages of one block count
@@ -54,10 +62,17 @@ class SightingsHistory {
   // as they are found), then recorded in order with the set kLookAhead blocks on prefetched (a
   // request of a thousand blocks would evict its own early prefetches if all were issued first).
   // Either way each block is recorded where, and in the order, a search would.
+  // The sightings of blocks the table held, at a later epoch than their latest, are reuses: their
+  // intervals (epochs since the latest; uint32_t, as epochs saturate at 2^32 - 1) go to
+  // on_reuse(interval, count), one call per run of `count` consecutive reuses with the same
+  // interval, in the order of the blocks (a request's blocks were mostly sighted together before;
+  // the run is counted in a register, where a call per block kept its state in memory).
   // The loops read the table, the list and the keys through local pointers and sizes: a store
   // of an entry index may alias a member, which the compiler would then load again per block.
-  void RecordRequest(std::span<const PageKey> keys, uint64_t epoch) {
-    const uint32_t at = static_cast<uint32_t>(std::min<uint64_t>(epoch, UINT32_MAX));
+  template <typename OnReuse = IgnoreReuse>
+  void RecordRequest(std::span<const PageKey> keys, uint64_t epoch, OnReuse&& on_reuse = {}) {
+    const uint32_t at = Saturated(epoch);
+    ReuseRuns<OnReuse> reused{on_reuse};
     Held& held = HeldFor(keys);
     Entry* const table = entries_.data();
     const uint64_t mask = mask_;
@@ -73,31 +88,89 @@ class SightingsHistory {
         if (k + kLookAhead < n_held) __builtin_prefetch(&table[entry[k + kLookAhead]], 1);
         Entry& e = table[entry[k]];
         if (e.last != 0 && e.block == block[k]) {
-          Touch(e, at);
+          reused(Touch(e, at));
         } else {
-          entry[k] = Record(table, block[k], Set(block[k], mask), at);
+          const Recorded r = Record(table, block[k], Set(block[k], mask), at);
+          entry[k] = r.entry;
+          reused(r.interval);
         }
       }
     }
-    held.blocks.resize(k);
-    held.entries.resize(k);
-    for (; i < n_keys; i = BlockRunEnd(keys, i)) {
-      const size_t set = Set(key[i].block, mask);
-      if (held.blocks.size() < k + kLookAhead) __builtin_prefetch(&table[set], 1);
-      held.blocks.push_back(key[i].block);
-      held.entries.push_back(set);  // the set, until recorded
+    HashRest(held, keys, i, k, keys.size(), 0);
+    RecordRest(held, k, at, reused);
+    reused.Flush();
+    prepared_ = kNotPrepared;
+  }
+
+  // RecordRequest in two steps, for a caller that looks blocks up between a request's offer and
+  // its record (the +bypass composite): PrepareRequest(keys, from) finds the blocks the list of a
+  // recent request holds and hashes the others, prefetching the entries or sets of the first
+  // kLookAhead of each and of the first kPrepareAhead blocks from key `from` on (where the
+  // caller's lookups begin); CommitRequest(epoch, on_reuse) then records them as
+  // RecordRequest(keys, epoch, on_reuse) would. The table does not change in between, so lookups
+  // (Holds, Sightings) see it as before the request, and the sets they need first arrive while
+  // the caller works. CommitRequest aborts unless PrepareRequest was the last call that changed
+  // the history.
+  void PrepareRequest(std::span<const PageKey> keys, size_t from) {
+    Held& held = HeldFor(keys);
+    const Entry* const table = entries_.data();
+    const PageKey* const key = keys.data();
+    const size_t n_keys = keys.size();
+    const uint64_t* const block = held.blocks.data();
+    const size_t* const entry = held.entries.data();
+    const size_t n_held = held.blocks.size();
+    size_t i = 0;
+    size_t k = 0;
+    size_t fetched = 0;  // blocks from key `from` on whose entries were prefetched
+    for (; i < n_keys && k < n_held && key[i].block == block[k]; i = BlockRunEnd(keys, i), ++k) {
+      if (k < kLookAhead || (i >= from && fetched < kPrepareAhead)) {
+        __builtin_prefetch(&table[entry[k]], 1);
+        fetched += i >= from;
+      }
     }
+    HashRest(held, keys, i, k, from, fetched);
+    prepared_ = k;
+  }
+  template <typename OnReuse>
+  void CommitRequest(uint64_t epoch, OnReuse&& on_reuse) {
+    KV_CHECK(prepared_ != kNotPrepared, "SightingsHistory: CommitRequest without PrepareRequest");
+    const uint32_t at = Saturated(epoch);
+    ReuseRuns<OnReuse> reused{on_reuse};
+    Held& held = recent_[0];
+    Entry* const table = entries_.data();
+    const uint64_t mask = mask_;
     const uint64_t* const block = held.blocks.data();
     size_t* const entry = held.entries.data();
-    const size_t n = held.blocks.size();
-    for (size_t j = k; j < n; ++j) {
-      if (j + kLookAhead < n) __builtin_prefetch(&table[entry[j + kLookAhead]], 1);
-      entry[j] = Record(table, block[j], entry[j], at);
+    const size_t n_held = prepared_;
+    for (size_t k = 0; k < n_held; ++k) {
+      if (k + kLookAhead < n_held) __builtin_prefetch(&table[entry[k + kLookAhead]], 1);
+      Entry& e = table[entry[k]];
+      if (e.last != 0 && e.block == block[k]) {
+        reused(Touch(e, at));
+      } else {
+        const Recorded r = Record(table, block[k], Set(block[k], mask), at);
+        entry[k] = r.entry;
+        reused(r.interval);
+      }
     }
+    RecordRest(held, n_held, at, reused);
+    reused.Flush();
+    prepared_ = kNotPrepared;
   }
 
   // The distinct blocks of the request recorded last, in order.
   std::span<const uint64_t> RequestBlocks() const { return recent_[0].blocks; }
+
+  // Prefetches the set of `block`, for a caller about to look up several blocks. Inlined always:
+  // GCC finds a function whose only effect is a prefetch pure and deletes its calls.
+  [[gnu::always_inline]] void Prefetch(uint64_t block) const {
+    __builtin_prefetch(&entries_[Set(block, mask_)], 1);
+  }
+
+  // Whether the history holds `block`.
+  bool Holds(uint64_t block) const {
+    return Holding(entries_.data(), block, Set(block, mask_)) != 0;
+  }
 
   // Requests that have contained `block` (0 when the history does not hold it).
   uint64_t Sightings(uint64_t block) const {
@@ -133,26 +206,63 @@ class SightingsHistory {
     return ways;
   }
   // One more sighting of the block `e` holds, at `epoch`, unless it was sighted then or later.
-  static void Touch(Entry& e, uint32_t epoch) {
-    if (epoch > e.last) {
-      e.last = epoch;
-      ++e.count;
-    }
+  // Returns the epochs since its latest sighting, or 0 when there was none.
+  static uint32_t Touch(Entry& e, uint32_t epoch) {
+    if (epoch <= e.last) return 0;
+    const uint32_t interval = epoch - e.last;
+    e.last = epoch;
+    ++e.count;
+    return interval;
   }
+  struct Recorded {
+    size_t entry;       // the entry that holds the block
+    uint32_t interval;  // Touch's, 0 for a block the table did not hold
+  };
   // Records `block`, whose set begins at entry `set` of `table` (Set(block)), at `epoch`: the
   // way holding it (a block is held by one way at most) counts one more sighting, else the
-  // first of the least recently seen ways takes it. Returns the entry that holds it.
-  static size_t Record(Entry* table, uint64_t block, size_t set, uint32_t epoch) {
+  // first of the least recently seen ways takes it.
+  static Recorded Record(Entry* table, uint64_t block, size_t set, uint32_t epoch) {
     if (const uint32_t ways = Holding(table, block, set); ways != 0) {
       const size_t i = set + static_cast<size_t>(std::countr_zero(ways));
-      Touch(table[i], epoch);
-      return i;
+      return {i, Touch(table[i], epoch)};
     }
     size_t victim = set;
     for (size_t i = set + 1; i < set + kWays; ++i)
       victim = table[i].last < table[victim].last ? i : victim;
     table[victim] = Entry{block, epoch, 1};
-    return victim;
+    return {victim, 0};
+  }
+
+  static uint32_t Saturated(uint64_t epoch) {
+    return static_cast<uint32_t>(std::min<uint64_t>(epoch, UINT32_MAX));
+  }
+  // The reuses of a request, counted in runs of one interval that go to on_reuse.
+  template <typename OnReuse>
+  struct ReuseRuns {
+    OnReuse& on_reuse;
+    uint32_t run = 0;    // the interval of the current run
+    uint64_t count = 0;  // its reuses
+    void operator()(uint32_t interval) {
+      if (interval == 0) return;
+      if (interval != run) {
+        Flush();
+        run = interval;
+        count = 0;
+      }
+      ++count;
+    }
+    void Flush() {
+      if (count > 0) on_reuse(run, count);
+    }
+  };
+  // The table's entries for a device of cfg's capacity.
+  static uint64_t EntriesFor(const ReplayConfig& cfg, const Trace& trace) {
+    uint64_t w = kMinEntries;
+    const int64_t pages_per_block =
+        std::max<int64_t>(1, trace.block_tokens / std::max<int64_t>(1, cfg.cache.page_tokens));
+    const int64_t blocks = std::max<int64_t>(1, DeviceCapacityPages(cfg) / pages_per_block);
+    while (w < static_cast<uint64_t>(kEntriesPerBlock * blocks)) w <<= 1;
+    return w;
   }
 
   uint64_t mask_ = 0;
@@ -177,9 +287,46 @@ class SightingsHistory {
                 recent_.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
     return recent_[0];
   }
+  // Cuts `held` to its first k blocks (those keys[0, i) began with), then appends the distinct
+  // blocks of keys[i, end) with their sets, prefetching the first kLookAhead and those from key
+  // `from` on while fewer than kPrepareAhead were (`fetched` already).
+  void HashRest(Held& held, std::span<const PageKey> keys, size_t i, size_t k, size_t from,
+                size_t fetched) const {
+    const Entry* const table = entries_.data();
+    const uint64_t mask = mask_;
+    held.blocks.resize(k);
+    held.entries.resize(k);
+    for (; i < keys.size(); i = BlockRunEnd(keys, i)) {
+      const size_t set = Set(keys[i].block, mask);
+      if (held.blocks.size() < k + kLookAhead || (i >= from && fetched < kPrepareAhead)) {
+        __builtin_prefetch(&table[set], 1);
+        fetched += i >= from;
+      }
+      held.blocks.push_back(keys[i].block);
+      held.entries.push_back(set);  // the set, until recorded
+    }
+  }
+  // Records the blocks of `held` from the k-th on (their sets in `entries`), at `at`.
+  template <typename Runs>
+  void RecordRest(Held& held, size_t k, uint32_t at, Runs& reused) {
+    Entry* const table = entries_.data();
+    const uint64_t* const block = held.blocks.data();
+    size_t* const entry = held.entries.data();
+    const size_t n = held.blocks.size();
+    for (size_t j = k; j < n; ++j) {
+      if (j + kLookAhead < n) __builtin_prefetch(&table[entry[j + kLookAhead]], 1);
+      const Recorded r = Record(table, block[j], entry[j], at);
+      entry[j] = r.entry;
+      reused(r.interval);
+    }
+  }
+
   // The latest requests of as many first blocks (interleaved agents or conversations), the
   // latest first.
   std::array<Held, kRecentRequests> recent_;
+  // Blocks of recent_[0] that PrepareRequest found in its list; kNotPrepared after a record.
+  static constexpr size_t kNotPrepared = ~size_t{0};
+  size_t prepared_ = kNotPrepared;
 };
 
 }  // namespace kvlanes
