@@ -86,14 +86,7 @@ class SightingsHistory {
       const size_t n_held = held.blocks.size();
       for (; i < n_keys && k < n_held && key[i].block == block[k]; i = BlockRunEnd(keys, i), ++k) {
         if (k + kLookAhead < n_held) __builtin_prefetch(&table[entry[k + kLookAhead]], 1);
-        Entry& e = table[entry[k]];
-        if (e.last != 0 && e.block == block[k]) {
-          reused(Touch(e, at));
-        } else {
-          const Recorded r = Record(table, block[k], Set(block[k], mask), at);
-          entry[k] = r.entry;
-          reused(r.interval);
-        }
+        RecordHeld(table, mask, block[k], entry[k], at, reused);
       }
     }
     HashRest(held, keys, i, k, keys.size(), 0);
@@ -144,14 +137,7 @@ class SightingsHistory {
     const size_t n_held = prepared_;
     for (size_t k = 0; k < n_held; ++k) {
       if (k + kLookAhead < n_held) __builtin_prefetch(&table[entry[k + kLookAhead]], 1);
-      Entry& e = table[entry[k]];
-      if (e.last != 0 && e.block == block[k]) {
-        reused(Touch(e, at));
-      } else {
-        const Recorded r = Record(table, block[k], Set(block[k], mask), at);
-        entry[k] = r.entry;
-        reused(r.interval);
-      }
+      RecordHeld(table, mask, block[k], entry[k], at, reused);
     }
     RecordRest(held, n_held, at, reused);
     reused.Flush();
@@ -231,6 +217,22 @@ class SightingsHistory {
       victim = table[i].last < table[victim].last ? i : victim;
     table[victim] = Entry{block, epoch, 1};
     return {victim, 0};
+  }
+
+  // Records `block`, which a recent request's list holds with `entry`, the entry it was recorded
+  // in: found there (checked), else recorded by a search of its set (a later block took the
+  // entry), `entry` then updated. Its reuse interval goes to `reused`.
+  template <typename Runs>
+  static void RecordHeld(Entry* table, uint64_t mask, uint64_t block, size_t& entry, uint32_t at,
+                         Runs& reused) {
+    Entry& e = table[entry];
+    if (e.last != 0 && e.block == block) {
+      reused(Touch(e, at));
+    } else {
+      const Recorded r = Record(table, block, Set(block, mask), at);
+      entry = r.entry;
+      reused(r.interval);
+    }
   }
 
   static uint32_t Saturated(uint64_t epoch) {
