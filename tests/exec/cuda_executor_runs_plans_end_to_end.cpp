@@ -119,19 +119,23 @@ TEST_CASE("--forward model runs a DeepSeek-V3.2 plan end to end with real comput
 }
 
 TEST_CASE("--forward model runs a serving plan whose requests are prefilled over several passes") {
-  // Passes of at most 4,096 tokens in chunks of 2,048: the excerpt's first requests (thousands
-  // of tokens each) span several passes; each later chunk runs the proxy over its own queries.
+  // Passes of at most 4,096 tokens in chunks of 2,048: the Mooncake conversation trace's first
+  // requests (thousands of tokens each, every one after the first sharing its first block) span
+  // several passes with a gathered prefix; each later chunk runs the proxy over its own queries.
+  // (The excerpt's first requests share no block: nothing gathered, nothing to verify.)
   const ReplayConfig cfg = SmallConfig(
       1, {"model.preset=deepseek-v3.2", "model.layers=4", "cache.device_pages_per_lane=2400",
           "cache.host_pages_per_lane=6000", "gather.method=packed", "backup.schedule=tail",
           "serving.mode=serving", "serving.replicas=1", "serving.max_batch_tokens=4096",
           "serving.chunk_tokens=2048", "trace.rate_scale=60",
           "hardware.profile=" + SourcePath("config/profiles/8xh200_nccl_model.yaml")});
-  const PlanFile pf = ServingPlanOf("traces/mooncake_excerpt.jsonl", cfg, 12);
+  const PlanFile pf = ServingPlanOf("traces/mooncake/conversation_trace.jsonl", cfg, 11);
   std::map<int64_t, int64_t> chunks_of;
   for (const PlanPass& p : pf.passes)
     for (const PlanPassChunk& c : p.chunks) ++chunks_of[c.request];
-  REQUIRE(std::any_of(chunks_of.begin(), chunks_of.end(), [](auto& x) { return x.second > 1; }));
+  REQUIRE(std::any_of(pf.requests.begin(), pf.requests.end(), [&](const RequestPlan& r) {
+    return r.prefix_pages > 0 && chunks_of[r.request] > 1;
+  }));
   ExecPlan plan = MakeExecPlan(pf, "(memory)", -1);
   UseModelForward(plan);
   TempDir dir;
