@@ -1505,21 +1505,9 @@ class RankServe : public RankRun {
   // A later chunk of a request whose ops ran with its first: its share of the pass's compute,
   // every layer, as op "<request>/chunk/p<pass>".
   void ChunkSpin(size_t ri, int64_t pass, double spin) {
-    const RequestPlan& p = plan_.requests[ri];
-    b_.Barrier();
-    const int start = b_.Mark(Stream::kCompute);
-    const size_t first = ops_.size();
-    const size_t op = AddOp(std::to_string(p.request) + "/chunk/p" + std::to_string(pass), "chunk",
-                            Stream::kCompute, 0, 0);
-    ops_[op].extra = {{"target_layer_s", spin}, {"layers", geo_.layers}};
-    for (int64_t l = 0; l < geo_.layers; ++l) {
-      const int m0 = b_.Mark(Stream::kCompute);
-      b_.ForwardLayer(Stream::kCompute, l, {}, spin);
-      spans_.push_back({op, m0, b_.Mark(Stream::kCompute), l});
-    }
-    b_.Sync();
-    Resolve(start, {}, first, p.request);
-    b_.ReleaseMarks();
+    LaterChunk(
+        ri, pass, {{"target_layer_s", spin}, {"layers", geo_.layers}}, [] {},
+        [&](int64_t l) { b_.ForwardLayer(Stream::kCompute, l, {}, spin); });
   }
 
   // With the proxy, a later chunk of a request whose ops ran with its first: the proxy's layers
@@ -1529,21 +1517,34 @@ class RankServe : public RankRun {
   void ChunkForward(size_t ri, int64_t pass, TokenRange chunk, int64_t gemm) {
     const RequestPlan& p = plan_.requests[ri];
     chunk_work_ = ForwardWorkOf(p, gemm, chunk);
+    decltype(MeasuredOp::extra) extra = {
+        {"forward", "model"},
+        {"new_tokens", chunk.end - chunk.begin},
+        {"prefix_tokens", p.prefix_pages * geo_.page_tokens + chunk.begin},
+        {"rank_tokens", chunk_work_.positions.size()},
+        {"layers", geo_.layers}};
+    if (gemm >= 0) extra["pass_gemm_tokens"] = gemm;
+    LaterChunk(
+        ri, pass, std::move(extra), [&] { model_->PrepareForward(chunk_work_); },
+        [&](int64_t l) { model_->ModelForwardLayer(Stream::kCompute, l, {}); });
+  }
+
+  // The op "<request>/chunk/p<pass>" of a later chunk, with `extra`: after the ranks' barrier,
+  // `prepare()` then `layer(l)` for every layer on the compute stream, each layer a timed span.
+  template <class Prepare, class Layer>
+  void LaterChunk(size_t ri, int64_t pass, decltype(MeasuredOp::extra) extra, Prepare prepare,
+                  Layer layer) {
+    const RequestPlan& p = plan_.requests[ri];
     b_.Barrier();
     const int start = b_.Mark(Stream::kCompute);
     const size_t first = ops_.size();
     const size_t op = AddOp(std::to_string(p.request) + "/chunk/p" + std::to_string(pass), "chunk",
                             Stream::kCompute, 0, 0);
-    ops_[op].extra = {{"forward", "model"},
-                      {"new_tokens", chunk.end - chunk.begin},
-                      {"prefix_tokens", p.prefix_pages * geo_.page_tokens + chunk.begin},
-                      {"rank_tokens", chunk_work_.positions.size()},
-                      {"layers", geo_.layers}};
-    if (gemm >= 0) ops_[op].extra["pass_gemm_tokens"] = gemm;
-    model_->PrepareForward(chunk_work_);
+    ops_[op].extra = std::move(extra);
+    prepare();
     for (int64_t l = 0; l < geo_.layers; ++l) {
       const int m0 = b_.Mark(Stream::kCompute);
-      model_->ModelForwardLayer(Stream::kCompute, l, {});
+      layer(l);
       spans_.push_back({op, m0, b_.Mark(Stream::kCompute), l});
     }
     b_.Sync();
