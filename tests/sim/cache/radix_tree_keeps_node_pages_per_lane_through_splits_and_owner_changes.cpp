@@ -46,8 +46,8 @@ TEST_CASE("lane counts follow new leaves, splits, new owners and removals") {
       // A chain of 12 pages keyed i*100.., then a match of its first few pages splits it.
       std::vector<PageKey> keys;
       for (uint64_t k = 0; k < 12; ++k) keys.push_back(PageKey{i * 100 + k, 0});
-      const NodeId leaf = t.AddLeaf(kRootId, keys, Owners(rng, lanes, 12),
-                                    std::vector<uint32_t>(12, 0), i, 1);
+      const NodeId leaf =
+          t.AddLeaf(kRootId, keys, Owners(rng, lanes, 12), std::vector<uint32_t>(12, 0), i, 1);
       std::vector<PageKey> q(keys.begin(), keys.begin() + static_cast<ptrdiff_t>(1 + i % 7));
       q.push_back(PageKey{999999, 0});
       t.Match(q, i);
