@@ -1,5 +1,6 @@
 #include "sim/cache/ledger.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "sim/check.h"
@@ -27,7 +28,8 @@ std::span<const uint32_t> Ledger::PagesPerLane(const RadixTree& tree, const Node
   KV_CHECK(tree.lanes() == lanes(),
            "a tree of " << tree.lanes() << " lanes, a ledger of " << lanes());
   if (tree.counts_lanes()) return tree.LanePages(n.id);
-  lane_pages_.assign(device_.size(), 0);
+  lane_pages_.resize(device_.size());
+  std::fill(lane_pages_.begin(), lane_pages_.end(), 0u);
   for (const PageInfo& p : n.pages) ++lane_pages_[p.owner];
   return lane_pages_;
 }
