@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <queue>
+#include <span>
 
 namespace kvlanes {
 namespace {
@@ -23,6 +24,7 @@ DemandTracker::DemandTracker(const CacheView& view, const LaneDemand& demand, Pl
     : tree_(view.tree), demand_(demand), scope_(scope) {
   const int lanes = view.ledger.lanes();
   short_by_.assign(static_cast<size_t>(lanes), 0);
+  lane_counts_ = tree_.counts_lanes() && tree_.lanes() == lanes;
   for (int r = 0; r < lanes; ++r) {
     const int64_t f = view.ledger.at(demand.tier, r).free();
     free_total_ += f;
@@ -34,6 +36,12 @@ DemandTracker::DemandTracker(const CacheView& view, const LaneDemand& demand, Pl
 
 bool DemandTracker::FreesNeeded(const Node& n) const {
   if (total_short_ > 0 && demand_.any_lane > 0) return true;
+  if (lane_counts_) {  // a look at each lane instead of each page
+    const std::span<const uint32_t> per_lane = tree_.LanePages(n.id);
+    for (size_t r = 0; r < per_lane.size(); ++r)
+      if (per_lane[r] > 0 && short_by_[r] > 0) return true;
+    return false;
+  }
   for (const PageInfo& p : n.pages)
     if (short_by_[p.owner] > 0) return true;
   return false;
@@ -50,7 +58,23 @@ bool DemandTracker::Useful(const Node& n) const {
   return false;
 }
 
-void DemandTracker::Count(const Node& n) { Count(n, 0, static_cast<int64_t>(n.pages.size())); }
+void DemandTracker::Count(const Node& n) {
+  const int64_t pages = static_cast<int64_t>(n.pages.size());
+  if (!lane_counts_ || lanes_short_ == 0 || pages == 0) {
+    Count(n, 0, pages);
+    return;
+  }
+  // Each lane in one step: page by page, a short lane's count falls by one a page down to 0.
+  free_total_ += pages;
+  const std::span<const uint32_t> per_lane = tree_.LanePages(n.id);
+  for (size_t r = 0; r < per_lane.size(); ++r) {
+    int64_t& s = short_by_[r];
+    if (s == 0 || per_lane[r] == 0) continue;
+    s -= std::min<int64_t>(s, per_lane[r]);
+    lanes_short_ -= s == 0;
+  }
+  total_short_ = demand_.Total() > free_total_ ? demand_.Total() - free_total_ : 0;
+}
 
 void DemandTracker::Count(const Node& n, int64_t first, int64_t end) {
   if (end > first) {

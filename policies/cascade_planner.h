@@ -50,6 +50,7 @@ class DemandTracker {
   const LaneDemand& demand_;
   PlanScope scope_;
   std::vector<int64_t> short_by_;  // pages still missing per lane
+  bool lane_counts_ = false;       // the tree keeps LanePages for the ledger's lanes
   int64_t free_total_ = 0;
   int64_t total_short_ = 0;
   int64_t lanes_short_ = 0;

@@ -1,5 +1,6 @@
 #include "sim/cache/ledger.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "sim/check.h"
@@ -23,32 +24,32 @@ void Ledger::Bump(LaneAccount& a, int64_t tree_delta, int64_t locked_delta) {
 // The per-node updates count the node's pages per owner lane first and move each lane once: all
 // pages of one update move a lane's counts the same way, so the checks and the peak see the
 // same final state (and the same maximum) as page-by-page updates would.
-const std::vector<int64_t>& Ledger::PagesPerLane(const Node& n) {
-  lane_pages_.assign(device_.size(), 0);
-  if (device_.size() == 1) {
-    lane_pages_[0] = static_cast<int64_t>(n.pages.size());
-  } else {
-    for (const PageInfo& p : n.pages) ++lane_pages_[p.owner];
-  }
+std::span<const uint32_t> Ledger::PagesPerLane(const RadixTree& tree, const Node& n) {
+  KV_CHECK(tree.lanes() == lanes(),
+           "a tree of " << tree.lanes() << " lanes, a ledger of " << lanes());
+  if (tree.counts_lanes()) return tree.LanePages(n.id);
+  lane_pages_.resize(device_.size());
+  std::fill(lane_pages_.begin(), lane_pages_.end(), 0u);
+  for (const PageInfo& p : n.pages) ++lane_pages_[p.owner];
   return lane_pages_;
 }
 
-void Ledger::OnResidency(const Node& n, Tier tier, int sign) {
+void Ledger::OnResidency(const RadixTree& tree, const Node& n, Tier tier, int sign) {
   if (device_.size() == 1) {  // one lane: every page is its own
     if (n.pages.empty()) return;
     const int64_t d = sign * static_cast<int64_t>(n.pages.size());
     Bump(mut(tier, 0), d, n.lock > 0 ? d : 0);
     return;
   }
-  const std::vector<int64_t>& per_lane = PagesPerLane(n);
+  const std::span<const uint32_t> per_lane = PagesPerLane(tree, n);
   for (size_t r = 0; r < per_lane.size(); ++r) {
     if (per_lane[r] == 0) continue;
-    const int64_t d = sign * per_lane[r];
+    const int64_t d = sign * int64_t{per_lane[r]};
     Bump(mut(tier, static_cast<int>(r)), d, n.lock > 0 ? d : 0);
   }
 }
 
-void Ledger::OnLock(const Node& n, bool locked) {
+void Ledger::OnLock(const RadixTree& tree, const Node& n, bool locked) {
   if (!n.on_device() && !n.on_host()) return;
   if (device_.size() == 1) {  // one lane: every page is its own
     if (n.pages.empty()) return;
@@ -58,10 +59,10 @@ void Ledger::OnLock(const Node& n, bool locked) {
     if (n.on_host()) Bump(host_[0], 0, d);
     return;
   }
-  const std::vector<int64_t>& per_lane = PagesPerLane(n);
+  const std::span<const uint32_t> per_lane = PagesPerLane(tree, n);
   for (size_t r = 0; r < per_lane.size(); ++r) {
     if (per_lane[r] == 0) continue;
-    const int64_t d = locked ? per_lane[r] : -per_lane[r];
+    const int64_t d = locked ? int64_t{per_lane[r]} : -int64_t{per_lane[r]};
     if (n.on_device()) Bump(device_[r], 0, d);
     if (n.on_host()) Bump(host_[r], 0, d);
   }

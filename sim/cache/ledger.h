@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,11 +41,12 @@ class Ledger {
     return tier == Tier::kDevice ? device_[lane] : host_[lane];
   }
 
-  // A node gained (+1) or lost (-1) residency on `tier`. Cost: one pass over the node's owners
-  // (none with one lane), one update per lane.
-  void OnResidency(const Node& n, Tier tier, int sign);
-  // A node's lock count moved between 0 and > 0.
-  void OnLock(const Node& n, bool locked);
+  // Node `n` of `tree` gained (+1) or lost (-1) residency on `tier`. Cost: one update per lane
+  // (the tree's LanePages; where the tree does not keep them, a pass over the node's owners).
+  // REQUIRES: tree.lanes() == lanes().
+  void OnResidency(const RadixTree& tree, const Node& n, Tier tier, int sign);
+  // Node `n` of `tree`'s lock count moved between 0 and > 0.
+  void OnLock(const RadixTree& tree, const Node& n, bool locked);
   void AddInFlight(Tier tier, int lane, int64_t pages);
 
   // Rebuilds the tree-derived counts from the tree and aborts, listing every difference, if
@@ -58,12 +60,13 @@ class Ledger {
     return tier == Tier::kDevice ? device_[lane] : host_[lane];
   }
   void Bump(LaneAccount& a, int64_t tree_delta, int64_t locked_delta);
-  // The pages of `n` per owner lane, in lane_pages_ (reused between calls).
-  const std::vector<int64_t>& PagesPerLane(const Node& n);
+  // The pages of `n` per owner lane: the tree's LanePages, or where it keeps none a count into
+  // lane_pages_ (reused between calls). REQUIRES: more than one lane.
+  std::span<const uint32_t> PagesPerLane(const RadixTree& tree, const Node& n);
 
   std::vector<LaneAccount> device_;
   std::vector<LaneAccount> host_;
-  std::vector<int64_t> lane_pages_;
+  std::vector<uint32_t> lane_pages_;
 };
 
 }  // namespace kvlanes

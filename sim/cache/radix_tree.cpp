@@ -6,8 +6,13 @@
 
 namespace kvlanes {
 
-RadixTree::RadixTree(EvictionOrder order) : order_(order) {
+RadixTree::RadixTree(EvictionOrder order, int lanes)
+    : order_(order),
+      lanes_(lanes),
+      counted_lanes_(lanes > 1 && lanes <= kMaxCountedLanes ? static_cast<size_t>(lanes) : 0) {
+  KV_CHECK(lanes >= 1 && lanes <= 65536, "a tree of " << lanes << " lanes");
   store_.emplace_back();  // the dead placeholder: alive false, id kNoNode
+  lane_pages_.resize(counted_lanes_);
   NodeId root = NewNode();
   KV_CHECK(root == kRootId, "root must be node 0");
 }
@@ -19,6 +24,7 @@ NodeId RadixTree::NewNode() {
   if (free_slots_.empty()) {
     slot = static_cast<uint32_t>(store_.size());
     store_.emplace_back();  // may reallocate store_: callers take references after this
+    lane_pages_.resize(store_.size() * counted_lanes_);
   } else {
     slot = free_slots_.back();
     free_slots_.pop_back();
@@ -121,6 +127,8 @@ NodeId RadixTree::Split(NodeId id, int64_t m, uint64_t epoch) {
   up.pages = cut(c.pages);
   up.device_slot = cut(c.device_slot);
   up.host_slot = cut(c.host_slot);
+  CountLanes(up_id, up.pages, +1);
+  CountLanes(id, up.pages, -1);
   up.lock = c.lock;
   up.hit_count = c.hit_count;
   up.last_access = epoch;
@@ -218,6 +226,7 @@ NodeId RadixTree::AddLeaf(NodeId parent, std::vector<PageKey> keys, std::vector<
   leaf.device_slot = std::move(device_slots);
   leaf.last_access = epoch;
   leaf.hit_count = hit_count;
+  CountLanes(id, leaf.pages, +1);
   children_.Set(parent, leaf.keys.front(), id);
   AdjustParentCounts(parent, +1, +1);
   Refresh(id);
@@ -241,6 +250,23 @@ void RadixTree::SetHostSlots(NodeId id, std::vector<uint32_t> slots) {
   Refresh(id);
 }
 
+void RadixTree::CountLanes(NodeId id, std::span<const PageInfo> pages, int sign) {
+  if (counted_lanes_ == 0) return;  // (owners are checked against the lanes by the ledger)
+  uint32_t* row = lane_pages_.data() + size_t{slot_of_[id]} * counted_lanes_;
+  for (const PageInfo& p : pages) {
+    KV_CHECK(p.owner < lanes_, "page owner " << p.owner << " of a " << lanes_ << "-lane tree");
+    row[p.owner] += static_cast<uint32_t>(sign);
+  }
+}
+
+void RadixTree::SetPageOwners(NodeId id, std::span<const uint16_t> owners, uint32_t extent) {
+  Node& n = mutable_node(id);
+  KV_CHECK(owners.size() == n.pages.size(), "page owner count != page count");
+  CountLanes(id, n.pages, -1);
+  for (size_t j = 0; j < owners.size(); ++j) n.pages[j] = PageInfo{owners[j], extent};
+  CountLanes(id, n.pages, +1);
+}
+
 void RadixTree::Remove(NodeId id) {
   Node& n = mutable_node(id);
   KV_CHECK(id != kRootId && n.alive, "cannot remove root or a dead node");
@@ -255,6 +281,8 @@ void RadixTree::Remove(NodeId id) {
   // to the next new node; the id now reads as the dead placeholder.
   const uint32_t slot = slot_of_[id];
   store_[slot] = Node{};
+  std::fill_n(lane_pages_.begin() + static_cast<ptrdiff_t>(size_t{slot} * counted_lanes_),
+              counted_lanes_, 0u);
   free_slots_.push_back(slot);
   slot_of_[id] = 0;
   AdjustParentCounts(parent, -1, 0);
@@ -321,6 +349,21 @@ void RadixTree::CheckStructure() const {
   }
   KV_CHECK(dev_cands == device_set_.size() && host_cands == host_set_.size(),
            "candidate sets hold stale entries");
+  CheckLanePages();
+}
+
+void RadixTree::CheckLanePages() const {
+  if (counted_lanes_ == 0) return;
+  KV_CHECK(lane_pages_.size() == store_.size() * counted_lanes_, "lane count table size");
+  std::vector<uint32_t> want(counted_lanes_);
+  for (uint32_t slot = 0; slot < store_.size(); ++slot) {
+    std::fill(want.begin(), want.end(), 0u);
+    for (const PageInfo& p : store_[slot].pages) ++want[p.owner];
+    for (size_t r = 0; r < counted_lanes_; ++r)
+      KV_CHECK(lane_pages_[slot * counted_lanes_ + r] == want[r],
+               "node " << store_[slot].id << " (slot " << slot << ") lane " << r << ": counted "
+                       << lane_pages_[slot * counted_lanes_ + r] << " pages, holds " << want[r]);
+  }
 }
 
 }  // namespace kvlanes

@@ -85,9 +85,23 @@ struct MatchResult {
 
 class RadixTree {
  public:
-  explicit RadixTree(EvictionOrder order);
+  // Pages are owned by lanes 0..lanes-1 (PageInfo::owner). With 2..kMaxCountedLanes lanes the
+  // tree keeps each node's page count per owner lane (LanePages), so that the ledger's updates at
+  // every lock and residency change do not recount a node's pages.
+  explicit RadixTree(EvictionOrder order, int lanes = 1);
+  // Above this many lanes the per-lane counts would cost more per node (4 bytes a lane) than
+  // recounting saves; LanePages is then not kept.
+  static constexpr int kMaxCountedLanes = 16;
 
   EvictionOrder order() const { return order_; }
+  int lanes() const { return lanes_; }
+  // Whether LanePages is kept (2..kMaxCountedLanes lanes).
+  bool counts_lanes() const { return counted_lanes_ > 0; }
+  // The pages of node `id` per owner lane ([r] = pages owned by lane r), kept as pages come and go
+  // (AddLeaf, Split, SetPageOwners, Remove). REQUIRES: counts_lanes(), id < node_slots().
+  std::span<const uint32_t> LanePages(NodeId id) const {
+    return {lane_pages_.data() + size_t{slot_of_[id]} * counted_lanes_, counted_lanes_};
+  }
   // Node `id`. A removed node reads as a dead placeholder (alive false, id kNoNode, no pages):
   // its storage has been reused, so nothing of it is kept. REQUIRES: id < node_slots().
   const Node& node(NodeId id) const { return store_[slot_of_[id]]; }
@@ -142,6 +156,10 @@ class RadixTree {
   // node (returned) in id's place with id's last_access, hit count and lock; `id` keeps the tail
   // pages and its children. REQUIRES: 0 < m < pages of id.
   NodeId SplitHead(NodeId id, int64_t m) { return Split(id, m, node(id).last_access); }
+  // Gives page j of `id` the owner owners[j] and the extent `extent` (its page keys, slots and
+  // candidate filing stay as they are: the caller moves slots and ledger counts around it).
+  // REQUIRES: owners.size() == pages of id, every owner < lanes().
+  void SetPageOwners(NodeId id, std::span<const uint16_t> owners, uint32_t extent);
   // Removes a node that is resident nowhere any more. REQUIRES: no children, unlocked.
   void Remove(NodeId id);
 
@@ -170,7 +188,8 @@ class RadixTree {
   // The latest access epoch the tree was given (Match, WalkForInsert, Touch); 0 before any.
   uint64_t epoch() const { return epoch_; }
 
-  // Recomputes child counts and candidate sets from scratch and aborts on any difference.
+  // Recomputes child counts, candidate sets and lane counts from scratch and aborts on any
+  // difference.
   void CheckStructure() const;
 
  private:
@@ -187,14 +206,22 @@ class RadixTree {
   // Splits `id` after `m` pages; returns the new upper node (which takes id's place).
   NodeId Split(NodeId id, int64_t m, uint64_t epoch);
   void AdjustParentCounts(NodeId parent, int children_delta, int device_children_delta);
+  // Adds (sign +1) or takes away (-1) `pages`' owners from the lane counts of `id`'s slot, when
+  // kept; checks every owner is below lanes().
+  void CountLanes(NodeId id, std::span<const PageInfo> pages, int sign);
+  void CheckLanePages() const;
 
   EvictionOrder order_;
+  int lanes_;
+  size_t counted_lanes_;  // lanes_ when the counts are kept, else 0
   // Node storage: store_[0] is the dead placeholder every removed id maps to; the other slots
   // hold alive nodes or wait in free_slots_ for reuse, so storage is bounded by the most nodes
   // alive at once. slot_of_ maps each id ever created to its slot (4 bytes per created node).
   std::vector<Node> store_;
   std::vector<uint32_t> slot_of_;
   std::vector<uint32_t> free_slots_;
+  // LanePages of every storage slot, counted_lanes_ entries a slot (zero for free slots).
+  std::vector<uint32_t> lane_pages_;
   size_t alive_ = 0;
   ChildIndex children_;  // (parent, first key) -> child
   CandidateSet device_set_;

@@ -90,7 +90,7 @@ ReplayEngine::ReplayEngine(const ReplayConfig& cfg, CachePolicy& policy, int64_t
       write_threshold_(
           WriteThreshold(kWritePolicyNames.Parse(cfg.cache.write_policy, "cache.write_policy"))),
       opts_(opts),
-      tree_(policy.Order()),
+      tree_(policy.Order(), ranks_),
       ledger_(ranks_, CacheDevicePages(cfg, *placement_),
               LanePages(cfg, *placement_, cfg.cache.host_pages_per_lane)),
       device_slots_(ranks_, CacheDevicePages(cfg, *placement_),
@@ -186,7 +186,7 @@ void ReplayEngine::EvictFromDevice(RequestWork& w, NodeId id) {
     WriteToHost(w, id, w.rec ? &w.rec->write_back : nullptr);
   }
   const Node& n = tree_.node(id);
-  ledger_.OnResidency(n, Tier::kDevice, -1);
+  ledger_.OnResidency(tree_, n, Tier::kDevice, -1);
   if (ranks_ == 1) {
     // One lane (every owner 0): the slots freed in one block copy, in the same order.
     device_slots_.FreeMany(0, n.device_slot.data(), n.device_slot.size());
@@ -229,7 +229,7 @@ void ReplayEngine::RemoveHostSubtree(RequestWork& w, NodeId id) {
 
 void ReplayEngine::EvictFromHost(RequestWork& w, NodeId id) {
   const Node& n = tree_.node(id);
-  ledger_.OnResidency(n, Tier::kHost, -1);
+  ledger_.OnResidency(tree_, n, Tier::kHost, -1);
   std::vector<std::array<uint32_t, 2>>* freed = w.rec ? &FreeList(w, Tier::kHost) : nullptr;
   for (size_t j = 0; j < n.pages.size(); ++j) {
     host_slots_.Free(n.pages[j].owner, n.host_slot[j]);
@@ -246,7 +246,7 @@ bool ReplayEngine::WriteToHost(RequestWork& w, NodeId id, std::vector<LaneCopy>*
     return false;
   }
   LaneDemand d{Tier::kHost, std::vector<int64_t>(ranks_, 0), 0};
-  for (const PageInfo& p : tree_.node(id).pages) ++d.target[p.owner];
+  AddLanePages(id, d.target);
   if (!EnsureFree(w, d)) {
     ++c_.host_write_refused;
     return false;
@@ -258,10 +258,19 @@ bool ReplayEngine::WriteToHost(RequestWork& w, NodeId id, std::vector<LaneCopy>*
     if (copies) AddLaneCopy(*copies, n.pages[j].owner, n.device_slot[j], slots[j]);
   }
   tree_.SetHostSlots(id, std::move(slots));
-  ledger_.OnResidency(tree_.node(id), Tier::kHost, +1);
+  ledger_.OnResidency(tree_, tree_.node(id), Tier::kHost, +1);
   c_.host_write_pages += static_cast<int64_t>(n.pages.size());
   c_.host_write_bytes += static_cast<int64_t>(n.pages.size()) * page_bytes_;
   return true;
+}
+
+void ReplayEngine::AddLanePages(NodeId id, std::vector<int64_t>& per_lane) const {
+  if (tree_.counts_lanes()) {
+    const std::span<const uint32_t> counts = tree_.LanePages(id);
+    for (size_t r = 0; r < counts.size(); ++r) per_lane[r] += counts[r];
+    return;
+  }
+  for (const PageInfo& p : tree_.node(id).pages) ++per_lane[p.owner];
 }
 
 void ReplayEngine::CountLaneDeficit(int64_t pages) {
@@ -273,7 +282,7 @@ void ReplayEngine::CountLaneDeficit(int64_t pages) {
 }
 
 void ReplayEngine::LockPath(NodeId id, int delta) {
-  tree_.Lock(id, delta, [this](const Node& n, bool locked) { ledger_.OnLock(n, locked); });
+  tree_.Lock(id, delta, [this](const Node& n, bool locked) { ledger_.OnLock(tree_, n, locked); });
 }
 
 int64_t ReplayEngine::AgreedHostPages(RequestWork& w) {
@@ -327,8 +336,7 @@ int64_t ReplayEngine::LoadBack(RequestWork& w) {
   for (NodeId n = m.last_node; n != m.device_node; n = tree_.node(n).parent) chain.push_back(n);
   std::reverse(chain.begin(), chain.end());
   LaneDemand d{Tier::kDevice, std::vector<int64_t>(ranks_, 0), 0};
-  for (NodeId n : chain)
-    for (const PageInfo& p : tree_.node(n).pages) ++d.target[p.owner];
+  for (NodeId n : chain) AddLanePages(n, d.target);
   // All or nothing: allocate, else evict once and retry, else recompute.
   if (!EnsureFree(w, d)) {
     ++c_.load_back_failed;
@@ -345,7 +353,7 @@ int64_t ReplayEngine::LoadBack(RequestWork& w) {
       if (w.rec) AddLaneCopy(w.rec->load_back, n.pages[j].owner, slots[j], n.host_slot[j]);
     }
     tree_.SetDeviceSlots(id, std::move(slots));
-    ledger_.OnResidency(tree_.node(id), Tier::kDevice, +1);
+    ledger_.OnResidency(tree_, tree_.node(id), Tier::kDevice, +1);
   }
   c_.load_back_pages += m.host_pages;
   c_.load_back_bytes += m.host_pages * page_bytes_;
@@ -803,7 +811,7 @@ void ReplayEngine::InsertIntoNode(RequestWork& w, NodeId id, int64_t first) {
   }
   ApplyInFlight(w, -1);
   tree_.SetDeviceSlots(id, std::move(dev));
-  ledger_.OnResidency(tree_.node(id), Tier::kDevice, +1);
+  ledger_.OnResidency(tree_, tree_.node(id), Tier::kDevice, +1);
   c_.inserted_pages += len;
 }
 
@@ -818,14 +826,12 @@ void ReplayEngine::DropMovedHostCopy(RequestWork& w, NodeId id, int64_t first) {
   for (int64_t j = 0; j < len; ++j)
     moved |= tree_.node(id).pages[static_cast<size_t>(j)].owner != owners[j];
   if (!moved) return;
-  Node& hn = tree_.mutable_node(id);
+  const Node& hn = tree_.node(id);
   KV_CHECK(first >= w.ext_start && hn.lock == 0, "revived page owner differs from its placement");
-  ledger_.OnResidency(hn, Tier::kHost, -1);
-  for (int64_t j = 0; j < len; ++j) {
-    const size_t k = static_cast<size_t>(j);
+  ledger_.OnResidency(tree_, hn, Tier::kHost, -1);
+  for (size_t k = 0; k < static_cast<size_t>(len); ++k)
     host_slots_.Free(hn.pages[k].owner, hn.host_slot[k]);
-    hn.pages[k] = PageInfo{owners[j], w.extent_id};
-  }
+  tree_.SetPageOwners(id, {owners, static_cast<size_t>(len)}, w.extent_id);
   c_.evicted_host_pages += len;
   tree_.SetHostSlots(id, {});  // resident nowhere until the device slots the caller sets
 }
@@ -866,7 +872,7 @@ void ReplayEngine::AddComputedLeaf(RequestWork& w, const RadixTree::InsertWalk& 
   // A new leaf counts its own insert as a hit (write_through backs it up at once).
   const NodeId leaf =
       tree_.AddLeaf(walk.node, std::move(keys), std::move(pages), std::move(dev), w.epoch, 1);
-  ledger_.OnResidency(tree_.node(leaf), Tier::kDevice, +1);
+  ledger_.OnResidency(tree_, tree_.node(leaf), Tier::kDevice, +1);
   c_.inserted_pages += w.keyed_c - walk.consumed;
   w.s.path.push_back(leaf);
   w.inserted_node = leaf;
@@ -882,7 +888,7 @@ void ReplayEngine::BackUpPath(RequestWork& w) {
     if (n.hit_count < static_cast<uint64_t>(write_threshold_)) continue;
     if (n.parent != kRootId && !tree_.node(n.parent).on_host()) continue;
     if (WriteToHost(w, id, w.rec ? &w.rec->backup : nullptr))
-      for (const PageInfo& pi : tree_.node(id).pages) ++w.s.backup_lane_pages[pi.owner];
+      AddLanePages(id, w.s.backup_lane_pages);
   }
 }
 
