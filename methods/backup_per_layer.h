@@ -14,8 +14,8 @@ class PerLayer final : public BackupScheduleImpl {
   const char* Name() const override { return "per-layer"; }
   bool CopiesEachLayer() const override { return true; }
 
-  const HardwareProfile::CopyCost& Terms(const HardwareProfile& hw, const std::string& pool) const {
-    return pool.empty() ? hw.backup_per_layer : hw.BackupTerms(false, pool);
+  const HardwareProfile::CopyCost& Terms(const HardwareProfile& hw) const {
+    return hw.backup_per_layer;
   }
 
   // layer l's copy starts when layer l's forward ends and the previous copy is done.

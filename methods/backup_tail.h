@@ -14,9 +14,7 @@ class Tail final : public BackupScheduleImpl {
   const char* Name() const override { return "tail"; }
   bool CopiesEachLayer() const override { return false; }
 
-  const HardwareProfile::CopyCost& Terms(const HardwareProfile& hw, const std::string& pool) const {
-    return pool.empty() ? hw.backup_tail : hw.BackupTerms(true, pool);
-  }
+  const HardwareProfile::CopyCost& Terms(const HardwareProfile& hw) const { return hw.backup_tail; }
 
   // one copy per pool of all layers after the forward pass, on the slowest lane.
   void ClosedForm(const CostModel& m, std::span<const int64_t> pages_per_lane,

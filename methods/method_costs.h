@@ -46,10 +46,8 @@ class BackupScheduleCost {
  public:
   virtual ~BackupScheduleCost() = default;
   virtual BackupSchedule Id() const = 0;
-  // Cost formula (docs/cost_model.md, "Backups"). The profile's measured terms of one copy of
-  // `pool` ("" : the terms of every pool).
-  virtual const HardwareProfile::CopyCost& Terms(const HardwareProfile& hw,
-                                                 const std::string& pool) const = 0;
+  // Cost formula (docs/cost_model.md, "Backups"). The profile's measured terms of one copy.
+  virtual const HardwareProfile::CopyCost& Terms(const HardwareProfile& hw) const = 0;
   // The closed form: c.forward_s set, fills c.submit_s and c.total_s for `pages_per_lane`
   // backed up, given each layer's forward end, `layer_copy` (one layer's copy on the slowest
   // lane), the runs of adjacent slots per lane and `pools` (one copy per pool).
@@ -90,9 +88,8 @@ class BackupCostOf final : public BackupScheduleCost {
  public:
   explicit BackupCostOf(const S& schedule) : schedule_(schedule) {}
   BackupSchedule Id() const override { return schedule_.Id(); }
-  const HardwareProfile::CopyCost& Terms(const HardwareProfile& hw,
-                                         const std::string& pool) const override {
-    return schedule_.Terms(hw, pool);
+  const HardwareProfile::CopyCost& Terms(const HardwareProfile& hw) const override {
+    return schedule_.Terms(hw);
   }
   void ClosedForm(const CostModel& m, std::span<const int64_t> pages_per_lane,
                   std::span<const double> layer_end_s, double layer_copy,

@@ -99,10 +99,6 @@ CalibrateOptions CalibrateOptionsFrom(const po::variables_map& vm) {
       throw InputError("", 0, "--backup-gather-pages", "must be >= 0");
   }
   ParseBackupFit(vm["backup-fit"].as<std::string>(), opt);
-  const std::string per_pool = vm["backup-per-pool"].as<std::string>();
-  if (per_pool != "on" && per_pool != "off")
-    throw InputError("", 0, "--backup-per-pool", "expected on or off, got '" + per_pool + "'");
-  opt.backup_per_pool = per_pool == "on";
   if (vm.count("backup-entry-bands"))
     opt.backup_entry_bands = ParseEntryBands(vm["backup-entry-bands"].as<std::string>());
   if (vm.count("run-pages")) {
@@ -160,9 +156,6 @@ po::options_description CalibrateOptionsDescription() {
       ("backup-fit", po::value<std::string>()->default_value("per-layer,tail"),
        "backup schedules that get measured terms from backup samples (comma list of per-layer, tail; "
        "none: leave every backup sample out)")
-      ("backup-per-pool", po::value<std::string>()->default_value("off"),
-       "on: also fit each schedule's backup terms on each pool's samples alone "
-       "(host_device.backup_pools; pools of different chunk sizes differ in latency and cost per entry)")
       ("backup-entry-bands", po::value<std::string>(),
        "bounds in bytes per copy entry, ascending, e.g. 16384,131072,1048576: the backup terms get an "
        "entry cost and a bandwidth per band of entry size (a few large entries and many small ones "

@@ -393,41 +393,27 @@ void FitBackupEntryBands(Calibration& c, const std::vector<const Sample*>& s,
 // * 1e9). The entry term is fitted when every sample gives its pages and the entries separate
 // from the bytes.
 // `synthetic`: the terms timed over the spin (backup_*_synthetic), beside the main ones.
-// `pool` non-empty: that pool's samples alone, into host_device.backup_pools.POOL.
 void FitBackupSchedule(Calibration& c, const std::vector<const Sample*>& all, bool tail,
-                       bool synthetic, const std::string& pool = "") {
-  const std::string term =
+                       bool synthetic) {
+  const std::string group =
       std::string(tail ? "backup_tail" : "backup_per_layer") + (synthetic ? "_synthetic" : "");
-  const std::string group = pool.empty() ? term : term + "." + pool;
   using CopyCost = HardwareProfile::CopyCost;
-  using PoolCosts = HardwareProfile::PoolBackupCosts;
   CopyCost HardwareProfile::*field =
       synthetic ? (tail ? &HardwareProfile::backup_tail_synthetic
                         : &HardwareProfile::backup_per_layer_synthetic)
                 : (tail ? &HardwareProfile::backup_tail : &HardwareProfile::backup_per_layer);
-  CopyCost PoolCosts::*pool_field =
-      synthetic ? (tail ? &PoolCosts::tail_synthetic : &PoolCosts::per_layer_synthetic)
-                : (tail ? &PoolCosts::tail : &PoolCosts::per_layer);
-  // The term in a profile (nullptr: a pool's term the profile does not have).
-  const auto term_of = [&](const HardwareProfile& p) -> const CopyCost* {
-    if (pool.empty()) return &(p.*field);
-    const auto it = p.backup_pools.find(pool);
-    return it == p.backup_pools.end() ? nullptr : &(it->second.*pool_field);
-  };
   std::vector<const Sample*> s;
   if (tail ? c.opt.fit_backup_tail : c.opt.fit_backup_per_layer)
     for (const Sample* x : all)
-      if (x->tail == tail && (pool.empty() || x->pool == pool)) s.push_back(x);
+      if (x->tail == tail) s.push_back(x);
   if (s.empty()) {
-    const CopyCost* b = c.base ? term_of(*c.base) : nullptr;
-    if (b && b->gbps > 0) {
-      (pool.empty() ? c.profile().*field : c.profile().backup_pools[pool].*pool_field) = *b;
-      c.out.kept_from_base.push_back("host_device." +
-                                     (pool.empty() ? term : "backup_pools." + pool + "." + term));
+    if (c.base && ((*c.base).*field).gbps > 0) {
+      c.profile().*field = (*c.base).*field;
+      c.out.kept_from_base.push_back("host_device." + group);
     }
     return;
   }
-  CopyCost& cost = pool.empty() ? c.profile().*field : c.profile().backup_pools[pool].*pool_field;
+  CopyCost& cost = c.profile().*field;
   bool entries = true;
   for (const Sample* x : s) entries = entries && x->pages > 0;
   cost.entry_bands = {};
@@ -482,29 +468,11 @@ void FitBackups(Calibration& c) {
                           " backup samples over the model's forward pass give the backup terms, " +
                           std::to_string(spin.size()) +
                           " over the synthetic one give backup_*_synthetic");
-  // Per pool (--backup-per-pool on): the pools the samples name, and the base's (kept where no
-  // sample names them). Off: no pool terms, not even the base's (they would override the main
-  // terms fitted here).
-  std::set<std::string> pools;
-  if (c.opt.backup_per_pool) {
-    for (const Sample* x : all)
-      if (!x->pool.empty()) pools.insert(x->pool);
-    if (pools.empty() && !all.empty())
-      c.out.notes.push_back("--backup-per-pool on, but no backup sample names its pool");
-    if (c.base)
-      for (const auto& [p, costs] : c.base->backup_pools) pools.insert(p);
-  } else if (c.base && !c.base->backup_pools.empty()) {
-    c.out.notes.push_back(
-        "the base profile's host_device.backup_pools left out (--backup-per-pool off)");
+  for (const bool tail : {false, true}) {
+    FitBackupSchedule(c, model.empty() ? spin : model, tail, false);
+    if (both || spin.empty())
+      FitBackupSchedule(c, both ? spin : std::vector<const Sample*>{}, tail, true);
   }
-  std::vector<std::string> groups{""};
-  groups.insert(groups.end(), pools.begin(), pools.end());
-  for (const bool tail : {false, true})
-    for (const std::string& pool : groups) {
-      FitBackupSchedule(c, model.empty() ? spin : model, tail, false, pool);
-      if (both || spin.empty())
-        FitBackupSchedule(c, both ? spin : std::vector<const Sample*>{}, tail, true, pool);
-    }
 }
 
 // ---------------------------------------------------------------- copy submission, device copies

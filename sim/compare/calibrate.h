@@ -27,9 +27,6 @@ struct CalibrateOptions {
   // out and backups keep the generic copy model.
   bool fit_backup_per_layer = true;
   bool fit_backup_tail = true;
-  // Also fit each schedule's terms on each pool's samples alone (host_device.backup_pools), when
-  // the samples name their pool (`--backup-per-pool on`).
-  bool backup_per_pool = false;
   // Bounds in bytes per entry, ascending (`--backup-entry-bands`): the backup terms get a cost per
   // entry and a bandwidth per band of entry size (HardwareProfile::CopyCost::entry_bands); empty:
   // one line.

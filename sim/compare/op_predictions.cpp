@@ -13,7 +13,7 @@ namespace kvlanes {
 namespace {
 
 // One op per lane and pool, ids as in sim/predict/plan.cpp. `per_copy` gives the seconds of one
-// lane's copies in one pool from that lane's bytes in the pool, its page count and the pool.
+// lane's copies in one pool from that lane's bytes in the pool and its page count.
 template <typename Fn>
 void CopyOps(std::vector<OpPrediction>& out, const std::vector<LaneCopy>& copies,
              const ReplayConfig& cfg, const std::string& pre, const char* kind, Fn per_copy) {
@@ -23,9 +23,8 @@ void CopyOps(std::vector<OpPrediction>& out, const std::vector<LaneCopy>& copies
       const double layer_bytes = static_cast<double>(cfg.model.pools[k].bytes_per_token_layer) *
                                  static_cast<double>(cfg.cache.page_tokens) *
                                  static_cast<double>(c.pages.size());
-      out.push_back(
-          {pre + kind + "/l" + std::to_string(c.lane) + "/" + cfg.model.pools[k].name, kind,
-           per_copy(layer_bytes, static_cast<double>(c.pages.size()), static_cast<int>(k))});
+      out.push_back({pre + kind + "/l" + std::to_string(c.lane) + "/" + cfg.model.pools[k].name,
+                     kind, per_copy(layer_bytes, static_cast<double>(c.pages.size()))});
     }
 }
 
@@ -52,11 +51,11 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
   const auto compute_x = by(&RequestCost::compute_stretch);
   const auto backup_x = by(&RequestCost::backup_stretch);
   // Write-back at eviction: one copy of all layers per pool (latency + bytes / d2h).
-  CopyOps(out, p.write_back, cfg, pre, "write_back", [&](double b, double pages, int) {
+  CopyOps(out, p.write_back, cfg, pre, "write_back", [&](double b, double pages) {
     return lat(pages, layers) + b * layers / (hw.d2h_gbps * 1e9);
   });
   // Load-back: one copy per layer per pool, each latency + bytes / h2d.
-  CopyOps(out, p.load_back, cfg, pre, "load_back", [&](double b, double pages, int) {
+  CopyOps(out, p.load_back, cfg, pre, "load_back", [&](double b, double pages) {
     return load_x(layers * (lat(pages, 1) + b / (hw.h2d_gbps * 1e9)));
   });
   out.push_back({pre + "compute", "compute",
@@ -71,10 +70,10 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
   // pool's copy has as many entries per layer as the lane's slots have runs.
   for (const LaneCopy& c : p.backup) {
     const double runs = static_cast<double>(SlotRuns(c));
-    CopyOps(out, {c}, cfg, pre, "backup", [&](double b, double pages, int pool) {
+    CopyOps(out, {c}, cfg, pre, "backup", [&](double b, double pages) {
       if (p.backup_schedule == BackupSchedule::kPerLayer)
-        return backup_x(layers * m.BackupCopyS(BackupSchedule::kPerLayer, pages, 1, b, runs, pool));
-      return backup_x(m.BackupCopyS(BackupSchedule::kTail, pages, layers, b * layers, runs, pool));
+        return backup_x(layers * m.BackupCopyS(BackupSchedule::kPerLayer, pages, 1, b, runs));
+      return backup_x(m.BackupCopyS(BackupSchedule::kTail, pages, layers, b * layers, runs));
     });
   }
   return out;

@@ -213,19 +213,6 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
         std::pair{"backup_per_layer_synthetic", p.backup_per_layer_synthetic},
         std::pair{"backup_tail_synthetic", p.backup_tail_synthetic}})
     if (c.gbps > 0) y += FitComment(r, group, "  ") + "  " + group + ": " + CopyCostYaml(c) + "\n";
-  if (!p.backup_pools.empty()) {
-    y += "  backup_pools:\n";
-    for (const auto& [pool, pc] : p.backup_pools) {
-      y += "    " + nlohmann::json(pool).dump() + ":\n";
-      for (const auto& [group, c] :
-           {std::pair{"backup_per_layer", pc.per_layer}, std::pair{"backup_tail", pc.tail},
-            std::pair{"backup_per_layer_synthetic", pc.per_layer_synthetic},
-            std::pair{"backup_tail_synthetic", pc.tail_synthetic}})
-        if (c.gbps > 0)
-          y += FitComment(r, std::string(group) + "." + pool, "      ") + "      " + group + ": " +
-               CopyCostYaml(c) + "\n";
-    }
-  }
   y += FitComment(r, "copy_submit", "  ");
   y += "  copy_submit_s: " + Num(p.copy_submit_s) + "\n\n";
   y += "device:\n" + FitComment(r, "device", "  ");

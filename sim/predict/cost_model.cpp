@@ -131,7 +131,6 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
       unshared_(overlap_.Trivial()),
       id_(NextModelId()) {
   for (const PoolSpec& p : cfg.model.pools) {
-    pool_names_.push_back(p.name);
     pool_share_.push_back(static_cast<double>(p.bytes_per_token_layer * cfg.cache.page_tokens) /
                           page_layer_bytes_);
   }
@@ -183,25 +182,21 @@ double CostModel::KernelWriteS(double bytes) const {
 }
 
 double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes,
-                              double runs, int pool) const {
-  const HardwareProfile::CopyCost& b =
-      BackupCostFor(s).Terms(hw_, pool >= 0 && pool < static_cast<int>(pool_names_.size())
-                                      ? pool_names_[static_cast<size_t>(pool)]
-                                      : std::string());
+                              double runs) const {
+  const HardwareProfile::CopyCost& b = BackupCostFor(s).Terms(hw_);
   if (b.gbps > 0) return b.Seconds(1, runs * layers, bytes);
   return CopyLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
 }
 
 double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes,
                                 double runs) const {
-  const HardwareProfile::CopyCost& b = BackupCostFor(s).Terms(hw_, std::string());
-  // Per pool where the pools have their own terms or the bytes per entry pick a band (the pools'
-  // chunks differ in size).
-  if ((!hw_.backup_pools.empty() || !b.entry_bands.bands.empty()) && b.gbps > 0) {
+  const HardwareProfile::CopyCost& b = BackupCostFor(s).Terms(hw_);
+  // Per pool where the bytes per entry pick a band (the pools' chunks differ in size).
+  if (!b.entry_bands.bands.empty() && b.gbps > 0) {
     double t = 0;
-    for (size_t k = 0; k < pool_names_.size(); ++k)
+    for (size_t k = 0; k < pool_share_.size(); ++k)
       t += BackupCopyS(s, static_cast<double>(pages), static_cast<double>(layers),
-                       bytes * pool_share_[k], runs, static_cast<int>(k));
+                       bytes * pool_share_[k], runs);
     return t;
   }
   if (b.gbps > 0)

@@ -121,12 +121,11 @@ class CostModel {
   // One backup copy of one pool on one lane: `pages` pages in `runs` runs of adjacent slots,
   // `layers` layers (1 per-layer, all for tail), `bytes` in all. Uses the profile's
   // backup_per_layer / backup_tail when measured (latency + runs x layers x entry_s + bytes /
-  // gbps), else CopyLatencyS + bytes / d2h. `pool` (index into the model's pools; -1: none
-  // named) picks that pool's terms where the profile has them (backup_pools).
-  double BackupCopyS(BackupSchedule s, double pages, double layers, double bytes, double runs = 1,
-                     int pool = -1) const;
-  // The same for the copies of every pool (`bytes` of all pools; with per-pool terms, each pool's
-  // copy priced with its own on its share of the bytes).
+  // gbps), else CopyLatencyS + bytes / d2h.
+  double BackupCopyS(BackupSchedule s, double pages, double layers, double bytes,
+                     double runs = 1) const;
+  // The same for the copies of every pool (`bytes` of all pools; with entry-size bands, each
+  // pool's copy priced on its share of the bytes).
   double BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes,
                        double runs = 1) const;
   // One host<->device copy of `bytes` on one lane: latency + bytes / bandwidth.
@@ -179,7 +178,6 @@ class CostModel {
   int64_t pools_;
   int64_t page_tokens_;
   double page_layer_bytes_;
-  std::vector<std::string> pool_names_;
   std::vector<double> pool_share_;  // each pool's part of page_layer_bytes_
   bool hit_agreement_min_ = false;
   double query_row_bytes_ = 0;    // one token's bf16 queries, all heads

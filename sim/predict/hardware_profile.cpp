@@ -381,16 +381,6 @@ double HardwareProfile::GatherNextLayerRatio(double pages) const {
                                            : PagesRatioAt(gather_next_after_forward, pages);
 }
 
-const HardwareProfile::CopyCost& HardwareProfile::BackupTerms(bool tail,
-                                                              const std::string& pool) const {
-  const auto it = backup_pools.find(pool);
-  if (it != backup_pools.end()) {
-    const CopyCost& c = tail ? it->second.tail : it->second.per_layer;
-    if (c.gbps > 0) return c;
-  }
-  return tail ? backup_tail : backup_per_layer;
-}
-
 void HardwareProfile::UseSyntheticForward(double k) {
   ScaleCompute(k);
   compute_extra_layer_s = synthetic_layer_s;
@@ -398,18 +388,6 @@ void HardwareProfile::UseSyntheticForward(double k) {
   gather_next_after_forward = gather_next_after_forward_synthetic;
   if (backup_per_layer_synthetic.gbps > 0) backup_per_layer = backup_per_layer_synthetic;
   if (backup_tail_synthetic.gbps > 0) backup_tail = backup_tail_synthetic;
-  // A pool's own terms were timed after the proxy: without its spin-timed ones, the main
-  // spin-timed terms (where given) price its copies instead.
-  for (auto& [pool, c] : backup_pools) {
-    if (c.per_layer_synthetic.gbps > 0)
-      c.per_layer = c.per_layer_synthetic;
-    else if (backup_per_layer_synthetic.gbps > 0)
-      c.per_layer = {};
-    if (c.tail_synthetic.gbps > 0)
-      c.tail = c.tail_synthetic;
-    else if (backup_tail_synthetic.gbps > 0)
-      c.tail = {};
-  }
   if (!has_overlap_synthetic) return;
   std::erase_if(overlap, [](const OverlapShare& o) {
     return o.victim == "forward" || o.beside == "forward";
@@ -435,8 +413,7 @@ std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YA
 void ReadComputeKinds(const Reader& r, const YAML::Node& node, HardwareProfile& p);
 void ReadCompute(const Reader& r, const YAML::Node& root, HardwareProfile& p);
 
-// host_device's backup terms: backup_per_layer, backup_tail, their _synthetic twins and
-// backup_pools (the same per pool).
+// host_device's backup terms: backup_per_layer, backup_tail and their _synthetic twins.
 void ReadBackupTerms(const Reader& r, const YAML::Node& hd, HardwareProfile& p) {
   using CopyCost = HardwareProfile::CopyCost;
   const auto copy_cost = [&](const YAML::Node& b, const std::string& pre, CopyCost& c) {
@@ -454,24 +431,12 @@ void ReadBackupTerms(const Reader& r, const YAML::Node& hd, HardwareProfile& p) 
         std::pair{"backup_tail_synthetic", &HardwareProfile::backup_tail_synthetic}})
     if (const YAML::Node b = hd[key])
       copy_cost(b, std::string("host_device.") + key + ".", p.*field);
-  if (const YAML::Node bp = hd["backup_pools"]) {
-    if (!bp.IsMap()) r.Fail(bp, "host_device.backup_pools", "expected a map of pool names");
-    for (const auto& kv : bp) {
-      const std::string pool = kv.first.Scalar();
-      const std::string pre = "host_device.backup_pools." + pool + ".";
-      r.OnlyKeys(kv.second, pre,
-                 {"backup_per_layer", "backup_tail", "backup_per_layer_synthetic",
-                  "backup_tail_synthetic"});
-      HardwareProfile::PoolBackupCosts& c = p.backup_pools[pool];
-      for (const auto& [key, field] :
-           {std::pair{"backup_per_layer", &HardwareProfile::PoolBackupCosts::per_layer},
-            std::pair{"backup_tail", &HardwareProfile::PoolBackupCosts::tail},
-            std::pair{"backup_per_layer_synthetic",
-                      &HardwareProfile::PoolBackupCosts::per_layer_synthetic},
-            std::pair{"backup_tail_synthetic", &HardwareProfile::PoolBackupCosts::tail_synthetic}})
-        if (const YAML::Node b = kv.second[key]) copy_cost(b, pre + key + ".", c.*field);
-    }
-  }
+  // Per-pool backup terms are gone: on held-out plans they were no better than one fit over every
+  // pool, whose entry-size bands price each pool's copy by its own bytes per entry.
+  if (const YAML::Node bp = hd["backup_pools"])
+    r.Fail(bp, "host_device.backup_pools",
+           "no longer read: each pool's backup copy is priced by backup_per_layer / backup_tail "
+           "(with entry_bands); delete the key, or refit the profile with `kvlanes calibrate`");
 }
 
 HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {

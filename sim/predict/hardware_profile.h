@@ -84,17 +84,6 @@ struct HardwareProfile {
   // backups after a proxy layer take a few microseconds more than after the spin
   // (docs/cost_model.md "Backups"). Used only by UseSyntheticForward; gbps 0: not given.
   CopyCost backup_per_layer_synthetic, backup_tail_synthetic;
-  // Optional (YAML host_device.backup_pools: {POOL: {backup_per_layer, backup_tail,
-  // backup_per_layer_synthetic, backup_tail_synthetic}}, each of the form above): the same terms
-  // fitted on one pool's samples (`kvlanes calibrate --backup-per-pool on`). Pools of different
-  // chunk sizes differ in latency and cost per entry (docs/cost_model.md "Backups"); a pool or
-  // term not given uses the terms above.
-  struct PoolBackupCosts {
-    CopyCost per_layer, tail, per_layer_synthetic, tail_synthetic;
-  };
-  std::map<std::string, PoolBackupCosts> backup_pools;
-  // The backup terms for one pool's copies ("" or a pool not in backup_pools: the main ones).
-  const CopyCost& BackupTerms(bool tail, const std::string& pool) const;
   // Device-local copies (pack/unpack/scatter); bandwidth counts bytes read plus written.
   double device_copy_gbps = 0;
   double kernel_launch_s = 0;

@@ -560,31 +560,23 @@ static nlohmann::json TailBackupAfterProxy(const std::string& pool, int64_t page
           {"median_s", median_s}};
 }
 
-TEST_CASE(
-    "--backup-per-pool fits each pool's backup terms on its own samples, which price that pool's "
-    "copies") {
-  // Truth (tail copies after the proxy, 4 layers, runs of 4 pages): kv 5 us + 0.25 us per entry +
-  // bytes at 53 GB/s; indexer 3 us + 0.19 us per entry + bytes at 51 GB/s. One fit over both
-  // pools cannot hold both.
+TEST_CASE("a backup sample of the sweep's diagnostics is left out of the backup fit") {
+  // Truth (tail copies of the kv pool after the proxy, 4 layers, runs of 1 and 64 pages): 5 us +
+  // 0.25 us per entry + bytes at 53 GB/s. A diagnostic sample (another host-slot choice) 1 s long
+  // would pull the fit far off if it were kept.
   nlohmann::json doc = {{"kvlanes_measurements", 1},
                         {"context", {{"gpu", "synthetic"}}},
                         {"samples", nlohmann::json::array()}};
   Noise noise(23, 0.01);
   const int64_t L = 4;
-  struct Truth {
-    const char* pool;
-    double chunk, latency, entry, gbps;
-  };
-  const Truth truth[] = {{"kv", 41984, 5e-6, 0.25e-6, 53}, {"indexer", 8448, 3e-6, 0.19e-6, 51}};
-  for (const Truth& p : truth)
-    for (const int64_t run : {1, 64})
-      for (const int64_t pages : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
-        const double bytes = static_cast<double>(pages * L) * p.chunk;
-        const double entries = static_cast<double>((pages + run - 1) / run * L);
-        const double t = p.latency + entries * p.entry + bytes / (p.gbps * 1e9);
-        doc["samples"].push_back(TailBackupAfterProxy(p.pool, pages, run, L, bytes, t * noise()));
-      }
-  // A diagnostic sample (another host-slot choice) is left out, however far off it is.
+  const double chunk = 41984, latency = 5e-6, entry = 0.25e-6, gbps = 53;
+  for (const int64_t run : {1, 64})
+    for (const int64_t pages : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
+      const double bytes = static_cast<double>(pages * L) * chunk;
+      const double entries = static_cast<double>((pages + run - 1) / run * L);
+      const double t = latency + entries * entry + bytes / (gbps * 1e9);
+      doc["samples"].push_back(TailBackupAfterProxy("kv", pages, run, L, bytes, t * noise()));
+    }
   nlohmann::json diag = doc["samples"][0];
   diag["host_slots"] = "fresh";
   diag["median_s"] = 1.0;
@@ -592,80 +584,15 @@ TEST_CASE(
   const HardwareProfile base = TruthProfile();
   CalibrateOptions opt;
   opt.fit_backup_per_layer = false;
-  opt.backup_per_pool = true;
-  const Measurements m = ParseMeasurements(doc.dump(1), "pools.json");
-  const CalibrationResult r = Calibrate(m, &base, opt);
-  REQUIRE(r.profile.backup_pools.size() == 2);
-  for (const Truth& p : truth) {
-    CAPTURE(p.pool);
-    const HardwareProfile::CopyCost& c = r.profile.backup_pools.at(p.pool).tail;
-    CHECK(Near(c.latency_s, p.latency, 0.1));
-    CHECK(Near(c.entry_s, p.entry, 0.1));
-    CHECK(Near(c.gbps, p.gbps, 0.03));
-  }
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "diag.json"), &base, opt);
+  const HardwareProfile::CopyCost& c = r.profile.backup_tail;
+  CHECK(Near(c.latency_s, latency, 0.1));
+  CHECK(Near(c.entry_s, entry, 0.1));
+  CHECK(Near(c.gbps, gbps, 0.03));
   bool noted = false;
   for (const std::string& n : r.notes)
     noted = noted || n.find("1 backup samples of the sweep's diagnostics left out") == 0;
   CHECK(noted);
-  CHECK(r.profile.backup_tail.gbps > 0);  // the one fit over both pools is still there
-
-  // Round trip; the cost model prices each pool's copy with its terms, both pools' copies as the
-  // sum, and a pool the profile does not name with the main terms.
-  const std::string path = TempPath("pools.yaml");
-  const HardwareProfile back = RoundTrip(r, path, "pools.json");
-  REQUIRE(back.backup_pools.size() == 2);
-  CHECK(back.backup_pools.at("indexer").tail.gbps ==
-        doctest::Approx(r.profile.backup_pools.at("indexer").tail.gbps));
-  ReplayConfig cfg;
-  cfg.cache.cp_size = 1;
-  cfg.model.layers = L;
-  cfg.model.pools = {PoolSpec{"kv", 656}, PoolSpec{"indexer", 132}};
-  const CostModel model(back, cfg, path);
-  const auto own = [&](const char* pool, double pages, double bytes) {
-    const HardwareProfile::CopyCost& c = back.backup_pools.at(pool).tail;
-    return c.latency_s + pages * L * c.entry_s + bytes / (c.gbps * 1e9);
-  };
-  const double kv_b = 10 * L * 41984.0, ix_b = 10 * L * 8448.0;
-  CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, L, kv_b, 10, 0) ==
-        doctest::Approx(own("kv", 10, kv_b)));
-  CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, L, ix_b, 10, 1) ==
-        doctest::Approx(own("indexer", 10, ix_b)));
-  CHECK(model.BackupCopiesS(BackupSchedule::kTail, 10, L, kv_b + ix_b, 10) ==
-        doctest::Approx(own("kv", 10, kv_b) + own("indexer", 10, ix_b)));
-  const HardwareProfile::CopyCost& all = back.backup_tail;
-  CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, L, ix_b, 10) ==
-        doctest::Approx(all.latency_s + 10 * L * all.entry_s + ix_b / (all.gbps * 1e9)));
-  // The per-layer schedule has no pool terms here: the main ones (from the base: none fitted).
-  CHECK(back.BackupTerms(false, "kv").gbps == back.backup_per_layer.gbps);
-  // A run of the spin: pool terms timed after the proxy give way to the main spin-timed terms
-  // where the profile has them, and are kept where it has none.
-  HardwareProfile spin = back;
-  spin.backup_tail_synthetic = {7e-6, 49, 0.2e-6};
-  spin.UseSyntheticForward(0.01);
-  CHECK(spin.BackupTerms(true, "kv").latency_s == 7e-6);
-  CHECK(spin.BackupTerms(true, "indexer").gbps == 49);
-  HardwareProfile spin_pools = back;
-  spin_pools.backup_pools.at("kv").tail_synthetic = {6e-6, 50, 0.25e-6};
-  spin_pools.UseSyntheticForward(0.01);
-  CHECK(spin_pools.BackupTerms(true, "kv").latency_s == 6e-6);
-  CHECK(spin_pools.BackupTerms(true, "indexer").gbps ==
-        back.backup_pools.at("indexer").tail.gbps);  // no spin terms at all: the proxy's kept
-
-  // Off (the default): no pool terms, not even a base's.
-  CalibrateOptions off = opt;
-  off.backup_per_pool = false;
-  const CalibrationResult o = Calibrate(m, &back, off);
-  CHECK(o.profile.backup_pools.empty());
-  // On with samples of one pool only: the other pool's terms are the base's.
-  nlohmann::json kv_only = doc;
-  kv_only["samples"].clear();
-  for (const auto& x : doc["samples"])
-    if (x["pool"] == "kv") kv_only["samples"].push_back(x);
-  const CalibrationResult k = Calibrate(ParseMeasurements(kv_only.dump(1), "kv.json"), &back, opt);
-  CHECK(k.profile.backup_pools.at("indexer").tail.gbps ==
-        back.backup_pools.at("indexer").tail.gbps);
-  CHECK(std::find(k.kept_from_base.begin(), k.kept_from_base.end(),
-                  "host_device.backup_pools.indexer.backup_tail") != k.kept_from_base.end());
 }
 
 TEST_CASE(
@@ -749,9 +676,9 @@ TEST_CASE(
   const double kv_b = 10 * L * 41984.0, ix_b = 10 * L * 8448.0;
   for (const double runs : {1.0, 10.0}) {
     CAPTURE(runs);
-    CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, L, kv_b, runs, 0) ==
+    CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, L, kv_b, runs) ==
           doctest::Approx(priced(runs * L, kv_b)));
-    CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, L, ix_b, runs, 1) ==
+    CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, L, ix_b, runs) ==
           doctest::Approx(priced(runs * L, ix_b)));
     CHECK(model.BackupCopiesS(BackupSchedule::kTail, 10, L, kv_b + ix_b, runs) ==
           doctest::Approx(priced(runs * L, kv_b) + priced(runs * L, ix_b)));
@@ -961,16 +888,13 @@ TEST_CASE("a profile's backup terms are checked like the others") {
   std::remove(path.c_str());
 }
 
-TEST_CASE("a profile's per-pool backup terms are checked like the others") {
-  const std::string path = TempPath("bad_pools.yaml");
+TEST_CASE("a profile with per-pool backup terms is refused, naming the key and what replaces it") {
+  const std::string path = TempPath("old_pools.yaml");
   std::ofstream(path) << ProfileYaml(
-      ",\n  backup_pools: {kv: {backup_tail: {latency_s: 1e-5, gbps: 50}}, indexer: "
-      "{backup_tail: {latency_s: -1, gbps: 50}}}");
+      ",\n  backup_pools: {kv: {backup_tail: {latency_s: 1e-5, gbps: 50}}}");
   CHECK_THROWS_WITH(LoadHardwareProfile(path),
-                    doctest::Contains("host_device.backup_pools.indexer.backup_tail.latency_s"));
-  std::ofstream(path) << ProfileYaml(
-      ",\n  backup_pools: {kv: {tail: {latency_s: 1e-5, gbps: 50}}}");
-  CHECK_THROWS_WITH(LoadHardwareProfile(path), doctest::Contains("host_device.backup_pools.kv."));
+                    doctest::Contains("host_device.backup_pools: no longer read"));
+  CHECK_THROWS_WITH(LoadHardwareProfile(path), doctest::Contains("backup_tail"));
   std::remove(path.c_str());
 }
 
