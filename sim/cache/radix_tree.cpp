@@ -259,6 +259,15 @@ void RadixTree::CountLanes(NodeId id, std::span<const PageInfo> pages, int sign)
   }
 }
 
+void RadixTree::AddLanePages(NodeId id, std::span<int64_t> per_lane) const {
+  if (counts_lanes()) {
+    const std::span<const uint32_t> counts = LanePages(id);
+    for (size_t r = 0; r < counts.size(); ++r) per_lane[r] += counts[r];
+    return;
+  }
+  for (const PageInfo& p : node(id).pages) ++per_lane[p.owner];
+}
+
 void RadixTree::SetPageOwners(NodeId id, std::span<const uint16_t> owners, uint32_t extent) {
   Node& n = mutable_node(id);
   KV_CHECK(owners.size() == n.pages.size(), "page owner count != page count");

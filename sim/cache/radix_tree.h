@@ -102,6 +102,9 @@ class RadixTree {
   std::span<const uint32_t> LanePages(NodeId id) const {
     return {lane_pages_.data() + size_t{slot_of_[id]} * counted_lanes_, counted_lanes_};
   }
+  // Adds node `id`'s pages per owner lane to per_lane ([r] += pages owned by lane r): LanePages
+  // where kept, else a count over the node's pages. REQUIRES: per_lane.size() >= lanes().
+  void AddLanePages(NodeId id, std::span<int64_t> per_lane) const;
   // Node `id`. A removed node reads as a dead placeholder (alive false, id kNoNode, no pages):
   // its storage has been reused, so nothing of it is kept. REQUIRES: id < node_slots().
   const Node& node(NodeId id) const { return store_[slot_of_[id]]; }

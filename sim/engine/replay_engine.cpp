@@ -246,7 +246,7 @@ bool ReplayEngine::WriteToHost(RequestWork& w, NodeId id, std::vector<LaneCopy>*
     return false;
   }
   LaneDemand d{Tier::kHost, std::vector<int64_t>(ranks_, 0), 0};
-  AddLanePages(id, d.target);
+  tree_.AddLanePages(id, d.target);
   if (!EnsureFree(w, d)) {
     ++c_.host_write_refused;
     return false;
@@ -262,15 +262,6 @@ bool ReplayEngine::WriteToHost(RequestWork& w, NodeId id, std::vector<LaneCopy>*
   c_.host_write_pages += static_cast<int64_t>(n.pages.size());
   c_.host_write_bytes += static_cast<int64_t>(n.pages.size()) * page_bytes_;
   return true;
-}
-
-void ReplayEngine::AddLanePages(NodeId id, std::vector<int64_t>& per_lane) const {
-  if (tree_.counts_lanes()) {
-    const std::span<const uint32_t> counts = tree_.LanePages(id);
-    for (size_t r = 0; r < counts.size(); ++r) per_lane[r] += counts[r];
-    return;
-  }
-  for (const PageInfo& p : tree_.node(id).pages) ++per_lane[p.owner];
 }
 
 void ReplayEngine::CountLaneDeficit(int64_t pages) {
@@ -336,7 +327,7 @@ int64_t ReplayEngine::LoadBack(RequestWork& w) {
   for (NodeId n = m.last_node; n != m.device_node; n = tree_.node(n).parent) chain.push_back(n);
   std::reverse(chain.begin(), chain.end());
   LaneDemand d{Tier::kDevice, std::vector<int64_t>(ranks_, 0), 0};
-  for (NodeId n : chain) AddLanePages(n, d.target);
+  for (NodeId n : chain) tree_.AddLanePages(n, d.target);
   // All or nothing: allocate, else evict once and retry, else recompute.
   if (!EnsureFree(w, d)) {
     ++c_.load_back_failed;
@@ -888,7 +879,7 @@ void ReplayEngine::BackUpPath(RequestWork& w) {
     if (n.hit_count < static_cast<uint64_t>(write_threshold_)) continue;
     if (n.parent != kRootId && !tree_.node(n.parent).on_host()) continue;
     if (WriteToHost(w, id, w.rec ? &w.rec->backup : nullptr))
-      AddLanePages(id, w.s.backup_lane_pages);
+      tree_.AddLanePages(id, w.s.backup_lane_pages);
   }
 }
 

@@ -186,8 +186,6 @@ class ReplayEngine {
   void DecideMaterialization(RequestWork& w);
   // Counts a lane-deficit failure when the device tier as a whole had `pages` free pages.
   void CountLaneDeficit(int64_t pages);
-  // Adds node `id`'s pages per owner lane to per_lane (ranks_ entries).
-  void AddLanePages(NodeId id, std::vector<int64_t>& per_lane) const;
   // Locks (+1) or unlocks (-1) the path from `id` to the root; the ledger follows.
   void LockPath(NodeId id, int delta);
 
