@@ -167,7 +167,7 @@ po::options_description CalibrateOptionsDescription() {
       ("overlap-forward", po::value<std::string>(),
        "overlap samples: fit the overlap list to the pairs timed beside this forward pass (model | "
        "synthetic; default: model when both were swept). The pairs beside the synthetic spin also "
-       "give overlap_synthetic and compute.synthetic_layer_s")
+       "give the beside_spin section's overlap and compute.extra_layer_s")
       ("compute-form", po::value<std::string>()->default_value("table"),
        "forward samples: table (the linear terms and the measured points as compute.table, "
        "interpolated between them) | linear (the linear terms alone) | rescale (the --base "

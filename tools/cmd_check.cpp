@@ -278,8 +278,8 @@ void AddCheckOptions(po::options_description& desc) {
       ("compute-scale", po::value<double>()->default_value(1.0),
        "with --plan: multiply the profile's compute terms, as `kvlanes exec --compute-scale` did")
       ("forward", po::value<std::string>()->default_value("auto"),
-       "with --plan: the forward pass the run used, model or synthetic (priced with the profile's "
-       "compute.synthetic_layer_s and overlap_synthetic); auto: as the measured file's context "
+       "with --plan: the forward pass the run used, model or synthetic (synthetic: priced with the "
+       "profile's beside_spin terms); auto: as the measured file's context "
        "says")
       ("measured", po::value<std::string>(), "measured file of `kvlanes exec` (docs/calibration.md)")
       ("max-median", po::value<double>()->default_value(100 * d.max_median),

@@ -389,31 +389,39 @@ void FitBackupEntryBands(Calibration& c, const std::vector<const Sample*>& s,
   }
 }
 
+// A term's name, in fits and in the profile, as timed beside the model's forward pass (the main
+// terms: `name`) or beside the synthetic spin (`spin`: in the beside_spin section).
+std::string BesideName(bool spin, const std::string& name) {
+  return spin ? "beside_spin." + name : name;
+}
+
+// One schedule's backup terms (`tail` or per-layer), the main ones or beside_spin's (`spin`), of
+// a profile or the base (const).
+template <typename Profile>
+auto& BackupTerms(Profile& p, bool spin, bool tail) {
+  if (spin) return tail ? p.beside_spin.backup_tail : p.beside_spin.backup_per_layer;
+  return tail ? p.backup_tail : p.backup_per_layer;
+}
+
 // One schedule (per-layer or tail): time = copies * latency + entries * entry_s + bytes / (gbps
 // * 1e9). The entry term is fitted when every sample gives its pages and the entries separate
-// from the bytes.
-// `synthetic`: the terms timed over the spin (backup_*_synthetic), beside the main ones.
+// from the bytes. `spin`: the terms timed over the spin (beside_spin's), else the main ones.
 void FitBackupSchedule(Calibration& c, const std::vector<const Sample*>& all, bool tail,
-                       bool synthetic) {
-  const std::string group =
-      std::string(tail ? "backup_tail" : "backup_per_layer") + (synthetic ? "_synthetic" : "");
-  using CopyCost = HardwareProfile::CopyCost;
-  CopyCost HardwareProfile::*field =
-      synthetic ? (tail ? &HardwareProfile::backup_tail_synthetic
-                        : &HardwareProfile::backup_per_layer_synthetic)
-                : (tail ? &HardwareProfile::backup_tail : &HardwareProfile::backup_per_layer);
+                       bool spin) {
+  const std::string name = tail ? "backup_tail" : "backup_per_layer";
+  const std::string group = BesideName(spin, name);
   std::vector<const Sample*> s;
   if (tail ? c.opt.fit_backup_tail : c.opt.fit_backup_per_layer)
     for (const Sample* x : all)
       if (x->tail == tail) s.push_back(x);
   if (s.empty()) {
-    if (c.base && ((*c.base).*field).gbps > 0) {
-      c.profile().*field = (*c.base).*field;
-      c.out.kept_from_base.push_back("host_device." + group);
+    if (c.base && BackupTerms(*c.base, spin, tail).gbps > 0) {
+      BackupTerms(c.profile(), spin, tail) = BackupTerms(*c.base, spin, tail);
+      c.out.kept_from_base.push_back(BesideName(spin, "host_device." + name));
     }
     return;
   }
-  CopyCost& cost = c.profile().*field;
+  HardwareProfile::CopyCost& cost = BackupTerms(c.profile(), spin, tail);
   bool entries = true;
   for (const Sample* x : s) entries = entries && x->pages > 0;
   cost.entry_bands = {};
@@ -456,23 +464,25 @@ void FitBackups(Calibration& c) {
                           " backup samples of the sweep's diagnostics left out (host_slots, "
                           "pool_order)");
   // Timed over the model's forward pass (the proxy) and over the spin: with samples of both, the
-  // main terms come from the model's and backup_*_synthetic from the spin's (used when a run of
-  // the spin is checked); with one kind only, the main terms come from it, and the synthetic ones
-  // are the base's when the samples are the model's, none when they are the spin's (the main terms
-  // are then the spin's own).
-  std::vector<const Sample*> model, spin;
-  for (const Sample* x : all) (x->forward == "model" ? model : spin).push_back(x);
-  const bool both = !model.empty() && !spin.empty();
+  // main terms come from the model's and beside_spin's from the spin's (used when a run of the
+  // spin is checked); with one kind only, the main terms come from it, and beside_spin's are the
+  // base's when the samples are the model's, none when they are the spin's (the main terms are
+  // then the spin's own).
+  std::vector<const Sample*> beside[2];  // [0]: the model's, [1]: the spin's
+  for (const Sample* x : all) beside[x->forward != "model"].push_back(x);
+  const bool both = !beside[0].empty() && !beside[1].empty();
   if (both)
-    c.out.notes.push_back(std::to_string(model.size()) +
+    c.out.notes.push_back(std::to_string(beside[0].size()) +
                           " backup samples over the model's forward pass give the backup terms, " +
-                          std::to_string(spin.size()) +
-                          " over the synthetic one give backup_*_synthetic");
-  for (const bool tail : {false, true}) {
-    FitBackupSchedule(c, model.empty() ? spin : model, tail, false);
-    if (both || spin.empty())
-      FitBackupSchedule(c, both ? spin : std::vector<const Sample*>{}, tail, true);
-  }
+                          std::to_string(beside[1].size()) +
+                          " over the synthetic one give the beside_spin backup terms");
+  const std::vector<const Sample*> none;
+  for (const bool tail : {false, true})
+    for (const bool spin : {false, true}) {
+      if (spin && !both && !beside[1].empty()) continue;  // the main terms took the spin's
+      FitBackupSchedule(c, spin ? (both ? beside[1] : none) : beside[beside[0].empty()], tail,
+                        spin);
+    }
 }
 
 // ---------------------------------------------------------------- copy submission, device copies
@@ -566,44 +576,46 @@ void NoteFirstGather(Calibration& c) {
   c.out.notes.push_back(buf);
 }
 
+// A gather ratio table: after the first layer or the next ones (`next`), the main one or
+// beside_spin's (`spin`), of a profile or the base (const). The main terms have no next-layer
+// table: after the proxy the next gather is as cold as the first.
+template <typename Profile>
+auto& GatherRatios(Profile& p, bool spin, bool next) {
+  if (!spin) return p.gather_after_forward;
+  return next ? p.beside_spin.gather_next_after_forward : p.beside_spin.gather_after_forward;
+}
+
+// The gather ratio tables calibrate fits: {spin, next}.
+constexpr std::pair<bool, bool> kGatherTables[] = {{false, false}, {true, false}, {true, true}};
+
 // A gather layer after a forward layer over the fitted copy bands' time for it (two kernels, pack
 // and unpack, of the sample's bytes each: a packed gather at cp_size 1), per page count the median
 // over the forward shapes: gather_after_forward from the proxy's samples (forward "model" or not
-// given), gather_after_forward_synthetic from the spin's, and from the spin's next layer (next_s)
-// gather_next_after_forward_synthetic. After the proxy the next layer is not fitted: its layers
-// leave the next gather as cold as the first (docs/cost_model.md "Gather after a forward layer").
-// Without such samples, the base's.
+// given), beside_spin's gather_after_forward from the spin's, and from the spin's next layer
+// (next_s) beside_spin's gather_next_after_forward. After the proxy the next layer is not fitted:
+// its layers leave the next gather as cold as the first (docs/cost_model.md "Gather after a forward
+// layer"). Without such samples, the base's.
 void FitGatherAfterForward(Calibration& c) {
   using Table = std::vector<HardwareProfile::PagesRatio>;
-  struct Group {
-    const char* name;
-    Table HardwareProfile::*field;
-    bool spin, next;
-  };
-  const Group groups[] = {
-      {"gather_after_forward", &HardwareProfile::gather_after_forward, false, false},
-      {"gather_after_forward_synthetic", &HardwareProfile::gather_after_forward_synthetic, true,
-       false},
-      {"gather_next_after_forward_synthetic", &HardwareProfile::gather_next_after_forward_synthetic,
-       true, true}};
-  for (const Group& gr : groups) {
-    const std::string group = gr.name;
+  for (const auto& [spin, next] : kGatherTables) {
+    const std::string name = next ? "gather_next_after_forward" : "gather_after_forward";
+    const std::string group = BesideName(spin, name);
     std::map<int64_t, std::vector<double>> by_pages;
     std::vector<const Sample*> used;
     std::vector<double> ratios;  // each used sample's own ratio
     for (const Sample* x : OfKind(c.m, SampleKind::kFirstGather)) {
-      if ((x->forward == "synthetic") != gr.spin) continue;
+      if ((x->forward == "synthetic") != spin) continue;
       const double alone = 2 * c.profile().KernelCopyS(x->bytes);
-      const double t = gr.next ? x->next_s : x->median_s;
+      const double t = next ? x->next_s : x->median_s;
       if (!(alone > 0) || !(t > 0)) continue;
       by_pages[x->pages].push_back(t / alone);
       used.push_back(x);
       ratios.push_back(t / alone);
     }
     if (by_pages.empty()) {
-      if (c.base && !(c.base->*gr.field).empty()) {
-        c.profile().*gr.field = c.base->*gr.field;
-        c.out.kept_from_base.push_back("device." + group);
+      if (c.base && !GatherRatios(*c.base, spin, next).empty()) {
+        GatherRatios(c.profile(), spin, next) = GatherRatios(*c.base, spin, next);
+        c.out.kept_from_base.push_back(BesideName(spin, "device." + name));
       }
       continue;
     }
@@ -621,7 +633,7 @@ void FitGatherAfterForward(Calibration& c) {
     FitReport r = Report(group, used, rel);
     for (const auto& e : t)
       r.params.push_back({group + "[pages=" + std::to_string(e.pages) + "]", e.ratio});
-    c.profile().*gr.field = std::move(t);
+    GatherRatios(c.profile(), spin, next) = std::move(t);
     c.out.fits.push_back(std::move(r));
   }
 }
@@ -629,13 +641,8 @@ void FitGatherAfterForward(Calibration& c) {
 }  // namespace
 
 void RequireWritableGatherRatios(const CalibrationResult& r, const Measurements& m) {
-  using Table = std::vector<HardwareProfile::PagesRatio>;
-  const std::pair<const Table*, bool> tables[] = {
-      {&r.profile.gather_after_forward, false},
-      {&r.profile.gather_after_forward_synthetic, true},
-      {&r.profile.gather_next_after_forward_synthetic, true}};
-  for (const auto& [table, spin] : tables)
-    for (const HardwareProfile::PagesRatio& e : *table) {
+  for (const auto& [spin, next] : kGatherTables)
+    for (const HardwareProfile::PagesRatio& e : GatherRatios(r.profile, spin, next)) {
       if (e.ratio < HardwareProfile::PagesRatio::kMax) continue;
       const Sample* x = nullptr;  // the first sample at those pages, to name
       for (const Sample& u : m.samples)
@@ -1152,7 +1159,7 @@ constexpr double kMinShare = 0.01;
 constexpr double kMinOverlapFraction = 0.05;  // of the victim's pair time; less tells nothing
 
 // The shares of every pair of kinds in `all` (one forward mode), in the order OverlapKindNames
-// lists them; `prefix` names the fits ("overlap", "overlap_synthetic").
+// lists them; `prefix` names the fits ("overlap", "beside_spin.overlap").
 std::vector<HardwareProfile::OverlapShare> FitShares(Calibration& c,
                                                      const std::vector<const Sample*>& all,
                                                      const std::string& prefix) {
@@ -1204,13 +1211,15 @@ std::vector<HardwareProfile::OverlapShare> FitShares(Calibration& c,
   return shares;
 }
 
-// The synthetic forward pass's time per layer beyond its busy time: the median over the samples
-// that time a spin layer alone against its busy time (0 when none give it).
-void FitSyntheticLayer(Calibration& c, const std::vector<const Sample*>& synthetic) {
-  const auto keep_base = [&c] {
-    if (c.base && c.base->synthetic_layer_s > 0) {
-      c.profile().synthetic_layer_s = c.base->synthetic_layer_s;
-      c.out.kept_from_base.push_back("compute.synthetic_layer_s");
+// The synthetic forward pass's time per layer beyond its busy time (beside_spin's
+// compute.extra_layer_s): the median over the samples that time a spin layer alone against its
+// busy time (0 when none give it).
+void FitSpinExtraLayer(Calibration& c, const std::vector<const Sample*>& synthetic) {
+  const std::string group = "beside_spin.compute.extra_layer_s";
+  const auto keep_base = [&] {
+    if (c.base && c.base->beside_spin.extra_layer_s > 0) {
+      c.profile().beside_spin.extra_layer_s = c.base->beside_spin.extra_layer_s;
+      c.out.kept_from_base.push_back(group);
     }
   };
   std::vector<const Sample*> used;
@@ -1224,7 +1233,7 @@ void FitSyntheticLayer(Calibration& c, const std::vector<const Sample*>& synthet
   const double med = Percentile(extra, 0.5);
   if (!(med >= 0)) {
     // A pass shorter than its busy time did not spin for it (the host backend's does not).
-    c.out.notes.push_back("compute.synthetic_layer_s: " + std::to_string(used.size()) +
+    c.out.notes.push_back(group + ": " + std::to_string(used.size()) +
                           " samples left out (the synthetic forward layer took less than its busy "
                           "time: it did not spin)");
     return keep_base();
@@ -1232,15 +1241,15 @@ void FitSyntheticLayer(Calibration& c, const std::vector<const Sample*>& synthet
   const double layer = med;
   std::vector<double> rel;
   for (const Sample* x : used) rel.push_back((x->forward_busy_s + layer - x->alone_s) / x->alone_s);
-  FitReport r = Report("compute.synthetic_layer_s", used, rel);
-  r.params = {{"synthetic_layer_s", layer}};
-  c.profile().synthetic_layer_s = layer;
+  FitReport r = Report(group, used, rel);
+  r.params = {{"extra_layer_s", layer}};
+  c.profile().beside_spin.extra_layer_s = layer;
   c.out.fits.push_back(std::move(r));
 }
 
 // The overlap list from the samples of one forward pass (--overlap-forward; the proxy's when
 // both were swept), and from the samples beside the synthetic spin, when there are any, its own
-// shares of the pairs with the forward pass (overlap_synthetic) and its per-layer excess.
+// shares of the pairs with the forward pass (beside_spin's overlap) and its per-layer excess.
 void FitOverlap(Calibration& c) {
   std::vector<const Sample*> all = OfKind(c.m, SampleKind::kOverlap);
   if (all.empty()) {
@@ -1252,20 +1261,21 @@ void FitOverlap(Calibration& c) {
   std::vector<const Sample*> synthetic;
   for (const Sample* x : all)
     if (x->forward == "synthetic") synthetic.push_back(x);
+  HardwareProfile::SpinTerms& spin = c.profile().beside_spin;
   if (synthetic.empty()) {
-    if (c.base && c.base->has_overlap_synthetic) {
-      c.profile().has_overlap_synthetic = true;
-      c.profile().overlap_synthetic = c.base->overlap_synthetic;
-      c.out.kept_from_base.push_back("overlap_synthetic");
+    if (c.base && c.base->beside_spin.has_overlap) {
+      spin.has_overlap = true;
+      spin.overlap = c.base->beside_spin.overlap;
+      c.out.kept_from_base.push_back("beside_spin.overlap");
     }
   } else {
     std::vector<const Sample*> with_forward;
     for (const Sample* x : synthetic)
       if (x->victim == "forward" || x->beside == "forward") with_forward.push_back(x);
-    c.profile().has_overlap_synthetic = true;
-    c.profile().overlap_synthetic = FitShares(c, with_forward, "overlap_synthetic");
+    spin.has_overlap = true;
+    spin.overlap = FitShares(c, with_forward, "beside_spin.overlap");
   }
-  FitSyntheticLayer(c, synthetic);
+  FitSpinExtraLayer(c, synthetic);
   if (all.empty()) return;
   // The forward pass beside which the list's samples were timed: one per profile; the proxy's
   // when both were swept and none is asked for (the spin's shares have their own list).

@@ -144,9 +144,6 @@ std::string ComputeYaml(const CalibrationResult& r) {
   y += "  layer_base_s: " + Num(p.layer_base_s) + "\n";
   y += "  layer_token_s: " + Num(p.layer_token_s) + "\n";
   y += "  layer_attn_pair_s: " + Num(p.layer_attn_pair_s) + "\n";
-  if (p.synthetic_layer_s > 0)
-    y += FitComment(r, "compute.synthetic_layer_s", "  ") +
-         "  synthetic_layer_s: " + Num(p.synthetic_layer_s) + "\n";
   if (!p.compute_table.empty()) {
     y += FitComment(r, "compute.table", "  ");
     y += "  # per-layer seconds measured at (new_tokens, prefix_tokens); between and beyond the\n"
@@ -186,6 +183,61 @@ std::string ComputeYaml(const CalibrationResult& r) {
   return y;
 }
 
+// A gather ratio table as a flow list: [{pages, ratio}, ...].
+std::string PagesRatios(const std::vector<HardwareProfile::PagesRatio>& t) {
+  std::string y = "[";
+  for (size_t i = 0; i < t.size(); ++i)
+    y += std::string(i ? ", " : "") + "{pages: " + std::to_string(t[i].pages) +
+         ", ratio: " + Num(t[i].ratio) + "}";
+  return y + "]";
+}
+
+// One overlap entry per line at `indent`, each under its fit comment (`group` + victim/beside).
+std::string OverlapList(const CalibrationResult& r,
+                        const std::vector<HardwareProfile::OverlapShare>& list,
+                        const std::string& group, const std::string& indent) {
+  std::string y;
+  for (const auto& o : list)
+    y += FitComment(r, group + "." + o.victim + "/" + o.beside, indent) + indent +
+         "- {victim: " + o.victim + ", beside: " + o.beside + ", share: " + Num(o.share) + "}\n";
+  return y;
+}
+
+// The beside_spin section (nothing when no term is given): each part under the key it has in the
+// main layout, each term under its fit comment (the group "beside_spin." + the main group).
+std::string BesideSpinYaml(const CalibrationResult& r) {
+  const HardwareProfile::SpinTerms& s = r.profile.beside_spin;
+  if (s.Empty()) return "";
+  std::string y =
+      "\n# The terms as timed beside the synthetic forward pass (the spin kernel, `--forward\n"
+      "# synthetic`) instead of the model's: used only when a run of the spin is priced.\n"
+      "beside_spin:\n";
+  if (s.backup_per_layer.gbps > 0 || s.backup_tail.gbps > 0) {
+    y += "  host_device:\n";
+    for (const auto& [key, c] : {std::pair{"backup_per_layer", &s.backup_per_layer},
+                                 std::pair{"backup_tail", &s.backup_tail}})
+      if (c->gbps > 0)
+        y += FitComment(r, std::string("beside_spin.") + key, "    ") + "    " + key + ": " +
+             CopyCostYaml(*c) + "\n";
+  }
+  if (!s.gather_after_forward.empty() || !s.gather_next_after_forward.empty()) {
+    y += "  device:\n";
+    for (const auto& [key, t] :
+         {std::pair{"gather_after_forward", &s.gather_after_forward},
+          std::pair{"gather_next_after_forward", &s.gather_next_after_forward}})
+      if (!t->empty())
+        y += FitComment(r, std::string("beside_spin.") + key, "    ") + "    " + key + ": " +
+             PagesRatios(*t) + "\n";
+  }
+  if (s.extra_layer_s > 0)
+    y += "  compute:\n" + FitComment(r, "beside_spin.compute.extra_layer_s", "    ") +
+         "    extra_layer_s: " + Num(s.extra_layer_s) + "\n";
+  if (s.has_overlap)
+    y += std::string("  overlap:") + (s.overlap.empty() ? " []\n" : "\n") +
+         OverlapList(r, s.overlap, "beside_spin.overlap", "    ");
+  return y;
+}
+
 }  // namespace
 
 std::string ProfileToYaml(const CalibrationResult& r, const std::string& measurements_file) {
@@ -209,9 +261,7 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  copy_latency_s: " + Num(p.copy_latency_s) + "\n";
   if (p.latency_per_chunk) y += "  copy_unit: chunk\n";
   for (const auto& [group, c] :
-       {std::pair{"backup_per_layer", p.backup_per_layer}, std::pair{"backup_tail", p.backup_tail},
-        std::pair{"backup_per_layer_synthetic", p.backup_per_layer_synthetic},
-        std::pair{"backup_tail_synthetic", p.backup_tail_synthetic}})
+       {std::pair{"backup_per_layer", p.backup_per_layer}, std::pair{"backup_tail", p.backup_tail}})
     if (c.gbps > 0) y += FitComment(r, group, "  ") + "  " + group + ": " + CopyCostYaml(c) + "\n";
   y += FitComment(r, "copy_submit", "  ");
   y += "  copy_submit_s: " + Num(p.copy_submit_s) + "\n\n";
@@ -220,40 +270,18 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  kernel_launch_s: " + Num(p.kernel_launch_s) + "\n";
   y += "  index_bytes_per_page: " + Num(p.index_bytes_per_page) + "\n";
   if (!p.device_copy_bands.bands.empty()) y += "  copy_bands: " + Bands(p.device_copy_bands) + "\n";
-  for (const auto& [key, t] :
-       {std::pair{"gather_after_forward", &p.gather_after_forward},
-        std::pair{"gather_after_forward_synthetic", &p.gather_after_forward_synthetic},
-        std::pair{"gather_next_after_forward_synthetic", &p.gather_next_after_forward_synthetic}}) {
-    if (t->empty()) continue;
-    y += FitComment(r, key, "  ") + "  " + key + ": [";
-    for (size_t i = 0; i < t->size(); ++i)
-      y += std::string(i ? ", " : "") + "{pages: " + std::to_string((*t)[i].pages) +
-           ", ratio: " + Num((*t)[i].ratio) + "}";
-    y += "]\n";
-  }
+  if (!p.gather_after_forward.empty())
+    y += FitComment(r, "gather_after_forward", "  ") +
+         "  gather_after_forward: " + PagesRatios(p.gather_after_forward) + "\n";
   y += "\n";
   y += CollectivesYaml(r);
   y += ComputeYaml(r);
-  if (!p.overlap.empty()) {
-    y += "\noverlap:\n";
-    for (const auto& o : p.overlap)
-      y += FitComment(r, "overlap." + o.victim + "/" + o.beside, "  ") +
-           "  - {victim: " + o.victim + ", beside: " + o.beside + ", share: " + Num(o.share) +
-           "}\n";
-  }
-  if (p.has_overlap_synthetic) {
-    y += "\noverlap_synthetic:";
-    y += p.overlap_synthetic.empty() ? " []\n" : "\n";
-    for (const auto& o : p.overlap_synthetic)
-      y += FitComment(r, "overlap_synthetic." + o.victim + "/" + o.beside, "  ") +
-           "  - {victim: " + o.victim + ", beside: " + o.beside + ", share: " + Num(o.share) +
-           "}\n";
-  }
+  if (!p.overlap.empty()) y += "\noverlap:\n" + OverlapList(r, p.overlap, "overlap", "  ");
   // Fitted pairs the list leaves out (two copies of one direction): their share as a comment.
   for (const FitReport& f : r.fits)
     if (f.group.rfind("overlap.", 0) == 0 && !f.note.empty() && !f.params.empty())
       y += "# " + f.group + " share " + Num(f.params[0].second) + " (" + f.note + ")\n";
-  return y;
+  return y + BesideSpinYaml(r);
 }
 
 }  // namespace kvlanes

@@ -381,18 +381,24 @@ double HardwareProfile::GatherNextLayerRatio(double pages) const {
                                            : PagesRatioAt(gather_next_after_forward, pages);
 }
 
+bool HardwareProfile::SpinTerms::Empty() const {
+  return backup_per_layer.gbps <= 0 && backup_tail.gbps <= 0 && gather_after_forward.empty() &&
+         gather_next_after_forward.empty() && extra_layer_s <= 0 && !has_overlap;
+}
+
 void HardwareProfile::UseSyntheticForward(double k) {
   ScaleCompute(k);
-  compute_extra_layer_s = synthetic_layer_s;
-  gather_after_forward = gather_after_forward_synthetic;
-  gather_next_after_forward = gather_next_after_forward_synthetic;
-  if (backup_per_layer_synthetic.gbps > 0) backup_per_layer = backup_per_layer_synthetic;
-  if (backup_tail_synthetic.gbps > 0) backup_tail = backup_tail_synthetic;
-  if (!has_overlap_synthetic) return;
+  const SpinTerms& s = beside_spin;
+  compute_extra_layer_s = s.extra_layer_s;
+  gather_after_forward = s.gather_after_forward;
+  gather_next_after_forward = s.gather_next_after_forward;
+  if (s.backup_per_layer.gbps > 0) backup_per_layer = s.backup_per_layer;
+  if (s.backup_tail.gbps > 0) backup_tail = s.backup_tail;
+  if (!s.has_overlap) return;
   std::erase_if(overlap, [](const OverlapShare& o) {
     return o.victim == "forward" || o.beside == "forward";
   });
-  overlap.insert(overlap.end(), overlap_synthetic.begin(), overlap_synthetic.end());
+  overlap.insert(overlap.end(), s.overlap.begin(), s.overlap.end());
 }
 
 const std::vector<std::string>& OverlapKindNames() {
@@ -408,43 +414,91 @@ double HardwareProfile::OverlapShareOf(const std::string& victim, const std::str
 
 namespace {
 
-std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YAML::Node& root,
-                                                       const std::string& key, bool forward_only);
+std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YAML::Node& ov,
+                                                       const std::string& path, bool forward_only);
 void ReadComputeKinds(const Reader& r, const YAML::Node& node, HardwareProfile& p);
 void ReadCompute(const Reader& r, const YAML::Node& root, HardwareProfile& p);
 
-// host_device's backup terms: backup_per_layer, backup_tail and their _synthetic twins.
-void ReadBackupTerms(const Reader& r, const YAML::Node& hd, HardwareProfile& p) {
-  using CopyCost = HardwareProfile::CopyCost;
-  const auto copy_cost = [&](const YAML::Node& b, const std::string& pre, CopyCost& c) {
+// The backup terms of `hd` (host_device, or beside_spin's), each optional; `path` names `hd`.
+void ReadBackupTerms(const Reader& r, const YAML::Node& hd, const std::string& path,
+                     HardwareProfile::CopyCost& per_layer, HardwareProfile::CopyCost& tail) {
+  for (const auto& [key, c] :
+       {std::pair<const char*, HardwareProfile::CopyCost*>{"backup_per_layer", &per_layer},
+        {"backup_tail", &tail}}) {
+    const YAML::Node b = hd[key];
+    if (!b) continue;
+    const std::string pre = path + key + ".";
     r.OnlyKeys(b, pre, {"latency_s", "gbps", "entry_s", "entry_bands"});
-    c.latency_s = r.Num(b, "latency_s", pre, false);
-    c.gbps = r.Num(b, "gbps", pre, true);
-    if (b["entry_s"]) c.entry_s = r.Num(b, "entry_s", pre, false);
+    c->latency_s = r.Num(b, "latency_s", pre, false);
+    c->gbps = r.Num(b, "gbps", pre, true);
+    if (b["entry_s"]) c->entry_s = r.Num(b, "entry_s", pre, false);
     if (const YAML::Node bands = b["entry_bands"])
-      c.entry_bands = r.Bands(bands, pre + "entry_bands", "max_entry_bytes", "entry_s");
+      c->entry_bands = r.Bands(bands, pre + "entry_bands", "max_entry_bytes", "entry_s");
+  }
+}
+
+// The keys that held the terms timed beside the synthetic forward pass before the beside_spin
+// section did: a profile that still holds one is refused, naming where its term lives now.
+void RefuseSpinTwinKeys(const Reader& r, const YAML::Node& root) {
+  struct Moved {
+    const char* section;  // "" for the top level
+    const char* key;
+    const char* now;
   };
-  for (const auto& [key, field] :
-       {std::pair{"backup_per_layer", &HardwareProfile::backup_per_layer},
-        std::pair{"backup_tail", &HardwareProfile::backup_tail},
-        std::pair{"backup_per_layer_synthetic", &HardwareProfile::backup_per_layer_synthetic},
-        std::pair{"backup_tail_synthetic", &HardwareProfile::backup_tail_synthetic}})
-    if (const YAML::Node b = hd[key])
-      copy_cost(b, std::string("host_device.") + key + ".", p.*field);
-  // Per-pool backup terms are gone: on held-out plans they were no better than one fit over every
-  // pool, whose entry-size bands price each pool's copy by its own bytes per entry.
-  if (const YAML::Node bp = hd["backup_pools"])
-    r.Fail(bp, "host_device.backup_pools",
-           "no longer read: each pool's backup copy is priced by backup_per_layer / backup_tail "
-           "(with entry_bands); delete the key, or refit the profile with `kvlanes calibrate`");
+  // In the order a written profile holds them, so the first one in the file is named.
+  static constexpr Moved kMoved[] = {
+      {"host_device", "backup_per_layer_synthetic", "beside_spin.host_device.backup_per_layer"},
+      {"host_device", "backup_tail_synthetic", "beside_spin.host_device.backup_tail"},
+      {"device", "gather_after_forward_synthetic", "beside_spin.device.gather_after_forward"},
+      {"device", "gather_next_after_forward_synthetic",
+       "beside_spin.device.gather_next_after_forward"},
+      {"compute", "synthetic_layer_s", "beside_spin.compute.extra_layer_s"},
+      {"", "overlap_synthetic", "beside_spin.overlap"}};
+  if (!root.IsMap()) return;  // the reader's key check says what is wrong
+  for (const Moved& m : kMoved) {
+    const std::string section = m.section;
+    const YAML::Node at = section.empty() ? root : root[section];
+    if (!at || !at.IsMap() || !at[m.key]) continue;
+    r.Fail(at[m.key], section.empty() ? m.key : section + "." + m.key,
+           std::string("no longer read: the terms timed beside the synthetic forward pass are in "
+                       "the beside_spin section, this one is ") +
+               m.now + " now; move it there, or refit the profile with `kvlanes calibrate`");
+  }
+}
+
+// The beside_spin section: the terms as timed beside the synthetic forward pass, each optional.
+void ReadBesideSpin(const Reader& r, const YAML::Node& bs, HardwareProfile& p) {
+  HardwareProfile::SpinTerms& s = p.beside_spin;
+  r.OnlyKeys(bs, "beside_spin.", {"host_device", "device", "compute", "overlap"});
+  if (const YAML::Node hd = bs["host_device"]) {
+    r.OnlyKeys(hd, "beside_spin.host_device.", {"backup_per_layer", "backup_tail"});
+    ReadBackupTerms(r, hd, "beside_spin.host_device.", s.backup_per_layer, s.backup_tail);
+  }
+  if (const YAML::Node dv = bs["device"]) {
+    r.OnlyKeys(dv, "beside_spin.device.", {"gather_after_forward", "gather_next_after_forward"});
+    s.gather_after_forward =
+        r.PagesRatios(dv["gather_after_forward"], "beside_spin.device.gather_after_forward");
+    s.gather_next_after_forward = r.PagesRatios(dv["gather_next_after_forward"],
+                                                "beside_spin.device.gather_next_after_forward");
+  }
+  if (const YAML::Node cp = bs["compute"]) {
+    r.OnlyKeys(cp, "beside_spin.compute.", {"extra_layer_s"});
+    if (cp["extra_layer_s"])
+      s.extra_layer_s = r.Num(cp, "extra_layer_s", "beside_spin.compute.", false);
+  }
+  if (const YAML::Node ov = bs["overlap"]) {
+    s.has_overlap = true;
+    s.overlap = ReadOverlap(r, ov, "beside_spin.overlap", true);
+  }
 }
 
 HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   Reader r{path};
   if (root.IsNull()) throw InputError(path, 0, "", "the hardware profile is empty (no keys)");
+  RefuseSpinTwinKeys(r, root);
   r.OnlyKeys(root, "",
              {"name", "source", "measured", "measured_on", "host_device", "device", "collectives",
-              "compute", "overlap", "overlap_synthetic"});
+              "compute", "overlap", "beside_spin"});
   HardwareProfile p;
   if (!root["name"]) r.Fail(root, "name", "missing");
   p.name = root["name"].Scalar();
@@ -462,11 +516,16 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   }
   const YAML::Node hd = root["host_device"];
   if (!hd) r.Fail(root, "host_device", "missing");
-  r.OnlyKeys(
-      hd, "host_device.",
-      {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit", "backup_per_layer",
-       "backup_tail", "backup_per_layer_synthetic", "backup_tail_synthetic", "backup_pools"});
-  ReadBackupTerms(r, hd, p);
+  r.OnlyKeys(hd, "host_device.",
+             {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit",
+              "backup_per_layer", "backup_tail", "backup_pools"});
+  ReadBackupTerms(r, hd, "host_device.", p.backup_per_layer, p.backup_tail);
+  // Per-pool backup terms are gone: on held-out plans they were no better than one fit over every
+  // pool, whose entry-size bands price each pool's copy by its own bytes per entry.
+  if (const YAML::Node bp = hd["backup_pools"])
+    r.Fail(bp, "host_device.backup_pools",
+           "no longer read: each pool's backup copy is priced by backup_per_layer / backup_tail "
+           "(with entry_bands); delete the key, or refit the profile with `kvlanes calibrate`");
   if (hd["copy_unit"]) {
     const std::string u = hd["copy_unit"].as<std::string>();
     if (u != "call" && u != "chunk")
@@ -479,16 +538,11 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   p.copy_submit_s = r.Num(hd, "copy_submit_s", "host_device.", false);
   const YAML::Node dv = root["device"];
   if (!dv) r.Fail(root, "device", "missing");
-  r.OnlyKeys(
-      dv, "device.",
-      {"copy_gbps", "kernel_launch_s", "index_bytes_per_page", "copy_bands", "gather_after_forward",
-       "gather_after_forward_synthetic", "gather_next_after_forward_synthetic"});
+  r.OnlyKeys(dv, "device.",
+             {"copy_gbps", "kernel_launch_s", "index_bytes_per_page", "copy_bands",
+              "gather_after_forward"});
   if (dv["copy_bands"]) p.device_copy_bands = r.Bands(dv["copy_bands"], "device.copy_bands");
   p.gather_after_forward = r.PagesRatios(dv["gather_after_forward"], "device.gather_after_forward");
-  p.gather_after_forward_synthetic =
-      r.PagesRatios(dv["gather_after_forward_synthetic"], "device.gather_after_forward_synthetic");
-  p.gather_next_after_forward_synthetic = r.PagesRatios(
-      dv["gather_next_after_forward_synthetic"], "device.gather_next_after_forward_synthetic");
   p.device_copy_gbps = r.Num(dv, "copy_gbps", "device.", true);
   p.kernel_launch_s = r.Num(dv, "kernel_launch_s", "device.", false);
   if (dv["index_bytes_per_page"]) {
@@ -517,21 +571,18 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
     }
   }
   ReadCompute(r, root, p);
-  p.overlap = ReadOverlap(r, root, "overlap", false);
-  if (root["overlap_synthetic"]) {
-    p.has_overlap_synthetic = true;
-    p.overlap_synthetic = ReadOverlap(r, root, "overlap_synthetic", true);
-  }
+  p.overlap = ReadOverlap(r, root["overlap"], "overlap", false);
+  if (const YAML::Node bs = root["beside_spin"]) ReadBesideSpin(r, bs, p);
   return p;
 }
 
-// The compute section: the mean layer's terms and table, the kinds', the spin's overhead.
+// The compute section: the mean layer's terms and table, the kinds'.
 void ReadCompute(const Reader& r, const YAML::Node& root, HardwareProfile& p) {
   const YAML::Node cp = root["compute"];
   if (!cp) r.Fail(root, "compute", "missing");
   r.OnlyKeys(cp, "compute.",
              {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "measured", "model_preset",
-              "model_layers", "table", "layer_kinds", "synthetic_layer_s"});
+              "model_layers", "table", "layer_kinds"});
   p.compute_measured = cp["measured"] && cp["measured"].as<bool>();
   p.compute_model_preset = cp["model_preset"] ? cp["model_preset"].Scalar() : "";
   if (p.compute_measured && p.compute_model_preset.empty())
@@ -549,12 +600,6 @@ void ReadCompute(const Reader& r, const YAML::Node& root, HardwareProfile& p) {
     p.compute_table = r.ComputeTable(
         t, "compute.table", [&p](double n, double pre) { return p.LinearLayerS(n, pre, 1); });
   if (const YAML::Node k = cp["layer_kinds"]) ReadComputeKinds(r, k, p);
-  if (cp["synthetic_layer_s"]) {
-    p.synthetic_layer_s = r.Num(cp, "synthetic_layer_s", "compute.", false);
-    if (p.synthetic_layer_s > kMaxProfileSeconds)
-      r.Fail(cp["synthetic_layer_s"], "compute.synthetic_layer_s",
-             "must be at most 3600 s (kMaxProfileSeconds)");
-  }
 }
 
 // compute.layer_kinds.<kind>.pass_gemm: {tokens: [...], layer_s: [...]}, the same length, tokens
@@ -610,16 +655,17 @@ void ReadComputeKinds(const Reader& r, const YAML::Node& node, HardwareProfile& 
   }
 }
 
-// The list under `key` (overlap, overlap_synthetic), or none; with `forward_only` every entry
-// must name the forward pass as victim or beside.
-std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YAML::Node& root,
-                                                       const std::string& key, bool forward_only) {
+// An overlap list `ov` (the profile's overlap, or beside_spin's), none when absent; `path` names
+// it. With `forward_only` (beside_spin's) every entry must name the forward pass as victim or
+// beside.
+std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YAML::Node& ov,
+                                                       const std::string& path, bool forward_only) {
   std::vector<HardwareProfile::OverlapShare> out;
-  if (const YAML::Node ov = root[key]) {
-    if (!ov.IsSequence()) r.Fail(ov, key, "expected a list of {victim, beside, share}");
+  if (ov) {
+    if (!ov.IsSequence()) r.Fail(ov, path, "expected a list of {victim, beside, share}");
     for (size_t i = 0; i < ov.size(); ++i) {
       const YAML::Node o = ov[i];
-      const std::string pre = key + "[" + std::to_string(i) + "].";
+      const std::string pre = path + "[" + std::to_string(i) + "].";
       r.OnlyKeys(o, pre, {"victim", "beside", "share"});
       HardwareProfile::OverlapShare s;
       for (const auto& [key, field] :
@@ -637,7 +683,7 @@ std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YA
       if (s.share > 1) r.Fail(o["share"], pre + "share", "expected 0 < share <= 1");
       if (forward_only && s.victim != "forward" && s.beside != "forward")
         r.Fail(o, pre + "victim",
-               "a synthetic share names the forward pass (victim or beside forward), not " +
+               "a share beside the spin names the forward pass (victim or beside forward), not " +
                    s.victim + " beside " + s.beside);
       for (const auto& e : out)
         if (e.victim == s.victim && e.beside == s.beside)

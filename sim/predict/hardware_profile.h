@@ -78,12 +78,6 @@ struct HardwareProfile {
     double Seconds(double copies, double entries, double bytes) const;
   };
   CopyCost backup_per_layer, backup_tail;
-  // Optional (YAML host_device.backup_per_layer_synthetic / backup_tail_synthetic, same form):
-  // the same backups timed over the synthetic forward pass (the spin), when the main terms were
-  // timed over the model's (`bench sweep --only backups --forward model`). On the H200 small
-  // backups after a proxy layer take a few microseconds more than after the spin
-  // (docs/cost_model.md "Backups"). Used only by UseSyntheticForward; gbps 0: not given.
-  CopyCost backup_per_layer_synthetic, backup_tail_synthetic;
   // Device-local copies (pack/unpack/scatter); bandwidth counts bytes read plus written.
   double device_copy_gbps = 0;
   double kernel_launch_s = 0;
@@ -109,18 +103,10 @@ struct HardwareProfile {
     static constexpr int64_t kMaxPages = 1000000000;
   };
   std::vector<PagesRatio> gather_after_forward;
-  // The same after the synthetic spin (first_gather samples of `--forward synthetic`); used only
-  // by UseSyntheticForward, which otherwise leaves no ratio (the spin moves no memory).
-  std::vector<PagesRatio> gather_after_forward_synthetic;
   double GatherAfterForwardRatio(double pages) const;
-  // Optional (YAML device.gather_next_after_forward_synthetic, same form): a request's gather
-  // layers after its first, over the time after the cache eviction, when the forward pass is the
-  // spin (first_gather samples' next_s of `--forward synthetic`): the spin moves no memory, so a
-  // gather layer finds the buffers the layer before it filled still in L2 (docs/cost_model.md
-  // "Gather after a forward layer"). UseSyntheticForward makes it gather_next_after_forward, which
-  // prices layers 1.. of every gather (GatherNextLayerRatio; empty: the first layer's ratio). After
-  // the proxy no such table is kept: its layers move enough memory to leave the next gather cold.
-  std::vector<PagesRatio> gather_next_after_forward_synthetic;
+  // The same for a request's gather layers after its first (GatherNextLayerRatio; empty: the
+  // first layer's ratio). Only UseSyntheticForward sets it (from beside_spin): after the proxy none
+  // is kept, its layers move enough memory to leave the next gather as cold as the first.
   std::vector<PagesRatio> gather_next_after_forward;
   double GatherNextLayerRatio(double pages) const;
   // Host-side index materialization for multi-extent unpack: bytes per prefix page entry.
@@ -202,20 +188,9 @@ struct HardwareProfile {
   double PassBatchLayerS(std::span<const int64_t> chunk_tokens, double ranks) const;
   // Every compute time times `k` (the linear terms and the tables; --compute-scale).
   void ScaleCompute(double k);
-  // Optional (YAML compute.synthetic_layer_s): the synthetic forward pass (`kvlanes exec --forward
-  // synthetic`: one spin kernel per layer, busy for the modelled time) takes this much longer than
-  // its busy time per layer (launch, block start-up). Fitted by `kvlanes calibrate` from pairs
-  // swept with `--forward synthetic` (the spin layer alone against its busy time). 0: not fitted.
-  double synthetic_layer_s = 0;
-  // Added to every ComputeLayerS: synthetic_layer_s once UseSyntheticForward is called, else 0.
+  // Added to every ComputeLayerS: beside_spin.extra_layer_s once UseSyntheticForward is called,
+  // else 0.
   double compute_extra_layer_s = 0;
-  // Prices a run of the synthetic forward pass at `k` of the modelled compute (`kvlanes check` of
-  // a measured file of `--forward synthetic`, docs/cost_model.md "The synthetic forward pass"):
-  // ScaleCompute(k), each layer plus synthetic_layer_s, and, when the profile has
-  // overlap_synthetic, its shares replace every overlap pair with the forward pass, and the
-  // backup terms timed over the spin (backup_*_synthetic), where given, replace the main ones, and
-  // gather_after_forward_synthetic replaces gather_after_forward.
-  void UseSyntheticForward(double k);
   // Optional (YAML overlap: list of {victim, beside, share}): while an operation of kind
   // `victim` runs at the same time as one of kind `beside` (on another stream), it proceeds at
   // `share` (0 < share <= 1) of the rate it has alone. Kinds: OverlapKindNames(). A pair not
@@ -228,14 +203,40 @@ struct HardwareProfile {
     double share = 1;
   };
   std::vector<OverlapShare> overlap;
-  // Optional (YAML overlap_synthetic, same form): the shares of the pairs with the forward pass
-  // when that pass is the synthetic spin, which holds SMs but moves no memory (so copies and
-  // gathers beside it keep nearly their whole rate). Fitted from pairs swept with `--forward
-  // synthetic`; used only by UseSyntheticForward. Every entry names the forward pass.
-  std::vector<OverlapShare> overlap_synthetic;
-  bool has_overlap_synthetic = false;  // the key was given (an empty list: every share 1)
   // The share of `victim` beside `beside` (1 when not listed).
   double OverlapShareOf(const std::string& victim, const std::string& beside) const;
+
+  // Optional (YAML beside_spin: {host_device, device, compute, overlap}, each part optional): the
+  // terms as timed beside the synthetic forward pass (`--forward synthetic`: one spin kernel per
+  // layer, busy for the modelled time, holding SMs but moving no memory) instead of the model's
+  // forward-pass proxy, under the names and in the form of the main ones. Fitted by `kvlanes
+  // calibrate` from samples swept with `--forward synthetic`; used only by UseSyntheticForward.
+  struct SpinTerms {
+    // host_device.backup_per_layer / backup_tail: the backups timed over the spin. On the H200
+    // small backups after a proxy layer take a few microseconds more than after the spin
+    // (docs/cost_model.md "Backups"). gbps 0: not given (the main terms stay).
+    CopyCost backup_per_layer, backup_tail;
+    // device.gather_after_forward: a gather layer after a spin layer (first_gather samples);
+    // device.gather_next_after_forward: the layers after a gather's first (their next_s): the spin
+    // moves no memory, so a gather layer finds the buffers the layer before it filled still in L2
+    // (docs/cost_model.md "Gather after a forward layer"). Empty: not given (no ratio).
+    std::vector<PagesRatio> gather_after_forward, gather_next_after_forward;
+    // compute.extra_layer_s: how much longer than its busy time one spin layer takes (launch,
+    // block start-up; the spin layer alone against its busy time). 0: not fitted.
+    double extra_layer_s = 0;
+    // overlap: the shares of the pairs with the forward pass when that pass is the spin (copies
+    // and gathers beside it keep nearly their whole rate). Every entry names the forward pass.
+    std::vector<OverlapShare> overlap;
+    bool has_overlap = false;  // the key was given (an empty list: every share 1)
+    bool Empty() const;        // nothing given: the section is not written
+  };
+  SpinTerms beside_spin;
+  // Prices a run of the synthetic forward pass at `k` of the modelled compute (`kvlanes check` of
+  // a measured file of `--forward synthetic`, docs/cost_model.md "The synthetic forward pass"):
+  // ScaleCompute(k), each layer plus beside_spin.extra_layer_s, the gather ratios beside_spin's,
+  // its backup terms, where given, in place of the main ones, and, where its overlap is given,
+  // its shares in place of every overlap pair with the forward pass.
+  void UseSyntheticForward(double k);
 
   // The collective model for `ranks` ranks, or nullptr.
   const CollectiveModel* Collectives(int ranks) const;

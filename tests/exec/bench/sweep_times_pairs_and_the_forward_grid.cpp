@@ -147,17 +147,17 @@ TEST_CASE("sweep pairs: every pair over its sizes, both ops timed alone and toge
   bool noted = false;
   for (const std::string& n : r.notes) noted |= n.rfind("first_gather: 6 samples", 0) == 0;
   CHECK(noted);
-  REQUIRE(r.profile.gather_after_forward_synthetic.size() == 3);
-  CHECK(r.profile.gather_after_forward_synthetic[0].pages == 4);
-  CHECK(r.profile.gather_after_forward_synthetic[2].pages == 32);
+  REQUIRE(r.profile.beside_spin.gather_after_forward.size() == 3);
+  CHECK(r.profile.beside_spin.gather_after_forward[0].pages == 4);
+  CHECK(r.profile.beside_spin.gather_after_forward[2].pages == 32);
   // The next layer's time (next_s) gives the spin's next-layer ratio at the same page counts.
-  REQUIRE(r.profile.gather_next_after_forward_synthetic.size() == 3);
-  CHECK(r.profile.gather_next_after_forward_synthetic[1].pages == 16);
+  REQUIRE(r.profile.beside_spin.gather_next_after_forward.size() == 3);
+  CHECK(r.profile.beside_spin.gather_next_after_forward[1].pages == 16);
   CHECK(r.profile.gather_after_forward.empty());  // no proxy samples, none in the base
   for (const FitReport& f : r.fits) {
     CAPTURE(f.group);
-    if (f.group == "gather_after_forward_synthetic" ||
-        f.group == "gather_next_after_forward_synthetic") {
+    if (f.group == "beside_spin.gather_after_forward" ||
+        f.group == "beside_spin.gather_next_after_forward") {
       REQUIRE(f.params.size() == 3);
       for (const auto& [name, ratio] : f.params) CHECK(ratio > 0);
       continue;
@@ -188,8 +188,8 @@ TEST_CASE("sweep pairs: the first gather layers over their own page counts") {
   const Measurements m = ParseMeasurements(doc.dump(1), "pairs.json");
   const HardwareProfile base = Base();
   const CalibrationResult r = Calibrate(m, &base, CalibrateOptions{});
-  REQUIRE(r.profile.gather_after_forward_synthetic.size() == 3);
-  CHECK(r.profile.gather_after_forward_synthetic[1].pages == 24);
+  REQUIRE(r.profile.beside_spin.gather_after_forward.size() == 3);
+  CHECK(r.profile.beside_spin.gather_after_forward[1].pages == 24);
 
   o.first_gather_pages = {0};
   CHECK_THROWS_WITH(RunSweep(o), doctest::Contains("first gather page counts must be >= 1"));
@@ -326,8 +326,8 @@ TEST_CASE("sweep backups with --forward model follow the proxy's layers; calibra
   const HardwareProfile base = Base();
   const CalibrationResult r = Calibrate(MergeMeasurements(std::move(parts)), &base, {});
   CHECK(r.profile.backup_tail.gbps > 0);
-  CHECK(r.profile.backup_tail_synthetic.gbps > 0);
-  CHECK(r.profile.backup_per_layer_synthetic.gbps > 0);
+  CHECK(r.profile.beside_spin.backup_tail.gbps > 0);
+  CHECK(r.profile.beside_spin.backup_per_layer.gbps > 0);
 }
 
 TEST_CASE("sweep --cache-evict: one eviction before every timed run of a copy or gather") {

@@ -206,16 +206,16 @@ TEST_CASE(
   const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
   CHECK(r.profile.OverlapShareOf("gather", "forward") == doctest::Approx(0.3).epsilon(0.02));
   CHECK(r.profile.OverlapShareOf("h2d", "gather") == doctest::Approx(0.8).epsilon(0.02));
-  REQUIRE(r.profile.has_overlap_synthetic);
+  REQUIRE(r.profile.beside_spin.has_overlap);
   // Only the pairs with the forward pass: h2d/forward, forward/h2d, gather/forward.
-  REQUIRE(r.profile.overlap_synthetic.size() == 3);
-  for (const auto& o : r.profile.overlap_synthetic) {
+  REQUIRE(r.profile.beside_spin.overlap.size() == 3);
+  for (const auto& o : r.profile.beside_spin.overlap) {
     CAPTURE(o.victim);
     CAPTURE(o.beside);
     CHECK((o.victim == "forward" || o.beside == "forward"));
     CHECK(o.share == doctest::Approx(0.95).epsilon(0.02));
   }
-  CHECK(r.profile.synthetic_layer_s == doctest::Approx(3e-6).epsilon(0.05));
+  CHECK(r.profile.beside_spin.extra_layer_s == doctest::Approx(3e-6).epsilon(0.05));
   // The other choice is still there: the list from the spin's samples.
   CalibrateOptions opt;
   opt.overlap_forward = "synthetic";
@@ -225,16 +225,16 @@ TEST_CASE(
   // Written and read back; priced as a synthetic run, the spin's shares and per-layer time
   // replace the proxy's, and a run of the proxy keeps them.
   const HardwareProfile back = ParseHardwareProfile(ProfileToYaml(r, "both.json"), "both.yaml");
-  REQUIRE(back.has_overlap_synthetic);
-  CHECK(back.overlap_synthetic.size() == 3);
-  CHECK(back.synthetic_layer_s == r.profile.synthetic_layer_s);
+  REQUIRE(back.beside_spin.has_overlap);
+  CHECK(back.beside_spin.overlap.size() == 3);
+  CHECK(back.beside_spin.extra_layer_s == r.profile.beside_spin.extra_layer_s);
   HardwareProfile spin = back;
   spin.UseSyntheticForward(0.01);
   CHECK(spin.OverlapShareOf("gather", "forward") == doctest::Approx(0.95).epsilon(0.02));
   CHECK(spin.OverlapShareOf("h2d", "gather") == back.OverlapShareOf("h2d", "gather"));
   CHECK(spin.OverlapShareOf("d2h", "forward") == 1);  // not swept beside the spin
   CHECK(spin.ComputeLayerS(1000, 4000, 1) ==
-        doctest::Approx(0.01 * back.ComputeLayerS(1000, 4000, 1) + back.synthetic_layer_s));
+        doctest::Approx(0.01 * back.ComputeLayerS(1000, 4000, 1) + back.beside_spin.extra_layer_s));
   HardwareProfile proxy = back;
   proxy.ScaleCompute(1);
   CHECK(proxy.ComputeLayerS(1000, 4000, 1) == back.ComputeLayerS(1000, 4000, 1));
@@ -251,27 +251,25 @@ TEST_CASE("a profile without the spin's terms prices a synthetic run as the scal
   CHECK(spin.ComputeLayerS(2000, 8000, 1) == scaled.ComputeLayerS(2000, 8000, 1));
   CHECK(spin.OverlapShareOf("gather", "forward") == 0.4);
   // An empty list given: every pair with the forward pass shares nothing beside the spin.
-  p.has_overlap_synthetic = true;
+  p.beside_spin.has_overlap = true;
   p.UseSyntheticForward(0.01);
   CHECK(p.OverlapShareOf("gather", "forward") == 1);
   CHECK(p.OverlapShareOf("h2d", "d2h") == 0.8);
 }
 
-TEST_CASE("overlap_synthetic and forward_busy_s: bad entries name the field") {
+TEST_CASE("beside_spin's overlap and forward_busy_s: bad entries name the field") {
   CalibrationResult r;
   r.profile = TruthProfile();
-  const std::string yaml = ProfileToYaml(r, "truth");
-  CHECK_NOTHROW(ParseHardwareProfile(
-      yaml + "overlap_synthetic:\n  - {victim: gather, beside: forward, share: 0.9}\n", "ok.yaml"));
+  const std::string yaml = ProfileToYaml(r, "truth") + "beside_spin:\n  overlap:\n";
+  CHECK_NOTHROW(ParseHardwareProfile(yaml + "    - {victim: gather, beside: forward, share: 0.9}\n",
+                                     "ok.yaml"));
   CHECK_THROWS_WITH(
-      ParseHardwareProfile(
-          yaml + "overlap_synthetic:\n  - {victim: h2d, beside: d2h, share: 0.9}\n", "bad.yaml"),
-      doctest::Contains("overlap_synthetic[0].victim: a synthetic share names the forward pass"));
+      ParseHardwareProfile(yaml + "    - {victim: h2d, beside: d2h, share: 0.9}\n", "bad.yaml"),
+      doctest::Contains(
+          "beside_spin.overlap[0].victim: a share beside the spin names the forward pass"));
   CHECK_THROWS_WITH(
-      ParseHardwareProfile(
-          yaml + "overlap_synthetic:\n  - {victim: forward, beside: d2h, share: 1.5}\n",
-          "bad.yaml"),
-      doctest::Contains("overlap_synthetic[0].share"));
+      ParseHardwareProfile(yaml + "    - {victim: forward, beside: d2h, share: 1.5}\n", "bad.yaml"),
+      doctest::Contains("beside_spin.overlap[0].share"));
   nlohmann::json x = PairSample("h2d", "forward", 1e-4, 0.5, 0.9, 1, "model");
   x["forward_busy_s"] = 1e-4;
   CHECK_THROWS_WITH(ParseMeasurements(FitDoc(nlohmann::json::array({x})).dump(1), "pairs.json"),

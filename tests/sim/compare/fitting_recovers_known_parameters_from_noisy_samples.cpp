@@ -495,8 +495,8 @@ TEST_CASE(
   const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "bm.json"), &base, opt);
   CHECK(Near(r.profile.backup_tail.latency_s, 9e-6, 0.1));
   CHECK(Near(r.profile.backup_tail.gbps, 48, 0.03));
-  CHECK(Near(r.profile.backup_tail_synthetic.latency_s, 6e-6, 0.1));
-  CHECK(Near(r.profile.backup_tail_synthetic.gbps, 52, 0.03));
+  CHECK(Near(r.profile.beside_spin.backup_tail.latency_s, 6e-6, 0.1));
+  CHECK(Near(r.profile.beside_spin.backup_tail.gbps, 52, 0.03));
   bool noted = false;
   for (const std::string& n : r.notes)
     noted = noted || n.find(
@@ -507,19 +507,20 @@ TEST_CASE(
   // Round trip; a check of a synthetic run takes the spin's terms, of a model run the main ones.
   const std::string path = TempPath("bm.yaml");
   const HardwareProfile back = RoundTrip(r, path, "bm.json");
-  CHECK(back.backup_tail_synthetic.gbps == doctest::Approx(r.profile.backup_tail_synthetic.gbps));
+  CHECK(back.beside_spin.backup_tail.gbps ==
+        doctest::Approx(r.profile.beside_spin.backup_tail.gbps));
   HardwareProfile spin = back;
   spin.UseSyntheticForward(0.01);
-  CHECK(spin.backup_tail.gbps == back.backup_tail_synthetic.gbps);
-  CHECK(spin.backup_tail.latency_s == back.backup_tail_synthetic.latency_s);
+  CHECK(spin.backup_tail.gbps == back.beside_spin.backup_tail.gbps);
+  CHECK(spin.backup_tail.latency_s == back.beside_spin.backup_tail.latency_s);
   ReplayConfig cfg;
   cfg.cache.cp_size = 1;
   const double b = 1e6;
   CHECK(CostModel(back, cfg, path).BackupCopyS(BackupSchedule::kTail, 10, L, b) ==
         doctest::Approx(back.backup_tail.latency_s + b / (back.backup_tail.gbps * 1e9)));
   CHECK(CostModel(spin, cfg, path).BackupCopyS(BackupSchedule::kTail, 10, L, b) ==
-        doctest::Approx(back.backup_tail_synthetic.latency_s +
-                        b / (back.backup_tail_synthetic.gbps * 1e9)));
+        doctest::Approx(back.beside_spin.backup_tail.latency_s +
+                        b / (back.beside_spin.backup_tail.gbps * 1e9)));
 
   // Spin samples alone (sweeps before the key, or a --forward synthetic sweep) give the main terms.
   nlohmann::json spin_only = doc;
@@ -529,11 +530,11 @@ TEST_CASE(
   // A base's synthetic terms are not kept then (the main terms are the spin's own), but they are
   // beside model samples alone.
   HardwareProfile with_spin = base;
-  with_spin.backup_tail_synthetic = {7e-6, 51, 0};
+  with_spin.beside_spin.backup_tail = {7e-6, 51, 0, {}};
   const CalibrationResult s =
       Calibrate(ParseMeasurements(spin_only.dump(1), "bs.json"), &with_spin, opt);
   CHECK(Near(s.profile.backup_tail.gbps, 52, 0.03));
-  CHECK(s.profile.backup_tail_synthetic.gbps == 0);
+  CHECK(s.profile.beside_spin.backup_tail.gbps == 0);
   nlohmann::json model_only = doc;
   model_only["samples"].clear();
   for (const auto& x : doc["samples"])
@@ -541,7 +542,7 @@ TEST_CASE(
   const CalibrationResult mo =
       Calibrate(ParseMeasurements(model_only.dump(1), "bmo.json"), &with_spin, opt);
   CHECK(Near(mo.profile.backup_tail.gbps, 48, 0.03));
-  CHECK(mo.profile.backup_tail_synthetic.gbps == 51);
+  CHECK(mo.profile.beside_spin.backup_tail.gbps == 51);
 
   // forward_tokens belongs to a sample over the model only.
   nlohmann::json bad = spin_only;
@@ -736,15 +737,15 @@ TEST_CASE(
   const CalibrationResult r =
       Calibrate(ParseMeasurements(doc.dump(1), "fg.json"), &base, CalibrateOptions{});
   REQUIRE(r.profile.gather_after_forward.size() == 3);
-  REQUIRE(r.profile.gather_after_forward_synthetic.size() == 3);
-  REQUIRE(r.profile.gather_next_after_forward_synthetic.size() == 3);
+  REQUIRE(r.profile.beside_spin.gather_after_forward.size() == 3);
+  REQUIRE(r.profile.beside_spin.gather_next_after_forward.size() == 3);
   CHECK(r.profile.gather_next_after_forward.empty());  // not fitted after the proxy
   size_t i = 0;
   for (const auto& [pages, ratio] : truth) {
     CHECK(r.profile.gather_after_forward[i].pages == pages);
     CHECK(r.profile.gather_after_forward[i].ratio == doctest::Approx(ratio));
-    CHECK(r.profile.gather_after_forward_synthetic[i].ratio == doctest::Approx(1.0));
-    CHECK(r.profile.gather_next_after_forward_synthetic[i].ratio ==
+    CHECK(r.profile.beside_spin.gather_after_forward[i].ratio == doctest::Approx(1.0));
+    CHECK(r.profile.beside_spin.gather_next_after_forward[i].ratio ==
           doctest::Approx(spin_next.at(pages)));
     ++i;
   }
@@ -771,7 +772,7 @@ TEST_CASE(
   // The spin: its first layer at its first ratio, the later ones at the next layer's, and the
   // request's total the first plus L - 1 later layers (and the index upload).
   HardwareProfile spin = back;
-  REQUIRE(spin.gather_next_after_forward_synthetic.size() == 3);
+  REQUIRE(spin.beside_spin.gather_next_after_forward.size() == 3);
   spin.UseSyntheticForward(0.01);
   CHECK(spin.GatherNextLayerRatio(256) == doctest::Approx(0.88));
   const CostModel spin_model(spin, cfg, "fg.yaml");
