@@ -468,21 +468,19 @@ void FitBackups(Calibration& c) {
   // spin is checked); with one kind only, the main terms come from it, and beside_spin's are the
   // base's when the samples are the model's, none when they are the spin's (the main terms are
   // then the spin's own).
-  std::vector<const Sample*> beside[2];  // [0]: the model's, [1]: the spin's
-  for (const Sample* x : all) beside[x->forward != "model"].push_back(x);
-  const bool both = !beside[0].empty() && !beside[1].empty();
+  std::vector<const Sample*> model, spin;
+  for (const Sample* x : all) (x->forward == "model" ? model : spin).push_back(x);
+  const bool both = !model.empty() && !spin.empty();
   if (both)
-    c.out.notes.push_back(std::to_string(beside[0].size()) +
+    c.out.notes.push_back(std::to_string(model.size()) +
                           " backup samples over the model's forward pass give the backup terms, " +
-                          std::to_string(beside[1].size()) +
+                          std::to_string(spin.size()) +
                           " over the synthetic one give the beside_spin backup terms");
-  const std::vector<const Sample*> none;
-  for (const bool tail : {false, true})
-    for (const bool spin : {false, true}) {
-      if (spin && !both && !beside[1].empty()) continue;  // the main terms took the spin's
-      FitBackupSchedule(c, spin ? (both ? beside[1] : none) : beside[beside[0].empty()], tail,
-                        spin);
-    }
+  for (const bool tail : {false, true}) {
+    FitBackupSchedule(c, model.empty() ? spin : model, tail, false);
+    if (both || spin.empty())  // else the main terms are the spin's own
+      FitBackupSchedule(c, both ? spin : std::vector<const Sample*>{}, tail, true);
+  }
 }
 
 // ---------------------------------------------------------------- copy submission, device copies
