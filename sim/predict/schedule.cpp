@@ -29,6 +29,12 @@ OverlapTable OverlapTable::Of(const HardwareProfile& hw) {
     for (int b = 0; b < kNumOpKinds; ++b)
       t.share[v][b] =
           hw.OverlapShareOf(OpKindName(static_cast<OpKind>(v)), OpKindName(static_cast<OpKind>(b)));
+  // The d2h ops are backups, and measured per-layer backup terms were timed over a forward pass
+  // (bench sweep's backup samples, each layer's copy beside the next forward layer): what the
+  // forward takes from them is in those terms already, so the pairs' d2h-beside-forward share
+  // would count it twice (docs/cost_model.md, "Backups").
+  if (hw.backup_per_layer.gbps > 0)
+    t.share[static_cast<int>(OpKind::kD2H)][static_cast<int>(OpKind::kForward)] = 1;
   return t;
 }
 

@@ -119,6 +119,29 @@ TEST_CASE("overlap shares slow exactly the ops that run beside the named kind") 
   CHECK(e.compute_stretch == 1);
 }
 
+TEST_CASE("backups priced by terms timed over a forward pass are not slowed by it again") {
+  // Per-layer backups beside the next forward layer, d2h at 0.5 of its speed beside the forward
+  // pass: with the generic copy model the backups stretch; with measured backup_per_layer terms
+  // (timed over a forward pass) they do not, while load-backs and gathers still slow them.
+  const Shape s(0, 300);
+  HardwareProfile hw = OverlapProfile();
+  hw.overlap = {{"d2h", "forward", 0.5}};
+  const RequestCost generic = CostModel(hw, OverlapConfig(0)).Evaluate(s.f);
+  CHECK(generic.backup_stretch > 1);
+  hw.backup_per_layer = {.latency_s = 3e-6, .gbps = 45};
+  const CostModel measured_model(hw, OverlapConfig(0));
+  const RequestCost measured = measured_model.Evaluate(s.f);
+  CHECK(measured.backup_stretch == 1);
+  hw.overlap = {};
+  const RequestCost alone = CostModel(hw, OverlapConfig(0)).Evaluate(s.f);
+  CHECK(measured.backup.total_s == alone.backup.total_s);
+  CHECK(measured.service_s == alone.service_s);
+  // The other shares of the backups still apply: beside a gather they slow down.
+  hw.overlap = {{"d2h", "forward", 0.5}, {"d2h", "gather", 0.25}};
+  const RequestCost gathered = CostModel(hw, OverlapConfig(0)).Evaluate(Shape(0, 300).f);
+  CHECK(gathered.backup_stretch > 1);
+}
+
 TEST_CASE("the request schedule matches the closed form of the forward pass without overlap") {
   const Shape s(200, 300);
   const CostModel m(OverlapProfile(), OverlapConfig(0));
