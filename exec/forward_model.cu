@@ -427,6 +427,10 @@ ForwardModelCuda::ForwardModelCuda(const ModelShape& shape, int64_t layers, int6
                                                             seed * 7919u + 17u);
   m.act[0] = m.Alloc<__nv_bfloat16>(2 * act, "GEMM scratch");
   m.act[1] = m.Alloc<__nv_bfloat16>(2 * act, "GEMM scratch");
+  // The scratch starts as the hidden states do: a GEMM that reads a part no GEMM wrote yet
+  // reads values of unit variance, not zeros (a tensor core draws less power on zeros).
+  for (int i = 0; i < 2; ++i)
+    FillUniformKernel<<<Blocks(act, 256), 256>>>(m.act[i], act, 1.7f, seed * 7919u + 41u + i);
   m.q = m.Alloc<__nv_bfloat16>(2 * T * shape.heads * dk, "queries");
   m.out = m.Alloc<__nv_bfloat16>(2 * T * shape.heads * std::max(dv, shape.v_head_dim),
                                  "attention output");
@@ -740,10 +744,10 @@ ForwardModelCuda::Impl::GemmIo ForwardModelCuda::Impl::IoOf(const GemmShape& g) 
     io.in = out;
   } else if (n == "o") {
     io.in = kv.mla ? A : out;
-    io.out = X;
+    io.out = B;
   } else if (n == "down" || n == "shared_down") {
     io.in = A;
-    io.out = X;
+    io.out = B;
   } else if (n == "expert_gate_up") {
     io.stride_a = 0;  // every expert reads the first rows of the hidden states
   } else if (n == "expert_down") {
