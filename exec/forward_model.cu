@@ -724,8 +724,10 @@ void ForwardModelCuda::Impl::LayerChunk(int64_t layer, const std::function<void(
 }
 
 // Where each GEMM reads and writes (docs/forward_pass.md, "The proxy's layer"). The hidden states
-// and scratch hold one chunk: every chunk reads the hidden states the one before it left (the
-// proxy's GEMMs compute on scratch values, docs/forward_pass.md).
+// and scratch hold one chunk. The GEMMs that end a layer write the scratch, so the hidden states
+// keep their initial unit-variance values: without RMSNorm, a layer's output fed back as the next
+// one's input would drift in scale, and a tensor core's power (hence its clock under the power
+// cap) depends on the values it multiplies.
 ForwardModelCuda::Impl::GemmIo ForwardModelCuda::Impl::IoOf(const GemmShape& g) const {
   __nv_bfloat16 *X = hidden, *A = act[0], *B = act[1];
   const std::string& n = g.name;
