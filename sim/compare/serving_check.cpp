@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
 
 #include "base/percentile.h"
 #include "io/input_error.h"
@@ -48,6 +49,28 @@ void FixedPassSchedule(const std::vector<RequestPlan>& requests,
   }
 }
 
+// The quartiles of measured / predicted per pass and the passes of the largest APE.
+void SummarizePasses(const ServingSchedule& s, const std::vector<double>& ape, ServingCheck& c) {
+  std::vector<double> ratio;
+  for (const auto& p : c.pass_points) ratio.push_back(p[0] > 0 ? p[1] / p[0] : 0);
+  const double q[3] = {0.25, 0.5, 0.75};
+  for (int k = 0; k < 3; ++k) c.pass_ratio[k] = Percentile(ratio, q[k]);
+  std::vector<size_t> order(ape.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  // Largest APE first; ties by pass index, so the list is the same on every run.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ape[a] > ape[b]; });
+  order.resize(std::min(order.size(), ServingCheck::kWorstPasses));
+  for (const size_t k : order) {
+    ServingCheck::Pass w;
+    w.index = k;
+    if (k < s.pass_tokens.size()) w.tokens = s.pass_tokens[k];
+    if (k < s.pass_chunks.size()) w.chunks = s.pass_chunks[k];
+    w.predicted_s = c.pass_points[k][0];
+    w.measured_s = c.pass_points[k][1];
+    c.worst_passes.push_back(w);
+  }
+}
+
 }  // namespace
 
 ServingSchedule PredictServing(const CostModel& model, const std::vector<RequestPlan>& requests,
@@ -61,6 +84,8 @@ ServingSchedule PredictServing(const CostModel& model, const std::vector<Request
     double t = cost.PassBaseS();
     std::vector<int64_t> tokens;
     for (const PlanPassChunk& c : p.chunks) tokens.push_back(c.tokens);
+    s.pass_tokens.push_back(std::accumulate(tokens.begin(), tokens.end(), int64_t{0}));
+    s.pass_chunks.push_back(static_cast<int64_t>(p.chunks.size()));
     t += cost.PassBatchS(tokens);
     for (const PlanPassChunk& c : p.chunks) {
       t += cost.ChunkS(c.tokens, c.context);
@@ -104,7 +129,10 @@ ServingCheck CheckServing(const ServingSchedule& s, const std::vector<RequestPla
   }
   c.passes = pass_ape.size();
   c.requests = ttft_ape.size();
-  if (!pass_ape.empty()) c.pass_error = SummarizeErrors(pass_ape);
+  if (!pass_ape.empty()) {
+    c.pass_error = SummarizeErrors(pass_ape);
+    SummarizePasses(s, pass_ape, c);
+  }
   if (!ttft_ape.empty()) {
     c.ttft_error = SummarizeErrors(ttft_ape);
     const double q[3] = {0.5, 0.9, 0.99};
@@ -172,6 +200,16 @@ nlohmann::ordered_json ServingCheckToJson(const ServingCheck& c) {
   nlohmann::ordered_json passes = nlohmann::ordered_json::array();
   for (const auto& p : c.pass_points) passes.push_back({p[0], p[1]});
   j["pass_points"] = std::move(passes);
+  j["pass_ratio"] = {{"q1", c.pass_ratio[0]}, {"median", c.pass_ratio[1]}, {"q3", c.pass_ratio[2]}};
+  nlohmann::ordered_json worst = nlohmann::ordered_json::array();
+  for (const ServingCheck::Pass& w : c.worst_passes)
+    worst.push_back({{"pass", w.index},
+                     {"tokens", w.tokens},
+                     {"chunks", w.chunks},
+                     {"predicted_s", w.predicted_s},
+                     {"measured_s", w.measured_s},
+                     {"ape", ServingApe(w.predicted_s, w.measured_s)}});
+  j["worst_passes"] = std::move(worst);
   return j;
 }
 
@@ -184,6 +222,21 @@ std::string FormatServingCheck(const ServingCheck& c) {
                 c.passes, c.predicted_pass_s, c.measured_pass_s, 100 * c.pass_error.median,
                 100 * c.pass_error.p95, 100 * c.pass_error.max);
   out += buf;
+  if (c.passes > 0) {
+    std::snprintf(buf, sizeof buf, "  measured / predicted per pass: q1 %.3f, median %.3f, q3 %.3f\n",
+                  c.pass_ratio[0], c.pass_ratio[1], c.pass_ratio[2]);
+    out += buf;
+  }
+  if (!c.worst_passes.empty()) out += "  the passes furthest off:\n";
+  for (const ServingCheck::Pass& w : c.worst_passes) {
+    std::snprintf(buf, sizeof buf,
+                  "    pass %zu (%lld tokens in %lld chunk%s): predicted %.4f s, measured %.4f s, "
+                  "APE %.2f%%\n",
+                  w.index, static_cast<long long>(w.tokens), static_cast<long long>(w.chunks),
+                  w.chunks == 1 ? "" : "s", w.predicted_s, w.measured_s,
+                  100 * ServingApe(w.predicted_s, w.measured_s));
+    out += buf;
+  }
   const char* names[3] = {"p50", "p90", "p99"};
   for (int k = 0; k < 3; ++k) {
     std::snprintf(buf, sizeof buf, "  TTFT %s predicted %.4f s, measured %.4f s, error %.2f%%\n",

@@ -21,6 +21,8 @@ namespace kvlanes {
 struct ServingSchedule {
   std::vector<double> pass_s;
   std::vector<double> queue_s, ttft_s;
+  // Per pass: its tokens (the chunks' sum) and chunks, as the plan holds them.
+  std::vector<int64_t> pass_tokens, pass_chunks;
 };
 // REQUIRES: `passes` hold the chunks of exactly `requests` (CheckPlanPasses, KeepPassesOf).
 // `rate_scale`: the plan's trace.rate_scale (arrivals in serving mode's clock, ServedArrivalNs).
@@ -37,6 +39,16 @@ struct ServingCheck {
   double queue_pred = 0, queue_meas = 0;
   std::vector<std::array<double, 2>> ttft_points;  // per request: predicted, measured
   std::vector<std::array<double, 2>> pass_points;  // per pass, in order: predicted, measured
+  // Measured / predicted per pass: quartiles (q1, median, q3), the sign an APE hides.
+  double pass_ratio[3] = {0, 0, 0};
+  // The passes of the largest APE, largest first (at most kWorstPasses).
+  struct Pass {
+    size_t index = 0;
+    int64_t tokens = 0, chunks = 0;
+    double predicted_s = 0, measured_s = 0;
+  };
+  static constexpr size_t kWorstPasses = 5;
+  std::vector<Pass> worst_passes;
 };
 // Joins the schedule with the measured file's `serving` block (passes by index, requests by
 // number). Throws InputError naming the measured file when a pass or request is missing.
