@@ -223,7 +223,8 @@ std::string FormatServingCheck(const ServingCheck& c) {
                 100 * c.pass_error.p95, 100 * c.pass_error.max);
   out += buf;
   if (c.passes > 0) {
-    std::snprintf(buf, sizeof buf, "  measured / predicted per pass: q1 %.3f, median %.3f, q3 %.3f\n",
+    std::snprintf(buf, sizeof buf,
+                  "  measured / predicted per pass: q1 %.3f, median %.3f, q3 %.3f\n",
                   c.pass_ratio[0], c.pass_ratio[1], c.pass_ratio[2]);
     out += buf;
   }
