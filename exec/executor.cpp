@@ -1331,6 +1331,11 @@ class RankServe : public RankRun {
     b_.Barrier();
     b_.StartEpoch();
     host_epoch_ = Clock::now();
+    // The epoch on the wall clock (StartEpoch waited for it), to line the run's marks up with
+    // logs that carry wall time, e.g. `nvidia-smi` samples of clocks and power.
+    epoch_unix_s_ = std::chrono::duration<double>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
     for (round_ = 0; round_ < std::max(opts_.rounds, 1); ++round_) {
       if (round_ > 0) {  // the plan starts from an empty cache: so does each round
         dev_.assign(dev_.size(), SlotState{});
@@ -1352,10 +1357,12 @@ class RankServe : public RankRun {
     r.gates_opened_early = b_.GatesOpenedEarly();
     r.verified_bytes = verified_bytes_;
     r.context = b_.Context();
+    r.context["epoch_unix_s"] = epoch_unix_s_;
     return r;
   }
 
  private:
+  double epoch_unix_s_ = 0;
   // ---- serving plans: the replica's passes in turn, arrivals open loop (docs/executor.md,
   // "Serving passes"). A request's ops run in the pass of its first chunk, which spins that
   // chunk's share of the pass; a later chunk spins its share alone (ChunkSpin), or with the proxy

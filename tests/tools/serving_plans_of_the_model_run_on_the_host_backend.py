@@ -7,7 +7,7 @@ host backend is no GPU; the run, its records and the check's serving verdict are
 
 usage: serving_plans_of_the_model_run_on_the_host_backend.py KVLANES SOURCE_DIR WORK_DIR
 """
-import json, os, subprocess
+import csv, datetime, json, os, subprocess
 
 from script_checks import check, finish, start
 
@@ -87,5 +87,49 @@ for layers in (4, 61):
               and all(s["ttft"][p]["predicted_s"] > 0 and s["ttft"][p]["measured_s"] > 0 for p in ("p50", "p90", "p99"))
               and s["queue_mean"]["measured_s"] >= 0 and len(s["ttft_points"]) == REQUESTS,
               f"{what}: the verdict has the pass errors, TTFT p50/p90/p99, the queue and a point per request")
+        worst = s.get("worst_passes", [])
+        check(len(worst) == min(5, trailer["passes"]) and
+              all(w["tokens"] > 0 and w["chunks"] >= 1 for w in worst) and
+              s["pass_ratio"]["q1"] <= s["pass_ratio"]["median"] <= s["pass_ratio"]["q3"],
+              f"{what}: the verdict names the passes furthest off and the per-pass bias")
+        # The pass-by-pass table of the same run (tools/serving_passes.py): a row per pass, each
+        # with its prediction, and the epoch on the wall clock that places the run beside a
+        # clock log.
+        table = os.path.join(work, f"passes_{layers}_{load}.csv")
+        t = subprocess.run(["python3", os.path.join(src, "tools/serving_passes.py"), "--measured", measured,
+                            "--check", verdict, "--csv", table], capture_output=True, text=True, timeout=60)
+        rows = []
+        if t.returncode == 0:
+            with open(table) as f:
+                rows = list(csv.DictReader(f))
+        check(t.returncode == 0 and len(rows) == trailer["passes"] and
+              all(float(r["predicted_s"]) > 0 for r in rows) and "measured / predicted" in t.stdout,
+              f"{what}: tools/serving_passes.py gives a row per pass ({len(rows)})" +
+              ("" if t.returncode == 0 else f": {t.stderr.strip()[-300:]}"))
+        check(m["context"]["ranks"][0]["epoch_unix_s"] > 1.6e9,
+              f"{what}: the measured file places its epoch on the wall clock")
+        # A clock log with two samples in the longest pass (1,500 and 1,700 MHz, the second under
+        # the power cap) and one before the run: that pass's row averages its two. (Host passes
+        # last microseconds: the stamps carry microseconds, where nvidia-smi's carry milliseconds.)
+        first = max(passes, key=lambda o: o["end_s"] - o["start_s"])
+        at = m["context"]["ranks"][0]["epoch_unix_s"] + (first["start_s"] + first["end_s"]) / 2
+        half = (first["end_s"] - first["start_s"]) / 4
+        stamp = lambda u: datetime.datetime.fromtimestamp(u, datetime.timezone.utc).strftime("%Y/%m/%d %H:%M:%S.%f")
+        smi = os.path.join(work, f"smi_{layers}_{load}.csv")
+        with open(smi, "w") as f:
+            f.write("timestamp, clocks.current.sm [MHz], power.draw.instant [W], clocks_event_reasons.active\n")
+            f.write(f"{stamp(at - 1e4)}, 345 MHz, 70.00 W, 0x0000000000000001\n")
+            f.write(f"{stamp(at - half)}, 1500 MHz, 600.00 W, 0x0000000000000000\n")
+            f.write(f"{stamp(at + half)}, 1700 MHz, 700.00 W, 0x0000000000000004\n")
+        t = subprocess.run(["python3", os.path.join(src, "tools/serving_passes.py"), "--measured", measured,
+                            "--smi", smi, "--csv", table], capture_output=True, text=True, timeout=60)
+        rows = []
+        if t.returncode == 0:
+            with open(table) as f:
+                rows = {int(r["pass"]): r for r in csv.DictReader(f)}
+        row = rows.get(first["pass"], {})
+        check(row.get("samples") == "2" and abs(float(row.get("sm_mhz") or 0) - 1600) < 1e-6
+              and abs(float(row.get("capped") or 0) - 0.5) < 1e-9,
+              f"{what}: tools/serving_passes.py --smi places the clock samples in their pass ({row})")
 
 finish()
