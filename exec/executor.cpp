@@ -1333,9 +1333,8 @@ class RankServe : public RankRun {
     host_epoch_ = Clock::now();
     // The epoch on the wall clock (StartEpoch waited for it), to line the run's marks up with
     // logs that carry wall time, e.g. `nvidia-smi` samples of clocks and power.
-    epoch_unix_s_ = std::chrono::duration<double>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
+    epoch_unix_s_ =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     for (round_ = 0; round_ < std::max(opts_.rounds, 1); ++round_) {
       if (round_ > 0) {  // the plan starts from an empty cache: so does each round
         dev_.assign(dev_.size(), SlotState{});
