@@ -32,7 +32,8 @@ OverlapTable OverlapTable::Of(const HardwareProfile& hw) {
   // The d2h ops are backups, and measured per-layer backup terms were timed over a forward pass
   // (bench sweep's backup samples, each layer's copy beside the next forward layer): what the
   // forward takes from them is in those terms already, so the pairs' d2h-beside-forward share
-  // would count it twice (docs/cost_model.md, "Backups").
+  // would count it twice (docs/cost_model.md, "Backups"). Tail backups start after their rank's
+  // last forward layer, so no share of theirs beside the forward pass ever applies.
   if (hw.backup_per_layer.gbps > 0)
     t.share[static_cast<int>(OpKind::kD2H)][static_cast<int>(OpKind::kForward)] = 1;
   return t;
