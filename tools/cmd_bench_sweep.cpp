@@ -123,6 +123,14 @@ po::options_description SweepOptionsDescription() {
        "forward grid: also passes of k requests of each new-token count over no prefix, one set "
        "of GEMMs per layer over the pass's tokens, as exec runs a serving pass (comma list of k "
        "in [2, 64]; default: none)")
+      ("sustain-tokens", po::value<std::string>(),
+       "forward model: also each layer kind timed after running back to back for --sustain-s, "
+       "at these new-token counts (comma list; default: none), the clock a GPU holds under "
+       "back-to-back passes; calibrate divides by the forward grid's sample of the same point")
+      ("sustain-prefix", po::value<std::string>(),
+       "sustained samples: prefix token counts (comma list; default 0)")
+      ("sustain-s", po::value<double>()->default_value(d.sustain_s),
+       "sustained samples: seconds of back-to-back layers before each is timed, in [0, 60]")
       ("pair-pages", po::value<std::string>(), "pairs: page counts of the copies and gathers (comma list)")
       ("first-gather-pages", po::value<std::string>(),
        "pairs: page counts of the gather layers timed after a forward layer and of their next "
@@ -338,6 +346,18 @@ void ReadSweepGroups(const po::variables_map& vm, exec::SweepOptions& o) {
   if (vm.count("forward-pass-requests"))
     o.forward_pass_requests =
         IntList(vm["forward-pass-requests"].as<std::string>(), "--forward-pass-requests", 2);
+  if (vm.count("sustain-tokens")) {
+    if (o.forward != "model")
+      throw InputError("", 0, "--sustain-tokens",
+                       "sustained samples time the model proxy: they need --forward model");
+    o.sustain_new_tokens = IntList(vm["sustain-tokens"].as<std::string>(), "--sustain-tokens", 1);
+  }
+  if (vm.count("sustain-prefix"))
+    o.sustain_prefix_tokens =
+        IntList(vm["sustain-prefix"].as<std::string>(), "--sustain-prefix", 0);
+  o.sustain_s = vm["sustain-s"].as<double>();
+  if (!(o.sustain_s >= 0 && o.sustain_s <= 60))
+    throw InputError("", 0, "--sustain-s", "must be in [0, 60] seconds");
   if (vm.count("pair-pages"))
     o.pair_pages = IntList(vm["pair-pages"].as<std::string>(), "--pair-pages", 1);
   if (vm.count("first-gather-pages"))

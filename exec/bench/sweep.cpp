@@ -41,6 +41,7 @@ nlohmann::ordered_json Sweeper::Run() {
     if (o_.backups) BackupPassSamples(layout, mode);
     if (model && o_.forward_grid) ForwardGridSamples();
     if (model && o_.forward_grid) ForwardPassSamples();
+    if (model && !o_.sustain_new_tokens.empty()) ForwardSustainSamples();
     expired0 = b_.GatesExpired();
     if (o_.pairs) PairSamples();
   }
@@ -183,6 +184,16 @@ void ValidateForward(const SweepOptions& o) {
     if (p < 0) throw ExecError("sweep: forward prefix tokens must be >= 0");
   for (const int64_t k : o.forward_pass_requests)
     if (k < 2 || k > 64) throw ExecError("sweep: forward pass requests must be in [2, 64]");
+  for (const int64_t n : o.sustain_new_tokens)
+    if (n < 1) throw ExecError("sweep: sustained new tokens must be >= 1");
+  for (const int64_t p : o.sustain_prefix_tokens)
+    if (p < 0) throw ExecError("sweep: sustained prefix tokens must be >= 0");
+  if (!o.sustain_new_tokens.empty() && o.sustain_prefix_tokens.empty())
+    throw ExecError("sweep: sustained samples need at least one prefix");
+  if (!(o.sustain_s >= 0 && o.sustain_s <= 60))
+    throw ExecError("sweep: sustain seconds must be in [0, 60]");
+  if (!o.sustain_new_tokens.empty() && o.forward != "model")
+    throw ExecError("sweep: sustained samples time the model proxy: they need forward model");
   for (const int64_t n : o.pair_pages)
     if (n < 1) throw ExecError("sweep: pair page counts must be >= 1");
   for (const int64_t n : o.first_gather_pages)
@@ -216,6 +227,8 @@ ForwardPlan SweepForwardPlan(const SweepOptions& o) {
       for (const int64_t p : o.forward_prefix_tokens) fit(n, p);
       for (const int64_t k : o.forward_pass_requests) fit(k * n, 0);  // the pass's GEMM tokens
     }
+  for (const int64_t n : o.sustain_new_tokens)
+    for (const int64_t p : o.sustain_prefix_tokens) fit(n, p);
   if (o.pairs)
     for (const auto& [n, p] : o.pair_forward_shapes) fit(n, p);
   if (o.backups)

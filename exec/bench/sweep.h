@@ -16,7 +16,8 @@
 //   forward      one layer of the proxy per layer kind over a grid of (new tokens, prefix tokens),
 //                one sample per point: the per-layer time of the model's mix of layer kinds, with
 //                its FLOPs, HBM bytes, TFLOP/s and GB/s (and each kind's own); with
-//                forward_pass_requests also passes of k requests (pass_requests k)
+//                forward_pass_requests also passes of k requests (pass_requests k); with
+//                sustain_new_tokens the same layers timed after running back to back (sustained)
 // and with either forward pass the pairs (docs/calibration.md, "Overlap"):
 //   overlap      two ops on separate streams released together by the request gate, each also
 //                timed alone: h2d or d2h copies (one layer, every pool) beside a packed gather
@@ -107,6 +108,12 @@ struct SweepOptions {
   // over no prefix, as `exec` runs a serving pass with the proxy (one set of GEMMs per layer over
   // the pass's k n tokens, each request's attention on its own). Empty: none.
   std::vector<int64_t> forward_pass_requests;
+  // Sustained samples (docs/calibration.md, "Passes run back to back"; forward "model"): for each
+  // (new tokens, prefix tokens) here, each layer kind's layer run back to back for sustain_s
+  // seconds, then timed as the grid times it, so the GPU is at the clock it holds under load.
+  // Calibrate divides by the forward grid's sample of the same point. Empty tokens: none.
+  std::vector<int64_t> sustain_new_tokens, sustain_prefix_tokens = {0};
+  double sustain_s = 0.5;
   // Pairs: the copies' and gathers' page counts (one layer, capped at max_pages), and the forward
   // layer beside them: synthetic spins of these seconds, or proxy layers of these (new tokens,
   // prefix tokens).

@@ -160,6 +160,69 @@ void Sweeper::ForwardPassSamples() {
     }
 }
 
+// forward "model", sustained: per (new tokens, prefix) of sustain_*, each layer kind's layer run
+// back to back for sustain_s (the GPU drawn to its power limit, as back-to-back serving passes
+// draw it), then timed as the grid times it. One sample per point, as the grid's with "load":
+// "sustained"; calibrate takes each kind's ratio to the grid sample of the same point.
+void Sweeper::ForwardSustainSamples() {
+  const std::vector<KindLayers> kinds = ModelLayerKinds();
+  for (const int64_t n : o_.sustain_new_tokens)
+    for (const int64_t p_asked : o_.sustain_prefix_tokens) {
+      if (p_asked > MaxPrefixTokens()) {
+        skipped_.push_back("sustained prefix " + std::to_string(p_asked) +
+                           " tokens: above the dense buffer's " +
+                           std::to_string(MaxPrefixTokens()) + " (raise --max-pages)");
+        continue;
+      }
+      const int64_t p = p_asked / geo_.page_tokens * geo_.page_tokens;
+      if (!Step("forward sustained (the model proxy back to back, per layer), " +
+                std::to_string(n) + " new tokens over " + std::to_string(p) + " prefix tokens"))
+        continue;
+      std::vector<double> mix(static_cast<size_t>(o_.repeats), 0.0);
+      nlohmann::ordered_json per_kind = nlohmann::ordered_json::array();
+      for (const KindLayers& k : kinds) {
+        const int64_t l = k.first;
+        ForwardWork& load = Work(n, p);
+        const auto t0 = Clock::now();
+        b_.RequireModelForward().PrepareForward(load);
+        while (std::chrono::duration<double>(Clock::now() - t0).count() < o_.sustain_s) {
+          for (int i = 0; i < 4; ++i)
+            b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, l, {});
+          b_.Sync();
+        }
+        const std::vector<double> t = Time(Stream::kCompute, [&] {
+          b_.RequireModelForward().PrepareForward(Work(n, p));
+          return [this, l] { b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, l, {}); };
+        });
+        const double w = static_cast<double>(k.count) / static_cast<double>(geo_.layers);
+        for (size_t i = 0; i < t.size(); ++i) mix[i] += w * t[i];
+        nlohmann::ordered_json x = Stats("forward", t);
+        x.erase("kind");
+        x["layer_kind"] = k.kind == LayerKind::kMoe ? "moe" : "dense";
+        x["layers"] = k.count;
+        per_kind.push_back(std::move(x));
+      }
+      nlohmann::ordered_json x = Stats("forward", mix);
+      x["forward"] = "model";
+      x["preset"] = o_.model_preset;
+      x["load"] = "sustained";
+      x["sustain_s"] = o_.sustain_s;
+      x["new_tokens"] = n;
+      x["prefix_tokens"] = p;
+      x["ranks"] = 1;
+      x["layers"] = 1;
+      x["per_kind"] = std::move(per_kind);
+      x["label"] = "proxy layer after " + std::to_string(o_.sustain_s) + " s back to back, " +
+                   std::to_string(n) + " new tokens over " + std::to_string(p) + " prefix tokens";
+      char line[160];
+      std::snprintf(
+          line, sizeof line, "forward sustained %lld new over %lld prefix: %.3f ms a layer",
+          static_cast<long long>(n), static_cast<long long>(p), 1e3 * x["median_s"].get<double>());
+      Note(line);
+      samples_.push_back(std::move(x));
+    }
+}
+
 PairOp Sweeper::SyntheticForwardOp(double busy_s) {
   char what[64];
   std::snprintf(what, sizeof what, "synthetic forward layer of %g s", busy_s);

@@ -215,6 +215,7 @@ class Sweeper {
   // (each kind's median weighted by its layer count, per repeat), so `layers` is 1.
   void ForwardGridSamples();
   void ForwardPassSamples();
+  void ForwardSustainSamples();
 
   // The ops of the pairs.
   PairOp CopyOp(TierDirection dir, Stream s, int64_t n);

@@ -1058,9 +1058,75 @@ void RescaleCompute(Calibration& c, const std::vector<const Sample*>& s,
 // Forward pass per layer: base + (token * n + pair * n * (p + n/2)) / N. Samples of the spin
 // kernel (forward "synthetic") time a duration the sweep chose, so they calibrate nothing and are
 // left out; samples of several presets need --model-preset.
+// Each kind's sustained grid (KindTerms::sustained_*): at every (new tokens, prefix) of the
+// sustained samples, the kind's time back to back over its time in the forward grid's sample of
+// the same point (`grid`). The points must fill a grid of tokens x prefixes. The fits
+// "<kind>.sustained" report |ratio - 1| (a slowdown, not an error).
+void FitSustained(Calibration& c, const std::vector<const Sample*>& sustained,
+                  const std::vector<const Sample*>& grid) {
+  HardwareProfile& p = c.profile();
+  for (int k = 0; k < 2; ++k) {
+    HardwareProfile::KindTerms& t = p.compute_kinds[k];
+    const std::string group =
+        std::string("compute.layer_kinds.") + HardwareProfile::kComputeKindNames[k] + ".sustained";
+    t.sustained_tokens.clear();
+    t.sustained_prefix.clear();
+    t.sustained_ratio.clear();
+    if (!t.measured) continue;
+    std::map<std::pair<int64_t, int64_t>, double> ratio;
+    std::vector<const Sample*> used;
+    std::vector<double> rel;
+    for (const Sample* x : sustained) {
+      const double s = LayerSecondsOf(*x, k);
+      if (!(s > 0) || ratio.count({x->new_tokens, x->prefix_tokens})) continue;
+      const auto g = std::find_if(grid.begin(), grid.end(), [&](const Sample* y) {
+        return y->new_tokens == x->new_tokens && y->prefix_tokens == x->prefix_tokens &&
+               LayerSecondsOf(*y, k) > 0;
+      });
+      if (g == grid.end()) {
+        c.out.notes.push_back(group + ": the sustained sample at " + std::to_string(x->new_tokens) +
+                              " new over " + std::to_string(x->prefix_tokens) +
+                              " prefix tokens has no forward grid sample there: left out");
+        continue;
+      }
+      ratio[{x->new_tokens, x->prefix_tokens}] = s / LayerSecondsOf(**g, k);
+      used.push_back(x);
+      rel.push_back(ratio[{x->new_tokens, x->prefix_tokens}] - 1);
+    }
+    if (ratio.empty()) continue;
+    std::set<int64_t> tokens, prefixes;
+    for (const auto& [point, r] : ratio) {
+      tokens.insert(point.first);
+      prefixes.insert(point.second);
+    }
+    if (ratio.size() != tokens.size() * prefixes.size()) {
+      c.out.notes.push_back(group +
+                            ": the sustained samples do not fill a grid of new x prefix "
+                            "tokens: none written");
+      continue;
+    }
+    for (const int64_t n : tokens) {
+      t.sustained_tokens.push_back(static_cast<double>(n));
+      std::vector<double> row;
+      for (const int64_t q : prefixes) row.push_back(ratio[{n, q}]);
+      t.sustained_ratio.push_back(std::move(row));
+    }
+    for (const int64_t q : prefixes) t.sustained_prefix.push_back(static_cast<double>(q));
+    FitReport r = Report(group, used, rel);
+    const auto [lo, hi] = std::minmax_element(ratio.begin(), ratio.end(),
+                                              [](auto& a, auto& b) { return a.second < b.second; });
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "back to back over the grid: %.4f to %.4f (residuals are |ratio - 1|)",
+                  lo->second, hi->second);
+    r.note = buf;
+    c.out.fits.push_back(std::move(r));
+  }
+}
+
 void FitForward(Calibration& c) {
   HardwareProfile& p = c.profile();
-  std::vector<const Sample*> s, passes;
+  std::vector<const Sample*> s, passes, sustained;
   std::set<std::string> presets;
   size_t synthetic = 0;
   for (const Sample* x : OfKind(c.m, SampleKind::kForward)) {
@@ -1070,6 +1136,10 @@ void FitForward(Calibration& c) {
     }
     if (x->pass_requests > 1) {  // priced by the pass formula after the fit, not fitted
       passes.push_back(x);
+      continue;
+    }
+    if (x->sustained) {  // ratios to the grid after the fit (FitSustained), not fitted
+      sustained.push_back(x);
       continue;
     }
     s.push_back(x);
@@ -1143,6 +1213,8 @@ void FitForward(Calibration& c) {
   p.compute_table = p.HasComputeKinds() ? std::vector<HardwareProfile::ComputeRow>{} : mean.table;
   std::erase_if(passes, [&](const Sample* x) { return x->preset != preset; });
   if (!passes.empty()) FitPasses(c, passes, mean);
+  std::erase_if(sustained, [&](const Sample* x) { return x->preset != preset; });
+  if (p.HasComputeKinds()) FitSustained(c, sustained, s);
 }
 
 // ---------------------------------------------------------------- overlap shares

@@ -89,7 +89,8 @@ std::string ParseForwardMode(const JsonCursor& s) {
 
 void ParseForward(const JsonCursor& s, Sample& x) {
   s.OnlyKeys({KV_COMMON, "new_tokens", "prefix_tokens", "ranks", "layers", "forward", "preset",
-              "per_kind", "flops", "hbm_bytes", "tflops", "gbps", "pass_requests"});
+              "per_kind", "flops", "hbm_bytes", "tflops", "gbps", "pass_requests", "load",
+              "sustain_s"});
   x.new_tokens = s.Key("new_tokens").IntAtLeast(1);
   x.prefix_tokens = s.Key("prefix_tokens").IntAtLeast(0);
   if (s.Has("ranks")) x.ranks = s.Key("ranks").IntAtLeast(1);
@@ -101,6 +102,14 @@ void ParseForward(const JsonCursor& s, Sample& x) {
     x.pass_requests = s.Key("pass_requests").IntAtLeast(2);
     if (x.pass_requests > 64) s.Key("pass_requests").Fail("must be at most 64");
   }
+  if (s.Has("load")) {
+    const std::string load = s.Key("load").Str();
+    if (load != "sustained") s.Key("load").Fail("expected sustained, got '" + load + "'");
+    if (x.forward != "model") s.Key("load").Fail("only with forward 'model'");
+    if (x.pass_requests > 1) s.Key("load").Fail("not with pass_requests");
+    x.sustained = true;
+  }
+  if (s.Has("sustain_s")) (void)s.Key("sustain_s").NumAtLeast(0, false);
   if (s.Has("per_kind")) {  // each kind's time, and with their layer counts the model's depth
     const JsonCursor k = s.Key("per_kind");
     k.ExpectArray();

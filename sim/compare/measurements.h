@@ -71,6 +71,9 @@ struct Sample {
   // forward "model": a pass of this many requests of new_tokens each (bench sweep
   // forward_pass_requests; docs/calibration.md, "Batched passes"); 1: one request.
   int64_t pass_requests = 1;
+  // forward "model", "load": "sustained": timed after the layer ran back to back (bench sweep
+  // --sustain-tokens; docs/calibration.md, "Passes run back to back"), not part of the grid.
+  bool sustained = false;
   int64_t layers = 1;  // forward: the time covers this many layers
   // forward: the layer count of the model measured (the sum of per_kind[].layers; 0: not given).
   // A proxy sample times the mean layer (layers 1) of a model of model_layers layers.

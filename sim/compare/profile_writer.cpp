@@ -132,6 +132,27 @@ std::string CopyCostYaml(const HardwareProfile::CopyCost& c) {
          "}";
 }
 
+// A kind's sustained grid as flow lists, under its fit comment.
+std::string SustainedYaml(const CalibrationResult& r, const std::string& group,
+                          const HardwareProfile::KindTerms& t) {
+  const auto list = [](const std::vector<double>& v) {
+    std::string x = "[";
+    for (size_t i = 0; i < v.size(); ++i) x += (i ? ", " : "") + Num(v[i]);
+    return x + "]";
+  };
+  std::string rows;
+  for (size_t i = 0; i < t.sustained_ratio.size(); ++i)
+    rows += (i ? ", " : "") + list(t.sustained_ratio[i]);
+  return FitComment(r, group + ".sustained", "      ") +
+         "      # the layer back to back (power-capped clock) over its table's time, per new "
+         "tokens (rows)\n"
+         "      # x prefix tokens; a serving pass started within sustained_gap_s of the last is "
+         "priced so\n"
+         "      sustained: {tokens: " +
+         list(t.sustained_tokens) + ", prefix_tokens: " + list(t.sustained_prefix) + ", ratio: [" +
+         rows + "]}\n";
+}
+
 // The compute section: the mean layer's terms, its table or each layer kind's terms and table.
 std::string ComputeYaml(const CalibrationResult& r) {
   const HardwareProfile& p = r.profile;
@@ -144,6 +165,10 @@ std::string ComputeYaml(const CalibrationResult& r) {
   y += "  layer_base_s: " + Num(p.layer_base_s) + "\n";
   y += "  layer_token_s: " + Num(p.layer_token_s) + "\n";
   y += "  layer_attn_pair_s: " + Num(p.layer_attn_pair_s) + "\n";
+  bool sustained = false;
+  for (const HardwareProfile::KindTerms& t : p.compute_kinds)
+    sustained = sustained || !t.sustained_tokens.empty();
+  if (sustained) y += "  sustained_gap_s: " + Num(p.sustained_gap_s) + "\n";
   if (!p.compute_table.empty()) {
     y += FitComment(r, "compute.table", "  ");
     y += "  # per-layer seconds measured at (new_tokens, prefix_tokens); between and beyond the\n"
@@ -178,6 +203,7 @@ std::string ComputeYaml(const CalibrationResult& r) {
         }
         y += "      pass_gemm: {tokens: [" + tokens + "], layer_s: [" + secs + "]}\n";
       }
+      if (!t.sustained_tokens.empty()) y += SustainedYaml(r, group, t);
     }
   }
   return y;

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
+#include <utility>
 
 #include "base/percentile.h"
 #include "io/input_error.h"
@@ -18,12 +21,14 @@ double ServingApe(double predicted, double measured) {
   return measured > 0 ? std::fabs(predicted - measured) / measured : 0.0;
 }
 
-// The schedule of fixed passes from their seconds: a pass starts at the later of the previous
-// one's end and the arrival of the last request it admits; a request's queue ends with the start
-// of its first pass, its first token with the end of the pass of its last chunk.
+// The schedule of fixed passes: a pass starts at the later of the previous one's end and the
+// arrival of the last request it admits, and takes pass_s(k, gap) seconds, gap the idle time
+// before it (infinite for the first); a request's queue ends with the start of its first pass,
+// its first token with the end of the pass of its last chunk. Each pass's seconds go to `taken`.
 void FixedPassSchedule(const std::vector<RequestPlan>& requests,
                        const std::vector<PlanPass>& passes, double rate_scale,
-                       const std::vector<double>& pass_s, std::vector<double>& queue,
+                       const std::function<double(size_t, double)>& pass_s,
+                       std::vector<double>& taken, std::vector<double>& queue,
                        std::vector<double>& ttft) {
   std::map<int64_t, size_t> at;
   std::vector<int64_t> ns;
@@ -36,11 +41,13 @@ void FixedPassSchedule(const std::vector<RequestPlan>& requests,
   queue.assign(requests.size(), -1);
   ttft.assign(requests.size(), -1);
   double end = 0;
+  taken.clear();
   for (size_t k = 0; k < passes.size(); ++k) {
     double start = end;
     for (const PlanPassChunk& c : passes[k].chunks)
       if (const size_t i = at.at(c.request); queue[i] < 0) start = std::max(start, arrival(i));
-    end = start + pass_s[k];
+    taken.push_back(pass_s(k, k == 0 ? std::numeric_limits<double>::infinity() : start - end));
+    end = start + taken.back();
     for (const PlanPassChunk& c : passes[k].chunks) {
       const size_t i = at.at(c.request);
       if (queue[i] < 0) queue[i] = start - arrival(i);
@@ -80,21 +87,38 @@ ServingSchedule PredictServing(const CostModel& model, const std::vector<Request
   for (const RequestPlan& r : requests) by_number[r.request] = &r;
   ServingSchedule s;
   std::map<int64_t, bool> started;
+  // Per pass its seconds after an idle gap and back to back (its compute at the sustained clock),
+  // each summed in the order of ServingReplay::StartPass.
+  std::vector<double> fresh, back_to_back;
   for (const PlanPass& p : passes) {
-    double t = cost.PassBaseS();
     std::vector<int64_t> tokens;
-    for (const PlanPassChunk& c : p.chunks) tokens.push_back(c.tokens);
+    std::vector<std::pair<int64_t, int64_t>> chunks;
+    for (const PlanPassChunk& c : p.chunks) {
+      tokens.push_back(c.tokens);
+      chunks.emplace_back(c.tokens, c.context);
+    }
     s.pass_tokens.push_back(std::accumulate(tokens.begin(), tokens.end(), int64_t{0}));
     s.pass_chunks.push_back(static_cast<int64_t>(p.chunks.size()));
-    t += cost.PassBatchS(tokens);
-    for (const PlanPassChunk& c : p.chunks) {
-      t += cost.ChunkS(c.tokens, c.context);
-      if (!started[c.request]) t += cost.RequestExtraS(*by_number.at(c.request)).total_s;
-      started[c.request] = true;
+    const double ratio = cost.SustainedRatio(chunks);
+    for (int sustained = 0; sustained < 2; ++sustained) {
+      const double f = sustained ? ratio : 1.0;
+      double t = f * cost.PassBaseS();
+      t += f * cost.PassBatchS(tokens);
+      std::map<int64_t, bool> seen = started;
+      for (const PlanPassChunk& c : p.chunks) {
+        t += f * cost.ChunkS(c.tokens, c.context);
+        if (!seen[c.request]) t += cost.RequestExtraS(*by_number.at(c.request)).total_s;
+        seen[c.request] = true;
+      }
+      (sustained ? back_to_back : fresh).push_back(t);
     }
-    s.pass_s.push_back(t);
+    for (const PlanPassChunk& c : p.chunks) started[c.request] = true;
   }
-  FixedPassSchedule(requests, passes, rate_scale, s.pass_s, s.queue_s, s.ttft_s);
+  const double gap_s = cost.SustainedGapS();
+  const auto pass_s = [&](size_t k, double gap) {
+    return gap_s >= 0 && gap < gap_s ? back_to_back[k] : fresh[k];
+  };
+  FixedPassSchedule(requests, passes, rate_scale, pass_s, s.pass_s, s.queue_s, s.ttft_s);
   return s;
 }
 

@@ -24,6 +24,23 @@ double CostModelForward::PassBatchS(const std::vector<int64_t>& chunk_tokens) co
          static_cast<double>(m_.layers());
 }
 
+double CostModelForward::SustainedRatio(
+    const std::vector<std::pair<int64_t, int64_t>>& chunks) const {
+  if (!m_.hw().HasSustained()) return 1;
+  double fresh = 0, sustained = 0;
+  for (const auto& [n, context] : chunks) {
+    const double s = ChunkS(n, context);
+    fresh += s;
+    sustained += s * m_.hw().SustainedRatio(static_cast<double>(n), static_cast<double>(context),
+                                            static_cast<double>(m_.ranks()));
+  }
+  return fresh > 0 ? sustained / fresh : 1;
+}
+
+double CostModelForward::SustainedGapS() const {
+  return m_.hw().HasSustained() ? m_.hw().sustained_gap_s : -1;
+}
+
 RequestExtra CostModelForward::RequestExtraS(const RequestPlan& plan) const {
   const RequestCost c = m_.Request(plan, false);
   RequestExtra e;
@@ -89,8 +106,9 @@ struct ServingReplay::Replica {
   std::vector<Running> running;                  // admission order
   std::vector<std::pair<size_t, int64_t>> pass;  // (request, tokens) of the pass under way
   bool busy = false;
-  int64_t load_tokens = 0;  // waiting inputs + running remainders
-  int64_t in_flight = 0;    // admitted, not released
+  int64_t last_end_ns = -1;  // when its previous pass ended (-1: none yet)
+  int64_t load_tokens = 0;   // waiting inputs + running remainders
+  int64_t in_flight = 0;     // admitted, not released
   ReplicaStats stats;
 };
 
@@ -310,22 +328,38 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
   if (!rep.pass.empty()) StartPass(r, now);
 }
 
+double ServingReplay::SustainedFactor(const Replica& rep, int64_t now) {
+  const double gap_s = cost_.SustainedGapS();
+  if (gap_s < 0 || rep.last_end_ns < 0 ||
+      static_cast<double>(now - rep.last_end_ns) * 1e-9 >= gap_s)
+    return 1;
+  sustained_chunks_.clear();
+  for (const auto& [req, take] : rep.pass) {
+    const size_t i = req;
+    const Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
+                                       [i](const Running& x) { return x.request == i; });
+    sustained_chunks_.emplace_back(take, run.context);
+  }
+  return cost_.SustainedRatio(sustained_chunks_);
+}
+
 void ServingReplay::StartPass(size_t r, int64_t now) {
   Replica& rep = *replicas_[r];
-  const double base_s = cost_.PassBaseS();
+  const double f = SustainedFactor(rep, now);  // its compute back to back: 1 after an idle gap
+  const double base_s = f * cost_.PassBaseS();
   double pass_s = base_s;
   int64_t tokens = 0;
   chunks_.clear();
   pass_tokens_.clear();
   for (const auto& [req, take] : rep.pass) pass_tokens_.push_back(take);
-  const double batch_s = cost_.PassBatchS(pass_tokens_);  // 0 for one chunk
+  const double batch_s = f * cost_.PassBatchS(pass_tokens_);  // 0 for one chunk
   pass_s += batch_s;
   for (const auto& [req, take] : rep.pass) {
     const size_t i = req;  // a plain copy: KV_CHECK's lambda cannot capture a binding in clang 14
     Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
                                  [i](const Running& x) { return x.request == i; });
     if (on_pass_) chunks_.push_back(PassChunk{i, take, run.context});
-    const double chunk_s = cost_.ChunkS(take, run.context);
+    const double chunk_s = f * cost_.ChunkS(take, run.context);
     pass_s += chunk_s;
     ServedRequest& s = result_.requests[i];
     s.compute_s += chunk_s;
@@ -355,6 +389,7 @@ void ServingReplay::EndPass(size_t r, int64_t now) {
   Replica& rep = *replicas_[r];
   KV_CHECK(rep.busy, "pass end on idle replica " << r);
   rep.busy = false;
+  rep.last_end_ns = now;
   std::vector<size_t>& done = done_;
   done.clear();
   for (const auto& [req, take] : rep.pass) {

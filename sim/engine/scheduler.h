@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "sim/cache/policy.h"
@@ -54,6 +55,15 @@ class ForwardCost {
     (void)chunk_tokens;
     return 0;
   }
+  // A pass's compute (PassBaseS, ChunkS, PassBatchS) when it starts less than SustainedGapS()
+  // after the replica's previous pass ended, over the same after an idle gap: the GPU then runs at
+  // its power-capped clock (docs/cost_model.md, "Passes run back to back"). `chunks`: (new
+  // tokens, context tokens) of each chunk. 1 and a negative gap (never) when not modelled.
+  virtual double SustainedRatio(const std::vector<std::pair<int64_t, int64_t>>& chunks) const {
+    (void)chunks;
+    return 1;
+  }
+  virtual double SustainedGapS() const { return -1; }
   // A request's cost beyond its compute (gather, load-back stalls, backups beyond the forward
   // pass, write-back at eviction), from its plan.
   virtual RequestExtra RequestExtraS(const RequestPlan& plan) const = 0;
@@ -71,6 +81,9 @@ class CostModelForward final : public ForwardCost {
   double PassBaseS() const override;
   double ChunkS(int64_t new_tokens, int64_t context_tokens) const override;
   double PassBatchS(const std::vector<int64_t>& chunk_tokens) const override;
+  // The chunks' HardwareProfile::SustainedRatio, weighted by their ChunkS.
+  double SustainedRatio(const std::vector<std::pair<int64_t, int64_t>>& chunks) const override;
+  double SustainedGapS() const override;
   RequestExtra RequestExtraS(const RequestPlan& plan) const override;
   bool NeedsPlan() const override { return true; }
 
@@ -165,6 +178,9 @@ class ServingReplay {
   // Prices the pass TrySchedule formed in replica r (rep.pass), charges its requests' parts and
   // schedules its end.
   void StartPass(size_t r, int64_t now);
+  // ForwardCost::SustainedRatio of rep.pass when it starts within SustainedGapS of the replica's
+  // previous pass's end, else 1.
+  double SustainedFactor(const Replica& rep, int64_t now);
   void EndPass(size_t r, int64_t now);
   void ReleaseRequest(size_t r, size_t i, int64_t now);
   // Pushes an event; kinds order events of one time: releases, then pass ends.
@@ -179,7 +195,8 @@ class ServingReplay {
   PassObserver on_pass_;
   std::vector<PassChunk> chunks_;     // the pass given to on_pass_
   std::vector<int64_t> pass_tokens_;  // the pass's chunks' tokens (ForwardCost::PassBatchS)
-  std::vector<ReplicaView> views_;    // what the router sees, refilled at each arrival
+  std::vector<std::pair<int64_t, int64_t>> sustained_chunks_;  // (tokens, context): SustainedFactor
+  std::vector<ReplicaView> views_;  // what the router sees, refilled at each arrival
   // Per trace index, the locks its admission holds until its release: {match node, held node}
   // of its Admission (8 bytes a request instead of the whole Admission).
   std::vector<std::array<NodeId, 2>> locks_;

@@ -279,6 +279,46 @@ double HardwareProfile::KindTerms::GemmS(double tokens) const {
   return std::max(0.0, y0 + (y1 - y0) * (tokens - x0) / (x1 - x0));
 }
 
+double HardwareProfile::KindTerms::SustainedRatio(double n, double p) const {
+  const std::vector<double>& x = sustained_tokens;
+  if (x.empty() || !(n > 0)) return 1;
+  // Linear along one row in the prefix, the edge values beyond it.
+  const auto row = [&](size_t i) {
+    const std::vector<double>& y = sustained_prefix;
+    const std::vector<double>& r = sustained_ratio[i];
+    if (p <= y.front()) return r.front();
+    if (p >= y.back()) return r.back();
+    const size_t j = static_cast<size_t>(std::upper_bound(y.begin(), y.end(), p) - y.begin());
+    const double w = (p - y[j - 1]) / (y[j] - y[j - 1]);
+    return (1 - w) * r[j - 1] + w * r[j];
+  };
+  if (n <= x.front()) return row(0);
+  if (n >= x.back()) return row(x.size() - 1);
+  size_t j = 1;
+  while (x[j] < n) ++j;
+  const double w = std::log(n / x[j - 1]) / std::log(x[j] / x[j - 1]);
+  return (1 - w) * row(j - 1) + w * row(j);
+}
+
+bool HardwareProfile::HasSustained() const {
+  if (!compute_composed) return false;
+  for (const KindTerms& k : compute_kinds)
+    if (k.weight > 0 && !k.sustained_tokens.empty()) return true;
+  return false;
+}
+
+double HardwareProfile::SustainedRatio(double n, double p, double ranks) const {
+  if (!HasSustained() || !(n > 0)) return 1;
+  double fresh = 0, sustained = 0;
+  for (const KindTerms& k : compute_kinds) {
+    if (!(k.weight > 0)) continue;
+    const double s = k.weight * k.TableS(n, p, ranks);
+    fresh += s;
+    sustained += s * k.SustainedRatio(n / ranks, p);
+  }
+  return fresh > 0 ? sustained / fresh : 1;
+}
+
 double HardwareProfile::PassBatchLayerS(std::span<const int64_t> chunk_tokens, double ranks) const {
   if (chunk_tokens.size() < 2 || !compute_composed) return 0;
   for (const KindTerms& k : compute_kinds)
@@ -388,6 +428,12 @@ bool HardwareProfile::SpinTerms::Empty() const {
 
 void HardwareProfile::UseSyntheticForward(double k) {
   ScaleCompute(k);
+  // The spin holds the SMs for its modelled time whatever the clock: no sustained slowdown.
+  for (KindTerms& t : compute_kinds) {
+    t.sustained_tokens.clear();
+    t.sustained_prefix.clear();
+    t.sustained_ratio.clear();
+  }
   const SpinTerms& s = beside_spin;
   compute_extra_layer_s = s.extra_layer_s;
   gather_after_forward = s.gather_after_forward;
@@ -418,6 +464,8 @@ std::vector<HardwareProfile::OverlapShare> ReadOverlap(const Reader& r, const YA
                                                        const std::string& path, bool forward_only);
 void ReadComputeKinds(const Reader& r, const YAML::Node& node, HardwareProfile& p);
 void ReadCompute(const Reader& r, const YAML::Node& root, HardwareProfile& p);
+void ReadSustained(const Reader& r, const YAML::Node& g, const std::string& key,
+                   HardwareProfile::KindTerms& t);
 
 // The backup terms of `hd` (host_device, or beside_spin's), each optional; `path` names `hd`.
 void ReadBackupTerms(const Reader& r, const YAML::Node& hd, const std::string& path,
@@ -582,7 +630,7 @@ void ReadCompute(const Reader& r, const YAML::Node& root, HardwareProfile& p) {
   if (!cp) r.Fail(root, "compute", "missing");
   r.OnlyKeys(cp, "compute.",
              {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "measured", "model_preset",
-              "model_layers", "table", "layer_kinds"});
+              "model_layers", "table", "layer_kinds", "sustained_gap_s"});
   p.compute_measured = cp["measured"] && cp["measured"].as<bool>();
   p.compute_model_preset = cp["model_preset"] ? cp["model_preset"].Scalar() : "";
   if (p.compute_measured && p.compute_model_preset.empty())
@@ -600,6 +648,53 @@ void ReadCompute(const Reader& r, const YAML::Node& root, HardwareProfile& p) {
     p.compute_table = r.ComputeTable(
         t, "compute.table", [&p](double n, double pre) { return p.LinearLayerS(n, pre, 1); });
   if (const YAML::Node k = cp["layer_kinds"]) ReadComputeKinds(r, k, p);
+  if (const YAML::Node g = cp["sustained_gap_s"]) {
+    p.sustained_gap_s = r.Value(g, "compute.sustained_gap_s", false);
+    if (p.sustained_gap_s > 60) r.Fail(g, "compute.sustained_gap_s", "must be at most 60 s");
+  }
+}
+
+// compute.layer_kinds.<kind>.sustained: {tokens: [...], prefix_tokens: [...], ratio: [[...]]},
+// tokens >= 1 and prefixes >= 0 ascending, one row of ratios (each in (0, 10)) per token count
+// with one per prefix.
+void ReadSustained(const Reader& r, const YAML::Node& g, const std::string& key,
+                   HardwareProfile::KindTerms& t) {
+  if (!g.IsMap()) r.Fail(g, key, "expected {tokens: [...], prefix_tokens: [...], ratio: [[...]]}");
+  r.OnlyKeys(g, key + ".", {"tokens", "prefix_tokens", "ratio"});
+  for (const char* f : {"tokens", "prefix_tokens", "ratio"})
+    if (!g[f] || !g[f].IsSequence() || g[f].size() == 0)
+      r.Fail(g, key + "." + f, "expected a non-empty list");
+  const auto axis = [&](const char* f, double least, std::vector<double>& out) {
+    for (size_t i = 0; i < g[f].size(); ++i) {
+      const std::string at = key + "." + f + "[" + std::to_string(i) + "]";
+      const double v = r.Value(g[f][i], at, false);
+      if (v < least || (!out.empty() && !(v > out.back())))
+        r.Fail(g[f][i], at,
+               "must be ascending, each >= " + std::to_string(static_cast<int>(least)));
+      out.push_back(v);
+    }
+  };
+  axis("tokens", 1, t.sustained_tokens);
+  axis("prefix_tokens", 0, t.sustained_prefix);
+  const YAML::Node rows = g["ratio"];
+  if (rows.size() != t.sustained_tokens.size())
+    r.Fail(rows, key + ".ratio",
+           "needs one row per token count (" + std::to_string(t.sustained_tokens.size()) + ")");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string at = key + ".ratio[" + std::to_string(i) + "]";
+    if (!rows[i].IsSequence() || rows[i].size() != t.sustained_prefix.size())
+      r.Fail(rows[i], at,
+             "expected a list of one ratio per prefix (" +
+                 std::to_string(t.sustained_prefix.size()) + ")");
+    std::vector<double> row;
+    for (size_t j = 0; j < rows[i].size(); ++j) {
+      const std::string e = at + "[" + std::to_string(j) + "]";
+      const double v = r.Value(rows[i][j], e, true);
+      if (v >= HardwareProfile::PagesRatio::kMax) r.Fail(rows[i][j], e, "must be below 10");
+      row.push_back(v);
+    }
+    t.sustained_ratio.push_back(std::move(row));
+  }
 }
 
 // compute.layer_kinds.<kind>.pass_gemm: {tokens: [...], layer_s: [...]}, the same length, tokens
@@ -640,8 +735,9 @@ void ReadComputeKinds(const Reader& r, const YAML::Node& node, HardwareProfile& 
     const YAML::Node k = node[name];
     if (!k) continue;
     const std::string pre = "compute.layer_kinds." + name + ".";
-    r.OnlyKeys(k, pre,
-               {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "table", "pass_gemm"});
+    r.OnlyKeys(
+        k, pre,
+        {"layer_base_s", "layer_token_s", "layer_attn_pair_s", "table", "pass_gemm", "sustained"});
     HardwareProfile::KindTerms& t = p.compute_kinds[i];
     t.measured = true;
     t.layer_base_s = r.Num(k, "layer_base_s", pre, false);
@@ -652,6 +748,7 @@ void ReadComputeKinds(const Reader& r, const YAML::Node& node, HardwareProfile& 
         return t.LinearS(n, pre_tokens, 1);
       });
     if (const YAML::Node g = k["pass_gemm"]) ReadPassGemm(r, g, pre + "pass_gemm", t);
+    if (const YAML::Node g = k["sustained"]) ReadSustained(r, g, pre + "sustained", t);
   }
 }
 

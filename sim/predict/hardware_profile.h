@@ -155,6 +155,15 @@ struct HardwareProfile {
     // last two points' line above it.
     std::vector<double> gemm_tokens, gemm_layer_s;
     double GemmS(double tokens) const;
+    // Optional (YAML compute.layer_kinds.<kind>.sustained: {tokens: [...], prefix_tokens: [...],
+    // ratio: [[...], ...]}): the layer's time when the GPU has run back to back for a while
+    // (power-capped clock), over its table's time, on a grid of new tokens (rows, ascending) x
+    // prefix tokens (ascending), from the sweep's sustained samples (docs/cost_model.md,
+    // "Passes run back to back"). SustainedRatio interpolates linearly in log tokens and in the
+    // prefix, holding the edge values beyond the grid; 1 without a grid.
+    std::vector<double> sustained_tokens, sustained_prefix;
+    std::vector<std::vector<double>> sustained_ratio;  // [token row][prefix]
+    double SustainedRatio(double new_tokens, double prefix_tokens) const;
     double weight = 0;  // set by ComposeDepth: the kind's share of the replay's layers
     double LinearS(double new_tokens, double prefix_tokens, double ranks) const;
     double TableS(double new_tokens, double prefix_tokens, double ranks) const;
@@ -186,6 +195,14 @@ struct HardwareProfile {
   // pass is priced as its chunks' times less their GEMMs plus the GEMMs over all its tokens. 0 for
   // one chunk.
   double PassBatchLayerS(std::span<const int64_t> chunk_tokens, double ranks) const;
+  // A chunk's layer time back to back over its time after an idle gap (the kinds' sustained
+  // grids, each weighted by its share of the chunk's time; `ranks` share the new tokens); 1 when
+  // no kind has one.
+  double SustainedRatio(double new_tokens, double prefix_tokens, double ranks) const;
+  bool HasSustained() const;
+  // YAML compute.sustained_gap_s: a serving pass that starts less than this after its replica's
+  // previous pass ended runs at the sustained clock (docs/cost_model.md).
+  double sustained_gap_s = 0.05;
   // Every compute time times `k` (the linear terms and the tables; --compute-scale).
   void ScaleCompute(double k);
   // Added to every ComputeLayerS: beside_spin.extra_layer_s once UseSyntheticForward is called,

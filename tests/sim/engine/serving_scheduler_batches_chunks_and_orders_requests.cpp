@@ -32,7 +32,13 @@ class LinearCost final : public ForwardCost {
     return e;
   }
   bool NeedsPlan() const override { return extra_s > 0; }
-  double extra_s = 0;
+  // Back to back (within gap_s of the last pass's end) a pass's compute takes `sustained` times
+  // as long; gap_s < 0: not modelled.
+  double SustainedRatio(const std::vector<std::pair<int64_t, int64_t>>&) const override {
+    return sustained;
+  }
+  double SustainedGapS() const override { return gap_s; }
+  double extra_s = 0, sustained = 1, gap_s = -1;
   mutable std::vector<std::pair<int64_t, int64_t>> chunks;
 };
 
@@ -66,8 +72,12 @@ struct Served {
   LinearCost cost;
   std::unique_ptr<ServingReplay> sim;
   ServingResult res;
-  Served(ReplayConfig c, const Trace& t, double extra_s = 0) : cfg(std::move(c)) {
+  Served(ReplayConfig c, const Trace& t, double extra_s = 0, double sustained = 1,
+         double gap_s = -1)
+      : cfg(std::move(c)) {
     cost.extra_s = extra_s;
+    cost.sustained = sustained;
+    cost.gap_s = gap_s;
     cfg.serving.mode = "serving";
     std::vector<CachePolicy*> ps;
     for (int64_t r = 0; r < cfg.serving.replicas; ++r) {
@@ -101,6 +111,28 @@ TEST_CASE("batching off serves one whole request per pass") {
   Served s(cfg, TraceOf({At(0, ServingIds(100, 100)), At(0, ServingIds(300, 100))}));
   CHECK(s.res.replicas[0].passes == 2);
   CHECK(s.res.requests[1].admit_ns == s.res.requests[0].first_token_ns);
+}
+
+TEST_CASE("a pass run back to back is priced at the sustained clock, one after an idle gap not") {
+  // Passes of 1 ms + 100 us of compute and a 0.5 ms extra each: A and B arrive together and run
+  // back to back, C arrives 100 ms later, after the replica has been idle.
+  const Trace t = TraceOf({At(0, ServingIds(100, 100)), At(0, ServingIds(300, 100)),
+                           At(100 * kMs, ServingIds(500, 100))});
+  const Served s(Tiny(1000), t, 0.5e-3, 1.25, 0.01);
+  const int64_t fresh = 1600000, back_to_back = 1875000;  // ns: 1.1 ms x 1.25 + the extra
+  CHECK(s.res.requests[0].first_token_ns == fresh);
+  CHECK(s.res.requests[1].first_token_ns == fresh + back_to_back);
+  CHECK(s.res.requests[2].first_token_ns == 100 * kMs + fresh);
+  // Its own compute and the pass base are charged at the clock it ran at; the extra is not.
+  CHECK(s.res.requests[1].compute_s == doctest::Approx(1.25 * 100e-6));
+  CHECK(s.res.requests[1].pass_base_s == doctest::Approx(1.25e-3));
+  CHECK(s.res.requests[2].compute_s == doctest::Approx(100e-6));
+  // Without the term (gap < 0) every pass is priced after a gap.
+  const Served plain(Tiny(1000), t, 0.5e-3, 1.25, -1);
+  CHECK(plain.res.requests[1].first_token_ns == 2 * fresh);
+  // With a 0.2 s threshold C's gap of 96.5 ms counts as back to back.
+  const Served wide(Tiny(1000), t, 0.5e-3, 1.25, 0.2);
+  CHECK(wide.res.requests[2].first_token_ns == 100 * kMs + back_to_back);
 }
 
 TEST_CASE("chunked prefill splits a long request and counts earlier chunks as context") {
