@@ -49,7 +49,8 @@ constexpr double kPeakTflops = 989, kPeakGbps = 4800;
 void PrintForwardTable(const nlohmann::ordered_json& doc) {
   bool any = false;
   for (const auto& s : doc["samples"]) {
-    if (s["kind"] != "forward" || s.contains("pass_requests")) continue;  // passes: no FLOPs
+    // Passes and sustained samples: no FLOPs (the sustained ones are in the progress lines).
+    if (s["kind"] != "forward" || s.contains("pass_requests") || s.contains("load")) continue;
     if (!any)
       std::printf("%-14s %-6s %8s %8s %10s %9s %6s %9s %6s\n", "preset", "layer", "new", "prefix",
                   "ms/layer", "TFLOP/s", "%peak", "GB/s", "%peak");
@@ -116,7 +117,8 @@ po::options_description SweepOptionsDescription() {
        "model (the proxy of the config's model shape; cuda)")
       ("only", po::value<std::string>(),
        "comma list of groups to run: copies (tier copies, submission, packed gathers), backups, "
-       "forward (the forward grid), pairs (overlap); default: all")
+       "forward (the forward grid), pairs (overlap), sustained (only the sustained samples of "
+       "--sustain-tokens); default: all")
       ("forward-tokens", po::value<std::string>(), "forward grid: new-token counts (comma list)")
       ("forward-prefix", po::value<std::string>(), "forward grid: prefix token counts (comma list)")
       ("forward-pass-requests", po::value<std::string>(),
@@ -131,6 +133,9 @@ po::options_description SweepOptionsDescription() {
        "sustained samples: prefix token counts (comma list; default 0)")
       ("sustain-s", po::value<double>()->default_value(d.sustain_s),
        "sustained samples: seconds of back-to-back layers before each is timed, in [0, 60]")
+      ("sustain-layers", po::value<std::string>()->default_value(d.sustain_layers),
+       "sustained samples: what runs back to back: model (the model's layers in order, once per "
+       "point) | kind (each kind's layer alone before it is timed)")
       ("pair-pages", po::value<std::string>(), "pairs: page counts of the copies and gathers (comma list)")
       ("first-gather-pages", po::value<std::string>(),
        "pairs: page counts of the gather layers timed after a forward layer and of their next "
@@ -332,9 +337,12 @@ void ReadSweepGroups(const po::variables_map& vm, exec::SweepOptions& o) {
         o.forward_grid = true;
       else if (g == "pairs")
         o.pairs = true;
+      else if (g == "sustained")  // only the sustained samples (--sustain-tokens)
+        continue;
       else
-        throw InputError("", 0, "--only",
-                         "unknown group '" + g + "' (valid: copies, backups, forward, pairs)");
+        throw InputError(
+            "", 0, "--only",
+            "unknown group '" + g + "' (valid: copies, backups, forward, pairs, sustained)");
     }
     if (vm["no-backups"].as<bool>()) o.backups = false;
   }
@@ -356,6 +364,10 @@ void ReadSweepGroups(const po::variables_map& vm, exec::SweepOptions& o) {
     o.sustain_prefix_tokens =
         IntList(vm["sustain-prefix"].as<std::string>(), "--sustain-prefix", 0);
   o.sustain_s = vm["sustain-s"].as<double>();
+  o.sustain_layers = vm["sustain-layers"].as<std::string>();
+  if (o.sustain_layers != "model" && o.sustain_layers != "kind")
+    throw InputError("", 0, "--sustain-layers",
+                     "expected model or kind, got '" + o.sustain_layers + "'");
   if (!(o.sustain_s >= 0 && o.sustain_s <= 60))
     throw InputError("", 0, "--sustain-s", "must be in [0, 60] seconds");
   if (vm.count("pair-pages"))

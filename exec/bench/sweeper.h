@@ -216,6 +216,7 @@ class Sweeper {
   void ForwardGridSamples();
   void ForwardPassSamples();
   void ForwardSustainSamples();
+  void Sustain(int64_t n, int64_t p, int64_t layer);
 
   // The ops of the pairs.
   PairOp CopyOp(TierDirection dir, Stream s, int64_t n);

@@ -104,8 +104,8 @@ TEST_CASE("sustained ratios: each kind's samples over the grid's, written and re
   const CalibrationResult r = BtbCalibrated();
   bool noted = false;
   for (const std::string& n : r.notes)
-    noted = noted || n.find("500 new over 0 prefix tokens has no forward grid sample") !=
-                         std::string::npos;
+    noted = noted ||
+            n.find("500 new over 0 prefix tokens has no forward grid sample") != std::string::npos;
   CHECK(noted);
   const HardwareProfile h = ParseHardwareProfile(ProfileToYaml(r, "sustained.json"), "s.yaml");
   for (int k = 0; k < 2; ++k) {
@@ -131,7 +131,8 @@ TEST_CASE("sustained ratios: each kind's samples over the grid's, written and re
   // The model's ratio weighs the kinds by their time: 4 layers, 3 dense and 1 MoE.
   const CostModel m(h, BtbDeepseek4(), "s.yaml");
   const double n = 3001, p = 24576;
-  const double want = (3 * BtbDense(n, p) * 1.05 + BtbMoe(n, p) * 1.08) / (3 * BtbDense(n, p) + BtbMoe(n, p));
+  const double want =
+      (3 * BtbDense(n, p) * 1.05 + BtbMoe(n, p) * 1.08) / (3 * BtbDense(n, p) + BtbMoe(n, p));
   CHECK(m.hw().SustainedRatio(n, p, 1) == doctest::Approx(want).epsilon(1e-6));
   // The synthetic forward pass spins its modelled time: no slowdown.
   HardwareProfile spin = m.hw();
@@ -149,8 +150,9 @@ TEST_CASE("sustained ratios: a grid that does not match its axes is refused nami
     return BtbParseError(good.substr(0, at) + line + good.substr(good.find('\n', at)));
   };
   CHECK(BtbParseError(good) == "(accepted)");
-  CHECK(with("      sustained: {tokens: [100, 1000], prefix_tokens: [0], ratio: [[1.01], [1.02]]}") ==
-        "(accepted)");
+  CHECK(
+      with("      sustained: {tokens: [100, 1000], prefix_tokens: [0], ratio: [[1.01], [1.02]]}") ==
+      "(accepted)");
   const std::string short_row = with(
       "      sustained: {tokens: [100, 1000], prefix_tokens: [0, 8192], ratio: [[1.01, 1.02], "
       "[1.03]]}");
