@@ -100,19 +100,22 @@ ServingSchedule PredictServing(const CostModel& model, const std::vector<Request
     s.pass_tokens.push_back(std::accumulate(tokens.begin(), tokens.end(), int64_t{0}));
     s.pass_chunks.push_back(static_cast<int64_t>(p.chunks.size()));
     const double ratio = cost.SustainedRatio(chunks);
+    std::vector<double> extra;  // per chunk: its request's extra when the pass starts it
+    for (const PlanPassChunk& c : p.chunks) {
+      extra.push_back(started[c.request] ? 0
+                                         : cost.RequestExtraS(*by_number.at(c.request)).total_s);
+      started[c.request] = true;
+    }
     for (int sustained = 0; sustained < 2; ++sustained) {
       const double f = sustained ? ratio : 1.0;
       double t = f * cost.PassBaseS();
       t += f * cost.PassBatchS(tokens);
-      std::map<int64_t, bool> seen = started;
-      for (const PlanPassChunk& c : p.chunks) {
-        t += f * cost.ChunkS(c.tokens, c.context);
-        if (!seen[c.request]) t += cost.RequestExtraS(*by_number.at(c.request)).total_s;
-        seen[c.request] = true;
+      for (size_t i = 0; i < p.chunks.size(); ++i) {
+        t += f * cost.ChunkS(p.chunks[i].tokens, p.chunks[i].context);
+        if (extra[i] > 0) t += extra[i];
       }
       (sustained ? back_to_back : fresh).push_back(t);
     }
-    for (const PlanPassChunk& c : p.chunks) started[c.request] = true;
   }
   const double gap_s = cost.SustainedGapS();
   const auto pass_s = [&](size_t k, double gap) {
