@@ -133,9 +133,7 @@ po::options_description SweepOptionsDescription() {
        "sustained samples: prefix token counts (comma list; default 0)")
       ("sustain-s", po::value<double>()->default_value(d.sustain_s),
        "sustained samples: seconds of back-to-back layers before each is timed, in [0, 60]")
-      ("sustain-layers", po::value<std::string>()->default_value(d.sustain_layers),
-       "sustained samples: what runs back to back: model (the model's layers in order, once per "
-       "point) | kind (each kind's layer alone before it is timed)")
+
       ("pair-pages", po::value<std::string>(), "pairs: page counts of the copies and gathers (comma list)")
       ("first-gather-pages", po::value<std::string>(),
        "pairs: page counts of the gather layers timed after a forward layer and of their next "
@@ -364,10 +362,6 @@ void ReadSweepGroups(const po::variables_map& vm, exec::SweepOptions& o) {
     o.sustain_prefix_tokens =
         IntList(vm["sustain-prefix"].as<std::string>(), "--sustain-prefix", 0);
   o.sustain_s = vm["sustain-s"].as<double>();
-  o.sustain_layers = vm["sustain-layers"].as<std::string>();
-  if (o.sustain_layers != "model" && o.sustain_layers != "kind")
-    throw InputError("", 0, "--sustain-layers",
-                     "expected model or kind, got '" + o.sustain_layers + "'");
   if (!(o.sustain_s >= 0 && o.sustain_s <= 60))
     throw InputError("", 0, "--sustain-s", "must be in [0, 60] seconds");
   if (vm.count("pair-pages"))

@@ -190,8 +190,6 @@ void ValidateForward(const SweepOptions& o) {
     if (p < 0) throw ExecError("sweep: sustained prefix tokens must be >= 0");
   if (!o.sustain_new_tokens.empty() && o.sustain_prefix_tokens.empty())
     throw ExecError("sweep: sustained samples need at least one prefix");
-  if (o.sustain_layers != "model" && o.sustain_layers != "kind")
-    throw ExecError("sweep: sustain layers must be model or kind, got '" + o.sustain_layers + "'");
   if (!(o.sustain_s >= 0 && o.sustain_s <= 60))
     throw ExecError("sweep: sustain seconds must be in [0, 60]");
   if (!o.sustain_new_tokens.empty() && o.forward != "model")

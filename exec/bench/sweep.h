@@ -114,9 +114,6 @@ struct SweepOptions {
   // Calibrate divides by the forward grid's sample of the same point. Empty tokens: none.
   std::vector<int64_t> sustain_new_tokens, sustain_prefix_tokens = {0};
   double sustain_s = 0.5;
-  // What runs back to back before a point is timed: the model's layers in order, as a pass runs
-  // them ("model"), or each kind's layer alone before it is timed ("kind").
-  std::string sustain_layers = "model";
   // Pairs: the copies' and gathers' page counts (one layer, capped at max_pages), and the forward
   // layer beside them: synthetic spins of these seconds, or proxy layers of these (new tokens,
   // prefix tokens).

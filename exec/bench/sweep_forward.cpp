@@ -160,29 +160,22 @@ void Sweeper::ForwardPassSamples() {
     }
 }
 
-// Runs layers of the proxy over (n, p) back to back for sustain_s: the model's layers in order
-// (sustain_layers "model"), or `layer` alone ("kind").
+// Runs `layer` of the proxy over (n, p) back to back for sustain_s.
 void Sweeper::Sustain(int64_t n, int64_t p, int64_t layer) {
   ForwardWork& load = Work(n, p);
   b_.RequireModelForward().PrepareForward(load);
-  const bool model = o_.sustain_layers == "model";
   const auto t0 = Clock::now();
   while (std::chrono::duration<double>(Clock::now() - t0).count() < o_.sustain_s) {
-    if (model) {
-      for (int64_t l = 0; l < geo_.layers; ++l)
-        b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, l, {});
-    } else {
-      for (int i = 0; i < 4; ++i)
-        b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, layer, {});
-    }
+    for (int i = 0; i < 4; ++i)
+      b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, layer, {});
     b_.Sync();
   }
 }
 
-// forward "model", sustained: per (new tokens, prefix) of sustain_*, the proxy's layers run back
-// to back for sustain_s (the GPU drawn to its power limit, as back-to-back serving passes draw
-// it), then each kind's layer timed as the grid times it. One sample per point, as the grid's
-// with "load": "sustained"; calibrate takes each kind's ratio to the grid sample of the same point.
+// forward "model", sustained: per (new tokens, prefix) of sustain_*, each kind's layer run back
+// to back for sustain_s (the GPU drawn towards its power limit, as back-to-back serving passes
+// draw it), then timed as the grid times it. One sample per point, as the grid's with "load":
+// "sustained"; calibrate takes each kind's ratio to the grid sample of the same point.
 void Sweeper::ForwardSustainSamples() {
   const std::vector<KindLayers> kinds = ModelLayerKinds();
   for (const int64_t n : o_.sustain_new_tokens)
@@ -201,8 +194,7 @@ void Sweeper::ForwardSustainSamples() {
       nlohmann::ordered_json per_kind = nlohmann::ordered_json::array();
       for (const KindLayers& k : kinds) {
         const int64_t l = k.first;
-        // The model's layers once per point, before its first kind; each kind alone before it.
-        if (o_.sustain_layers == "kind" || &k == &kinds.front()) Sustain(n, p, l);
+        Sustain(n, p, l);
         const std::vector<double> t = Time(Stream::kCompute, [&] {
           b_.RequireModelForward().PrepareForward(Work(n, p));
           return [this, l] { b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, l, {}); };
@@ -220,7 +212,6 @@ void Sweeper::ForwardSustainSamples() {
       x["preset"] = o_.model_preset;
       x["load"] = "sustained";
       x["sustain_s"] = o_.sustain_s;
-      x["sustain_layers"] = o_.sustain_layers;
       x["new_tokens"] = n;
       x["prefix_tokens"] = p;
       x["ranks"] = 1;

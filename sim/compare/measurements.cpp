@@ -90,7 +90,7 @@ std::string ParseForwardMode(const JsonCursor& s) {
 void ParseForward(const JsonCursor& s, Sample& x) {
   s.OnlyKeys({KV_COMMON, "new_tokens", "prefix_tokens", "ranks", "layers", "forward", "preset",
               "per_kind", "flops", "hbm_bytes", "tflops", "gbps", "pass_requests", "load",
-              "sustain_s", "sustain_layers"});
+              "sustain_s"});
   x.new_tokens = s.Key("new_tokens").IntAtLeast(1);
   x.prefix_tokens = s.Key("prefix_tokens").IntAtLeast(0);
   if (s.Has("ranks")) x.ranks = s.Key("ranks").IntAtLeast(1);
