@@ -30,6 +30,36 @@ ForwardWork& Sweeper::Work(int64_t new_tokens, int64_t prefix_tokens) {
   return w;
 }
 
+int64_t Sweeper::WholePagePrefix(int64_t asked, const char* what) {
+  if (asked > MaxPrefixTokens()) {
+    skipped_.push_back(std::string(what) + " prefix " + std::to_string(asked) +
+                       " tokens: above the dense buffer's " + std::to_string(MaxPrefixTokens()) +
+                       " (raise --max-pages)");
+    return -1;
+  }
+  return asked / geo_.page_tokens * geo_.page_tokens;
+}
+
+nlohmann::ordered_json Sweeper::ModelLayerSample(const std::vector<double>& mix, int64_t n,
+                                                 int64_t p) const {
+  nlohmann::ordered_json x = Stats("forward", mix);
+  x["forward"] = "model";
+  x["preset"] = o_.model_preset;
+  x["new_tokens"] = n;
+  x["prefix_tokens"] = p;
+  x["ranks"] = 1;
+  x["layers"] = 1;
+  return x;
+}
+
+std::vector<double> Sweeper::TimeModelLayer(int64_t n, int64_t p, int64_t layer) {
+  return Time(Stream::kCompute, [&] {
+    b_.RequireModelForward().PrepareForward(Work(n, p));
+    return
+        [this, layer] { b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, layer, {}); };
+  });
+}
+
 // forward "model": one layer of the proxy per layer kind, on the compute stream, per (new
 // tokens, prefix) of the grid. The sample's time is the per-layer mean over the model's layers
 // (each kind's median weighted by its layer count, per repeat), so `layers` is 1.
@@ -40,13 +70,8 @@ void Sweeper::ForwardGridSamples() {
   for (const int64_t e : geo_.elem_bytes) kv_bytes += e;
   for (const int64_t n : o_.forward_new_tokens)
     for (const int64_t p_asked : o_.forward_prefix_tokens) {
-      if (p_asked > MaxPrefixTokens()) {
-        skipped_.push_back("forward prefix " + std::to_string(p_asked) +
-                           " tokens: above the dense buffer's " +
-                           std::to_string(MaxPrefixTokens()) + " (raise --max-pages)");
-        continue;
-      }
-      const int64_t p = p_asked / geo_.page_tokens * geo_.page_tokens;
+      const int64_t p = WholePagePrefix(p_asked, "forward");
+      if (p < 0) continue;
       if (!Step("forward (the model proxy, per layer), " + std::to_string(n) + " new tokens over " +
                 std::to_string(p) + " prefix tokens"))
         continue;
@@ -54,11 +79,7 @@ void Sweeper::ForwardGridSamples() {
       double flops = 0, bytes = 0;
       nlohmann::ordered_json per_kind = nlohmann::ordered_json::array();
       for (const KindLayers& k : kinds) {
-        const std::vector<double> t = Time(Stream::kCompute, [&] {
-          b_.RequireModelForward().PrepareForward(Work(n, p));
-          const int64_t l = k.first;
-          return [this, l] { b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, l, {}); };
-        });
+        const std::vector<double> t = TimeModelLayer(n, p, k.first);
         const double w = static_cast<double>(k.count) / static_cast<double>(geo_.layers);
         for (size_t i = 0; i < t.size(); ++i) mix[i] += w * t[i];
         const double kf = LayerFlops(ms, k.kind, n, p), kb = LayerBytes(ms, k.kind, n, p, kv_bytes);
@@ -74,13 +95,7 @@ void Sweeper::ForwardGridSamples() {
         x["gbps"] = kb / x["median_s"].get<double>() / 1e9;
         per_kind.push_back(std::move(x));
       }
-      nlohmann::ordered_json x = Stats("forward", mix);
-      x["forward"] = "model";
-      x["preset"] = o_.model_preset;
-      x["new_tokens"] = n;
-      x["prefix_tokens"] = p;
-      x["ranks"] = 1;
-      x["layers"] = 1;
+      nlohmann::ordered_json x = ModelLayerSample(mix, n, p);
       x["flops"] = flops;
       x["hbm_bytes"] = bytes;
       x["tflops"] = flops / x["median_s"].get<double>() / 1e12;
@@ -140,14 +155,8 @@ void Sweeper::ForwardPassSamples() {
         x["other_median_s"] = Stats("forward", other)["median_s"];
         per_kind.push_back(std::move(x));
       }
-      nlohmann::ordered_json x = Stats("forward", mix);
-      x["forward"] = "model";
-      x["preset"] = o_.model_preset;
-      x["new_tokens"] = n;
-      x["prefix_tokens"] = 0;
+      nlohmann::ordered_json x = ModelLayerSample(mix, n, 0);
       x["pass_requests"] = k;
-      x["ranks"] = 1;
-      x["layers"] = 1;
       x["per_kind"] = std::move(per_kind);
       x["label"] = "proxy layer of a pass of " + std::to_string(k) + " requests of " +
                    std::to_string(n) + " new tokens (mean over the model's layers)";
@@ -180,25 +189,16 @@ void Sweeper::ForwardSustainSamples() {
   const std::vector<KindLayers> kinds = ModelLayerKinds();
   for (const int64_t n : o_.sustain_new_tokens)
     for (const int64_t p_asked : o_.sustain_prefix_tokens) {
-      if (p_asked > MaxPrefixTokens()) {
-        skipped_.push_back("sustained prefix " + std::to_string(p_asked) +
-                           " tokens: above the dense buffer's " +
-                           std::to_string(MaxPrefixTokens()) + " (raise --max-pages)");
-        continue;
-      }
-      const int64_t p = p_asked / geo_.page_tokens * geo_.page_tokens;
+      const int64_t p = WholePagePrefix(p_asked, "sustained");
+      if (p < 0) continue;
       if (!Step("forward sustained (the model proxy back to back, per layer), " +
                 std::to_string(n) + " new tokens over " + std::to_string(p) + " prefix tokens"))
         continue;
       std::vector<double> mix(static_cast<size_t>(o_.repeats), 0.0);
       nlohmann::ordered_json per_kind = nlohmann::ordered_json::array();
       for (const KindLayers& k : kinds) {
-        const int64_t l = k.first;
-        Sustain(n, p, l);
-        const std::vector<double> t = Time(Stream::kCompute, [&] {
-          b_.RequireModelForward().PrepareForward(Work(n, p));
-          return [this, l] { b_.RequireModelForward().ModelForwardLayer(Stream::kCompute, l, {}); };
-        });
+        Sustain(n, p, k.first);
+        const std::vector<double> t = TimeModelLayer(n, p, k.first);
         const double w = static_cast<double>(k.count) / static_cast<double>(geo_.layers);
         for (size_t i = 0; i < t.size(); ++i) mix[i] += w * t[i];
         nlohmann::ordered_json x = Stats("forward", t);
@@ -207,15 +207,9 @@ void Sweeper::ForwardSustainSamples() {
         x["layers"] = k.count;
         per_kind.push_back(std::move(x));
       }
-      nlohmann::ordered_json x = Stats("forward", mix);
-      x["forward"] = "model";
-      x["preset"] = o_.model_preset;
+      nlohmann::ordered_json x = ModelLayerSample(mix, n, p);
       x["load"] = "sustained";
       x["sustain_s"] = o_.sustain_s;
-      x["new_tokens"] = n;
-      x["prefix_tokens"] = p;
-      x["ranks"] = 1;
-      x["layers"] = 1;
       x["per_kind"] = std::move(per_kind);
       x["label"] = "proxy layer after " + std::to_string(o_.sustain_s) + " s back to back, " +
                    std::to_string(n) + " new tokens over " + std::to_string(p) + " prefix tokens";

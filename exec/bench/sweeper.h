@@ -217,6 +217,15 @@ class Sweeper {
   void ForwardPassSamples();
   void ForwardSustainSamples();
   void Sustain(int64_t n, int64_t p, int64_t layer);
+  // `asked` prefix tokens rounded down to whole pages, or -1 (recorded in skipped_ as `what`'s)
+  // when above the dense buffer.
+  int64_t WholePagePrefix(int64_t asked, const char* what);
+  // A forward sample of the proxy's mean layer over (n, p) from its repeats `mix`: the keys every
+  // model sample has (one rank, one layer).
+  nlohmann::ordered_json ModelLayerSample(const std::vector<double>& mix, int64_t n,
+                                          int64_t p) const;
+  // Time() of one proxy layer over (n, p).
+  std::vector<double> TimeModelLayer(int64_t n, int64_t p, int64_t layer);
 
   // The ops of the pairs.
   PairOp CopyOp(TierDirection dir, Stream s, int64_t n);

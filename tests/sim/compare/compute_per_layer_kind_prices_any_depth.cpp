@@ -34,19 +34,7 @@ double MoeS(double n, double p) {
 // The sweep's sample of one grid point at 4 layers (3 dense, 1 MoE): the mean layer's time and
 // each kind's, as `bench sweep --forward model` writes them.
 nlohmann::json Sample(double n, double p, bool moe = true) {
-  nlohmann::json kinds = {{{"layer_kind", "dense"}, {"layers", 3}, {"median_s", DenseS(n, p)}}};
-  if (moe) kinds.push_back({{"layer_kind", "moe"}, {"layers", 1}, {"median_s", MoeS(n, p)}});
-  const double mean = moe ? (3 * DenseS(n, p) + MoeS(n, p)) / 4 : DenseS(n, p);
-  return {{"kind", "forward"},
-          {"forward", "model"},
-          {"preset", "deepseek-v3.2"},
-          {"new_tokens", int64_t(n)},
-          {"prefix_tokens", int64_t(p)},
-          {"ranks", 1},
-          {"layers", 1},
-          {"median_s", mean},
-          {"repeats", 3},
-          {"per_kind", std::move(kinds)}};
+  return ProxyForwardSample(n, p, DenseS(n, p), moe ? MoeS(n, p) : 0);
 }
 
 HardwareProfile Fitted(bool moe = true) {

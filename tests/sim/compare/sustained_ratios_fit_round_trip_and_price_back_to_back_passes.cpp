@@ -44,20 +44,9 @@ double BtbMoeRatio(double n, double p) { return (n < 1000 ? 1.01 : 1.06) + (p > 
 // One sample of 4 layers (3 dense, 1 MoE) as `bench sweep --forward model` writes it; sustained:
 // as `--sustain-tokens` writes it, each kind slowed by its ratio.
 nlohmann::json BtbSample(double n, double p, bool sustained) {
-  const double d = BtbDense(n, p) * (sustained ? BtbDenseRatio(n, p) : 1);
-  const double m = BtbMoe(n, p) * (sustained ? BtbMoeRatio(n, p) : 1);
-  nlohmann::json x = {{"kind", "forward"},
-                      {"forward", "model"},
-                      {"preset", "deepseek-v3.2"},
-                      {"new_tokens", int64_t(n)},
-                      {"prefix_tokens", int64_t(p)},
-                      {"ranks", 1},
-                      {"layers", 1},
-                      {"median_s", (3 * d + m) / 4},
-                      {"repeats", 3},
-                      {"per_kind",
-                       {{{"layer_kind", "dense"}, {"layers", 3}, {"median_s", d}},
-                        {{"layer_kind", "moe"}, {"layers", 1}, {"median_s", m}}}}};
+  nlohmann::json x =
+      ProxyForwardSample(n, p, BtbDense(n, p) * (sustained ? BtbDenseRatio(n, p) : 1),
+                         BtbMoe(n, p) * (sustained ? BtbMoeRatio(n, p) : 1));
   if (sustained) {
     x["load"] = "sustained";
     x["sustain_s"] = 0.5;

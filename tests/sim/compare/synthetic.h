@@ -119,4 +119,21 @@ inline nlohmann::json SyntheticSweep(const HardwareProfile& t, uint64_t seed, do
           {"samples", samples}};
 }
 
+// The sweep's sample of one grid point of DeepSeek-V3.2 at 4 layers (3 dense, 1 MoE; moe_s <= 0:
+// dense only) as `bench sweep --forward model` writes it: the mean layer's time and each kind's.
+inline nlohmann::json ProxyForwardSample(double n, double p, double dense_s, double moe_s) {
+  nlohmann::json kinds = {{{"layer_kind", "dense"}, {"layers", 3}, {"median_s", dense_s}}};
+  if (moe_s > 0) kinds.push_back({{"layer_kind", "moe"}, {"layers", 1}, {"median_s", moe_s}});
+  return {{"kind", "forward"},
+          {"forward", "model"},
+          {"preset", "deepseek-v3.2"},
+          {"new_tokens", int64_t(n)},
+          {"prefix_tokens", int64_t(p)},
+          {"ranks", 1},
+          {"layers", 1},
+          {"median_s", moe_s > 0 ? (3 * dense_s + moe_s) / 4 : dense_s},
+          {"repeats", 3},
+          {"per_kind", std::move(kinds)}};
+}
+
 }  // namespace kvlanes::test
