@@ -62,6 +62,12 @@ void SummarizePasses(const ServingSchedule& s, const std::vector<double>& ape, S
   for (const auto& p : c.pass_points) ratio.push_back(p[0] > 0 ? p[1] / p[0] : 0);
   const double q[3] = {0.25, 0.5, 0.75};
   for (int k = 0; k < 3; ++k) c.pass_ratio[k] = Percentile(ratio, q[k]);
+  if (s.back_to_back.size() == ratio.size()) {
+    std::vector<double> part[2];
+    for (size_t k = 0; k < ratio.size(); ++k) part[s.back_to_back[k] ? 1 : 0].push_back(ratio[k]);
+    for (int b = 0; b < 2; ++b)
+      c.pass_ratio_by_gap[b] = {part[b].size(), part[b].empty() ? 0 : Percentile(part[b], 0.5)};
+  }
   std::vector<size_t> order(ape.size());
   std::iota(order.begin(), order.end(), size_t{0});
   // Largest APE first; ties by pass index, so the list is the same on every run.
@@ -117,9 +123,12 @@ ServingSchedule PredictServing(const CostModel& model, const std::vector<Request
       (sustained ? back_to_back : fresh).push_back(t);
     }
   }
-  const double gap_s = cost.SustainedGapS();
+  // Which passes run back to back: by the profile's gap, its default where it has no ratios.
+  const double gap_s =
+      cost.SustainedGapS() >= 0 ? cost.SustainedGapS() : HardwareProfile::kDefaultSustainedGapS;
   const auto pass_s = [&](size_t k, double gap) {
-    return gap_s >= 0 && gap < gap_s ? back_to_back[k] : fresh[k];
+    s.back_to_back.push_back(gap < gap_s);
+    return gap < gap_s ? back_to_back[k] : fresh[k];
   };
   FixedPassSchedule(requests, passes, rate_scale, pass_s, s.pass_s, s.queue_s, s.ttft_s);
   return s;
@@ -228,6 +237,10 @@ nlohmann::ordered_json ServingCheckToJson(const ServingCheck& c) {
   for (const auto& p : c.pass_points) passes.push_back({p[0], p[1]});
   j["pass_points"] = std::move(passes);
   j["pass_ratio"] = {{"q1", c.pass_ratio[0]}, {"median", c.pass_ratio[1]}, {"q3", c.pass_ratio[2]}};
+  const char* parts[2] = {"after_gap", "back_to_back"};
+  for (int b = 0; b < 2; ++b)
+    j["pass_ratio"][parts[b]] = {{"passes", c.pass_ratio_by_gap[b].count},
+                                 {"median", c.pass_ratio_by_gap[b].median}};
   nlohmann::ordered_json worst = nlohmann::ordered_json::array();
   for (const ServingCheck::Pass& w : c.worst_passes)
     worst.push_back({{"pass", w.index},
@@ -254,6 +267,14 @@ std::string FormatServingCheck(const ServingCheck& c) {
                   "  measured / predicted per pass: q1 %.3f, median %.3f, q3 %.3f\n",
                   c.pass_ratio[0], c.pass_ratio[1], c.pass_ratio[2]);
     out += buf;
+    const ServingCheck::RatioPart& a = c.pass_ratio_by_gap[0];
+    const ServingCheck::RatioPart& b = c.pass_ratio_by_gap[1];
+    if (a.count + b.count > 0) {
+      std::snprintf(buf, sizeof buf,
+                    "    median after an idle gap %.3f (%zu passes), back to back %.3f (%zu)\n",
+                    a.median, a.count, b.median, b.count);
+      out += buf;
+    }
   }
   if (!c.worst_passes.empty()) out += "  the passes furthest off:\n";
   for (const ServingCheck::Pass& w : c.worst_passes) {

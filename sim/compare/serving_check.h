@@ -23,6 +23,9 @@ struct ServingSchedule {
   std::vector<double> queue_s, ttft_s;
   // Per pass: its tokens (the chunks' sum) and chunks, as the plan holds them.
   std::vector<int64_t> pass_tokens, pass_chunks;
+  // Per pass: it starts less than compute.sustained_gap_s after the previous pass ended in this
+  // schedule (priced at the sustained clock where the profile has ratios). Empty: not known.
+  std::vector<bool> back_to_back;
 };
 // REQUIRES: `passes` hold the chunks of exactly `requests` (CheckPlanPasses, KeepPassesOf).
 // `rate_scale`: the plan's trace.rate_scale (arrivals in serving mode's clock, ServedArrivalNs).
@@ -41,6 +44,13 @@ struct ServingCheck {
   std::vector<std::array<double, 2>> pass_points;  // per pass, in order: predicted, measured
   // Measured / predicted per pass: quartiles (q1, median, q3), the sign an APE hides.
   double pass_ratio[3] = {0, 0, 0};
+  // The same median by what came before a pass (ServingSchedule::back_to_back): [0] after an idle
+  // gap, [1] back to back; count 0 where none (or the schedule does not say).
+  struct RatioPart {
+    size_t count = 0;
+    double median = 0;
+  };
+  RatioPart pass_ratio_by_gap[2];
   // The passes of the largest APE, largest first (at most kWorstPasses).
   struct Pass {
     size_t index = 0;

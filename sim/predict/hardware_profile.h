@@ -202,7 +202,8 @@ struct HardwareProfile {
   bool HasSustained() const;
   // YAML compute.sustained_gap_s: a serving pass that starts less than this after its replica's
   // previous pass ended runs at the sustained clock (docs/cost_model.md).
-  double sustained_gap_s = 0.05;
+  static constexpr double kDefaultSustainedGapS = 0.05;
+  double sustained_gap_s = kDefaultSustainedGapS;
   // Every compute time times `k` (the linear terms and the tables; --compute-scale).
   void ScaleCompute(double k);
   // Added to every ComputeLayerS: beside_spin.extra_layer_s once UseSyntheticForward is called,

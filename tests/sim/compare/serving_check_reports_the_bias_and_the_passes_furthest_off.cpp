@@ -16,6 +16,7 @@ TEST_CASE("the serving check gives the per-pass bias and the passes furthest off
   s.pass_s = {1.0, 2.0, 0.5, 4.0, 3.0};
   s.pass_tokens = {100, 2000, 50, 9000, 7000};
   s.pass_chunks = {1, 2, 1, 4, 3};
+  s.back_to_back = {true, false, false, true, false};
   s.queue_s = {0.0, 0.5};
   s.ttft_s = {1.0, 3.0};
   std::vector<RequestPlan> requests(2);
@@ -33,6 +34,11 @@ TEST_CASE("the serving check gives the per-pass bias and the passes furthest off
   CHECK(c.pass_ratio[0] == doctest::Approx(1.0));
   CHECK(c.pass_ratio[1] == doctest::Approx(1.0));
   CHECK(c.pass_ratio[2] == doctest::Approx(1.05));
+  // after a gap: 1.0, 0.9, 1.0 (median 1.0); back to back: 1.1, 1.05 (median 1.075)
+  CHECK(c.pass_ratio_by_gap[0].count == 3);
+  CHECK(c.pass_ratio_by_gap[0].median == doctest::Approx(1.0));
+  CHECK(c.pass_ratio_by_gap[1].count == 2);
+  CHECK(c.pass_ratio_by_gap[1].median == doctest::Approx(1.075));
   REQUIRE(c.worst_passes.size() == 5);
   const size_t order[5] = {2, 0, 3, 1, 4};  // passes 1 and 4 tie at 0: their own order
   for (size_t i = 0; i < 5; ++i) CHECK(c.worst_passes[i].index == order[i]);
@@ -49,6 +55,14 @@ TEST_CASE("the serving check gives the per-pass bias and the passes furthest off
   CHECK(j["worst_passes"].size() == 5);
   CHECK(j["worst_passes"][0]["pass"] == 2);
   CHECK(j["pass_ratio"]["q3"].get<double>() == doctest::Approx(1.05));
+  CHECK(j["pass_ratio"]["back_to_back"]["passes"] == 2);
+  CHECK(text.find("median after an idle gap 1.000 (3 passes), back to back 1.075 (2)") !=
+        std::string::npos);
+  // A schedule that does not say which passes ran back to back gives no split.
+  s.back_to_back.clear();
+  const ServingCheck plain = CheckServing(s, requests, m);
+  CHECK(plain.pass_ratio_by_gap[0].count + plain.pass_ratio_by_gap[1].count == 0);
+  CHECK(FormatServingCheck(plain).find("after an idle gap") == std::string::npos);
 }
 
 TEST_CASE("a serving check of more passes than the list keeps the five furthest off") {
