@@ -44,34 +44,6 @@ std::vector<int64_t> IntList(const std::string& text, const char* flag, int64_t 
   return out;
 }
 
-// The forward grid as a table: achieved TFLOP/s and HBM GB/s per shape against the H200's peaks.
-constexpr double kPeakTflops = 989, kPeakGbps = 4800;
-void PrintForwardTable(const nlohmann::ordered_json& doc) {
-  bool any = false;
-  for (const auto& s : doc["samples"]) {
-    // Passes and sustained samples: no FLOPs (the sustained ones are in the progress lines).
-    if (s["kind"] != "forward" || s.contains("pass_requests") || s.contains("load")) continue;
-    if (!any)
-      std::printf("%-14s %-6s %8s %8s %10s %9s %6s %9s %6s\n", "preset", "layer", "new", "prefix",
-                  "ms/layer", "TFLOP/s", "%peak", "GB/s", "%peak");
-    any = true;
-    auto row = [&](const std::string& kind, const nlohmann::ordered_json& x) {
-      const double t = x["median_s"].get<double>();
-      const double tf = x["tflops"].get<double>(), gb = x["gbps"].get<double>();
-      std::printf("%-14s %-6s %8lld %8lld %10.4f %9.1f %5.1f%% %9.0f %5.1f%%\n",
-                  s["preset"].get<std::string>().c_str(), kind.c_str(),
-                  static_cast<long long>(s["new_tokens"].get<int64_t>()),
-                  static_cast<long long>(s["prefix_tokens"].get<int64_t>()), 1e3 * t, tf,
-                  100 * tf / kPeakTflops, gb, 100 * gb / kPeakGbps);
-    };
-    for (const auto& k : s["per_kind"]) row(k["layer_kind"].get<std::string>(), k);
-    if (s["per_kind"].size() > 1) row("mean", s);
-  }
-  if (any)
-    std::printf("(peaks: %.0f TFLOP/s dense bf16, %.1f TB/s HBM3e; one H200 SXM)\n", kPeakTflops,
-                kPeakGbps / 1000);
-}
-
 }  // namespace
 
 // Every option of `bench sweep`, with the defaults of SweepOptions.
@@ -392,7 +364,7 @@ void RunAndWriteSweep(const exec::SweepOptions& o, const std::string& out, bool 
   for (const auto& s : doc["samples"]) ++by_kind[s["kind"].get<std::string>()];
   std::printf("%-12s %8s\n", "kind", "samples");
   for (const auto& [k, n] : by_kind) std::printf("%-12s %8d\n", k.c_str(), n);
-  PrintForwardTable(doc);
+  std::fputs(exec::ForwardTable(doc).c_str(), stdout);
   std::printf("wrote %s\n", out.c_str());
 }
 

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -129,6 +130,41 @@ void Sweeper::EvictCachesNow() {
 }
 
 }  // namespace sweep
+
+std::string ForwardTable(const nlohmann::ordered_json& doc) {
+  constexpr double kPeakTflops = 989, kPeakGbps = 4800;  // one H200 SXM
+  std::string out;
+  char line[200];
+  for (const auto& s : doc["samples"]) {
+    if (s["kind"] != "forward" || s.contains("pass_requests") || s.contains("load")) continue;
+    if (out.empty()) {
+      std::snprintf(line, sizeof line, "%-14s %-6s %8s %8s %10s %9s %6s %9s %6s\n", "preset",
+                    "layer", "new", "prefix", "ms/layer", "TFLOP/s", "%peak", "GB/s", "%peak");
+      out += line;
+    }
+    auto row = [&](const std::string& kind, const nlohmann::ordered_json& x) {
+      const double t = x.value("median_s", 0.0);
+      const double tf = x.value("tflops", 0.0), gb = x.value("gbps", 0.0);
+      std::snprintf(line, sizeof line,
+                    "%-14s %-6s %8lld %8lld %10.4f %9.1f %5.1f%% %9.0f %5.1f%%\n",
+                    s.value("preset", std::string()).c_str(), kind.c_str(),
+                    static_cast<long long>(s.value("new_tokens", int64_t{0})),
+                    static_cast<long long>(s.value("prefix_tokens", int64_t{0})), 1e3 * t, tf,
+                    100 * tf / kPeakTflops, gb, 100 * gb / kPeakGbps);
+      out += line;
+    };
+    const nlohmann::ordered_json kinds = s.value("per_kind", nlohmann::ordered_json::array());
+    for (const auto& k : kinds) row(k.value("layer_kind", std::string("?")), k);
+    if (kinds.size() > 1) row("mean", s);
+  }
+  if (!out.empty()) {
+    std::snprintf(line, sizeof line,
+                  "(peaks: %.0f TFLOP/s dense bf16, %.1f TB/s HBM3e; one H200 SXM)\n", kPeakTflops,
+                  kPeakGbps / 1000);
+    out += line;
+  }
+  return out;
+}
 
 std::vector<int64_t> SweepPageCounts(int64_t max) {
   std::vector<int64_t> c;

@@ -134,6 +134,11 @@ struct SweepOptions {
   std::function<void(const std::string&)> progress;
 };
 
+// The forward grid's samples of a measurement document as a table (a line per layer kind and
+// the mean per shape: ms per layer, achieved TFLOP/s and HBM GB/s against the H200's peaks);
+// passes and sustained samples are left out (they carry no FLOPs). "" without grid samples.
+std::string ForwardTable(const nlohmann::ordered_json& doc);
+
 // The page counts the sweep visits up to `max` (powers of two, then `max`).
 std::vector<int64_t> SweepPageCounts(int64_t max);
 

@@ -5,6 +5,7 @@
 // the schema are what is checked here; the GPU run is tests/exec/bench/gpu_sweep_and_calibrate.sh.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -271,6 +272,69 @@ TEST_CASE("sweep forward grid: one sample per shape with FLOPs and bytes, the pr
   CHECK(m.samples.size() == doc["samples"].size());
   for (const Sample& x : m.samples)
     if (x.kind == SampleKind::kForward) CHECK(x.preset == "deepseek-v3.2");
+}
+
+TEST_CASE("sweep sustained samples: each kind back to back, then timed; calibrate writes grids") {
+  SweepOptions o = PairSweep();
+  o.forward = "model";
+  o.pairs = false;
+  ReplayConfig cfg;
+  ApplyConfigSetting("model.preset=deepseek-v3.2", cfg);
+  o.model_shape = cfg.model.shape;
+  o.model_preset = cfg.model.preset;
+  o.layers = 4;  // 3 dense, 1 MoE
+  o.forward_new_tokens = {16, 64};
+  o.forward_prefix_tokens = {0, 96};
+  o.sustain_new_tokens = {16, 64};
+  o.sustain_prefix_tokens = {0, 100, 4096};  // 100: rounded down to 96; 4096 > 32 * 16
+  o.sustain_s = 0.02;
+  const ExecGeometry geo = SweepGeometry(o);
+  std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(geo);
+  ProxyStandIn b(MakeHostBackend(geo, *seg, 0, 60));
+  const nlohmann::ordered_json doc = RunSweep(o, b);
+  int grid = 0, sustained = 0;
+  for (const auto& s : doc["samples"]) {
+    REQUIRE(s["kind"] == "forward");
+    if (!s.contains("load")) {
+      ++grid;
+      continue;
+    }
+    ++sustained;
+    CHECK(s["load"] == "sustained");
+    CHECK(s["sustain_s"].get<double>() == 0.02);
+    CHECK(s["per_kind"].size() == 2);
+  }
+  CHECK(grid == 4);
+  CHECK(sustained == 4);  // 16 and 64 over 0 and 96; 4096 left out
+  bool left_out = false;
+  for (const auto& w : doc["context"]["left_out"])
+    left_out |= w.get<std::string>().find("sustained prefix 4096") != std::string::npos;
+  CHECK(left_out);
+  // Each kind's layer ran back to back for 0.02 s before its sustained samples: far more calls
+  // than the grid's warm-up and repeats.
+  CHECK(b.layers[0] > 8 * (o.warmup + o.repeats));
+  CHECK(b.layers[3] > 8 * (o.warmup + o.repeats));
+  // The table lists the grid's shapes and leaves the sustained samples out (they carry no FLOPs).
+  const std::string table = ForwardTable(doc);
+  CHECK(table.find("deepseek-v3.2  dense        16       96") != std::string::npos);
+  CHECK(std::count(table.begin(), table.end(), '\n') == 1 + 4 * 3 + 1);
+  // calibrate: each kind's grid of ratios over the same points, read back.
+  const Measurements m = ParseMeasurements(doc.dump(1), "sustained.json");
+  const HardwareProfile base = Base();
+  const CalibrationResult r = Calibrate(m, &base, CalibrateOptions{});
+  for (const HardwareProfile::KindTerms& t : r.profile.compute_kinds) {
+    CHECK(t.sustained_tokens == std::vector<double>{16, 64});
+    CHECK(t.sustained_prefix == std::vector<double>{0, 96});
+    REQUIRE(t.sustained_ratio.size() == 2);
+    for (const auto& row : t.sustained_ratio)
+      for (const double x : row) CHECK(x > 0);
+  }
+  // Only the sustained samples: nothing to divide by, so no grid is written (a note says why).
+  o.forward_grid = false;
+  o.pairs = o.copies = o.backups = false;
+  const nlohmann::ordered_json alone = RunSweep(o, b);
+  CHECK(alone["samples"].size() == 4);
+  CHECK(ForwardTable(alone).empty());
 }
 
 TEST_CASE("sweep backups with --forward model follow the proxy's layers; calibrate splits them") {
