@@ -105,7 +105,6 @@ po::options_description SweepOptionsDescription() {
        "sustained samples: prefix token counts (comma list; default 0)")
       ("sustain-s", po::value<double>()->default_value(d.sustain_s),
        "sustained samples: seconds of back-to-back layers before each is timed, in [0, 60]")
-
       ("pair-pages", po::value<std::string>(), "pairs: page counts of the copies and gathers (comma list)")
       ("first-gather-pages", po::value<std::string>(),
        "pairs: page counts of the gather layers timed after a forward layer and of their next "

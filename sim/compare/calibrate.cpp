@@ -1055,9 +1055,6 @@ void RescaleCompute(Calibration& c, const std::vector<const Sample*>& s,
   c.out.fits.push_back(std::move(r));
 }
 
-// Forward pass per layer: base + (token * n + pair * n * (p + n/2)) / N. Samples of the spin
-// kernel (forward "synthetic") time a duration the sweep chose, so they calibrate nothing and are
-// left out; samples of several presets need --model-preset.
 // Each kind's sustained grid (KindTerms::sustained_*): at every (new tokens, prefix) of the
 // sustained samples, the kind's time back to back over its time in the forward grid's sample of
 // the same point (`grid`). The points must fill a grid of tokens x prefixes. The fits
@@ -1124,6 +1121,9 @@ void FitSustained(Calibration& c, const std::vector<const Sample*>& sustained,
   }
 }
 
+// Forward pass per layer: base + (token * n + pair * n * (p + n/2)) / N. Samples of the spin
+// kernel (forward "synthetic") time a duration the sweep chose, so they calibrate nothing and are
+// left out; samples of several presets need --model-preset.
 void FitForward(Calibration& c) {
   HardwareProfile& p = c.profile();
   std::vector<const Sample*> s, passes, sustained;

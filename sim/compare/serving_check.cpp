@@ -98,10 +98,10 @@ ServingSchedule PredictServing(const CostModel& model, const std::vector<Request
   std::vector<double> fresh, back_to_back;
   for (const PlanPass& p : passes) {
     std::vector<int64_t> tokens;
-    std::vector<std::pair<int64_t, int64_t>> chunks;
+    std::vector<PricedChunk> chunks;
     for (const PlanPassChunk& c : p.chunks) {
       tokens.push_back(c.tokens);
-      chunks.emplace_back(c.tokens, c.context);
+      chunks.push_back({c.tokens, c.context, cost.ChunkS(c.tokens, c.context)});
     }
     s.pass_tokens.push_back(std::accumulate(tokens.begin(), tokens.end(), int64_t{0}));
     s.pass_chunks.push_back(static_cast<int64_t>(p.chunks.size()));
@@ -117,7 +117,7 @@ ServingSchedule PredictServing(const CostModel& model, const std::vector<Request
       double t = f * cost.PassBaseS();
       t += f * cost.PassBatchS(tokens);
       for (size_t i = 0; i < p.chunks.size(); ++i) {
-        t += f * cost.ChunkS(p.chunks[i].tokens, p.chunks[i].context);
+        t += f * chunks[i].chunk_s;
         if (extra[i] > 0) t += extra[i];
       }
       (sustained ? back_to_back : fresh).push_back(t);

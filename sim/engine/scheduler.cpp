@@ -24,15 +24,14 @@ double CostModelForward::PassBatchS(const std::vector<int64_t>& chunk_tokens) co
          static_cast<double>(m_.layers());
 }
 
-double CostModelForward::SustainedRatio(
-    const std::vector<std::pair<int64_t, int64_t>>& chunks) const {
+double CostModelForward::SustainedRatio(const std::vector<PricedChunk>& chunks) const {
   if (!m_.hw().HasSustained()) return 1;
   double fresh = 0, sustained = 0;
-  for (const auto& [n, context] : chunks) {
-    const double s = ChunkS(n, context);
-    fresh += s;
-    sustained += s * m_.hw().SustainedRatio(static_cast<double>(n), static_cast<double>(context),
-                                            static_cast<double>(m_.ranks()));
+  for (const PricedChunk& c : chunks) {
+    fresh += c.chunk_s;
+    sustained += c.chunk_s * m_.hw().SustainedRatio(static_cast<double>(c.tokens),
+                                                    static_cast<double>(c.context),
+                                                    static_cast<double>(m_.ranks()));
   }
   return fresh > 0 ? sustained / fresh : 1;
 }
@@ -328,38 +327,36 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
   if (!rep.pass.empty()) StartPass(r, now);
 }
 
-double ServingReplay::SustainedFactor(const Replica& rep, int64_t now) {
-  const double gap_s = cost_.SustainedGapS();
-  if (gap_s < 0 || rep.last_end_ns < 0 ||
-      static_cast<double>(now - rep.last_end_ns) * 1e-9 >= gap_s)
-    return 1;
-  sustained_chunks_.clear();
-  for (const auto& [req, take] : rep.pass) {
-    const size_t i = req;
-    const Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
-                                       [i](const Running& x) { return x.request == i; });
-    sustained_chunks_.emplace_back(take, run.context);
-  }
-  return cost_.SustainedRatio(sustained_chunks_);
-}
-
 void ServingReplay::StartPass(size_t r, int64_t now) {
   Replica& rep = *replicas_[r];
-  const double f = SustainedFactor(rep, now);  // its compute back to back: 1 after an idle gap
-  const double base_s = f * cost_.PassBaseS();
-  double pass_s = base_s;
-  int64_t tokens = 0;
   chunks_.clear();
   pass_tokens_.clear();
-  for (const auto& [req, take] : rep.pass) pass_tokens_.push_back(take);
-  const double batch_s = f * cost_.PassBatchS(pass_tokens_);  // 0 for one chunk
-  pass_s += batch_s;
+  priced_.clear();
+  pass_runs_.clear();
   for (const auto& [req, take] : rep.pass) {
     const size_t i = req;  // a plain copy: KV_CHECK's lambda cannot capture a binding in clang 14
     Running& run = *std::find_if(rep.running.begin(), rep.running.end(),
                                  [i](const Running& x) { return x.request == i; });
+    pass_runs_.push_back(&run);
+    pass_tokens_.push_back(take);
+    priced_.push_back({take, run.context, cost_.ChunkS(take, run.context)});
+  }
+  // Its compute at the sustained clock when it starts within the gap of the last pass's end.
+  const double gap_s = cost_.SustainedGapS();
+  const bool back_to_back = gap_s >= 0 && rep.last_end_ns >= 0 &&
+                            static_cast<double>(now - rep.last_end_ns) * 1e-9 < gap_s;
+  const double f = back_to_back ? cost_.SustainedRatio(priced_) : 1;
+  const double base_s = f * cost_.PassBaseS();
+  double pass_s = base_s;
+  int64_t tokens = 0;
+  const double batch_s = f * cost_.PassBatchS(pass_tokens_);  // 0 for one chunk
+  pass_s += batch_s;
+  for (size_t c = 0; c < rep.pass.size(); ++c) {
+    const size_t i = rep.pass[c].first;
+    const int64_t take = rep.pass[c].second;
+    Running& run = *pass_runs_[c];
     if (on_pass_) chunks_.push_back(PassChunk{i, take, run.context});
-    const double chunk_s = f * cost_.ChunkS(take, run.context);
+    const double chunk_s = f * priced_[c].chunk_s;
     pass_s += chunk_s;
     ServedRequest& s = result_.requests[i];
     s.compute_s += chunk_s;

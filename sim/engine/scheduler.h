@@ -39,6 +39,13 @@ struct RequestExtra {
   double hit_saved_s = 0;        // CostModel::HitSavedS (not part of total_s)
 };
 
+// One chunk of a pass as ForwardCost::SustainedRatio weighs it: its new tokens, the tokens of its
+// request before it, and its ChunkS.
+struct PricedChunk {
+  int64_t tokens = 0, context = 0;
+  double chunk_s = 0;
+};
+
 // The time of a forward pass, the seam between the scheduler and the cost model. A pass takes
 // PassBaseS() + the ChunkS of each chunk in it + PassBatchS of its chunks + the RequestExtraS
 // total of each request whose first chunk it runs (docs/serving.md#pass-time).
@@ -57,9 +64,9 @@ class ForwardCost {
   }
   // A pass's compute (PassBaseS, ChunkS, PassBatchS) when it starts less than SustainedGapS()
   // after the replica's previous pass ended, over the same after an idle gap: the GPU then runs at
-  // its power-capped clock (docs/cost_model.md, "Passes run back to back"). `chunks`: (new
-  // tokens, context tokens) of each chunk. 1 and a negative gap (never) when not modelled.
-  virtual double SustainedRatio(const std::vector<std::pair<int64_t, int64_t>>& chunks) const {
+  // its power-capped clock (docs/cost_model.md, "Passes run back to back"). 1 and a negative gap
+  // (never) when not modelled.
+  virtual double SustainedRatio(const std::vector<PricedChunk>& chunks) const {
     (void)chunks;
     return 1;
   }
@@ -82,7 +89,7 @@ class CostModelForward final : public ForwardCost {
   double ChunkS(int64_t new_tokens, int64_t context_tokens) const override;
   double PassBatchS(const std::vector<int64_t>& chunk_tokens) const override;
   // The chunks' HardwareProfile::SustainedRatio, weighted by their ChunkS.
-  double SustainedRatio(const std::vector<std::pair<int64_t, int64_t>>& chunks) const override;
+  double SustainedRatio(const std::vector<PricedChunk>& chunks) const override;
   double SustainedGapS() const override;
   RequestExtra RequestExtraS(const RequestPlan& plan) const override;
   bool NeedsPlan() const override { return true; }
@@ -178,9 +185,6 @@ class ServingReplay {
   // Prices the pass TrySchedule formed in replica r (rep.pass), charges its requests' parts and
   // schedules its end.
   void StartPass(size_t r, int64_t now);
-  // ForwardCost::SustainedRatio of rep.pass when it starts within SustainedGapS of the replica's
-  // previous pass's end, else 1.
-  double SustainedFactor(const Replica& rep, int64_t now);
   void EndPass(size_t r, int64_t now);
   void ReleaseRequest(size_t r, size_t i, int64_t now);
   // Pushes an event; kinds order events of one time: releases, then pass ends.
@@ -195,8 +199,9 @@ class ServingReplay {
   PassObserver on_pass_;
   std::vector<PassChunk> chunks_;     // the pass given to on_pass_
   std::vector<int64_t> pass_tokens_;  // the pass's chunks' tokens (ForwardCost::PassBatchS)
-  std::vector<std::pair<int64_t, int64_t>> sustained_chunks_;  // (tokens, context): SustainedFactor
-  std::vector<ReplicaView> views_;  // what the router sees, refilled at each arrival
+  std::vector<PricedChunk> priced_;   // the pass's chunks priced (StartPass)
+  std::vector<Running*> pass_runs_;   // the pass's chunks' requests, in pass order (StartPass)
+  std::vector<ReplicaView> views_;    // what the router sees, refilled at each arrival
   // Per trace index, the locks its admission holds until its release: {match node, held node}
   // of its Admission (8 bytes a request instead of the whole Admission).
   std::vector<std::array<NodeId, 2>> locks_;

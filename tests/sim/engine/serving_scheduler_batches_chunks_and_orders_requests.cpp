@@ -34,9 +34,7 @@ class LinearCost final : public ForwardCost {
   bool NeedsPlan() const override { return extra_s > 0; }
   // Back to back (within gap_s of the last pass's end) a pass's compute takes `sustained` times
   // as long; gap_s < 0: not modelled.
-  double SustainedRatio(const std::vector<std::pair<int64_t, int64_t>>&) const override {
-    return sustained;
-  }
+  double SustainedRatio(const std::vector<PricedChunk>&) const override { return sustained; }
   double SustainedGapS() const override { return gap_s; }
   double extra_s = 0, sustained = 1, gap_s = -1;
   mutable std::vector<std::pair<int64_t, int64_t>> chunks;
