@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -21,8 +22,43 @@
 namespace kvlanes::exec {
 namespace sweep {
 
+// Every byte the sweep's ops read holds the pattern, as in the executor (exec/pattern.h): the
+// device pools (each slot written as a page of its own), the host pool (a copy of the first
+// device slots) and the dense buffer (a gather of the first slots into each of its layers). A
+// fresh allocation reads as zeros, and a tensor core multiplying zeros draws less power: the
+// proxy's attention over a zero prefix could run at a clock that the executor's, over gathered
+// pages, does not reach (docs/calibration.md, "Data").
+void Sweeper::FillWithPattern() {
+  std::vector<PageWrite> pages(static_cast<size_t>(geo_.device_slots));
+  for (int32_t i = 0; i < static_cast<int32_t>(pages.size()); ++i)
+    pages[static_cast<size_t>(i)] = PageWrite{i, PageTag{1, 0, i}};
+  for (int64_t l = 0; l < geo_.layers; ++l) b_.ForwardLayer(Stream::kCompute, l, pages, 0.0);
+  b_.Sync();
+  const int64_t host = std::min(geo_.host_slots, geo_.device_slots);
+  if (host > 0) {
+    std::vector<int32_t> slots(static_cast<size_t>(host));
+    std::iota(slots.begin(), slots.end(), 0);
+    for (int k = 0; k < geo_.num_pools(); ++k)
+      b_.TierCopy(Stream::kD2H, k, kernels::TierDirection::kDeviceToHost, slots, slots,
+                  kernels::LayerRange{0, geo_.layers});
+  }
+  const int64_t dense = std::min(geo_.max_prefix_pages, geo_.device_slots);
+  if (dense > 0) {
+    std::vector<int32_t> slots(static_cast<size_t>(dense));
+    std::iota(slots.begin(), slots.end(), 0);
+    fill_index_ = PackedIdentityIndex(std::move(slots));
+    for (int32_t i = 0; i < static_cast<int32_t>(dense); ++i)
+      fill_index_.tags[static_cast<size_t>(i)] = PageTag{1, 0, i};  // what slot i holds
+    b_.PrepareGather(fill_index_);
+    for (int64_t l = 0; l < std::min(geo_.dense_layers, geo_.layers); ++l)
+      GatherLayer(b_, fill_index_, Stream::kComm, l);
+  }
+  b_.Sync();
+}
+
 nlohmann::ordered_json Sweeper::Run() {
   b_.StartEpoch();
+  FillWithPattern();
   const std::string mode =
       o_.backend == "host" ? "memcpy" : (o_.tier_copy == "memcpy" ? "memcpy2d" : o_.tier_copy);
   const std::string layout(kernels::HostLayoutName(geo_.host_layout));

@@ -179,6 +179,9 @@ class Sweeper {
   nlohmann::ordered_json Run();
 
  private:
+  // Before any sample: the pools, the host pool and the dense buffer hold the pattern.
+  void FillWithPattern();
+
   // Tier copies: one pool per call, as the executor issues them.
   void TierCopySamples(const std::string& layout, const std::string& mode);
 
@@ -311,6 +314,7 @@ class Sweeper {
   const SweepOptions& o_;
   RankBackend& b_;
   ExecGeometry geo_;
+  GatherIndex fill_index_;  // FillWithPattern's gather (a backend may keep a reference to it)
   std::mt19937_64 rng_;
   int64_t runs_ = 0;         // of the slots drawn for the current host copy
   int64_t host_cursor_ = 0;  // FreshHostSlots' next slot

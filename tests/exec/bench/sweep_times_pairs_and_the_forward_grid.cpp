@@ -430,3 +430,62 @@ TEST_CASE("sweep: --forward model needs the cuda backend, bad grids are refused"
 }
 
 }  // namespace kvlanes::exec
+
+namespace kvlanes::exec {
+namespace {
+
+// The stand-in that, at the first PrepareForward, checks what the proxy would read: the dense
+// buffer (the fill's gather, every layer it holds) and every device slot of every pool.
+class PatternProbe : public ProxyStandIn {
+ public:
+  using ProxyStandIn::ProxyStandIn;
+  int64_t dense_checked = 0, dense_bad = -1, pages_checked = 0, pages_bad = -1;
+  void PrepareForward(const ForwardWork& w) override {
+    if (dense_bad < 0) {
+      const ExecGeometry& g = b_->geometry();
+      const VerifyResult d = b_->VerifyResultOf(b_->VerifyDense(Stream::kCompute, 0));
+      dense_checked = d.checked_bytes;
+      dense_bad = d.bad_bytes;
+      std::vector<int32_t> slots(static_cast<size_t>(g.device_slots));
+      std::vector<PageTag> tags(slots.size());
+      for (int32_t i = 0; i < static_cast<int32_t>(slots.size()); ++i) {
+        slots[static_cast<size_t>(i)] = i;
+        tags[static_cast<size_t>(i)] = PageTag{1, 0, i};
+      }
+      pages_bad = 0;
+      for (int k = 0; k < g.num_pools(); ++k) {
+        const VerifyResult r =
+            b_->VerifyResultOf(b_->VerifyPages(Stream::kCompute, k, slots, tags));
+        pages_checked += r.checked_bytes;
+        pages_bad += r.bad_bytes;
+      }
+    }
+    ProxyStandIn::PrepareForward(w);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("sweep: the proxy reads patterned pages and a patterned dense buffer, not zeros") {
+  SweepOptions o = PairSweep();
+  o.pairs = false;
+  o.forward = "model";
+  ReplayConfig cfg;
+  ApplyConfigSetting("model.preset=deepseek-v3.2", cfg);
+  o.model_shape = cfg.model.shape;
+  o.model_preset = cfg.model.preset;
+  o.forward_new_tokens = {16};
+  o.forward_prefix_tokens = {256};
+  const ExecGeometry geo = SweepGeometry(o);
+  std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(geo);
+  PatternProbe b(MakeHostBackend(geo, *seg, 0, 60));
+  RunSweep(o, b);
+  // Every byte of the dense buffer's layer and of the pools compared, none off the pattern (a
+  // fresh segment is zeros: without the fill every byte would differ but the rare zero).
+  CHECK(b.dense_checked == geo.max_prefix_pages * geo.page_layer_bytes());
+  CHECK(b.dense_bad == 0);
+  CHECK(b.pages_checked == geo.device_slots * geo.layers * geo.page_layer_bytes());
+  CHECK(b.pages_bad == 0);
+}
+
+}  // namespace kvlanes::exec
