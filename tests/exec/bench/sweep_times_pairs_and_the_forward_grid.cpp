@@ -37,6 +37,18 @@ SweepOptions PairSweep() {
   return o;
 }
 
+// PairSweep with the proxy of the DeepSeek-V3.2 preset as the forward pass; pairs as asked.
+SweepOptions ModelSweep(bool pairs) {
+  SweepOptions o = PairSweep();
+  o.pairs = pairs;
+  o.forward = "model";
+  ReplayConfig cfg;
+  ApplyConfigSetting("model.preset=deepseek-v3.2", cfg);
+  o.model_shape = cfg.model.shape;
+  o.model_preset = cfg.model.preset;
+  return o;
+}
+
 // The host backend with a stand-in for the proxy: PrepareForward and ModelForwardLayer record
 // what the sweep asked for (and write the pages, as the proxy's layer does), so the forward grid's
 // code path runs where there is no GPU.
@@ -197,13 +209,7 @@ TEST_CASE("sweep pairs: the first gather layers over their own page counts") {
 }
 
 TEST_CASE("sweep forward grid: one sample per shape with FLOPs and bytes, the preset named") {
-  SweepOptions o = PairSweep();
-  o.pairs = true;
-  o.forward = "model";
-  ReplayConfig cfg;
-  ApplyConfigSetting("model.preset=deepseek-v3.2", cfg);
-  o.model_shape = cfg.model.shape;
-  o.model_preset = cfg.model.preset;
+  SweepOptions o = ModelSweep(true);
   o.layers = 5;  // 3 dense then MoE layers in the preset
   o.forward_new_tokens = {16, 64, 128};
   o.forward_prefix_tokens = {0, 100, 512, 4096};  // 100: rounded down to 96; 4096 > 32 * 16
@@ -275,13 +281,7 @@ TEST_CASE("sweep forward grid: one sample per shape with FLOPs and bytes, the pr
 }
 
 TEST_CASE("sweep sustained samples: each kind back to back, then timed; calibrate writes grids") {
-  SweepOptions o = PairSweep();
-  o.forward = "model";
-  o.pairs = false;
-  ReplayConfig cfg;
-  ApplyConfigSetting("model.preset=deepseek-v3.2", cfg);
-  o.model_shape = cfg.model.shape;
-  o.model_preset = cfg.model.preset;
+  SweepOptions o = ModelSweep(false);
   o.layers = 4;  // 3 dense, 1 MoE
   o.forward_new_tokens = {16, 64};
   o.forward_prefix_tokens = {0, 96};
@@ -467,13 +467,7 @@ class PatternProbe : public ProxyStandIn {
 }  // namespace
 
 TEST_CASE("sweep: the proxy reads patterned pages and a patterned dense buffer, not zeros") {
-  SweepOptions o = PairSweep();
-  o.pairs = false;
-  o.forward = "model";
-  ReplayConfig cfg;
-  ApplyConfigSetting("model.preset=deepseek-v3.2", cfg);
-  o.model_shape = cfg.model.shape;
-  o.model_preset = cfg.model.preset;
+  SweepOptions o = ModelSweep(false);
   o.forward_new_tokens = {16};
   o.forward_prefix_tokens = {256};
   const ExecGeometry geo = SweepGeometry(o);
