@@ -13,8 +13,10 @@ Passes are placed on the wall clock by the run's epoch (`context.ranks[0].epoch_
   tools/serving_passes.py --measured M.json [--check C.json] [--smi S.csv] [--csv OUT.csv]
       [--idle-gap-s 0.05]
 
-Ends with measured / predicted by whether a pass followed an idle gap (docs/forward_pass.md,
-"Not done yet": sustained passes under the power cap).
+Each pass's `prefix` is the largest cached prefix its chunks attended over (0: none). Ends with
+measured / predicted by whether a pass followed an idle gap (docs/forward_pass.md, "Not done
+yet": passes run back to back under the power cap) and by whether it held a chunk over a cached
+prefix (the split that showed a sweep's proxy reading a zero prefix, docs/calibration.md "Data").
 """
 import argparse
 import csv
@@ -89,13 +91,30 @@ def smi_samples(path):
     return out
 
 
-def pass_rows(passes, predicted, smi, epoch, idle_gap_s):
+def chunk_prefixes(measured, passes):
+    """Per pass, the largest prefix_tokens of rank 0's forward ops (compute, chunk) inside it."""
+    work = sorted(((o["start_s"], o.get("prefix_tokens", 0)) for o in measured.get("ops", [])
+                   if o.get("kind") in ("compute", "chunk") and o.get("rank", 0) == 0
+                   and "start_s" in o), key=lambda w: w[0])
+    out, j = [], 0
+    for o in passes:
+        while j < len(work) and work[j][0] < o["start_s"]:
+            j += 1
+        best, i = 0, j
+        while i < len(work) and work[i][0] <= o["end_s"]:
+            best = max(best, work[i][1] or 0)
+            i += 1
+        out.append(best)
+    return out
+
+
+def pass_rows(passes, predicted, smi, epoch, idle_gap_s, prefixes):
     rows, prev_end = [], None
     for k, o in enumerate(passes):
         gap = o["start_s"] - prev_end if prev_end is not None else None
         prev_end = o["end_s"]
         r = {"pass": o["pass"], "tokens": o["tokens"], "chunks": o["chunks"],
-             "start_s": o["start_s"], "gap_s": gap,
+             "prefix": prefixes[k], "start_s": o["start_s"], "gap_s": gap,
              "after_idle": gap is None or gap >= idle_gap_s, "measured_s": o["seconds"]}
         if predicted:
             r["predicted_s"] = predicted[k]
@@ -117,7 +136,7 @@ def fmt(x, spec):
 
 
 def print_table(rows):
-    cols = [("pass", "d"), ("tokens", "d"), ("chunks", "d"), ("gap_s", ".3f"),
+    cols = [("pass", "d"), ("tokens", "d"), ("chunks", "d"), ("prefix", "d"), ("gap_s", ".3f"),
             ("measured_s", ".4f"), ("predicted_s", ".4f"), ("ratio", ".3f"),
             ("samples", "d"), ("sm_mhz", ".0f"), ("watts", ".0f"), ("capped", ".2f")]
     cols = [c for c in cols if any(c[0] in r for r in rows)]
@@ -127,14 +146,19 @@ def print_table(rows):
 
 
 def print_summary(rows, idle_gap_s):
-    for name, want in (("after an idle gap", True), ("back to back", False)):
-        rs = [r["ratio"] for r in rows if r.get("ratio") is not None and r["after_idle"] == want]
+    groups = (("after an idle gap", f"gap >= {idle_gap_s} s", lambda r: r["after_idle"]),
+              ("back to back", f"gap < {idle_gap_s} s", lambda r: not r["after_idle"]),
+              ("over a cached prefix", "a chunk with prefix > 0", lambda r: r["prefix"] > 0),
+              ("over no prefix", "every chunk with prefix 0", lambda r: r["prefix"] == 0))
+    for name, rule, member in groups:
+        mine = [r for r in rows if member(r)]
+        rs = [r["ratio"] for r in mine if r.get("ratio") is not None]
         if not rs:
             continue
         q = statistics.quantiles(rs, n=4) if len(rs) > 1 else [rs[0]] * 3
-        line = (f"{name} (gap {'>=' if want else '<'} {idle_gap_s} s): {len(rs)} passes, "
+        line = (f"{name} ({rule}): {len(rs)} passes, "
                 f"measured / predicted q1 {q[0]:.3f}, median {q[1]:.3f}, q3 {q[2]:.3f}")
-        mhz = [r["sm_mhz"] for r in rows if r["after_idle"] == want and "sm_mhz" in r]
+        mhz = [r["sm_mhz"] for r in mine if "sm_mhz" in r]
         if mhz:
             line += f"; mean SM clock {statistics.mean(mhz):.0f} MHz"
         print(line)
@@ -164,7 +188,8 @@ def main():
             fail(f"--measured: {args.measured}: field 'context.ranks[0].epoch_unix_s' missing "
                  "(a run of an older kvlanes): --smi needs it")
         smi = smi_samples(args.smi)
-    rows = pass_rows(passes, predicted, smi, epoch, args.idle_gap_s)
+    rows = pass_rows(passes, predicted, smi, epoch, args.idle_gap_s,
+                     chunk_prefixes(measured, passes))
     print_table(rows)
     print_summary(rows, args.idle_gap_s)
     if args.csv:

@@ -106,6 +106,15 @@ for layers in (4, 61):
               all(float(r["predicted_s"]) > 0 for r in rows) and "measured / predicted" in t.stdout,
               f"{what}: tools/serving_passes.py gives a row per pass ({len(rows)})" +
               ("" if t.returncode == 0 else f": {t.stderr.strip()[-300:]}"))
+        # Each row's prefix: the largest cached prefix its pass's forward ops attended over, so every
+        # non-zero one is some op's prefix_tokens and the largest op's is some row's.
+        row_prefixes = {int(r["prefix"]) for r in rows}
+        op_prefixes = {o["prefix_tokens"] for o in m["ops"]
+                       if o.get("kind") in ("compute", "chunk") and o.get("rank", 0) == 0}
+        check(max(op_prefixes) > 0 and row_prefixes - {0} <= op_prefixes and
+              max(row_prefixes) == max(op_prefixes) and "over a cached prefix" in t.stdout,
+              f"{what}: tools/serving_passes.py gives each pass the prefix its chunks attended over "
+              f"({sorted(row_prefixes)} against {sorted(op_prefixes)})")
         check(m["context"]["ranks"][0]["epoch_unix_s"] > 1.6e9,
               f"{what}: the measured file places its epoch on the wall clock")
         # A clock log with two samples in the longest pass (1,500 and 1,700 MHz, the second under
