@@ -226,8 +226,11 @@ int CmdCalibrate(int argc, const char* const* argv) {
       progress->Done(group + " fitted");
     };
     std::vector<Measurements> parts;
-    for (const std::string& f : vm["measurements"].as<std::vector<std::string>>())
+    for (const std::string& f : vm["measurements"].as<std::vector<std::string>>()) {
       parts.push_back(ReadMeasurements(f));
+      const std::string zeros = ZeroPrefixNote(parts.back());
+      if (!zeros.empty()) std::printf("note: %s\n", zeros.c_str());
+    }
     const Measurements m = MergeMeasurements(std::move(parts));
     const std::string& mfile = m.file;
     HardwareProfile base;

@@ -87,6 +87,7 @@ nlohmann::ordered_json Sweeper::Run() {
   ctx["geometry"] = GeometryJson(geo_, layout, mode);
   ctx["buffer_bytes"] = geo_.device_pool_bytes();
   ctx["forward"] = o_.forward;
+  ctx["buffers"] = "pattern";  // FillWithPattern ran (calibrate notes files without it)
   if (model) ctx["model_preset"] = o_.model_preset;
   if (o_.pairs) ctx["pair_gates_expired"] = b_.GatesExpired() - expired0;
   if (!skipped_.empty()) ctx["left_out"] = skipped_;

@@ -290,6 +290,19 @@ Measurements ParseMeasurements(const std::string& text, const std::string& file)
   return m;
 }
 
+std::string ZeroPrefixNote(const Measurements& m) {
+  if (m.context.is_object() && m.context.value("buffers", std::string()) == "pattern") return "";
+  int64_t over_prefix = 0;
+  for (const Sample& s : m.samples)
+    over_prefix += s.kind == SampleKind::kForward && s.forward == "model" && s.prefix_tokens > 0;
+  if (over_prefix == 0) return "";
+  return m.file + ": " + std::to_string(over_prefix) +
+         " proxy samples over a prefix from a sweep that did not fill its buffers (no "
+         "context.buffers \"pattern\"): their prefix was a fresh allocation's zeros, which drew "
+         "less power than the executor's pages (on one H100 those points ran 0.5-2.6% fast); "
+         "re-run the sweep with this kvlanes (docs/calibration.md, \"Data\")";
+}
+
 Measurements MergeMeasurements(std::vector<Measurements> parts) {
   if (parts.size() == 1) return std::move(parts.front());
   Measurements m;

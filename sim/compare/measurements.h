@@ -123,4 +123,10 @@ Measurements ParseMeasurements(const std::string& text, const std::string& file)
 // context}, ...]}.
 Measurements MergeMeasurements(std::vector<Measurements> parts);
 
+// A note when `m` holds samples of the proxy over a prefix (forward "model", prefix_tokens > 0)
+// and its context does not say `"buffers": "pattern"`: a sweep before the sweep filled its
+// buffers read a fresh allocation's zeros as the prefix, which draws less power than the
+// executor's pages (docs/calibration.md, "Data"). "" otherwise.
+std::string ZeroPrefixNote(const Measurements& m);
+
 }  // namespace kvlanes

@@ -473,7 +473,8 @@ TEST_CASE("sweep: the proxy reads patterned pages and a patterned dense buffer, 
   const ExecGeometry geo = SweepGeometry(o);
   std::unique_ptr<HostSegment> seg = HostSegment::CreateAnonymous(geo);
   PatternProbe b(MakeHostBackend(geo, *seg, 0, 60));
-  RunSweep(o, b);
+  const nlohmann::ordered_json doc = RunSweep(o, b);
+  CHECK(doc["context"]["buffers"] == "pattern");  // what calibrate reads (ZeroPrefixNote)
   // Every byte of the dense buffer's layer and of the pools compared, none off the pattern (a
   // fresh segment is zeros: without the fill every byte would differ but the rare zero).
   CHECK(b.dense_checked == geo.max_prefix_pages * geo.page_layer_bytes());
