@@ -71,6 +71,7 @@ MrcPoint ReplayPoint(const ReplayConfig& cfg, const std::string& policy, const T
   };
   ReplaySinks sinks;
   sinks.replica_policy = [&] { return MakePolicy(policy, in); };
+  sinks.cost = in.cost;
   sinks.on_request = [&](const RequestPlan& plan, const RequestCost*) { add(plan); };
   sinks.on_admit = add;
   const nlohmann::ordered_json report = RunReplay(cfg, *p, trace, {}, nullptr, sinks);

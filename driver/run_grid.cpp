@@ -43,6 +43,7 @@ std::vector<J> RunReplayJobs(const std::vector<ReplayJob>& jobs, int threads,
         auto policy = MakePolicy(job.policy, policy_in);
         ReplaySinks sinks;
         sinks.replica_policy = [&] { return MakePolicy(job.policy, policy_in); };
+        sinks.cost = policy_in.cost;
         J report = RunReplay(job.config, *policy, *job.trace, job.engine, nullptr, sinks);
         std::lock_guard<std::mutex> lock(mu);
         results[i] = std::move(report);

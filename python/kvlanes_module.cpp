@@ -212,6 +212,7 @@ py::dict Replay(const py::object& trace, const py::object& config,
     auto pol = MakePolicy(cfg.policy, policy_in);
     ReplaySinks sinks;
     sinks.replica_policy = [&] { return MakePolicy(cfg.policy, policy_in); };
+    sinks.cost = policy_in.cost;
     table.Attach(sinks);
     report = RunReplay(cfg, *pol, t, EngineOptions{}, {}, sinks);
   }

@@ -302,9 +302,12 @@ OutputRuns TimeOutputs(const ReplayConfig& cfg, const Trace& trace, int repeat,
   const bool has_profile = !cfg.hardware.profile.empty();
   OutputRuns o;
   const auto run_driver = [&](const ReplaySinks& sinks) {
-    auto policy = MakePolicy(cfg.policy, cfg, trace);
+    // One cost model for the run, as `kvlanes replay` has it.
+    const PolicyInputs policy_in{cfg, trace, PolicyCostModel(cfg)};
+    auto policy = MakePolicy(cfg.policy, policy_in);
     ReplaySinks with_replicas = sinks;  // serving mode: a policy per further replica
-    with_replicas.replica_policy = [&] { return MakePolicy(cfg.policy, cfg, trace); };
+    with_replicas.replica_policy = [&] { return MakePolicy(cfg.policy, policy_in); };
+    with_replicas.cost = policy_in.cost;
     const StageTimes a = StageTimes::Now();
     RunReplay(cfg, *policy, trace, EngineOptions{}, {}, with_replicas);
     return StageTimes::Now() - a;
@@ -413,9 +416,12 @@ DefaultConfigRuns TimeDefaultConfig(const po::variables_map& vm, const ReplayCon
   for (int rep = 0; rep < repeat; ++rep) {
     for (size_t k = 0; k < cfgs.size(); ++k) {
       const ReplayConfig& cfg = cfgs[k];
-      auto policy = MakePolicy(cfg.policy, cfg, trace);
+      // One cost model for the run, as `kvlanes replay` has it.
+      const PolicyInputs policy_in{cfg, trace, PolicyCostModel(cfg)};
+      auto policy = MakePolicy(cfg.policy, policy_in);
       ReplaySinks sinks;
-      sinks.replica_policy = [&] { return MakePolicy(cfg.policy, cfg, trace); };
+      sinks.replica_policy = [&] { return MakePolicy(cfg.policy, policy_in); };
+      sinks.cost = policy_in.cost;
       const StageTimes a = StageTimes::Now();
       RunReplay(cfg, *policy, trace, EngineOptions{}, {}, sinks);
       d.driver_s[k].push_back((StageTimes::Now() - a).clock);

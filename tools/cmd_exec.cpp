@@ -199,6 +199,7 @@ PlanFile LoadPlan(const po::variables_map& vm, std::string& source) {
   sinks.on_admit = [&](const RequestPlan& p) { pf.requests.push_back(p); };
   sinks.on_pass = [&](const PlanPass& p) { pf.passes.push_back(p); };  // priced by MakePlan
   sinks.replica_policy = [&] { return MakePolicy(in.config.policy, policy_in); };
+  sinks.cost = policy_in.cost;
   RunReplay(in.config, *policy, in.trace, EngineOptions{}, {}, sinks);
   source = "(in memory, replayed from";
   for (const auto& t : vm["trace"].as<std::vector<std::string>>()) source += " " + t;

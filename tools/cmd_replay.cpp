@@ -226,6 +226,7 @@ int CmdReplay(int argc, const char* const* argv) {
                        "needs a hardware profile (--profile or hardware.profile)");
     ReplaySinks sinks;
     sinks.replica_policy = [&] { return MakePolicy(in.config.policy, policy_in); };
+    sinks.cost = policy_in.cost;
     std::unique_ptr<StreamingFile> plan_file;
     if (vm.count("plan")) {
       plan_file = std::make_unique<StreamingFile>(vm["plan"].as<std::string>());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/input_error.h"
+#include "sim/check.h"
 #include "sim/engine/scheduler.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
@@ -23,6 +24,16 @@ namespace {
 // requests (a quarter of the queue) rather than every few; a plan of the shipped traces' requests
 // holds tens of KiB at most.
 constexpr size_t kReplayPlanQueue = 64;
+
+// The caller's cost model (sinks.cost), or one built from the profile.
+std::shared_ptr<const CostModel> ModelOf(const ReplayConfig& cfg, const ProfileFile& profile,
+                                         const ReplaySinks& sinks) {
+  if (!sinks.cost)
+    return std::make_shared<const CostModel>(profile.profile, cfg, cfg.hardware.profile);
+  KV_CHECK(sinks.cost->ranks() == cfg.cache.cp_size && sinks.cost->layers() == cfg.model.layers,
+           "ReplaySinks::cost is not the cost model of this config");
+  return sinks.cost;
+}
 
 nlohmann::ordered_json RunServing(const ReplayConfig& cfg, CachePolicy& policy, const Trace& trace,
                                   EngineOptions opts,
@@ -49,8 +60,8 @@ nlohmann::ordered_json RunServing(const ReplayConfig& cfg, CachePolicy& policy, 
   if (!sinks.profile) read = ReadProfileFile(cfg.hardware.profile);
   const ProfileFile& profile = sinks.profile ? *sinks.profile : *read;
   const bool measured = profile.profile.measured;
-  const CostModel cost(profile.profile, cfg, cfg.hardware.profile);
-  const CostModelForward forward(cost);
+  const std::shared_ptr<const CostModel> cost = ModelOf(cfg, profile, sinks);
+  const CostModelForward forward(*cost);
   ServingReplay serving(cfg, policies, trace.block_tokens, forward, opts);
   // The same streamed writer as sequential mode, so the plan ends with its trailer and readers
   // can tell it is whole.
@@ -104,7 +115,7 @@ nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, CachePolicy& policy, c
                                  const ReplaySinks& sinks) {
   if (cfg.serving.Enabled()) return RunServing(cfg, policy, trace, opts, progress, sinks);
   ReplayEngine engine(cfg, policy, trace.block_tokens, opts);
-  std::unique_ptr<CostModel> cost;
+  std::shared_ptr<const CostModel> cost;
   std::unique_ptr<Predictor> predictor;
   std::unique_ptr<TimelineWriter> timeline;
   std::optional<ProfileFile> read;
@@ -112,7 +123,7 @@ nlohmann::ordered_json RunReplay(const ReplayConfig& cfg, CachePolicy& policy, c
   if (!cfg.hardware.profile.empty()) {
     if (!sinks.profile) read = ReadProfileFile(cfg.hardware.profile);
     profile = sinks.profile ? sinks.profile : &*read;
-    cost = std::make_unique<CostModel>(profile->profile, cfg, cfg.hardware.profile);
+    cost = ModelOf(cfg, *profile, sinks);
     if (sinks.timeline) {
       TimelineWriterOptions to;
       to.name = sinks.timeline_name;

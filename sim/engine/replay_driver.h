@@ -20,6 +20,8 @@
 
 namespace kvlanes {
 
+class CostModel;
+
 struct RequestCost;
 struct ServingResult;
 
@@ -29,6 +31,11 @@ struct ReplaySinks {
   // (ReadProfileFile; e.g. to hand the same one to a cost-choosing policy), so one run reads the
   // file once; null: RunReplay reads it.
   const ProfileFile* profile = nullptr;
+  // The cost model of cfg and that profile when the caller has built it already (the policies'
+  // PolicyCostModel): RunReplay prices its predictions with it, so that a request's cost-chosen
+  // decisions and its prediction share the model's memo of recent evaluations instead of
+  // evaluating the request twice; null: RunReplay builds its own.
+  std::shared_ptr<const CostModel> cost;
   std::ostream* plan = nullptr;            // the plan stream (docs/plan.md), trailer included
   std::string plan_name = "plan";          // its name in errors (the file's path)
   std::ostream* timeline = nullptr;        // predicted Chrome trace events (needs a profile)

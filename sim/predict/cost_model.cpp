@@ -755,16 +755,24 @@ struct TotalsMemo {
   std::vector<double> ring;    // TimeUnshared's scratch
   std::vector<int> lane_rank;  // LaneClasses' output, not kept (no schedule detail)
 
-  // The key of `f`: every field Evaluate reads but the backup schedule.
-  void KeyOf(const ForwardShape& f) {
+  // The key of `f` under model `m`: every field Evaluate reads but the backup schedule, as
+  // Evaluate reads it (prefetch_layers -1 as the model's; backup runs per lane, at least 1; no
+  // shards without a prefix, where nothing is gathered), so that a policy's decision and the
+  // plan's prediction of one request meet in one entry.
+  void KeyOf(const CostModel& m, const ForwardShape& f) {
     key.clear();
-    key.insert(key.end(), {f.new_tokens, f.prefix_tokens, f.prefix_pages, f.prefetch_layers,
+    key.insert(key.end(), {f.new_tokens, f.prefix_tokens, f.prefix_pages,
+                           f.prefetch_layers < 0 ? m.prefetch_layers() : f.prefetch_layers,
                            static_cast<int64_t>(f.gather)});
-    for (std::span<const int64_t> v :
-         {f.shard_pages, f.load_back_pages, f.backup_pages, f.backup_runs}) {
+    const std::span<const int64_t> shards =
+        f.prefix_pages > 0 ? f.shard_pages : std::span<const int64_t>();
+    for (std::span<const int64_t> v : {shards, f.load_back_pages, f.backup_pages}) {
       key.push_back(static_cast<int64_t>(v.size()));
       key.insert(key.end(), v.begin(), v.end());
     }
+    const size_t lanes =
+        std::max({static_cast<size_t>(m.ranks()), f.load_back_pages.size(), f.backup_pages.size()});
+    for (size_t r = 0; r < lanes; ++r) key.push_back(std::max<int64_t>(1, At(f.backup_runs, r)));
   }
   const Entry* Find(uint64_t model) const {
     for (const Entry& e : entries)
@@ -782,7 +790,7 @@ RequestCost CostModel::Evaluate(const ForwardShape& f) const {
   const bool totals_only = unshared_ && !f.schedule_detail;
   TotalsMemo& memo = g_totals;
   if (totals_only) {
-    memo.KeyOf(f);
+    memo.KeyOf(*this, f);
     if (const TotalsMemo::Entry* e = memo.Find(id_))
       return f.backup == BackupSchedule::kTail ? e->tail : e->per_layer;
   }
