@@ -76,6 +76,8 @@ po::options_description SweepOptionsDescription() {
       ("backup-runs", po::value<std::string>()->default_value("4"),
        "backups over a forward pass: comma-separated run lengths of their slots, a sample grid for "
        "each (two or more let calibrate fit a cost per entry apart from the bytes)")
+      ("backup-schedules", po::value<std::string>()->default_value("per-layer,tail"),
+       "backups over a forward pass: the schedules sampled, a comma list of per-layer and tail")
       ("backup-gather-pages", po::value<std::string>(),
        "backups over a forward pass: comma-separated page counts of the packed gather beside them, "
        "a sample grid for each (0: none; default 0,1024,2048, capped at --max-pages)")
@@ -277,6 +279,16 @@ void ReadSweepBackups(const po::variables_map& vm, exec::SweepOptions& o) {
   if (vm.count("backup-gather-pages"))
     o.backup_gather_pages =
         IntList(vm["backup-gather-pages"].as<std::string>(), "--backup-gather-pages", 0);
+  o.backup_per_layer = o.backup_tail = false;
+  std::stringstream schedules(vm["backup-schedules"].as<std::string>());
+  for (std::string s; std::getline(schedules, s, ',');) {
+    if (s != "per-layer" && s != "tail")
+      throw InputError("", 0, "--backup-schedules",
+                       "expected a comma list of per-layer and tail, got '" + s + "'");
+    (s == "tail" ? o.backup_tail : o.backup_per_layer) = true;
+  }
+  if (!o.backup_per_layer && !o.backup_tail)
+    throw InputError("", 0, "--backup-schedules", "names no schedule (per-layer, tail)");
   o.backup_forward_tokens = vm["backup-forward-tokens"].as<int64_t>();
   if (o.backup_forward_tokens < 1)
     throw InputError("", 0, "--backup-forward-tokens", "must be >= 1");

@@ -29,6 +29,9 @@ struct RecipeStep {
   double expect_s = 0;            // the step's time on one H100, for the time-left estimate
   std::vector<std::string> args;  // `bench sweep` options, `--key value` each
   bool model_forward = false;     // forward: model (the host backend cannot run it)
+  // model_layers: config: the step times the configured model at its own depth instead of the
+  // recipe's slice (the tail backups, whose time per entry grows with the layers they span).
+  bool config_depth = false;
 };
 
 struct Recipe {
@@ -133,7 +136,12 @@ Recipe LoadRecipe(const std::string& name) {
     const YAML::Node s = steps[i];
     const std::string path = "steps[" + std::to_string(i) + "]";
     if (!s.IsMap() || !s["name"] || !s["sweep"] || !s["expect_s"])
-      fail(s, path, "expected {name, expect_s, sweep}");
+      fail(s, path, "expected {name, expect_s, sweep[, model_layers: config]}");
+    for (const auto& kv : s)
+      if (kv.first.Scalar() != "name" && kv.first.Scalar() != "expect_s" &&
+          kv.first.Scalar() != "sweep" && kv.first.Scalar() != "model_layers")
+        fail(kv.first, path + "." + kv.first.Scalar(),
+             "unknown key (valid: name, expect_s, sweep, model_layers)");
     RecipeStep st;
     st.name = s["name"].Scalar();
     // The name is the measurement file's: letters, digits, '_' and '-' only.
@@ -148,6 +156,13 @@ Recipe LoadRecipe(const std::string& name) {
         static_cast<double>(WholeNumber(s["expect_s"], r.file, path + ".expect_s", 0, 36000));
     st.args = FlagsOf(s["sweep"], r.file, path + ".sweep", sweep);
     st.model_forward = s["sweep"]["forward"] && s["sweep"]["forward"].Scalar() == "model";
+    if (const YAML::Node d = s["model_layers"]) {
+      if (!d.IsScalar() || d.Scalar() != "config")
+        fail(d, path + ".model_layers",
+             "expected config (the step measures the configured model at its depth; without the "
+             "key, the recipe's model_layers)");
+      st.config_depth = true;
+    }
     r.steps.push_back(std::move(st));
   }
   const YAML::Node cal = root["calibrate"];
@@ -216,8 +231,9 @@ std::vector<std::string> StepArgs(const po::variables_map& vm, const Recipe& r,
   if (vm.count("set"))
     for (const std::string& s : vm["set"].as<std::vector<std::string>>())
       a.insert(a.end(), {"--set", s});
-  a.insert(a.end(), {"--set", "model.layers=" + std::to_string(r.model_layers), "--backend",
-                     vm["backend"].as<std::string>(), "--device",
+  if (!st.config_depth)
+    a.insert(a.end(), {"--set", "model.layers=" + std::to_string(r.model_layers)});
+  a.insert(a.end(), {"--backend", vm["backend"].as<std::string>(), "--device",
                      std::to_string(vm["device"].as<int>()), "--out", out});
   if (vm["quick"].as<bool>()) a.push_back("--quick");
   if (vm["quiet"].as<bool>()) a.push_back("--quiet");

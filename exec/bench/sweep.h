@@ -82,6 +82,9 @@ struct SweepOptions {
   // grows with the tokens; the state it leaves the GPU in does not past a few hundred, on one
   // H200). With "synthetic" a spin of 50 us, as before.
   int64_t backup_forward_tokens = 1024;
+  // The schedules sampled: per-layer and tail (the recipe's step at the model's depth times the
+  // tail copies alone, the ones whose time per entry grows with the layers they span).
+  bool backup_per_layer = true, backup_tail = true;
   // Diagnostics of the backup samples (defaults: as above). backup_fresh_host: host slots taken
   // in order from a cursor over the host pool (wrapping), as the executor's backups of new pages
   // land on slots not written for a while, instead of random run-aligned blocks.

@@ -15,6 +15,7 @@ void Sweeper::BackupPassSamples(const std::string& layout, const std::string& mo
   for (const int64_t g : o_.backup_gather_pages) gathers.insert(std::min<int64_t>(g, o_.max_pages));
   for (const int64_t gp : gathers)
     for (const bool tail : {false, true}) {
+      if (!(tail ? o_.backup_tail : o_.backup_per_layer)) continue;
       if (!Step(std::string("backup over a forward pass, ") + (tail ? "tail" : "per-layer") +
                 ", gather of " + std::to_string(gp) + " pages beside it"))
         continue;

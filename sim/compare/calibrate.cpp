@@ -447,6 +447,29 @@ void FitBackupSchedule(Calibration& c, const std::vector<const Sample*>& all, bo
   c.out.fits.push_back(std::move(r));
 }
 
+// Tail backups of a deeper model than the others (the recipe's tail step at the configured
+// depth): a tail copy's entries are spread over every layer of the host pool, and the time per
+// entry grows with that spread (docs/cost_model.md, "Backups"), so where tail samples of several
+// depths are given, both sets of tail terms come from the deepest ones, whatever ran before the
+// copy (it starts after the last layer). Empty when every tail sample has one depth. The
+// shallower tail samples are left out, with a note.
+std::vector<const Sample*> DeepestTail(Calibration& c, const std::vector<const Sample*>& all) {
+  int64_t lo = 0, hi = 0;
+  for (const Sample* x : all)
+    if (x->tail) {
+      lo = lo == 0 ? x->layers : std::min(lo, x->layers);
+      hi = std::max(hi, x->layers);
+    }
+  std::vector<const Sample*> deep;
+  if (lo == hi) return deep;
+  for (const Sample* x : all)
+    if (x->tail && x->layers == hi) deep.push_back(x);
+  c.out.notes.push_back(std::to_string(deep.size()) + " tail backup samples of " +
+                        std::to_string(hi) + " layers give both sets of tail terms; " +
+                        "the tail samples of fewer layers are left out");
+  return deep;
+}
+
 // Backups over a forward pass, per schedule.
 void FitBackups(Calibration& c) {
   std::vector<const Sample*> all = SelectHostCopies(c.m, SampleKind::kBackup, c.opt, c.out.notes);
@@ -468,6 +491,7 @@ void FitBackups(Calibration& c) {
   // spin is checked); with one kind only, the main terms come from it, and beside_spin's are the
   // base's when the samples are the model's, none when they are the spin's (the main terms are
   // then the spin's own).
+  const std::vector<const Sample*> deep = DeepestTail(c, all);
   std::vector<const Sample*> model, spin;
   for (const Sample* x : all) (x->forward == "model" ? model : spin).push_back(x);
   const bool both = !model.empty() && !spin.empty();
@@ -477,9 +501,10 @@ void FitBackups(Calibration& c) {
                           std::to_string(spin.size()) +
                           " over the synthetic one give the beside_spin backup terms");
   for (const bool tail : {false, true}) {
-    FitBackupSchedule(c, model.empty() ? spin : model, tail, false);
+    const bool own = tail && !deep.empty();  // both sets of tail terms from the deepest samples
+    FitBackupSchedule(c, own ? deep : model.empty() ? spin : model, tail, false);
     if (both || spin.empty())  // else the main terms are the spin's own
-      FitBackupSchedule(c, both ? spin : std::vector<const Sample*>{}, tail, true);
+      FitBackupSchedule(c, own ? deep : both ? spin : std::vector<const Sample*>{}, tail, true);
   }
 }
 

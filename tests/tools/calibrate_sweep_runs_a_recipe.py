@@ -50,13 +50,23 @@ def recipe_runs_on_the_host_backend_into_a_profile_check_accepts():
     out = os.path.join(work, "host.yaml")
     r = run("calibrate", "--sweep", "--recipe", TINY, "--backend", "host", "--out", out)
     check(r.returncode == 0, "tiny recipe on the host backend: exit 0\n" + r.stderr[-2000:])
-    steps = re.findall(r"^calibrate --sweep: \[(\d)/2\] (\S+)", r.stderr, re.M)
-    check(steps[:1] == [("1", "copies")] and
-          re.search(r"^calibrate --sweep: \[1/2\] copies \(\d+ s spent, about \d+ s left\)$",
+    steps = re.findall(r"^calibrate --sweep: \[(\d)/3\] (\S+)", r.stderr, re.M)
+    check(steps[:2] == [("1", "copies"), ("2", "tail_depth")] and
+          re.search(r"^calibrate --sweep: \[1/3\] copies \(\d+ s spent, about \d+ s left\)$",
                     r.stderr, re.M) is not None,
           f"a line per step with the time left ({steps})")
-    check(re.search(r"^calibrate --sweep: \[2/2\] forward skipped: it runs the model forward pass",
+    check(re.search(r"^calibrate --sweep: \[3/3\] forward skipped: it runs the model forward pass",
                     r.stderr, re.M) is not None, "the model-forward step is skipped, visibly")
+    # The step with model_layers: config times the configured model's depth (the default config's
+    # 61 layers), tail backups only; the fit takes the tail terms from it.
+    deep = os.path.join(work, "host.sweep", "tail_depth.json")
+    samples = json.load(open(deep))["samples"] if os.path.exists(deep) else []
+    depths = {s.get("layers") for s in samples}
+    check(samples and all(s["schedule"] == "tail" for s in samples) and depths == {61},
+          f"the tail step times tail backups at the configured depth (layers {depths})")
+    check(re.search(r"tail backup samples of 61 layers give both sets of tail terms",
+                    r.stdout + r.stderr) is not None,
+          "the fit takes both sets of tail terms from the deepest tail samples")
     check(os.path.exists(os.path.join(work, "host.sweep", "copies.json")) and
           not os.path.exists(os.path.join(work, "host.sweep", "forward.json")),
           "the measurement files stay beside the profile (host.sweep/copies.json)")
@@ -106,6 +116,10 @@ def bad_recipes_are_refused_naming_file_line_and_key():
          r"bad\.yaml:\d+: steps\[0\]\.name: '\.\./copies': a step's name names its measurement file"),
         ("  run-pages: 4\n", "  run-pages: 4\n  layouts: x\n",
          r"bad\.yaml:\d+: calibrate\.layouts: not an option of the command"),
+        ("    model_layers: config\n", "    model_layers: 61\n",
+         r"bad\.yaml:\d+: steps\[1\]\.model_layers: expected config"),
+        ("    model_layers: config\n", "    model_layer: config\n",
+         r"bad\.yaml:\d+: steps\[1\]\.model_layer: unknown key"),
     ]
     for old, new, want in cases:
         bad = os.path.join(work, "bad.yaml")

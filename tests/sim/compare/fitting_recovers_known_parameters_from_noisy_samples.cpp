@@ -466,6 +466,55 @@ TEST_CASE("backups over a forward pass get their own fit per schedule, which the
         doctest::Approx(generic.CopyLatencyS(10, 61) + b / (plain.d2h_gbps * 1e9)));
 }
 
+TEST_CASE("tail backups of the deepest model give both sets of tail terms; per-layer ones stay") {
+  // Truth: at 4 layers (the recipe's slice, over the proxy and the spin) tail copies 9 us + 0.35
+  // us per entry + bytes at 50 GB/s; at 61 layers (the model's depth, over the spin) 0.7 us per
+  // entry. Per-layer copies at 4 layers: 12 us + bytes at 45 GB/s.
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
+  Noise noise(23, 0.005);
+  const auto add = [&](int64_t L, const std::string& fwd, bool tail, int64_t run, int64_t pages) {
+    const int64_t entries = (pages + run - 1) / run * L;
+    const double bytes = static_cast<double>(pages * L * 8448);
+    const double entry_s = L == 61 ? 0.7e-6 : 0.35e-6;
+    const double t = tail ? 9e-6 + static_cast<double>(entries) * entry_s + bytes / 50e9
+                          : static_cast<double>(L) * 12e-6 + bytes / 45e9;
+    nlohmann::json x = {{"kind", "backup"},  {"schedule", tail ? "tail" : "per-layer"},
+                        {"bytes", bytes},    {"copies", tail ? 1 : L},
+                        {"pages", pages},    {"layers", L},
+                        {"pool", "indexer"}, {"run_pages", run},
+                        {"gather_pages", 0}, {"forward", fwd},
+                        {"repeats", 5},      {"median_s", t * noise()}};
+    if (fwd == "model") x["forward_tokens"] = std::min<int64_t>(pages * 64, 1024);
+    doc["samples"].push_back(x);
+  };
+  for (const int64_t run : {1, 4, 64})
+    for (const int64_t pages : {1, 2, 4, 8, 16, 32, 64}) {
+      for (const std::string fwd : {"model", "synthetic"})
+        for (const bool tail : {false, true}) add(4, fwd, tail, run, pages);
+      add(61, "synthetic", true, run, pages);
+    }
+  HardwareProfile base = TruthProfile();
+  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "deep.json"), &base, {});
+  CHECK(Near(r.profile.backup_tail.entry_s, 0.7e-6, 0.05));
+  CHECK(Near(r.profile.beside_spin.backup_tail.entry_s, 0.7e-6, 0.05));
+  CHECK(Near(r.profile.backup_tail.gbps, 50, 0.05));
+  CHECK(Near(r.profile.backup_per_layer.latency_s, 12e-6, 0.05));
+  bool noted = false;
+  for (const std::string& n : r.notes)
+    noted =
+        noted || n.find("21 tail backup samples of 61 layers give both sets of tail terms") == 0;
+  CHECK(noted);
+  // Tail samples of one depth only: fitted as before, at their own entry cost.
+  nlohmann::json shallow = doc;
+  shallow["samples"] = nlohmann::json::array();
+  for (const auto& x : doc["samples"])
+    if (x["layers"] == 4) shallow["samples"].push_back(x);
+  const CalibrationResult s = Calibrate(ParseMeasurements(shallow.dump(1), "s.json"), &base, {});
+  CHECK(Near(s.profile.backup_tail.entry_s, 0.35e-6, 0.05));
+}
+
 TEST_CASE(
     "backups timed over the model's forward pass give the main terms, over the spin the synthetic "
     "ones, which a synthetic run's check uses") {
