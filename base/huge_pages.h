@@ -1,9 +1,10 @@
-// A hint for the large arrays a trace load fills once (the file's text, a file's block ids): that
+// A hint for the large arrays filled once (a trace load's file text and block ids, serving mode's
+// per-request records): that
 // the kernel back them with transparent huge pages where it allows them (Linux,
 // /sys/kernel/mm/transparent_hugepage/enabled "always" or "madvise"). Filling fresh memory costs
 // a page fault per 4 KiB page otherwise (on the 2-core development VM about a fifth of a trace
 // load, in `kvlanes bench read`). Only a hint: a kernel that refuses it changes nothing, and no
-// output depends on it. Internal to traces/.
+// output depends on it.
 #pragma once
 
 #include <sys/mman.h>
