@@ -429,9 +429,6 @@ TEST_CASE("sweep: --forward model needs the cuda backend, bad grids are refused"
   CHECK_THROWS_WITH(SweepForwardPlan(o), doctest::Contains("the pool named 'kv'"));
 }
 
-}  // namespace kvlanes::exec
-
-namespace kvlanes::exec {
 namespace {
 
 // The stand-in that, at the first PrepareForward, checks what the proxy would read: the dense
