@@ -178,6 +178,24 @@ KindRow Row(const std::string& kind, const std::vector<const JoinedOp*>& ops,
   return r;
 }
 
+// The spread of ops priced alike (AlikeSpread), when there are any.
+std::optional<AlikeSpread> Alike(const std::vector<const JoinedOp*>& ops) {
+  std::map<double, std::vector<double>> by_price;  // predicted seconds -> measured seconds
+  for (const JoinedOp* o : ops) by_price[o->predicted_s].push_back(o->measured_s);
+  AlikeSpread a;
+  std::vector<double> off;
+  for (const auto& [price, measured] : by_price) {
+    if (measured.size() < 2) continue;
+    ++a.groups;
+    const double median = Percentile(measured, 0.50);
+    if (median <= 0) continue;
+    for (const double m : measured) off.push_back(std::fabs(m / median - 1));
+  }
+  if (off.empty()) return std::nullopt;
+  a.stats = SummarizeErrors(off);
+  return a;
+}
+
 void Note(MissingIds& m, const std::string& id, size_t examples) {
   ++m.count;
   if (m.examples.size() < examples) m.examples.push_back(id);
@@ -245,7 +263,10 @@ void JoinRequests(const Predictions& pred, const Measured& meas, const CheckOpti
 void SummarizeRows(size_t op_pairs, const CheckOptions& opt, CheckReport& r) {
   std::map<std::string, std::vector<const JoinedOp*>> groups;
   for (size_t i = 0; i < op_pairs; ++i) groups[r.joined[i].kind].push_back(&r.joined[i]);
-  for (const auto& [kind, ops] : groups) r.kinds.push_back(Row(kind, ops, opt));
+  for (const auto& [kind, ops] : groups) {
+    r.kinds.push_back(Row(kind, ops, opt));
+    r.kinds.back().alike = Alike(ops);
+  }
   if (r.joined.size() > op_pairs) {
     std::vector<const JoinedOp*> reqs;
     for (size_t i = op_pairs; i < r.joined.size(); ++i) reqs.push_back(&r.joined[i]);
@@ -331,14 +352,21 @@ CheckReport RunCheck(const Predictions& pred, const Measured& meas, const CheckO
 namespace {
 
 nlohmann::ordered_json RowJson(const KindRow& k) {
-  return {{"kind", k.kind},
-          {"count", k.stats.count},
-          {"median_ape", k.stats.median},
-          {"p95_ape", k.stats.p95},
-          {"max_ape", k.stats.max},
-          {"predicted_s", k.predicted_s},
-          {"measured_s", k.measured_s},
-          {"pass", k.pass}};
+  nlohmann::ordered_json j = {{"kind", k.kind},
+                              {"count", k.stats.count},
+                              {"median_ape", k.stats.median},
+                              {"p95_ape", k.stats.p95},
+                              {"max_ape", k.stats.max},
+                              {"predicted_s", k.predicted_s},
+                              {"measured_s", k.measured_s},
+                              {"pass", k.pass}};
+  if (k.alike)
+    j["alike"] = {{"groups", k.alike->groups},
+                  {"count", k.alike->stats.count},
+                  {"median_off", k.alike->stats.median},
+                  {"p95_off", k.alike->stats.p95},
+                  {"max_off", k.alike->stats.max}};
+  return j;
 }
 
 nlohmann::ordered_json OpJson(const JoinedOp& o) {
@@ -407,6 +435,15 @@ std::string FormatCheckReport(const CheckReport& r) {
     row(*r.requests);
   else
     o << "request      (no per-request measured seconds)\n";
+  for (const KindRow& k : r.kinds) {
+    if (!k.alike) continue;
+    std::snprintf(line, sizeof line,
+                  "%s: %zu ops in %zu groups priced alike were measured a median %s (p95 %s) off "
+                  "their group's median: no one price per group does better on them\n",
+                  k.kind.c_str(), k.alike->stats.count, k.alike->groups,
+                  CheckPct(k.alike->stats.median).c_str(), CheckPct(k.alike->stats.p95).c_str());
+    o << line;
+  }
   if (r.total_available) {
     std::snprintf(line, sizeof line,
                   "whole replay: predicted %.6g s, measured %.6g s, error %s (max %s): %s\n",

@@ -67,11 +67,21 @@ struct JoinedOp {
   double predicted_s = 0, measured_s = 0, ape = 0;
 };
 
+// Ops of one kind that the model prices alike (equal predicted seconds: the same shape, as the
+// model sees it) but that were measured apart: each op of such a group of two or more against its
+// group's median measured seconds. No price that gives a group one value does better than this
+// on those ops: it is the run's own spread, not the model's error (docs/calibration.md).
+struct AlikeSpread {
+  size_t groups = 0;  // groups of two or more ops
+  ErrorStats stats;   // |measured / group median - 1| over their ops
+};
+
 struct KindRow {
   std::string kind;  // an op kind, or "request" (service time)
   ErrorStats stats;
   double predicted_s = 0, measured_s = 0;  // sums
   bool pass = false;
+  std::optional<AlikeSpread> alike;  // ops only, where some are priced alike
 };
 
 struct MissingIds {

@@ -233,4 +233,44 @@ TEST_CASE("a gather op measured at 0 s (a merged prefix on one rank) is left out
   }
 }
 
+TEST_CASE("ops priced alike: their spread about their group's median, the floor of any one price") {
+  // Three backups priced 1.0 s measured 1.0, 1.2 and 0.9 s (off their median 1.0 by 0, 0.2 and
+  // 0.1); two priced 2.0 s measured 2.0 and 3.0 (median 2.5: off by 0.2 each); one priced 4.0 s
+  // alone (no group). Offsets sorted 0, 0.1, 0.2, 0.2, 0.2: median 0.2, p95 at rank 3.8 = 0.2.
+  Predictions p;
+  p.profile = "hand";
+  p.ops = {{"0/backup/l0/kv", "backup", 1.0}, {"1/backup/l0/kv", "backup", 1.0},
+           {"2/backup/l0/kv", "backup", 1.0}, {"3/backup/l0/kv", "backup", 2.0},
+           {"4/backup/l0/kv", "backup", 2.0}, {"5/backup/l0/kv", "backup", 4.0},
+           {"0/compute", "compute", 1.0}};
+  p.total_s = 1.0;
+  const std::string measured = R"({"total_s": 1.0, "ops": [
+    {"id": "0/backup/l0/kv", "kind": "backup", "rank": 0, "seconds": 1.0},
+    {"id": "1/backup/l0/kv", "kind": "backup", "rank": 0, "seconds": 1.2},
+    {"id": "2/backup/l0/kv", "kind": "backup", "rank": 0, "seconds": 0.9},
+    {"id": "3/backup/l0/kv", "kind": "backup", "rank": 0, "seconds": 2.0},
+    {"id": "4/backup/l0/kv", "kind": "backup", "rank": 0, "seconds": 3.0},
+    {"id": "5/backup/l0/kv", "kind": "backup", "rank": 0, "seconds": 5.0},
+    {"id": "0/compute", "kind": "compute", "rank": 0, "seconds": 1.0}]})";
+  const CheckReport r = RunCheck(p, ParseMeasured(measured, "m.json"), CheckOptions{});
+  const KindRow* b = Find(r, "backup");
+  REQUIRE(b != nullptr);
+  REQUIRE(b->alike);
+  CHECK(b->alike->groups == 2);
+  CHECK(b->alike->stats.count == 5);
+  CHECK(b->alike->stats.median == doctest::Approx(0.2));
+  CHECK(b->alike->stats.p95 == doctest::Approx(0.2));
+  CHECK(b->alike->stats.max == doctest::Approx(0.2));
+  const KindRow* c = Find(r, "compute");
+  REQUIRE(c != nullptr);
+  CHECK_FALSE(c->alike);  // one op: nothing priced alike
+  const nlohmann::ordered_json j = CheckReportToJson(r);
+  CHECK(j["kinds"][0]["alike"]["groups"] == 2);
+  CHECK_FALSE(j["kinds"][1].contains("alike"));
+  const std::string text = FormatCheckReport(r);
+  CHECK(text.find("backup: 5 ops in 2 groups priced alike were measured a median 20.00% (p95 "
+                  "20.00%) off their group's median") != std::string::npos);
+  CHECK(text.find("compute: ") == std::string::npos);
+}
+
 }  // namespace kvlanes::test
