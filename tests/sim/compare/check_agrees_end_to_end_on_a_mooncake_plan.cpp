@@ -189,4 +189,37 @@ TEST_CASE(
   CHECK(ConfigToJson(back).dump() == ConfigToJson(cfg).dump());
 }
 
+TEST_CASE("a load-back before a p2p gather is one copy of every layer per pool, else one a layer") {
+  // The executor loads every layer first when the gather reads peers' pools (p2p), in one copy
+  // per pool: one latency; before any other gather one copy per layer: a latency per layer.
+  ReplayConfig cfg;
+  ApplyConfigSetting("model.preset=deepseek-v3.2", cfg);
+  ApplyConfigSetting("cache.cp_size=1", cfg);
+  ValidateConfig(cfg);
+  const HardwareProfile hw = LoadHardwareProfile(kProfile);
+  const CostModel model(hw, cfg, kProfile);
+  RequestPlan p;
+  p.request = 7;
+  p.prefix_pages = 3;
+  p.shard_pages = {3};
+  p.computed_tokens = 64;
+  p.load_back = {LaneCopy{0, {{{10, 20}}, {{11, 21}}}}};  // two pages loaded
+  const double L = static_cast<double>(model.layers());
+  const auto load_of = [&](GatherMethod g, const std::string& pool) {
+    p.gather_method = g;
+    for (const OpPrediction& op : PredictOps(model, cfg, p, nullptr))
+      if (op.id == "7/load_back/l0/" + pool) return op.seconds;
+    return -1.0;
+  };
+  for (size_t k = 0; k < cfg.model.pools.size(); ++k) {
+    const std::string& pool = cfg.model.pools[k].name;
+    const double b = 2.0 * static_cast<double>(cfg.model.pools[k].bytes_per_token_layer) *
+                     static_cast<double>(cfg.cache.page_tokens);  // one layer's bytes
+    CHECK(load_of(GatherMethod::kP2p, pool) ==
+          doctest::Approx(model.CopyLatencyS(2, L) + b * L / (hw.h2d_gbps * 1e9)));
+    CHECK(load_of(GatherMethod::kPacked, pool) ==
+          doctest::Approx(L * (model.CopyLatencyS(2, 1) + b / (hw.h2d_gbps * 1e9))));
+  }
+}
+
 }  // namespace kvlanes::test
