@@ -313,11 +313,13 @@ double BackupEntries(const Sample& x) {
 }
 
 // The backup terms with bands of entry size (CalibrateOptions::backup_entry_bands): each sample's
-// bytes per entry pick its band; time = copies * latency + entries * entry_s[band] + bytes /
-// gbps[band]. Bands without samples are left out (their entries fall to the next band up; the
-// highest band with samples takes every larger entry). A band whose samples all move entries of
-// one size cannot separate its entry cost from its bandwidth: it gets the bandwidth alone. An
-// entry cost the fit makes negative is dropped and the fit repeated.
+// bytes per entry pick its band; time = copies * latency + entries * (entry_s[band] + spread *
+// entry_layer_s[band]) + bytes / gbps[band], spread = the layers a copy spans (a tail copy's
+// layers, 1 for a per-layer copy). Bands without samples are left out (their entries fall to the
+// next band up; the highest band with samples takes every larger entry). A band whose samples all
+// move entries of one size cannot separate its entry cost from its bandwidth: it gets the
+// bandwidth alone; one whose samples all span one depth gets no entry_layer_s. A cost the fit
+// makes negative is dropped and the fit repeated.
 void FitBackupEntryBands(Calibration& c, const std::vector<const Sample*>& s,
                          const std::string& group, HardwareProfile::CopyCost& cost) {
   const std::vector<double>& bounds = c.opt.backup_entry_bands;
@@ -327,26 +329,35 @@ void FitBackupEntryBands(Calibration& c, const std::vector<const Sample*>& s,
     while (k < bounds.size() && per_entry > bounds[k]) ++k;
     return k;
   };
+  const auto spread = [](const Sample& x) { return x.tail ? static_cast<double>(x.layers) : 1.0; };
   std::map<size_t, std::vector<double>> sizes;  // band -> entry sizes of its samples
-  for (const Sample* x : s) sizes[band_of(*x)].push_back(x->bytes / BackupEntries(*x));
+  std::map<size_t, std::set<double>> spreads;   // band -> the spreads of its samples
+  for (const Sample* x : s) {
+    sizes[band_of(*x)].push_back(x->bytes / BackupEntries(*x));
+    spreads[band_of(*x)].insert(spread(*x));
+  }
   std::vector<size_t> used;  // the bands with samples, ascending
-  std::vector<bool> with_entry;
+  std::vector<bool> with_entry, with_layer;
   for (auto& [k, v] : sizes) {
     used.push_back(k);
     std::sort(v.begin(), v.end());
     with_entry.push_back(v.back() > v.front() * 1.01);
+    with_layer.push_back(spreads[k].size() > 1);
   }
   const auto column_of = [&](size_t k) {
     return static_cast<size_t>(std::find(used.begin(), used.end(), k) - used.begin());
   };
   const Eigen::VectorXd t = MedianTimes(s);
   while (true) {
-    // Columns: copies; per used band its bytes, then its entries where fitted.
-    std::vector<Eigen::Index> bytes_col(used.size()), entry_col(used.size(), -1);
+    // Columns: copies; per used band its bytes, then its entries and entries x spread where
+    // fitted.
+    std::vector<Eigen::Index> bytes_col(used.size()), entry_col(used.size(), -1),
+        layer_col(used.size(), -1);
     Eigen::Index cols = 1;
     for (size_t j = 0; j < used.size(); ++j) {
       bytes_col[j] = cols++;
       if (with_entry[j]) entry_col[j] = cols++;
+      if (with_layer[j]) layer_col[j] = cols++;
     }
     Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s.size()), cols);
     for (size_t i = 0; i < s.size(); ++i) {
@@ -355,20 +366,24 @@ void FitBackupEntryBands(Calibration& c, const std::vector<const Sample*>& s,
       a(r, 0) = static_cast<double>(s[i]->copies);
       a(r, bytes_col[j]) = s[i]->bytes;
       if (entry_col[j] >= 0) a(r, entry_col[j]) = BackupEntries(*s[i]);
+      if (layer_col[j] >= 0) a(r, layer_col[j]) = BackupEntries(*s[i]) * spread(*s[i]);
     }
     RequireRank(a, t, c.m.file, group,
                 "vary the pages backed up and their runs within every band of entry size (or give "
                 "fewer --backup-entry-bands)");
     const LinearFit f = FitRelative(a, t);
-    size_t worst = used.size();
-    for (size_t j = 0; j < used.size(); ++j)
-      if (entry_col[j] >= 0 && f.x[entry_col[j]] < 0 &&
-          (worst == used.size() || f.x[entry_col[j]] < f.x[entry_col[worst]]))
-        worst = j;
-    if (worst < used.size()) {
-      with_entry[worst] = false;
-      continue;
-    }
+    // The most negative entry cost (or, failing one, cost per layer) is dropped.
+    const auto drop_negative = [&](const std::vector<Eigen::Index>& col, std::vector<bool>& with) {
+      size_t worst = used.size();
+      for (size_t j = 0; j < used.size(); ++j)
+        if (col[j] >= 0 && f.x[col[j]] < 0 &&
+            (worst == used.size() || f.x[col[j]] < f.x[col[worst]]))
+          worst = j;
+      if (worst == used.size()) return false;
+      with[worst] = false;
+      return true;
+    };
+    if (drop_negative(entry_col, with_entry) || drop_negative(layer_col, with_layer)) continue;
     FitReport r = Report(group, s, f.rel_err);
     cost.latency_s = f.x[0];
     r.params.push_back({group + ".latency_s", cost.latency_s});
@@ -376,9 +391,11 @@ void FitBackupEntryBands(Calibration& c, const std::vector<const Sample*>& s,
       CostBand b;  // latency_s: the band's cost per entry
       b.max_bytes = j + 1 < used.size() ? bounds[used[j]] : 0;
       b.latency_s = entry_col[j] >= 0 ? f.x[entry_col[j]] : 0;
+      b.layer_s = layer_col[j] >= 0 ? f.x[layer_col[j]] : 0;
       const std::string at = group + ".band[" + std::to_string(j) + "]";
       b.gbps = Gbps(f.x[bytes_col[j]], c.m.file, at);
       r.params.push_back({at + ".entry_s", b.latency_s});
+      if (layer_col[j] >= 0) r.params.push_back({at + ".entry_layer_s", b.layer_s});
       r.params.push_back({at + ".gbps", b.gbps});
       cost.entry_bands.bands.push_back(b);
     }
@@ -425,7 +442,11 @@ void FitBackupSchedule(Calibration& c, const std::vector<const Sample*>& all, bo
   bool entries = true;
   for (const Sample* x : s) entries = entries && x->pages > 0;
   cost.entry_bands = {};
-  if (entries && !c.opt.backup_entry_bands.empty()) {
+  // Tail copies of several depths need the cost per layer spanned, which the bands carry (one
+  // unbounded band where none are asked for).
+  std::set<int64_t> depths;
+  for (const Sample* x : s) depths.insert(x->layers);
+  if (entries && (!c.opt.backup_entry_bands.empty() || (tail && depths.size() > 1))) {
     FitBackupEntryBands(c, s, group, cost);
     return;
   }
@@ -447,27 +468,27 @@ void FitBackupSchedule(Calibration& c, const std::vector<const Sample*>& all, bo
   c.out.fits.push_back(std::move(r));
 }
 
-// Tail backups of a deeper model than the others (the recipe's tail step at the configured
-// depth): a tail copy's entries are spread over every layer of the host pool, and the time per
-// entry grows with that spread (docs/cost_model.md, "Backups"), so where tail samples of several
-// depths are given, both sets of tail terms come from the deepest ones, whatever ran before the
-// copy (it starts after the last layer). Empty when every tail sample has one depth. The
-// shallower tail samples are left out, with a note.
-std::vector<const Sample*> DeepestTail(Calibration& c, const std::vector<const Sample*>& all) {
-  int64_t lo = 0, hi = 0;
+// Tail backups of several depths (the recipe's tail step at the configured depth beside the
+// slice's): a tail copy's entries are spread over every layer of the host pool, and the time per
+// entry grows with that spread (docs/cost_model.md, "Tail backups at the model's depth"), so
+// where tail samples of several depths are given, both sets of tail terms come from all of them,
+// whatever ran before the copy (it starts after the last layer), with a cost per entry per layer
+// spanned (FitBackupEntryBands). Empty when every tail sample has one depth.
+std::vector<const Sample*> TailOfDepths(Calibration& c, const std::vector<const Sample*>& all) {
+  std::set<int64_t> depths;
+  std::vector<const Sample*> tail;
   for (const Sample* x : all)
     if (x->tail) {
-      lo = lo == 0 ? x->layers : std::min(lo, x->layers);
-      hi = std::max(hi, x->layers);
+      depths.insert(x->layers);
+      tail.push_back(x);
     }
-  std::vector<const Sample*> deep;
-  if (lo == hi) return deep;
-  for (const Sample* x : all)
-    if (x->tail && x->layers == hi) deep.push_back(x);
-  c.out.notes.push_back(std::to_string(deep.size()) + " tail backup samples of " +
-                        std::to_string(hi) + " layers give both sets of tail terms; " +
-                        "the tail samples of fewer layers are left out");
-  return deep;
+  if (depths.size() < 2) return {};
+  std::string list;
+  for (const int64_t d : depths) list += (list.empty() ? "" : ", ") + std::to_string(d);
+  c.out.notes.push_back(std::to_string(tail.size()) + " tail backup samples of " + list +
+                        " layers give both sets of tail terms, with an entry cost per layer a "
+                        "copy spans");
+  return tail;
 }
 
 // Backups over a forward pass, per schedule.
@@ -491,7 +512,7 @@ void FitBackups(Calibration& c) {
   // spin is checked); with one kind only, the main terms come from it, and beside_spin's are the
   // base's when the samples are the model's, none when they are the spin's (the main terms are
   // then the spin's own).
-  const std::vector<const Sample*> deep = DeepestTail(c, all);
+  const std::vector<const Sample*> deep = TailOfDepths(c, all);
   std::vector<const Sample*> model, spin;
   for (const Sample* x : all) (x->forward == "model" ? model : spin).push_back(x);
   const bool both = !model.empty() && !spin.empty();
@@ -501,7 +522,7 @@ void FitBackups(Calibration& c) {
                           std::to_string(spin.size()) +
                           " over the synthetic one give the beside_spin backup terms");
   for (const bool tail : {false, true}) {
-    const bool own = tail && !deep.empty();  // both sets of tail terms from the deepest samples
+    const bool own = tail && !deep.empty();  // both sets of tail terms from every depth
     FitBackupSchedule(c, own ? deep : model.empty() ? spin : model, tail, false);
     if (both || spin.empty())  // else the main terms are the spin's own
       FitBackupSchedule(c, own ? deep : both ? spin : std::vector<const Sample*>{}, tail, true);

@@ -56,7 +56,9 @@ std::string Bands(const BandedCost& c, const char* max_key = "max_bytes",
     const CostBand& b = c.bands[i];
     s += i ? ", {" : "{";
     if (b.max_bytes > 0) s += std::string(max_key) + ": " + Num(b.max_bytes) + ", ";
-    s += std::string(cost_key) + ": " + Num(b.latency_s) + ", gbps: " + Num(b.gbps) + "}";
+    s += std::string(cost_key) + ": " + Num(b.latency_s) + ", ";
+    if (b.layer_s > 0) s += "entry_layer_s: " + Num(b.layer_s) + ", ";
+    s += "gbps: " + Num(b.gbps) + "}";
   }
   return s + "]";
 }

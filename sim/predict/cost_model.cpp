@@ -184,7 +184,7 @@ double CostModel::KernelWriteS(double bytes) const {
 double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes,
                               double runs) const {
   const HardwareProfile::CopyCost& b = BackupCostFor(s).Terms(hw_);
-  if (b.gbps > 0) return b.Seconds(1, runs * layers, bytes);
+  if (b.gbps > 0) return b.Seconds(1, runs * layers, bytes, layers);
   return CopyLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
 }
 

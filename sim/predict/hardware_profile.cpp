@@ -85,18 +85,24 @@ struct Reader {
 
   // [{max_bytes, latency_s, gbps}, ...]; a backup term's entry_bands name the bound and the fixed
   // cost max_entry_bytes and entry_s (`max_key`, `cost_key`).
+  // `layer_key`: an optional per-band CostBand::layer_s (a backup term's entry_layer_s).
   BandedCost Bands(const YAML::Node& node, const std::string& path,
-                   const char* max_key = "max_bytes", const char* cost_key = "latency_s") const {
+                   const char* max_key = "max_bytes", const char* cost_key = "latency_s",
+                   const char* layer_key = nullptr) const {
     if (!node) Fail(node, path, "missing");
     if (!node.IsSequence() || node.size() == 0) Fail(node, path, "expected a list of bands");
     BandedCost c;
     for (size_t i = 0; i < node.size(); ++i) {
       const YAML::Node b = node[i];
       const std::string p = path + "[" + std::to_string(i) + "].";
-      OnlyKeys(b, p, {max_key, cost_key, "gbps"});
+      if (layer_key)
+        OnlyKeys(b, p, {max_key, cost_key, layer_key, "gbps"});
+      else
+        OnlyKeys(b, p, {max_key, cost_key, "gbps"});
       CostBand band;
       band.max_bytes = b[max_key] ? Num(b, max_key, p, true) : 0;
       band.latency_s = Num(b, cost_key, p, false);
+      if (layer_key && b[layer_key]) band.layer_s = Num(b, layer_key, p, false);
       band.gbps = Num(b, "gbps", p, true);
       if (i + 1 < node.size() && band.max_bytes <= 0)
         Fail(b, p + max_key, "only the last band may be unbounded");
@@ -384,11 +390,12 @@ double HardwareProfile::KernelCopyS(double payload_bytes) const {
   return b.latency_s + 2 * payload_bytes / (b.gbps * 1e9);
 }
 
-double HardwareProfile::CopyCost::Seconds(double copies, double entries, double bytes) const {
+double HardwareProfile::CopyCost::Seconds(double copies, double entries, double bytes,
+                                          double layers) const {
   double e = entry_s, bw = gbps;
   if (!entry_bands.bands.empty() && entries > 0) {
     const CostBand& b = entry_bands.For(bytes / entries);
-    e = b.latency_s;
+    e = b.latency_s + layers * b.layer_s;
     bw = b.gbps;
   }
   return copies * latency_s + entries * e + bytes / (bw * 1e9);
@@ -481,7 +488,8 @@ void ReadBackupTerms(const Reader& r, const YAML::Node& hd, const std::string& p
     c->gbps = r.Num(b, "gbps", pre, true);
     if (b["entry_s"]) c->entry_s = r.Num(b, "entry_s", pre, false);
     if (const YAML::Node bands = b["entry_bands"])
-      c->entry_bands = r.Bands(bands, pre + "entry_bands", "max_entry_bytes", "entry_s");
+      c->entry_bands =
+          r.Bands(bands, pre + "entry_bands", "max_entry_bytes", "entry_s", "entry_layer_s");
   }
 }
 

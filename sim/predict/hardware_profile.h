@@ -17,6 +17,9 @@ struct CostBand {
   double max_bytes = 0;  // 0 in the last band = unbounded
   double latency_s = 0;
   double gbps = 0;
+  // A backup term's entry band only (YAML entry_layer_s, optional): the cost per entry per layer
+  // the copy spans, the spread of a tail copy's entries over a layer-first host pool.
+  double layer_s = 0;
 };
 
 struct BandedCost {
@@ -73,9 +76,11 @@ struct HardwareProfile {
     // ones do not share one line (`kvlanes calibrate --backup-entry-bands`; docs/cost_model.md
     // "Backups"). With bands, entry_s and gbps above are the last band's.
     BandedCost entry_bands;
-    // copies x latency_s + entries x entry_s + bytes / gbps, the last two in the band of bytes /
-    // entries where entry_bands are given. Only for a measured term (gbps > 0).
-    double Seconds(double copies, double entries, double bytes) const;
+    // copies x latency_s + entries x (entry_s + layers x entry_layer_s) + bytes / gbps, the
+    // last three in the band of bytes / entries where entry_bands are given; `layers`: the layers
+    // the copy spans (a tail copy: the model's; a per-layer copy: 1). Only for a measured term
+    // (gbps > 0).
+    double Seconds(double copies, double entries, double bytes, double layers = 1) const;
   };
   CopyCost backup_per_layer, backup_tail;
   // Device-local copies (pack/unpack/scatter); bandwidth counts bytes read plus written.

@@ -58,15 +58,18 @@ def recipe_runs_on_the_host_backend_into_a_profile_check_accepts():
     check(re.search(r"^calibrate --sweep: \[3/3\] forward skipped: it runs the model forward pass",
                     r.stderr, re.M) is not None, "the model-forward step is skipped, visibly")
     # The step with model_layers: config times the configured model's depth (the default config's
-    # 61 layers), tail backups only; the fit takes the tail terms from it.
+    # 61 layers), tail backups only; the fit takes the tail terms from it and the slice (2 layers).
     deep = os.path.join(work, "host.sweep", "tail_depth.json")
     samples = json.load(open(deep))["samples"] if os.path.exists(deep) else []
     depths = {s.get("layers") for s in samples}
     check(samples and all(s["schedule"] == "tail" for s in samples) and depths == {61},
           f"the tail step times tail backups at the configured depth (layers {depths})")
-    check(re.search(r"tail backup samples of 61 layers give both sets of tail terms",
-                    r.stdout + r.stderr) is not None,
-          "the fit takes both sets of tail terms from the deepest tail samples")
+    check(re.search(r"tail backup samples of 2, 61 layers give both sets of tail terms, with an "
+                    r"entry cost per layer a copy spans", r.stdout + r.stderr) is not None,
+          "the fit takes both sets of tail terms from the tail samples of both depths")
+    check(re.search(r"backup_tail: \{[^}]*entry_layer_s: ", open(out).read()
+                    if os.path.exists(out) else "") is not None,
+          "the profile's tail terms hold an entry cost per layer spanned")
     check(os.path.exists(os.path.join(work, "host.sweep", "copies.json")) and
           not os.path.exists(os.path.join(work, "host.sweep", "forward.json")),
           "the measurement files stay beside the profile (host.sweep/copies.json)")

@@ -466,19 +466,23 @@ TEST_CASE("backups over a forward pass get their own fit per schedule, which the
         doctest::Approx(generic.CopyLatencyS(10, 61) + b / (plain.d2h_gbps * 1e9)));
 }
 
-TEST_CASE("tail backups of the deepest model give both sets of tail terms; per-layer ones stay") {
-  // Truth: at 4 layers (the recipe's slice, over the proxy and the spin) tail copies 9 us + 0.35
-  // us per entry + bytes at 50 GB/s; at 61 layers (the model's depth, over the spin) 0.7 us per
-  // entry. Per-layer copies at 4 layers: 12 us + bytes at 45 GB/s.
+TEST_CASE("tail backups of two depths give an entry cost per layer spanned; per-layer ones stay") {
+  // Truth: tail copies 9 us + bytes at 50 GB/s + per entry 0.35 us at 4 layers (the recipe's
+  // slice, over the proxy and the spin) and 0.7 us at 61 (the model's depth, over the spin):
+  // entry cost e0 + e1 x layers with e1 = 0.35 / 57 us. Per-layer copies at 4 layers: 12 us a
+  // layer + bytes at 45 GB/s.
   nlohmann::json doc = {{"kvlanes_measurements", 1},
                         {"context", {{"gpu", "synthetic"}}},
                         {"samples", nlohmann::json::array()}};
   Noise noise(23, 0.005);
+  const double e1 = 0.35e-6 / 57, e0 = 0.35e-6 - 4 * e1;
+  const auto tail_s = [&](double entries, double bytes, double L) {
+    return 9e-6 + entries * (e0 + e1 * L) + bytes / 50e9;
+  };
   const auto add = [&](int64_t L, const std::string& fwd, bool tail, int64_t run, int64_t pages) {
     const int64_t entries = (pages + run - 1) / run * L;
     const double bytes = static_cast<double>(pages * L * 8448);
-    const double entry_s = L == 61 ? 0.7e-6 : 0.35e-6;
-    const double t = tail ? 9e-6 + static_cast<double>(entries) * entry_s + bytes / 50e9
+    const double t = tail ? tail_s(static_cast<double>(entries), bytes, static_cast<double>(L))
                           : static_cast<double>(L) * 12e-6 + bytes / 45e9;
     nlohmann::json x = {{"kind", "backup"},  {"schedule", tail ? "tail" : "per-layer"},
                         {"bytes", bytes},    {"copies", tail ? 1 : L},
@@ -496,22 +500,36 @@ TEST_CASE("tail backups of the deepest model give both sets of tail terms; per-l
       add(61, "synthetic", true, run, pages);
     }
   HardwareProfile base = TruthProfile();
-  const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "deep.json"), &base, {});
-  CHECK(Near(r.profile.backup_tail.entry_s, 0.7e-6, 0.05));
-  CHECK(Near(r.profile.beside_spin.backup_tail.entry_s, 0.7e-6, 0.05));
-  CHECK(Near(r.profile.backup_tail.gbps, 50, 0.05));
-  CHECK(Near(r.profile.backup_per_layer.latency_s, 12e-6, 0.05));
-  bool noted = false;
-  for (const std::string& n : r.notes)
-    noted =
-        noted || n.find("21 tail backup samples of 61 layers give both sets of tail terms") == 0;
-  CHECK(noted);
-  // Tail samples of one depth only: fitted as before, at their own entry cost.
+  // With bands of entry size (as the standard recipe asks) and without (one unbounded band).
+  CalibrateOptions banded;
+  banded.backup_entry_bands = {16384, 131072};
+  for (const CalibrateOptions& opt : {CalibrateOptions{}, banded}) {
+    const CalibrationResult r = Calibrate(ParseMeasurements(doc.dump(1), "deep.json"), &base, opt);
+    for (const HardwareProfile::CopyCost* c :
+         {&r.profile.backup_tail, &r.profile.beside_spin.backup_tail}) {
+      REQUIRE_FALSE(c->entry_bands.bands.empty());
+      // One page (8,448 B an entry) and 64 pages in one run, at both depths, within 3%.
+      for (const double L : {4.0, 61.0})
+        for (const double pages : {1.0, 64.0}) {
+          const double bytes = pages * L * 8448;
+          CHECK(Near(c->Seconds(1, L, bytes, L), tail_s(L, bytes, L), 0.03));
+        }
+    }
+    CHECK(Near(r.profile.backup_per_layer.latency_s, 12e-6, 0.05));
+    bool noted = false;
+    for (const std::string& n : r.notes)
+      noted = noted || n.find(
+                           "63 tail backup samples of 4, 61 layers give both sets of tail "
+                           "terms, with an entry cost per layer a copy spans") == 0;
+    CHECK(noted);
+  }
+  // Tail samples of one depth only: fitted as before, one line at their own entry cost.
   nlohmann::json shallow = doc;
   shallow["samples"] = nlohmann::json::array();
   for (const auto& x : doc["samples"])
     if (x["layers"] == 4) shallow["samples"].push_back(x);
   const CalibrationResult s = Calibrate(ParseMeasurements(shallow.dump(1), "s.json"), &base, {});
+  CHECK(s.profile.backup_tail.entry_bands.bands.empty());
   CHECK(Near(s.profile.backup_tail.entry_s, 0.35e-6, 0.05));
 }
 
