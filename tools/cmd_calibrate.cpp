@@ -159,7 +159,8 @@ po::options_description CalibrateOptionsDescription() {
       ("backup-entry-bands", po::value<std::string>(),
        "bounds in bytes per copy entry, ascending, e.g. 16384,131072,1048576: the backup terms get an "
        "entry cost and a bandwidth per band of entry size (a few large entries and many small ones "
-       "differ; docs/calibration.md \"Backups\"); default none: one line")
+       "differ; docs/calibration.md \"Backups\"); default none: one line. Tail samples of several "
+       "depths also give each band an entry cost per layer a copy spans (one band without bounds)")
       ("run-pages", po::value<int64_t>(), "host copies: fit the samples whose slots form runs of this many pages "
                                           "(bench sweep --slot-runs)")
       ("model-preset", po::value<std::string>(),
