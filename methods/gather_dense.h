@@ -11,11 +11,13 @@ class Dense final : public GatherMethodImpl {
   static constexpr const char* kName = "dense";
   const char* Name() const override { return kName; }
 
-  // zero the full buffer, scatter owned pages into place, all-reduce (sum) the buffer.
+  // One fused kernel writes the whole buffer (zeros where another rank owns the page) and reads
+  // the owned pages (kernels/materialize.h, ZeroFill::kWrite): P + S pages moved, priced as a
+  // device copy of (P + S) / 2 pages (KernelCopyS counts its payload read and written); then the
+  // ranks all-reduce (sum) the buffer.
   void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const {
     const double b = s.page_layer_bytes, P = s.prefix_pages, S = s.max_shard_pages, N = s.ranks;
-    c.per_layer_s = s.kernel_ratio * m.KernelWriteS(P * b) + s.kernel_ratio * m.KernelCopyS(S * b) +
-                    m.AllReduceS(P * b);
+    c.per_layer_s = s.kernel_ratio * m.KernelCopyS((P + S) / 2 * b) + m.AllReduceS(P * b);
     c.bytes_per_rank = 2 * (N - 1) / N * P * b;
   }
 
