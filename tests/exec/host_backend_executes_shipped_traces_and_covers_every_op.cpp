@@ -13,6 +13,7 @@
 #include "exec_cases.h"
 #include "forwarding_backend.h"
 #include "sim/report/provenance.h"
+#include "tests/approx.h"
 
 namespace kvlanes::exec::testing {
 namespace {
@@ -313,10 +314,10 @@ TEST_CASE("request seconds leave out the time every rank was held behind a secon
   o.exec.gate = true;
   nlohmann::ordered_json j = MeasuredReport(plan, ranks, o);
   REQUIRE(j["requests"].size() == 1);
-  CHECK(j["requests"][0]["held_s"].get<double>() == doctest::Approx(0.2));
-  CHECK(j["requests"][0]["seconds"].get<double>() == doctest::Approx(1.2 - 0.2));
-  CHECK(j["requests"][0]["host_enqueue_s"].get<double>() == doctest::Approx(0.30));
-  CHECK(j["total_s"].get<double>() == doctest::Approx(1.0));
+  CHECK(j["requests"][0]["held_s"].get<double>() == kvlanes::test::RelApprox(0.2));
+  CHECK(j["requests"][0]["seconds"].get<double>() == kvlanes::test::RelApprox(1.2 - 0.2));
+  CHECK(j["requests"][0]["host_enqueue_s"].get<double>() == kvlanes::test::RelApprox(0.30));
+  CHECK(j["total_s"].get<double>() == kvlanes::test::RelApprox(1.0));
   CHECK(j["context"]["gate"]["expired"].get<int64_t>() == 1);
   CHECK(j["context"]["gate"]["opened_early"].get<int64_t>() == 3);
   // A rank's result survives its JSON (the multi-process path) with both counts.
@@ -329,7 +330,7 @@ TEST_CASE("request seconds leave out the time every rank was held behind a secon
   ranks[1].requests = {RequestHostTime{0, 0.25, 0, -1}};
   j = MeasuredReport(plan, ranks, o);
   CHECK_FALSE(j["requests"][0].contains("held_s"));
-  CHECK(j["requests"][0]["seconds"].get<double>() == doctest::Approx(1.2));
+  CHECK(j["requests"][0]["seconds"].get<double>() == kvlanes::test::RelApprox(1.2));
 
   // --gate layer0: the context says what was held.
   o.exec.gate_first_layer = true;

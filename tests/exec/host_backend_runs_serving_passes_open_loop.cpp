@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exec_cases.h"
+#include "tests/approx.h"
 
 namespace kvlanes::exec::testing {
 namespace {
@@ -77,7 +78,7 @@ TEST_CASE("a serving plan runs pass by pass, each pass after its requests arrive
         // Admitted here: the pass waited for its arrival, and its queue ends with the pass's start.
         CHECK(op["start_s"].get<double>() >= ft["start_s"].get<double>());
         CHECK(ft["queue_s"].get<double>() ==
-              doctest::Approx(op["start_s"].get<double>() - ft["start_s"].get<double>()));
+              kvlanes::test::RelApprox(op["start_s"].get<double>() - ft["start_s"].get<double>()));
         last_arrival = std::max(last_arrival, ft["start_s"].get<double>());
       } else {
         ++later_chunks;

@@ -13,6 +13,7 @@
 #include "exec/exec_error.h"
 #include "exec/host_backend.h"
 #include "exec_cases.h"
+#include "tests/approx.h"
 
 namespace kvlanes::exec::testing {
 namespace {
@@ -52,21 +53,22 @@ TEST_CASE("the measured report gives each op's and request's median over the tim
   nlohmann::ordered_json j = MeasuredReport(plan, ranks, o);
   REQUIRE(j["ops"].size() == 3);  // round 0's ops, in order
   CHECK(j["ops"][0]["id"] == "0/compute");
-  CHECK(j["ops"][0]["seconds"].get<double>() == doctest::Approx(2.0));  // median of 1, 4, 2
+  CHECK(j["ops"][0]["seconds"].get<double>() ==
+        kvlanes::test::RelApprox(2.0));  // median of 1, 4, 2
   CHECK(j["ops"][0]["round_seconds"].size() == 3);
-  CHECK(j["ops"][0]["round_seconds"][1].get<double>() == doctest::Approx(4.0));
-  CHECK(j["ops"][0]["start_s"].get<double>() == doctest::Approx(0.0));  // round 0's place
-  CHECK(j["ops"][2]["seconds"].get<double>() == doctest::Approx(1.0));  // of 1, 0.5, 3
+  CHECK(j["ops"][0]["round_seconds"][1].get<double>() == kvlanes::test::RelApprox(4.0));
+  CHECK(j["ops"][0]["start_s"].get<double>() == kvlanes::test::RelApprox(0.0));  // round 0's place
+  CHECK(j["ops"][2]["seconds"].get<double>() == kvlanes::test::RelApprox(1.0));  // of 1, 0.5, 3
   REQUIRE(j["requests"].size() == 2);
   // Request 1 spans 2 s, 1.5 s and 4 s: median 2; request 0 1, 4, 2: median 2.
-  CHECK(j["requests"][0]["seconds"].get<double>() == doctest::Approx(2.0));
-  CHECK(j["requests"][1]["seconds"].get<double>() == doctest::Approx(2.0));
-  CHECK(j["requests"][1]["host_enqueue_s"].get<double>() == doctest::Approx(0.4));
-  CHECK(j["total_s"].get<double>() == doctest::Approx(4.0));
+  CHECK(j["requests"][0]["seconds"].get<double>() == kvlanes::test::RelApprox(2.0));
+  CHECK(j["requests"][1]["seconds"].get<double>() == kvlanes::test::RelApprox(2.0));
+  CHECK(j["requests"][1]["host_enqueue_s"].get<double>() == kvlanes::test::RelApprox(0.4));
+  CHECK(j["total_s"].get<double>() == kvlanes::test::RelApprox(4.0));
   REQUIRE(j["round_totals_s"].size() == 3);
-  CHECK(j["round_totals_s"][0].get<double>() == doctest::Approx(3.0));
-  CHECK(j["round_totals_s"][1].get<double>() == doctest::Approx(5.5));
-  CHECK(j["round_totals_s"][2].get<double>() == doctest::Approx(6.0));
+  CHECK(j["round_totals_s"][0].get<double>() == kvlanes::test::RelApprox(3.0));
+  CHECK(j["round_totals_s"][1].get<double>() == kvlanes::test::RelApprox(5.5));
+  CHECK(j["round_totals_s"][2].get<double>() == kvlanes::test::RelApprox(6.0));
   CHECK(j["context"]["timed_rounds"]["rounds"] == 3);
 
   // An op that did not run in every round is an executor fault, not a median of fewer.
@@ -79,8 +81,8 @@ TEST_CASE("the measured report gives each op's and request's median over the tim
                   Op("0/compute", 0, 2, 20, 23), Op("0/compute", 0, 2, 23, 28)};
   j = MeasuredReport(plan, ranks, o);
   REQUIRE(j["ops"].size() == 2);
-  CHECK(j["ops"][0]["seconds"].get<double>() == doctest::Approx(2.0));  // of 1, 2, 3
-  CHECK(j["ops"][1]["seconds"].get<double>() == doctest::Approx(3.0));  // of 3, 1, 5
+  CHECK(j["ops"][0]["seconds"].get<double>() == kvlanes::test::RelApprox(2.0));  // of 1, 2, 3
+  CHECK(j["ops"][1]["seconds"].get<double>() == kvlanes::test::RelApprox(3.0));  // of 3, 1, 5
   // A round whose ops differ from round 0's at the same position is an executor fault.
   ranks[0].ops[3].id = "1/compute";
   CHECK_THROWS_AS(MeasuredReport(plan, ranks, o), ExecError);
@@ -94,7 +96,7 @@ TEST_CASE("the measured report gives each op's and request's median over the tim
   CHECK_FALSE(j["ops"][0].contains("round_seconds"));
   CHECK_FALSE(j.contains("round_totals_s"));
   CHECK_FALSE(j["context"].contains("timed_rounds"));
-  CHECK(j["total_s"].get<double>() == doctest::Approx(3.0));
+  CHECK(j["total_s"].get<double>() == kvlanes::test::RelApprox(3.0));
 }
 
 TEST_CASE("timed rounds run the plan again from an empty cache and verify every round") {
@@ -134,7 +136,7 @@ TEST_CASE("timed rounds run the plan again from an empty cache and verify every 
     CHECK(a["rank"] == b["rank"]);
     REQUIRE(b["round_seconds"].size() == 3);
     CHECK(b["seconds"].get<double>() ==
-          doctest::Approx(Percentile(b["round_seconds"].get<std::vector<double>>(), 0.5)));
+          kvlanes::test::RelApprox(Percentile(b["round_seconds"].get<std::vector<double>>(), 0.5)));
   }
   CHECK(one["verified_bytes"].get<int64_t>() > 0);
   CHECK(three["verified_bytes"].get<int64_t>() == 3 * one["verified_bytes"].get<int64_t>());
@@ -143,7 +145,7 @@ TEST_CASE("timed rounds run the plan again from an empty cache and verify every 
     CHECK(r["round_seconds"].size() == 3);
     total += r["seconds"].get<double>();
   }
-  CHECK(three["total_s"].get<double>() == doctest::Approx(total));
+  CHECK(three["total_s"].get<double>() == kvlanes::test::RelApprox(total));
   CHECK(three["round_totals_s"].size() == 3);
 }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/approx.h"
 #include "tests/traces/test_files.h"
 #include "traces/trace_reader.h"
 #include "traces/trace_stats.h"
@@ -48,24 +49,24 @@ TEST_CASE("trace stats of a small tokens trace match a hand computation") {
   const Trace t = LoadTrace({p}, std::nullopt, {.block_tokens = 0, .page_tokens = 2});
   const TraceStats s = ComputeTraceStats(t);
   CHECK(s.requests == 4);
-  CHECK(s.time_span_s == doctest::Approx(3.0));
+  CHECK(s.time_span_s == kvlanes::test::RelApprox(3.0));
   CHECK(s.input_tokens == 5 + 6 + 4 + 4);
   CHECK(s.output_tokens == 10);
-  CHECK(s.input_mean == doctest::Approx(19.0 / 4));
+  CHECK(s.input_mean == kvlanes::test::RelApprox(19.0 / 4));
   // Sorted lengths 4 4 5 6: p50 at position 1.5 -> 4.5; p99 at 2.97 -> 5 + 0.97 = 5.97.
-  CHECK(s.input_p50 == doctest::Approx(4.5));
-  CHECK(s.input_p99 == doctest::Approx(5.97));
+  CHECK(s.input_p50 == kvlanes::test::RelApprox(4.5));
+  CHECK(s.input_p99 == kvlanes::test::RelApprox(5.97));
   CHECK(s.input_max == 6);
   CHECK(s.blocks == 2 + 3 + 2 + 2);
   CHECK(s.distinct_blocks == 4);  // A B C D
   CHECK(s.infinite_cache_hit_tokens == 0 + 4 + 2 + 4);
-  CHECK(s.infinite_cache_hit_ratio == doctest::Approx(10.0 / 19));
+  CHECK(s.infinite_cache_hit_ratio == kvlanes::test::RelApprox(10.0 / 19));
 
   const nlohmann::json j = TraceStatsToJson(s);
   CHECK(j.at("requests") == 4);
   CHECK(j.at("distinct_blocks") == 4);
-  CHECK(j.at("infinite_cache_hit_ratio").get<double>() == doctest::Approx(10.0 / 19));
-  CHECK(j.at("input_p99").get<double>() == doctest::Approx(5.97));
+  CHECK(j.at("infinite_cache_hit_ratio").get<double>() == kvlanes::test::RelApprox(10.0 / 19));
+  CHECK(j.at("input_p99").get<double>() == kvlanes::test::RelApprox(5.97));
 
   std::ostringstream table;
   PrintTraceStats(s, table);

@@ -17,6 +17,7 @@
 #include "sim/compare/measurements.h"
 #include "sim/config.h"
 #include "sim/predict/hardware_profile.h"
+#include "tests/approx.h"
 #include "tests/exec/forwarding_backend.h"
 
 namespace kvlanes::exec {
@@ -247,12 +248,13 @@ TEST_CASE("sweep forward grid: one sample per shape with FLOPs and bytes, the pr
     CHECK(dense["flops"].get<double>() == LayerFlops(o.model_shape, LayerKind::kDense, n, p));
     CHECK(moe["flops"].get<double>() == LayerFlops(o.model_shape, LayerKind::kMoe, n, p));
     // The sample is the model's mean layer: 3/5 dense, 2/5 MoE.
-    CHECK(s["flops"].get<double>() ==
-          doctest::Approx(0.6 * dense["flops"].get<double>() + 0.4 * moe["flops"].get<double>()));
-    CHECK(s["hbm_bytes"].get<double>() == doctest::Approx(0.6 * dense["hbm_bytes"].get<double>() +
-                                                          0.4 * moe["hbm_bytes"].get<double>()));
+    CHECK(s["flops"].get<double>() == kvlanes::test::RelApprox(0.6 * dense["flops"].get<double>() +
+                                                               0.4 * moe["flops"].get<double>()));
+    CHECK(s["hbm_bytes"].get<double>() ==
+          kvlanes::test::RelApprox(0.6 * dense["hbm_bytes"].get<double>() +
+                                   0.4 * moe["hbm_bytes"].get<double>()));
     CHECK(s["tflops"].get<double>() ==
-          doctest::Approx(s["flops"].get<double>() / s["median_s"].get<double>() / 1e12));
+          kvlanes::test::RelApprox(s["flops"].get<double>() / s["median_s"].get<double>() / 1e12));
   }
   CHECK(shapes == std::set<std::pair<int64_t, int64_t>>{{16, 0},
                                                         {16, 96},

@@ -7,6 +7,7 @@
 
 #include "sim/cache/placement.h"
 #include "sim/predict/cost_model.h"
+#include "tests/approx.h"
 #include "tests/sim/harness.h"
 
 namespace kvlanes {
@@ -106,15 +107,15 @@ TEST_CASE("the agreement's all-reduce is priced as an 8-byte all-reduce under mi
   cfg.cache.cp_hit_agreement = "min";
   const CostModel min(hw, cfg);
   // 2 (N-1) latency + 2 (N-1)/N x 8 B / busbw
-  CHECK(min.HitAgreementS(10) == doctest::Approx(6 * 15e-6 + 1.5 * 8 / 200e9));
+  CHECK(min.HitAgreementS(10) == kvlanes::test::RelApprox(6 * 15e-6 + 1.5 * 8 / 200e9));
   CHECK(min.HitAgreementS(0) == 0);
   RequestPlan p;
   p.input_tokens = 640;
   p.host_match_pages = 3;
   const RequestCost with = min.Request(p);
   const RequestCost without = owner.Request(p);
-  CHECK(with.hit_agreement_s == doctest::Approx(min.HitAgreementS(3)));
-  CHECK(with.service_s - without.service_s == doctest::Approx(with.hit_agreement_s));
+  CHECK(with.hit_agreement_s == kvlanes::test::RelApprox(min.HitAgreementS(3)));
+  CHECK(with.service_s - without.service_s == kvlanes::test::RelApprox(with.hit_agreement_s));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "sim/cache/placement.h"
 #include "sim/predict/cost_model.h"
+#include "tests/approx.h"
 #include "tests/sim/harness.h"
 
 namespace kvlanes {
@@ -81,13 +82,13 @@ TEST_CASE("broadcast costs a pack of the prefix and one broadcast per layer") {
   const CostModel m(hw, cfg);
   const double b = 64.0 * 700;
   // (N-1) latency + bytes / busbw in the all-gather band of the bytes.
-  CHECK(m.BroadcastS(5e5) == doctest::Approx(3 * 10e-6 + 5e5 / 100e9));
-  CHECK(m.BroadcastS(8e6) == doctest::Approx(3 * 20e-6 + 8e6 / 300e9));
+  CHECK(m.BroadcastS(5e5) == kvlanes::test::RelApprox(3 * 10e-6 + 5e5 / 100e9));
+  CHECK(m.BroadcastS(8e6) == kvlanes::test::RelApprox(3 * 20e-6 + 8e6 / 300e9));
   const std::vector<int64_t> shards = {40, 0, 0, 0};  // every page on the lane of record
   const GatherCost g = m.Gather(GatherMethod::kBroadcast, shards, 40);
-  CHECK(g.per_layer_s == doctest::Approx(m.KernelCopyS(40 * b) + m.BroadcastS(40 * b)));
-  CHECK(g.total_s == doctest::Approx(10 * g.per_layer_s));
-  CHECK(g.bytes_per_rank == doctest::Approx(40 * b));
+  CHECK(g.per_layer_s == kvlanes::test::RelApprox(m.KernelCopyS(40 * b) + m.BroadcastS(40 * b)));
+  CHECK(g.total_s == kvlanes::test::RelApprox(10 * g.per_layer_s));
+  CHECK(g.bytes_per_rank == kvlanes::test::RelApprox(40 * b));
   ReplayConfig one = cfg;
   one.cache.cp_size = 1;
   const CostModel m1(hw, one);

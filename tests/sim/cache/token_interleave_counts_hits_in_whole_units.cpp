@@ -9,6 +9,7 @@
 #include "sim/config.h"
 #include "sim/predict/cost_model.h"
 #include "sim/report/report.h"
+#include "tests/approx.h"
 #include "tests/sim/harness.h"
 
 namespace kvlanes {
@@ -143,10 +144,10 @@ TEST_CASE("a merged prefix costs the partial_merge term per layer and is never p
   CHECK(pm.per_layer_s > 0);
   const RequestCost r0 = m.Evaluate(f);
   // Each layer: the merge's exchanges, then the layer's compute, one after the other.
-  CHECK(r0.gather_s == doctest::Approx(10 * pm.per_layer_s));
-  CHECK(r0.service_s == doctest::Approx(r0.gather_s + r0.compute_s));
+  CHECK(r0.gather_s == kvlanes::test::RelApprox(10 * pm.per_layer_s));
+  CHECK(r0.service_s == kvlanes::test::RelApprox(r0.gather_s + r0.compute_s));
   f.prefetch_layers = 2;  // a layer's queries exist only once the layer runs: no prefetch
-  CHECK(m.Evaluate(f).service_s == doctest::Approx(r0.service_s));
+  CHECK(m.Evaluate(f).service_s == kvlanes::test::RelApprox(r0.service_s));
 }
 
 TEST_CASE("gather.bytes counts a merged prefix as the queries and partials it moves") {

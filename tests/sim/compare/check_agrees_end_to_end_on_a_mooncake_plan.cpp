@@ -13,6 +13,7 @@
 #include "sim/compare/op_predictions.h"
 #include "sim/predict/cost_model.h"
 #include "sim/report/report.h"
+#include "tests/approx.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes::test {
@@ -75,7 +76,7 @@ TEST_CASE(
     CHECK(pred.requests[i].ttft_s >= pred.requests[i].service_s);
     total += rep.service_s[i];
   }
-  CHECK(pred.total_s == doctest::Approx(total).epsilon(1e-12));
+  CHECK(pred.total_s == kvlanes::test::RelApprox(total).epsilon(1e-12));
   std::map<std::string, double> per_kind;
   std::map<std::string, size_t> count;
   for (const OpPrediction& op : pred.ops) {
@@ -83,13 +84,13 @@ TEST_CASE(
     ++count[op.kind];
     CHECK(op.seconds > 0);
   }
-  CHECK(per_kind["compute"] == doctest::Approx(rep.compute_s).epsilon(1e-9));
+  CHECK(per_kind["compute"] == kvlanes::test::RelApprox(rep.compute_s).epsilon(1e-9));
   // A gather op is its layers; the replay's gather cost also has the once-per-request index upload.
   double once = 0;
   for (const RequestPlan& r : plan.requests)
     if (r.prefix_pages > 0)
       once += model.Gather(r.gather_method, r.shard_pages, r.prefix_pages).once_s;
-  CHECK(per_kind["gather"] == doctest::Approx(rep.gather_s - once).epsilon(1e-9));
+  CHECK(per_kind["gather"] == kvlanes::test::RelApprox(rep.gather_s - once).epsilon(1e-9));
   // The case exercises load-backs and backups (host tier), gathers and compute.
   for (const char* k : {"load_back", "backup", "gather", "compute"}) CHECK(count[k] > 0);
   // Ids are the plan's op ids, each once.
@@ -152,14 +153,14 @@ TEST_CASE(
   for (const auto& [kind, e] : ape) {
     if (!count[kind]) continue;
     REQUIRE(rows.count(kind));
-    CHECK(rows[kind]->stats.median == doctest::Approx(e).epsilon(1e-9));
-    if (kind != "gather") CHECK(rows[kind]->stats.p95 == doctest::Approx(e).epsilon(1e-9));
+    CHECK(rows[kind]->stats.median == kvlanes::test::RelApprox(e).epsilon(1e-9));
+    if (kind != "gather") CHECK(rows[kind]->stats.p95 == kvlanes::test::RelApprox(e).epsilon(1e-9));
   }
   CHECK(rows["load_back"]->stats.count == count["load_back"] - 1);
-  CHECK(rows["gather"]->stats.max == doctest::Approx(0.5));
+  CHECK(rows["gather"]->stats.max == kvlanes::test::RelApprox(0.5));
   REQUIRE(r.requests);
-  CHECK(r.requests->stats.median == doctest::Approx(0.03).epsilon(1e-9));
-  CHECK(r.total_error == doctest::Approx(0.03).epsilon(1e-9));
+  CHECK(r.requests->stats.median == kvlanes::test::RelApprox(0.03).epsilon(1e-9));
+  CHECK(r.total_error == kvlanes::test::RelApprox(0.03).epsilon(1e-9));
   CHECK(r.worst.at(0).id == outlier);
   CHECK(r.predicted_only.count == 1);
   CHECK(r.predicted_only.examples == std::vector<std::string>{dropped});
@@ -216,9 +217,9 @@ TEST_CASE("a load-back before a p2p gather is one copy of every layer per pool, 
     const double b = 2.0 * static_cast<double>(cfg.model.pools[k].bytes_per_token_layer) *
                      static_cast<double>(cfg.cache.page_tokens);  // one layer's bytes
     CHECK(load_of(GatherMethod::kP2p, pool) ==
-          doctest::Approx(model.CopyLatencyS(2, L) + b * L / (hw.h2d_gbps * 1e9)));
+          kvlanes::test::RelApprox(model.CopyLatencyS(2, L) + b * L / (hw.h2d_gbps * 1e9)));
     CHECK(load_of(GatherMethod::kPacked, pool) ==
-          doctest::Approx(L * (model.CopyLatencyS(2, 1) + b / (hw.h2d_gbps * 1e9))));
+          kvlanes::test::RelApprox(L * (model.CopyLatencyS(2, 1) + b / (hw.h2d_gbps * 1e9))));
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include "io/input_error.h"
 #include "sim/compare/check_stats.h"
+#include "tests/approx.h"
 
 namespace kvlanes::test {
 namespace {
@@ -52,9 +53,9 @@ TEST_CASE("percentiles of APE interpolate between closest ranks") {
   // Sorted 0.02 0.04 0.10 0.30: median = (0.04 + 0.10) / 2; p95 at rank 0.95 * 3 = 2.85.
   const ErrorStats s = SummarizeErrors({0.30, 0.02, 0.10, 0.04});
   CHECK(s.count == 4);
-  CHECK(s.median == doctest::Approx(0.07));
-  CHECK(s.p95 == doctest::Approx(0.10 + 0.85 * 0.20));
-  CHECK(s.max == doctest::Approx(0.30));
+  CHECK(s.median == kvlanes::test::RelApprox(0.07));
+  CHECK(s.p95 == kvlanes::test::RelApprox(0.10 + 0.85 * 0.20));
+  CHECK(s.max == kvlanes::test::RelApprox(0.30));
   const ErrorStats one = SummarizeErrors({0.25});
   CHECK(one.median == 0.25);
   CHECK(one.p95 == 0.25);
@@ -73,28 +74,28 @@ TEST_CASE("measured ops aggregate over ranks with max and join predictions by id
   const KindRow* lb = Find(r, "load_back");
   REQUIRE(lb);
   CHECK(lb->stats.count == 4);
-  CHECK(lb->stats.median == doctest::Approx(0.07));
-  CHECK(lb->stats.p95 == doctest::Approx(0.27));
-  CHECK(lb->stats.max == doctest::Approx(0.30));
-  CHECK(lb->predicted_s == doctest::Approx(4.46));
-  CHECK(lb->measured_s == doctest::Approx(4.0));
+  CHECK(lb->stats.median == kvlanes::test::RelApprox(0.07));
+  CHECK(lb->stats.p95 == kvlanes::test::RelApprox(0.27));
+  CHECK(lb->stats.max == kvlanes::test::RelApprox(0.30));
+  CHECK(lb->predicted_s == kvlanes::test::RelApprox(4.46));
+  CHECK(lb->measured_s == kvlanes::test::RelApprox(4.0));
   CHECK_FALSE(lb->pass);  // median 7% > 5%
   const KindRow* comp = Find(r, "compute");
   REQUIRE(comp);
-  CHECK(comp->stats.median == doctest::Approx(0.10));
+  CHECK(comp->stats.median == kvlanes::test::RelApprox(0.10));
   REQUIRE(r.requests);
   CHECK(r.requests->stats.count == 2);
-  CHECK(r.requests->stats.median == doctest::Approx(0.10));  // APE 0 and 0.2
-  CHECK(r.requests->stats.p95 == doctest::Approx(0.19));
+  CHECK(r.requests->stats.median == kvlanes::test::RelApprox(0.10));  // APE 0 and 0.2
+  CHECK(r.requests->stats.p95 == kvlanes::test::RelApprox(0.19));
   CHECK(r.total_available);
   CHECK(r.total_predicted_s == 6.0);
   CHECK(r.total_measured_s == 7.0);
-  CHECK(r.total_error == doctest::Approx(1.0 / 7.0));
+  CHECK(r.total_error == kvlanes::test::RelApprox(1.0 / 7.0));
   CHECK(r.predicted_only.count == 0);
   CHECK(r.measured_only.count == 0);
   REQUIRE(r.worst.size() == 7);
   CHECK(r.worst[0].id == "1/load_back/l1/kv");
-  CHECK(r.worst[0].ape == doctest::Approx(0.30));
+  CHECK(r.worst[0].ape == kvlanes::test::RelApprox(0.30));
   CHECK(r.worst[1].id == "1/request");
   CHECK_FALSE(r.pass);
 }
@@ -144,7 +145,7 @@ TEST_CASE(
   CHECK(r.measured_only.count == 1);
   CHECK(r.measured_only.examples == std::vector<std::string>{"7/backup/l0/kv"});
   CHECK(r.not_modelled == 2);
-  CHECK(r.not_modelled_s == doctest::Approx(0.002));
+  CHECK(r.not_modelled_s == kvlanes::test::RelApprox(0.002));
   CHECK_FALSE(r.requests);   // no per-request measured seconds
   CHECK(r.total_available);  // from total_s
   CHECK_FALSE(r.pass);
@@ -189,10 +190,10 @@ TEST_CASE("a run of the plan's first requests is compared with those requests on
   CHECK(KeepExecutedRequests(p, m) == 1);
   CHECK(p.requests.size() == 1);
   CHECK(p.ops.size() == 3);  // 0/load_back x2 and 0/compute
-  CHECK(p.total_s == doctest::Approx(2.0));
+  CHECK(p.total_s == kvlanes::test::RelApprox(2.0));
   const CheckReport r = RunCheck(p, m, CheckOptions{});
   CHECK(r.predicted_only.count == 0);
-  CHECK(r.total_predicted_s == doctest::Approx(2.0));
+  CHECK(r.total_predicted_s == kvlanes::test::RelApprox(2.0));
   // A run of every request leaves the predictions as they are.
   Predictions all = HandPredictions();
   const Measured full = ParseMeasured(R"({"requests_executed": 2, "ops": [
@@ -258,9 +259,9 @@ TEST_CASE("ops priced alike: their spread about their group's median, the floor 
   REQUIRE(b->alike);
   CHECK(b->alike->groups == 2);
   CHECK(b->alike->stats.count == 5);
-  CHECK(b->alike->stats.median == doctest::Approx(0.2));
-  CHECK(b->alike->stats.p95 == doctest::Approx(0.2));
-  CHECK(b->alike->stats.max == doctest::Approx(0.2));
+  CHECK(b->alike->stats.median == kvlanes::test::RelApprox(0.2));
+  CHECK(b->alike->stats.p95 == kvlanes::test::RelApprox(0.2));
+  CHECK(b->alike->stats.max == kvlanes::test::RelApprox(0.2));
   const KindRow* c = Find(r, "compute");
   REQUIRE(c != nullptr);
   CHECK_FALSE(c->alike);  // one op: nothing priced alike

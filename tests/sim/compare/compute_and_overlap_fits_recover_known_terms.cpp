@@ -9,6 +9,7 @@
 #include "sim/compare/calibrate.h"
 #include "sim/compare/measurements.h"
 #include "sim/compare/profile_writer.h"
+#include "tests/approx.h"
 #include "tests/sim/compare/synthetic.h"
 
 namespace kvlanes::test {
@@ -161,14 +162,14 @@ TEST_CASE("overlap shares: recovered per pair from noisy pair samples, written a
     if (pair.first == pair.second) {
       CHECK(fitted == 1);  // one copy engine: reported, not written (the schedule serializes)
     } else {
-      CHECK(fitted == doctest::Approx(share).epsilon(0.02));
+      CHECK(fitted == kvlanes::test::RelApprox(share).epsilon(0.02));
     }
     const FitReport* fit = nullptr;
     for (const FitReport& f : r.fits)
       if (f.group == "overlap." + pair.first + "/" + pair.second) fit = &f;
     REQUIRE(fit != nullptr);
     CHECK(fit->samples == 9);
-    CHECK(fit->params.at(0).second == doctest::Approx(share).epsilon(0.02));
+    CHECK(fit->params.at(0).second == kvlanes::test::RelApprox(share).epsilon(0.02));
     CHECK(fit->max_rel_err < 0.05);
   }
   CHECK(r.profile.OverlapShareOf("d2h", "gather") == 1);  // its one sample had no overlap
@@ -204,8 +205,9 @@ TEST_CASE(
   }
   const Measurements m = ParseMeasurements(FitDoc(samples).dump(1), "both.json");
   const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
-  CHECK(r.profile.OverlapShareOf("gather", "forward") == doctest::Approx(0.3).epsilon(0.02));
-  CHECK(r.profile.OverlapShareOf("h2d", "gather") == doctest::Approx(0.8).epsilon(0.02));
+  CHECK(r.profile.OverlapShareOf("gather", "forward") ==
+        kvlanes::test::RelApprox(0.3).epsilon(0.02));
+  CHECK(r.profile.OverlapShareOf("h2d", "gather") == kvlanes::test::RelApprox(0.8).epsilon(0.02));
   REQUIRE(r.profile.beside_spin.has_overlap);
   // Only the pairs with the forward pass: h2d/forward, forward/h2d, gather/forward.
   REQUIRE(r.profile.beside_spin.overlap.size() == 3);
@@ -213,14 +215,15 @@ TEST_CASE(
     CAPTURE(o.victim);
     CAPTURE(o.beside);
     CHECK((o.victim == "forward" || o.beside == "forward"));
-    CHECK(o.share == doctest::Approx(0.95).epsilon(0.02));
+    CHECK(o.share == kvlanes::test::RelApprox(0.95).epsilon(0.02));
   }
-  CHECK(r.profile.beside_spin.extra_layer_s == doctest::Approx(3e-6).epsilon(0.05));
+  CHECK(r.profile.beside_spin.extra_layer_s == kvlanes::test::RelApprox(3e-6).epsilon(0.05));
   // The other choice is still there: the list from the spin's samples.
   CalibrateOptions opt;
   opt.overlap_forward = "synthetic";
   const CalibrationResult s = Calibrate(m, &truth, opt);
-  CHECK(s.profile.OverlapShareOf("gather", "forward") == doctest::Approx(0.95).epsilon(0.02));
+  CHECK(s.profile.OverlapShareOf("gather", "forward") ==
+        kvlanes::test::RelApprox(0.95).epsilon(0.02));
 
   // Written and read back; priced as a synthetic run, the spin's shares and per-layer time
   // replace the proxy's, and a run of the proxy keeps them.
@@ -230,15 +233,16 @@ TEST_CASE(
   CHECK(back.beside_spin.extra_layer_s == r.profile.beside_spin.extra_layer_s);
   HardwareProfile spin = back;
   spin.UseSyntheticForward(0.01);
-  CHECK(spin.OverlapShareOf("gather", "forward") == doctest::Approx(0.95).epsilon(0.02));
+  CHECK(spin.OverlapShareOf("gather", "forward") == kvlanes::test::RelApprox(0.95).epsilon(0.02));
   CHECK(spin.OverlapShareOf("h2d", "gather") == back.OverlapShareOf("h2d", "gather"));
   CHECK(spin.OverlapShareOf("d2h", "forward") == 1);  // not swept beside the spin
   CHECK(spin.ComputeLayerS(1000, 4000, 1) ==
-        doctest::Approx(0.01 * back.ComputeLayerS(1000, 4000, 1) + back.beside_spin.extra_layer_s));
+        kvlanes::test::RelApprox(0.01 * back.ComputeLayerS(1000, 4000, 1) +
+                                 back.beside_spin.extra_layer_s));
   HardwareProfile proxy = back;
   proxy.ScaleCompute(1);
   CHECK(proxy.ComputeLayerS(1000, 4000, 1) == back.ComputeLayerS(1000, 4000, 1));
-  CHECK(proxy.OverlapShareOf("gather", "forward") == doctest::Approx(0.3).epsilon(0.02));
+  CHECK(proxy.OverlapShareOf("gather", "forward") == kvlanes::test::RelApprox(0.3).epsilon(0.02));
 }
 
 TEST_CASE("a profile without the spin's terms prices a synthetic run as the scaled model") {

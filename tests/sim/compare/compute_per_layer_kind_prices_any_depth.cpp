@@ -15,6 +15,7 @@
 #include "sim/model/model_shapes.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
+#include "tests/approx.h"
 #include "tests/sim/compare/synthetic.h"
 
 namespace kvlanes::test {
@@ -79,8 +80,8 @@ TEST_CASE(
   CHECK(h.compute_table.empty());  // the kinds price every depth: no mean table beside them
   for (double n : kKindNew)
     for (double p : kKindPrefix) {
-      CHECK(h.compute_kinds[0].TableS(n, p, 1) == doctest::Approx(DenseS(n, p)));
-      CHECK(h.compute_kinds[1].TableS(n, p, 1) == doctest::Approx(MoeS(n, p)));
+      CHECK(h.compute_kinds[0].TableS(n, p, 1) == kvlanes::test::RelApprox(DenseS(n, p)));
+      CHECK(h.compute_kinds[1].TableS(n, p, 1) == kvlanes::test::RelApprox(MoeS(n, p)));
     }
 }
 
@@ -95,13 +96,13 @@ TEST_CASE("compute per layer kind: a model of any depth is priced as the sum of 
       const double sum = static_cast<double>(dense) * h.compute_kinds[0].TableS(n, p, 1) +
                          static_cast<double>(layers - dense) * h.compute_kinds[1].TableS(n, p, 1);
       CHECK(static_cast<double>(layers) * m.ComputeLayerS(int64_t(n), int64_t(p)) ==
-            doctest::Approx(sum).epsilon(1e-12));
+            kvlanes::test::RelApprox(sum).epsilon(1e-12));
     }
   }
   // At the points of the depth measured (4 layers), the sweep's mean layer.
   const CostModel m4(h, Deepseek(4), "p.yaml");
   CHECK(m4.ComputeLayerS(1237, 24576) ==
-        doctest::Approx((3 * DenseS(1237, 24576) + MoeS(1237, 24576)) / 4));
+        kvlanes::test::RelApprox((3 * DenseS(1237, 24576) + MoeS(1237, 24576)) / 4));
 }
 
 TEST_CASE("compute per layer kind: a kind the model has and the profile lacks is refused") {
@@ -136,8 +137,9 @@ TEST_CASE("compute: a rank's tokens beyond one prefill chunk are priced chunk by
   // 40,000 new tokens over 1,000: chunks of c, c and the rest, each over what came before.
   const double chunked = composed.TableLayerS(c, 1000, 1) + composed.TableLayerS(c, 1000 + c, 1) +
                          composed.TableLayerS(40000 - 2 * c, 1000 + 2 * c, 1);
-  CHECK(m.ComputeLayerS(40000, 1000) == doctest::Approx(chunked).epsilon(1e-12));
-  CHECK(m.ComputeLayerS(40000, 1000) != doctest::Approx(composed.TableLayerS(40000, 1000, 1)));
+  CHECK(m.ComputeLayerS(40000, 1000) == kvlanes::test::RelApprox(chunked).epsilon(1e-12));
+  CHECK(m.ComputeLayerS(40000, 1000) !=
+        kvlanes::test::RelApprox(composed.TableLayerS(40000, 1000, 1)));
   // At most one chunk: one piece.
   CHECK(m.ComputeLayerS(int64_t(c), 1000) == composed.TableLayerS(c, 1000, 1));
 }
@@ -178,7 +180,7 @@ TEST_CASE(
       Calibrate(ParseMeasurements(doc.dump(1), "passes.json"), &truth, CalibrateOptions{});
   // The grid's fit is the one without the pass samples: exact at its points.
   for (double n : kKindNew)
-    CHECK(r.profile.compute_kinds[1].TableS(n, 0, 1) == doctest::Approx(MoeS(n, 0)));
+    CHECK(r.profile.compute_kinds[1].TableS(n, 0, 1) == kvlanes::test::RelApprox(MoeS(n, 0)));
   int checked = 0;
   for (const FitReport& f : r.fits) {
     const bool dense = f.group == "compute.layer_kinds.dense.passes";
@@ -195,11 +197,11 @@ TEST_CASE(
   // measured it: 2 price(n) less the saving, i.e. the base formula plus base - saving.
   HardwareProfile h = ParseHardwareProfile(ProfileToYaml(r, "passes.json"), "passes.yaml");
   REQUIRE(h.compute_kinds[0].gemm_tokens.size() == 3 * kKindNew.size());  // n, 2 n, 4 n
-  CHECK(h.compute_kinds[1].GemmS(413) == doctest::Approx(0.7 * MoeS(413, 0)));
+  CHECK(h.compute_kinds[1].GemmS(413) == kvlanes::test::RelApprox(0.7 * MoeS(413, 0)));
   REQUIRE(h.ComposeDepth(3, 1).empty());
   const double base = h.layer_base_s;
   CHECK(h.PassBatchLayerS(std::vector<int64_t>{413, 413}, 1) ==
-        doctest::Approx(base - (0.75 * 5e-5 + 0.25 * 1e-4)).epsilon(1e-6));
+        kvlanes::test::RelApprox(base - (0.75 * 5e-5 + 0.25 * 1e-4)).epsilon(1e-6));
   CHECK(h.PassBatchLayerS(std::vector<int64_t>{413}, 1) == 0);
   // A pass sample of the synthetic forward pass is refused, naming the key.
   nlohmann::json bad = doc;

@@ -14,6 +14,7 @@
 #include "sim/config.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
+#include "tests/approx.h"
 #include "tests/sim/compare/synthetic.h"
 
 namespace kvlanes::test {
@@ -77,36 +78,36 @@ std::string TableProfileYaml(const std::string& table) {
 TEST_CASE("compute table: measured at its points, interpolated between them by hand") {
   const HardwareProfile h = HandProfile();
   // At the points: the measurement.
-  CHECK(h.ComputeLayerS(100, 0, 1) == doctest::Approx(2e-4));
-  CHECK(h.ComputeLayerS(100, 1000, 1) == doctest::Approx(4e-4));
-  CHECK(h.ComputeLayerS(400, 0, 1) == doctest::Approx(4e-4));
+  CHECK(h.ComputeLayerS(100, 0, 1) == kvlanes::test::RelApprox(2e-4));
+  CHECK(h.ComputeLayerS(100, 1000, 1) == kvlanes::test::RelApprox(4e-4));
+  CHECK(h.ComputeLayerS(400, 0, 1) == kvlanes::test::RelApprox(4e-4));
   // Along a row, linear in the prefix: ratio 3 at p = 500, linear 1e-4.
-  CHECK(h.ComputeLayerS(100, 500, 1) == doctest::Approx(3e-4));
+  CHECK(h.ComputeLayerS(100, 500, 1) == kvlanes::test::RelApprox(3e-4));
   // Beyond the row's last prefix: its end point's ratio (4).
-  CHECK(h.ComputeLayerS(100, 5000, 1) == doctest::Approx(4e-4));
+  CHECK(h.ComputeLayerS(100, 5000, 1) == kvlanes::test::RelApprox(4e-4));
   // Between rows, linear in log n: n = 200 is half way from 100 to 400; ratios 3 and 1 at p =
   // 500, so 2, times linear 2e-4.
-  CHECK(h.ComputeLayerS(200, 500, 1) == doctest::Approx(4e-4));
+  CHECK(h.ComputeLayerS(200, 500, 1) == kvlanes::test::RelApprox(4e-4));
   // Below the first row and above the last: their ratios (4 at p = 2,000; 1).
-  CHECK(h.ComputeLayerS(50, 2000, 1) == doctest::Approx(2e-4));
-  CHECK(h.ComputeLayerS(800, 0, 1) == doctest::Approx(8e-4));
+  CHECK(h.ComputeLayerS(50, 2000, 1) == kvlanes::test::RelApprox(2e-4));
+  CHECK(h.ComputeLayerS(800, 0, 1) == kvlanes::test::RelApprox(8e-4));
   // Two ranks: the ratio at n / 2 per rank (200 -> 2 at p = 500), the linear form's n / 2 work.
-  CHECK(h.ComputeLayerS(400, 500, 2) == doctest::Approx(4e-4));
+  CHECK(h.ComputeLayerS(400, 500, 2) == kvlanes::test::RelApprox(4e-4));
   // With an attention term the linear form bends in p, but along a row the seconds stay linear
   // between the points: 3e-4 half way (a ratio interpolated between the points, 1.333 and 0.348,
   // times the linear form's 6.5e-4 would give 5.46e-4).
   HardwareProfile attn = h;
   attn.layer_attn_pair_s = 1e-8;
-  CHECK(attn.ComputeLayerS(100, 500, 1) == doctest::Approx(3e-4));
-  CHECK(attn.ComputeLayerS(100, 250, 1) == doctest::Approx(2.5e-4));
+  CHECK(attn.ComputeLayerS(100, 500, 1) == kvlanes::test::RelApprox(3e-4));
+  CHECK(attn.ComputeLayerS(100, 250, 1) == kvlanes::test::RelApprox(2.5e-4));
   // No table: the linear form.
   HardwareProfile lin = h;
   lin.compute_table.clear();
-  CHECK(lin.ComputeLayerS(200, 500, 1) == doctest::Approx(2e-4));
+  CHECK(lin.ComputeLayerS(200, 500, 1) == kvlanes::test::RelApprox(2e-4));
   // --compute-scale: every time scales; 0 leaves no time (and no ratio to take).
   HardwareProfile half = h;
   half.ScaleCompute(0.5);
-  CHECK(half.ComputeLayerS(200, 500, 1) == doctest::Approx(2e-4));
+  CHECK(half.ComputeLayerS(200, 500, 1) == kvlanes::test::RelApprox(2e-4));
   half.ScaleCompute(0);
   CHECK(half.ComputeLayerS(200, 500, 1) == 0);
 }
@@ -119,7 +120,7 @@ TEST_CASE("compute table: fitted from bent forward samples, exact at them, bette
   REQUIRE(r.profile.compute_table.size() == kNew.size());
   for (double n : kNew)
     for (double p : kPrefix)
-      CHECK(r.profile.ComputeLayerS(n, p, 1) == doctest::Approx(BentLayerS(truth, n, p)));
+      CHECK(r.profile.ComputeLayerS(n, p, 1) == kvlanes::test::RelApprox(BentLayerS(truth, n, p)));
   // Between the points the table stays closer to the bent truth than the linear terms alone.
   CalibrateOptions linear_only;
   linear_only.compute_table = false;
@@ -169,7 +170,7 @@ TEST_CASE("compute table: several measurement files fit as one, repeated points 
   const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
   const double n0 = all[0]["new_tokens"].get<double>(), p0 = all[0]["prefix_tokens"].get<double>();
   CHECK(r.profile.ComputeLayerS(n0, p0, 1) ==
-        doctest::Approx(2 * all[0]["median_s"].get<double>()));
+        kvlanes::test::RelApprox(2 * all[0]["median_s"].get<double>()));
   bool noted = false;
   for (const auto& n : r.notes) noted |= n.find("1 forward samples repeat a") == 0;
   CHECK(noted);
@@ -206,7 +207,7 @@ TEST_CASE("compute table: bad tables are refused with the field named") {
           "    - {new_tokens: 100, prefix_tokens: [0, 1000], layer_s: [2e-4, 3e-4]}\n"),
       "p.yaml");
   REQUIRE(ok.compute_table.size() == 1);
-  CHECK(ok.ComputeLayerS(100, 1000, 1) == doctest::Approx(3e-4));
+  CHECK(ok.ComputeLayerS(100, 1000, 1) == kvlanes::test::RelApprox(3e-4));
 }
 
 TEST_CASE("compute table: the layer count it was measured at is recorded and enforced") {
@@ -220,7 +221,7 @@ TEST_CASE("compute table: the layer count it was measured at is recorded and enf
   const CalibrationResult r =
       Calibrate(ParseMeasurements(Doc(samples).dump(1), "l4.json"), &truth, CalibrateOptions{});
   CHECK(r.profile.compute_model_layers == 4);
-  CHECK(r.profile.ComputeLayerS(97, 0, 1) == doctest::Approx(BentLayerS(truth, 97, 0)));
+  CHECK(r.profile.ComputeLayerS(97, 0, 1) == kvlanes::test::RelApprox(BentLayerS(truth, 97, 0)));
   const std::string yaml = ProfileToYaml(r, "l4.json");
   CHECK(yaml.find("  model_layers: 4\n") != std::string::npos);
   const HardwareProfile back = ParseHardwareProfile(yaml, "l4.yaml");
@@ -289,21 +290,22 @@ TEST_CASE("compute rescale: the base's terms and table times the median measured
   const CalibrationResult r =
       Calibrate(ParseMeasurements(Doc(few).dump(1), "few.json"), &base, opt);
   const HardwareProfile& h = r.profile;
-  CHECK(h.layer_base_s == doctest::Approx(1.03 * base.layer_base_s));
-  CHECK(h.layer_token_s == doctest::Approx(1.03 * base.layer_token_s));
+  CHECK(h.layer_base_s == kvlanes::test::RelApprox(1.03 * base.layer_base_s));
+  CHECK(h.layer_token_s == kvlanes::test::RelApprox(1.03 * base.layer_token_s));
   REQUIRE(h.compute_table.size() == base.compute_table.size());
-  CHECK(h.compute_table[2].layer_s[1] == doctest::Approx(1.03 * base.compute_table[2].layer_s[1]));
+  CHECK(h.compute_table[2].layer_s[1] ==
+        kvlanes::test::RelApprox(1.03 * base.compute_table[2].layer_s[1]));
   for (const auto& [n, p] : pts)
-    CHECK(h.TableLayerS(n, p, 1) == doctest::Approx(1.03 * base.TableLayerS(n, p, 1)));
+    CHECK(h.TableLayerS(n, p, 1) == kvlanes::test::RelApprox(1.03 * base.TableLayerS(n, p, 1)));
   CHECK(h.compute_model_preset == base.compute_model_preset);
   bool reported = false;
   for (const FitReport& f : r.fits)
     if (f.group == "compute.rescale") {
       reported = true;
       REQUIRE(f.params.size() == 1);
-      CHECK(f.params[0].second == doctest::Approx(1.03));
+      CHECK(f.params[0].second == kvlanes::test::RelApprox(1.03));
       CHECK(f.samples == 5);
-      CHECK(f.max_rel_err == doctest::Approx(1 - 1.03 / 2));  // the outlier
+      CHECK(f.max_rel_err == kvlanes::test::RelApprox(1 - 1.03 / 2));  // the outlier
     }
   CHECK(reported);
 

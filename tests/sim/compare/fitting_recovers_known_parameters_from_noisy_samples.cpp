@@ -13,6 +13,7 @@
 #include "sim/compare/profile_writer.h"
 #include "sim/config.h"
 #include "sim/predict/cost_model.h"
+#include "tests/approx.h"
 #include "tests/sim/compare/synthetic.h"
 
 namespace kvlanes::test {
@@ -45,7 +46,7 @@ TEST_CASE("NNLS matches a hand-solved problem whose unconstrained optimum is neg
   Eigen::VectorXd b(3);
   b << 1, -1, 0;
   const Eigen::VectorXd x = SolveNnls(a, b);
-  CHECK(x[0] == doctest::Approx(0.5));
+  CHECK(x[0] == kvlanes::test::RelApprox(0.5));
   CHECK(x[1] == 0.0);
   // Unconstrained, the same problem wants x2 < 0 (so the constraint is what the test exercises).
   const Eigen::VectorXd free = a.colPivHouseholderQr().solve(b);
@@ -59,8 +60,8 @@ TEST_CASE("NNLS equals ordinary least squares when the optimum is already non-ne
   b << 3.0, 5.1, 10.9, 19.2;
   const Eigen::VectorXd x = SolveNnls(a, b), ls = a.colPivHouseholderQr().solve(b);
   REQUIRE(ls.minCoeff() > 0);
-  CHECK(x[0] == doctest::Approx(ls[0]));
-  CHECK(x[1] == doctest::Approx(ls[1]));
+  CHECK(x[0] == kvlanes::test::RelApprox(ls[0]));
+  CHECK(x[1] == kvlanes::test::RelApprox(ls[1]));
 }
 
 TEST_CASE("latency plus inverse bandwidth is recovered from noisy copies with relative weighting") {
@@ -204,13 +205,15 @@ TEST_CASE("the written profile loads back with the fitted values and residual co
   std::remove(path.c_str());
   CHECK(back.measured);
   CHECK(back.source.find("synthetic.json") != std::string::npos);
-  CHECK(back.h2d_gbps == doctest::Approx(r.profile.h2d_gbps).epsilon(1e-5));
-  CHECK(back.layer_attn_pair_s == doctest::Approx(r.profile.layer_attn_pair_s).epsilon(1e-5));
+  CHECK(back.h2d_gbps == kvlanes::test::RelApprox(r.profile.h2d_gbps).epsilon(1e-5));
+  CHECK(back.layer_attn_pair_s ==
+        kvlanes::test::RelApprox(r.profile.layer_attn_pair_s).epsilon(1e-5));
   REQUIRE(back.collectives.size() == 1);
   CHECK(back.collectives[0].all_gather.bands.size() ==
         r.profile.collectives[0].all_gather.bands.size());
   CHECK(back.collectives[0].all_gather.bands[0].max_bytes ==
-        doctest::Approx(r.profile.collectives[0].all_gather.bands[0].max_bytes).epsilon(1e-5));
+        kvlanes::test::RelApprox(r.profile.collectives[0].all_gather.bands[0].max_bytes)
+            .epsilon(1e-5));
 }
 
 TEST_CASE("parameters without samples come from the base profile and are named") {
@@ -303,7 +306,7 @@ TEST_CASE("device copies that bend get size bands, which load back and drive the
   flat.device_copy_bands.bands.clear();
   const CostModel plain(flat, cfg, path);
   CHECK(plain.KernelCopyS(1e6) ==
-        doctest::Approx(flat.kernel_launch_s + 2e6 / (flat.device_copy_gbps * 1e9)));
+        kvlanes::test::RelApprox(flat.kernel_launch_s + 2e6 / (flat.device_copy_gbps * 1e9)));
 }
 
 }  // namespace kvlanes::test
@@ -343,11 +346,12 @@ TEST_CASE("batch-mode copies keep the fixed cost (per chunk or per call) that fi
   cfg.cache.cp_size = 1;
   const CostModel per_chunk(back, cfg, path);
   // 10 pages x 61 layers of both pools: one latency per chunk.
-  CHECK(per_chunk.CopiesLatencyS(10, 61) == doctest::Approx(2 * 10 * 61 * back.copy_latency_s));
+  CHECK(per_chunk.CopiesLatencyS(10, 61) ==
+        kvlanes::test::RelApprox(2 * 10 * 61 * back.copy_latency_s));
   HardwareProfile calls = back;
   calls.latency_per_chunk = false;
   CHECK(CostModel(calls, cfg, path).CopiesLatencyS(10, 61) ==
-        doctest::Approx(2 * back.copy_latency_s));
+        kvlanes::test::RelApprox(2 * back.copy_latency_s));
 
   // The same batch samples timed as one fixed cost per call: the per-call fit is kept.
   for (auto& x : doc["samples"])
@@ -448,22 +452,25 @@ TEST_CASE("backups over a forward pass get their own fit per schedule, which the
 
   const std::string path = TempPath("backup.yaml");
   const HardwareProfile back = RoundTrip(r, path, "backup.json");
-  CHECK(back.backup_tail.gbps == doctest::Approx(r.profile.backup_tail.gbps));
+  CHECK(back.backup_tail.gbps == kvlanes::test::RelApprox(r.profile.backup_tail.gbps));
   ReplayConfig cfg;
   cfg.cache.cp_size = 1;
   const CostModel model(back, cfg, path);
   const double b = 1e6;
+  // One run per layer: entries = layers, each at the fitted entry cost.
   CHECK(model.BackupCopyS(BackupSchedule::kPerLayer, 10, 1, b) ==
-        doctest::Approx(back.backup_per_layer.latency_s + b / (back.backup_per_layer.gbps * 1e9)));
+        kvlanes::test::RelApprox(back.backup_per_layer.latency_s + back.backup_per_layer.entry_s +
+                                 b / (back.backup_per_layer.gbps * 1e9)));
   CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, 61, b) ==
-        doctest::Approx(back.backup_tail.latency_s + b / (back.backup_tail.gbps * 1e9)));
+        kvlanes::test::RelApprox(back.backup_tail.latency_s + 61 * back.backup_tail.entry_s +
+                                 b / (back.backup_tail.gbps * 1e9)));
   // Without the measured backup terms the generic copy model prices backups.
   HardwareProfile plain = back;
   plain.backup_per_layer = {};
   plain.backup_tail = {};
   const CostModel generic(plain, cfg, path);
   CHECK(generic.BackupCopyS(BackupSchedule::kTail, 10, 61, b) ==
-        doctest::Approx(generic.CopyLatencyS(10, 61) + b / (plain.d2h_gbps * 1e9)));
+        kvlanes::test::RelApprox(generic.CopyLatencyS(10, 61) + b / (plain.d2h_gbps * 1e9)));
 }
 
 TEST_CASE("tail backups of two depths give an entry cost per layer spanned; per-layer ones stay") {
@@ -575,7 +582,7 @@ TEST_CASE(
   const std::string path = TempPath("bm.yaml");
   const HardwareProfile back = RoundTrip(r, path, "bm.json");
   CHECK(back.beside_spin.backup_tail.gbps ==
-        doctest::Approx(r.profile.beside_spin.backup_tail.gbps));
+        kvlanes::test::RelApprox(r.profile.beside_spin.backup_tail.gbps));
   HardwareProfile spin = back;
   spin.UseSyntheticForward(0.01);
   CHECK(spin.backup_tail.gbps == back.beside_spin.backup_tail.gbps);
@@ -583,11 +590,14 @@ TEST_CASE(
   ReplayConfig cfg;
   cfg.cache.cp_size = 1;
   const double b = 1e6;
+  // One run per layer: L entries, each at the fitted entry cost.
   CHECK(CostModel(back, cfg, path).BackupCopyS(BackupSchedule::kTail, 10, L, b) ==
-        doctest::Approx(back.backup_tail.latency_s + b / (back.backup_tail.gbps * 1e9)));
+        kvlanes::test::RelApprox(back.backup_tail.latency_s + L * back.backup_tail.entry_s +
+                                 b / (back.backup_tail.gbps * 1e9)));
   CHECK(CostModel(spin, cfg, path).BackupCopyS(BackupSchedule::kTail, 10, L, b) ==
-        doctest::Approx(back.beside_spin.backup_tail.latency_s +
-                        b / (back.beside_spin.backup_tail.gbps * 1e9)));
+        kvlanes::test::RelApprox(back.beside_spin.backup_tail.latency_s +
+                                 L * back.beside_spin.backup_tail.entry_s +
+                                 b / (back.beside_spin.backup_tail.gbps * 1e9)));
 
   // Spin samples alone (sweeps before the key, or a --forward synthetic sweep) give the main terms.
   nlohmann::json spin_only = doc;
@@ -726,7 +736,7 @@ TEST_CASE(
   const std::string path = TempPath("bands.yaml");
   const HardwareProfile back = RoundTrip(r, path, "bands.json");
   REQUIRE(back.backup_tail.entry_bands.bands.size() == 3);
-  CHECK(back.backup_tail.entry_bands.bands[1].gbps == doctest::Approx(bands[1].gbps));
+  CHECK(back.backup_tail.entry_bands.bands[1].gbps == kvlanes::test::RelApprox(bands[1].gbps));
   ReplayConfig cfg;
   cfg.cache.cp_size = 1;
   cfg.model.layers = L;
@@ -745,11 +755,11 @@ TEST_CASE(
   for (const double runs : {1.0, 10.0}) {
     CAPTURE(runs);
     CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, L, kv_b, runs) ==
-          doctest::Approx(priced(runs * L, kv_b)));
+          kvlanes::test::RelApprox(priced(runs * L, kv_b)));
     CHECK(model.BackupCopyS(BackupSchedule::kTail, 10, L, ix_b, runs) ==
-          doctest::Approx(priced(runs * L, ix_b)));
+          kvlanes::test::RelApprox(priced(runs * L, ix_b)));
     CHECK(model.BackupCopiesS(BackupSchedule::kTail, 10, L, kv_b + ix_b, runs) ==
-          doctest::Approx(priced(runs * L, kv_b) + priced(runs * L, ix_b)));
+          kvlanes::test::RelApprox(priced(runs * L, kv_b) + priced(runs * L, ix_b)));
   }
   CHECK(priced(L, ix_b) > priced(L, kv_b) * ix_b / kv_b);  // smaller entries, lower bandwidth
 }
@@ -810,19 +820,20 @@ TEST_CASE(
   size_t i = 0;
   for (const auto& [pages, ratio] : truth) {
     CHECK(r.profile.gather_after_forward[i].pages == pages);
-    CHECK(r.profile.gather_after_forward[i].ratio == doctest::Approx(ratio));
-    CHECK(r.profile.beside_spin.gather_after_forward[i].ratio == doctest::Approx(1.0));
+    CHECK(r.profile.gather_after_forward[i].ratio == kvlanes::test::RelApprox(ratio));
+    CHECK(r.profile.beside_spin.gather_after_forward[i].ratio == kvlanes::test::RelApprox(1.0));
     CHECK(r.profile.beside_spin.gather_next_after_forward[i].ratio ==
-          doctest::Approx(spin_next.at(pages)));
+          kvlanes::test::RelApprox(spin_next.at(pages)));
     ++i;
   }
   // Between points linear in log pages, the end points' beyond them.
   const HardwareProfile back = RoundTrip(r, TempPath("fg.yaml"), "fg.json");
   REQUIRE(back.gather_after_forward.size() == 3);
-  CHECK(back.GatherAfterForwardRatio(4) == doctest::Approx(1.05));
-  CHECK(back.GatherAfterForwardRatio(64) == doctest::Approx(0.5 * (1.05 + 0.90)));
-  CHECK(back.GatherAfterForwardRatio(1024) == doctest::Approx(0.90 + (2.0 / 3.0) * (0.98 - 0.90)));
-  CHECK(back.GatherAfterForwardRatio(1e5) == doctest::Approx(0.98));
+  CHECK(back.GatherAfterForwardRatio(4) == kvlanes::test::RelApprox(1.05));
+  CHECK(back.GatherAfterForwardRatio(64) == kvlanes::test::RelApprox(0.5 * (1.05 + 0.90)));
+  CHECK(back.GatherAfterForwardRatio(1024) ==
+        kvlanes::test::RelApprox(0.90 + (2.0 / 3.0) * (0.98 - 0.90)));
+  CHECK(back.GatherAfterForwardRatio(1e5) == kvlanes::test::RelApprox(0.98));
   // A packed gather at cp_size 1 is its two kernels times the ratio; a run of the spin takes the
   // spin's ratios.
   ReplayConfig cfg;
@@ -832,7 +843,7 @@ TEST_CASE(
   const std::vector<int64_t> shard = {256};
   const double alone = 2 * back.KernelCopyS(256 * 64 * (656 + 132));
   CHECK(CostModel(back, cfg, "fg.yaml").Gather(GatherMethod::kPacked, shard, 256).per_layer_s ==
-        doctest::Approx(0.90 * alone));
+        kvlanes::test::RelApprox(0.90 * alone));
   const GatherCost proxy =
       CostModel(back, cfg, "fg.yaml").Gather(GatherMethod::kPacked, shard, 256);
   CHECK(proxy.first_layer_s == proxy.per_layer_s);
@@ -841,18 +852,18 @@ TEST_CASE(
   HardwareProfile spin = back;
   REQUIRE(spin.beside_spin.gather_next_after_forward.size() == 3);
   spin.UseSyntheticForward(0.01);
-  CHECK(spin.GatherNextLayerRatio(256) == doctest::Approx(0.88));
+  CHECK(spin.GatherNextLayerRatio(256) == kvlanes::test::RelApprox(0.88));
   const CostModel spin_model(spin, cfg, "fg.yaml");
   const GatherCost sg = spin_model.Gather(GatherMethod::kPacked, shard, 256);
-  CHECK(sg.first_layer_s == doctest::Approx(alone));
-  CHECK(sg.per_layer_s == doctest::Approx(0.88 * alone));
+  CHECK(sg.first_layer_s == kvlanes::test::RelApprox(alone));
+  CHECK(sg.per_layer_s == kvlanes::test::RelApprox(0.88 * alone));
   CHECK(sg.total_s ==
-        doctest::Approx(sg.once_s + sg.first_layer_s +
-                        static_cast<double>(spin_model.layers() - 1) * sg.per_layer_s));
+        kvlanes::test::RelApprox(sg.once_s + sg.first_layer_s +
+                                 static_cast<double>(spin_model.layers() - 1) * sg.per_layer_s));
   HardwareProfile none = back;
   none.gather_after_forward.clear();
   CHECK(CostModel(none, cfg, "fg.yaml").Gather(GatherMethod::kPacked, shard, 256).per_layer_s ==
-        doctest::Approx(alone));
+        kvlanes::test::RelApprox(alone));
   // A table whose pages do not grow is refused with its place.
   CHECK_THROWS_WITH(
       ParseHardwareProfile("name: x\nhost_device: {h2d_gbps: 1, d2h_gbps: 1, copy_latency_s: 0, "
@@ -905,7 +916,7 @@ TEST_CASE(
   // in 3 runs pays 3 x 61 entries per pool.
   const std::string path = TempPath("entries.yaml");
   const HardwareProfile back = RoundTrip(r, path, "entries.json");
-  CHECK(back.backup_tail.entry_s == doctest::Approx(r.profile.backup_tail.entry_s));
+  CHECK(back.backup_tail.entry_s == kvlanes::test::RelApprox(r.profile.backup_tail.entry_s));
   ReplayConfig cfg;
   cfg.cache.cp_size = 1;
   cfg.cache.page_tokens = 64;
@@ -928,8 +939,8 @@ TEST_CASE(
     const double elem = op.id.ends_with("/kv") ? 656 : 132;
     const double bytes = 8 * 64 * elem * L;
     CHECK(op.seconds ==
-          doctest::Approx(back.backup_tail.latency_s + 3 * L * back.backup_tail.entry_s +
-                          bytes / (back.backup_tail.gbps * 1e9)));
+          kvlanes::test::RelApprox(back.backup_tail.latency_s + 3 * L * back.backup_tail.entry_s +
+                                   bytes / (back.backup_tail.gbps * 1e9)));
     ++found;
   }
   CHECK(found == 2);
@@ -978,9 +989,9 @@ TEST_CASE("a profile's entry bands are read and checked as the other bands, unde
   REQUIRE(ok.backup_tail.entry_bands.bands.size() == 2);
   CHECK(ok.backup_tail.entry_bands.bands[0].max_bytes == 16384);
   CHECK(ok.backup_tail.Seconds(1, 4, 4 * 8448.0) ==
-        doctest::Approx(1e-5 + 4 * 8448.0 / 24e9));  // 8 KiB entries: the first band
+        kvlanes::test::RelApprox(1e-5 + 4 * 8448.0 / 24e9));  // 8 KiB entries: the first band
   CHECK(ok.backup_tail.Seconds(1, 4, 4 * 41984.0) ==
-        doctest::Approx(1e-5 + 4 * 5e-7 + 4 * 41984.0 / 55e9));
+        kvlanes::test::RelApprox(1e-5 + 4 * 5e-7 + 4 * 41984.0 / 55e9));
   CHECK_THROWS_WITH(load("[]"), doctest::Contains("host_device.backup_tail.entry_bands: expected a "
                                                   "list of bands"));
   CHECK_THROWS_WITH(
@@ -990,7 +1001,7 @@ TEST_CASE("a profile's entry bands are read and checked as the other bands, unde
   // A bounded last band takes every larger entry too (BandedCost::For, as for the copy bands).
   const HardwareProfile bounded = load("[{max_entry_bytes: 16384, entry_s: 0, gbps: 24}]");
   CHECK(bounded.backup_tail.Seconds(1, 4, 4 * 41984.0) ==
-        doctest::Approx(1e-5 + 4 * 41984.0 / 24e9));
+        kvlanes::test::RelApprox(1e-5 + 4 * 41984.0 / 24e9));
   CHECK_THROWS_WITH(load("[{entry_s: 0, gbps: 24}, {entry_s: 0, gbps: 30}]"),
                     doctest::Contains("entry_bands[0].max_entry_bytes: only the last band may be "
                                       "unbounded"));

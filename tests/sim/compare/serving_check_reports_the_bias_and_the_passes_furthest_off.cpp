@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/compare/serving_check.h"
+#include "tests/approx.h"
 
 namespace kvlanes::test {
 namespace {
@@ -31,20 +32,20 @@ TEST_CASE("the serving check gives the per-pass bias and the passes furthest off
   m.first_token[9] = {0.6, 3.2};
   const ServingCheck c = CheckServing(s, requests, m);
   // sorted ratios 0.9, 1.0, 1.0, 1.05, 1.1: quartiles at ranks 1, 2, 3
-  CHECK(c.pass_ratio[0] == doctest::Approx(1.0));
-  CHECK(c.pass_ratio[1] == doctest::Approx(1.0));
-  CHECK(c.pass_ratio[2] == doctest::Approx(1.05));
+  CHECK(c.pass_ratio[0] == kvlanes::test::RelApprox(1.0));
+  CHECK(c.pass_ratio[1] == kvlanes::test::RelApprox(1.0));
+  CHECK(c.pass_ratio[2] == kvlanes::test::RelApprox(1.05));
   // after a gap: 1.0, 0.9, 1.0 (median 1.0); back to back: 1.1, 1.05 (median 1.075)
   CHECK(c.pass_ratio_by_gap[0].count == 3);
-  CHECK(c.pass_ratio_by_gap[0].median == doctest::Approx(1.0));
+  CHECK(c.pass_ratio_by_gap[0].median == kvlanes::test::RelApprox(1.0));
   CHECK(c.pass_ratio_by_gap[1].count == 2);
-  CHECK(c.pass_ratio_by_gap[1].median == doctest::Approx(1.075));
+  CHECK(c.pass_ratio_by_gap[1].median == kvlanes::test::RelApprox(1.075));
   REQUIRE(c.worst_passes.size() == 5);
   const size_t order[5] = {2, 0, 3, 1, 4};  // passes 1 and 4 tie at 0: their own order
   for (size_t i = 0; i < 5; ++i) CHECK(c.worst_passes[i].index == order[i]);
   CHECK(c.worst_passes[0].tokens == 50);
   CHECK(c.worst_passes[2].chunks == 4);
-  CHECK(c.worst_passes[0].measured_s == doctest::Approx(0.45));
+  CHECK(c.worst_passes[0].measured_s == kvlanes::test::RelApprox(0.45));
   const std::string text = FormatServingCheck(c);
   CHECK(text.find("measured / predicted per pass: q1 1.000, median 1.000, q3 1.050") !=
         std::string::npos);
@@ -54,7 +55,7 @@ TEST_CASE("the serving check gives the per-pass bias and the passes furthest off
   const auto j = ServingCheckToJson(c);
   CHECK(j["worst_passes"].size() == 5);
   CHECK(j["worst_passes"][0]["pass"] == 2);
-  CHECK(j["pass_ratio"]["q3"].get<double>() == doctest::Approx(1.05));
+  CHECK(j["pass_ratio"]["q3"].get<double>() == kvlanes::test::RelApprox(1.05));
   CHECK(j["pass_ratio"]["back_to_back"]["passes"] == 2);
   CHECK(text.find("median after an idle gap 1.000 (3 passes), back to back 1.075 (2)") !=
         std::string::npos);

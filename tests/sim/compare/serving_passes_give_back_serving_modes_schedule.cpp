@@ -19,6 +19,7 @@
 #include "sim/predict/hardware_profile.h"
 #include "sim/predict/plan.h"
 #include "sim/report/report.h"
+#include "tests/approx.h"
 #include "tests/sim/predict/temp_file.h"
 #include "traces/trace_reader.h"
 
@@ -153,7 +154,8 @@ TEST_CASE("a run of a plan's first requests keeps their chunks in passes numbere
       CHECK(passes[k].layer_spin_s == was.layer_spin_s);
     } else {
       ++cut;
-      CHECK(passes[k].layer_spin_s == doctest::Approx(spin));  // layer base 0: the chunks' sum
+      CHECK(passes[k].layer_spin_s ==
+            kvlanes::test::RelApprox(spin));  // layer base 0: the chunks' sum
     }
   }
   CHECK(whole > 0);
@@ -244,7 +246,7 @@ TEST_CASE("a serving run is checked pass by pass and its verdict takes passes, T
   CHECK(*meas.total_s == 41);
   const CheckReport joined = RunCheck(pred, meas, CheckOptions{});
   CHECK(joined.total_available);
-  CHECK(joined.total_error == doctest::Approx(1.0 / 41));
+  CHECK(joined.total_error == kvlanes::test::RelApprox(1.0 / 41));
 }
 
 }  // namespace kvlanes::test

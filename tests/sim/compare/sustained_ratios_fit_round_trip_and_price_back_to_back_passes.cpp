@@ -24,6 +24,7 @@
 #include "sim/predict/hardware_profile.h"
 #include "sim/predict/plan.h"
 #include "sim/report/report.h"
+#include "tests/approx.h"
 #include "tests/sim/compare/synthetic.h"
 #include "tests/sim/predict/temp_file.h"
 #include "traces/trace_reader.h"
@@ -107,22 +108,23 @@ TEST_CASE("sustained ratios: each kind's samples over the grid's, written and re
       for (size_t j = 0; j < 2; ++j) {
         const double n = t.sustained_tokens[i], p = kBtbPrefix[j];
         CHECK(t.sustained_ratio[i][j] ==
-              doctest::Approx(k == 0 ? BtbDenseRatio(n, p) : BtbMoeRatio(n, p)).epsilon(1e-9));
+              kvlanes::test::RelApprox(k == 0 ? BtbDenseRatio(n, p) : BtbMoeRatio(n, p))
+                  .epsilon(1e-9));
       }
   }
   CHECK(h.sustained_gap_s == 0.05);
   // Between rows linear in log tokens, within a row linear in the prefix, the edges beyond.
   const HardwareProfile::KindTerms& d = h.compute_kinds[0];
-  CHECK(d.SustainedRatio(413, 12288) == doctest::Approx(1.025));
-  CHECK(d.SustainedRatio(std::sqrt(413.0 * 3001.0), 0) == doctest::Approx(1.03));
-  CHECK(d.SustainedRatio(16, 0) == doctest::Approx(1.02));
-  CHECK(d.SustainedRatio(1e6, 1e6) == doctest::Approx(1.05));
+  CHECK(d.SustainedRatio(413, 12288) == kvlanes::test::RelApprox(1.025));
+  CHECK(d.SustainedRatio(std::sqrt(413.0 * 3001.0), 0) == kvlanes::test::RelApprox(1.03));
+  CHECK(d.SustainedRatio(16, 0) == kvlanes::test::RelApprox(1.02));
+  CHECK(d.SustainedRatio(1e6, 1e6) == kvlanes::test::RelApprox(1.05));
   // The model's ratio weighs the kinds by their time: 4 layers, 3 dense and 1 MoE.
   const CostModel m(h, BtbDeepseek4(), "s.yaml");
   const double n = 3001, p = 24576;
   const double want =
       (3 * BtbDense(n, p) * 1.05 + BtbMoe(n, p) * 1.08) / (3 * BtbDense(n, p) + BtbMoe(n, p));
-  CHECK(m.hw().SustainedRatio(n, p, 1) == doctest::Approx(want).epsilon(1e-6));
+  CHECK(m.hw().SustainedRatio(n, p, 1) == kvlanes::test::RelApprox(want).epsilon(1e-6));
   // The synthetic forward pass spins its modelled time: no slowdown.
   HardwareProfile spin = m.hw();
   spin.UseSyntheticForward(1);

@@ -11,6 +11,7 @@
 #include "sim/engine/router.h"
 #include "sim/engine/scheduler.h"
 #include "sim/report/report.h"
+#include "tests/approx.h"
 #include "tests/sim/harness.h"
 #include "traces/trace_reader.h"
 
@@ -122,9 +123,9 @@ TEST_CASE("a pass run back to back is priced at the sustained clock, one after a
   CHECK(s.res.requests[1].first_token_ns == fresh + back_to_back);
   CHECK(s.res.requests[2].first_token_ns == 100 * kMs + fresh);
   // Its own compute and the pass base are charged at the clock it ran at; the extra is not.
-  CHECK(s.res.requests[1].compute_s == doctest::Approx(1.25 * 100e-6));
-  CHECK(s.res.requests[1].pass_base_s == doctest::Approx(1.25e-3));
-  CHECK(s.res.requests[2].compute_s == doctest::Approx(100e-6));
+  CHECK(s.res.requests[1].compute_s == kvlanes::test::RelApprox(1.25 * 100e-6));
+  CHECK(s.res.requests[1].pass_base_s == kvlanes::test::RelApprox(1.25e-3));
+  CHECK(s.res.requests[2].compute_s == kvlanes::test::RelApprox(100e-6));
   // Without the term (gap < 0) every pass is priced after a gap.
   const Served plain(Tiny(1000), t, 0.5e-3, 1.25, -1);
   CHECK(plain.res.requests[1].first_token_ns == 2 * fresh);
@@ -181,15 +182,15 @@ TEST_CASE(
     const ServedRequest& q = s.res.requests[i];
     const double ttft = static_cast<double>(q.first_token_ns - q.arrival_ns) * 1e-9;
     const double queue = static_cast<double>(q.admit_ns - q.arrival_ns) * 1e-9;
-    CHECK(ttft == doctest::Approx(want[i].ttft).epsilon(1e-9));
-    CHECK(queue == doctest::Approx(want[i].queue).epsilon(1e-9));
-    CHECK(q.compute_s == doctest::Approx(want[i].compute).epsilon(1e-12));
-    CHECK(q.pass_base_s == doctest::Approx(want[i].bases).epsilon(1e-12));
+    CHECK(ttft == kvlanes::test::RelApprox(want[i].ttft).epsilon(1e-9));
+    CHECK(queue == kvlanes::test::RelApprox(want[i].queue).epsilon(1e-9));
+    CHECK(q.compute_s == kvlanes::test::RelApprox(want[i].compute).epsilon(1e-12));
+    CHECK(q.pass_base_s == kvlanes::test::RelApprox(want[i].bases).epsilon(1e-12));
     CHECK(q.extra.total_s == e);
     CHECK(q.extra.gather_s == e);
-    CHECK(BatchMatesS(q) == doctest::Approx(want[i].mates).epsilon(1e-6));
+    CHECK(BatchMatesS(q) == kvlanes::test::RelApprox(want[i].mates).epsilon(1e-6));
     // Nothing is left over: queue + its passes = TTFT (no wait between its passes here).
-    CHECK(queue + static_cast<double>(q.in_passes_ns) * 1e-9 == doctest::Approx(ttft));
+    CHECK(queue + static_cast<double>(q.in_passes_ns) * 1e-9 == kvlanes::test::RelApprox(ttft));
   }
 }
 
@@ -348,7 +349,7 @@ TEST_CASE("the report warns when a replica is offered more than its capacity") {
   const std::string w = j["warning"].get<std::string>();
   CHECK(w.find("overloaded: replica 0") != std::string::npos);
   // busy 20 x 2 ms = 40 ms over a 19 ms span: at least ceil(40/19) = 3 replicas.
-  CHECK(j["total"]["busy_s"].get<double>() == doctest::Approx(0.040));
+  CHECK(j["total"]["busy_s"].get<double>() == kvlanes::test::RelApprox(0.040));
   CHECK(w.find("at least 3 replicas") != std::string::npos);
   CHECK(j["compute_assumed"].get<bool>());
   cfg.serving.replicas = 3;  // round robin: 7, 7 and 6 requests, at most 14 ms of 19
@@ -427,7 +428,7 @@ TEST_CASE("one replica without batching matches sequential hits on the Mooncake 
   CHECK(seq["host_writes"] == srv["host_writes"]);
   // One request per pass: the busy time is the predictor's sum of service times.
   CHECK(srv["serving"]["total"]["busy_s"].get<double>() ==
-        doctest::Approx(seq["predicted"]["total_s"].get<double>()).epsilon(1e-6));
+        kvlanes::test::RelApprox(seq["predicted"]["total_s"].get<double>()).epsilon(1e-6));
 }
 
 }  // namespace kvlanes

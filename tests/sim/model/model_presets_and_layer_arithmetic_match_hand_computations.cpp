@@ -9,6 +9,7 @@
 #include "sim/model/model_shapes.h"
 #include "sim/predict/cost_model.h"
 #include "sim/predict/hardware_profile.h"
+#include "tests/approx.h"
 
 namespace kvlanes {
 namespace {
@@ -108,12 +109,13 @@ TEST_CASE("a DeepSeek-V3 dense layer's FLOPs are the hand-summed GEMMs plus the 
   // v_absorb 128x512x128, o (128x128)x7168, gate_up 7168x(2x18432), down 18432x7168.
   const double per_token_macs = 583467008.0;
   CHECK(LayerFlops(s, LayerKind::kDense, 1024, 0) ==
-        doctest::Approx(2 * per_token_macs * 1024 + 2.0 * 128 * (576 + 512) * (1024 * 1025 / 2)));
+        kvlanes::test::RelApprox(2 * per_token_macs * 1024 +
+                                 2.0 * 128 * (576 + 512) * (1024 * 1025 / 2)));
   // 1024 new tokens over 4096 prefix tokens: 1024 x 4096 + 1024 x 1025 / 2 = 4,719,104 pairs.
   CHECK(CausalPairs(4096, 1024) == 4719104);
-  CHECK(AttentionFlops(s, 4719104) == doctest::Approx(1314402598912.0));
+  CHECK(AttentionFlops(s, 4719104) == kvlanes::test::RelApprox(1314402598912.0));
   CHECK(LayerFlops(s, LayerKind::kDense, 1024, 4096) ==
-        doctest::Approx(1194940432384.0 + 1314402598912.0));
+        kvlanes::test::RelApprox(1194940432384.0 + 1314402598912.0));
 }
 
 TEST_CASE("a DeepSeek-V3.2 MoE layer spreads routed tokens evenly over the experts") {
@@ -136,7 +138,7 @@ TEST_CASE("a DeepSeek-V3.2 MoE layer spreads routed tokens evenly over the exper
   // expert, and 256 experts x 2 rows.
   double gemm = 0;
   for (const GemmShape& x : g) gemm += static_cast<double>(x.flops());
-  CHECK(gemm == doctest::Approx(76705431552.0));
+  CHECK(gemm == kvlanes::test::RelApprox(76705431552.0));
   // Only 3 tokens: 24 routed rows on 24 experts, 1 row each.
   for (const GemmShape& x : LayerGemms(s, LayerKind::kMoe, 3))
     if (x.name == "expert_down") CHECK((x.batch == 24 && x.m == 1));
@@ -147,14 +149,15 @@ TEST_CASE("a Llama-3-70B layer's FLOPs and bytes follow the GQA shapes") {
   // q 8192x8192, kv 8192x2048, o 8192x8192, gate_up 8192x57344, down 28672x8192 per token;
   // attention 64 heads x (2 x 128 + 2 x 128) per pair, 512 x 1000 + 512 x 513 / 2 pairs.
   CHECK(CausalPairs(1000, 512) == 643328);
-  CHECK(LayerFlops(s, LayerKind::kDense, 512, 1000) == doctest::Approx(897253900288.0));
+  CHECK(LayerFlops(s, LayerKind::kDense, 512, 1000) == kvlanes::test::RelApprox(897253900288.0));
   // Bytes for one token, no prefix: every weight (bf16) once plus each GEMM's A and C row, plus
   // one token's KV (4096 B).
   const double weights =
       2.0 * (8192.0 * 8192 + 8192.0 * 2048 + 8192.0 * 8192 + 8192.0 * 57344 + 28672.0 * 8192);
   const double rows =
       2.0 * ((8192 + 8192) + (8192 + 2048) + (8192 + 8192) + (8192 + 57344) + (28672 + 8192));
-  CHECK(LayerBytes(s, LayerKind::kDense, 1, 0, 4096) == doctest::Approx(weights + rows + 4096));
+  CHECK(LayerBytes(s, LayerKind::kDense, 1, 0, 4096) ==
+        kvlanes::test::RelApprox(weights + rows + 4096));
   CHECK(LayerWeightBytes(s, LayerKind::kDense) == static_cast<int64_t>(weights));
 }
 

@@ -7,14 +7,11 @@
 
 #include "io/input_error.h"
 #include "sim/predict/cost_model.h"
+#include "tests/approx.h"
 #include "tests/sim/predict/hand_profile.h"
 
 namespace kvlanes {
 namespace {
-
-// doctest::Approx compares within epsilon x (1 + max |value|): for times of 1e-4 s that allows
-// 10%. Rel compares relative to the values alone.
-doctest::Approx Rel(double v) { return doctest::Approx(v).scale(0); }
 
 HardwareProfile Profile() { return test::HandProfile(4, {{1e6, 10e-6, 100}, {0, 20e-6, 300}}); }
 
@@ -26,17 +23,18 @@ constexpr double kB = 64.0 * 700;  // bytes of one page-layer, both pools
 
 TEST_CASE("device, tier and collective primitives follow latency plus bytes over bandwidth") {
   const CostModel m(Profile(), Config(4));
-  CHECK(m.page_layer_bytes() == Rel(kB));
-  CHECK(m.DeviceCopyS(1e9) == Rel(2.0 / 4000));
-  CHECK(m.TierCopyS(1e6, true) == Rel(2e-6 + 1e6 / 50e9));
-  CHECK(m.TierCopyS(1e6, false) == Rel(2e-6 + 1e6 / 40e9));
+  CHECK(m.page_layer_bytes() == kvlanes::test::RelApprox(kB));
+  CHECK(m.DeviceCopyS(1e9) == kvlanes::test::RelApprox(2.0 / 4000));
+  CHECK(m.TierCopyS(1e6, true) == kvlanes::test::RelApprox(2e-6 + 1e6 / 50e9));
+  CHECK(m.TierCopyS(1e6, false) == kvlanes::test::RelApprox(2e-6 + 1e6 / 40e9));
   // Ring all-gather: (N-1) latency + (N-1)/N bytes / busbw, in the band of the total size.
-  CHECK(m.AllGatherS(5e5) == Rel(3 * 10e-6 + 0.75 * 5e5 / 100e9));
-  CHECK(m.AllGatherS(8e6) == Rel(3 * 20e-6 + 0.75 * 8e6 / 300e9));
-  CHECK(m.AllReduceS(8e6) == Rel(6 * 15e-6 + 1.5 * 8e6 / 200e9));
-  CHECK(m.PeerReadS(1e6, 3) == Rel(3 * 1e-6 + 4e-6 + 1e6 / 400e9));
+  CHECK(m.AllGatherS(5e5) == kvlanes::test::RelApprox(3 * 10e-6 + 0.75 * 5e5 / 100e9));
+  CHECK(m.AllGatherS(8e6) == kvlanes::test::RelApprox(3 * 20e-6 + 0.75 * 8e6 / 300e9));
+  CHECK(m.AllReduceS(8e6) == kvlanes::test::RelApprox(6 * 15e-6 + 1.5 * 8e6 / 200e9));
+  CHECK(m.PeerReadS(1e6, 3) == kvlanes::test::RelApprox(3 * 1e-6 + 4e-6 + 1e6 / 400e9));
   // Compute: base + (token * n + pair * n * (p + n/2)) / N.
-  CHECK(m.ComputeLayerS(1000, 3000) == Rel(1e-5 + (2e-6 * 1000 + 1e-10 * 1000 * 3500) / 4));
+  CHECK(m.ComputeLayerS(1000, 3000) ==
+        kvlanes::test::RelApprox(1e-5 + (2e-6 * 1000 + 1e-10 * 1000 * 3500) / 4));
 }
 
 TEST_CASE("gather methods cost what docs/cost_model.md says, with padding to the largest shard") {
@@ -45,21 +43,25 @@ TEST_CASE("gather methods cost what docs/cost_model.md says, with padding to the
   const double P = 80, S = 40, L = 5e-6;
   const GatherCost dense = m.Gather(GatherMethod::kDense, shards, 80);
   // One fused kernel: P pages written, the S owned ones read.
-  CHECK(dense.per_layer_s == Rel(L + (P + S) * kB / 4000e9 + m.AllReduceS(P * kB)));
+  CHECK(dense.per_layer_s ==
+        kvlanes::test::RelApprox(L + (P + S) * kB / 4000e9 + m.AllReduceS(P * kB)));
   CHECK(dense.once_s == 0);
   const GatherCost packed = m.Gather(GatherMethod::kPacked, shards, 80);
   CHECK(packed.per_layer_s ==
-        Rel(2 * L + 2 * S * kB / 4000e9 + m.AllGatherS(4 * S * kB) + 2 * P * kB / 4000e9));
-  CHECK(packed.once_s == Rel(3e-6 + 2e-6 + P * 8 / 50e9));  // index to the device
-  CHECK(packed.total_s == Rel(packed.once_s + 10 * packed.per_layer_s));
+        kvlanes::test::RelApprox(2 * L + 2 * S * kB / 4000e9 + m.AllGatherS(4 * S * kB) +
+                                 2 * P * kB / 4000e9));
+  CHECK(packed.once_s ==
+        kvlanes::test::RelApprox(3e-6 + 2e-6 + P * 8 / 50e9));  // index to the device
+  CHECK(packed.total_s == kvlanes::test::RelApprox(packed.once_s + 10 * packed.per_layer_s));
   const GatherCost zig = m.Gather(GatherMethod::kZigzag, shards, 80);
-  CHECK(zig.per_layer_s == Rel(packed.per_layer_s));
+  CHECK(zig.per_layer_s == kvlanes::test::RelApprox(packed.per_layer_s));
   CHECK(zig.once_s == 0);  // closed formula: no index
   const GatherCost p2p = m.Gather(GatherMethod::kP2p, shards, 80);
   // The slowest rank owns the fewest pages and reads the most (70 pages) from its 3 peers.
   // Its own pages' copy and the peer reads run at once: the slower sets the time.
-  CHECK(p2p.per_layer_s == Rel(std::max(L + 2 * 10 * kB / 4000e9, m.PeerReadS(70 * kB, 3))));
-  CHECK(p2p.bytes_per_rank == Rel(70 * kB));
+  CHECK(p2p.per_layer_s ==
+        kvlanes::test::RelApprox(std::max(L + 2 * 10 * kB / 4000e9, m.PeerReadS(70 * kB, 3))));
+  CHECK(p2p.bytes_per_rank == kvlanes::test::RelApprox(70 * kB));
   CHECK(m.Gather(GatherMethod::kPacked, shards, 0).total_s == 0);
 }
 
@@ -69,12 +71,13 @@ TEST_CASE("owner_major costs the packed gather without its unpack pass and its i
   const std::vector<int64_t> shards = {3, 3, 2, 2};
   const double P = 10, S = 3, L = 5e-6;
   const GatherCost om = m.Gather(GatherMethod::kOwnerMajor, shards, 10);
-  CHECK(om.per_layer_s == Rel(L + 2 * S * kB / 4000e9 + m.AllGatherS(4 * S * kB)));
+  CHECK(om.per_layer_s ==
+        kvlanes::test::RelApprox(L + 2 * S * kB / 4000e9 + m.AllGatherS(4 * S * kB)));
   CHECK(om.once_s == 0);
-  CHECK(om.total_s == Rel(10 * om.per_layer_s));
-  CHECK(om.bytes_per_rank == Rel(3.0 / 4 * 4 * S * kB));
+  CHECK(om.total_s == kvlanes::test::RelApprox(10 * om.per_layer_s));
+  CHECK(om.bytes_per_rank == kvlanes::test::RelApprox(3.0 / 4 * 4 * S * kB));
   const GatherCost packed = m.Gather(GatherMethod::kPacked, shards, 10);
-  CHECK(packed.per_layer_s - om.per_layer_s == Rel(L + 2 * P * kB / 4000e9));
+  CHECK(packed.per_layer_s - om.per_layer_s == kvlanes::test::RelApprox(L + 2 * P * kB / 4000e9));
   CHECK(m.Gather(GatherMethod::kOwnerMajor, shards, 0).total_s == 0);
 }
 
@@ -85,15 +88,16 @@ TEST_CASE("backup schedules: per-layer overlaps the forward pass, tail follows i
   for (int l = 1; l <= 10; ++l) ends.push_back(l * 1e-3);  // 1 ms per layer
   const double layer_copy = 2 * 2e-6 + 100 * kB / 40e9;    // slowest lane, two pools
   const BackupCost per = m.Backup(BackupSchedule::kPerLayer, pages, ends);
-  CHECK(per.forward_s == Rel(10e-3));
-  CHECK(per.submit_s == Rel(10 * 2 * 3e-6));
-  CHECK(per.total_s == Rel(10e-3 + layer_copy + per.submit_s));
+  CHECK(per.forward_s == kvlanes::test::RelApprox(10e-3));
+  CHECK(per.submit_s == kvlanes::test::RelApprox(10 * 2 * 3e-6));
+  CHECK(per.total_s == kvlanes::test::RelApprox(10e-3 + layer_copy + per.submit_s));
   const BackupCost tail = m.Backup(BackupSchedule::kTail, pages, ends);
-  CHECK(tail.submit_s == Rel(2 * 3e-6));
-  CHECK(tail.total_s == Rel(10e-3 + 2 * 3e-6 + 2 * 2e-6 + 100 * kB * 10 / 40e9));
-  CHECK(tail.beyond_forward_s == Rel(tail.total_s - 10e-3));
+  CHECK(tail.submit_s == kvlanes::test::RelApprox(2 * 3e-6));
+  CHECK(tail.total_s ==
+        kvlanes::test::RelApprox(10e-3 + 2 * 3e-6 + 2 * 2e-6 + 100 * kB * 10 / 40e9));
+  CHECK(tail.beyond_forward_s == kvlanes::test::RelApprox(tail.total_s - 10e-3));
   const BackupCost none = m.Backup(BackupSchedule::kTail, std::vector<int64_t>{0, 0, 0, 0}, ends);
-  CHECK(none.total_s == Rel(10e-3));
+  CHECK(none.total_s == kvlanes::test::RelApprox(10e-3));
 }
 
 TEST_CASE("load-back overlaps compute one layer ahead") {
@@ -109,9 +113,9 @@ TEST_CASE("load-back overlaps compute one layer ahead") {
   const RequestCost c = m.Evaluate(f);
   // Loading is slower than computing here, so every layer waits for its load.
   REQUIRE(load_layer > comp);
-  CHECK(c.forward_s == Rel(10 * load_layer + comp));
-  CHECK(c.load_back_exposed_s == Rel(c.forward_s - 10 * comp));
-  CHECK(c.service_s == Rel(c.forward_s));
+  CHECK(c.forward_s == kvlanes::test::RelApprox(10 * load_layer + comp));
+  CHECK(c.load_back_exposed_s == kvlanes::test::RelApprox(c.forward_s - 10 * comp));
+  CHECK(c.service_s == kvlanes::test::RelApprox(c.forward_s));
 }
 
 TEST_CASE("a profile without the CP group's collectives is an error naming the file") {
@@ -185,9 +189,10 @@ TEST_CASE("partial_merge moves queries and partial outputs, not the prefix") {
   const GatherCost g = m.PartialMerge(100);
   // Both exchanges fall in the > 1 MB all-gather band (20 us, 300 GB/s).
   CHECK(g.per_layer_s ==
-        Rel((3 * 20e-6 + 0.75 * q / 300e9) + (3 * 20e-6 + 0.75 * o / 300e9) + m.KernelCopyS(o)));
-  CHECK(g.total_s == Rel(10 * g.per_layer_s));
-  CHECK(g.bytes_per_rank == Rel(0.75 * (q + o)));
+        kvlanes::test::RelApprox((3 * 20e-6 + 0.75 * q / 300e9) + (3 * 20e-6 + 0.75 * o / 300e9) +
+                                 m.KernelCopyS(o)));
+  CHECK(g.total_s == kvlanes::test::RelApprox(10 * g.per_layer_s));
+  CHECK(g.bytes_per_rank == kvlanes::test::RelApprox(0.75 * (q + o)));
   CHECK(m.PartialMerge(0).total_s == 0);
   const CostModel one(Profile(), Config(1));
   CHECK(one.PartialMerge(100).total_s == 0);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sim/predict/cost_model.h"
+#include "tests/approx.h"
 
 namespace kvlanes {
 namespace {
@@ -63,23 +64,23 @@ TEST_CASE("layer-ahead gathers run beside the previous layer's forward pass") {
   REQUIRE(g.per_layer_s < c);  // the gather of a layer fits under one layer's compute
   const double L = 10;
   // Taking turns: index, then gather + compute per layer.
-  CHECK(m0.Evaluate(s.f).forward_s == doctest::Approx(g.once_s + L * (g.per_layer_s + c)));
+  CHECK(m0.Evaluate(s.f).forward_s == kvlanes::test::RelApprox(g.once_s + L * (g.per_layer_s + c)));
   // One layer ahead: only the first gather is exposed.
   const RequestCost r1 = m1.Evaluate(s.f);
-  CHECK(r1.forward_s == doctest::Approx(g.once_s + g.per_layer_s + L * c));
-  CHECK(m2.Evaluate(s.f).forward_s == doctest::Approx(r1.forward_s));
+  CHECK(r1.forward_s == kvlanes::test::RelApprox(g.once_s + g.per_layer_s + L * c));
+  CHECK(m2.Evaluate(s.f).forward_s == kvlanes::test::RelApprox(r1.forward_s));
   // Gather of layer l + 1 starts when gather l ends, before forward layer l does.
   size_t gathers = 0;
   for (size_t i = 0; i < r1.ops.size(); ++i)
     if (std::string(r1.ops[i].name) == "gather" && r1.ops[i].layer == 1) {
-      CHECK(r1.times[i].start_s == doctest::Approx(g.once_s + g.per_layer_s));
+      CHECK(r1.times[i].start_s == kvlanes::test::RelApprox(g.once_s + g.per_layer_s));
       ++gathers;
     }
   CHECK(gathers == 1);
   // An explicit depth in the shape overrides the model's.
   ForwardShape f = s.f;
   f.prefetch_layers = 0;
-  CHECK(m1.Evaluate(f).forward_s == doctest::Approx(m0.Evaluate(s.f).forward_s));
+  CHECK(m1.Evaluate(f).forward_s == kvlanes::test::RelApprox(m0.Evaluate(s.f).forward_s));
 }
 
 TEST_CASE("overlap shares slow exactly the ops that run beside the named kind") {

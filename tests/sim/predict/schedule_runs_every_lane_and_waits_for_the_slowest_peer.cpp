@@ -10,6 +10,7 @@
 
 #include "sim/predict/cost_model.h"
 #include "sim/predict/schedule.h"
+#include "tests/approx.h"
 #include "tests/sim/predict/hand_profile.h"
 
 namespace kvlanes {
@@ -84,7 +85,7 @@ TEST_CASE("shares slow only ops of the same rank") {
   same.Add(LaneOp("fwd", OpKind::kForward, SchedStream::kCompute, 2e-3, 0));
   const auto t2 = same.Run(ov);
   // At half speed for the 2 ms the forward pass runs: 1 ms of work, then 1 ms alone.
-  CHECK(t2[c2].end_s == doctest::Approx(3e-3));
+  CHECK(t2[c2].end_s == kvlanes::test::RelApprox(3e-3));
   CHECK(t2[c2].slowed);
 }
 
@@ -108,9 +109,9 @@ TEST_CASE("a fast lane's backups run while the slow lane still loads") {
   // layer l ends at (l + 1) comp, its copies run back to back from comp: comp + L x copy1.
   // The request ends with the later lane, plus the per-layer submissions.
   const RequestCost c = m.Evaluate(f);
-  CHECK(c.forward_s == doctest::Approx(L * load0 + comp));
+  CHECK(c.forward_s == kvlanes::test::RelApprox(L * load0 + comp));
   const double expected = std::max(L * load0 + comp, comp + L * copy1) + L * 2 * 3e-6;
-  CHECK(c.service_s == doctest::Approx(expected));
+  CHECK(c.service_s == kvlanes::test::RelApprox(expected));
   // Timing both on the slowest lane's copies (lane 1's backups after lane 0's loads) would put
   // the last backup one copy after the forward pass.
   CHECK(c.service_s < L * load0 + comp + copy1 + L * 2 * 3e-6 - 1e-9);
@@ -120,7 +121,7 @@ TEST_CASE("a fast lane's backups run while the slow lane still loads") {
   for (size_t i = 0; i < c.ops.size(); ++i)
     if (std::string(c.ops[i].name) == "backup" && c.ops[i].layer == 0) {
       CHECK(c.ops[i].rank == 1);
-      CHECK(c.times[i].start_s == doctest::Approx(comp));
+      CHECK(c.times[i].start_s == kvlanes::test::RelApprox(comp));
       seen = true;
     }
   CHECK(seen);
@@ -164,14 +165,15 @@ TEST_CASE("a p2p gather's load-backs copy every layer before its first gather la
     if (name == "load_back") {
       ++loads;
       CHECK(c.ops[i].layer == -1);
-      CHECK(c.ops[i].work_s == doctest::Approx(all));
+      CHECK(c.ops[i].work_s == kvlanes::test::RelApprox(all));
     }
-    if (name == "gather" && c.ops[i].layer == 0) CHECK(c.times[i].start_s == doctest::Approx(all));
+    if (name == "gather" && c.ops[i].layer == 0)
+      CHECK(c.times[i].start_s == kvlanes::test::RelApprox(all));
   }
   CHECK(loads == 1);
   // The gather and the forward pass take turns after the one load.
-  CHECK(c.forward_s == doctest::Approx(all + L * (g.per_layer_s + comp)));
-  CHECK(c.load_back_copy_s == doctest::Approx(all));
+  CHECK(c.forward_s == kvlanes::test::RelApprox(all + L * (g.per_layer_s + comp)));
+  CHECK(c.load_back_copy_s == kvlanes::test::RelApprox(all));
   // Other methods keep loading layer by layer.
   f.gather = GatherMethod::kDense;
   int dense_loads = 0;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "sim/predict/schedule.h"
+#include "tests/approx.h"
 
 namespace kvlanes {
 namespace {
@@ -66,7 +67,7 @@ TEST_CASE("a copy beside a kernel proceeds at the given share while they overlap
   // The kernel is not slowed (no share listed for it); the copy does 4 ms x 0.5 = 2 ms of its
   // work beside it, then the other 8 ms alone.
   CHECK(t[fwd].end_s == 4e-3);
-  CHECK(t[copy].end_s == doctest::Approx(12e-3).epsilon(1e-12));
+  CHECK(t[copy].end_s == kvlanes::test::RelApprox(12e-3).epsilon(1e-12));
   // The same pair with no shares: each as alone.
   const auto alone = s.Run(OverlapTable());
   CHECK(alone[copy].end_s == 10e-3);
@@ -91,12 +92,12 @@ TEST_CASE("piecewise overlap: rates change at every start and end, both sides sl
   const int b = s.Add(bk);
   const auto t = s.Run(ov);
   // 0..5 ms: forward at 0.8 ends at 5 ms; the copy at 0.5 does 2.5 ms of work.
-  CHECK(t[fwd].end_s == doctest::Approx(5e-3).epsilon(1e-12));
+  CHECK(t[fwd].end_s == kvlanes::test::RelApprox(5e-3).epsilon(1e-12));
   // 5..6 ms: backup alone-rate (no d2h-beside-h2d share) ends after 1 ms; the copy at 0.9 does
   // 0.9 ms. After 6 ms the copy has 10 - 2.5 - 0.9 = 6.6 ms left, alone: ends at 12.6 ms.
-  CHECK(t[b].start_s == doctest::Approx(5e-3).epsilon(1e-12));
-  CHECK(t[b].end_s == doctest::Approx(6e-3).epsilon(1e-12));
-  CHECK(t[copy].end_s == doctest::Approx(12.6e-3).epsilon(1e-12));
+  CHECK(t[b].start_s == kvlanes::test::RelApprox(5e-3).epsilon(1e-12));
+  CHECK(t[b].end_s == kvlanes::test::RelApprox(6e-3).epsilon(1e-12));
+  CHECK(t[copy].end_s == kvlanes::test::RelApprox(12.6e-3).epsilon(1e-12));
 }
 
 TEST_CASE("an op starts after its dependencies and its submission delay") {

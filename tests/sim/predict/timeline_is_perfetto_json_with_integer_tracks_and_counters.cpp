@@ -11,6 +11,7 @@
 
 #include "policies/registry.h"
 #include "sim/report/report.h"
+#include "tests/approx.h"
 #include "traces/trace_reader.h"
 
 namespace kvlanes::test {
@@ -89,7 +90,7 @@ TEST_CASE("the timeline has integer tracks, named processes and threads, and req
     REQUIRE(req < requests);
     if (ph == "i") {
       CHECK(pid == ranks);
-      CHECK(e["ts"].get<double>() == doctest::Approx(run.arrival_ns[req] * 1e-3));
+      CHECK(e["ts"].get<double>() == kvlanes::test::RelApprox(run.arrival_ns[req] * 1e-3));
       ++arrivals;
       continue;
     }

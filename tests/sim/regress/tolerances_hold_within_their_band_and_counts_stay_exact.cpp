@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "sim/regress/metrics.h"
+#include "tests/approx.h"
 
 namespace kvlanes::test {
 
@@ -41,8 +42,8 @@ TEST_CASE("an absolute tolerance is a band of fixed width on both sides") {
 
 TEST_CASE("a relative tolerance scales with the baseline's magnitude") {
   const Tolerance t{0, 0.01};
-  CHECK(t.Band(200.0) == doctest::Approx(2.0));
-  CHECK(t.Band(-200.0) == doctest::Approx(2.0));
+  CHECK(t.Band(200.0) == kvlanes::test::RelApprox(2.0));
+  CHECK(t.Band(-200.0) == kvlanes::test::RelApprox(2.0));
   CHECK(t.Holds(J(200.0), J(201.5)));
   CHECK_FALSE(t.Holds(J(200.0), J(202.5)));
   CHECK(t.Holds(J(-200.0), J(-198.5)));
@@ -55,8 +56,8 @@ TEST_CASE("a relative tolerance scales with the baseline's magnitude") {
 
 TEST_CASE("with both, the wider band wins") {
   const Tolerance t{1.0, 0.01};
-  CHECK(t.Band(50.0) == 1.0);                    // abs wider than 0.5
-  CHECK(t.Band(500.0) == doctest::Approx(5.0));  // rel wider than 1
+  CHECK(t.Band(50.0) == 1.0);                             // abs wider than 0.5
+  CHECK(t.Band(500.0) == kvlanes::test::RelApprox(5.0));  // rel wider than 1
   CHECK(t.Holds(J(50.0), J(51.0)));
   CHECK_FALSE(t.Holds(J(50.0), J(51.5)));
   CHECK(t.Holds(J(500.0), J(504.0)));
