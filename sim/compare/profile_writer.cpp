@@ -48,16 +48,17 @@ std::string FitComment(const CalibrationResult& r, const std::string& group,
   return indent + "# no samples: from the base profile\n";
 }
 
-// [{max_bytes, latency_s, gbps}, ...] (a backup term's entry_bands: other key names, as read).
+// [{max_bytes, latency_s, gbps}, ...] (a backup term's entry_bands: other key names and the
+// per-band layer cost, as read).
 std::string Bands(const BandedCost& c, const char* max_key = "max_bytes",
-                  const char* cost_key = "latency_s") {
+                  const char* cost_key = "latency_s", const char* layer_key = nullptr) {
   std::string s = "[";
   for (size_t i = 0; i < c.bands.size(); ++i) {
     const CostBand& b = c.bands[i];
     s += i ? ", {" : "{";
     if (b.max_bytes > 0) s += std::string(max_key) + ": " + Num(b.max_bytes) + ", ";
     s += std::string(cost_key) + ": " + Num(b.latency_s) + ", ";
-    if (b.layer_s > 0) s += "entry_layer_s: " + Num(b.layer_s) + ", ";
+    if (layer_key && b.layer_s > 0) s += std::string(layer_key) + ": " + Num(b.layer_s) + ", ";
     s += "gbps: " + Num(b.gbps) + "}";
   }
   return s + "]";
@@ -128,9 +129,9 @@ std::string CollectivesYaml(const CalibrationResult& r) {
 std::string CopyCostYaml(const HardwareProfile::CopyCost& c) {
   return "{latency_s: " + Num(c.latency_s) + ", gbps: " + Num(c.gbps) +
          (c.entry_s > 0 ? ", entry_s: " + Num(c.entry_s) : std::string()) +
-         (c.entry_bands.bands.empty()
-              ? std::string()
-              : ", entry_bands: " + Bands(c.entry_bands, "max_entry_bytes", "entry_s")) +
+         (c.entry_bands.bands.empty() ? std::string()
+                                      : ", entry_bands: " + Bands(c.entry_bands, "max_entry_bytes",
+                                                                  "entry_s", "entry_layer_s")) +
          "}";
 }
 

@@ -162,8 +162,6 @@ double CostModel::DeviceCopyS(double payload_bytes) const {
   return 2 * payload_bytes / (hw_.device_copy_gbps * 1e9);
 }
 
-double CostModel::DeviceWriteS(double bytes) const { return bytes / (hw_.device_copy_gbps * 1e9); }
-
 double CostModel::CopyLatencyS(double pages, double layers) const {
   return (hw_.latency_per_chunk ? pages * layers : 1.0) * hw_.copy_latency_s;
 }
@@ -174,12 +172,6 @@ double CostModel::CopiesLatencyS(int64_t pages, int64_t layers) const {
 }
 
 double CostModel::KernelCopyS(double payload_bytes) const { return hw_.KernelCopyS(payload_bytes); }
-
-double CostModel::KernelWriteS(double bytes) const {
-  if (hw_.device_copy_bands.bands.empty()) return hw_.kernel_launch_s + DeviceWriteS(bytes);
-  const CostBand& b = hw_.device_copy_bands.For(bytes);
-  return b.latency_s + bytes / (b.gbps * 1e9);
-}
 
 double CostModel::BackupCopyS(BackupSchedule s, double pages, double layers, double bytes,
                               double runs) const {

@@ -108,16 +108,14 @@ class CostModel {
   // cost more than it saved.
   double HitSavedS(const RequestPlan& p, const RequestCost& c) const;
   double DeviceCopyS(double payload_bytes) const;  // read + write of the payload
-  double DeviceWriteS(double bytes) const;         // write only (zero fill)
-  // One kernel, launch included: copying `payload_bytes` / zero-filling `bytes`. Uses the
-  // profile's device copy bands when it has them.
+  // One kernel, launch included, copying `payload_bytes`. Uses the profile's device copy bands
+  // when it has them.
   double KernelCopyS(double payload_bytes) const;
   // Device-side fixed cost of one tier copy of `pages` pages x `layers` layers of one pool:
   // copy_latency_s once, or once per page-layer chunk (profile's copy_unit).
   double CopyLatencyS(double pages, double layers) const;
   // The same for every pool.
   double CopiesLatencyS(int64_t pages, int64_t layers) const;
-  double KernelWriteS(double bytes) const;
   // One backup copy of one pool on one lane: `pages` pages in `runs` runs of adjacent slots,
   // `layers` layers (1 per-layer, all for tail), `bytes` in all. Uses the profile's
   // backup_per_layer / backup_tail when measured (latency + runs x layers x entry_s + bytes /
