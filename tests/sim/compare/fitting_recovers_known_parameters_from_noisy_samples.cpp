@@ -309,6 +309,78 @@ TEST_CASE("device copies that bend get size bands, which load back and drive the
         kvlanes::test::RelApprox(flat.kernel_launch_s + 2e6 / (flat.device_copy_gbps * 1e9)));
 }
 
+// Gather layers of one kernel (the sweep's p2p layer at cp_size 1) and of two (its packed layer):
+// sweep-shaped samples over 16 KiB .. 128 MiB a kernel, at `layer_s` + kernels * 5 us + bytes
+// read and written at 3000 GB/s, 1% noise; two host copies as the fit needs them.
+nlohmann::json GatherLayerSweep(double layer_s, bool one_kernel) {
+  Noise noise(5, 0.01);
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
+  for (int i = 0; i < 14; ++i) {
+    const double payload = 16384.0 * std::pow(2.0, i);
+    for (const int kernels : {2, 1}) {
+      if (kernels == 1 && !one_kernel) continue;
+      const double t = layer_s + kernels * (5e-6 + 2 * payload / 3000e9);
+      doc["samples"].push_back({{"kind", "device_copy"},
+                                {"bytes", kernels * payload},
+                                {"op", "copy"},
+                                {"kernels", kernels},
+                                {"repeats", 5},
+                                {"median_s", t * noise()}});
+    }
+  }
+  for (const auto& [dir, bytes, t] :
+       {std::tuple{"h2d", 1 << 20, 3e-5}, {"d2h", 1 << 24, 4e-4}, {"h2d", 1 << 26, 1.4e-3}})
+    doc["samples"].push_back({{"kind", "host_copy"},
+                              {"direction", dir},
+                              {"bytes", bytes},
+                              {"copies", 1},
+                              {"repeats", 5},
+                              {"median_s", t}});
+  return doc;
+}
+
+TEST_CASE("gather layers of one and two kernels separate a layer's fixed cost from a kernel's") {
+  HardwareProfile base = TruthProfile();
+  base.device_copy_bands.bands.clear();
+  CalibrateOptions one_band;
+  one_band.bands.max_bands = 1;
+  const CalibrationResult r = Calibrate(
+      ParseMeasurements(GatherLayerSweep(4.5e-6, true).dump(1), "layers.json"), &base, one_band);
+  CHECK(Near(r.profile.gather_layer_s, 4.5e-6, 0.10));
+  CHECK(Near(r.profile.kernel_launch_s, 5e-6, 0.10));
+  CHECK(Near(r.profile.device_copy_gbps, 3000, 0.05));
+  // It loads back, and the cost model adds it once per gather layer: a p2p layer at cp_size 1 is
+  // one kernel, a packed layer two.
+  const std::string path = TempPath("layers.yaml");
+  const HardwareProfile back = RoundTrip(r, path, "layers.json");
+  CHECK(back.gather_layer_s == kvlanes::test::RelApprox(r.profile.gather_layer_s));
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  const CostModel model(back, cfg, path);
+  const int64_t pages = 40;
+  const std::vector<int64_t> shard = {pages};
+  const double payload = static_cast<double>(pages) * model.page_layer_bytes();
+  CHECK(model.Gather(GatherMethod::kP2p, shard, pages).per_layer_s ==
+        kvlanes::test::RelApprox(back.gather_layer_s + model.KernelCopyS(payload)));
+  CHECK(model.Gather(GatherMethod::kPacked, shard, pages).per_layer_s ==
+        kvlanes::test::RelApprox(back.gather_layer_s + 2 * model.KernelCopyS(payload)));
+  // Within 3% of the truth for both kernel counts.
+  CHECK(Near(model.Gather(GatherMethod::kP2p, shard, pages).per_layer_s,
+             4.5e-6 + 5e-6 + 2 * payload / 3000e9, 0.03));
+
+  // Samples of one kernel count cannot separate it: 0, the kernels' latency carries it.
+  const CalibrationResult two = Calibrate(
+      ParseMeasurements(GatherLayerSweep(4.5e-6, false).dump(1), "two.json"), &base, one_band);
+  CHECK(two.profile.gather_layer_s == 0.0);
+  CHECK(Near(two.profile.kernel_launch_s, 5e-6 + 4.5e-6 / 2, 0.10));
+  // One-kernel layers dearer than half a two-kernel one: the fit holds it at zero.
+  const CalibrationResult neg = Calibrate(
+      ParseMeasurements(GatherLayerSweep(-3e-6, true).dump(1), "neg.json"), &base, one_band);
+  CHECK(neg.profile.gather_layer_s == 0.0);
+}
+
 }  // namespace kvlanes::test
 
 namespace kvlanes::test {
