@@ -572,10 +572,7 @@ BandedRows DeviceCopyRows(const std::vector<const Sample*>& s, bool per_layer) {
 // Device copies: time = gather_layer_s + kernels * latency + (2 copy | 1 fill) * bytes / bw per
 // band. gather_layer_s is fitted when the samples hold gather layers of several kernel counts
 // (the sweep's p2p layer of one kernel beside the packed layer of two); else it is 0 and the
-// kernels' latency carries it. Like every term, it is fitted at or above zero. The band bounds
-// are chosen on the samples of the most kernels alone (the packed layers, as without the
-// one-kernel samples), then every sample is fitted at those bounds: chosen on all of them, the
-// greedy split stopped at one band on an H100 whose three bands fitted 4x better.
+// kernels' latency carries it. Like every term, it is fitted at or above zero.
 void FitDeviceCopyGroup(Calibration& c, const std::vector<const Sample*>& s) {
   HardwareProfile& p = c.profile();
   std::set<int> kernels;
@@ -584,16 +581,7 @@ void FitDeviceCopyGroup(Calibration& c, const std::vector<const Sample*>& s) {
   const BandedRows rows = DeviceCopyRows(s, per_layer);
   RequireRank(rows.band_features, rows.t, c.m.file, "device_copy",
               "vary bytes (and kernels) so launch and bandwidth separate");
-  BandedFit f;
-  if (per_layer) {
-    std::vector<const Sample*> most;
-    for (const Sample* x : s)
-      if (x->kernels == *kernels.rbegin()) most.push_back(x);
-    const BandedFit bounds = FitBands(DeviceCopyRows(most, false), c.opt.bands);
-    f = FitBandsAt(rows, {bounds.max_bytes.begin(), bounds.max_bytes.end() - 1});
-  } else {
-    f = FitBands(rows, c.opt.bands);
-  }
+  const BandedFit f = FitBands(rows, c.opt.bands);
   FitReport r = Report("device", s, f.rel_err);
   std::vector<CostBand> bands;
   for (size_t b = 0; b < f.band_x.size(); ++b) bands.push_back(Band(f, b, c.m.file, "device_copy"));

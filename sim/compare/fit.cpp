@@ -120,10 +120,6 @@ BandedFit EvaluateBands(const BandedRows& r, const std::vector<double>& breaks) 
 
 }  // namespace
 
-BandedFit FitBandsAt(const BandedRows& r, const std::vector<double>& breaks) {
-  return EvaluateBands(r, breaks);
-}
-
 BandedFit FitBands(const BandedRows& r, const BandOptions& opt) {
   std::vector<double> sizes(r.size);
   std::sort(sizes.begin(), sizes.end());

@@ -49,7 +49,5 @@ struct BandedFit {
   double ssr = 0;
 };
 BandedFit FitBands(const BandedRows& rows, const BandOptions& opt);
-// The same fit at given band bounds (ascending; empty: one band).
-BandedFit FitBandsAt(const BandedRows& rows, const std::vector<double>& breaks);
 
 }  // namespace kvlanes
