@@ -25,35 +25,7 @@ void Sweeper::PackedGatherSamples() {
     x["variant"] = "gather_packed";
     x["label"] = "pack + unpack of " + std::to_string(n) + " pages, one layer, all pools";
     samples_.push_back(std::move(x));
-    if (geo_.ranks == 1) OneKernelGatherSample(n);
   }
-}
-
-// One layer of a p2p gather at cp_size 1: one kernel copies the rank's own pages into place.
-// Beside the packed layer's two kernels it separates what a gather layer costs once (its span's
-// start after the stream's previous work) from what each kernel costs (calibrate's
-// device.gather_layer_s).
-void Sweeper::OneKernelGatherSample(int64_t n) {
-  const std::vector<double> t = Time(Stream::kComm, [&] {
-    const auto [d, h] = Slots(n);
-    (void)h;
-    auto keep = std::make_shared<GatherIndex>();
-    keep->method = GatherMethod::kP2p;
-    keep->prefix_pages = n;
-    keep->tags.assign(d.size(), PageTag{});
-    keep->src_rank.assign(d.size(), 0);
-    keep->src_slot = d;
-    b_.PrepareGather(*keep);
-    const int64_t l = RandomLayer();
-    return [this, keep, l] { GatherLayer(b_, *keep, Stream::kComm, l); };
-  });
-  nlohmann::ordered_json x = Stats("device_copy", t);
-  x["bytes"] = n * geo_.page_layer_bytes();
-  x["op"] = "copy";
-  x["kernels"] = 1;
-  x["variant"] = "gather_p2p";
-  x["label"] = "p2p gather of " + std::to_string(n) + " own pages, one layer, all pools";
-  samples_.push_back(std::move(x));
 }
 
 PairOp Sweeper::GatherOp(int64_t n) {

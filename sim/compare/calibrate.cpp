@@ -550,35 +550,26 @@ void FitCopySubmit(Calibration& c) {
 }
 
 // Rows banded by one kernel's payload (bytes / kernels): small kernels do not reach full
-// bandwidth, so the curve bends; one band when it does not. Features: kernels, bytes moved; with
-// `per_layer` a shared 1 per row, the gather layer's own fixed cost (gather_layer_s).
-BandedRows DeviceCopyRows(const std::vector<const Sample*>& s, bool per_layer) {
+// bandwidth, so the curve bends; one band when it does not. Features: kernels, bytes moved.
+BandedRows DeviceCopyRows(const std::vector<const Sample*>& s) {
   BandedRows rows;
   const auto rn = static_cast<Eigen::Index>(s.size());
   rows.band_features.resize(rn, 2);
-  rows.shared_features.resize(rn, per_layer ? 1 : 0);
+  rows.shared_features.resize(rn, 0);
   rows.t.resize(rn);
   for (size_t i = 0; i < s.size(); ++i) {
     const auto r = static_cast<Eigen::Index>(i);
     rows.size.push_back(s[i]->bytes / static_cast<double>(s[i]->kernels));
     rows.band_features(r, 0) = static_cast<double>(s[i]->kernels);
     rows.band_features(r, 1) = (s[i]->fill ? 1.0 : 2.0) * s[i]->bytes;
-    if (per_layer) rows.shared_features(r, 0) = 1;
     rows.t[r] = s[i]->median_s;
   }
   return rows;
 }
 
-// Device copies: time = gather_layer_s + kernels * latency + (2 copy | 1 fill) * bytes / bw per
-// band. gather_layer_s is fitted when the samples hold gather layers of several kernel counts
-// (the sweep's p2p layer of one kernel beside the packed layer of two); else it is 0 and the
-// kernels' latency carries it. Like every term, it is fitted at or above zero.
 void FitDeviceCopyGroup(Calibration& c, const std::vector<const Sample*>& s) {
   HardwareProfile& p = c.profile();
-  std::set<int> kernels;
-  for (const Sample* x : s) kernels.insert(x->kernels);
-  const bool per_layer = kernels.size() > 1;
-  const BandedRows rows = DeviceCopyRows(s, per_layer);
+  const BandedRows rows = DeviceCopyRows(s);
   RequireRank(rows.band_features, rows.t, c.m.file, "device_copy",
               "vary bytes (and kernels) so launch and bandwidth separate");
   const BandedFit f = FitBands(rows, c.opt.bands);
@@ -589,23 +580,16 @@ void FitDeviceCopyGroup(Calibration& c, const std::vector<const Sample*>& s) {
   p.kernel_launch_s = bands.back().latency_s;
   p.device_copy_gbps = bands.back().gbps;
   if (bands.size() > 1) p.device_copy_bands.bands = bands;
-  p.gather_layer_s = per_layer ? f.shared_x[0] : 0;
   BandParams(r, bands);
-  if (per_layer) r.params.push_back({"gather_layer_s", p.gather_layer_s});
   c.out.fits.push_back(std::move(r));
 }
 
-// Device kernels: time = kernels * kernel_launch_s + (2 copy | 1 fill) * bytes / (gbps * 1e9)
-// (FitDeviceCopyGroup adds the gather layer's own cost).
+// Device kernels: time = kernels * kernel_launch_s + (2 copy | 1 fill) * bytes / (gbps * 1e9).
 void FitDeviceCopies(Calibration& c) {
   const std::vector<const Sample*> s = OfKind(c.m, SampleKind::kDeviceCopy);
   if (!s.empty()) {
     FitDeviceCopyGroup(c, s);
   } else {
-    if (c.base && c.base->gather_layer_s > 0) {
-      c.profile().gather_layer_s = c.base->gather_layer_s;
-      c.out.kept_from_base.push_back("device.gather_layer_s");
-    }
     c.Keep("device.kernel_launch_s", &HardwareProfile::kernel_launch_s);
     c.Keep("device.copy_gbps", &HardwareProfile::device_copy_gbps);
     if (c.base && !c.base->device_copy_bands.bands.empty()) {
@@ -665,9 +649,8 @@ void FitGatherAfterForward(Calibration& c) {
     std::vector<double> ratios;  // each used sample's own ratio
     for (const Sample* x : OfKind(c.m, SampleKind::kFirstGather)) {
       if ((x->forward == "synthetic") != spin) continue;
-      // The ratio scales the kernels; the layer's own fixed cost is added unscaled.
       const double alone = 2 * c.profile().KernelCopyS(x->bytes);
-      const double t = (next ? x->next_s : x->median_s) - c.profile().gather_layer_s;
+      const double t = next ? x->next_s : x->median_s;
       if (!(alone > 0) || !(t > 0)) continue;
       by_pages[x->pages].push_back(t / alone);
       used.push_back(x);

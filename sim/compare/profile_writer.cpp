@@ -297,7 +297,6 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "device:\n" + FitComment(r, "device", "  ");
   y += "  copy_gbps: " + Num(p.device_copy_gbps) + "\n";
   y += "  kernel_launch_s: " + Num(p.kernel_launch_s) + "\n";
-  if (p.gather_layer_s > 0) y += "  gather_layer_s: " + Num(p.gather_layer_s) + "\n";
   y += "  index_bytes_per_page: " + Num(p.index_bytes_per_page) + "\n";
   if (!p.device_copy_bands.bands.empty()) y += "  copy_bands: " + Bands(p.device_copy_bands) + "\n";
   if (!p.gather_after_forward.empty())

@@ -259,8 +259,6 @@ GatherCost CostModel::GatherLayer(GatherMethod m, std::span<const int64_t> shard
       shard_pages,       static_cast<double>(prefix_pages), static_cast<double>(max_shard),
       page_layer_bytes_, static_cast<double>(ranks_),       k};
   GatherCostFor(m).LayerCost(*this, shape, c);
-  // The layer's own fixed cost beside its kernels' (partial_merge gathers nothing here).
-  if (m != GatherMethod::kPartialMerge) c.per_layer_s += hw_.gather_layer_s;
   c.first_layer_s = c.per_layer_s;
   c.total_s = c.once_s + c.LayersS(layers_);
   return c;

@@ -595,13 +595,12 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   const YAML::Node dv = root["device"];
   if (!dv) r.Fail(root, "device", "missing");
   r.OnlyKeys(dv, "device.",
-             {"copy_gbps", "kernel_launch_s", "gather_layer_s", "index_bytes_per_page",
-              "copy_bands", "gather_after_forward"});
+             {"copy_gbps", "kernel_launch_s", "index_bytes_per_page", "copy_bands",
+              "gather_after_forward"});
   if (dv["copy_bands"]) p.device_copy_bands = r.Bands(dv["copy_bands"], "device.copy_bands");
   p.gather_after_forward = r.PagesRatios(dv["gather_after_forward"], "device.gather_after_forward");
   p.device_copy_gbps = r.Num(dv, "copy_gbps", "device.", true);
   p.kernel_launch_s = r.Num(dv, "kernel_launch_s", "device.", false);
-  if (dv["gather_layer_s"]) p.gather_layer_s = r.Num(dv, "gather_layer_s", "device.", false);
   if (dv["index_bytes_per_page"]) {
     p.index_bytes_per_page = r.Num(dv, "index_bytes_per_page", "device.", false);
     if (p.index_bytes_per_page > kMaxIndexBytesPerPage)

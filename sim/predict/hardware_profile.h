@@ -93,12 +93,6 @@ struct HardwareProfile {
   // One device copy kernel of `payload_bytes` (read and written): its band's latency and
   // bandwidth, or kernel_launch_s and device_copy_gbps without bands.
   double KernelCopyS(double payload_bytes) const;
-  // Optional (YAML device.gather_layer_s, default 0): what one gather layer costs once, beside
-  // its kernels' latencies: its span's start after the stream's earlier work. `kvlanes calibrate`
-  // separates it from the per-kernel latency when the sweep timed gather layers of one kernel
-  // (p2p at cp_size 1) and of two (packed: pack and unpack); without it a one-kernel gather
-  // layer is priced at half the two-kernel one's fixed cost (docs/cost_model.md, "Gather").
-  double gather_layer_s = 0;
   // Optional (YAML device.gather_after_forward: [{pages, ratio}, ...], pages ascending): a gather
   // layer's time after a forward layer of the model over its time after the cache eviction the
   // sweep times it after, by pages gathered per layer (`bench sweep --forward model`'s
