@@ -443,7 +443,7 @@ nlohmann::ordered_json RunSweep(const SweepOptions& o) {
   c.tier_max_ctas = o.tier_max_ctas;
   c.timeout_s = o.timeout_s;
   c.needs_nccl = false;  // one rank: no collective runs
-  c.needs_p2p = false;
+  c.needs_p2p = true;    // its own pools, for the one-kernel (p2p) gather layer's samples
   ForwardPlan fplan;
   if (o.forward == "model") {
     fplan = SweepForwardPlan(o);

@@ -1,6 +1,7 @@
 // bench sweep: one layer of a packed gather at one rank, the gather op of the pairs, and gather
 // layers timed after a forward layer (the after-forward ratios).
 #include "exec/bench/sweeper.h"
+#include "methods/gather_method.h"
 
 namespace kvlanes::exec::sweep {
 
@@ -24,6 +25,41 @@ void Sweeper::PackedGatherSamples() {
     x["kernels"] = 2;
     x["variant"] = "gather_packed";
     x["label"] = "pack + unpack of " + std::to_string(n) + " pages, one layer, all pools";
+    samples_.push_back(std::move(x));
+    if (geo_.ranks == 1) OneKernelGatherSample(n);
+  }
+}
+
+// One layer of each one-kernel gather at cp_size 1, of the n pages the packed layer gathered:
+// p2p (the peer gather kernel over the rank's own pools) and dense (the fused scatter, every page
+// owned). What such a layer takes beyond a kernel of the packed layer's fit is the method's own
+// cost per layer (calibrate notes it, fits nothing from it).
+void Sweeper::OneKernelGatherSample(int64_t n) {
+  for (const GatherMethod m : {GatherMethod::kP2p, GatherMethod::kDense}) {
+    const std::vector<double> t = Time(Stream::kComm, [&] {
+      const auto [d, h] = Slots(n);
+      (void)h;
+      auto keep = std::make_shared<GatherIndex>();
+      keep->method = m;
+      keep->prefix_pages = n;
+      keep->tags.assign(d.size(), PageTag{});
+      if (m == GatherMethod::kP2p) {
+        keep->src_rank.assign(d.size(), 0);
+        keep->src_slot = d;
+      } else {
+        keep->owner_slot = d;
+      }
+      b_.PrepareGather(*keep);
+      const int64_t l = RandomLayer();
+      return [this, keep, l] { GatherLayer(b_, *keep, Stream::kComm, l); };
+    });
+    const std::string name = GatherMethodOf(m).Name();
+    nlohmann::ordered_json x = Stats("device_copy", t);
+    x["bytes"] = n * geo_.page_layer_bytes();
+    x["op"] = "copy";
+    x["kernels"] = 1;
+    x["variant"] = "gather_" + name;
+    x["label"] = name + " gather of " + std::to_string(n) + " own pages, one layer, all pools";
     samples_.push_back(std::move(x));
   }
 }

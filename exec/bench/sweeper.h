@@ -190,6 +190,7 @@ class Sweeper {
 
   // One layer of a packed gather at one rank: pack the owned pages, unpack them into order.
   void PackedGatherSamples();
+  void OneKernelGatherSample(int64_t n);
 
   // Backups over a forward pass, as the executor runs them (docs/calibration.md): per layer a
   // packed gather layer of each size in backup_gather_pages (one set of samples per size) on the

@@ -584,9 +584,37 @@ void FitDeviceCopyGroup(Calibration& c, const std::vector<const Sample*>& s) {
   c.out.fits.push_back(std::move(r));
 }
 
-// Device kernels: time = kernels * kernel_launch_s + (2 copy | 1 fill) * bytes / (gbps * 1e9).
+// The sweep's one-kernel gather layers at cp_size 1 (variants gather_p2p, gather_dense).
+bool OneKernelGatherLayer(const Sample& x) {
+  return x.variant == "gather_p2p" || x.variant == "gather_dense";
+}
+
+// The one-kernel layers are descriptive (nothing is fitted from them): per method, how much
+// longer its layer took than one kernel of the fitted bands (the packed layers'), the offset a
+// per-method term would carry (docs/cost_model.md, "Gather": a shared one was tried, not kept).
+void NoteOneKernelGatherLayers(Calibration& c, const std::vector<const Sample*>& one) {
+  for (const char* variant : {"gather_p2p", "gather_dense"}) {
+    std::vector<double> extra;
+    for (const Sample* x : one)
+      if (x->variant == variant) extra.push_back(x->median_s - c.profile().KernelCopyS(x->bytes));
+    if (extra.empty()) continue;
+    std::sort(extra.begin(), extra.end());
+    char buf[240];
+    std::snprintf(buf, sizeof buf,
+                  "%s: %zu one-kernel gather layers (descriptive, nothing is fitted from them) "
+                  "took a median %.2f us (%.2f .. %.2f) beyond one kernel of the device bands",
+                  variant, extra.size(), 1e6 * PercentileOfSorted(extra, 0.5), 1e6 * extra.front(),
+                  1e6 * extra.back());
+    c.out.notes.push_back(buf);
+  }
+}
+
+// Device kernels: time = kernels * kernel_launch_s + (2 copy | 1 fill) * bytes / (gbps * 1e9),
+// fitted on every device copy but the one-kernel gather layers (NoteOneKernelGatherLayers).
 void FitDeviceCopies(Calibration& c) {
-  const std::vector<const Sample*> s = OfKind(c.m, SampleKind::kDeviceCopy);
+  std::vector<const Sample*> s, one;
+  for (const Sample* x : OfKind(c.m, SampleKind::kDeviceCopy))
+    (OneKernelGatherLayer(*x) ? one : s).push_back(x);
   if (!s.empty()) {
     FitDeviceCopyGroup(c, s);
   } else {
@@ -597,6 +625,7 @@ void FitDeviceCopies(Calibration& c) {
       c.out.kept_from_base.push_back("device.copy_bands");
     }
   }
+  NoteOneKernelGatherLayers(c, one);
   // Not a timing: bytes of one index entry. From the base profile, else the struct default.
   c.profile().index_bytes_per_page =
       c.base ? c.base->index_bytes_per_page : HardwareProfile{}.index_bytes_per_page;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -52,6 +53,7 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
   CHECK(doc["context"]["geometry"]["layers"] == 3);
 
   std::set<int64_t> h2d_one_layer_kv, all_layer_bytes, gather_bytes, submit_copies;
+  std::map<std::string, std::set<int64_t>> one_kernel_bytes;  // by variant
   std::set<std::tuple<bool, std::string, int64_t, int64_t>> backups;
   const int64_t kv_chunk = 16 * 656, page_layer = 16 * (656 + 132);
   for (const auto& s : doc["samples"]) {
@@ -72,9 +74,14 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
           all_layer_bytes.insert(b / kv_chunk / 3);
       }
     } else if (kind == "device_copy") {
-      CHECK(s["kernels"] == 2);
+      // A packed gather layer (pack and unpack) and, at one rank, a p2p and a dense layer (one
+      // kernel each).
+      const std::string variant = s["variant"];
+      const bool one = variant != "gather_packed";
+      CHECK(s["kernels"] == (one ? 1 : 2));
       CHECK(s["op"] == "copy");
-      gather_bytes.insert(s["bytes"].get<int64_t>() / (2 * page_layer));
+      (one ? one_kernel_bytes[variant] : gather_bytes)
+          .insert(s["bytes"].get<int64_t>() / ((one ? 1 : 2) * page_layer));
     } else if (kind == "copy_submit") {
       submit_copies.insert(s["copies"].get<int64_t>());
     } else if (kind == "backup") {
@@ -104,6 +111,9 @@ TEST_CASE("sweep: the host backend measures every kind over the grid") {
   CHECK(h2d_one_layer_kv == std::set<int64_t>{1, 2, 4, 8, 16, 32});
   CHECK(all_layer_bytes == std::set<int64_t>{1, 2, 4, 8});
   CHECK(gather_bytes == std::set<int64_t>{1, 2, 4, 8, 16, 32});
+  CHECK(one_kernel_bytes.size() == 2);
+  CHECK(one_kernel_bytes["gather_p2p"] == gather_bytes);
+  CHECK(one_kernel_bytes["gather_dense"] == gather_bytes);
   CHECK(submit_copies == std::set<int64_t>{1, 4, 16});
 
   // The file format is the one calibrate reads, and every group it has can be fitted.

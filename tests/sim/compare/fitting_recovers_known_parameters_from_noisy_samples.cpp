@@ -309,6 +309,57 @@ TEST_CASE("device copies that bend get size bands, which load back and drive the
         kvlanes::test::RelApprox(flat.kernel_launch_s + 2e6 / (flat.device_copy_gbps * 1e9)));
 }
 
+TEST_CASE("one-kernel gather layers are noted per method and leave the device fit as it was") {
+  // Packed layers (two kernels of 5 us + bytes at 3000 GB/s); p2p layers 2 us longer than one
+  // such kernel, dense layers 1.5 us shorter.
+  const auto kernel = [](double payload) { return 5e-6 + 2 * payload / 3000e9; };
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
+  auto add = [&](const char* variant, int kernels, double payload, double t) {
+    doc["samples"].push_back({{"kind", "device_copy"},
+                              {"bytes", kernels * payload},
+                              {"op", "copy"},
+                              {"kernels", kernels},
+                              {"variant", variant},
+                              {"repeats", 5},
+                              {"median_s", t}});
+  };
+  Noise noise(3, 0.01);
+  for (int i = 0; i < 12; ++i) {
+    const double payload = 50432.0 * std::pow(2.0, i);
+    add("gather_packed", 2, payload, 2 * kernel(payload) * noise());
+  }
+  const HardwareProfile base = TruthProfile();
+  const CalibrationResult alone =
+      Calibrate(ParseMeasurements(doc.dump(1), "packed.json"), &base, CalibrateOptions{});
+  for (int i = 0; i < 12; ++i) {
+    const double payload = 50432.0 * std::pow(2.0, i);
+    add("gather_p2p", 1, payload, kernel(payload) + 2e-6);
+    add("gather_dense", 1, payload, kernel(payload) - 1.5e-6);
+  }
+  const CalibrationResult with =
+      Calibrate(ParseMeasurements(doc.dump(1), "all.json"), &base, CalibrateOptions{});
+  CHECK(with.profile.kernel_launch_s == alone.profile.kernel_launch_s);
+  CHECK(with.profile.device_copy_gbps == alone.profile.device_copy_gbps);
+  CHECK(with.profile.device_copy_bands.bands.size() ==
+        alone.profile.device_copy_bands.bands.size());
+  // The notes give each method's median beyond one fitted kernel: within the packed fit's noise
+  // of +2 and -1.5 us.
+  auto noted_us = [&](const std::string& variant) {
+    for (const std::string& n : with.notes)
+      if (n.rfind(variant + ": 12 one-kernel gather layers", 0) == 0) {
+        const size_t at = n.find("a median ");
+        REQUIRE(at != std::string::npos);
+        return std::stod(n.substr(at + 9));
+      }
+    FAIL("no note for " << variant);
+    return 0.0;
+  };
+  CHECK(std::abs(noted_us("gather_p2p") - 2.0) < 0.5);
+  CHECK(std::abs(noted_us("gather_dense") + 1.5) < 0.5);
+}
+
 }  // namespace kvlanes::test
 
 namespace kvlanes::test {
