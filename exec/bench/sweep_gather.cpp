@@ -39,16 +39,14 @@ void Sweeper::OneKernelGatherSample(int64_t n) {
     const std::vector<double> t = Time(Stream::kComm, [&] {
       const auto [d, h] = Slots(n);
       (void)h;
+      // Every page on this rank (rank 0 of 1), indexed as the executor indexes the method.
+      std::vector<PrefixPage> prefix;
+      for (const int32_t slot : d) prefix.push_back({0, static_cast<uint32_t>(slot)});
       auto keep = std::make_shared<GatherIndex>();
       keep->method = m;
       keep->prefix_pages = n;
       keep->tags.assign(d.size(), PageTag{});
-      if (m == GatherMethod::kP2p) {
-        keep->src_rank.assign(d.size(), 0);
-        keep->src_slot = d;
-      } else {
-        keep->owner_slot = d;
-      }
+      GatherMethodOf(m).BuildIndex(0, 1, prefix, *keep);
       b_.PrepareGather(*keep);
       const int64_t l = RandomLayer();
       return [this, keep, l] { GatherLayer(b_, *keep, Stream::kComm, l); };

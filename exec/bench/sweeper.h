@@ -190,6 +190,7 @@ class Sweeper {
 
   // One layer of a packed gather at one rank: pack the owned pages, unpack them into order.
   void PackedGatherSamples();
+  // At cp_size 1, a p2p and a dense layer (one kernel each) of the same n pages.
   void OneKernelGatherSample(int64_t n);
 
   // Backups over a forward pass, as the executor runs them (docs/calibration.md): per layer a

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "base/percentile.h"
 #include "io/input_error.h"
@@ -584,16 +585,19 @@ void FitDeviceCopyGroup(Calibration& c, const std::vector<const Sample*>& s) {
   c.out.fits.push_back(std::move(r));
 }
 
-// The sweep's one-kernel gather layers at cp_size 1 (variants gather_p2p, gather_dense).
+// The sweep's one-kernel gather layers at cp_size 1, by their device_copy variant.
+constexpr std::string_view kOneKernelGatherVariants[] = {"gather_p2p", "gather_dense"};
+
 bool OneKernelGatherLayer(const Sample& x) {
-  return x.variant == "gather_p2p" || x.variant == "gather_dense";
+  return std::ranges::find(kOneKernelGatherVariants, x.variant) !=
+         std::ranges::end(kOneKernelGatherVariants);
 }
 
 // The one-kernel layers are descriptive (nothing is fitted from them): per method, how much
 // longer its layer took than one kernel of the fitted bands (the packed layers'), the offset a
 // per-method term would carry (docs/cost_model.md, "Gather": a shared one was tried, not kept).
 void NoteOneKernelGatherLayers(Calibration& c, const std::vector<const Sample*>& one) {
-  for (const char* variant : {"gather_p2p", "gather_dense"}) {
+  for (const std::string_view variant : kOneKernelGatherVariants) {
     std::vector<double> extra;
     for (const Sample* x : one)
       if (x->variant == variant) extra.push_back(x->median_s - c.profile().KernelCopyS(x->bytes));
@@ -603,8 +607,8 @@ void NoteOneKernelGatherLayers(Calibration& c, const std::vector<const Sample*>&
     std::snprintf(buf, sizeof buf,
                   "%s: %zu one-kernel gather layers (descriptive, nothing is fitted from them) "
                   "took a median %.2f us (%.2f .. %.2f) beyond one kernel of the device bands",
-                  variant, extra.size(), 1e6 * PercentileOfSorted(extra, 0.5), 1e6 * extra.front(),
-                  1e6 * extra.back());
+                  std::string(variant).c_str(), extra.size(), 1e6 * PercentileOfSorted(extra, 0.5),
+                  1e6 * extra.front(), 1e6 * extra.back());
     c.out.notes.push_back(buf);
   }
 }

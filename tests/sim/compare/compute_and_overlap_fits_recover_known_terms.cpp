@@ -108,9 +108,7 @@ TEST_CASE("compute terms: recovered from the proxy's forward samples, named for 
   CHECK(NearTruth(r.profile.layer_attn_pair_s, truth.layer_attn_pair_s, 0.03));
   CHECK(r.profile.compute_measured);
   CHECK(r.profile.compute_model_preset == "deepseek-v3.2");
-  bool noted = false;
-  for (const auto& n : r.notes) noted |= n.find("16 forward samples of the synthetic") == 0;
-  CHECK(noted);
+  CHECK(!NoteStartingWith(r.notes, "16 forward samples of the synthetic").empty());
   const FitReport* fit = nullptr;
   for (const FitReport& f : r.fits)
     if (f.group == "compute") fit = &f;
@@ -173,9 +171,7 @@ TEST_CASE("overlap shares: recovered per pair from noisy pair samples, written a
     CHECK(fit->max_rel_err < 0.05);
   }
   CHECK(r.profile.OverlapShareOf("d2h", "gather") == 1);  // its one sample had no overlap
-  bool noted = false;
-  for (const auto& n : r.notes) noted |= n.find("overlap.d2h/gather: 1 samples left out") == 0;
-  CHECK(noted);
+  CHECK(!NoteStartingWith(r.notes, "overlap.d2h/gather: 1 samples left out").empty());
 
   const std::string yaml = ProfileToYaml(r, "pairs.json");
   CHECK(yaml.find("# overlap.h2d/h2d share") != std::string::npos);
@@ -318,11 +314,8 @@ TEST_CASE("first_gather samples: read, noted with their median ratio, nothing fi
   CHECK(m.samples[1].next_s == 2e-5);
   CHECK(m.samples[1].pages == 64);
   const CalibrationResult r = Calibrate(m, &truth, CalibrateOptions{});
-  bool noted = false;
-  for (const auto& n : r.notes)
-    noted |= n.find("first_gather: 5 samples") == 0 &&
-             n.find("median 1.200 of the next layer's time (1.000 .. 1.500)") != std::string::npos;
-  CHECK(noted);
+  CHECK(NoteStartingWith(r.notes, "first_gather: 5 samples")
+            .find("median 1.200 of the next layer's time (1.000 .. 1.500)") != std::string::npos);
   for (const FitReport& f : r.fits) CHECK(f.group != "first_gather");
   samples[0].erase("next_s");
   CHECK_THROWS_WITH(ParseMeasurements(FitDoc(samples).dump(1), "bad.json"),

@@ -171,9 +171,7 @@ TEST_CASE("compute table: several measurement files fit as one, repeated points 
   const double n0 = all[0]["new_tokens"].get<double>(), p0 = all[0]["prefix_tokens"].get<double>();
   CHECK(r.profile.ComputeLayerS(n0, p0, 1) ==
         kvlanes::test::RelApprox(2 * all[0]["median_s"].get<double>()));
-  bool noted = false;
-  for (const auto& n : r.notes) noted |= n.find("1 forward samples repeat a") == 0;
-  CHECK(noted);
+  CHECK(!NoteStartingWith(r.notes, "1 forward samples repeat a").empty());
 }
 
 TEST_CASE("compute table: bad tables are refused with the field named") {

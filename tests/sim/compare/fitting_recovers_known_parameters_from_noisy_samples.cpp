@@ -347,14 +347,10 @@ TEST_CASE("one-kernel gather layers are noted per method and leave the device fi
   // The notes give each method's median beyond one fitted kernel: within the packed fit's noise
   // of +2 and -1.5 us.
   auto noted_us = [&](const std::string& variant) {
-    for (const std::string& n : with.notes)
-      if (n.rfind(variant + ": 12 one-kernel gather layers", 0) == 0) {
-        const size_t at = n.find("a median ");
-        REQUIRE(at != std::string::npos);
-        return std::stod(n.substr(at + 9));
-      }
-    FAIL("no note for " << variant);
-    return 0.0;
+    const std::string n = NoteStartingWith(with.notes, variant + ": 12 one-kernel gather layers");
+    const size_t at = n.find("a median ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(n.substr(at + 9));
   };
   CHECK(std::abs(noted_us("gather_p2p") - 2.0) < 0.5);
   CHECK(std::abs(noted_us("gather_dense") + 1.5) < 0.5);
@@ -574,12 +570,10 @@ TEST_CASE("tail backups of two depths give an entry cost per layer spanned; per-
         }
     }
     CHECK(Near(r.profile.backup_per_layer.latency_s, 12e-6, 0.05));
-    bool noted = false;
-    for (const std::string& n : r.notes)
-      noted = noted || n.find(
-                           "63 tail backup samples of 4, 61 layers give both sets of tail "
-                           "terms, with an entry cost per layer a copy spans") == 0;
-    CHECK(noted);
+    CHECK(!NoteStartingWith(r.notes,
+                            "63 tail backup samples of 4, 61 layers give both sets of tail "
+                            "terms, with an entry cost per layer a copy spans")
+               .empty());
   }
   // Tail samples of one depth only: fitted as before, one line at their own entry cost.
   nlohmann::json shallow = doc;
@@ -622,12 +616,10 @@ TEST_CASE(
   CHECK(Near(r.profile.backup_tail.gbps, 48, 0.03));
   CHECK(Near(r.profile.beside_spin.backup_tail.latency_s, 6e-6, 0.1));
   CHECK(Near(r.profile.beside_spin.backup_tail.gbps, 52, 0.03));
-  bool noted = false;
-  for (const std::string& n : r.notes)
-    noted = noted || n.find(
-                         "10 backup samples over the model's forward pass give the backup "
-                         "terms, 20 over the synthetic one") == 0;
-  CHECK(noted);
+  CHECK(!NoteStartingWith(r.notes,
+                          "10 backup samples over the model's forward pass give the backup "
+                          "terms, 20 over the synthetic one")
+             .empty());
 
   // Round trip; a check of a synthetic run takes the spin's terms, of a model run the main ones.
   const std::string path = TempPath("bm.yaml");
@@ -718,10 +710,7 @@ TEST_CASE("a backup sample of the sweep's diagnostics is left out of the backup 
   CHECK(Near(c.latency_s, latency, 0.1));
   CHECK(Near(c.entry_s, entry, 0.1));
   CHECK(Near(c.gbps, gbps, 0.03));
-  bool noted = false;
-  for (const std::string& n : r.notes)
-    noted = noted || n.find("1 backup samples of the sweep's diagnostics left out") == 0;
-  CHECK(noted);
+  CHECK(!NoteStartingWith(r.notes, "1 backup samples of the sweep's diagnostics left out").empty());
 }
 
 TEST_CASE(

@@ -29,6 +29,14 @@ class Noise {
   double amp_;
 };
 
+// The first of `notes` (a calibration's) that starts with `prefix`; empty when none does.
+inline std::string NoteStartingWith(const std::vector<std::string>& notes,
+                                    const std::string& prefix) {
+  for (const std::string& n : notes)
+    if (n.rfind(prefix, 0) == 0) return n;
+  return "";
+}
+
 // The truth: every parameter non-zero, an all-gather whose curve bends at 1 MiB (two bands).
 inline HardwareProfile TruthProfile() {
   return HandMadeProfile({.name = "truth",
