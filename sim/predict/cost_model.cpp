@@ -31,7 +31,7 @@ int64_t PartialMergeBytes(const ReplayConfig& cfg, int64_t new_tokens) {
 int64_t SlotRuns(const LaneCopy& c) {
   int64_t runs = c.pages.empty() ? 0 : 1;
   for (size_t i = 1; i < c.pages.size(); ++i)
-    if (c.pages[i][0] != c.pages[i - 1][0] + 1 || c.pages[i][1] != c.pages[i - 1][1] + 1) ++runs;
+    if (c.pages[i][1] != c.pages[i - 1][1] + 1) ++runs;
   return runs;
 }
 

@@ -200,8 +200,11 @@ int64_t PartialMergeBytes(const ReplayConfig& cfg, int64_t new_tokens);
 
 // Pages per lane of a set of lane copies.
 std::vector<int64_t> PagesPerLane(const std::vector<LaneCopy>& copies, int ranks);
-// Runs of pages adjacent on both sides (device and host slot both +1) in one lane copy: the
-// entries of one layer's batch copy.
+// Runs of pages whose host slots are adjacent (host slot +1) in one lane copy: what a backup's
+// price counts as its entries. The batch copy has an entry per run adjacent on both sides, but
+// what an entry costs follows the host side: the sweep times slots scattered alike on both sides,
+// and in the executor copies from scattered device slots into adjacent host slots took as long
+// as adjacent ones (docs/cost_model.md, "Backups").
 int64_t SlotRuns(const LaneCopy& c);
 // Their sum per lane.
 std::vector<int64_t> RunsPerLane(const std::vector<LaneCopy>& copies, int ranks);

@@ -973,6 +973,15 @@ TEST_CASE(
              {{21, 201}}, {{30, 300}}, {{31, 301}}, {{32, 302}}};
   p.backup = {c};
   CHECK(SlotRuns(c) == 3);
+  // Runs are counted on the host side: scattered device slots into adjacent host slots are one
+  // run, adjacent device slots into scattered host slots one per break there.
+  LaneCopy scattered_device = c, scattered_host = c;
+  for (size_t i = 0; i < c.pages.size(); ++i) {
+    scattered_device.pages[i] = {static_cast<uint32_t>(90 - 10 * i), static_cast<uint32_t>(50 + i)};
+    scattered_host.pages[i] = {static_cast<uint32_t>(50 + i), static_cast<uint32_t>(90 - 10 * i)};
+  }
+  CHECK(SlotRuns(scattered_device) == 1);
+  CHECK(SlotRuns(scattered_host) == 8);
   int found = 0;
   for (const OpPrediction& op : PredictOps(model, cfg, p)) {
     if (op.kind != "backup") continue;
