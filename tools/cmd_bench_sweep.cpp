@@ -91,8 +91,9 @@ po::options_description SweepOptionsDescription() {
        "model (the proxy of the config's model shape; cuda)")
       ("only", po::value<std::string>(),
        "comma list of groups to run: copies (tier copies, submission, packed gathers), backups, "
-       "forward (the forward grid), pairs (overlap), sustained (only the sustained samples of "
-       "--sustain-tokens); default: all")
+       "load_backs (load-backs over the forward pass, per layer and all layers first, slots in "
+       "runs of --backup-runs; only when named), forward (the forward grid), pairs (overlap), "
+       "sustained (only the sustained samples of --sustain-tokens); default: all but load_backs")
       ("forward-tokens", po::value<std::string>(), "forward grid: new-token counts (comma list)")
       ("forward-prefix", po::value<std::string>(), "forward grid: prefix token counts (comma list)")
       ("forward-pass-requests", po::value<std::string>(),
@@ -311,6 +312,8 @@ void ReadSweepGroups(const po::variables_map& vm, exec::SweepOptions& o) {
         o.copies = true;
       else if (g == "backups")
         o.backups = true;
+      else if (g == "load_backs")
+        o.load_backs = true;
       else if (g == "forward" && o.forward != "model")
         throw InputError("", 0, "--only",
                          "the forward grid times the model proxy: it needs --forward model");
@@ -321,9 +324,9 @@ void ReadSweepGroups(const po::variables_map& vm, exec::SweepOptions& o) {
       else if (g == "sustained")  // only the sustained samples (--sustain-tokens)
         continue;
       else
-        throw InputError(
-            "", 0, "--only",
-            "unknown group '" + g + "' (valid: copies, backups, forward, pairs, sustained)");
+        throw InputError("", 0, "--only",
+                         "unknown group '" + g +
+                             "' (valid: copies, backups, load_backs, forward, pairs, sustained)");
     }
     if (vm["no-backups"].as<bool>()) o.backups = false;
   }

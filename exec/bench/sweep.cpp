@@ -76,6 +76,7 @@ nlohmann::ordered_json Sweeper::Run() {
       PackedGatherSamples();
     }
     if (o_.backups) BackupPassSamples(layout, mode);
+    if (o_.load_backs) LoadBackPassSamples(layout, mode);
     if (model && o_.forward_grid) ForwardGridSamples();
     if (model && o_.forward_grid) ForwardPassSamples();
     if (model && !o_.sustain_new_tokens.empty()) ForwardSustainSamples();
@@ -304,7 +305,7 @@ ForwardPlan SweepForwardPlan(const SweepOptions& o) {
     for (const int64_t p : o.sustain_prefix_tokens) fit(n, p);
   if (o.pairs)
     for (const auto& [n, p] : o.pair_forward_shapes) fit(n, p);
-  if (o.backups)
+  if (o.backups || o.load_backs)
     fit(std::min(sweep::kBackupMaxPages * geo.page_tokens, o.backup_forward_tokens), 0);
   f.max_tokens = std::max<int64_t>(f.max_tokens, 1);
   f.max_keys = std::max<int64_t>(f.max_keys, 1);

@@ -92,6 +92,10 @@ struct SweepOptions {
   // pool order, each after the one before on the same stream).
   bool backup_fresh_host = false;
   bool backup_pools_reversed = false;
+  // Load-backs over a forward pass (`load_back` samples, descriptive): per layer one layer ahead
+  // of the forward layer that reads it, or every layer before the first (SweepPassLoadBacks).
+  // Slots in runs of backup_runs; no gather beside them. Not in the default groups.
+  bool load_backs = false;
   // The groups of the one-rank sweep: tier copies, copy submission and packed gathers (`copies`),
   // backups (above), the forward grid (forward "model" only) and the pairs.
   bool copies = true;

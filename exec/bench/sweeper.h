@@ -5,6 +5,7 @@
 //   sweep_copies.cpp       tier copies and the host time of submitting them
 //   sweep_gather.cpp       one layer of a packed gather, and gather layers after a forward layer
 //   sweep_backups.cpp      backups over a forward pass (per-layer and tail, beside a gather)
+//   sweep_load_backs.cpp   load-backs over a forward pass (per layer, all layers first)
 //   sweep_forward.cpp      the forward-pass proxy over a grid of new x prefix tokens
 //   sweep_pairs.cpp        pairs of ops on separate streams (overlap)
 //   sweep_collectives.cpp  several ranks: all-gather, all-reduce and peer reads
@@ -201,6 +202,11 @@ class Sweeper {
   // pool. The whole pass is enqueued behind the request gate, as the executor with --gate on
   // (SweepOptions::backup_gate false: as the host goes, as with --gate off).
   void BackupPassSamples(const std::string& layout, const std::string& mode);
+  // Load-backs over a forward pass, as the executor runs them: per-layer, the h2d stream copies
+  // layer l of n pages of every pool and forward layer l waits for it (so layer l + 1's copy runs
+  // beside forward layer l); all-layers, one all-layer copy per pool before the first forward
+  // layer (the executor's load-back before a gather that reads peers). Behind the request gate.
+  void LoadBackPassSamples(const std::string& layout, const std::string& mode);
 
   // The layer kinds of the geometry's layers under the model shape: kind, first layer, count.
   struct KindLayers {
@@ -273,6 +279,9 @@ class Sweeper {
   // beside the forward pass (0: none).
   void BackupSamples(int64_t n, int64_t run, int64_t gather_pages, bool tail,
                      const std::string& layout, const std::string& mode);
+  // One `load_back` sample per pool: n pages in runs of `run`, all layers first or per layer.
+  void LoadBackSamples(int64_t n, int64_t run, bool all_layers, const std::string& layout,
+                       const std::string& mode);
 
   // n host slots in order from the cursor (SweepOptions::backup_fresh_host), from slot 0 again
   // where they would pass the pool's end.

@@ -635,6 +635,34 @@ void FitDeviceCopies(Calibration& c) {
       c.base ? c.base->index_bytes_per_page : HardwareProfile{}.index_bytes_per_page;
 }
 
+// load_back samples are descriptive: calibrate fits nothing from them and notes, per schedule and
+// pool, the median of their time over the host copies' price of them (a copy call's latency, or
+// a chunk's, plus bytes / h2d_gbps: what `check` prices a load-back at before the request
+// schedule's overlap).
+void NoteLoadBacks(Calibration& c) {
+  const std::vector<const Sample*> s = OfKind(c.m, SampleKind::kLoadBack);
+  const HardwareProfile& p = c.profile();
+  if (s.empty() || !(p.h2d_gbps > 0)) return;
+  std::map<std::pair<bool, std::string>, std::vector<double>> ratios;
+  for (const Sample* x : s) {
+    const double pages = static_cast<double>(x->pages), L = static_cast<double>(x->layers);
+    const double lat = p.latency_per_chunk ? pages * (x->tail ? L : 1.0) : 1.0;
+    const double price =
+        static_cast<double>(x->copies) * lat * p.copy_latency_s + x->bytes / (p.h2d_gbps * 1e9);
+    if (price > 0) ratios[{x->tail, x->pool}].push_back(x->median_s / price);
+  }
+  for (auto& [key, r] : ratios) {
+    std::sort(r.begin(), r.end());
+    char buf[240];
+    std::snprintf(buf, sizeof buf,
+                  "load_back %s %s: %zu samples (descriptive, nothing is fitted from them) took a "
+                  "median %.3f of the host copies' price (%.3f .. %.3f)",
+                  key.first ? "all-layers" : "per-layer", key.second.c_str(), r.size(),
+                  PercentileOfSorted(r, 0.5), r.front(), r.back());
+    c.out.notes.push_back(buf);
+  }
+}
+
 // first_gather samples are descriptive: calibrate fits nothing from them and notes how much
 // longer the first gather layer after a forward layer took than the next layer of its slots.
 void NoteFirstGather(Calibration& c) {
@@ -1492,6 +1520,7 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
   const std::pair<const char*, void (*)(Calibration&)> groups[] = {
       {"host copies", FitHostCopies},
       {"backups", FitBackups},
+      {"load-backs", NoteLoadBacks},
       {"copy submission", FitCopySubmit},
       {"device copies", FitDeviceCopies},
       {"first gathers", NoteFirstGather},

@@ -217,6 +217,30 @@ void ParseBackup(const JsonCursor& s, Sample& x) {
   }
 }
 
+// A load-back over a forward pass: as a backup sample, h2d, schedule per-layer or all-layers.
+void ParseLoadBack(const JsonCursor& s, Sample& x) {
+  s.OnlyKeys({KV_COMMON, "schedule", "bytes", "copies", "pages", "layers", "pool", "run_pages",
+              "forward_s", "mode", "layout", "forward", "forward_tokens"});
+  const std::string sch = s.Key("schedule").Str();
+  if (sch != "per-layer" && sch != "all-layers")
+    s.Key("schedule").Fail("expected per-layer or all-layers, got '" + sch + "'");
+  x.tail = sch == "all-layers";
+  x.to_device = true;
+  x.bytes = s.Key("bytes").NumAtLeast(0, true);
+  x.copies = s.Key("copies").IntAtLeast(1);
+  x.layers = s.Key("layers").IntAtLeast(1);
+  x.pages = s.Key("pages").IntAtLeast(1);
+  if (s.Has("run_pages")) x.run_pages = s.Key("run_pages").IntAtLeast(1);
+  x.mode = OptStr(s, "mode");
+  x.layout = OptStr(s, "layout");
+  x.pool = OptStr(s, "pool");
+  x.forward = ParseForwardMode(s);
+  if (s.Has("forward_tokens")) {
+    if (x.forward != "model") s.Key("forward_tokens").Fail("only with forward 'model'");
+    x.new_tokens = s.Key("forward_tokens").IntAtLeast(1);
+  }
+}
+
 #undef KV_COMMON
 
 Sample ParseSample(const JsonCursor& s) {
@@ -249,6 +273,9 @@ Sample ParseSample(const JsonCursor& s) {
       break;
     case SampleKind::kFirstGather:
       ParseFirstGather(s, x);
+      break;
+    case SampleKind::kLoadBack:
+      ParseLoadBack(s, x);
       break;
   }
   // One sample times one copy, collective or forward step: an hour is far beyond any of them,

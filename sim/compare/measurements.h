@@ -30,10 +30,12 @@ enum class SampleKind {
                  // overlap
   kFirstGather,  // a gather layer right after a forward layer (first of its slots) against the
                  // next layer of the same slots after the next forward layer: next + excess
+  kLoadBack,     // load-back copies over a forward pass, per layer or all layers first
+                 // (descriptive: calibrate notes them against the host copies' price)
 };
 
 // The `kind` values of the measurement file; calibrate's fit groups are named with them too.
-inline constexpr NameTable<SampleKind, 10> kSampleKindNames{
+inline constexpr NameTable<SampleKind, 11> kSampleKindNames{
     {{{SampleKind::kHostCopy, "host_copy"},
       {SampleKind::kCopySubmit, "copy_submit"},
       {SampleKind::kDeviceCopy, "device_copy"},
@@ -43,7 +45,8 @@ inline constexpr NameTable<SampleKind, 10> kSampleKindNames{
       {SampleKind::kForward, "forward"},
       {SampleKind::kBackup, "backup"},
       {SampleKind::kOverlap, "overlap"},
-      {SampleKind::kFirstGather, "first_gather"}}},
+      {SampleKind::kFirstGather, "first_gather"},
+      {SampleKind::kLoadBack, "load_back"}}},
     "sample kind"};
 
 // One measured point: the median of `repeats` timed runs of one configuration.
@@ -57,7 +60,8 @@ struct Sample {
   int64_t copies = 1;        // host_copy, copy_submit: copy calls (or copy kernels) timed together
   double chunk_bytes = 0;    // host_copy: contiguous piece size (descriptive)
   int64_t run_pages = 1;     // host_copy, backup: pages per run of adjacent slots (descriptive)
-  bool tail = false;         // backup: schedule tail (one copy of all layers) instead of per-layer
+  bool tail = false;         // backup: schedule tail (one copy of all layers) instead of per-layer;
+                             // load_back: all layers first
   int64_t gather_pages = 0;  // backup: pages gathered per layer beside the forward pass
   int64_t pages = 0;         // backup: pages backed up (0: not given)
   std::string pool;          // backup: the pool copied ("": not given)

@@ -193,6 +193,43 @@ TEST_CASE("sweep: backups over several slot run lengths, and calibrate fits thei
   CHECK(r.profile.backup_tail.gbps > 0);
 }
 
+TEST_CASE("sweep: load-backs over a forward pass, per layer and all layers; calibrate notes them") {
+  SweepOptions o = SmallSweep();
+  o.copies = o.backups = false;
+  o.load_backs = true;
+  o.backup_runs = {1, 4};
+  const nlohmann::ordered_json doc = RunSweep(o);
+  std::set<std::tuple<bool, std::string, int64_t, int64_t>> seen;  // all layers, pool, pages, run
+  for (const auto& s : doc["samples"]) {
+    REQUIRE(s["kind"] == "load_back");
+    const bool all = s["schedule"] == "all-layers";
+    const int64_t n = s["pages"];
+    const int64_t chunk = s["pool"] == "kv" ? 16 * 656 : 16 * 132;
+    CHECK(s["bytes"] == n * 3 * chunk);
+    CHECK(s["copies"] == (all ? 1 : 3));
+    CHECK(s["median_s"].get<double>() > 0);
+    seen.insert({all, s["pool"].get<std::string>(), n, s["run_pages"].get<int64_t>()});
+  }
+  CHECK(seen.size() == 2 * 2 * 6 * 2);
+  HardwareProfile base;
+  base.h2d_gbps = base.d2h_gbps = 50;
+  base.copy_latency_s = 5e-6;
+  base.layer_base_s = 1e-5;
+  base.layer_token_s = 1e-6;
+  base.layer_attn_pair_s = 1e-10;
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(doc.dump(1), "load_backs.json"), &base, CalibrateOptions{});
+  for (const std::string group :
+       {"per-layer kv", "per-layer indexer", "all-layers kv", "all-layers indexer"}) {
+    CAPTURE(group);
+    CHECK(std::ranges::count_if(r.notes, [&](const std::string& n) {
+            return n.starts_with("load_back " + group + ": 12 samples");
+          }) == 1);
+  }
+  // Descriptive: the profile's host copy terms are the base's.
+  CHECK(r.profile.h2d_gbps == base.h2d_gbps);
+}
+
 TEST_CASE(
     "sweep: several ranks measure the collectives and peer reads, and calibrate keeps the base's "
     "copies") {

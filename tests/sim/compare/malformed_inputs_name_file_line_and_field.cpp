@@ -96,6 +96,13 @@ TEST_CASE("missing fields, unknown kinds, unknown keys and bad directions are na
         "m.json");
   });
   CHECK(c.what == "m.json:5: samples[0].peers: must be < ranks (4)");
+  c = Catch([] {
+    ParseMeasurements(
+        SamplesDoc(
+            {R"({"kind": "load_back", "schedule": "tail", "bytes": 1, "copies": 1, "pages": 1, "layers": 4, "median_s": 1, "repeats": 1})"}),
+        "m.json");
+  });
+  CHECK(c.what == "m.json:5: samples[0].schedule: expected per-layer or all-layers, got 'tail'");
 }
 
 TEST_CASE("syntax errors and wrong versions are located") {

@@ -129,7 +129,9 @@ TEST_CASE("backups priced by terms timed over a forward pass are not slowed by i
   hw.overlap = {{"d2h", "forward", 0.5}};
   const RequestCost generic = CostModel(hw, OverlapConfig(0)).Evaluate(s.f);
   CHECK(generic.backup_stretch > 1);
-  hw.backup_per_layer = {.latency_s = 3e-6, .gbps = 45};
+  hw.backup_per_layer = HardwareProfile::CopyCost{};
+  hw.backup_per_layer.latency_s = 3e-6;
+  hw.backup_per_layer.gbps = 45;
   const CostModel measured_model(hw, OverlapConfig(0));
   const RequestCost measured = measured_model.Evaluate(s.f);
   CHECK(measured.backup_stretch == 1);
