@@ -85,36 +85,17 @@ void Sweeper::BackupSamples(int64_t n, int64_t run, int64_t gather_pages, bool t
         spans[static_cast<size_t>(k)].push_back({m0, b_.Mark(Stream::kD2H)});
       }
     }
-    b_.OpenGate();
-    b_.Sync();
-    for (int k = 0; k < pools; ++k) {
-      double sum = 0;
-      for (const auto& [a, e] : spans[static_cast<size_t>(k)]) sum += b_.MarkInterval(a, e);
-      if (rep >= 0) t[static_cast<size_t>(k)].push_back(std::max(sum, 1e-9));
-    }
-    b_.ReleaseMarks();
+    EndPoolCopyPass(spans, rep, t);
   }
   const int64_t runs = (n + run - 1) / run;
   for (int k = 0; k < pools; ++k) {
-    nlohmann::ordered_json x = Stats("backup", t[static_cast<size_t>(k)]);
-    x["schedule"] = tail ? "tail" : "per-layer";
-    x["bytes"] = n * L * geo_.chunk_bytes(k);
-    x["copies"] = tail ? 1 : L;
-    x["pages"] = n;
-    x["layers"] = L;
-    x["pool"] = geo_.pool_names[static_cast<size_t>(k)];
-    x["run_pages"] = run;
+    nlohmann::ordered_json x =
+        PoolCopySample("backup", t[static_cast<size_t>(k)], k, tail ? "tail" : "per-layer", tail, n,
+                       run, tokens, layout, mode);
     x["gather_pages"] = gather_pages;
-    x["forward"] = model ? "model" : "synthetic";
-    if (model)
-      x["forward_tokens"] = tokens;
-    else
-      x["forward_s"] = kBackupForwardS;
     x["gate"] = o_.backup_gate;
     if (o_.backup_fresh_host) x["host_slots"] = "fresh";
     if (o_.backup_pools_reversed) x["pool_order"] = "reversed";
-    x["layout"] = layout;
-    x["mode"] = mode;
     x["label"] =
         std::string(tail ? "tail" : "per-layer") + " backup of " + std::to_string(n) + " pages (" +
         std::to_string(runs) + " runs), pool " + geo_.pool_names[static_cast<size_t>(k)] +
@@ -124,6 +105,42 @@ void Sweeper::BackupSamples(int64_t n, int64_t run, int64_t gather_pages, bool t
         ")" + (gather_pages > 0 ? " and a " + std::to_string(gather_pages) + "-page gather" : "");
     samples_.push_back(std::move(x));
   }
+}
+
+void Sweeper::EndPoolCopyPass(const std::vector<std::vector<std::pair<int, int>>>& spans, int rep,
+                              std::vector<std::vector<double>>& t) {
+  b_.OpenGate();
+  b_.Sync();
+  for (size_t k = 0; k < spans.size(); ++k) {
+    double sum = 0;
+    for (const auto& [a, e] : spans[k]) sum += b_.MarkInterval(a, e);
+    if (rep >= 0) t[k].push_back(std::max(sum, 1e-9));
+  }
+  b_.ReleaseMarks();
+}
+
+nlohmann::ordered_json Sweeper::PoolCopySample(const char* kind, const std::vector<double>& t,
+                                               int k, const char* schedule, bool one_copy,
+                                               int64_t n, int64_t run, int64_t tokens,
+                                               const std::string& layout, const std::string& mode) {
+  const int64_t L = geo_.layers;
+  nlohmann::ordered_json x = Stats(kind, t);
+  x["schedule"] = schedule;
+  x["bytes"] = n * L * geo_.chunk_bytes(k);
+  x["copies"] = one_copy ? 1 : L;
+  x["pages"] = n;
+  x["layers"] = L;
+  x["pool"] = geo_.pool_names[static_cast<size_t>(k)];
+  x["run_pages"] = run;
+  const bool model = o_.forward == "model";
+  x["forward"] = model ? "model" : "synthetic";
+  if (model)
+    x["forward_tokens"] = tokens;
+  else
+    x["forward_s"] = kBackupForwardS;
+  x["layout"] = layout;
+  x["mode"] = mode;
+  return x;
 }
 
 }  // namespace kvlanes::exec::sweep

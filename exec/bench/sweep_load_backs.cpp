@@ -43,32 +43,13 @@ void Sweeper::LoadBackSamples(int64_t n, int64_t run, bool all_layers, const std
       else
         b_.ForwardLayer(Stream::kCompute, l, {}, kBackupForwardS);
     }
-    b_.OpenGate();
-    b_.Sync();
-    for (int k = 0; k < pools; ++k) {
-      double sum = 0;
-      for (const auto& [a, e] : spans[static_cast<size_t>(k)]) sum += b_.MarkInterval(a, e);
-      if (rep >= 0) t[static_cast<size_t>(k)].push_back(std::max(sum, 1e-9));
-    }
-    b_.ReleaseMarks();
+    EndPoolCopyPass(spans, rep, t);
   }
   const int64_t runs = (n + run - 1) / run;
   for (int k = 0; k < pools; ++k) {
-    nlohmann::ordered_json x = Stats("load_back", t[static_cast<size_t>(k)]);
-    x["schedule"] = all_layers ? "all-layers" : "per-layer";
-    x["bytes"] = n * L * geo_.chunk_bytes(k);
-    x["copies"] = all_layers ? 1 : L;
-    x["pages"] = n;
-    x["layers"] = L;
-    x["pool"] = geo_.pool_names[static_cast<size_t>(k)];
-    x["run_pages"] = run;
-    x["forward"] = model ? "model" : "synthetic";
-    if (model)
-      x["forward_tokens"] = tokens;
-    else
-      x["forward_s"] = kBackupForwardS;
-    x["layout"] = layout;
-    x["mode"] = mode;
+    nlohmann::ordered_json x = PoolCopySample("load_back", t[static_cast<size_t>(k)], k,
+                                              all_layers ? "all-layers" : "per-layer", all_layers,
+                                              n, run, tokens, layout, mode);
     x["label"] = std::string(all_layers ? "all-layer" : "per-layer") + " load-back of " +
                  std::to_string(n) + " pages (" + std::to_string(runs) + " runs), pool " +
                  geo_.pool_names[static_cast<size_t>(k)] + ", before " +

@@ -279,6 +279,17 @@ class Sweeper {
   // beside the forward pass (0: none).
   void BackupSamples(int64_t n, int64_t run, int64_t gather_pages, bool tail,
                      const std::string& layout, const std::string& mode);
+  // After a backup or load-back pass enqueued behind the gate: opens it, waits, and (rep >= 0)
+  // appends each pool's copy spans summed to t[pool].
+  void EndPoolCopyPass(const std::vector<std::vector<std::pair<int, int>>>& spans, int rep,
+                       std::vector<std::vector<double>>& t);
+  // The fields a backup and a load-back sample share: `kind`, the schedule's name, the pool's
+  // bytes over L layers, its copies (1 when `one_copy`, else L), pages, slots' runs, the forward
+  // pass (the proxy's tokens or the spin's time), layout and mode.
+  nlohmann::ordered_json PoolCopySample(const char* kind, const std::vector<double>& t, int k,
+                                        const char* schedule, bool one_copy, int64_t n, int64_t run,
+                                        int64_t tokens, const std::string& layout,
+                                        const std::string& mode);
   // One `load_back` sample per pool: n pages in runs of `run`, all layers first or per layer.
   void LoadBackSamples(int64_t n, int64_t run, bool all_layers, const std::string& layout,
                        const std::string& mode);

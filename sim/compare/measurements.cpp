@@ -186,14 +186,28 @@ void ParseFirstGather(const JsonCursor& s, Sample& x) {
   x.variant = OptStr(s, "variant");
 }
 
+// The sample's `schedule`: false for per-layer, true for `other`; anything else is refused.
+bool OtherThanPerLayer(const JsonCursor& s, const std::string& other) {
+  const std::string sch = s.Key("schedule").Str();
+  if (sch != "per-layer" && sch != other)
+    s.Key("schedule").Fail("expected per-layer or " + other + ", got '" + sch + "'");
+  return sch == other;
+}
+
+// A backup's or load-back's forward pass: `forward` and, for the proxy, its `forward_tokens`.
+void ParseCopyPassForward(const JsonCursor& s, Sample& x) {
+  x.forward = ParseForwardMode(s);
+  if (s.Has("forward_tokens")) {
+    if (x.forward != "model") s.Key("forward_tokens").Fail("only with forward 'model'");
+    x.new_tokens = s.Key("forward_tokens").IntAtLeast(1);
+  }
+}
+
 void ParseBackup(const JsonCursor& s, Sample& x) {
   s.OnlyKeys({KV_COMMON, "schedule", "bytes", "copies", "pages", "layers", "pool", "run_pages",
               "gather_pages", "forward_s", "gate", "mode", "layout", "forward", "forward_tokens",
               "host_slots", "pool_order"});
-  const std::string sch = s.Key("schedule").Str();
-  if (sch != "per-layer" && sch != "tail")
-    s.Key("schedule").Fail("expected per-layer or tail, got '" + sch + "'");
-  x.tail = sch == "tail";
+  x.tail = OtherThanPerLayer(s, "tail");
   x.to_device = false;
   x.bytes = s.Key("bytes").NumAtLeast(0, true);
   x.copies = s.Key("copies").IntAtLeast(1);
@@ -210,21 +224,14 @@ void ParseBackup(const JsonCursor& s, Sample& x) {
   if (!host_slots.empty()) x.variant = "host_slots " + host_slots;
   if (!order.empty()) x.variant += (x.variant.empty() ? "" : ", ") + ("pool_order " + order);
   // The forward pass the backups followed ("": not given, the spin of sweeps before the key).
-  x.forward = ParseForwardMode(s);
-  if (s.Has("forward_tokens")) {
-    if (x.forward != "model") s.Key("forward_tokens").Fail("only with forward 'model'");
-    x.new_tokens = s.Key("forward_tokens").IntAtLeast(1);
-  }
+  ParseCopyPassForward(s, x);
 }
 
 // A load-back over a forward pass: as a backup sample, h2d, schedule per-layer or all-layers.
 void ParseLoadBack(const JsonCursor& s, Sample& x) {
   s.OnlyKeys({KV_COMMON, "schedule", "bytes", "copies", "pages", "layers", "pool", "run_pages",
               "forward_s", "mode", "layout", "forward", "forward_tokens"});
-  const std::string sch = s.Key("schedule").Str();
-  if (sch != "per-layer" && sch != "all-layers")
-    s.Key("schedule").Fail("expected per-layer or all-layers, got '" + sch + "'");
-  x.tail = sch == "all-layers";
+  x.tail = OtherThanPerLayer(s, "all-layers");
   x.to_device = true;
   x.bytes = s.Key("bytes").NumAtLeast(0, true);
   x.copies = s.Key("copies").IntAtLeast(1);
@@ -234,11 +241,7 @@ void ParseLoadBack(const JsonCursor& s, Sample& x) {
   x.mode = OptStr(s, "mode");
   x.layout = OptStr(s, "layout");
   x.pool = OptStr(s, "pool");
-  x.forward = ParseForwardMode(s);
-  if (s.Has("forward_tokens")) {
-    if (x.forward != "model") s.Key("forward_tokens").Fail("only with forward 'model'");
-    x.new_tokens = s.Key("forward_tokens").IntAtLeast(1);
-  }
+  ParseCopyPassForward(s, x);
 }
 
 #undef KV_COMMON
