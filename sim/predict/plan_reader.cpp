@@ -482,7 +482,7 @@ RequestPlan PlanFromJson(const nlohmann::json& j, const std::string& file, int64
            std::to_string(p.prefix_pages) + " beyond cp_size x device_pages_per_lane (" +
                std::to_string(header->cp_size * header->device_pages_per_lane) + ")");
   const bool runs = version >= 3;
-  OpReader reader{f, p, header, runs, runs ? "page_runs" : "pages"};
+  OpReader reader{f, p, header, runs, runs ? "page_runs" : "pages", kMaxPlanLinePages, {}};
   for (const auto& op : ops) reader.Op(op);
   return p;
 }
