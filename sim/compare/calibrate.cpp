@@ -585,6 +585,15 @@ void FitDeviceCopyGroup(Calibration& c, const std::vector<const Sample*>& s) {
   c.out.fits.push_back(std::move(r));
 }
 
+// The median and the range of a descriptive note's values (REQUIRES: `v` not empty).
+struct Spread {
+  double median, low, high;
+};
+Spread SpreadOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {PercentileOfSorted(v, 0.5), v.front(), v.back()};
+}
+
 // The sweep's one-kernel gather layers at cp_size 1, by their device_copy variant.
 constexpr std::string_view kOneKernelGatherVariants[] = {"gather_p2p", "gather_dense"};
 
@@ -602,13 +611,13 @@ void NoteOneKernelGatherLayers(Calibration& c, const std::vector<const Sample*>&
     for (const Sample* x : one)
       if (x->variant == variant) extra.push_back(x->median_s - c.profile().KernelCopyS(x->bytes));
     if (extra.empty()) continue;
-    std::sort(extra.begin(), extra.end());
+    const Spread e = SpreadOf(extra);
     char buf[240];
     std::snprintf(buf, sizeof buf,
                   "%s: %zu one-kernel gather layers (descriptive, nothing is fitted from them) "
                   "took a median %.2f us (%.2f .. %.2f) beyond one kernel of the device bands",
-                  std::string(variant).c_str(), extra.size(), 1e6 * PercentileOfSorted(extra, 0.5),
-                  1e6 * extra.front(), 1e6 * extra.back());
+                  std::string(variant).c_str(), extra.size(), 1e6 * e.median, 1e6 * e.low,
+                  1e6 * e.high);
     c.out.notes.push_back(buf);
   }
 }
@@ -651,14 +660,14 @@ void NoteLoadBacks(Calibration& c) {
         static_cast<double>(x->copies) * lat * p.copy_latency_s + x->bytes / (p.h2d_gbps * 1e9);
     if (price > 0) ratios[{x->tail, x->pool}].push_back(x->median_s / price);
   }
-  for (auto& [key, r] : ratios) {
-    std::sort(r.begin(), r.end());
+  for (const auto& [key, r] : ratios) {
+    const Spread q = SpreadOf(r);
     char buf[240];
     std::snprintf(buf, sizeof buf,
                   "load_back %s %s: %zu samples (descriptive, nothing is fitted from them) took a "
                   "median %.3f of the host copies' price (%.3f .. %.3f)",
-                  key.first ? "all-layers" : "per-layer", key.second.c_str(), r.size(),
-                  PercentileOfSorted(r, 0.5), r.front(), r.back());
+                  key.first ? "all-layers" : "per-layer", key.second.c_str(), r.size(), q.median,
+                  q.low, q.high);
     c.out.notes.push_back(buf);
   }
 }
@@ -670,14 +679,13 @@ void NoteFirstGather(Calibration& c) {
   if (s.empty()) return;
   std::vector<double> r;
   for (const Sample* x : s) r.push_back(x->median_s / x->next_s);
-  std::sort(r.begin(), r.end());
-  const double median = PercentileOfSorted(r, 0.5);
+  const Spread q = SpreadOf(r);
   char buf[200];
   std::snprintf(buf, sizeof buf,
                 "first_gather: %zu samples (descriptive, nothing is fitted from them): the first "
                 "gather layer after a forward layer took a median %.3f of the next layer's time "
                 "(%.3f .. %.3f)",
-                s.size(), median, r.front(), r.back());
+                s.size(), q.median, q.low, q.high);
   c.out.notes.push_back(buf);
 }
 
