@@ -197,6 +197,14 @@ po::options_description CalibrateSweepOptions() {
       ("name", po::value<std::string>(), "name of the fitted profile (default: the GPU's name and the recipe)")
       ("base", po::value<std::string>(), "profile giving what the recipe measures nothing of (default: the recipe's)")
       ("quick", po::bool_switch(), "small grids in every step (for tests; not a calibration)")
+      ("sweep-dir", po::value<std::string>(), "the measurement folder (default: OUT without "
+       ".yaml plus .sweep/)")
+      ("fit-only", po::bool_switch(), "measure nothing: fit the files an earlier run of the "
+       "recipe left in the measurement folder again (after a change to the fit, or with "
+       "--measurements)")
+      ("measurements", po::value<std::vector<std::string>>()->composing(),
+       "also fit this measurement file of `kvlanes bench sweep` (repeatable), e.g. a group the "
+       "recipe does not run")
       ("dry-run", po::bool_switch(), "print the commands the recipe runs, run nothing")
       ("quiet,q", po::bool_switch(), "only errors")
       ("help,h", "this help");
@@ -281,6 +289,26 @@ std::vector<std::string> RunSteps(const po::variables_map& vm, const Recipe& r,
   return files;
 }
 
+// --fit-only: the steps' files an earlier run left in `dir`; a step without one (skipped there,
+// or its run stopped) is said, and a folder without any is refused.
+std::vector<std::string> EarlierFiles(const po::variables_map& vm, const Recipe& r,
+                                      const std::string& dir) {
+  std::vector<std::string> files;
+  for (const RecipeStep& st : r.steps) {
+    const std::string f = StepFile(dir, st);
+    if (std::filesystem::is_regular_file(f))
+      files.push_back(f);
+    else if (!vm["quiet"].as<bool>())
+      std::fprintf(stderr, "calibrate --sweep --fit-only: no %s (step %s): fitted without it\n",
+                   f.c_str(), st.name.c_str());
+  }
+  if (files.empty())
+    throw InputError(dir, 0, "--fit-only",
+                     "no measurement file of the recipe's steps here (run the recipe first, "
+                     "without --fit-only)");
+  return files;
+}
+
 // The fit: the recipe's calibrate options over the steps' files.
 std::vector<std::string> CalibrateArgs(const po::variables_map& vm, const Recipe& r,
                                        const std::vector<std::string>& files,
@@ -292,6 +320,9 @@ std::vector<std::string> CalibrateArgs(const po::variables_map& vm, const Recipe
     if (!(host && r.calibrate_args[i] == "--mode"))
       a.insert(a.end(), {r.calibrate_args[i], r.calibrate_args[i + 1]});
   for (const std::string& f : files) a.insert(a.end(), {"--measurements", f});
+  if (vm.count("measurements"))
+    for (const std::string& f : vm["measurements"].as<std::vector<std::string>>())
+      a.insert(a.end(), {"--measurements", f});
   const std::string base = vm.count("base") ? vm["base"].as<std::string>() : r.base;
   if (!base.empty()) a.insert(a.end(), {"--base", base});
   a.insert(a.end(), {"--out", out, "--name",
@@ -345,13 +376,14 @@ int CmdCalibrateSweep(int argc, const char* const* argv) {
               desc,
               {"kvlanes calibrate --sweep --out my_gpu.yaml",
                "kvlanes calibrate --sweep --config config/default.yaml --out my_gpu.yaml",
-               "kvlanes calibrate --sweep --backend host --quick --out host.yaml"});
+               "kvlanes calibrate --sweep --backend host --quick --out host.yaml",
+               "kvlanes calibrate --sweep --fit-only --sweep-dir my_gpu.sweep --out refit.yaml"});
     return 0;
   }
   try {
     if (!vm.count("out")) throw InputError("", 0, "--out", "required (the profile YAML)");
     const std::string out = vm["out"].as<std::string>();
-    CheckOutputOptions(vm, {"out"}, {"config", "base"});
+    CheckOutputOptions(vm, {"out"}, {"config", "base", "measurements"});
     const std::string b = vm["backend"].as<std::string>();
     if (b != "cuda" && b != "host")
       throw InputError("", 0, "--backend", "expected cuda or host, got '" + b + "'");
@@ -359,7 +391,12 @@ int CmdCalibrateSweep(int argc, const char* const* argv) {
     std::string dir = out;
     if (dir.ends_with(".yaml")) dir.resize(dir.size() - 5);
     dir += ".sweep";
+    if (vm.count("sweep-dir")) dir = vm["sweep-dir"].as<std::string>();
+    if (vm["dry-run"].as<bool>() && vm["fit-only"].as<bool>())
+      throw InputError("", 0, "--fit-only", "runs no sweep: --dry-run has nothing to print");
     if (vm["dry-run"].as<bool>()) return DryRun(vm, r, dir, out);
+    if (vm["fit-only"].as<bool>())
+      return RunCommand(&CmdCalibrate, CalibrateArgs(vm, r, EarlierFiles(vm, r, dir), out));
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec)

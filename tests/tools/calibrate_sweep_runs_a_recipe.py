@@ -3,7 +3,8 @@
 of their commands (--dry-run prints every command, runnable as printed); a recipe runs end to end
 on the host backend (a line per step with the time left, the model-forward step skipped visibly)
 into a profile that loads and that `check` accepts for a host run of a plan; a bad recipe is
-refused naming the file, line and key, and a failed step leaves no profile.
+refused naming the file, line and key, and a failed step leaves no profile; --fit-only fits an
+earlier run's folder again without measuring.
 
 usage: calibrate_sweep_runs_a_recipe.py KVLANES SOURCE_DIR WORK_DIR
 """
@@ -137,6 +138,32 @@ def bad_recipes_are_refused_naming_file_line_and_key():
           "an unknown recipe name is refused\n" + r.stderr)
 
 
+def fit_only_fits_an_earlier_runs_files_again():
+    # After recipe_runs_on_the_host_backend_...: its folder fitted again, nothing measured.
+    first, again = os.path.join(work, "host.yaml"), os.path.join(work, "again.yaml")
+    sweep = os.path.join(work, "host.sweep")
+    before = sorted(os.listdir(sweep)) if os.path.isdir(sweep) else []
+    r = run("calibrate", "--sweep", "--recipe", TINY, "--backend", "host", "--fit-only",
+            "--sweep-dir", sweep, "--out", again)
+    same = os.path.exists(first) and os.path.exists(again) and open(first).read() == open(again).read()
+    check(r.returncode == 0 and same and sorted(os.listdir(sweep)) == before and
+          "bench sweep" not in r.stderr and
+          re.search(r"--fit-only: no \S+forward\.json \(step forward\): fitted without it", r.stderr),
+          "--fit-only fits the folder's files again into the same profile, measuring nothing\n"
+          + r.stderr[-600:])
+    empty = os.path.join(work, "empty.sweep")
+    os.makedirs(empty, exist_ok=True)
+    out = os.path.join(work, "empty.yaml")
+    r = run("calibrate", "--sweep", "--recipe", TINY, "--backend", "host", "--fit-only",
+            "--sweep-dir", empty, "--out", out)
+    check(r.returncode == 2 and "no measurement file of the recipe's steps here" in r.stderr and
+          not os.path.exists(out), "--fit-only on a folder without the steps' files is refused\n"
+          + r.stderr)
+    r = run("calibrate", "--sweep", "--fit-only", "--dry-run", "--out", out)
+    check(r.returncode == 2 and "--dry-run has nothing to print" in r.stderr,
+          "--fit-only with --dry-run is refused\n" + r.stderr)
+
+
 def a_failed_step_writes_no_profile():
     bad = os.path.join(work, "fails.yaml")
     with open(bad, "w") as f:  # a step the sweep itself refuses (a group it does not know)
@@ -150,6 +177,7 @@ def a_failed_step_writes_no_profile():
 
 for f in (shipped_recipes_name_only_known_options,
           recipe_runs_on_the_host_backend_into_a_profile_check_accepts,
+          fit_only_fits_an_earlier_runs_files_again,
           bad_recipes_are_refused_naming_file_line_and_key, a_failed_step_writes_no_profile):
     f()
 if failures:
