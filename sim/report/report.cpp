@@ -201,80 +201,136 @@ ReplayCounters SumCounters(const ServingReplay& s) {
   return t;
 }
 
-// Metrics of a set of served requests (docs/serving.md#metrics): the counted ones only.
-J RequestMetrics(const std::vector<const ServedRequest*>& reqs) {
-  int64_t in = 0, hit = 0, computed = 0;
-  std::vector<double> ttft, queue;
-  ttft.reserve(reqs.size());
-  queue.reserve(reqs.size());
-  for (const ServedRequest* q : reqs) {
-    in += q->input_tokens;
-    hit += q->hit_tokens;
-    computed += q->computed_tokens;
-    ttft.push_back(static_cast<double>(q->first_token_ns - q->arrival_ns) / 1e9);
-    queue.push_back(static_cast<double>(q->admit_ns - q->arrival_ns) / 1e9);
-  }
-  J j;
-  j["requests"] = static_cast<int64_t>(reqs.size());
-  j["input_tokens"] = in;
-  j["hit_tokens"] = hit;
-  j["computed_tokens"] = computed;
-  j["token_hit_ratio"] = in > 0 ? static_cast<double>(hit) / static_cast<double>(in) : 0.0;
+// What RequestMetrics reads of a set of served requests (the counted ones only), gathered in one
+// pass over the records: the sums, the queue times' sum in request order, and each request's TTFT
+// and queue time (in any order: the percentiles depend on the values alone).
+struct MetricsInput {
+  int64_t requests = 0, in = 0, hit = 0, computed = 0;
   double qsum = 0;
-  for (double x : queue) qsum += x;  // in request order, before the sort
+  std::vector<double> ttft, queue;
+
+  void Add(const ServedRequest& q, double ttft_s, double queue_s) {
+    ++requests;
+    in += q.input_tokens;
+    hit += q.hit_tokens;
+    computed += q.computed_tokens;
+    qsum += queue_s;
+    ttft.push_back(ttft_s);
+    queue.push_back(queue_s);
+  }
+};
+
+// Metrics of a set of served requests (docs/serving.md#metrics). Reorders m's values.
+J RequestMetrics(MetricsInput& m) {
+  J j;
+  j["requests"] = m.requests;
+  j["input_tokens"] = m.in;
+  j["hit_tokens"] = m.hit;
+  j["computed_tokens"] = m.computed;
+  j["token_hit_ratio"] = m.in > 0 ? static_cast<double>(m.hit) / static_cast<double>(m.in) : 0.0;
   // The percentiles by selection, not a full sort (the same values: base/percentile.h).
   const std::array<double, 3> t =
-      ttft.empty() ? std::array<double, 3>{} : PercentilesOf(ttft, std::array{0.5, 0.9, 0.99});
+      m.ttft.empty() ? std::array<double, 3>{} : PercentilesOf(m.ttft, std::array{0.5, 0.9, 0.99});
   const std::array<double, 1> qp =
-      queue.empty() ? std::array<double, 1>{} : PercentilesOf(queue, std::array{0.99});
+      m.queue.empty() ? std::array<double, 1>{} : PercentilesOf(m.queue, std::array{0.99});
   j["ttft_p50_s"] = t[0];
   j["ttft_p90_s"] = t[1];
   j["ttft_p99_s"] = t[2];
-  j["queue_mean_s"] = queue.empty() ? 0.0 : qsum / static_cast<double>(queue.size());
+  j["queue_mean_s"] = m.queue.empty() ? 0.0 : m.qsum / static_cast<double>(m.queue.size());
   j["queue_p99_s"] = qp[0];
   return j;
 }
 
-// Where the counted requests' time to first token went, summed over them (seconds;
-// docs/serving.md#the-ttft-breakdown): queueing before the first pass, the passes they ran in
-// (their own compute, the passes' fixed cost, their extras, their batch mates' work), and waits
-// between their passes. The extra's kinds are each priced alone and may overlap.
-J ServingBreakdown(const std::vector<const ServedRequest*>& reqs) {
+// Where the counted requests' time to first token went, summed over them in request order
+// (seconds; docs/serving.md#the-ttft-breakdown): queueing before the first pass, the passes they
+// ran in (their own compute, the passes' fixed cost, their extras, their batch mates' work), and
+// waits between their passes. The extra's kinds are each priced alone and may overlap.
+struct Breakdown {
   double queue = 0, compute = 0, base = 0, extra = 0, mates = 0, between = 0, ttft = 0;
   RequestExtra parts;
-  for (const ServedRequest* q : reqs) {
-    const double t = static_cast<double>(q->first_token_ns - q->arrival_ns) / 1e9;
-    const double wait = static_cast<double>(q->admit_ns - q->arrival_ns) / 1e9;
+
+  void Add(const ServedRequest& q, double t, double wait) {
     ttft += t;
     queue += wait;
-    compute += q->compute_s;
-    base += q->pass_base_s;
-    extra += q->extra.total_s;
-    mates += BatchMatesS(*q);
-    between += std::max(0.0, t - wait - static_cast<double>(q->in_passes_ns) / 1e9);
-    parts.gather_s += q->extra.gather_s;
-    parts.load_back_stall_s += q->extra.load_back_stall_s;
-    parts.backup_exposed_s += q->extra.backup_exposed_s;
-    parts.write_back_s += q->extra.write_back_s;
-    parts.hit_agreement_s += q->extra.hit_agreement_s;
-    parts.hit_saved_s += q->extra.hit_saved_s;
+    compute += q.compute_s;
+    base += q.pass_base_s;
+    extra += q.extra.total_s;
+    mates += BatchMatesS(q);
+    between += std::max(0.0, t - wait - static_cast<double>(q.in_passes_ns) / 1e9);
+    parts.gather_s += q.extra.gather_s;
+    parts.load_back_stall_s += q.extra.load_back_stall_s;
+    parts.backup_exposed_s += q.extra.backup_exposed_s;
+    parts.write_back_s += q.extra.write_back_s;
+    parts.hit_agreement_s += q.extra.hit_agreement_s;
+    parts.hit_saved_s += q.extra.hit_saved_s;
   }
-  J j;
-  j["ttft_s"] = ttft;
-  j["queue_s"] = queue;
-  j["compute_s"] = compute;
-  j["pass_base_s"] = base;
-  j["batch_mates_s"] = mates;
-  j["extra_s"] = extra;
-  j["gather_s"] = parts.gather_s;
-  j["load_back_stall_s"] = parts.load_back_stall_s;
-  j["backup_exposed_s"] = parts.backup_exposed_s;
-  j["write_back_s"] = parts.write_back_s;
-  j["hit_agreement_s"] = parts.hit_agreement_s;
-  j["between_passes_s"] = between;
-  j["hit_saved_s"] = parts.hit_saved_s;
-  return j;
-}
+
+  J ToJson() const {
+    J j;
+    j["ttft_s"] = ttft;
+    j["queue_s"] = queue;
+    j["compute_s"] = compute;
+    j["pass_base_s"] = base;
+    j["batch_mates_s"] = mates;
+    j["extra_s"] = extra;
+    j["gather_s"] = parts.gather_s;
+    j["load_back_stall_s"] = parts.load_back_stall_s;
+    j["backup_exposed_s"] = parts.backup_exposed_s;
+    j["write_back_s"] = parts.write_back_s;
+    j["hit_agreement_s"] = parts.hit_agreement_s;
+    j["between_passes_s"] = between;
+    j["hit_saved_s"] = parts.hit_saved_s;
+    return j;
+  }
+};
+
+// The counted requests (arrived at or after warm_from) of a serving run, read in one pass over
+// the records: per replica, in total, and the total's breakdown.
+struct CountedRequests {
+  std::vector<MetricsInput> per;
+  MetricsInput all;  // its sums; its values are the replicas' (TakeReplicaValues)
+  Breakdown breakdown;
+  int64_t warmup = 0;
+
+  CountedRequests(const ServingResult& res, int64_t warm_from) : per(res.replicas.size()) {
+    if (per.size() == 1) {
+      per[0].ttft.reserve(res.requests.size());
+      per[0].queue.reserve(res.requests.size());
+    }
+    for (const ServedRequest& q : res.requests) {
+      if (q.arrival_ns < warm_from) {
+        ++warmup;
+        continue;
+      }
+      const double t = static_cast<double>(q.first_token_ns - q.arrival_ns) / 1e9;
+      const double wait = static_cast<double>(q.admit_ns - q.arrival_ns) / 1e9;
+      per[static_cast<size_t>(q.replica)].Add(q, t, wait);
+      ++all.requests;
+      all.in += q.input_tokens;
+      all.hit += q.hit_tokens;
+      all.computed += q.computed_tokens;
+      all.qsum += wait;
+      breakdown.Add(q, t, wait);
+    }
+  }
+
+  // The total's TTFT and queue values, moved from the replicas' (after their RequestMetrics).
+  void TakeReplicaValues() {
+    if (per.size() == 1) {
+      all.ttft = std::move(per[0].ttft);
+      all.queue = std::move(per[0].queue);
+      return;
+    }
+    all.ttft.reserve(static_cast<size_t>(all.requests));
+    all.queue.reserve(static_cast<size_t>(all.requests));
+    for (MetricsInput& m : per) {
+      all.ttft.insert(all.ttft.end(), m.ttft.begin(), m.ttft.end());
+      all.queue.insert(all.queue.end(), m.queue.begin(), m.queue.end());
+      std::vector<double>().swap(m.ttft);
+      std::vector<double>().swap(m.queue);
+    }
+  }
+};
 
 }  // namespace
 
@@ -284,17 +340,7 @@ nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResul
   const int64_t warm_from = res.first_arrival_ns + std::llround(sc.warmup_s * 1e9);
   const int64_t span_ns = res.last_arrival_ns - res.first_arrival_ns;
   const double span_s = static_cast<double>(span_ns) / 1e9;
-  std::vector<std::vector<const ServedRequest*>> per(res.replicas.size());
-  std::vector<const ServedRequest*> all;
-  int64_t warmup_requests = 0;
-  for (const ServedRequest& q : res.requests) {
-    if (q.arrival_ns < warm_from) {
-      ++warmup_requests;
-      continue;
-    }
-    per[static_cast<size_t>(q.replica)].push_back(&q);
-    all.push_back(&q);
-  }
+  CountedRequests counted(res, warm_from);
   J j;
   j["mode"] = sc.mode;
   j["replicas"] = sc.replicas;
@@ -307,7 +353,7 @@ nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResul
   j["profile"] = JsonSafeText(cfg.hardware.profile);
   j["compute_assumed"] = !profile_measured;
   j["warmup_s"] = sc.warmup_s;
-  j["warmup_requests"] = warmup_requests;
+  j["warmup_requests"] = counted.warmup;
   j["span_s"] = span_s;
   j["end_s"] = static_cast<double>(res.end_ns - res.first_arrival_ns) / 1e9;
   int64_t busy_ns = 0, passes = 0, pass_tokens = 0, page_waits = 0;
@@ -322,7 +368,7 @@ nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResul
     page_waits += st.page_waits;
     J x;
     x["replica"] = static_cast<int64_t>(r);
-    x.update(RequestMetrics(per[r]));
+    x.update(RequestMetrics(counted.per[r]));
     x["busy_s"] = static_cast<double>(st.busy_ns) / 1e9;
     const double load = span_ns > 0 ? static_cast<double>(st.busy_ns) / span_ns : 0.0;
     x["offered_load"] = load;
@@ -337,7 +383,8 @@ nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResul
     }
     reps.push_back(std::move(x));
   }
-  J total = RequestMetrics(all);
+  counted.TakeReplicaValues();
+  J total = RequestMetrics(counted.all);
   total["busy_s"] = static_cast<double>(busy_ns) / 1e9;
   const double offered =
       span_ns > 0 ? static_cast<double>(busy_ns) / (static_cast<double>(span_ns) * sc.replicas)
@@ -347,7 +394,7 @@ nlohmann::ordered_json ServingToJson(const ReplayConfig& cfg, const ServingResul
   total["mean_pass_tokens"] =
       passes > 0 ? static_cast<double>(pass_tokens) / static_cast<double>(passes) : 0.0;
   total["page_waits"] = page_waits;
-  total["predicted"] = ServingBreakdown(all);
+  total["predicted"] = counted.breakdown.ToJson();
   j["total"] = total;
   j["per_replica"] = reps;
   // Overloaded when a replica is busy longer than the trace lasts: its queue grows without
