@@ -93,6 +93,7 @@ int64_t ClockAdd(int64_t now, int64_t step, const char* field) {
 // An admitted request whose prefill has not finished.
 struct ServingReplay::Running {
   size_t request = 0;
+  Locks locks;            // what its admission holds until its release
   int64_t remaining = 0;  // tokens still to compute
   int64_t context = 0;    // tokens before its next chunk
   RequestExtra extra;     // RequestExtraS, charged with its first chunk
@@ -129,8 +130,8 @@ ServingReplay::~ServingReplay() = default;
 
 const ReplayEngine& ServingReplay::engine(size_t r) const { return *replicas_[r]->engine; }
 
-void ServingReplay::Push(int64_t t, int kind, size_t replica, size_t request) {
-  heap_.push_back(Event{t, kind, seq_++, replica, request});
+void ServingReplay::Push(int64_t t, int kind, size_t replica, size_t request, Locks locks) {
+  heap_.push_back(Event{t, seq_++, request, static_cast<uint32_t>(replica), kind, locks});
   std::push_heap(heap_.begin(), heap_.end(), [](const Event& a, const Event& b) {
     return std::tie(a.t, a.kind, a.seq) > std::tie(b.t, b.kind, b.seq);
   });
@@ -144,24 +145,19 @@ const ServingResult& ServingReplay::Run(
   const size_t n = trace.requests.size();
   result_ = ServingResult{};
   result_.replicas.assign(replicas_.size(), ReplicaStats{});
-  locks_.assign(n, {kRootId, kRootId});
   heap_.clear();
   admitted_ = 0;
-  const double scale = cfg_.trace.rate_scale;
-  // Each record written once, whole (a resize would first zero the memory, then this loop
-  // write it again: two passes over records that do not fit in cache).
+  scale_ = cfg_.trace.rate_scale;
+  // The records are made as their requests are admitted (Record), not all first: a record is
+  // then written while it is in cache, where a pass over all of them first (conv x16: 27 MiB)
+  // would take every one from memory twice. The storage is reserved (untouched) up front.
   result_.requests.reserve(n);
   // Huge pages where the kernel allows them: a fault per 2 MiB instead of per 4 KiB (conv x16:
   // 27 MiB of records, 21,000 faults of the replay -> 15,400).
   reader::AdviseHugePages(result_.requests.data(), n * sizeof(ServedRequest));
-  for (size_t i = 0; i < n; ++i) {
-    ServedRequest& s = result_.requests.emplace_back();
-    s.arrival_ns = ScaledNs(trace.requests[i].arrival_ns, scale);
-    s.input_tokens = trace.requests[i].input_tokens;
-  }
   if (n > 0) {
-    result_.first_arrival_ns = result_.requests.front().arrival_ns;
-    result_.last_arrival_ns = result_.requests.back().arrival_ns;
+    result_.first_arrival_ns = ScaledNs(trace.requests.front().arrival_ns, scale_);
+    result_.last_arrival_ns = ScaledNs(trace.requests.back().arrival_ns, scale_);
   }
   const auto later = [](const Event& a, const Event& b) {
     return std::tie(a.t, a.kind, a.seq) > std::tie(b.t, b.kind, b.seq);
@@ -169,8 +165,9 @@ const ServingResult& ServingReplay::Run(
   const size_t step = std::max<size_t>(1, n / 100);
   size_t next = 0, reported = 0;
   std::vector<char> dirty(replicas_.size(), 0);
+  int64_t next_ns = n > 0 ? result_.first_arrival_ns : kUnlimited;  // arrival of `next`
   while (next < n || !heap_.empty()) {
-    int64_t now = next < n ? result_.requests[next].arrival_ns : kUnlimited;
+    int64_t now = next_ns;
     if (!heap_.empty()) now = std::min(now, heap_.front().t);
     // Every event of this instant first, then the arrivals, then the idle replicas schedule:
     // requests arriving together can share a pass.
@@ -179,16 +176,16 @@ const ServingResult& ServingReplay::Run(
       const Event e = heap_.back();
       heap_.pop_back();
       if (e.kind == kRelease) {
-        ReleaseRequest(e.replica, e.request, now);
+        ReleaseRequest(e.replica, e.request, e.locks, now);
       } else {
         EndPass(e.replica, now);
       }
       dirty[e.replica] = 1;
     }
-    while (next < n && result_.requests[next].arrival_ns == now) {
-      Arrive(next, now);
-      dirty[static_cast<size_t>(result_.requests[next].replica)] = 1;
+    while (next < n && next_ns == now) {
+      dirty[Arrive(next)] = 1;
       ++next;
+      next_ns = next < n ? ScaledNs(trace.requests[next].arrival_ns, scale_) : kUnlimited;
     }
     for (size_t r = 0; r < replicas_.size(); ++r) {
       if (!dirty[r]) continue;
@@ -201,6 +198,7 @@ const ServingResult& ServingReplay::Run(
       progress(admitted_, n);
     }
   }
+  if (n > 0) Record(n - 1);
   for (size_t r = 0; r < replicas_.size(); ++r) {
     const Replica& rep = *replicas_[r];
     KV_CHECK(rep.waiting.empty() && rep.running.empty() && rep.in_flight == 0 && !rep.busy,
@@ -211,8 +209,18 @@ const ServingResult& ServingReplay::Run(
   return result_;
 }
 
-void ServingReplay::Arrive(size_t i, int64_t now) {
-  (void)now;
+ServedRequest& ServingReplay::Record(size_t i) {
+  std::vector<ServedRequest>& recs = result_.requests;
+  while (recs.size() <= i) {
+    const Request& req = trace_->requests[recs.size()];
+    ServedRequest& s = recs.emplace_back();
+    s.arrival_ns = ScaledNs(req.arrival_ns, scale_);
+    s.input_tokens = req.input_tokens;
+  }
+  return recs[i];
+}
+
+size_t ServingReplay::Arrive(size_t i) {
   std::vector<ReplicaView>& views = views_;
   views.clear();
   for (const auto& r : replicas_) views.push_back(ReplicaView{r->engine.get(), r->load_tokens});
@@ -220,10 +228,10 @@ void ServingReplay::Arrive(size_t i, int64_t now) {
   const size_t r = replicas_.size() == 1 ? 0 : router_->Route(req, views);
   KV_CHECK(r < replicas_.size(), "router '" << router_->Name() << "' chose replica " << r);
   Replica& rep = *replicas_[r];
-  result_.requests[i].replica = static_cast<int32_t>(r);
   rep.waiting.push_back(i);
   rep.load_tokens += req.input_tokens;
   rep.stats.peak_queue = std::max<int64_t>(rep.stats.peak_queue, rep.waiting.size());
+  return r;
 }
 
 namespace {
@@ -293,16 +301,17 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
     // scheduler stops adding requests when its allocator runs out; with nothing in flight it
     // goes on and, if its pages still cannot be found, is computed uncached (docs/serving.md).
     if (rep.in_flight > 0 && !rep.engine->CouldAllocate(req)) {
-      if (!result_.requests[i].waited_for_pages) ++rep.stats.page_waits;
-      result_.requests[i].waited_for_pages = true;
+      ServedRequest& s = Record(i);
+      if (!s.waited_for_pages) ++rep.stats.page_waits;
+      s.waited_for_pages = true;
       break;
     }
     const bool record = on_admit_ || cost_.NeedsPlan();
     const Admission a = rep.engine->Admit(req, record ? &plan_ : nullptr);
-    locks_[i] = {a.match_node, a.held_node};
     ++admitted_;
     ++rep.in_flight;
-    ServedRequest& s = result_.requests[i];
+    ServedRequest& s = Record(i);
+    s.replica = static_cast<int32_t>(r);
     s.admit_ns = now;
     s.hit_tokens = a.hit_tokens;
     s.computed_tokens = a.computed_tokens;
@@ -312,8 +321,12 @@ void ServingReplay::TrySchedule(size_t r, int64_t now) {
       plan_.trace_request = static_cast<int64_t>(i);
     }
     if (on_admit_) on_admit_(plan_, static_cast<int>(r), i);
-    Running run{i, a.computed_tokens, a.prefix_tokens,
-                cost_.NeedsPlan() ? cost_.RequestExtraS(plan_) : RequestExtra{}, false};
+    Running run{i,
+                {a.match_node, a.held_node},
+                a.computed_tokens,
+                a.prefix_tokens,
+                cost_.NeedsPlan() ? cost_.RequestExtraS(plan_) : RequestExtra{},
+                false};
     rep.load_tokens += a.computed_tokens - req.input_tokens;
     const int64_t take =
         batching && sc.chunk_tokens > 0 ? std::min({run.remaining, chunk, left}) : run.remaining;
@@ -383,7 +396,7 @@ void ServingReplay::StartPass(size_t r, int64_t now) {
   ++rep.stats.passes;
   rep.stats.pass_tokens += tokens;
   if (on_pass_) on_pass_(r, now, pass_ns, chunks_);
-  Push(ClockAdd(now, pass_ns, "hardware.profile"), kPassEnd, r, 0);
+  Push(ClockAdd(now, pass_ns, "hardware.profile"), kPassEnd, r, 0, {kRootId, kRootId});
 }
 
 void ServingReplay::EndPass(size_t r, int64_t now) {
@@ -391,7 +404,7 @@ void ServingReplay::EndPass(size_t r, int64_t now) {
   KV_CHECK(rep.busy, "pass end on idle replica " << r);
   rep.busy = false;
   rep.last_end_ns = now;
-  std::vector<size_t>& done = done_;
+  std::vector<std::pair<size_t, Locks>>& done = done_;
   done.clear();
   for (const auto& [req, take] : rep.pass) {
     const size_t i = req;  // a plain copy: KV_CHECK's lambda cannot capture a binding in clang 14
@@ -401,12 +414,12 @@ void ServingReplay::EndPass(size_t r, int64_t now) {
     run.remaining -= take;
     rep.load_tokens -= take;
     KV_CHECK(run.remaining >= 0, "request " << i << " computed past its input");
-    if (run.remaining == 0) done.push_back(i);
+    if (run.remaining == 0) done.emplace_back(i, run.locks);
   }
   rep.pass.clear();
   std::erase_if(rep.running, [](const Running& x) { return x.remaining == 0; });
   const double rate = cfg_.serving.decode_tokens_per_s;
-  for (size_t i : done) {
+  for (const auto& [i, locks] : done) {
     result_.requests[i].first_token_ns = now;
     const int64_t out = trace_->requests[i].output_tokens;
     const int64_t hold_ns = rate > 0 && out > 0
@@ -414,18 +427,18 @@ void ServingReplay::EndPass(size_t r, int64_t now) {
                                          "serving.decode_tokens_per_s", "a decode hold")
                                 : 0;
     if (hold_ns == 0) {
-      ReleaseRequest(r, i, now);
+      ReleaseRequest(r, i, locks, now);
     } else {
-      Push(ClockAdd(now, hold_ns, "serving.decode_tokens_per_s"), kRelease, r, i);
+      Push(ClockAdd(now, hold_ns, "serving.decode_tokens_per_s"), kRelease, r, i, locks);
     }
   }
 }
 
-void ServingReplay::ReleaseRequest(size_t r, size_t i, int64_t now) {
+void ServingReplay::ReleaseRequest(size_t r, size_t i, Locks locks, int64_t now) {
   Replica& rep = *replicas_[r];
   Admission a;
-  a.match_node = locks_[i][0];
-  a.held_node = locks_[i][1];
+  a.match_node = locks[0];
+  a.held_node = locks[1];
   rep.engine->Release(a);
   --rep.in_flight;
   result_.requests[i].release_ns = now;

@@ -180,15 +180,22 @@ class ServingReplay {
  private:
   struct Replica;
   struct Running;
-  void Arrive(size_t i, int64_t now);
+  // Routes request i to a replica's queue; returns the replica.
+  size_t Arrive(size_t i);
+  // The record of request i, made (with those before it not made yet) on first use: its
+  // arrival and input from the trace, the rest as the run fills it in.
+  ServedRequest& Record(size_t i);
   void TrySchedule(size_t r, int64_t now);
   // Prices the pass TrySchedule formed in replica r (rep.pass), charges its requests' parts and
   // schedules its end.
   void StartPass(size_t r, int64_t now);
   void EndPass(size_t r, int64_t now);
-  void ReleaseRequest(size_t r, size_t i, int64_t now);
+  // The locks an admission holds until its release: {match node, held node} of its Admission
+  // (8 bytes instead of the whole Admission), kept with its running state and its release event.
+  using Locks = std::array<NodeId, 2>;
+  void ReleaseRequest(size_t r, size_t i, Locks locks, int64_t now);
   // Pushes an event; kinds order events of one time: releases, then pass ends.
-  void Push(int64_t t, int kind, size_t replica, size_t request);
+  void Push(int64_t t, int kind, size_t replica, size_t request, Locks locks);
 
   ReplayConfig cfg_;
   const ForwardCost& cost_;
@@ -202,21 +209,20 @@ class ServingReplay {
   std::vector<PricedChunk> priced_;   // the pass's chunks priced (StartPass)
   std::vector<Running*> pass_runs_;   // the pass's chunks' requests, in pass order (StartPass)
   std::vector<ReplicaView> views_;    // what the router sees, refilled at each arrival
-  // Per trace index, the locks its admission holds until its release: {match node, held node}
-  // of its Admission (8 bytes a request instead of the whole Admission).
-  std::vector<std::array<NodeId, 2>> locks_;
-  std::vector<size_t> taken_;  // TrySchedule: requests admitted into the pass being formed
-  std::vector<size_t> done_;   // EndPass: requests whose prefill the pass finished
+  std::vector<size_t> taken_;         // TrySchedule: requests admitted into the pass being formed
+  std::vector<std::pair<size_t, Locks>> done_;  // EndPass: requests whose prefill it finished
   ServingResult result_;
   struct Event {
     int64_t t;
-    int kind;
     uint64_t seq;
-    size_t replica;
     size_t request;
+    uint32_t replica;
+    int kind;
+    Locks locks;  // a release's
   };
   std::vector<Event> heap_;
   uint64_t seq_ = 0;
+  double scale_ = 1;  // trace.rate_scale
   size_t admitted_ = 0;
   RequestPlan plan_;
 };
