@@ -397,6 +397,38 @@ void ReplayEngine::Release(const Admission& a) {
   if (opts_.check_invariants) CheckInvariants();
 }
 
+namespace {
+
+// How many of the first `lim` keys of `n` are the plain page keys of `req` from (block, sub) on,
+// advancing (block, sub) past them. A node's keys are a run of one path's page keys, and a page
+// key's sub is its page's place in its block, so a key that matches the request's (b, s) is
+// followed in the node by (b, s + 1) up to the block's end: one compare per block, not per page.
+int64_t PlainRunMatch(const Node& n, const Request& req, int64_t lim, uint32_t ppb, size_t& block,
+                      uint32_t& sub) {
+  int64_t j = 0;
+  while (j < lim && n.keys[static_cast<size_t>(j)] == PageKey{req.block_ids[block], sub}) {
+    const int64_t step = std::min<int64_t>(ppb - sub, lim - j);
+    j += step;
+    sub += static_cast<uint32_t>(step);
+    if (sub == ppb) {
+      sub = 0;
+      ++block;
+    }
+  }
+  return j;
+}
+
+}  // namespace
+
+int64_t ReplayEngine::UnitRunMatch(const Node& n, const Request& req, int64_t pos,
+                                   int64_t lim) const {
+  int64_t j = 0;
+  while (j < lim &&
+         n.keys[static_cast<size_t>(j)] == UnitPageKey(req, pos + j, pages_per_block_, unit_pages_))
+    ++j;
+  return j;
+}
+
 MatchPeek ReplayEngine::Peek(const Request& req) const {
   const int64_t P = page_tokens_;
   const int64_t cap = UnitKeyedPages(req, req.input_tokens - 1, P, block_tokens_, unit_pages_);
@@ -416,18 +448,9 @@ MatchPeek ReplayEngine::Peek(const Request& req) const {
                                 : UnitPageKey(req, pos, pages_per_block_, unit_pages_));
     if (child == kNoNode) break;
     const Node& n = tree_.node(child);
-    int64_t j = 0;
     const int64_t len = static_cast<int64_t>(n.keys.size());
-    while (j < len && pos + j < cap &&
-           n.keys[static_cast<size_t>(j)] ==
-               (plain ? PageKey{req.block_ids[block], sub}
-                      : UnitPageKey(req, pos + j, pages_per_block_, unit_pages_))) {
-      ++j;
-      if (++sub == ppb) {
-        sub = 0;
-        ++block;
-      }
-    }
+    const int64_t j = plain ? PlainRunMatch(n, req, std::min(len, cap - pos), ppb, block, sub)
+                            : UnitRunMatch(n, req, pos, std::min(len, cap - pos));
     if (device && n.on_device()) {
       m.device_pages += j;
     } else {

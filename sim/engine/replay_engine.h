@@ -123,6 +123,9 @@ class ReplayEngine {
   void CheckInvariants() const;
 
  private:
+  // Peek's walk through node n with hashed cache-unit keys: how many of its first `lim` keys are
+  // the request's from page `pos` on.
+  int64_t UnitRunMatch(const Node& n, const Request& req, int64_t pos, int64_t lim) const;
   // Buffers reused across requests: their capacity is kept, their contents belong to the request
   // being processed (no per-request allocation on the hot path).
   struct Scratch {
