@@ -99,6 +99,12 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
                 "fraction", "vs_alt");
   out << line;
   for (const auto& k : r.kernels) {
+    if (!k.skipped.empty()) {
+      std::snprintf(line, sizeof line, "%-30s %12s %6lld ", k.kernel.c_str(),
+                    Mib(k.payload_bytes).c_str(), static_cast<long long>(k.pages));
+      out << line << "skipped (not measured): " << k.skipped << "\n";
+      continue;
+    }
     char alt[32] = "";
     if (k.alt_ceiling_ms > 0) std::snprintf(alt, sizeof alt, "%.1f%%", 100 * k.alt_fraction);
     std::snprintf(line, sizeof line, "%-30s %12s %6lld %10.4f %10.4f %11.1f %11.1f %7.1f%% %8s\n",
@@ -212,6 +218,7 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
                             {"memset_ms", k.memset_ms},
                             {"alt_ceiling_ms", k.alt_ceiling_ms},
                             {"alt_fraction", k.alt_fraction}});
+    if (!k.skipped.empty()) j["kernels"].back()["skipped"] = k.skipped;
   }
   j["tiers"] = json::array();
   for (const auto& t : r.tiers) {
@@ -310,8 +317,9 @@ void KernelsUsage(std::ostream& out, const std::string& name,
   PrintHelp(
       out, name + " [options]",
       "GPU benchmark of kernels/: pack, unpack, zigzag_reorder, scatter_dense and\n"
-      "peer_gather against a device-to-device cudaMemcpyAsync of the same bytes, and the\n"
-      "tier copies (kernel and cudaMemcpyAsync-runs strategies, every host layout, both\n"
+      "peer_gather against a device-to-device cudaMemcpyAsync of the same bytes (also\n"
+      "pack(tma), the pack copy by Hopper TMA bulk copies: sm_90+, else shown skipped),\n"
+      "and the tier copies (kernel and cudaMemcpyAsync-runs strategies, every host layout, both\n"
       "directions) against a contiguous pinned copy. Medians of CUDA-event timings;\n"
       "formulas in docs/kernels.md.",
       visible,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/bench/bench_kernels.h"
+#include "kernels/bench/pack_tma_cuda.h"
 #include "kernels/bench/scatter_variants_cuda.h"
 #include "kernels/materialize_cuda.h"
 #include "kernels/tier_copy_cuda.h"
@@ -287,28 +288,99 @@ KernelBenchRow MakeRow(const std::string& kernel, int64_t pages, int64_t payload
 // *moved to the bytes read + written per pass.
 using TimedKernel = std::function<double(const LaunchTuning&, int64_t* moved)>;
 
+// pack(tma)'s launch shape travels in a LaunchTuning, so that its row and --tune reuse the
+// timing code of the other rows: piece_bytes = most bytes per bulk copy, unroll = shared-memory
+// stages per CTA, ctas_per_sm = CTAs per SM (of one warp each; threads_per_block is not used).
+PackTmaTuning TmaShape(const LaunchTuning& t) {
+  return {.piece_bytes = t.piece_bytes, .stages = t.unroll, .ctas_per_sm = t.ctas_per_sm};
+}
+
+LaunchTuning PackTmaRowShape() {
+  const PackTmaTuning t;
+  return {.threads_per_block = 32,
+          .piece_bytes = t.piece_bytes,
+          .ctas_per_sm = t.ctas_per_sm,
+          .unroll = t.stages};
+}
+
+// pack(tma) once on `a` (device pointers; `slots` the same list on the host) into a poisoned send
+// buffer, compared byte for byte, the whole buffer, with PackPagesCpu on host copies of the pools
+// (as the GPU tests compare every kernel). Throws, so the row is never reported, on a difference.
+void VerifyPackTma(const PackArgs& a, const std::vector<int32_t>& slots, cudaStream_t s) {
+  const int64_t bytes = a.num_pages * PackedRecordBytes(a.pools, a.layers);
+  FillRandom(a.send, bytes, 0x706f69736f6eull, s);
+  Check(PackPagesTma(a, s, TmaShape(PackTmaRowShape())), "PackPagesTma (check run)");
+  Check(cudaStreamSynchronize(s), "PackPagesTma (check run)");
+  std::vector<std::vector<uint8_t>> pools;
+  std::vector<PoolRef> host_refs;
+  for (const PoolRef& pool : a.pools) {
+    pools.emplace_back(static_cast<size_t>(pool.geo.total_bytes()));
+    Check(cudaMemcpy(pools.back().data(), pool.data, pools.back().size(), cudaMemcpyDeviceToHost),
+          "download pool for the pack(tma) check");
+    host_refs.push_back({.data = pools.back().data(), .geo = pool.geo});
+  }
+  std::vector<uint8_t> got(static_cast<size_t>(bytes)), want(static_cast<size_t>(bytes));
+  Check(cudaMemcpy(got.data(), a.send, got.size(), cudaMemcpyDeviceToHost),
+        "download send buffer for the pack(tma) check");
+  PackPagesCpu({.pools = host_refs,
+                .layers = a.layers,
+                .slots = slots.data(),
+                .num_pages = a.num_pages,
+                .send = want.data()});
+  int64_t first = -1, differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i]) continue;
+    if (first < 0) first = static_cast<int64_t>(i);
+    ++differ;
+  }
+  if (differ > 0) {
+    throw CudaFailure("pack(tma) differs from PackPagesCpu: " + std::to_string(differ) + " of " +
+                      std::to_string(bytes) + " bytes, first at byte " + std::to_string(first));
+  }
+  std::fprintf(stderr, "bench: pack(tma) equals PackPagesCpu byte for byte (%lld B)\n",
+               static_cast<long long>(bytes));
+}
+
+// The pack row, or with `tma` the pack(tma) row: the same copy (given the same rng state: the
+// same pools, contents and slot lists) by PackPagesTma. *skipped gets why pack(tma) cannot run
+// here ("" when it can; then it has been verified); a skipped row returns no timed kernel.
 TimedKernel PackBench(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
-                      std::mt19937_64& rng, Buffers* keep, Buffers* idx) {
+                      std::mt19937_64& rng, Buffers* keep, Buffers* idx, bool tma = false,
+                      std::string* skipped = nullptr) {
   auto refs = std::make_shared<std::vector<PoolRef>>();
   const int64_t slots = 4 * m.pages;  // owned pages scattered over a pool 4x their size
   for (auto& b : MakePools(o, m, slots, refs.get(), 11, s)) keep->push_back(std::move(b));
   const int sets = RotationSets(o, 2 * m.payload);
   auto sends = std::make_shared<std::vector<void*>>();
   const size_t first_idx = idx->size();
+  std::vector<int32_t> first_slots;
   for (int r = 0; r < sets; ++r) {
     keep->push_back(std::make_unique<DeviceBuffer>(m.payload));
     sends->push_back(keep->back()->get());
-    ToDevice(DistinctRandom(m.pages, slots, rng), idx, s);
+    std::vector<int32_t> list = DistinctRandom(m.pages, slots, rng);
+    ToDevice(list, idx, s);
+    if (r == 0) first_slots = std::move(list);
+  }
+  const auto args = [=, &o](int set) {
+    return PackArgs{.pools = *refs,
+                    .layers = {0, o.num_layers},
+                    .slots = DevPtr(*idx, first_idx + set),
+                    .num_pages = m.pages,
+                    .send = (*sends)[set]};
+  };
+  if (tma) {
+    *skipped = PackTmaUnsupported(args(0), TmaShape(PackTmaRowShape()));
+    if (!skipped->empty()) return {};
+    VerifyPackTma(args(0), first_slots, s);
   }
   return [=, &o](const LaunchTuning& t, int64_t* moved) {
     *moved = 2 * m.payload;
     return MedianMs(s, o.warmup, o.repeats, [&](int i) {
-      PackArgs a{.pools = *refs,
-                 .layers = {0, o.num_layers},
-                 .slots = DevPtr(*idx, first_idx + i % sets),
-                 .num_pages = m.pages,
-                 .send = (*sends)[i % sets]};
-      Check(PackPages(a, s, t), "PackPages");
+      if (tma) {
+        Check(PackPagesTma(args(i % sets), s, TmaShape(t)), "PackPagesTma");
+      } else {
+        Check(PackPages(args(i % sets), s, t), "PackPages");
+      }
     });
   };
 }
@@ -472,6 +544,7 @@ std::vector<std::string> MaterializeRowNames(
     const KernelBenchOptions& o,
     std::vector<std::pair<std::string, ScatterVariant>>* variant_rows) {
   std::vector<std::string> names = {"pack",
+                                    "pack(tma)",
                                     "unpack",
                                     "zigzag_reorder",
                                     "scatter_dense",
@@ -493,12 +566,19 @@ std::vector<std::string> MaterializeRowNames(
 
 // Sets up the row `name` (its buffers in keep and idx) and returns its timed kernel; *tuning is
 // the launch shape its kernel gets by default (DefaultScatterTuning for the variant rows).
+// pack(tma) draws from a copy of `pack_rng`, the generator's state when the pack row was set up,
+// so it copies the same pages; *skipped: why a row cannot run here ("" if it can).
 TimedKernel SetUpMaterializeRow(
     const KernelBenchOptions& o, const MatShape& m, cudaStream_t s, std::mt19937_64& rng,
-    Buffers* keep, Buffers* idx, const std::string& name,
-    const std::vector<std::pair<std::string, ScatterVariant>>& variant_rows, LaunchTuning* tuning) {
+    const std::mt19937_64& pack_rng, Buffers* keep, Buffers* idx, const std::string& name,
+    const std::vector<std::pair<std::string, ScatterVariant>>& variant_rows, LaunchTuning* tuning,
+    std::string* skipped) {
   TimedKernel timed;
   if (name == "pack") timed = PackBench(o, m, s, rng, keep, idx);
+  if (name == "pack(tma)") {
+    std::mt19937_64 same = pack_rng;
+    timed = PackBench(o, m, s, same, keep, idx, /*tma=*/true, skipped);
+  }
   if (name == "unpack") timed = UnpackBench(o, m, s, rng, keep, idx);
   if (name == "zigzag_reorder") timed = ZigzagBench(o, m, s, keep);
   const double share = 1.0 / static_cast<double>(o.num_ranks);
@@ -523,7 +603,7 @@ TimedKernel SetUpMaterializeRow(
     timed = ScatterBench(o, m, s, rng, keep, idx, 1.0, write, two);
   }
   if (name == "peer_gather") timed = PeerBench(o, m, s, rng, keep, idx);
-  *tuning = kDeviceCopyTuning;
+  *tuning = name == "pack(tma)" ? PackTmaRowShape() : kDeviceCopyTuning;
   for (const auto& [row_name, v] : variant_rows) {
     if (name != row_name) continue;
     *tuning = DefaultScatterTuning(v);
@@ -560,6 +640,33 @@ void TuneCopyKernel(const std::string& name, const MatShape& m, const TimedKerne
                                  .gbps = Gbps(moved, tms)});
           }
         }
+      }
+    }
+  }
+}
+
+// --tune for pack(tma): bulk copies of 8-32 KiB, 2-8 stages, 1-8 CTAs per SM, where the CTAs'
+// shared memory fits an SM (228 KiB on the H100/H200, 1 KiB of it reserved per CTA). Only the
+// row's own shape is checked against the CPU reference (VerifyPackTma); the sweep is timing only.
+// The table's unroll column holds the stages.
+void TunePackTma(const std::string& name, const MatShape& m, const TimedKernel& timed,
+                 KernelBenchReport* rep) {
+  int64_t moved = 0;
+  for (int piece : {8192, 16384, 32768}) {
+    for (int stages : {2, 3, 4, 6, 8}) {
+      for (int ctas : {1, 2, 3, 4, 8}) {
+        if (ctas * (stages * piece + 1024) > 228 * 1024) continue;
+        const LaunchTuning t{
+            .threads_per_block = 32, .piece_bytes = piece, .ctas_per_sm = ctas, .unroll = stages};
+        const double tms = timed(t, &moved);
+        rep->tune.push_back({.what = name + " " + std::to_string(m.payload) + " B (unroll=stages)",
+                             .threads_per_block = 32,
+                             .piece_bytes = piece,
+                             .ctas_per_sm = ctas,
+                             .unroll = stages,
+                             .layer_major = false,
+                             .ms = tms,
+                             .gbps = Gbps(moved, tms)});
       }
     }
   }
@@ -609,13 +716,23 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
     std::vector<std::pair<std::string, ScatterVariant>> variant_rows;  // name, variant
     const std::vector<std::string> names = MaterializeRowNames(o, &variant_rows);
     const bool tune_size = o.tune && (size == o.sizes_bytes.back() || size == 64ll << 20);
+    const std::mt19937_64 pack_rng = rng;  // pack is set up first: pack(tma) repeats its draws
     for (const std::string& name : names) {
       Buffers keep;
       Buffers idx;
       LaunchTuning row_tuning;
-      const TimedKernel timed =
-          SetUpMaterializeRow(o, m, s, rng, &keep, &idx, name, variant_rows, &row_tuning);
+      std::string skipped;
+      const TimedKernel timed = SetUpMaterializeRow(o, m, s, rng, pack_rng, &keep, &idx, name,
+                                                    variant_rows, &row_tuning, &skipped);
       Check(cudaStreamSynchronize(s), "set-up of " + name);
+      if (!skipped.empty()) {
+        std::fprintf(stderr, "bench: %s skipped: %s\n", name.c_str(), skipped.c_str());
+        KernelBenchRow row = MakeRow(name, m.pages, m.payload, 0, 0, memcpy_ms);
+        row.memset_ms = memset_ms;
+        row.skipped = skipped;
+        rep->kernels.push_back(row);
+        continue;
+      }
       int64_t moved = 0;
       const double ms = timed(row_tuning, &moved);
       KernelBenchRow row = MakeRow(name, m.pages, m.payload, moved, ms, memcpy_ms);
@@ -629,6 +746,7 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
       rep->kernels.push_back(row);
       if (tune_size && (name == "unpack" || name == "pack" || name == "scatter_dense"))
         TuneCopyKernel(name, m, timed, rep);
+      if (tune_size && name == "pack(tma)") TunePackTma(name, m, timed, rep);
       const bool variant_row =
           name.rfind("scatter_dense[", 0) == 0 && name.find("(0% owned)") == std::string::npos;
       if (tune_size && variant_row) TuneTileVariant(name, m, timed, rep);
