@@ -14,10 +14,11 @@ class Dense final : public GatherMethodImpl {
   // One fused kernel writes the whole buffer (zeros where another rank owns the page) and reads
   // the owned pages (kernels/materialize.h, ZeroFill::kWrite): P + S pages moved, priced as a
   // device copy of (P + S) / 2 pages (KernelCopyS counts its payload read and written); then the
-  // ranks all-reduce (sum) the buffer.
+  // ranks all-reduce (sum) the buffer. The fused kernel's own extra beyond a fitted kernel:
+  // GatherLayerShape::OneKernelS.
   void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const {
     const double b = s.page_layer_bytes, P = s.prefix_pages, S = s.max_shard_pages, N = s.ranks;
-    c.per_layer_s = s.kernel_ratio * m.KernelCopyS((P + S) / 2 * b) + m.AllReduceS(P * b);
+    c.per_layer_s = s.OneKernelS(m, (P + S) / 2 * b) + m.AllReduceS(P * b);
     c.bytes_per_rank = 2 * (N - 1) / N * P * b;
   }
 

@@ -18,7 +18,8 @@ class P2p final : public GatherMethodImpl {
   bool UsesCollectives() const override { return false; }
 
   // each rank copies its own pages locally and reads every peer's pages into place, in one
-  // kernel whose HBM copy and NVLink reads run side by side: the slower of the two.
+  // kernel whose HBM copy and NVLink reads run side by side: the slower of the two. The local
+  // part carries the kernel's own extra beyond a fitted kernel (GatherLayerShape::OneKernelS).
   void LayerCost(const CostModel& m, const GatherLayerShape& s, GatherCost& c) const {
     const double b = s.page_layer_bytes, P = s.prefix_pages;
     const int ranks = m.ranks();
@@ -26,7 +27,7 @@ class P2p final : public GatherMethodImpl {
     for (int r = 0; r < ranks; ++r) {
       const double own =
           static_cast<double>(r < static_cast<int>(s.shard_pages.size()) ? s.shard_pages[r] : 0);
-      const double local = own > 0 ? s.kernel_ratio * m.KernelCopyS(own * b) : 0;
+      const double local = own > 0 ? s.OneKernelS(m, own * b) : 0;
       const double t = std::max(local, ranks > 1 ? m.PeerReadS((P - own) * b, ranks - 1) : 0.0);
       if (t > worst) {
         worst = t;

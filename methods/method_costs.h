@@ -7,6 +7,7 @@
 // (sim/predict/method_costs.cpp), the one library that links the cost model.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,12 +22,19 @@ namespace kvlanes {
 
 // What a gather layer's cost formula reads: the cost model's terms and the gather's shape.
 struct GatherLayerShape {
-  std::span<const int64_t> shard_pages;  // per rank: the pages it owns
-  double prefix_pages = 0;               // P
-  double max_shard_pages = 0;            // S, the largest shard
-  double page_layer_bytes = 0;           // b, one page of one layer, all pools
-  double ranks = 1;                      // N
-  double kernel_ratio = 1;               // k: the gather's kernels after a forward layer
+  std::span<const int64_t> shard_pages;       // per rank: the pages it owns
+  double prefix_pages = 0;                    // P
+  double max_shard_pages = 0;                 // S, the largest shard
+  double page_layer_bytes = 0;                // b, one page of one layer, all pools
+  double ranks = 1;                           // N
+  double kernel_ratio = 1;                    // k: the gather's kernels after a forward layer
+  HardwareProfile::KernelExtra kernel_extra;  // the method's one kernel beyond KernelCopyS
+  // One layer of a one-kernel method moving `payload` bytes (read and written), after a forward
+  // layer: k (KernelCopyS(payload) + the method's extra at payload), never below 0
+  // (HardwareProfile::gather_kernel_extra).
+  double OneKernelS(const CostModel& m, double payload) const {
+    return kernel_ratio * std::max(m.KernelCopyS(payload) + kernel_extra.At(payload), 0.0);
+  }
 };
 
 class GatherMethodCost {

@@ -602,28 +602,69 @@ bool OneKernelGatherLayer(const Sample& x) {
          std::ranges::end(kOneKernelGatherVariants);
 }
 
-// The one-kernel layers are descriptive (nothing is fitted from them): per method, how much
-// longer its layer took than one kernel of the fitted bands (the packed layers'), the offset a
-// per-method term would carry (docs/cost_model.md, "Gather": a shared one was tried, not kept).
-void NoteOneKernelGatherLayers(Calibration& c, const std::vector<const Sample*>& one) {
-  for (const std::string_view variant : kOneKernelGatherVariants) {
-    std::vector<double> extra;
-    for (const Sample* x : one)
-      if (x->variant == variant) extra.push_back(x->median_s - c.profile().KernelCopyS(x->bytes));
-    if (extra.empty()) continue;
-    const Spread e = SpreadOf(extra);
-    char buf[240];
-    std::snprintf(buf, sizeof buf,
-                  "%s: %zu one-kernel gather layers (descriptive, nothing is fitted from them) "
-                  "took a median %.2f us (%.2f .. %.2f) beyond one kernel of the device bands",
-                  std::string(variant).c_str(), extra.size(), 1e6 * e.median, 1e6 * e.low,
-                  1e6 * e.high);
-    c.out.notes.push_back(buf);
+// The extra s + s_per_gb x GB over one kernel of the fitted bands that minimises the samples'
+// relative errors (weighted least squares; one size or a singular system: s alone).
+HardwareProfile::KernelExtra FitKernelExtra(const HardwareProfile& p,
+                                            const std::vector<const Sample*>& of) {
+  double sw = 0, sx = 0, sxx = 0, sr = 0, sxr = 0;
+  for (const Sample* x : of) {
+    const double w = 1 / (x->median_s * x->median_s), gb = x->bytes * 1e-9;
+    const double r = x->median_s - p.KernelCopyS(x->bytes);
+    sw += w;
+    sx += w * gb;
+    sxx += w * gb * gb;
+    sr += w * r;
+    sxr += w * gb * r;
   }
+  HardwareProfile::KernelExtra e;
+  const double det = sw * sxx - sx * sx;
+  if (det > 1e-9 * sw * sxx) {
+    e.s_per_gb = (sw * sxr - sx * sr) / det;
+    e.s = (sr - e.s_per_gb * sx) / sw;
+  } else {
+    e.s = sr / sw;
+  }
+  return e;
+}
+
+// A one-kernel gather method's own extra per layer (HardwareProfile::gather_kernel_extra), per
+// method from its one-kernel layers against one kernel of the fitted bands (the packed layers');
+// the fit report gives each layer's error once the extra is added.
+void FitOneKernelGatherLayers(Calibration& c, const std::vector<const Sample*>& one) {
+  FitReport f;
+  f.group = "gather_kernel_extra";
+  f.note = "each method's one-kernel layers beyond one kernel of the device bands";
+  std::vector<double> err;
+  for (const std::string_view variant : kOneKernelGatherVariants) {
+    std::vector<const Sample*> of;
+    for (const Sample* x : one)
+      if (x->variant == variant) of.push_back(x);
+    if (of.empty()) continue;
+    const HardwareProfile::KernelExtra e = FitKernelExtra(c.profile(), of);
+    const std::string method(variant.substr(variant.find('_') + 1));
+    c.profile().gather_kernel_extra[method] = e;
+    f.params.emplace_back(method + ".s", e.s);
+    f.params.emplace_back(method + ".s_per_gb", e.s_per_gb);
+    for (const Sample* x : of) {
+      const double t = c.profile().KernelCopyS(x->bytes) + e.At(x->bytes);
+      const double rel = std::abs(t - x->median_s) / x->median_s;
+      err.push_back(rel);
+      if (rel >= f.max_rel_err) {
+        f.max_rel_err = rel;
+        f.max_line = x->line;
+        f.max_file = x->file;
+      }
+    }
+  }
+  if (err.empty()) return;
+  std::sort(err.begin(), err.end());
+  f.samples = static_cast<int64_t>(err.size());
+  f.median_rel_err = PercentileOfSorted(err, 0.5);
+  c.out.fits.push_back(std::move(f));
 }
 
 // Device kernels: time = kernels * kernel_launch_s + (2 copy | 1 fill) * bytes / (gbps * 1e9),
-// fitted on every device copy but the one-kernel gather layers (NoteOneKernelGatherLayers).
+// fitted on every device copy but the one-kernel gather layers (FitOneKernelGatherLayers).
 void FitDeviceCopies(Calibration& c) {
   std::vector<const Sample*> s, one;
   for (const Sample* x : OfKind(c.m, SampleKind::kDeviceCopy))
@@ -637,8 +678,13 @@ void FitDeviceCopies(Calibration& c) {
       c.profile().device_copy_bands = c.base->device_copy_bands;
       c.out.kept_from_base.push_back("device.copy_bands");
     }
+    // Extras beyond the base's bands go with them.
+    if (c.base && !c.base->gather_kernel_extra.empty()) {
+      c.profile().gather_kernel_extra = c.base->gather_kernel_extra;
+      c.out.kept_from_base.push_back("device.gather_kernel_extra");
+    }
   }
-  NoteOneKernelGatherLayers(c, one);
+  FitOneKernelGatherLayers(c, one);
   // Not a timing: bytes of one index entry. From the base profile, else the struct default.
   c.profile().index_bytes_per_page =
       c.base ? c.base->index_bytes_per_page : HardwareProfile{}.index_bytes_per_page;

@@ -299,6 +299,15 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   y += "  kernel_launch_s: " + Num(p.kernel_launch_s) + "\n";
   y += "  index_bytes_per_page: " + Num(p.index_bytes_per_page) + "\n";
   if (!p.device_copy_bands.bands.empty()) y += "  copy_bands: " + Bands(p.device_copy_bands) + "\n";
+  if (!p.gather_kernel_extra.empty()) {
+    y += FitComment(r, "gather_kernel_extra", "  ") + "  gather_kernel_extra: {";
+    const char* sep = "";
+    for (const auto& [method, e] : p.gather_kernel_extra) {
+      y += sep + method + ": {s: " + Num(e.s) + ", s_per_gb: " + Num(e.s_per_gb) + "}";
+      sep = ", ";
+    }
+    y += "}\n";
+  }
   if (!p.gather_after_forward.empty())
     y += FitComment(r, "gather_after_forward", "  ") +
          "  gather_after_forward: " + PagesRatios(p.gather_after_forward) + "\n";

@@ -135,6 +135,12 @@ CostModel::CostModel(HardwareProfile hw, const ReplayConfig& cfg, const std::str
                           page_layer_bytes_);
   }
   FitComputeToModel(hw_, cfg.model, profile_path);
+  for (const auto& [name, e] : hw_.gather_kernel_extra) {
+    const size_t i = static_cast<size_t>(
+        kGatherMethodNames.Parse(name, "device.gather_kernel_extra", profile_path));
+    if (gather_kernel_extra_.size() <= i) gather_kernel_extra_.resize(i + 1);
+    gather_kernel_extra_[i] = e;
+  }
   if (ranks_ > 1) {
     coll_ = hw_.Collectives(ranks_);
     if (!coll_)
@@ -256,8 +262,9 @@ GatherCost CostModel::GatherLayer(GatherMethod m, std::span<const int64_t> shard
   int64_t max_shard = 0;
   for (int64_t s : shard_pages) max_shard = std::max(max_shard, s);
   const GatherLayerShape shape{
-      shard_pages,       static_cast<double>(prefix_pages), static_cast<double>(max_shard),
-      page_layer_bytes_, static_cast<double>(ranks_),       k};
+      shard_pages,         static_cast<double>(prefix_pages), static_cast<double>(max_shard),
+      page_layer_bytes_,   static_cast<double>(ranks_),       k,
+      GatherKernelExtra(m)};
   GatherCostFor(m).LayerCost(*this, shape, c);
   c.first_layer_s = c.per_layer_s;
   c.total_s = c.once_s + c.LayersS(layers_);

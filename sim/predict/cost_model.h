@@ -111,6 +111,13 @@ class CostModel {
   // One kernel, launch included, copying `payload_bytes`. Uses the profile's device copy bands
   // when it has them.
   double KernelCopyS(double payload_bytes) const;
+  // A one-kernel gather method's layer beyond KernelCopyS (HardwareProfile::gather_kernel_extra;
+  // none where the profile has none for `m`).
+  HardwareProfile::KernelExtra GatherKernelExtra(GatherMethod m) const {
+    const size_t i = static_cast<size_t>(m);
+    return i < gather_kernel_extra_.size() ? gather_kernel_extra_[i]
+                                           : HardwareProfile::KernelExtra{};
+  }
   // Device-side fixed cost of one tier copy of `pages` pages x `layers` layers of one pool:
   // copy_latency_s once, or once per page-layer chunk (profile's copy_unit).
   double CopyLatencyS(double pages, double layers) const;
@@ -177,6 +184,7 @@ class CostModel {
   int64_t page_tokens_;
   double page_layer_bytes_;
   std::vector<double> pool_share_;  // each pool's part of page_layer_bytes_
+  std::vector<HardwareProfile::KernelExtra> gather_kernel_extra_;  // by GatherMethod id
   bool hit_agreement_min_ = false;
   double query_row_bytes_ = 0;    // one token's bf16 queries, all heads
   double partial_row_bytes_ = 0;  // one token's partial outputs (bf16) and lse (fp32), all heads

@@ -14,6 +14,7 @@
 #include "io/input_error.h"
 #include "io/input_file.h"
 #include "io/name_table.h"
+#include "sim/cache/decisions.h"
 #include "sim/model/model_shapes.h"
 #include "sim/yaml_input.h"
 
@@ -111,6 +112,40 @@ struct Reader {
       c.bands.push_back(band);
     }
     return c;
+  }
+
+  // device.gather_kernel_extra: {METHOD: {s, s_per_gb}}, each key a gather method's name and each
+  // value finite and within a second either way (an extra is microseconds); absent: none.
+  std::map<std::string, HardwareProfile::KernelExtra> GatherKernelExtras(
+      const YAML::Node& node) const {
+    std::map<std::string, HardwareProfile::KernelExtra> out;
+    if (!node) return out;
+    const std::string path = "device.gather_kernel_extra";
+    if (!node.IsMap()) Fail(node, path, "expected a map {gather method: {s, s_per_gb}}");
+    for (const auto& kv : node) {
+      const std::string method = kv.first.Scalar(), at = path + "." + method;
+      kGatherMethodNames.Parse(method, at, file, kv.first.Mark().line + 1);
+      OnlyKeys(kv.second, at + ".", {"s", "s_per_gb"});
+      HardwareProfile::KernelExtra e;
+      e.s = Signed(kv.second, "s", at + ".");
+      e.s_per_gb = Signed(kv.second, "s_per_gb", at + ".");
+      out[method] = e;
+    }
+    return out;
+  }
+  // map[key]: a finite number within [-1, 1] (0 when absent).
+  double Signed(const YAML::Node& map, const std::string& key, const std::string& path) const {
+    const YAML::Node v = map[key];
+    if (!v) return 0;
+    double d;
+    try {
+      d = v.as<double>();
+    } catch (const YAML::Exception&) {
+      Fail(v, path + key, "expected a number");
+    }
+    if (!std::isfinite(d) || std::abs(d) > 1)
+      Fail(v, path + key, "expected a finite number within [-1, 1]");
+    return d;
   }
 
   // [{pages, ratio}, ...], pages strictly ascending and >= 1, ratios in (0, 10); absent: none.
@@ -596,11 +631,12 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   if (!dv) r.Fail(root, "device", "missing");
   r.OnlyKeys(dv, "device.",
              {"copy_gbps", "kernel_launch_s", "index_bytes_per_page", "copy_bands",
-              "gather_after_forward"});
+              "gather_after_forward", "gather_kernel_extra"});
   if (dv["copy_bands"]) p.device_copy_bands = r.Bands(dv["copy_bands"], "device.copy_bands");
   p.gather_after_forward = r.PagesRatios(dv["gather_after_forward"], "device.gather_after_forward");
   p.device_copy_gbps = r.Num(dv, "copy_gbps", "device.", true);
   p.kernel_launch_s = r.Num(dv, "kernel_launch_s", "device.", false);
+  p.gather_kernel_extra = r.GatherKernelExtras(dv["gather_kernel_extra"]);
   if (dv["index_bytes_per_page"]) {
     p.index_bytes_per_page = r.Num(dv, "index_bytes_per_page", "device.", false);
     if (p.index_bytes_per_page > kMaxIndexBytesPerPage)

@@ -93,6 +93,18 @@ struct HardwareProfile {
   // One device copy kernel of `payload_bytes` (read and written): its band's latency and
   // bandwidth, or kernel_launch_s and device_copy_gbps without bands.
   double KernelCopyS(double payload_bytes) const;
+  // Optional (YAML device.gather_kernel_extra: {METHOD: {s, s_per_gb}, ...}, METHOD a gather
+  // method's name): how much longer one layer of a one-kernel gather method (dense's fused
+  // scatter, p2p's peer kernel) took alone than one kernel of the device bands, which are fitted
+  // on packed layers of two kernels: s + s_per_gb x its payload in GB; either may be negative.
+  // `kvlanes calibrate` fits it from the sweep's one-kernel layers at cp_size 1
+  // (docs/cost_model.md, "Gather"). Absent: 0.
+  struct KernelExtra {
+    double s = 0;
+    double s_per_gb = 0;
+    double At(double payload_bytes) const { return s + s_per_gb * payload_bytes * 1e-9; }
+  };
+  std::map<std::string, KernelExtra> gather_kernel_extra;
   // Optional (YAML device.gather_after_forward: [{pages, ratio}, ...], pages ascending): a gather
   // layer's time after a forward layer of the model over its time after the cache eviction the
   // sweep times it after, by pages gathered per layer (`bench sweep --forward model`'s

@@ -309,9 +309,10 @@ TEST_CASE("device copies that bend get size bands, which load back and drive the
         kvlanes::test::RelApprox(flat.kernel_launch_s + 2e6 / (flat.device_copy_gbps * 1e9)));
 }
 
-TEST_CASE("one-kernel gather layers are noted per method and leave the device fit as it was") {
+TEST_CASE(
+    "one-kernel gather layers give each method its extra and leave the device fit as it was") {
   // Packed layers (two kernels of 5 us + bytes at 3000 GB/s); p2p layers 2 us longer than one
-  // such kernel, dense layers 1.5 us shorter.
+  // such kernel; dense layers 1.5 us shorter and 50 us a GB slower.
   const auto kernel = [](double payload) { return 5e-6 + 2 * payload / 3000e9; };
   nlohmann::json doc = {{"kvlanes_measurements", 1},
                         {"context", {{"gpu", "synthetic"}}},
@@ -336,7 +337,7 @@ TEST_CASE("one-kernel gather layers are noted per method and leave the device fi
   for (int i = 0; i < 12; ++i) {
     const double payload = 50432.0 * std::pow(2.0, i);
     add("gather_p2p", 1, payload, kernel(payload) + 2e-6);
-    add("gather_dense", 1, payload, kernel(payload) - 1.5e-6);
+    add("gather_dense", 1, payload, kernel(payload) - 1.5e-6 + 50e-6 * payload * 1e-9);
   }
   const CalibrationResult with =
       Calibrate(ParseMeasurements(doc.dump(1), "all.json"), &base, CalibrateOptions{});
@@ -344,16 +345,32 @@ TEST_CASE("one-kernel gather layers are noted per method and leave the device fi
   CHECK(with.profile.device_copy_gbps == alone.profile.device_copy_gbps);
   CHECK(with.profile.device_copy_bands.bands.size() ==
         alone.profile.device_copy_bands.bands.size());
-  // The notes give each method's median beyond one fitted kernel: within the packed fit's noise
-  // of +2 and -1.5 us.
-  auto noted_us = [&](const std::string& variant) {
-    const std::string n = NoteStartingWith(with.notes, variant + ": 12 one-kernel gather layers");
-    const size_t at = n.find("a median ");
-    REQUIRE(at != std::string::npos);
-    return std::stod(n.substr(at + 9));
-  };
-  CHECK(std::abs(noted_us("gather_p2p") - 2.0) < 0.5);
-  CHECK(std::abs(noted_us("gather_dense") + 1.5) < 0.5);
+  // Each method's extra within the packed fit's noise; the fit report gives both and the written
+  // profile reads back with them.
+  REQUIRE(with.profile.gather_kernel_extra.size() == 2);
+  const HardwareProfile::KernelExtra p2p = with.profile.gather_kernel_extra.at("p2p"),
+                                     dense = with.profile.gather_kernel_extra.at("dense");
+  CHECK(std::abs(p2p.s - 2e-6) < 0.5e-6);
+  CHECK(std::abs(p2p.s_per_gb) < 10e-6);
+  CHECK(std::abs(dense.s + 1.5e-6) < 0.5e-6);
+  CHECK(std::abs(dense.s_per_gb - 50e-6) < 10e-6);
+  CHECK(alone.profile.gather_kernel_extra.empty());
+  const auto fit =
+      std::ranges::find(with.fits, std::string("gather_kernel_extra"), &FitReport::group);
+  REQUIRE(fit != with.fits.end());
+  CHECK(fit->samples == 24);
+  CHECK(fit->median_rel_err < 0.05);
+  const std::string path = TempPath("extras.yaml");
+  std::ofstream(path) << ProfileToYaml(with, "all.json");
+  const HardwareProfile back = LoadHardwareProfile(path);
+  std::remove(path.c_str());
+  for (const std::string method : {"p2p", "dense"}) {
+    CAPTURE(method);
+    CHECK(back.gather_kernel_extra.at(method).s ==
+          kvlanes::test::RelApprox(with.profile.gather_kernel_extra.at(method).s));
+    CHECK(back.gather_kernel_extra.at(method).s_per_gb ==
+          kvlanes::test::RelApprox(with.profile.gather_kernel_extra.at(method).s_per_gb));
+  }
 }
 
 }  // namespace kvlanes::test

@@ -65,6 +65,56 @@ TEST_CASE("gather methods cost what docs/cost_model.md says, with padding to the
   CHECK(m.Gather(GatherMethod::kPacked, shards, 0).total_s == 0);
 }
 
+TEST_CASE("a one-kernel method's extra adds to its kernel, after a forward layer too") {
+  HardwareProfile hp = Profile();
+  hp.gather_kernel_extra = {{"dense", {-2e-6, 1e-4}}, {"p2p", {3e-6, 0}}};
+  hp.gather_after_forward = {{1, 1.5}};
+  const std::vector<int64_t> one = {80};
+  const CostModel plain(Profile(), Config(1)), with(hp, Config(1));
+  const double P = 80, L = 5e-6, kernel = L + 2 * P * kB / 4000e9;
+  // At cp_size 1 both one-kernel methods copy the prefix once: k (kernel + s + s_per_gb x GB),
+  // k = 1.5.
+  CHECK(plain.Gather(GatherMethod::kDense, one, 80).per_layer_s == test::RelApprox(kernel));
+  CHECK(with.Gather(GatherMethod::kDense, one, 80).per_layer_s ==
+        test::RelApprox(1.5 * (kernel - 2e-6 + 1e-4 * P * kB * 1e-9)));
+  CHECK(with.Gather(GatherMethod::kP2p, one, 80).per_layer_s ==
+        test::RelApprox(1.5 * (kernel + 3e-6)));
+  // Packed (the bands' own two kernels) takes none.
+  HardwareProfile ratio_only = Profile();
+  ratio_only.gather_after_forward = hp.gather_after_forward;
+  CHECK(with.Gather(GatherMethod::kPacked, one, 80).per_layer_s ==
+        test::RelApprox(
+            CostModel(ratio_only, Config(1)).Gather(GatherMethod::kPacked, one, 80).per_layer_s));
+  // Never below 0: an extra beyond the kernel's time prices the layer at 0.
+  hp.gather_kernel_extra = {{"dense", {-1, 0}}};
+  CHECK(CostModel(hp, Config(1)).Gather(GatherMethod::kDense, one, 80).per_layer_s == 0);
+  // The YAML key names gather methods; another name is refused with the valid ones.
+  const std::string base =
+      "name: x\nhost_device: {h2d_gbps: 1, d2h_gbps: 1, copy_latency_s: 0, copy_submit_s: 0}\n"
+      "compute: {layer_base_s: 0, layer_token_s: 0, layer_attn_pair_s: 0}\n"
+      "device:\n  copy_gbps: 1\n  kernel_launch_s: 0\n";
+  const HardwareProfile read = ParseHardwareProfile(
+      base + "  gather_kernel_extra: {p2p: {s: 2.5e-06}, dense: {s: -1e-06, s_per_gb: 2e-05}}\n",
+      "p.yaml");
+  CHECK(read.gather_kernel_extra.at("dense").s == -1e-6);
+  CHECK(read.gather_kernel_extra.at("dense").s_per_gb == 2e-5);
+  CHECK(read.gather_kernel_extra.at("p2p").s_per_gb == 0);
+  auto error = [&](const std::string& extra) {
+    try {
+      ParseHardwareProfile(base + extra, "p.yaml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error("  gather_kernel_extra: {p2q: {s: 1e-06}}\n")
+            .starts_with("p.yaml:7: device.gather_kernel_extra.p2q: unknown gather method"));
+  CHECK(error("  gather_kernel_extra: {p2p: {s: 2}}\n") ==
+        "p.yaml:7: device.gather_kernel_extra.p2p.s: expected a finite number within [-1, 1]");
+  CHECK(error("  gather_kernel_extra: {p2p: {t: 0}}\n")
+            .starts_with("p.yaml:7: device.gather_kernel_extra.p2p.t: unknown key"));
+}
+
 TEST_CASE("owner_major costs the packed gather without its unpack pass and its index") {
   const CostModel m(Profile(), Config(4));
   // An owner-major prefix of 10 pages on 4 ranks: shards 3, 3, 2, 2, padded to 3.
