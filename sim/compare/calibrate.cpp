@@ -690,10 +690,52 @@ void FitDeviceCopies(Calibration& c) {
       c.base ? c.base->index_bytes_per_page : HardwareProfile{}.index_bytes_per_page;
 }
 
-// load_back samples are descriptive: calibrate fits nothing from them and notes, per schedule and
-// pool, the median of their time over the host copies' price of them (a copy call's latency, or
-// a chunk's, plus bytes / h2d_gbps: what `check` prices a load-back at before the request
-// schedule's overlap).
+// Load-backs over the proxy (both schedules, every pool): time = copies * latency + entries *
+// entry_s + bytes / (gbps * 1e9) -> host_device.load_back (the entry term where it separates from
+// the bytes). Samples over the spin are left out (noted); without proxy samples the base's term.
+void FitLoadBacks(Calibration& c) {
+  std::vector<const Sample*> s;
+  int64_t spin = 0;
+  for (const Sample* x : OfKind(c.m, SampleKind::kLoadBack)) {
+    if (x->forward == "synthetic")
+      ++spin;
+    else
+      s.push_back(x);
+  }
+  if (spin > 0)
+    c.out.notes.push_back(std::to_string(spin) +
+                          " load_back samples over the spin left out (the term is the proxy's)");
+  if (s.empty()) {
+    if (c.base && c.base->load_back.gbps > 0) {
+      c.profile().load_back = c.base->load_back;
+      c.out.kept_from_base.push_back("host_device.load_back");
+    }
+    return;
+  }
+  const Eigen::VectorXd t = MedianTimes(s);
+  bool entries = true;
+  Eigen::MatrixXd a = BackupDesign(s, entries);
+  if (WeightedRank(a, t) < 3) {
+    entries = false;
+    a = BackupDesign(s, false);
+  }
+  RequireRank(a, t, c.m.file, "load_back",
+              "vary the pages loaded so latency and bandwidth separate");
+  const LinearFit f = FitRelative(a, t);
+  FitReport r = Report("load_back", s, f.rel_err);
+  HardwareProfile::CopyCost& cost = c.profile().load_back;
+  cost.latency_s = f.x[0];
+  cost.entry_s = entries ? f.x[1] : 0;
+  cost.gbps = Gbps(f.x[entries ? 2 : 1], c.m.file, "load_back");
+  r.params.push_back({"load_back.latency_s", cost.latency_s});
+  if (entries) r.params.push_back({"load_back.entry_s", cost.entry_s});
+  r.params.push_back({"load_back.gbps", cost.gbps});
+  c.out.fits.push_back(std::move(r));
+}
+
+// load_back samples against the host copies' price: calibrate notes, per schedule and pool, the
+// median of their time over a copy call's latency (or a chunk's) plus bytes / h2d_gbps, what
+// `check` prices a load-back at without the load_back term, before the request schedule's overlap.
 void NoteLoadBacks(Calibration& c) {
   const std::vector<const Sample*> s = OfKind(c.m, SampleKind::kLoadBack);
   const HardwareProfile& p = c.profile();
@@ -709,11 +751,11 @@ void NoteLoadBacks(Calibration& c) {
   for (const auto& [key, r] : ratios) {
     const Spread q = SpreadOf(r);
     char buf[240];
-    std::snprintf(buf, sizeof buf,
-                  "load_back %s %s: %zu samples (descriptive, nothing is fitted from them) took a "
-                  "median %.3f of the host copies' price (%.3f .. %.3f)",
-                  key.first ? "all-layers" : "per-layer", key.second.c_str(), r.size(), q.median,
-                  q.low, q.high);
+    std::snprintf(
+        buf, sizeof buf,
+        "load_back %s %s: %zu samples took a median %.3f of the host copies' price (%.3f .. %.3f)",
+        key.first ? "all-layers" : "per-layer", key.second.c_str(), r.size(), q.median, q.low,
+        q.high);
     c.out.notes.push_back(buf);
   }
 }
@@ -1575,6 +1617,7 @@ CalibrationResult Calibrate(const Measurements& m, const HardwareProfile* base,
       {"host copies", FitHostCopies},
       {"backups", FitBackups},
       {"load-backs", NoteLoadBacks},
+      {"load-back term", FitLoadBacks},
       {"copy submission", FitCopySubmit},
       {"device copies", FitDeviceCopies},
       {"first gathers", NoteFirstGather},

@@ -55,14 +55,17 @@ std::vector<OpPrediction> PredictOps(const CostModel& m, const ReplayConfig& cfg
   CopyOps(out, p.write_back, cfg, pre, "write_back", [&](double b, double pages) {
     return lat(pages, layers) + b * layers / (hw.d2h_gbps * 1e9);
   });
-  // Load-back: one copy per layer per pool, each latency + bytes / h2d; before a gather that
+  // Load-back: one copy per layer per pool (CostModel::LoadBackCopyS); before a gather that
   // reads peers' pools (p2p), one copy of every layer per pool instead (the executor loads them
   // all first; the request schedule's load_all_first).
   const bool load_all_first = p.prefix_pages > 0 && GatherMethodOf(p.gather_method).ReadsPeers();
-  CopyOps(out, p.load_back, cfg, pre, "load_back", [&](double b, double pages) {
-    if (load_all_first) return load_x(lat(pages, layers) + b * layers / (hw.h2d_gbps * 1e9));
-    return load_x(layers * (lat(pages, 1) + b / (hw.h2d_gbps * 1e9)));
-  });
+  for (const LaneCopy& c : p.load_back) {
+    const double runs = static_cast<double>(SlotRuns(c));
+    CopyOps(out, {c}, cfg, pre, "load_back", [&](double b, double pages) {
+      if (load_all_first) return load_x(m.LoadBackCopyS(pages, layers, b * layers, runs));
+      return load_x(layers * m.LoadBackCopyS(pages, 1, b, runs));
+    });
+  }
   out.push_back({pre + "compute", "compute",
                  compute_x(layers * m.ComputeLayerS(p.computed_tokens,
                                                     p.prefix_pages * cfg.cache.page_tokens))});

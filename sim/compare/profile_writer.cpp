@@ -292,6 +292,8 @@ std::string ProfileToYaml(const CalibrationResult& r, const std::string& measure
   for (const auto& [group, c] :
        {std::pair{"backup_per_layer", p.backup_per_layer}, std::pair{"backup_tail", p.backup_tail}})
     if (c.gbps > 0) y += FitComment(r, group, "  ") + "  " + group + ": " + CopyCostYaml(c) + "\n";
+  if (p.load_back.gbps > 0)
+    y += FitComment(r, "load_back", "  ") + "  load_back: " + CopyCostYaml(p.load_back) + "\n";
   y += FitComment(r, "copy_submit", "  ");
   y += "  copy_submit_s: " + Num(p.copy_submit_s) + "\n\n";
   y += "device:\n" + FitComment(r, "device", "  ");

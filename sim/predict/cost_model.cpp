@@ -67,7 +67,8 @@ ForwardShape ShapeOf(const GatherContext& ctx, GatherMethod gather, BackupSchedu
 PlanShape::PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens, int64_t prefetch_layers)
     : load_back_pages(PagesPerLane(p.load_back, ranks)),
       backup_pages(PagesPerLane(p.backup, ranks)),
-      backup_runs(RunsPerLane(p.backup, ranks)) {
+      backup_runs(RunsPerLane(p.backup, ranks)),
+      load_back_runs(RunsPerLane(p.load_back, ranks)) {
   shape.new_tokens = p.computed_tokens;
   shape.prefix_pages = p.prefix_pages;
   shape.prefix_tokens = p.prefix_pages * page_tokens;
@@ -75,6 +76,7 @@ PlanShape::PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens, int64
   shape.load_back_pages = load_back_pages;
   shape.backup_pages = backup_pages;
   shape.backup_runs = backup_runs;
+  shape.load_back_runs = load_back_runs;
   shape.gather = p.gather_method;
   shape.backup = p.backup_schedule;
   shape.prefetch_layers = prefetch_layers;
@@ -204,6 +206,22 @@ double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers,
   return CopiesLatencyS(pages, layers) + bytes / (hw_.d2h_gbps * 1e9);
 }
 
+double CostModel::LoadBackCopyS(double pages, double layers, double bytes, double runs) const {
+  const HardwareProfile::CopyCost& b = hw_.load_back;
+  if (b.gbps > 0) return b.latency_s + runs * layers * b.entry_s + bytes / (b.gbps * 1e9);
+  return CopyLatencyS(pages, layers) + bytes / (hw_.h2d_gbps * 1e9);
+}
+
+double CostModel::LoadBackCopiesS(int64_t pages, int64_t layers, double runs) const {
+  const double bytes = static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers);
+  const HardwareProfile::CopyCost& b = hw_.load_back;
+  if (b.gbps > 0)
+    return static_cast<double>(pools_) *
+               (b.latency_s + runs * static_cast<double>(layers) * b.entry_s) +
+           bytes / (b.gbps * 1e9);
+  return CopiesLatencyS(pages, layers) + bytes / (hw_.h2d_gbps * 1e9);
+}
+
 double CostModel::TierCopyS(double bytes, bool to_device) const {
   return hw_.copy_latency_s + bytes / ((to_device ? hw_.h2d_gbps : hw_.d2h_gbps) * 1e9);
 }
@@ -326,11 +344,11 @@ namespace {
 
 // One lane's copies: load-back per layer (or of all layers at once), backup per layer, tail.
 struct LaneWork {
-  int64_t load_pages = 0, backup_pages = 0, backup_runs = 1;
+  int64_t load_pages = 0, backup_pages = 0, backup_runs = 1, load_runs = 1;
   double load = 0, backup_layer = 0, backup_tail = 0;
   bool operator==(const LaneWork& o) const {
     return load_pages == o.load_pages && backup_pages == o.backup_pages &&
-           backup_runs == o.backup_runs;
+           backup_runs == o.backup_runs && load_runs == o.load_runs;
   }
 };
 
@@ -655,11 +673,10 @@ std::vector<LaneWork> LaneWorkOf(const CostModel& m, const ForwardShape& f,
     w.load_pages = At(f.load_back_pages, r);
     w.backup_pages = At(f.backup_pages, r);
     w.backup_runs = std::max<int64_t>(1, At(f.backup_runs, r));
+    w.load_runs = std::max<int64_t>(1, At(f.load_back_runs, r));
     if (w.load_pages > 0) {
       const int64_t layers = terms.load_all_first ? m.layers() : 1;
-      w.load = m.CopiesLatencyS(w.load_pages, layers) +
-               static_cast<double>(w.load_pages) * m.page_layer_bytes() *
-                   static_cast<double>(layers) / (m.hw().h2d_gbps * 1e9) +
+      w.load = m.LoadBackCopiesS(w.load_pages, layers, static_cast<double>(w.load_runs)) +
                pools * m.hw().copy_submit_s;
     }
     if (w.backup_pages > 0) {
@@ -772,6 +789,7 @@ struct TotalsMemo {
     const size_t lanes =
         std::max({static_cast<size_t>(m.ranks()), f.load_back_pages.size(), f.backup_pages.size()});
     for (size_t r = 0; r < lanes; ++r) key.push_back(std::max<int64_t>(1, At(f.backup_runs, r)));
+    for (size_t r = 0; r < lanes; ++r) key.push_back(std::max<int64_t>(1, At(f.load_back_runs, r)));
   }
   const Entry* Find(uint64_t model) const {
     for (const Entry& e : entries)

@@ -74,6 +74,7 @@ struct ForwardShape {
   std::span<const int64_t> load_back_pages;  // per lane
   std::span<const int64_t> backup_pages;     // per lane
   std::span<const int64_t> backup_runs;      // per lane: runs of adjacent slots (empty: 1 each)
+  std::span<const int64_t> load_back_runs;   // per lane: the same of the load-back (empty: 1)
   GatherMethod gather = GatherMethod::kPacked;
   BackupSchedule backup = BackupSchedule::kPerLayer;
   int64_t prefetch_layers = -1;  // gather.prefetch_layers; -1: the cost model's (its config's)
@@ -129,6 +130,12 @@ class CostModel {
   // gbps), else CopyLatencyS + bytes / d2h.
   double BackupCopyS(BackupSchedule s, double pages, double layers, double bytes,
                      double runs = 1) const;
+  // One lane's load-back of `pages` pages over `layers` layers (1: one layer's copy) in `runs`
+  // runs of adjacent slots, `bytes` of one pool (LoadBackCopyS) or of every pool (LoadBackCopiesS):
+  // the profile's measured load_back term (latency + runs x layers x entry_s + bytes / gbps, per
+  // pool's copy), else CopyLatencyS + bytes / h2d (docs/cost_model.md, "Load-back").
+  double LoadBackCopyS(double pages, double layers, double bytes, double runs) const;
+  double LoadBackCopiesS(int64_t pages, int64_t layers, double runs) const;
   // The same for the copies of every pool (`bytes` of all pools; with entry-size bands, each
   // pool's copy priced on its share of the bytes).
   double BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers, double bytes,
@@ -226,6 +233,7 @@ struct PlanShape {
   std::vector<int64_t> load_back_pages;
   std::vector<int64_t> backup_pages;
   std::vector<int64_t> backup_runs;
+  std::vector<int64_t> load_back_runs;
   ForwardShape shape;
   PlanShape(const RequestPlan& p, int ranks, int64_t page_tokens, int64_t prefetch_layers = -1);
   PlanShape(const PlanShape&) = delete;

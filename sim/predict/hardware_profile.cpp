@@ -480,6 +480,8 @@ void HardwareProfile::UseSyntheticForward(double k) {
   compute_extra_layer_s = s.extra_layer_s;
   gather_after_forward = s.gather_after_forward;
   gather_next_after_forward = s.gather_next_after_forward;
+  // The load-back term was timed over the proxy; beside the spin the generic copy model prices it.
+  load_back = {};
   if (s.backup_per_layer.gbps > 0) backup_per_layer = s.backup_per_layer;
   if (s.backup_tail.gbps > 0) backup_tail = s.backup_tail;
   if (!s.has_overlap) return;
@@ -609,8 +611,14 @@ HardwareProfile ReadProfile(const YAML::Node& root, const std::string& path) {
   if (!hd) r.Fail(root, "host_device", "missing");
   r.OnlyKeys(hd, "host_device.",
              {"h2d_gbps", "d2h_gbps", "copy_latency_s", "copy_submit_s", "copy_unit",
-              "backup_per_layer", "backup_tail", "backup_pools"});
+              "backup_per_layer", "backup_tail", "backup_pools", "load_back"});
   ReadBackupTerms(r, hd, "host_device.", p.backup_per_layer, p.backup_tail);
+  if (const YAML::Node lb = hd["load_back"]) {
+    r.OnlyKeys(lb, "host_device.load_back.", {"latency_s", "gbps", "entry_s"});
+    p.load_back.latency_s = r.Num(lb, "latency_s", "host_device.load_back.", false);
+    p.load_back.gbps = r.Num(lb, "gbps", "host_device.load_back.", true);
+    if (lb["entry_s"]) p.load_back.entry_s = r.Num(lb, "entry_s", "host_device.load_back.", false);
+  }
   // Per-pool backup terms are gone: on held-out plans they were no better than one fit over every
   // pool, whose entry-size bands price each pool's copy by its own bytes per entry.
   if (const YAML::Node bp = hd["backup_pools"])

@@ -377,6 +377,85 @@ TEST_CASE(
 
 namespace kvlanes::test {
 
+TEST_CASE("load-backs over the proxy give the load_back term, and check prices load-backs by it") {
+  // Truth: 4 us a copy call, 0.3 us an entry, 50 GB/s; per-layer (L copies) and all-layer copies of
+  // both pools, runs of 1 and 4 pages. Samples over the spin are left out.
+  const int64_t L = 4;
+  const double lat = 4e-6, entry = 0.3e-6, gbps = 50;
+  nlohmann::json doc = {{"kvlanes_measurements", 1},
+                        {"context", {{"gpu", "synthetic"}}},
+                        {"samples", nlohmann::json::array()}};
+  Noise noise(11, 0.01);
+  for (const bool all : {false, true})
+    for (const int64_t run : {1, 4})
+      for (const int64_t n : {1, 2, 4, 8, 16, 32, 64, 128})
+        for (const auto& [pool, chunk] : {std::pair{"kv", 41984}, std::pair{"indexer", 8448}}) {
+          const double bytes = static_cast<double>(n * L * chunk);
+          const int64_t copies = all ? 1 : L, entries = (n + run - 1) / run * L;
+          const double t = copies * lat + entries * entry + bytes / (gbps * 1e9);
+          doc["samples"].push_back({{"kind", "load_back"},
+                                    {"schedule", all ? "all-layers" : "per-layer"},
+                                    {"bytes", bytes},
+                                    {"copies", copies},
+                                    {"pages", n},
+                                    {"layers", L},
+                                    {"pool", pool},
+                                    {"run_pages", run},
+                                    {"forward", "model"},
+                                    {"forward_tokens", 512},
+                                    {"repeats", 5},
+                                    {"median_s", t * noise()}});
+        }
+  doc["samples"].push_back({{"kind", "load_back"},
+                            {"schedule", "per-layer"},
+                            {"bytes", 1e6},
+                            {"copies", L},
+                            {"pages", 8},
+                            {"layers", L},
+                            {"forward", "synthetic"},
+                            {"repeats", 5},
+                            {"median_s", 1.0}});
+  const HardwareProfile base = TruthProfile();
+  const CalibrationResult r =
+      Calibrate(ParseMeasurements(doc.dump(1), "load_backs.json"), &base, CalibrateOptions{});
+  CHECK(std::abs(r.profile.load_back.latency_s - lat) < 0.5e-6);
+  CHECK(std::abs(r.profile.load_back.entry_s - entry) < 0.05e-6);
+  CHECK(std::abs(r.profile.load_back.gbps - gbps) < 2);
+  CHECK(NoteStartingWith(r.notes, "1 load_back samples over the spin left out").size() > 0);
+  const std::string path = TempPath("load_back.yaml");
+  const HardwareProfile back = RoundTrip(r, path, "load_backs.json");
+  CHECK(back.load_back.gbps == kvlanes::test::RelApprox(r.profile.load_back.gbps));
+  CHECK(back.load_back.entry_s == kvlanes::test::RelApprox(r.profile.load_back.entry_s));
+  // check's op predictions: a per-layer load-back of 8 pages in 3 runs of host slots (no gather
+  // that reads peers), L copies of latency + 3 entries + bytes each, per pool.
+  const ReplayConfig cfg = TwoPoolConfig(L);
+  const CostModel model(back, cfg, path);
+  RequestPlan p;
+  p.request = 3;
+  p.computed_tokens = 512;
+  p.load_back = {ThreeRunCopy()};
+  int found = 0;
+  for (const OpPrediction& op : PredictOps(model, cfg, p)) {
+    if (op.kind != "load_back") continue;
+    const double layer_bytes = 8 * 64 * (op.id.ends_with("/kv") ? 656.0 : 132.0);
+    CHECK(op.seconds ==
+          kvlanes::test::RelApprox(L * (back.load_back.latency_s + 3 * back.load_back.entry_s +
+                                        layer_bytes / (back.load_back.gbps * 1e9))));
+    ++found;
+  }
+  CHECK(found == 2);
+  // Without the term, the host copies' price as before.
+  HardwareProfile plain = back;
+  plain.load_back = {};
+  const CostModel generic(plain, cfg, path);
+  for (const OpPrediction& op : PredictOps(generic, cfg, p))
+    if (op.kind == "load_back") {
+      const double layer_bytes = 8 * 64 * (op.id.ends_with("/kv") ? 656.0 : 132.0);
+      CHECK(op.seconds == kvlanes::test::RelApprox(L * (generic.CopyLatencyS(8, 1) +
+                                                        layer_bytes / (plain.h2d_gbps * 1e9))));
+    }
+}
+
 TEST_CASE("batch-mode copies keep the fixed cost (per chunk or per call) that fits better") {
   // Truth: every chunk costs 0.9 us on the copy engines beyond bytes at 50 GB/s.
   const double lat = 0.9e-6, gbps = 50, chunk = 41984;
@@ -974,20 +1053,13 @@ TEST_CASE(
   const std::string path = TempPath("entries.yaml");
   const HardwareProfile back = RoundTrip(r, path, "entries.json");
   CHECK(back.backup_tail.entry_s == kvlanes::test::RelApprox(r.profile.backup_tail.entry_s));
-  ReplayConfig cfg;
-  cfg.cache.cp_size = 1;
-  cfg.cache.page_tokens = 64;
-  cfg.model.layers = L;
-  cfg.model.pools = {PoolSpec{"kv", 656}, PoolSpec{"indexer", 132}};
+  const ReplayConfig cfg = TwoPoolConfig(L);
   const CostModel model(back, cfg, path);
   RequestPlan p;
   p.request = 7;
   p.computed_tokens = 512;
   p.backup_schedule = BackupSchedule::kTail;
-  LaneCopy c;
-  c.lane = 0;
-  c.pages = {{{10, 100}}, {{11, 101}}, {{12, 102}}, {{20, 200}},
-             {{21, 201}}, {{30, 300}}, {{31, 301}}, {{32, 302}}};
+  const LaneCopy c = ThreeRunCopy();
   p.backup = {c};
   CHECK(SlotRuns(c) == 3);
   // Runs are counted on the host side: scattered device slots into adjacent host slots are one

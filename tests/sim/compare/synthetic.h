@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "sim/config.h"
 #include "sim/predict/hardware_profile.h"
+#include "sim/predict/plan.h"
 #include "tests/sim/hand_made_profile.h"
 
 namespace kvlanes::test {
@@ -38,6 +40,25 @@ inline std::string NoteStartingWith(const std::vector<std::string>& notes,
 }
 
 // The truth: every parameter non-zero, an all-gather whose curve bends at 1 MiB (two bands).
+// cp_size 1, 64-token pages, `layers` layers, DeepSeek-V3.2's two pools (kv 656, indexer 132 B
+// a token and layer).
+inline ReplayConfig TwoPoolConfig(int64_t layers) {
+  ReplayConfig cfg;
+  cfg.cache.cp_size = 1;
+  cfg.cache.page_tokens = 64;
+  cfg.model.layers = layers;
+  cfg.model.pools = {PoolSpec{"kv", 656}, PoolSpec{"indexer", 132}};
+  return cfg;
+}
+
+// A lane copy of 8 pages in 3 runs of slots adjacent on both sides.
+inline LaneCopy ThreeRunCopy() {
+  LaneCopy c;
+  c.pages = {{{10, 100}}, {{11, 101}}, {{12, 102}}, {{20, 200}},
+             {{21, 201}}, {{30, 300}}, {{31, 301}}, {{32, 302}}};
+  return c;
+}
+
 inline HardwareProfile TruthProfile() {
   return HandMadeProfile({.name = "truth",
                           .h2d_gbps = 50,
