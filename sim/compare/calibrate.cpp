@@ -631,10 +631,9 @@ HardwareProfile::KernelExtra FitKernelExtra(const HardwareProfile& p,
 // method from its one-kernel layers against one kernel of the fitted bands (the packed layers');
 // the fit report gives each layer's error once the extra is added.
 void FitOneKernelGatherLayers(Calibration& c, const std::vector<const Sample*>& one) {
-  FitReport f;
-  f.group = "gather_kernel_extra";
-  f.note = "each method's one-kernel layers beyond one kernel of the device bands";
-  std::vector<double> err;
+  std::vector<const Sample*> used;
+  std::vector<double> rel;
+  std::vector<std::pair<std::string, double>> params;
   for (const std::string_view variant : kOneKernelGatherVariants) {
     std::vector<const Sample*> of;
     for (const Sample* x : one)
@@ -643,23 +642,17 @@ void FitOneKernelGatherLayers(Calibration& c, const std::vector<const Sample*>& 
     const HardwareProfile::KernelExtra e = FitKernelExtra(c.profile(), of);
     const std::string method(variant.substr(variant.find('_') + 1));
     c.profile().gather_kernel_extra[method] = e;
-    f.params.emplace_back(method + ".s", e.s);
-    f.params.emplace_back(method + ".s_per_gb", e.s_per_gb);
+    params.emplace_back(method + ".s", e.s);
+    params.emplace_back(method + ".s_per_gb", e.s_per_gb);
     for (const Sample* x : of) {
-      const double t = c.profile().KernelCopyS(x->bytes) + e.At(x->bytes);
-      const double rel = std::abs(t - x->median_s) / x->median_s;
-      err.push_back(rel);
-      if (rel >= f.max_rel_err) {
-        f.max_rel_err = rel;
-        f.max_line = x->line;
-        f.max_file = x->file;
-      }
+      used.push_back(x);
+      rel.push_back((c.profile().KernelCopyS(x->bytes) + e.At(x->bytes)) / x->median_s - 1);
     }
   }
-  if (err.empty()) return;
-  std::sort(err.begin(), err.end());
-  f.samples = static_cast<int64_t>(err.size());
-  f.median_rel_err = PercentileOfSorted(err, 0.5);
+  if (used.empty()) return;
+  FitReport f = Report("gather_kernel_extra", used, rel);
+  f.note = "each method's one-kernel layers beyond one kernel of the device bands";
+  f.params = std::move(params);
   c.out.fits.push_back(std::move(f));
 }
 

@@ -208,17 +208,15 @@ double CostModel::BackupCopiesS(BackupSchedule s, int64_t pages, int64_t layers,
 
 double CostModel::LoadBackCopyS(double pages, double layers, double bytes, double runs) const {
   const HardwareProfile::CopyCost& b = hw_.load_back;
-  if (b.gbps > 0) return b.latency_s + runs * layers * b.entry_s + bytes / (b.gbps * 1e9);
+  if (b.gbps > 0) return b.Seconds(1, runs * layers, bytes);
   return CopyLatencyS(pages, layers) + bytes / (hw_.h2d_gbps * 1e9);
 }
 
 double CostModel::LoadBackCopiesS(int64_t pages, int64_t layers, double runs) const {
-  const double bytes = static_cast<double>(pages) * page_layer_bytes_ * static_cast<double>(layers);
+  const double L = static_cast<double>(layers), P = static_cast<double>(pools_);
+  const double bytes = static_cast<double>(pages) * page_layer_bytes_ * L;
   const HardwareProfile::CopyCost& b = hw_.load_back;
-  if (b.gbps > 0)
-    return static_cast<double>(pools_) *
-               (b.latency_s + runs * static_cast<double>(layers) * b.entry_s) +
-           bytes / (b.gbps * 1e9);
+  if (b.gbps > 0) return b.Seconds(P, P * runs * L, bytes);  // one copy per pool
   return CopiesLatencyS(pages, layers) + bytes / (hw_.h2d_gbps * 1e9);
 }
 

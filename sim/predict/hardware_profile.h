@@ -85,8 +85,8 @@ struct HardwareProfile {
   CopyCost backup_per_layer, backup_tail;
   // Optional (YAML host_device.load_back: {latency_s, gbps[, entry_s]}): load-back copies as
   // measured over the forward-pass proxy (`bench sweep --only load_backs --forward model`, both
-  // schedules in one fit): per copy call latency_s, per entry entry_s (a run of pages adjacent
-  // on both sides, per layer) and h2d bandwidth. gbps 0 = not measured: load-backs use
+  // schedules in one fit): per copy call latency_s, per entry entry_s (a run of adjacent host
+  // slots, per layer; SlotRuns) and h2d bandwidth. gbps 0 = not measured: load-backs use
   // copy_latency_s and h2d_gbps (docs/cost_model.md, "Load-back").
   CopyCost load_back;
   // Device-local copies (pack/unpack/scatter); bandwidth counts bytes read plus written.

@@ -209,12 +209,16 @@ struct MetricsInput {
   double qsum = 0;
   std::vector<double> ttft, queue;
 
-  void Add(const ServedRequest& q, double ttft_s, double queue_s) {
+  // The sums alone (the total's: its values are the replicas', TakeReplicaValues).
+  void AddSums(const ServedRequest& q, double queue_s) {
     ++requests;
     in += q.input_tokens;
     hit += q.hit_tokens;
     computed += q.computed_tokens;
     qsum += queue_s;
+  }
+  void Add(const ServedRequest& q, double ttft_s, double queue_s) {
+    AddSums(q, queue_s);
     ttft.push_back(ttft_s);
     queue.push_back(queue_s);
   }
@@ -305,11 +309,7 @@ struct CountedRequests {
       const double t = static_cast<double>(q.first_token_ns - q.arrival_ns) / 1e9;
       const double wait = static_cast<double>(q.admit_ns - q.arrival_ns) / 1e9;
       per[static_cast<size_t>(q.replica)].Add(q, t, wait);
-      ++all.requests;
-      all.in += q.input_tokens;
-      all.hit += q.hit_tokens;
-      all.computed += q.computed_tokens;
-      all.qsum += wait;
+      all.AddSums(q, wait);
       breakdown.Add(q, t, wait);
     }
   }
