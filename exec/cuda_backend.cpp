@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <string>
 #include <thread>
 
 #include "exec/exec_error.h"
@@ -125,6 +126,8 @@ class CudaRank : public RankBackend {
                       " requested, " + std::to_string(count) + " visible");
     Check(cudaSetDevice(device_), "cudaSetDevice");
     Check(cudaGetDeviceProperties(&prop_, device_), "cudaGetDeviceProperties");
+    // Asked once here, not in the first timed gather: the launchers' device facts are cached.
+    bulk_copies_ = kernels::BulkCopiesUnavailable();
 
     // Who runs where: refuse two ranks on one GPU when NCCL is needed, before any allocation.
     DeviceId me{};
@@ -455,6 +458,7 @@ class CudaRank : public RankBackend {
   CudaBackendOptions o_;
   int device_ = 0;
   cudaDeviceProp prop_{};
+  std::string bulk_copies_;  // kernels::BulkCopiesUnavailable(): "" where the device copies use them
   bool nccl_ = true;
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
@@ -888,6 +892,9 @@ class CudaBackend final : public CudaExchange, public ModelForward {
                           : o_.tier_copy == "batch" ? "cudaMemcpyBatchAsync"
                                                     : "cudaMemcpy2DAsync"},
             {"p2p", o_.needs_p2p ? "CUDA IPC" : "not used"},
+            {"device_copies", bulk_copies_.empty()
+                                  ? "bulk copies (TMA) where aligned, scatter_dense by warps"
+                                  : "warp kernels (no bulk copies: " + bulk_copies_ + ")"},
             {"cuda_device_max_connections", std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
                                                 ? std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
                                                 : ""}};

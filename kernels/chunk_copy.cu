@@ -10,23 +10,11 @@
 #include <utility>
 
 #include "kernels/chunk_copy_cuda.h"
+#include "kernels/chunk_copy_piece_cuda.h"
 #include "kernels/vec_cuda.h"
 
 namespace kvlanes::kernels::detail {
 namespace {
-
-__device__ __forceinline__ int64_t ResolvePage(PageMode mode, const int32_t* index,
-                                               const CopyParams& p, uint32_t item) {
-  switch (mode) {
-    case PageMode::kIndexed:
-      return index[item];
-    case PageMode::kZigzag:
-      return p.zigzag.RecvRecord(item, p.zigzag_shard_pages);
-    case PageMode::kIdentity:
-    default:
-      return item;
-  }
-}
 
 // One warp per piece, grid-stride over the pieces of the launch. Lanes of a warp take
 // consecutive vectors, kUnroll loads in flight before the stores. kRows: the unit is num_rows
@@ -39,53 +27,14 @@ __global__ void ChunkCopyKernel(const __grid_constant__ CopyParams p) {
   const uint32_t total_warps = gridDim.x * warps_per_block;
   for (uint32_t g = blockIdx.x * warps_per_block + (threadIdx.x >> 5); g < p.total_pieces;
        g += total_warps) {
-    int k = 0;
-    while (k + 1 < p.num_segments && g >= p.seg[k + 1].piece_begin) ++k;
-    const CopySegment& s = p.seg[k];
-    const uint32_t local = g - s.piece_begin;
-    const uint32_t unit = local / s.pieces_per_unit;
-    const uint32_t piece = local - unit * s.pieces_per_unit;
-    uint32_t item, layer, sub;
-    if (p.layer_major) {  // units ordered layer, item, sub
-      const uint32_t per_layer = p.num_items * s.num_subs;
-      layer = unit / per_layer;
-      const uint32_t within = unit - layer * per_layer;
-      item = within / s.num_subs;
-      sub = within - item * s.num_subs;
-    } else {  // units ordered item, layer, sub
-      const uint32_t per_item = s.num_layers * s.num_subs;
-      item = unit / per_item;
-      const uint32_t within = unit - item * per_item;
-      layer = within / s.num_subs;
-      sub = within - layer * s.num_subs;
-    }
-
-    const int64_t src_page = ResolvePage(p.src_mode, p.src_index, p, item);
-    const int64_t dst_page = ResolvePage(p.dst_mode, p.dst_index, p, item);
-    bool zero = false;
-    if (p.negative_src == NegativeIndex::kZeroOnly && src_page >= 0) continue;
-    if (src_page < 0) {
-      if (p.negative_src == NegativeIndex::kSkip) continue;
-      if (p.negative_src != NegativeIndex::kZero && p.negative_src != NegativeIndex::kZeroOnly) {
-        __trap();
-      }
-      zero = true;
-    } else if (src_page >= s.src.page_limit) {
-      __trap();
-    }
-    if (dst_page < 0 || dst_page >= s.dst.page_limit) __trap();
-    int rank = 0;
-    if (p.src_rank != nullptr) {
-      rank = p.src_rank[item];
-      if (rank < 0 || rank >= p.num_ranks) __trap();
-    }
-
-    const char* src_unit = s.src.base[rank] + layer * s.src.layer_stride +
-                           src_page * s.src.page_stride + sub * s.src.sub_stride;
-    char* dst_unit = s.dst.base[0] + layer * s.dst.layer_stride + dst_page * s.dst.page_stride +
-                     sub * s.dst.sub_stride;
-    const uint32_t begin = piece * s.piece_vecs;
-    const uint32_t end = min(begin + s.piece_vecs, s.unit_vecs);
+    PiecePlace at;
+    if (!LocatePiece(p, g, &at)) continue;
+    const CopySegment& s = *at.seg;
+    const char* src_unit = at.src_unit;
+    char* dst_unit = at.dst_unit;
+    const bool zero = at.zero;
+    const uint32_t begin = at.begin;
+    const uint32_t end = at.end;
     // Start the warp's windows of 32 vectors on a multiple of 32 * kVec bytes of the aligned side
     // (the host side of a tier copy): every warp access then covers whole 128-byte lines there,
     // which PCIe moves in full transactions. Lanes before `begin` idle in the first step.
@@ -104,9 +53,9 @@ __global__ void ChunkCopyKernel(const __grid_constant__ CopyParams p) {
       bool valid[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const Idx at = v + 32 * u;
-        valid[u] = (!kAligned || at >= static_cast<Idx>(begin)) && at < end;
-        const uint32_t i = valid[u] ? static_cast<uint32_t>(at) : begin;
+        const Idx x = v + 32 * u;
+        valid[u] = (!kAligned || x >= static_cast<Idx>(begin)) && x < end;
+        const uint32_t i = valid[u] ? static_cast<uint32_t>(x) : begin;
         if constexpr (kRows) {
           const uint32_t row = i / s.row_vecs;
           const uint32_t col = i - row * s.row_vecs;
@@ -166,13 +115,13 @@ KernelFn SelectKernel(int vec, int unroll, bool rows, bool aligned) {
 }  // namespace
 
 // Declared in chunk_copy_cuda.h. Cached: the queries are cheap but not free, and launchers are hot.
-cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm) {
+cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm, int dynamic_smem) {
   static std::mutex mu;
-  static std::map<std::tuple<int, const void*, int>, std::pair<int, int>> cache;
+  static std::map<std::tuple<int, const void*, int, int>, std::pair<int, int>> cache;
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(device, kernel, threads);
+  const auto key = std::make_tuple(device, kernel, threads, dynamic_smem);
   auto it = cache.find(key);
   if (it == cache.end()) {
     int count = 0;
@@ -181,7 +130,8 @@ cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm)
         e != cudaSuccess) {
       return e;
     }
-    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0);
+    if (cudaError_t e =
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_smem);
         e != cudaSuccess) {
       return e;
     }
@@ -208,6 +158,46 @@ int ChunkCopyVectorBytes(const CopyParams& p) {
   return LowestSetBitValue(bits);
 }
 
+cudaError_t CutPieces(CopyParams* params, int vec, int64_t piece_bytes) {
+  CopyParams& p = *params;
+  uint64_t total = 0;
+  for (int k = 0; k < p.num_segments; ++k) {
+    CopySegment& s = p.seg[k];
+    s.piece_begin = static_cast<uint32_t>(total);
+    const uint64_t unit_vecs = static_cast<uint64_t>(s.unit_bytes) / vec;
+    const uint64_t units = static_cast<uint64_t>(p.num_items) * s.num_layers * s.num_subs;
+    if (unit_vecs == 0 || units == 0) {
+      s.unit_vecs = 0;
+      s.piece_vecs = 1;
+      s.pieces_per_unit = 1;
+      continue;  // contributes no pieces
+    }
+    const uint64_t max_piece_vecs = std::max<uint64_t>(1, piece_bytes / vec);
+    const uint64_t ppu = (unit_vecs + max_piece_vecs - 1) / max_piece_vecs;
+    if (unit_vecs > UINT32_MAX / 2 || units * ppu > UINT32_MAX / 2 ||
+        static_cast<uint64_t>(s.num_layers) * s.num_subs > UINT32_MAX / 2) {
+      return cudaErrorInvalidValue;
+    }
+    s.unit_vecs = static_cast<uint32_t>(unit_vecs);
+    s.row_vecs = static_cast<uint32_t>(static_cast<uint64_t>(s.row_bytes) / vec);
+    s.pieces_per_unit = static_cast<uint32_t>(ppu);
+    s.piece_vecs = static_cast<uint32_t>((unit_vecs + ppu - 1) / ppu);
+    total += units * ppu;
+    if (total > UINT32_MAX / 2) return cudaErrorInvalidValue;
+  }
+  // Segments that contribute nothing keep piece_begin == the next one's; the segment search takes
+  // the last segment whose piece_begin <= g, which skips them.
+  p.total_pieces = static_cast<uint32_t>(total);
+  return cudaSuccess;
+}
+
+uint64_t GridCap(int sms, int resident, const LaunchTuning& tuning, int ctas_per_sm) {
+  uint64_t cap = static_cast<uint64_t>(sms) *
+                 static_cast<uint64_t>(std::min(std::max(resident, 1), ctas_per_sm));
+  if (tuning.max_ctas > 0) cap = std::min<uint64_t>(cap, static_cast<uint64_t>(tuning.max_ctas));
+  return cap;
+}
+
 cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream_t stream) {
   if (p.num_segments < 1 || p.num_segments > kMaxPools || tuning.threads_per_block < 32 ||
       tuning.threads_per_block % 32 != 0 || tuning.piece_bytes < 1 || tuning.ctas_per_sm < 1 ||
@@ -227,35 +217,10 @@ cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream
     rows = rows || s.num_rows > 1;
   }
   const int vec = ChunkCopyVectorBytes(p);
-  uint64_t total = 0;
-  for (int k = 0; k < p.num_segments; ++k) {
-    CopySegment& s = p.seg[k];
-    s.piece_begin = static_cast<uint32_t>(total);
-    const uint64_t unit_vecs = static_cast<uint64_t>(s.unit_bytes) / vec;
-    const uint64_t units = static_cast<uint64_t>(p.num_items) * s.num_layers * s.num_subs;
-    if (unit_vecs == 0 || units == 0) {
-      s.unit_vecs = 0;
-      s.piece_vecs = 1;
-      s.pieces_per_unit = 1;
-      continue;  // contributes no pieces
-    }
-    const uint64_t max_piece_vecs = std::max<uint64_t>(1, tuning.piece_bytes / vec);
-    const uint64_t ppu = (unit_vecs + max_piece_vecs - 1) / max_piece_vecs;
-    if (unit_vecs > UINT32_MAX / 2 || units * ppu > UINT32_MAX / 2 ||
-        static_cast<uint64_t>(s.num_layers) * s.num_subs > UINT32_MAX / 2) {
-      return cudaErrorInvalidValue;
-    }
-    s.unit_vecs = static_cast<uint32_t>(unit_vecs);
-    s.row_vecs = static_cast<uint32_t>(static_cast<uint64_t>(s.row_bytes) / vec);
-    s.pieces_per_unit = static_cast<uint32_t>(ppu);
-    s.piece_vecs = static_cast<uint32_t>((unit_vecs + ppu - 1) / ppu);
-    total += units * ppu;
-    if (total > UINT32_MAX / 2) return cudaErrorInvalidValue;
-  }
-  // Segments that contribute nothing keep piece_begin == the next one's; the segment search takes
-  // the last segment whose piece_begin <= g, which skips them.
-  p.total_pieces = static_cast<uint32_t>(total);
   p.layer_major = tuning.layer_major;
+  if (!rows && BulkCopyRefusal(p, tuning).empty()) return LaunchChunkCopyBulk(p, tuning, stream);
+  if (cudaError_t e = CutPieces(&p, vec, tuning.piece_bytes); e != cudaSuccess) return e;
+  const uint64_t total = p.total_pieces;
   if (total == 0) return cudaSuccess;
   const uint64_t warps_per_block = static_cast<uint64_t>(tuning.threads_per_block) / 32;
   const uint64_t blocks_needed = (total + warps_per_block - 1) / warps_per_block;
@@ -269,11 +234,7 @@ cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream
       e != cudaSuccess) {
     return e;
   }
-  resident = std::max(resident, 1);
-  uint64_t blocks_max =
-      static_cast<uint64_t>(sms) * static_cast<uint64_t>(std::min(resident, tuning.ctas_per_sm));
-  if (tuning.max_ctas > 0)
-    blocks_max = std::min<uint64_t>(blocks_max, static_cast<uint64_t>(tuning.max_ctas));
+  const uint64_t blocks_max = GridCap(sms, resident, tuning, tuning.ctas_per_sm);
   const unsigned grid = static_cast<unsigned>(std::min(blocks_needed, blocks_max));
   const unsigned block = static_cast<unsigned>(tuning.threads_per_block);
   kernel<<<grid, block, 0, stream>>>(p);

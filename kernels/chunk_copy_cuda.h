@@ -12,11 +12,20 @@
 // moves whole 128-byte lines instead of short, unaligned element rows).
 // Pages come from an int32 index, the item number itself, or the zigzag closed formula. Units
 // are cut into pieces; one warp copies one piece per step.
+//
+// Bulk copies: where the tuning enables them (LaunchTuning::bulk) and the launch allows
+// (BulkCopyRefusal is ""), the pieces are moved by PTX cp.async.bulk instead (the Hopper TMA
+// unit, sm_90+): one warp per CTA, its lane 0 loading pieces into a ring of shared-memory stages,
+// each completing on the stage's mbarrier, and storing each landed stage back to global memory
+// in a bulk group; a stage is refilled once the store that read it is done reading, so
+// stages - 1 loads are in flight beside the stores. Same pieces, order and checks
+// (chunk_copy_piece_cuda.h); the SMs' warps stay free for other kernels.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/page_layout.h"
 #include "kernels/tuning.h"
@@ -27,7 +36,8 @@ namespace kvlanes::kernels::detail {
 // SMs of the current device and how many CTAs of `kernel` with `threads` threads fit on one at
 // once (0 when one does not fit), cached per device, kernel and block size. Every persistent-grid
 // launcher of kernels/ sizes its grid with it.
-cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm);
+cudaError_t ResidentCtas(const void* kernel, int threads, int* sms, int* per_sm,
+                         int dynamic_smem = 0);
 
 enum class PageMode : int {
   kIdentity,  // page = item
@@ -90,6 +100,9 @@ struct CopyParams {
   // device copies do not align (HBM does not care; it costs registers).
   bool align_windows = false;
   bool align_dst = true;
+  // Bulk copies only, filled by the launcher: shared-memory stages per CTA and bytes per stage.
+  int bulk_stages = 0;
+  uint32_t bulk_stage_bytes = 0;
 };
 
 // Picks the widest vector (16, 8, 4, 2 or 1 bytes) that every base, stride and row allows,
@@ -100,5 +113,24 @@ cudaError_t LaunchChunkCopy(CopyParams params, const LaunchTuning& tuning, cudaS
 
 // The vector width LaunchChunkCopy would use (for tests and the benchmark report).
 int ChunkCopyVectorBytes(const CopyParams& params);
+
+// Fills each segment's piece fields and total_pieces for vectors of `vec` bytes and pieces of at
+// most piece_bytes (balanced within a unit). cudaErrorInvalidValue: too many pieces for 32 bits.
+cudaError_t CutPieces(CopyParams* params, int vec, int64_t piece_bytes);
+
+// The grid's cap: SMs x min(resident CTAs, ctas_per_sm), and tuning.max_ctas where set.
+uint64_t GridCap(int sms, int resident, const LaunchTuning& tuning, int ctas_per_sm);
+
+// "" when LaunchChunkCopy moves `params` (rows already normalized, not row mode) by bulk copies
+// with this tuning on the current device; otherwise why not: disabled in the tuning, a bulk
+// tuning outside its range, a base, stride or unit that is no multiple of 16 bytes, zeros to
+// write, a tier copy (aligned windows), or the device or kernel image below sm_90.
+std::string BulkCopyRefusal(const CopyParams& params, const LaunchTuning& tuning);
+
+// "" when the current device and this build can run bulk copies; otherwise why not.
+std::string BulkCopyDeviceRefusal();
+
+// The bulk-copy launch (chunk_copy_bulk.cu), for parameters BulkCopyRefusal accepted.
+cudaError_t LaunchChunkCopyBulk(CopyParams params, const LaunchTuning& tuning, cudaStream_t stream);
 
 }  // namespace kvlanes::kernels::detail

@@ -2,6 +2,7 @@
 // argument struct into the description of the shared copy kernel (chunk_copy_cuda.h).
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "kernels/chunk_copy_cuda.h"
 #include "kernels/materialize_cuda.h"
@@ -33,6 +34,8 @@ CopySide RecordSide(const void* base, int64_t offset, int64_t record_bytes, int6
 }
 
 }  // namespace
+
+std::string BulkCopiesUnavailable() { return detail::BulkCopyDeviceRefusal(); }
 
 cudaError_t PackPages(const PackArgs& a, cudaStream_t stream, const LaunchTuning& tuning) {
   if (!ValidateArgs(a).empty() || !FitsItems(a.num_pages)) return cudaErrorInvalidValue;

@@ -4,6 +4,18 @@
 
 namespace kvlanes::kernels {
 
+// Bulk copies (PTX cp.async.bulk, the Hopper TMA unit; sm_90+) for the device-to-device copies
+// of the shared copy kernel (chunk_copy_cuda.h, "Bulk copies"): one warp per CTA, its lane 0
+// moving pieces of at most piece_bytes (a multiple of 16) global -> shared -> global through a
+// ring of `stages` shared-memory buffers, stages - 1 loads in flight beside the stores.
+inline constexpr int kMaxBulkStages = 16;
+struct BulkTuning {
+  bool enabled = false;     // false: the warp kernel, as on a device or build without bulk copies
+  int piece_bytes = 16384;  // most bytes of one bulk copy (the stage size)
+  int stages = 4;           // 2..kMaxBulkStages
+  int ctas_per_sm = 2;      // cap; the CTAs whose shared memory fits an SM may be fewer
+};
+
 // How one copy launch is shaped. A warp copies one piece (up to piece_bytes of one unit: a
 // page-layer chunk, or for the page_first host layout one token's selected layers) per step, in a
 // grid-stride loop over all pieces of the launch. The grid never exceeds the CTAs that fit on
@@ -19,6 +31,10 @@ struct LaunchTuning {
   // Cap on the whole grid (0: none). A copy that overlaps other work holds its CTAs' registers
   // for its whole duration; capped, it leaves the other SMs free.
   int max_ctas = 0;
+  // Where enabled and the launch allows (device and build sm_90+, every base, stride and unit a
+  // multiple of 16 bytes, no zeros to write, not a tier copy): bulk copies instead of the warps'
+  // loads and stores; max_ctas still caps the grid, the other fields above do not apply.
+  BulkTuning bulk{};
 };
 
 // Device-to-device copies (pack, unpack, zigzag_reorder, scatter_dense, peer_gather).
@@ -30,8 +46,15 @@ struct LaunchTuning {
 //   piece 131072 B: 2-3% below 32768; 128 threads with 2 CTAs/SM: 25% below (too few warps);
 //   layer-major unit order: within +-1% of page-major (noise); 8 CTAs/SM of 256 threads do not
 //   fit (50 registers a thread: 4 do).
-inline constexpr LaunchTuning kDeviceCopyTuning{
-    .threads_per_block = 256, .piece_bytes = 32768, .ctas_per_sm = 4, .unroll = 8};
+// H100 80GB HBM3, 2026-12-08 (`kvlanes bench kernels --parts materialize --sizes 64M,256M,1G`),
+// pack at 61.6 MiB / 255.2 MiB / 1 GiB: the warp kernel above 93.6 / 93.7 / 94.5% of the D2D
+// memcpy, bulk copies of 16 KiB, 4 stages, 2 CTAs/SM 101.3 / 96.0 / 95.5%   <- chosen (sm_90+);
+// unpack, zigzag_reorder and peer_gather by the warp kernel 92.3-94.5% in the same run.
+inline constexpr LaunchTuning kDeviceCopyTuning{.threads_per_block = 256,
+                                                .piece_bytes = 32768,
+                                                .ctas_per_sm = 4,
+                                                .unroll = 8,
+                                                .bulk = {.enabled = true}};
 
 // scatter_dense (the executor's dense gathers). `bench kernels --tune`,
 // H200, 2026-11-29, 1/8 of the pages owned, kernel ms at 62 MiB / 255 MiB:

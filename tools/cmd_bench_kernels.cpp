@@ -94,22 +94,18 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
 
   out << "Materialization kernels vs cudaMemcpyAsync D2D of the same payload (GB/s count bytes "
          "read + written)\n";
-  std::snprintf(line, sizeof line, "%-30s %12s %6s %10s %10s %11s %11s %8s %8s\n", "kernel",
+  std::snprintf(line, sizeof line, "%-30s %12s %6s %10s %10s %11s %11s %8s %8s %6s\n", "kernel",
                 "payload", "pages", "kernel_ms", "memcpy_ms", "kernel_GB/s", "memcpy_GB/s",
-                "fraction", "vs_alt");
+                "fraction", "vs_alt", "copy");
   out << line;
   for (const auto& k : r.kernels) {
-    if (!k.skipped.empty()) {
-      std::snprintf(line, sizeof line, "%-30s %12s %6lld ", k.kernel.c_str(),
-                    Mib(k.payload_bytes).c_str(), static_cast<long long>(k.pages));
-      out << line << "skipped (not measured): " << k.skipped << "\n";
-      continue;
-    }
     char alt[32] = "";
     if (k.alt_ceiling_ms > 0) std::snprintf(alt, sizeof alt, "%.1f%%", 100 * k.alt_fraction);
-    std::snprintf(line, sizeof line, "%-30s %12s %6lld %10.4f %10.4f %11.1f %11.1f %7.1f%% %8s\n",
+    std::snprintf(line, sizeof line,
+                  "%-30s %12s %6lld %10.4f %10.4f %11.1f %11.1f %7.1f%% %8s %6s\n",
                   k.kernel.c_str(), Mib(k.payload_bytes).c_str(), static_cast<long long>(k.pages),
-                  k.kernel_ms, k.memcpy_ms, k.kernel_gbps, k.memcpy_gbps, 100 * k.fraction, alt);
+                  k.kernel_ms, k.memcpy_ms, k.kernel_gbps, k.memcpy_gbps, 100 * k.fraction, alt,
+                  k.copy.c_str());
     out << line;
   }
   out << "(cudaMemsetAsync of the same payload, write-only:";
@@ -120,7 +116,9 @@ void PrintReport(const KernelBenchReport& r, std::ostream& out) {
                   r.kernels[i].payload_bytes / (r.kernels[i].memset_ms * 1e6));
     out << line;
   }
-  out << ")\nvs_alt (scatter_dense): time of copying its owned share at memcpy speed and zeroing "
+  out << ")\ncopy: bulk (bulk copies, the TMA unit) or warps (the warp kernel); bulk copies "
+      << r.bulk_copies << "\n";
+  out << "vs_alt (scatter_dense): time of copying its owned share at memcpy speed and zeroing "
          "the rest at memset speed, over its time\n";
   if (!r.options.scatter_variants.empty()) {
     out << "scatter_dense[NAME]: the scatter_dense variant NAME (tiles, warp_spans, "
@@ -204,6 +202,7 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
                   {"run_tier", o.run_tier},
                   {"device", o.device},
                   {"rotate_min_bytes", o.rotate_min_bytes}};
+  j["bulk_copies"] = r.bulk_copies;
   j["kernels"] = json::array();
   for (const auto& k : r.kernels) {
     j["kernels"].push_back({{"kernel", k.kernel},
@@ -218,7 +217,7 @@ nlohmann::json ReportToJson(const KernelBenchReport& r) {
                             {"memset_ms", k.memset_ms},
                             {"alt_ceiling_ms", k.alt_ceiling_ms},
                             {"alt_fraction", k.alt_fraction}});
-    if (!k.skipped.empty()) j["kernels"].back()["skipped"] = k.skipped;
+    if (!k.copy.empty()) j["kernels"].back()["copy"] = k.copy;
   }
   j["tiers"] = json::array();
   for (const auto& t : r.tiers) {
@@ -317,8 +316,8 @@ void KernelsUsage(std::ostream& out, const std::string& name,
   PrintHelp(
       out, name + " [options]",
       "GPU benchmark of kernels/: pack, unpack, zigzag_reorder, scatter_dense and\n"
-      "peer_gather against a device-to-device cudaMemcpyAsync of the same bytes (also\n"
-      "pack(tma), the pack copy by Hopper TMA bulk copies: sm_90+, else shown skipped),\n"
+      "peer_gather against a device-to-device cudaMemcpyAsync of the same bytes (the first\n"
+      "four by bulk copies, the TMA unit, on sm_90+; NAME(warps): the same by the warp kernel),\n"
       "and the tier copies (kernel and cudaMemcpyAsync-runs strategies, every host layout, both\n"
       "directions) against a contiguous pinned copy. Medians of CUDA-event timings;\n"
       "formulas in docs/kernels.md.",

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -16,7 +17,6 @@
 #include <vector>
 
 #include "kernels/bench/bench_kernels.h"
-#include "kernels/bench/pack_tma_cuda.h"
 #include "kernels/bench/scatter_variants_cuda.h"
 #include "kernels/materialize_cuda.h"
 #include "kernels/tier_copy_cuda.h"
@@ -288,78 +288,18 @@ KernelBenchRow MakeRow(const std::string& kernel, int64_t pages, int64_t payload
 // *moved to the bytes read + written per pass.
 using TimedKernel = std::function<double(const LaunchTuning&, int64_t* moved)>;
 
-// pack(tma)'s launch shape travels in a LaunchTuning, so that its row and --tune reuse the
-// timing code of the other rows: piece_bytes = most bytes per bulk copy, unroll = shared-memory
-// stages per CTA, ctas_per_sm = CTAs per SM (of one warp each; threads_per_block is not used).
-PackTmaTuning TmaShape(const LaunchTuning& t) {
-  return {.piece_bytes = t.piece_bytes, .stages = t.unroll, .ctas_per_sm = t.ctas_per_sm};
-}
-
-LaunchTuning PackTmaRowShape() {
-  const PackTmaTuning t;
-  return {.threads_per_block = 32,
-          .piece_bytes = t.piece_bytes,
-          .ctas_per_sm = t.ctas_per_sm,
-          .unroll = t.stages};
-}
-
-// pack(tma) once on `a` (device pointers; `slots` the same list on the host) into a poisoned send
-// buffer, compared byte for byte, the whole buffer, with PackPagesCpu on host copies of the pools
-// (as the GPU tests compare every kernel). Throws, so the row is never reported, on a difference.
-void VerifyPackTma(const PackArgs& a, const std::vector<int32_t>& slots, cudaStream_t s) {
-  const int64_t bytes = a.num_pages * PackedRecordBytes(a.pools, a.layers);
-  FillRandom(a.send, bytes, 0x706f69736f6eull, s);
-  Check(PackPagesTma(a, s, TmaShape(PackTmaRowShape())), "PackPagesTma (check run)");
-  Check(cudaStreamSynchronize(s), "PackPagesTma (check run)");
-  std::vector<std::vector<uint8_t>> pools;
-  std::vector<PoolRef> host_refs;
-  for (const PoolRef& pool : a.pools) {
-    pools.emplace_back(static_cast<size_t>(pool.geo.total_bytes()));
-    Check(cudaMemcpy(pools.back().data(), pool.data, pools.back().size(), cudaMemcpyDeviceToHost),
-          "download pool for the pack(tma) check");
-    host_refs.push_back({.data = pools.back().data(), .geo = pool.geo});
-  }
-  std::vector<uint8_t> got(static_cast<size_t>(bytes)), want(static_cast<size_t>(bytes));
-  Check(cudaMemcpy(got.data(), a.send, got.size(), cudaMemcpyDeviceToHost),
-        "download send buffer for the pack(tma) check");
-  PackPagesCpu({.pools = host_refs,
-                .layers = a.layers,
-                .slots = slots.data(),
-                .num_pages = a.num_pages,
-                .send = want.data()});
-  int64_t first = -1, differ = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i] == want[i]) continue;
-    if (first < 0) first = static_cast<int64_t>(i);
-    ++differ;
-  }
-  if (differ > 0) {
-    throw CudaFailure("pack(tma) differs from PackPagesCpu: " + std::to_string(differ) + " of " +
-                      std::to_string(bytes) + " bytes, first at byte " + std::to_string(first));
-  }
-  std::fprintf(stderr, "bench: pack(tma) equals PackPagesCpu byte for byte (%lld B)\n",
-               static_cast<long long>(bytes));
-}
-
-// The pack row, or with `tma` the pack(tma) row: the same copy (given the same rng state: the
-// same pools, contents and slot lists) by PackPagesTma. *skipped gets why pack(tma) cannot run
-// here ("" when it can; then it has been verified); a skipped row returns no timed kernel.
 TimedKernel PackBench(const KernelBenchOptions& o, const MatShape& m, cudaStream_t s,
-                      std::mt19937_64& rng, Buffers* keep, Buffers* idx, bool tma = false,
-                      std::string* skipped = nullptr) {
+                      std::mt19937_64& rng, Buffers* keep, Buffers* idx) {
   auto refs = std::make_shared<std::vector<PoolRef>>();
   const int64_t slots = 4 * m.pages;  // owned pages scattered over a pool 4x their size
   for (auto& b : MakePools(o, m, slots, refs.get(), 11, s)) keep->push_back(std::move(b));
   const int sets = RotationSets(o, 2 * m.payload);
   auto sends = std::make_shared<std::vector<void*>>();
   const size_t first_idx = idx->size();
-  std::vector<int32_t> first_slots;
   for (int r = 0; r < sets; ++r) {
     keep->push_back(std::make_unique<DeviceBuffer>(m.payload));
     sends->push_back(keep->back()->get());
-    std::vector<int32_t> list = DistinctRandom(m.pages, slots, rng);
-    ToDevice(list, idx, s);
-    if (r == 0) first_slots = std::move(list);
+    ToDevice(DistinctRandom(m.pages, slots, rng), idx, s);
   }
   const auto args = [=, &o](int set) {
     return PackArgs{.pools = *refs,
@@ -368,20 +308,10 @@ TimedKernel PackBench(const KernelBenchOptions& o, const MatShape& m, cudaStream
                     .num_pages = m.pages,
                     .send = (*sends)[set]};
   };
-  if (tma) {
-    *skipped = PackTmaUnsupported(args(0), TmaShape(PackTmaRowShape()));
-    if (!skipped->empty()) return {};
-    VerifyPackTma(args(0), first_slots, s);
-  }
   return [=, &o](const LaunchTuning& t, int64_t* moved) {
     *moved = 2 * m.payload;
-    return MedianMs(s, o.warmup, o.repeats, [&](int i) {
-      if (tma) {
-        Check(PackPagesTma(args(i % sets), s, TmaShape(t)), "PackPagesTma");
-      } else {
-        Check(PackPages(args(i % sets), s, t), "PackPages");
-      }
-    });
+    return MedianMs(s, o.warmup, o.repeats,
+                    [&](int i) { Check(PackPages(args(i % sets), s, t), "PackPages"); });
   };
 }
 
@@ -544,11 +474,14 @@ std::vector<std::string> MaterializeRowNames(
     const KernelBenchOptions& o,
     std::vector<std::pair<std::string, ScatterVariant>>* variant_rows) {
   std::vector<std::string> names = {"pack",
-                                    "pack(tma)",
+                                    "pack(warps)",
                                     "unpack",
+                                    "unpack(warps)",
                                     "zigzag_reorder",
+                                    "zigzag_reorder(warps)",
                                     "scatter_dense",
                                     "peer_gather",
+                                    "peer_gather(warps)",
                                     "scatter_dense(same pass)",
                                     "scatter_dense(two passes)",
                                     "scatter_dense(memset+copy)",
@@ -564,21 +497,29 @@ std::vector<std::string> MaterializeRowNames(
   return names;
 }
 
+// The shared copy kernel's rows: pack, unpack, zigzag_reorder and peer_gather at their default
+// tuning (bulk copies where the device allows), and NAME(warps): the same copy by the warp kernel
+// (kDeviceCopyTuning with bulk copies off).
+bool WarpsRow(const std::string& name) {
+  return name.size() > 7 && name.compare(name.size() - 7, 7, "(warps)") == 0;
+}
+
+LaunchTuning WarpsOnly(LaunchTuning t) {
+  t.bulk.enabled = false;
+  return t;
+}
+
 // Sets up the row `name` (its buffers in keep and idx) and returns its timed kernel; *tuning is
-// the launch shape its kernel gets by default (DefaultScatterTuning for the variant rows).
-// pack(tma) draws from a copy of `pack_rng`, the generator's state when the pack row was set up,
-// so it copies the same pages; *skipped: why a row cannot run here ("" if it can).
+// the launch shape its kernel gets by default (DefaultScatterTuning for the variant rows). A
+// NAME(warps) row is set up by NAME's code from `rng`, which the caller gives NAME's draws.
 TimedKernel SetUpMaterializeRow(
     const KernelBenchOptions& o, const MatShape& m, cudaStream_t s, std::mt19937_64& rng,
-    const std::mt19937_64& pack_rng, Buffers* keep, Buffers* idx, const std::string& name,
-    const std::vector<std::pair<std::string, ScatterVariant>>& variant_rows, LaunchTuning* tuning,
-    std::string* skipped) {
+    Buffers* keep, Buffers* idx, const std::string& row_name,
+    const std::vector<std::pair<std::string, ScatterVariant>>& variant_rows, LaunchTuning* tuning) {
+  const bool warps = WarpsRow(row_name);
+  const std::string name = warps ? row_name.substr(0, row_name.size() - 7) : row_name;
   TimedKernel timed;
   if (name == "pack") timed = PackBench(o, m, s, rng, keep, idx);
-  if (name == "pack(tma)") {
-    std::mt19937_64 same = pack_rng;
-    timed = PackBench(o, m, s, same, keep, idx, /*tma=*/true, skipped);
-  }
   if (name == "unpack") timed = UnpackBench(o, m, s, rng, keep, idx);
   if (name == "zigzag_reorder") timed = ZigzagBench(o, m, s, keep);
   const double share = 1.0 / static_cast<double>(o.num_ranks);
@@ -603,7 +544,7 @@ TimedKernel SetUpMaterializeRow(
     timed = ScatterBench(o, m, s, rng, keep, idx, 1.0, write, two);
   }
   if (name == "peer_gather") timed = PeerBench(o, m, s, rng, keep, idx);
-  *tuning = name == "pack(tma)" ? PackTmaRowShape() : kDeviceCopyTuning;
+  *tuning = warps ? WarpsOnly(kDeviceCopyTuning) : kDeviceCopyTuning;
   for (const auto& [row_name, v] : variant_rows) {
     if (name != row_name) continue;
     *tuning = DefaultScatterTuning(v);
@@ -645,28 +586,28 @@ void TuneCopyKernel(const std::string& name, const MatShape& m, const TimedKerne
   }
 }
 
-// --tune for pack(tma): bulk copies of 8-32 KiB, 2-8 stages, 1-8 CTAs per SM, where the CTAs'
-// shared memory fits an SM (228 KiB on the H100/H200, 1 KiB of it reserved per CTA). Only the
-// row's own shape is checked against the CPU reference (VerifyPackTma); the sweep is timing only.
-// The table's unroll column holds the stages.
-void TunePackTma(const std::string& name, const MatShape& m, const TimedKernel& timed,
-                 KernelBenchReport* rep) {
+// --tune for a bulk-copy row: bulk copies of 8-32 KiB, 2-8 stages, 1-8 CTAs per SM, where the
+// CTAs' shared memory fits an SM (228 KiB on the H100/H200, 1 KiB of it reserved per CTA). The
+// table's threads_per_block column is 32 (one warp a CTA), its unroll column holds the stages.
+void TuneBulkCopy(const std::string& name, const MatShape& m, const TimedKernel& timed,
+                  KernelBenchReport* rep) {
   int64_t moved = 0;
   for (int piece : {8192, 16384, 32768}) {
     for (int stages : {2, 3, 4, 6, 8}) {
       for (int ctas : {1, 2, 3, 4, 8}) {
         if (ctas * (stages * piece + 1024) > 228 * 1024) continue;
-        const LaunchTuning t{
-            .threads_per_block = 32, .piece_bytes = piece, .ctas_per_sm = ctas, .unroll = stages};
+        LaunchTuning t = kDeviceCopyTuning;
+        t.bulk = {.enabled = true, .piece_bytes = piece, .stages = stages, .ctas_per_sm = ctas};
         const double tms = timed(t, &moved);
-        rep->tune.push_back({.what = name + " " + std::to_string(m.payload) + " B (unroll=stages)",
-                             .threads_per_block = 32,
-                             .piece_bytes = piece,
-                             .ctas_per_sm = ctas,
-                             .unroll = stages,
-                             .layer_major = false,
-                             .ms = tms,
-                             .gbps = Gbps(moved, tms)});
+        rep->tune.push_back(
+            {.what = name + " " + std::to_string(m.payload) + " B (bulk; unroll=stages)",
+             .threads_per_block = 32,
+             .piece_bytes = piece,
+             .ctas_per_sm = ctas,
+             .unroll = stages,
+             .layer_major = false,
+             .ms = tms,
+             .gbps = Gbps(moved, tms)});
       }
     }
   }
@@ -705,8 +646,21 @@ void TuneTileVariant(const std::string& name, const MatShape& m, const TimedKern
   }
 }
 
+// The rows of the shared copy kernel (the others are scatter_dense's).
+bool IsCopyKernelRow(const std::string& name) {
+  for (const char* base : {"pack", "unpack", "zigzag_reorder", "peer_gather"}) {
+    if (name == base || name == std::string(base) + "(warps)") return true;
+  }
+  return false;
+}
+
 void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* rep) {
   std::mt19937_64 rng(o.seed);
+  // The benchmark's chunks (elem_bytes x 64 tokens) and cudaMalloc'd bases are multiples of 16
+  // bytes: where the device allows, the default rows run by bulk copies.
+  const std::string bulk = BulkCopiesUnavailable();
+  rep->bulk_copies = bulk.empty() ? "used" : "not used: " + bulk;
+  std::fprintf(stderr, "bench: bulk copies (TMA) %s\n", rep->bulk_copies.c_str());
   for (int64_t size : o.sizes_bytes) {
     const MatShape m = ShapeFor(o, size);
     std::fprintf(stderr, "bench: materialization, %lld pages, %lld B\n",
@@ -716,23 +670,19 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
     std::vector<std::pair<std::string, ScatterVariant>> variant_rows;  // name, variant
     const std::vector<std::string> names = MaterializeRowNames(o, &variant_rows);
     const bool tune_size = o.tune && (size == o.sizes_bytes.back() || size == 64ll << 20);
-    const std::mt19937_64 pack_rng = rng;  // pack is set up first: pack(tma) repeats its draws
+    // A NAME(warps) row draws what NAME drew (the same pools, contents and page lists).
+    std::map<std::string, std::mt19937_64> drawn_from;
     for (const std::string& name : names) {
       Buffers keep;
       Buffers idx;
       LaunchTuning row_tuning;
-      std::string skipped;
-      const TimedKernel timed = SetUpMaterializeRow(o, m, s, rng, pack_rng, &keep, &idx, name,
-                                                    variant_rows, &row_tuning, &skipped);
+      const bool warps = WarpsRow(name);
+      std::mt19937_64 again;
+      if (warps) again = drawn_from.at(name.substr(0, name.size() - 7));
+      drawn_from[name] = rng;
+      const TimedKernel timed = SetUpMaterializeRow(o, m, s, warps ? again : rng, &keep, &idx, name,
+                                                    variant_rows, &row_tuning);
       Check(cudaStreamSynchronize(s), "set-up of " + name);
-      if (!skipped.empty()) {
-        std::fprintf(stderr, "bench: %s skipped: %s\n", name.c_str(), skipped.c_str());
-        KernelBenchRow row = MakeRow(name, m.pages, m.payload, 0, 0, memcpy_ms);
-        row.memset_ms = memset_ms;
-        row.skipped = skipped;
-        rep->kernels.push_back(row);
-        continue;
-      }
       int64_t moved = 0;
       const double ms = timed(row_tuning, &moved);
       KernelBenchRow row = MakeRow(name, m.pages, m.payload, moved, ms, memcpy_ms);
@@ -743,10 +693,12 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
         row.alt_ceiling_ms = owned * memcpy_ms + (1 - owned) * memset_ms;
         row.alt_fraction = row.alt_ceiling_ms / ms;
       }
+      if (IsCopyKernelRow(name)) row.copy = warps || !bulk.empty() ? "warps" : "bulk";
       rep->kernels.push_back(row);
-      if (tune_size && (name == "unpack" || name == "pack" || name == "scatter_dense"))
+      if (tune_size &&
+          (name == "unpack(warps)" || name == "pack(warps)" || name == "scatter_dense"))
         TuneCopyKernel(name, m, timed, rep);
-      if (tune_size && name == "pack(tma)") TunePackTma(name, m, timed, rep);
+      if (tune_size && name == "pack" && bulk.empty()) TuneBulkCopy(name, m, timed, rep);
       const bool variant_row =
           name.rfind("scatter_dense[", 0) == 0 && name.find("(0% owned)") == std::string::npos;
       if (tune_size && variant_row) TuneTileVariant(name, m, timed, rep);

@@ -55,7 +55,7 @@ struct BenchContext {
 
 // One materialization kernel at one size.
 struct KernelBenchRow {
-  std::string kernel;         // pack, pack(tma), unpack, zigzag_reorder, scatter_dense, ...
+  std::string kernel;         // pack, pack(warps), unpack, zigzag_reorder, scatter_dense, ...
   int64_t pages = 0;          // pages in the item list
   int64_t payload_bytes = 0;  // bytes of the output the kernel produces
   int64_t moved_bytes = 0;    // bytes read + bytes written by the kernel
@@ -70,9 +70,9 @@ struct KernelBenchRow {
   // of pages copied rather than zeroed; alt_fraction = alt_ceiling_ms / kernel_ms.
   double alt_ceiling_ms = 0;
   double alt_fraction = 0;
-  // Not "" when the row was not measured (e.g. pack(tma) on a device or build below sm_90): why.
-  // The timing fields are then 0 except memcpy_ms and memset_ms.
-  std::string skipped;
+  // The shared copy kernel's rows (pack, unpack, zigzag_reorder, peer_gather and their (warps)
+  // rows): "bulk" (bulk copies, the TMA unit) or "warps" (the warp kernel); else "".
+  std::string copy;
 };
 
 // One tier copy: one layout, direction, page shape and strategy.
@@ -115,6 +115,7 @@ struct TuneRow {
 struct KernelBenchReport {
   KernelBenchOptions options;
   BenchContext context;
+  std::string bulk_copies;  // "used", or "not used: WHY" (kernels::BulkCopiesUnavailable)
   std::vector<KernelBenchRow> kernels;
   std::vector<TierBenchRow> tiers;
   std::vector<TierCrossover> crossovers;

@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/bench/pack_tma_cuda.h"
 #include "kernels/bench/scatter_variants.h"
 #include "kernels/bench/scatter_variants_cuda.h"
 #include "kernels/materialize.h"
@@ -233,100 +232,79 @@ std::string Describe(const std::vector<int64_t>& elems, int64_t page_tokens, int
          " seed " + std::to_string(seed);
 }
 
-}  // namespace
-
-TEST_CASE("pack equals the CPU reference for every page size, element size, layer range and list") {
-  for (const auto& elems : kElemSets) {
-    for (int64_t pt : PageTokensFor(elems)) {
-      for (int64_t pages : {0, 1, 37}) {
-        for (k::LayerRange layers : {k::LayerRange{0, kLayers}, k::LayerRange{1, 2}}) {
-          for (int64_t offset : {0, 4, 1}) {
-            uint64_t seed = 0;
-            std::mt19937_64 rng = FreshRng(&seed);
-            const std::string what = "pack " + Describe(elems, pt, pages, seed) + " layers " +
-                                     std::to_string(layers.begin) + ".." +
-                                     std::to_string(layers.end) + " offset " +
-                                     std::to_string(offset);
-            const int64_t slots = 41;
-            PoolSet pools = MakePools(elems, pt, slots, rng, offset);
-            Index slot_list(RandomSlots(pages, slots, rng), rng);  // repeats allowed
-            const std::vector<k::PoolRef> host_refs = pools.refs(false);
-            const int64_t record = k::PackedRecordBytes(host_refs, layers);
-            // One spare record beyond the list: it must stay poisoned.
-            Mirror send((pages + 1) * record, rng, false, offset);
-            const std::vector<k::PoolRef> dev_refs = pools.refs(true);
-            RequireCuda(k::PackPages({.pools = dev_refs,
-                                      .layers = layers,
-                                      .slots = slot_list.side(true),
-                                      .num_pages = pages,
-                                      .send = send.dev()},
-                                     nullptr),
-                        "PackPages");
-            Sync("PackPages");
-            k::PackPagesCpu({.pools = host_refs,
-                             .layers = layers,
-                             .slots = slot_list.side(false),
-                             .num_pages = pages,
-                             .send = send.host()});
-            CheckSame(send.Download(), send.host_bytes(), what);
-          }
-        }
-      }
-    }
-  }
+// The launch shapes every case of the shared copy kernel (pack, unpack, zigzag_reorder,
+// peer_gather) runs with: the default (bulk copies where the device and the arguments allow, the
+// warp kernel otherwise), the warp kernel alone, and bulk copies through one CTA whose ring of
+// stages wraps many times, with pieces cut down to 48 and to 16 bytes.
+std::vector<std::pair<std::string, k::LaunchTuning>> DeviceCopyTunings() {
+  k::LaunchTuning warps = k::kDeviceCopyTuning;
+  warps.bulk.enabled = false;
+  k::LaunchTuning ring = k::kDeviceCopyTuning;
+  ring.max_ctas = 1;
+  ring.bulk = {.enabled = true, .piece_bytes = 48, .stages = 3, .ctas_per_sm = 1};
+  k::LaunchTuning tiny = k::kDeviceCopyTuning;
+  tiny.max_ctas = 3;
+  tiny.bulk = {.enabled = true, .piece_bytes = 16, .stages = 2, .ctas_per_sm = 1};
+  return {{"default", k::kDeviceCopyTuning},
+          {"warps", warps},
+          {"bulk one CTA", ring},
+          {"bulk 16 B", tiny}};
 }
 
-// pack(tma) (kernels/bench/pack_tma_cuda.h), the benchmark's pack by TMA bulk copies: the pack
-// cases, with launch shapes that cut chunks into uneven pieces down to 16 B and wrap the stage
-// ring many times; unaligned bases and chunks that are no multiple of 16 B must be refused with
-// nothing written. Skipped (with a message) below sm_90 or in a build without sm_90 code.
-TEST_CASE("pack(tma) equals the CPU reference or refuses what bulk copies cannot do") {
-  const std::vector<k::PackTmaTuning> tunings = {
-      {}, {.piece_bytes = 16, .stages = 2, .ctas_per_sm = 1}, {.piece_bytes = 1000, .stages = 3}};
-  for (const auto& elems : kElemSets) {
-    for (int64_t pt : PageTokensFor(elems)) {
-      for (int64_t pages : {0, 1, 37}) {
-        for (k::LayerRange layers : {k::LayerRange{0, kLayers}, k::LayerRange{1, 2}}) {
-          for (int64_t offset : {0, 4}) {
-            for (size_t ti = 0; ti < tunings.size(); ++ti) {
+}  // namespace
+
+// On sm_90 or newer the default launch shape must really use bulk copies (this build targets
+// sm_90 unless CMAKE_CUDA_ARCHITECTURES says otherwise); below, the reason is shown.
+TEST_CASE("bulk copies are available where the device is sm_90 or newer") {
+  int device = 0, major = 0;
+  RequireCuda(cudaGetDevice(&device), "cudaGetDevice");
+  RequireCuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+              "cudaDeviceGetAttribute");
+  const std::string why = k::BulkCopiesUnavailable();
+  if (major < 9) {
+    MESSAGE("bulk copies not tested (the warp kernel runs every case): ", why);
+    REQUIRE_FALSE(why.empty());
+    return;
+  }
+  INFO(why);
+  REQUIRE(why.empty());
+}
+
+TEST_CASE("pack equals the CPU reference for every page size, element size, layer range and list") {
+  for (const auto& [shape, tuning] : DeviceCopyTunings()) {
+    for (const auto& elems : kElemSets) {
+      for (int64_t pt : PageTokensFor(elems)) {
+        for (int64_t pages : {0, 1, 37}) {
+          for (k::LayerRange layers : {k::LayerRange{0, kLayers}, k::LayerRange{1, 2}}) {
+            for (int64_t offset : {0, 4, 1}) {
               uint64_t seed = 0;
               std::mt19937_64 rng = FreshRng(&seed);
-              const std::string what = "pack(tma) " + Describe(elems, pt, pages, seed) +
+              const std::string what = "pack (" + shape + ") " + Describe(elems, pt, pages, seed) +
                                        " layers " + std::to_string(layers.begin) + ".." +
                                        std::to_string(layers.end) + " offset " +
-                                       std::to_string(offset) + " tuning " + std::to_string(ti);
-              PoolSet pools = MakePools(elems, pt, 41, rng, offset);
-              Index slot_list(RandomSlots(pages, 41, rng), rng);
+                                       std::to_string(offset);
+              const int64_t slots = 41;
+              PoolSet pools = MakePools(elems, pt, slots, rng, offset);
+              Index slot_list(RandomSlots(pages, slots, rng), rng);  // repeats allowed
               const std::vector<k::PoolRef> host_refs = pools.refs(false);
+              const int64_t record = k::PackedRecordBytes(host_refs, layers);
+              // One spare record beyond the list: it must stay poisoned.
+              Mirror send((pages + 1) * record, rng, false, offset);
               const std::vector<k::PoolRef> dev_refs = pools.refs(true);
-              Mirror send((pages + 1) * k::PackedRecordBytes(host_refs, layers), rng, false,
-                          offset);
-              const k::PackArgs dev_args{.pools = dev_refs,
-                                         .layers = layers,
-                                         .slots = slot_list.side(true),
-                                         .num_pages = pages,
-                                         .send = send.dev()};
-              const std::string why = k::PackTmaUnsupported(dev_args, tunings[ti]);
-              if (why.find("sm_90") != std::string::npos) {
-                MESSAGE("pack(tma) not tested: ", why);
-                return;
-              }
-              const bool aligned =
-                  offset == 0 && std::all_of(elems.begin(), elems.end(),
-                                             [&](int64_t e) { return e * pt % 16 == 0; });
-              INFO(what, ": ", why);
-              REQUIRE(why.empty() == aligned);
-              const cudaError_t e = k::PackPagesTma(dev_args, nullptr, tunings[ti]);
-              REQUIRE(e == (aligned ? cudaSuccess : cudaErrorInvalidValue));
-              Sync("PackPagesTma");
-              if (aligned) {
-                k::PackPagesCpu({.pools = host_refs,
-                                 .layers = layers,
-                                 .slots = slot_list.side(false),
-                                 .num_pages = pages,
-                                 .send = send.host()});
-              }
-              CheckSame(send.Download(), send.host_bytes(), what);  // refused: still the poison
+              RequireCuda(k::PackPages({.pools = dev_refs,
+                                        .layers = layers,
+                                        .slots = slot_list.side(true),
+                                        .num_pages = pages,
+                                        .send = send.dev()},
+                                       nullptr, tuning),
+                          "PackPages");
+              Sync("PackPages");
+              k::PackPagesCpu({.pools = host_refs,
+                               .layers = layers,
+                               .slots = slot_list.side(false),
+                               .num_pages = pages,
+                               .send = send.host()});
+              CheckSame(send.Download(), send.host_bytes(), what);
             }
           }
         }
@@ -336,50 +314,52 @@ TEST_CASE("pack(tma) equals the CPU reference or refuses what bulk copies cannot
 }
 
 TEST_CASE("unpack equals the CPU reference for unbalanced padded shards with missing pages") {
-  for (const auto& elems : kElemSets) {
-    for (int64_t pt : PageTokensFor(elems)) {
-      for (int64_t ranks : {1, 3, 8}) {
-        for (int64_t pages : {0, 1, 37}) {
-          uint64_t seed = 0;
-          std::mt19937_64 rng = FreshRng(&seed);
-          const std::string what =
-              "unpack " + Describe(elems, pt, pages, seed) + " ranks " + std::to_string(ranks);
-          // Rank 0 holds about 70% of the pages; about 10% of the pages are held by nobody.
-          std::vector<std::vector<int64_t>> shards(static_cast<size_t>(ranks));
-          for (int64_t p = 0; p < pages; ++p) {
-            const uint64_t roll = rng() % 100;
-            if (roll < 10) continue;
-            shards[roll < 80 ? 0 : rng() % ranks].push_back(p);
+  for (const auto& [shape, tuning] : DeviceCopyTunings()) {
+    for (const auto& elems : kElemSets) {
+      for (int64_t pt : PageTokensFor(elems)) {
+        for (int64_t ranks : {1, 3, 8}) {
+          for (int64_t pages : {0, 1, 37}) {
+            uint64_t seed = 0;
+            std::mt19937_64 rng = FreshRng(&seed);
+            const std::string what = "unpack (" + shape + ") " + Describe(elems, pt, pages, seed) +
+                                     " ranks " + std::to_string(ranks);
+            // Rank 0 holds about 70% of the pages; about 10% of the pages are held by nobody.
+            std::vector<std::vector<int64_t>> shards(static_cast<size_t>(ranks));
+            for (int64_t p = 0; p < pages; ++p) {
+              const uint64_t roll = rng() % 100;
+              if (roll < 10) continue;
+              shards[roll < 80 ? 0 : rng() % ranks].push_back(p);
+            }
+            int64_t shard_pages = 0;
+            for (auto& s : shards) {
+              std::shuffle(s.begin(), s.end(), rng);
+              shard_pages = std::max<int64_t>(shard_pages, s.size());
+            }
+            shard_pages += static_cast<int64_t>(rng() % 3);  // extra padding
+            const int64_t layers = 1 + static_cast<int64_t>(rng() % kLayers);
+            Index index(k::BuildUnpackIndex(shards, shard_pages, pages), rng);
+            DenseSet dense = MakeDense(elems, pt, pages, layers, rng);
+            const std::vector<k::DenseRef> host_dense = dense.refs(false);
+            const int64_t records = ranks * shard_pages;
+            Mirror recv(records * k::PackedRecordBytes(host_dense, layers), rng);  // padding random
+            const std::vector<k::DenseRef> dev_dense = dense.refs(true);
+            RequireCuda(k::UnpackPages({.dense = dev_dense,
+                                        .num_layers = layers,
+                                        .recv = recv.dev(),
+                                        .num_records = records,
+                                        .recv_index = index.side(true),
+                                        .num_dense_pages = pages},
+                                       nullptr, tuning),
+                        "UnpackPages");
+            Sync("UnpackPages");
+            k::UnpackPagesCpu({.dense = host_dense,
+                               .num_layers = layers,
+                               .recv = recv.host(),
+                               .num_records = records,
+                               .recv_index = index.side(false),
+                               .num_dense_pages = pages});
+            dense.Compare(what);
           }
-          int64_t shard_pages = 0;
-          for (auto& s : shards) {
-            std::shuffle(s.begin(), s.end(), rng);
-            shard_pages = std::max<int64_t>(shard_pages, s.size());
-          }
-          shard_pages += static_cast<int64_t>(rng() % 3);  // extra padding
-          const int64_t layers = 1 + static_cast<int64_t>(rng() % kLayers);
-          Index index(k::BuildUnpackIndex(shards, shard_pages, pages), rng);
-          DenseSet dense = MakeDense(elems, pt, pages, layers, rng);
-          const std::vector<k::DenseRef> host_dense = dense.refs(false);
-          const int64_t records = ranks * shard_pages;
-          Mirror recv(records * k::PackedRecordBytes(host_dense, layers), rng);  // padding random
-          const std::vector<k::DenseRef> dev_dense = dense.refs(true);
-          RequireCuda(k::UnpackPages({.dense = dev_dense,
-                                      .num_layers = layers,
-                                      .recv = recv.dev(),
-                                      .num_records = records,
-                                      .recv_index = index.side(true),
-                                      .num_dense_pages = pages},
-                                     nullptr),
-                      "UnpackPages");
-          Sync("UnpackPages");
-          k::UnpackPagesCpu({.dense = host_dense,
-                             .num_layers = layers,
-                             .recv = recv.host(),
-                             .num_records = records,
-                             .recv_index = index.side(false),
-                             .num_dense_pages = pages});
-          dense.Compare(what);
         }
       }
     }
@@ -390,58 +370,61 @@ TEST_CASE("zigzag_reorder equals the CPU reference and the explicit-index unpack
   const std::vector<std::pair<int64_t, int64_t>> runs = {{0, 1},  {1, 1},   {1, 2},  {3, 2},
                                                          {7, 2},  {10, 2},  {16, 8}, {17, 8},
                                                          {31, 8}, {100, 3}, {45, 16}};
-  for (const auto& elems : kElemSets) {
-    for (int64_t pt : PageTokensFor(elems)) {
-      for (const auto& [n, ranks] : runs) {
-        uint64_t seed = 0;
-        std::mt19937_64 rng = FreshRng(&seed);
-        const std::string what =
-            "zigzag " + Describe(elems, pt, n, seed) + " ranks " + std::to_string(ranks);
-        const k::ZigzagRun run{.num_pages = n, .num_ranks = ranks};
-        const int64_t shard_pages = run.MaxShardPages() + static_cast<int64_t>(rng() % 2);
-        const int64_t first = static_cast<int64_t>(rng() % 3);
-        const int64_t layers = 2;
-        DenseSet dense = MakeDense(elems, pt, first + n + 1, layers, rng);
-        const std::vector<k::DenseRef> host_dense = dense.refs(false);
-        const int64_t records = ranks * shard_pages;
-        Mirror recv(records * k::PackedRecordBytes(host_dense, layers), rng);
-        const std::vector<k::DenseRef> dev_dense = dense.refs(true);
-        // The explicit-index unpack, on the CPU, from the same poisoned start.
-        std::vector<Bytes> by_index;
-        for (auto& m : dense.mem) by_index.push_back(m->host_bytes());
-        RequireCuda(k::ZigzagReorder({.dense = dev_dense,
-                                      .num_layers = layers,
-                                      .recv = recv.dev(),
-                                      .run = run,
-                                      .shard_pages = shard_pages,
-                                      .dense_first_page = first},
-                                     nullptr),
-                    "ZigzagReorder");
-        Sync("ZigzagReorder");
-        k::ZigzagReorderCpu({.dense = host_dense,
+  for (const auto& [shape, tuning] : DeviceCopyTunings()) {
+    for (const auto& elems : kElemSets) {
+      for (int64_t pt : PageTokensFor(elems)) {
+        for (const auto& [n, ranks] : runs) {
+          uint64_t seed = 0;
+          std::mt19937_64 rng = FreshRng(&seed);
+          const std::string what = "zigzag (" + shape + ") " + Describe(elems, pt, n, seed) +
+                                   " ranks " + std::to_string(ranks);
+          const k::ZigzagRun run{.num_pages = n, .num_ranks = ranks};
+          const int64_t shard_pages = run.MaxShardPages() + static_cast<int64_t>(rng() % 2);
+          const int64_t first = static_cast<int64_t>(rng() % 3);
+          const int64_t layers = 2;
+          DenseSet dense = MakeDense(elems, pt, first + n + 1, layers, rng);
+          const std::vector<k::DenseRef> host_dense = dense.refs(false);
+          const int64_t records = ranks * shard_pages;
+          Mirror recv(records * k::PackedRecordBytes(host_dense, layers), rng);
+          const std::vector<k::DenseRef> dev_dense = dense.refs(true);
+          // The explicit-index unpack, on the CPU, from the same poisoned start.
+          std::vector<Bytes> by_index;
+          for (auto& m : dense.mem) by_index.push_back(m->host_bytes());
+          RequireCuda(k::ZigzagReorder({.dense = dev_dense,
+                                        .num_layers = layers,
+                                        .recv = recv.dev(),
+                                        .run = run,
+                                        .shard_pages = shard_pages,
+                                        .dense_first_page = first},
+                                       nullptr, tuning),
+                      "ZigzagReorder");
+          Sync("ZigzagReorder");
+          k::ZigzagReorderCpu({.dense = host_dense,
+                               .num_layers = layers,
+                               .recv = recv.host(),
+                               .run = run,
+                               .shard_pages = shard_pages,
+                               .dense_first_page = first});
+          dense.Compare(what);
+
+          std::vector<std::vector<int64_t>> shards;
+          for (int64_t r = 0; r < ranks; ++r) {
+            shards.push_back(k::ZigzagShardLogicalPages(run, r));
+            for (int64_t& p : shards.back()) p += first;
+          }
+          const std::vector<int32_t> index =
+              k::BuildUnpackIndex(shards, shard_pages, first + n + 1);
+          std::vector<k::DenseRef> index_dense = host_dense;
+          for (size_t i = 0; i < index_dense.size(); ++i) index_dense[i].data = by_index[i].data();
+          k::UnpackPagesCpu({.dense = index_dense,
                              .num_layers = layers,
                              .recv = recv.host(),
-                             .run = run,
-                             .shard_pages = shard_pages,
-                             .dense_first_page = first});
-        dense.Compare(what);
-
-        std::vector<std::vector<int64_t>> shards;
-        for (int64_t r = 0; r < ranks; ++r) {
-          shards.push_back(k::ZigzagShardLogicalPages(run, r));
-          for (int64_t& p : shards.back()) p += first;
-        }
-        const std::vector<int32_t> index = k::BuildUnpackIndex(shards, shard_pages, first + n + 1);
-        std::vector<k::DenseRef> index_dense = host_dense;
-        for (size_t i = 0; i < index_dense.size(); ++i) index_dense[i].data = by_index[i].data();
-        k::UnpackPagesCpu({.dense = index_dense,
-                           .num_layers = layers,
-                           .recv = recv.host(),
-                           .num_records = records,
-                           .recv_index = index.data(),
-                           .num_dense_pages = first + n + 1});
-        for (size_t i = 0; i < by_index.size(); ++i) {
-          CheckSame(by_index[i], dense.mem[i]->host_bytes(), what + " (index vs formula)");
+                             .num_records = records,
+                             .recv_index = index.data(),
+                             .num_dense_pages = first + n + 1});
+          for (size_t i = 0; i < by_index.size(); ++i) {
+            CheckSame(by_index[i], dense.mem[i]->host_bytes(), what + " (index vs formula)");
+          }
         }
       }
     }
@@ -651,51 +634,56 @@ TEST_CASE(
 }
 
 TEST_CASE("peer_gather equals the CPU reference reading from up to sixteen pools") {
-  for (const auto& elems : kElemSets) {
-    for (int64_t pt : PageTokensFor(elems)) {
-      for (int64_t ranks : {1, 5, 16}) {
-        for (int64_t pages : {0, 1, 23}) {
-          uint64_t seed = 0;
-          std::mt19937_64 rng = FreshRng(&seed);
-          const std::string what =
-              "peer_gather " + Describe(elems, pt, pages, seed) + " ranks " + std::to_string(ranks);
-          const int64_t slots = 9;
-          std::vector<PoolSet> per_rank;
-          for (int64_t r = 0; r < ranks; ++r) per_rank.push_back(MakePools(elems, pt, slots, rng));
-          auto peers = [&](bool gpu) {
-            std::vector<k::PoolRef> out(elems.size() * ranks);
-            for (int64_t r = 0; r < ranks; ++r) {
-              const std::vector<k::PoolRef> refs = per_rank[r].refs(gpu);
-              for (size_t kind = 0; kind < elems.size(); ++kind) out[kind * ranks + r] = refs[kind];
-            }
-            return out;
-          };
-          Index src_rank(RandomSlots(pages, ranks, rng), rng);
-          Index src_slot(RandomSlots(pages, slots, rng), rng);
-          const k::LayerRange layers{1, kLayers};
-          DenseSet dense = MakeDense(elems, pt, pages, layers.size(), rng);
-          const std::vector<k::PoolRef> dev_peers = peers(true);
-          const std::vector<k::DenseRef> dev_dense = dense.refs(true);
-          RequireCuda(k::PeerGather({.peer_pools = dev_peers,
-                                     .num_ranks = ranks,
-                                     .layers = layers,
-                                     .src_rank = src_rank.side(true),
-                                     .src_slot = src_slot.side(true),
-                                     .num_dense_pages = pages,
-                                     .dense = dev_dense},
-                                    nullptr),
-                      "PeerGather");
-          Sync("PeerGather");
-          const std::vector<k::PoolRef> host_peers = peers(false);
-          const std::vector<k::DenseRef> host_dense = dense.refs(false);
-          k::PeerGatherCpu({.peer_pools = host_peers,
-                            .num_ranks = ranks,
-                            .layers = layers,
-                            .src_rank = src_rank.side(false),
-                            .src_slot = src_slot.side(false),
-                            .num_dense_pages = pages,
-                            .dense = host_dense});
-          dense.Compare(what);
+  for (const auto& [shape, tuning] : DeviceCopyTunings()) {
+    for (const auto& elems : kElemSets) {
+      for (int64_t pt : PageTokensFor(elems)) {
+        for (int64_t ranks : {1, 5, 16}) {
+          for (int64_t pages : {0, 1, 23}) {
+            uint64_t seed = 0;
+            std::mt19937_64 rng = FreshRng(&seed);
+            const std::string what = "peer_gather (" + shape + ") " +
+                                     Describe(elems, pt, pages, seed) + " ranks " +
+                                     std::to_string(ranks);
+            const int64_t slots = 9;
+            std::vector<PoolSet> per_rank;
+            for (int64_t r = 0; r < ranks; ++r)
+              per_rank.push_back(MakePools(elems, pt, slots, rng));
+            auto peers = [&](bool gpu) {
+              std::vector<k::PoolRef> out(elems.size() * ranks);
+              for (int64_t r = 0; r < ranks; ++r) {
+                const std::vector<k::PoolRef> refs = per_rank[r].refs(gpu);
+                for (size_t kind = 0; kind < elems.size(); ++kind)
+                  out[kind * ranks + r] = refs[kind];
+              }
+              return out;
+            };
+            Index src_rank(RandomSlots(pages, ranks, rng), rng);
+            Index src_slot(RandomSlots(pages, slots, rng), rng);
+            const k::LayerRange layers{1, kLayers};
+            DenseSet dense = MakeDense(elems, pt, pages, layers.size(), rng);
+            const std::vector<k::PoolRef> dev_peers = peers(true);
+            const std::vector<k::DenseRef> dev_dense = dense.refs(true);
+            RequireCuda(k::PeerGather({.peer_pools = dev_peers,
+                                       .num_ranks = ranks,
+                                       .layers = layers,
+                                       .src_rank = src_rank.side(true),
+                                       .src_slot = src_slot.side(true),
+                                       .num_dense_pages = pages,
+                                       .dense = dev_dense},
+                                      nullptr, tuning),
+                        "PeerGather");
+            Sync("PeerGather");
+            const std::vector<k::PoolRef> host_peers = peers(false);
+            const std::vector<k::DenseRef> host_dense = dense.refs(false);
+            k::PeerGatherCpu({.peer_pools = host_peers,
+                              .num_ranks = ranks,
+                              .layers = layers,
+                              .src_rank = src_rank.side(false),
+                              .src_slot = src_slot.side(false),
+                              .num_dense_pages = pages,
+                              .dense = host_dense});
+            dense.Compare(what);
+          }
         }
       }
     }
