@@ -126,8 +126,7 @@ class CudaRank : public RankBackend {
                       " requested, " + std::to_string(count) + " visible");
     Check(cudaSetDevice(device_), "cudaSetDevice");
     Check(cudaGetDeviceProperties(&prop_, device_), "cudaGetDeviceProperties");
-    // Asked once here, not in the first timed gather: the launchers' device facts are cached.
-    bulk_copies_ = kernels::BulkCopiesUnavailable();
+    kernels::BulkCopiesUnavailable();  // the launchers' device facts, cached before any timing
 
     // Who runs where: refuse two ranks on one GPU when NCCL is needed, before any allocation.
     DeviceId me{};
@@ -458,7 +457,6 @@ class CudaRank : public RankBackend {
   CudaBackendOptions o_;
   int device_ = 0;
   cudaDeviceProp prop_{};
-  std::string bulk_copies_;  // kernels::BulkCopiesUnavailable(): "" where the device copies use them
   bool nccl_ = true;
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
@@ -877,27 +875,29 @@ class CudaBackend final : public CudaExchange, public ModelForward {
                   "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
                   u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
                   u[14], u[15]);
-    return {{"host", host},
-            {"gpu", prop_.name},
-            {"gpu_index", device_},
-            {"gpu_uuid", uuid},
-            {"pci_bus_id", bus},
-            {"sm_count", prop_.multiProcessorCount},
-            {"gpu_memory_bytes", prop_.totalGlobalMem},
-            {"driver_version", VersionString(driver)},
-            {"cuda_runtime_version", VersionString(runtime)},
-            {"nccl_version", nccl_ ? NcclVersionString(nccl)
-                                   : "not used (" + NcclVersionString(nccl) + " available)"},
-            {"tier_copy", o_.tier_copy == "kernel"  ? "kernel (mapped pinned memory)"
-                          : o_.tier_copy == "batch" ? "cudaMemcpyBatchAsync"
-                                                    : "cudaMemcpy2DAsync"},
-            {"p2p", o_.needs_p2p ? "CUDA IPC" : "not used"},
-            {"device_copies", bulk_copies_.empty()
-                                  ? "bulk copies (TMA) where aligned, scatter_dense by warps"
-                                  : "warp kernels (no bulk copies: " + bulk_copies_ + ")"},
-            {"cuda_device_max_connections", std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
-                                                ? std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
-                                                : ""}};
+    const std::string bulk = kernels::BulkCopiesUnavailable();
+    return {
+        {"host", host},
+        {"gpu", prop_.name},
+        {"gpu_index", device_},
+        {"gpu_uuid", uuid},
+        {"pci_bus_id", bus},
+        {"sm_count", prop_.multiProcessorCount},
+        {"gpu_memory_bytes", prop_.totalGlobalMem},
+        {"driver_version", VersionString(driver)},
+        {"cuda_runtime_version", VersionString(runtime)},
+        {"nccl_version",
+         nccl_ ? NcclVersionString(nccl) : "not used (" + NcclVersionString(nccl) + " available)"},
+        {"tier_copy", o_.tier_copy == "kernel"  ? "kernel (mapped pinned memory)"
+                      : o_.tier_copy == "batch" ? "cudaMemcpyBatchAsync"
+                                                : "cudaMemcpy2DAsync"},
+        {"p2p", o_.needs_p2p ? "CUDA IPC" : "not used"},
+        {"device_copies", !kernels::kDeviceCopyTuning.bulk.enabled ? "warp kernels"
+                          : bulk.empty() ? "bulk copies (TMA) where aligned, scatter_dense by warps"
+                                         : "warp kernels (no bulk copies: " + bulk + ")"},
+        {"cuda_device_max_connections", std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
+                                            ? std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
+                                            : ""}};
   }
 
   void StageForwardWrites(Stream s, std::span<const PageWrite> pages) override {

@@ -20,10 +20,11 @@
 
 namespace kvlanes::kernels {
 
-// pack, unpack, zigzag_reorder and peer_gather at their default tuning move their bytes by bulk
-// copies (the Hopper TMA unit, kDeviceCopyTuning.bulk) where the device and the kernel image are
-// sm_90 or newer and every base, stride and chunk is a multiple of 16 bytes; by the warp kernel
-// otherwise. "" when this device can run the bulk copies; otherwise why it cannot.
+// pack, unpack, zigzag_reorder and peer_gather move their bytes by bulk copies (the Hopper TMA
+// unit) where their tuning enables them (LaunchTuning::bulk; off in kDeviceCopyTuning for now,
+// tuning.h says why), the device and the kernel image are sm_90 or newer and every base, stride
+// and chunk is a multiple of 16 bytes; by the warp kernel otherwise. "" when this device can run
+// the bulk copies; otherwise why it cannot.
 std::string BulkCopiesUnavailable();
 
 cudaError_t PackPages(const PackArgs& args, cudaStream_t stream,

@@ -316,8 +316,8 @@ void KernelsUsage(std::ostream& out, const std::string& name,
   PrintHelp(
       out, name + " [options]",
       "GPU benchmark of kernels/: pack, unpack, zigzag_reorder, scatter_dense and\n"
-      "peer_gather against a device-to-device cudaMemcpyAsync of the same bytes (the first\n"
-      "four by bulk copies, the TMA unit, on sm_90+; NAME(warps): the same by the warp kernel),\n"
+      "peer_gather against a device-to-device cudaMemcpyAsync of the same bytes (NAME(bulk):\n"
+      "the same copy by bulk copies, the TMA unit, sm_90+; column copy says which ran),\n"
       "and the tier copies (kernel and cudaMemcpyAsync-runs strategies, every host layout, both\n"
       "directions) against a contiguous pinned copy. Medians of CUDA-event timings;\n"
       "formulas in docs/kernels.md.",

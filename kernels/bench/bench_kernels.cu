@@ -466,6 +466,28 @@ TimedKernel PeerBench(const KernelBenchOptions& o, const MatShape& m, cudaStream
   };
 }
 
+// The shared copy kernel's rows: pack, unpack, zigzag_reorder and peer_gather at their default
+// tuning (kDeviceCopyTuning), and each again as NAME + OtherCopySuffix(): the same copy by the
+// path the default does not take, bulk copies ("(bulk)") while the default is the warp kernel,
+// the warp kernel ("(warps)") once the default is bulk copies.
+std::string OtherCopySuffix() { return kDeviceCopyTuning.bulk.enabled ? "(warps)" : "(bulk)"; }
+
+bool OtherCopyRow(const std::string& name) {
+  const std::string suffix = OtherCopySuffix();
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string BaseRow(const std::string& name) {
+  return OtherCopyRow(name) ? name.substr(0, name.size() - OtherCopySuffix().size()) : name;
+}
+
+LaunchTuning OtherCopyTuning() {
+  LaunchTuning t = kDeviceCopyTuning;
+  t.bulk.enabled = !t.bulk.enabled;
+  return t;
+}
+
 // The materialization rows: scatter_dense by the kPieces variant at the dense-allreduce method's
 // owned share (1/N of the pages), with each way of writing the zeros, then with a memset first,
 // then the extremes of the owned share; then each requested scatter_dense variant at the owned
@@ -473,15 +495,16 @@ TimedKernel PeerBench(const KernelBenchOptions& o, const MatShape& m, cudaStream
 std::vector<std::string> MaterializeRowNames(
     const KernelBenchOptions& o,
     std::vector<std::pair<std::string, ScatterVariant>>* variant_rows) {
+  const std::string other = OtherCopySuffix();
   std::vector<std::string> names = {"pack",
-                                    "pack(warps)",
+                                    "pack" + other,
                                     "unpack",
-                                    "unpack(warps)",
+                                    "unpack" + other,
                                     "zigzag_reorder",
-                                    "zigzag_reorder(warps)",
+                                    "zigzag_reorder" + other,
                                     "scatter_dense",
                                     "peer_gather",
-                                    "peer_gather(warps)",
+                                    "peer_gather" + other,
                                     "scatter_dense(same pass)",
                                     "scatter_dense(two passes)",
                                     "scatter_dense(memset+copy)",
@@ -497,27 +520,16 @@ std::vector<std::string> MaterializeRowNames(
   return names;
 }
 
-// The shared copy kernel's rows: pack, unpack, zigzag_reorder and peer_gather at their default
-// tuning (bulk copies where the device allows), and NAME(warps): the same copy by the warp kernel
-// (kDeviceCopyTuning with bulk copies off).
-bool WarpsRow(const std::string& name) {
-  return name.size() > 7 && name.compare(name.size() - 7, 7, "(warps)") == 0;
-}
-
-LaunchTuning WarpsOnly(LaunchTuning t) {
-  t.bulk.enabled = false;
-  return t;
-}
-
 // Sets up the row `name` (its buffers in keep and idx) and returns its timed kernel; *tuning is
 // the launch shape its kernel gets by default (DefaultScatterTuning for the variant rows). A
-// NAME(warps) row is set up by NAME's code from `rng`, which the caller gives NAME's draws.
+// NAME(bulk) or NAME(warps) row is set up by NAME's code from `rng`, which the caller gives
+// NAME's draws.
 TimedKernel SetUpMaterializeRow(
     const KernelBenchOptions& o, const MatShape& m, cudaStream_t s, std::mt19937_64& rng,
     Buffers* keep, Buffers* idx, const std::string& row_name,
     const std::vector<std::pair<std::string, ScatterVariant>>& variant_rows, LaunchTuning* tuning) {
-  const bool warps = WarpsRow(row_name);
-  const std::string name = warps ? row_name.substr(0, row_name.size() - 7) : row_name;
+  const bool other = OtherCopyRow(row_name);
+  const std::string name = BaseRow(row_name);
   TimedKernel timed;
   if (name == "pack") timed = PackBench(o, m, s, rng, keep, idx);
   if (name == "unpack") timed = UnpackBench(o, m, s, rng, keep, idx);
@@ -544,7 +556,7 @@ TimedKernel SetUpMaterializeRow(
     timed = ScatterBench(o, m, s, rng, keep, idx, 1.0, write, two);
   }
   if (name == "peer_gather") timed = PeerBench(o, m, s, rng, keep, idx);
-  *tuning = warps ? WarpsOnly(kDeviceCopyTuning) : kDeviceCopyTuning;
+  *tuning = other ? OtherCopyTuning() : kDeviceCopyTuning;
   for (const auto& [row_name, v] : variant_rows) {
     if (name != row_name) continue;
     *tuning = DefaultScatterTuning(v);
@@ -649,7 +661,7 @@ void TuneTileVariant(const std::string& name, const MatShape& m, const TimedKern
 // The rows of the shared copy kernel (the others are scatter_dense's).
 bool IsCopyKernelRow(const std::string& name) {
   for (const char* base : {"pack", "unpack", "zigzag_reorder", "peer_gather"}) {
-    if (name == base || name == std::string(base) + "(warps)") return true;
+    if (BaseRow(name) == base) return true;
   }
   return false;
 }
@@ -657,9 +669,9 @@ bool IsCopyKernelRow(const std::string& name) {
 void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchReport* rep) {
   std::mt19937_64 rng(o.seed);
   // The benchmark's chunks (elem_bytes x 64 tokens) and cudaMalloc'd bases are multiples of 16
-  // bytes: where the device allows, the default rows run by bulk copies.
+  // bytes: where the device allows, the rows whose tuning enables them run by bulk copies.
   const std::string bulk = BulkCopiesUnavailable();
-  rep->bulk_copies = bulk.empty() ? "used" : "not used: " + bulk;
+  rep->bulk_copies = bulk.empty() ? "available" : "unavailable: " + bulk;
   std::fprintf(stderr, "bench: bulk copies (TMA) %s\n", rep->bulk_copies.c_str());
   for (int64_t size : o.sizes_bytes) {
     const MatShape m = ShapeFor(o, size);
@@ -670,17 +682,17 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
     std::vector<std::pair<std::string, ScatterVariant>> variant_rows;  // name, variant
     const std::vector<std::string> names = MaterializeRowNames(o, &variant_rows);
     const bool tune_size = o.tune && (size == o.sizes_bytes.back() || size == 64ll << 20);
-    // A NAME(warps) row draws what NAME drew (the same pools, contents and page lists).
+    // A NAME(bulk) or NAME(warps) row draws what NAME drew (the same pools, contents and pages).
     std::map<std::string, std::mt19937_64> drawn_from;
     for (const std::string& name : names) {
       Buffers keep;
       Buffers idx;
       LaunchTuning row_tuning;
-      const bool warps = WarpsRow(name);
+      const bool other = OtherCopyRow(name);
       std::mt19937_64 again;
-      if (warps) again = drawn_from.at(name.substr(0, name.size() - 7));
+      if (other) again = drawn_from.at(BaseRow(name));
       drawn_from[name] = rng;
-      const TimedKernel timed = SetUpMaterializeRow(o, m, s, warps ? again : rng, &keep, &idx, name,
+      const TimedKernel timed = SetUpMaterializeRow(o, m, s, other ? again : rng, &keep, &idx, name,
                                                     variant_rows, &row_tuning);
       Check(cudaStreamSynchronize(s), "set-up of " + name);
       int64_t moved = 0;
@@ -693,12 +705,13 @@ void BenchMaterialize(const KernelBenchOptions& o, cudaStream_t s, KernelBenchRe
         row.alt_ceiling_ms = owned * memcpy_ms + (1 - owned) * memset_ms;
         row.alt_fraction = row.alt_ceiling_ms / ms;
       }
-      if (IsCopyKernelRow(name)) row.copy = warps || !bulk.empty() ? "warps" : "bulk";
+      const bool by_bulk = IsCopyKernelRow(name) && row_tuning.bulk.enabled && bulk.empty();
+      if (IsCopyKernelRow(name)) row.copy = by_bulk ? "bulk" : "warps";
       rep->kernels.push_back(row);
-      if (tune_size &&
-          (name == "unpack(warps)" || name == "pack(warps)" || name == "scatter_dense"))
+      const std::string base = BaseRow(name);
+      if (tune_size && !by_bulk && (base == "pack" || base == "unpack" || name == "scatter_dense"))
         TuneCopyKernel(name, m, timed, rep);
-      if (tune_size && name == "pack" && bulk.empty()) TuneBulkCopy(name, m, timed, rep);
+      if (tune_size && by_bulk && base == "pack") TuneBulkCopy(name, m, timed, rep);
       const bool variant_row =
           name.rfind("scatter_dense[", 0) == 0 && name.find("(0% owned)") == std::string::npos;
       if (tune_size && variant_row) TuneTileVariant(name, m, timed, rep);

@@ -55,7 +55,7 @@ struct BenchContext {
 
 // One materialization kernel at one size.
 struct KernelBenchRow {
-  std::string kernel;         // pack, pack(warps), unpack, zigzag_reorder, scatter_dense, ...
+  std::string kernel;         // pack, pack(bulk), unpack, zigzag_reorder, scatter_dense, ...
   int64_t pages = 0;          // pages in the item list
   int64_t payload_bytes = 0;  // bytes of the output the kernel produces
   int64_t moved_bytes = 0;    // bytes read + bytes written by the kernel
@@ -70,8 +70,8 @@ struct KernelBenchRow {
   // of pages copied rather than zeroed; alt_fraction = alt_ceiling_ms / kernel_ms.
   double alt_ceiling_ms = 0;
   double alt_fraction = 0;
-  // The shared copy kernel's rows (pack, unpack, zigzag_reorder, peer_gather and their (warps)
-  // rows): "bulk" (bulk copies, the TMA unit) or "warps" (the warp kernel); else "".
+  // The shared copy kernel's rows (pack, unpack, zigzag_reorder, peer_gather and their (bulk) or
+  // (warps) rows): "bulk" (bulk copies, the TMA unit) or "warps" (the warp kernel); else "".
   std::string copy;
 };
 
@@ -115,7 +115,7 @@ struct TuneRow {
 struct KernelBenchReport {
   KernelBenchOptions options;
   BenchContext context;
-  std::string bulk_copies;  // "used", or "not used: WHY" (kernels::BulkCopiesUnavailable)
+  std::string bulk_copies;  // "available", or "unavailable: WHY" (kernels::BulkCopiesUnavailable)
   std::vector<KernelBenchRow> kernels;
   std::vector<TierBenchRow> tiers;
   std::vector<TierCrossover> crossovers;

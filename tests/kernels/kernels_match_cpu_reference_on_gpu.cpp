@@ -233,12 +233,15 @@ std::string Describe(const std::vector<int64_t>& elems, int64_t page_tokens, int
 }
 
 // The launch shapes every case of the shared copy kernel (pack, unpack, zigzag_reorder,
-// peer_gather) runs with: the default (bulk copies where the device and the arguments allow, the
-// warp kernel otherwise), the warp kernel alone, and bulk copies through one CTA whose ring of
-// stages wraps many times, with pieces cut down to 48 and to 16 bytes.
+// peer_gather) runs with: the default, the warp kernel alone, bulk copies at the default bulk
+// shape (where the device and the arguments allow; the warp kernel for the unaligned cases), and
+// bulk copies through one CTA whose ring of stages wraps many times, with pieces cut down to 48
+// and to 16 bytes.
 std::vector<std::pair<std::string, k::LaunchTuning>> DeviceCopyTunings() {
   k::LaunchTuning warps = k::kDeviceCopyTuning;
   warps.bulk.enabled = false;
+  k::LaunchTuning bulk = k::kDeviceCopyTuning;
+  bulk.bulk.enabled = true;
   k::LaunchTuning ring = k::kDeviceCopyTuning;
   ring.max_ctas = 1;
   ring.bulk = {.enabled = true, .piece_bytes = 48, .stages = 3, .ctas_per_sm = 1};
@@ -247,14 +250,16 @@ std::vector<std::pair<std::string, k::LaunchTuning>> DeviceCopyTunings() {
   tiny.bulk = {.enabled = true, .piece_bytes = 16, .stages = 2, .ctas_per_sm = 1};
   return {{"default", k::kDeviceCopyTuning},
           {"warps", warps},
+          {"bulk", bulk},
           {"bulk one CTA", ring},
           {"bulk 16 B", tiny}};
 }
 
 }  // namespace
 
-// On sm_90 or newer the default launch shape must really use bulk copies (this build targets
-// sm_90 unless CMAKE_CUDA_ARCHITECTURES says otherwise); below, the reason is shown.
+// On sm_90 or newer bulk copies must really be available, so that the bulk shapes above run them
+// (this build targets sm_90 unless CMAKE_CUDA_ARCHITECTURES says otherwise); below, the reason
+// is shown.
 TEST_CASE("bulk copies are available where the device is sm_90 or newer") {
   int device = 0, major = 0;
   RequireCuda(cudaGetDevice(&device), "cudaGetDevice");
