@@ -89,6 +89,14 @@ __device__ __forceinline__ void WaitReadAllButNewest() {
 #endif
 }
 
+// Makes this thread's earlier ordinary writes to shared memory visible to the bulk copies (the
+// async proxy); the writer fences, then the threads synchronize, then one issues the copy.
+__device__ __forceinline__ void FenceSharedForBulk() {
+#if KVLANES_BULK_DEVICE
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
 // Arrives on the barrier (count 1) with no bytes to wait for: its phase completes at once.
 __device__ __forceinline__ void Arrive(uint32_t bar) {
 #if KVLANES_BULK_DEVICE

@@ -20,12 +20,21 @@ constexpr int kBulkThreads = 32;  // one warp per CTA; its lane 0 issues every c
 
 // Local piece t of this CTA is global piece blockIdx.x + t * gridDim.x and uses stage
 // t % stages, whose barrier completes its (t / stages)-th phase when the piece has landed (at
-// once for a piece that copies nothing).
+// once for a piece that copies nothing or writes zeros). With p.bulk_zeros the shared memory
+// holds one more stage, zeroed by the warp before it starts: zero pieces are stored from it.
 __global__ void __launch_bounds__(kBulkThreads)
     ChunkCopyBulkKernel(const __grid_constant__ CopyParams p) {
   extern __shared__ __align__(128) unsigned char stage_mem[];
   __shared__ __align__(8) uint64_t landed[kMaxBulkStages];
-  if (!KVLANES_BULK_DEVICE || threadIdx.x != 0 || blockIdx.x >= p.total_pieces) return;
+  if (!KVLANES_BULK_DEVICE || blockIdx.x >= p.total_pieces) return;
+  const uint32_t zeros = SharedAddress(stage_mem + p.bulk_stages * p.bulk_stage_bytes);
+  if (p.bulk_zeros) {
+    uint4* z = reinterpret_cast<uint4*>(stage_mem + p.bulk_stages * p.bulk_stage_bytes);
+    for (uint32_t i = threadIdx.x; i < p.bulk_stage_bytes / 16; i += kBulkThreads) z[i] = uint4{};
+    FenceSharedForBulk();
+    __syncwarp();
+  }
+  if (threadIdx.x != 0) return;
   const uint32_t first = blockIdx.x;
   const uint32_t step = gridDim.x;
   const uint32_t n = (p.total_pieces - 1 - first) / step + 1;
@@ -36,7 +45,7 @@ __global__ void __launch_bounds__(kBulkThreads)
   const auto load = [&](uint32_t t) {
     const uint32_t bar = SharedAddress(&landed[t % stages]);
     PiecePlace at;
-    if (!LocatePiece(p, first + t * step, &at)) {
+    if (!LocatePiece(p, first + t * step, &at) || at.zero) {
       Arrive(bar);
       return;
     }
@@ -52,7 +61,8 @@ __global__ void __launch_bounds__(kBulkThreads)
     PiecePlace at;
     const bool stored = LocatePiece(p, first + t * step, &at);
     if (stored) {
-      BulkStoreCommit(at.dst_unit + at.begin * 16ull, buffers + s * p.bulk_stage_bytes,
+      BulkStoreCommit(at.dst_unit + at.begin * 16ull,
+                      at.zero ? zeros : buffers + s * p.bulk_stage_bytes,
                       (at.end - at.begin) * 16u);
     }
     // Refill the previous piece's stage once its store has read it: stages - 1 loads stay in
@@ -142,18 +152,18 @@ std::string BulkCopyRefusal(const CopyParams& p, const LaunchTuning& t) {
            std::to_string(kMaxBulkStages) + ", ctas_per_sm >= 1";
   }
   if (p.align_windows) return "a tier copy (host memory): the warp kernel's aligned windows";
-  if (p.negative_src == NegativeIndex::kZero || p.negative_src == NegativeIndex::kZeroOnly) {
-    return "the copy writes zeros";
-  }
   if (ChunkCopyVectorBytes(p) != 16) {
     return "a base, stride or unit is not a multiple of 16 bytes (bulk copies need it)";
   }
   const BulkDevice f = CurrentDevice();
   if (std::string e = DeviceReason(f); !e.empty()) return e;
-  const int64_t smem = static_cast<int64_t>(b.stages) * (b.piece_bytes / 16 * 16);
+  const bool zeros =
+      p.negative_src == NegativeIndex::kZero || p.negative_src == NegativeIndex::kZeroOnly;
+  const int64_t smem = static_cast<int64_t>(b.stages + (zeros ? 1 : 0)) * (b.piece_bytes / 16 * 16);
   if (smem > f.dynamic_smem_max) {
-    return std::to_string(b.stages) + " stages of " + std::to_string(b.piece_bytes / 16 * 16) +
-           " B need " + std::to_string(smem) + " B of shared memory per CTA; the device allows " +
+    return std::to_string(b.stages + (zeros ? 1 : 0)) + " stages (one of zeros where the copy " +
+           "writes zeros) of " + std::to_string(b.piece_bytes / 16 * 16) + " B need " +
+           std::to_string(smem) + " B of shared memory per CTA; the device allows " +
            std::to_string(f.dynamic_smem_max);
   }
   return "";
@@ -168,7 +178,9 @@ cudaError_t LaunchChunkCopyBulk(CopyParams p, const LaunchTuning& t, cudaStream_
   }
   p.bulk_stages = t.bulk.stages;
   p.bulk_stage_bytes = stage_bytes;
-  const int smem = t.bulk.stages * static_cast<int>(stage_bytes);
+  p.bulk_zeros =
+      p.negative_src == NegativeIndex::kZero || p.negative_src == NegativeIndex::kZeroOnly;
+  const int smem = (t.bulk.stages + (p.bulk_zeros ? 1 : 0)) * static_cast<int>(stage_bytes);
   int sms = 0;
   int resident = 0;
   if (cudaError_t e = ResidentCtas(reinterpret_cast<const void*>(ChunkCopyBulkKernel), kBulkThreads,

@@ -18,7 +18,8 @@
 // unit, sm_90+): one warp per CTA, its lane 0 loading pieces into a ring of shared-memory stages,
 // each completing on the stage's mbarrier, and storing each landed stage back to global memory
 // in a bulk group; a stage is refilled once the store that read it is done reading, so
-// stages - 1 loads are in flight beside the stores. Same pieces, order and checks
+// stages - 1 loads are in flight beside the stores; a piece of zeros (kZero, kZeroOnly) is
+// stored from one more stage, zeroed once, and loads nothing. Same pieces, order and checks
 // (chunk_copy_piece_cuda.h); the SMs' warps stay free for other kernels.
 #pragma once
 
@@ -100,9 +101,11 @@ struct CopyParams {
   // device copies do not align (HBM does not care; it costs registers).
   bool align_windows = false;
   bool align_dst = true;
-  // Bulk copies only, filled by the launcher: shared-memory stages per CTA and bytes per stage.
+  // Bulk copies only, filled by the launcher: shared-memory stages per CTA and bytes per stage,
+  // and whether one more stage of zeros follows them (the copy writes zeros).
   int bulk_stages = 0;
   uint32_t bulk_stage_bytes = 0;
+  bool bulk_zeros = false;
 };
 
 // Picks the widest vector (16, 8, 4, 2 or 1 bytes) that every base, stride and row allows,
@@ -123,8 +126,9 @@ uint64_t GridCap(int sms, int resident, const LaunchTuning& tuning, int ctas_per
 
 // "" when LaunchChunkCopy moves `params` (rows already normalized, not row mode) by bulk copies
 // with this tuning on the current device; otherwise why not: disabled in the tuning, a bulk
-// tuning outside its range, a base, stride or unit that is no multiple of 16 bytes, zeros to
-// write, a tier copy (aligned windows), or the device or kernel image below sm_90.
+// tuning outside its range, a base, stride or unit that is no multiple of 16 bytes, a tier copy
+// (aligned windows), the device or kernel image below sm_90, or stages (and, where the copy
+// writes zeros, a stage of zeros) beyond the shared memory a CTA may have.
 std::string BulkCopyRefusal(const CopyParams& params, const LaunchTuning& tuning);
 
 // "" when the current device and this build can run bulk copies; otherwise why not.

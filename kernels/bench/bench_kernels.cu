@@ -466,8 +466,9 @@ TimedKernel PeerBench(const KernelBenchOptions& o, const MatShape& m, cudaStream
   };
 }
 
-// The shared copy kernel's rows: pack, unpack, zigzag_reorder and peer_gather at their default
-// tuning (kDeviceCopyTuning), and each again as NAME + OtherCopySuffix(): the same copy by the
+// The shared copy kernel's rows: pack, unpack, zigzag_reorder, peer_gather and scatter_dense (the
+// pieces variant, the rows' scatter_dense) at their default tuning (kDeviceCopyTuning), and each
+// again as NAME + OtherCopySuffix(): the same copy by the
 // path the default does not take, bulk copies ("(bulk)") while the default is the warp kernel,
 // the warp kernel ("(warps)") once the default is bulk copies.
 std::string OtherCopySuffix() { return kDeviceCopyTuning.bulk.enabled ? "(warps)" : "(bulk)"; }
@@ -503,6 +504,7 @@ std::vector<std::string> MaterializeRowNames(
                                     "zigzag_reorder",
                                     "zigzag_reorder" + other,
                                     "scatter_dense",
+                                    "scatter_dense" + other,
                                     "peer_gather",
                                     "peer_gather" + other,
                                     "scatter_dense(same pass)",
@@ -658,9 +660,10 @@ void TuneTileVariant(const std::string& name, const MatShape& m, const TimedKern
   }
 }
 
-// The rows of the shared copy kernel (the others are scatter_dense's).
+// The rows timed through the shared copy kernel (the pieces variant is the rows' scatter_dense;
+// the other scatter_dense rows are its owned shares and the output-centric variants).
 bool IsCopyKernelRow(const std::string& name) {
-  for (const char* base : {"pack", "unpack", "zigzag_reorder", "peer_gather"}) {
+  for (const char* base : {"pack", "unpack", "zigzag_reorder", "peer_gather", "scatter_dense"}) {
     if (BaseRow(name) == base) return true;
   }
   return false;

@@ -443,18 +443,20 @@ struct ScatterLaunch {
   k::ScatterVariant variant = k::ScatterVariant::kFused;   // when !product
   k::PiecesZeroPass zero_pass = k::PiecesZeroPass::kAuto;  // kPieces only
   bool with_list = false;  // pass the owned-page list (owned_pages/owned_slots)
+  bool bulk = false;       // !product: the variant's default tuning with bulk copies on
 
   std::string Name() const {
     std::string n = product ? "product" : std::string(k::kScatterVariantNames.Name(variant));
     if (!product && variant == k::ScatterVariant::kPieces) {
       n += " zero_pass " + std::to_string(static_cast<int>(zero_pass));
     }
-    return n + (with_list ? " with list" : " without list");
+    return n + (with_list ? " with list" : " without list") + (bulk ? " bulk" : "");
   }
   cudaError_t Run(const k::ScatterDenseArgs& a, const k::LaunchTuning* tuning) const {
     if (product) return tuning ? k::ScatterDense(a, nullptr, *tuning) : k::ScatterDense(a, nullptr);
-    return k::ScatterDenseVariant(a, variant, nullptr,
-                                  tuning ? *tuning : k::DefaultScatterTuning(variant), zero_pass);
+    k::LaunchTuning t = tuning ? *tuning : k::DefaultScatterTuning(variant);
+    if (bulk) t.bulk.enabled = true;
+    return k::ScatterDenseVariant(a, variant, nullptr, t, zero_pass);
   }
 };
 
@@ -607,12 +609,18 @@ std::vector<ScatterLaunch> BenchScatterLaunches(bool every_zero_pass) {
                                                            k::PiecesZeroPass::kSeparatePass,
                                                            k::PiecesZeroPass::kSamePass}
                           : std::vector<k::PiecesZeroPass>{};
-  for (k::PiecesZeroPass zp : passes)
+  for (k::PiecesZeroPass zp : passes) {
     out.push_back({.product = false, .variant = V::kPieces, .zero_pass = zp});
+    // The pieces by bulk copies: zeros stored from a stage of zeros (sm_90+, aligned cases).
+    out.push_back({.product = false, .variant = V::kPieces, .zero_pass = zp, .bulk = true});
+  }
   for (V v : {V::kTiles, V::kWarpSpans, V::kWarpSpansStreaming, V::kSplit}) {
     out.push_back({.product = false, .variant = v, .with_list = k::ScatterTakesOwnedList(v)});
   }
-  if (every_zero_pass) out.push_back({.product = false, .variant = V::kSplit, .with_list = false});
+  if (every_zero_pass) {
+    out.push_back({.product = false, .variant = V::kSplit, .with_list = false});
+    out.push_back({.product = false, .variant = V::kSplit, .with_list = true, .bulk = true});
+  }
   return out;
 }
 
