@@ -468,9 +468,9 @@ TimedKernel PeerBench(const KernelBenchOptions& o, const MatShape& m, cudaStream
 
 // The shared copy kernel's rows: pack, unpack, zigzag_reorder, peer_gather and scatter_dense (the
 // pieces variant, the rows' scatter_dense) at their default tuning (kDeviceCopyTuning), and each
-// again as NAME + OtherCopySuffix(): the same copy by the
-// path the default does not take, bulk copies ("(bulk)") while the default is the warp kernel,
-// the warp kernel ("(warps)") once the default is bulk copies.
+// again as NAME + OtherCopySuffix(): the same copy by the path the default does not take, bulk
+// copies ("(bulk)") while the default is the warp kernel, the warp kernel ("(warps)") once the
+// default is bulk copies.
 std::string OtherCopySuffix() { return kDeviceCopyTuning.bulk.enabled ? "(warps)" : "(bulk)"; }
 
 bool OtherCopyRow(const std::string& name) {
