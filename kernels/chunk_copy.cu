@@ -218,7 +218,10 @@ cudaError_t LaunchChunkCopy(CopyParams p, const LaunchTuning& tuning, cudaStream
   }
   const int vec = ChunkCopyVectorBytes(p);
   p.layer_major = tuning.layer_major;
-  if (!rows && BulkCopyRefusal(p, tuning).empty()) return LaunchChunkCopyBulk(p, tuning, stream);
+  // Off (the default): no check at all, nothing added to the launch.
+  if (tuning.bulk.enabled && !rows && BulkCopyRefusal(p, tuning, vec).empty()) {
+    return LaunchChunkCopyBulk(p, tuning, stream);
+  }
   if (cudaError_t e = CutPieces(&p, vec, tuning.piece_bytes); e != cudaSuccess) return e;
   const uint64_t total = p.total_pieces;
   if (total == 0) return cudaSuccess;

@@ -79,6 +79,11 @@ __global__ void __launch_bounds__(kBulkThreads)
   WaitAllGroups();
 }
 
+// Negative source pages mean zeros: the kernel needs its stage of zeros.
+bool WritesZeros(const CopyParams& p) {
+  return p.negative_src == NegativeIndex::kZero || p.negative_src == NegativeIndex::kZeroOnly;
+}
+
 // What the launcher needs to know about the current device, asked once per device.
 struct BulkDevice {
   cudaError_t error = cudaSuccess;
@@ -144,7 +149,7 @@ std::string DeviceReason(const BulkDevice& f) {
 
 std::string BulkCopyDeviceRefusal() { return DeviceReason(CurrentDevice()); }
 
-std::string BulkCopyRefusal(const CopyParams& p, const LaunchTuning& t) {
+std::string BulkCopyRefusal(const CopyParams& p, const LaunchTuning& t, int vec) {
   const BulkTuning& b = t.bulk;
   if (!b.enabled) return "bulk copies are off in this launch's tuning";
   if (b.piece_bytes < 16 || b.stages < 2 || b.stages > kMaxBulkStages || b.ctas_per_sm < 1) {
@@ -152,13 +157,12 @@ std::string BulkCopyRefusal(const CopyParams& p, const LaunchTuning& t) {
            std::to_string(kMaxBulkStages) + ", ctas_per_sm >= 1";
   }
   if (p.align_windows) return "a tier copy (host memory): the warp kernel's aligned windows";
-  if (ChunkCopyVectorBytes(p) != 16) {
+  if (vec != 16) {
     return "a base, stride or unit is not a multiple of 16 bytes (bulk copies need it)";
   }
   const BulkDevice f = CurrentDevice();
   if (std::string e = DeviceReason(f); !e.empty()) return e;
-  const bool zeros =
-      p.negative_src == NegativeIndex::kZero || p.negative_src == NegativeIndex::kZeroOnly;
+  const bool zeros = WritesZeros(p);
   const int64_t smem = static_cast<int64_t>(b.stages + (zeros ? 1 : 0)) * (b.piece_bytes / 16 * 16);
   if (smem > f.dynamic_smem_max) {
     return std::to_string(b.stages + (zeros ? 1 : 0)) + " stages (one of zeros where the copy " +
@@ -178,8 +182,7 @@ cudaError_t LaunchChunkCopyBulk(CopyParams p, const LaunchTuning& t, cudaStream_
   }
   p.bulk_stages = t.bulk.stages;
   p.bulk_stage_bytes = stage_bytes;
-  p.bulk_zeros =
-      p.negative_src == NegativeIndex::kZero || p.negative_src == NegativeIndex::kZeroOnly;
+  p.bulk_zeros = WritesZeros(p);
   const int smem = (t.bulk.stages + (p.bulk_zeros ? 1 : 0)) * static_cast<int>(stage_bytes);
   int sms = 0;
   int resident = 0;

@@ -129,7 +129,8 @@ uint64_t GridCap(int sms, int resident, const LaunchTuning& tuning, int ctas_per
 // tuning outside its range, a base, stride or unit that is no multiple of 16 bytes, a tier copy
 // (aligned windows), the device or kernel image below sm_90, or stages (and, where the copy
 // writes zeros, a stage of zeros) beyond the shared memory a CTA may have.
-std::string BulkCopyRefusal(const CopyParams& params, const LaunchTuning& tuning);
+// `vec`: ChunkCopyVectorBytes(params).
+std::string BulkCopyRefusal(const CopyParams& params, const LaunchTuning& tuning, int vec);
 
 // "" when the current device and this build can run bulk copies; otherwise why not.
 std::string BulkCopyDeviceRefusal();
